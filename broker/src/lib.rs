@@ -1,0 +1,4 @@
+//! Brook: a small Kafka-wire-compatible broker.
+#![forbid(unsafe_code)]
+
+pub mod log;

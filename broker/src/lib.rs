@@ -1,4 +1,14 @@
 //! Brook: a small Kafka-wire-compatible broker.
+//!
+//! See `docs/ARCHITECTURE.md` for the map. In request order:
+//! [`net`] (frames) → [`api`] (one module per API family) → [`cluster`] (ReplicaManager,
+//! Partition) → [`log`] (UnifiedLog, LogSegment, indexes, ProducerStateManager).
 #![forbid(unsafe_code)]
 
+pub mod api;
+pub mod cluster;
+pub mod config;
 pub mod log;
+pub mod metadata;
+pub mod net;
+pub mod server;

@@ -1,1 +1,54 @@
 //! Helpers for the real-client tests.
+//!
+//! This crate never links the broker: it starts a `brook` process (see [`broker::Broker`]) and
+//! talks to it either through librdkafka (the `rdkafka` crate, see [`rd`]) or through a tiny
+//! raw-wire client ([`wire::WireClient`]) for tests that must control the bytes.
+
+pub mod batch;
+pub mod broker;
+pub mod rd;
+pub mod wire;
+
+pub use broker::Broker;
+pub use wire::WireClient;
+
+use std::time::{Duration, Instant};
+
+/// Kafka error codes used by the tests.
+pub mod errors {
+    pub const NONE: i16 = 0;
+    pub const OFFSET_OUT_OF_RANGE: i16 = 1;
+    pub const CORRUPT_MESSAGE: i16 = 2;
+    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    pub const LEADER_NOT_AVAILABLE: i16 = 5;
+    pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
+    pub const UNSUPPORTED_VERSION: i16 = 35;
+    pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
+    pub const INVALID_PRODUCER_EPOCH: i16 = 47;
+}
+
+/// Polls `f` until it returns `Some`, or panics with `what` after `timeout`.
+/// The pause between polls is short and only paces the loop; it is never the synchronisation.
+pub fn poll_until<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        if Instant::now() >= deadline {
+            panic!("timed out after {timeout:?} waiting for: {what}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A topic name unique within the process (tests of one binary share nothing but this counter).
+pub fn unique_topic(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}

@@ -24,7 +24,11 @@ pub enum LogError {
     #[error("invalid producer epoch: {0}")]
     InvalidProducerEpoch(String),
     #[error("offset {offset} out of range [{log_start_offset}, {log_end_offset}]")]
-    OffsetOutOfRange { offset: i64, log_start_offset: i64, log_end_offset: i64 },
+    OffsetOutOfRange {
+        offset: i64,
+        log_start_offset: i64,
+        log_end_offset: i64,
+    },
     #[error("invalid timestamp: {0}")]
     InvalidTimestamp(String),
     #[error("unsupported compression: {0}")]
@@ -129,7 +133,12 @@ pub struct UnifiedLog {
 }
 
 impl UnifiedLog {
-    pub fn open(dir: PathBuf, config: LogConfig, had_clean_shutdown: bool, now_ms: i64) -> Result<Self, LogError> {
+    pub fn open(
+        dir: PathBuf,
+        config: LogConfig,
+        had_clean_shutdown: bool,
+        now_ms: i64,
+    ) -> Result<Self, LogError> {
         let _ = (had_clean_shutdown, now_ms);
         Ok(UnifiedLog { dir, config })
     }
@@ -148,15 +157,34 @@ impl UnifiedLog {
     pub fn log_end_offset(&self) -> i64 {
         0
     }
-    pub fn append_as_leader(&mut self, records: Bytes, leader_epoch: i32, now_ms: i64) -> Result<LogAppendInfo, LogError> {
+    pub fn append_as_leader(
+        &mut self,
+        records: Bytes,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<LogAppendInfo, LogError> {
         let _ = (records, leader_epoch, now_ms);
         unimplemented!()
     }
-    pub fn read(&self, fetch_offset: i64, max_bytes: usize, max_offset_exclusive: i64, min_one_message: bool) -> Result<FetchSlice, LogError> {
-        let _ = (fetch_offset, max_bytes, max_offset_exclusive, min_one_message);
+    pub fn read(
+        &self,
+        fetch_offset: i64,
+        max_bytes: usize,
+        max_offset_exclusive: i64,
+        min_one_message: bool,
+    ) -> Result<FetchSlice, LogError> {
+        let _ = (
+            fetch_offset,
+            max_bytes,
+            max_offset_exclusive,
+            min_one_message,
+        );
         unimplemented!()
     }
-    pub fn fetch_offset_by_timestamp(&self, timestamp_ms: i64) -> Result<Option<(i64, i64)>, LogError> {
+    pub fn fetch_offset_by_timestamp(
+        &self,
+        timestamp_ms: i64,
+    ) -> Result<Option<(i64, i64)>, LogError> {
         let _ = timestamp_ms;
         unimplemented!()
     }

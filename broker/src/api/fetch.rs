@@ -1,0 +1,202 @@
+//! Fetch: read committed data (up to the high watermark), long-polling with `max_wait_ms`
+//! and `min_bytes` on partition events rather than a sleep loop.
+//!
+//! Fetch sessions (KIP-227) are not kept: every answer carries session id 0, which tells
+//! clients to send full fetch requests. That is a legal broker behaviour.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use super::{Outcome, RequestContext};
+use crate::cluster::partition::Partition;
+use crate::net::codec::{encode_response, CodecError};
+use crate::server::Broker;
+
+/// Upper bound on how long one fetch may be parked, whatever the client asks.
+pub const FETCH_MAX_WAIT_MS_LIMIT: i32 = 60_000;
+
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const UNKNOWN_TOPIC_ID: i16 = 100;
+const KAFKA_STORAGE_ERROR: i16 = 56;
+
+/// One requested partition, resolved once per request.
+struct Wanted {
+    topic_index: usize,
+    partition_index: i32,
+    fetch_offset: i64,
+    partition_max_bytes: usize,
+    current_leader_epoch: i32,
+    partition: Option<Arc<Partition>>,
+    missing_code: i16,
+}
+
+/// Handles one Fetch request.
+pub async fn handle(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: FetchRequest,
+) -> Result<Outcome, CodecError> {
+    let by_id = ctx.api_version >= 13;
+    let mut topic_keys: Vec<(TopicName, Uuid)> = Vec::with_capacity(req.topics.len());
+    let mut wanted = Vec::new();
+    for (ti, t) in req.topics.iter().enumerate() {
+        let name = if by_id {
+            broker.replicas.topic_name_by_id(t.topic_id)
+        } else {
+            Some(t.topic.to_string())
+        };
+        topic_keys.push((t.topic.clone(), t.topic_id));
+        for p in &t.partitions {
+            let partition = name
+                .as_deref()
+                .and_then(|n| broker.replicas.partition(n, p.partition));
+            wanted.push(Wanted {
+                topic_index: ti,
+                partition_index: p.partition,
+                fetch_offset: p.fetch_offset,
+                partition_max_bytes: p.partition_max_bytes.max(0) as usize,
+                current_leader_epoch: p.current_leader_epoch,
+                partition,
+                missing_code: if name.is_none() {
+                    UNKNOWN_TOPIC_ID
+                } else {
+                    UNKNOWN_TOPIC_OR_PARTITION
+                },
+            });
+        }
+    }
+    let max_wait = Duration::from_millis(req.max_wait_ms.clamp(0, FETCH_MAX_WAIT_MS_LIMIT) as u64);
+    let deadline = Instant::now() + max_wait;
+    let min_bytes = req.min_bytes.max(0) as usize;
+    let max_bytes = if req.max_bytes <= 0 {
+        i32::MAX as usize
+    } else {
+        req.max_bytes as usize
+    };
+
+    let waiter = Arc::new(Notify::new());
+    let mut parked = false;
+    let results = loop {
+        let (results, bytes, any_error) = read_all(&wanted, max_bytes);
+        if bytes >= min_bytes.max(1) || any_error || Instant::now() >= deadline || wanted.is_empty()
+        {
+            break results;
+        }
+        if !parked {
+            // Park first, then read again: an append between the read above and the park
+            // would otherwise be missed until the deadline.
+            for w in &wanted {
+                if let Some(p) = &w.partition {
+                    p.park_fetch(&waiter);
+                }
+            }
+            parked = true;
+            continue;
+        }
+        if tokio::time::timeout_at(deadline, waiter.notified())
+            .await
+            .is_err()
+        {
+            let (results, _, _) = read_all(&wanted, max_bytes);
+            break results;
+        }
+        parked = false;
+    };
+
+    let mut responses: Vec<FetchableTopicResponse> = topic_keys
+        .into_iter()
+        .map(|(name, id)| {
+            let t = FetchableTopicResponse::default().with_topic_id(id);
+            if by_id {
+                t
+            } else {
+                t.with_topic(name)
+            }
+        })
+        .collect();
+    for (w, data) in wanted.iter().zip(results) {
+        responses[w.topic_index].partitions.push(data);
+    }
+    let resp = FetchResponse::default()
+        .with_session_id(0)
+        .with_responses(responses);
+    Ok(Outcome::Respond(encode_response(
+        ctx.api_key,
+        ctx.api_version,
+        ctx.correlation_id,
+        &resp,
+    )?))
+}
+
+/// Reads every wanted partition once. Returns the answers, the bytes found, and whether any
+/// partition has an error (which answers the fetch at once, as Kafka does).
+fn read_all(wanted: &[Wanted], max_bytes: usize) -> (Vec<PartitionData>, usize, bool) {
+    let mut out = Vec::with_capacity(wanted.len());
+    let mut total = 0usize;
+    let mut any_error = false;
+    for w in wanted {
+        let base = PartitionData::default().with_partition_index(w.partition_index);
+        let Some(part) = &w.partition else {
+            any_error = true;
+            out.push(error_data(base, w.missing_code));
+            continue;
+        };
+        if let Err(e) = part.check_leader_epoch(w.current_leader_epoch) {
+            any_error = true;
+            out.push(error_data(base, e.error_code()));
+            continue;
+        }
+        let budget = w.partition_max_bytes.min(max_bytes.saturating_sub(total));
+        // KIP-74: the first partition with data may exceed the limits by one whole batch,
+        // so that a batch larger than max_bytes never stalls a consumer.
+        let min_one = total == 0;
+        match part.read(w.fetch_offset, budget, min_one) {
+            Ok(read) => {
+                let records = match read.slice.read() {
+                    Ok(b) => b,
+                    Err(e) => {
+                        tracing::error!(topic = %part.topic, partition = part.index, error = %e, "fetch read failed");
+                        any_error = true;
+                        out.push(error_data(base, KAFKA_STORAGE_ERROR));
+                        continue;
+                    }
+                };
+                total += records.len();
+                out.push(
+                    base.with_high_watermark(read.high_watermark)
+                        .with_last_stable_offset(read.last_stable_offset)
+                        .with_log_start_offset(read.log_start_offset)
+                        .with_aborted_transactions(Some(Vec::new()))
+                        .with_records(Some(records)),
+                );
+            }
+            Err(e) => {
+                any_error = true;
+                let (log_start, _) = part.offsets();
+                let hw = part.high_watermark();
+                out.push(
+                    error_data(base, e.error_code())
+                        .with_high_watermark(hw)
+                        .with_last_stable_offset(hw)
+                        .with_log_start_offset(log_start),
+                );
+            }
+        }
+    }
+    (out, total, any_error)
+}
+
+fn error_data(base: PartitionData, code: i16) -> PartitionData {
+    base.with_error_code(code)
+        .with_high_watermark(-1)
+        .with_last_stable_offset(-1)
+        .with_log_start_offset(-1)
+        .with_records(Some(Bytes::new()))
+}

@@ -1,0 +1,123 @@
+//! ListOffsets and OffsetForLeaderEpoch: offsets by position, by time, and by leader epoch.
+
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::offset_for_leader_epoch_response::{
+    EpochEndOffset, OffsetForLeaderTopicResult,
+};
+use kafka_protocol::messages::{
+    ListOffsetsRequest, ListOffsetsResponse, OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+};
+
+use super::RequestContext;
+use crate::server::Broker;
+
+/// Special timestamps of ListOffsets.
+pub mod spec {
+    pub const LATEST: i64 = -1;
+    pub const EARLIEST: i64 = -2;
+    pub const MAX_TIMESTAMP: i64 = -3;
+    pub const EARLIEST_LOCAL: i64 = -4;
+    pub const LATEST_TIERED: i64 = -5;
+}
+
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const UNSUPPORTED_VERSION: i16 = 35;
+
+/// Answers ListOffsets.
+pub async fn handle(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: ListOffsetsRequest,
+) -> ListOffsetsResponse {
+    let topics = req
+        .topics
+        .into_iter()
+        .map(|t| {
+            let name = t.name.to_string();
+            let partitions = t
+                .partitions
+                .into_iter()
+                .map(|p| {
+                    let base = ListOffsetsPartitionResponse::default()
+                        .with_partition_index(p.partition_index)
+                        .with_timestamp(-1)
+                        .with_offset(-1);
+                    let Some(part) = broker.replicas.partition(&name, p.partition_index) else {
+                        return base.with_error_code(UNKNOWN_TOPIC_OR_PARTITION);
+                    };
+                    if let Err(e) = part.check_leader_epoch(p.current_leader_epoch) {
+                        return base.with_error_code(e.error_code());
+                    }
+                    let epoch = part.leader_epoch();
+                    let found = match p.timestamp {
+                        spec::LATEST => Ok(Some((-1, part.high_watermark()))),
+                        spec::EARLIEST | spec::EARLIEST_LOCAL => Ok(Some((-1, part.offsets().0))),
+                        spec::MAX_TIMESTAMP => part.max_timestamp(),
+                        spec::LATEST_TIERED => Ok(Some((-1, -1))),
+                        ts if ts < 0 => return base.with_error_code(UNSUPPORTED_VERSION),
+                        ts => part.offset_for_timestamp(ts),
+                    };
+                    match found {
+                        Ok(Some((ts, offset))) => base
+                            .with_timestamp(ts)
+                            .with_offset(offset)
+                            .with_leader_epoch(epoch),
+                        // No record at or after the timestamp: Kafka answers -1/-1.
+                        Ok(None) => base,
+                        Err(e) => base.with_error_code(e.error_code()),
+                    }
+                })
+                .collect();
+            ListOffsetsTopicResponse::default()
+                .with_name(t.name)
+                .with_partitions(partitions)
+        })
+        .collect();
+    let _ = ctx;
+    ListOffsetsResponse::default().with_topics(topics)
+}
+
+/// Answers OffsetForLeaderEpoch: the end offset of the requested epoch. While a partition
+/// has had one leader epoch, that is the log end offset.
+pub async fn handle_offset_for_leader_epoch(
+    broker: &Broker,
+    _ctx: &RequestContext,
+    req: OffsetForLeaderEpochRequest,
+) -> OffsetForLeaderEpochResponse {
+    let topics = req
+        .topics
+        .into_iter()
+        .map(|t| {
+            let name = t.topic.to_string();
+            let partitions = t
+                .partitions
+                .into_iter()
+                .map(|p| {
+                    let base = EpochEndOffset::default()
+                        .with_partition(p.partition)
+                        .with_leader_epoch(-1)
+                        .with_end_offset(-1);
+                    let Some(part) = broker.replicas.partition(&name, p.partition) else {
+                        return base.with_error_code(UNKNOWN_TOPIC_OR_PARTITION);
+                    };
+                    if let Err(e) = part.check_leader_epoch(p.current_leader_epoch) {
+                        return base.with_error_code(e.error_code());
+                    }
+                    let current = part.leader_epoch();
+                    if p.leader_epoch > current {
+                        return base;
+                    }
+                    base.with_leader_epoch(current)
+                        .with_end_offset(part.offsets().1)
+                })
+                .collect();
+            OffsetForLeaderTopicResult::default()
+                .with_topic(t.topic)
+                .with_partitions(partitions)
+        })
+        .collect();
+    OffsetForLeaderEpochResponse::default().with_topics(topics)
+}

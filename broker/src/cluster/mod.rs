@@ -1,0 +1,4 @@
+//! Partitions and the ReplicaManager that owns them.
+
+pub mod partition;
+pub mod replica_manager;

@@ -1,0 +1,445 @@
+//! The ReplicaManager owns every partition on this node and the topic metadata that names
+//! them. The API handlers go through it for appends, reads and topic changes.
+//!
+//! Hot paths (produce, fetch) only touch the `DashMap` of partitions, which is sharded; the
+//! metadata image behind its `RwLock` is read on Metadata requests and written only by topic
+//! administration.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use dashmap::DashMap;
+use parking_lot::{Mutex, RwLock};
+use uuid::Uuid;
+
+use super::partition::Partition;
+use crate::config::{BrokerConfig, ConfigError};
+use crate::log::{LogError, UnifiedLog};
+use crate::metadata::{validate_topic_name, MetadataError, MetadataImage, TopicMeta};
+
+/// Written at clean shutdown; its absence at start-up means the logs need recovery.
+pub const CLEAN_SHUTDOWN_FILE: &str = ".brook_cleanshutdown";
+/// Producer ids are handed out in blocks; one metadata write per block.
+pub const PRODUCER_ID_BLOCK_SIZE: i64 = 1000;
+/// Upper bound on partitions in one topic (Kafka has none, but a typo should not create
+/// a million directories).
+pub const MAX_PARTITIONS_PER_TOPIC: i32 = 10_000;
+
+/// Errors of topic administration and partition lookup.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplicaError {
+    #[error("unknown topic or partition {0}")]
+    UnknownTopicOrPartition(String),
+    #[error("unknown topic id {0}")]
+    UnknownTopicId(Uuid),
+    #[error("topic {0} already exists")]
+    TopicExists(String),
+    #[error("{0}")]
+    InvalidTopic(String),
+    #[error("invalid partitions: {0}")]
+    InvalidPartitions(String),
+    #[error("invalid replication factor: {0}")]
+    InvalidReplicationFactor(String),
+    #[error("invalid config: {0}")]
+    InvalidConfig(#[from] ConfigError),
+    #[error(transparent)]
+    Log(#[from] LogError),
+    #[error(transparent)]
+    Metadata(#[from] MetadataError),
+    #[error("storage error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl ReplicaError {
+    /// The Kafka error code for this error.
+    pub fn error_code(&self) -> i16 {
+        match self {
+            ReplicaError::UnknownTopicOrPartition(_) => 3,
+            ReplicaError::UnknownTopicId(_) => 100,
+            ReplicaError::TopicExists(_) => 36,
+            ReplicaError::InvalidTopic(_) => 17,
+            ReplicaError::InvalidPartitions(_) => 37,
+            ReplicaError::InvalidReplicationFactor(_) => 38,
+            ReplicaError::InvalidConfig(_) => 40,
+            ReplicaError::Log(e) => e.error_code(),
+            ReplicaError::Metadata(_) | ReplicaError::Io(_) => 56,
+        }
+    }
+}
+
+/// Milliseconds since the epoch.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// All partitions of this node and the metadata that names them.
+pub struct ReplicaManager {
+    pub config: Arc<BrokerConfig>,
+    partitions: DashMap<(String, i32), Arc<Partition>>,
+    /// Topic id to name, for Produce v13 and Fetch v13+ which name topics by id.
+    topic_names: DashMap<Uuid, String>,
+    image: RwLock<MetadataImage>,
+    /// Serialises topic administration so that create/delete/alter see a consistent image.
+    admin: Mutex<()>,
+    next_producer_id: AtomicI64,
+    producer_id_block_end: Mutex<i64>,
+}
+
+impl ReplicaManager {
+    /// Opens the log directory: loads metadata, recovers every partition's log.
+    pub fn open(config: Arc<BrokerConfig>) -> Result<Self, ReplicaError> {
+        let dir = config.log_dir.clone();
+        std::fs::create_dir_all(&dir)?;
+        remove_deleted_dirs(&dir);
+        let marker = dir.join(CLEAN_SHUTDOWN_FILE);
+        let clean = marker.exists();
+        if clean {
+            // Removed now so that a crash from here on is detected at the next start.
+            std::fs::remove_file(&marker)?;
+        } else {
+            tracing::info!(dir = %dir.display(), "no clean-shutdown marker: recovering logs");
+        }
+        let image = MetadataImage::load_or_create(&dir, config.cluster_id.as_deref())?;
+        let partitions = DashMap::new();
+        let now = now_ms();
+        for topic in image.topics.values() {
+            let log_config = config.log_config(&topic.configs)?;
+            for p in 0..topic.partitions {
+                let log = UnifiedLog::open(
+                    partition_dir(&dir, &topic.name, p),
+                    log_config.clone(),
+                    clean,
+                    now,
+                )?;
+                let part = Partition::new(
+                    topic.name.clone(),
+                    topic.id,
+                    p,
+                    config.node_id,
+                    config.min_insync_replicas(&topic.configs),
+                    log,
+                );
+                partitions.insert((topic.name.clone(), p), Arc::new(part));
+            }
+        }
+        let next_pid = image.next_producer_id_block;
+        let topic_names = image
+            .topics
+            .values()
+            .map(|t| (t.id, t.name.clone()))
+            .collect();
+        Ok(ReplicaManager {
+            config,
+            partitions,
+            topic_names,
+            image: RwLock::new(image),
+            admin: Mutex::new(()),
+            next_producer_id: AtomicI64::new(next_pid),
+            producer_id_block_end: Mutex::new(next_pid),
+        })
+    }
+
+    /// The cluster id.
+    pub fn cluster_id(&self) -> String {
+        self.image.read().cluster_id.clone()
+    }
+
+    /// A copy of one topic's metadata.
+    pub fn topic(&self, name: &str) -> Option<TopicMeta> {
+        self.image.read().topics.get(name).cloned()
+    }
+
+    /// A copy of one topic's metadata, by id.
+    pub fn topic_by_id(&self, id: Uuid) -> Option<TopicMeta> {
+        self.image.read().topic_by_id(id).cloned()
+    }
+
+    /// A topic's name, by id, without touching the metadata image.
+    pub fn topic_name_by_id(&self, id: Uuid) -> Option<String> {
+        self.topic_names.get(&id).map(|n| n.clone())
+    }
+
+    /// Copies of all topics' metadata.
+    pub fn topics(&self) -> Vec<TopicMeta> {
+        self.image.read().topics.values().cloned().collect()
+    }
+
+    /// Looks up a partition.
+    pub fn partition(&self, topic: &str, index: i32) -> Option<Arc<Partition>> {
+        self.partitions
+            .get(&(topic.to_string(), index))
+            .map(|p| p.clone())
+    }
+
+    /// Every partition, for background work (retention) and shutdown.
+    pub fn all_partitions(&self) -> Vec<Arc<Partition>> {
+        self.partitions.iter().map(|e| e.value().clone()).collect()
+    }
+
+    /// Creates a topic. `partitions`/`replication_factor` of -1 mean the broker defaults.
+    pub fn create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        replication_factor: i16,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<TopicMeta, ReplicaError> {
+        validate_topic_name(name).map_err(ReplicaError::InvalidTopic)?;
+        let partitions = if partitions == -1 {
+            self.config.num_partitions
+        } else {
+            partitions
+        };
+        if partitions <= 0 || partitions > MAX_PARTITIONS_PER_TOPIC {
+            return Err(ReplicaError::InvalidPartitions(format!(
+                "number of partitions must be between 1 and {MAX_PARTITIONS_PER_TOPIC}, got {partitions}"
+            )));
+        }
+        let rf = if replication_factor == -1 {
+            self.config.default_replication_factor
+        } else {
+            replication_factor
+        };
+        if rf <= 0 {
+            return Err(ReplicaError::InvalidReplicationFactor(format!(
+                "replication factor must be larger than 0, got {rf}"
+            )));
+        }
+        if rf > 1 {
+            return Err(ReplicaError::InvalidReplicationFactor(format!(
+                "replication factor {rf} is larger than the number of available brokers: 1"
+            )));
+        }
+        self.config.validate_topic_configs(&configs)?;
+        let _admin = self.admin.lock();
+        if self.image.read().topics.contains_key(name) {
+            return Err(ReplicaError::TopicExists(name.to_string()));
+        }
+        // Kafka refuses names that collide once '.' and '_' are treated alike (metric names).
+        let collides = |a: &str| a.replace('.', "_") == name.replace('.', "_");
+        if let Some(other) = self.image.read().topics.keys().find(|t| collides(t)) {
+            return Err(ReplicaError::InvalidTopic(format!(
+                "topic {name:?} collides with existing topic {other:?}"
+            )));
+        }
+        let meta = TopicMeta {
+            name: name.to_string(),
+            id: Uuid::new_v4(),
+            partitions,
+            replication_factor: rf,
+            configs,
+        };
+        if validate_only {
+            return Ok(meta);
+        }
+        let log_config = self.config.log_config(&meta.configs)?;
+        let now = now_ms();
+        for p in 0..partitions {
+            let log = UnifiedLog::open(
+                partition_dir(&self.config.log_dir, name, p),
+                log_config.clone(),
+                true,
+                now,
+            )?;
+            let part = Partition::new(
+                name.to_string(),
+                meta.id,
+                p,
+                self.config.node_id,
+                self.config.min_insync_replicas(&meta.configs),
+                log,
+            );
+            self.partitions
+                .insert((name.to_string(), p), Arc::new(part));
+        }
+        self.topic_names.insert(meta.id, name.to_string());
+        let mut image = self.image.write();
+        image.topics.insert(name.to_string(), meta.clone());
+        image.persist(&self.config.log_dir)?;
+        tracing::info!(topic = name, partitions, "created topic");
+        Ok(meta)
+    }
+
+    /// Deletes a topic and its data.
+    pub fn delete_topic(&self, name: &str) -> Result<TopicMeta, ReplicaError> {
+        let _admin = self.admin.lock();
+        let meta = {
+            let mut image = self.image.write();
+            let meta = image
+                .topics
+                .remove(name)
+                .ok_or_else(|| ReplicaError::UnknownTopicOrPartition(name.to_string()))?;
+            image.persist(&self.config.log_dir)?;
+            meta
+        };
+        self.topic_names.remove(&meta.id);
+        for p in 0..meta.partitions {
+            if let Some((_, part)) = self.partitions.remove(&(name.to_string(), p)) {
+                if let Err(e) = part.delete_dir() {
+                    tracing::warn!(topic = name, partition = p, error = %e, "could not delete partition directory");
+                }
+            }
+        }
+        tracing::info!(topic = name, "deleted topic");
+        Ok(meta)
+    }
+
+    /// Adds partitions to a topic (CreatePartitions).
+    pub fn create_partitions(
+        &self,
+        name: &str,
+        new_total: i32,
+        validate_only: bool,
+    ) -> Result<(), ReplicaError> {
+        let _admin = self.admin.lock();
+        let meta = self
+            .topic(name)
+            .ok_or_else(|| ReplicaError::UnknownTopicOrPartition(name.to_string()))?;
+        if new_total <= meta.partitions {
+            return Err(ReplicaError::InvalidPartitions(format!(
+                "topic currently has {} partitions, {new_total} would not be an increase",
+                meta.partitions
+            )));
+        }
+        if new_total > MAX_PARTITIONS_PER_TOPIC {
+            return Err(ReplicaError::InvalidPartitions(format!(
+                "at most {MAX_PARTITIONS_PER_TOPIC} partitions"
+            )));
+        }
+        if validate_only {
+            return Ok(());
+        }
+        let log_config = self.config.log_config(&meta.configs)?;
+        let now = now_ms();
+        for p in meta.partitions..new_total {
+            let log = UnifiedLog::open(
+                partition_dir(&self.config.log_dir, name, p),
+                log_config.clone(),
+                true,
+                now,
+            )?;
+            let part = Partition::new(
+                name.to_string(),
+                meta.id,
+                p,
+                self.config.node_id,
+                self.config.min_insync_replicas(&meta.configs),
+                log,
+            );
+            self.partitions
+                .insert((name.to_string(), p), Arc::new(part));
+        }
+        let mut image = self.image.write();
+        if let Some(t) = image.topics.get_mut(name) {
+            t.partitions = new_total;
+        }
+        image.persist(&self.config.log_dir)?;
+        Ok(())
+    }
+
+    /// Replaces a topic's config overrides and applies them to its logs.
+    pub fn set_topic_configs(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<(), ReplicaError> {
+        let _admin = self.admin.lock();
+        let meta = self
+            .topic(name)
+            .ok_or_else(|| ReplicaError::UnknownTopicOrPartition(name.to_string()))?;
+        self.config.validate_topic_configs(&configs)?;
+        if validate_only {
+            return Ok(());
+        }
+        let log_config = self.config.log_config(&configs)?;
+        for p in 0..meta.partitions {
+            if let Some(part) = self.partition(name, p) {
+                part.update_config(
+                    log_config.clone(),
+                    self.config.min_insync_replicas(&configs),
+                );
+            }
+        }
+        let mut image = self.image.write();
+        if let Some(t) = image.topics.get_mut(name) {
+            t.configs = configs;
+        }
+        image.persist(&self.config.log_dir)?;
+        Ok(())
+    }
+
+    /// Hands out a producer id for an idempotent producer.
+    pub fn allocate_producer_id(&self) -> Result<i64, ReplicaError> {
+        let mut end = self.producer_id_block_end.lock();
+        let id = self.next_producer_id.fetch_add(1, Ordering::AcqRel);
+        if id >= *end {
+            // Persist the end of a new block before handing out ids from it, so ids are
+            // never reused after a crash.
+            let new_end = id + PRODUCER_ID_BLOCK_SIZE;
+            let mut image = self.image.write();
+            image.next_producer_id_block = new_end;
+            image.persist(&self.config.log_dir)?;
+            *end = new_end;
+        }
+        Ok(id)
+    }
+
+    /// Runs retention on every partition.
+    pub fn run_retention(&self) {
+        let now = now_ms();
+        for p in self.all_partitions() {
+            match p.delete_old_segments(now) {
+                Ok(0) => {}
+                Ok(n) => {
+                    tracing::info!(topic = %p.topic, partition = p.index, segments = n, "retention deleted segments")
+                }
+                Err(e) => {
+                    tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "retention failed")
+                }
+            }
+        }
+    }
+
+    /// Flushes and closes every log, then writes the clean-shutdown marker.
+    pub fn shutdown(&self) -> Result<(), ReplicaError> {
+        let mut failed = false;
+        for p in self.all_partitions() {
+            if let Err(e) = p.close() {
+                failed = true;
+                tracing::error!(topic = %p.topic, partition = p.index, error = %e, "could not close log");
+            }
+        }
+        if !failed {
+            let marker = self.config.log_dir.join(CLEAN_SHUTDOWN_FILE);
+            let f = std::fs::File::create(&marker)?;
+            f.sync_all()?;
+            std::fs::File::open(&self.config.log_dir)?.sync_all()?;
+        }
+        Ok(())
+    }
+}
+
+/// `<log.dirs>/<topic>-<partition>`, Kafka's layout.
+pub fn partition_dir(log_dir: &Path, topic: &str, partition: i32) -> PathBuf {
+    log_dir.join(format!("{topic}-{partition}"))
+}
+
+/// Finishes deletions interrupted by a crash.
+fn remove_deleted_dirs(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        if e.file_name().to_string_lossy().ends_with("-delete") {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}

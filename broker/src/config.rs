@@ -1,0 +1,548 @@
+//! Broker configuration, read from a Kafka-style `server.properties` file.
+//!
+//! Brook accepts Kafka's own property names so that a user can carry a config file between a
+//! real Kafka and Brook. Every key Brook acts on is parsed and range-checked here; a handful of
+//! Kafka keys that only tune the JVM broker's internals are accepted and ignored (listed in
+//! [`IGNORED_KAFKA_KEYS`]); anything else is a start-up error that names the key, because a
+//! silently ignored typo (`min.insync.replica=2`) would change the semantics a test relies on.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use crate::log::{LogConfig, TimestampType};
+
+/// Errors found while reading the configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("line {line}: expected key=value, got {text:?}")]
+    Syntax { line: usize, text: String },
+    #[error("unknown config key {0:?}")]
+    UnknownKey(String),
+    #[error("invalid value {value:?} for {key}: {reason}")]
+    InvalidValue {
+        key: String,
+        value: String,
+        reason: String,
+    },
+}
+
+/// Kafka broker keys that Brook accepts for compatibility but does not act on.
+pub const IGNORED_KAFKA_KEYS: &[&str] = &[
+    "num.network.threads",
+    "num.io.threads",
+    "socket.send.buffer.bytes",
+    "socket.receive.buffer.bytes",
+    "num.recovery.threads.per.data.dir",
+    "log.retention.check.interval.ms",
+    "offsets.topic.replication.factor",
+    "transaction.state.log.replication.factor",
+    "transaction.state.log.min.isr",
+    "group.initial.rebalance.delay.ms",
+    "inter.broker.listener.name",
+    "controller.listener.names",
+    "listener.security.protocol.map",
+    "process.roles",
+    "controller.quorum.voters",
+    "controller.quorum.bootstrap.servers",
+    "share.coordinator.state.topic.replication.factor",
+    "share.coordinator.state.topic.min.isr",
+];
+
+/// Topic-level keys and the broker-level keys that supply their defaults.
+/// (topic key, broker key)
+pub const TOPIC_CONFIG_KEYS: &[(&str, &str)] = &[
+    ("cleanup.policy", "log.cleanup.policy"),
+    ("compression.type", "compression.type"),
+    ("max.message.bytes", "message.max.bytes"),
+    ("message.timestamp.type", "log.message.timestamp.type"),
+    (
+        "message.timestamp.before.max.ms",
+        "log.message.timestamp.before.max.ms",
+    ),
+    (
+        "message.timestamp.after.max.ms",
+        "log.message.timestamp.after.max.ms",
+    ),
+    ("min.insync.replicas", "min.insync.replicas"),
+    ("retention.bytes", "log.retention.bytes"),
+    ("retention.ms", "log.retention.ms"),
+    ("segment.bytes", "log.segment.bytes"),
+    ("segment.ms", "log.roll.ms"),
+    ("segment.index.bytes", "log.index.size.max.bytes"),
+    ("index.interval.bytes", "log.index.interval.bytes"),
+    ("flush.messages", "log.flush.interval.messages"),
+    (
+        "unclean.leader.election.enable",
+        "unclean.leader.election.enable",
+    ),
+];
+
+/// Broker keys with their Kafka 4.4 defaults. The table is the single source of truth for
+/// which keys are known; `BrokerConfig` reads typed values out of the merged map.
+const BROKER_DEFAULTS: &[(&str, &str)] = &[
+    ("node.id", "1"),
+    ("listeners", "PLAINTEXT://127.0.0.1:9092"),
+    ("advertised.listeners", ""),
+    ("log.dirs", "./data"),
+    ("log.dir", ""),
+    ("num.partitions", "1"),
+    ("default.replication.factor", "1"),
+    ("min.insync.replicas", "1"),
+    ("auto.create.topics.enable", "true"),
+    ("delete.topic.enable", "true"),
+    ("socket.request.max.bytes", "104857600"),
+    ("message.max.bytes", "1048588"),
+    ("log.segment.bytes", "1073741824"),
+    ("log.roll.ms", ""),
+    ("log.roll.hours", "168"),
+    ("log.retention.ms", ""),
+    ("log.retention.minutes", ""),
+    ("log.retention.hours", "168"),
+    ("log.retention.bytes", "-1"),
+    ("log.index.size.max.bytes", "10485760"),
+    ("log.index.interval.bytes", "4096"),
+    ("log.flush.interval.messages", "9223372036854775807"),
+    ("log.cleanup.policy", "delete"),
+    ("log.message.timestamp.type", "CreateTime"),
+    ("log.message.timestamp.before.max.ms", "9223372036854775807"),
+    ("log.message.timestamp.after.max.ms", "3600000"),
+    ("compression.type", "producer"),
+    ("unclean.leader.election.enable", "false"),
+    ("log.retention.check.interval.ms", "300000"),
+    ("cluster.id", ""),
+    ("admin.listener", ""),
+];
+
+/// The parsed broker configuration.
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    /// Every known key with its effective value (defaults merged with the file and overrides).
+    pub values: BTreeMap<String, String>,
+    /// Keys set explicitly in the file or by an override (reported as STATIC_BROKER_CONFIG).
+    pub explicit: std::collections::BTreeSet<String>,
+    pub node_id: i32,
+    pub listener: SocketAddr,
+    /// Host and port put in Metadata; `None` means "the bound listener address".
+    pub advertised: Option<(String, u16)>,
+    pub log_dir: PathBuf,
+    pub num_partitions: i32,
+    pub default_replication_factor: i16,
+    pub auto_create_topics: bool,
+    pub socket_request_max_bytes: usize,
+    pub retention_check_interval_ms: u64,
+    pub cluster_id: Option<String>,
+    /// The admin HTTP listener (`admin.listener=127.0.0.1:PORT`), if any.
+    pub admin_listener: Option<SocketAddr>,
+}
+
+impl BrokerConfig {
+    /// Reads a properties file (if given) and applies `key=value` overrides on top.
+    pub fn load(path: Option<&std::path::Path>, overrides: &[String]) -> Result<Self, ConfigError> {
+        let mut raw = BTreeMap::new();
+        if let Some(path) = path {
+            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                path: path.to_path_buf(),
+                source,
+            })?;
+            raw.extend(parse_properties(&text)?);
+        }
+        for (i, o) in overrides.iter().enumerate() {
+            let (k, v) = split_kv(o).ok_or(ConfigError::Syntax {
+                line: i + 1,
+                text: o.clone(),
+            })?;
+            raw.insert(k, v);
+        }
+        Self::from_map(raw)
+    }
+
+    /// Builds the configuration from already-split key/value pairs.
+    pub fn from_map(raw: BTreeMap<String, String>) -> Result<Self, ConfigError> {
+        let mut explicit = std::collections::BTreeSet::new();
+        let mut values: BTreeMap<String, String> = BROKER_DEFAULTS
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        for (k, v) in raw {
+            if IGNORED_KAFKA_KEYS.contains(&k.as_str()) {
+                tracing::debug!(key = %k, "accepted Kafka config key that Brook does not use");
+                continue;
+            }
+            if !values.contains_key(&k) {
+                return Err(ConfigError::UnknownKey(k));
+            }
+            explicit.insert(k.clone());
+            values.insert(k, v);
+        }
+        let get = |k: &str| values.get(k).cloned().unwrap_or_default();
+        let node_id = parse_num::<i32>("node.id", &get("node.id"))?;
+        let listener = parse_listener("listeners", &get("listeners"))?;
+        let advertised = match get("advertised.listeners").as_str() {
+            "" => None,
+            v => {
+                let addr = strip_scheme("advertised.listeners", v)?;
+                let (host, port) = addr
+                    .rsplit_once(':')
+                    .ok_or_else(|| invalid("advertised.listeners", v, "expected HOST:PORT"))?;
+                Some((
+                    host.to_string(),
+                    parse_num::<u16>("advertised.listeners", port)?,
+                ))
+            }
+        };
+        let log_dirs = match get("log.dir").as_str() {
+            "" => get("log.dirs"),
+            v => v.to_string(),
+        };
+        if log_dirs.contains(',') {
+            return Err(invalid(
+                "log.dirs",
+                &log_dirs,
+                "Brook supports one log directory",
+            ));
+        }
+        let admin_listener = match get("admin.listener").as_str() {
+            "" => None,
+            v => Some(
+                v.parse()
+                    .map_err(|_| invalid("admin.listener", v, "expected HOST:PORT"))?,
+            ),
+        };
+        let cfg = BrokerConfig {
+            node_id,
+            listener,
+            advertised,
+            log_dir: PathBuf::from(log_dirs),
+            num_partitions: positive("num.partitions", &get("num.partitions"))?,
+            default_replication_factor: positive::<i16>(
+                "default.replication.factor",
+                &get("default.replication.factor"),
+            )?,
+            auto_create_topics: parse_bool(
+                "auto.create.topics.enable",
+                &get("auto.create.topics.enable"),
+            )?,
+            socket_request_max_bytes: positive::<i64>(
+                "socket.request.max.bytes",
+                &get("socket.request.max.bytes"),
+            )? as usize,
+            retention_check_interval_ms: positive::<i64>(
+                "log.retention.check.interval.ms",
+                &get("log.retention.check.interval.ms"),
+            )? as u64,
+            cluster_id: Some(get("cluster.id")).filter(|s| !s.is_empty()),
+            admin_listener,
+            values,
+            explicit,
+        };
+        // Validate the topic-config defaults once at start-up so that a bad broker default
+        // is a start-up error rather than a failure on the first topic creation.
+        cfg.log_config(&BTreeMap::new())?;
+        Ok(cfg)
+    }
+
+    /// The broker-level default for a topic config key, as Kafka reports it in DescribeConfigs.
+    pub fn topic_default(&self, topic_key: &str) -> Option<String> {
+        let broker_key = TOPIC_CONFIG_KEYS.iter().find(|(t, _)| *t == topic_key)?.1;
+        Some(match topic_key {
+            "retention.ms" => self.retention_ms().to_string(),
+            "segment.ms" => self.roll_ms().to_string(),
+            _ => self.values.get(broker_key).cloned().unwrap_or_default(),
+        })
+    }
+
+    fn retention_ms(&self) -> i64 {
+        let v = |k: &str| {
+            self.values
+                .get(k)
+                .filter(|s| !s.is_empty())
+                .and_then(|s| s.parse::<i64>().ok())
+        };
+        v("log.retention.ms")
+            .or_else(|| v("log.retention.minutes").map(|m| m * 60_000))
+            .or_else(|| v("log.retention.hours").map(|h| h * 3_600_000))
+            .unwrap_or(7 * 24 * 3_600_000)
+    }
+
+    fn roll_ms(&self) -> i64 {
+        let v = |k: &str| {
+            self.values
+                .get(k)
+                .filter(|s| !s.is_empty())
+                .and_then(|s| s.parse::<i64>().ok())
+        };
+        v("log.roll.ms")
+            .or_else(|| v("log.roll.hours").map(|h| h * 3_600_000))
+            .unwrap_or(7 * 24 * 3_600_000)
+    }
+
+    /// The effective value of a topic config: the topic's override, else the broker default.
+    pub fn topic_value(&self, overrides: &BTreeMap<String, String>, key: &str) -> Option<String> {
+        overrides
+            .get(key)
+            .cloned()
+            .or_else(|| self.topic_default(key))
+    }
+
+    /// The min.insync.replicas in force for a topic.
+    pub fn min_insync_replicas(&self, overrides: &BTreeMap<String, String>) -> i32 {
+        self.topic_value(overrides, "min.insync.replicas")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1)
+    }
+
+    /// Builds a log's settings from the broker defaults and a topic's overrides.
+    pub fn log_config(
+        &self,
+        overrides: &BTreeMap<String, String>,
+    ) -> Result<LogConfig, ConfigError> {
+        let val = |k: &str| self.topic_value(overrides, k).unwrap_or_default();
+        let ts_type = match val("message.timestamp.type").as_str() {
+            "CreateTime" => TimestampType::CreateTime,
+            "LogAppendTime" => TimestampType::LogAppendTime,
+            v => {
+                return Err(invalid(
+                    "message.timestamp.type",
+                    v,
+                    "expected CreateTime or LogAppendTime",
+                ))
+            }
+        };
+        let flush = parse_num::<i64>("flush.messages", &val("flush.messages"))?;
+        Ok(LogConfig {
+            segment_bytes: positive::<i64>("segment.bytes", &val("segment.bytes"))? as u64,
+            segment_ms: positive("segment.ms", &val("segment.ms"))?,
+            segment_index_bytes: positive::<i64>(
+                "segment.index.bytes",
+                &val("segment.index.bytes"),
+            )? as u64,
+            index_interval_bytes: parse_num::<u64>(
+                "index.interval.bytes",
+                &val("index.interval.bytes"),
+            )?,
+            retention_ms: at_least_minus_one("retention.ms", &val("retention.ms"))?,
+            retention_bytes: at_least_minus_one("retention.bytes", &val("retention.bytes"))?,
+            flush_interval_messages: if flush <= 0 { 1 } else { flush as u64 },
+            message_timestamp_type: ts_type,
+            max_message_bytes: positive::<i64>("max.message.bytes", &val("max.message.bytes"))?
+                as usize,
+            message_timestamp_before_max_ms: parse_num(
+                "message.timestamp.before.max.ms",
+                &val("message.timestamp.before.max.ms"),
+            )?,
+            message_timestamp_after_max_ms: parse_num(
+                "message.timestamp.after.max.ms",
+                &val("message.timestamp.after.max.ms"),
+            )?,
+        })
+    }
+
+    /// Checks a set of topic config overrides (CreateTopics, IncrementalAlterConfigs).
+    pub fn validate_topic_configs(
+        &self,
+        overrides: &BTreeMap<String, String>,
+    ) -> Result<(), ConfigError> {
+        for (k, v) in overrides {
+            if !TOPIC_CONFIG_KEYS.iter().any(|(t, _)| t == k) {
+                return Err(ConfigError::UnknownKey(k.clone()));
+            }
+            match k.as_str() {
+                "cleanup.policy"
+                    if !v
+                        .split(',')
+                        .all(|p| matches!(p.trim(), "delete" | "compact")) =>
+                {
+                    return Err(invalid(k, v, "expected delete and/or compact"));
+                }
+                "compression.type"
+                    if !matches!(
+                        v.as_str(),
+                        "producer" | "uncompressed" | "gzip" | "snappy" | "lz4" | "zstd"
+                    ) =>
+                {
+                    return Err(invalid(k, v, "unknown compression type"));
+                }
+                "min.insync.replicas" => {
+                    positive::<i32>(k, v)?;
+                }
+                "unclean.leader.election.enable" => {
+                    parse_bool(k, v)?;
+                }
+                _ => {}
+            }
+        }
+        self.log_config(overrides).map(|_| ())
+    }
+}
+
+fn invalid(key: &str, value: &str, reason: &str) -> ConfigError {
+    ConfigError::InvalidValue {
+        key: key.into(),
+        value: value.into(),
+        reason: reason.into(),
+    }
+}
+
+fn parse_num<T: std::str::FromStr>(key: &str, v: &str) -> Result<T, ConfigError> {
+    v.trim()
+        .parse()
+        .map_err(|_| invalid(key, v, "not a number in range"))
+}
+
+fn positive<T: std::str::FromStr + PartialOrd + Default>(
+    key: &str,
+    v: &str,
+) -> Result<T, ConfigError> {
+    let n: T = parse_num(key, v)?;
+    if n <= T::default() {
+        return Err(invalid(key, v, "must be positive"));
+    }
+    Ok(n)
+}
+
+fn at_least_minus_one(key: &str, v: &str) -> Result<i64, ConfigError> {
+    let n: i64 = parse_num(key, v)?;
+    if n < -1 {
+        return Err(invalid(key, v, "must be -1 (unlimited) or more"));
+    }
+    Ok(n)
+}
+
+fn parse_bool(key: &str, v: &str) -> Result<bool, ConfigError> {
+    match v.trim() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(invalid(key, v, "expected true or false")),
+    }
+}
+
+fn strip_scheme<'a>(key: &str, v: &'a str) -> Result<&'a str, ConfigError> {
+    let first = v.split(',').next().unwrap_or("").trim();
+    let addr = match first.split_once("://") {
+        Some((scheme, addr)) => {
+            if !scheme.eq_ignore_ascii_case("PLAINTEXT") {
+                return Err(invalid(key, v, "only PLAINTEXT listeners are supported"));
+            }
+            addr
+        }
+        None => first,
+    };
+    Ok(addr)
+}
+
+fn parse_listener(key: &str, v: &str) -> Result<SocketAddr, ConfigError> {
+    let addr = strip_scheme(key, v)?;
+    let addr = if let Some(port) = addr.strip_prefix(':') {
+        format!("0.0.0.0:{port}")
+    } else {
+        addr.replace("localhost", "127.0.0.1")
+    };
+    addr.parse()
+        .map_err(|_| invalid(key, v, "expected PLAINTEXT://IP:PORT"))
+}
+
+fn split_kv(s: &str) -> Option<(String, String)> {
+    let (k, v) = s.split_once('=')?;
+    let k = k.trim();
+    if k.is_empty() {
+        return None;
+    }
+    Some((k.to_string(), v.trim().to_string()))
+}
+
+/// Parses Java-properties-style text: `key=value` lines, `#` and `!` comments, blank lines.
+pub fn parse_properties(text: &str) -> Result<Vec<(String, String)>, ConfigError> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let t = line.trim();
+        if t.is_empty() || t.starts_with('#') || t.starts_with('!') {
+            continue;
+        }
+        out.push(split_kv(t).ok_or(ConfigError::Syntax {
+            line: i + 1,
+            text: t.to_string(),
+        })?);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(lines: &[&str]) -> Result<BrokerConfig, ConfigError> {
+        let o: Vec<String> = lines.iter().map(|s| s.to_string()).collect();
+        BrokerConfig::load(None, &o)
+    }
+
+    #[test]
+    fn defaults_match_kafka() {
+        let c = load(&[]).unwrap();
+        assert_eq!(c.listener.port(), 9092);
+        assert_eq!(c.topic_default("retention.ms").unwrap(), "604800000");
+        assert_eq!(c.topic_default("min.insync.replicas").unwrap(), "1");
+        assert_eq!(c.topic_default("cleanup.policy").unwrap(), "delete");
+        let lc = c.log_config(&BTreeMap::new()).unwrap();
+        assert_eq!(lc.segment_bytes, 1 << 30);
+        assert_eq!(lc.flush_interval_messages, i64::MAX as u64);
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let e = load(&["min.insync.replica=2"]).unwrap_err();
+        assert!(e.to_string().contains("min.insync.replica"), "{e}");
+    }
+
+    #[test]
+    fn malformed_values_are_named() {
+        let e = load(&["num.partitions=zero"]).unwrap_err();
+        assert!(e.to_string().contains("num.partitions"), "{e}");
+        let e = load(&["listeners=SSL://127.0.0.1:9093"]).unwrap_err();
+        assert!(e.to_string().contains("listeners"), "{e}");
+        assert!(matches!(
+            load(&["novalue"]),
+            Err(ConfigError::Syntax { .. })
+        ));
+    }
+
+    #[test]
+    fn properties_file_syntax() {
+        let p = parse_properties("# c\n\nnode.id = 3\n! x\nlog.dirs=/tmp/x\n").unwrap();
+        assert_eq!(
+            p,
+            vec![
+                ("node.id".into(), "3".into()),
+                ("log.dirs".into(), "/tmp/x".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn retention_hours_and_minutes() {
+        let c = load(&["log.retention.hours=1"]).unwrap();
+        assert_eq!(c.topic_default("retention.ms").unwrap(), "3600000");
+        let c = load(&["log.retention.minutes=2", "log.retention.hours=1"]).unwrap();
+        assert_eq!(c.topic_default("retention.ms").unwrap(), "120000");
+    }
+
+    #[test]
+    fn topic_overrides_are_validated() {
+        let c = load(&[]).unwrap();
+        let mut o = BTreeMap::new();
+        o.insert("retention.ms".to_string(), "-5".to_string());
+        assert!(c.validate_topic_configs(&o).is_err());
+        o.insert("retention.ms".to_string(), "1000".to_string());
+        assert!(c.validate_topic_configs(&o).is_ok());
+        o.insert("bogus".to_string(), "1".to_string());
+        assert!(matches!(
+            c.validate_topic_configs(&o),
+            Err(ConfigError::UnknownKey(_))
+        ));
+    }
+}

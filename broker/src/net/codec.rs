@@ -1,0 +1,109 @@
+//! Frames on the wire: a 4-byte big-endian size, then a request header and body.
+//!
+//! This module only splits and joins frames and headers; the bodies are decoded by the API
+//! handlers with kafka-protocol's generated codecs.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable};
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+/// Smallest request header: api key, api version, correlation id.
+pub const MIN_REQUEST_HEADER_BYTES: usize = 8;
+
+/// Errors while reading or writing frames. Every one of them ends the connection.
+#[derive(Debug, thiserror::Error)]
+pub enum CodecError {
+    #[error("connection closed")]
+    Closed,
+    #[error("frame of {size} bytes is outside 8..={max} (socket.request.max.bytes)")]
+    BadFrameSize { size: i64, max: usize },
+    #[error("unknown api key {0}")]
+    UnknownApiKey(i16),
+    #[error("malformed request: {0}")]
+    Malformed(String),
+    #[error("i/o: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Reads one frame, refusing sizes above `max_bytes` before allocating anything.
+pub async fn read_frame<R: AsyncRead + Unpin>(
+    r: &mut R,
+    max_bytes: usize,
+) -> Result<Bytes, CodecError> {
+    let size = match r.read_i32().await {
+        Ok(s) => s as i64,
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Err(CodecError::Closed),
+        Err(e) => return Err(e.into()),
+    };
+    if size < MIN_REQUEST_HEADER_BYTES as i64 || size > max_bytes as i64 {
+        return Err(CodecError::BadFrameSize {
+            size,
+            max: max_bytes,
+        });
+    }
+    let mut buf = BytesMut::zeroed(size as usize);
+    r.read_exact(&mut buf).await.map_err(|e| {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            CodecError::Closed
+        } else {
+            CodecError::Io(e)
+        }
+    })?;
+    Ok(buf.freeze())
+}
+
+/// The first fields of a request, readable before knowing whether the version is supported.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestPrefix {
+    pub api_key: i16,
+    pub api_version: i16,
+    pub correlation_id: i32,
+}
+
+/// Peeks at api key, version and correlation id. The frame is at least 8 bytes long.
+pub fn peek_prefix(frame: &Bytes) -> RequestPrefix {
+    let mut b = &frame[..MIN_REQUEST_HEADER_BYTES];
+    RequestPrefix {
+        api_key: b.get_i16(),
+        api_version: b.get_i16(),
+        correlation_id: b.get_i32(),
+    }
+}
+
+/// Decodes the request header; `frame` is advanced past it to the body.
+pub fn decode_header(
+    api_key: ApiKey,
+    version: i16,
+    frame: &mut Bytes,
+) -> Result<RequestHeader, CodecError> {
+    let hv = api_key.request_header_version(version);
+    RequestHeader::decode(frame, hv)
+        .map_err(|e| CodecError::Malformed(format!("request header: {e}")))
+}
+
+/// Decodes a request body, mapping failures (truncation, bad lengths) to a connection close.
+pub fn decode_body<T: Decodable>(frame: &mut Bytes, version: i16) -> Result<T, CodecError> {
+    let body = T::decode(frame, version)
+        .map_err(|e| CodecError::Malformed(format!("request body: {e}")))?;
+    Ok(body)
+}
+
+/// Encodes a whole response frame: size, header, body.
+pub fn encode_response<T: Encodable>(
+    api_key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: &T,
+) -> Result<Bytes, CodecError> {
+    let header = ResponseHeader::default().with_correlation_id(correlation_id);
+    let hv = api_key.response_header_version(version);
+    let enc = |e: anyhow::Error| CodecError::Malformed(format!("encoding response: {e}"));
+    let size = header.compute_size(hv).map_err(enc)? + body.compute_size(version).map_err(enc)?;
+    let mut out = BytesMut::with_capacity(size + 4);
+    out.put_i32(size as i32);
+    header.encode(&mut out, hv).map_err(enc)?;
+    body.encode(&mut out, version).map_err(enc)?;
+    debug_assert_eq!(out.len(), size + 4, "response size mismatch");
+    Ok(out.freeze())
+}

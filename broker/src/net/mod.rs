@@ -1,0 +1,4 @@
+//! The network layer: the listener's connections and the frame codec.
+
+pub mod codec;
+pub mod connection;

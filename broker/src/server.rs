@@ -1,0 +1,137 @@
+//! The broker process: its state, the listener, background tasks and graceful shutdown.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::cluster::replica_manager::{ReplicaError, ReplicaManager};
+use crate::config::BrokerConfig;
+
+/// Everything a request handler can reach.
+pub struct Broker {
+    pub config: Arc<BrokerConfig>,
+    pub replicas: Arc<ReplicaManager>,
+    /// Host and port published in Metadata (the advertised listener).
+    pub advertised_host: String,
+    pub advertised_port: i32,
+}
+
+impl Broker {
+    /// This node's id.
+    pub fn node_id(&self) -> i32 {
+        self.config.node_id
+    }
+}
+
+/// Errors that stop the broker from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Replica(#[from] ReplicaError),
+}
+
+/// A started broker: bound, logs recovered, ready to accept.
+pub struct Server {
+    pub broker: Arc<Broker>,
+    listener: TcpListener,
+    pub local_addr: SocketAddr,
+}
+
+impl Server {
+    /// Opens the logs and binds the listener. With port 0, the bound port is advertised.
+    pub async fn start(config: BrokerConfig) -> Result<Server, ServerError> {
+        let config = Arc::new(config);
+        let replicas = Arc::new(ReplicaManager::open(config.clone())?);
+        let listener =
+            TcpListener::bind(config.listener)
+                .await
+                .map_err(|source| ServerError::Bind {
+                    addr: config.listener,
+                    source,
+                })?;
+        let local_addr = listener.local_addr().map_err(|source| ServerError::Bind {
+            addr: config.listener,
+            source,
+        })?;
+        let (host, port) = match &config.advertised {
+            Some((h, p)) => (h.clone(), *p as i32),
+            None => {
+                let ip = local_addr.ip();
+                let host = if ip.is_unspecified() {
+                    "127.0.0.1".to_string()
+                } else {
+                    ip.to_string()
+                };
+                (host, local_addr.port() as i32)
+            }
+        };
+        let broker = Arc::new(Broker {
+            config,
+            replicas,
+            advertised_host: host,
+            advertised_port: port,
+        });
+        Ok(Server {
+            broker,
+            listener,
+            local_addr,
+        })
+    }
+
+    /// Accepts connections until `shutdown` turns true, then waits for in-flight requests,
+    /// flushes every log and writes the clean-shutdown marker.
+    pub async fn run(self, mut shutdown: watch::Receiver<bool>) -> Result<(), ServerError> {
+        let broker = self.broker.clone();
+        let retention = {
+            let broker = broker.clone();
+            let period = Duration::from_millis(broker.config.retention_check_interval_ms);
+            let mut stop = shutdown.clone();
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(period);
+                tick.tick().await;
+                loop {
+                    tokio::select! {
+                        _ = tick.tick() => {
+                            let b = broker.clone();
+                            let _ = tokio::task::spawn_blocking(move || b.replicas.run_retention()).await;
+                        }
+                        _ = stop.changed() => break,
+                    }
+                }
+            })
+        };
+        let mut connections = JoinSet::new();
+        loop {
+            tokio::select! {
+                accepted = self.listener.accept() => match accepted {
+                    Ok((stream, _)) => {
+                        connections.spawn(crate::net::connection::serve(broker.clone(), stream, shutdown.clone()));
+                    }
+                    Err(e) => tracing::warn!(error = %e, "accept failed"),
+                },
+                // Reap finished connection tasks so the set stays bounded by live connections.
+                Some(_) = connections.join_next(), if !connections.is_empty() => {}
+                _ = shutdown.changed() => break,
+            }
+        }
+        drop(self.listener);
+        tracing::info!("shutting down: finishing in-flight requests");
+        while connections.join_next().await.is_some() {}
+        let _ = retention.await;
+        let b = broker.clone();
+        tokio::task::spawn_blocking(move || b.replicas.shutdown())
+            .await
+            .map_err(|e| ReplicaError::Io(std::io::Error::other(e)))??;
+        tracing::info!("shutdown complete");
+        Ok(())
+    }
+}

@@ -1,0 +1,330 @@
+package dev.brook.it;
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.io.OutputStream;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.nio.file.StandardOpenOption;
+import java.time.LocalDateTime;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+
+/**
+ * Runs one Brook broker as a child process.
+ *
+ * <p>The broker is started as {@code brook serve --config <dir>/server.properties}. The config file uses Kafka's own
+ * property names. The first start binds port 0; the broker prints one line
+ * {@code READY node.id=1 listener=127.0.0.1:40123 ...} on stdout, which gives the port. Restarts bind the same port
+ * and reuse the same {@code log.dirs}, so clients can reconnect to the address they already know.
+ *
+ * <p>Everything the broker writes (stdout after and before READY, and stderr) goes to {@code broker.log} in the
+ * broker's directory; {@link #logTail(int)} returns its end for failure messages.
+ */
+public final class BrookBroker implements AutoCloseable {
+    public static final long READY_TIMEOUT_MS = 30_000;
+    public static final long STOP_TIMEOUT_MS = 30_000;
+
+    /** Every broker started in this JVM, in start order; used to print logs on failure. */
+    private static final List<BrookBroker> STARTED = Collections.synchronizedList(new ArrayList<>());
+
+    private final String name;
+    private final Path dir;
+    private final Path dataDir;
+    private final Path configFile;
+    private final Path logFile;
+    private final Map<String, String> extraProps;
+
+    private Process process;
+    private Thread stdoutPump;
+    private String host = "127.0.0.1";
+    private int port = 0;
+    private Map<String, String> readyFields = Map.of();
+    private int starts = 0;
+
+    private BrookBroker(String name, Map<String, String> extraProps) {
+        this.name = name;
+        this.extraProps = new LinkedHashMap<>(extraProps);
+        try {
+            Path runRoot = Paths.get(System.getProperty("brook.run.dir", "target/brook-runs")).toAbsolutePath();
+            Files.createDirectories(runRoot);
+            this.dir = Files.createTempDirectory(runRoot, name + "-");
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+        this.dataDir = dir.resolve("data");
+        this.configFile = dir.resolve("server.properties");
+        this.logFile = dir.resolve("broker.log");
+    }
+
+    /** Starts a fresh broker (new temp dir, port 0). {@code extraProps} are added to server.properties. */
+    public static BrookBroker start(String name, Map<String, String> extraProps) {
+        BrookBroker b = new BrookBroker(name, extraProps);
+        STARTED.add(b);
+        b.startProcess();
+        return b;
+    }
+
+    public static BrookBroker start(String name) {
+        return start(name, Map.of());
+    }
+
+    static List<BrookBroker> startedBrokers() {
+        synchronized (STARTED) {
+            return new ArrayList<>(STARTED);
+        }
+    }
+
+    /** The broker binary: -Dbrook.bin, else $BROOK_BIN, else ../../target/debug/brook from the module dir. */
+    public static Path binary() {
+        String p = System.getProperty("brook.bin");
+        if (p == null || p.isBlank()) p = System.getenv("BROOK_BIN");
+        Path bin;
+        if (p != null && !p.isBlank()) {
+            bin = Paths.get(p);
+        } else {
+            Path module = Paths.get(System.getProperty("brook.module.dir", "."));
+            bin = module.resolve("../../target/debug/brook");
+        }
+        bin = bin.toAbsolutePath().normalize();
+        if (!Files.isExecutable(bin)) {
+            throw new IllegalStateException("Brook binary not found or not executable: " + bin
+                + " (build it with `cargo build -p brook`, or set -Dbrook.bin / BROOK_BIN)");
+        }
+        return bin;
+    }
+
+    public String bootstrap() {
+        return host + ":" + port;
+    }
+
+    public int port() {
+        return port;
+    }
+
+    public Path dir() {
+        return dir;
+    }
+
+    public String name() {
+        return name;
+    }
+
+    /** The key=value fields of the last READY line. */
+    public Map<String, String> readyFields() {
+        return readyFields;
+    }
+
+    public boolean isAlive() {
+        return process != null && process.isAlive();
+    }
+
+    private void writeConfig() throws IOException {
+        Map<String, String> props = new LinkedHashMap<>();
+        props.put("node.id", "1");
+        props.put("listeners", "PLAINTEXT://127.0.0.1:" + port);
+        props.put("log.dirs", dataDir.toString());
+        props.put("num.partitions", "1");
+        props.put("auto.create.topics.enable", "true");
+        props.putAll(extraProps);
+        StringBuilder sb = new StringBuilder();
+        sb.append("# written by the Java client test harness, start #").append(starts + 1).append('\n');
+        props.forEach((k, v) -> sb.append(k).append('=').append(v).append('\n'));
+        Files.writeString(configFile, sb.toString(), StandardCharsets.UTF_8);
+    }
+
+    private synchronized void startProcess() {
+        if (isAlive()) throw new IllegalStateException("broker " + name + " is already running");
+        try {
+            writeConfig();
+            starts++;
+            appendLog("==== " + LocalDateTime.now() + " harness: start #" + starts + " " + binary()
+                + " serve --config " + configFile + " (port " + (port == 0 ? "any" : port) + ")\n");
+            ProcessBuilder pb = new ProcessBuilder(binary().toString(), "serve", "--config", configFile.toString());
+            pb.directory(dir.toFile());
+            pb.redirectInput(ProcessBuilder.Redirect.PIPE);
+            pb.redirectError(ProcessBuilder.Redirect.appendTo(logFile.toFile()));
+            pb.redirectOutput(ProcessBuilder.Redirect.PIPE);
+            process = pb.start();
+            process.getOutputStream().close();
+        } catch (IOException e) {
+            throw new UncheckedIOException("cannot start broker " + name, e);
+        }
+
+        CompletableFuture<String> ready = new CompletableFuture<>();
+        Process p = process;
+        stdoutPump = new Thread(() -> pumpStdout(p, ready), "brook-stdout-" + name + "-" + starts);
+        stdoutPump.setDaemon(true);
+        stdoutPump.start();
+
+        String line;
+        try {
+            line = ready.get(READY_TIMEOUT_MS, TimeUnit.MILLISECONDS);
+        } catch (TimeoutException e) {
+            process.destroyForcibly();
+            throw new IllegalStateException("broker " + name + " printed no READY line within " + READY_TIMEOUT_MS
+                + " ms\n" + logTail(60));
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            process.destroyForcibly();
+            throw new IllegalStateException("interrupted while waiting for READY", e);
+        } catch (ExecutionException e) {
+            process.destroyForcibly();
+            waitForExit(process, 5_000);
+            String exit = process.isAlive() ? "still running" : "exit code " + process.exitValue();
+            throw new IllegalStateException("broker " + name + " stopped before READY (" + exit + "): "
+                + e.getCause().getMessage() + "\n" + logTail(60));
+        }
+        Map<String, String> fields = parseReady(line);
+        String listener = fields.get("listener");
+        if (listener == null || listener.lastIndexOf(':') < 0) {
+            process.destroyForcibly();
+            throw new IllegalStateException("READY line without listener=host:port: " + line);
+        }
+        int colon = listener.lastIndexOf(':');
+        String newHost = listener.substring(0, colon);
+        int newPort = Integer.parseInt(listener.substring(colon + 1));
+        if (port != 0 && newPort != port) {
+            process.destroyForcibly();
+            throw new IllegalStateException("broker restarted on port " + newPort + ", expected " + port);
+        }
+        host = newHost;
+        port = newPort;
+        readyFields = fields;
+    }
+
+    static Map<String, String> parseReady(String line) {
+        Map<String, String> m = new LinkedHashMap<>();
+        String[] parts = line.trim().split("\\s+");
+        for (int i = 1; i < parts.length; i++) {
+            int eq = parts[i].indexOf('=');
+            if (eq > 0) m.put(parts[i].substring(0, eq), parts[i].substring(eq + 1));
+        }
+        return m;
+    }
+
+    /** Copies stdout to the log file; completes {@code ready} with the READY line, or exceptionally at EOF. */
+    private void pumpStdout(Process p, CompletableFuture<String> ready) {
+        try (BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8));
+             OutputStream out = Files.newOutputStream(logFile, StandardOpenOption.CREATE, StandardOpenOption.APPEND)) {
+            String line;
+            while ((line = r.readLine()) != null) {
+                out.write(("[stdout] " + line + "\n").getBytes(StandardCharsets.UTF_8));
+                out.flush();
+                if (!ready.isDone() && (line.equals("READY") || line.startsWith("READY "))) {
+                    ready.complete(line);
+                }
+            }
+        } catch (IOException e) {
+            ready.completeExceptionally(e);
+            return;
+        }
+        ready.completeExceptionally(new IOException("stdout closed without a READY line"));
+    }
+
+    private void appendLog(String s) {
+        try {
+            Files.writeString(logFile, s, StandardCharsets.UTF_8, StandardOpenOption.CREATE, StandardOpenOption.APPEND);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    private static void waitForExit(Process p, long timeoutMs) {
+        try {
+            p.waitFor(timeoutMs, TimeUnit.MILLISECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    private void joinPump() {
+        if (stdoutPump == null) return;
+        try {
+            stdoutPump.join(5_000);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    /** SIGTERM, then wait (bounded) for the process to exit. Fails if it does not exit in time. */
+    public synchronized void stop() {
+        if (!isAlive()) return;
+        appendLog("==== " + LocalDateTime.now() + " harness: SIGTERM\n");
+        process.destroy();
+        waitForExit(process, STOP_TIMEOUT_MS);
+        if (process.isAlive()) {
+            process.destroyForcibly();
+            waitForExit(process, 10_000);
+            joinPump();
+            throw new AssertionError("broker " + name + " did not exit within " + STOP_TIMEOUT_MS
+                + " ms of SIGTERM; killed it\n" + logTail(40));
+        }
+        joinPump();
+        appendLog("==== " + LocalDateTime.now() + " harness: exited with code " + process.exitValue() + "\n");
+    }
+
+    /** SIGKILL, then wait for the process to be gone. */
+    public synchronized void kill() {
+        if (!isAlive()) return;
+        appendLog("==== " + LocalDateTime.now() + " harness: SIGKILL\n");
+        process.destroyForcibly();
+        waitForExit(process, STOP_TIMEOUT_MS);
+        if (process.isAlive()) throw new AssertionError("broker " + name + " survived SIGKILL for 30 s");
+        joinPump();
+    }
+
+    /** Starts the broker again on the same port with the same log.dirs (after stop() or kill()). */
+    public synchronized void startAgain() {
+        startProcess();
+    }
+
+    /** stop() (SIGTERM) followed by startAgain(). */
+    public synchronized void restart() {
+        stop();
+        startAgain();
+    }
+
+    /** The last {@code n} lines of the broker log, framed for an error message. */
+    public String logTail(int n) {
+        List<String> lines;
+        try {
+            lines = Files.exists(logFile) ? Files.readAllLines(logFile, StandardCharsets.ISO_8859_1) : List.of();
+        } catch (IOException e) {
+            return "(cannot read " + logFile + ": " + e + ")";
+        }
+        int from = Math.max(0, lines.size() - n);
+        StringBuilder sb = new StringBuilder();
+        sb.append("---- last ").append(lines.size() - from).append(" of ").append(lines.size())
+            .append(" lines of ").append(logFile).append(" ----\n");
+        for (String l : lines.subList(from, lines.size())) sb.append(l).append('\n');
+        sb.append("---- end of broker log ----");
+        return sb.toString();
+    }
+
+    @Override
+    public synchronized void close() {
+        if (isAlive()) {
+            appendLog("==== " + LocalDateTime.now() + " harness: close (SIGKILL)\n");
+            process.destroyForcibly();
+            waitForExit(process, STOP_TIMEOUT_MS);
+            joinPump();
+        }
+    }
+
+    @Override
+    public String toString() {
+        return "BrookBroker[" + name + " " + bootstrap() + " dir=" + dir + "]";
+    }
+}

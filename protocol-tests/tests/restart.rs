@@ -1,0 +1,172 @@
+//! Durability across restarts: a clean SIGTERM restart between produce and consume, and a
+//! SIGKILL in the middle of an idempotent produce run followed by a restart on the same port.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use brook_protocol_tests::rd;
+use brook_protocol_tests::{unique_topic, Broker, WireClient};
+
+#[test]
+fn sigterm_restart_keeps_every_acknowledged_record() {
+    const N: usize = 5_000;
+    let mut broker = Broker::start_with(&[("num.partitions", "2")]);
+    let topic = unique_topic("term");
+    let producer = rd::producer(&broker.bootstrap(), &[("linger.ms", "5")]);
+    let values: Vec<String> = (0..N).map(|i| format!("value-{i}")).collect();
+    for (i, v) in values.iter().enumerate() {
+        rd::send(
+            &producer,
+            rd::record(&topic, i, Some((i % 2) as i32), None, Some(v.as_bytes())),
+        );
+    }
+    let deliveries = rd::flush(&producer, N, Duration::from_secs(60));
+    rd::assert_all_delivered(&deliveries);
+    drop(producer);
+
+    let port = broker.port();
+    let status = broker.stop();
+    eprintln!("broker exit status after SIGTERM: {status}");
+    broker.start_again();
+    assert_eq!(broker.port(), port);
+
+    let got = rd::read_to_end(
+        &broker.bootstrap(),
+        &topic,
+        &[0, 1],
+        Duration::from_secs(60),
+    );
+    for p in 0..2i32 {
+        let want: Vec<&Delivery> = deliveries.iter().filter(|d| d.partition == p).collect();
+        let msgs = &got[&p];
+        assert_eq!(
+            msgs.len(),
+            want.len(),
+            "partition {p}: records after restart"
+        );
+        for (m, d) in msgs.iter().zip(&want) {
+            assert_eq!(
+                m.offset, d.offset,
+                "partition {p}: offset of record {}",
+                d.idx
+            );
+            assert_eq!(
+                m.value.as_deref(),
+                Some(values[d.idx].as_bytes()),
+                "partition {p} offset {}",
+                m.offset
+            );
+        }
+    }
+
+    // The log end survived too: new records continue right after the old ones.
+    let mut wire = WireClient::connect(&broker.bootstrap());
+    let end0 = got[&0].len() as i64;
+    let batch = brook_protocol_tests::batch::encode_batch(
+        brook_protocol_tests::batch::Producer::NONE,
+        &[brook_protocol_tests::batch::Rec::kv("after", "restart", 1)],
+    );
+    let r = wire.produce(&topic, 0, batch);
+    assert_eq!(r.error_code, 0, "produce after restart: {r:?}");
+    assert_eq!(r.base_offset, end0, "first offset after restart");
+}
+
+use rd::Delivery;
+
+#[test]
+fn sigkill_during_idempotent_produce_keeps_acknowledged_records_exactly_once() {
+    const N: usize = 20_000;
+    const KILL_AFTER_ACKS: usize = 4_000;
+    let mut broker = Broker::start();
+    let topic = unique_topic("kill");
+    let producer = rd::producer(
+        &broker.bootstrap(),
+        &[
+            ("enable.idempotence", "true"),
+            ("linger.ms", "2"),
+            ("batch.num.messages", "200"),
+            ("message.timeout.ms", "90000"),
+            ("reconnect.backoff.max.ms", "500"),
+        ],
+    );
+    let values: Vec<String> = (0..N).map(|i| format!("{i:08}")).collect();
+    let delivered = rd::delivered_count;
+    let mut killed_at: Option<(usize, usize)> = None; // (records sent, acks seen) at the kill
+    for (i, v) in values.iter().enumerate() {
+        rd::send(
+            &producer,
+            rd::record(&topic, i, Some(0), None, Some(v.as_bytes())),
+        );
+        producer.poll(Duration::ZERO);
+        // Keep at most ~3000 records outstanding so the kill lands while many are in flight.
+        if i % 250 == 0 {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while i.saturating_sub(delivered(&producer)) > 3_000 {
+                assert!(
+                    Instant::now() < deadline,
+                    "producer made no progress (sent {i}, acked {})",
+                    delivered(&producer)
+                );
+                producer.poll(Duration::from_millis(5));
+            }
+        }
+        if killed_at.is_none() && delivered(&producer) >= KILL_AFTER_ACKS {
+            killed_at = Some((i + 1, delivered(&producer)));
+            broker.kill9();
+            broker.start_again();
+        }
+    }
+    let (sent_at_kill, acked_at_kill) =
+        killed_at.expect("the broker was never killed: the producer got too few acks");
+    eprintln!("SIGKILL after {sent_at_kill} sends and {acked_at_kill} acks");
+    let deliveries = rd::flush(&producer, N, Duration::from_secs(120));
+    drop(producer);
+
+    let acked: Vec<&Delivery> = deliveries.iter().filter(|d| d.error.is_none()).collect();
+    let failed: Vec<&Delivery> = deliveries.iter().filter(|d| d.error.is_some()).collect();
+
+    let got = rd::read_to_end(&broker.bootstrap(), &topic, &[0], Duration::from_secs(60));
+    let msgs = &got[&0];
+    // Every record read back is one of ours, no record twice, in production order.
+    let mut seen: HashMap<usize, i64> = HashMap::new();
+    let mut last_idx: Option<usize> = None;
+    for m in msgs {
+        let v = std::str::from_utf8(m.value.as_deref().expect("null value")).unwrap();
+        let idx: usize = v
+            .parse()
+            .unwrap_or_else(|_| panic!("unexpected value {v:?} at offset {}", m.offset));
+        if let Some(prev) = seen.insert(idx, m.offset) {
+            panic!("record {idx} stored twice: offsets {prev} and {}", m.offset);
+        }
+        if let Some(l) = last_idx {
+            assert!(
+                idx > l,
+                "order broken: record {idx} at offset {} after record {l}",
+                m.offset
+            );
+        }
+        last_idx = Some(idx);
+    }
+    // Every acknowledged record is there, at the acknowledged offset.
+    for d in &acked {
+        match seen.get(&d.idx) {
+            None => panic!(
+                "acknowledged record {} (offset {}) missing after SIGKILL + restart; {} records read, {} acked, {} failed",
+                d.idx,
+                d.offset,
+                msgs.len(),
+                acked.len(),
+                failed.len()
+            ),
+            Some(off) => assert_eq!(*off, d.offset, "record {} read at another offset than acknowledged", d.idx),
+        }
+    }
+    // With the broker back within a second and a 90 s message timeout, nothing should fail.
+    assert!(
+        failed.is_empty(),
+        "{} of {N} records failed delivery across the restart; first: {:?}",
+        failed.len(),
+        &failed[..failed.len().min(5)]
+    );
+    assert_eq!(msgs.len(), N, "records read back");
+}

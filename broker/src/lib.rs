@@ -5,9 +5,11 @@
 //! Partition) → [`log`] (UnifiedLog, LogSegment, indexes, ProducerStateManager).
 #![forbid(unsafe_code)]
 
+pub mod admin;
 pub mod api;
 pub mod cluster;
 pub mod config;
+pub mod fault;
 pub mod log;
 pub mod metadata;
 pub mod net;

@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 use tokio::sync::watch;
 
 use brook::config::BrokerConfig;
+use brook::fault::{FaultSpec, When};
 use brook::server::Server;
 
 #[derive(Parser)]
@@ -31,6 +32,63 @@ enum Command {
         #[arg(long = "override", value_name = "KEY=VALUE")]
         overrides: Vec<String>,
     },
+    /// Adds, lists or clears fault rules on a running node, through its admin listener.
+    Fault {
+        #[command(subcommand)]
+        command: FaultCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum FaultCommand {
+    /// Installs a rule and prints its id.
+    Add {
+        /// The node's admin listener, HOST:PORT.
+        #[arg(long)]
+        admin: String,
+        /// drop-request, drop-response, delay, error or close.
+        #[arg(long)]
+        action: String,
+        /// API name (produce, fetch, metadata, init-producer-id, ...) or key.
+        #[arg(long)]
+        api: Option<String>,
+        #[arg(long)]
+        topic: Option<String>,
+        #[arg(long)]
+        partition: Option<i32>,
+        #[arg(long)]
+        client_id: Option<String>,
+        #[arg(long)]
+        node: Option<i32>,
+        /// How many times the rule fires (default 1, or unlimited with --probability).
+        #[arg(long)]
+        times: Option<u64>,
+        #[arg(long)]
+        probability: Option<f64>,
+        #[arg(long)]
+        seed: Option<u64>,
+        /// For delay.
+        #[arg(long)]
+        delay_ms: Option<u64>,
+        /// For error: the Kafka error code to answer.
+        #[arg(long)]
+        error: Option<i16>,
+        /// For delay and close: before or after processing.
+        #[arg(long)]
+        when: Option<String>,
+    },
+    /// Lists the rules and how often each fired.
+    List {
+        #[arg(long)]
+        admin: String,
+    },
+    /// Removes one rule (--id) or all.
+    Clear {
+        #[arg(long)]
+        admin: String,
+        #[arg(long)]
+        id: Option<u64>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -40,10 +98,12 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
     match cli.command {
         Command::Serve { config, overrides } => serve(config, overrides),
+        Command::Fault { command } => fault(command),
     }
 }
 
@@ -75,7 +135,13 @@ fn serve(config: Option<PathBuf>, overrides: Vec<String>) -> ExitCode {
             }
         };
         // The one line tests and scripts wait for: an event, so nobody has to sleep.
-        println!("READY node.id={node_id} listener={}", server.local_addr);
+        match server.admin_addr {
+            Some(admin) => println!(
+                "READY node.id={node_id} listener={} admin={admin}",
+                server.local_addr
+            ),
+            None => println!("READY node.id={node_id} listener={}", server.local_addr),
+        }
         let (tx, rx) = watch::channel(false);
         tokio::spawn(async move {
             wait_for_signal().await;
@@ -105,4 +171,95 @@ async fn wait_for_signal() {
             let _ = tokio::signal::ctrl_c().await;
         }
     }
+}
+
+fn fault(command: FaultCommand) -> ExitCode {
+    let result = match command {
+        FaultCommand::Add {
+            admin,
+            action,
+            api,
+            topic,
+            partition,
+            client_id,
+            node,
+            times,
+            probability,
+            seed,
+            delay_ms,
+            error,
+            when,
+        } => {
+            let when = match when.as_deref() {
+                None => None,
+                Some("before") => Some(When::Before),
+                Some("after") => Some(When::After),
+                Some(other) => {
+                    eprintln!("brook: --when must be before or after, not {other:?}");
+                    return ExitCode::from(2);
+                }
+            };
+            let spec = FaultSpec {
+                action,
+                api,
+                node,
+                client_id,
+                topic,
+                partition,
+                times,
+                probability,
+                seed,
+                delay_ms,
+                error_code: error,
+                when,
+            };
+            admin_call("POST", &admin, Some(spec)).map(|v| v["id"].to_string())
+        }
+        FaultCommand::List { admin } => admin_call::<()>("GET", &admin, None)
+            .map(|v| serde_json::to_string_pretty(&v["rules"]).unwrap_or_default()),
+        FaultCommand::Clear { admin, id } => {
+            let path = id.map(|i| format!("/{i}")).unwrap_or_default();
+            admin_call::<()>("DELETE", &format!("{admin}|{path}"), None)
+                .map(|v| format!("removed {}", v["removed"]))
+        }
+    };
+    match result {
+        Ok(out) => {
+            println!("{out}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("brook: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// One call to a node's admin API. `target` is `HOST:PORT`, optionally `|/suffix`.
+fn admin_call<T: serde::Serialize>(
+    method: &str,
+    target: &str,
+    body: Option<T>,
+) -> Result<serde_json::Value, String> {
+    let (admin, suffix) = target.split_once('|').unwrap_or((target, ""));
+    let url = format!("http://{admin}/faults{suffix}");
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let resp = match (method, body) {
+        ("POST", Some(b)) => agent.post(&url).send_json(b),
+        ("DELETE", _) => agent.delete(&url).call(),
+        _ => agent.get(&url).call(),
+    }
+    .map_err(|e| format!("{url}: {e}"))?;
+    let status = resp.status();
+    let value: serde_json::Value = resp
+        .into_body()
+        .read_json()
+        .map_err(|e| format!("{url}: {e}"))?;
+    if !status.is_success() {
+        return Err(format!("{url}: {status}: {}", value["error"]));
+    }
+    Ok(value)
 }

@@ -10,6 +10,7 @@ use tokio::task::JoinSet;
 
 use crate::cluster::replica_manager::{ReplicaError, ReplicaManager};
 use crate::config::BrokerConfig;
+use crate::fault::FaultEngine;
 
 /// Everything a request handler can reach.
 pub struct Broker {
@@ -18,6 +19,8 @@ pub struct Broker {
     /// Host and port published in Metadata (the advertised listener).
     pub advertised_host: String,
     pub advertised_port: i32,
+    /// Protocol-level fault rules for this node.
+    pub faults: Arc<FaultEngine>,
 }
 
 impl Broker {
@@ -44,6 +47,9 @@ pub struct Server {
     pub broker: Arc<Broker>,
     listener: TcpListener,
     pub local_addr: SocketAddr,
+    admin: Option<TcpListener>,
+    /// The bound admin HTTP address, when `admin.listener` is set.
+    pub admin_addr: Option<SocketAddr>,
 }
 
 impl Server {
@@ -74,16 +80,32 @@ impl Server {
                 (host, local_addr.port() as i32)
             }
         };
+        let faults = Arc::new(FaultEngine::new(config.node_id));
+        let (admin, admin_addr) = match config.admin_listener {
+            Some(addr) => {
+                let l = crate::admin::bind(addr)
+                    .await
+                    .map_err(|source| ServerError::Bind { addr, source })?;
+                let bound = l
+                    .local_addr()
+                    .map_err(|source| ServerError::Bind { addr, source })?;
+                (Some(l), Some(bound))
+            }
+            None => (None, None),
+        };
         let broker = Arc::new(Broker {
             config,
             replicas,
             advertised_host: host,
             advertised_port: port,
+            faults,
         });
         Ok(Server {
             broker,
             listener,
             local_addr,
+            admin,
+            admin_addr,
         })
     }
 
@@ -109,6 +131,13 @@ impl Server {
                 }
             })
         };
+        let admin = self.admin.map(|l| {
+            tokio::spawn(crate::admin::serve(
+                l,
+                broker.faults.clone(),
+                shutdown.clone(),
+            ))
+        });
         let mut connections = JoinSet::new();
         loop {
             tokio::select! {
@@ -127,6 +156,9 @@ impl Server {
         tracing::info!("shutting down: finishing in-flight requests");
         while connections.join_next().await.is_some() {}
         let _ = retention.await;
+        if let Some(a) = admin {
+            let _ = a.await;
+        }
         let b = broker.clone();
         tokio::task::spawn_blocking(move || b.replicas.shutdown())
             .await

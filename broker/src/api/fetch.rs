@@ -200,3 +200,32 @@ fn error_data(base: PartitionData, code: i16) -> PartitionData {
         .with_log_start_offset(-1)
         .with_records(Some(Bytes::new()))
 }
+
+/// A Fetch answer with `code` for every partition, for fault injection.
+pub fn error_response(ctx: &RequestContext, req: &FetchRequest, code: i16) -> FetchResponse {
+    let topics = req
+        .topics
+        .iter()
+        .map(|t| {
+            let parts = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    error_data(
+                        PartitionData::default().with_partition_index(p.partition),
+                        code,
+                    )
+                })
+                .collect();
+            let r = FetchableTopicResponse::default()
+                .with_topic_id(t.topic_id)
+                .with_partitions(parts);
+            if ctx.api_version >= 13 {
+                r
+            } else {
+                r.with_topic(t.topic.clone())
+            }
+        })
+        .collect();
+    FetchResponse::default().with_responses(topics)
+}

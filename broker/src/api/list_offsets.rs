@@ -121,3 +121,28 @@ pub async fn handle_offset_for_leader_epoch(
         .collect();
     OffsetForLeaderEpochResponse::default().with_topics(topics)
 }
+
+/// A ListOffsets answer with `code` for every partition, for fault injection.
+pub fn error_response(req: &ListOffsetsRequest, code: i16) -> ListOffsetsResponse {
+    let topics = req
+        .topics
+        .iter()
+        .map(|t| {
+            let parts = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    ListOffsetsPartitionResponse::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(code)
+                        .with_timestamp(-1)
+                        .with_offset(-1)
+                })
+                .collect();
+            ListOffsetsTopicResponse::default()
+                .with_name(t.name.clone())
+                .with_partitions(parts)
+        })
+        .collect();
+    ListOffsetsResponse::default().with_topics(topics)
+}

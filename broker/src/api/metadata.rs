@@ -110,3 +110,16 @@ fn topic_response(broker: &Broker, t: &TopicMeta) -> MetadataResponseTopic {
         .with_partitions(partitions)
         .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
 }
+
+/// A Metadata answer with `code` on every named topic, for fault injection.
+pub fn error_response(req: &MetadataRequest, code: i16) -> MetadataResponse {
+    let topics = req
+        .topics
+        .iter()
+        .flatten()
+        .map(|t| error_topic(t.name.as_ref().map(|n| n.to_string()), t.topic_id, code))
+        .collect();
+    MetadataResponse::default()
+        .with_topics(topics)
+        .with_controller_id((-1).into())
+}

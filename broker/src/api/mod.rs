@@ -18,7 +18,8 @@ use bytes::Bytes;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Message, StrBytes};
 
-use crate::net::codec::{decode_body, decode_header, encode_response, peek_prefix, CodecError};
+use crate::fault::{FaultAction, RequestFacts, When};
+use crate::net::codec::{decode_header, encode_response, peek_prefix, CodecError};
 use crate::server::Broker;
 
 /// One row of the ApiVersions table: what Brook advertises, and the lowest version it can
@@ -86,17 +87,65 @@ pub fn sb(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
 }
 
-macro_rules! dispatch {
-    ($broker:expr, $ctx:expr, $body:expr, { $($key:ident => $req:ty => $handler:path),* $(,)? }) => {
-        match $ctx.api_key {
-            $(ApiKey::$key => {
-                let req: $req = decode_body(&mut $body, $ctx.api_version)?;
-                let resp = $handler($broker, &$ctx, req).await;
-                Outcome::Respond(encode_response($ctx.api_key, $ctx.api_version, $ctx.correlation_id, &resp)?)
-            })*
-            other => return Err(CodecError::UnknownApiKey(other as i16)),
+/// Encodes a handler's response.
+fn respond<T: kafka_protocol::protocol::Encodable>(
+    ctx: &RequestContext,
+    resp: &T,
+) -> Result<Outcome, CodecError> {
+    Ok(Outcome::Respond(encode_response(
+        ctx.api_key,
+        ctx.api_version,
+        ctx.correlation_id,
+        resp,
+    )?))
+}
+
+/// The topics and partitions a request touches, for fault rules that match on them.
+fn request_facts(broker: &Broker, ctx: &RequestContext, req: &RequestKind) -> RequestFacts {
+    let mut partitions = Vec::new();
+    match req {
+        RequestKind::Produce(r) => {
+            for t in &r.topic_data {
+                let name = if ctx.api_version >= 13 {
+                    broker
+                        .replicas
+                        .topic_name_by_id(t.topic_id)
+                        .unwrap_or_default()
+                } else {
+                    t.name.to_string()
+                };
+                partitions.extend(t.partition_data.iter().map(|p| (name.clone(), p.index)));
+            }
         }
-    };
+        RequestKind::Fetch(r) => {
+            for t in &r.topics {
+                let name = if ctx.api_version >= 13 {
+                    broker
+                        .replicas
+                        .topic_name_by_id(t.topic_id)
+                        .unwrap_or_default()
+                } else {
+                    t.topic.to_string()
+                };
+                partitions.extend(t.partitions.iter().map(|p| (name.clone(), p.partition)));
+            }
+        }
+        RequestKind::ListOffsets(r) => {
+            for t in &r.topics {
+                partitions.extend(
+                    t.partitions
+                        .iter()
+                        .map(|p| (t.name.to_string(), p.partition_index)),
+                );
+            }
+        }
+        _ => {}
+    }
+    RequestFacts {
+        api_key: ctx.api_key as i16,
+        client_id: ctx.client_id.clone(),
+        partitions,
+    }
 }
 
 /// Handles one request frame.
@@ -131,26 +180,124 @@ pub async fn handle_frame(
     let mut body = frame;
     let header = decode_header(key, version, &mut body)?;
     ctx.client_id = header.client_id.as_ref().map(|c| c.to_string());
-    if key == ApiKey::Produce {
-        let req: ProduceRequest = decode_body(&mut body, version)?;
-        return Ok((ctx.clone(), produce::handle(broker, &ctx, req).await?));
+    let req = RequestKind::decode(key, &mut body, version)
+        .map_err(|e| CodecError::Malformed(format!("{key:?} v{version} body: {e}")))?;
+
+    let fault = if broker.faults.is_empty() {
+        None
+    } else {
+        broker.faults.decide(&request_facts(broker, &ctx, &req))
+    };
+    match &fault {
+        Some(FaultAction::DropRequest) => return Ok((ctx, Outcome::NoResponse)),
+        Some(FaultAction::Close { when: When::Before }) => {
+            return Ok((
+                ctx,
+                Outcome::Close("fault rule: close before processing".into()),
+            ))
+        }
+        Some(FaultAction::Error { error_code }) => {
+            let outcome = error_response(&ctx, &req, *error_code)?;
+            return Ok((ctx, outcome));
+        }
+        Some(FaultAction::Delay {
+            delay_ms,
+            when: When::Before,
+        }) => tokio::time::sleep(std::time::Duration::from_millis(*delay_ms)).await,
+        _ => {}
     }
-    if key == ApiKey::Fetch {
-        let req: FetchRequest = decode_body(&mut body, version)?;
-        return Ok((ctx.clone(), fetch::handle(broker, &ctx, req).await?));
+
+    let outcome = process(broker, &ctx, req).await?;
+
+    match fault {
+        Some(FaultAction::DropResponse) => Ok((ctx, Outcome::NoResponse)),
+        Some(FaultAction::Close { when: When::After }) => Ok((
+            ctx,
+            Outcome::Close("fault rule: close after processing".into()),
+        )),
+        Some(FaultAction::Delay {
+            delay_ms,
+            when: When::After,
+        }) => {
+            tokio::time::sleep(std::time::Duration::from_millis(delay_ms)).await;
+            Ok((ctx, outcome))
+        }
+        _ => Ok((ctx, outcome)),
     }
-    let outcome = dispatch!(broker, ctx, body, {
-        ApiVersions => ApiVersionsRequest => api_versions::handle,
-        Metadata => MetadataRequest => metadata::handle,
-        ListOffsets => ListOffsetsRequest => list_offsets::handle,
-        OffsetForLeaderEpoch => OffsetForLeaderEpochRequest => list_offsets::handle_offset_for_leader_epoch,
-        InitProducerId => InitProducerIdRequest => producer_id::handle,
-        CreateTopics => CreateTopicsRequest => topics::handle_create_topics,
-        DeleteTopics => DeleteTopicsRequest => topics::handle_delete_topics,
-        CreatePartitions => CreatePartitionsRequest => topics::handle_create_partitions,
-        DescribeConfigs => DescribeConfigsRequest => configs::handle_describe_configs,
-        IncrementalAlterConfigs => IncrementalAlterConfigsRequest => configs::handle_incremental_alter_configs,
-        DescribeCluster => DescribeClusterRequest => cluster::handle_describe_cluster,
-    });
-    Ok((ctx, outcome))
+}
+
+async fn process(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: RequestKind,
+) -> Result<Outcome, CodecError> {
+    match req {
+        RequestKind::Produce(r) => produce::handle(broker, ctx, r).await,
+        RequestKind::Fetch(r) => fetch::handle(broker, ctx, r).await,
+        RequestKind::ApiVersions(r) => respond(ctx, &api_versions::handle(broker, ctx, r).await),
+        RequestKind::Metadata(r) => respond(ctx, &metadata::handle(broker, ctx, r).await),
+        RequestKind::ListOffsets(r) => respond(ctx, &list_offsets::handle(broker, ctx, r).await),
+        RequestKind::OffsetForLeaderEpoch(r) => respond(
+            ctx,
+            &list_offsets::handle_offset_for_leader_epoch(broker, ctx, r).await,
+        ),
+        RequestKind::InitProducerId(r) => respond(ctx, &producer_id::handle(broker, ctx, r).await),
+        RequestKind::CreateTopics(r) => {
+            respond(ctx, &topics::handle_create_topics(broker, ctx, r).await)
+        }
+        RequestKind::DeleteTopics(r) => {
+            respond(ctx, &topics::handle_delete_topics(broker, ctx, r).await)
+        }
+        RequestKind::CreatePartitions(r) => {
+            respond(ctx, &topics::handle_create_partitions(broker, ctx, r).await)
+        }
+        RequestKind::DescribeConfigs(r) => {
+            respond(ctx, &configs::handle_describe_configs(broker, ctx, r).await)
+        }
+        RequestKind::IncrementalAlterConfigs(r) => respond(
+            ctx,
+            &configs::handle_incremental_alter_configs(broker, ctx, r).await,
+        ),
+        RequestKind::DescribeCluster(r) => {
+            respond(ctx, &cluster::handle_describe_cluster(broker, ctx, r).await)
+        }
+        other => Err(CodecError::UnknownApiKey(ctx.api_key as i16)).inspect_err(|_| drop(other)),
+    }
+}
+
+/// APIs whose answers a fault rule's `error` action can fill with an error code.
+pub const ERROR_FAULT_APIS: &[ApiKey] = &[
+    ApiKey::Produce,
+    ApiKey::Fetch,
+    ApiKey::ListOffsets,
+    ApiKey::InitProducerId,
+    ApiKey::Metadata,
+];
+
+/// Answers a request with `code` in every partition (or at the top level), unprocessed.
+fn error_response(
+    ctx: &RequestContext,
+    req: &RequestKind,
+    code: i16,
+) -> Result<Outcome, CodecError> {
+    match req {
+        RequestKind::Produce(r) if r.acks == 0 => Ok(Outcome::Close(format!(
+            "fault rule: acks=0 produce failed with error {code}"
+        ))),
+        RequestKind::Produce(r) => respond(ctx, &produce::error_response(r, code)),
+        RequestKind::Fetch(r) => respond(ctx, &fetch::error_response(ctx, r, code)),
+        RequestKind::ListOffsets(r) => respond(ctx, &list_offsets::error_response(r, code)),
+        RequestKind::InitProducerId(_) => respond(
+            ctx,
+            &InitProducerIdResponse::default()
+                .with_error_code(code)
+                .with_producer_id((-1).into())
+                .with_producer_epoch(-1),
+        ),
+        RequestKind::Metadata(r) => respond(ctx, &metadata::error_response(r, code)),
+        _ => Ok(Outcome::Close(format!(
+            "fault rule: no error form for {:?}; closing",
+            ctx.api_key
+        ))),
+    }
 }

@@ -109,3 +109,23 @@ pub async fn handle(
         &resp,
     )?))
 }
+
+/// A Produce answer with `code` for every partition, for fault injection.
+pub fn error_response(req: &ProduceRequest, code: i16) -> ProduceResponse {
+    let topics = req
+        .topic_data
+        .iter()
+        .map(|td| {
+            let parts = td
+                .partition_data
+                .iter()
+                .map(|pd| partition_error(pd.index, code, None))
+                .collect();
+            TopicProduceResponse::default()
+                .with_name(td.name.clone())
+                .with_topic_id(td.topic_id)
+                .with_partition_responses(parts)
+        })
+        .collect();
+    ProduceResponse::default().with_responses(topics)
+}

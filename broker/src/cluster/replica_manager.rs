@@ -98,11 +98,14 @@ impl ReplicaManager {
         std::fs::create_dir_all(&dir)?;
         remove_deleted_dirs(&dir);
         let marker = dir.join(CLEAN_SHUTDOWN_FILE);
-        let clean = marker.exists();
-        if clean {
+        // A directory without metadata is new: nothing to recover.
+        let fresh = !dir.join(crate::metadata::METADATA_FILE).exists();
+        let clean = fresh || marker.exists();
+        if marker.exists() {
             // Removed now so that a crash from here on is detected at the next start.
             std::fs::remove_file(&marker)?;
-        } else {
+        }
+        if !clean {
             tracing::info!(dir = %dir.display(), "no clean-shutdown marker: recovering logs");
         }
         let image = MetadataImage::load_or_create(&dir, config.cluster_id.as_deref())?;

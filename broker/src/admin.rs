@@ -1,0 +1,97 @@
+//! The admin HTTP API, on its own loopback listener (`admin.listener=127.0.0.1:PORT`).
+//!
+//! - `GET /faults`: the installed fault rules and how often each fired.
+//! - `POST /faults` with a JSON [`FaultSpec`]: installs a rule, answers `{"id": N}`.
+//! - `DELETE /faults`: removes every rule; `DELETE /faults/{id}`: removes one.
+//!
+//! Bad input (malformed JSON, an unknown action or API) is answered 400 with a message that
+//! says what is wrong; the broker itself is unaffected.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get};
+use axum::{Json, Router};
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::fault::{FaultEngine, FaultSpec};
+
+fn bad_request(msg: String) -> Response {
+    (StatusCode::BAD_REQUEST, Json(json!({ "error": msg }))).into_response()
+}
+
+async fn list_faults(State(engine): State<Arc<FaultEngine>>) -> Response {
+    Json(json!({ "rules": engine.list() })).into_response()
+}
+
+async fn add_fault(
+    State(engine): State<Arc<FaultEngine>>,
+    body: Result<Json<FaultSpec>, JsonRejection>,
+) -> Response {
+    let Json(spec) = match body {
+        Ok(b) => b,
+        Err(e) => return bad_request(e.body_text()),
+    };
+    match engine.add(spec) {
+        Ok(id) => (StatusCode::CREATED, Json(json!({ "id": id }))).into_response(),
+        Err(e) => bad_request(e.to_string()),
+    }
+}
+
+async fn clear_faults(State(engine): State<Arc<FaultEngine>>) -> Response {
+    Json(json!({ "removed": engine.clear(None) })).into_response()
+}
+
+async fn clear_fault(State(engine): State<Arc<FaultEngine>>, Path(id): Path<String>) -> Response {
+    let Ok(id) = id.parse::<u64>() else {
+        return bad_request(format!("rule id {id:?} is not a number"));
+    };
+    match engine.clear(Some(id)) {
+        0 => (
+            StatusCode::NOT_FOUND,
+            Json(json!({ "error": format!("no rule {id}") })),
+        )
+            .into_response(),
+        n => Json(json!({ "removed": n })).into_response(),
+    }
+}
+
+/// The admin routes.
+pub fn router(faults: Arc<FaultEngine>) -> Router {
+    Router::new()
+        .route(
+            "/faults",
+            get(list_faults).post(add_fault).delete(clear_faults),
+        )
+        .route("/faults/{id}", delete(clear_fault))
+        .with_state(faults)
+}
+
+/// Binds the admin listener.
+pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    TcpListener::bind(addr).await
+}
+
+/// Serves the admin API until shutdown.
+pub async fn serve(
+    listener: TcpListener,
+    faults: Arc<FaultEngine>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let app = router(faults);
+    let stop = async move {
+        let _ = shutdown.changed().await;
+    };
+    if let Err(e) = axum::serve(listener, app)
+        .with_graceful_shutdown(stop)
+        .await
+    {
+        tracing::error!(error = %e, "admin listener failed");
+    }
+}

@@ -361,7 +361,24 @@ struct Cursor<'a> {
 }
 
 impl<'a> Cursor<'a> {
+    #[inline(always)]
     fn unsigned_varint(&mut self, max_bytes: usize) -> Option<u64> {
+        // Fast path: most lengths and deltas in a batch fit in one byte.
+        let first = *self.buf.get(self.pos)?;
+        if first < 0x80 {
+            self.pos += 1;
+            return Some(first as u64);
+        }
+        // Two bytes cover values up to 16383: record sizes and value lengths of small records.
+        let second = *self.buf.get(self.pos + 1)?;
+        if second < 0x80 {
+            self.pos += 2;
+            return Some((first & 0x7f) as u64 | ((second as u64) << 7));
+        }
+        self.unsigned_varint_slow(max_bytes)
+    }
+    #[inline(never)]
+    fn unsigned_varint_slow(&mut self, max_bytes: usize) -> Option<u64> {
         let mut value: u64 = 0;
         for i in 0..max_bytes {
             let byte = *self.buf.get(self.pos)?;
@@ -373,14 +390,17 @@ impl<'a> Cursor<'a> {
         }
         None
     }
+    #[inline(always)]
     fn varint(&mut self) -> Option<i32> {
         let raw = self.unsigned_varint(VARINT_MAX_BYTES)? as u32;
         Some(((raw >> 1) as i32) ^ -((raw & 1) as i32))
     }
+    #[inline(always)]
     fn varlong(&mut self) -> Option<i64> {
         let raw = self.unsigned_varint(VARLONG_MAX_BYTES)?;
         Some(((raw >> 1) as i64) ^ -((raw & 1) as i64))
     }
+    #[inline(always)]
     fn skip(&mut self, n: usize) -> Option<&'a [u8]> {
         let end = self.pos.checked_add(n)?;
         let s = self.buf.get(self.pos..end)?;
@@ -388,6 +408,7 @@ impl<'a> Cursor<'a> {
         Some(s)
     }
     /// A varint length followed by that many bytes; -1 means null.
+    #[inline(always)]
     fn nullable_bytes(&mut self) -> Option<Option<&'a [u8]>> {
         let len = self.varint()?;
         if len < 0 {
@@ -437,6 +458,7 @@ impl<'a> RecordIter<'a> {
         self.cursor.buf.len() - self.cursor.pos
     }
 
+    #[inline(always)]
     fn read_one(&mut self) -> Option<RecordView<'a>> {
         let length = self.cursor.varint()?;
         if length < 0 {
@@ -473,6 +495,7 @@ impl<'a> RecordIter<'a> {
 
 impl<'a> Iterator for RecordIter<'a> {
     type Item = Result<RecordView<'a>, LogError>;
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.failed || self.remaining() == 0 {
             return None;
@@ -548,35 +571,106 @@ pub enum AppendOrigin {
     Replication,
 }
 
-fn timestamp_out_of_range(ts: i64, now_ms: i64, config: &LogConfig) -> bool {
-    // i128 so that extreme configs (i64::MAX) and timestamps cannot overflow.
-    let diff = now_ms as i128 - ts as i128;
-    diff > config.message_timestamp_before_max_ms as i128
-        || -diff > config.message_timestamp_after_max_ms as i128
+/// Kafka's per-record timestamp rule, with the bounds computed once per batch: CreateTime
+/// topics bound each set timestamp; a batch that claims LogAppendTime is refused otherwise.
+struct TimestampRule {
+    /// `Some((min, max))` for CreateTime topics.
+    create_time_bounds: Option<(i64, i64)>,
+    batch_claims_log_append_time: bool,
 }
 
-/// Kafka's per-record timestamp rule: CreateTime topics bound each set timestamp; a batch that
-/// claims LogAppendTime is never accepted from a producer otherwise.
-fn check_timestamp(
-    batch: &BatchHeader<'_>,
-    ts: i64,
-    now_ms: i64,
-    config: &LogConfig,
-) -> Result<(), LogError> {
-    if config.message_timestamp_type == TimestampType::CreateTime && ts != NO_TIMESTAMP {
-        if timestamp_out_of_range(ts, now_ms, config) {
-            return Err(LogError::InvalidTimestamp(format!(
-                "timestamp {ts} is out of range [{}, {}]",
-                now_ms.saturating_sub(config.message_timestamp_before_max_ms),
-                now_ms.saturating_add(config.message_timestamp_after_max_ms)
+impl TimestampRule {
+    fn new(batch: &BatchHeader<'_>, now_ms: i64, config: &LogConfig) -> Self {
+        let create_time_bounds =
+            (config.message_timestamp_type == TimestampType::CreateTime).then(|| {
+                (
+                    now_ms.saturating_sub(config.message_timestamp_before_max_ms.max(0)),
+                    now_ms.saturating_add(config.message_timestamp_after_max_ms.max(0)),
+                )
+            });
+        TimestampRule {
+            create_time_bounds,
+            batch_claims_log_append_time: batch.timestamp_type() == TimestampType::LogAppendTime,
+        }
+    }
+
+    #[inline(always)]
+    fn check(&self, ts: i64) -> Result<(), LogError> {
+        if let (Some((min, max)), true) = (self.create_time_bounds, ts != NO_TIMESTAMP) {
+            if ts < min || ts > max {
+                return Err(LogError::InvalidTimestamp(format!(
+                    "timestamp {ts} is out of range [{min}, {max}]"
+                )));
+            }
+        } else if self.batch_claims_log_append_time {
+            return Err(LogError::InvalidTimestamp(
+                "producers must not set the LogAppendTime attribute".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The produce-time walk over an uncompressed records section: checks each record's framing
+/// (as [`RecordIter`] does), that offset deltas run 0..n-1, and each timestamp. Returns the
+/// number of records and the largest timestamp. A separate loop from `RecordIter` because this
+/// is the hot path: it builds no record views.
+fn walk_records_for_validation(
+    records: &[u8],
+    count: i32,
+    base_timestamp: i64,
+    rule: &TimestampRule,
+) -> Result<(i32, i64), LogError> {
+    let framing = || LogError::InvalidRecord("malformed record framing".into());
+    let mut c = Cursor {
+        buf: records,
+        pos: 0,
+    };
+    let mut n: i32 = 0;
+    let mut max_ts = NO_TIMESTAMP;
+    while c.pos < records.len() {
+        if n >= count {
+            return Err(LogError::InvalidRecord(
+                "more records than the declared count".into(),
+            ));
+        }
+        let len = c.varint().ok_or_else(framing)?;
+        let end = usize::try_from(len)
+            .ok()
+            .and_then(|l| c.pos.checked_add(l))
+            .filter(|&e| e <= records.len())
+            .ok_or_else(framing)?;
+        let mut r = Cursor {
+            buf: &records[..end],
+            pos: c.pos + 1,
+        }; // skip attributes
+        let ts_delta = r.varlong().ok_or_else(framing)?;
+        let offset_delta = r.varint().ok_or_else(framing)?;
+        r.nullable_bytes().ok_or_else(framing)?; // key
+        r.nullable_bytes().ok_or_else(framing)?; // value
+        let headers = r.varint().ok_or_else(framing)?;
+        if headers < 0 {
+            return Err(framing());
+        }
+        for _ in 0..headers {
+            r.nullable_bytes().flatten().ok_or_else(framing)?; // key: never null
+            r.nullable_bytes().ok_or_else(framing)?;
+        }
+        if r.pos != end {
+            return Err(framing());
+        }
+        if offset_delta != n {
+            return Err(LogError::InvalidRecord(format!(
+                "record {n} has offset delta {offset_delta}"
             )));
         }
-    } else if batch.timestamp_type() == TimestampType::LogAppendTime {
-        return Err(LogError::InvalidTimestamp(
-            "producers must not set the LogAppendTime attribute".into(),
-        ));
+        let ts = base_timestamp.wrapping_add(ts_delta);
+        rule.check(ts)?;
+        max_ts = max_ts.max(ts);
+        n += 1;
+        c.pos = end;
     }
-    Ok(())
+    Ok((n, max_ts))
 }
 
 /// Validates a Produce payload for one partition, following Kafka's rules for v2 (ProduceRequest
@@ -692,29 +786,11 @@ pub fn validate_produce(
 
     let mut corrected_max_timestamp = None;
     let mut max_timestamp = h.max_timestamp();
+    let rule = TimestampRule::new(&h, now_ms, config);
     if codec == Codec::None {
         // One pass over the varint framing: count, offset deltas 0..n-1, timestamps. No allocation.
-        let base_ts = h.base_timestamp();
-        let mut seen_max = NO_TIMESTAMP;
-        let mut n: i32 = 0;
-        for record in RecordIter::new(batch.records_bytes()) {
-            let record = record?;
-            if n >= count {
-                return Err(LogError::InvalidRecord(
-                    "more records than the declared count".into(),
-                ));
-            }
-            if record.offset_delta != n {
-                return Err(LogError::InvalidRecord(format!(
-                    "record {n} has offset delta {}",
-                    record.offset_delta
-                )));
-            }
-            let ts = base_ts.wrapping_add(record.timestamp_delta);
-            check_timestamp(&h, ts, now_ms, config)?;
-            seen_max = seen_max.max(ts);
-            n += 1;
-        }
+        let (n, seen_max) =
+            walk_records_for_validation(batch.records_bytes(), count, h.base_timestamp(), &rule)?;
         if n != count {
             return Err(LogError::InvalidRecord(format!(
                 "declared {count} records, found {n}"
@@ -729,7 +805,7 @@ pub fn validate_produce(
     } else {
         // Compressed batches are stored as received; only batch-level timestamps are checked.
         for ts in [h.base_timestamp(), h.max_timestamp()] {
-            check_timestamp(&h, ts, now_ms, config)?;
+            rule.check(ts)?;
         }
     }
 

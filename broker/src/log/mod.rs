@@ -41,29 +41,40 @@ pub const FETCH_SLICE_MAX_BYTES: usize = 128 * 1024 * 1024;
 /// Errors of the storage engine, each mapping to one Kafka error code.
 #[derive(Debug, thiserror::Error)]
 pub enum LogError {
+    /// CORRUPT_MESSAGE (2): bad CRC, impossible framing, unknown magic or codec.
     #[error("corrupt message: {0}")]
     CorruptMessage(String),
+    /// INVALID_RECORD (87): a well-formed batch that breaks a produce rule.
     #[error("invalid record: {0}")]
     InvalidRecord(String),
+    /// MESSAGE_TOO_LARGE (10): the batch exceeds max.message.bytes.
     #[error("record batch of {size} bytes exceeds max.message.bytes {max}")]
     MessageTooLarge { size: usize, max: usize },
+    /// OUT_OF_ORDER_SEQUENCE_NUMBER (45): a sequence gap, or a new epoch not starting at 0.
     #[error("out of order sequence: {0}")]
     OutOfOrderSequence(String),
+    /// INVALID_PRODUCER_EPOCH (47): an epoch older than the producer's current one.
     #[error("invalid producer epoch: {0}")]
     InvalidProducerEpoch(String),
+    /// OFFSET_OUT_OF_RANGE (1): outside [log start offset, log end offset].
     #[error("offset {offset} out of range [{log_start_offset}, {log_end_offset}]")]
     OffsetOutOfRange {
         offset: i64,
         log_start_offset: i64,
         log_end_offset: i64,
     },
+    /// INVALID_TIMESTAMP (32): outside message.timestamp.before/after.max.ms.
     #[error("invalid timestamp: {0}")]
     InvalidTimestamp(String),
+    /// UNSUPPORTED_COMPRESSION_TYPE (76): for the caller's API-version checks (zstd before
+    /// Produce v7); the storage engine itself does not return it.
     #[error("unsupported compression: {0}")]
     UnsupportedCompression(String),
+    /// KAFKA_STORAGE_ERROR (56): an I/O failure, or a log taken offline by a failed fsync.
     #[error("storage error: {0}")]
     Io(#[from] std::io::Error),
-    /// A follower's batch does not continue the log (its base offset is not the log end offset).
+    /// A follower's batch does not continue the log (its base offset is not the log end
+    /// offset). Internal to replication: UNKNOWN_SERVER_ERROR (-1) if it ever reaches a client.
     #[error("unexpected append offset {actual}, expected {expected}")]
     UnexpectedAppendOffset { expected: i64, actual: i64 },
 }
@@ -89,23 +100,36 @@ impl LogError {
 /// Which timestamp a batch carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TimestampType {
+    /// The producer's timestamp (attribute bit 3 clear).
     CreateTime,
+    /// The broker's append time, written into maxTimestamp (attribute bit 3 set).
     LogAppendTime,
 }
 
 /// Per-log settings, named after Kafka's topic configs.
 #[derive(Debug, Clone)]
 pub struct LogConfig {
+    /// segment.bytes: roll when the active segment would grow past this.
     pub segment_bytes: u64,
+    /// segment.ms: roll when the first batch of the active segment is this old.
     pub segment_ms: i64,
+    /// segment.index.bytes: the most index data per segment; a full index rolls the segment.
     pub segment_index_bytes: u64,
+    /// index.interval.bytes: bytes between offset index entries.
     pub index_interval_bytes: u64,
+    /// retention.ms: delete segments whose newest record is older; -1 keeps forever.
     pub retention_ms: i64,
+    /// retention.bytes: delete oldest segments while the log is larger; -1 for no limit.
     pub retention_bytes: i64,
+    /// flush.messages: fsync after this many messages (u64::MAX: never, Kafka's default).
     pub flush_interval_messages: u64,
+    /// message.timestamp.type.
     pub message_timestamp_type: TimestampType,
+    /// max.message.bytes: the largest batch accepted.
     pub max_message_bytes: usize,
+    /// message.timestamp.before.max.ms: how far in the past a CreateTime timestamp may be.
     pub message_timestamp_before_max_ms: i64,
+    /// message.timestamp.after.max.ms: how far in the future a CreateTime timestamp may be.
     pub message_timestamp_after_max_ms: i64,
 }
 
@@ -130,14 +154,18 @@ impl Default for LogConfig {
 /// What an append did.
 #[derive(Debug, Clone)]
 pub struct LogAppendInfo {
+    /// Offset of the first record.
     pub first_offset: i64,
+    /// Offset of the last record.
     pub last_offset: i64,
     /// -1 unless the topic uses LogAppendTime.
     pub log_append_time_ms: i64,
+    /// The log start offset after the append (for the Produce response).
     pub log_start_offset: i64,
     /// True when the batch was a retry of one of the producer's last five: nothing was written,
     /// and the offsets are the original ones.
     pub duplicate: bool,
+    /// Number of records in the batch (or batches, for a follower append).
     pub record_count: i64,
 }
 

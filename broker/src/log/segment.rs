@@ -22,8 +22,11 @@ pub const LOG_SUFFIX: &str = ".log";
 pub const INDEX_SUFFIX: &str = ".index";
 /// Suffix of time index files.
 pub const TIME_INDEX_SUFFIX: &str = ".timeindex";
-/// Bytes read per syscall when scanning batch headers or whole batches.
+/// Bytes read per syscall when scanning whole batches (recovery, replay, timestamp search).
 pub const SCAN_CHUNK_BYTES: usize = 64 * 1024;
+/// Bytes read per syscall when scanning only headers: the fetch path scans at most about
+/// index.interval.bytes (4 KiB by default) past an index entry, under the partition lock.
+pub const HEADER_SCAN_CHUNK_BYTES: usize = 8 * 1024;
 /// The largest batch a scan will buffer. Larger `length` fields are treated as corruption: Kafka
 /// caps batches at max.message.bytes, and nothing legitimate comes near this.
 pub const MAX_BATCH_BYTES_ON_DISK: usize = 256 * 1024 * 1024;
@@ -88,7 +91,12 @@ impl<'f> BatchScanner<'f> {
                 return Ok(true);
             }
         }
-        let want = need.max(SCAN_CHUNK_BYTES).min((self.end - pos) as usize);
+        let chunk = if self.full {
+            SCAN_CHUNK_BYTES
+        } else {
+            HEADER_SCAN_CHUNK_BYTES
+        };
+        let want = need.max(chunk).min((self.end - pos) as usize);
         self.buf.resize(want, 0);
         let mut got = 0;
         while got < want {

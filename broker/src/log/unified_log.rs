@@ -583,14 +583,14 @@ impl UnifiedLog {
         let mut deleted = 0;
         let retention_ms = self.config.retention_ms;
         if retention_ms >= 0 {
-            deleted += self.delete_segments_while(|seg, _| {
+            deleted += self.delete_segments_while(now_ms, |seg, _| {
                 now_ms.saturating_sub(seg.largest_timestamp()) > retention_ms
             })?;
         }
         let retention_bytes = self.config.retention_bytes;
         if retention_bytes >= 0 {
             let mut excess = self.size_in_bytes() as i64 - retention_bytes;
-            deleted += self.delete_segments_while(|seg, _| {
+            deleted += self.delete_segments_while(now_ms, |seg, _| {
                 if excess - seg.size() as i64 >= 0 {
                     excess -= seg.size() as i64;
                     true
@@ -600,12 +600,12 @@ impl UnifiedLog {
             })?;
         }
         let lso = self.log_start_offset;
-        deleted += self.delete_segments_while(|_, upper| upper <= lso)?;
+        deleted += self.delete_segments_while(now_ms, |_, upper| upper <= lso)?;
         Ok(deleted)
     }
 
     /// Deletes segments from the oldest while `predicate(segment, its upper offset bound)` holds.
-    fn delete_segments_while<F>(&mut self, mut predicate: F) -> Result<usize, LogError>
+    fn delete_segments_while<F>(&mut self, now_ms: i64, mut predicate: F) -> Result<usize, LogError>
     where
         F: FnMut(&LogSegment, i64) -> bool,
     {
@@ -628,7 +628,7 @@ impl UnifiedLog {
             return Ok(0);
         }
         if doomed.len() == bases.len() {
-            self.roll(0)?;
+            self.roll(now_ms)?;
         }
         for base in &doomed {
             if let Some(seg) = self.segments.remove(base) {

@@ -1,40 +1,82 @@
 //! The storage engine: a segmented, append-only log per partition, in Kafka's on-disk layout.
 //!
-//! CONTRACT STUB: the signatures below are what the rest of the broker calls. The bodies are
-//! placeholders until the storage engine lands; the real code splits into `batch`, `index`,
-//! `time_index`, `segment`, `unified_log`, `producer_state` and `loader`.
+//! Layout of a partition directory (Kafka's, so `kafka-dump-log` reads the segments):
+//! - `<20-digit base offset>.log`, `.index`, `.timeindex`: the segments ([`segment`]);
+//! - `<20-digit offset>.snapshot`: producer state snapshots ([`producer_state`]);
+//! - `log-start-offset` and `recovery-point`: small text checkpoints ([`loader`]).
+//!
+//! Modules: [`batch`] (the v2 batch view and produce validation), [`index`] and [`time_index`]
+//! (sparse indexes), [`segment`], [`producer_state`] (idempotence), [`loader`] (open and
+//! crash recovery) and [`unified_log`] (the per-partition log the broker calls).
+//!
+//! Threading: the caller holds each `UnifiedLog` in a `parking_lot::Mutex`. Everything here runs
+//! under that lock and stays short; [`UnifiedLog::read`] only locates data and the caller runs
+//! [`FetchSlice::read`] after releasing the lock.
+
+pub mod batch;
+pub mod index;
+pub mod loader;
+pub mod producer_state;
+pub mod segment;
+pub mod time_index;
+pub mod unified_log;
+
+#[cfg(test)]
+mod tests;
 
 use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 use bytes::Bytes;
 
+pub use batch::{AppendOrigin, BatchHeader, Codec, RecordBatch};
+pub use producer_state::{BatchMetadata, ProducerStateEntry, ProducerStateManager};
+pub use unified_log::UnifiedLog;
+
+/// Upper bound of one [`FetchSlice`] read, whatever the caller asks for: fetch.max.bytes and
+/// max.message.bytes are far below it, so it only guards against nonsense sizes.
+pub const FETCH_SLICE_MAX_BYTES: usize = 128 * 1024 * 1024;
+
 /// Errors of the storage engine, each mapping to one Kafka error code.
 #[derive(Debug, thiserror::Error)]
 pub enum LogError {
+    /// CORRUPT_MESSAGE (2): bad CRC, impossible framing, unknown magic or codec.
     #[error("corrupt message: {0}")]
     CorruptMessage(String),
+    /// INVALID_RECORD (87): a well-formed batch that breaks a produce rule.
     #[error("invalid record: {0}")]
     InvalidRecord(String),
+    /// MESSAGE_TOO_LARGE (10): the batch exceeds max.message.bytes.
     #[error("record batch of {size} bytes exceeds max.message.bytes {max}")]
     MessageTooLarge { size: usize, max: usize },
+    /// OUT_OF_ORDER_SEQUENCE_NUMBER (45): a sequence gap, or a new epoch not starting at 0.
     #[error("out of order sequence: {0}")]
     OutOfOrderSequence(String),
+    /// INVALID_PRODUCER_EPOCH (47): an epoch older than the producer's current one.
     #[error("invalid producer epoch: {0}")]
     InvalidProducerEpoch(String),
+    /// OFFSET_OUT_OF_RANGE (1): outside [log start offset, log end offset].
     #[error("offset {offset} out of range [{log_start_offset}, {log_end_offset}]")]
     OffsetOutOfRange {
         offset: i64,
         log_start_offset: i64,
         log_end_offset: i64,
     },
+    /// INVALID_TIMESTAMP (32): outside message.timestamp.before/after.max.ms.
     #[error("invalid timestamp: {0}")]
     InvalidTimestamp(String),
+    /// UNSUPPORTED_COMPRESSION_TYPE (76): for the caller's API-version checks (zstd before
+    /// Produce v7); the storage engine itself does not return it.
     #[error("unsupported compression: {0}")]
     UnsupportedCompression(String),
+    /// KAFKA_STORAGE_ERROR (56): an I/O failure, or a log taken offline by a failed fsync.
     #[error("storage error: {0}")]
     Io(#[from] std::io::Error),
+    /// A follower's batch does not continue the log (its base offset is not the log end
+    /// offset). Internal to replication: UNKNOWN_SERVER_ERROR (-1) if it ever reaches a client.
+    #[error("unexpected append offset {actual}, expected {expected}")]
+    UnexpectedAppendOffset { expected: i64, actual: i64 },
 }
 
 impl LogError {
@@ -50,6 +92,7 @@ impl LogError {
             LogError::InvalidTimestamp(_) => 32,
             LogError::UnsupportedCompression(_) => 76,
             LogError::Io(_) => 56,
+            LogError::UnexpectedAppendOffset { .. } => -1,
         }
     }
 }
@@ -57,23 +100,36 @@ impl LogError {
 /// Which timestamp a batch carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TimestampType {
+    /// The producer's timestamp (attribute bit 3 clear).
     CreateTime,
+    /// The broker's append time, written into maxTimestamp (attribute bit 3 set).
     LogAppendTime,
 }
 
 /// Per-log settings, named after Kafka's topic configs.
 #[derive(Debug, Clone)]
 pub struct LogConfig {
+    /// segment.bytes: roll when the active segment would grow past this.
     pub segment_bytes: u64,
+    /// segment.ms: roll when the first batch of the active segment is this old.
     pub segment_ms: i64,
+    /// segment.index.bytes: the most index data per segment; a full index rolls the segment.
     pub segment_index_bytes: u64,
+    /// index.interval.bytes: bytes between offset index entries.
     pub index_interval_bytes: u64,
+    /// retention.ms: delete segments whose newest record is older; -1 keeps forever.
     pub retention_ms: i64,
+    /// retention.bytes: delete oldest segments while the log is larger; -1 for no limit.
     pub retention_bytes: i64,
+    /// flush.messages: fsync after this many messages (u64::MAX: never, Kafka's default).
     pub flush_interval_messages: u64,
+    /// message.timestamp.type.
     pub message_timestamp_type: TimestampType,
+    /// max.message.bytes: the largest batch accepted.
     pub max_message_bytes: usize,
+    /// message.timestamp.before.max.ms: how far in the past a CreateTime timestamp may be.
     pub message_timestamp_before_max_ms: i64,
+    /// message.timestamp.after.max.ms: how far in the future a CreateTime timestamp may be.
     pub message_timestamp_after_max_ms: i64,
 }
 
@@ -98,110 +154,93 @@ impl Default for LogConfig {
 /// What an append did.
 #[derive(Debug, Clone)]
 pub struct LogAppendInfo {
+    /// Offset of the first record.
     pub first_offset: i64,
+    /// Offset of the last record.
     pub last_offset: i64,
     /// -1 unless the topic uses LogAppendTime.
     pub log_append_time_ms: i64,
+    /// The log start offset after the append (for the Produce response).
     pub log_start_offset: i64,
     /// True when the batch was a retry of one of the producer's last five: nothing was written,
     /// and the offsets are the original ones.
     pub duplicate: bool,
+    /// Number of records in the batch (or batches, for a follower append).
     pub record_count: i64,
 }
 
 /// A region of one segment file to read without holding the partition lock.
+///
+/// `UnifiedLog::read` fills it under the lock: `position` is the start of the batch holding the
+/// fetch offset, and `max_len` is already bounded by the segment's size at that moment, so bytes
+/// appended later are never read. With `min_one_message`, `max_len` covers at least the whole
+/// first batch (KIP-74).
 #[derive(Debug, Clone)]
 pub struct FetchSlice {
+    /// The segment's `.log` file; `None` for an empty result.
     pub file: Option<Arc<File>>,
+    /// Byte position of the first batch.
     pub position: u64,
+    /// Bytes to read at most.
     pub max_len: usize,
+    /// Batches whose base offset is at or above this (the high watermark) are cut off.
     pub max_offset_exclusive: i64,
+    /// Whether the first batch is returned even if larger than the requested max bytes.
     pub min_one_message: bool,
 }
 
 impl FetchSlice {
-    /// Positional read, cut to whole batches below `max_offset_exclusive`.
-    pub fn read(&self) -> std::io::Result<Bytes> {
-        Ok(Bytes::new())
-    }
-}
-
-/// One partition's log.
-pub struct UnifiedLog {
-    dir: PathBuf,
-    config: LogConfig,
-}
-
-impl UnifiedLog {
-    pub fn open(
-        dir: PathBuf,
-        config: LogConfig,
-        had_clean_shutdown: bool,
-        now_ms: i64,
-    ) -> Result<Self, LogError> {
-        let _ = (had_clean_shutdown, now_ms);
-        Ok(UnifiedLog { dir, config })
-    }
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-    pub fn config(&self) -> &LogConfig {
-        &self.config
-    }
-    pub fn set_config(&mut self, config: LogConfig) {
-        self.config = config;
-    }
-    pub fn log_start_offset(&self) -> i64 {
-        0
-    }
-    pub fn log_end_offset(&self) -> i64 {
-        0
-    }
-    pub fn append_as_leader(
-        &mut self,
-        records: Bytes,
-        leader_epoch: i32,
-        now_ms: i64,
-    ) -> Result<LogAppendInfo, LogError> {
-        let _ = (records, leader_epoch, now_ms);
-        unimplemented!()
-    }
-    pub fn read(
-        &self,
-        fetch_offset: i64,
-        max_bytes: usize,
-        max_offset_exclusive: i64,
-        min_one_message: bool,
-    ) -> Result<FetchSlice, LogError> {
-        let _ = (
-            fetch_offset,
-            max_bytes,
+    /// A slice that reads nothing.
+    pub fn empty(max_offset_exclusive: i64) -> Self {
+        FetchSlice {
+            file: None,
+            position: 0,
+            max_len: 0,
             max_offset_exclusive,
-            min_one_message,
-        );
-        unimplemented!()
+            min_one_message: false,
+        }
     }
-    pub fn fetch_offset_by_timestamp(
-        &self,
-        timestamp_ms: i64,
-    ) -> Result<Option<(i64, i64)>, LogError> {
-        let _ = timestamp_ms;
-        unimplemented!()
+
+    /// Positional read, cut to whole batches below `max_offset_exclusive`. Runs without the
+    /// partition lock. A concurrent truncation can only make the read shorter; the cut drops any
+    /// partial batch.
+    pub fn read(&self) -> std::io::Result<Bytes> {
+        let Some(file) = &self.file else {
+            return Ok(Bytes::new());
+        };
+        let len = self.max_len.min(FETCH_SLICE_MAX_BYTES);
+        if len == 0 {
+            return Ok(Bytes::new());
+        }
+        let mut buf = vec![0u8; len];
+        let mut got = 0;
+        while got < len {
+            let n = file.read_at(&mut buf[got..], self.position + got as u64)?;
+            if n == 0 {
+                break;
+            }
+            got += n;
+        }
+        let keep = whole_batches_below(&buf[..got], self.max_offset_exclusive);
+        buf.truncate(keep);
+        Ok(Bytes::from(buf))
     }
-    pub fn max_timestamp_and_offset(&self) -> Result<Option<(i64, i64)>, LogError> {
-        unimplemented!()
+}
+
+/// Length of the prefix of `buf` made of whole batches with base offset < `max_offset_exclusive`.
+fn whole_batches_below(buf: &[u8], max_offset_exclusive: i64) -> usize {
+    let mut pos = 0;
+    while let Some(size) = batch::batch_size_at(&buf[pos..]) {
+        if pos + size > buf.len() {
+            break;
+        }
+        let Some(h) = BatchHeader::new(&buf[pos..]) else {
+            break;
+        };
+        if h.base_offset() >= max_offset_exclusive {
+            break;
+        }
+        pos += size;
     }
-    pub fn delete_old_segments(&mut self, now_ms: i64) -> Result<usize, LogError> {
-        let _ = now_ms;
-        unimplemented!()
-    }
-    pub fn flush(&mut self) -> Result<(), LogError> {
-        unimplemented!()
-    }
-    pub fn close(&mut self) -> Result<(), LogError> {
-        unimplemented!()
-    }
-    pub fn delete(self) -> Result<(), LogError> {
-        unimplemented!()
-    }
+    pos
 }

@@ -1,0 +1,109 @@
+//! The idempotence window alone: `ProducerStateManager::check` and `update` for an in-sequence
+//! batch, a retry found in the 5-batch window, and lookups among many producers.
+
+use std::hint::black_box;
+
+use brook::log::batch::{increment_sequence, AppendOrigin};
+use brook::log::producer_state::SequenceCheck;
+use brook::log::ProducerStateManager;
+use criterion::{criterion_group, criterion_main, Criterion};
+
+const PRODUCERS: i64 = 10_000;
+const RECORDS_PER_BATCH: i32 = 10;
+
+fn filled(producers: i64) -> ProducerStateManager {
+    let mut m = ProducerStateManager::new();
+    let mut offset = 0i64;
+    for pid in 0..producers {
+        for b in 0..5 {
+            let first = b * RECORDS_PER_BATCH;
+            m.update(
+                pid,
+                0,
+                first,
+                first + RECORDS_PER_BATCH - 1,
+                offset,
+                offset + RECORDS_PER_BATCH as i64 - 1,
+                0,
+                false,
+            );
+            offset += RECORDS_PER_BATCH as i64;
+        }
+    }
+    m
+}
+
+fn bench_dedup(c: &mut Criterion) {
+    let mut group = c.benchmark_group("dedup");
+    let one = filled(1);
+    let many = filled(PRODUCERS);
+    let next = 5 * RECORDS_PER_BATCH;
+
+    group.bench_function("check_in_sequence/1_producer", |b| {
+        b.iter(|| {
+            one.check(
+                black_box(0),
+                0,
+                black_box(next),
+                next + RECORDS_PER_BATCH - 1,
+                AppendOrigin::Client,
+            )
+            .unwrap()
+        })
+    });
+    group.bench_function("check_retry_oldest/1_producer", |b| {
+        b.iter(|| {
+            let r = one
+                .check(
+                    black_box(0),
+                    0,
+                    black_box(0),
+                    RECORDS_PER_BATCH - 1,
+                    AppendOrigin::Client,
+                )
+                .unwrap();
+            assert!(matches!(r, SequenceCheck::Duplicate(_)));
+            r
+        })
+    });
+    group.bench_function("check_in_sequence/10k_producers", |b| {
+        let mut pid = 0i64;
+        b.iter(|| {
+            pid = (pid + 7919) % PRODUCERS;
+            many.check(
+                black_box(pid),
+                0,
+                next,
+                next + RECORDS_PER_BATCH - 1,
+                AppendOrigin::Client,
+            )
+            .unwrap()
+        })
+    });
+    group.bench_function("check_and_update/1_producer", |b| {
+        let mut m = filled(1);
+        let mut seq = next;
+        let mut offset = 1_000_000i64;
+        b.iter(|| {
+            let last = seq + RECORDS_PER_BATCH - 1;
+            let r = m.check(0, 0, seq, last, AppendOrigin::Client).unwrap();
+            m.update(
+                0,
+                0,
+                seq,
+                last,
+                offset,
+                offset + RECORDS_PER_BATCH as i64 - 1,
+                0,
+                false,
+            );
+            seq = increment_sequence(last, 1);
+            offset += RECORDS_PER_BATCH as i64;
+            r
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench_dedup);
+criterion_main!(benches);

@@ -1,0 +1,1336 @@
+//! A zero-copy view of a v2 record batch, its CRC-32C, and the produce-side validation rules.
+//!
+//! We parse the 61-byte header ourselves because kafka-protocol's decoder drops
+//! `lastOffsetDelta` and `maxTimestamp`, and because a client's batch must be stored exactly as
+//! it was sent: decoding and re-encoding would merge duplicate header keys and recompress.
+//!
+//! Layout of the header (all integers big-endian):
+//!
+//! | offset | field                |
+//! |-------:|----------------------|
+//! |      0 | baseOffset i64       |
+//! |      8 | length i32           |
+//! |     12 | partitionLeaderEpoch |
+//! |     16 | magic i8             |
+//! |     17 | crc u32              |
+//! |     21 | attributes i16       |
+//! |     23 | lastOffsetDelta i32  |
+//! |     27 | baseTimestamp i64    |
+//! |     35 | maxTimestamp i64     |
+//! |     43 | producerId i64       |
+//! |     51 | producerEpoch i16    |
+//! |     53 | baseSequence i32     |
+//! |     57 | recordCount i32      |
+//! |     61 | records...           |
+
+use super::{LogConfig, LogError, TimestampType};
+
+/// Size of the v2 batch header; the records follow it.
+pub const HEADER_LEN: usize = 61;
+/// baseOffset and length: the part of every batch that precedes the `length` bytes it counts.
+pub const LOG_OVERHEAD: usize = 12;
+/// The only magic value this broker stores.
+pub const MAGIC_V2: i8 = 2;
+/// The smallest legal value of the `length` field for a v2 batch.
+pub const MIN_BATCH_LENGTH_FIELD: i32 = (HEADER_LEN - LOG_OVERHEAD) as i32;
+/// The smallest legal `length` of any message format (Kafka's v0 record overhead); smaller values
+/// mean the bytes are not a batch at all.
+const MIN_ANY_FORMAT_LENGTH_FIELD: i32 = 14;
+/// Bytes up to and including the magic byte.
+const HEADER_LEN_UP_TO_MAGIC: usize = 17;
+
+/// "No producer id" as written by clients that are not idempotent.
+pub const NO_PRODUCER_ID: i64 = -1;
+/// "No sequence" for non-idempotent batches.
+pub const NO_SEQUENCE: i32 = -1;
+/// "No timestamp".
+pub const NO_TIMESTAMP: i64 = -1;
+
+const BASE_OFFSET_AT: usize = 0;
+const LENGTH_AT: usize = 8;
+const PARTITION_LEADER_EPOCH_AT: usize = 12;
+const MAGIC_AT: usize = 16;
+const CRC_AT: usize = 17;
+/// The CRC covers everything from the attributes to the end of the batch.
+pub const CRC_COVERED_FROM: usize = 21;
+const ATTRIBUTES_AT: usize = 21;
+const LAST_OFFSET_DELTA_AT: usize = 23;
+const BASE_TIMESTAMP_AT: usize = 27;
+const MAX_TIMESTAMP_AT: usize = 35;
+const PRODUCER_ID_AT: usize = 43;
+const PRODUCER_EPOCH_AT: usize = 51;
+const BASE_SEQUENCE_AT: usize = 53;
+const RECORD_COUNT_AT: usize = 57;
+
+const CODEC_MASK: i16 = 0x07;
+const TIMESTAMP_TYPE_BIT: i16 = 0x08;
+const TRANSACTIONAL_BIT: i16 = 0x10;
+const CONTROL_BIT: i16 = 0x20;
+
+/// The compression codec of a batch (attribute bits 0-2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Codec {
+    None,
+    Gzip,
+    Snappy,
+    Lz4,
+    Zstd,
+}
+
+impl Codec {
+    /// The codec for an attribute codec id, or `None` for ids Kafka does not define.
+    pub fn from_id(id: u8) -> Option<Codec> {
+        match id {
+            0 => Some(Codec::None),
+            1 => Some(Codec::Gzip),
+            2 => Some(Codec::Snappy),
+            3 => Some(Codec::Lz4),
+            4 => Some(Codec::Zstd),
+            _ => None,
+        }
+    }
+
+    /// The attribute id of this codec.
+    pub fn id(self) -> u8 {
+        match self {
+            Codec::None => 0,
+            Codec::Gzip => 1,
+            Codec::Snappy => 2,
+            Codec::Lz4 => 3,
+            Codec::Zstd => 4,
+        }
+    }
+}
+
+fn be_i16(b: &[u8], at: usize) -> i16 {
+    i16::from_be_bytes([b[at], b[at + 1]])
+}
+fn be_i32(b: &[u8], at: usize) -> i32 {
+    i32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+fn be_i64(b: &[u8], at: usize) -> i64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    i64::from_be_bytes(a)
+}
+
+/// Adds `increment` to a producer sequence, wrapping at `i32::MAX` back to 0 as Kafka does.
+pub fn increment_sequence(sequence: i32, increment: i32) -> i32 {
+    if sequence > i32::MAX - increment {
+        increment - (i32::MAX - sequence) - 1
+    } else {
+        sequence + increment
+    }
+}
+
+/// Reads the `length` field of the batch at the start of `buf` and returns the whole batch size
+/// (length + 12), or `None` if fewer than 12 bytes are present or the length is impossible.
+pub fn batch_size_at(buf: &[u8]) -> Option<usize> {
+    if buf.len() < LOG_OVERHEAD {
+        return None;
+    }
+    let length = be_i32(buf, LENGTH_AT);
+    if length < MIN_BATCH_LENGTH_FIELD {
+        return None;
+    }
+    Some(length as usize + LOG_OVERHEAD)
+}
+
+/// A read-only view of one v2 batch header. Holds at least [`HEADER_LEN`] bytes; it may hold the
+/// whole batch (see [`RecordBatch`]) or only the header (when scanning a file).
+#[derive(Clone, Copy)]
+pub struct BatchHeader<'a> {
+    buf: &'a [u8],
+}
+
+impl<'a> BatchHeader<'a> {
+    /// A view of the header at the start of `buf`; `None` if `buf` is shorter than a header.
+    /// Does not check magic or length: callers that need a valid batch use [`RecordBatch::parse`].
+    pub fn new(buf: &'a [u8]) -> Option<Self> {
+        if buf.len() < HEADER_LEN {
+            return None;
+        }
+        Some(BatchHeader { buf })
+    }
+    /// The first offset in the batch.
+    pub fn base_offset(&self) -> i64 {
+        be_i64(self.buf, BASE_OFFSET_AT)
+    }
+    /// The `length` field: the batch size minus 12.
+    pub fn length(&self) -> i32 {
+        be_i32(self.buf, LENGTH_AT)
+    }
+    /// Total size of the batch in bytes, header included.
+    pub fn size_in_bytes(&self) -> usize {
+        (self.length().max(0) as usize) + LOG_OVERHEAD
+    }
+    /// The leader epoch stamped by the leader that appended this batch.
+    pub fn partition_leader_epoch(&self) -> i32 {
+        be_i32(self.buf, PARTITION_LEADER_EPOCH_AT)
+    }
+    /// The magic (format version) byte.
+    pub fn magic(&self) -> i8 {
+        self.buf[MAGIC_AT] as i8
+    }
+    /// The stored CRC-32C.
+    pub fn crc(&self) -> u32 {
+        be_i32(self.buf, CRC_AT) as u32
+    }
+    /// The raw attributes.
+    pub fn attributes(&self) -> i16 {
+        be_i16(self.buf, ATTRIBUTES_AT)
+    }
+    /// The raw codec id (attribute bits 0-2).
+    pub fn codec_id(&self) -> u8 {
+        (self.attributes() & CODEC_MASK) as u8
+    }
+    /// The codec, or `None` for an undefined id (5-7).
+    pub fn codec(&self) -> Option<Codec> {
+        Codec::from_id(self.codec_id())
+    }
+    /// Whether the records are compressed.
+    pub fn is_compressed(&self) -> bool {
+        self.codec_id() != 0
+    }
+    /// Which timestamp the batch carries (attribute bit 3).
+    pub fn timestamp_type(&self) -> TimestampType {
+        if self.attributes() & TIMESTAMP_TYPE_BIT != 0 {
+            TimestampType::LogAppendTime
+        } else {
+            TimestampType::CreateTime
+        }
+    }
+    /// Attribute bit 4.
+    pub fn is_transactional(&self) -> bool {
+        self.attributes() & TRANSACTIONAL_BIT != 0
+    }
+    /// Attribute bit 5: a transaction marker batch.
+    pub fn is_control(&self) -> bool {
+        self.attributes() & CONTROL_BIT != 0
+    }
+    /// lastOffset - baseOffset.
+    pub fn last_offset_delta(&self) -> i32 {
+        be_i32(self.buf, LAST_OFFSET_DELTA_AT)
+    }
+    /// The offset of the last record.
+    pub fn last_offset(&self) -> i64 {
+        self.base_offset()
+            .saturating_add(self.last_offset_delta() as i64)
+    }
+    /// The offset right after this batch.
+    pub fn next_offset(&self) -> i64 {
+        self.last_offset().saturating_add(1)
+    }
+    /// The first record's timestamp (CreateTime batches).
+    pub fn base_timestamp(&self) -> i64 {
+        be_i64(self.buf, BASE_TIMESTAMP_AT)
+    }
+    /// The largest record timestamp, or the append time for LogAppendTime batches.
+    pub fn max_timestamp(&self) -> i64 {
+        be_i64(self.buf, MAX_TIMESTAMP_AT)
+    }
+    /// The producer id, -1 for non-idempotent producers.
+    pub fn producer_id(&self) -> i64 {
+        be_i64(self.buf, PRODUCER_ID_AT)
+    }
+    /// Whether a producer id is set (Kafka's `hasProducerId`).
+    pub fn has_producer_id(&self) -> bool {
+        self.producer_id() > NO_PRODUCER_ID
+    }
+    /// The producer epoch.
+    pub fn producer_epoch(&self) -> i16 {
+        be_i16(self.buf, PRODUCER_EPOCH_AT)
+    }
+    /// The first record's sequence number, -1 when not idempotent.
+    pub fn base_sequence(&self) -> i32 {
+        be_i32(self.buf, BASE_SEQUENCE_AT)
+    }
+    /// The last record's sequence number, wrapping at `i32::MAX`.
+    pub fn last_sequence(&self) -> i32 {
+        let base = self.base_sequence();
+        if base == NO_SEQUENCE {
+            return NO_SEQUENCE;
+        }
+        increment_sequence(base, self.last_offset_delta())
+    }
+    /// The declared number of records.
+    pub fn record_count(&self) -> i32 {
+        be_i32(self.buf, RECORD_COUNT_AT)
+    }
+}
+
+/// A whole v2 batch: the header plus exactly `length` bytes after the first 12.
+#[derive(Clone, Copy)]
+pub struct RecordBatch<'a> {
+    buf: &'a [u8],
+}
+
+impl<'a> RecordBatch<'a> {
+    /// Parses the batch at the start of `buf`, returning it and its size. Checks only framing
+    /// (length within `buf`, magic 2); CRC and semantics are the caller's choice.
+    pub fn parse(buf: &'a [u8]) -> Result<(RecordBatch<'a>, usize), LogError> {
+        if buf.len() < LOG_OVERHEAD {
+            return Err(LogError::CorruptMessage(format!(
+                "{} bytes cannot hold a batch",
+                buf.len()
+            )));
+        }
+        let length = be_i32(buf, LENGTH_AT);
+        if length < MIN_BATCH_LENGTH_FIELD {
+            return Err(LogError::CorruptMessage(format!(
+                "batch length {length} is smaller than a v2 header"
+            )));
+        }
+        let size = length as usize + LOG_OVERHEAD;
+        if size > buf.len() {
+            return Err(LogError::CorruptMessage(format!(
+                "batch of {size} bytes exceeds the {} bytes present",
+                buf.len()
+            )));
+        }
+        let magic = buf[MAGIC_AT] as i8;
+        if magic != MAGIC_V2 {
+            return Err(LogError::CorruptMessage(format!(
+                "unsupported magic {magic}"
+            )));
+        }
+        Ok((RecordBatch { buf: &buf[..size] }, size))
+    }
+    /// The header view.
+    pub fn header(&self) -> BatchHeader<'a> {
+        BatchHeader { buf: self.buf }
+    }
+    /// All bytes of the batch.
+    pub fn bytes(&self) -> &'a [u8] {
+        self.buf
+    }
+    /// The records section (possibly compressed).
+    pub fn records_bytes(&self) -> &'a [u8] {
+        &self.buf[HEADER_LEN..]
+    }
+    /// CRC-32C over attributes..end.
+    pub fn compute_crc(&self) -> u32 {
+        crc32c::crc32c(&self.buf[CRC_COVERED_FROM..])
+    }
+    /// Whether the stored CRC matches the content.
+    pub fn is_crc_valid(&self) -> bool {
+        self.compute_crc() == self.header().crc()
+    }
+}
+
+/// Overwrites baseOffset. It lies outside the CRC, so the CRC stays valid.
+pub fn set_base_offset(batch: &mut [u8], base_offset: i64) {
+    batch[BASE_OFFSET_AT..BASE_OFFSET_AT + 8].copy_from_slice(&base_offset.to_be_bytes());
+}
+
+/// Overwrites partitionLeaderEpoch. It lies outside the CRC, so the CRC stays valid.
+pub fn set_partition_leader_epoch(batch: &mut [u8], epoch: i32) {
+    batch[PARTITION_LEADER_EPOCH_AT..PARTITION_LEADER_EPOCH_AT + 4]
+        .copy_from_slice(&epoch.to_be_bytes());
+}
+
+/// Sets maxTimestamp and the timestamp-type bit, then recomputes the CRC, which covers both.
+/// This is the only content change the broker makes to a client batch (LogAppendTime topics, and
+/// a CreateTime batch whose declared maxTimestamp is wrong, as Kafka does).
+pub fn set_max_timestamp(batch: &mut [u8], timestamp_type: TimestampType, max_timestamp: i64) {
+    let mut attributes = be_i16(batch, ATTRIBUTES_AT);
+    match timestamp_type {
+        TimestampType::LogAppendTime => attributes |= TIMESTAMP_TYPE_BIT,
+        TimestampType::CreateTime => attributes &= !TIMESTAMP_TYPE_BIT,
+    }
+    batch[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
+    batch[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&max_timestamp.to_be_bytes());
+    let crc = crc32c::crc32c(&batch[CRC_COVERED_FROM..]);
+    batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Record framing (uncompressed records section)
+// ---------------------------------------------------------------------------------------------
+
+/// Longest varint encoding of an i32 (Kafka rejects longer ones).
+const VARINT_MAX_BYTES: usize = 5;
+/// Longest varint encoding of an i64.
+const VARLONG_MAX_BYTES: usize = 10;
+
+/// A cursor over a records section. Every read is bounds-checked and returns `None` on
+/// malformed input instead of panicking.
+struct Cursor<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    #[inline(always)]
+    fn unsigned_varint(&mut self, max_bytes: usize) -> Option<u64> {
+        // Fast path: most lengths and deltas in a batch fit in one byte.
+        let first = *self.buf.get(self.pos)?;
+        if first < 0x80 {
+            self.pos += 1;
+            return Some(first as u64);
+        }
+        // Two bytes cover values up to 16383: record sizes and value lengths of small records.
+        let second = *self.buf.get(self.pos + 1)?;
+        if second < 0x80 {
+            self.pos += 2;
+            return Some((first & 0x7f) as u64 | ((second as u64) << 7));
+        }
+        self.unsigned_varint_slow(max_bytes)
+    }
+    #[inline(never)]
+    fn unsigned_varint_slow(&mut self, max_bytes: usize) -> Option<u64> {
+        let mut value: u64 = 0;
+        for i in 0..max_bytes {
+            let byte = *self.buf.get(self.pos)?;
+            self.pos += 1;
+            value |= ((byte & 0x7f) as u64) << (7 * i);
+            if byte & 0x80 == 0 {
+                return Some(value);
+            }
+        }
+        None
+    }
+    #[inline(always)]
+    fn varint(&mut self) -> Option<i32> {
+        let raw = self.unsigned_varint(VARINT_MAX_BYTES)? as u32;
+        Some(((raw >> 1) as i32) ^ -((raw & 1) as i32))
+    }
+    #[inline(always)]
+    fn varlong(&mut self) -> Option<i64> {
+        let raw = self.unsigned_varint(VARLONG_MAX_BYTES)?;
+        Some(((raw >> 1) as i64) ^ -((raw & 1) as i64))
+    }
+    #[inline(always)]
+    fn skip(&mut self, n: usize) -> Option<&'a [u8]> {
+        let end = self.pos.checked_add(n)?;
+        let s = self.buf.get(self.pos..end)?;
+        self.pos = end;
+        Some(s)
+    }
+    /// A varint length followed by that many bytes; -1 means null.
+    #[inline(always)]
+    fn nullable_bytes(&mut self) -> Option<Option<&'a [u8]>> {
+        let len = self.varint()?;
+        if len < 0 {
+            return if len == -1 { Some(None) } else { None };
+        }
+        Some(Some(self.skip(len as usize)?))
+    }
+}
+
+/// One record of an uncompressed records section, borrowed from the batch.
+#[derive(Debug, Clone, Copy)]
+pub struct RecordView<'a> {
+    /// The record's attributes byte (unused by Kafka today).
+    pub attributes: i8,
+    /// Added to the batch's baseTimestamp.
+    pub timestamp_delta: i64,
+    /// Added to the batch's baseOffset.
+    pub offset_delta: i32,
+    /// The key, `None` when null.
+    pub key: Option<&'a [u8]>,
+    /// The value, `None` when null.
+    pub value: Option<&'a [u8]>,
+}
+
+/// Iterates over records of an uncompressed records section, checking each record's framing:
+/// the varint length must match the bytes the fields use, header counts must be >= 0 and header
+/// keys non-null. Yields `Err` once and then stops at the first malformed record.
+pub struct RecordIter<'a> {
+    cursor: Cursor<'a>,
+    failed: bool,
+}
+
+impl<'a> RecordIter<'a> {
+    /// Iterates over `records` (the bytes after the 61-byte header, decompressed if needed).
+    pub fn new(records: &'a [u8]) -> Self {
+        RecordIter {
+            cursor: Cursor {
+                buf: records,
+                pos: 0,
+            },
+            failed: false,
+        }
+    }
+
+    /// Bytes not yet consumed.
+    pub fn remaining(&self) -> usize {
+        self.cursor.buf.len() - self.cursor.pos
+    }
+
+    #[inline(always)]
+    fn read_one(&mut self) -> Option<RecordView<'a>> {
+        let length = self.cursor.varint()?;
+        if length < 0 {
+            return None;
+        }
+        let body = self.cursor.skip(length as usize)?;
+        let mut c = Cursor { buf: body, pos: 0 };
+        let attributes = *c.skip(1)?.first()? as i8;
+        let timestamp_delta = c.varlong()?;
+        let offset_delta = c.varint()?;
+        let key = c.nullable_bytes()?;
+        let value = c.nullable_bytes()?;
+        let header_count = c.varint()?;
+        if header_count < 0 {
+            return None;
+        }
+        // Each header uses at least two bytes, so the loop is bounded by the body size.
+        for _ in 0..header_count {
+            let _header_key: &[u8] = c.nullable_bytes()??; // must not be null
+            c.nullable_bytes()?;
+        }
+        if c.pos != body.len() {
+            return None;
+        }
+        Some(RecordView {
+            attributes,
+            timestamp_delta,
+            offset_delta,
+            key,
+            value,
+        })
+    }
+}
+
+impl<'a> Iterator for RecordIter<'a> {
+    type Item = Result<RecordView<'a>, LogError>;
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed || self.remaining() == 0 {
+            return None;
+        }
+        match self.read_one() {
+            Some(r) => Some(Ok(r)),
+            None => {
+                self.failed = true;
+                Some(Err(LogError::InvalidRecord(
+                    "malformed record framing".into(),
+                )))
+            }
+        }
+    }
+}
+
+/// Decompresses a records section for read-only use (timestamp lookups). Never used to write:
+/// batches are stored as received.
+pub fn decompress_records(codec: Codec, records: &[u8]) -> Result<bytes::Bytes, LogError> {
+    use bytes::Buf;
+    use kafka_protocol::compression::{Decompressor, Gzip, Lz4, Snappy, Zstd};
+    let mut input = bytes::Bytes::copy_from_slice(records);
+    let take = |b: &mut bytes::Bytes| Ok(b.copy_to_bytes(b.remaining()));
+    let out = match codec {
+        Codec::None => return Ok(input),
+        Codec::Gzip => Gzip::decompress(&mut input, take),
+        Codec::Snappy => Snappy::decompress(&mut input, take),
+        Codec::Lz4 => Lz4::decompress(&mut input, take),
+        Codec::Zstd => Zstd::decompress(&mut input, take),
+    };
+    out.map_err(|e| LogError::CorruptMessage(format!("cannot decompress {codec:?} batch: {e}")))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Produce validation
+// ---------------------------------------------------------------------------------------------
+
+/// What validation learned about a client batch; used for offset assignment and producer state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ValidatedBatch {
+    /// Size in bytes of the batch (the whole payload).
+    pub size: usize,
+    /// Number of records (lastOffsetDelta + 1).
+    pub record_count: i32,
+    /// Producer id, -1 if none.
+    pub producer_id: i64,
+    /// Producer epoch.
+    pub producer_epoch: i16,
+    /// First sequence.
+    pub base_sequence: i32,
+    /// Last sequence (wrapping).
+    pub last_sequence: i32,
+    /// Attribute bit 4.
+    pub is_transactional: bool,
+    /// Attribute bit 5 (only coordinators may write these).
+    pub is_control: bool,
+    /// The largest record timestamp as declared (or computed, for uncompressed batches).
+    pub max_timestamp: i64,
+    /// For an uncompressed CreateTime batch whose declared maxTimestamp differs from the records,
+    /// the value to write (Kafka corrects it and recomputes the CRC).
+    pub corrected_max_timestamp: Option<i64>,
+}
+
+/// Who is appending: decides how strict validation is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppendOrigin {
+    /// A producer's Produce request: full validation, sequence checks.
+    Client,
+    /// A coordinator of this broker (transaction markers, group offsets): control batches allowed,
+    /// no sequence checks.
+    Coordinator,
+    /// A follower copying the leader: batches already carry offsets.
+    Replication,
+}
+
+/// Kafka's per-record timestamp rule, with the bounds computed once per batch: CreateTime
+/// topics bound each set timestamp; a batch that claims LogAppendTime is refused otherwise.
+struct TimestampRule {
+    /// `Some((min, max))` for CreateTime topics.
+    create_time_bounds: Option<(i64, i64)>,
+    batch_claims_log_append_time: bool,
+}
+
+impl TimestampRule {
+    fn new(batch: &BatchHeader<'_>, now_ms: i64, config: &LogConfig) -> Self {
+        let create_time_bounds =
+            (config.message_timestamp_type == TimestampType::CreateTime).then(|| {
+                (
+                    now_ms.saturating_sub(config.message_timestamp_before_max_ms.max(0)),
+                    now_ms.saturating_add(config.message_timestamp_after_max_ms.max(0)),
+                )
+            });
+        TimestampRule {
+            create_time_bounds,
+            batch_claims_log_append_time: batch.timestamp_type() == TimestampType::LogAppendTime,
+        }
+    }
+
+    #[inline(always)]
+    fn check(&self, ts: i64) -> Result<(), LogError> {
+        if let (Some((min, max)), true) = (self.create_time_bounds, ts != NO_TIMESTAMP) {
+            if ts < min || ts > max {
+                return Err(LogError::InvalidTimestamp(format!(
+                    "timestamp {ts} is out of range [{min}, {max}]"
+                )));
+            }
+        } else if self.batch_claims_log_append_time {
+            return Err(LogError::InvalidTimestamp(
+                "producers must not set the LogAppendTime attribute".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The produce-time walk over an uncompressed records section: checks each record's framing
+/// (as [`RecordIter`] does), that offset deltas run 0..n-1, and each timestamp. Returns the
+/// number of records and the largest timestamp. A separate loop from `RecordIter` because this
+/// is the hot path: it builds no record views.
+fn walk_records_for_validation(
+    records: &[u8],
+    count: i32,
+    base_timestamp: i64,
+    rule: &TimestampRule,
+) -> Result<(i32, i64), LogError> {
+    let framing = || LogError::InvalidRecord("malformed record framing".into());
+    let mut c = Cursor {
+        buf: records,
+        pos: 0,
+    };
+    let mut n: i32 = 0;
+    let mut max_ts = NO_TIMESTAMP;
+    while c.pos < records.len() {
+        if n >= count {
+            return Err(LogError::InvalidRecord(
+                "more records than the declared count".into(),
+            ));
+        }
+        let len = c.varint().ok_or_else(framing)?;
+        let end = usize::try_from(len)
+            .ok()
+            .and_then(|l| c.pos.checked_add(l))
+            .filter(|&e| e <= records.len())
+            .ok_or_else(framing)?;
+        let mut r = Cursor {
+            buf: &records[..end],
+            pos: c.pos + 1,
+        }; // skip attributes
+        let ts_delta = r.varlong().ok_or_else(framing)?;
+        let offset_delta = r.varint().ok_or_else(framing)?;
+        r.nullable_bytes().ok_or_else(framing)?; // key
+        r.nullable_bytes().ok_or_else(framing)?; // value
+        let headers = r.varint().ok_or_else(framing)?;
+        if headers < 0 {
+            return Err(framing());
+        }
+        for _ in 0..headers {
+            r.nullable_bytes().flatten().ok_or_else(framing)?; // key: never null
+            r.nullable_bytes().ok_or_else(framing)?;
+        }
+        if r.pos != end {
+            return Err(framing());
+        }
+        if offset_delta != n {
+            return Err(LogError::InvalidRecord(format!(
+                "record {n} has offset delta {offset_delta}"
+            )));
+        }
+        let ts = base_timestamp.wrapping_add(ts_delta);
+        rule.check(ts)?;
+        max_ts = max_ts.max(ts);
+        n += 1;
+        c.pos = end;
+    }
+    Ok((n, max_ts))
+}
+
+/// Validates a Produce payload for one partition, following Kafka's rules for v2 (ProduceRequest
+/// validation, `UnifiedLog.analyzeAndValidateRecords` and `LogValidator`). Never panics: every
+/// length and varint is bounds-checked.
+pub fn validate_produce(
+    buf: &[u8],
+    config: &LogConfig,
+    now_ms: i64,
+    origin: AppendOrigin,
+) -> Result<ValidatedBatch, LogError> {
+    // Framing, in the order Kafka's batch iterator checks it.
+    if buf.len() < LOG_OVERHEAD {
+        return Err(LogError::InvalidRecord(
+            "produce payload holds no record batch".into(),
+        ));
+    }
+    let length = be_i32(buf, LENGTH_AT);
+    if length < MIN_ANY_FORMAT_LENGTH_FIELD {
+        return Err(LogError::CorruptMessage(format!(
+            "record size {length} is less than the minimum record overhead"
+        )));
+    }
+    if buf.len() < HEADER_LEN_UP_TO_MAGIC {
+        return Err(LogError::InvalidRecord(
+            "produce payload holds no complete record batch".into(),
+        ));
+    }
+    let magic = buf[MAGIC_AT] as i8;
+    if !(0..=MAGIC_V2).contains(&magic) {
+        return Err(LogError::CorruptMessage(format!("invalid magic {magic}")));
+    }
+    let size = length as usize + LOG_OVERHEAD;
+    if size > buf.len() {
+        return Err(LogError::InvalidRecord(format!(
+            "batch of {size} bytes is cut short at {} bytes",
+            buf.len()
+        )));
+    }
+    if magic != MAGIC_V2 {
+        return Err(LogError::InvalidRecord(format!(
+            "produce requests must use magic v2, got v{magic}"
+        )));
+    }
+    if size != buf.len() {
+        return Err(LogError::InvalidRecord(
+            "produce payload holds more than one record batch".into(),
+        ));
+    }
+    if length < MIN_BATCH_LENGTH_FIELD {
+        return Err(LogError::CorruptMessage(format!(
+            "batch length {length} is smaller than a v2 header"
+        )));
+    }
+    let batch = RecordBatch { buf };
+    let h = batch.header();
+    if origin == AppendOrigin::Client && h.base_offset() != 0 {
+        return Err(LogError::InvalidRecord(format!(
+            "baseOffset must be 0, got {}",
+            h.base_offset()
+        )));
+    }
+    if size > config.max_message_bytes {
+        return Err(LogError::MessageTooLarge {
+            size,
+            max: config.max_message_bytes,
+        });
+    }
+    if !batch.is_crc_valid() {
+        return Err(LogError::CorruptMessage(format!(
+            "record is corrupt (stored crc = {})",
+            h.crc()
+        )));
+    }
+    // LogValidator.validateBatch
+    let Some(codec) = h.codec() else {
+        return Err(LogError::CorruptMessage(format!(
+            "unknown compression codec id {}",
+            h.codec_id()
+        )));
+    };
+    let count_from_offsets = h.last_offset_delta() as i64 + 1;
+    if count_from_offsets <= 0 {
+        return Err(LogError::InvalidRecord(format!(
+            "invalid lastOffsetDelta {}",
+            h.last_offset_delta()
+        )));
+    }
+    let count = h.record_count();
+    if count <= 0 {
+        return Err(LogError::InvalidRecord(format!(
+            "invalid record count {count}"
+        )));
+    }
+    if count as i64 != count_from_offsets {
+        return Err(LogError::InvalidRecord(format!(
+            "record count {count} does not match lastOffsetDelta {}",
+            h.last_offset_delta()
+        )));
+    }
+    if h.is_control() && origin == AppendOrigin::Client {
+        return Err(LogError::InvalidRecord(
+            "clients may not write control batches".into(),
+        ));
+    }
+    if h.has_producer_id() && h.base_sequence() < 0 && origin == AppendOrigin::Client {
+        return Err(LogError::InvalidRecord(format!(
+            "invalid sequence {} for producer id {}",
+            h.base_sequence(),
+            h.producer_id()
+        )));
+    }
+
+    let mut corrected_max_timestamp = None;
+    let mut max_timestamp = h.max_timestamp();
+    let rule = TimestampRule::new(&h, now_ms, config);
+    if codec == Codec::None {
+        // One pass over the varint framing: count, offset deltas 0..n-1, timestamps. No allocation.
+        let (n, seen_max) =
+            walk_records_for_validation(batch.records_bytes(), count, h.base_timestamp(), &rule)?;
+        if n != count {
+            return Err(LogError::InvalidRecord(format!(
+                "declared {count} records, found {n}"
+            )));
+        }
+        if config.message_timestamp_type == TimestampType::CreateTime
+            && seen_max != h.max_timestamp()
+        {
+            corrected_max_timestamp = Some(seen_max);
+            max_timestamp = seen_max;
+        }
+    } else {
+        // Compressed batches are stored as received; only batch-level timestamps are checked.
+        for ts in [h.base_timestamp(), h.max_timestamp()] {
+            rule.check(ts)?;
+        }
+    }
+
+    Ok(ValidatedBatch {
+        size,
+        record_count: count,
+        producer_id: h.producer_id(),
+        producer_epoch: h.producer_epoch(),
+        base_sequence: h.base_sequence(),
+        last_sequence: h.last_sequence(),
+        is_transactional: h.is_transactional(),
+        is_control: h.is_control(),
+        max_timestamp,
+        corrected_max_timestamp,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Test helper: encode valid batches. Public so the rest of the broker's tests can use it.
+// ---------------------------------------------------------------------------------------------
+
+pub mod testutil {
+    //! Builds valid v2 batches for tests and benchmarks.
+
+    use bytes::{BufMut, Bytes, BytesMut};
+
+    use super::*;
+
+    fn put_varint(out: &mut Vec<u8>, v: i64) {
+        let mut z = ((v << 1) ^ (v >> 63)) as u64;
+        loop {
+            if z < 0x80 {
+                out.push(z as u8);
+                return;
+            }
+            out.push((z as u8 & 0x7f) | 0x80);
+            z >>= 7;
+        }
+    }
+
+    fn put_nullable(out: &mut Vec<u8>, b: Option<&[u8]>) {
+        match b {
+            None => put_varint(out, -1),
+            Some(b) => {
+                put_varint(out, b.len() as i64);
+                out.extend_from_slice(b);
+            }
+        }
+    }
+
+    /// One record to encode.
+    #[derive(Debug, Clone, Default)]
+    pub struct TestRecord {
+        /// Added to the batch's base timestamp.
+        pub timestamp_delta: i64,
+        /// Key; `None` encodes null.
+        pub key: Option<Vec<u8>>,
+        /// Value; `None` encodes null.
+        pub value: Option<Vec<u8>>,
+        /// Headers (key, value).
+        pub headers: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    }
+
+    /// Encodes a records section; the offset delta of record i is i.
+    pub fn encode_records(records: &[TestRecord]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut body = Vec::new();
+        for (i, r) in records.iter().enumerate() {
+            body.clear();
+            body.push(0);
+            put_varint(&mut body, r.timestamp_delta);
+            put_varint(&mut body, i as i64);
+            put_nullable(&mut body, r.key.as_deref());
+            put_nullable(&mut body, r.value.as_deref());
+            put_varint(&mut body, r.headers.len() as i64);
+            for (k, v) in &r.headers {
+                put_nullable(&mut body, Some(k));
+                put_nullable(&mut body, v.as_deref());
+            }
+            put_varint(&mut out, body.len() as i64);
+            out.extend_from_slice(&body);
+        }
+        out
+    }
+
+    /// A v2 batch under construction. Defaults: offset 0, no producer, CreateTime, no compression.
+    #[derive(Debug, Clone)]
+    pub struct BatchBuilder {
+        pub base_offset: i64,
+        pub partition_leader_epoch: i32,
+        pub producer_id: i64,
+        pub producer_epoch: i16,
+        pub base_sequence: i32,
+        pub base_timestamp: i64,
+        pub codec: Codec,
+        pub transactional: bool,
+        pub control: bool,
+        pub log_append_time: bool,
+        pub records: Vec<TestRecord>,
+    }
+
+    impl BatchBuilder {
+        /// An empty non-idempotent batch with the given base timestamp.
+        pub fn new(base_timestamp: i64) -> Self {
+            BatchBuilder {
+                base_offset: 0,
+                partition_leader_epoch: -1,
+                producer_id: NO_PRODUCER_ID,
+                producer_epoch: -1,
+                base_sequence: NO_SEQUENCE,
+                base_timestamp,
+                codec: Codec::None,
+                transactional: false,
+                control: false,
+                log_append_time: false,
+                records: Vec::new(),
+            }
+        }
+        /// Sets producer id, epoch and base sequence.
+        pub fn idempotent(mut self, producer_id: i64, epoch: i16, base_sequence: i32) -> Self {
+            self.producer_id = producer_id;
+            self.producer_epoch = epoch;
+            self.base_sequence = base_sequence;
+            self
+        }
+        /// Sets the compression codec.
+        pub fn codec(mut self, codec: Codec) -> Self {
+            self.codec = codec;
+            self
+        }
+        /// Adds a record with a value and a timestamp delta.
+        pub fn record(mut self, timestamp_delta: i64, key: Option<&[u8]>, value: &[u8]) -> Self {
+            self.records.push(TestRecord {
+                timestamp_delta,
+                key: key.map(|k| k.to_vec()),
+                value: Some(value.to_vec()),
+                headers: Vec::new(),
+            });
+            self
+        }
+        /// Adds `n` records with `value_len`-byte values, timestamps base+i.
+        pub fn records(mut self, n: usize, value_len: usize) -> Self {
+            for i in 0..n {
+                let value = vec![(i % 251) as u8; value_len];
+                self = self.record(i as i64, None, &value);
+            }
+            self
+        }
+        /// Encodes the batch with a valid CRC.
+        pub fn build(&self) -> Bytes {
+            let raw = encode_records(&self.records);
+            let body: Vec<u8> = match self.codec {
+                Codec::None => raw,
+                codec => compress(codec, &raw),
+            };
+            let count = self.records.len() as i32;
+            let max_ts = self
+                .records
+                .iter()
+                .map(|r| self.base_timestamp + r.timestamp_delta)
+                .max()
+                .unwrap_or(self.base_timestamp);
+            let mut attributes: i16 = self.codec.id() as i16;
+            if self.log_append_time {
+                attributes |= TIMESTAMP_TYPE_BIT;
+            }
+            if self.transactional {
+                attributes |= TRANSACTIONAL_BIT;
+            }
+            if self.control {
+                attributes |= CONTROL_BIT;
+            }
+            let mut b = BytesMut::with_capacity(HEADER_LEN + body.len());
+            b.put_i64(self.base_offset);
+            b.put_i32((HEADER_LEN - LOG_OVERHEAD + body.len()) as i32);
+            b.put_i32(self.partition_leader_epoch);
+            b.put_i8(MAGIC_V2);
+            b.put_u32(0);
+            b.put_i16(attributes);
+            b.put_i32(count - 1);
+            b.put_i64(self.base_timestamp);
+            b.put_i64(max_ts);
+            b.put_i64(self.producer_id);
+            b.put_i16(self.producer_epoch);
+            b.put_i32(self.base_sequence);
+            b.put_i32(count);
+            b.put_slice(&body);
+            let crc = crc32c::crc32c(&b[CRC_COVERED_FROM..]);
+            b[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+            b.freeze()
+        }
+    }
+
+    fn compress(codec: Codec, raw: &[u8]) -> Vec<u8> {
+        use kafka_protocol::compression::{Compressor, Gzip, Lz4, Snappy, Zstd};
+        let mut out = BytesMut::new();
+        let fill = |tmp: &mut BytesMut| {
+            tmp.put_slice(raw);
+            Ok(())
+        };
+        let res = match codec {
+            Codec::Gzip => Gzip::compress(&mut out, fill),
+            Codec::Snappy => Snappy::compress(&mut out, fill),
+            Codec::Lz4 => Lz4::compress(&mut out, fill),
+            Codec::Zstd => Zstd::compress(&mut out, fill),
+            Codec::None => return raw.to_vec(),
+        };
+        res.expect("test compression");
+        out.to_vec()
+    }
+
+    /// A batch of `n` records with `value_len`-byte values, no producer id.
+    pub fn build_batch(n: usize, value_len: usize, base_timestamp: i64) -> Bytes {
+        BatchBuilder::new(base_timestamp)
+            .records(n, value_len)
+            .build()
+    }
+
+    /// An idempotent batch of `n` records.
+    pub fn build_idempotent_batch(
+        producer_id: i64,
+        epoch: i16,
+        base_sequence: i32,
+        n: usize,
+        base_timestamp: i64,
+    ) -> Bytes {
+        BatchBuilder::new(base_timestamp)
+            .idempotent(producer_id, epoch, base_sequence)
+            .records(n, 16)
+            .build()
+    }
+
+    /// A control (transaction marker) batch: key = (version 0, type), value = (version 0,
+    /// coordinator epoch). `commit` picks COMMIT (1) or ABORT (0).
+    pub fn build_control_batch(
+        producer_id: i64,
+        epoch: i16,
+        commit: bool,
+        coordinator_epoch: i32,
+        timestamp: i64,
+    ) -> Bytes {
+        let mut key = Vec::new();
+        key.extend_from_slice(&0i16.to_be_bytes());
+        key.extend_from_slice(&(commit as i16).to_be_bytes());
+        let mut value = Vec::new();
+        value.extend_from_slice(&0i16.to_be_bytes());
+        value.extend_from_slice(&coordinator_epoch.to_be_bytes());
+        let mut b = BatchBuilder::new(timestamp).idempotent(producer_id, epoch, NO_SEQUENCE);
+        b.transactional = true;
+        b.control = true;
+        b.records.push(TestRecord {
+            timestamp_delta: 0,
+            key: Some(key),
+            value: Some(value),
+            headers: Vec::new(),
+        });
+        b.build()
+    }
+
+    /// Recomputes the CRC after a test mutated covered bytes.
+    pub fn fix_crc(batch: &mut [u8]) {
+        let crc = crc32c::crc32c(&batch[CRC_COVERED_FROM..]);
+        batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testutil::*;
+    use super::*;
+
+    const NOW: i64 = 1_700_000_000_000;
+
+    fn cfg() -> LogConfig {
+        LogConfig::default()
+    }
+
+    fn validate(b: &[u8]) -> Result<ValidatedBatch, LogError> {
+        validate_produce(b, &cfg(), NOW, AppendOrigin::Client)
+    }
+
+    #[test]
+    fn header_fields_round_trip() {
+        let b = BatchBuilder::new(NOW)
+            .idempotent(7, 3, 11)
+            .records(4, 10)
+            .build();
+        let (batch, size) = RecordBatch::parse(&b).unwrap();
+        assert_eq!(size, b.len());
+        let h = batch.header();
+        assert_eq!(h.base_offset(), 0);
+        assert_eq!(h.magic(), 2);
+        assert_eq!(h.last_offset_delta(), 3);
+        assert_eq!(h.record_count(), 4);
+        assert_eq!(h.producer_id(), 7);
+        assert_eq!(h.producer_epoch(), 3);
+        assert_eq!(h.base_sequence(), 11);
+        assert_eq!(h.last_sequence(), 14);
+        assert_eq!(h.base_timestamp(), NOW);
+        assert_eq!(h.max_timestamp(), NOW + 3);
+        assert_eq!(h.codec(), Some(Codec::None));
+        assert_eq!(h.timestamp_type(), TimestampType::CreateTime);
+        assert!(!h.is_transactional() && !h.is_control());
+        assert!(batch.is_crc_valid());
+        assert_eq!(RecordIter::new(batch.records_bytes()).count(), 4);
+    }
+
+    #[test]
+    fn last_sequence_wraps_at_i32_max() {
+        assert_eq!(increment_sequence(i32::MAX, 1), 0);
+        assert_eq!(increment_sequence(i32::MAX - 1, 3), 1);
+        let b = BatchBuilder::new(NOW)
+            .idempotent(1, 0, i32::MAX - 1)
+            .records(3, 1)
+            .build();
+        assert_eq!(BatchHeader::new(&b).unwrap().last_sequence(), 0);
+    }
+
+    #[test]
+    fn setters_outside_crc_keep_it_valid() {
+        let mut b = build_batch(3, 5, NOW).to_vec();
+        set_base_offset(&mut b, 1234);
+        set_partition_leader_epoch(&mut b, 9);
+        let (batch, _) = RecordBatch::parse(&b).unwrap();
+        assert!(batch.is_crc_valid());
+        assert_eq!(batch.header().base_offset(), 1234);
+        assert_eq!(batch.header().last_offset(), 1236);
+        assert_eq!(batch.header().partition_leader_epoch(), 9);
+    }
+
+    #[test]
+    fn log_append_time_recomputes_crc() {
+        let mut b = build_batch(2, 5, NOW).to_vec();
+        set_max_timestamp(&mut b, TimestampType::LogAppendTime, NOW + 50);
+        let (batch, _) = RecordBatch::parse(&b).unwrap();
+        assert!(batch.is_crc_valid());
+        assert_eq!(
+            batch.header().timestamp_type(),
+            TimestampType::LogAppendTime
+        );
+        assert_eq!(batch.header().max_timestamp(), NOW + 50);
+    }
+
+    #[test]
+    fn crc_detects_flipped_byte() {
+        let mut b = build_batch(2, 5, NOW).to_vec();
+        let last = b.len() - 1;
+        b[last] ^= 1;
+        assert!(matches!(validate(&b), Err(LogError::CorruptMessage(_))));
+    }
+
+    #[test]
+    fn valid_batches_pass() {
+        let v = validate(&build_batch(5, 100, NOW)).unwrap();
+        assert_eq!(v.record_count, 5);
+        assert_eq!(v.max_timestamp, NOW + 4);
+        assert_eq!(v.corrected_max_timestamp, None);
+        for codec in [Codec::Gzip, Codec::Snappy, Codec::Lz4, Codec::Zstd] {
+            let b = BatchBuilder::new(NOW).codec(codec).records(5, 100).build();
+            assert_eq!(validate(&b).unwrap().record_count, 5, "{codec:?}");
+        }
+    }
+
+    #[test]
+    fn framing_errors() {
+        assert_eq!(validate(&[]).unwrap_err().error_code(), 87);
+        assert_eq!(validate(&[0u8; 11]).unwrap_err().error_code(), 87);
+        let b = build_batch(2, 5, NOW);
+        // length field too small
+        let mut x = b.to_vec();
+        x[8..12].copy_from_slice(&5i32.to_be_bytes());
+        assert_eq!(validate(&x).unwrap_err().error_code(), 2);
+        // cut short
+        assert_eq!(validate(&b[..b.len() - 1]).unwrap_err().error_code(), 87);
+        // two batches
+        let mut two = b.to_vec();
+        two.extend_from_slice(&b);
+        assert_eq!(validate(&two).unwrap_err().error_code(), 87);
+        // magic 1 → INVALID_RECORD, magic 3 → CORRUPT_MESSAGE
+        let mut m = b.to_vec();
+        m[16] = 1;
+        assert_eq!(validate(&m).unwrap_err().error_code(), 87);
+        m[16] = 3;
+        assert_eq!(validate(&m).unwrap_err().error_code(), 2);
+        // length smaller than a v2 header but large enough for v0
+        let mut small = b[..40].to_vec();
+        small[8..12].copy_from_slice(&28i32.to_be_bytes());
+        assert_eq!(validate(&small).unwrap_err().error_code(), 2);
+    }
+
+    #[test]
+    fn semantic_errors() {
+        // base offset must be 0
+        let mut b = build_batch(2, 5, NOW).to_vec();
+        set_base_offset(&mut b, 5);
+        assert_eq!(validate(&b).unwrap_err().error_code(), 87);
+        // record count mismatch
+        let mut b = build_batch(2, 5, NOW).to_vec();
+        b[57..61].copy_from_slice(&3i32.to_be_bytes());
+        fix_crc(&mut b);
+        assert_eq!(validate(&b).unwrap_err().error_code(), 87);
+        // zero records
+        let mut b = build_batch(1, 5, NOW).to_vec();
+        b[57..61].copy_from_slice(&0i32.to_be_bytes());
+        b[23..27].copy_from_slice(&(-1i32).to_be_bytes());
+        fix_crc(&mut b);
+        assert_eq!(validate(&b).unwrap_err().error_code(), 87);
+        // control batch from a client
+        let c = build_control_batch(1, 0, true, 0, NOW);
+        assert_eq!(validate(&c).unwrap_err().error_code(), 87);
+        assert!(validate_produce(&c, &cfg(), NOW, AppendOrigin::Coordinator).is_ok());
+        // negative sequence with a producer id
+        let b = BatchBuilder::new(NOW)
+            .idempotent(5, 0, -1)
+            .records(1, 1)
+            .build();
+        assert_eq!(validate(&b).unwrap_err().error_code(), 87);
+        // too large
+        let big = build_batch(1, 2_000_000, NOW);
+        assert!(matches!(
+            validate(&big),
+            Err(LogError::MessageTooLarge { .. })
+        ));
+        assert_eq!(validate(&big).unwrap_err().error_code(), 10);
+        // unknown codec
+        let mut b = build_batch(1, 5, NOW).to_vec();
+        b[22] |= 5;
+        fix_crc(&mut b);
+        assert_eq!(validate(&b).unwrap_err().error_code(), 2);
+    }
+
+    #[test]
+    fn record_framing_errors() {
+        // record count says 2 but lastOffsetDelta and records say 3
+        let b = build_batch(3, 5, NOW);
+        let mut x = b.to_vec();
+        x[57..61].copy_from_slice(&2i32.to_be_bytes());
+        x[23..27].copy_from_slice(&1i32.to_be_bytes());
+        fix_crc(&mut x);
+        assert_eq!(validate(&x).unwrap_err().error_code(), 87);
+        // garbage inside the records section
+        let mut x = b.to_vec();
+        x[61] = 0xff;
+        x[62] = 0xff;
+        fix_crc(&mut x);
+        assert_eq!(validate(&x).unwrap_err().error_code(), 87);
+        // offset deltas not 0..n-1: record 0 is [len][attributes][tsDelta=0][offsetDelta]...
+        let mut x = build_batch(2, 3, NOW).to_vec();
+        assert_eq!(x[64], 0);
+        x[64] = 2; // zigzag(1)
+        fix_crc(&mut x);
+        assert_eq!(validate(&x).unwrap_err().error_code(), 87);
+    }
+
+    #[test]
+    fn timestamp_errors() {
+        let mut c = cfg();
+        c.message_timestamp_before_max_ms = 1000;
+        let old = build_batch(1, 5, NOW - 5000);
+        assert_eq!(
+            validate_produce(&old, &c, NOW, AppendOrigin::Client)
+                .unwrap_err()
+                .error_code(),
+            32
+        );
+        let future = build_batch(1, 5, NOW + 3_600_001);
+        assert_eq!(validate(&future).unwrap_err().error_code(), 32);
+        let fine = build_batch(1, 5, NOW + 3_600_000);
+        assert!(validate(&fine).is_ok());
+        // compressed: batch-level check
+        let z = BatchBuilder::new(NOW + 4_000_000)
+            .codec(Codec::Gzip)
+            .records(2, 5)
+            .build();
+        assert_eq!(validate(&z).unwrap_err().error_code(), 32);
+        // a producer claiming LogAppendTime on a LogAppendTime topic
+        let mut b = BatchBuilder::new(NOW).records(1, 1);
+        b.log_append_time = true;
+        let mut c = cfg();
+        c.message_timestamp_type = TimestampType::LogAppendTime;
+        assert_eq!(
+            validate_produce(&b.build(), &c, NOW, AppendOrigin::Client)
+                .unwrap_err()
+                .error_code(),
+            32
+        );
+    }
+
+    #[test]
+    fn wrong_declared_max_timestamp_is_corrected() {
+        let mut b = build_batch(3, 5, NOW).to_vec();
+        b[35..43].copy_from_slice(&(NOW + 100).to_be_bytes());
+        fix_crc(&mut b);
+        let v = validate(&b).unwrap();
+        assert_eq!(v.corrected_max_timestamp, Some(NOW + 2));
+    }
+
+    #[test]
+    fn decompress_round_trip() {
+        for codec in [Codec::Gzip, Codec::Snappy, Codec::Lz4, Codec::Zstd] {
+            let b = BatchBuilder::new(NOW).codec(codec).records(3, 7).build();
+            let (batch, _) = RecordBatch::parse(&b).unwrap();
+            let raw = decompress_records(codec, batch.records_bytes()).unwrap();
+            let recs: Vec<_> = RecordIter::new(&raw).collect::<Result<_, _>>().unwrap();
+            assert_eq!(recs.len(), 3);
+            assert_eq!(recs[2].offset_delta, 2);
+            assert_eq!(recs[2].value.unwrap().len(), 7);
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn validation_never_panics(data in proptest::collection::vec(proptest::num::u8::ANY, 0..300)) {
+            let _ = validate(&data);
+            let _ = RecordBatch::parse(&data);
+            for r in RecordIter::new(&data) { let _ = r; }
+        }
+
+        #[test]
+        fn mutated_batches_never_panic(idx in 0usize..200, val in proptest::num::u8::ANY) {
+            let mut b = BatchBuilder::new(NOW).idempotent(1, 0, 0).records(3, 20).build().to_vec();
+            let i = idx % b.len();
+            b[i] = val;
+            fix_crc(&mut b);
+            let _ = validate(&b);
+        }
+    }
+}

@@ -1,0 +1,283 @@
+//! Opening a partition directory and crash recovery (Kafka's `LogLoader`).
+//!
+//! The caller tells us whether the last shutdown was clean (it owns the marker file).
+//! - Always: delete leftover `.deleted`, `.cleaned`, `.swap` and `.tmp` files and indexes without a
+//!   log, and rebuild any index that is missing or fails its sanity check (indexes are derived data).
+//! - After an unclean shutdown: recover every segment from the recovery-point checkpoint on,
+//!   checking each batch's CRC and offsets, rebuilding the indexes, truncating at the first
+//!   invalid batch and deleting the segments after it.
+//! - Then rebuild producer state from the newest snapshot, replaying the batches after it.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io;
+use std::path::Path;
+
+use super::batch::{decompress_records, RecordBatch, RecordIter};
+use super::producer_state::{delete_snapshots_after, ProducerStateManager};
+use super::segment::{LogSegment, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
+use super::{LogConfig, LogError};
+
+/// File holding the log start offset (decimal text).
+pub const LOG_START_OFFSET_FILE: &str = "log-start-offset";
+/// File holding the recovery point (decimal text): everything below it was fsynced.
+pub const RECOVERY_POINT_FILE: &str = "recovery-point";
+/// Suffixes of files left behind by interrupted operations.
+const JUNK_SUFFIXES: [&str; 4] = [".deleted", ".cleaned", ".swap", ".tmp"];
+/// Checkpoint files are a single number; anything longer is damaged.
+const CHECKPOINT_MAX_BYTES: u64 = 64;
+
+/// Reads a decimal checkpoint; `None` if missing or damaged.
+pub fn read_checkpoint(dir: &Path, name: &str) -> Option<i64> {
+    let path = dir.join(name);
+    if fs::metadata(&path).ok()?.len() > CHECKPOINT_MAX_BYTES {
+        return None;
+    }
+    fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// Writes a decimal checkpoint through a temporary file and a rename.
+pub fn write_checkpoint(dir: &Path, name: &str, value: i64, sync: bool) -> io::Result<()> {
+    let tmp = dir.join(format!("{name}.tmp"));
+    fs::write(&tmp, format!("{value}\n"))?;
+    if sync {
+        fs::File::open(&tmp)?.sync_all()?;
+    }
+    fs::rename(&tmp, dir.join(name))?;
+    if sync {
+        fsync_dir(dir)?;
+    }
+    Ok(())
+}
+
+/// fsync a directory so created, renamed and deleted entries survive a crash.
+pub fn fsync_dir(dir: &Path) -> io::Result<()> {
+    fs::File::open(dir)?.sync_all()
+}
+
+fn parse_base(name: &str, suffix: &str) -> Option<i64> {
+    let stem = name.strip_suffix(suffix)?;
+    if stem.len() != 20 || !stem.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    stem.parse().ok()
+}
+
+/// Deletes junk files and orphan indexes; returns the base offsets of the `.log` files.
+fn clean_dir(dir: &Path) -> io::Result<Vec<i64>> {
+    let mut logs = Vec::new();
+    let mut indexes = Vec::new();
+    for e in fs::read_dir(dir)? {
+        let e = e?;
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if JUNK_SUFFIXES.iter().any(|s| name.ends_with(s)) {
+            // We never write .swap or .cleaned files (no compaction yet), so nothing of ours
+            // needs a rename to finish: they are removed like the rest.
+            tracing::info!(file = name, "deleting leftover file");
+            fs::remove_file(e.path())?;
+        } else if let Some(base) = parse_base(name, LOG_SUFFIX) {
+            logs.push(base);
+        } else if let Some(base) =
+            parse_base(name, INDEX_SUFFIX).or_else(|| parse_base(name, TIME_INDEX_SUFFIX))
+        {
+            indexes.push((base, e.path()));
+        }
+    }
+    logs.sort_unstable();
+    for (base, path) in indexes {
+        if logs.binary_search(&base).is_err() {
+            fs::remove_file(path)?;
+        }
+    }
+    Ok(logs)
+}
+
+/// What loading produced.
+pub struct Loaded {
+    /// Segments by base offset; never empty.
+    pub segments: BTreeMap<i64, LogSegment>,
+    /// The log start offset.
+    pub log_start_offset: i64,
+    /// The log end offset.
+    pub log_end_offset: i64,
+    /// The recovery point.
+    pub recovery_point: i64,
+    /// Producer state as of the log end offset.
+    pub producer_state: ProducerStateManager,
+}
+
+/// Opens or creates the partition directory and recovers it as needed.
+pub fn load(
+    dir: &Path,
+    config: &LogConfig,
+    had_clean_shutdown: bool,
+    now_ms: i64,
+) -> Result<Loaded, LogError> {
+    fs::create_dir_all(dir)?;
+    let bases = clean_dir(dir)?;
+    let lso_checkpoint = read_checkpoint(dir, LOG_START_OFFSET_FILE);
+    let recovery_point = read_checkpoint(dir, RECOVERY_POINT_FILE).unwrap_or(0);
+    let mut segments = BTreeMap::new();
+
+    let mut expected_next: Option<i64> = None;
+    let mut truncated_at: Option<i64> = None;
+    for (i, &base) in bases.iter().enumerate() {
+        if truncated_at.is_some() {
+            // Everything after a torn segment is unflushed data from after the tear.
+            tracing::warn!(base, "deleting segment after a truncated one");
+            LogSegment::open(
+                dir,
+                base,
+                config.index_interval_bytes,
+                config.segment_index_bytes,
+                now_ms,
+            )?
+            .segment
+            .delete_files()?;
+            continue;
+        }
+        let next_base = bases.get(i + 1).copied();
+        let opened = LogSegment::open(
+            dir,
+            base,
+            config.index_interval_bytes,
+            config.segment_index_bytes,
+            now_ms,
+        )?;
+        let mut seg = opened.segment;
+        // A segment needs recovery if it may hold unflushed data or its indexes are in doubt.
+        let unflushed = !had_clean_shutdown && next_base.is_none_or(|nb| nb > recovery_point);
+        if unflushed || !opened.indexes_ok {
+            let result = seg.recover(expected_next)?;
+            if result.truncated_bytes > 0 {
+                tracing::warn!(
+                    base,
+                    bytes = result.truncated_bytes,
+                    "truncated invalid bytes at the end of a segment"
+                );
+                truncated_at = Some(seg.next_offset());
+            }
+            if seg.is_empty() && next_base.is_some() && truncated_at.is_none() && i > 0 {
+                // An empty segment in the middle is impossible in a healthy log; drop it.
+                seg.delete_files()?;
+                continue;
+            }
+        }
+        expected_next = Some(seg.next_offset());
+        segments.insert(base, seg);
+    }
+
+    if segments.is_empty() {
+        let base = lso_checkpoint.unwrap_or(0).max(0);
+        let seg = LogSegment::create(
+            dir,
+            base,
+            config.index_interval_bytes,
+            config.segment_index_bytes,
+            now_ms,
+        )?;
+        segments.insert(base, seg);
+        fsync_dir(dir)?;
+    } else if truncated_at.is_some() {
+        fsync_dir(dir)?;
+    }
+
+    let (&first_base, _) = segments.iter().next().expect("at least one segment");
+    let log_end_offset = segments
+        .values()
+        .next_back()
+        .expect("at least one segment")
+        .next_offset();
+    let log_start_offset = lso_checkpoint
+        .unwrap_or(first_base)
+        .max(first_base)
+        .min(log_end_offset);
+    let recovery_point = recovery_point.min(log_end_offset);
+
+    let producer_state = rebuild_producer_state(dir, &segments, log_start_offset, log_end_offset)?;
+    Ok(Loaded {
+        segments,
+        log_start_offset,
+        log_end_offset,
+        recovery_point,
+        producer_state,
+    })
+}
+
+/// Producer state as of `log_end_offset`: the newest usable snapshot plus a replay of the
+/// batches after it. Snapshots past the log end (truncated data) are deleted.
+pub fn rebuild_producer_state(
+    dir: &Path,
+    segments: &BTreeMap<i64, LogSegment>,
+    log_start_offset: i64,
+    log_end_offset: i64,
+) -> Result<ProducerStateManager, LogError> {
+    delete_snapshots_after(dir, log_end_offset)?;
+    let first_base = segments.keys().next().copied().unwrap_or(log_start_offset);
+    let mut state = match ProducerStateManager::load_latest_snapshot(dir, i64::MIN, log_end_offset)?
+    {
+        Some(s) => s,
+        None => {
+            let mut s = ProducerStateManager::new();
+            s.reset(first_base);
+            s
+        }
+    };
+    let start = state.map_end_offset().max(first_base);
+    for seg in segments.values() {
+        if seg.next_offset() <= start {
+            continue;
+        }
+        seg.for_each_batch_from(start, |_, batch| {
+            if batch.header().base_offset() >= start {
+                apply_to_producer_state(&mut state, &batch);
+            }
+            Ok(true)
+        })?;
+    }
+    state.advance_to(log_end_offset);
+    Ok(state)
+}
+
+/// Replays one stored batch into producer state without sequence checks (recovery and followers).
+pub fn apply_to_producer_state(state: &mut ProducerStateManager, batch: &RecordBatch<'_>) {
+    let h = batch.header();
+    if !h.has_producer_id() {
+        state.advance_to(h.next_offset());
+        return;
+    }
+    if h.is_control() {
+        let coordinator_epoch = control_coordinator_epoch(batch).unwrap_or(-1);
+        state.complete_txn(
+            h.producer_id(),
+            h.producer_epoch(),
+            coordinator_epoch,
+            h.last_offset(),
+            h.max_timestamp(),
+        );
+    } else {
+        state.update(
+            h.producer_id(),
+            h.producer_epoch(),
+            h.base_sequence(),
+            h.last_sequence(),
+            h.base_offset(),
+            h.last_offset(),
+            h.max_timestamp(),
+            h.is_transactional(),
+        );
+    }
+}
+
+/// The coordinator epoch in a transaction marker's value (i16 version, i32 epoch).
+fn control_coordinator_epoch(batch: &RecordBatch<'_>) -> Option<i32> {
+    let codec = batch.header().codec()?;
+    let raw = decompress_records(codec, batch.records_bytes()).ok()?;
+    let record = RecordIter::new(&raw).next()?.ok()?;
+    let v = record.value?;
+    if v.len() < 6 {
+        return None;
+    }
+    Some(i32::from_be_bytes([v[2], v[3], v[4], v[5]]))
+}

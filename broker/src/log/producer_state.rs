@@ -1,0 +1,752 @@
+//! Per-producer idempotence state of one partition (Kafka's `ProducerStateManager`,
+//! `ProducerStateEntry` and `ProducerAppendInfo`).
+//!
+//! For each producer id we keep its epoch and the metadata of its last
+//! [`NUM_BATCHES_TO_RETAIN`] batches. A retry of one of those batches is answered with the
+//! original offsets instead of being appended twice. The state is derived from the log: it is
+//! rebuilt by replaying batches, and snapshot files (`<20-digit offset>.snapshot`) bound how much
+//! of the log a restart has to replay.
+
+use std::collections::{HashMap, VecDeque};
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use super::batch::{increment_sequence, AppendOrigin, NO_SEQUENCE};
+use super::LogError;
+
+/// Batches remembered per producer (Kafka's NUM_BATCHES_TO_RETAIN).
+pub const NUM_BATCHES_TO_RETAIN: usize = 5;
+/// Suffix of producer state snapshot files.
+pub const SNAPSHOT_SUFFIX: &str = ".snapshot";
+/// Snapshots kept on disk; older ones are deleted after each new one.
+pub const SNAPSHOTS_TO_KEEP: usize = 2;
+/// Largest snapshot file we will read; a larger file is treated as corrupt.
+pub const SNAPSHOT_MAX_BYTES: u64 = 512 * 1024 * 1024;
+/// "No epoch yet".
+pub const NO_PRODUCER_EPOCH: i16 = -1;
+
+const SNAPSHOT_MAGIC: &[u8; 4] = b"BRPS";
+const SNAPSHOT_VERSION: u16 = 1;
+const SNAPSHOT_HEADER_BYTES: usize = 4 + 2 + 4;
+const ENTRY_FIXED_BYTES: usize = 8 + 2 + 4 + 8 + 8 + 1;
+const BATCH_BYTES: usize = 4 + 4 + 8 + 4 + 8;
+
+/// Metadata of one retained batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchMetadata {
+    /// Sequence of the first record.
+    pub first_seq: i32,
+    /// Sequence of the last record.
+    pub last_seq: i32,
+    /// Offset of the first record.
+    pub first_offset: i64,
+    /// last offset - first offset.
+    pub last_offset_delta: i32,
+    /// The batch's maxTimestamp.
+    pub timestamp: i64,
+}
+
+impl BatchMetadata {
+    /// Offset of the last record.
+    pub fn last_offset(&self) -> i64 {
+        self.first_offset + self.last_offset_delta as i64
+    }
+}
+
+/// State of one producer id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProducerStateEntry {
+    /// The producer id.
+    pub producer_id: i64,
+    /// The latest epoch seen.
+    pub producer_epoch: i16,
+    /// Coordinator epoch of the last transaction marker, -1 if none.
+    pub coordinator_epoch: i32,
+    /// maxTimestamp of the producer's last batch (used for expiration).
+    pub last_timestamp: i64,
+    /// First offset of the producer's open transaction, if any (for the last stable offset).
+    pub current_txn_first_offset: Option<i64>,
+    /// The last batches, oldest first; at most [`NUM_BATCHES_TO_RETAIN`].
+    batches: VecDeque<BatchMetadata>,
+}
+
+impl ProducerStateEntry {
+    fn new(producer_id: i64) -> Self {
+        ProducerStateEntry {
+            producer_id,
+            producer_epoch: NO_PRODUCER_EPOCH,
+            coordinator_epoch: -1,
+            last_timestamp: -1,
+            current_txn_first_offset: None,
+            batches: VecDeque::with_capacity(NUM_BATCHES_TO_RETAIN),
+        }
+    }
+
+    /// The retained batches, oldest first.
+    pub fn batches(&self) -> impl Iterator<Item = &BatchMetadata> {
+        self.batches.iter()
+    }
+
+    /// Sequence of the last retained batch's last record, or -1.
+    pub fn last_seq(&self) -> i32 {
+        self.batches.back().map_or(NO_SEQUENCE, |b| b.last_seq)
+    }
+
+    /// The retained batch with exactly this sequence range, if any.
+    pub fn find_duplicate(
+        &self,
+        epoch: i16,
+        first_seq: i32,
+        last_seq: i32,
+    ) -> Option<BatchMetadata> {
+        if epoch != self.producer_epoch {
+            return None;
+        }
+        self.batches
+            .iter()
+            .find(|b| b.first_seq == first_seq && b.last_seq == last_seq)
+            .copied()
+    }
+
+    fn add_batch(&mut self, epoch: i16, batch: BatchMetadata) {
+        if epoch != self.producer_epoch {
+            // A new epoch starts a new sequence space: older batches cannot be retried any more.
+            self.batches.clear();
+            self.producer_epoch = epoch;
+        }
+        if self.batches.len() == NUM_BATCHES_TO_RETAIN {
+            self.batches.pop_front();
+        }
+        self.batches.push_back(batch);
+        self.last_timestamp = batch.timestamp;
+        debug_assert!(self.batches.len() <= NUM_BATCHES_TO_RETAIN);
+    }
+}
+
+/// What the producer state says about an incoming batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SequenceCheck {
+    /// Append it.
+    Accept,
+    /// It is a retry of this batch: answer with its offsets, append nothing.
+    Duplicate(BatchMetadata),
+}
+
+/// All producers' state for one partition.
+#[derive(Debug, Default)]
+pub struct ProducerStateManager {
+    producers: HashMap<i64, ProducerStateEntry>,
+    /// The state reflects every batch below this offset.
+    map_end_offset: i64,
+}
+
+fn in_sequence(last_seq: i32, next_seq: i32) -> bool {
+    next_seq as i64 == last_seq as i64 + 1 || (next_seq == 0 && last_seq == i32::MAX)
+}
+
+impl ProducerStateManager {
+    /// Empty state.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The offset up to which the state has been built.
+    pub fn map_end_offset(&self) -> i64 {
+        self.map_end_offset
+    }
+
+    /// Number of producers tracked.
+    pub fn len(&self) -> usize {
+        self.producers.len()
+    }
+
+    /// Whether no producer is tracked.
+    pub fn is_empty(&self) -> bool {
+        self.producers.is_empty()
+    }
+
+    /// One producer's state.
+    pub fn get(&self, producer_id: i64) -> Option<&ProducerStateEntry> {
+        self.producers.get(&producer_id)
+    }
+
+    /// All producers (for admin views): id, epoch and the last batches.
+    pub fn iter(&self) -> impl Iterator<Item = &ProducerStateEntry> {
+        self.producers.values()
+    }
+
+    /// The smallest first offset of an open transaction: reads at or past it are not yet stable.
+    pub fn first_unstable_offset(&self) -> Option<i64> {
+        self.producers
+            .values()
+            .filter_map(|p| p.current_txn_first_offset)
+            .min()
+    }
+
+    /// Kafka's duplicate, epoch and sequence rules for a data batch, without changing state.
+    /// Order matters and follows Kafka: duplicates first (same epoch, same range), then the
+    /// epoch, then the sequence (client appends only).
+    pub fn check(
+        &self,
+        producer_id: i64,
+        epoch: i16,
+        first_seq: i32,
+        last_seq: i32,
+        origin: AppendOrigin,
+    ) -> Result<SequenceCheck, LogError> {
+        let Some(entry) = self.producers.get(&producer_id) else {
+            // No state (new producer, or its batches were all deleted): any sequence is accepted.
+            return Ok(SequenceCheck::Accept);
+        };
+        if origin == AppendOrigin::Replication {
+            return Ok(SequenceCheck::Accept);
+        }
+        if origin == AppendOrigin::Client {
+            if let Some(dup) = entry.find_duplicate(epoch, first_seq, last_seq) {
+                return Ok(SequenceCheck::Duplicate(dup));
+            }
+        }
+        if epoch < entry.producer_epoch {
+            return Err(LogError::InvalidProducerEpoch(format!(
+                "producer {producer_id} epoch {epoch} is older than the current epoch {}",
+                entry.producer_epoch
+            )));
+        }
+        if origin != AppendOrigin::Client || entry.producer_epoch == NO_PRODUCER_EPOCH {
+            return Ok(SequenceCheck::Accept);
+        }
+        if epoch != entry.producer_epoch {
+            if first_seq != 0 {
+                return Err(LogError::OutOfOrderSequence(format!(
+                    "producer {producer_id}: new epoch {epoch} must start at sequence 0, got {first_seq}"
+                )));
+            }
+        } else if !in_sequence(entry.last_seq(), first_seq) {
+            return Err(LogError::OutOfOrderSequence(format!(
+                "producer {producer_id} epoch {epoch}: expected sequence {}, got {first_seq}",
+                increment_sequence(entry.last_seq(), 1)
+            )));
+        }
+        Ok(SequenceCheck::Accept)
+    }
+
+    /// Records an appended data batch.
+    #[allow(clippy::too_many_arguments)]
+    pub fn update(
+        &mut self,
+        producer_id: i64,
+        epoch: i16,
+        first_seq: i32,
+        last_seq: i32,
+        first_offset: i64,
+        last_offset: i64,
+        timestamp: i64,
+        is_transactional: bool,
+    ) {
+        let entry = self
+            .producers
+            .entry(producer_id)
+            .or_insert_with(|| ProducerStateEntry::new(producer_id));
+        entry.add_batch(
+            epoch,
+            BatchMetadata {
+                first_seq,
+                last_seq,
+                first_offset,
+                last_offset_delta: (last_offset - first_offset) as i32,
+                timestamp,
+            },
+        );
+        if is_transactional && entry.current_txn_first_offset.is_none() {
+            entry.current_txn_first_offset = Some(first_offset);
+        }
+        self.map_end_offset = self.map_end_offset.max(last_offset + 1);
+    }
+
+    /// Records a transaction marker: the producer's open transaction ends. The epoch may move
+    /// forward (Kafka bumps it on abort after a timeout); the retained batches are then dropped.
+    pub fn complete_txn(
+        &mut self,
+        producer_id: i64,
+        epoch: i16,
+        coordinator_epoch: i32,
+        offset: i64,
+        timestamp: i64,
+    ) {
+        let entry = self
+            .producers
+            .entry(producer_id)
+            .or_insert_with(|| ProducerStateEntry::new(producer_id));
+        if epoch != entry.producer_epoch {
+            entry.batches.clear();
+            entry.producer_epoch = epoch;
+        }
+        entry.coordinator_epoch = coordinator_epoch;
+        entry.current_txn_first_offset = None;
+        entry.last_timestamp = timestamp;
+        self.map_end_offset = self.map_end_offset.max(offset + 1);
+    }
+
+    /// Marks the state as covering every offset below `offset` (after appends without producers).
+    pub fn advance_to(&mut self, offset: i64) {
+        self.map_end_offset = self.map_end_offset.max(offset);
+    }
+
+    /// Forgets everything; state will be rebuilt from `offset`.
+    pub fn reset(&mut self, offset: i64) {
+        self.producers.clear();
+        self.map_end_offset = offset;
+    }
+
+    /// Drops producers idle for longer than `expiration_ms` with no open transaction (Kafka's
+    /// producer.id.expiration.ms). Returns how many were removed.
+    pub fn remove_expired(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
+        let before = self.producers.len();
+        self.producers.retain(|_, p| {
+            p.current_txn_first_offset.is_some()
+                || now_ms.saturating_sub(p.last_timestamp) < expiration_ms
+        });
+        before - self.producers.len()
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Snapshots
+    // ---------------------------------------------------------------------------------------
+
+    /// Encodes the state (magic, version, CRC-32C of the rest, end offset, entries).
+    pub fn encode_snapshot(&self) -> Vec<u8> {
+        let mut body = Vec::with_capacity(
+            12 + self.producers.len() * (ENTRY_FIXED_BYTES + NUM_BATCHES_TO_RETAIN * BATCH_BYTES),
+        );
+        body.extend_from_slice(&self.map_end_offset.to_be_bytes());
+        body.extend_from_slice(&(self.producers.len() as u32).to_be_bytes());
+        let mut ids: Vec<&i64> = self.producers.keys().collect();
+        ids.sort();
+        for id in ids {
+            let p = &self.producers[id];
+            body.extend_from_slice(&p.producer_id.to_be_bytes());
+            body.extend_from_slice(&p.producer_epoch.to_be_bytes());
+            body.extend_from_slice(&p.coordinator_epoch.to_be_bytes());
+            body.extend_from_slice(&p.last_timestamp.to_be_bytes());
+            body.extend_from_slice(&p.current_txn_first_offset.unwrap_or(-1).to_be_bytes());
+            body.push(p.batches.len() as u8);
+            for b in &p.batches {
+                body.extend_from_slice(&b.first_seq.to_be_bytes());
+                body.extend_from_slice(&b.last_seq.to_be_bytes());
+                body.extend_from_slice(&b.first_offset.to_be_bytes());
+                body.extend_from_slice(&b.last_offset_delta.to_be_bytes());
+                body.extend_from_slice(&b.timestamp.to_be_bytes());
+            }
+        }
+        let mut out = Vec::with_capacity(SNAPSHOT_HEADER_BYTES + body.len());
+        out.extend_from_slice(SNAPSHOT_MAGIC);
+        out.extend_from_slice(&SNAPSHOT_VERSION.to_be_bytes());
+        out.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
+        out.extend_from_slice(&body);
+        out
+    }
+
+    /// Decodes a snapshot; `None` if it is damaged in any way.
+    pub fn decode_snapshot(buf: &[u8]) -> Option<ProducerStateManager> {
+        if buf.len() < SNAPSHOT_HEADER_BYTES + 12 || &buf[..4] != SNAPSHOT_MAGIC {
+            return None;
+        }
+        if u16::from_be_bytes([buf[4], buf[5]]) != SNAPSHOT_VERSION {
+            return None;
+        }
+        let crc = u32::from_be_bytes([buf[6], buf[7], buf[8], buf[9]]);
+        let body = &buf[SNAPSHOT_HEADER_BYTES..];
+        if crc32c::crc32c(body) != crc {
+            return None;
+        }
+        let mut r = Reader { buf: body, pos: 0 };
+        let map_end_offset = r.i64()?;
+        let count = r.u32()? as usize;
+        // Each entry takes at least ENTRY_FIXED_BYTES, which bounds the loop by the file size.
+        if count > body.len() / ENTRY_FIXED_BYTES {
+            return None;
+        }
+        let mut producers = HashMap::with_capacity(count);
+        for _ in 0..count {
+            let producer_id = r.i64()?;
+            let producer_epoch = r.i16()?;
+            let coordinator_epoch = r.i32()?;
+            let last_timestamp = r.i64()?;
+            let txn = r.i64()?;
+            let n = r.u8()? as usize;
+            if n > NUM_BATCHES_TO_RETAIN {
+                return None;
+            }
+            let mut batches = VecDeque::with_capacity(NUM_BATCHES_TO_RETAIN);
+            for _ in 0..n {
+                batches.push_back(BatchMetadata {
+                    first_seq: r.i32()?,
+                    last_seq: r.i32()?,
+                    first_offset: r.i64()?,
+                    last_offset_delta: r.i32()?,
+                    timestamp: r.i64()?,
+                });
+            }
+            let entry = ProducerStateEntry {
+                producer_id,
+                producer_epoch,
+                coordinator_epoch,
+                last_timestamp,
+                current_txn_first_offset: (txn >= 0).then_some(txn),
+                batches,
+            };
+            producers.insert(producer_id, entry);
+        }
+        if r.pos != body.len() {
+            return None;
+        }
+        Some(ProducerStateManager {
+            producers,
+            map_end_offset,
+        })
+    }
+
+    /// Writes `<dir>/<map_end_offset>.snapshot` (through a temporary file and a rename, so a
+    /// crash leaves either the old set of snapshots or the new one), then keeps only the newest
+    /// [`SNAPSHOTS_TO_KEEP`]. `sync` fsyncs the file and the directory.
+    pub fn write_snapshot(&self, dir: &Path, sync: bool) -> io::Result<PathBuf> {
+        let path = snapshot_path(dir, self.map_end_offset);
+        let tmp = path.with_extension("snapshot.tmp");
+        {
+            let mut f = File::create(&tmp)?;
+            f.write_all(&self.encode_snapshot())?;
+            if sync {
+                f.sync_all()?;
+            }
+        }
+        fs::rename(&tmp, &path)?;
+        let mut all = list_snapshots(dir)?;
+        while all.len() > SNAPSHOTS_TO_KEEP {
+            let (_, old) = all.remove(0);
+            let _ = fs::remove_file(old);
+        }
+        if sync {
+            File::open(dir)?.sync_all()?;
+        }
+        Ok(path)
+    }
+
+    /// Loads the newest valid snapshot whose offset is within `[min_offset, max_offset]`,
+    /// deleting damaged ones and those past `max_offset` (they describe truncated data).
+    pub fn load_latest_snapshot(
+        dir: &Path,
+        min_offset: i64,
+        max_offset: i64,
+    ) -> io::Result<Option<ProducerStateManager>> {
+        let mut all = list_snapshots(dir)?;
+        while let Some((offset, path)) = all.pop() {
+            if offset > max_offset {
+                let _ = fs::remove_file(&path);
+                continue;
+            }
+            if offset < min_offset {
+                return Ok(None);
+            }
+            let len = fs::metadata(&path)?.len();
+            let state = if len <= SNAPSHOT_MAX_BYTES {
+                fs::read(&path).ok().and_then(|b| Self::decode_snapshot(&b))
+            } else {
+                None
+            };
+            match state {
+                Some(s) if s.map_end_offset == offset => return Ok(Some(s)),
+                _ => {
+                    tracing::warn!(path = %path.display(), "discarding damaged producer state snapshot");
+                    let _ = fs::remove_file(&path);
+                }
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// `<dir>/<20-digit offset>.snapshot`.
+pub fn snapshot_path(dir: &Path, offset: i64) -> PathBuf {
+    dir.join(format!("{offset:020}{SNAPSHOT_SUFFIX}"))
+}
+
+/// All snapshot files in `dir`, sorted by offset.
+pub fn list_snapshots(dir: &Path) -> io::Result<Vec<(i64, PathBuf)>> {
+    let mut out = Vec::new();
+    for e in fs::read_dir(dir)? {
+        let e = e?;
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if let Some(stem) = name.strip_suffix(SNAPSHOT_SUFFIX) {
+            if let Ok(off) = stem.parse::<i64>() {
+                out.push((off, e.path()));
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Deletes snapshots with an offset > `offset`.
+pub fn delete_snapshots_after(dir: &Path, offset: i64) -> io::Result<()> {
+    for (o, p) in list_snapshots(dir)? {
+        if o > offset {
+            fs::remove_file(p)?;
+        }
+    }
+    Ok(())
+}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl Reader<'_> {
+    fn take<const N: usize>(&mut self) -> Option<[u8; N]> {
+        let s = self.buf.get(self.pos..self.pos.checked_add(N)?)?;
+        self.pos += N;
+        let mut a = [0u8; N];
+        a.copy_from_slice(s);
+        Some(a)
+    }
+    fn u8(&mut self) -> Option<u8> {
+        self.take::<1>().map(|a| a[0])
+    }
+    fn i16(&mut self) -> Option<i16> {
+        self.take().map(i16::from_be_bytes)
+    }
+    fn i32(&mut self) -> Option<i32> {
+        self.take().map(i32::from_be_bytes)
+    }
+    fn u32(&mut self) -> Option<u32> {
+        self.take().map(u32::from_be_bytes)
+    }
+    fn i64(&mut self) -> Option<i64> {
+        self.take().map(i64::from_be_bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const C: AppendOrigin = AppendOrigin::Client;
+
+    fn append(
+        m: &mut ProducerStateManager,
+        pid: i64,
+        epoch: i16,
+        first: i32,
+        n: i32,
+        offset: i64,
+    ) -> Result<SequenceCheck, LogError> {
+        let last = increment_sequence(first, n - 1);
+        let r = m.check(pid, epoch, first, last, C)?;
+        if r == SequenceCheck::Accept {
+            m.update(
+                pid,
+                epoch,
+                first,
+                last,
+                offset,
+                offset + n as i64 - 1,
+                0,
+                false,
+            );
+        }
+        Ok(r)
+    }
+
+    #[test]
+    fn dedup_and_errors() {
+        let mut m = ProducerStateManager::new();
+        assert_eq!(
+            append(&mut m, 1, 0, 0, 2, 0).unwrap(),
+            SequenceCheck::Accept
+        );
+        assert_eq!(
+            append(&mut m, 1, 0, 2, 3, 2).unwrap(),
+            SequenceCheck::Accept
+        );
+        // retry of the first batch: original offsets
+        match append(&mut m, 1, 0, 0, 2, 99).unwrap() {
+            SequenceCheck::Duplicate(b) => assert_eq!((b.first_offset, b.last_offset()), (0, 1)),
+            other => panic!("{other:?}"),
+        }
+        // gap
+        assert_eq!(append(&mut m, 1, 0, 7, 1, 5).unwrap_err().error_code(), 45);
+        // overlapping but not identical range
+        assert_eq!(append(&mut m, 1, 0, 1, 2, 5).unwrap_err().error_code(), 45);
+        // older epoch
+        assert_eq!(append(&mut m, 1, -1, 5, 1, 5).unwrap_err().error_code(), 47);
+        // new epoch must start at 0
+        assert_eq!(append(&mut m, 1, 1, 5, 1, 5).unwrap_err().error_code(), 45);
+        assert_eq!(
+            append(&mut m, 1, 1, 0, 1, 5).unwrap(),
+            SequenceCheck::Accept
+        );
+        // old epoch's batches are gone: the former retry is now an epoch error
+        assert_eq!(append(&mut m, 1, 0, 0, 2, 6).unwrap_err().error_code(), 47);
+        // unknown producer: any sequence
+        assert_eq!(
+            append(&mut m, 2, 4, 1234, 1, 6).unwrap(),
+            SequenceCheck::Accept
+        );
+    }
+
+    #[test]
+    fn sequence_wraps() {
+        let mut m = ProducerStateManager::new();
+        append(&mut m, 1, 0, i32::MAX - 1, 2, 0).unwrap();
+        assert_eq!(m.get(1).unwrap().last_seq(), i32::MAX);
+        assert_eq!(
+            append(&mut m, 1, 0, 0, 1, 2).unwrap(),
+            SequenceCheck::Accept
+        );
+    }
+
+    #[test]
+    fn snapshot_round_trip_and_corruption() {
+        let mut m = ProducerStateManager::new();
+        for i in 0..7 {
+            append(&mut m, 10, 2, i * 3, 3, i as i64 * 3).unwrap();
+        }
+        m.update(11, 0, 0, 0, 21, 21, 5, true);
+        let buf = m.encode_snapshot();
+        let back = ProducerStateManager::decode_snapshot(&buf).unwrap();
+        assert_eq!(back.map_end_offset(), 22);
+        assert_eq!(back.get(10), m.get(10));
+        assert_eq!(back.get(10).unwrap().batches().count(), 5);
+        assert_eq!(back.first_unstable_offset(), Some(21));
+        for i in 0..buf.len() {
+            let mut bad = buf.clone();
+            bad[i] ^= 0x40;
+            assert!(
+                ProducerStateManager::decode_snapshot(&bad).is_none(),
+                "byte {i}"
+            );
+        }
+        assert!(ProducerStateManager::decode_snapshot(&buf[..buf.len() - 1]).is_none());
+    }
+
+    #[test]
+    fn snapshot_files_keep_two() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut m = ProducerStateManager::new();
+        for off in [10i64, 20, 30] {
+            m.update(1, 0, off as i32, off as i32, off, off, 0, false);
+            m.advance_to(off);
+            m.map_end_offset = off;
+            m.write_snapshot(dir.path(), false).unwrap();
+        }
+        let snaps = list_snapshots(dir.path()).unwrap();
+        assert_eq!(snaps.iter().map(|s| s.0).collect::<Vec<_>>(), vec![20, 30]);
+        let s = ProducerStateManager::load_latest_snapshot(dir.path(), 0, 25)
+            .unwrap()
+            .unwrap();
+        assert_eq!(s.map_end_offset(), 20);
+        // the one past max_offset was deleted
+        assert_eq!(list_snapshots(dir.path()).unwrap().len(), 1);
+        std::fs::write(snapshot_path(dir.path(), 20), b"garbage").unwrap();
+        assert!(
+            ProducerStateManager::load_latest_snapshot(dir.path(), 0, 25)
+                .unwrap()
+                .is_none()
+        );
+    }
+
+    /// A plain model of Kafka's rules: the full history per producer, scanned naively.
+    #[derive(Default)]
+    struct Model {
+        epoch: HashMap<i64, i16>,
+        history: HashMap<i64, Vec<(i32, i32, i64)>>, // (first, last, offset) in the current epoch
+    }
+
+    impl Model {
+        fn apply(
+            &mut self,
+            pid: i64,
+            epoch: i16,
+            first: i32,
+            n: i32,
+            next_offset: i64,
+        ) -> Result<Option<i64>, i16> {
+            let last = increment_sequence(first, n - 1);
+            let Some(&cur) = self.epoch.get(&pid) else {
+                self.epoch.insert(pid, epoch);
+                self.history.insert(pid, vec![(first, last, next_offset)]);
+                return Ok(None);
+            };
+            let hist = self.history.get_mut(&pid).unwrap();
+            if epoch == cur {
+                let window = &hist[hist.len().saturating_sub(NUM_BATCHES_TO_RETAIN)..];
+                if let Some(&(_, _, off)) =
+                    window.iter().find(|&&(f, l, _)| f == first && l == last)
+                {
+                    return Ok(Some(off));
+                }
+            }
+            if epoch < cur {
+                return Err(47);
+            }
+            if cur == NO_PRODUCER_EPOCH {
+                // Kafka: no known epoch accepts any sequence.
+                self.epoch.insert(pid, epoch);
+                if epoch != cur {
+                    hist.clear();
+                }
+            } else if epoch > cur {
+                if first != 0 {
+                    return Err(45);
+                }
+                self.epoch.insert(pid, epoch);
+                hist.clear();
+            } else if !in_sequence(hist.last().unwrap().1, first) {
+                return Err(45);
+            }
+            hist.push((first, last, next_offset));
+            Ok(None)
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn window_matches_model(ops in proptest::collection::vec((0i64..3, 0u8..6, 0usize..8, 0i32..20, 1i32..4), 1..300)) {
+            let mut m = ProducerStateManager::new();
+            let mut model = Model::default();
+            let mut next_offset = 0i64;
+            for (pid, kind, pick, random_seq, n) in ops {
+                let cur_epoch = model.epoch.get(&pid).copied().unwrap_or(0);
+                let hist = model.history.get(&pid).cloned().unwrap_or_default();
+                let next_seq = hist.last().map_or(0, |h| increment_sequence(h.1, 1));
+                // Mostly in-sequence appends and retries, with some gaps and epoch changes.
+                let (epoch, first, n) = match kind {
+                    0 | 1 => (cur_epoch, next_seq, n),
+                    2 if !hist.is_empty() => {
+                        let (f, l, _) = hist[hist.len() - 1 - pick % hist.len()];
+                        (cur_epoch, f, (l - f) + 1)
+                    }
+                    3 => (cur_epoch, random_seq, n),
+                    4 => (cur_epoch + 1, if pick % 2 == 0 { 0 } else { random_seq }, n),
+                    _ => (cur_epoch - 1, 0, n),
+                };
+                let expect = model.apply(pid, epoch, first, n, next_offset);
+                let got = append(&mut m, pid, epoch, first, n, next_offset);
+                match (expect, got) {
+                    (Ok(None), Ok(SequenceCheck::Accept)) => next_offset += n as i64,
+                    (Ok(Some(off)), Ok(SequenceCheck::Duplicate(b))) => prop_assert_eq!(off, b.first_offset),
+                    (Err(code), Err(e)) => prop_assert_eq!(code, e.error_code()),
+                    (e, g) => prop_assert!(false, "model {:?} vs manager {:?}", e, g),
+                }
+            }
+            // The snapshot reproduces the same state.
+            let back = ProducerStateManager::decode_snapshot(&m.encode_snapshot()).unwrap();
+            for p in m.iter() {
+                prop_assert_eq!(Some(p), back.get(p.producer_id));
+            }
+        }
+    }
+}

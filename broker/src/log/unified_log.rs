@@ -1,0 +1,876 @@
+//! One partition's log (Kafka's `UnifiedLog` and `LocalLog`): segments, offsets, roll,
+//! retention, truncation, and the append paths for leaders, coordinators and followers.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::batch::{
+    self, decompress_records, validate_produce, AppendOrigin, RecordBatch, RecordIter,
+    ValidatedBatch, HEADER_LEN,
+};
+use super::loader::{
+    self, apply_to_producer_state, fsync_dir, write_checkpoint, LOG_START_OFFSET_FILE,
+    RECOVERY_POINT_FILE,
+};
+use super::producer_state::{ProducerStateManager, SequenceCheck};
+use super::segment::{AppendedBatch, LogSegment};
+use super::{FetchSlice, LogAppendInfo, LogConfig, LogError, TimestampType, FETCH_SLICE_MAX_BYTES};
+
+/// Batches up to this size are copied into a scratch buffer with their patched header and
+/// written with one syscall; larger ones are written as header + untouched body (two syscalls,
+/// no copy).
+pub const SINGLE_WRITE_MAX_BYTES: usize = 64 * 1024;
+
+/// One partition's log.
+pub struct UnifiedLog {
+    dir: PathBuf,
+    config: LogConfig,
+    /// Segments by base offset. Never empty; the last one is the active segment.
+    segments: BTreeMap<i64, LogSegment>,
+    /// The earliest offset a client may read. Invariant: first segment base <= log_start_offset
+    /// <= log_end_offset. Moves forward only (retention, DeleteRecords) except on full truncation.
+    log_start_offset: i64,
+    /// The offset the next appended record gets. Offsets below it are dense and increasing.
+    log_end_offset: i64,
+    /// Everything below this offset was fsynced; recovery after a crash starts here.
+    recovery_point: i64,
+    /// Idempotence state as of `log_end_offset`.
+    producer_state: ProducerStateManager,
+    /// Retention never deletes data at or above this offset (the high watermark, set by the
+    /// partition); `None` means the log end offset.
+    high_watermark: Option<i64>,
+    /// Reused buffer for small batches (patched header + body).
+    scratch: Vec<u8>,
+    /// Messages appended since the last fsync (flush.messages).
+    unflushed_messages: u64,
+    /// Set when an fsync failed: Linux may have dropped the dirty pages, so the log refuses
+    /// further writes instead of pretending (Kafka marks the log dir offline).
+    failed: bool,
+}
+
+fn failed_error() -> LogError {
+    LogError::Io(std::io::Error::other(
+        "log is offline after an fsync failure",
+    ))
+}
+
+impl UnifiedLog {
+    /// Opens the log in `dir` (created if missing), recovering it when the last shutdown was not
+    /// clean. The clean-shutdown marker belongs to the caller.
+    pub fn open(
+        dir: PathBuf,
+        config: LogConfig,
+        had_clean_shutdown: bool,
+        now_ms: i64,
+    ) -> Result<Self, LogError> {
+        let loaded = loader::load(&dir, &config, had_clean_shutdown, now_ms)?;
+        let log = UnifiedLog {
+            dir,
+            config,
+            segments: loaded.segments,
+            log_start_offset: loaded.log_start_offset,
+            log_end_offset: loaded.log_end_offset,
+            recovery_point: loaded.recovery_point,
+            producer_state: loaded.producer_state,
+            high_watermark: None,
+            scratch: Vec::new(),
+            unflushed_messages: 0,
+            failed: false,
+        };
+        log.check_invariants();
+        Ok(log)
+    }
+
+    fn check_invariants(&self) {
+        debug_assert!(
+            self.log_start_offset <= self.log_end_offset,
+            "log start {} > log end {}",
+            self.log_start_offset,
+            self.log_end_offset
+        );
+        debug_assert!(!self.segments.is_empty());
+        debug_assert!(*self.segments.keys().next().unwrap_or(&0) <= self.log_start_offset);
+        debug_assert_eq!(self.active().next_offset(), self.log_end_offset);
+    }
+
+    /// The partition directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    /// The current config.
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+    /// Replaces the config (topic config change); applies to the next append/roll/retention.
+    pub fn set_config(&mut self, config: LogConfig) {
+        self.config = config;
+    }
+    /// The earliest readable offset.
+    pub fn log_start_offset(&self) -> i64 {
+        self.log_start_offset
+    }
+    /// The offset of the next appended record.
+    pub fn log_end_offset(&self) -> i64 {
+        self.log_end_offset
+    }
+    /// Everything below this offset is known to be on disk.
+    pub fn recovery_point(&self) -> i64 {
+        self.recovery_point
+    }
+    /// Producer idempotence state (for admin views and the last stable offset).
+    pub fn producer_state(&self) -> &ProducerStateManager {
+        &self.producer_state
+    }
+    /// Number of segments.
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+    /// Base offsets of the segments, oldest first.
+    pub fn segment_base_offsets(&self) -> Vec<i64> {
+        self.segments.keys().copied().collect()
+    }
+    /// Total bytes in all `.log` files.
+    pub fn size_in_bytes(&self) -> u64 {
+        self.segments.values().map(|s| s.size()).sum()
+    }
+    /// Tells retention the high watermark: segments holding offsets at or above it are kept, so
+    /// the log start offset never passes it.
+    pub fn set_high_watermark(&mut self, high_watermark: i64) {
+        self.high_watermark = Some(high_watermark.min(self.log_end_offset));
+    }
+
+    fn active(&self) -> &LogSegment {
+        self.segments
+            .values()
+            .next_back()
+            .expect("a log always has an active segment")
+    }
+    fn active_mut(&mut self) -> &mut LogSegment {
+        self.segments
+            .values_mut()
+            .next_back()
+            .expect("a log always has an active segment")
+    }
+    fn check_usable(&self) -> Result<(), LogError> {
+        if self.failed {
+            return Err(failed_error());
+        }
+        Ok(())
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Appends
+    // -----------------------------------------------------------------------------------------
+
+    /// Validates a producer's batch (one batch, Kafka's v2 rules), checks idempotence, assigns
+    /// offsets and writes it. A retry of one of the producer's last five batches returns the
+    /// original offsets with `duplicate: true` and writes nothing.
+    pub fn append_as_leader(
+        &mut self,
+        records: Bytes,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<LogAppendInfo, LogError> {
+        self.append_with_origin(&records, leader_epoch, now_ms, AppendOrigin::Client)
+    }
+
+    /// Like [`Self::append_as_leader`] for the broker's own coordinators: control batches
+    /// (transaction markers) are allowed and sequences are not checked, only epochs.
+    pub fn append_as_coordinator(
+        &mut self,
+        records: Bytes,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<LogAppendInfo, LogError> {
+        self.append_with_origin(&records, leader_epoch, now_ms, AppendOrigin::Coordinator)
+    }
+
+    fn append_with_origin(
+        &mut self,
+        records: &[u8],
+        leader_epoch: i32,
+        now_ms: i64,
+        origin: AppendOrigin,
+    ) -> Result<LogAppendInfo, LogError> {
+        self.check_usable()?;
+        let v = validate_produce(records, &self.config, now_ms, origin)?;
+        let log_append_time = self.config.message_timestamp_type == TimestampType::LogAppendTime;
+        if v.producer_id >= 0 && !v.is_control {
+            let check = self.producer_state.check(
+                v.producer_id,
+                v.producer_epoch,
+                v.base_sequence,
+                v.last_sequence,
+                origin,
+            )?;
+            if let SequenceCheck::Duplicate(b) = check {
+                return Ok(LogAppendInfo {
+                    first_offset: b.first_offset,
+                    last_offset: b.last_offset(),
+                    log_append_time_ms: if log_append_time { b.timestamp } else { -1 },
+                    log_start_offset: self.log_start_offset,
+                    duplicate: true,
+                    record_count: b.last_offset_delta as i64 + 1,
+                });
+            }
+        } else if v.producer_id >= 0 && v.is_control {
+            if let Some(p) = self.producer_state.get(v.producer_id) {
+                if v.producer_epoch < p.producer_epoch {
+                    return Err(LogError::InvalidProducerEpoch(format!(
+                        "marker epoch {} is older than producer {}'s epoch {}",
+                        v.producer_epoch, v.producer_id, p.producer_epoch
+                    )));
+                }
+            }
+        }
+        self.write_validated(records, &v, leader_epoch, now_ms, log_append_time)
+    }
+
+    /// Offset assignment and the write, for a batch that passed validation and producer checks.
+    fn write_validated(
+        &mut self,
+        records: &[u8],
+        v: &ValidatedBatch,
+        leader_epoch: i32,
+        now_ms: i64,
+        log_append_time: bool,
+    ) -> Result<LogAppendInfo, LogError> {
+        let first_offset = self.log_end_offset;
+        let last_offset = first_offset + v.record_count as i64 - 1;
+        let max_timestamp = if log_append_time {
+            now_ms
+        } else {
+            v.max_timestamp
+        };
+        self.maybe_roll(v.size, max_timestamp, last_offset, now_ms)?;
+
+        // Patch the header: offsets and leader epoch lie outside the CRC; a timestamp change
+        // needs a new CRC, computed over the patched header and the untouched body.
+        let mut header = [0u8; HEADER_LEN];
+        header.copy_from_slice(&records[..HEADER_LEN]);
+        batch::set_base_offset(&mut header, first_offset);
+        batch::set_partition_leader_epoch(&mut header, leader_epoch);
+        let new_max_ts = if log_append_time {
+            Some((TimestampType::LogAppendTime, now_ms))
+        } else {
+            v.corrected_max_timestamp
+                .map(|t| (TimestampType::CreateTime, t))
+        };
+        if let Some((ts_type, ts)) = new_max_ts {
+            set_max_timestamp_split(&mut header, &records[HEADER_LEN..], ts_type, ts);
+        }
+        let info = AppendedBatch {
+            last_offset,
+            max_timestamp,
+        };
+        let body = &records[HEADER_LEN..];
+        let result = if records.len() <= SINGLE_WRITE_MAX_BYTES {
+            let mut scratch = std::mem::take(&mut self.scratch);
+            scratch.clear();
+            scratch.extend_from_slice(&header);
+            scratch.extend_from_slice(body);
+            debug_assert!(
+                RecordBatch::parse(&scratch)
+                    .map(|(b, _)| b.is_crc_valid())
+                    .unwrap_or(false),
+                "CRC must hold after patching"
+            );
+            let r = self.active_mut().append(&scratch, info);
+            self.scratch = scratch;
+            r
+        } else {
+            self.active_mut().append_parts(&header, body, info)
+        };
+        result?;
+        self.log_end_offset = last_offset + 1;
+
+        if v.producer_id >= 0 {
+            if v.is_control {
+                let (parsed, _) = RecordBatch::parse(records)?;
+                let coordinator_epoch = control_epoch(&parsed);
+                self.producer_state.complete_txn(
+                    v.producer_id,
+                    v.producer_epoch,
+                    coordinator_epoch,
+                    last_offset,
+                    max_timestamp,
+                );
+            } else {
+                self.producer_state.update(
+                    v.producer_id,
+                    v.producer_epoch,
+                    v.base_sequence,
+                    v.last_sequence,
+                    first_offset,
+                    last_offset,
+                    max_timestamp,
+                    v.is_transactional,
+                );
+            }
+        }
+        self.producer_state.advance_to(self.log_end_offset);
+        self.after_append(v.record_count as u64)?;
+        self.check_invariants();
+        Ok(LogAppendInfo {
+            first_offset,
+            last_offset,
+            log_append_time_ms: if log_append_time { now_ms } else { -1 },
+            log_start_offset: self.log_start_offset,
+            duplicate: false,
+            record_count: v.record_count as i64,
+        })
+    }
+
+    /// Appends batches copied from the leader. They already carry offsets and leader epochs and
+    /// are written unchanged after a CRC check; the first must start at the log end offset and
+    /// the rest must follow without gaps. Producer state is updated without sequence checks.
+    pub fn append_as_follower(&mut self, records: Bytes) -> Result<LogAppendInfo, LogError> {
+        self.check_usable()?;
+        // Validate the whole set first so that a bad batch in the middle writes nothing.
+        let mut pos = 0;
+        let mut expected = self.log_end_offset;
+        let mut record_count = 0i64;
+        while pos < records.len() {
+            let (b, size) = RecordBatch::parse(&records[pos..])?;
+            let h = b.header();
+            if !b.is_crc_valid() {
+                return Err(LogError::CorruptMessage(format!(
+                    "batch at offset {} fails its CRC",
+                    h.base_offset()
+                )));
+            }
+            if h.base_offset() != expected || h.last_offset_delta() < 0 {
+                return Err(LogError::UnexpectedAppendOffset {
+                    expected,
+                    actual: h.base_offset(),
+                });
+            }
+            expected = h.next_offset();
+            record_count += h.last_offset_delta() as i64 + 1;
+            pos += size;
+        }
+        let first_offset = self.log_end_offset;
+        if records.is_empty() {
+            return Ok(LogAppendInfo {
+                first_offset,
+                last_offset: first_offset - 1,
+                log_append_time_ms: -1,
+                log_start_offset: self.log_start_offset,
+                duplicate: false,
+                record_count: 0,
+            });
+        }
+        let mut pos = 0;
+        while pos < records.len() {
+            let (b, size) = RecordBatch::parse(&records[pos..])?;
+            let h = b.header();
+            self.maybe_roll(size, h.max_timestamp(), h.last_offset(), i64::MIN)?;
+            self.active_mut().append(
+                b.bytes(),
+                AppendedBatch {
+                    last_offset: h.last_offset(),
+                    max_timestamp: h.max_timestamp(),
+                },
+            )?;
+            self.log_end_offset = h.next_offset();
+            apply_to_producer_state(&mut self.producer_state, &b);
+            pos += size;
+        }
+        self.producer_state.advance_to(self.log_end_offset);
+        self.after_append(record_count as u64)?;
+        self.check_invariants();
+        Ok(LogAppendInfo {
+            first_offset,
+            last_offset: self.log_end_offset - 1,
+            log_append_time_ms: -1,
+            log_start_offset: self.log_start_offset,
+            duplicate: false,
+            record_count,
+        })
+    }
+
+    fn after_append(&mut self, messages: u64) -> Result<(), LogError> {
+        self.unflushed_messages += messages;
+        if self.unflushed_messages >= self.config.flush_interval_messages {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Roll
+    // -----------------------------------------------------------------------------------------
+
+    /// `now_ms == i64::MIN` (followers) disables the segment.ms check based on wall time.
+    fn maybe_roll(
+        &mut self,
+        batch_size: usize,
+        max_timestamp: i64,
+        last_offset: i64,
+        now_ms: i64,
+    ) -> Result<(), LogError> {
+        let c = &self.config;
+        let should = self.active().should_roll(
+            batch_size,
+            max_timestamp,
+            last_offset,
+            c.segment_bytes,
+            c.segment_ms,
+            now_ms.max(0),
+        );
+        if should {
+            self.roll(now_ms.max(0))?;
+        }
+        Ok(())
+    }
+
+    /// Starts a new active segment at the log end offset and snapshots producer state there.
+    pub fn roll(&mut self, now_ms: i64) -> Result<(), LogError> {
+        self.check_usable()?;
+        let new_base = self.log_end_offset;
+        if self.active().base_offset() == new_base {
+            // The active segment is empty already; nothing to roll.
+            return Ok(());
+        }
+        self.active_mut().on_become_inactive()?;
+        let seg = LogSegment::create(
+            &self.dir,
+            new_base,
+            self.config.index_interval_bytes,
+            self.config.segment_index_bytes,
+            now_ms,
+        )?;
+        self.segments.insert(new_base, seg);
+        self.sync_dir()?;
+        self.producer_state.advance_to(new_base);
+        self.producer_state.write_snapshot(&self.dir, false)?;
+        Ok(())
+    }
+
+    fn sync_dir(&mut self) -> Result<(), LogError> {
+        if let Err(e) = fsync_dir(&self.dir) {
+            self.failed = true;
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Reads
+    // -----------------------------------------------------------------------------------------
+
+    /// Locates the data for a fetch; the caller reads it with [`FetchSlice::read`] after
+    /// releasing the partition lock. Offsets outside [log start, log end] are out of range; a
+    /// fetch at the log end offset is empty; a fetch inside a batch starts at that batch.
+    pub fn read(
+        &self,
+        fetch_offset: i64,
+        max_bytes: usize,
+        max_offset_exclusive: i64,
+        min_one_message: bool,
+    ) -> Result<FetchSlice, LogError> {
+        if fetch_offset < self.log_start_offset || fetch_offset > self.log_end_offset {
+            return Err(LogError::OffsetOutOfRange {
+                offset: fetch_offset,
+                log_start_offset: self.log_start_offset,
+                log_end_offset: self.log_end_offset,
+            });
+        }
+        if fetch_offset == self.log_end_offset || fetch_offset >= max_offset_exclusive {
+            return Ok(FetchSlice::empty(max_offset_exclusive));
+        }
+        let floor = self
+            .segments
+            .range(..=fetch_offset)
+            .next_back()
+            .map_or(i64::MIN, |(b, _)| *b);
+        for seg in self.segments.range(floor..).map(|(_, s)| s) {
+            // A fetch offset at the end of one segment continues in the next.
+            if let Some((position, first_batch_size)) = seg.find_batch(fetch_offset)? {
+                let available = (seg.size() - position) as usize;
+                let wanted = if min_one_message {
+                    max_bytes.max(first_batch_size)
+                } else {
+                    max_bytes
+                };
+                return Ok(FetchSlice {
+                    file: Some(Arc::clone(seg.log_file())),
+                    position,
+                    max_len: wanted.min(available).min(FETCH_SLICE_MAX_BYTES),
+                    max_offset_exclusive,
+                    min_one_message,
+                });
+            }
+        }
+        Ok(FetchSlice::empty(max_offset_exclusive))
+    }
+
+    /// The first record with a timestamp >= `timestamp_ms`, as (offset, timestamp); `None` if
+    /// every record is older. LogAppendTime batches give all their records the batch's
+    /// maxTimestamp. Compressed batches are decompressed for reading only.
+    pub fn fetch_offset_by_timestamp(
+        &self,
+        timestamp_ms: i64,
+    ) -> Result<Option<(i64, i64)>, LogError> {
+        for seg in self.segments.values() {
+            if seg.max_timestamp_so_far().timestamp < timestamp_ms
+                || seg.next_offset() <= self.log_start_offset
+            {
+                continue;
+            }
+            let mut found = None;
+            let lso = self.log_start_offset;
+            seg.for_each_batch_from_timestamp(timestamp_ms, |_, b| {
+                let h = b.header();
+                if h.max_timestamp() < timestamp_ms || h.last_offset() < lso {
+                    return Ok(true);
+                }
+                found =
+                    first_record_matching(&b, |offset, ts| offset >= lso && ts >= timestamp_ms)?;
+                Ok(found.is_none())
+            })?;
+            if found.is_some() {
+                return Ok(found);
+            }
+        }
+        Ok(None)
+    }
+
+    /// The record with the largest timestamp, as (timestamp, offset) (ListOffsets MAX_TIMESTAMP).
+    /// Ties go to the earliest record.
+    pub fn max_timestamp_and_offset(&self) -> Result<Option<(i64, i64)>, LogError> {
+        let mut best: Option<&LogSegment> = None;
+        for seg in self.segments.values() {
+            if seg.is_empty() {
+                continue;
+            }
+            if best.is_none_or(|b| {
+                seg.max_timestamp_so_far().timestamp > b.max_timestamp_so_far().timestamp
+            }) {
+                best = Some(seg);
+            }
+        }
+        let Some(seg) = best else { return Ok(None) };
+        let target = seg.max_timestamp_so_far();
+        let mut found = None;
+        seg.for_each_batch_from(target.offset, |_, b| {
+            let h = b.header();
+            if h.max_timestamp() != target.timestamp {
+                return Ok(true);
+            }
+            let first = first_record_matching(&b, |_, ts| ts == target.timestamp)?;
+            // If the records cannot tell (e.g. the codec fails), the batch's last offset stands in.
+            found = Some(first.map_or((target.timestamp, h.last_offset()), |(o, t)| (t, o)));
+            Ok(false)
+        })?;
+        Ok(found.or(Some((target.timestamp, target.offset))))
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Retention and truncation
+    // -----------------------------------------------------------------------------------------
+
+    /// Deletes whole segments past retention.ms or beyond retention.bytes, and segments wholly
+    /// below the log start offset; advances the log start offset. Never deletes data at or above
+    /// the high watermark. If the active segment is due, the log is rolled first (Kafka's rule),
+    /// so the log start offset can reach the log end offset. Returns segments deleted.
+    pub fn delete_old_segments(&mut self, now_ms: i64) -> Result<usize, LogError> {
+        self.check_usable()?;
+        let mut deleted = 0;
+        let retention_ms = self.config.retention_ms;
+        if retention_ms >= 0 {
+            deleted += self.delete_segments_while(now_ms, |seg, _| {
+                now_ms.saturating_sub(seg.largest_timestamp()) > retention_ms
+            })?;
+        }
+        let retention_bytes = self.config.retention_bytes;
+        if retention_bytes >= 0 {
+            let mut excess = self.size_in_bytes() as i64 - retention_bytes;
+            deleted += self.delete_segments_while(now_ms, |seg, _| {
+                if excess - seg.size() as i64 >= 0 {
+                    excess -= seg.size() as i64;
+                    true
+                } else {
+                    false
+                }
+            })?;
+        }
+        let lso = self.log_start_offset;
+        deleted += self.delete_segments_while(now_ms, |_, upper| upper <= lso)?;
+        Ok(deleted)
+    }
+
+    /// Deletes segments from the oldest while `predicate(segment, its upper offset bound)` holds.
+    fn delete_segments_while<F>(&mut self, now_ms: i64, mut predicate: F) -> Result<usize, LogError>
+    where
+        F: FnMut(&LogSegment, i64) -> bool,
+    {
+        let hw = self
+            .high_watermark
+            .unwrap_or(self.log_end_offset)
+            .min(self.log_end_offset);
+        let bases: Vec<i64> = self.segments.keys().copied().collect();
+        let mut doomed = Vec::new();
+        for (i, &base) in bases.iter().enumerate() {
+            let seg = &self.segments[&base];
+            let is_last = i + 1 == bases.len();
+            let upper = bases.get(i + 1).copied().unwrap_or(self.log_end_offset);
+            if !predicate(seg, upper) || upper > hw || (is_last && seg.is_empty()) {
+                break;
+            }
+            doomed.push(base);
+        }
+        if doomed.is_empty() {
+            return Ok(0);
+        }
+        if doomed.len() == bases.len() {
+            self.roll(now_ms)?;
+        }
+        for base in &doomed {
+            if let Some(seg) = self.segments.remove(base) {
+                seg.delete_files()?;
+            }
+        }
+        self.sync_dir()?;
+        let first = *self
+            .segments
+            .keys()
+            .next()
+            .expect("the active segment remains");
+        if first > self.log_start_offset {
+            self.log_start_offset = first;
+            write_checkpoint(
+                &self.dir,
+                LOG_START_OFFSET_FILE,
+                self.log_start_offset,
+                false,
+            )?;
+        }
+        self.check_invariants();
+        Ok(doomed.len())
+    }
+
+    /// Moves the log start offset forward (DeleteRecords). Whole segments below it are deleted
+    /// by the next [`Self::delete_old_segments`].
+    pub fn maybe_increment_log_start_offset(&mut self, offset: i64) -> Result<bool, LogError> {
+        if offset <= self.log_start_offset {
+            return Ok(false);
+        }
+        if offset > self.high_watermark.unwrap_or(self.log_end_offset) {
+            return Err(LogError::OffsetOutOfRange {
+                offset,
+                log_start_offset: self.log_start_offset,
+                log_end_offset: self.log_end_offset,
+            });
+        }
+        self.log_start_offset = offset;
+        write_checkpoint(&self.dir, LOG_START_OFFSET_FILE, offset, false)?;
+        Ok(true)
+    }
+
+    /// Removes every record at or after `offset` (follower truncation). Producer state is rebuilt
+    /// from the newest snapshot at or below the new end. Returns true if anything was removed.
+    pub fn truncate_to(&mut self, offset: i64) -> Result<bool, LogError> {
+        self.check_usable()?;
+        if offset >= self.log_end_offset {
+            return Ok(false);
+        }
+        if offset < self.log_start_offset {
+            self.truncate_fully_and_start_at(offset)?;
+            return Ok(true);
+        }
+        let doomed: Vec<i64> = self.segments.range(offset + 1..).map(|(b, _)| *b).collect();
+        for base in doomed {
+            if self.segments.len() == 1 {
+                break;
+            }
+            if let Some(seg) = self.segments.remove(&base) {
+                seg.delete_files()?;
+            }
+        }
+        self.active_mut().truncate_to(offset)?;
+        self.log_end_offset = self.active().next_offset();
+        debug_assert!(
+            self.log_end_offset <= offset,
+            "truncation must not leave offsets >= {offset}"
+        );
+        self.sync_dir()?;
+        self.recovery_point = self.recovery_point.min(self.log_end_offset);
+        write_checkpoint(&self.dir, RECOVERY_POINT_FILE, self.recovery_point, false)?;
+        self.producer_state = loader::rebuild_producer_state(
+            &self.dir,
+            &self.segments,
+            self.log_start_offset,
+            self.log_end_offset,
+        )?;
+        if self
+            .high_watermark
+            .is_some_and(|hw| hw > self.log_end_offset)
+        {
+            self.high_watermark = Some(self.log_end_offset);
+        }
+        self.check_invariants();
+        Ok(true)
+    }
+
+    /// Deletes all data and restarts the log empty at `offset` (a follower far behind the
+    /// leader's log start).
+    pub fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), LogError> {
+        self.check_usable()?;
+        for (_, seg) in std::mem::take(&mut self.segments) {
+            seg.delete_files()?;
+        }
+        let seg = LogSegment::create(
+            &self.dir,
+            offset,
+            self.config.index_interval_bytes,
+            self.config.segment_index_bytes,
+            0,
+        )?;
+        self.segments.insert(offset, seg);
+        self.sync_dir()?;
+        super::producer_state::delete_snapshots_after(&self.dir, i64::MIN)?;
+        self.producer_state.reset(offset);
+        self.log_start_offset = offset;
+        self.log_end_offset = offset;
+        self.recovery_point = offset;
+        self.high_watermark = None;
+        write_checkpoint(&self.dir, LOG_START_OFFSET_FILE, offset, false)?;
+        write_checkpoint(&self.dir, RECOVERY_POINT_FILE, offset, false)?;
+        self.check_invariants();
+        Ok(())
+    }
+
+    /// Drops producers idle longer than `expiration_ms` (producer.id.expiration.ms, 1 day in
+    /// Kafka) so the producer map stays bounded. Returns how many were removed.
+    pub fn remove_expired_producers(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
+        self.producer_state.remove_expired(now_ms, expiration_ms)
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Durability and lifecycle
+    // -----------------------------------------------------------------------------------------
+
+    /// fsyncs every segment holding data above the recovery point, then moves the recovery
+    /// point to the log end offset. A failed fsync takes the log offline: it is never retried.
+    pub fn flush(&mut self) -> Result<(), LogError> {
+        self.check_usable()?;
+        let rp = self.recovery_point;
+        let mut result = Ok(());
+        for seg in self.segments.values() {
+            if seg.next_offset() > rp || seg.base_offset() >= rp {
+                if let Err(e) = seg.flush() {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        if let Err(e) = result {
+            self.failed = true;
+            return Err(e.into());
+        }
+        self.unflushed_messages = 0;
+        self.recovery_point = self.log_end_offset;
+        write_checkpoint(&self.dir, RECOVERY_POINT_FILE, self.recovery_point, false)?;
+        Ok(())
+    }
+
+    /// Flushes everything and writes a producer state snapshot at the log end offset so the
+    /// next open replays nothing. The caller writes its clean-shutdown marker after this.
+    pub fn close(&mut self) -> Result<(), LogError> {
+        self.flush()?;
+        self.producer_state.advance_to(self.log_end_offset);
+        self.producer_state.write_snapshot(&self.dir, true)?;
+        write_checkpoint(
+            &self.dir,
+            LOG_START_OFFSET_FILE,
+            self.log_start_offset,
+            true,
+        )?;
+        write_checkpoint(&self.dir, RECOVERY_POINT_FILE, self.recovery_point, true)?;
+        Ok(())
+    }
+
+    /// Deletes the partition directory and everything in it.
+    pub fn delete(self) -> Result<(), LogError> {
+        let dir = self.dir.clone();
+        drop(self);
+        fs::remove_dir_all(&dir)?;
+        if let Some(parent) = dir.parent() {
+            let _ = fsync_dir(parent);
+        }
+        Ok(())
+    }
+}
+
+/// Like [`batch::set_max_timestamp`] on a header held apart from its body.
+fn set_max_timestamp_split(
+    header: &mut [u8; HEADER_LEN],
+    body: &[u8],
+    ts_type: TimestampType,
+    ts: i64,
+) {
+    batch::set_max_timestamp(header, ts_type, ts);
+    // set_max_timestamp computed the CRC over the header alone; extend it over the body.
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&header[batch::CRC_COVERED_FROM..]), body);
+    header[17..21].copy_from_slice(&crc.to_be_bytes());
+}
+
+fn control_epoch(b: &RecordBatch<'_>) -> i32 {
+    let Some(codec) = b.header().codec() else {
+        return -1;
+    };
+    let Ok(raw) = decompress_records(codec, b.records_bytes()) else {
+        return -1;
+    };
+    match RecordIter::new(&raw).next() {
+        Some(Ok(r)) => match r.value {
+            Some(v) if v.len() >= 6 => i32::from_be_bytes([v[2], v[3], v[4], v[5]]),
+            _ => -1,
+        },
+        _ => -1,
+    }
+}
+
+/// The first record of `b` for which `pred(offset, timestamp)` holds, as (offset, timestamp).
+fn first_record_matching<P>(
+    b: &RecordBatch<'_>,
+    mut pred: P,
+) -> Result<Option<(i64, i64)>, LogError>
+where
+    P: FnMut(i64, i64) -> bool,
+{
+    let h = b.header();
+    if h.timestamp_type() == TimestampType::LogAppendTime {
+        // Every record carries the append time.
+        let ts = h.max_timestamp();
+        for offset in h.base_offset()..=h.last_offset() {
+            if pred(offset, ts) {
+                return Ok(Some((offset, ts)));
+            }
+        }
+        return Ok(None);
+    }
+    let decompressed;
+    let raw: &[u8] = match h.codec() {
+        Some(batch::Codec::None) => b.records_bytes(),
+        Some(codec) => {
+            decompressed = decompress_records(codec, b.records_bytes())?;
+            &decompressed
+        }
+        None => return Ok(None),
+    };
+    for r in RecordIter::new(raw) {
+        let r = r?;
+        let offset = h.base_offset() + r.offset_delta as i64;
+        let ts = h.base_timestamp().wrapping_add(r.timestamp_delta);
+        if pred(offset, ts) {
+            return Ok(Some((offset, ts)));
+        }
+    }
+    Ok(None)
+}

@@ -32,6 +32,11 @@ enum Command {
         #[arg(long = "override", value_name = "KEY=VALUE")]
         overrides: Vec<String>,
     },
+    /// Prints the batches of a segment file (or of every segment in a partition directory).
+    DumpLog {
+        /// A `.log` segment or a `<topic>-<partition>` directory.
+        path: PathBuf,
+    },
     /// Adds, lists or clears fault rules on a running node, through its admin listener.
     Fault {
         #[command(subcommand)]
@@ -104,6 +109,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Serve { config, overrides } => serve(config, overrides),
         Command::Fault { command } => fault(command),
+        Command::DumpLog { path } => dump_log(&path),
     }
 }
 
@@ -262,4 +268,22 @@ fn admin_call<T: serde::Serialize>(
         return Err(format!("{url}: {status}: {}", value["error"]));
     }
     Ok(value)
+}
+
+fn dump_log(path: &std::path::Path) -> ExitCode {
+    let mut out = std::io::stdout().lock();
+    let files = match brook::dump_log::segment_files(path) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("brook: {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+    };
+    for f in files {
+        if let Err(e) = brook::dump_log::dump_segment(&f, &mut out) {
+            eprintln!("brook: {}: {e}", f.display());
+            return ExitCode::FAILURE;
+        }
+    }
+    ExitCode::SUCCESS
 }

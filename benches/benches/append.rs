@@ -1,9 +1,10 @@
 //! The produce append path of one partition: validation (framing, CRC-32C, record walk), the
 //! dedup check, offset assignment, index update and the write into the page cache.
 //!
-//! Three variants per batch shape:
+//! Variants per batch shape:
 //! - `validate_crc_dedup`: everything before the write (no syscall), the number to compare with
 //!   the 4 GiB/s aim for 16 KiB batches;
+//! - `crc_only` and `pwrite_only`: the CRC and the write syscall alone, for reference;
 //! - `append_plain`: `UnifiedLog::append_as_leader` with a non-idempotent batch;
 //! - `append_idempotent`: the same with a producer id; each iteration gets the next sequence
 //!   (prepared outside the timed part, since the CRC covers the sequence).
@@ -98,6 +99,24 @@ fn bench_append(c: &mut Criterion) {
         });
 
         let dir = tempfile::tempdir().unwrap();
+
+        // The write syscall alone (same sizes, same page-cache path), to separate our CPU cost
+        // from the kernel's in the full append figures.
+        let file = std::fs::File::create(dir.path().join("raw.log")).unwrap();
+        let mut position = 0u64;
+        group.bench_function(format!("pwrite_only/{name}"), |b| {
+            b.iter(|| {
+                use std::os::unix::fs::FileExt;
+                file.write_all_at(&next, position).unwrap();
+                position += next.len() as u64;
+                if position > SEGMENT_BYTES {
+                    file.set_len(0).unwrap();
+                    position = 0;
+                }
+            })
+        });
+        drop(file);
+
         let mut log = UnifiedLog::open(dir.path().join("plain-0"), config(), true, NOW).unwrap();
         let plain = batch(records, value_len, false, 0);
         let mut n = 0u64;

@@ -116,6 +116,7 @@ const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("unclean.leader.election.enable", "false"),
     ("log.retention.check.interval.ms", "300000"),
     ("cluster.id", ""),
+    ("producer.id.expiration.ms", "86400000"),
     ("admin.listener", ""),
 ];
 
@@ -136,6 +137,8 @@ pub struct BrokerConfig {
     pub auto_create_topics: bool,
     pub socket_request_max_bytes: usize,
     pub retention_check_interval_ms: u64,
+    /// Idle producers' dedup state is dropped after this long (producer.id.expiration.ms).
+    pub producer_id_expiration_ms: i64,
     pub cluster_id: Option<String>,
     /// The admin HTTP listener (`admin.listener=127.0.0.1:PORT`), if any.
     pub admin_listener: Option<SocketAddr>,
@@ -236,6 +239,10 @@ impl BrokerConfig {
                 "log.retention.check.interval.ms",
                 &get("log.retention.check.interval.ms"),
             )? as u64,
+            producer_id_expiration_ms: positive(
+                "producer.id.expiration.ms",
+                &get("producer.id.expiration.ms"),
+            )?,
             cluster_id: Some(get("cluster.id")).filter(|s| !s.is_empty()),
             admin_listener,
             values,

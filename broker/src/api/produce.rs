@@ -7,6 +7,7 @@ use uuid::Uuid;
 
 use super::{sb, Outcome, RequestContext};
 use crate::cluster::replica_manager::now_ms;
+use crate::log::batch::BatchHeader;
 use crate::metadata::validate_topic_name;
 use crate::net::codec::{encode_response, CodecError};
 use crate::server::Broker;
@@ -19,6 +20,7 @@ mod code {
     pub const INVALID_REQUIRED_ACKS: i16 = 21;
     pub const INVALID_RECORD: i16 = 87;
     pub const UNKNOWN_TOPIC_ID: i16 = 100;
+    pub const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
 }
 
 fn partition_error(index: i32, error: i16, message: Option<String>) -> PartitionProduceResponse {
@@ -66,6 +68,17 @@ pub async fn handle(
                         code::INVALID_RECORD,
                         Some("records are null".into()),
                     ),
+                    // zstd arrived with Produce v7; older requests may not carry it.
+                    Some(records)
+                        if ctx.api_version < 7
+                            && BatchHeader::new(&records).is_some_and(|h| h.codec_id() == 4) =>
+                    {
+                        partition_error(
+                            pd.index,
+                            code::UNSUPPORTED_COMPRESSION_TYPE,
+                            Some("zstd needs Produce v7 or later".into()),
+                        )
+                    }
                     Some(records) => match part.append_records_to_leader(records, acks, now) {
                         Ok(info) => PartitionProduceResponse::default()
                             .with_index(pd.index)

@@ -211,6 +211,13 @@ impl Partition {
         Ok(self.log.lock().delete_old_segments(now_ms)?)
     }
 
+    /// Forgets producers idle for longer than `expiration_ms`.
+    pub fn remove_expired_producers(&self, now_ms: i64, expiration_ms: i64) -> usize {
+        self.log
+            .lock()
+            .remove_expired_producers(now_ms, expiration_ms)
+    }
+
     /// Flushes and closes the log (clean shutdown).
     pub fn close(&self) -> Result<(), PartitionError> {
         Ok(self.log.lock().close()?)

@@ -395,10 +395,11 @@ impl ReplicaManager {
         Ok(id)
     }
 
-    /// Runs retention on every partition.
+    /// Runs retention and producer-id expiration on every partition.
     pub fn run_retention(&self) {
         let now = now_ms();
         for p in self.all_partitions() {
+            p.remove_expired_producers(now, self.config.producer_id_expiration_ms);
             match p.delete_old_segments(now) {
                 Ok(0) => {}
                 Ok(n) => {

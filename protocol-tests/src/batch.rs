@@ -111,6 +111,69 @@ pub fn encode_batch(producer: Producer, records: &[Rec]) -> Vec<u8> {
     b
 }
 
+/// Encodes one compressed v2 batch with kafka-protocol's encoder (client side only). Its
+/// record type keeps headers in a map, so header keys must be unique here.
+pub fn encode_compressed_batch(
+    producer: Producer,
+    records: &[Rec],
+    compression: kafka_protocol::records::Compression,
+) -> Vec<u8> {
+    use kafka_protocol::records::{Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+    let recs: Vec<Record> = records
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let mut headers = kafka_protocol::indexmap::IndexMap::new();
+            for (k, v) in &r.headers {
+                let old = headers.insert(
+                    kafka_protocol::protocol::StrBytes::from_string(k.clone()),
+                    v.clone().map(bytes::Bytes::from),
+                );
+                assert!(
+                    old.is_none(),
+                    "encode_compressed_batch: duplicate header key {k}"
+                );
+            }
+            Record {
+                transactional: false,
+                control: false,
+                delete_horizon: false,
+                partition_leader_epoch: -1,
+                producer_id: producer.id,
+                producer_epoch: producer.epoch,
+                timestamp_type: TimestampType::Creation,
+                offset: i as i64,
+                // kafka-protocol groups records into one batch while offset - sequence is constant;
+                // the batch's baseSequence is the first record's (so -1 for a plain batch).
+                sequence: producer.base_sequence.wrapping_add(i as i32),
+                timestamp: r.timestamp,
+                key: r.key.clone().map(bytes::Bytes::from),
+                value: r.value.clone().map(bytes::Bytes::from),
+                headers,
+            }
+        })
+        .collect();
+    let mut buf = bytes::BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &recs,
+        &RecordEncodeOptions {
+            version: 2,
+            compression,
+        },
+    )
+    .expect("encode compressed batch");
+    let out = buf.to_vec();
+    let parsed = parse_batches(&out).expect("parse own compressed batch");
+    assert_eq!(
+        parsed.len(),
+        1,
+        "kafka-protocol split the records into several batches"
+    );
+    assert_eq!(parsed[0].compression(), compression as i16);
+    out
+}
+
 /// A record as read back from the broker.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParsedRecord {
@@ -139,6 +202,8 @@ pub struct ParsedBatch {
     pub record_count: i32,
     /// Empty for compressed batches (the tests that read raw only produce uncompressed ones).
     pub records: Vec<ParsedRecord>,
+    /// The batch's bytes as fetched.
+    pub raw: Vec<u8>,
 }
 
 impl ParsedBatch {
@@ -233,6 +298,7 @@ pub fn parse_batches(data: &[u8]) -> Result<Vec<ParsedBatch>, String> {
             base_sequence: be_i32(&b[53..57]),
             record_count: be_i32(&b[57..61]),
             records: vec![],
+            raw: b.to_vec(),
         };
         if batch.magic != 2 {
             return Err(format!("batch at byte {pos} has magic {}", batch.magic));

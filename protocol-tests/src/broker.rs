@@ -1,7 +1,7 @@
 //! Starts and controls a `brook serve` child process.
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
@@ -175,16 +175,17 @@ impl Broker {
         let stderr = child.stderr.take().unwrap();
         let log = self.log.clone();
         std::thread::spawn(move || {
-            let mut stderr = stderr;
-            let mut buf = [0u8; 8192];
+            let mut reader = BufReader::new(stderr);
+            let mut buf = Vec::new();
             loop {
-                match stderr.read(&mut buf) {
+                buf.clear();
+                match reader.read_until(b'\n', &mut buf) {
                     Ok(0) | Err(_) => break,
-                    Ok(n) => {
-                        let mut f = log.lock().unwrap();
-                        let _ = f.write_all(&buf[..n]);
-                    }
+                    Ok(_) => {}
                 }
+                let line = strip_ansi(&String::from_utf8_lossy(&buf));
+                let mut f = log.lock().unwrap();
+                let _ = write!(f, "{line}");
             }
         });
         self.child = Some(child);
@@ -303,8 +304,18 @@ impl Broker {
         let text = std::fs::read_to_string(&self.log_path).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         let start = lines.len().saturating_sub(n);
+        // Broker panics anywhere in the log, with the line after each (the message).
+        let mut panics = String::new();
+        for (i, l) in lines.iter().enumerate() {
+            if l.contains("panicked at") {
+                panics.push_str(&format!(
+                    "BROKER PANIC: {l} | {}\n",
+                    lines.get(i + 1).unwrap_or(&"")
+                ));
+            }
+        }
         format!(
-            "----- broker log {} (last {} lines) -----\n{}\n----- end of broker log -----",
+            "----- broker log {} (last {} lines) -----\n{}\n----- end of broker log -----\n{panics}",
             self.log_path.display(),
             lines.len() - start,
             lines[start..].join("\n")
@@ -326,4 +337,23 @@ impl Drop for Broker {
             }
         }
     }
+}
+
+/// Removes ANSI colour sequences (ESC '[' ... letter) from a log line.
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' && chars.peek() == Some(&'[') {
+            chars.next();
+            for d in chars.by_ref() {
+                if d.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }

@@ -12,8 +12,6 @@ pub mod wire;
 pub use broker::Broker;
 pub use wire::WireClient;
 
-use std::time::{Duration, Instant};
-
 /// Kafka error codes used by the tests.
 pub mod errors {
     pub const NONE: i16 = 0;
@@ -25,21 +23,6 @@ pub mod errors {
     pub const UNSUPPORTED_VERSION: i16 = 35;
     pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
     pub const INVALID_PRODUCER_EPOCH: i16 = 47;
-}
-
-/// Polls `f` until it returns `Some`, or panics with `what` after `timeout`.
-/// The pause between polls is short and only paces the loop; it is never the synchronisation.
-pub fn poll_until<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        if Instant::now() >= deadline {
-            panic!("timed out after {timeout:?} waiting for: {what}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// A topic name unique within the process (tests of one binary share nothing but this counter).

@@ -207,11 +207,8 @@ pub fn read_to_end(
             Some(Err(KafkaError::PartitionEOF(p))) => {
                 at_end.insert(p);
             }
-            Some(Err(e)) => {
-                if errors.len() < 1000 {
-                    errors.push(e.to_string());
-                }
-            }
+            Some(Err(e)) if errors.len() < 1000 => errors.push(e.to_string()),
+            Some(Err(_)) => {}
         }
     }
     out

@@ -96,7 +96,7 @@ impl WireClient {
             got += n;
         }
         let len = i32::from_be_bytes(len);
-        if len < 0 || len > 256 * 1024 * 1024 {
+        if !(0..=256 * 1024 * 1024).contains(&len) {
             return Err(std::io::Error::new(
                 ErrorKind::InvalidData,
                 format!("response length prefix {len}"),

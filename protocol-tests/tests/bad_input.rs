@@ -291,7 +291,7 @@ fn fetch_beyond_the_end_is_offset_out_of_range() {
     );
     assert_eq!(pd.high_watermark, 5, "high watermark: {pd:?}");
     assert!(
-        pd.records.as_ref().map_or(true, |r| r.is_empty()),
+        pd.records.as_ref().is_none_or(|r| r.is_empty()),
         "records at the end: {pd:?}"
     );
     // Beyond the end.

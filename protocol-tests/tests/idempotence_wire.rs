@@ -197,3 +197,130 @@ fn idempotent_resend_sequence_gap_and_old_epoch() {
         "stored batch A header"
     );
 }
+
+/// Producer state is rebuilt after a restart (from the log and/or snapshots): a retry of a batch
+/// written before the restart is still a duplicate, a gap is still out of order, an old epoch
+/// is still fenced.
+fn state_survives(kill: bool) {
+    let mut broker = Broker::start();
+    let topic = unique_topic(if kill { "idem-kill" } else { "idem-term" });
+    let (pid, epoch, a, b) = {
+        let mut c = WireClient::connect(&broker.bootstrap());
+        c.ensure_topic(&topic);
+        let (pid, epoch) = c.init_producer_id();
+        // Epoch E+1 is used from the start so that epoch E is "old" after the restart.
+        let epoch = epoch + 1;
+        let a = encode_batch(
+            Producer {
+                id: pid,
+                epoch,
+                base_sequence: 0,
+            },
+            &recs("A", 4),
+        );
+        let b = encode_batch(
+            Producer {
+                id: pid,
+                epoch,
+                base_sequence: 4,
+            },
+            &recs("B", 2),
+        );
+        let r = c.produce(&topic, 0, a.clone());
+        assert_eq!((r.error_code, r.base_offset), (NONE, 0), "batch A: {r:?}");
+        let r = c.produce(&topic, 0, b.clone());
+        assert_eq!((r.error_code, r.base_offset), (NONE, 4), "batch B: {r:?}");
+        (pid, epoch, a, b)
+    };
+    if kill {
+        broker.kill9();
+    } else {
+        broker.stop();
+    }
+    broker.start_again();
+    let how = if kill { "SIGKILL" } else { "SIGTERM" };
+
+    let mut c = WireClient::connect(&broker.bootstrap());
+    let r = c.produce(&topic, 0, b.clone());
+    assert_eq!(
+        (r.error_code, r.base_offset),
+        (NONE, 4),
+        "resend of the last batch after {how}: {r:?}"
+    );
+    let r = c.produce(&topic, 0, a.clone());
+    assert_eq!(
+        (r.error_code, r.base_offset),
+        (NONE, 0),
+        "resend of an earlier batch after {how}: {r:?}"
+    );
+    let gap = encode_batch(
+        Producer {
+            id: pid,
+            epoch,
+            base_sequence: 9,
+        },
+        &recs("GAP", 1),
+    );
+    let r = c.produce(&topic, 0, gap);
+    assert_eq!(
+        r.error_code, OUT_OF_ORDER_SEQUENCE_NUMBER,
+        "sequence 9 when 6 is expected, after {how}: {r:?}"
+    );
+    let old = encode_batch(
+        Producer {
+            id: pid,
+            epoch: epoch - 1,
+            base_sequence: 6,
+        },
+        &recs("OLD", 1),
+    );
+    let r = c.produce(&topic, 0, old);
+    assert_eq!(
+        r.error_code, INVALID_PRODUCER_EPOCH,
+        "older epoch after {how}: {r:?}"
+    );
+    let next = encode_batch(
+        Producer {
+            id: pid,
+            epoch,
+            base_sequence: 6,
+        },
+        &recs("C", 1),
+    );
+    let r = c.produce(&topic, 0, next);
+    assert_eq!(
+        (r.error_code, r.base_offset),
+        (NONE, 6),
+        "next sequence after {how}: {r:?}"
+    );
+
+    let values: Vec<String> = c
+        .fetch_all(&topic, 0)
+        .iter()
+        .flat_map(|b| b.records.iter())
+        .map(|r| String::from_utf8(r.value.clone().unwrap()).unwrap())
+        .collect();
+    assert_eq!(
+        values,
+        ["A-v0", "A-v1", "A-v2", "A-v3", "B-v0", "B-v1", "C-v0"],
+        "partition content after {how} and retries"
+    );
+
+    // A fresh InitProducerId after the restart must not hand out the same producer id again
+    // with an epoch the partition would fence or confuse.
+    let (pid2, _) = c.init_producer_id();
+    assert_ne!(
+        pid2, pid,
+        "InitProducerId after {how} reused producer id {pid}"
+    );
+}
+
+#[test]
+fn idempotent_state_survives_sigterm_restart() {
+    state_survives(false);
+}
+
+#[test]
+fn idempotent_state_survives_sigkill_restart() {
+    state_survives(true);
+}

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use brook_protocol_tests::rd;
+use brook_protocol_tests::rd::{self, Delivery};
 use brook_protocol_tests::{unique_topic, Broker, WireClient};
 
 #[test]
@@ -26,7 +26,11 @@ fn sigterm_restart_keeps_every_acknowledged_record() {
 
     let port = broker.port();
     let status = broker.stop();
-    eprintln!("broker exit status after SIGTERM: {status}");
+    assert!(
+        status.success(),
+        "broker exited with {status} after SIGTERM (a clean shutdown should exit 0)\n{}",
+        broker.log_tail(40)
+    );
     broker.start_again();
     assert_eq!(broker.port(), port);
 
@@ -71,12 +75,13 @@ fn sigterm_restart_keeps_every_acknowledged_record() {
     assert_eq!(r.base_offset, end0, "first offset after restart");
 }
 
-use rd::Delivery;
-
 #[test]
 fn sigkill_during_idempotent_produce_keeps_acknowledged_records_exactly_once() {
     const N: usize = 20_000;
-    const KILL_AFTER_ACKS: usize = 4_000;
+    // SIGKILL + restart each time this many records have been acknowledged.
+    const KILL_AT_ACKS: [usize; 3] = [4_000, 9_000, 14_000];
+    // ... once at least this many records are sent but not acknowledged.
+    const MIN_OUTSTANDING_AT_KILL: usize = 500;
     let mut broker = Broker::start();
     let topic = unique_topic("kill");
     let producer = rd::producer(
@@ -91,14 +96,25 @@ fn sigkill_during_idempotent_produce_keeps_acknowledged_records_exactly_once() {
     );
     let values: Vec<String> = (0..N).map(|i| format!("{i:08}")).collect();
     let delivered = rd::delivered_count;
-    let mut killed_at: Option<(usize, usize)> = None; // (records sent, acks seen) at the kill
+    let mut kills: Vec<(usize, usize)> = Vec::new(); // (records sent, acks seen) at each kill
     for (i, v) in values.iter().enumerate() {
         rd::send(
             &producer,
             rd::record(&topic, i, Some(0), None, Some(v.as_bytes())),
         );
-        producer.poll(Duration::ZERO);
-        // Keep at most ~3000 records outstanding so the kill lands while many are in flight.
+        let due =
+            kills.len() < KILL_AT_ACKS.len() && delivered(&producer) >= KILL_AT_ACKS[kills.len()];
+        if due && i + 1 - delivered(&producer) >= MIN_OUTSTANDING_AT_KILL {
+            kills.push((i + 1, delivered(&producer)));
+            broker.kill9();
+            broker.start_again();
+        }
+        // While a kill is due, delivery reports are not served (they are counted only in
+        // poll), so the records sent meanwhile pile up unacknowledged until the kill.
+        if !due {
+            producer.poll(Duration::ZERO);
+        }
+        // Keep at most ~3000 records outstanding so each kill lands while many are in flight.
         if i % 250 == 0 {
             let deadline = Instant::now() + Duration::from_secs(60);
             while i.saturating_sub(delivered(&producer)) > 3_000 {
@@ -110,15 +126,13 @@ fn sigkill_during_idempotent_produce_keeps_acknowledged_records_exactly_once() {
                 producer.poll(Duration::from_millis(5));
             }
         }
-        if killed_at.is_none() && delivered(&producer) >= KILL_AFTER_ACKS {
-            killed_at = Some((i + 1, delivered(&producer)));
-            broker.kill9();
-            broker.start_again();
-        }
     }
-    let (sent_at_kill, acked_at_kill) =
-        killed_at.expect("the broker was never killed: the producer got too few acks");
-    eprintln!("SIGKILL after {sent_at_kill} sends and {acked_at_kill} acks");
+    assert_eq!(
+        kills.len(),
+        KILL_AT_ACKS.len(),
+        "kills done {kills:?}: the producer got too few acks"
+    );
+    eprintln!("SIGKILL at (sent, acked): {kills:?}");
     let deliveries = rd::flush(&producer, N, Duration::from_secs(120));
     drop(producer);
 

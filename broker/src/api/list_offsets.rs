@@ -58,7 +58,10 @@ pub async fn handle(
                         spec::MAX_TIMESTAMP => part.max_timestamp(),
                         spec::LATEST_TIERED => Ok(Some((-1, -1))),
                         ts if ts < 0 => return base.with_error_code(UNSUPPORTED_VERSION),
-                        ts => part.offset_for_timestamp(ts),
+                        // The log answers (offset, timestamp) here; the arms above are (timestamp, offset).
+                        ts => part
+                            .offset_for_timestamp(ts)
+                            .map(|found| found.map(|(offset, ts)| (ts, offset))),
                     };
                     match found {
                         Ok(Some((ts, offset))) => base

@@ -8,6 +8,7 @@ pub mod api_versions;
 pub mod cluster;
 pub mod configs;
 pub mod fetch;
+pub mod find_coordinator;
 pub mod list_offsets;
 pub mod metadata;
 pub mod produce;
@@ -56,6 +57,8 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::CreatePartitions, 0, 3, 0),
     api(ApiKey::IncrementalAlterConfigs, 0, 1, 0),
     api(ApiKey::DescribeCluster, 0, 2, 0),
+    // librdkafka enables lz4 only when FindCoordinator is advertised.
+    api(ApiKey::FindCoordinator, 0, 6, 0),
 ];
 
 /// Finds an API's row in the table.
@@ -258,6 +261,9 @@ async fn process(
             ctx,
             &configs::handle_incremental_alter_configs(broker, ctx, r).await,
         ),
+        RequestKind::FindCoordinator(r) => {
+            respond(ctx, &find_coordinator::handle(broker, ctx, r).await)
+        }
         RequestKind::DescribeCluster(r) => {
             respond(ctx, &cluster::handle_describe_cluster(broker, ctx, r).await)
         }

@@ -199,7 +199,13 @@ pub async fn handle_frame(
                 Outcome::Close("fault rule: close before processing".into()),
             ))
         }
-        Some(FaultAction::Error { error_code }) => {
+        Some(FaultAction::Error {
+            error_code,
+            delay_ms,
+        }) => {
+            if let Some(ms) = delay_ms {
+                tokio::time::sleep(std::time::Duration::from_millis(*ms)).await;
+            }
             let outcome = error_response(&ctx, &req, *error_code)?;
             return Ok((ctx, outcome));
         }

@@ -51,8 +51,12 @@ pub enum FaultAction {
     DropResponse,
     /// Wait, then go on.
     Delay { delay_ms: u64, when: When },
-    /// Answer this Kafka error code without processing.
-    Error { error_code: i16 },
+    /// Answer this Kafka error code without processing, after `delay_ms` if set (so that
+    /// requests pipelined behind this one are already in flight when the error arrives).
+    Error {
+        error_code: i16,
+        delay_ms: Option<u64>,
+    },
     /// Close the connection.
     Close { when: When },
 }
@@ -166,6 +170,11 @@ impl FaultRule {
             "close" => FaultAction::Close { when },
             other => return Err(FaultError::UnknownAction(other.into())),
         };
+        if spec.delay_ms.is_some_and(|d| d > MAX_FAULT_DELAY_MS) {
+            return Err(FaultError::Invalid(format!(
+                "delay_ms is capped at {MAX_FAULT_DELAY_MS}"
+            )));
+        }
         if let Some(p) = spec.probability {
             if !(0.0..=1.0).contains(&p) {
                 return Err(FaultError::Invalid(format!(

@@ -166,6 +166,7 @@ impl FaultRule {
                 error_code: spec
                     .error_code
                     .ok_or_else(|| FaultError::Invalid("error needs error_code".into()))?,
+                delay_ms: spec.delay_ms,
             },
             "close" => FaultAction::Close { when },
             other => return Err(FaultError::UnknownAction(other.into())),

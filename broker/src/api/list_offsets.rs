@@ -83,8 +83,8 @@ pub async fn handle(
     ListOffsetsResponse::default().with_topics(topics)
 }
 
-/// Answers OffsetForLeaderEpoch: the end offset of the requested epoch. While a partition
-/// has had one leader epoch, that is the log end offset.
+/// Answers OffsetForLeaderEpoch from the partition's leader epoch cache: the end offset of
+/// the requested epoch (the log end offset for the latest one).
 pub async fn handle_offset_for_leader_epoch(
     broker: &Broker,
     _ctx: &RequestContext,

@@ -73,7 +73,8 @@ pub struct Partition {
 }
 
 impl Partition {
-    /// Wraps an opened log. On a single node the whole log is committed: HW = LEO.
+    /// Wraps an opened log and makes this node its leader at epoch 0. On a single node the
+    /// whole log is committed: HW = LEO.
     pub fn new(
         topic: String,
         topic_id: Uuid,
@@ -83,6 +84,11 @@ impl Partition {
         log: UnifiedLog,
     ) -> Self {
         let hw = log.log_end_offset();
+        let mut log = log;
+        if let Err(e) = log.maybe_assign_epoch_start_offset(0) {
+            // The cache is derived data; a failed checkpoint write costs a rebuild later.
+            tracing::warn!(%topic, partition = index, error = %e, "could not persist the leader epoch cache");
+        }
         Partition {
             topic,
             topic_id,
@@ -184,6 +190,11 @@ impl Partition {
             last_stable_offset: hw,
             log_start_offset: log.log_start_offset(),
         })
+    }
+
+    /// The end offset of a leader epoch, and the largest epoch at or below it.
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> (i32, i64) {
+        self.log.lock().end_offset_for_epoch(epoch)
     }
 
     /// The first offset whose timestamp is at or after `timestamp_ms`.

@@ -799,3 +799,59 @@ mod props {
         }
     }
 }
+
+#[test]
+fn leader_epochs_are_tracked_truncated_and_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), small_config(), true);
+    for epoch in [0, 0, 2, 2, 5] {
+        log.append_as_leader(build_batch(2, 10, NOW), epoch, NOW)
+            .unwrap();
+    }
+    // Epoch 0 at 0, epoch 2 at 4, epoch 5 at 8; log end 10.
+    assert_eq!(log.latest_epoch(), Some(5));
+    assert_eq!(log.end_offset_for_epoch(5), (5, 10));
+    assert_eq!(log.end_offset_for_epoch(2), (2, 8));
+    assert_eq!(log.end_offset_for_epoch(1), (0, 4));
+    assert_eq!(log.end_offset_for_epoch(7), (-1, -1));
+
+    // A follower truncating to the divergence point forgets the later epoch.
+    log.truncate_to(8).unwrap();
+    assert_eq!(log.latest_epoch(), Some(2));
+    assert_eq!(log.end_offset_for_epoch(2), (2, 8));
+    log.close().unwrap();
+
+    // The checkpoint survives a restart; without it the cache is rebuilt from batch headers.
+    let log = open(dir.path(), small_config(), true);
+    assert_eq!(log.end_offset_for_epoch(0), (0, 4));
+    drop(log);
+    std::fs::remove_file(dir.path().join(leader_epoch::LEADER_EPOCH_CHECKPOINT_FILE)).unwrap();
+    let log = open(dir.path(), small_config(), false);
+    assert_eq!(log.latest_epoch(), Some(2));
+    assert_eq!(log.end_offset_for_epoch(0), (0, 4));
+}
+
+#[test]
+fn follower_appends_record_the_leaders_epochs() {
+    let leader_dir = tempfile::tempdir().unwrap();
+    let mut leader = open(leader_dir.path(), LogConfig::default(), true);
+    leader
+        .append_as_leader(build_batch(3, 10, NOW), 1, NOW)
+        .unwrap();
+    leader
+        .append_as_leader(build_batch(3, 10, NOW), 4, NOW)
+        .unwrap();
+    let bytes = leader
+        .read(0, 1 << 20, i64::MAX, true)
+        .unwrap()
+        .read()
+        .unwrap();
+    let follower_dir = tempfile::tempdir().unwrap();
+    let mut follower = open(follower_dir.path(), LogConfig::default(), true);
+    follower.append_as_follower(bytes).unwrap();
+    assert_eq!(
+        follower.leader_epoch_entries(),
+        leader.leader_epoch_entries()
+    );
+    assert_eq!(follower.end_offset_for_epoch(1), (1, 3));
+}

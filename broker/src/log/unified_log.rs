@@ -12,6 +12,7 @@ use super::batch::{
     self, decompress_records, validate_produce, AppendOrigin, RecordBatch, RecordIter,
     ValidatedBatch, HEADER_LEN,
 };
+use super::leader_epoch::LeaderEpochCache;
 use super::loader::{
     self, apply_to_producer_state, fsync_dir, write_checkpoint, LOG_START_OFFSET_FILE,
     RECOVERY_POINT_FILE,
@@ -40,6 +41,8 @@ pub struct UnifiedLog {
     recovery_point: i64,
     /// Idempotence state as of `log_end_offset`.
     producer_state: ProducerStateManager,
+    /// Which leader epoch started at which offset, for follower truncation.
+    leader_epochs: LeaderEpochCache,
     /// Retention never deletes data at or above this offset (the high watermark, set by the
     /// partition); `None` means the log end offset.
     high_watermark: Option<i64>,
@@ -68,6 +71,12 @@ impl UnifiedLog {
         now_ms: i64,
     ) -> Result<Self, LogError> {
         let loaded = loader::load(&dir, &config, had_clean_shutdown, now_ms)?;
+        let leader_epochs = load_leader_epochs(
+            &dir,
+            &loaded.segments,
+            loaded.log_start_offset,
+            loaded.log_end_offset,
+        )?;
         let log = UnifiedLog {
             dir,
             config,
@@ -76,6 +85,7 @@ impl UnifiedLog {
             log_end_offset: loaded.log_end_offset,
             recovery_point: loaded.recovery_point,
             producer_state: loaded.producer_state,
+            leader_epochs,
             high_watermark: None,
             scratch: Vec::new(),
             unflushed_messages: 0,
@@ -95,6 +105,32 @@ impl UnifiedLog {
         debug_assert!(!self.segments.is_empty());
         debug_assert!(*self.segments.keys().next().unwrap_or(&0) <= self.log_start_offset);
         debug_assert_eq!(self.active().next_offset(), self.log_end_offset);
+    }
+
+    /// The latest leader epoch written to this log, if any.
+    pub fn latest_epoch(&self) -> Option<i32> {
+        self.leader_epochs.latest_epoch()
+    }
+
+    /// Records that `epoch` starts at the log end offset, as a partition does when it becomes
+    /// leader, so that OffsetForLeaderEpoch and ListOffsets know the epoch before any batch
+    /// of it is written.
+    pub fn maybe_assign_epoch_start_offset(&mut self, epoch: i32) -> Result<(), LogError> {
+        if self.leader_epochs.assign(epoch, self.log_end_offset) {
+            self.leader_epochs.persist()?;
+        }
+        Ok(())
+    }
+
+    /// The end offset of `epoch` and the largest epoch at or below it (OffsetForLeaderEpoch).
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> (i32, i64) {
+        self.leader_epochs
+            .end_offset_for(epoch, self.log_end_offset)
+    }
+
+    /// The leader epoch cache's entries (epoch, start offset), oldest first.
+    pub fn leader_epoch_entries(&self) -> &[super::leader_epoch::EpochEntry] {
+        self.leader_epochs.entries()
     }
 
     /// The partition directory.
@@ -287,6 +323,9 @@ impl UnifiedLog {
         };
         result?;
         self.log_end_offset = last_offset + 1;
+        if self.leader_epochs.assign(leader_epoch, first_offset) {
+            self.leader_epochs.persist()?;
+        }
 
         if v.producer_id >= 0 {
             if v.is_control {
@@ -365,6 +404,7 @@ impl UnifiedLog {
             });
         }
         let mut pos = 0;
+        let mut epochs_changed = false;
         while pos < records.len() {
             let (b, size) = RecordBatch::parse(&records[pos..])?;
             let h = b.header();
@@ -377,8 +417,14 @@ impl UnifiedLog {
                 },
             )?;
             self.log_end_offset = h.next_offset();
+            epochs_changed |= self
+                .leader_epochs
+                .assign(h.partition_leader_epoch(), h.base_offset());
             apply_to_producer_state(&mut self.producer_state, &b);
             pos += size;
+        }
+        if epochs_changed {
+            self.leader_epochs.persist()?;
         }
         self.producer_state.advance_to(self.log_end_offset);
         self.after_append(record_count as u64)?;
@@ -643,6 +689,9 @@ impl UnifiedLog {
             .expect("the active segment remains");
         if first > self.log_start_offset {
             self.log_start_offset = first;
+            if self.leader_epochs.truncate_from_start(first) {
+                self.leader_epochs.persist()?;
+            }
             write_checkpoint(
                 &self.dir,
                 LOG_START_OFFSET_FILE,
@@ -701,6 +750,9 @@ impl UnifiedLog {
         self.sync_dir()?;
         self.recovery_point = self.recovery_point.min(self.log_end_offset);
         write_checkpoint(&self.dir, RECOVERY_POINT_FILE, self.recovery_point, false)?;
+        if self.leader_epochs.truncate_from_end(self.log_end_offset) {
+            self.leader_epochs.persist()?;
+        }
         self.producer_state = loader::rebuild_producer_state(
             &self.dir,
             &self.segments,
@@ -735,6 +787,8 @@ impl UnifiedLog {
         self.sync_dir()?;
         super::producer_state::delete_snapshots_after(&self.dir, i64::MIN)?;
         self.producer_state.reset(offset);
+        self.leader_epochs.clear();
+        self.leader_epochs.persist()?;
         self.log_start_offset = offset;
         self.log_end_offset = offset;
         self.recovery_point = offset;
@@ -873,4 +927,34 @@ where
         }
     }
     Ok(None)
+}
+
+/// Loads the leader epoch checkpoint, or rebuilds it from batch headers when it is missing
+/// or unreadable, then trims it to the log's bounds.
+fn load_leader_epochs(
+    dir: &Path,
+    segments: &BTreeMap<i64, LogSegment>,
+    log_start_offset: i64,
+    log_end_offset: i64,
+) -> Result<LeaderEpochCache, LogError> {
+    let (mut cache, mut changed) = match LeaderEpochCache::load(dir) {
+        Some(c) => (c, false),
+        None => {
+            let mut c = LeaderEpochCache::empty(dir);
+            for seg in segments.values() {
+                seg.for_each_batch_from(seg.base_offset(), |_, b| {
+                    let h = b.header();
+                    c.assign(h.partition_leader_epoch(), h.base_offset());
+                    Ok(true)
+                })?;
+            }
+            (c, true)
+        }
+    };
+    changed |= cache.truncate_from_end(log_end_offset);
+    changed |= cache.truncate_from_start(log_start_offset);
+    if changed {
+        cache.persist()?;
+    }
+    Ok(cache)
 }

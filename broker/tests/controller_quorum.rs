@@ -12,6 +12,10 @@ use brook::controller::{
 };
 use tokio::net::TcpListener;
 
+/// Small, so that the tests take snapshots, purge the log, and catch a restarted node up
+/// with InstallSnapshot.
+const SNAPSHOT_INTERVAL_ENTRIES: u64 = 20;
+
 /// Upper bound on any single wait; generous because CI machines are shared.
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -33,11 +37,17 @@ fn config(id: i32, voters: &BTreeMap<i32, String>, dir: &std::path::Path) -> Con
         unclean_leader_election_enable: false,
         election_timeout_ms: 300,
         request_timeout_ms: 10_000,
+        snapshot_interval_entries: SNAPSHOT_INTERVAL_ENTRIES,
     }
 }
 
 impl Cluster {
     async fn start() -> Cluster {
+        // RUST_LOG=brook=debug shows the controller's decisions when a wait times out.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
         let mut listeners = BTreeMap::new();
         for id in 1..=3 {
             listeners.insert(id, TcpListener::bind("127.0.0.1:0").await.unwrap());
@@ -115,8 +125,11 @@ fn all_live(img: &ClusterImage, ids: &[i32]) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn quorum_elects_replicates_fails_over_and_catches_up() {
+    let t0 = std::time::Instant::now();
+    let step = |what: &str| eprintln!("[{:>6} ms] {what}", t0.elapsed().as_millis());
     let mut c = Cluster::start().await;
     let first_active = c.active().await;
+    step("elected");
     c.wait_all("three live brokers", |i| all_live(i, &[1, 2, 3]))
         .await;
 
@@ -138,6 +151,7 @@ async fn quorum_elects_replicates_fails_over_and_catches_up() {
         .unwrap_err();
     assert_eq!(err.code(), 36);
 
+    step("orders replicated");
     // Stop the active controller: another is elected and writes commit.
     c.stop(first_active).await;
     let survivor = *c.nodes.keys().next().unwrap();
@@ -145,6 +159,7 @@ async fn quorum_elects_replicates_fails_over_and_catches_up() {
         .create_topic("after-failover", 1, 2, BTreeMap::new())
         .await
         .unwrap();
+    step("write after failover");
     let new_active = c.active().await;
     assert_ne!(new_active, first_active);
     c.wait_all("after-failover on survivors", |i| {
@@ -155,6 +170,7 @@ async fn quorum_elects_replicates_fails_over_and_catches_up() {
     c.wait_all("old active fenced", |i| !i.is_live(first_active))
         .await;
 
+    step("old active fenced");
     // Restart it from its data dir: it catches up and is unfenced again.
     c.restart(first_active).await;
     let reference = c.wait(new_active, "reference", |_| true).await;
@@ -164,6 +180,7 @@ async fn quorum_elects_replicates_fails_over_and_catches_up() {
     .await;
     c.wait_all("restarted broker live", |i| all_live(i, &[1, 2, 3]))
         .await;
+    step("restarted node caught up and live");
     // And the quorum still takes writes from it.
     c.nodes[&first_active]
         .create_topic("after-restart", 1, 3, BTreeMap::new())
@@ -173,11 +190,14 @@ async fn quorum_elects_replicates_fails_over_and_catches_up() {
         i.topic_by_name("after-restart").is_some()
     })
     .await;
+    step("write through restarted node");
     c.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn silent_broker_is_fenced_and_leadership_moves() {
+    let t0 = std::time::Instant::now();
+    let step = |what: &str| eprintln!("[{:>6} ms] {what}", t0.elapsed().as_millis());
     let c = Cluster::start().await;
     let active = c.active().await;
     c.wait_all("three live brokers", |i| all_live(i, &[1, 2, 3]))
@@ -190,6 +210,7 @@ async fn silent_broker_is_fenced_and_leadership_moves() {
         .unwrap();
     let before = c.wait(active, "topics", |i| i.topics.len() == 2).await;
 
+    step("topics created");
     // A broker that is not the active controller goes silent.
     let victim = *c.nodes.keys().find(|&&id| id != active).unwrap();
     c.nodes[&victim].set_broker_heartbeats(false);
@@ -212,6 +233,7 @@ async fn silent_broker_is_fenced_and_leadership_moves() {
         }
         assert_eq!(new.partition_epoch, old.partition_epoch + 1);
     }
+    step("victim fenced");
     // The rf=1 partition on the victim has no other ISR member: leaderless, ISR kept.
     let stranded = before.topics[&solo]
         .partitions
@@ -232,6 +254,7 @@ async fn silent_broker_is_fenced_and_leadership_moves() {
         .await;
     assert_eq!(back.partition(solo, stranded).unwrap().leader_epoch, 2);
 
+    step("victim unfenced");
     // AlterPartition, sent through a node that is not active.
     let p0 = back.partition(t, 0).unwrap().clone();
     let shrink = |leader_epoch, partition_epoch| AlterPartitionRequest {
@@ -266,8 +289,52 @@ async fn silent_broker_is_fenced_and_leadership_moves() {
         i.partition(t, 0).is_some_and(|p| p.isr.len() == 1)
     })
     .await;
+    step("alter partition");
     let (first, size) = via.allocate_producer_id_block(victim).await.unwrap();
     let (second, _) = ctl.allocate_producer_id_block(active).await.unwrap();
     assert_eq!(second, first + size);
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn lagging_node_catches_up_from_a_snapshot() {
+    let mut c = Cluster::start().await;
+    let active = c.active().await;
+    c.wait_all("three live brokers", |i| all_live(i, &[1, 2, 3]))
+        .await;
+    let lagging = *c.nodes.keys().find(|&&id| id != active).unwrap();
+    c.stop(lagging).await;
+    // Far more entries than a snapshot interval: the leader purges the log the stopped node
+    // needs, so it must be sent the snapshot.
+    let writer = c.nodes[&active].clone();
+    let mut last = (0, 0);
+    for _ in 0..(SNAPSHOT_INTERVAL_ENTRIES * 4) {
+        last = writer.allocate_producer_id_block(active).await.unwrap();
+    }
+    writer
+        .create_topic("late", 2, 2, BTreeMap::new())
+        .await
+        .unwrap();
+    let expected = last.0 + last.1;
+    c.restart(lagging).await;
+    let img = c
+        .wait(lagging, "snapshot installed and log replayed", |i| {
+            i.next_producer_id_block == expected && i.topic_by_name("late").is_some()
+        })
+        .await;
+    let leader_img = c.wait(active, "leader image", |_| true).await;
+    assert_eq!(img.topics, leader_img.topics);
+    let snapshot = c.dirs[&lagging]
+        .path()
+        .join("__cluster_metadata/snapshot.json");
+    assert!(snapshot.exists(), "the lagging node persisted the snapshot");
+
+    // Restarting it again loads the snapshot and its own log from disk.
+    c.stop(lagging).await;
+    c.restart(lagging).await;
+    c.wait(lagging, "reloaded from disk", |i| {
+        i.next_producer_id_block == expected && i.topic_by_name("late").is_some()
+    })
+    .await;
     c.shutdown().await;
 }

@@ -67,8 +67,9 @@ openraft::declare_raft_types!(
 /// which keeps `log.jsonl` rewrites (truncate, purge) short.
 pub const SNAPSHOT_LOGS_SINCE_LAST: u64 = 1000;
 
-/// Entries kept in the log behind a snapshot, so a follower slightly behind catches up from
-/// the log rather than needing the whole snapshot.
+/// Entries kept in the log behind a snapshot (at most; a fifth of the snapshot interval when
+/// that is smaller), so a follower slightly behind catches up from the log rather than
+/// needing the whole snapshot.
 pub const LOGS_KEPT_AFTER_SNAPSHOT: u64 = 200;
 
 /// Snapshot chunk size on the wire; far below `network::MAX_RPC_BODY_BYTES`.
@@ -78,8 +79,9 @@ pub const SNAPSHOT_CHUNK_BYTES: u64 = 1 << 20;
 /// (`replication::MAX_PARTITIONS_PER_REQUEST`).
 pub const MAX_ENTRIES_PER_APPEND: u64 = 64;
 
-/// Attempts of one write against changing active controllers before giving up.
-pub const MAX_SUBMIT_ATTEMPTS: usize = 8;
+/// Attempts of one write against changing active controllers before giving up (each waits
+/// at most an election timeout for leadership to move; `request_timeout_ms` bounds the sum).
+pub const MAX_SUBMIT_ATTEMPTS: usize = 16;
 
 /// Settings of the quorum and of the active controller's broker liveness checks.
 #[derive(Debug, Clone)]
@@ -107,6 +109,9 @@ pub struct ControllerConfig {
     pub election_timeout_ms: u64,
     /// Bound on one write, including waiting for an election.
     pub request_timeout_ms: u64,
+    /// A snapshot is taken every this many applied entries, and the log before it purged
+    /// (default [`SNAPSHOT_LOGS_SINCE_LAST`]).
+    pub snapshot_interval_entries: u64,
 }
 
 impl ControllerConfig {
@@ -157,6 +162,7 @@ impl ControllerConfig {
             unclean_leader_election_enable: get("unclean.leader.election.enable") == "true",
             election_timeout_ms: cfg.controller_election_timeout_ms,
             request_timeout_ms: 30_000,
+            snapshot_interval_entries: SNAPSHOT_LOGS_SINCE_LAST,
         }))
     }
 }
@@ -246,8 +252,9 @@ impl Controller {
             heartbeat_interval: (election / 10).max(1),
             install_snapshot_timeout: election.max(1000),
             max_payload_entries: MAX_ENTRIES_PER_APPEND,
-            snapshot_policy: SnapshotPolicy::LogsSinceLast(SNAPSHOT_LOGS_SINCE_LAST),
-            max_in_snapshot_log_to_keep: LOGS_KEPT_AFTER_SNAPSHOT,
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(config.snapshot_interval_entries.max(1)),
+            max_in_snapshot_log_to_keep: LOGS_KEPT_AFTER_SNAPSHOT
+                .min(config.snapshot_interval_entries / 5),
             snapshot_max_chunk_size: SNAPSHOT_CHUNK_BYTES,
             ..Default::default()
         }
@@ -449,8 +456,14 @@ impl Controller {
     /// Stops the node: the listener, the background tasks and Raft. Everything acknowledged
     /// is already durable, so this is equivalent to a crash for what survives it.
     pub async fn shutdown(&self) {
-        for t in self.tasks.lock().drain(..) {
+        let tasks: Vec<JoinHandle<()>> = self.tasks.lock().drain(..).collect();
+        for t in &tasks {
             t.abort();
+        }
+        // Abort takes effect at the task's next poll; wait for it, so that the listener is
+        // closed (and its port free to bind again) when this returns.
+        for t in tasks {
+            let _ = t.await;
         }
         if let Err(e) = self.inner.raft.shutdown().await {
             tracing::warn!(error = %e, "raft shutdown");
@@ -505,14 +518,19 @@ impl Inner {
                     last = ControllerError::NotController {
                         active: Some(active),
                     };
-                    // Wait for the view of leadership to change rather than spin.
+                    // Wait for the view of leadership to change rather than spin, but not
+                    // forever: a leader that could not confirm its quorum a moment ago (a
+                    // follower still starting) usually can on the next attempt.
+                    let retry_at = (Instant::now()
+                        + Duration::from_millis(self.config.election_timeout_ms))
+                    .min(deadline);
                     let mut metrics = self.raft.metrics();
-                    let changed = tokio::time::timeout_at(
-                        deadline,
+                    let _ = tokio::time::timeout_at(
+                        retry_at,
                         metrics.wait_for(|m| m.current_leader != Some(active as NodeId)),
                     )
                     .await;
-                    if changed.is_err() {
+                    if Instant::now() >= deadline {
                         return Err(last);
                     }
                 }

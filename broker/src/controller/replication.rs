@@ -153,7 +153,13 @@ pub fn decide(
             node_id,
             host,
             port,
-        } => Ok(register_broker(image, *node_id, host, *port)),
+        } => Ok(register_broker(
+            image,
+            *node_id,
+            host,
+            *port,
+            default_unclean,
+        )),
         ControllerRequest::Heartbeat { node_id, epoch } => {
             heartbeat(image, *node_id, *epoch, default_unclean)
         }
@@ -294,18 +300,28 @@ pub fn unfence_broker(
 
 /// A (re-)registration. The new epoch is above every epoch handed out before: the metadata
 /// offset only grows and registrations are decided one at a time.
-pub fn register_broker(image: &ClusterImage, node_id: i32, host: &str, port: u16) -> Decision {
+///
+/// A broker that registers again while its previous incarnation is still unfenced restarted
+/// without being noticed (faster than the session timeout). Its previous incarnation is
+/// fenced first, so it leaves the ISRs and gives up leadership, as Kafka 4 does on an
+/// unclean restart (KIP-966): what it had not flushed may be gone.
+pub fn register_broker(
+    image: &ClusterImage,
+    node_id: i32,
+    host: &str,
+    port: u16,
+    default_unclean: bool,
+) -> Decision {
     let epoch = image.metadata_offset as i64 + 1;
     debug_assert!(image.brokers.get(&node_id).is_none_or(|b| b.epoch < epoch));
-    (
-        vec![MetadataRecord::RegisterBroker {
-            node_id,
-            host: host.to_string(),
-            port,
-            epoch,
-        }],
-        ControllerReply::BrokerRegistered { epoch },
-    )
+    let mut records = fence_broker(image, node_id, default_unclean);
+    records.push(MetadataRecord::RegisterBroker {
+        node_id,
+        host: host.to_string(),
+        port,
+        epoch,
+    });
+    (records, ControllerReply::BrokerRegistered { epoch })
 }
 
 /// A heartbeat from a registered broker unfences it if it was fenced.
@@ -627,6 +643,27 @@ mod tests {
         apply(&mut img, &records);
         let p = img.partition(id, 0).unwrap();
         assert_eq!((p.leader, p.leader_epoch), (2, 3));
+    }
+
+    #[test]
+    fn fast_restart_gives_up_leadership() {
+        let mut img = cluster(3);
+        let id = with_topic(&mut img, 1, 3);
+        assert_eq!(img.partition(id, 0).unwrap().leader, 1);
+        img.metadata_offset = 10;
+        let (records, reply) = register_broker(&img, 1, "127.0.0.1", 9001, false);
+        apply(&mut img, &records);
+        assert_eq!(reply, ControllerReply::BrokerRegistered { epoch: 11 });
+        let p = img.partition(id, 0).unwrap();
+        assert_eq!((p.leader, p.leader_epoch), (2, 1));
+        assert_eq!(p.isr, vec![2, 3]);
+        assert!(!img.is_live(1));
+        assert_eq!(img.brokers[&1].epoch, 11);
+        // Its old epoch is refused; the new one unfences it.
+        assert_eq!(heartbeat(&img, 1, 1, false).unwrap_err().code(), 77);
+        let (records, _) = heartbeat(&img, 1, 11, false).unwrap();
+        apply(&mut img, &records);
+        assert!(img.is_live(1));
     }
 
     #[test]

@@ -507,6 +507,63 @@ mod tests {
         }
     }
 
+    struct Builder;
+
+    impl openraft::testing::StoreBuilder<TypeConfig, LogStore, StateMachine, tempfile::TempDir>
+        for Builder
+    {
+        async fn build(
+            &self,
+        ) -> Result<(tempfile::TempDir, LogStore, StateMachine), StorageError<NodeId>> {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let log = LogStore::open(dir.path()).expect("open log");
+            let (sm, _) = StateMachine::open(dir.path()).expect("open state machine");
+            Ok((dir, log, sm))
+        }
+    }
+
+    /// openraft's own conformance suite for log stores and state machines.
+    #[test]
+    fn openraft_storage_suite() {
+        openraft::testing::Suite::test_all(Builder).unwrap();
+    }
+
+    /// What was appended, voted, truncated and purged is what a reopened store reports.
+    #[tokio::test]
+    async fn log_survives_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut store = LogStore::open(dir.path()).unwrap();
+            // Appended by hand: `LogFlushed` callbacks can only be made by openraft.
+            for i in 1..=5 {
+                let mut inner = store.inner.lock();
+                let line = encode_line(&entry(i)).unwrap();
+                inner.file.write_all(&line).unwrap();
+                inner.entries.insert(i, entry(i));
+            }
+            store.save_vote(&Vote::new_committed(1, 1)).await.unwrap();
+            store
+                .truncate(LogId::new(CommittedLeaderId::new(1, 1), 5))
+                .await
+                .unwrap();
+            store
+                .purge(LogId::new(CommittedLeaderId::new(1, 1), 1))
+                .await
+                .unwrap();
+        }
+        let mut store = LogStore::open(dir.path()).unwrap();
+        assert_eq!(
+            store.read_vote().await.unwrap(),
+            Some(Vote::new_committed(1, 1))
+        );
+        let state = store.get_log_state().await.unwrap();
+        assert_eq!(state.last_purged_log_id.map(|l| l.index), Some(1));
+        assert_eq!(state.last_log_id.map(|l| l.index), Some(4));
+        let entries = store.try_get_log_entries(0..10).await.unwrap();
+        let indexes: Vec<u64> = entries.iter().map(|e| e.log_id.index).collect();
+        assert_eq!(indexes, vec![2, 3, 4]);
+    }
+
     #[test]
     fn torn_tail_is_cut_off() {
         let dir = tempfile::tempdir().unwrap();

@@ -278,6 +278,12 @@ async fn silent_broker_is_fenced_and_leadership_moves() {
         .await
         .unwrap_err();
     assert_eq!(e.code(), 108, "{e}");
+    // Epochs newer than the controller's: NOT_CONTROLLER, after a bounded number of retries.
+    let e = via
+        .alter_partition(shrink(p0.leader_epoch + 1, p0.partition_epoch))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), 41, "{e}");
     let done = via
         .alter_partition(shrink(p0.leader_epoch, p0.partition_epoch))
         .await

@@ -83,6 +83,14 @@ pub const MAX_ENTRIES_PER_APPEND: u64 = 64;
 /// at most an election timeout for leadership to move; `request_timeout_ms` bounds the sum).
 pub const MAX_SUBMIT_ATTEMPTS: usize = 16;
 
+/// NOT_CONTROLLER answers from one node, while it remains the known leader, before a write
+/// gives up (see `Inner::submit`).
+pub const MAX_SAME_LEADER_REFUSALS: usize = 4;
+
+/// Writes queued on the active controller (waiting for `write_lock`) at most; more are
+/// refused with REQUEST_TIMED_OUT rather than queued without bound.
+pub const MAX_PENDING_WRITES: usize = 1024;
+
 /// Settings of the quorum and of the active controller's broker liveness checks.
 #[derive(Debug, Clone)]
 pub struct ControllerConfig {
@@ -209,6 +217,8 @@ pub(crate) struct Inner {
     image_rx: watch::Receiver<Arc<ClusterImage>>,
     /// Serialises decisions on the active controller, as Kafka's single controller thread.
     write_lock: tokio::sync::Mutex<()>,
+    /// Bounds the writes waiting for `write_lock` ([`MAX_PENDING_WRITES`]).
+    pending_writes: tokio::sync::Semaphore,
     liveness: parking_lot::Mutex<Liveness>,
     heartbeats_enabled: watch::Sender<bool>,
 }
@@ -240,6 +250,12 @@ impl Controller {
         config: ControllerConfig,
         listener: tokio::net::TcpListener,
     ) -> Result<Controller, ControllerError> {
+        if !config.voters.contains_key(&config.node_id) {
+            return Err(internal(format!(
+                "node {} is not in controller.quorum.voters",
+                config.node_id
+            )));
+        }
         let local_addr = listener.local_addr().map_err(internal)?;
         let log_store = storage::LogStore::open(&config.metadata_dir).map_err(internal)?;
         let (state_machine, image_rx) =
@@ -285,6 +301,7 @@ impl Controller {
             raft,
             image_rx,
             write_lock: tokio::sync::Mutex::new(()),
+            pending_writes: tokio::sync::Semaphore::new(MAX_PENDING_WRITES),
             liveness: parking_lot::Mutex::new(Liveness::default()),
             heartbeats_enabled: watch::channel(true).0,
         });
@@ -506,18 +523,35 @@ impl Inner {
     async fn submit(&self, req: ControllerRequest) -> Result<ControllerReply, ControllerError> {
         let deadline = Instant::now() + Duration::from_millis(self.config.request_timeout_ms);
         let mut last = ControllerError::NotController { active: None };
+        let mut refusals = (NO_LEADER, 0usize);
         for _ in 0..MAX_SUBMIT_ATTEMPTS {
             let active = self.wait_for_active(deadline).await?;
             let result = if active == self.config.node_id {
-                self.handle_locally(req.clone()).await
+                Some(self.handle_locally(req.clone()).await)
             } else {
                 self.forward(active, &req, deadline).await
             };
             match result {
-                Err(ControllerError::NotController { .. }) => {
+                // Unreachable (None) or refused: try again once leadership has had a chance
+                // to move.
+                None | Some(Err(ControllerError::NotController { .. })) => {
                     last = ControllerError::NotController {
                         active: Some(active),
                     };
+                    // The same node *answering* NOT_CONTROLLER again and again while it stays
+                    // the leader means the request itself is the problem (AlterPartition with
+                    // epochs newer than the controller's): give the caller the answer. An
+                    // unreachable leader does not count: it is about to be replaced.
+                    if result.is_some() {
+                        refusals = if refusals.0 == active {
+                            (active, refusals.1 + 1)
+                        } else {
+                            (active, 1)
+                        };
+                        if refusals.1 >= MAX_SAME_LEADER_REFUSALS {
+                            return Err(last);
+                        }
+                    }
                     // Wait for the view of leadership to change rather than spin, but not
                     // forever: a leader that could not confirm its quorum a moment ago (a
                     // follower still starting) usually can on the next attempt.
@@ -534,31 +568,29 @@ impl Inner {
                         return Err(last);
                     }
                 }
-                other => return other,
+                Some(other) => return other,
             }
         }
         Err(last)
     }
 
+    /// Sends `req` to the active controller; `None` when it could not be reached (or its
+    /// answer was lost: the request may then have been applied, as with any timeout).
     async fn forward(
         &self,
         active: i32,
         req: &ControllerRequest,
         deadline: Instant,
-    ) -> Result<ControllerReply, ControllerError> {
-        let Some(addr) = self.config.voters.get(&active) else {
-            return Err(ControllerError::NotController { active: None });
-        };
+    ) -> Option<Result<ControllerReply, ControllerError>> {
+        let addr = self.config.voters.get(&active)?;
         let timeout = deadline.saturating_duration_since(Instant::now());
         let answer: Result<Result<ControllerReply, ControllerError>, _> =
             network::post_json(addr, "/controller/request", req, timeout).await;
         match answer {
-            Ok(r) => r,
+            Ok(r) => Some(r),
             Err(e) => {
                 tracing::debug!(error = %e, active, "forwarding to the active controller failed");
-                Err(ControllerError::NotController {
-                    active: Some(active),
-                })
+                None
             }
         }
     }
@@ -568,6 +600,11 @@ impl Inner {
         &self,
         req: ControllerRequest,
     ) -> Result<ControllerReply, ControllerError> {
+        let Ok(_slot) = self.pending_writes.try_acquire() else {
+            return Err(ControllerError::RequestTimedOut(format!(
+                "{MAX_PENDING_WRITES} controller writes already pending"
+            )));
+        };
         let timeout = Duration::from_millis(self.config.request_timeout_ms);
         match tokio::time::timeout(timeout, self.decide_and_commit(&req)).await {
             Ok(r) => r,

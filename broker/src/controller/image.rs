@@ -24,6 +24,10 @@ pub struct BrokerRegistration {
     /// Changes on every registration, so that heartbeats from a previous incarnation of the
     /// broker are recognised as stale (STALE_BROKER_EPOCH).
     pub epoch: i64,
+    /// Metadata offset of the registration record: the broker must have applied the log up
+    /// to here (it knows its own registration) before it is unfenced.
+    #[serde(default)]
+    pub registration_offset: u64,
     /// A fenced broker leads nothing and is in no ISR (except as the last member, which Kafka
     /// keeps so that a clean election stays possible when it comes back).
     pub fenced: bool,
@@ -160,7 +164,8 @@ impl ClusterImage {
             .collect()
     }
 
-    /// Applies one batch. Records that do not fit the image (a topic deleted in between, an
+    /// Applies one batch. `metadata_offset` must already be the batch's own log offset.
+    /// Records that do not fit the image (a topic deleted in between, an
     /// epoch going backwards) are skipped with a warning: the active controller validated them
     /// against this same image, so a skip means a bug, and skipping keeps every node identical.
     pub fn apply_batch(&mut self, batch: &MetadataBatch) {
@@ -187,6 +192,8 @@ impl ClusterImage {
                         host: host.clone(),
                         port: *port,
                         epoch: *epoch,
+                        // During application `metadata_offset` is this entry's own offset.
+                        registration_offset: self.metadata_offset,
                         fenced: true,
                     },
                 );

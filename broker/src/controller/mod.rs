@@ -449,10 +449,24 @@ impl Controller {
         }
     }
 
-    /// BrokerHeartbeat: keeps the broker unfenced (and unfences a fenced one).
-    pub async fn heartbeat(&self, node_id: i32, epoch: i64) -> Result<(), ControllerError> {
-        let req = ControllerRequest::Heartbeat { node_id, epoch };
-        self.inner.submit(req).await.map(|_| ())
+    /// BrokerHeartbeat: keeps the broker unfenced, and unfences a fenced one once
+    /// `metadata_offset` (the last metadata offset the broker has applied) has reached its
+    /// registration. Returns whether the broker is (still) fenced.
+    pub async fn heartbeat(
+        &self,
+        node_id: i32,
+        epoch: i64,
+        metadata_offset: u64,
+    ) -> Result<bool, ControllerError> {
+        let req = ControllerRequest::Heartbeat {
+            node_id,
+            epoch,
+            metadata_offset,
+        };
+        match self.inner.submit(req).await? {
+            ControllerReply::Heartbeat { fenced } => Ok(fenced),
+            other => Err(unexpected(other)),
+        }
     }
 
     /// AllocateProducerIds: returns `(first_id, count)` of a fresh block for `node_id`.
@@ -742,8 +756,14 @@ async fn broker_lifecycle_task(inner: Arc<Inner>) {
                 }
             }
         };
+        // This node's image is what its broker side serves from.
+        let metadata_offset = inner.image_rx.borrow().metadata_offset;
         match inner
-            .submit(ControllerRequest::Heartbeat { node_id, epoch: e })
+            .submit(ControllerRequest::Heartbeat {
+                node_id,
+                epoch: e,
+                metadata_offset,
+            })
             .await
         {
             Ok(_) => {}
@@ -759,6 +779,55 @@ async fn broker_lifecycle_task(inner: Arc<Inner>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn config_from_kafka_keys() {
+        let load = |extra: &[&str]| {
+            let mut o: Vec<String> = [
+                "node.id=2",
+                "log.dirs=/tmp/brook-2",
+                "listeners=PLAINTEXT://127.0.0.1:9093,CONTROLLER://127.0.0.1:9193",
+                "controller.listener.names=CONTROLLER",
+                "controller.quorum.voters=1@127.0.0.1:9192,2@127.0.0.1:9193,3@127.0.0.1:9194",
+                "controller.quorum.bootstrap.servers=127.0.0.1:9192",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            o.extend(extra.iter().map(|s| s.to_string()));
+            BrokerConfig::load(None, &o).unwrap()
+        };
+        assert!(ControllerConfig::from_broker_config(&load(&[]))
+            .unwrap()
+            .is_none());
+        let c = ControllerConfig::from_broker_config(&load(&[
+            "process.roles=broker,controller",
+            "broker.session.timeout.ms=3000",
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(c.node_id, 2);
+        assert_eq!(c.voters.len(), 3);
+        assert_eq!(c.listen.port(), 9193);
+        assert_eq!(
+            c.metadata_dir,
+            PathBuf::from("/tmp/brook-2/__cluster_metadata")
+        );
+        assert_eq!(c.broker_endpoint, Some(("127.0.0.1".to_string(), 9093)));
+        assert_eq!(
+            (c.heartbeat_interval_ms, c.session_timeout_ms),
+            (2000, 3000)
+        );
+        let c = ControllerConfig::from_broker_config(&load(&["process.roles=controller"]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.broker_endpoint, None);
+        let bad = load(&[
+            "process.roles=controller",
+            "controller.quorum.voters=1@127.0.0.1:9192",
+        ]);
+        assert!(ControllerConfig::from_broker_config(&bad).is_err());
+    }
 
     #[test]
     fn voters_parse_kafka_format() {

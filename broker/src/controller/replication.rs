@@ -57,6 +57,8 @@ pub enum ControllerRequest {
     Heartbeat {
         node_id: i32,
         epoch: i64,
+        /// The last metadata offset the broker has applied (Kafka's currentMetadataOffset).
+        metadata_offset: u64,
     },
     AllocateProducerIds {
         node_id: i32,
@@ -160,9 +162,11 @@ pub fn decide(
             *port,
             default_unclean,
         )),
-        ControllerRequest::Heartbeat { node_id, epoch } => {
-            heartbeat(image, *node_id, *epoch, default_unclean)
-        }
+        ControllerRequest::Heartbeat {
+            node_id,
+            epoch,
+            metadata_offset,
+        } => heartbeat(image, *node_id, *epoch, *metadata_offset, default_unclean),
         ControllerRequest::AllocateProducerIds { node_id } => {
             let first_id = image.next_producer_id_block;
             Ok((
@@ -324,11 +328,14 @@ pub fn register_broker(
     (records, ControllerReply::BrokerRegistered { epoch })
 }
 
-/// A heartbeat from a registered broker unfences it if it was fenced.
+/// A heartbeat from a registered broker unfences it if it was fenced and has caught up with
+/// the metadata log as far as its own registration (Kafka's BrokerHeartbeatManager: a broker
+/// that does not yet know the current partition states must not lead).
 pub fn heartbeat(
     image: &ClusterImage,
     node_id: i32,
     epoch: i64,
+    metadata_offset: u64,
     default_unclean: bool,
 ) -> Result<Decision, ControllerError> {
     let b = image
@@ -340,6 +347,9 @@ pub fn heartbeat(
             request: epoch,
             current: b.epoch,
         });
+    }
+    if b.fenced && metadata_offset < b.registration_offset {
+        return Ok((Vec::new(), ControllerReply::Heartbeat { fenced: true }));
     }
     let records = if b.fenced {
         unfence_broker(image, node_id, default_unclean)
@@ -635,11 +645,11 @@ mod tests {
         assert_eq!(p.isr, vec![2]);
 
         // A broker outside the ISR coming back does not lead (clean election only)...
-        let (records, _) = heartbeat(&img, 1, 1, false).unwrap();
+        let (records, _) = heartbeat(&img, 1, 1, 0, false).unwrap();
         apply(&mut img, &records);
         assert_eq!(img.partition(id, 0).unwrap().leader, NO_LEADER);
         // ...the last ISR member coming back does.
-        let (records, _) = heartbeat(&img, 2, 1, false).unwrap();
+        let (records, _) = heartbeat(&img, 2, 1, 0, false).unwrap();
         apply(&mut img, &records);
         let p = img.partition(id, 0).unwrap();
         assert_eq!((p.leader, p.leader_epoch), (2, 3));
@@ -660,8 +670,13 @@ mod tests {
         assert!(!img.is_live(1));
         assert_eq!(img.brokers[&1].epoch, 11);
         // Its old epoch is refused; the new one unfences it.
-        assert_eq!(heartbeat(&img, 1, 1, false).unwrap_err().code(), 77);
-        let (records, _) = heartbeat(&img, 1, 11, false).unwrap();
+        assert_eq!(heartbeat(&img, 1, 1, 20, false).unwrap_err().code(), 77);
+        // Registered at offset 10: a broker that has not applied that far stays fenced.
+        assert_eq!(img.brokers[&1].registration_offset, 10);
+        let (records, reply) = heartbeat(&img, 1, 11, 9, false).unwrap();
+        assert!(records.is_empty());
+        assert_eq!(reply, ControllerReply::Heartbeat { fenced: true });
+        let (records, _) = heartbeat(&img, 1, 11, 10, false).unwrap();
         apply(&mut img, &records);
         assert!(img.is_live(1));
     }
@@ -675,7 +690,7 @@ mod tests {
         fence(&mut img, 1, false);
         assert_eq!(img.partition(id, 0).unwrap().leader, NO_LEADER);
         // Broker 2 returns; it is not in the ISR, so only an unclean election makes it leader.
-        let (records, _) = heartbeat(&img, 2, 1, true).unwrap();
+        let (records, _) = heartbeat(&img, 2, 1, 0, true).unwrap();
         apply(&mut img, &records);
         let p = img.partition(id, 0).unwrap();
         assert_eq!((p.leader, p.isr.clone()), (2, vec![2]));
@@ -775,7 +790,7 @@ mod tests {
                 let before = img.topics[&id].partitions.clone();
                 let records = match op {
                     Op::Fence(n) => fence_broker(&img, n, unclean),
-                    Op::Heartbeat(n) => heartbeat(&img, n, 1, unclean).unwrap().0,
+                    Op::Heartbeat(n) => heartbeat(&img, n, 1, 0, unclean).unwrap().0,
                     Op::Shrink(keep) => {
                         // The leader of partition 0 drops every follower except `keep`.
                         let p = &before[0];

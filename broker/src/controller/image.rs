@@ -55,6 +55,7 @@ pub struct PartitionRegistration {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TopicImage {
     pub name: String,
+    /// Stable for the topic's lifetime; clients name topics by id (Produce v13, Fetch v13).
     pub id: Uuid,
     /// Indexed by partition number: `partitions[i].index == i`.
     pub partitions: Vec<PartitionRegistration>,
@@ -65,7 +66,9 @@ pub struct TopicImage {
 /// The committed metadata, identical on every node once it has applied the same log prefix.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClusterImage {
+    /// Registered brokers by node id, fenced or not.
     pub brokers: BTreeMap<i32, BrokerRegistration>,
+    /// Topics by id.
     pub topics: BTreeMap<Uuid, TopicImage>,
     /// Name → id, kept in step with `topics`.
     pub topic_ids: BTreeMap<String, Uuid>,
@@ -85,23 +88,20 @@ pub enum MetadataRecord {
         port: u16,
         epoch: i64,
     },
-    FenceBroker {
-        node_id: i32,
-        epoch: i64,
-    },
-    UnfenceBroker {
-        node_id: i32,
-        epoch: i64,
-    },
+    /// The broker (at this epoch) is fenced; the ISR and leader changes that go with it are
+    /// separate `PartitionChange` records in the same batch.
+    FenceBroker { node_id: i32, epoch: i64 },
+    /// The broker (at this epoch) is unfenced.
+    UnfenceBroker { node_id: i32, epoch: i64 },
+    /// A topic with its full initial assignment.
     CreateTopic {
         name: String,
         id: Uuid,
         partitions: Vec<PartitionRegistration>,
         configs: BTreeMap<String, String>,
     },
-    DeleteTopic {
-        id: Uuid,
-    },
+    /// Removes a topic and its partitions.
+    DeleteTopic { id: Uuid },
     /// Appends partitions to a topic; their indexes continue the existing ones.
     CreatePartitions {
         id: Uuid,
@@ -122,10 +122,7 @@ pub enum MetadataRecord {
         partition_epoch: i32,
     },
     /// A block of producer ids was handed to `node_id`; `next_block` is the first id after it.
-    AllocateProducerIds {
-        node_id: i32,
-        next_block: i64,
-    },
+    AllocateProducerIds { node_id: i32, next_block: i64 },
 }
 
 /// Records applied together (one Raft entry).

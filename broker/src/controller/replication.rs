@@ -28,45 +28,42 @@ pub const UNCLEAN_KEY: &str = "unclean.leader.election.enable";
 /// A write to the metadata, as sent to the active controller (possibly forwarded).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ControllerRequest {
+    /// CreateTopics for one topic.
     CreateTopic {
         name: String,
         partitions: i32,
         replication_factor: i16,
         configs: BTreeMap<String, String>,
     },
-    DeleteTopic {
-        name: String,
-    },
+    /// DeleteTopics for one topic.
+    DeleteTopic { name: String },
     /// Grows the topic to `total_count` partitions (Kafka's CreatePartitions semantics).
-    CreatePartitions {
-        name: String,
-        total_count: i32,
-    },
+    CreatePartitions { name: String, total_count: i32 },
     /// Sets (`Some`) or removes (`None`) topic config overrides. The caller validates keys and
     /// values (`BrokerConfig::validate_topic_configs`); the controller stores them.
     AlterConfigs {
         name: String,
         configs: BTreeMap<String, Option<String>>,
     },
+    /// An ISR change proposed by a partition leader.
     AlterPartition(AlterPartitionRequest),
+    /// BrokerRegistration.
     RegisterBroker {
         node_id: i32,
         host: String,
         port: u16,
     },
+    /// BrokerHeartbeat.
     Heartbeat {
         node_id: i32,
         epoch: i64,
         /// The last metadata offset the broker has applied (Kafka's currentMetadataOffset).
         metadata_offset: u64,
     },
-    AllocateProducerIds {
-        node_id: i32,
-    },
+    /// AllocateProducerIds: a block of producer ids for `node_id`.
+    AllocateProducerIds { node_id: i32 },
     /// Issued by the active controller's own liveness check.
-    FenceBroker {
-        node_id: i32,
-    },
+    FenceBroker { node_id: i32 },
 }
 
 /// Kafka's AlterPartition for one partition: the leader proposes a new ISR.
@@ -84,22 +81,21 @@ pub struct AlterPartitionRequest {
 /// The active controller's answer to a [`ControllerRequest`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ControllerReply {
+    /// Applied; nothing to report.
     Done,
+    /// The new topic's id and assignment.
     TopicCreated {
         id: Uuid,
         partitions: Vec<PartitionRegistration>,
     },
+    /// The partition's state after an AlterPartition.
     Partition(PartitionRegistration),
-    BrokerRegistered {
-        epoch: i64,
-    },
-    Heartbeat {
-        fenced: bool,
-    },
-    ProducerIds {
-        first_id: i64,
-        size: i64,
-    },
+    /// The broker epoch to heartbeat with.
+    BrokerRegistered { epoch: i64 },
+    /// Whether the broker is fenced after the heartbeat.
+    Heartbeat { fenced: bool },
+    /// Producer ids `first_id..first_id + size`.
+    ProducerIds { first_id: i64, size: i64 },
 }
 
 /// Records plus reply: what a request turns into.

@@ -45,10 +45,9 @@ pub const IGNORED_KAFKA_KEYS: &[&str] = &[
     "transaction.state.log.min.isr",
     "group.initial.rebalance.delay.ms",
     "inter.broker.listener.name",
-    "controller.listener.names",
     "listener.security.protocol.map",
-    "process.roles",
-    "controller.quorum.voters",
+    // Brook's voters are static (`controller.quorum.voters`); the dynamic-quorum bootstrap
+    // list is accepted so that Kafka 4 config files load.
     "controller.quorum.bootstrap.servers",
     "share.coordinator.state.topic.replication.factor",
     "share.coordinator.state.topic.min.isr",
@@ -118,6 +117,13 @@ const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("cluster.id", ""),
     ("producer.id.expiration.ms", "86400000"),
     ("admin.listener", ""),
+    // KRaft (read by `controller::ControllerConfig::from_broker_config`).
+    ("process.roles", ""),
+    ("controller.quorum.voters", ""),
+    ("controller.listener.names", ""),
+    ("controller.quorum.election.timeout.ms", "1000"),
+    ("broker.heartbeat.interval.ms", "2000"),
+    ("broker.session.timeout.ms", "9000"),
 ];
 
 /// The parsed broker configuration.
@@ -142,6 +148,14 @@ pub struct BrokerConfig {
     pub cluster_id: Option<String>,
     /// The admin HTTP listener (`admin.listener=127.0.0.1:PORT`), if any.
     pub admin_listener: Option<SocketAddr>,
+    /// The `listeners` entry named by `controller.listener.names` (KRaft), if any.
+    pub controller_listener: Option<SocketAddr>,
+    /// `broker.heartbeat.interval.ms`.
+    pub broker_heartbeat_interval_ms: u64,
+    /// `broker.session.timeout.ms`.
+    pub broker_session_timeout_ms: u64,
+    /// `controller.quorum.election.timeout.ms`.
+    pub controller_election_timeout_ms: u64,
 }
 
 impl BrokerConfig {
@@ -185,7 +199,14 @@ impl BrokerConfig {
         }
         let get = |k: &str| values.get(k).cloned().unwrap_or_default();
         let node_id = parse_num::<i32>("node.id", &get("node.id"))?;
-        let listener = parse_listener("listeners", &get("listeners"))?;
+        let controller_names: Vec<String> = get("controller.listener.names")
+            .split(',')
+            .map(|n| n.trim().to_ascii_uppercase())
+            .filter(|n| !n.is_empty())
+            .collect();
+        let (broker_listeners, controller_listener) =
+            split_controller_listener(&get("listeners"), &controller_names)?;
+        let listener = parse_listener("listeners", &broker_listeners)?;
         let advertised = match get("advertised.listeners").as_str() {
             "" => None,
             v => {
@@ -245,6 +266,19 @@ impl BrokerConfig {
             )?,
             cluster_id: Some(get("cluster.id")).filter(|s| !s.is_empty()),
             admin_listener,
+            controller_listener,
+            broker_heartbeat_interval_ms: positive::<i64>(
+                "broker.heartbeat.interval.ms",
+                &get("broker.heartbeat.interval.ms"),
+            )? as u64,
+            broker_session_timeout_ms: positive::<i64>(
+                "broker.session.timeout.ms",
+                &get("broker.session.timeout.ms"),
+            )? as u64,
+            controller_election_timeout_ms: positive::<i64>(
+                "controller.quorum.election.timeout.ms",
+                &get("controller.quorum.election.timeout.ms"),
+            )? as u64,
             values,
             explicit,
         };
@@ -454,6 +488,35 @@ fn parse_listener(key: &str, v: &str) -> Result<SocketAddr, ConfigError> {
         .map_err(|_| invalid(key, v, "expected PLAINTEXT://IP:PORT"))
 }
 
+/// Separates the controller listener (the first `listeners` entry whose name is in
+/// `controller.listener.names`) from the others, which keep today's meaning (the first one is
+/// the broker listener). Without controller listener names, `listeners` is returned as is.
+fn split_controller_listener(
+    listeners: &str,
+    controller_names: &[String],
+) -> Result<(String, Option<SocketAddr>), ConfigError> {
+    if controller_names.is_empty() {
+        return Ok((listeners.to_string(), None));
+    }
+    let mut rest = Vec::new();
+    let mut controller = None;
+    for entry in listeners
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+    {
+        let name = entry.split_once("://").map(|(n, _)| n.to_ascii_uppercase());
+        match name {
+            Some(n) if controller.is_none() && controller_names.contains(&n) => {
+                let addr = entry.split_once("://").map_or("", |(_, a)| a);
+                controller = Some(parse_listener("listeners", &format!("PLAINTEXT://{addr}"))?);
+            }
+            _ => rest.push(entry),
+        }
+    }
+    Ok((rest.join(","), controller))
+}
+
 fn split_kv(s: &str) -> Option<(String, String)> {
     let (k, v) = s.split_once('=')?;
     let k = k.trim();
@@ -528,6 +591,27 @@ mod tests {
                 ("log.dirs".into(), "/tmp/x".into())
             ]
         );
+    }
+
+    #[test]
+    fn kraft_listeners_and_keys() {
+        let c = load(&[
+            "process.roles=broker,controller",
+            "controller.quorum.voters=1@127.0.0.1:9192",
+            "controller.listener.names=CONTROLLER",
+            "listeners=CONTROLLER://127.0.0.1:9192,PLAINTEXT://127.0.0.1:9092",
+            "broker.session.timeout.ms=500",
+        ])
+        .unwrap();
+        assert_eq!(c.listener.port(), 9092);
+        assert_eq!(c.controller_listener.unwrap().port(), 9192);
+        assert_eq!(c.broker_session_timeout_ms, 500);
+        assert_eq!(c.broker_heartbeat_interval_ms, 2000);
+        // Single-node configs are unchanged: the first listener is the broker's.
+        let c = load(&["listeners=PLAINTEXT://127.0.0.1:9093"]).unwrap();
+        assert_eq!(c.listener.port(), 9093);
+        assert!(c.controller_listener.is_none());
+        assert!(load(&["broker.session.timeout.ms=0"]).is_err());
     }
 
     #[test]

@@ -1,0 +1,404 @@
+//! Metadata records and the [`ClusterImage`] they build.
+//!
+//! The metadata log is a sequence of [`MetadataBatch`]es; each batch is applied atomically,
+//! like Kafka's atomic record batches in `__cluster_metadata`. Records carry the *result* of a
+//! decision taken by the active controller (a partition's new leader, ISR and epochs), never
+//! the decision's inputs, so that applying them is deterministic on every node and needs no
+//! clock, no liveness state and no configuration.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// Kafka's "no leader" value for a partition's leader id.
+pub const NO_LEADER: i32 = -1;
+
+/// One registered broker (Kafka's `BrokerRegistration`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerRegistration {
+    pub node_id: i32,
+    /// Host and port that clients and followers use (the broker's advertised listener).
+    pub host: String,
+    pub port: u16,
+    /// Changes on every registration, so that heartbeats from a previous incarnation of the
+    /// broker are recognised as stale (STALE_BROKER_EPOCH).
+    pub epoch: i64,
+    /// Metadata offset of the registration record: the broker must have applied the log up
+    /// to here (it knows its own registration) before it is unfenced.
+    #[serde(default)]
+    pub registration_offset: u64,
+    /// A fenced broker leads nothing and is in no ISR (except as the last member, which Kafka
+    /// keeps so that a clean election stays possible when it comes back).
+    pub fenced: bool,
+}
+
+/// One partition's assignment and leadership (Kafka's `PartitionRegistration`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionRegistration {
+    pub index: i32,
+    /// The assigned replicas, preferred leader first.
+    pub replicas: Vec<i32>,
+    /// In-sync replicas: always a non-empty subset of `replicas`; contains `leader` unless the
+    /// partition is leaderless.
+    pub isr: Vec<i32>,
+    /// The leader's node id, or [`NO_LEADER`].
+    pub leader: i32,
+    /// Bumped on every leader change; never goes backwards.
+    pub leader_epoch: i32,
+    /// Bumped on every change of leader or ISR; never goes backwards. AlterPartition requests
+    /// must name the current value (INVALID_UPDATE_VERSION otherwise).
+    pub partition_epoch: i32,
+}
+
+/// One topic.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicImage {
+    pub name: String,
+    /// Stable for the topic's lifetime; clients name topics by id (Produce v13, Fetch v13).
+    pub id: Uuid,
+    /// Indexed by partition number: `partitions[i].index == i`.
+    pub partitions: Vec<PartitionRegistration>,
+    /// Topic config overrides, Kafka's topic config names.
+    pub configs: BTreeMap<String, String>,
+}
+
+/// The committed metadata, identical on every node once it has applied the same log prefix.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterImage {
+    /// Registered brokers by node id, fenced or not.
+    pub brokers: BTreeMap<i32, BrokerRegistration>,
+    /// Topics by id.
+    pub topics: BTreeMap<Uuid, TopicImage>,
+    /// Name → id, kept in step with `topics`.
+    pub topic_ids: BTreeMap<String, Uuid>,
+    /// The first producer id not yet handed out in a block.
+    pub next_producer_id_block: i64,
+    /// Raft log index of the last applied entry (Kafka's metadata offset).
+    pub metadata_offset: u64,
+}
+
+/// A change to the cluster metadata. Serialized into the Raft log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MetadataRecord {
+    /// A broker (re-)registers; it starts fenced, as in Kafka, until its first heartbeat.
+    RegisterBroker {
+        node_id: i32,
+        host: String,
+        port: u16,
+        epoch: i64,
+    },
+    /// The broker (at this epoch) is fenced; the ISR and leader changes that go with it are
+    /// separate `PartitionChange` records in the same batch.
+    FenceBroker { node_id: i32, epoch: i64 },
+    /// The broker (at this epoch) is unfenced.
+    UnfenceBroker { node_id: i32, epoch: i64 },
+    /// A topic with its full initial assignment.
+    CreateTopic {
+        name: String,
+        id: Uuid,
+        partitions: Vec<PartitionRegistration>,
+        configs: BTreeMap<String, String>,
+    },
+    /// Removes a topic and its partitions.
+    DeleteTopic { id: Uuid },
+    /// Appends partitions to a topic; their indexes continue the existing ones.
+    CreatePartitions {
+        id: Uuid,
+        partitions: Vec<PartitionRegistration>,
+    },
+    /// Sets (`Some`) or removes (`None`) topic config overrides.
+    AlterConfigs {
+        id: Uuid,
+        configs: BTreeMap<String, Option<String>>,
+    },
+    /// The new leadership state of one partition, in full.
+    PartitionChange {
+        topic_id: Uuid,
+        partition: i32,
+        leader: i32,
+        leader_epoch: i32,
+        isr: Vec<i32>,
+        partition_epoch: i32,
+    },
+    /// A block of producer ids was handed to `node_id`; `next_block` is the first id after it.
+    AllocateProducerIds { node_id: i32, next_block: i64 },
+}
+
+/// Records applied together (one Raft entry).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MetadataBatch(pub Vec<MetadataRecord>);
+
+impl std::fmt::Display for MetadataBatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "MetadataBatch({} records)", self.0.len())
+    }
+}
+
+impl ClusterImage {
+    /// The topic named `name`.
+    pub fn topic_by_name(&self, name: &str) -> Option<&TopicImage> {
+        self.topic_ids.get(name).and_then(|id| self.topics.get(id))
+    }
+
+    /// One partition.
+    pub fn partition(&self, topic_id: Uuid, partition: i32) -> Option<&PartitionRegistration> {
+        let p = usize::try_from(partition).ok()?;
+        self.topics.get(&topic_id)?.partitions.get(p)
+    }
+
+    /// Whether `node_id` is registered and not fenced.
+    pub fn is_live(&self, node_id: i32) -> bool {
+        self.brokers.get(&node_id).is_some_and(|b| !b.fenced)
+    }
+
+    /// Registered, unfenced brokers in id order.
+    pub fn live_brokers(&self) -> Vec<i32> {
+        self.brokers
+            .values()
+            .filter(|b| !b.fenced)
+            .map(|b| b.node_id)
+            .collect()
+    }
+
+    /// Applies one batch. `metadata_offset` must already be the batch's own log offset.
+    /// Records that do not fit the image (a topic deleted in between, an
+    /// epoch going backwards) are skipped with a warning: the active controller validated them
+    /// against this same image, so a skip means a bug, and skipping keeps every node identical.
+    pub fn apply_batch(&mut self, batch: &MetadataBatch) {
+        for record in &batch.0 {
+            if let Err(reason) = self.apply(record) {
+                tracing::warn!(?record, reason, "metadata record skipped");
+            }
+        }
+    }
+
+    /// Applies one record.
+    pub fn apply(&mut self, record: &MetadataRecord) -> Result<(), &'static str> {
+        match record {
+            MetadataRecord::RegisterBroker {
+                node_id,
+                host,
+                port,
+                epoch,
+            } => {
+                self.brokers.insert(
+                    *node_id,
+                    BrokerRegistration {
+                        node_id: *node_id,
+                        host: host.clone(),
+                        port: *port,
+                        epoch: *epoch,
+                        // During application `metadata_offset` is this entry's own offset.
+                        registration_offset: self.metadata_offset,
+                        fenced: true,
+                    },
+                );
+            }
+            MetadataRecord::FenceBroker { node_id, epoch }
+            | MetadataRecord::UnfenceBroker { node_id, epoch } => {
+                let fenced = matches!(record, MetadataRecord::FenceBroker { .. });
+                let b = self.brokers.get_mut(node_id).ok_or("unknown broker")?;
+                if b.epoch != *epoch {
+                    return Err("stale broker epoch");
+                }
+                b.fenced = fenced;
+            }
+            MetadataRecord::CreateTopic {
+                name,
+                id,
+                partitions,
+                configs,
+            } => {
+                if self.topic_ids.contains_key(name) || self.topics.contains_key(id) {
+                    return Err("topic exists");
+                }
+                if partitions
+                    .iter()
+                    .enumerate()
+                    .any(|(i, p)| p.index as usize != i)
+                {
+                    return Err("partition indexes are not dense");
+                }
+                self.topic_ids.insert(name.clone(), *id);
+                self.topics.insert(
+                    *id,
+                    TopicImage {
+                        name: name.clone(),
+                        id: *id,
+                        partitions: partitions.clone(),
+                        configs: configs.clone(),
+                    },
+                );
+            }
+            MetadataRecord::DeleteTopic { id } => {
+                let t = self.topics.remove(id).ok_or("unknown topic id")?;
+                self.topic_ids.remove(&t.name);
+            }
+            MetadataRecord::CreatePartitions { id, partitions } => {
+                let t = self.topics.get_mut(id).ok_or("unknown topic id")?;
+                let first = t.partitions.len();
+                if partitions
+                    .iter()
+                    .enumerate()
+                    .any(|(i, p)| p.index as usize != first + i)
+                {
+                    return Err("new partition indexes do not continue the topic's");
+                }
+                t.partitions.extend(partitions.iter().cloned());
+            }
+            MetadataRecord::AlterConfigs { id, configs } => {
+                let t = self.topics.get_mut(id).ok_or("unknown topic id")?;
+                for (k, v) in configs {
+                    match v {
+                        Some(v) => t.configs.insert(k.clone(), v.clone()),
+                        None => t.configs.remove(k),
+                    };
+                }
+            }
+            MetadataRecord::PartitionChange {
+                topic_id,
+                partition,
+                leader,
+                leader_epoch,
+                isr,
+                partition_epoch,
+            } => {
+                let t = self.topics.get_mut(topic_id).ok_or("unknown topic id")?;
+                let p = usize::try_from(*partition)
+                    .ok()
+                    .and_then(|i| t.partitions.get_mut(i))
+                    .ok_or("unknown partition")?;
+                // Paired with the checks in `election`: epochs never go backwards, and the
+                // partition epoch moves on every change.
+                if *leader_epoch < p.leader_epoch || *partition_epoch <= p.partition_epoch {
+                    return Err("partition epochs go backwards");
+                }
+                if isr.is_empty() || isr.iter().any(|r| !p.replicas.contains(r)) {
+                    return Err("ISR is not a non-empty subset of the replicas");
+                }
+                p.leader = *leader;
+                p.leader_epoch = *leader_epoch;
+                p.isr = isr.clone();
+                p.partition_epoch = *partition_epoch;
+            }
+            MetadataRecord::AllocateProducerIds { next_block, .. } => {
+                if *next_block <= self.next_producer_id_block {
+                    return Err("producer id blocks go backwards");
+                }
+                self.next_producer_id_block = *next_block;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn part(index: i32, replicas: &[i32]) -> PartitionRegistration {
+        PartitionRegistration {
+            index,
+            replicas: replicas.to_vec(),
+            isr: replicas.to_vec(),
+            leader: replicas[0],
+            leader_epoch: 0,
+            partition_epoch: 0,
+        }
+    }
+
+    #[test]
+    fn records_build_the_image() {
+        let mut img = ClusterImage::default();
+        let id = Uuid::new_v4();
+        img.apply_batch(&MetadataBatch(vec![
+            MetadataRecord::RegisterBroker {
+                node_id: 1,
+                host: "h".into(),
+                port: 1,
+                epoch: 7,
+            },
+            MetadataRecord::UnfenceBroker {
+                node_id: 1,
+                epoch: 7,
+            },
+            MetadataRecord::CreateTopic {
+                name: "t".into(),
+                id,
+                partitions: vec![part(0, &[1, 2])],
+                configs: BTreeMap::new(),
+            },
+            MetadataRecord::CreatePartitions {
+                id,
+                partitions: vec![part(1, &[2, 1])],
+            },
+            MetadataRecord::AlterConfigs {
+                id,
+                configs: [("retention.ms".to_string(), Some("5".to_string()))].into(),
+            },
+            MetadataRecord::PartitionChange {
+                topic_id: id,
+                partition: 0,
+                leader: 2,
+                leader_epoch: 1,
+                isr: vec![2],
+                partition_epoch: 1,
+            },
+            MetadataRecord::AllocateProducerIds {
+                node_id: 1,
+                next_block: 1000,
+            },
+        ]));
+        assert!(img.is_live(1));
+        let t = img.topic_by_name("t").unwrap();
+        assert_eq!(t.partitions.len(), 2);
+        assert_eq!(t.configs["retention.ms"], "5");
+        let p = img.partition(id, 0).unwrap();
+        assert_eq!((p.leader, p.leader_epoch, p.partition_epoch), (2, 1, 1));
+        assert_eq!(p.isr, vec![2]);
+        assert_eq!(img.next_producer_id_block, 1000);
+
+        // A stale change is refused and leaves the image untouched.
+        let before = img.clone();
+        let stale = MetadataRecord::PartitionChange {
+            topic_id: id,
+            partition: 0,
+            leader: 1,
+            leader_epoch: 0,
+            isr: vec![1],
+            partition_epoch: 2,
+        };
+        assert!(img.apply(&stale).is_err());
+        assert_eq!(img, before);
+
+        img.apply(&MetadataRecord::DeleteTopic { id }).unwrap();
+        assert!(img.topic_by_name("t").is_none());
+        assert!(img.topics.is_empty());
+    }
+
+    #[test]
+    fn fencing_needs_the_current_epoch() {
+        let mut img = ClusterImage::default();
+        img.apply(&MetadataRecord::RegisterBroker {
+            node_id: 3,
+            host: "h".into(),
+            port: 1,
+            epoch: 2,
+        })
+        .unwrap();
+        assert!(!img.is_live(3), "registered brokers start fenced");
+        assert!(img
+            .apply(&MetadataRecord::UnfenceBroker {
+                node_id: 3,
+                epoch: 1
+            })
+            .is_err());
+        img.apply(&MetadataRecord::UnfenceBroker {
+            node_id: 3,
+            epoch: 2,
+        })
+        .unwrap();
+        assert_eq!(img.live_brokers(), vec![3]);
+    }
+}

@@ -1,0 +1,842 @@
+//! The metadata quorum and the active controller (Kafka's KRaft, combined mode).
+//!
+//! Every node listed in `controller.quorum.voters` is a Raft voter. The Raft log (openraft) is
+//! the metadata log: entries are [`MetadataBatch`]es of [`MetadataRecord`]s, applied on every
+//! node to a [`ClusterImage`] that is published on a watch channel ([`Controller::image`]).
+//! The Raft leader is the **active controller**: it alone decides metadata changes
+//! ([`replication`]), fences brokers that stop heartbeating, and elects partition leaders.
+//!
+//! Writes: every write method may be called on any node. A node that is not active forwards
+//! the request to the active controller over the controller listener and returns its answer;
+//! while no active controller is known (an election), the call waits for one, up to
+//! `request_timeout_ms`, then fails with NOT_CONTROLLER so the caller can retry. A forwarded
+//! request is never forwarded again.
+//!
+//! Consistency: the active controller decides one request at a time (`write_lock`), on an
+//! image that contains every committed record (`ensure_linearizable` before deciding), and
+//! answers after the records are committed and applied locally.
+//!
+//! What is durable (`<log.dirs>/__cluster_metadata/`, see [`storage`]): the log, the vote,
+//! the commit index and snapshots. Broker liveness (last heartbeat times) is not: a newly
+//! active controller gives every unfenced broker a full session timeout, as Kafka does.
+
+pub mod error;
+pub mod image;
+mod network;
+pub mod replication;
+mod storage;
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::error::{CheckIsLeaderError, ClientWriteError, InitializeError, RaftError};
+use openraft::{BasicNode, Raft, SnapshotPolicy};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use crate::config::{BrokerConfig, ConfigError};
+pub use error::ControllerError;
+pub use image::{
+    BrokerRegistration, ClusterImage, MetadataBatch, MetadataRecord, PartitionRegistration,
+    TopicImage, NO_LEADER,
+};
+pub use replication::{AlterPartitionRequest, ControllerReply, ControllerRequest};
+pub use storage::METADATA_DIR;
+
+/// Raft node ids are Kafka node ids (`node.id`), widened.
+pub type NodeId = u64;
+
+openraft::declare_raft_types!(
+    /// openraft's type parameters for the metadata quorum.
+    pub TypeConfig:
+        D = MetadataBatch,
+        R = (),
+        NodeId = NodeId,
+        Node = BasicNode,
+        Entry = openraft::Entry<TypeConfig>,
+        SnapshotData = std::io::Cursor<Vec<u8>>,
+        AsyncRuntime = openraft::TokioRuntime,
+);
+
+/// A snapshot is taken after this many applied entries; the log before it is then purged,
+/// which keeps `log.jsonl` rewrites (truncate, purge) short.
+pub const SNAPSHOT_LOGS_SINCE_LAST: u64 = 1000;
+
+/// Entries kept in the log behind a snapshot (at most; a fifth of the snapshot interval when
+/// that is smaller), so a follower slightly behind catches up from the log rather than
+/// needing the whole snapshot.
+pub const LOGS_KEPT_AFTER_SNAPSHOT: u64 = 200;
+
+/// Snapshot chunk size on the wire; far below `network::MAX_RPC_BODY_BYTES`.
+pub const SNAPSHOT_CHUNK_BYTES: u64 = 1 << 20;
+
+/// Entries per AppendEntries request; bounds the request body with the entry size bound
+/// (`replication::MAX_PARTITIONS_PER_REQUEST`).
+pub const MAX_ENTRIES_PER_APPEND: u64 = 64;
+
+/// Attempts of one write against changing active controllers before giving up (each waits
+/// at most an election timeout for leadership to move; `request_timeout_ms` bounds the sum).
+pub const MAX_SUBMIT_ATTEMPTS: usize = 16;
+
+/// NOT_CONTROLLER answers from one node, while it remains the known leader, before a write
+/// gives up (see `Inner::submit`).
+pub const MAX_SAME_LEADER_REFUSALS: usize = 4;
+
+/// Writes queued on the active controller (waiting for `write_lock`) at most; more are
+/// refused with REQUEST_TIMED_OUT rather than queued without bound.
+pub const MAX_PENDING_WRITES: usize = 1024;
+
+/// Settings of the quorum and of the active controller's broker liveness checks.
+#[derive(Debug, Clone)]
+pub struct ControllerConfig {
+    /// This node's id (`node.id`); must be one of `voters`.
+    pub node_id: i32,
+    /// `controller.quorum.voters`: id → `host:port` of each voter's controller listener.
+    pub voters: BTreeMap<i32, String>,
+    /// Where this node's controller listener binds (the CONTROLLER entry of `listeners`).
+    pub listen: SocketAddr,
+    /// `<log.dirs>/__cluster_metadata`.
+    pub metadata_dir: PathBuf,
+    /// With the broker role: the advertised host and port this node registers with, after
+    /// which a task heartbeats for it. `None`: controller only, or the broker side registers
+    /// itself through [`Controller::register_broker`] and [`Controller::heartbeat`].
+    pub broker_endpoint: Option<(String, u16)>,
+    /// `broker.heartbeat.interval.ms`.
+    pub heartbeat_interval_ms: u64,
+    /// `broker.session.timeout.ms`: a broker not heard from for this long is fenced.
+    pub session_timeout_ms: u64,
+    /// Broker-level `unclean.leader.election.enable`; topics may override it.
+    pub unclean_leader_election_enable: bool,
+    /// `controller.quorum.election.timeout.ms`: the Raft election timeout (randomised between
+    /// it and twice it); Raft heartbeats go at a tenth of it.
+    pub election_timeout_ms: u64,
+    /// Bound on one write, including waiting for an election.
+    pub request_timeout_ms: u64,
+    /// A snapshot is taken every this many applied entries, and the log before it purged
+    /// (default [`SNAPSHOT_LOGS_SINCE_LAST`]).
+    pub snapshot_interval_entries: u64,
+}
+
+impl ControllerConfig {
+    /// The quorum settings of a node whose `process.roles` includes `controller`; `None` for
+    /// a broker-only or single-node (no `process.roles`) configuration.
+    pub fn from_broker_config(cfg: &BrokerConfig) -> Result<Option<Self>, ConfigError> {
+        let get = |k: &str| cfg.values.get(k).cloned().unwrap_or_default();
+        let roles = get("process.roles");
+        let roles: Vec<&str> = roles.split(',').map(str::trim).collect();
+        if !roles.contains(&"controller") {
+            return Ok(None);
+        }
+        let invalid = |key: &str, reason: &str| ConfigError::InvalidValue {
+            key: key.into(),
+            value: get(key),
+            reason: reason.into(),
+        };
+        let voters = parse_voters(&get("controller.quorum.voters"))
+            .map_err(|r| invalid("controller.quorum.voters", &r))?;
+        let own = voters.get(&cfg.node_id).ok_or_else(|| {
+            invalid(
+                "controller.quorum.voters",
+                "node.id is not among the voters",
+            )
+        })?;
+        let listen = match cfg.controller_listener {
+            Some(a) => a,
+            None => own.parse().map_err(|_| {
+                invalid(
+                    "controller.listener.names",
+                    "no CONTROLLER listener in listeners and the voter address is not IP:PORT",
+                )
+            })?,
+        };
+        let broker_endpoint = roles.contains(&"broker").then(|| {
+            cfg.advertised
+                .clone()
+                .unwrap_or_else(|| (cfg.listener.ip().to_string(), cfg.listener.port()))
+        });
+        Ok(Some(ControllerConfig {
+            node_id: cfg.node_id,
+            voters,
+            listen,
+            metadata_dir: cfg.log_dir.join(METADATA_DIR),
+            broker_endpoint,
+            heartbeat_interval_ms: cfg.broker_heartbeat_interval_ms,
+            session_timeout_ms: cfg.broker_session_timeout_ms,
+            unclean_leader_election_enable: get("unclean.leader.election.enable") == "true",
+            election_timeout_ms: cfg.controller_election_timeout_ms,
+            request_timeout_ms: 30_000,
+            snapshot_interval_entries: SNAPSHOT_LOGS_SINCE_LAST,
+        }))
+    }
+}
+
+/// Parses Kafka's `controller.quorum.voters`: `1@host:9093,2@host:9094`.
+pub fn parse_voters(s: &str) -> Result<BTreeMap<i32, String>, String> {
+    let mut out = BTreeMap::new();
+    for v in s.split(',').map(str::trim).filter(|v| !v.is_empty()) {
+        let (id, addr) = v
+            .split_once('@')
+            .ok_or_else(|| format!("{v:?} is not ID@HOST:PORT"))?;
+        let id: i32 = id
+            .trim()
+            .parse()
+            .map_err(|_| format!("{id:?} is not a node id"))?;
+        let (host, port) = addr
+            .rsplit_once(':')
+            .ok_or_else(|| format!("{addr:?} is not HOST:PORT"))?;
+        if host.is_empty() || port.parse::<u16>().is_err() {
+            return Err(format!("{addr:?} is not HOST:PORT"));
+        }
+        if out.insert(id, addr.to_string()).is_some() {
+            return Err(format!("voter {id} is listed twice"));
+        }
+    }
+    if out.is_empty() {
+        return Err("no voters".into());
+    }
+    Ok(out)
+}
+
+/// What the active controller knows about broker liveness (Kafka's `BrokerHeartbeatManager`).
+/// Not replicated: it is rebuilt, with a grace period, whenever a node becomes active.
+#[derive(Default)]
+struct Liveness {
+    /// The Raft term in which `last_contact` was started; a new term starts it afresh.
+    term: Option<u64>,
+    last_contact: HashMap<i32, Instant>,
+}
+
+pub(crate) struct Inner {
+    config: ControllerConfig,
+    raft: Raft<TypeConfig>,
+    image_rx: watch::Receiver<Arc<ClusterImage>>,
+    /// Serialises decisions on the active controller, as Kafka's single controller thread.
+    write_lock: tokio::sync::Mutex<()>,
+    /// Bounds the writes waiting for `write_lock` ([`MAX_PENDING_WRITES`]).
+    pending_writes: tokio::sync::Semaphore,
+    liveness: parking_lot::Mutex<Liveness>,
+    heartbeats_enabled: watch::Sender<bool>,
+}
+
+/// A running quorum member. Cheap to clone.
+#[derive(Clone)]
+pub struct Controller {
+    inner: Arc<Inner>,
+    tasks: Arc<parking_lot::Mutex<Vec<JoinHandle<()>>>>,
+    local_addr: SocketAddr,
+}
+
+fn internal(e: impl std::fmt::Display) -> ControllerError {
+    ControllerError::Internal(e.to_string())
+}
+
+impl Controller {
+    /// Binds the controller listener and starts the node.
+    pub async fn start(config: ControllerConfig) -> Result<Controller, ControllerError> {
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .map_err(|e| internal(format!("bind {}: {e}", config.listen)))?;
+        Self::start_with_listener(config, listener).await
+    }
+
+    /// Starts the node on an already bound controller listener (tests bind port 0 first to
+    /// learn the addresses they put in `voters`).
+    pub async fn start_with_listener(
+        config: ControllerConfig,
+        listener: tokio::net::TcpListener,
+    ) -> Result<Controller, ControllerError> {
+        if !config.voters.contains_key(&config.node_id) {
+            return Err(internal(format!(
+                "node {} is not in controller.quorum.voters",
+                config.node_id
+            )));
+        }
+        let local_addr = listener.local_addr().map_err(internal)?;
+        let log_store = storage::LogStore::open(&config.metadata_dir).map_err(internal)?;
+        let (state_machine, image_rx) =
+            storage::StateMachine::open(&config.metadata_dir).map_err(internal)?;
+        let election = config.election_timeout_ms.max(10);
+        let raft_config = openraft::Config {
+            cluster_name: "brook".into(),
+            election_timeout_min: election,
+            election_timeout_max: election * 2,
+            heartbeat_interval: (election / 10).max(1),
+            install_snapshot_timeout: election.max(1000),
+            max_payload_entries: MAX_ENTRIES_PER_APPEND,
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(config.snapshot_interval_entries.max(1)),
+            max_in_snapshot_log_to_keep: LOGS_KEPT_AFTER_SNAPSHOT
+                .min(config.snapshot_interval_entries / 5),
+            snapshot_max_chunk_size: SNAPSHOT_CHUNK_BYTES,
+            ..Default::default()
+        }
+        .validate()
+        .map_err(internal)?;
+        let raft = Raft::new(
+            config.node_id as NodeId,
+            Arc::new(raft_config),
+            network::NetworkFactory,
+            log_store,
+            state_machine,
+        )
+        .await
+        .map_err(internal)?;
+        // Every voter initialises the same membership; only a node with an empty log and no
+        // vote accepts it, so on restart this is a no-op (NotAllowed).
+        let members: BTreeMap<NodeId, BasicNode> = config
+            .voters
+            .iter()
+            .map(|(id, addr)| (*id as NodeId, BasicNode::new(addr)))
+            .collect();
+        match raft.initialize(members).await {
+            Ok(()) | Err(RaftError::APIError(InitializeError::NotAllowed(_))) => {}
+            Err(e) => return Err(internal(e)),
+        }
+        let inner = Arc::new(Inner {
+            config,
+            raft,
+            image_rx,
+            write_lock: tokio::sync::Mutex::new(()),
+            pending_writes: tokio::sync::Semaphore::new(MAX_PENDING_WRITES),
+            liveness: parking_lot::Mutex::new(Liveness::default()),
+            heartbeats_enabled: watch::channel(true).0,
+        });
+        let router = network::router(inner.clone());
+        let mut tasks = vec![tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, router).await {
+                tracing::error!(error = %e, "controller listener failed");
+            }
+        })];
+        tasks.push(tokio::spawn(liveness_task(inner.clone())));
+        if inner.config.broker_endpoint.is_some() {
+            tasks.push(tokio::spawn(broker_lifecycle_task(inner.clone())));
+        }
+        Ok(Controller {
+            inner,
+            tasks: Arc::new(parking_lot::Mutex::new(tasks)),
+            local_addr,
+        })
+    }
+
+    /// This node's id.
+    pub fn node_id(&self) -> i32 {
+        self.inner.config.node_id
+    }
+
+    /// The bound address of the controller listener.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The committed metadata image, updated as this node applies the log.
+    pub fn image(&self) -> watch::Receiver<Arc<ClusterImage>> {
+        self.inner.image_rx.clone()
+    }
+
+    /// Whether this node is the active controller (the Raft leader).
+    pub fn is_active(&self) -> bool {
+        self.active_controller_id() == Some(self.node_id())
+    }
+
+    /// The active controller as this node knows it.
+    pub fn active_controller_id(&self) -> Option<i32> {
+        self.inner.active()
+    }
+
+    /// Waits until some active controller is known, up to `timeout`.
+    pub async fn wait_for_active(&self, timeout: Duration) -> Result<i32, ControllerError> {
+        self.inner.wait_for_active(Instant::now() + timeout).await
+    }
+
+    /// Turns this node's automatic broker heartbeats on or off (with `broker_endpoint`).
+    /// Off, the broker looks dead to the active controller and is fenced after the session
+    /// timeout; on again, its next heartbeat unfences it (re-registering if needed).
+    pub fn set_broker_heartbeats(&self, enabled: bool) {
+        self.inner.heartbeats_enabled.send_replace(enabled);
+    }
+
+    /// CreateTopics for one topic: replicas round-robin over unfenced brokers, leader the
+    /// first replica, ISR all replicas.
+    pub async fn create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        replication_factor: i16,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(Uuid, Vec<PartitionRegistration>), ControllerError> {
+        let req = ControllerRequest::CreateTopic {
+            name: name.to_string(),
+            partitions,
+            replication_factor,
+            configs,
+        };
+        match self.inner.submit(req).await? {
+            ControllerReply::TopicCreated { id, partitions } => Ok((id, partitions)),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// DeleteTopics for one topic.
+    pub async fn delete_topic(&self, name: &str) -> Result<(), ControllerError> {
+        let req = ControllerRequest::DeleteTopic {
+            name: name.to_string(),
+        };
+        self.inner.submit(req).await.map(|_| ())
+    }
+
+    /// CreatePartitions: grows `name` to `total_count` partitions.
+    pub async fn create_partitions(
+        &self,
+        name: &str,
+        total_count: i32,
+    ) -> Result<(), ControllerError> {
+        let req = ControllerRequest::CreatePartitions {
+            name: name.to_string(),
+            total_count,
+        };
+        self.inner.submit(req).await.map(|_| ())
+    }
+
+    /// Sets (`Some`) or removes (`None`) topic config overrides; the caller has validated
+    /// them (`BrokerConfig::validate_topic_configs`).
+    pub async fn alter_configs(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, Option<String>>,
+    ) -> Result<(), ControllerError> {
+        let req = ControllerRequest::AlterConfigs {
+            name: name.to_string(),
+            configs,
+        };
+        self.inner.submit(req).await.map(|_| ())
+    }
+
+    /// AlterPartition: the partition leader's ISR change. Returns the new partition state.
+    pub async fn alter_partition(
+        &self,
+        req: AlterPartitionRequest,
+    ) -> Result<PartitionRegistration, ControllerError> {
+        match self
+            .inner
+            .submit(ControllerRequest::AlterPartition(req))
+            .await?
+        {
+            ControllerReply::Partition(p) => Ok(p),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// BrokerRegistration: returns the broker epoch to heartbeat with. The broker starts
+    /// fenced; its first heartbeat unfences it.
+    pub async fn register_broker(
+        &self,
+        node_id: i32,
+        host: &str,
+        port: u16,
+    ) -> Result<i64, ControllerError> {
+        let req = ControllerRequest::RegisterBroker {
+            node_id,
+            host: host.to_string(),
+            port,
+        };
+        match self.inner.submit(req).await? {
+            ControllerReply::BrokerRegistered { epoch } => Ok(epoch),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// BrokerHeartbeat: keeps the broker unfenced, and unfences a fenced one once
+    /// `metadata_offset` (the last metadata offset the broker has applied) has reached its
+    /// registration. Returns whether the broker is (still) fenced.
+    pub async fn heartbeat(
+        &self,
+        node_id: i32,
+        epoch: i64,
+        metadata_offset: u64,
+    ) -> Result<bool, ControllerError> {
+        let req = ControllerRequest::Heartbeat {
+            node_id,
+            epoch,
+            metadata_offset,
+        };
+        match self.inner.submit(req).await? {
+            ControllerReply::Heartbeat { fenced } => Ok(fenced),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// AllocateProducerIds: returns `(first_id, count)` of a fresh block for `node_id`.
+    pub async fn allocate_producer_id_block(
+        &self,
+        node_id: i32,
+    ) -> Result<(i64, i64), ControllerError> {
+        match self
+            .inner
+            .submit(ControllerRequest::AllocateProducerIds { node_id })
+            .await?
+        {
+            ControllerReply::ProducerIds { first_id, size } => Ok((first_id, size)),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Stops the node: the listener, the background tasks and Raft. Everything acknowledged
+    /// is already durable, so this is equivalent to a crash for what survives it.
+    pub async fn shutdown(&self) {
+        let tasks: Vec<JoinHandle<()>> = self.tasks.lock().drain(..).collect();
+        for t in &tasks {
+            t.abort();
+        }
+        // Abort takes effect at the task's next poll; wait for it, so that the listener is
+        // closed (and its port free to bind again) when this returns.
+        for t in tasks {
+            let _ = t.await;
+        }
+        if let Err(e) = self.inner.raft.shutdown().await {
+            tracing::warn!(error = %e, "raft shutdown");
+        }
+    }
+}
+
+fn unexpected(reply: ControllerReply) -> ControllerError {
+    internal(format!("unexpected controller reply {reply:?}"))
+}
+
+impl Inner {
+    fn active(&self) -> Option<i32> {
+        self.raft
+            .metrics()
+            .borrow()
+            .current_leader
+            .map(|id| id as i32)
+    }
+
+    async fn wait_for_active(&self, deadline: Instant) -> Result<i32, ControllerError> {
+        let mut metrics = self.raft.metrics();
+        let found =
+            tokio::time::timeout_at(deadline, metrics.wait_for(|m| m.current_leader.is_some()))
+                .await;
+        match found {
+            Ok(Ok(m)) => Ok(m.current_leader.map_or(NO_LEADER, |id| id as i32)),
+            _ => Err(ControllerError::NotController { active: None }),
+        }
+    }
+
+    fn not_controller(&self) -> ControllerError {
+        ControllerError::NotController {
+            active: self.active().filter(|&a| a != self.config.node_id),
+        }
+    }
+
+    /// Routes a write to the active controller, waiting for one during an election and
+    /// following leadership changes, a bounded number of times.
+    async fn submit(&self, req: ControllerRequest) -> Result<ControllerReply, ControllerError> {
+        let deadline = Instant::now() + Duration::from_millis(self.config.request_timeout_ms);
+        let mut last = ControllerError::NotController { active: None };
+        let mut refusals = (NO_LEADER, 0usize);
+        for _ in 0..MAX_SUBMIT_ATTEMPTS {
+            let active = self.wait_for_active(deadline).await?;
+            let result = if active == self.config.node_id {
+                Some(self.handle_locally(req.clone()).await)
+            } else {
+                self.forward(active, &req, deadline).await
+            };
+            match result {
+                // Unreachable (None) or refused: try again once leadership has had a chance
+                // to move.
+                None | Some(Err(ControllerError::NotController { .. })) => {
+                    last = ControllerError::NotController {
+                        active: Some(active),
+                    };
+                    // The same node *answering* NOT_CONTROLLER again and again while it stays
+                    // the leader means the request itself is the problem (AlterPartition with
+                    // epochs newer than the controller's): give the caller the answer. An
+                    // unreachable leader does not count: it is about to be replaced.
+                    if result.is_some() {
+                        refusals = if refusals.0 == active {
+                            (active, refusals.1 + 1)
+                        } else {
+                            (active, 1)
+                        };
+                        if refusals.1 >= MAX_SAME_LEADER_REFUSALS {
+                            return Err(last);
+                        }
+                    }
+                    // Wait for the view of leadership to change rather than spin, but not
+                    // forever: a leader that could not confirm its quorum a moment ago (a
+                    // follower still starting) usually can on the next attempt.
+                    let retry_at = (Instant::now()
+                        + Duration::from_millis(self.config.election_timeout_ms))
+                    .min(deadline);
+                    let mut metrics = self.raft.metrics();
+                    let _ = tokio::time::timeout_at(
+                        retry_at,
+                        metrics.wait_for(|m| m.current_leader != Some(active as NodeId)),
+                    )
+                    .await;
+                    if Instant::now() >= deadline {
+                        return Err(last);
+                    }
+                }
+                Some(other) => return other,
+            }
+        }
+        Err(last)
+    }
+
+    /// Sends `req` to the active controller; `None` when it could not be reached (or its
+    /// answer was lost: the request may then have been applied, as with any timeout).
+    async fn forward(
+        &self,
+        active: i32,
+        req: &ControllerRequest,
+        deadline: Instant,
+    ) -> Option<Result<ControllerReply, ControllerError>> {
+        let addr = self.config.voters.get(&active)?;
+        let timeout = deadline.saturating_duration_since(Instant::now());
+        let answer: Result<Result<ControllerReply, ControllerError>, _> =
+            network::post_json(addr, "/controller/request", req, timeout).await;
+        match answer {
+            Ok(r) => Some(r),
+            Err(e) => {
+                tracing::debug!(error = %e, active, "forwarding to the active controller failed");
+                None
+            }
+        }
+    }
+
+    /// Decides and commits one request; only on the active controller.
+    pub(crate) async fn handle_locally(
+        &self,
+        req: ControllerRequest,
+    ) -> Result<ControllerReply, ControllerError> {
+        let Ok(_slot) = self.pending_writes.try_acquire() else {
+            return Err(ControllerError::RequestTimedOut(format!(
+                "{MAX_PENDING_WRITES} controller writes already pending"
+            )));
+        };
+        let timeout = Duration::from_millis(self.config.request_timeout_ms);
+        match tokio::time::timeout(timeout, self.decide_and_commit(&req)).await {
+            Ok(r) => r,
+            Err(_) => Err(ControllerError::RequestTimedOut(format!("{req:?}"))),
+        }
+    }
+
+    async fn decide_and_commit(
+        &self,
+        req: &ControllerRequest,
+    ) -> Result<ControllerReply, ControllerError> {
+        let _turn = self.write_lock.lock().await;
+        // The image must hold every committed record (a new leader may not have applied its
+        // predecessor's last entries yet) before a decision is taken on it.
+        self.raft.ensure_linearizable().await.map_err(|e| match e {
+            RaftError::APIError(CheckIsLeaderError::ForwardToLeader(_))
+            | RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(_)) => self.not_controller(),
+            RaftError::Fatal(f) => internal(f),
+        })?;
+        let image = self.image_rx.borrow().clone();
+        let (records, reply) =
+            replication::decide(&image, req, self.config.unclean_leader_election_enable)?;
+        if !records.is_empty() {
+            self.raft
+                .client_write(MetadataBatch(records))
+                .await
+                .map_err(|e| match e {
+                    RaftError::APIError(ClientWriteError::ForwardToLeader(_)) => {
+                        self.not_controller()
+                    }
+                    other => internal(other),
+                })?;
+        }
+        if let ControllerRequest::Heartbeat { node_id, .. } = req {
+            self.liveness
+                .lock()
+                .last_contact
+                .insert(*node_id, Instant::now());
+        }
+        Ok(reply)
+    }
+
+    /// Brokers the active controller should fence now: unfenced, and silent for longer than
+    /// the session timeout. Starts the bookkeeping afresh in a new term.
+    fn expired_brokers(&self, term: u64, image: &ClusterImage) -> Vec<i32> {
+        let now = Instant::now();
+        let session = Duration::from_millis(self.config.session_timeout_ms);
+        let mut l = self.liveness.lock();
+        if l.term != Some(term) {
+            l.term = Some(term);
+            l.last_contact.clear();
+        }
+        let mut expired = Vec::new();
+        for b in image.brokers.values().filter(|b| !b.fenced) {
+            // A broker not heard from in this term gets a full session from now.
+            let last = *l.last_contact.entry(b.node_id).or_insert(now);
+            if now.duration_since(last) > session {
+                expired.push(b.node_id);
+            }
+        }
+        expired
+    }
+}
+
+/// How often the active controller looks for expired sessions: a quarter of the session
+/// timeout, within bounds, so a dead broker is fenced at most 25% late.
+fn liveness_check_interval(session_timeout_ms: u64) -> Duration {
+    Duration::from_millis((session_timeout_ms / 4).clamp(10, 1000))
+}
+
+/// Runs on every node; acts only while the node is the active controller.
+async fn liveness_task(inner: Arc<Inner>) {
+    let mut tick = tokio::time::interval(liveness_check_interval(inner.config.session_timeout_ms));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let (leader, term) = {
+            let m = inner.raft.metrics();
+            let m = m.borrow();
+            (m.current_leader, m.current_term)
+        };
+        if leader != Some(inner.config.node_id as NodeId) {
+            inner.liveness.lock().term = None;
+            continue;
+        }
+        let image = inner.image_rx.borrow().clone();
+        for node_id in inner.expired_brokers(term, &image) {
+            tracing::info!(node_id, "broker session expired; fencing");
+            if let Err(e) = inner
+                .handle_locally(ControllerRequest::FenceBroker { node_id })
+                .await
+            {
+                tracing::warn!(node_id, error = %e, "fencing failed");
+            }
+        }
+    }
+}
+
+/// The broker side of this node: register, then heartbeat every
+/// `broker.heartbeat.interval.ms`, re-registering when the epoch is refused.
+async fn broker_lifecycle_task(inner: Arc<Inner>) {
+    let Some((host, port)) = inner.config.broker_endpoint.clone() else {
+        return;
+    };
+    let node_id = inner.config.node_id;
+    let mut enabled = inner.heartbeats_enabled.subscribe();
+    let mut tick = tokio::time::interval(Duration::from_millis(
+        inner.config.heartbeat_interval_ms.max(1),
+    ));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut epoch: Option<i64> = None;
+    loop {
+        tick.tick().await;
+        if enabled.wait_for(|on| *on).await.is_err() {
+            return;
+        }
+        let e = match epoch {
+            Some(e) => e,
+            None => {
+                let req = ControllerRequest::RegisterBroker {
+                    node_id,
+                    host: host.clone(),
+                    port,
+                };
+                match inner.submit(req).await {
+                    Ok(ControllerReply::BrokerRegistered { epoch: e }) => {
+                        epoch = Some(e);
+                        e
+                    }
+                    Ok(_) => continue,
+                    Err(err) => {
+                        tracing::debug!(error = %err, "broker registration failed; retrying");
+                        continue;
+                    }
+                }
+            }
+        };
+        // This node's image is what its broker side serves from.
+        let metadata_offset = inner.image_rx.borrow().metadata_offset;
+        match inner
+            .submit(ControllerRequest::Heartbeat {
+                node_id,
+                epoch: e,
+                metadata_offset,
+            })
+            .await
+        {
+            Ok(_) => {}
+            Err(
+                ControllerError::StaleBrokerEpoch { .. }
+                | ControllerError::BrokerIdNotRegistered(_),
+            ) => epoch = None,
+            Err(err) => tracing::debug!(error = %err, "broker heartbeat failed"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_from_kafka_keys() {
+        let load = |extra: &[&str]| {
+            let mut o: Vec<String> = [
+                "node.id=2",
+                "log.dirs=/tmp/brook-2",
+                "listeners=PLAINTEXT://127.0.0.1:9093,CONTROLLER://127.0.0.1:9193",
+                "controller.listener.names=CONTROLLER",
+                "controller.quorum.voters=1@127.0.0.1:9192,2@127.0.0.1:9193,3@127.0.0.1:9194",
+                "controller.quorum.bootstrap.servers=127.0.0.1:9192",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            o.extend(extra.iter().map(|s| s.to_string()));
+            BrokerConfig::load(None, &o).unwrap()
+        };
+        assert!(ControllerConfig::from_broker_config(&load(&[]))
+            .unwrap()
+            .is_none());
+        let c = ControllerConfig::from_broker_config(&load(&[
+            "process.roles=broker,controller",
+            "broker.session.timeout.ms=3000",
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(c.node_id, 2);
+        assert_eq!(c.voters.len(), 3);
+        assert_eq!(c.listen.port(), 9193);
+        assert_eq!(
+            c.metadata_dir,
+            PathBuf::from("/tmp/brook-2/__cluster_metadata")
+        );
+        assert_eq!(c.broker_endpoint, Some(("127.0.0.1".to_string(), 9093)));
+        assert_eq!(
+            (c.heartbeat_interval_ms, c.session_timeout_ms),
+            (2000, 3000)
+        );
+        let c = ControllerConfig::from_broker_config(&load(&["process.roles=controller"]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.broker_endpoint, None);
+        let bad = load(&[
+            "process.roles=controller",
+            "controller.quorum.voters=1@127.0.0.1:9192",
+        ]);
+        assert!(ControllerConfig::from_broker_config(&bad).is_err());
+    }
+
+    #[test]
+    fn voters_parse_kafka_format() {
+        let v = parse_voters("1@127.0.0.1:9192,2@127.0.0.1:9193, 3@localhost:9194").unwrap();
+        assert_eq!(v.len(), 3);
+        assert_eq!(v[&3], "localhost:9194");
+        assert!(parse_voters("1@127.0.0.1").is_err());
+        assert!(parse_voters("x@127.0.0.1:1").is_err());
+        assert!(parse_voters("1@a:1,1@b:2").is_err());
+        assert!(parse_voters("").is_err());
+    }
+}

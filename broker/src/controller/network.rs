@@ -1,0 +1,233 @@
+//! Raft RPCs and forwarded controller writes over HTTP/1.1 + JSON on the controller listener.
+//!
+//! Server side: axum. Routes:
+//! - `POST /raft/append`, `/raft/vote`, `/raft/snapshot`: openraft's AppendEntries, Vote and
+//!   InstallSnapshot (chunked), answered with `Result<reply, RaftError>` as JSON;
+//! - `POST /controller/request`: a [`ControllerRequest`] forwarded by a non-active node,
+//!   answered with `Result<ControllerReply, ControllerError>`.
+//!
+//! Client side: a deliberately tiny HTTP/1.1 client on `tokio::net::TcpStream` (one
+//! connection per call, `Connection: close`, body read to EOF with a bound), so the quorum
+//! needs no HTTP client dependency. Loopback and LAN connects are cheap next to the Raft
+//! heartbeat interval, and a fresh connection per call means a restarted peer is picked up
+//! without any reconnect logic.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{DefaultBodyLimit, State};
+use axum::routing::post;
+use axum::{Json, Router};
+use openraft::error::{
+    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
+};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use openraft::BasicNode;
+use serde::{de::DeserializeOwned, Serialize};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::error::ControllerError;
+use super::replication::{ControllerReply, ControllerRequest};
+use super::{Inner, NodeId, TypeConfig};
+
+/// Largest request or response body on the controller listener. Bounds what a peer can make
+/// us buffer; Raft batches (`max_payload_entries`) and snapshot chunks
+/// (`snapshot_max_chunk_size`) are configured well below it.
+pub const MAX_RPC_BODY_BYTES: usize = 32 << 20;
+
+/// Room for the status line and headers on top of the body.
+const MAX_RPC_HEADER_BYTES: usize = 16 << 10;
+
+/// Why a call to a peer failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RpcError {
+    #[error("connect to {addr}: {source}")]
+    Connect {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("i/o with {addr}: {source}")]
+    Io {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("call to {0} timed out")]
+    Timeout(String),
+    #[error("bad HTTP answer from {addr}: {reason}")]
+    Http { addr: String, reason: String },
+}
+
+/// POSTs `body` as JSON to `http://addr{path}` and decodes the JSON answer.
+pub async fn post_json<Req: Serialize, Resp: DeserializeOwned>(
+    addr: &str,
+    path: &str,
+    body: &Req,
+    timeout: Duration,
+) -> Result<Resp, RpcError> {
+    let http = |reason: String| RpcError::Http {
+        addr: addr.to_string(),
+        reason,
+    };
+    let io = |source| RpcError::Io {
+        addr: addr.to_string(),
+        source,
+    };
+    let call = async {
+        let mut stream = tokio::net::TcpStream::connect(addr)
+            .await
+            .map_err(|source| RpcError::Connect {
+                addr: addr.to_string(),
+                source,
+            })?;
+        // Raft heartbeats are tiny; do not let Nagle hold them back.
+        let _ = stream.set_nodelay(true);
+        let body = serde_json::to_vec(body).map_err(|e| http(e.to_string()))?;
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        );
+        stream.write_all(head.as_bytes()).await.map_err(io)?;
+        stream.write_all(&body).await.map_err(io)?;
+        let mut answer = Vec::new();
+        (&mut stream)
+            .take((MAX_RPC_BODY_BYTES + MAX_RPC_HEADER_BYTES) as u64)
+            .read_to_end(&mut answer)
+            .await
+            .map_err(io)?;
+        let split = answer
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .ok_or_else(|| http("no end of headers".into()))?;
+        let head = String::from_utf8_lossy(&answer[..split]).to_ascii_lowercase();
+        let status = head.split_whitespace().nth(1).unwrap_or("");
+        if status != "200" {
+            return Err(http(format!("status {status}")));
+        }
+        // axum sends JSON with a Content-Length; chunked bodies are not expected here.
+        if head.contains("transfer-encoding: chunked") {
+            return Err(http("chunked body".into()));
+        }
+        serde_json::from_slice(&answer[split + 4..]).map_err(|e| http(e.to_string()))
+    };
+    tokio::time::timeout(timeout, call)
+        .await
+        .map_err(|_| RpcError::Timeout(addr.to_string()))?
+}
+
+/// The axum router of the controller listener.
+pub(super) fn router(inner: Arc<Inner>) -> Router {
+    Router::new()
+        .route("/raft/append", post(append))
+        .route("/raft/vote", post(vote))
+        .route("/raft/snapshot", post(snapshot))
+        .route("/controller/request", post(forwarded))
+        .layer(DefaultBodyLimit::max(MAX_RPC_BODY_BYTES))
+        .with_state(inner)
+}
+
+async fn append(
+    State(inner): State<Arc<Inner>>,
+    Json(req): Json<AppendEntriesRequest<TypeConfig>>,
+) -> Json<Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>> {
+    Json(inner.raft.append_entries(req).await)
+}
+
+async fn vote(
+    State(inner): State<Arc<Inner>>,
+    Json(req): Json<VoteRequest<NodeId>>,
+) -> Json<Result<VoteResponse<NodeId>, RaftError<NodeId>>> {
+    Json(inner.raft.vote(req).await)
+}
+
+async fn snapshot(
+    State(inner): State<Arc<Inner>>,
+    Json(req): Json<InstallSnapshotRequest<TypeConfig>>,
+) -> Json<Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>> {
+    Json(inner.raft.install_snapshot(req).await)
+}
+
+async fn forwarded(
+    State(inner): State<Arc<Inner>>,
+    Json(req): Json<ControllerRequest>,
+) -> Json<Result<ControllerReply, ControllerError>> {
+    // Never forwarded again: a node that is no longer active answers NOT_CONTROLLER and the
+    // caller retries, so a request cannot bounce between two nodes with stale views.
+    Json(inner.handle_locally(req).await)
+}
+
+/// Creates a [`PeerClient`] per Raft peer.
+pub struct NetworkFactory;
+
+impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
+    type Network = PeerClient;
+
+    async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> PeerClient {
+        PeerClient {
+            target,
+            addr: node.addr.clone(),
+        }
+    }
+}
+
+/// Sends Raft RPCs to one peer.
+pub struct PeerClient {
+    target: NodeId,
+    addr: String,
+}
+
+impl PeerClient {
+    async fn call<Req, Resp, E>(
+        &self,
+        path: &str,
+        req: &Req,
+        option: &RPCOption,
+    ) -> Result<Resp, RPCError<NodeId, BasicNode, E>>
+    where
+        Req: Serialize,
+        Resp: DeserializeOwned,
+        E: std::error::Error + DeserializeOwned,
+    {
+        let answer: Result<Resp, E> = post_json(&self.addr, path, req, option.hard_ttl())
+            .await
+            .map_err(|e| match e {
+                // A peer that is down: openraft backs off instead of retrying at once.
+                RpcError::Connect { .. } => RPCError::Unreachable(Unreachable::new(&e)),
+                _ => RPCError::Network(NetworkError::new(&e)),
+            })?;
+        answer.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+    }
+}
+
+impl RaftNetwork<TypeConfig> for PeerClient {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
+        self.call("/raft/append", &rpc, &option).await
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<
+        InstallSnapshotResponse<NodeId>,
+        RPCError<NodeId, BasicNode, RaftError<NodeId, InstallSnapshotError>>,
+    > {
+        self.call("/raft/snapshot", &rpc, &option).await
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<NodeId>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
+        self.call("/raft/vote", &rpc, &option).await
+    }
+}

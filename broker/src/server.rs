@@ -21,12 +21,23 @@ pub struct Broker {
     pub advertised_port: i32,
     /// Protocol-level fault rules for this node.
     pub faults: Arc<FaultEngine>,
+    /// Turns true when shutdown starts, so that long waits (fault delays) end early.
+    shutting_down: watch::Sender<bool>,
 }
 
 impl Broker {
     /// This node's id.
     pub fn node_id(&self) -> i32 {
         self.config.node_id
+    }
+
+    /// Sleeps for a fault rule's delay; returns false if shutdown cut it short.
+    pub async fn fault_sleep(&self, delay: Duration) -> bool {
+        let mut rx = self.shutting_down.subscribe();
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => true,
+            _ = rx.wait_for(|stopping| *stopping) => false,
+        }
     }
 }
 
@@ -99,6 +110,7 @@ impl Server {
             advertised_host: host,
             advertised_port: port,
             faults,
+            shutting_down: watch::channel(false).0,
         });
         Ok(Server {
             broker,
@@ -153,6 +165,7 @@ impl Server {
             }
         }
         drop(self.listener);
+        broker.shutting_down.send_replace(true);
         tracing::info!("shutting down: finishing in-flight requests");
         while connections.join_next().await.is_some() {}
         let _ = retention.await;

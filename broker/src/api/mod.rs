@@ -204,7 +204,15 @@ pub async fn handle_frame(
             delay_ms,
         }) => {
             if let Some(ms) = delay_ms {
-                tokio::time::sleep(std::time::Duration::from_millis(*ms)).await;
+                if !broker
+                    .fault_sleep(std::time::Duration::from_millis(*ms))
+                    .await
+                {
+                    return Ok((
+                        ctx,
+                        Outcome::Close("shutting down during a fault delay".into()),
+                    ));
+                }
             }
             let outcome = error_response(&ctx, &req, *error_code)?;
             return Ok((ctx, outcome));
@@ -212,7 +220,18 @@ pub async fn handle_frame(
         Some(FaultAction::Delay {
             delay_ms,
             when: When::Before,
-        }) => tokio::time::sleep(std::time::Duration::from_millis(*delay_ms)).await,
+        }) => {
+            // A request still waiting when shutdown starts is not processed.
+            if !broker
+                .fault_sleep(std::time::Duration::from_millis(*delay_ms))
+                .await
+            {
+                return Ok((
+                    ctx,
+                    Outcome::Close("shutting down during a fault delay".into()),
+                ));
+            }
+        }
         _ => {}
     }
 
@@ -228,7 +247,9 @@ pub async fn handle_frame(
             delay_ms,
             when: When::After,
         }) => {
-            tokio::time::sleep(std::time::Duration::from_millis(delay_ms)).await;
+            broker
+                .fault_sleep(std::time::Duration::from_millis(delay_ms))
+                .await;
             Ok((ctx, outcome))
         }
         _ => Ok((ctx, outcome)),

@@ -273,11 +273,16 @@ impl FaultEngine {
 
     /// Installs a rule; returns its id.
     pub fn add(&self, spec: FaultSpec) -> Result<u64, FaultError> {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let rule = FaultRule::from_spec(id, spec)?;
+        // Validate before taking an id, so refused rules leave no gaps in the numbering.
+        let mut rule = FaultRule::from_spec(0, spec)?;
         let mut rules = self.rules.write();
         if rules.len() >= MAX_FAULT_RULES {
             return Err(FaultError::TooManyRules);
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        rule.id = id;
+        if rule.seed.is_none() {
+            rule.rng = Mutex::new(SplitMix64(id));
         }
         rules.push(Arc::new(rule));
         Ok(id)
@@ -425,6 +430,7 @@ mod tests {
             .is_err());
         assert!(e.is_empty());
         let id = e.add(spec("close")).unwrap();
+        assert_eq!(id, 1, "refused rules take no id");
         assert_eq!(e.clear(Some(id)), 1);
     }
 }

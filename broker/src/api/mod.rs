@@ -220,18 +220,17 @@ pub async fn handle_frame(
         Some(FaultAction::Delay {
             delay_ms,
             when: When::Before,
-        }) => {
+        })
             // A request still waiting when shutdown starts is not processed.
             if !broker
                 .fault_sleep(std::time::Duration::from_millis(*delay_ms))
                 .await
-            {
+            => {
                 return Ok((
                     ctx,
                     Outcome::Close("shutting down during a fault delay".into()),
                 ));
             }
-        }
         _ => {}
     }
 

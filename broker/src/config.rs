@@ -116,6 +116,7 @@ const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("log.retention.check.interval.ms", "300000"),
     ("cluster.id", ""),
     ("producer.id.expiration.ms", "86400000"),
+    ("replica.lag.time.max.ms", "30000"),
     ("admin.listener", ""),
     // KRaft (read by `controller::ControllerConfig::from_broker_config`).
     ("process.roles", ""),
@@ -145,6 +146,8 @@ pub struct BrokerConfig {
     pub retention_check_interval_ms: u64,
     /// Idle producers' dedup state is dropped after this long (producer.id.expiration.ms).
     pub producer_id_expiration_ms: i64,
+    /// A follower not caught up for this long leaves the ISR (replica.lag.time.max.ms).
+    pub replica_lag_time_max_ms: i64,
     pub cluster_id: Option<String>,
     /// The admin HTTP listener (`admin.listener=127.0.0.1:PORT`), if any.
     pub admin_listener: Option<SocketAddr>,
@@ -260,6 +263,10 @@ impl BrokerConfig {
                 "log.retention.check.interval.ms",
                 &get("log.retention.check.interval.ms"),
             )? as u64,
+            replica_lag_time_max_ms: positive(
+                "replica.lag.time.max.ms",
+                &get("replica.lag.time.max.ms"),
+            )?,
             producer_id_expiration_ms: positive(
                 "producer.id.expiration.ms",
                 &get("producer.id.expiration.ms"),

@@ -102,8 +102,11 @@ impl MetadataImage {
 
 /// Kafka cluster ids are 16 random bytes in URL-safe base64 without padding (22 characters).
 pub fn new_cluster_id() -> String {
+    encode_cluster_id(Uuid::new_v4().into_bytes())
+}
+
+fn encode_cluster_id(bytes: [u8; 16]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let bytes = Uuid::new_v4().into_bytes();
     let mut out = String::with_capacity(22);
     let mut acc: u32 = 0;
     let mut bits = 0;
@@ -119,6 +122,20 @@ pub fn new_cluster_id() -> String {
         out.push(ALPHABET[((acc << (6 - bits)) & 63) as usize] as char);
     }
     out
+}
+
+/// A cluster id every node derives alike from the same seed (the voter set), in Kafka's
+/// shape: 16 bytes, URL-safe base64 without padding.
+pub fn cluster_id_from_seed(seed: &str) -> String {
+    let a = crc32c::crc32c(seed.as_bytes());
+    let b = crc32c::crc32c_append(a, b"brook-cluster-id");
+    let c = crc32c::crc32c_append(b, seed.as_bytes());
+    let d = crc32c::crc32c_append(c, b"brook");
+    let mut bytes = [0u8; 16];
+    for (i, w) in [a, b, c, d].iter().enumerate() {
+        bytes[i * 4..i * 4 + 4].copy_from_slice(&w.to_be_bytes());
+    }
+    encode_cluster_id(bytes)
 }
 
 /// Kafka's topic name rule: 1-249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`.

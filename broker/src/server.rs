@@ -51,6 +51,10 @@ pub enum ServerError {
     },
     #[error(transparent)]
     Replica(#[from] ReplicaError),
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error("metadata quorum: {0}")]
+    Controller(#[from] crate::controller::ControllerError),
 }
 
 /// A started broker: bound, logs recovered, ready to accept.
@@ -104,6 +108,17 @@ impl Server {
             }
             None => (None, None),
         };
+        // Cluster mode: this node is a voter of the metadata quorum and registers its broker
+        // with the advertised (bound) address.
+        if let Some(mut cc) = crate::controller::ControllerConfig::from_broker_config(&config)? {
+            cc.broker_endpoint = Some((host.clone(), port as u16));
+            cc.unclean_leader_election_enable = config
+                .values
+                .get("unclean.leader.election.enable")
+                .is_some_and(|v| v == "true");
+            let controller = crate::controller::Controller::start(cc).await?;
+            replicas.attach_controller(controller);
+        }
         let broker = Arc::new(Broker {
             config,
             replicas,
@@ -150,6 +165,30 @@ impl Server {
                 shutdown.clone(),
             ))
         });
+        let replication = broker.replicas.controller().cloned().map(|controller| {
+            let broker = broker.clone();
+            let mut stop = shutdown.clone();
+            tokio::spawn(async move {
+                let mut image = controller.image();
+                let lag = broker.config.replica_lag_time_max_ms.max(200) as u64;
+                let mut isr_tick = tokio::time::interval(Duration::from_millis(lag / 2));
+                let current = image.borrow_and_update().clone();
+                broker.replicas.apply_image(&current, &broker.faults);
+                loop {
+                    tokio::select! {
+                        r = image.changed() => {
+                            if r.is_err() {
+                                break;
+                            }
+                            let current = image.borrow_and_update().clone();
+                            broker.replicas.apply_image(&current, &broker.faults);
+                        }
+                        _ = isr_tick.tick() => broker.replicas.shrink_isrs(),
+                        _ = stop.changed() => break,
+                    }
+                }
+            })
+        });
         let mut connections = JoinSet::new();
         loop {
             tokio::select! {
@@ -169,6 +208,12 @@ impl Server {
         tracing::info!("shutting down: finishing in-flight requests");
         while connections.join_next().await.is_some() {}
         let _ = retention.await;
+        if let Some(r) = replication {
+            let _ = r.await;
+        }
+        if let Some(c) = broker.replicas.controller() {
+            c.shutdown().await;
+        }
         if let Some(a) = admin {
             let _ = a.await;
         }

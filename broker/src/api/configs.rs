@@ -266,31 +266,76 @@ pub async fn handle_incremental_alter_configs(
     _ctx: &RequestContext,
     req: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
-    let responses = req
-        .resources
-        .into_iter()
-        .map(|r| {
-            let name = r.resource_name.to_string();
-            let resp = AlterConfigsResourceResponse::default().with_resource_type(r.resource_type).with_resource_name(r.resource_name.clone());
-            if r.resource_type != RESOURCE_TOPIC {
-                return resp
-                    .with_error_code(INVALID_REQUEST)
-                    .with_error_message(Some(sb("only topic configs can be altered; broker configs are read from server.properties")));
+    let mut responses = Vec::with_capacity(req.resources.len());
+    for r in req.resources {
+        let name = r.resource_name.to_string();
+        let resp = AlterConfigsResourceResponse::default()
+            .with_resource_type(r.resource_type)
+            .with_resource_name(r.resource_name.clone());
+        if r.resource_type != RESOURCE_TOPIC {
+            responses.push(
+                resp.with_error_code(INVALID_REQUEST)
+                    .with_error_message(Some(sb("only topic configs can be altered; broker configs are read from server.properties"))),
+            );
+            continue;
+        }
+        let Some(topic) = broker.replicas.topic(&name) else {
+            responses.push(
+                resp.with_error_code(UNKNOWN_TOPIC_OR_PARTITION)
+                    .with_error_message(Some(sb(format!("topic {name} does not exist")))),
+            );
+            continue;
+        };
+        let ops: Vec<_> = r
+            .configs
+            .iter()
+            .map(|c| {
+                (
+                    c.name.to_string(),
+                    c.config_operation,
+                    c.value.as_ref().map(|v| v.to_string()),
+                )
+            })
+            .collect();
+        let next = match apply_ops(&topic.configs, &ops) {
+            Ok(n) => n,
+            Err(msg) => {
+                responses.push(
+                    resp.with_error_code(INVALID_CONFIG)
+                        .with_error_message(Some(sb(msg))),
+                );
+                continue;
             }
-            let Some(topic) = broker.replicas.topic(&name) else {
-                return resp.with_error_code(UNKNOWN_TOPIC_OR_PARTITION).with_error_message(Some(sb(format!("topic {name} does not exist"))));
-            };
-            let ops: Vec<_> = r.configs.iter().map(|c| (c.name.to_string(), c.config_operation, c.value.as_ref().map(|v| v.to_string()))).collect();
-            let next = match apply_ops(&topic.configs, &ops) {
-                Ok(n) => n,
-                Err(msg) => return resp.with_error_code(INVALID_CONFIG).with_error_message(Some(sb(msg))),
-            };
-            match broker.replicas.set_topic_configs(&name, next, req.validate_only) {
-                Ok(()) => resp,
-                Err(e) => resp.with_error_code(e.error_code()).with_error_message(Some(sb(e.to_string()))),
-            }
-        })
-        .collect();
+        };
+        let outcome = match broker.replicas.controller() {
+            Some(controller) => match broker.config.validate_topic_configs(&next) {
+                Err(e) => Err((INVALID_CONFIG, e.to_string())),
+                Ok(()) if req.validate_only => Ok(()),
+                Ok(()) => {
+                    // The controller takes changes: new values, and None for removed keys.
+                    let mut diff: BTreeMap<String, Option<String>> = next
+                        .iter()
+                        .map(|(k, v)| (k.clone(), Some(v.clone())))
+                        .collect();
+                    for k in topic.configs.keys().filter(|k| !next.contains_key(*k)) {
+                        diff.insert(k.clone(), None);
+                    }
+                    controller
+                        .alter_configs(&name, diff)
+                        .await
+                        .map_err(|e| (e.code(), e.to_string()))
+                }
+            },
+            None => broker
+                .replicas
+                .set_topic_configs(&name, next, req.validate_only)
+                .map_err(|e| (e.error_code(), e.to_string())),
+        };
+        responses.push(match outcome {
+            Ok(()) => resp,
+            Err((code, msg)) => resp.with_error_code(code).with_error_message(Some(sb(msg))),
+        });
+    }
     IncrementalAlterConfigsResponse::default().with_responses(responses)
 }
 

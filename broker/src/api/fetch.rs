@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::fetch_response::{
+    EpochEndOffset, FetchableTopicResponse, PartitionData,
+};
 use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -33,6 +35,7 @@ struct Wanted {
     fetch_offset: i64,
     partition_max_bytes: usize,
     current_leader_epoch: i32,
+    last_fetched_epoch: i32,
     partition: Option<Arc<Partition>>,
     missing_code: i16,
 }
@@ -44,6 +47,13 @@ pub async fn handle(
     req: FetchRequest,
 ) -> Result<Outcome, CodecError> {
     let by_id = ctx.api_version >= 13;
+    // Followers fetch with their replica id: in the body up to v14, in replica_state after.
+    let replica_id = if ctx.api_version >= 15 {
+        req.replica_state.replica_id.0
+    } else {
+        req.replica_id.0
+    };
+    let follower = (replica_id >= 0).then_some(replica_id);
     let mut topic_keys: Vec<(TopicName, Uuid)> = Vec::with_capacity(req.topics.len());
     let mut wanted = Vec::new();
     for (ti, t) in req.topics.iter().enumerate() {
@@ -63,6 +73,7 @@ pub async fn handle(
                 fetch_offset: p.fetch_offset,
                 partition_max_bytes: p.partition_max_bytes.max(0) as usize,
                 current_leader_epoch: p.current_leader_epoch,
+                last_fetched_epoch: p.last_fetched_epoch,
                 partition,
                 missing_code: if name.is_none() {
                     UNKNOWN_TOPIC_ID
@@ -84,7 +95,7 @@ pub async fn handle(
     let waiter = Arc::new(Notify::new());
     let mut parked = false;
     let results = loop {
-        let (results, bytes, any_error) = read_all(&wanted, max_bytes);
+        let (results, bytes, any_error) = read_all(broker, follower, &wanted, max_bytes);
         if bytes >= min_bytes.max(1) || any_error || Instant::now() >= deadline || wanted.is_empty()
         {
             break results;
@@ -104,7 +115,7 @@ pub async fn handle(
             .await
             .is_err()
         {
-            let (results, _, _) = read_all(&wanted, max_bytes);
+            let (results, _, _) = read_all(broker, follower, &wanted, max_bytes);
             break results;
         }
         parked = false;
@@ -137,7 +148,13 @@ pub async fn handle(
 
 /// Reads every wanted partition once. Returns the answers, the bytes found, and whether any
 /// partition has an error (which answers the fetch at once, as Kafka does).
-fn read_all(wanted: &[Wanted], max_bytes: usize) -> (Vec<PartitionData>, usize, bool) {
+fn read_all(
+    broker: &Broker,
+    follower: Option<i32>,
+    wanted: &[Wanted],
+    max_bytes: usize,
+) -> (Vec<PartitionData>, usize, bool) {
+    let now = crate::cluster::replica_manager::now_ms();
     let mut out = Vec::with_capacity(wanted.len());
     let mut total = 0usize;
     let mut any_error = false;
@@ -157,7 +174,44 @@ fn read_all(wanted: &[Wanted], max_bytes: usize) -> (Vec<PartitionData>, usize, 
         // KIP-74: the first partition with data may exceed the limits by one whole batch,
         // so that a batch larger than max_bytes never stalls a consumer.
         let min_one = total == 0;
-        match part.read(w.fetch_offset, budget, min_one) {
+        let read = match follower {
+            None => part.read(w.fetch_offset, budget, min_one),
+            Some(replica) => {
+                if !part.is_leader() {
+                    any_error = true;
+                    out.push(error_data(base, 6));
+                    continue;
+                }
+                // A follower whose last epoch ends before its fetch offset on the leader has
+                // diverged: tell it where to truncate, and send no records.
+                if w.last_fetched_epoch >= 0 {
+                    let (epoch, end) = part.end_offset_for_epoch(w.last_fetched_epoch);
+                    if epoch != w.last_fetched_epoch || end < w.fetch_offset {
+                        any_error = true;
+                        let (log_start, _) = part.offsets();
+                        let hw = part.high_watermark();
+                        out.push(
+                            base.with_high_watermark(hw)
+                                .with_last_stable_offset(hw)
+                                .with_log_start_offset(log_start)
+                                .with_diverging_epoch(
+                                    EpochEndOffset::default()
+                                        .with_epoch(epoch)
+                                        .with_end_offset(end),
+                                )
+                                .with_records(Some(Bytes::new())),
+                        );
+                        continue;
+                    }
+                }
+                if let Some(isr) = part.record_follower_fetch(replica, w.fetch_offset, now) {
+                    tracing::info!(topic = %part.topic, partition = part.index, ?isr, "expanding ISR");
+                    broker.replicas.propose_isr(part, isr);
+                }
+                part.read_for_follower(w.fetch_offset, budget)
+            }
+        };
+        match read {
             Ok(read) => {
                 let records = match read.slice.read() {
                     Ok(b) => b,

@@ -25,6 +25,7 @@ pub mod spec {
 
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const UNSUPPORTED_VERSION: i16 = 35;
+const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 
 /// Answers ListOffsets.
 pub async fn handle(
@@ -48,6 +49,9 @@ pub async fn handle(
                     let Some(part) = broker.replicas.partition(&name, p.partition_index) else {
                         return base.with_error_code(UNKNOWN_TOPIC_OR_PARTITION);
                     };
+                    if !part.is_leader() {
+                        return base.with_error_code(NOT_LEADER_OR_FOLLOWER);
+                    }
                     if let Err(e) = part.check_leader_epoch(p.current_leader_epoch) {
                         return base.with_error_code(e.error_code());
                     }

@@ -20,6 +20,9 @@ pub async fn handle(
     req: MetadataRequest,
 ) -> MetadataResponse {
     let rm = &broker.replicas;
+    if let Some(controller) = rm.controller() {
+        return cluster_metadata(broker, ctx, req, controller).await;
+    }
     // Before v4 there is no flag and auto-creation is always allowed.
     let allow_auto_create =
         (ctx.api_version < 4 || req.allow_auto_topic_creation) && broker.config.auto_create_topics;
@@ -122,4 +125,118 @@ pub fn error_response(req: &MetadataRequest, code: i16) -> MetadataResponse {
     MetadataResponse::default()
         .with_topics(topics)
         .with_controller_id((-1).into())
+}
+
+/// Metadata in cluster mode, from the committed metadata image: live brokers, leaders,
+/// leader epochs, replicas and ISRs as the controller decided them.
+async fn cluster_metadata(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: MetadataRequest,
+    controller: &crate::controller::Controller,
+) -> MetadataResponse {
+    let allow_auto_create =
+        (ctx.api_version < 4 || req.allow_auto_topic_creation) && broker.config.auto_create_topics;
+    let mut image = controller.image().borrow().clone();
+    let mut wanted: Vec<(Option<String>, Uuid)> = match &req.topics {
+        None => image
+            .topics
+            .values()
+            .map(|t| (Some(t.name.clone()), t.id))
+            .collect(),
+        Some(list) => list
+            .iter()
+            .map(|t| (t.name.as_ref().map(|n| n.to_string()), t.topic_id))
+            .collect(),
+    };
+    // Auto-create what is missing, then answer from the image that includes it.
+    let mut created = false;
+    for (name, _) in &wanted {
+        if let Some(name) = name {
+            if allow_auto_create
+                && image.topic_by_name(name).is_none()
+                && crate::metadata::validate_topic_name(name).is_ok()
+            {
+                let rf = broker.config.default_replication_factor;
+                match controller
+                    .create_topic(name, broker.config.num_partitions, rf, Default::default())
+                    .await
+                {
+                    Ok(_) => created = true,
+                    Err(e) => tracing::info!(topic = %name, error = %e, "auto-creation failed"),
+                }
+            }
+        }
+    }
+    if created {
+        image = controller.image().borrow().clone();
+    }
+    let live: Vec<i32> = image.live_brokers();
+    let topics = wanted
+        .drain(..)
+        .map(|(name, id)| {
+            let topic = match &name {
+                Some(n) => image.topic_by_name(n),
+                None => image.topics.get(&id),
+            };
+            let Some(t) = topic else {
+                let code = match &name {
+                    Some(n) if crate::metadata::validate_topic_name(n).is_err() => 17,
+                    Some(_) => 3,
+                    None => 100,
+                };
+                return error_topic(name, id, code);
+            };
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let offline: Vec<_> = p
+                        .replicas
+                        .iter()
+                        .filter(|r| !live.contains(r))
+                        .map(|r| (*r).into())
+                        .collect();
+                    let leader_known = p.leader >= 0 && live.contains(&p.leader);
+                    MetadataResponsePartition::default()
+                        .with_partition_index(p.index)
+                        .with_error_code(if leader_known { 0 } else { 5 })
+                        .with_leader_id(if leader_known { p.leader } else { -1 }.into())
+                        .with_leader_epoch(p.leader_epoch)
+                        .with_replica_nodes(p.replicas.iter().map(|r| (*r).into()).collect())
+                        .with_isr_nodes(p.isr.iter().map(|r| (*r).into()).collect())
+                        .with_offline_replicas(offline)
+                })
+                .collect();
+            MetadataResponseTopic::default()
+                .with_name(Some(sb(t.name.clone()).into()))
+                .with_topic_id(t.id)
+                .with_is_internal(t.name.starts_with("__"))
+                .with_partitions(partitions)
+                .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
+        })
+        .collect();
+    let brokers = image
+        .brokers
+        .values()
+        .filter(|b| !b.fenced)
+        .map(|b| {
+            MetadataResponseBroker::default()
+                .with_node_id(b.node_id.into())
+                .with_host(sb(b.host.clone()))
+                .with_port(b.port as i32)
+        })
+        .collect();
+    // controller_id must be a live broker in this answer (KAFKA-FACTS §5).
+    let controller_id = controller
+        .active_controller_id()
+        .filter(|id| live.contains(id))
+        .or_else(|| live.first().copied())
+        .unwrap_or(broker.node_id());
+    MetadataResponse::default()
+        .with_brokers(brokers)
+        .with_cluster_id(Some(sb(broker.replicas.cluster_id())))
+        .with_controller_id(controller_id.into())
+        .with_topics(topics)
+        .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
 }

@@ -43,6 +43,9 @@ pub async fn handle(
     let mut any_error = None;
     let mut topics = Vec::with_capacity(req.topic_data.len());
     let now = now_ms();
+    // One timeout for the whole request, as Kafka's DelayedProduce has.
+    let deadline = tokio::time::Instant::now()
+        + std::time::Duration::from_millis(req.timeout_ms.max(0) as u64);
     for td in req.topic_data {
         // From v13 topics are named by id only.
         let (name, id) = if ctx.api_version >= 13 {
@@ -79,18 +82,20 @@ pub async fn handle(
                             Some("zstd needs Produce v7 or later".into()),
                         )
                     }
-                    Some(records) => match part.append_records_to_leader(records, acks, now) {
-                        Ok(info) => PartitionProduceResponse::default()
-                            .with_index(pd.index)
-                            .with_error_code(code::NONE)
-                            .with_base_offset(info.first_offset)
-                            .with_log_append_time_ms(info.log_append_time_ms)
-                            .with_log_start_offset(info.log_start_offset),
-                        Err(e) => {
-                            tracing::debug!(topic = %name, partition = pd.index, error = %e, "produce refused");
-                            partition_error(pd.index, e.error_code(), Some(e.to_string()))
+                    Some(records) => {
+                        match append_and_wait(&part, records, acks, now, deadline).await {
+                            Ok(info) => PartitionProduceResponse::default()
+                                .with_index(pd.index)
+                                .with_error_code(code::NONE)
+                                .with_base_offset(info.first_offset)
+                                .with_log_append_time_ms(info.log_append_time_ms)
+                                .with_log_start_offset(info.log_start_offset),
+                            Err(e) => {
+                                tracing::debug!(topic = %name, partition = pd.index, error = %e, "produce refused");
+                                partition_error(pd.index, e.error_code(), Some(e.to_string()))
+                            }
                         }
-                    },
+                    }
                 }
             } else {
                 partition_error(pd.index, code::UNKNOWN_TOPIC_OR_PARTITION, None)
@@ -141,4 +146,22 @@ pub fn error_response(req: &ProduceRequest, code: i16) -> ProduceResponse {
         })
         .collect();
     ProduceResponse::default().with_responses(topics)
+}
+
+/// Appends, then for acks=all waits until the high watermark passes the batch (a retried
+/// duplicate waits too: its original may not be committed yet).
+async fn append_and_wait(
+    part: &std::sync::Arc<crate::cluster::partition::Partition>,
+    records: bytes::Bytes,
+    acks: i16,
+    now: i64,
+    deadline: tokio::time::Instant,
+) -> Result<crate::log::LogAppendInfo, crate::cluster::partition::PartitionError> {
+    let info = part.append_records_to_leader(records, acks, now)?;
+    if acks == -1 {
+        let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+        part.wait_for_high_watermark(info.last_offset, remaining)
+            .await?;
+    }
+    Ok(info)
 }

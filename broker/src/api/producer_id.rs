@@ -23,11 +23,11 @@ pub async fn handle(
     if req.transactional_id.as_ref().is_some_and(|t| !t.is_empty()) {
         return resp.with_error_code(COORDINATOR_NOT_AVAILABLE);
     }
-    match broker.replicas.allocate_producer_id() {
+    match broker.replicas.next_producer_id().await {
         Ok(id) => resp.with_producer_id(id.into()).with_producer_epoch(0),
-        Err(e) => {
-            tracing::error!(error = %e, "could not allocate a producer id");
-            resp.with_error_code(e.error_code())
+        Err(code) => {
+            tracing::error!(code, "could not allocate a producer id");
+            resp.with_error_code(code)
         }
     }
 }

@@ -28,76 +28,161 @@ pub async fn handle_create_topics(
     req: CreateTopicsRequest,
 ) -> CreateTopicsResponse {
     let mut seen = std::collections::HashSet::new();
-    let topics = req
-        .topics
-        .into_iter()
-        .map(|t| {
-            let name = t.name.to_string();
-            let result = CreatableTopicResult::default()
-                .with_name(t.name.clone())
-                .with_num_partitions(-1)
-                .with_replication_factor(-1);
-            if !seen.insert(name.clone()) {
-                return result
+    let mut topics = Vec::with_capacity(req.topics.len());
+    for t in req.topics {
+        let name = t.name.to_string();
+        let result = CreatableTopicResult::default()
+            .with_name(t.name.clone())
+            .with_num_partitions(-1)
+            .with_replication_factor(-1);
+        if !seen.insert(name.clone()) {
+            topics.push(
+                result
                     .with_error_code(INVALID_REQUEST)
-                    .with_error_message(Some(sb(format!("topic {name} is listed twice"))));
+                    .with_error_message(Some(sb(format!("topic {name} is listed twice")))),
+            );
+            continue;
+        }
+        let mut configs = BTreeMap::new();
+        for c in &t.configs {
+            if let Some(v) = &c.value {
+                configs.insert(c.name.to_string(), v.to_string());
             }
-            let (partitions, rf) =
-                if t.assignments.is_empty() {
-                    (t.num_partitions, t.replication_factor)
-                } else {
-                    if t.num_partitions != -1 || t.replication_factor != -1 {
-                        return result.with_error_code(INVALID_REQUEST).with_error_message(Some(sb(
-                        "both numPartitions or replicationFactor and replicasAssignments were set",
-                    )));
-                    }
-                    let node = broker.node_id();
-                    let ok = t
-                        .assignments
-                        .iter()
-                        .all(|a| a.broker_ids.len() == 1 && a.broker_ids[0].0 == node);
-                    if !ok {
-                        return result
-                            .with_error_code(INVALID_REPLICA_ASSIGNMENT)
-                            .with_error_message(Some(sb(format!(
-                                "replica assignments may only name broker {node}"
-                            ))));
-                    }
-                    (t.assignments.len() as i32, 1)
-                };
-            let mut configs = BTreeMap::new();
-            for c in &t.configs {
-                if let Some(v) = &c.value {
-                    configs.insert(c.name.to_string(), v.to_string());
-                }
+        }
+        let outcome = match broker.replicas.controller() {
+            Some(controller) => {
+                create_in_cluster(broker, controller, &name, &t, configs, req.validate_only).await
             }
-            match broker
-                .replicas
-                .create_topic(&name, partitions, rf, configs, req.validate_only)
-            {
-                Ok(meta) => {
-                    let entries = topic_config_entries(broker, &meta.configs)
-                        .into_iter()
-                        .map(|e| {
-                            CreatableTopicConfigs::default()
-                                .with_name(sb(e.name))
-                                .with_value(Some(sb(e.value)))
-                                .with_config_source(config_source(e.source))
-                        })
-                        .collect();
-                    result
-                        .with_topic_id(meta.id)
-                        .with_num_partitions(meta.partitions)
-                        .with_replication_factor(meta.replication_factor)
-                        .with_configs(Some(entries))
-                }
-                Err(e) => result
-                    .with_error_code(e.error_code())
-                    .with_error_message(Some(sb(e.to_string()))),
+            None => create_locally(broker, &name, &t, configs, req.validate_only),
+        };
+        topics.push(match outcome {
+            Ok(meta) => {
+                let entries = topic_config_entries(broker, &meta.configs)
+                    .into_iter()
+                    .map(|e| {
+                        CreatableTopicConfigs::default()
+                            .with_name(sb(e.name))
+                            .with_value(Some(sb(e.value)))
+                            .with_config_source(config_source(e.source))
+                    })
+                    .collect();
+                result
+                    .with_topic_id(meta.id)
+                    .with_num_partitions(meta.partitions)
+                    .with_replication_factor(meta.replication_factor)
+                    .with_configs(Some(entries))
             }
-        })
-        .collect();
+            Err((code, msg)) => result
+                .with_error_code(code)
+                .with_error_message(Some(sb(msg))),
+        });
+    }
     CreateTopicsResponse::default().with_topics(topics)
+}
+
+type Refusal = (i16, String);
+
+fn create_locally(
+    broker: &Broker,
+    name: &str,
+    t: &kafka_protocol::messages::create_topics_request::CreatableTopic,
+    configs: BTreeMap<String, String>,
+    validate_only: bool,
+) -> Result<crate::metadata::TopicMeta, Refusal> {
+    let (partitions, rf) = if t.assignments.is_empty() {
+        (t.num_partitions, t.replication_factor)
+    } else {
+        if t.num_partitions != -1 || t.replication_factor != -1 {
+            return Err((
+                INVALID_REQUEST,
+                "both numPartitions or replicationFactor and replicasAssignments were set".into(),
+            ));
+        }
+        let node = broker.node_id();
+        if !t
+            .assignments
+            .iter()
+            .all(|a| a.broker_ids.len() == 1 && a.broker_ids[0].0 == node)
+        {
+            return Err((
+                INVALID_REPLICA_ASSIGNMENT,
+                format!("replica assignments may only name broker {node}"),
+            ));
+        }
+        (t.assignments.len() as i32, 1)
+    };
+    broker
+        .replicas
+        .create_topic(name, partitions, rf, configs, validate_only)
+        .map_err(|e| (e.error_code(), e.to_string()))
+}
+
+/// Cluster mode: the controller assigns replicas and commits the topic; the answer waits
+/// until this node's image has it, so a Metadata request right after sees it.
+async fn create_in_cluster(
+    broker: &Broker,
+    controller: &crate::controller::Controller,
+    name: &str,
+    t: &kafka_protocol::messages::create_topics_request::CreatableTopic,
+    configs: BTreeMap<String, String>,
+    validate_only: bool,
+) -> Result<crate::metadata::TopicMeta, Refusal> {
+    crate::metadata::validate_topic_name(name).map_err(|m| (17, m))?;
+    if !t.assignments.is_empty() {
+        return Err((INVALID_REPLICA_ASSIGNMENT, "manual replica assignments are not supported; give a partition count and replication factor".into()));
+    }
+    broker
+        .config
+        .validate_topic_configs(&configs)
+        .map_err(|e| (40, e.to_string()))?;
+    let partitions = if t.num_partitions == -1 {
+        broker.config.num_partitions
+    } else {
+        t.num_partitions
+    };
+    let rf = if t.replication_factor == -1 {
+        broker.config.default_replication_factor
+    } else {
+        t.replication_factor
+    };
+    if partitions <= 0 {
+        return Err((
+            37,
+            format!("number of partitions must be positive, got {partitions}"),
+        ));
+    }
+    if rf <= 0 {
+        return Err((38, format!("replication factor must be positive, got {rf}")));
+    }
+    if validate_only {
+        if controller.image().borrow().topic_by_name(name).is_some() {
+            return Err((36, format!("topic {name} already exists")));
+        }
+        return Ok(crate::metadata::TopicMeta {
+            name: name.into(),
+            id: Uuid::nil(),
+            partitions,
+            replication_factor: rf,
+            configs,
+        });
+    }
+    let (id, _) = controller
+        .create_topic(name, partitions, rf, configs.clone())
+        .await
+        .map_err(|e| (e.code(), e.to_string()))?;
+    broker
+        .replicas
+        .wait_for_metadata(std::time::Duration::from_secs(10), |rm| {
+            rm.topic(name).is_some()
+        })
+        .await;
+    Ok(crate::metadata::TopicMeta {
+        name: name.into(),
+        id,
+        partitions,
+        replication_factor: rf,
+        configs,
+    })
 }
 
 /// Answers DeleteTopics (by name, or by id from v6).
@@ -116,30 +201,42 @@ pub async fn handle_delete_topics(
             .iter()
             .map(|t| (t.name.as_ref().map(|n| n.to_string()), t.topic_id)),
     );
-    let responses = targets
-        .into_iter()
-        .map(|(name, id)| {
-            let name = match name {
-                Some(n) => n,
-                None => match broker.replicas.topic_name_by_id(id) {
-                    Some(n) => n,
-                    None => {
-                        return DeletableTopicResult::default()
-                            .with_topic_id(id)
-                            .with_error_code(UNKNOWN_TOPIC_ID);
-                    }
-                },
-            };
-            let result = DeletableTopicResult::default().with_name(Some(sb(name.clone()).into()));
-            match broker.replicas.delete_topic(&name) {
-                Ok(meta) => result.with_topic_id(meta.id),
-                Err(e) => result
-                    .with_topic_id(id)
-                    .with_error_code(e.error_code())
-                    .with_error_message(Some(sb(e.to_string()))),
+    let mut responses = Vec::with_capacity(targets.len());
+    for (name, id) in targets {
+        let name = match name.or_else(|| broker.replicas.topic_name_by_id(id)) {
+            Some(n) => n,
+            None => {
+                responses.push(
+                    DeletableTopicResult::default()
+                        .with_topic_id(id)
+                        .with_error_code(UNKNOWN_TOPIC_ID),
+                );
+                continue;
             }
-        })
-        .collect();
+        };
+        let result = DeletableTopicResult::default().with_name(Some(sb(name.clone()).into()));
+        let outcome = match broker.replicas.controller() {
+            Some(c) => {
+                let known = broker.replicas.topic(&name).map(|t| t.id).unwrap_or(id);
+                c.delete_topic(&name)
+                    .await
+                    .map(|_| known)
+                    .map_err(|e| (e.code(), e.to_string()))
+            }
+            None => broker
+                .replicas
+                .delete_topic(&name)
+                .map(|m| m.id)
+                .map_err(|e| (e.error_code(), e.to_string())),
+        };
+        responses.push(match outcome {
+            Ok(id) => result.with_topic_id(id),
+            Err((code, msg)) => result
+                .with_topic_id(id)
+                .with_error_code(code)
+                .with_error_message(Some(sb(msg))),
+        });
+    }
     DeleteTopicsResponse::default().with_responses(responses)
 }
 
@@ -149,34 +246,44 @@ pub async fn handle_create_partitions(
     _ctx: &RequestContext,
     req: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
-    let results = req
-        .topics
-        .into_iter()
-        .map(|t| {
-            let result = CreatePartitionsTopicResult::default().with_name(t.name.clone());
-            if let Some(assignments) = &t.assignments {
+    let mut results = Vec::with_capacity(req.topics.len());
+    for t in req.topics {
+        let result = CreatePartitionsTopicResult::default().with_name(t.name.clone());
+        let name = t.name.to_string();
+        let outcome = match (broker.replicas.controller(), &t.assignments) {
+            (Some(_), Some(_)) => Err((
+                INVALID_REPLICA_ASSIGNMENT,
+                "manual replica assignments are not supported".to_string(),
+            )),
+            (Some(_), None) if req.validate_only => Ok(()),
+            (Some(c), None) => c
+                .create_partitions(&name, t.count)
+                .await
+                .map_err(|e| (e.code(), e.to_string())),
+            (None, assignments) => {
                 let node = broker.node_id();
-                if !assignments
-                    .iter()
-                    .all(|a| a.broker_ids.len() == 1 && a.broker_ids[0].0 == node)
-                {
-                    return result
-                        .with_error_code(INVALID_REPLICA_ASSIGNMENT)
-                        .with_error_message(Some(sb(format!(
-                            "replica assignments may only name broker {node}"
-                        ))));
+                if assignments.as_ref().is_some_and(|a| {
+                    !a.iter()
+                        .all(|a| a.broker_ids.len() == 1 && a.broker_ids[0].0 == node)
+                }) {
+                    Err((
+                        INVALID_REPLICA_ASSIGNMENT,
+                        format!("replica assignments may only name broker {node}"),
+                    ))
+                } else {
+                    broker
+                        .replicas
+                        .create_partitions(&name, t.count, req.validate_only)
+                        .map_err(|e| (e.error_code(), e.to_string()))
                 }
             }
-            match broker
-                .replicas
-                .create_partitions(&t.name.to_string(), t.count, req.validate_only)
-            {
-                Ok(()) => result,
-                Err(e) => result
-                    .with_error_code(e.error_code())
-                    .with_error_message(Some(sb(e.to_string()))),
-            }
-        })
-        .collect();
+        };
+        results.push(match outcome {
+            Ok(()) => result,
+            Err((code, msg)) => result
+                .with_error_code(code)
+                .with_error_message(Some(sb(msg))),
+        });
+    }
     CreatePartitionsResponse::default().with_results(results)
 }

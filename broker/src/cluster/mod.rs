@@ -1,4 +1,5 @@
 //! Partitions and the ReplicaManager that owns them.
 
 pub mod partition;
+pub mod replica_fetcher;
 pub mod replica_manager;

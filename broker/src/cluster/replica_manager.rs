@@ -5,7 +5,7 @@
 //! metadata image behind its `RwLock` is read on Metadata requests and written only by topic
 //! administration.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -13,10 +13,13 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use dashmap::DashMap;
 use parking_lot::{Mutex, RwLock};
+use tokio::sync::watch;
 use uuid::Uuid;
 
-use super::partition::Partition;
+use super::partition::{Partition, Role};
 use crate::config::{BrokerConfig, ConfigError};
+use crate::controller::{AlterPartitionRequest, ClusterImage, Controller};
+use crate::fault::FaultEngine;
 use crate::log::{LogError, UnifiedLog};
 use crate::metadata::{validate_topic_name, MetadataError, MetadataImage, TopicMeta};
 
@@ -89,6 +92,20 @@ pub struct ReplicaManager {
     admin: Mutex<()>,
     next_producer_id: AtomicI64,
     producer_id_block_end: Mutex<i64>,
+    /// The metadata quorum, in cluster mode (`process.roles` includes controller).
+    controller: std::sync::OnceLock<Controller>,
+    /// Follower fetch tasks by partition.
+    fetchers: Mutex<HashMap<(String, i32), tokio::task::JoinHandle<()>>>,
+    /// Bumped after each metadata image is applied, for callers waiting to see their change.
+    applied: watch::Sender<u64>,
+    /// Cluster mode: the metadata offset this node had replayed locally at start-up. Roles
+    /// are only taken from an image that holds this process's own registration (recorded
+    /// after it), so a restarted node never acts on the stale leadership it remembers.
+    startup_metadata_offset: AtomicI64,
+    /// Cluster mode: one cluster id for every node, derived from the voter set.
+    quorum_cluster_id: std::sync::OnceLock<String>,
+    /// Cluster mode: the producer id block this node hands out from (next, end).
+    quorum_pid_block: tokio::sync::Mutex<(i64, i64)>,
 }
 
 impl ReplicaManager {
@@ -145,11 +162,20 @@ impl ReplicaManager {
             admin: Mutex::new(()),
             next_producer_id: AtomicI64::new(next_pid),
             producer_id_block_end: Mutex::new(next_pid),
+            controller: std::sync::OnceLock::new(),
+            fetchers: Mutex::new(HashMap::new()),
+            applied: watch::channel(0).0,
+            quorum_pid_block: tokio::sync::Mutex::new((0, 0)),
+            startup_metadata_offset: AtomicI64::new(i64::MAX),
+            quorum_cluster_id: std::sync::OnceLock::new(),
         })
     }
 
     /// The cluster id.
     pub fn cluster_id(&self) -> String {
+        if let Some(id) = self.quorum_cluster_id.get() {
+            return id.clone();
+        }
         self.image.read().cluster_id.clone()
     }
 
@@ -377,6 +403,245 @@ impl ReplicaManager {
         }
         image.persist(&self.config.log_dir)?;
         Ok(())
+    }
+
+    /// The metadata quorum, in cluster mode.
+    pub fn controller(&self) -> Option<&Controller> {
+        self.controller.get()
+    }
+
+    /// Switches to cluster mode: topics, leaders and ISRs come from the quorum from now on.
+    pub fn attach_controller(&self, controller: Controller) {
+        let offset = controller.image().borrow().metadata_offset;
+        self.startup_metadata_offset
+            .store(offset as i64, Ordering::Release);
+        let voters = self
+            .config
+            .values
+            .get("controller.quorum.voters")
+            .cloned()
+            .unwrap_or_default();
+        let id = self
+            .config
+            .cluster_id
+            .clone()
+            .unwrap_or_else(|| crate::metadata::cluster_id_from_seed(&voters));
+        let _ = self.quorum_cluster_id.set(id);
+        let _ = self.controller.set(controller);
+    }
+
+    /// Waits (bounded) until the applied metadata satisfies `done`.
+    pub async fn wait_for_metadata<F: Fn(&ReplicaManager) -> bool>(
+        &self,
+        timeout: std::time::Duration,
+        done: F,
+    ) -> bool {
+        let mut rx = self.applied.subscribe();
+        let wait = async {
+            loop {
+                if done(self) {
+                    return;
+                }
+                if rx.changed().await.is_err() {
+                    return;
+                }
+            }
+        };
+        tokio::time::timeout(timeout, wait).await.is_ok() && done(self)
+    }
+
+    /// Applies a committed metadata image: topics, and this node's role for every partition
+    /// it hosts (leader, follower with a fetcher, or gone).
+    pub fn apply_image(&self, image: &ClusterImage, faults: &Arc<FaultEngine>) {
+        let Some(controller) = self.controller.get() else {
+            return;
+        };
+        let me = self.config.node_id;
+        let now = now_ms();
+        let startup = self.startup_metadata_offset.load(Ordering::Acquire);
+        let registered = image
+            .brokers
+            .get(&me)
+            .is_some_and(|b| !b.fenced && b.registration_offset as i64 > startup);
+        let mut topics = BTreeMap::new();
+        for t in image.topics.values() {
+            let rf = t
+                .partitions
+                .first()
+                .map(|p| p.replicas.len() as i16)
+                .unwrap_or(0);
+            topics.insert(
+                t.name.clone(),
+                TopicMeta {
+                    name: t.name.clone(),
+                    id: t.id,
+                    partitions: t.partitions.len() as i32,
+                    replication_factor: rf,
+                    configs: t.configs.clone(),
+                },
+            );
+        }
+        // Partitions this node should no longer host: deleted topics, moved replicas.
+        let stale: Vec<(String, i32)> = self
+            .partitions
+            .iter()
+            .filter(|e| {
+                let p = e.value();
+                image
+                    .topics
+                    .get(&p.topic_id)
+                    .and_then(|t| t.partitions.iter().find(|r| r.index == p.index))
+                    .is_none_or(|r| !r.replicas.contains(&me))
+            })
+            .map(|e| e.key().clone())
+            .collect();
+        for key in stale {
+            self.stop_fetcher(&key);
+            if let Some((_, part)) = self.partitions.remove(&key) {
+                self.topic_names.remove(&part.topic_id);
+                if let Err(e) = part.delete_dir() {
+                    tracing::warn!(topic = %key.0, partition = key.1, error = %e, "could not delete partition directory");
+                }
+            }
+        }
+        for t in image.topics.values() {
+            self.topic_names.insert(t.id, t.name.clone());
+            let log_config = match self.config.log_config(&t.configs) {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::error!(topic = %t.name, error = %e, "topic configs are invalid; keeping the old ones");
+                    continue;
+                }
+            };
+            let min_isr = self.config.min_insync_replicas(&t.configs);
+            for reg in &t.partitions {
+                if !reg.replicas.contains(&me) {
+                    continue;
+                }
+                let key = (t.name.clone(), reg.index);
+                let part = match self.partitions.get(&key).map(|p| p.clone()) {
+                    Some(p) => {
+                        p.update_config(log_config.clone(), min_isr);
+                        p
+                    }
+                    None => match UnifiedLog::open(
+                        partition_dir(&self.config.log_dir, &t.name, reg.index),
+                        log_config.clone(),
+                        true,
+                        now,
+                    ) {
+                        Ok(log) => {
+                            let p = Arc::new(Partition::new_replica(
+                                t.name.clone(),
+                                t.id,
+                                reg.index,
+                                me,
+                                min_isr,
+                                log,
+                            ));
+                            self.partitions.insert(key.clone(), p.clone());
+                            p
+                        }
+                        Err(e) => {
+                            tracing::error!(topic = %t.name, partition = reg.index, error = %e, "cannot open partition log");
+                            continue;
+                        }
+                    },
+                };
+                if !registered {
+                    continue;
+                }
+                if let Some(role) = part.apply_registration(
+                    reg.leader,
+                    reg.leader_epoch,
+                    reg.partition_epoch,
+                    reg.replicas.clone(),
+                    reg.isr.clone(),
+                    now,
+                ) {
+                    self.stop_fetcher(&key);
+                    if let Role::Follower { leader } = role {
+                        let handle = super::replica_fetcher::spawn(
+                            part.clone(),
+                            leader,
+                            me,
+                            controller.image(),
+                            faults.clone(),
+                        );
+                        self.fetchers.lock().insert(key, handle);
+                    }
+                }
+            }
+        }
+        {
+            let mut img = self.image.write();
+            img.topics = topics;
+            img.next_producer_id_block = image.next_producer_id_block;
+        }
+        self.applied.send_modify(|v| *v += 1);
+    }
+
+    fn stop_fetcher(&self, key: &(String, i32)) {
+        if let Some(h) = self.fetchers.lock().remove(key) {
+            h.abort();
+        }
+    }
+
+    /// Sends an ISR change for a partition this node leads to the controller, in the
+    /// background; the partition learns the outcome when it completes.
+    pub fn propose_isr(&self, part: &Arc<Partition>, isr: Vec<i32>) {
+        let Some(controller) = self.controller.get().cloned() else {
+            part.complete_isr_change(None);
+            return;
+        };
+        let req = AlterPartitionRequest {
+            topic_id: part.topic_id,
+            partition: part.index,
+            leader_id: self.config.node_id,
+            leader_epoch: part.leader_epoch(),
+            partition_epoch: part.partition_epoch(),
+            new_isr: isr,
+        };
+        let part = part.clone();
+        tokio::spawn(async move {
+            match controller.alter_partition(req).await {
+                Ok(reg) => part.complete_isr_change(Some((reg.partition_epoch, reg.isr))),
+                Err(e) => {
+                    tracing::info!(topic = %part.topic, partition = part.index, error = %e, "ISR change refused");
+                    part.complete_isr_change(None);
+                }
+            }
+        });
+    }
+
+    /// Leader duty, run periodically: drop followers that lag more than replica.lag.time.max.ms.
+    pub fn shrink_isrs(&self) {
+        let now = now_ms();
+        for p in self.all_partitions() {
+            if let Some(isr) = p.isr_shrink_proposal(now, self.config.replica_lag_time_max_ms) {
+                tracing::info!(topic = %p.topic, partition = p.index, ?isr, "shrinking ISR");
+                self.propose_isr(&p, isr);
+            }
+        }
+    }
+
+    /// Hands out a producer id: from the local block file on a single node, from blocks the
+    /// controller allocates in cluster mode (so ids are unique across nodes).
+    pub async fn next_producer_id(&self) -> Result<i64, i16> {
+        let Some(controller) = self.controller.get() else {
+            return self.allocate_producer_id().map_err(|e| e.error_code());
+        };
+        let mut block = self.quorum_pid_block.lock().await;
+        if block.0 >= block.1 {
+            let (first, size) = controller
+                .allocate_producer_id_block(self.config.node_id)
+                .await
+                .map_err(|e| e.code())?;
+            *block = (first, first + size);
+        }
+        let id = block.0;
+        block.0 += 1;
+        Ok(id)
     }
 
     /// Hands out a producer id for an idempotent producer.

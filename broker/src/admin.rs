@@ -1,7 +1,8 @@
 //! The admin HTTP API, on its own loopback listener (`admin.listener=127.0.0.1:PORT`).
 //!
 //! - `GET /faults`: the installed fault rules and how often each fired.
-//! - `POST /faults` with a JSON [`FaultSpec`]: installs a rule, answers `{"id": N}`.
+//! - `POST /faults` with a JSON [`FaultSpec`]: installs a rule (a request, crash or link rule,
+//!   see [`crate::fault`]), answers `{"id": N}`.
 //! - `DELETE /faults`: removes every rule; `DELETE /faults/{id}`: removes one.
 //!
 //! Bad input (malformed JSON, an unknown action or API) is answered 400 with a message that

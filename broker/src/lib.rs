@@ -16,3 +16,4 @@ pub mod log;
 pub mod metadata;
 pub mod net;
 pub mod server;
+pub mod supervisor;

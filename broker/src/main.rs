@@ -1,4 +1,6 @@
-//! The `brook` command: `brook serve --config server.properties [--override k=v]...`.
+//! The `brook` command: `brook serve --config server.properties [--override k=v]...`,
+//! `brook cluster` (a local multi-node cluster under one supervisor), `brook node` (kill and
+//! restart its nodes), `brook fault` (fault rules on a node) and `brook dump-log`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -7,7 +9,7 @@ use clap::{Parser, Subcommand};
 use tokio::sync::watch;
 
 use brook::config::BrokerConfig;
-use brook::fault::{FaultSpec, When};
+use brook::fault::{FaultSpec, PeerSpec, RuleKind, When};
 use brook::server::Server;
 
 #[derive(Parser)]
@@ -21,6 +23,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once per run: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Runs one broker node.
@@ -42,8 +46,53 @@ enum Command {
         #[command(subcommand)]
         command: FaultCommand,
     },
+    /// Runs a local cluster: one `brook serve` child process per node, under a supervisor
+    /// that can kill and restart them (see `brook node`).
+    Cluster(brook::supervisor::ClusterArgs),
+    /// Lists, kills, restarts or starts the nodes of a `brook cluster`, through its
+    /// supervisor's HTTP API.
+    Node {
+        #[command(subcommand)]
+        command: NodeCommand,
+    },
 }
 
+#[derive(Subcommand)]
+enum NodeCommand {
+    /// Prints every node: id, pid, alive, ports.
+    List {
+        /// The supervisor's listener, HOST:PORT (`--supervisor-listener` of `brook cluster`).
+        #[arg(long)]
+        supervisor: String,
+    },
+    /// Kills one node: SIGKILL (like `kill -9`), or SIGTERM with `--signal term`.
+    Kill {
+        #[arg(long)]
+        supervisor: String,
+        #[arg(long)]
+        id: i32,
+        /// `kill` (default) or `term`.
+        #[arg(long)]
+        signal: Option<String>,
+    },
+    /// Stops the node if it runs (SIGTERM), starts it again with the same configuration and
+    /// data, and waits for it to be ready.
+    Restart {
+        #[arg(long)]
+        supervisor: String,
+        #[arg(long)]
+        id: i32,
+    },
+    /// Starts a node that is not running and waits for it to be ready.
+    Start {
+        #[arg(long)]
+        supervisor: String,
+        #[arg(long)]
+        id: i32,
+    },
+}
+
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum FaultCommand {
     /// Installs a rule and prints its id.
@@ -51,9 +100,29 @@ enum FaultCommand {
         /// The node's admin listener, HOST:PORT.
         #[arg(long)]
         admin: String,
-        /// drop-request, drop-response, delay, error or close.
+        /// drop-request, drop-response, delay, error or close; crash (with --point); for
+        /// link rules partition, or delay with any of --to/--from/--direction/--traffic.
         #[arg(long)]
         action: String,
+        /// request, crash or link (inferred from the action when omitted).
+        #[arg(long)]
+        kind: Option<String>,
+        /// For crash: after-leader-append, after-replication-before-ack or
+        /// follower-after-fetch-before-append.
+        #[arg(long)]
+        point: Option<String>,
+        /// For link rules: this node's id (default any).
+        #[arg(long)]
+        from: Option<i32>,
+        /// For link rules: the peer node id, or '*' (default).
+        #[arg(long)]
+        to: Option<String>,
+        /// For link rules: out, in or both (default).
+        #[arg(long)]
+        direction: Option<String>,
+        /// For link rules: replication, controller or both (default).
+        #[arg(long)]
+        traffic: Option<String>,
         /// API name (produce, fetch, metadata, init-producer-id, ...) or key.
         #[arg(long)]
         api: Option<String>,
@@ -110,6 +179,8 @@ fn main() -> ExitCode {
         Command::Serve { config, overrides } => serve(config, overrides),
         Command::Fault { command } => fault(command),
         Command::DumpLog { path } => dump_log(&path),
+        Command::Cluster(args) => brook::supervisor::run(args),
+        Command::Node { command } => node(command),
     }
 }
 
@@ -184,6 +255,12 @@ fn fault(command: FaultCommand) -> ExitCode {
         FaultCommand::Add {
             admin,
             action,
+            kind,
+            point,
+            from,
+            to,
+            direction,
+            traffic,
             api,
             topic,
             partition,
@@ -205,8 +282,24 @@ fn fault(command: FaultCommand) -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
+            let kind = match kind.as_deref() {
+                None => None,
+                Some("request") => Some(RuleKind::Request),
+                Some("crash") => Some(RuleKind::Crash),
+                Some("link") => Some(RuleKind::Link),
+                Some(other) => {
+                    eprintln!("brook: --kind must be request, crash or link, not {other:?}");
+                    return ExitCode::from(2);
+                }
+            };
             let spec = FaultSpec {
+                kind,
                 action,
+                point,
+                from,
+                to: to.map(PeerSpec::Text),
+                direction,
+                traffic,
                 api,
                 node,
                 client_id,
@@ -218,6 +311,7 @@ fn fault(command: FaultCommand) -> ExitCode {
                 delay_ms,
                 error_code: error,
                 when,
+                ..Default::default()
             };
             admin_call("POST", &admin, Some(spec)).map(|v| v["id"].to_string())
         }
@@ -256,6 +350,90 @@ fn admin_call<T: serde::Serialize>(
     let resp = match (method, body) {
         ("POST", Some(b)) => agent.post(&url).send_json(b),
         ("DELETE", _) => agent.delete(&url).call(),
+        _ => agent.get(&url).call(),
+    }
+    .map_err(|e| format!("{url}: {e}"))?;
+    let status = resp.status();
+    let value: serde_json::Value = resp
+        .into_body()
+        .read_json()
+        .map_err(|e| format!("{url}: {e}"))?;
+    if !status.is_success() {
+        return Err(format!("{url}: {status}: {}", value["error"]));
+    }
+    Ok(value)
+}
+
+fn node(command: NodeCommand) -> ExitCode {
+    let result = match command {
+        NodeCommand::List { supervisor } => {
+            supervisor_call("GET", &supervisor, "/nodes").map(|v| {
+                let mut out = String::new();
+                for n in v["nodes"].as_array().into_iter().flatten() {
+                    out.push_str(&format!(
+                        "node {} pid={} alive={} client={} controller={} admin={} log={}\n",
+                        n["id"],
+                        n["pid"],
+                        n["alive"],
+                        n["client"].as_str().unwrap_or("-"),
+                        n["controller"].as_str().unwrap_or("-"),
+                        n["admin"].as_str().unwrap_or("-"),
+                        n["log"].as_str().unwrap_or("-"),
+                    ));
+                }
+                out.trim_end().to_string()
+            })
+        }
+        NodeCommand::Kill {
+            supervisor,
+            id,
+            signal,
+        } => {
+            let query = match signal.as_deref() {
+                None | Some("kill") => "",
+                Some("term") => "?signal=term",
+                Some(other) => {
+                    eprintln!("brook: --signal must be kill or term, not {other:?}");
+                    return ExitCode::from(2);
+                }
+            };
+            supervisor_call("POST", &supervisor, &format!("/nodes/{id}/kill{query}"))
+                .map(|v| v.to_string())
+        }
+        NodeCommand::Restart { supervisor, id } => {
+            supervisor_call("POST", &supervisor, &format!("/nodes/{id}/restart"))
+                .map(|v| v.to_string())
+        }
+        NodeCommand::Start { supervisor, id } => {
+            supervisor_call("POST", &supervisor, &format!("/nodes/{id}/start"))
+                .map(|v| v.to_string())
+        }
+    };
+    match result {
+        Ok(out) => {
+            println!("{out}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("brook: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// One call to a `brook cluster` supervisor's HTTP API.
+fn supervisor_call(
+    method: &str,
+    supervisor: &str,
+    path: &str,
+) -> Result<serde_json::Value, String> {
+    let url = format!("http://{supervisor}{path}");
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let resp = match method {
+        "POST" => agent.post(&url).send_empty(),
         _ => agent.get(&url).call(),
     }
     .map_err(|e| format!("{url}: {e}"))?;

@@ -40,6 +40,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::config::{BrokerConfig, ConfigError};
+use crate::fault::FaultEngine;
 pub use error::ControllerError;
 pub use image::{
     BrokerRegistration, ClusterImage, MetadataBatch, MetadataRecord, PartitionRegistration,
@@ -221,6 +222,8 @@ pub(crate) struct Inner {
     pending_writes: tokio::sync::Semaphore,
     liveness: parking_lot::Mutex<Liveness>,
     heartbeats_enabled: watch::Sender<bool>,
+    /// The node's fault rules: link rules with traffic `controller` act on the quorum's RPCs.
+    faults: Option<Arc<FaultEngine>>,
 }
 
 /// A running quorum member. Cheap to clone.
@@ -244,11 +247,33 @@ impl Controller {
         Self::start_with_listener(config, listener).await
     }
 
+    /// [`Controller::start`] with the node's fault engine: its link rules (traffic
+    /// `controller`) then partition or delay the quorum's RPCs to and from other nodes.
+    pub async fn start_with_faults(
+        config: ControllerConfig,
+        faults: Option<Arc<FaultEngine>>,
+    ) -> Result<Controller, ControllerError> {
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .map_err(|e| internal(format!("bind {}: {e}", config.listen)))?;
+        Self::start_with_listener_and_faults(config, listener, faults).await
+    }
+
     /// Starts the node on an already bound controller listener (tests bind port 0 first to
     /// learn the addresses they put in `voters`).
     pub async fn start_with_listener(
         config: ControllerConfig,
         listener: tokio::net::TcpListener,
+    ) -> Result<Controller, ControllerError> {
+        Self::start_with_listener_and_faults(config, listener, None).await
+    }
+
+    /// [`Controller::start_with_listener`] with the node's fault engine (see
+    /// [`Controller::start_with_faults`]).
+    pub async fn start_with_listener_and_faults(
+        config: ControllerConfig,
+        listener: tokio::net::TcpListener,
+        faults: Option<Arc<FaultEngine>>,
     ) -> Result<Controller, ControllerError> {
         if !config.voters.contains_key(&config.node_id) {
             return Err(internal(format!(
@@ -279,7 +304,10 @@ impl Controller {
         let raft = Raft::new(
             config.node_id as NodeId,
             Arc::new(raft_config),
-            network::NetworkFactory,
+            network::NetworkFactory {
+                node_id: config.node_id,
+                faults: faults.clone(),
+            },
             log_store,
             state_machine,
         )
@@ -304,6 +332,7 @@ impl Controller {
             pending_writes: tokio::sync::Semaphore::new(MAX_PENDING_WRITES),
             liveness: parking_lot::Mutex::new(Liveness::default()),
             heartbeats_enabled: watch::channel(true).0,
+            faults,
         });
         let router = network::router(inner.clone());
         let mut tasks = vec![tokio::spawn(async move {
@@ -598,8 +627,13 @@ impl Inner {
     ) -> Option<Result<ControllerReply, ControllerError>> {
         let addr = self.config.voters.get(&active)?;
         let timeout = deadline.saturating_duration_since(Instant::now());
+        let link = network::Link {
+            from: self.config.node_id,
+            to: active,
+            faults: self.faults.clone(),
+        };
         let answer: Result<Result<ControllerReply, ControllerError>, _> =
-            network::post_json(addr, "/controller/request", req, timeout).await;
+            network::post_json(&link, addr, "/controller/request", req, timeout).await;
         match answer {
             Ok(r) => Some(r),
             Err(e) => {

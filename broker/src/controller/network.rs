@@ -11,11 +11,21 @@
 //! needs no HTTP client dependency. Loopback and LAN connects are cheap next to the Raft
 //! heartbeat interval, and a fresh connection per call means a restarted peer is picked up
 //! without any reconnect logic.
+//!
+//! Every request carries the caller's node id in a [`NODE_ID_HEADER`] header, so that link
+//! fault rules ([`FaultEngine::link_fault`], traffic `controller`) can act on both ends: an
+//! outgoing call to a partitioned peer fails like a refused connection (openraft then sees
+//! the peer as unreachable), and an incoming call from a partitioned peer is answered 503
+//! without reaching Raft. A `delay` rule holds the call (within the call's timeout) or the
+//! incoming request.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
 use openraft::error::{
@@ -33,6 +43,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use super::error::ControllerError;
 use super::replication::{ControllerReply, ControllerRequest};
 use super::{Inner, NodeId, TypeConfig};
+use crate::fault::{Direction, FaultEngine, LinkAction, Traffic};
 
 /// Largest request or response body on the controller listener. Bounds what a peer can make
 /// us buffer; Raft batches (`max_payload_entries`) and snapshot chunks
@@ -41,6 +52,20 @@ pub const MAX_RPC_BODY_BYTES: usize = 32 << 20;
 
 /// Room for the status line and headers on top of the body.
 const MAX_RPC_HEADER_BYTES: usize = 16 << 10;
+
+/// The header that names the calling node on every Raft and forwarded request.
+pub const NODE_ID_HEADER: &str = "brook-node-id";
+
+/// Who calls whom: the `brook-node-id` header's value, and the rules that may cut the link.
+#[derive(Clone, Debug)]
+pub struct Link {
+    /// The calling node (this one).
+    pub from: i32,
+    /// The called peer.
+    pub to: i32,
+    /// This node's fault rules, if the node has any engine.
+    pub faults: Option<Arc<FaultEngine>>,
+}
 
 /// Why a call to a peer failed.
 #[derive(Debug, thiserror::Error)]
@@ -61,8 +86,10 @@ pub enum RpcError {
     Http { addr: String, reason: String },
 }
 
-/// POSTs `body` as JSON to `http://addr{path}` and decodes the JSON answer.
+/// POSTs `body` as JSON to `http://addr{path}` and decodes the JSON answer. Link fault
+/// rules of `link.faults` for `link.to` (outgoing controller traffic) apply first.
 pub async fn post_json<Req: Serialize, Resp: DeserializeOwned>(
+    link: &Link,
     addr: &str,
     path: &str,
     body: &Req,
@@ -77,6 +104,23 @@ pub async fn post_json<Req: Serialize, Resp: DeserializeOwned>(
         source,
     };
     let call = async {
+        let fault = link
+            .faults
+            .as_deref()
+            .and_then(|f| f.link_fault(link.to, Traffic::Controller, Direction::Out));
+        match fault {
+            Some(LinkAction::Partition) => {
+                return Err(RpcError::Connect {
+                    addr: addr.to_string(),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::ConnectionRefused,
+                        format!("link to node {} partitioned by a fault rule", link.to),
+                    ),
+                })
+            }
+            Some(LinkAction::Delay(d)) => tokio::time::sleep(d).await,
+            None => {}
+        }
         let mut stream = tokio::net::TcpStream::connect(addr)
             .await
             .map_err(|source| RpcError::Connect {
@@ -88,7 +132,8 @@ pub async fn post_json<Req: Serialize, Resp: DeserializeOwned>(
         let body = serde_json::to_vec(body).map_err(|e| http(e.to_string()))?;
         let head = format!(
             "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
-             Content-Length: {}\r\nConnection: close\r\n\r\n",
+             {NODE_ID_HEADER}: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            link.from,
             body.len()
         );
         stream.write_all(head.as_bytes()).await.map_err(io)?;
@@ -127,7 +172,44 @@ pub(super) fn router(inner: Arc<Inner>) -> Router {
         .route("/raft/snapshot", post(snapshot))
         .route("/controller/request", post(forwarded))
         .layer(DefaultBodyLimit::max(MAX_RPC_BODY_BYTES))
+        .layer(axum::middleware::from_fn_with_state(
+            inner.clone(),
+            incoming_link_faults,
+        ))
         .with_state(inner)
+}
+
+/// Applies link fault rules to a request from the peer its [`NODE_ID_HEADER`] names:
+/// partitioned → 503 without processing; delayed → processed after the delay. Requests
+/// without the header (or with a malformed one) pass.
+async fn incoming_link_faults(
+    State(inner): State<Arc<Inner>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let peer = req
+        .headers()
+        .get(NODE_ID_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<i32>().ok());
+    let fault = match (&inner.faults, peer) {
+        (Some(f), Some(peer)) => f
+            .link_fault(peer, Traffic::Controller, Direction::In)
+            .map(|a| (peer, a)),
+        _ => None,
+    };
+    match fault {
+        Some((peer, LinkAction::Partition)) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("link from node {peer} partitioned by a fault rule"),
+        )
+            .into_response(),
+        Some((_, LinkAction::Delay(d))) => {
+            tokio::time::sleep(d).await;
+            next.run(req).await
+        }
+        None => next.run(req).await,
+    }
 }
 
 async fn append(
@@ -161,7 +243,12 @@ async fn forwarded(
 }
 
 /// Creates a [`PeerClient`] per Raft peer.
-pub struct NetworkFactory;
+pub struct NetworkFactory {
+    /// This node's id, sent in [`NODE_ID_HEADER`].
+    pub node_id: i32,
+    /// This node's fault rules, for link faults.
+    pub faults: Option<Arc<FaultEngine>>,
+}
 
 impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
     type Network = PeerClient;
@@ -170,6 +257,11 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
         PeerClient {
             target,
             addr: node.addr.clone(),
+            link: Link {
+                from: self.node_id,
+                to: i32::try_from(target).unwrap_or(i32::MAX),
+                faults: self.faults.clone(),
+            },
         }
     }
 }
@@ -178,6 +270,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
 pub struct PeerClient {
     target: NodeId,
     addr: String,
+    link: Link,
 }
 
 impl PeerClient {
@@ -192,13 +285,14 @@ impl PeerClient {
         Resp: DeserializeOwned,
         E: std::error::Error + DeserializeOwned,
     {
-        let answer: Result<Resp, E> = post_json(&self.addr, path, req, option.hard_ttl())
-            .await
-            .map_err(|e| match e {
-                // A peer that is down: openraft backs off instead of retrying at once.
-                RpcError::Connect { .. } => RPCError::Unreachable(Unreachable::new(&e)),
-                _ => RPCError::Network(NetworkError::new(&e)),
-            })?;
+        let answer: Result<Resp, E> =
+            post_json(&self.link, &self.addr, path, req, option.hard_ttl())
+                .await
+                .map_err(|e| match e {
+                    // A peer that is down: openraft backs off instead of retrying at once.
+                    RpcError::Connect { .. } => RPCError::Unreachable(Unreachable::new(&e)),
+                    _ => RPCError::Network(NetworkError::new(&e)),
+                })?;
         answer.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
     }
 }

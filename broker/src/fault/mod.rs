@@ -6,9 +6,18 @@
 //! error, close, delay) or after (drop the response — the "lost ack" —, close, delay).
 //! Rules are added and removed while the broker runs, through the admin HTTP API, the
 //! `brook fault` CLI, or [`FaultEngine`] directly in tests that embed a broker.
+//!
+//! Besides these request rules there are two other kinds ([`RuleKind`]):
+//! - **crash** rules: the process exits at once, like `kill -9`, when the broker code reaches a
+//!   named [`CrashPoint`] for a matching topic and partition ([`FaultEngine::crash_point`]);
+//! - **link** rules: traffic between this node and a peer is partitioned or delayed, for
+//!   replication, the controller quorum or both, outgoing, incoming or both
+//!   ([`FaultEngine::link_fault`]).
 
+use std::io::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use kafka_protocol::messages::ApiKey;
 use parking_lot::{Mutex, RwLock};
@@ -24,7 +33,10 @@ pub const MAX_FAULT_DELAY_MS: u64 = 600_000;
 pub enum FaultError {
     #[error("unknown api {0:?}; use a name like \"produce\" or \"Fetch\", or a numeric key")]
     UnknownApi(String),
-    #[error("unknown action {0:?}; expected drop-request, drop-response, delay, error or close")]
+    #[error(
+        "unknown action {0:?}; expected drop-request, drop-response, delay, error, close, \
+         crash or partition"
+    )]
     UnknownAction(String),
     #[error("{0}")]
     Invalid(String),
@@ -59,12 +71,181 @@ pub enum FaultAction {
     },
     /// Close the connection.
     Close { when: When },
+    /// A crash rule: exit the process at its [`CrashPoint`]. Never returned by
+    /// [`FaultEngine::decide`].
+    Crash,
+    /// A link rule: refuse the traffic. Never returned by [`FaultEngine::decide`]; link
+    /// rules with `delay` carry [`FaultAction::Delay`].
+    Partition,
+}
+
+/// The three kinds of rules. A spec's `kind` may be omitted: `crash` makes a crash rule,
+/// `partition` (or `delay` with any of `from`, `to`, `direction`, `traffic`) a link rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum RuleKind {
+    /// Matches Kafka requests on a connection ([`FaultEngine::decide`]).
+    #[default]
+    Request,
+    /// Exits the process at a crash point ([`FaultEngine::crash_point`]).
+    Crash,
+    /// Partitions or delays traffic between two nodes ([`FaultEngine::link_fault`]).
+    Link,
+}
+
+/// Named places in the produce and replication paths where a crash rule can stop the process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CrashPoint {
+    /// The leader appended a produce batch to its log, before replication and the ack.
+    AfterLeaderAppend,
+    /// The high watermark passed the batch, before the produce answer is sent.
+    AfterReplicationBeforeAck,
+    /// A follower received records from the leader, before appending them.
+    FollowerAfterFetchBeforeAppend,
+}
+
+impl CrashPoint {
+    /// Every crash point.
+    pub const ALL: [CrashPoint; 3] = [
+        CrashPoint::AfterLeaderAppend,
+        CrashPoint::AfterReplicationBeforeAck,
+        CrashPoint::FollowerAfterFetchBeforeAppend,
+    ];
+
+    /// The name used in specs and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            CrashPoint::AfterLeaderAppend => "after-leader-append",
+            CrashPoint::AfterReplicationBeforeAck => "after-replication-before-ack",
+            CrashPoint::FollowerAfterFetchBeforeAppend => "follower-after-fetch-before-append",
+        }
+    }
+
+    /// Parses a name as written in specs; `_` is accepted for `-`.
+    pub fn parse(name: &str) -> Result<CrashPoint, FaultError> {
+        let norm = name.replace('_', "-");
+        CrashPoint::ALL
+            .into_iter()
+            .find(|p| p.name() == norm)
+            .ok_or_else(|| {
+                FaultError::Invalid(format!(
+                    "unknown crash point {name:?}; expected after-leader-append, \
+                     after-replication-before-ack or follower-after-fetch-before-append"
+                ))
+            })
+    }
+}
+
+/// Which traffic between two nodes a link rule affects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Traffic {
+    /// Partition data: follower Fetch requests to leaders.
+    Replication,
+    /// The metadata quorum: Raft RPCs and forwarded controller writes.
+    Controller,
+    /// Both.
+    Both,
+}
+
+impl Traffic {
+    fn parse(s: &str) -> Result<Traffic, FaultError> {
+        match s {
+            "replication" => Ok(Traffic::Replication),
+            "controller" => Ok(Traffic::Controller),
+            "both" => Ok(Traffic::Both),
+            other => Err(FaultError::Invalid(format!(
+                "unknown traffic {other:?}; expected replication, controller or both"
+            ))),
+        }
+    }
+
+    fn covers(self, other: Traffic) -> bool {
+        self == Traffic::Both || other == Traffic::Both || self == other
+    }
+}
+
+/// The direction of traffic, seen from this node: `Out` is what this node sends to the peer
+/// (its requests), `In` what the peer sends to this node (the peer's requests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    Out,
+    In,
+    Both,
+}
+
+impl Direction {
+    fn parse(s: &str) -> Result<Direction, FaultError> {
+        match s {
+            "out" => Ok(Direction::Out),
+            "in" => Ok(Direction::In),
+            "both" => Ok(Direction::Both),
+            other => Err(FaultError::Invalid(format!(
+                "unknown direction {other:?}; expected out, in or both"
+            ))),
+        }
+    }
+
+    fn covers(self, other: Direction) -> bool {
+        self == Direction::Both || other == Direction::Both || self == other
+    }
+}
+
+/// What a link rule does to one message between two nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkAction {
+    /// Refuse it: an outgoing request fails like a refused connection; an incoming one is
+    /// answered with an error (HTTP 503 on the controller listener).
+    Partition,
+    /// Hold it this long, then go on.
+    Delay(Duration),
+}
+
+/// A link rule's peer as specs write it: a node id, or `"*"` for every peer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum PeerSpec {
+    Id(i32),
+    Text(String),
+}
+
+/// A link rule's peer: one node, or all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Peer {
+    Any,
+    Node(i32),
+}
+
+impl Serialize for Peer {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Peer::Any => s.serialize_str("*"),
+            Peer::Node(n) => s.serialize_i32(*n),
+        }
+    }
+}
+
+impl PeerSpec {
+    fn parse(&self) -> Result<Peer, FaultError> {
+        match self {
+            PeerSpec::Id(n) => Ok(Peer::Node(*n)),
+            PeerSpec::Text(t) if t == "*" => Ok(Peer::Any),
+            PeerSpec::Text(t) => t.parse().map(Peer::Node).map_err(|_| {
+                FaultError::Invalid(format!("\"to\" must be a node id or \"*\", not {t:?}"))
+            }),
+        }
+    }
 }
 
 /// A rule as the admin API and the CLI write it.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FaultSpec {
+    /// `request` (default), `crash` or `link`; inferred from the action when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<RuleKind>,
     pub action: String,
     /// API name ("produce", "Fetch", "init_producer_id") or numeric key.
     pub api: Option<String>,
@@ -80,14 +261,45 @@ pub struct FaultSpec {
     pub delay_ms: Option<u64>,
     pub error_code: Option<i16>,
     pub when: Option<When>,
+    /// For crash rules: the [`CrashPoint`] name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub point: Option<String>,
+    /// For link rules: this node's id (default: any node).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<i32>,
+    /// For link rules: the peer node id, or `"*"` (default) for every peer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<PeerSpec>,
+    /// For link rules: `out`, `in` or `both` (default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub direction: Option<String>,
+    /// For link rules: `replication`, `controller` or `both` (default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traffic: Option<String>,
 }
 
 /// An installed rule.
 #[derive(Debug, Serialize)]
 pub struct FaultRule {
     pub id: u64,
+    pub kind: RuleKind,
     #[serde(flatten)]
     pub action: FaultAction,
+    /// Crash rules: where.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub point: Option<CrashPoint>,
+    /// Link rules: this node (None: any).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from: Option<i32>,
+    /// Link rules: the peer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub to: Option<Peer>,
+    /// Link rules: which direction.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub direction: Option<Direction>,
+    /// Link rules: which traffic.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub traffic: Option<Traffic>,
     pub api: Option<String>,
     #[serde(skip)]
     pub api_key: Option<i16>,
@@ -147,6 +359,30 @@ pub fn parse_api(name: &str) -> Result<i16, FaultError> {
 
 impl FaultRule {
     fn from_spec(id: u64, spec: FaultSpec) -> Result<FaultRule, FaultError> {
+        let kind = spec.kind.unwrap_or_else(|| infer_kind(&spec));
+        match kind {
+            RuleKind::Request => {
+                let link_fields = spec.point.is_some()
+                    || spec.from.is_some()
+                    || spec.to.is_some()
+                    || spec.direction.is_some()
+                    || spec.traffic.is_some();
+                if link_fields {
+                    return Err(FaultError::Invalid(
+                        "point, from, to, direction and traffic belong to crash and link rules"
+                            .into(),
+                    ));
+                }
+                if spec.action == "crash" || spec.action == "partition" {
+                    return Err(FaultError::Invalid(format!(
+                        "{} is not an action of request rules",
+                        spec.action
+                    )));
+                }
+            }
+            RuleKind::Crash => return Self::crash_from_spec(id, spec),
+            RuleKind::Link => return Self::link_from_spec(id, spec),
+        }
         let when = spec.when.unwrap_or_default();
         let action = match spec.action.as_str() {
             "drop-request" | "drop_request" => FaultAction::DropRequest,
@@ -176,13 +412,7 @@ impl FaultRule {
                 "delay_ms is capped at {MAX_FAULT_DELAY_MS}"
             )));
         }
-        if let Some(p) = spec.probability {
-            if !(0.0..=1.0).contains(&p) {
-                return Err(FaultError::Invalid(format!(
-                    "probability {p} is outside 0..=1"
-                )));
-            }
-        }
+        check_probability(spec.probability)?;
         let api_key = spec.api.as_deref().map(parse_api).transpose()?;
         let times = match (spec.times, spec.probability) {
             (Some(t), _) => Some(t),
@@ -191,7 +421,13 @@ impl FaultRule {
         };
         Ok(FaultRule {
             id,
+            kind: RuleKind::Request,
             action,
+            point: None,
+            from: None,
+            to: None,
+            direction: None,
+            traffic: None,
             api: spec.api,
             api_key,
             node: spec.node,
@@ -206,8 +442,161 @@ impl FaultRule {
         })
     }
 
+    /// A crash rule: `action: crash`, a `point`, optional topic, partition, node, budget.
+    fn crash_from_spec(id: u64, spec: FaultSpec) -> Result<FaultRule, FaultError> {
+        if spec.action != "crash" {
+            return Err(FaultError::Invalid(format!(
+                "crash rules have action \"crash\", not {:?}",
+                spec.action
+            )));
+        }
+        let point = spec
+            .point
+            .as_deref()
+            .ok_or_else(|| FaultError::Invalid("crash needs a point".into()))
+            .and_then(CrashPoint::parse)?;
+        let stray = spec.api.is_some()
+            || spec.client_id.is_some()
+            || spec.delay_ms.is_some()
+            || spec.error_code.is_some()
+            || spec.when.is_some()
+            || spec.from.is_some()
+            || spec.to.is_some()
+            || spec.direction.is_some()
+            || spec.traffic.is_some();
+        if stray {
+            return Err(FaultError::Invalid(
+                "crash rules take point, topic, partition, node, times, probability and seed"
+                    .into(),
+            ));
+        }
+        check_probability(spec.probability)?;
+        let times = match (spec.times, spec.probability) {
+            (Some(t), _) => Some(t),
+            (None, Some(_)) => None,
+            (None, None) => Some(1),
+        };
+        Ok(FaultRule {
+            id,
+            kind: RuleKind::Crash,
+            action: FaultAction::Crash,
+            point: Some(point),
+            from: None,
+            to: None,
+            direction: None,
+            traffic: None,
+            api: None,
+            api_key: None,
+            node: spec.node,
+            client_id: None,
+            topic: spec.topic,
+            partition: spec.partition,
+            times,
+            probability: spec.probability,
+            seed: spec.seed,
+            fired: AtomicU64::new(0),
+            rng: Mutex::new(SplitMix64(spec.seed.unwrap_or(id))),
+        })
+    }
+
+    /// A link rule: `partition`, or `delay` with `delay_ms`; `from`, `to`, `direction`,
+    /// `traffic`; unlimited unless `times` is set.
+    fn link_from_spec(id: u64, spec: FaultSpec) -> Result<FaultRule, FaultError> {
+        let action = match spec.action.as_str() {
+            "partition" => {
+                if spec.delay_ms.is_some() {
+                    return Err(FaultError::Invalid("partition takes no delay_ms".into()));
+                }
+                FaultAction::Partition
+            }
+            "delay" => {
+                let delay_ms = spec
+                    .delay_ms
+                    .ok_or_else(|| FaultError::Invalid("delay needs delay_ms".into()))?;
+                if delay_ms > MAX_FAULT_DELAY_MS {
+                    return Err(FaultError::Invalid(format!(
+                        "delay_ms is capped at {MAX_FAULT_DELAY_MS}"
+                    )));
+                }
+                FaultAction::Delay {
+                    delay_ms,
+                    when: When::Before,
+                }
+            }
+            other => {
+                return Err(FaultError::Invalid(format!(
+                    "link rules have action partition or delay, not {other:?}"
+                )))
+            }
+        };
+        let stray = spec.api.is_some()
+            || spec.client_id.is_some()
+            || spec.topic.is_some()
+            || spec.partition.is_some()
+            || spec.error_code.is_some()
+            || spec.when.is_some()
+            || spec.point.is_some();
+        if stray {
+            return Err(FaultError::Invalid(
+                "link rules take from, to, direction, traffic, node, delay_ms, times, \
+                 probability and seed"
+                    .into(),
+            ));
+        }
+        check_probability(spec.probability)?;
+        let to = spec.to.as_ref().map(PeerSpec::parse).transpose()?;
+        let direction = spec
+            .direction
+            .as_deref()
+            .map(Direction::parse)
+            .transpose()?;
+        let traffic = spec.traffic.as_deref().map(Traffic::parse).transpose()?;
+        Ok(FaultRule {
+            id,
+            kind: RuleKind::Link,
+            action,
+            point: None,
+            from: spec.from,
+            to: Some(to.unwrap_or(Peer::Any)),
+            direction: Some(direction.unwrap_or(Direction::Both)),
+            traffic: Some(traffic.unwrap_or(Traffic::Both)),
+            api: None,
+            api_key: None,
+            node: spec.node,
+            client_id: None,
+            topic: None,
+            partition: None,
+            // Until cleared, unless a budget is given.
+            times: spec.times,
+            probability: spec.probability,
+            seed: spec.seed,
+            fired: AtomicU64::new(0),
+            rng: Mutex::new(SplitMix64(spec.seed.unwrap_or(id))),
+        })
+    }
+
+    fn matches_crash(&self, node: i32, point: CrashPoint, topic: &str, partition: i32) -> bool {
+        self.kind == RuleKind::Crash
+            && self.point == Some(point)
+            && self.node.is_none_or(|n| n == node)
+            && self.topic.as_ref().is_none_or(|t| t == topic)
+            && self.partition.is_none_or(|p| p == partition)
+    }
+
+    fn matches_link(&self, node: i32, peer: i32, traffic: Traffic, direction: Direction) -> bool {
+        self.kind == RuleKind::Link
+            && self.node.is_none_or(|n| n == node)
+            && self.from.is_none_or(|n| n == node)
+            && self
+                .to
+                .is_none_or(|p| p == Peer::Any || p == Peer::Node(peer))
+            && self.traffic.is_none_or(|t| t.covers(traffic))
+            && self.direction.is_none_or(|d| d.covers(direction))
+    }
+
     fn matches(&self, node: i32, req: &RequestFacts) -> bool {
-        self.node.is_none_or(|n| n == node)
+        self.kind == RuleKind::Request
+            && self.node.is_none_or(|n| n == node)
             && self.api_key.is_none_or(|k| k == req.api_key)
             && self
                 .client_id
@@ -241,6 +630,30 @@ impl FaultRule {
                 }
             })
             .is_ok()
+    }
+}
+
+/// The kind a spec without `kind` gets: `crash` → crash, `partition` → link, `delay` with
+/// a link field → link, anything else → request.
+fn infer_kind(spec: &FaultSpec) -> RuleKind {
+    let link_fields = spec.from.is_some()
+        || spec.to.is_some()
+        || spec.direction.is_some()
+        || spec.traffic.is_some();
+    match spec.action.as_str() {
+        "crash" => RuleKind::Crash,
+        "partition" => RuleKind::Link,
+        "delay" if link_fields => RuleKind::Link,
+        _ => RuleKind::Request,
+    }
+}
+
+fn check_probability(p: Option<f64>) -> Result<(), FaultError> {
+    match p {
+        Some(p) if !(0.0..=1.0).contains(&p) => Err(FaultError::Invalid(format!(
+            "probability {p} is outside 0..=1"
+        ))),
+        _ => Ok(()),
     }
 }
 
@@ -319,6 +732,75 @@ impl FaultEngine {
             }
         }
         None
+    }
+
+    /// The id of the first crash rule that matches and fires at `point` for this partition,
+    /// if any. [`FaultEngine::crash_point`] is this plus the exit; tests call this one.
+    pub fn crash_decision(&self, point: CrashPoint, topic: &str, partition: i32) -> Option<u64> {
+        if self.is_empty() {
+            return None;
+        }
+        let rules = self.rules.read();
+        rules
+            .iter()
+            .find(|r| r.matches_crash(self.node_id, point, topic, partition) && r.try_fire())
+            .map(|r| r.id)
+    }
+
+    /// A crash point in the broker code: if an armed crash rule matches `point`, `topic` and
+    /// `partition` and fires, logs it and exits the process at once with status 137, as
+    /// `kill -9` would leave it: nothing else runs, no clean-shutdown marker is written, and
+    /// what was not yet written to the log files is lost. Cheap when no rule is installed.
+    pub fn crash_point(&self, point: CrashPoint, topic: &str, partition: i32) {
+        if let Some(rule) = self.crash_decision(point, topic, partition) {
+            tracing::error!(
+                rule,
+                point = point.name(),
+                topic,
+                partition,
+                "fault rule: crashing now"
+            );
+            let mut err = std::io::stderr().lock();
+            let _ = writeln!(
+                err,
+                "brook: CRASH node.id={} point={} topic={topic} partition={partition} rule={rule}",
+                self.node_id,
+                point.name()
+            );
+            let _ = err.flush();
+            std::process::exit(137);
+        }
+    }
+
+    /// What the first matching link rule does to traffic of kind `traffic` between this node
+    /// and `peer`, in `direction` (`Out`: this node's requests to the peer; `In`: the peer's
+    /// requests to this node). Link rules fire until cleared unless they have `times`; each
+    /// firing is counted. Cheap when no rule is installed.
+    pub fn link_fault(
+        &self,
+        peer: i32,
+        traffic: Traffic,
+        direction: Direction,
+    ) -> Option<LinkAction> {
+        if self.is_empty() {
+            return None;
+        }
+        let rules = self.rules.read();
+        let r = rules
+            .iter()
+            .find(|r| r.matches_link(self.node_id, peer, traffic, direction) && r.try_fire())?;
+        tracing::debug!(rule = r.id, peer, ?traffic, ?direction, action = ?r.action, "link fault");
+        match r.action {
+            FaultAction::Delay { delay_ms, .. } => {
+                Some(LinkAction::Delay(Duration::from_millis(delay_ms)))
+            }
+            _ => Some(LinkAction::Partition),
+        }
+    }
+
+    /// This engine's node id.
+    pub fn node_id(&self) -> i32 {
+        self.node_id
     }
 }
 
@@ -432,5 +914,200 @@ mod tests {
         let id = e.add(spec("close")).unwrap();
         assert_eq!(id, 1, "refused rules take no id");
         assert_eq!(e.clear(Some(id)), 1);
+    }
+
+    fn crash(point: &str) -> FaultSpec {
+        FaultSpec {
+            action: "crash".into(),
+            point: Some(point.into()),
+            ..Default::default()
+        }
+    }
+
+    fn link(action: &str) -> FaultSpec {
+        FaultSpec {
+            action: action.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn crash_rules_match_point_topic_partition_and_count() {
+        let e = FaultEngine::new(1);
+        e.add(FaultSpec {
+            topic: Some("orders".into()),
+            partition: Some(2),
+            times: Some(2),
+            ..crash("after-leader-append")
+        })
+        .unwrap();
+        let p = CrashPoint::AfterLeaderAppend;
+        assert_eq!(
+            e.crash_decision(CrashPoint::AfterReplicationBeforeAck, "orders", 2),
+            None
+        );
+        assert_eq!(e.crash_decision(p, "other", 2), None);
+        assert_eq!(e.crash_decision(p, "orders", 1), None);
+        assert_eq!(e.crash_decision(p, "orders", 2), Some(1));
+        assert_eq!(e.crash_decision(p, "orders", 2), Some(1));
+        assert_eq!(e.crash_decision(p, "orders", 2), None, "budget used up");
+        assert_eq!(e.list()[0].fired.load(Ordering::Relaxed), 2);
+        // Crash rules never act on requests, request rules never crash.
+        assert_eq!(e.decide(&produce("orders", 2)), None);
+        e.add(spec("drop-request")).unwrap();
+        assert_eq!(e.crash_decision(p, "orders", 2), None);
+    }
+
+    #[test]
+    fn crash_rule_defaults_and_node_matcher() {
+        let e = FaultEngine::new(3);
+        e.add(FaultSpec {
+            node: Some(2),
+            ..crash("follower_after_fetch_before_append")
+        })
+        .unwrap();
+        let p = CrashPoint::FollowerAfterFetchBeforeAppend;
+        assert_eq!(e.crash_decision(p, "t", 0), None, "other node");
+        e.clear(None);
+        e.add(crash("after-replication-before-ack")).unwrap();
+        let p = CrashPoint::AfterReplicationBeforeAck;
+        assert!(e.crash_decision(p, "any", 7).is_some());
+        assert_eq!(e.crash_decision(p, "any", 7), None, "times defaults to 1");
+        let listed = serde_json::to_value(&*e.list()[0]).unwrap();
+        assert_eq!(listed["kind"], "crash");
+        assert_eq!(listed["action"], "crash");
+        assert_eq!(listed["point"], "after-replication-before-ack");
+    }
+
+    #[test]
+    fn link_rules_match_peer_traffic_direction_until_cleared() {
+        let e = FaultEngine::new(1);
+        e.add(FaultSpec {
+            to: Some(PeerSpec::Id(2)),
+            direction: Some("out".into()),
+            traffic: Some("replication".into()),
+            ..link("partition")
+        })
+        .unwrap();
+        let out = Direction::Out;
+        assert_eq!(
+            e.link_fault(3, Traffic::Replication, out),
+            None,
+            "other peer"
+        );
+        assert_eq!(
+            e.link_fault(2, Traffic::Controller, out),
+            None,
+            "other traffic"
+        );
+        assert_eq!(e.link_fault(2, Traffic::Replication, Direction::In), None);
+        for _ in 0..5 {
+            assert_eq!(
+                e.link_fault(2, Traffic::Replication, out),
+                Some(LinkAction::Partition)
+            );
+        }
+        assert_eq!(e.list()[0].fired.load(Ordering::Relaxed), 5);
+        // Link rules leave requests and crash points alone.
+        assert_eq!(e.decide(&produce("t", 0)), None);
+        assert_eq!(
+            e.crash_decision(CrashPoint::AfterLeaderAppend, "t", 0),
+            None
+        );
+        e.clear(None);
+        assert_eq!(e.link_fault(2, Traffic::Replication, out), None);
+    }
+
+    #[test]
+    fn link_defaults_delay_from_and_star() {
+        let e = FaultEngine::new(1);
+        // No to/direction/traffic: every peer, both ways, all traffic.
+        e.add(FaultSpec {
+            delay_ms: Some(250),
+            to: Some(PeerSpec::Text("*".into())),
+            ..link("delay")
+        })
+        .unwrap();
+        let d = Some(LinkAction::Delay(Duration::from_millis(250)));
+        assert_eq!(e.link_fault(5, Traffic::Controller, Direction::In), d);
+        assert_eq!(e.link_fault(2, Traffic::Replication, Direction::Out), d);
+        let listed = serde_json::to_value(&*e.list()[0]).unwrap();
+        assert_eq!(listed["kind"], "link");
+        assert_eq!(listed["to"], "*");
+        assert_eq!(listed["direction"], "both");
+        assert_eq!(listed["traffic"], "both");
+        e.clear(None);
+        e.add(FaultSpec {
+            from: Some(2),
+            times: Some(1),
+            ..link("partition")
+        })
+        .unwrap();
+        assert_eq!(
+            e.link_fault(3, Traffic::Both, Direction::Both),
+            None,
+            "from=2"
+        );
+        let e2 = FaultEngine::new(2);
+        e2.add(FaultSpec {
+            from: Some(2),
+            to: Some(PeerSpec::Text("3".into())),
+            times: Some(1),
+            ..link("partition")
+        })
+        .unwrap();
+        assert_eq!(
+            e2.link_fault(3, Traffic::Controller, Direction::In),
+            Some(LinkAction::Partition)
+        );
+        assert_eq!(e2.link_fault(3, Traffic::Controller, Direction::In), None);
+    }
+
+    #[test]
+    fn specs_parse_from_json_with_and_without_kind() {
+        let parse = |j: &str| serde_json::from_str::<FaultSpec>(j).unwrap();
+        let e = FaultEngine::new(1);
+        for j in [
+            r#"{"action":"partition","to":2,"direction":"both","traffic":"replication"}"#,
+            r#"{"kind":"link","action":"partition","to":"*"}"#,
+            r#"{"action":"delay","delay_ms":10,"to":"3","traffic":"controller"}"#,
+            r#"{"action":"crash","point":"after-leader-append","topic":"t","partition":0}"#,
+            r#"{"kind":"crash","action":"crash","point":"after-replication-before-ack"}"#,
+            r#"{"action":"delay","delay_ms":10,"api":"produce"}"#,
+        ] {
+            e.add(parse(j)).unwrap_or_else(|err| panic!("{j}: {err}"));
+        }
+        let kinds: Vec<RuleKind> = e.list().iter().map(|r| r.kind).collect();
+        use RuleKind::*;
+        assert_eq!(kinds, [Link, Link, Link, Crash, Crash, Request]);
+    }
+
+    #[test]
+    fn bad_crash_and_link_specs_are_refused() {
+        let parse = |j: &str| serde_json::from_str::<FaultSpec>(j);
+        let e = FaultEngine::new(1);
+        for j in [
+            r#"{"action":"crash"}"#,
+            r#"{"action":"crash","point":"whenever"}"#,
+            r#"{"action":"crash","point":"after-leader-append","api":"produce"}"#,
+            r#"{"action":"crash","point":"after-leader-append","to":2}"#,
+            r#"{"kind":"crash","action":"close","point":"after-leader-append"}"#,
+            r#"{"action":"partition","to":"two"}"#,
+            r#"{"action":"partition","direction":"sideways"}"#,
+            r#"{"action":"partition","traffic":"smoke"}"#,
+            r#"{"action":"partition","topic":"t"}"#,
+            r#"{"action":"partition","delay_ms":5}"#,
+            r#"{"kind":"link","action":"close"}"#,
+            r#"{"kind":"link","action":"delay"}"#,
+            r#"{"kind":"link","action":"delay","delay_ms":700000}"#,
+            r#"{"kind":"request","action":"partition"}"#,
+            r#"{"action":"close","point":"after-leader-append"}"#,
+            r#"{"action":"partition","probability":3.0}"#,
+        ] {
+            let spec = parse(j).unwrap();
+            assert!(e.add(spec).is_err(), "{j} should be refused");
+        }
+        assert!(parse(r#"{"kind":"other","action":"close"}"#).is_err());
+        assert!(e.is_empty());
     }
 }

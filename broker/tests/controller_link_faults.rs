@@ -1,0 +1,113 @@
+//! Link fault rules on the metadata quorum: a three-node quorum on loopback, each node with
+//! its own fault engine. Partitioning the active controller from both peers (controller
+//! traffic, both directions) makes the other two elect a new leader; clearing the rule lets
+//! the old one rejoin as a follower and catch up.
+//!
+//! Every wait is on an event (a write that needs a quorum, or the committed image's watch
+//! channel) with a timeout; nothing sleeps.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use brook::controller::{Controller, ControllerConfig};
+use brook::fault::{FaultEngine, FaultSpec, PeerSpec};
+use tokio::net::TcpListener;
+
+/// Upper bound on any single wait; generous because CI machines are shared.
+const WAIT: Duration = Duration::from_secs(20);
+
+fn config(id: i32, voters: &BTreeMap<i32, String>, dir: &std::path::Path) -> ControllerConfig {
+    ControllerConfig {
+        node_id: id,
+        voters: voters.clone(),
+        listen: voters[&id].parse().unwrap(),
+        metadata_dir: dir.join("__cluster_metadata"),
+        broker_endpoint: None,
+        heartbeat_interval_ms: 50,
+        session_timeout_ms: 1000,
+        unclean_leader_election_enable: false,
+        election_timeout_ms: 300,
+        request_timeout_ms: 10_000,
+        snapshot_interval_entries: 1000,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitioned_active_controller_is_replaced_and_rejoins() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    let mut listeners = BTreeMap::new();
+    for id in 1..=3 {
+        listeners.insert(id, TcpListener::bind("127.0.0.1:0").await.unwrap());
+    }
+    let voters: BTreeMap<i32, String> = listeners
+        .iter()
+        .map(|(id, l)| (*id, l.local_addr().unwrap().to_string()))
+        .collect();
+    let mut dirs = Vec::new();
+    let mut nodes = BTreeMap::new();
+    let mut engines = BTreeMap::new();
+    for (id, l) in listeners {
+        let dir = tempfile::tempdir().unwrap();
+        let faults = Arc::new(FaultEngine::new(id));
+        let node = Controller::start_with_listener_and_faults(
+            config(id, &voters, dir.path()),
+            l,
+            Some(faults.clone()),
+        )
+        .await
+        .unwrap();
+        dirs.push(dir);
+        nodes.insert(id, node);
+        engines.insert(id, faults);
+    }
+
+    let old = nodes[&1].wait_for_active(WAIT).await.unwrap();
+    let (first, _) = nodes[&old].allocate_producer_id_block(old).await.unwrap();
+
+    // Cut the active controller off from everyone, both ways.
+    engines[&old]
+        .add(FaultSpec {
+            action: "partition".into(),
+            to: Some(PeerSpec::Text("*".into())),
+            direction: Some("both".into()),
+            traffic: Some("controller".into()),
+            ..Default::default()
+        })
+        .unwrap();
+
+    // A write through another node succeeds only once the two others have a new leader.
+    let other = *nodes.keys().find(|id| **id != old).unwrap();
+    let (second, _) = tokio::time::timeout(WAIT, nodes[&other].allocate_producer_id_block(other))
+        .await
+        .expect("no new active controller in time")
+        .expect("write through the majority side failed");
+    assert!(second > first);
+    let new = nodes[&other].active_controller_id().unwrap();
+    assert_ne!(
+        new, old,
+        "the partitioned node cannot stay active for the majority"
+    );
+    let fired = engines[&old].list()[0].fired.load(Ordering::Relaxed);
+    assert!(fired > 0, "the link rule never fired");
+    // The isolated node has not seen the new block.
+    assert!(nodes[&old].image().borrow().next_producer_id_block <= second);
+
+    // Heal: the old node rejoins as a follower of the new leader and catches up.
+    assert_eq!(engines[&old].clear(None), 1);
+    let mut image = nodes[&old].image();
+    tokio::time::timeout(WAIT, image.wait_for(|i| i.next_producer_id_block > second))
+        .await
+        .expect("the old controller did not catch up in time")
+        .unwrap();
+    assert_eq!(nodes[&old].active_controller_id(), Some(new));
+    assert!(!nodes[&old].is_active());
+
+    for n in nodes.values() {
+        n.shutdown().await;
+    }
+}

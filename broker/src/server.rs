@@ -116,7 +116,8 @@ impl Server {
                 .values
                 .get("unclean.leader.election.enable")
                 .is_some_and(|v| v == "true");
-            let controller = crate::controller::Controller::start(cc).await?;
+            let controller =
+                crate::controller::Controller::start_with_faults(cc, Some(faults.clone())).await?;
             replicas.attach_controller(controller);
         }
         let broker = Arc::new(Broker {

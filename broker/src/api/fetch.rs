@@ -18,6 +18,7 @@ use uuid::Uuid;
 
 use super::{Outcome, RequestContext};
 use crate::cluster::partition::Partition;
+use crate::fault::{Direction, LinkAction, Traffic};
 use crate::net::codec::{encode_response, CodecError};
 use crate::server::Broker;
 
@@ -54,6 +55,24 @@ pub async fn handle(
         req.replica_id.0
     };
     let follower = (replica_id >= 0).then_some(replica_id);
+    if let Some(peer) = follower {
+        // A link rule cuts or slows the peer's replication traffic to this node; a cut link
+        // looks like a dead connection to the follower.
+        match broker
+            .faults
+            .link_fault(peer, Traffic::Replication, Direction::In)
+        {
+            Some(LinkAction::Partition) => {
+                return Ok(Outcome::Close(format!(
+                    "link from node {peer} partitioned by a fault rule"
+                )))
+            }
+            Some(LinkAction::Delay(d)) => {
+                broker.fault_sleep(d).await;
+            }
+            None => {}
+        }
+    }
     let mut topic_keys: Vec<(TopicName, Uuid)> = Vec::with_capacity(req.topics.len());
     let mut wanted = Vec::new();
     for (ti, t) in req.topics.iter().enumerate() {

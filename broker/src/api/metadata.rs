@@ -34,37 +34,40 @@ pub async fn handle(
             .collect(),
         Some(list) => list
             .into_iter()
-            .map(|rt| match rt.name {
-                Some(name) => {
-                    let name = name.to_string();
-                    match rm.topic(&name) {
-                        Some(t) => topic_response(broker, &t),
-                        None if allow_auto_create => {
-                            match rm.create_topic(&name, -1, -1, Default::default(), false) {
-                                Ok(t) => topic_response(broker, &t),
-                                // A concurrent request created it first.
-                                Err(ReplicaError::TopicExists(_)) => match rm.topic(&name) {
-                                    Some(t) => topic_response(broker, &t),
-                                    None => error_topic(Some(name), Uuid::nil(), 3),
-                                },
-                                Err(e) => error_topic(Some(name), Uuid::nil(), e.error_code()),
+            // Java names topics by id with an empty (not null) name: a non-zero id wins.
+            .map(
+                |rt| match rt.name.filter(|n| rt.topic_id.is_nil() || !n.is_empty()) {
+                    Some(name) => {
+                        let name = name.to_string();
+                        match rm.topic(&name) {
+                            Some(t) => topic_response(broker, &t),
+                            None if allow_auto_create => {
+                                match rm.create_topic(&name, -1, -1, Default::default(), false) {
+                                    Ok(t) => topic_response(broker, &t),
+                                    // A concurrent request created it first.
+                                    Err(ReplicaError::TopicExists(_)) => match rm.topic(&name) {
+                                        Some(t) => topic_response(broker, &t),
+                                        None => error_topic(Some(name), Uuid::nil(), 3),
+                                    },
+                                    Err(e) => error_topic(Some(name), Uuid::nil(), e.error_code()),
+                                }
+                            }
+                            None => {
+                                let code = if crate::metadata::validate_topic_name(&name).is_err() {
+                                    17
+                                } else {
+                                    3
+                                };
+                                error_topic(Some(name), Uuid::nil(), code)
                             }
                         }
-                        None => {
-                            let code = if crate::metadata::validate_topic_name(&name).is_err() {
-                                17
-                            } else {
-                                3
-                            };
-                            error_topic(Some(name), Uuid::nil(), code)
-                        }
                     }
-                }
-                None => match rm.topic_by_id(rt.topic_id) {
-                    Some(t) => topic_response(broker, &t),
-                    None => error_topic(None, rt.topic_id, 100),
+                    None => match rm.topic_by_id(rt.topic_id) {
+                        Some(t) => topic_response(broker, &t),
+                        None => error_topic(None, rt.topic_id, 100),
+                    },
                 },
-            })
+            )
             .collect(),
     };
     let node = MetadataResponseBroker::default()
@@ -146,7 +149,14 @@ async fn cluster_metadata(
             .collect(),
         Some(list) => list
             .iter()
-            .map(|t| (t.name.as_ref().map(|n| n.to_string()), t.topic_id))
+            .map(|t| {
+                let name = t
+                    .name
+                    .as_ref()
+                    .map(|n| n.to_string())
+                    .filter(|n| t.topic_id.is_nil() || !n.is_empty());
+                (name, t.topic_id)
+            })
             .collect(),
     };
     // Auto-create what is missing, then answer from the image that includes it.

@@ -83,7 +83,9 @@ pub async fn handle(
                         )
                     }
                     Some(records) => {
-                        match append_and_wait(&part, records, acks, now, deadline).await {
+                        match append_and_wait(&broker.faults, &part, records, acks, now, deadline)
+                            .await
+                        {
                             Ok(info) => PartitionProduceResponse::default()
                                 .with_index(pd.index)
                                 .with_error_code(code::NONE)
@@ -151,17 +153,25 @@ pub fn error_response(req: &ProduceRequest, code: i16) -> ProduceResponse {
 /// Appends, then for acks=all waits until the high watermark passes the batch (a retried
 /// duplicate waits too: its original may not be committed yet).
 async fn append_and_wait(
+    faults: &crate::fault::FaultEngine,
     part: &std::sync::Arc<crate::cluster::partition::Partition>,
     records: bytes::Bytes,
     acks: i16,
     now: i64,
     deadline: tokio::time::Instant,
 ) -> Result<crate::log::LogAppendInfo, crate::cluster::partition::PartitionError> {
+    use crate::fault::CrashPoint;
     let info = part.append_records_to_leader(records, acks, now)?;
+    faults.crash_point(CrashPoint::AfterLeaderAppend, &part.topic, part.index);
     if acks == -1 {
         let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
         part.wait_for_high_watermark(info.last_offset, remaining)
             .await?;
     }
+    faults.crash_point(
+        CrashPoint::AfterReplicationBeforeAck,
+        &part.topic,
+        part.index,
+    );
     Ok(info)
 }

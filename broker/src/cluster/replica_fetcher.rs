@@ -23,7 +23,7 @@ use tokio::sync::watch;
 
 use super::partition::{Partition, Role};
 use crate::controller::ClusterImage;
-use crate::fault::FaultEngine;
+use crate::fault::{CrashPoint, Direction, FaultEngine, LinkAction, Traffic};
 
 /// The Fetch version followers send: the last one with the replica id in the body and
 /// topic names (v13+ name topics by id).
@@ -69,7 +69,6 @@ struct Fetcher {
     leader: i32,
     node_id: i32,
     image: watch::Receiver<Arc<ClusterImage>>,
-    #[allow(dead_code)]
     faults: Arc<FaultEngine>,
     conn: Option<TcpStream>,
     correlation_id: i32,
@@ -173,6 +172,13 @@ impl Fetcher {
             return Ok(());
         }
         let records = data.records.unwrap_or_default();
+        if !records.is_empty() {
+            self.faults.crash_point(
+                CrashPoint::FollowerAfterFetchBeforeAppend,
+                &self.partition.topic,
+                self.partition.index,
+            );
+        }
         self.partition
             .append_as_follower(records, data.high_watermark)
             .map_err(|e| FetchRoundError::Local(e.to_string()))?;
@@ -180,6 +186,21 @@ impl Fetcher {
     }
 
     async fn exchange(&mut self, req: &FetchRequest) -> Result<FetchResponse, FetchRoundError> {
+        // A link rule cuts or slows this node's replication traffic to the leader.
+        match self
+            .faults
+            .link_fault(self.leader, Traffic::Replication, Direction::Out)
+        {
+            Some(LinkAction::Partition) => {
+                self.conn = None;
+                return Err(FetchRoundError::Io(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionRefused,
+                    "link partitioned by a fault rule",
+                )));
+            }
+            Some(LinkAction::Delay(d)) => tokio::time::sleep(d).await,
+            None => {}
+        }
         if self.conn.is_none() {
             let addr = self
                 .leader_addr()

@@ -611,8 +611,13 @@ impl Supervisor {
             tracing::info!(node = id, pid, %status, "node stopped");
         } else {
             tracing::warn!(node = id, pid, %status, "node exited unexpectedly; it stays down");
-            println!("NODE EXITED node.id={id} pid={pid} status={status:?} unexpected");
-            let _ = std::io::stdout().flush();
+            // Not println!: a closed stdout must not bring the supervisor down.
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(
+                out,
+                "NODE EXITED node.id={id} pid={pid} status={status:?} unexpected"
+            );
+            let _ = out.flush();
         }
         let _ = exited.send(Some(status));
     }
@@ -959,7 +964,9 @@ async fn supervise(args: ClusterArgs) -> ExitCode {
         tracing::error!(error = %e, "supervisor listener failed");
     }
     sup.stop_all().await;
-    println!("CLUSTER STOPPED");
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "CLUSTER STOPPED");
+    let _ = out.flush();
     ExitCode::SUCCESS
 }
 

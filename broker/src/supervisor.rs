@@ -437,14 +437,16 @@ fn unix_secs() -> u64 {
 impl Supervisor {
     /// Starts node `id`'s process (it must not be running) and waits for its READY line.
     async fn start(self: &Arc<Self>, id: i32) -> Result<NodeView, OpError> {
-        if *self.shutting_down.borrow() {
-            return Err(OpError(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the cluster is stopping".into(),
-            ));
-        }
         let (ready_rx, mut exited) = {
             let mut nodes = self.nodes.lock();
+            // Checked under the lock: `stop_all` sets the flag before it looks at any node,
+            // so a child is either refused here or registered in time to be stopped.
+            if *self.shutting_down.borrow() {
+                return Err(OpError(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the cluster is stopping".into(),
+                ));
+            }
             let slot = nodes
                 .get_mut(&id)
                 .ok_or_else(|| OpError(StatusCode::NOT_FOUND, format!("no node {id}")))?;

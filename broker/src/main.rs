@@ -311,7 +311,6 @@ fn fault(command: FaultCommand) -> ExitCode {
                 delay_ms,
                 error_code: error,
                 when,
-                ..Default::default()
             };
             admin_call("POST", &admin, Some(spec)).map(|v| v["id"].to_string())
         }

@@ -28,9 +28,11 @@
 //!
 //! Ports: client ports are `--base-port` + i, controller ports `--controller-base-port`
 //! (default base + [`CONTROLLER_PORT_OFFSET`]) + i, admin ports `--admin-base-port` (default
-//! base + [`ADMIN_PORT_OFFSET`]) + i. With `--base-port 0` every port is picked free (the
-//! controller ports by the supervisor, since every voter must know them in advance; the
-//! others by the children, read back from their `READY` lines) and kept across restarts.
+//! base + [`ADMIN_PORT_OFFSET`]) + i. With `--base-port 0` the supervisor picks free ports
+//! for every listener before it starts the nodes (tests use this; read them from the
+//! `CLUSTER READY` line or `GET /nodes`); they are kept across restarts. With
+//! `--config-dir`, ports come from the files, and a port 0 there is read back from the
+//! child's `READY` line.
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -249,25 +251,29 @@ fn plan(args: &ClusterArgs) -> Result<Vec<NodePlan>, String> {
         },
         "--admin-base-port",
     )?;
-    let nth = |base: u16, i: u16| if base == 0 { 0 } else { base + i };
-    // Every voter must know every controller address before any node starts, so port 0
-    // controller ports are chosen here: bind them all, note the ports, let them go.
-    let mut controller_ports = Vec::new();
-    {
-        let mut held = Vec::new();
-        for i in 0..n {
-            let port = nth(controller_base, i);
-            if port == 0 {
+    // Port 0: the supervisor picks free ports (binds port 0, notes the port, lets it go
+    // once all are picked, so no two coincide). Every voter must know every controller
+    // address before any node starts, and a broker registers and advertises the port its
+    // configuration names, so children never get port 0.
+    let mut held = Vec::new();
+    let mut ports = |base: u16, what: &str| -> Result<Vec<u16>, String> {
+        (0..n)
+            .map(|i| {
+                if base != 0 {
+                    return Ok(base + i);
+                }
                 let l = std::net::TcpListener::bind("127.0.0.1:0")
-                    .map_err(|e| format!("picking a free controller port: {e}"))?;
+                    .map_err(|e| format!("picking a free {what} port: {e}"))?;
                 let port = l.local_addr().map_err(|e| e.to_string())?.port();
                 held.push(l);
-                controller_ports.push(port);
-            } else {
-                controller_ports.push(port);
-            }
-        }
-    }
+                Ok(port)
+            })
+            .collect()
+    };
+    let client_ports = ports(base, "client")?;
+    let controller_ports = ports(controller_base, "controller")?;
+    let admin_ports = ports(admin_base, "admin")?;
+    drop(held);
     let voters = controller_ports
         .iter()
         .enumerate()
@@ -275,11 +281,12 @@ fn plan(args: &ClusterArgs) -> Result<Vec<NodePlan>, String> {
         .collect::<Vec<_>>()
         .join(",");
     for i in 0..n {
-        let id = i as i32 + 1;
+        let id = i32::from(i) + 1;
+        let i = i as usize;
         let ports = GeneratedPorts {
-            client: nth(base, i),
-            controller: controller_ports[i as usize],
-            admin: nth(admin_base, i),
+            client: client_ports[i],
+            controller: controller_ports[i],
+            admin: admin_ports[i],
         };
         let addr = |p: u16| (p != 0).then(|| SocketAddr::from(([127, 0, 0, 1], p)));
         plans.push(NodePlan {
@@ -437,14 +444,16 @@ fn unix_secs() -> u64 {
 impl Supervisor {
     /// Starts node `id`'s process (it must not be running) and waits for its READY line.
     async fn start(self: &Arc<Self>, id: i32) -> Result<NodeView, OpError> {
-        if *self.shutting_down.borrow() {
-            return Err(OpError(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the cluster is stopping".into(),
-            ));
-        }
         let (ready_rx, mut exited) = {
             let mut nodes = self.nodes.lock();
+            // Checked under the lock: `stop_all` sets the flag before it looks at any node,
+            // so a child is either refused here or registered in time to be stopped.
+            if *self.shutting_down.borrow() {
+                return Err(OpError(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the cluster is stopping".into(),
+                ));
+            }
             let slot = nodes
                 .get_mut(&id)
                 .ok_or_else(|| OpError(StatusCode::NOT_FOUND, format!("no node {id}")))?;
@@ -611,8 +620,13 @@ impl Supervisor {
             tracing::info!(node = id, pid, %status, "node stopped");
         } else {
             tracing::warn!(node = id, pid, %status, "node exited unexpectedly; it stays down");
-            println!("NODE EXITED node.id={id} pid={pid} status={status:?} unexpected");
-            let _ = std::io::stdout().flush();
+            // Not println!: a closed stdout must not bring the supervisor down.
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(
+                out,
+                "NODE EXITED node.id={id} pid={pid} status={status:?} unexpected"
+            );
+            let _ = out.flush();
         }
         let _ = exited.send(Some(status));
     }
@@ -959,7 +973,9 @@ async fn supervise(args: ClusterArgs) -> ExitCode {
         tracing::error!(error = %e, "supervisor listener failed");
     }
     sup.stop_all().await;
-    println!("CLUSTER STOPPED");
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "CLUSTER STOPPED");
+    let _ = out.flush();
     ExitCode::SUCCESS
 }
 
@@ -1026,18 +1042,17 @@ mod tests {
     }
 
     #[test]
-    fn port_zero_picks_distinct_controller_ports() {
+    fn port_zero_picks_distinct_free_ports() {
         let plans = plan(&args(&["--base-port", "0", "--nodes", "4"])).unwrap();
         let mut ports: Vec<u16> = plans
             .iter()
-            .map(|p| p.controller.map(|a| a.port()).unwrap_or(0))
+            .flat_map(|p| [p.client, p.controller, p.admin])
+            .map(|a| a.map(|a| a.port()).unwrap_or(0))
             .collect();
         assert!(ports.iter().all(|p| *p != 0));
+        ports.sort_unstable();
         ports.dedup();
-        assert_eq!(ports.len(), 4);
-        assert!(plans
-            .iter()
-            .all(|p| p.client.is_none() && p.admin.is_none()));
+        assert_eq!(ports.len(), 12, "no port is picked twice");
         assert!(plan(&args(&["--nodes", "0"])).is_err());
         assert!(plan(&args(&["--base-port", "65534"])).is_err());
     }

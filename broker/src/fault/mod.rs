@@ -1110,4 +1110,34 @@ mod tests {
         assert!(parse(r#"{"kind":"other","action":"close"}"#).is_err());
         assert!(e.is_empty());
     }
+
+    /// `crash_point` really exits the process with 137 and says why on stderr: the test
+    /// re-runs itself as a child process that arms a rule and reaches the point.
+    #[test]
+    fn crash_point_exits_the_process() {
+        const CHILD_ENV: &str = "BROOK_TEST_CRASH_CHILD";
+        if std::env::var_os(CHILD_ENV).is_some() {
+            let e = FaultEngine::new(4);
+            e.add(FaultSpec {
+                topic: Some("t".into()),
+                ..crash("after-leader-append")
+            })
+            .unwrap();
+            e.crash_point(CrashPoint::AfterLeaderAppend, "other", 0);
+            e.crash_point(CrashPoint::AfterLeaderAppend, "t", 0);
+            panic!("crash_point returned");
+        }
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "fault::tests::crash_point_exits_the_process"])
+            .arg("--nocapture")
+            .env(CHILD_ENV, "1")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(137), "{stderr}");
+        assert!(
+            stderr.contains("CRASH node.id=4 point=after-leader-append topic=t partition=0"),
+            "{stderr}"
+        );
+    }
 }

@@ -41,7 +41,7 @@ class AcksTest {
                 fs.add(producer.send(new ProducerRecord<>(topic, 0, ("k" + i).getBytes(UTF_8),
                     ("v" + i).getBytes(UTF_8))));
             }
-            producer.flush();
+            Clients.flush(producer, Clients.WAIT);
             for (int i = 0; i < N; i++) {
                 RecordMetadata md = fs.get(i).get(Clients.WAIT.toMillis(), TimeUnit.MILLISECONDS);
                 assertEquals(0, md.partition());

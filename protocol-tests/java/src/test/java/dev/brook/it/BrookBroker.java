@@ -52,6 +52,8 @@ public final class BrookBroker implements AutoCloseable {
     private int port = 0;
     private Map<String, String> readyFields = Map.of();
     private int starts = 0;
+    /** True after stop(), kill() or close(): the process is meant to be gone. */
+    private volatile boolean expectDown = false;
 
     private BrookBroker(String name, Map<String, String> extraProps) {
         this.name = name;
@@ -59,6 +61,7 @@ public final class BrookBroker implements AutoCloseable {
         try {
             Path runRoot = Paths.get(System.getProperty("brook.run.dir", "target/brook-runs")).toAbsolutePath();
             Files.createDirectories(runRoot);
+            pruneOldRuns(runRoot);
             this.dir = Files.createTempDirectory(runRoot, name + "-");
         } catch (IOException e) {
             throw new UncheckedIOException(e);
@@ -66,6 +69,33 @@ public final class BrookBroker implements AutoCloseable {
         this.dataDir = dir.resolve("data");
         this.configFile = dir.resolve("server.properties");
         this.logFile = dir.resolve("broker.log");
+    }
+
+    private static boolean pruned = false;
+
+    /** Once per JVM: deletes broker directories of earlier runs not touched for an hour, so target/ stays small. */
+    private static synchronized void pruneOldRuns(Path runRoot) {
+        if (pruned) return;
+        pruned = true;
+        long cutoff = System.currentTimeMillis() - 3_600_000L;
+        try (java.util.stream.Stream<Path> dirs = Files.list(runRoot)) {
+            for (Path d : (Iterable<Path>) dirs::iterator) {
+                if (!Files.isDirectory(d)) continue;
+                Path log = d.resolve("broker.log");
+                long touched = Files.getLastModifiedTime(Files.exists(log) ? log : d).toMillis();
+                if (touched < cutoff) deleteTree(d);
+            }
+        } catch (IOException e) {
+            // Best effort only.
+        }
+    }
+
+    private static void deleteTree(Path root) throws IOException {
+        try (java.util.stream.Stream<Path> all = Files.walk(root)) {
+            for (Path p : (Iterable<Path>) all.sorted(java.util.Comparator.reverseOrder())::iterator) {
+                Files.deleteIfExists(p);
+            }
+        }
     }
 
     /** Starts a fresh broker (new temp dir, port 0). {@code extraProps} are added to server.properties. */
@@ -146,6 +176,7 @@ public final class BrookBroker implements AutoCloseable {
 
     private synchronized void startProcess() {
         if (isAlive()) throw new IllegalStateException("broker " + name + " is already running");
+        expectDown = false;
         try {
             writeConfig();
             starts++;
@@ -172,15 +203,18 @@ public final class BrookBroker implements AutoCloseable {
         try {
             line = ready.get(READY_TIMEOUT_MS, TimeUnit.MILLISECONDS);
         } catch (TimeoutException e) {
-            process.destroyForcibly();
+            expectDown = true;  // a failed start is reported by the exception, not as a crash
+            killTree(process);
             throw new IllegalStateException("broker " + name + " printed no READY line within " + READY_TIMEOUT_MS
                 + " ms\n" + logTail(60));
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            process.destroyForcibly();
+            expectDown = true;
+            killTree(process);
             throw new IllegalStateException("interrupted while waiting for READY", e);
         } catch (ExecutionException e) {
-            process.destroyForcibly();
+            expectDown = true;
+            killTree(process);
             waitForExit(process, 5_000);
             String exit = process.isAlive() ? "still running" : "exit code " + process.exitValue();
             throw new IllegalStateException("broker " + name + " stopped before READY (" + exit + "): "
@@ -189,14 +223,16 @@ public final class BrookBroker implements AutoCloseable {
         Map<String, String> fields = parseReady(line);
         String listener = fields.get("listener");
         if (listener == null || listener.lastIndexOf(':') < 0) {
-            process.destroyForcibly();
+            expectDown = true;
+            killTree(process);
             throw new IllegalStateException("READY line without listener=host:port: " + line);
         }
         int colon = listener.lastIndexOf(':');
         String newHost = listener.substring(0, colon);
         int newPort = Integer.parseInt(listener.substring(colon + 1));
         if (port != 0 && newPort != port) {
-            process.destroyForcibly();
+            expectDown = true;
+            killTree(process);
             throw new IllegalStateException("broker restarted on port " + newPort + ", expected " + port);
         }
         host = newHost;
@@ -258,14 +294,32 @@ public final class BrookBroker implements AutoCloseable {
         }
     }
 
+    /**
+     * SIGKILL to the process and its descendants. Brook has none; a wrapper script given as brook.bin (to run
+     * another broker behind the same command line) would otherwise leave its broker running.
+     */
+    private static void killTree(Process p) {
+        List<ProcessHandle> children = p.descendants().collect(java.util.stream.Collectors.toList());
+        children.forEach(ProcessHandle::destroyForcibly);
+        p.destroyForcibly();
+        for (ProcessHandle c : children) {
+            try {
+                c.onExit().get(STOP_TIMEOUT_MS, TimeUnit.MILLISECONDS);
+            } catch (Exception e) {
+                throw new AssertionError("process " + c.pid() + " under the broker survived SIGKILL", e);
+            }
+        }
+    }
+
     /** SIGTERM, then wait (bounded) for the process to exit. Fails if it does not exit in time. */
     public synchronized void stop() {
         if (!isAlive()) return;
+        expectDown = true;
         appendLog("==== " + LocalDateTime.now() + " harness: SIGTERM\n");
         process.destroy();
         waitForExit(process, STOP_TIMEOUT_MS);
         if (process.isAlive()) {
-            process.destroyForcibly();
+            killTree(process);
             waitForExit(process, 10_000);
             joinPump();
             throw new AssertionError("broker " + name + " did not exit within " + STOP_TIMEOUT_MS
@@ -278,8 +332,9 @@ public final class BrookBroker implements AutoCloseable {
     /** SIGKILL, then wait for the process to be gone. */
     public synchronized void kill() {
         if (!isAlive()) return;
+        expectDown = true;
         appendLog("==== " + LocalDateTime.now() + " harness: SIGKILL\n");
-        process.destroyForcibly();
+        killTree(process);
         waitForExit(process, STOP_TIMEOUT_MS);
         if (process.isAlive()) throw new AssertionError("broker " + name + " survived SIGKILL for 30 s");
         joinPump();
@@ -296,6 +351,35 @@ public final class BrookBroker implements AutoCloseable {
         startAgain();
     }
 
+    /** Null while the broker runs or was stopped on purpose; otherwise a description of the crash. */
+    public String crashReport() {
+        Process p = process;
+        if (p == null || expectDown || p.isAlive()) return null;
+        expectDown = true;  // report a crash once
+        return "broker " + name + " exited on its own with code " + p.exitValue() + "\n" + logTail(40);
+    }
+
+    /** Panic messages (Rust) in the log, with the line after each, so a crash's cause is not lost in a backtrace. */
+    public String panics() {
+        List<String> lines;
+        try {
+            lines = Files.exists(logFile) ? Files.readAllLines(logFile, StandardCharsets.ISO_8859_1) : List.of();
+        } catch (IOException e) {
+            return "";
+        }
+        StringBuilder sb = new StringBuilder();
+        int found = 0;
+        for (int i = 0; i < lines.size() && found < 5; i++) {
+            if (lines.get(i).contains("panicked at")) {
+                found++;
+                sb.append("PANIC: ").append(lines.get(i));
+                if (i + 1 < lines.size()) sb.append(" | ").append(lines.get(i + 1));
+                sb.append('\n');
+            }
+        }
+        return sb.toString();
+    }
+
     /** The last {@code n} lines of the broker log, framed for an error message. */
     public String logTail(int n) {
         List<String> lines;
@@ -306,6 +390,7 @@ public final class BrookBroker implements AutoCloseable {
         }
         int from = Math.max(0, lines.size() - n);
         StringBuilder sb = new StringBuilder();
+        sb.append(panics());
         sb.append("---- last ").append(lines.size() - from).append(" of ").append(lines.size())
             .append(" lines of ").append(logFile).append(" ----\n");
         for (String l : lines.subList(from, lines.size())) sb.append(l).append('\n');
@@ -315,9 +400,10 @@ public final class BrookBroker implements AutoCloseable {
 
     @Override
     public synchronized void close() {
+        expectDown = true;
         if (isAlive()) {
             appendLog("==== " + LocalDateTime.now() + " harness: close (SIGKILL)\n");
-            process.destroyForcibly();
+            killTree(process);
             waitForExit(process, STOP_TIMEOUT_MS);
             joinPump();
         }

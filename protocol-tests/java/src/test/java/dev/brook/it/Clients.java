@@ -11,7 +11,10 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.NewTopic;
@@ -19,6 +22,7 @@ import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.Producer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
@@ -35,13 +39,50 @@ public final class Clients {
         return prefix + "-" + UUID.randomUUID().toString().substring(0, 8);
     }
 
+    /**
+     * A KafkaProducer whose close() waits at most 10 s: the default close() waits for every pending record, which
+     * with the default delivery.timeout.ms (120 s) would let a failing test hang for minutes.
+     */
+    public static final class BoundedProducer extends KafkaProducer<byte[], byte[]> {
+        BoundedProducer(Properties p) {
+            super(p);
+        }
+
+        @Override
+        public void close() {
+            close(Duration.ofSeconds(10));
+        }
+    }
+
     public static KafkaProducer<byte[], byte[]> producer(String bootstrap, Map<String, Object> overrides) {
         Properties p = new Properties();
         p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
         p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
         p.putAll(overrides);
-        return new KafkaProducer<>(p);
+        return new BoundedProducer(p);
+    }
+
+    /** producer.flush(), failing the test if it has not returned within {@code timeout}. */
+    public static void flush(Producer<?, ?> producer, Duration timeout) throws InterruptedException {
+        CompletableFuture<Void> done = new CompletableFuture<>();
+        Thread t = new Thread(() -> {
+            try {
+                producer.flush();
+                done.complete(null);
+            } catch (Throwable e) {
+                done.completeExceptionally(e);
+            }
+        }, "bounded-flush");
+        t.setDaemon(true);
+        t.start();
+        try {
+            done.get(timeout.toMillis(), TimeUnit.MILLISECONDS);
+        } catch (TimeoutException e) {
+            fail("producer.flush() did not return within " + timeout);
+        } catch (ExecutionException e) {
+            fail("producer.flush() failed", e.getCause());
+        }
     }
 
     public static KafkaProducer<byte[], byte[]> producer(String bootstrap) {
@@ -75,9 +116,25 @@ public final class Clients {
         admin.createTopics(List.of(nt)).all().get(WAIT.toMillis(), TimeUnit.MILLISECONDS);
     }
 
+    /** Creates a topic (replication factor 1) and waits (bounded) until every partition's leader serves it. */
     public static void createTopic(String bootstrap, String topic, int partitions) throws Exception {
         try (Admin admin = admin(bootstrap)) {
             createTopic(admin, topic, partitions, Map.of());
+        }
+        awaitPartitionsServed(bootstrap, topic, partitions);
+    }
+
+    /**
+     * Waits until the leader of each partition answers ListOffsets (the consumer retries NOT_LEADER_OR_FOLLOWER
+     * and UNKNOWN_TOPIC_OR_PARTITION within the timeout). Kafka's brokers take over a new partition shortly after
+     * CreateTopics returns; an idempotent producer that writes at once can see its first batch refused while
+     * later ones are taken, and then retry sequence 0 into OUT_OF_ORDER_SEQUENCE_NUMBER until it times out.
+     */
+    public static void awaitPartitionsServed(String bootstrap, String topic, int partitions) {
+        List<TopicPartition> tps = new ArrayList<>();
+        for (int p = 0; p < partitions; p++) tps.add(new TopicPartition(topic, p));
+        try (KafkaConsumer<byte[], byte[]> c = consumer(bootstrap)) {
+            c.endOffsets(tps, WAIT);
         }
     }
 

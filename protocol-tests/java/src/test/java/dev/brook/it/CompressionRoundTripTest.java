@@ -4,6 +4,7 @@ import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -16,6 +17,8 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.Metric;
+import org.apache.kafka.common.MetricName;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeader;
@@ -63,6 +66,23 @@ class CompressionRoundTripTest {
         return out;
     }
 
+    /**
+     * Bytes the consumer received from the network, over all its connections (consumer-node-metrics
+     * incoming-byte-total). bytes-consumed-total would not do: the client counts it on decompressed records.
+     */
+    static double bytesReceived(KafkaConsumer<?, ?> consumer) {
+        double sum = 0;
+        int found = 0;
+        for (Map.Entry<MetricName, ? extends Metric> e : consumer.metrics().entrySet()) {
+            if (e.getKey().name().equals("incoming-byte-total") && e.getKey().group().equals("consumer-node-metrics")) {
+                sum += ((Number) e.getValue().metricValue()).doubleValue();
+                found++;
+            }
+        }
+        if (found == 0) throw new AssertionError("no consumer-node-metrics incoming-byte-total metric");
+        return sum;
+    }
+
     @ParameterizedTest(name = "compression.type={0}")
     @ValueSource(strings = {"none", "gzip", "snappy", "lz4", "zstd"})
     void roundTrip(String codec) throws Exception {
@@ -79,7 +99,7 @@ class CompressionRoundTripTest {
                 futures.add(producer.send(new ProducerRecord<>(topic, 0, s.timestamp(), s.key(), s.value(),
                     s.headers())));
             }
-            producer.flush();
+            Clients.flush(producer, Clients.WAIT);
             for (int i = 0; i < futures.size(); i++) {
                 RecordMetadata md = futures.get(i).get(Clients.WAIT.toMillis(), TimeUnit.MILLISECONDS);
                 assertEquals(i, md.offset(), "RecordMetadata.offset of record " + i);
@@ -103,8 +123,16 @@ class CompressionRoundTripTest {
                 assertEquals(i, r.offset(), what + ": offsets dense from 0");
                 assertEquals(s.timestamp(), r.timestamp(), what + ": timestamp");
                 assertEquals(TimestampType.CREATE_TIME, r.timestampType(), what + ": timestamp type");
-                if (s.key() == null) assertNull(r.key(), what + ": null key"); else assertArrayEquals(s.key(), r.key(), what + ": key");
-                if (s.value() == null) assertNull(r.value(), what + ": null value"); else assertArrayEquals(s.value(), r.value(), what + ": value");
+                if (s.key() == null) {
+                    assertNull(r.key(), what + ": null key");
+                } else {
+                    assertArrayEquals(s.key(), r.key(), what + ": key");
+                }
+                if (s.value() == null) {
+                    assertNull(r.value(), what + ": null value");
+                } else {
+                    assertArrayEquals(s.value(), r.value(), what + ": value");
+                }
                 Header[] hs = r.headers().toArray();
                 assertEquals(s.headers().size(), hs.length, what + ": header count (duplicates must be kept)");
                 for (int h = 0; h < hs.length; h++) {
@@ -117,10 +145,35 @@ class CompressionRoundTripTest {
                 List<String> dups = new ArrayList<>();
                 r.headers().headers("dup").forEach(h -> dups.add(new String(h.value(), UTF_8)));
                 if (i % 3 != 0) assertEquals(List.of("first-" + i, "second-" + i, ""), dups, what + ": dup headers");
-                assertEquals(r.key() == null ? -1 : r.key().length, r.serializedKeySize(), what + ": serializedKeySize");
+                assertEquals(r.key() == null ? -1 : r.key().length, r.serializedKeySize(),
+                    what + ": serializedKeySize");
                 assertEquals(r.value() == null ? -1 : r.value().length, r.serializedValueSize(),
                     what + ": serializedValueSize");
             }
+
+            // The broker must serve the batches as the producer compressed them (Kafka stores them as received):
+            // the consumer receives far fewer bytes than the payload when a codec is used.
+            long payload = 0;
+            for (Sent s : sent) {
+                payload += (s.key() == null ? 0 : s.key().length) + (s.value() == null ? 0 : s.value().length);
+                for (Header h : s.headers()) payload += h.key().length() + (h.value() == null ? 0 : h.value().length);
+            }
+            double fetched = bytesReceived(consumer);
+            System.out.printf("CompressionRoundTripTest: %s: consumer received %.0f bytes for %d payload bytes%n",
+                codec, fetched, payload);
+            if (codec.equals("none")) {
+                assertTrue(fetched >= payload, "uncompressed: received " + fetched + " bytes < payload " + payload);
+            } else {
+                assertTrue(fetched > 0 && fetched < payload / 2.0, codec + ": received " + fetched
+                    + " bytes for a payload of " + payload + "; batches not served compressed?");
+            }
+
+            // Seeking into the middle of a (compressed) batch: the first record read is the one sought.
+            int mid = sent.size() / 2 + 1;
+            consumer.seek(tp, mid);
+            List<ConsumerRecord<byte[], byte[]>> rest = Clients.pollExactly(consumer, sent.size() - mid, Clients.WAIT);
+            assertEquals(mid, rest.get(0).offset(), "first record after seek(" + mid + ")");
+            assertEquals(sent.get(mid).timestamp(), rest.get(0).timestamp());
         }
     }
 }

@@ -63,7 +63,7 @@ class ManyRecordsTest {
                     }
                 });
             }
-            producer.flush();
+            Clients.flush(producer, Duration.ofSeconds(60));
             allAcked.get(60, TimeUnit.SECONDS);
         }
         if (firstError.get() != null) fail("send failed", firstError.get());

@@ -50,7 +50,7 @@ class OffsetsTest {
             for (int i = 0; i < IN_ONE_BATCH; i++) {
                 producer.send(new ProducerRecord<>(topic, 0, base + i * STEP, null, ("v" + i).getBytes(UTF_8)));
             }
-            producer.flush();
+            Clients.flush(producer, Clients.WAIT);
             for (int i = IN_ONE_BATCH; i < N; i++) {
                 long off = producer.send(new ProducerRecord<>(topic, 0, base + i * STEP, null,
                     ("v" + i).getBytes(UTF_8))).get(Clients.WAIT.toMillis(), TimeUnit.MILLISECONDS).offset();
@@ -95,6 +95,11 @@ class OffsetsTest {
                 assertEquals("v" + i, new String(all.get(i).value(), UTF_8));
             }
 
+            // seek into the middle of the first batch (records 0..9)
+            consumer.seek(tp, 5);
+            List<ConsumerRecord<byte[], byte[]>> fromFive = Clients.pollExactly(consumer, N - 5, Clients.WAIT);
+            assertEquals(5, fromFive.get(0).offset(), "first record after seek(5)");
+
             // seek to the offset found by time, then read from there.
             long mid = consumer.offsetsForTimes(Map.of(tp, base + 12 * STEP - 1), Clients.WAIT).get(tp).offset();
             consumer.seek(tp, mid);
@@ -129,7 +134,7 @@ class OffsetsTest {
                     producer.send(new ProducerRecord<>(topic, p, base + p * 100 + k * 10, null, new byte[] {1}));
                 }
             }
-            producer.flush();
+            Clients.flush(producer, Clients.WAIT);
         }
         try (KafkaConsumer<byte[], byte[]> consumer = Clients.consumer(bootstrap)) {
             Map<TopicPartition, Long> query = new HashMap<>();

@@ -21,17 +21,20 @@ import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.CreateTopicsResult;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.KafkaFuture;
 import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicCollection;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
 import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.errors.InvalidTopicException;
 import org.apache.kafka.common.errors.TopicExistsException;
+import org.apache.kafka.common.errors.UnknownTopicIdException;
 import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
@@ -91,25 +94,28 @@ class TopicAdminTest {
         }
     }
 
-    @Test
-    void createListDescribeConfigsDelete() throws Exception {
-        String bootstrap = TestBrokers.bootstrap();
-        String topic = Clients.uniqueTopic("admin");
-        try (Admin admin = Clients.admin(bootstrap)) {
-            CreateTopicsResult created = admin.createTopics(List.of(
-                new NewTopic(topic, 4, (short) 1).configs(Map.of("retention.ms", "123456789"))));
-            get(created.all());
-            assertEquals(4, get(created.numPartitions(topic)), "CreateTopicsResult.numPartitions");
-            assertEquals(1, get(created.replicationFactor(topic)), "CreateTopicsResult.replicationFactor");
-            Uuid createdId = get(created.topicId(topic));
-            assertNotNull(createdId);
-            assertNotEquals(Uuid.ZERO_UUID, createdId, "CreateTopics must return a real topic id");
+    /** Creates a topic with 4 partitions and retention.ms=123456789; returns the topic id CreateTopics gave. */
+    static Uuid createAdminTopic(Admin admin, String topic) throws Exception {
+        CreateTopicsResult created = admin.createTopics(List.of(
+            new NewTopic(topic, 4, (short) 1).configs(Map.of("retention.ms", "123456789"))));
+        get(created.all());
+        assertEquals(4, get(created.numPartitions(topic)), "CreateTopicsResult.numPartitions");
+        assertEquals(1, get(created.replicationFactor(topic)), "CreateTopicsResult.replicationFactor");
+        Uuid createdId = get(created.topicId(topic));
+        assertNotNull(createdId);
+        assertNotEquals(Uuid.ZERO_UUID, createdId, "CreateTopics must return a real topic id");
+        return createdId;
+    }
 
-            // listTopics
+    @Test
+    void createListAndDescribeByName() throws Exception {
+        String topic = Clients.uniqueTopic("admin");
+        try (Admin admin = Clients.admin(TestBrokers.bootstrap())) {
+            Uuid createdId = createAdminTopic(admin, topic);
+
             Set<String> names = get(admin.listTopics().names());
             assertTrue(names.contains(topic), "listTopics should contain " + topic + ": " + names);
 
-            // describeTopics by name
             TopicDescription d = describeWhenVisible(admin, topic);
             assertEquals(topic, d.name());
             assertFalse(d.isInternal());
@@ -123,13 +129,33 @@ class TopicAdminTest {
                 assertEquals(1, p.isr().size(), "partition " + i + " ISR");
                 assertEquals(p.leader().id(), p.replicas().get(0).id());
             }
+        }
+    }
 
-            // describeTopics by id (Metadata with topic ids)
+    /** describeTopics by topic id: Admin sends Metadata v13 with topics=[{topicId=X, name=''}]. */
+    @Test
+    void describeTopicsById() throws Exception {
+        String topic = Clients.uniqueTopic("admin-id");
+        try (Admin admin = Clients.admin(TestBrokers.bootstrap())) {
+            Uuid createdId = createAdminTopic(admin, topic);
+            describeWhenVisible(admin, topic);
             Map<Uuid, TopicDescription> byId =
                 get(admin.describeTopics(TopicCollection.ofTopicIds(List.of(createdId))).allTopicIds());
             assertEquals(topic, byId.get(createdId).name(), "describeTopics by id");
+            assertEquals(4, byId.get(createdId).partitions().size());
 
-            // describeConfigs: the override and the defaults
+            // An id that does not exist: UnknownTopicIdException.
+            Uuid unknown = Uuid.randomUuid();
+            Throwable e = failureOf(admin.describeTopics(TopicCollection.ofTopicIds(List.of(unknown))).allTopicIds());
+            assertInstanceOf(UnknownTopicIdException.class, e, "describeTopics of an unknown id");
+        }
+    }
+
+    @Test
+    void describeConfigsShowsOverrideAndDefaults() throws Exception {
+        String topic = Clients.uniqueTopic("admin-cfg");
+        try (Admin admin = Clients.admin(TestBrokers.bootstrap())) {
+            createAdminTopic(admin, topic);
             ConfigResource res = new ConfigResource(ConfigResource.Type.TOPIC, topic);
             Config cfg = get(admin.describeConfigs(List.of(res)).all()).get(res);
             ConfigEntry retention = cfg.get("retention.ms");
@@ -145,21 +171,35 @@ class TopicAdminTest {
             assertNotNull(cleanup, "describeConfigs has cleanup.policy");
             assertEquals("delete", cleanup.value());
             assertNotEquals(ConfigEntry.ConfigSource.DYNAMIC_TOPIC_CONFIG, cleanup.source());
-            ConfigEntry segmentBytes = cfg.get("segment.bytes");
-            assertNotNull(segmentBytes, "describeConfigs has segment.bytes");
+            assertNotNull(cfg.get("segment.bytes"), "describeConfigs has segment.bytes");
+        }
+    }
 
-            // Creating it again: TopicExistsException
+    @Test
+    void createErrors() throws Exception {
+        String topic = Clients.uniqueTopic("admin-err");
+        try (Admin admin = Clients.admin(TestBrokers.bootstrap())) {
+            createAdminTopic(admin, topic);
+
             Throwable exists = failureOf(admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all());
             assertInstanceOf(TopicExistsException.class, exists, "creating an existing topic");
 
-            // Invalid names: InvalidTopicException
             for (String bad : List.of("bad/name", "..", "x".repeat(250))) {
                 Throwable invalid = failureOf(admin.createTopics(List.of(new NewTopic(bad, 1, (short) 1))).all());
                 assertInstanceOf(InvalidTopicException.class, invalid, "creating topic '" + bad + "'");
             }
-            assertFalse(get(admin.listTopics().names()).contains("bad/name"));
+            Set<String> names = get(admin.listTopics().names());
+            assertFalse(names.contains("bad/name") || names.contains(".."), "invalid names listed: " + names);
+        }
+    }
 
-            // deleteTopics
+    @Test
+    void deleteTopics() throws Exception {
+        String topic = Clients.uniqueTopic("admin-del");
+        try (Admin admin = Clients.admin(TestBrokers.bootstrap())) {
+            Uuid createdId = createAdminTopic(admin, topic);
+            describeWhenVisible(admin, topic);
+
             get(admin.deleteTopics(List.of(topic)).all());
             awaitGone(admin, topic);
 
@@ -167,14 +207,43 @@ class TopicAdminTest {
             Throwable unknown = failureOf(admin.deleteTopics(List.of(topic)).all());
             assertInstanceOf(UnknownTopicOrPartitionException.class, unknown, "deleting a deleted topic");
 
-            // The name can be used again, and gets a new id.
+            // The name can be used again, and gets a new id and no data.
             CreateTopicsResult again = admin.createTopics(List.of(new NewTopic(topic, 2, (short) 1)));
             get(again.all());
             Uuid newId = get(again.topicId(topic));
             assertNotEquals(createdId, newId, "a re-created topic gets a new topic id");
             TopicDescription d2 = describeWhenVisible(admin, topic);
             assertEquals(2, d2.partitions().size());
+            assertEquals(newId, d2.topicId());
             get(admin.deleteTopics(List.of(topic)).all());
+        }
+    }
+
+    /** A deleted topic's data is gone: re-created under the same name, it starts empty at offset 0. */
+    @Test
+    void recreatedTopicStartsEmpty() throws Exception {
+        String bootstrap = TestBrokers.bootstrap();
+        String topic = Clients.uniqueTopic("admin-recreate");
+        try (Admin admin = Clients.admin(bootstrap)) {
+            Clients.createTopic(admin, topic, 1, Map.of());
+            try (KafkaProducer<byte[], byte[]> producer = Clients.producer(bootstrap)) {
+                for (int i = 0; i < 5; i++) {
+                    producer.send(new ProducerRecord<>(topic, 0, null, new byte[] {(byte) i}))
+                        .get(T, TimeUnit.MILLISECONDS);
+                }
+            }
+            get(admin.deleteTopics(List.of(topic)).all());
+            awaitGone(admin, topic);
+            Clients.createTopic(admin, topic, 1, Map.of());
+            describeWhenVisible(admin, topic);
+        }
+        TopicPartition tp = new TopicPartition(topic, 0);
+        try (KafkaConsumer<byte[], byte[]> consumer = Clients.consumer(bootstrap)) {
+            assertEquals(Map.of(tp, 0L), consumer.endOffsets(List.of(tp), Clients.WAIT), "end offset after re-create");
+        }
+        try (KafkaProducer<byte[], byte[]> producer = Clients.producer(bootstrap)) {
+            assertEquals(0, producer.send(new ProducerRecord<>(topic, 0, null, new byte[] {9}))
+                .get(T, TimeUnit.MILLISECONDS).offset(), "first offset after re-create");
         }
     }
 

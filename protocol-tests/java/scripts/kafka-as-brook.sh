@@ -1,0 +1,46 @@
+#!/bin/bash
+# Runs a real Kafka 4.4.0 (KRaft, combined broker+controller, one node) behind Brook's command line,
+# `serve --config FILE`, printing the same READY line. Given as -Dbrook.bin, it lets the tests that start,
+# stop and kill brokers run against Kafka. Needs KAFKA_LIB, a directory holding the Kafka server jars
+# (see ../README.md). Restarts reuse the port, the controller port and log.dirs.
+set -e
+: "${KAFKA_LIB:?set KAFKA_LIB to a directory of Kafka server jars}"
+CP="$KAFKA_LIB/*"
+cfg="$3"
+get() { grep -E "^$1=" "$cfg" | tail -1 | cut -d= -f2-; }
+logdirs=$(get log.dirs); listeners=$(get listeners); port=${listeners##*:}
+np=$(get num.partitions); ac=$(get auto.create.topics.enable)
+free() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+[ "$port" = "0" ] && port=$(free)
+base=$(dirname "$logdirs")
+[ -f "$base/ctrl.port" ] || free > "$base/ctrl.port"
+cport=$(cat "$base/ctrl.port")
+props="$base/kafka.properties"
+cat > "$props" <<P
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$cport
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=$logdirs
+num.partitions=$np
+auto.create.topics.enable=$ac
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+P
+grep -vE '^(#|node.id|listeners|log.dirs|num.partitions|auto.create.topics.enable)' "$cfg" >> "$props" || true
+if [ ! -f "$logdirs/meta.properties" ]; then
+  java -cp "$CP" kafka.tools.StorageTool format -t $(java -cp "$CP" kafka.tools.StorageTool random-uuid) -c "$props" >&2
+fi
+java -Xmx512m -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "$CP" kafka.Kafka "$props" >&2 &
+pid=$!
+trap 'kill -TERM $pid; wait $pid; exit 0' TERM
+for i in $(seq 1 600); do
+  if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then echo "READY node.id=1 listener=127.0.0.1:$port"; break; fi
+  kill -0 $pid || exit 1
+  sleep 0.1
+done
+wait $pid

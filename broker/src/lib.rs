@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod config;
 pub mod dump_log;
 pub mod fault;
+pub mod group;
 pub mod log;
 pub mod metadata;
 pub mod net;

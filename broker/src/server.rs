@@ -11,6 +11,7 @@ use tokio::task::JoinSet;
 use crate::cluster::replica_manager::{ReplicaError, ReplicaManager};
 use crate::config::BrokerConfig;
 use crate::fault::FaultEngine;
+use crate::group::GroupCoordinator;
 
 /// Everything a request handler can reach.
 pub struct Broker {
@@ -21,6 +22,8 @@ pub struct Broker {
     pub advertised_port: i32,
     /// Protocol-level fault rules for this node.
     pub faults: Arc<FaultEngine>,
+    /// The group coordinator (consumer groups and committed offsets).
+    pub groups: Arc<GroupCoordinator>,
 }
 
 impl Broker {
@@ -40,6 +43,8 @@ pub enum ServerError {
     },
     #[error(transparent)]
     Replica(#[from] ReplicaError),
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
 }
 
 /// A started broker: bound, logs recovered, ready to accept.
@@ -57,6 +62,7 @@ impl Server {
     pub async fn start(config: BrokerConfig) -> Result<Server, ServerError> {
         let config = Arc::new(config);
         let replicas = Arc::new(ReplicaManager::open(config.clone())?);
+        let groups = Arc::new(GroupCoordinator::open(&config, replicas.clone())?);
         let listener =
             TcpListener::bind(config.listener)
                 .await
@@ -99,6 +105,7 @@ impl Server {
             advertised_host: host,
             advertised_port: port,
             faults,
+            groups,
         });
         Ok(Server {
             broker,
@@ -138,6 +145,7 @@ impl Server {
                 shutdown.clone(),
             ))
         });
+        let group_timers = tokio::spawn(broker.groups.clone().run(shutdown.clone()));
         let mut connections = JoinSet::new();
         loop {
             tokio::select! {
@@ -154,6 +162,9 @@ impl Server {
         }
         drop(self.listener);
         tracing::info!("shutting down: finishing in-flight requests");
+        // The group timer task answers parked JoinGroup/SyncGroup requests at shutdown, so
+        // the connections waiting on them can finish.
+        let _ = group_timers.await;
         while connections.join_next().await.is_some() {}
         let _ = retention.await;
         if let Some(a) = admin {

@@ -481,6 +481,10 @@ impl GroupCoordinator {
             ));
         }
         let mut st = self.state.lock();
+        if st.shut_down {
+            // The timer task has already answered parked requests; nothing would answer this.
+            return Err(GroupError::NotCoordinator);
+        }
         let group = classic_mut(&mut st, group_id)?;
         let r = group.sync(
             member_id,
@@ -997,7 +1001,11 @@ impl GroupCoordinator {
                 self.expire_offsets(&mut st);
                 next_expiry = now + expiry_period;
             }
-            let wake = next.min(next_expiry);
+            // Deadlines are cleared when they fire, so `next` is in the future; the floor
+            // only guards against a spin should one ever be left behind.
+            let wake = next
+                .min(next_expiry)
+                .max(now + std::time::Duration::from_millis(1));
             tokio::select! {
                 _ = tokio::time::sleep_until(wake) => {}
                 _ = self.timer.notified() => {}

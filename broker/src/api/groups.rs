@@ -385,3 +385,72 @@ pub async fn handle_delete_groups(
         .collect();
     DeleteGroupsResponse::default().with_results(results)
 }
+
+/// ConsumerGroupDescribe (KIP-848 groups; others get GROUP_ID_NOT_FOUND, as in Kafka).
+pub async fn handle_consumer_group_describe(
+    broker: &Broker,
+    _ctx: &RequestContext,
+    req: ConsumerGroupDescribeRequest,
+) -> ConsumerGroupDescribeResponse {
+    use kafka_protocol::messages::consumer_group_describe_response as cgd;
+    let assignment = |tp: &crate::group::consumer::TopicPartitions| {
+        cgd::Assignment::default().with_topic_partitions(
+            tp.iter()
+                .map(|(id, ps)| {
+                    cgd::TopicPartitions::default()
+                        .with_topic_id(*id)
+                        .with_topic_name(
+                            sb(broker.groups.topic_name(*id).unwrap_or_default()).into(),
+                        )
+                        .with_partitions(ps.iter().copied().collect())
+                })
+                .collect(),
+        )
+    };
+    let groups = req
+        .group_ids
+        .iter()
+        .map(|g| {
+            let base = cgd::DescribedGroup::default()
+                .with_group_id(g.clone())
+                .with_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
+            match broker.groups.describe_consumer_group(g) {
+                Err(e) => base
+                    .with_error_code(e.error_code())
+                    .with_error_message(Some(sb(format!(
+                        "group {} is not a consumer group",
+                        g.as_str()
+                    )))),
+                Ok(d) => base
+                    .with_group_state(sb(d.state))
+                    .with_group_epoch(d.group_epoch)
+                    .with_assignment_epoch(d.assignment_epoch)
+                    .with_assignor_name(sb(d.assignor))
+                    .with_members(
+                        d.members
+                            .iter()
+                            .map(|(m, target)| {
+                                cgd::Member::default()
+                                    .with_member_id(sb(m.member_id.clone()))
+                                    .with_instance_id(m.instance_id.clone().map(sb))
+                                    .with_rack_id(m.rack_id.clone().map(sb))
+                                    .with_member_epoch(m.member_epoch)
+                                    .with_client_id(sb(m.client_id.clone()))
+                                    .with_client_host(sb(m.client_host.clone()))
+                                    .with_subscribed_topic_names(
+                                        m.subscribed_topics
+                                            .iter()
+                                            .map(|t| sb(t.clone()).into())
+                                            .collect(),
+                                    )
+                                    .with_assignment(assignment(&m.assigned))
+                                    .with_target_assignment(assignment(target))
+                                    .with_member_type(1)
+                            })
+                            .collect(),
+                    ),
+            }
+        })
+        .collect();
+    ConsumerGroupDescribeResponse::default().with_groups(groups)
+}

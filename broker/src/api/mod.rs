@@ -70,6 +70,7 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::ListGroups, 0, 5, 0),
     api(ApiKey::DeleteGroups, 0, 2, 0),
     api(ApiKey::ConsumerGroupHeartbeat, 0, 1, 0),
+    api(ApiKey::ConsumerGroupDescribe, 0, 1, 0),
 ];
 
 /// Finds an API's row in the table.
@@ -287,6 +288,10 @@ async fn process(
         RequestKind::ConsumerGroupHeartbeat(r) => respond(
             ctx,
             &groups::handle_consumer_group_heartbeat(broker, ctx, r).await,
+        ),
+        RequestKind::ConsumerGroupDescribe(r) => respond(
+            ctx,
+            &groups::handle_consumer_group_describe(broker, ctx, r).await,
         ),
         RequestKind::DescribeGroups(r) => {
             respond(ctx, &groups::handle_describe_groups(broker, ctx, r).await)

@@ -304,6 +304,16 @@ pub struct GroupDescription {
     pub members: Vec<MemberDescription>,
 }
 
+/// ConsumerGroupDescribe's view of a KIP-848 group: each member with its target assignment.
+#[derive(Debug, Clone)]
+pub struct ConsumerGroupDescription {
+    pub state: String,
+    pub group_epoch: i32,
+    pub assignment_epoch: i32,
+    pub assignor: String,
+    pub members: Vec<(consumer::ConsumerMember, consumer::TopicPartitions)>,
+}
+
 /// ListGroups' view of a group.
 #[derive(Debug, Clone)]
 pub struct ListedGroup {
@@ -860,6 +870,40 @@ impl GroupCoordinator {
                     })
                     .collect(),
             },
+        })
+    }
+
+    /// ConsumerGroupDescribe for one group: GROUP_ID_NOT_FOUND unless it is a KIP-848 group
+    /// (the Java admin then falls back to DescribeGroups, as against Kafka).
+    pub fn describe_consumer_group(
+        &self,
+        group_id: &str,
+    ) -> Result<ConsumerGroupDescription, GroupError> {
+        let st = self.state.lock();
+        let Some(GroupEntry {
+            kind: GroupKind::Consumer(g),
+            ..
+        }) = st.groups.get(group_id)
+        else {
+            return Err(GroupError::GroupIdNotFound);
+        };
+        Ok(ConsumerGroupDescription {
+            state: g.state_str().into(),
+            group_epoch: g.group_epoch,
+            assignment_epoch: g.assignment_epoch,
+            assignor: g
+                .members
+                .values()
+                .find_map(|m| m.server_assignor.clone())
+                .unwrap_or_else(|| "uniform".into()),
+            members: g
+                .members
+                .values()
+                .map(|m| {
+                    let target = g.target.get(&m.member_id).cloned().unwrap_or_default();
+                    (m.clone(), target)
+                })
+                .collect(),
         })
     }
 

@@ -31,6 +31,7 @@ import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.GroupState;
+import org.apache.kafka.common.GroupType;
 import org.apache.kafka.common.TopicPartition;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -137,6 +138,14 @@ class GroupsTest {
                     () -> coversExactly(both, topic, parts) && !c2.assignment().isEmpty() && !c1.assignment().isEmpty(),
                     () -> describe(both));
                 assertTrue(c1.revoked.get() > 0, "c1 revoked what moved to c2");
+                try (Admin admin = Clients.admin(bootstrap)) {
+                    await("describeConsumerGroups to show a stable KIP-848 group of two", REBALANCE_WAIT, () -> {
+                        ConsumerGroupDescription d = describeGroup(admin, group);
+                        int assigned = d.members().stream().mapToInt(m -> m.assignment().topicPartitions().size()).sum();
+                        return d.type() == GroupType.CONSUMER && d.groupState() == GroupState.STABLE
+                            && d.members().size() == 2 && assigned == parts;
+                    }, () -> String.valueOf(describeGroup(admin, group)));
+                }
             }
             await("c1 to own every partition again after c2 left", REBALANCE_WAIT,
                 () -> c1.assignment().size() == parts, c1::toString);
@@ -168,14 +177,16 @@ class GroupsTest {
         }
     }
 
-    static int members(Admin admin, String group) {
+    static ConsumerGroupDescription describeGroup(Admin admin, String group) {
         try {
-            ConsumerGroupDescription d = admin.describeConsumerGroups(List.of(group)).describedGroups().get(group)
-                .get(30, TimeUnit.SECONDS);
-            return d.members().size();
+            return admin.describeConsumerGroups(List.of(group)).describedGroups().get(group).get(30, TimeUnit.SECONDS);
         } catch (Exception e) {
             throw new AssertionError(e);
         }
+    }
+
+    static int members(Admin admin, String group) {
+        return describeGroup(admin, group).members().size();
     }
 
     @Test
@@ -201,6 +212,7 @@ class GroupsTest {
                 ConsumerGroupDescription d = admin.describeConsumerGroups(List.of(group)).describedGroups().get(group)
                     .get(30, TimeUnit.SECONDS);
                 assertEquals(GroupState.STABLE, d.groupState());
+                assertEquals(GroupType.CLASSIC, d.type());
                 assertEquals(1, d.members().size());
                 assertEquals(parts, d.members().iterator().next().assignment().topicPartitions().size());
             }

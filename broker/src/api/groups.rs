@@ -74,8 +74,10 @@ pub async fn handle_find_coordinator(
         .with_port(c.port)
 }
 
-fn join_response(r: JoinResponse) -> JoinGroupResponse {
+fn join_response(r: JoinResponse, version: i16) -> JoinGroupResponse {
     JoinGroupResponse::default()
+        // The field exists from v9; older leaders recompute and SyncGroup keeps the old result.
+        .with_skip_assignment(r.skip_assignment && version >= 9)
         .with_error_code(r.error_code)
         .with_generation_id(r.generation_id)
         .with_protocol_type(r.protocol_type.map(sb))
@@ -95,8 +97,8 @@ fn join_response(r: JoinResponse) -> JoinGroupResponse {
         )
 }
 
-fn join_error(e: GroupError, member_id: String) -> JoinGroupResponse {
-    join_response(JoinResponse::error(e.error_code(), &member_id))
+fn join_error(e: GroupError, member_id: String, version: i16) -> JoinGroupResponse {
+    join_response(JoinResponse::error(e.error_code(), &member_id), version)
 }
 
 /// JoinGroup: answered when the rebalance completes (or right away for errors and for
@@ -132,9 +134,9 @@ pub async fn handle_join_group(
         Ok(Pending::Wait(rx)) => rx
             .await
             .unwrap_or_else(|_| JoinResponse::error(COORDINATOR_NOT_AVAILABLE, &member_id)),
-        Err(e) => return join_error(e, member_id),
+        Err(e) => return join_error(e, member_id, ctx.api_version),
     };
-    join_response(r)
+    join_response(r, ctx.api_version)
 }
 
 fn sync_response(r: SyncResponse) -> SyncGroupResponse {

@@ -70,6 +70,9 @@ pub struct JoinResponse {
     pub leader: String,
     pub member_id: String,
     pub members: Vec<JoinMember>,
+    /// JoinGroup v9: the leader must not compute an assignment (a restarted static leader
+    /// took over a stable group without a rebalance).
+    pub skip_assignment: bool,
 }
 
 impl JoinResponse {
@@ -83,6 +86,7 @@ impl JoinResponse {
             leader: String::new(),
             member_id: member_id.to_string(),
             members: Vec::new(),
+            skip_assignment: false,
         }
     }
 }
@@ -379,11 +383,28 @@ impl ClassicGroup {
         if let Some(instance) = p.group_instance_id.clone() {
             if let Some(old_id) = self.static_member_id(&instance) {
                 // A static member restarted: the new incarnation takes over the old member's
-                // place and the old one is fenced. A rebalance hands the new id its partitions.
+                // place and the old one is fenced (KIP-345).
+                let unchanged = self
+                    .member(&old_id)
+                    .is_some_and(|m| m.same_protocols(&p.protocols));
                 self.replace_static_member(&old_id, &member_id);
                 let idx = self
                     .member_index(&member_id)
                     .ok_or(GroupError::UnknownMemberId)?;
+                if self.state == ClassicState::Stable && unchanged {
+                    // Same subscription in a stable group: no rebalance. The member gets the
+                    // current generation and, through SyncGroup, its old assignment.
+                    let m = &mut self.members[idx];
+                    m.session_timeout_ms = p.session_timeout_ms;
+                    m.rebalance_timeout_ms = p.rebalance_timeout_ms;
+                    m.client_id = p.client_id;
+                    m.client_host = p.client_host;
+                    m.session_deadline = now + Duration::from_millis(p.session_timeout_ms as u64);
+                    self.needs_persist = true;
+                    let mut r = self.join_response_for(idx);
+                    r.skip_assignment = self.leader_id.as_deref() == Some(member_id.as_str());
+                    return Ok(Pending::Now(r));
+                }
                 return Ok(self.update_member_and_rebalance(idx, p, limits, now));
             }
         }
@@ -664,6 +685,7 @@ impl ClassicGroup {
             leader: self.leader_id.clone().unwrap_or_default(),
             member_id,
             members,
+            skip_assignment: false,
         }
     }
 
@@ -1194,7 +1216,17 @@ mod tests {
         p.group_instance_id = Some("i1".into());
         let mut rx = waiting(g.join(p.clone(), &LIMITS, now, || "a".into()).unwrap());
         rx.try_recv().unwrap();
-        let _ = g.join(p, &LIMITS, now, || "b".into()).unwrap();
+        let asg = vec![("a".to_string(), Bytes::from_static(b"x"))];
+        waiting(g.sync("a", Some("i1"), 1, None, None, asg, now).unwrap());
+        assert_eq!(g.state, ClassicState::Stable);
+        // The restarted instance takes over without a rebalance and keeps its assignment.
+        let r = now_answer(g.join(p, &LIMITS, now, || "b".into()).unwrap());
+        assert_eq!((r.error_code, r.generation_id), (0, 1));
+        assert_eq!(r.member_id, "b");
+        assert!(r.skip_assignment, "the leader must not reassign");
+        assert_eq!(g.state, ClassicState::Stable);
+        let s = now_answer(g.sync("b", Some("i1"), 1, None, None, vec![], now).unwrap());
+        assert_eq!(s.assignment, Bytes::from_static(b"x"));
         assert!(g.member("a").is_none());
         assert_eq!(
             g.heartbeat("a", Some("i1"), g.generation_id, now),

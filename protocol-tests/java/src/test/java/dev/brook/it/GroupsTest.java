@@ -122,6 +122,34 @@ class GroupsTest {
     }
 
     @Test
+    void restartedStaticMemberGetsItsPartitionsBackWithoutARebalance() throws Exception {
+        String topic = Clients.uniqueTopic("static");
+        String group = topic + "-g";
+        int parts = 4;
+        Clients.createTopic(bootstrap, topic, parts);
+        Map<String, Object> s1Props = new HashMap<>(classic("org.apache.kafka.clients.consumer.RangeAssignor"));
+        s1Props.put(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG, "s1");
+        Map<String, Object> s2Props = new HashMap<>(classic("org.apache.kafka.clients.consumer.RangeAssignor"));
+        s2Props.put(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG, "s2");
+        try (GroupSupport.Member s1 = new GroupSupport.Member("s1", bootstrap, group, topic, s1Props)) {
+            java.util.Set<TopicPartition> before;
+            try (GroupSupport.Member s2 = new GroupSupport.Member("s2", bootstrap, group, topic, s2Props)) {
+                List<GroupSupport.Member> both = List.of(s1, s2);
+                await("s1 and s2 to split the partitions", REBALANCE_WAIT,
+                    () -> coversExactly(both, topic, parts) && s1.assignment().size() == 2, () -> describe(both));
+                before = s2.assignment();
+                s1.revoked.set(0);
+            } // a static member's close does not leave the group
+            try (GroupSupport.Member s2 = new GroupSupport.Member("s2-restarted", bootstrap, group, topic, s2Props)) {
+                await("the restarted s2 to own its old partitions", REBALANCE_WAIT,
+                    () -> s2.assignment().equals(before), () -> describe(List.of(s1, s2)));
+                assertEquals(0, s1.revoked.get(), "no rebalance: s1 kept its partitions");
+                assertEquals(2, s1.assignment().size());
+            }
+        }
+    }
+
+    @Test
     void kip848ConsumerJoinsConsumesAndHandsOverPartitions() throws Exception {
         String topic = Clients.uniqueTopic("kip848");
         String group = topic + "-g";

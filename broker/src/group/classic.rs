@@ -384,16 +384,22 @@ impl ClassicGroup {
             if let Some(old_id) = self.static_member_id(&instance) {
                 // A static member restarted: the new incarnation takes over the old member's
                 // place and the old one is fenced (KIP-345).
-                let unchanged = self
-                    .member(&old_id)
-                    .is_some_and(|m| m.same_protocols(&p.protocols));
                 self.replace_static_member(&old_id, &member_id);
                 let idx = self
                     .member_index(&member_id)
                     .ok_or(GroupError::UnknownMemberId)?;
+                // As Kafka: in a stable group, a rejoin that leaves the selected protocol as
+                // it is does not rebalance (the metadata bytes differ anyway: owned partitions
+                // and generation are gone after a restart).
+                let old_protocols =
+                    std::mem::replace(&mut self.members[idx].protocols, p.protocols.clone());
+                let unchanged = self.select_protocol() == self.protocol_name;
+                if !unchanged {
+                    self.members[idx].protocols = old_protocols;
+                }
                 if self.state == ClassicState::Stable && unchanged {
-                    // Same subscription in a stable group: no rebalance. The member gets the
-                    // current generation and, through SyncGroup, its old assignment.
+                    // The member gets the current generation and, through SyncGroup, its
+                    // old assignment.
                     let m = &mut self.members[idx];
                     m.session_timeout_ms = p.session_timeout_ms;
                     m.rebalance_timeout_ms = p.rebalance_timeout_ms;

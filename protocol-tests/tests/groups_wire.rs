@@ -248,3 +248,96 @@ fn classic_cycle_and_bad_input() {
     let mut fresh = WireClient::connect(&broker.bootstrap());
     assert_eq!(heartbeat(&mut fresh, &other, &other_member, other_gen), 0);
 }
+
+fn join_timeouts(
+    c: &mut WireClient,
+    group: &str,
+    member: &str,
+    session_ms: i32,
+    rebalance_ms: i32,
+) -> i32 {
+    let req = JoinGroupRequest::default()
+        .with_group_id(s(group).into())
+        .with_session_timeout_ms(session_ms)
+        .with_rebalance_timeout_ms(rebalance_ms)
+        .with_member_id(s(member))
+        .with_protocol_type(s("consumer"))
+        .with_protocols(vec![
+            JoinGroupRequestProtocol::default().with_name(s("range"))
+        ]);
+    c.send(JOIN_V, &req)
+}
+
+#[test]
+fn rebalance_timeout_and_session_timeout_remove_members() {
+    let broker = Broker::start_with(&[
+        ("group.initial.rebalance.delay.ms", "0"),
+        ("offsets.topic.num.partitions", "1"),
+        ("group.min.session.timeout.ms", "100"),
+    ]);
+    let group = unique_topic("timeouts");
+    let mut a = WireClient::connect(&broker.bootstrap());
+    let mut b = WireClient::connect(&broker.bootstrap());
+
+    // A: a stable one-member group.
+    let cid = join_timeouts(&mut a, &group, "", 10_000, 1_000);
+    let r = a.receive::<JoinGroupRequest>(JOIN_V, cid);
+    assert_eq!(r.error_code, 79);
+    let a_id = r.member_id.to_string();
+    let cid = join_timeouts(&mut a, &group, &a_id, 10_000, 1_000);
+    let r = a.receive::<JoinGroupRequest>(JOIN_V, cid);
+    assert_eq!(r.error_code, 0);
+    let sync = SyncGroupRequest::default()
+        .with_group_id(s(&group).into())
+        .with_member_id(s(&a_id))
+        .with_generation_id(r.generation_id);
+    assert_eq!(a.request::<SyncGroupRequest>(SYNC_V, &sync).error_code, 0);
+
+    // B joins; its JoinGroup is parked until A rejoins or the rebalance timeout passes.
+    let cid = join_timeouts(&mut b, &group, "", 500, 1_000);
+    let b_id = b
+        .receive::<JoinGroupRequest>(JOIN_V, cid)
+        .member_id
+        .to_string();
+    let started = std::time::Instant::now();
+    let parked = join_timeouts(&mut b, &group, &b_id, 500, 1_000);
+    // A keeps heartbeating (its session stays alive) but never rejoins.
+    assert_eq!(
+        heartbeat(&mut a, &group, &a_id, 1),
+        27,
+        "REBALANCE_IN_PROGRESS"
+    );
+    let r = b.receive::<JoinGroupRequest>(JOIN_V, parked);
+    assert!(
+        started.elapsed() >= std::time::Duration::from_millis(900),
+        "answered at the rebalance timeout"
+    );
+    assert_eq!(r.error_code, 0);
+    assert_eq!(r.leader.as_str(), b_id, "A was dropped, B leads");
+    assert_eq!(r.members.len(), 1);
+    assert_eq!(r.generation_id, 2);
+    assert_eq!(
+        heartbeat(&mut a, &group, &a_id, 1),
+        25,
+        "A is no longer a member"
+    );
+
+    // B syncs, then goes silent: its 500 ms session expires and the group empties.
+    let sync = SyncGroupRequest::default()
+        .with_group_id(s(&group).into())
+        .with_member_id(s(&b_id))
+        .with_generation_id(2);
+    assert_eq!(b.request::<SyncGroupRequest>(SYNC_V, &sync).error_code, 0);
+    brook_protocol_tests::poll_until(
+        "the group to become Empty",
+        std::time::Duration::from_secs(10),
+        || {
+            let d: DescribeGroupsResponse = b.request(
+                5,
+                &DescribeGroupsRequest::default().with_groups(vec![s(&group).into()]),
+            );
+            (d.groups[0].group_state.as_str() == "Empty").then_some(())
+        },
+    );
+    assert_eq!(heartbeat(&mut b, &group, &b_id, 2), 25);
+}

@@ -148,6 +148,7 @@ pub async fn handle_offset_fetch(
             .map(|t| (t.name.to_string(), t.partition_indexes))
             .collect()
     });
+    let req_topics: Vec<(String, Vec<i32>)> = topics.clone().unwrap_or_default();
     match fetch_group(broker, &req.group_id, None, topics) {
         Ok(found) => OffsetFetchResponse::default().with_topics(
             found
@@ -164,6 +165,26 @@ pub async fn handle_offset_fetch(
                                         .with_committed_offset(o)
                                         .with_committed_leader_epoch(e)
                                         .with_metadata(Some(sb(m)))
+                                })
+                                .collect(),
+                        )
+                })
+                .collect(),
+        ),
+        // v1 has no top-level error code: the error goes to every partition asked for.
+        Err(e) if ctx.api_version < 2 => OffsetFetchResponse::default().with_topics(
+            req_topics
+                .into_iter()
+                .map(|(t, ps)| {
+                    OffsetFetchResponseTopic::default()
+                        .with_name(sb(t).into())
+                        .with_partitions(
+                            ps.into_iter()
+                                .map(|p| {
+                                    OffsetFetchResponsePartition::default()
+                                        .with_partition_index(p)
+                                        .with_committed_offset(-1)
+                                        .with_error_code(e.error_code())
                                 })
                                 .collect(),
                         )

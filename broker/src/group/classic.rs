@@ -29,6 +29,11 @@ mod code {
     pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
 }
 
+/// Bound on member ids handed out with MEMBER_ID_REQUIRED and not yet used, per group (each
+/// also expires after its session timeout), so a JoinGroup loop cannot grow a group without
+/// limit when `group.max.size` is left at its default.
+pub const MAX_PENDING_MEMBERS: usize = 10_000;
+
 /// The states of a classic group, named as Kafka reports them in DescribeGroups/ListGroups.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClassicState {
@@ -414,7 +419,9 @@ impl ClassicGroup {
                 return Ok(self.update_member_and_rebalance(idx, p, limits, now));
             }
         }
-        if self.members.len() + self.pending_members.len() >= limits.max_size {
+        if self.members.len() + self.pending_members.len() >= limits.max_size
+            || self.pending_members.len() >= MAX_PENDING_MEMBERS
+        {
             return Err(GroupError::GroupMaxSizeReached);
         }
         if p.require_known_member_id && p.group_instance_id.is_none() {

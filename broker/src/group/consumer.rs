@@ -804,6 +804,56 @@ mod tests {
     }
 
     #[test]
+    fn a_member_that_does_not_revoke_in_time_is_fenced() {
+        let now = Instant::now();
+        let mut g = ConsumerGroup::new("g".into(), 0);
+        let a = g
+            .heartbeat(join("a"), &topics, &LIMITS, now, || unreachable!())
+            .unwrap();
+        let a_owned = a.assignment.unwrap();
+        g.heartbeat(join("b"), &topics, &LIMITS, now, || unreachable!())
+            .unwrap();
+        g.heartbeat(
+            hb("a", 1, &a_owned),
+            &topics,
+            &LIMITS,
+            now,
+            || unreachable!(),
+        )
+        .unwrap();
+        assert_eq!(g.members["a"].state, MemberState::UnrevokedPartitions);
+        // a never reports the revocation; b keeps heartbeating.
+        let later = now + Duration::from_millis(30_000);
+        g.heartbeat(
+            hb("b", 2, &BTreeMap::new()),
+            &topics,
+            &LIMITS,
+            later,
+            || unreachable!(),
+        )
+        .unwrap();
+        g.on_deadlines(later);
+        assert!(
+            !g.members.contains_key("a"),
+            "fenced after the rebalance timeout"
+        );
+        let r = g
+            .heartbeat(
+                hb("b", 2, &BTreeMap::new()),
+                &topics,
+                &LIMITS,
+                later,
+                || unreachable!(),
+            )
+            .unwrap();
+        assert_eq!(
+            count(&r.assignment.unwrap()),
+            6,
+            "b gets everything once a is gone"
+        );
+    }
+
+    #[test]
     fn session_timeout_fences() {
         let now = Instant::now();
         let mut g = ConsumerGroup::new("g".into(), 0);

@@ -44,7 +44,7 @@ pub enum ServerError {
     #[error(transparent)]
     Replica(#[from] ReplicaError),
     #[error(transparent)]
-    Config(#[from] crate::config::ConfigError),
+    Groups(#[from] crate::group::GroupOpenError),
 }
 
 /// A started broker: bound, logs recovered, ready to accept.

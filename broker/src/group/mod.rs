@@ -133,6 +133,16 @@ impl GroupError {
     }
 }
 
+/// Why the coordinator could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum GroupOpenError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// Serving without the replayed offsets would silently rewind consumers; refuse instead.
+    #[error("cannot replay __consumer_offsets: {0}")]
+    Replay(GroupError),
+}
+
 /// The coordinator's settings, read from the broker config with Kafka's key names.
 #[derive(Debug, Clone, Copy)]
 pub struct GroupConfig {
@@ -343,21 +353,22 @@ struct State {
 
 impl GroupCoordinator {
     /// Reads the config and replays `__consumer_offsets`.
-    pub fn open(broker: &BrokerConfig, replicas: Arc<ReplicaManager>) -> Result<Self, ConfigError> {
+    pub fn open(
+        broker: &BrokerConfig,
+        replicas: Arc<ReplicaManager>,
+    ) -> Result<Self, GroupOpenError> {
         let config = GroupConfig::from_broker(broker)?;
         let store = OffsetsStore::new(replicas.clone(), config.offsets_partitions);
         let mut groups: HashMap<String, GroupEntry> = HashMap::new();
-        let replayed = store.replay(|key, value| replay_record(&mut groups, key, value));
-        match replayed {
-            Ok(n) if n > 0 => {
-                tracing::info!(
-                    records = n,
-                    groups = groups.len(),
-                    "replayed __consumer_offsets"
-                )
-            }
-            Ok(_) => {}
-            Err(e) => tracing::error!(error = %e, "could not replay __consumer_offsets"),
+        let n = store
+            .replay(|key, value| replay_record(&mut groups, key, value))
+            .map_err(GroupOpenError::Replay)?;
+        if n > 0 {
+            tracing::info!(
+                records = n,
+                groups = groups.len(),
+                "replayed __consumer_offsets"
+            );
         }
         Ok(GroupCoordinator {
             config,

@@ -166,3 +166,24 @@ async fn classic_join_sync_is_persisted_as_a_group_record() {
     assert_eq!(d.state, "Empty");
     assert_eq!(d.protocol_type, "consumer");
 }
+
+#[test]
+fn group_config_keys_are_kafkas_and_checked() {
+    let c = BrokerConfig::load(None, &[]).unwrap();
+    let g = GroupConfig::from_broker(&c).unwrap();
+    assert_eq!(g.classic.min_session_timeout_ms, 6000);
+    assert_eq!(g.classic.max_session_timeout_ms, 1_800_000);
+    assert_eq!(g.classic.initial_rebalance_delay_ms, 3000);
+    assert_eq!(g.consumer.heartbeat_interval_ms, 5000);
+    assert_eq!(g.consumer.session_timeout_ms, 45_000);
+    assert_eq!(g.offsets_partitions, 50);
+    assert_eq!(g.offsets_retention_ms, 10080 * 60_000);
+    for bad in [
+        "group.max.size=0",
+        "offsets.topic.num.partitions=-1",
+        "group.initial.rebalance.delay.ms=x",
+    ] {
+        let c = BrokerConfig::load(None, &[bad.to_string()]).unwrap();
+        assert!(GroupConfig::from_broker(&c).is_err(), "{bad}");
+    }
+}

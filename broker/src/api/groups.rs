@@ -445,6 +445,7 @@ pub async fn handle_consumer_group_describe(
                                             .map(|t| sb(t.clone()).into())
                                             .collect(),
                                     )
+                                    .with_subscribed_topic_regex(m.subscribed_regex.clone().map(sb))
                                     .with_assignment(assignment(&m.assigned))
                                     .with_target_assignment(assignment(target))
                                     .with_member_type(1)

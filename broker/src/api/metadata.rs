@@ -31,6 +31,13 @@ pub async fn handle(
             .collect(),
         Some(list) => list
             .into_iter()
+            // Java names topics by id with an empty name (not null): look those up by id.
+            .map(|mut rt| {
+                if rt.name.as_ref().is_some_and(|n| n.is_empty()) && !rt.topic_id.is_nil() {
+                    rt.name = None;
+                }
+                rt
+            })
             .map(|rt| match rt.name {
                 Some(name) => {
                     let name = name.to_string();

@@ -49,8 +49,13 @@ pub struct ConsumerMember {
     pub previous_member_epoch: i32,
     pub state: MemberState,
     pub rebalance_timeout_ms: i32,
-    /// Sorted, deduplicated.
+    /// Topic names subscribed to by name. Sorted, deduplicated.
     pub subscribed_topics: Vec<String>,
+    /// The regular expression subscribed to (RE2 syntax, whole-name match), if any.
+    pub subscribed_regex: Option<String>,
+    regex: Option<regex::Regex>,
+    /// What the member reads: its names plus the existing topics its regex matches. Sorted.
+    pub resolved_topics: Vec<String>,
     pub server_assignor: Option<String>,
     /// What the member may own now.
     pub assigned: TopicPartitions,
@@ -146,8 +151,35 @@ impl ConsumerGroup {
     pub fn subscribed_topics(&self) -> BTreeSet<String> {
         self.members
             .values()
-            .flat_map(|m| m.subscribed_topics.iter().cloned())
+            .flat_map(|m| m.resolved_topics.iter().cloned())
             .collect()
+    }
+
+    /// Recomputes every member's resolved topics (names plus regex matches among `all`);
+    /// true if any member's changed.
+    fn resolve_subscriptions(&mut self, all: &dyn Fn() -> Vec<String>) -> bool {
+        let needs_names = self.members.values().any(|m| m.regex.is_some());
+        let names = if needs_names { all() } else { Vec::new() };
+        let mut changed = false;
+        for m in self.members.values_mut() {
+            let mut resolved = m.subscribed_topics.clone();
+            if let Some(re) = &m.regex {
+                // Internal topics are never matched by a pattern, as in Kafka.
+                resolved.extend(
+                    names
+                        .iter()
+                        .filter(|n| !n.starts_with("__") && re.is_match(n))
+                        .cloned(),
+                );
+            }
+            resolved.sort();
+            resolved.dedup();
+            if resolved != m.resolved_topics {
+                m.resolved_topics = resolved;
+                changed = true;
+            }
+        }
+        changed
     }
 
     fn bump_epoch(&mut self) {
@@ -155,12 +187,14 @@ impl ConsumerGroup {
         self.needs_persist = true;
     }
 
-    /// Handles a ConsumerGroupHeartbeat. `topics` resolves topic names to (id, partitions);
-    /// `new_member_id` makes an id for a v0 member that sent none.
+    /// Handles a ConsumerGroupHeartbeat. `topics` resolves topic names to (id, partitions),
+    /// `all_topics` lists every topic (for regex subscriptions); `new_member_id` makes an id
+    /// for a v0 member that sent none.
     pub fn heartbeat(
         &mut self,
         p: HeartbeatParams,
         topics: &dyn Fn(&str) -> Option<(Uuid, i32)>,
+        all_topics: &dyn Fn() -> Vec<String>,
         limits: &ConsumerLimits,
         now: Instant,
         new_member_id: impl FnOnce() -> String,
@@ -199,6 +233,9 @@ impl ConsumerGroup {
                     state: MemberState::Stable,
                     rebalance_timeout_ms: p.rebalance_timeout_ms,
                     subscribed_topics: Vec::new(),
+                    subscribed_regex: None,
+                    regex: None,
+                    resolved_topics: Vec::new(),
                     server_assignor: None,
                     assigned: BTreeMap::new(),
                     pending_revocation: BTreeMap::new(),
@@ -253,8 +290,19 @@ impl ConsumerGroup {
                 bump = true;
             }
         }
+        if let Some(re) = &p.subscribed_topic_regex {
+            let re = Some(re.clone()).filter(|r| !r.is_empty());
+            if re != m.subscribed_regex {
+                m.regex = re.as_deref().map(compile_regex).transpose()?;
+                m.subscribed_regex = re;
+                bump = true;
+            }
+        }
         if p.server_assignor.is_some() && p.server_assignor != m.server_assignor {
             m.server_assignor = p.server_assignor.clone();
+            bump = true;
+        }
+        if self.resolve_subscriptions(all_topics) {
             bump = true;
         }
         if bump {
@@ -332,7 +380,7 @@ impl ConsumerGroup {
         let subs: BTreeMap<String, Vec<String>> = self
             .members
             .iter()
-            .map(|(id, m)| (id.clone(), m.subscribed_topics.clone()))
+            .map(|(id, m)| (id.clone(), m.resolved_topics.clone()))
             .collect();
         self.target = if assignor == "range" {
             assign_range(&subs, &self.topics_seen)
@@ -519,13 +567,12 @@ fn validate_request(p: &HeartbeatParams) -> Result<(), GroupError> {
             p.member_epoch
         )));
     }
-    if p.subscribed_topic_regex
+    if let Some(r) = p
+        .subscribed_topic_regex
         .as_deref()
-        .is_some_and(|r| !r.is_empty())
+        .filter(|r| !r.is_empty())
     {
-        return Err(GroupError::InvalidRequest(
-            "regex subscriptions are not supported by Brook yet".into(),
-        ));
+        compile_regex(r)?;
     }
     if let Some(a) = &p.server_assignor {
         if !ASSIGNORS.contains(&a.as_str()) {
@@ -533,6 +580,17 @@ fn validate_request(p: &HeartbeatParams) -> Result<(), GroupError> {
         }
     }
     Ok(())
+}
+
+/// Bound on the compiled size of a subscription regex.
+pub const MAX_REGEX_BYTES: usize = 1 << 20;
+
+/// Compiles a subscription pattern to match whole topic names (Kafka uses RE2/J `matches()`).
+fn compile_regex(r: &str) -> Result<regex::Regex, GroupError> {
+    regex::RegexBuilder::new(&format!("^(?:{r})$"))
+        .size_limit(MAX_REGEX_BYTES)
+        .build()
+        .map_err(|e| GroupError::InvalidRegularExpression(e.to_string()))
 }
 
 /// The range assignor: per topic, contiguous ranges over the subscribers sorted by id, the
@@ -672,7 +730,51 @@ mod tests {
     }
 
     fn topics(name: &str) -> Option<(Uuid, i32)> {
-        (name == "t").then_some((tid(), 6))
+        match name {
+            "t" => Some((tid(), 6)),
+            "t-extra" => Some((Uuid::from_u128(8), 2)),
+            _ => None,
+        }
+    }
+
+    fn no_names() -> Vec<String> {
+        vec!["t".into()]
+    }
+
+    #[test]
+    fn regex_subscriptions_follow_topic_names() {
+        let now = Instant::now();
+        let mut g = ConsumerGroup::new("g".into(), 0);
+        let mut p = join("a");
+        p.subscribed_topic_names = None;
+        p.subscribed_topic_regex = Some("t.*".into());
+        let names = || vec!["t".to_string(), "__consumer_offsets".to_string()];
+        let r = g
+            .heartbeat(p, &topics, &names, &LIMITS, now, || unreachable!())
+            .unwrap();
+        assert_eq!(count(&r.assignment.unwrap()), 6);
+        // A new matching topic appears: the group epoch moves and the member gets it too.
+        let names = || vec!["t".to_string(), "t-extra".to_string(), "other".to_string()];
+        let owned = g.members["a"].assigned.clone();
+        let r = g
+            .heartbeat(
+                hb("a", 1, &owned),
+                &topics,
+                &names,
+                &LIMITS,
+                now,
+                || unreachable!(),
+            )
+            .unwrap();
+        assert_eq!(r.member_epoch, 2);
+        assert_eq!(count(&r.assignment.unwrap()), 8);
+        let mut bad = join("b");
+        bad.subscribed_topic_regex = Some("(".into());
+        let e = g.heartbeat(bad, &topics, &names, &LIMITS, now, || unreachable!());
+        assert!(
+            matches!(e, Err(GroupError::InvalidRegularExpression(_))),
+            "{e:?}"
+        );
     }
 
     fn join(id: &str) -> HeartbeatParams {
@@ -710,14 +812,28 @@ mod tests {
         let now = Instant::now();
         let mut g = ConsumerGroup::new("g".into(), 0);
         let r1 = g
-            .heartbeat(join("a"), &topics, &LIMITS, now, || unreachable!())
+            .heartbeat(
+                join("a"),
+                &topics,
+                &no_names,
+                &LIMITS,
+                now,
+                || unreachable!(),
+            )
             .unwrap();
         assert_eq!(r1.member_epoch, 1);
         let a_owned = r1.assignment.unwrap();
         assert_eq!(count(&a_owned), 6);
         // b joins: the target gives b three partitions, but a still owns them.
         let r2 = g
-            .heartbeat(join("b"), &topics, &LIMITS, now, || unreachable!())
+            .heartbeat(
+                join("b"),
+                &topics,
+                &no_names,
+                &LIMITS,
+                now,
+                || unreachable!(),
+            )
             .unwrap();
         assert_eq!(r2.member_epoch, 2);
         assert_eq!(count(&r2.assignment.unwrap()), 0, "nothing is free yet");
@@ -727,6 +843,7 @@ mod tests {
             .heartbeat(
                 hb("a", 1, &a_owned),
                 &topics,
+                &no_names,
                 &LIMITS,
                 now,
                 || unreachable!(),
@@ -741,6 +858,7 @@ mod tests {
             .heartbeat(
                 hb("b", 2, &BTreeMap::new()),
                 &topics,
+                &no_names,
                 &LIMITS,
                 now,
                 || unreachable!(),
@@ -749,13 +867,21 @@ mod tests {
         assert!(r2.assignment.is_none() || count(&r2.assignment.unwrap()) == 0);
         // a reports the revocation done.
         let r1 = g
-            .heartbeat(hb("a", 1, &a_new), &topics, &LIMITS, now, || unreachable!())
+            .heartbeat(
+                hb("a", 1, &a_new),
+                &topics,
+                &no_names,
+                &LIMITS,
+                now,
+                || unreachable!(),
+            )
             .unwrap();
         assert_eq!(r1.member_epoch, 2);
         let r2 = g
             .heartbeat(
                 hb("b", 2, &BTreeMap::new()),
                 &topics,
+                &no_names,
                 &LIMITS,
                 now,
                 || unreachable!(),
@@ -771,12 +897,20 @@ mod tests {
     fn fencing_and_leaving() {
         let now = Instant::now();
         let mut g = ConsumerGroup::new("g".into(), 0);
-        g.heartbeat(join("a"), &topics, &LIMITS, now, || unreachable!())
-            .unwrap();
+        g.heartbeat(
+            join("a"),
+            &topics,
+            &no_names,
+            &LIMITS,
+            now,
+            || unreachable!(),
+        )
+        .unwrap();
         let e = g
             .heartbeat(
                 hb("a", 5, &BTreeMap::new()),
                 &topics,
+                &no_names,
                 &LIMITS,
                 now,
                 || unreachable!(),
@@ -787,6 +921,7 @@ mod tests {
             .heartbeat(
                 hb("zz", 1, &BTreeMap::new()),
                 &topics,
+                &no_names,
                 &LIMITS,
                 now,
                 || unreachable!(),
@@ -796,7 +931,7 @@ mod tests {
         let mut leave = hb("a", -1, &BTreeMap::new());
         leave.owned = None;
         let r = g
-            .heartbeat(leave, &topics, &LIMITS, now, || unreachable!())
+            .heartbeat(leave, &topics, &no_names, &LIMITS, now, || unreachable!())
             .unwrap();
         assert_eq!(r.member_epoch, -1);
         assert!(g.members.is_empty());
@@ -808,14 +943,29 @@ mod tests {
         let now = Instant::now();
         let mut g = ConsumerGroup::new("g".into(), 0);
         let a = g
-            .heartbeat(join("a"), &topics, &LIMITS, now, || unreachable!())
+            .heartbeat(
+                join("a"),
+                &topics,
+                &no_names,
+                &LIMITS,
+                now,
+                || unreachable!(),
+            )
             .unwrap();
         let a_owned = a.assignment.unwrap();
-        g.heartbeat(join("b"), &topics, &LIMITS, now, || unreachable!())
-            .unwrap();
+        g.heartbeat(
+            join("b"),
+            &topics,
+            &no_names,
+            &LIMITS,
+            now,
+            || unreachable!(),
+        )
+        .unwrap();
         g.heartbeat(
             hb("a", 1, &a_owned),
             &topics,
+            &no_names,
             &LIMITS,
             now,
             || unreachable!(),
@@ -827,6 +977,7 @@ mod tests {
         g.heartbeat(
             hb("b", 2, &BTreeMap::new()),
             &topics,
+            &no_names,
             &LIMITS,
             later,
             || unreachable!(),
@@ -841,6 +992,7 @@ mod tests {
             .heartbeat(
                 hb("b", 2, &BTreeMap::new()),
                 &topics,
+                &no_names,
                 &LIMITS,
                 later,
                 || unreachable!(),
@@ -857,8 +1009,15 @@ mod tests {
     fn session_timeout_fences() {
         let now = Instant::now();
         let mut g = ConsumerGroup::new("g".into(), 0);
-        g.heartbeat(join("a"), &topics, &LIMITS, now, || unreachable!())
-            .unwrap();
+        g.heartbeat(
+            join("a"),
+            &topics,
+            &no_names,
+            &LIMITS,
+            now,
+            || unreachable!(),
+        )
+        .unwrap();
         assert_eq!(g.next_deadline(), Some(now + Duration::from_millis(45_000)));
         g.on_deadlines(now + Duration::from_millis(45_000));
         assert!(g.members.is_empty());
@@ -869,8 +1028,15 @@ mod tests {
         let now = Instant::now();
         let mut g = ConsumerGroup::new("g".into(), 0);
         g.validate_offset_commit("", -1).unwrap();
-        g.heartbeat(join("a"), &topics, &LIMITS, now, || unreachable!())
-            .unwrap();
+        g.heartbeat(
+            join("a"),
+            &topics,
+            &no_names,
+            &LIMITS,
+            now,
+            || unreachable!(),
+        )
+        .unwrap();
         g.validate_offset_commit("a", 1).unwrap();
         assert_eq!(
             g.validate_offset_commit("a", 0),

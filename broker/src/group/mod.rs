@@ -101,6 +101,8 @@ pub enum GroupError {
     UnsupportedAssignor(String),
     #[error("stale member epoch")]
     StaleMemberEpoch,
+    #[error("invalid regular expression: {0}")]
+    InvalidRegularExpression(String),
     #[error("offsets topic: {0}")]
     Storage(String),
 }
@@ -129,6 +131,7 @@ impl GroupError {
             GroupError::FencedMemberEpoch => 110,
             GroupError::UnsupportedAssignor(_) => 112,
             GroupError::StaleMemberEpoch => 113,
+            GroupError::InvalidRegularExpression(_) => 128,
         }
     }
 }
@@ -603,9 +606,11 @@ impl GroupCoordinator {
         };
         let replicas = &self.replicas;
         let topics = |name: &str| replicas.topic(name).map(|t| (t.id, t.partitions));
+        let all_topics = || replicas.topics().into_iter().map(|t| t.name).collect();
         let r = group.heartbeat(
             params,
             &topics,
+            &all_topics,
             &self.config.consumer,
             Instant::now(),
             || Uuid::new_v4().to_string(),
@@ -875,7 +880,7 @@ impl GroupCoordinator {
                             group_instance_id: m.instance_id.clone(),
                             client_id: m.client_id.clone(),
                             client_host: m.client_host.clone(),
-                            metadata: consumer_protocol::encode_subscription(&m.subscribed_topics),
+                            metadata: consumer_protocol::encode_subscription(&m.resolved_topics),
                             assignment: consumer_protocol::encode_assignment(&assignment),
                         }
                     })

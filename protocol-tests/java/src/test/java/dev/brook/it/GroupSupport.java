@@ -17,12 +17,16 @@ import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.SubscriptionPattern;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.WakeupException;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
 /** Helpers for the consumer group tests: a broker tuned for fast rebalances, group consumers, bounded waits. */
 final class GroupSupport {
+    /** A {@link Member} topic starting with this subscribes to the rest as a KIP-848 regular expression. */
+    static final String REGEX_PREFIX = "regex:";
+
     private GroupSupport() {}
 
     /** Broker settings for group tests: no initial rebalance delay, few offsets partitions, fast KIP-848 heartbeats. */
@@ -89,7 +93,7 @@ final class GroupSupport {
         private void run(String bootstrap, String group, String topic, Map<String, Object> extra) {
             try (KafkaConsumer<byte[], byte[]> c = groupConsumer(bootstrap, group, extra)) {
                 consumer = c;
-                c.subscribe(List.of(topic), new ConsumerRebalanceListener() {
+                ConsumerRebalanceListener listener = new ConsumerRebalanceListener() {
                     @Override
                     public void onPartitionsRevoked(Collection<TopicPartition> parts) {
                         revoked.addAndGet(parts.size());
@@ -102,7 +106,13 @@ final class GroupSupport {
                     public void onPartitionsLost(Collection<TopicPartition> parts) {
                         lost.addAndGet(parts.size());
                     }
-                });
+                };
+                if (topic.startsWith(REGEX_PREFIX)) {
+                    // A broker-side (KIP-848) regular expression subscription.
+                    c.subscribe(new SubscriptionPattern(topic.substring(REGEX_PREFIX.length())), listener);
+                } else {
+                    c.subscribe(List.of(topic), listener);
+                }
                 while (!stop) {
                     try {
                         for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(100))) records.incrementAndGet();

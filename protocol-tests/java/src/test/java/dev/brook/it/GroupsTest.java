@@ -181,6 +181,20 @@ class GroupsTest {
     }
 
     @Test
+    void kip848RegexSubscriptionPicksUpNewTopics() throws Exception {
+        String prefix = Clients.uniqueTopic("rx");
+        Clients.createTopic(bootstrap, prefix + "-a", 2);
+        Map<String, Object> props = Map.of(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer");
+        try (GroupSupport.Member c = new GroupSupport.Member("rx", bootstrap, prefix + "-g",
+            GroupSupport.REGEX_PREFIX + prefix + "-.*", props)) {
+            await("the matching topic's partitions", REBALANCE_WAIT, () -> c.assignment().size() == 2, c::toString);
+            Clients.createTopic(bootstrap, prefix + "-b", 3);
+            await("the new matching topic's partitions too", REBALANCE_WAIT,
+                () -> c.assignment().size() == 5, c::toString);
+        }
+    }
+
+    @Test
     void memberThatStopsPollingIsRemovedAndCannotCommit() throws Exception {
         String topic = Clients.uniqueTopic("pollint");
         String group = topic + "-g";

@@ -187,3 +187,31 @@ fn group_config_keys_are_kafkas_and_checked() {
         assert!(GroupConfig::from_broker(&c).is_err(), "{bad}");
     }
 }
+
+#[test]
+fn offsets_of_empty_groups_expire_with_tombstones() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (replicas, groups) = open(dir.path());
+        replicas
+            .create_topic("t", 1, 1, Default::default(), false)
+            .unwrap();
+        groups.commit_offsets("old", &admin(), vec![commit("t", 0, 3)]);
+        groups.commit_offsets("new", &admin(), vec![commit("t", 0, 4)]);
+        {
+            let mut st = groups.state.lock();
+            let retention = groups.config.offsets_retention_ms;
+            for v in st.groups.get_mut("old").unwrap().offsets.values_mut() {
+                v.commit_timestamp_ms -= retention + 1;
+            }
+            groups.expire_offsets(&mut st);
+        }
+        assert!(groups.fetch_offsets("old", None, None).unwrap().is_empty());
+        assert_eq!(groups.fetch_offsets("new", None, None).unwrap().len(), 1);
+        replicas.shutdown().unwrap();
+    }
+    // The expiry was written as tombstones: it holds after a restart.
+    let (_r, groups) = open(dir.path());
+    assert!(groups.fetch_offsets("old", None, None).unwrap().is_empty());
+    assert_eq!(groups.fetch_offsets("new", None, None).unwrap().len(), 1);
+}

@@ -117,6 +117,38 @@ class GroupsTest {
     }
 
     @Test
+    void eagerRoundRobinRevokesEverything() throws Exception {
+        rebalanceScenario("org.apache.kafka.clients.consumer.RoundRobinAssignor", true);
+    }
+
+    @Test
+    void kip848CommitsWithMemberEpochAndResumes() throws Exception {
+        String topic = Clients.uniqueTopic("kip848c");
+        String group = topic + "-g";
+        Clients.createTopic(bootstrap, topic, 2);
+        produce(topic, 10);
+        Map<String, Object> props = Map.of(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer");
+        Map<TopicPartition, Long> positions;
+        try (KafkaConsumer<byte[], byte[]> c = GroupSupport.groupConsumer(bootstrap, group, props)) {
+            c.subscribe(List.of(topic));
+            assertEquals(10, Clients.pollAtLeast(c, 10, Clients.WAIT).size());
+            c.commitSync(Clients.WAIT);  // OffsetCommit v9 carrying the member epoch
+            positions = Clients.positions(c);
+            Map<TopicPartition, OffsetAndMetadata> committed = c.committed(positions.keySet(), Clients.WAIT);
+            positions.forEach((tp, pos) -> assertEquals(pos, committed.get(tp).offset(), "committed " + tp));
+        }
+        produce(topic, 4);
+        try (KafkaConsumer<byte[], byte[]> c = GroupSupport.groupConsumer(bootstrap, group, props)) {
+            c.subscribe(List.of(topic));
+            var again = Clients.pollAtLeast(c, 4, Clients.WAIT);
+            for (var r : again) {
+                assertTrue(r.offset() >= positions.get(new TopicPartition(r.topic(), r.partition())),
+                    "record " + r.partition() + "@" + r.offset() + " was committed before");
+            }
+        }
+    }
+
+    @Test
     void cooperativeStickyRevokesOnlyMovedPartitions() throws Exception {
         rebalanceScenario("org.apache.kafka.clients.consumer.CooperativeStickyAssignor", false);
     }

@@ -22,6 +22,9 @@ use super::GroupError;
 /// Partitions by topic id.
 pub type TopicPartitions = BTreeMap<Uuid, BTreeSet<i32>>;
 
+/// The member epoch a static member sends when it leaves temporarily.
+pub const LEAVE_GROUP_STATIC_MEMBER_EPOCH: i32 = -2;
+
 /// Server-side assignors Brook implements (`group.consumer.assignors`' default names).
 pub const ASSIGNORS: &[&str] = &["uniform", "range"];
 
@@ -200,17 +203,29 @@ impl ConsumerGroup {
         new_member_id: impl FnOnce() -> String,
     ) -> Result<HeartbeatResult, GroupError> {
         validate_request(&p)?;
+        let session = Duration::from_millis(limits.session_timeout_ms.max(0) as u64);
+        if p.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH {
+            return self.leave_static(&p.member_id, now + session);
+        }
         if p.member_epoch < 0 {
             return self.leave(&p.member_id, p.member_epoch);
         }
-        let session = Duration::from_millis(limits.session_timeout_ms.max(0) as u64);
         let member_id = if p.member_id.is_empty() {
             new_member_id()
         } else {
             p.member_id.clone()
         };
         let mut full = false;
+        let mut replaced_static = false;
         if p.member_epoch == 0 {
+            if let Some(instance) = p.instance_id.as_deref() {
+                replaced_static =
+                    self.replace_static_member(instance, &member_id, now + session)?;
+            }
+        }
+        if p.member_epoch == 0 && replaced_static {
+            full = true;
+        } else if p.member_epoch == 0 {
             full = true;
             if !self.members.contains_key(&member_id) && self.members.len() >= limits.max_size {
                 return Err(GroupError::GroupMaxSizeReached);
@@ -279,8 +294,9 @@ impl ConsumerGroup {
         if !p.client_id.is_empty() {
             m.client_id = p.client_id.clone();
         }
-        // A join changes membership; one epoch bump covers it and its subscription.
-        let mut bump = full;
+        // A join changes membership; one epoch bump covers it and its subscription. A static
+        // member taking its own place back changes nothing by itself.
+        let mut bump = full && !replaced_static;
         if let Some(names) = &p.subscribed_topic_names {
             let mut names = names.clone();
             names.sort();
@@ -348,6 +364,67 @@ impl ConsumerGroup {
             member_epoch: m.member_epoch,
             assignment: send.then(|| m.assigned.clone()),
         })
+    }
+
+    /// Epoch -2: a static member leaves for now. It keeps its partitions (nobody else gets
+    /// them) until its session expires or a member with its instance id takes its place.
+    fn leave_static(
+        &mut self,
+        member_id: &str,
+        session_deadline: Instant,
+    ) -> Result<HeartbeatResult, GroupError> {
+        let m = self
+            .members
+            .get_mut(member_id)
+            .ok_or(GroupError::UnknownMemberId)?;
+        if m.instance_id.is_none() {
+            return self.leave(member_id, LEAVE_GROUP_STATIC_MEMBER_EPOCH);
+        }
+        if m.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH {
+            m.previous_member_epoch = m.member_epoch;
+            m.member_epoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH;
+        }
+        m.session_deadline = session_deadline;
+        m.revocation_deadline = None;
+        Ok(HeartbeatResult {
+            member_id: member_id.to_string(),
+            member_epoch: LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+            assignment: None,
+        })
+    }
+
+    /// A joining member with an instance id takes over the static member that left with
+    /// epoch -2 (KIP-848's static membership): same epoch, same partitions, no rebalance.
+    /// The instance id of a member still active is UNRELEASED_INSTANCE_ID.
+    fn replace_static_member(
+        &mut self,
+        instance: &str,
+        member_id: &str,
+        session_deadline: Instant,
+    ) -> Result<bool, GroupError> {
+        let Some(old_id) = self
+            .members
+            .values()
+            .find(|m| m.instance_id.as_deref() == Some(instance) && m.member_id != member_id)
+            .map(|m| m.member_id.clone())
+        else {
+            return Ok(false);
+        };
+        let Some(mut m) = self.members.remove(&old_id) else {
+            return Ok(false);
+        };
+        if m.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH {
+            self.members.insert(old_id, m);
+            return Err(GroupError::UnreleasedInstanceId);
+        }
+        m.member_id = member_id.to_string();
+        m.member_epoch = m.previous_member_epoch;
+        m.session_deadline = session_deadline;
+        self.members.insert(member_id.to_string(), m);
+        if let Some(t) = self.target.remove(&old_id) {
+            self.target.insert(member_id.to_string(), t);
+        }
+        Ok(true)
     }
 
     fn leave(&mut self, member_id: &str, epoch: i32) -> Result<HeartbeatResult, GroupError> {
@@ -1003,6 +1080,38 @@ mod tests {
             6,
             "b gets everything once a is gone"
         );
+    }
+
+    #[test]
+    fn static_member_takes_its_place_back() {
+        let now = Instant::now();
+        let mut g = ConsumerGroup::new("g".into(), 0);
+        let mut j = join("a");
+        j.instance_id = Some("i".into());
+        let r = g
+            .heartbeat(j, &topics, &no_names, &LIMITS, now, || unreachable!())
+            .unwrap();
+        let owned = r.assignment.unwrap();
+        let epoch = g.group_epoch;
+        let mut bye = hb("a", 1, &owned);
+        bye.member_epoch = -2;
+        let r = g
+            .heartbeat(bye, &topics, &no_names, &LIMITS, now, || unreachable!())
+            .unwrap();
+        assert_eq!(r.member_epoch, -2);
+        assert!(g.members.contains_key("a"), "kept for its session");
+        let mut back = join("a2");
+        back.instance_id = Some("i".into());
+        let r = g
+            .heartbeat(back, &topics, &no_names, &LIMITS, now, || unreachable!())
+            .unwrap();
+        assert_eq!(r.member_epoch, 1);
+        assert_eq!(r.assignment.unwrap(), owned, "same partitions");
+        assert_eq!(g.group_epoch, epoch, "no rebalance");
+        let mut twin = join("a3");
+        twin.instance_id = Some("i".into());
+        let e = g.heartbeat(twin, &topics, &no_names, &LIMITS, now, || unreachable!());
+        assert_eq!(e.unwrap_err(), GroupError::UnreleasedInstanceId);
     }
 
     #[test]

@@ -97,6 +97,8 @@ pub enum GroupError {
     GroupSubscribedToTopic,
     #[error("fenced member epoch")]
     FencedMemberEpoch,
+    #[error("the instance id is still used by an active member")]
+    UnreleasedInstanceId,
     #[error("unsupported assignor {0}")]
     UnsupportedAssignor(String),
     #[error("stale member epoch")]
@@ -129,6 +131,7 @@ impl GroupError {
             GroupError::FencedInstanceId => 82,
             GroupError::GroupSubscribedToTopic => 86,
             GroupError::FencedMemberEpoch => 110,
+            GroupError::UnreleasedInstanceId => 111,
             GroupError::UnsupportedAssignor(_) => 112,
             GroupError::StaleMemberEpoch => 113,
             GroupError::InvalidRegularExpression(_) => 128,

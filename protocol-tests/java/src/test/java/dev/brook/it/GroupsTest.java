@@ -182,6 +182,35 @@ class GroupsTest {
     }
 
     @Test
+    void kip848StaticMemberRestartKeepsItsPartitions() throws Exception {
+        String topic = Clients.uniqueTopic("static848");
+        String group = topic + "-g";
+        int parts = 4;
+        Clients.createTopic(bootstrap, topic, parts);
+        Map<String, Object> p1 = Map.of(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer",
+            ConsumerConfig.GROUP_INSTANCE_ID_CONFIG, "k1");
+        Map<String, Object> p2 = Map.of(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer",
+            ConsumerConfig.GROUP_INSTANCE_ID_CONFIG, "k2");
+        try (GroupSupport.Member k1 = new GroupSupport.Member("k1", bootstrap, group, topic, p1)) {
+            java.util.Set<TopicPartition> before;
+            try (GroupSupport.Member k2 = new GroupSupport.Member("k2", bootstrap, group, topic, p2)) {
+                List<GroupSupport.Member> both = List.of(k1, k2);
+                await("k1 and k2 to split the partitions", REBALANCE_WAIT,
+                    () -> coversExactly(both, topic, parts) && !k1.assignment().isEmpty() && !k2.assignment().isEmpty(),
+                    () -> describe(both));
+                before = k2.assignment();
+                k1.revoked.set(0);
+            } // leaves with epoch -2: its partitions wait for it
+            try (GroupSupport.Member k2 = new GroupSupport.Member("k2-restarted", bootstrap, group, topic, p2)) {
+                await("the restarted k2 to own its old partitions", REBALANCE_WAIT,
+                    () -> k2.assignment().equals(before), () -> describe(List.of(k1, k2)));
+                assertEquals(0, k1.revoked.get(), "k1 kept its partitions");
+                assertEquals(parts - before.size(), k1.assignment().size());
+            }
+        }
+    }
+
+    @Test
     void kip848ConsumerJoinsConsumesAndHandsOverPartitions() throws Exception {
         String topic = Clients.uniqueTopic("kip848");
         String group = topic + "-g";

@@ -249,6 +249,15 @@ fn classic_cycle_and_bad_input() {
     assert_eq!(heartbeat(&mut fresh, &other, &other_member, other_gen), 0);
 }
 
+/// Heartbeats (generation 1) until the answer is REBALANCE_IN_PROGRESS (bounded).
+fn await_rebalance(c: &mut WireClient, group: &str, member: &str) {
+    brook_protocol_tests::poll_until(
+        "REBALANCE_IN_PROGRESS",
+        std::time::Duration::from_secs(10),
+        || (heartbeat(c, group, member, 1) == 27).then_some(()),
+    );
+}
+
 fn join_timeouts(
     c: &mut WireClient,
     group: &str,
@@ -301,12 +310,9 @@ fn rebalance_timeout_and_session_timeout_remove_members() {
         .to_string();
     let started = std::time::Instant::now();
     let parked = join_timeouts(&mut b, &group, &b_id, 500, 1_000);
-    // A keeps heartbeating (its session stays alive) but never rejoins.
-    assert_eq!(
-        heartbeat(&mut a, &group, &a_id, 1),
-        27,
-        "REBALANCE_IN_PROGRESS"
-    );
+    // A keeps heartbeating (its session stays alive) but never rejoins. B's join travels on
+    // another connection: wait until the broker has seen it.
+    await_rebalance(&mut a, &group, &a_id);
     let r = b.receive::<JoinGroupRequest>(JOIN_V, parked);
     assert!(
         started.elapsed() >= std::time::Duration::from_millis(900),
@@ -340,4 +346,33 @@ fn rebalance_timeout_and_session_timeout_remove_members() {
         },
     );
     assert_eq!(heartbeat(&mut b, &group, &b_id, 2), 25);
+}
+
+#[test]
+fn shutdown_answers_a_parked_join_and_exits_promptly() {
+    let mut broker = Broker::start_with(&[
+        ("group.initial.rebalance.delay.ms", "0"),
+        ("offsets.topic.num.partitions", "1"),
+    ]);
+    let group = unique_topic("shutdown");
+    let mut a = WireClient::connect(&broker.bootstrap());
+    let mut b = WireClient::connect(&broker.bootstrap());
+    // A is stable and will never rejoin; B's join waits for up to a minute.
+    let (a_id, _) = stable_member(&mut a, &group);
+    let cid = join_timeouts(&mut b, &group, "", 10_000, 60_000);
+    let b_id = b
+        .receive::<JoinGroupRequest>(JOIN_V, cid)
+        .member_id
+        .to_string();
+    let parked = join_timeouts(&mut b, &group, &b_id, 10_000, 60_000);
+    await_rebalance(&mut a, &group, &a_id);
+    let started = std::time::Instant::now();
+    let status = broker.stop();
+    assert!(status.success(), "clean exit: {status}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "did not wait out the rebalance"
+    );
+    let r = b.receive::<JoinGroupRequest>(JOIN_V, parked);
+    assert_eq!(r.error_code, 16, "NOT_COORDINATOR for the parked join");
 }

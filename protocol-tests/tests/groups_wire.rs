@@ -205,6 +205,15 @@ fn classic_cycle_and_bad_input() {
     assert_eq!(d.groups[0].group_state.as_str(), "Stable");
     assert_eq!(d.groups[0].members.len(), 1);
     assert_eq!(d.groups[1].group_state.as_str(), "Dead");
+    assert_eq!(
+        d.groups[1].error_code, 0,
+        "v5: an unknown group is Dead, no error"
+    );
+    let d: DescribeGroupsResponse = c.request(
+        6,
+        &DescribeGroupsRequest::default().with_groups(vec![s("nope").into()]),
+    );
+    assert_eq!(d.groups[0].error_code, 69, "v6: GROUP_ID_NOT_FOUND");
     let l: ListGroupsResponse = c.request(
         4,
         &ListGroupsRequest::default().with_states_filter(vec![s("stable")]),

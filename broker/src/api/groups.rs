@@ -294,10 +294,11 @@ pub async fn handle_consumer_group_heartbeat(
     }
 }
 
-/// DescribeGroups. An unknown group is described as Dead with no error, as Kafka does.
+/// DescribeGroups. An unknown group is described as Dead with no error before v6, and is
+/// GROUP_ID_NOT_FOUND from v6 (KIP-1043), as in Kafka.
 pub async fn handle_describe_groups(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: DescribeGroupsRequest,
 ) -> DescribeGroupsResponse {
     let groups = req
@@ -308,6 +309,10 @@ pub async fn handle_describe_groups(
                 .with_group_id(g.clone())
                 .with_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
             match broker.groups.describe(g) {
+                None if ctx.api_version >= 6 => base
+                    .with_group_state(sb("Dead"))
+                    .with_error_code(GroupError::GroupIdNotFound.error_code())
+                    .with_error_message(Some(sb(format!("group {} not found", g.as_str())))),
                 None => base.with_group_state(sb("Dead")),
                 Some(d) => base
                     .with_group_state(sb(d.state))

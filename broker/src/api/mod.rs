@@ -66,7 +66,7 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::OffsetCommit, 2, 9, 2),
     api(ApiKey::OffsetFetch, 1, 9, 1),
     api(ApiKey::OffsetDelete, 0, 0, 0),
-    api(ApiKey::DescribeGroups, 0, 5, 0),
+    api(ApiKey::DescribeGroups, 0, 6, 0),
     api(ApiKey::ListGroups, 0, 5, 0),
     api(ApiKey::DeleteGroups, 0, 2, 0),
     api(ApiKey::ConsumerGroupHeartbeat, 0, 1, 0),

@@ -103,3 +103,36 @@ fn subscribe_commit_and_rejoin_resumes_from_committed_offsets() {
         (na == 1 && nb == 1).then_some(())
     });
 }
+
+#[test]
+fn kip848_consumer_protocol_subscribe_and_commit() {
+    let broker = Broker::start_with(&[
+        ("offsets.topic.num.partitions", "3"),
+        ("num.partitions", "2"),
+        ("group.consumer.heartbeat.interval.ms", "500"),
+    ]);
+    let bootstrap = broker.bootstrap();
+    let topic = unique_topic("rd848");
+    let group = format!("{topic}-g");
+    produce(&bootstrap, &topic, 0, 10);
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("group.id", &group)
+        .set("group.protocol", "consumer")
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .expect("create KIP-848 consumer");
+    c.subscribe(&[&topic]).expect("subscribe");
+    let got = poll_n(&c, 10);
+    assert_eq!(got.len(), 10);
+    c.commit_consumer_state(CommitMode::Sync).expect("commit");
+    let committed = c.committed(WAIT).expect("committed");
+    for p in 0..2 {
+        let off = committed
+            .find_partition(&topic, p)
+            .map(|e| e.offset())
+            .expect("committed offset listed");
+        assert_eq!(off, Offset::Offset(5), "partition {p}");
+    }
+}

@@ -43,7 +43,6 @@ pub const IGNORED_KAFKA_KEYS: &[&str] = &[
     "offsets.topic.replication.factor",
     "transaction.state.log.replication.factor",
     "transaction.state.log.min.isr",
-    "group.initial.rebalance.delay.ms",
     "inter.broker.listener.name",
     "listener.security.protocol.map",
     // Brook's voters are static (`controller.quorum.voters`); the dynamic-quorum bootstrap
@@ -125,6 +124,17 @@ const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("controller.quorum.election.timeout.ms", "1000"),
     ("broker.heartbeat.interval.ms", "2000"),
     ("broker.session.timeout.ms", "9000"),
+    // Group coordinator (see crate::group::GroupConfig).
+    ("group.min.session.timeout.ms", "6000"),
+    ("group.max.session.timeout.ms", "1800000"),
+    ("group.initial.rebalance.delay.ms", "3000"),
+    ("group.max.size", "2147483647"),
+    ("group.consumer.heartbeat.interval.ms", "5000"),
+    ("group.consumer.session.timeout.ms", "45000"),
+    ("group.consumer.max.size", "2147483647"),
+    ("offsets.topic.num.partitions", "50"),
+    ("offsets.retention.minutes", "10080"),
+    ("offset.metadata.max.bytes", "4096"),
 ];
 
 /// The parsed broker configuration.

@@ -12,6 +12,7 @@ pub mod config;
 pub mod controller;
 pub mod dump_log;
 pub mod fault;
+pub mod group;
 pub mod log;
 pub mod metadata;
 pub mod net;

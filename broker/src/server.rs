@@ -11,6 +11,7 @@ use tokio::task::JoinSet;
 use crate::cluster::replica_manager::{ReplicaError, ReplicaManager};
 use crate::config::BrokerConfig;
 use crate::fault::FaultEngine;
+use crate::group::GroupCoordinator;
 
 /// Everything a request handler can reach.
 pub struct Broker {
@@ -23,6 +24,8 @@ pub struct Broker {
     pub faults: Arc<FaultEngine>,
     /// Turns true when shutdown starts, so that long waits (fault delays) end early.
     shutting_down: watch::Sender<bool>,
+    /// The group coordinator (consumer groups and committed offsets).
+    pub groups: Arc<GroupCoordinator>,
 }
 
 impl Broker {
@@ -55,6 +58,8 @@ pub enum ServerError {
     Config(#[from] crate::config::ConfigError),
     #[error("metadata quorum: {0}")]
     Controller(#[from] crate::controller::ControllerError),
+    #[error(transparent)]
+    Groups(#[from] crate::group::GroupOpenError),
 }
 
 /// A started broker: bound, logs recovered, ready to accept.
@@ -72,6 +77,7 @@ impl Server {
     pub async fn start(config: BrokerConfig) -> Result<Server, ServerError> {
         let config = Arc::new(config);
         let replicas = Arc::new(ReplicaManager::open(config.clone())?);
+        let groups = Arc::new(GroupCoordinator::open(&config, replicas.clone())?);
         let listener =
             TcpListener::bind(config.listener)
                 .await
@@ -127,6 +133,7 @@ impl Server {
             advertised_port: port,
             faults,
             shutting_down: watch::channel(false).0,
+            groups,
         });
         Ok(Server {
             broker,
@@ -190,6 +197,7 @@ impl Server {
                 }
             })
         });
+        let group_timers = tokio::spawn(broker.groups.clone().run(shutdown.clone()));
         let mut connections = JoinSet::new();
         loop {
             tokio::select! {
@@ -207,6 +215,9 @@ impl Server {
         drop(self.listener);
         broker.shutting_down.send_replace(true);
         tracing::info!("shutting down: finishing in-flight requests");
+        // The group timer task answers parked JoinGroup/SyncGroup requests at shutdown, so
+        // the connections waiting on them can finish.
+        let _ = group_timers.await;
         while connections.join_next().await.is_some() {}
         let _ = retention.await;
         if let Some(r) = replication {

@@ -8,9 +8,10 @@ pub mod api_versions;
 pub mod cluster;
 pub mod configs;
 pub mod fetch;
-pub mod find_coordinator;
+pub mod groups;
 pub mod list_offsets;
 pub mod metadata;
+pub mod offsets;
 pub mod produce;
 pub mod producer_id;
 pub mod topics;
@@ -59,6 +60,18 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::DescribeCluster, 0, 2, 0),
     // librdkafka enables lz4 only when FindCoordinator is advertised.
     api(ApiKey::FindCoordinator, 0, 6, 0),
+    api(ApiKey::JoinGroup, 0, 9, 0),
+    api(ApiKey::SyncGroup, 0, 5, 0),
+    api(ApiKey::Heartbeat, 0, 4, 0),
+    api(ApiKey::LeaveGroup, 0, 5, 0),
+    api(ApiKey::OffsetCommit, 2, 9, 2),
+    api(ApiKey::OffsetFetch, 1, 9, 1),
+    api(ApiKey::OffsetDelete, 0, 0, 0),
+    api(ApiKey::DescribeGroups, 0, 6, 0),
+    api(ApiKey::ListGroups, 0, 5, 0),
+    api(ApiKey::DeleteGroups, 0, 2, 0),
+    api(ApiKey::ConsumerGroupHeartbeat, 0, 1, 0),
+    api(ApiKey::ConsumerGroupDescribe, 0, 1, 0),
 ];
 
 /// Finds an API's row in the table.
@@ -287,11 +300,43 @@ async fn process(
             ctx,
             &configs::handle_incremental_alter_configs(broker, ctx, r).await,
         ),
-        RequestKind::FindCoordinator(r) => {
-            respond(ctx, &find_coordinator::handle(broker, ctx, r).await)
-        }
         RequestKind::DescribeCluster(r) => {
             respond(ctx, &cluster::handle_describe_cluster(broker, ctx, r).await)
+        }
+        RequestKind::FindCoordinator(r) => {
+            respond(ctx, &groups::handle_find_coordinator(broker, ctx, r).await)
+        }
+        RequestKind::JoinGroup(r) => respond(ctx, &groups::handle_join_group(broker, ctx, r).await),
+        RequestKind::SyncGroup(r) => respond(ctx, &groups::handle_sync_group(broker, ctx, r).await),
+        RequestKind::Heartbeat(r) => respond(ctx, &groups::handle_heartbeat(broker, ctx, r).await),
+        RequestKind::LeaveGroup(r) => {
+            respond(ctx, &groups::handle_leave_group(broker, ctx, r).await)
+        }
+        RequestKind::ConsumerGroupHeartbeat(r) => respond(
+            ctx,
+            &groups::handle_consumer_group_heartbeat(broker, ctx, r).await,
+        ),
+        RequestKind::ConsumerGroupDescribe(r) => respond(
+            ctx,
+            &groups::handle_consumer_group_describe(broker, ctx, r).await,
+        ),
+        RequestKind::DescribeGroups(r) => {
+            respond(ctx, &groups::handle_describe_groups(broker, ctx, r).await)
+        }
+        RequestKind::ListGroups(r) => {
+            respond(ctx, &groups::handle_list_groups(broker, ctx, r).await)
+        }
+        RequestKind::DeleteGroups(r) => {
+            respond(ctx, &groups::handle_delete_groups(broker, ctx, r).await)
+        }
+        RequestKind::OffsetCommit(r) => {
+            respond(ctx, &offsets::handle_offset_commit(broker, ctx, r).await)
+        }
+        RequestKind::OffsetFetch(r) => {
+            respond(ctx, &offsets::handle_offset_fetch(broker, ctx, r).await)
+        }
+        RequestKind::OffsetDelete(r) => {
+            respond(ctx, &offsets::handle_offset_delete(broker, ctx, r).await)
         }
         other => Err(CodecError::UnknownApiKey(ctx.api_key as i16)).inspect_err(|_| drop(other)),
     }

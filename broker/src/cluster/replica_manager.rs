@@ -485,6 +485,7 @@ impl ReplicaManager {
         let stale: Vec<(String, i32)> = self
             .partitions
             .iter()
+            .filter(|e| !is_node_local_topic(&e.key().0))
             .filter(|e| {
                 let p = e.value();
                 image
@@ -575,7 +576,17 @@ impl ReplicaManager {
         }
         {
             let mut img = self.image.write();
+            // Node-local internal topics are not in the quorum's image; keep them.
+            let local: Vec<TopicMeta> = img
+                .topics
+                .values()
+                .filter(|t| is_node_local_topic(&t.name))
+                .cloned()
+                .collect();
             img.topics = topics;
+            for t in local {
+                img.topics.insert(t.name.clone(), t);
+            }
             img.next_producer_id_block = image.next_producer_id_block;
         }
         self.applied.send_modify(|v| *v += 1);
@@ -694,6 +705,12 @@ impl ReplicaManager {
         }
         Ok(())
     }
+}
+
+/// Topics each node keeps for itself even in cluster mode, outside the quorum: the group
+/// coordinator's offsets topic, until it is replicated through the quorum like any topic.
+pub fn is_node_local_topic(name: &str) -> bool {
+    name == crate::group::store::OFFSETS_TOPIC
 }
 
 /// `<log.dirs>/<topic>-<partition>`, Kafka's layout.

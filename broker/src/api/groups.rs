@@ -1,0 +1,483 @@
+//! Group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup (classic
+//! protocol), ConsumerGroupHeartbeat (KIP-848), DescribeGroups, ListGroups, DeleteGroups.
+//! The state machines live in [`crate::group`]; this file only translates the wire.
+
+use kafka_protocol::messages::consumer_group_heartbeat_response::{Assignment, TopicPartitions};
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
+use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
+use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
+use kafka_protocol::messages::leave_group_response::MemberResponse;
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::*;
+
+use super::cluster::AUTHORIZED_OPERATIONS_OMITTED;
+use super::{sb, RequestContext};
+use crate::group::classic::{JoinParams, JoinResponse, Pending, SyncResponse};
+use crate::group::consumer::HeartbeatParams;
+use crate::group::GroupError;
+use crate::server::Broker;
+
+/// COORDINATOR_NOT_AVAILABLE: what a waiter gets if its answer was dropped.
+const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+/// INVALID_REQUEST.
+const INVALID_REQUEST: i16 = 42;
+
+/// FindCoordinator: this node coordinates every group; transactions are not served yet.
+pub async fn handle_find_coordinator(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: FindCoordinatorRequest,
+) -> FindCoordinatorResponse {
+    let keys: Vec<String> = if ctx.api_version >= 4 {
+        req.coordinator_keys.iter().map(|k| k.to_string()).collect()
+    } else {
+        vec![req.key.to_string()]
+    };
+    let coordinators: Vec<Coordinator> = keys
+        .into_iter()
+        .map(|key| {
+            let (code, message) = match req.key_type {
+                0 => match broker.groups.ensure_offsets_topic() {
+                    Ok(()) => (0, None),
+                    Err(e) => (e.error_code(), Some(e.to_string())),
+                },
+                1 => (
+                    COORDINATOR_NOT_AVAILABLE,
+                    Some("transactions are not supported yet".to_string()),
+                ),
+                t => (INVALID_REQUEST, Some(format!("unsupported key type {t}"))),
+            };
+            let ok = code == 0;
+            let (node, host, port) = coordinator_node(broker);
+            Coordinator::default()
+                .with_key(sb(key))
+                .with_node_id(if ok { node } else { -1 }.into())
+                .with_host(sb(if ok { host } else { String::new() }))
+                .with_port(if ok { port } else { -1 })
+                .with_error_code(code)
+                .with_error_message(message.map(sb))
+        })
+        .collect();
+    if ctx.api_version >= 4 {
+        return FindCoordinatorResponse::default().with_coordinators(coordinators);
+    }
+    let c = coordinators.into_iter().next().unwrap_or_default();
+    FindCoordinatorResponse::default()
+        .with_error_code(c.error_code)
+        .with_error_message(c.error_message)
+        .with_node_id(c.node_id)
+        .with_host(c.host)
+        .with_port(c.port)
+}
+
+fn join_response(r: JoinResponse, version: i16) -> JoinGroupResponse {
+    JoinGroupResponse::default()
+        // The field exists from v9; older leaders recompute and SyncGroup keeps the old result.
+        .with_skip_assignment(r.skip_assignment && version >= 9)
+        .with_error_code(r.error_code)
+        .with_generation_id(r.generation_id)
+        .with_protocol_type(r.protocol_type.map(sb))
+        .with_protocol_name(r.protocol_name.map(sb))
+        .with_leader(sb(r.leader))
+        .with_member_id(sb(r.member_id))
+        .with_members(
+            r.members
+                .into_iter()
+                .map(|m| {
+                    JoinGroupResponseMember::default()
+                        .with_member_id(sb(m.member_id))
+                        .with_group_instance_id(m.group_instance_id.map(sb))
+                        .with_metadata(m.metadata)
+                })
+                .collect(),
+        )
+}
+
+fn join_error(e: GroupError, member_id: String, version: i16) -> JoinGroupResponse {
+    join_response(JoinResponse::error(e.error_code(), &member_id), version)
+}
+
+/// JoinGroup: answered when the rebalance completes (or right away for errors and for
+/// MEMBER_ID_REQUIRED).
+pub async fn handle_join_group(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: JoinGroupRequest,
+) -> JoinGroupResponse {
+    let member_id = req.member_id.to_string();
+    let params = JoinParams {
+        member_id: member_id.clone(),
+        group_instance_id: req.group_instance_id.map(|s| s.to_string()),
+        protocol_type: req.protocol_type.to_string(),
+        protocols: req
+            .protocols
+            .into_iter()
+            .map(|p| (p.name.to_string(), p.metadata))
+            .collect(),
+        session_timeout_ms: req.session_timeout_ms,
+        // v0 has no rebalance timeout: the session timeout doubles as one.
+        rebalance_timeout_ms: if ctx.api_version >= 1 {
+            req.rebalance_timeout_ms
+        } else {
+            req.session_timeout_ms
+        },
+        client_id: ctx.client_id.clone().unwrap_or_default(),
+        client_host: String::new(),
+        require_known_member_id: ctx.api_version >= 4,
+    };
+    let r = match broker.groups.join_group(&req.group_id, params) {
+        Ok(Pending::Now(r)) => r,
+        Ok(Pending::Wait(rx)) => rx
+            .await
+            .unwrap_or_else(|_| JoinResponse::error(COORDINATOR_NOT_AVAILABLE, &member_id)),
+        Err(e) => return join_error(e, member_id, ctx.api_version),
+    };
+    join_response(r, ctx.api_version)
+}
+
+fn sync_response(r: SyncResponse) -> SyncGroupResponse {
+    SyncGroupResponse::default()
+        .with_error_code(r.error_code)
+        .with_protocol_type(r.protocol_type.map(sb))
+        .with_protocol_name(r.protocol_name.map(sb))
+        .with_assignment(r.assignment)
+}
+
+/// SyncGroup: the leader's assignments complete the generation; followers wait for them.
+pub async fn handle_sync_group(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: SyncGroupRequest,
+) -> SyncGroupResponse {
+    let (pt, pn) = if ctx.api_version >= 5 {
+        (
+            req.protocol_type.as_ref().map(|s| s.to_string()),
+            req.protocol_name.as_ref().map(|s| s.to_string()),
+        )
+    } else {
+        (None, None)
+    };
+    let assignments = req
+        .assignments
+        .into_iter()
+        .map(|a| (a.member_id.to_string(), a.assignment))
+        .collect();
+    let r = match broker.groups.sync_group(
+        &req.group_id,
+        &req.member_id,
+        req.group_instance_id.as_deref(),
+        req.generation_id,
+        pt.as_deref(),
+        pn.as_deref(),
+        assignments,
+    ) {
+        Ok(Pending::Now(r)) => r,
+        Ok(Pending::Wait(rx)) => rx
+            .await
+            .unwrap_or_else(|_| SyncResponse::error(COORDINATOR_NOT_AVAILABLE)),
+        Err(e) => SyncResponse::error(e.error_code()),
+    };
+    sync_response(r)
+}
+
+/// Heartbeat.
+pub async fn handle_heartbeat(
+    broker: &Broker,
+    _ctx: &RequestContext,
+    req: HeartbeatRequest,
+) -> HeartbeatResponse {
+    let code = match broker.groups.heartbeat(
+        &req.group_id,
+        &req.member_id,
+        req.group_instance_id.as_deref(),
+        req.generation_id,
+    ) {
+        Ok(()) => 0,
+        Err(e) => e.error_code(),
+    };
+    HeartbeatResponse::default().with_error_code(code)
+}
+
+/// LeaveGroup: one member before v3, a batch from v3.
+pub async fn handle_leave_group(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: LeaveGroupRequest,
+) -> LeaveGroupResponse {
+    let members: Vec<(String, Option<String>)> = if ctx.api_version >= 3 {
+        req.members
+            .iter()
+            .map(|m| {
+                (
+                    m.member_id.to_string(),
+                    m.group_instance_id.as_ref().map(|s| s.to_string()),
+                )
+            })
+            .collect()
+    } else {
+        vec![(req.member_id.to_string(), None)]
+    };
+    match broker.groups.leave_group(&req.group_id, &members) {
+        Err(e) => LeaveGroupResponse::default().with_error_code(e.error_code()),
+        Ok(results) if ctx.api_version < 3 => LeaveGroupResponse::default().with_error_code(
+            results
+                .first()
+                .and_then(|r| r.as_ref().err())
+                .map_or(0, |e| e.error_code()),
+        ),
+        Ok(results) => LeaveGroupResponse::default().with_members(
+            members
+                .into_iter()
+                .zip(results)
+                .map(|((m, i), r)| {
+                    MemberResponse::default()
+                        .with_member_id(sb(m))
+                        .with_group_instance_id(i.map(sb))
+                        .with_error_code(r.err().map_or(0, |e| e.error_code()))
+                })
+                .collect(),
+        ),
+    }
+}
+
+/// ConsumerGroupHeartbeat (KIP-848).
+pub async fn handle_consumer_group_heartbeat(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: ConsumerGroupHeartbeatRequest,
+) -> ConsumerGroupHeartbeatResponse {
+    let interval = broker.groups.config().consumer.heartbeat_interval_ms;
+    let params = HeartbeatParams {
+        member_id: req.member_id.to_string(),
+        member_epoch: req.member_epoch,
+        instance_id: req.instance_id.map(|s| s.to_string()),
+        rack_id: req.rack_id.map(|s| s.to_string()),
+        rebalance_timeout_ms: req.rebalance_timeout_ms,
+        subscribed_topic_names: req
+            .subscribed_topic_names
+            .map(|ts| ts.into_iter().map(|t| t.to_string()).collect()),
+        subscribed_topic_regex: req.subscribed_topic_regex.map(|s| s.to_string()),
+        server_assignor: req.server_assignor.map(|s| s.to_string()),
+        owned: req.topic_partitions.map(|tps| {
+            tps.into_iter()
+                .map(|tp| (tp.topic_id, tp.partitions))
+                .collect()
+        }),
+        client_id: ctx.client_id.clone().unwrap_or_default(),
+        client_host: String::new(),
+    };
+    match broker.groups.consumer_heartbeat(&req.group_id, params) {
+        Ok(r) => ConsumerGroupHeartbeatResponse::default()
+            .with_member_id(Some(sb(r.member_id)))
+            .with_member_epoch(r.member_epoch)
+            .with_heartbeat_interval_ms(interval)
+            .with_assignment(r.assignment.map(|a| {
+                Assignment::default().with_topic_partitions(
+                    a.into_iter()
+                        .map(|(id, ps)| {
+                            TopicPartitions::default()
+                                .with_topic_id(id)
+                                .with_partitions(ps.into_iter().collect())
+                        })
+                        .collect(),
+                )
+            })),
+        Err(e) => ConsumerGroupHeartbeatResponse::default()
+            .with_error_code(e.error_code())
+            .with_error_message(Some(sb(e.to_string())))
+            .with_member_epoch(-1)
+            .with_heartbeat_interval_ms(interval),
+    }
+}
+
+/// DescribeGroups. An unknown group is described as Dead with no error before v6, and is
+/// GROUP_ID_NOT_FOUND from v6 (KIP-1043), as in Kafka.
+pub async fn handle_describe_groups(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: DescribeGroupsRequest,
+) -> DescribeGroupsResponse {
+    let groups = req
+        .groups
+        .iter()
+        .map(|g| {
+            let base = DescribedGroup::default()
+                .with_group_id(g.clone())
+                .with_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
+            match broker.groups.describe(g) {
+                None if ctx.api_version >= 6 => base
+                    .with_group_state(sb("Dead"))
+                    .with_error_code(GroupError::GroupIdNotFound.error_code())
+                    .with_error_message(Some(sb(format!("group {} not found", g.as_str())))),
+                None => base.with_group_state(sb("Dead")),
+                Some(d) => base
+                    .with_group_state(sb(d.state))
+                    .with_protocol_type(sb(d.protocol_type))
+                    .with_protocol_data(sb(d.protocol_data))
+                    .with_members(
+                        d.members
+                            .into_iter()
+                            .map(|m| {
+                                DescribedGroupMember::default()
+                                    .with_member_id(sb(m.member_id))
+                                    .with_group_instance_id(m.group_instance_id.map(sb))
+                                    .with_client_id(sb(m.client_id))
+                                    .with_client_host(sb(m.client_host))
+                                    .with_member_metadata(m.metadata)
+                                    .with_member_assignment(m.assignment)
+                            })
+                            .collect(),
+                    ),
+            }
+        })
+        .collect();
+    DescribeGroupsResponse::default().with_groups(groups)
+}
+
+/// ListGroups, with the states filter (v4+) and the types filter (v5+).
+pub async fn handle_list_groups(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: ListGroupsRequest,
+) -> ListGroupsResponse {
+    let states: Vec<String> = if ctx.api_version >= 4 {
+        req.states_filter.iter().map(|s| s.to_string()).collect()
+    } else {
+        Vec::new()
+    };
+    let types: Vec<String> = if ctx.api_version >= 5 {
+        req.types_filter.iter().map(|s| s.to_string()).collect()
+    } else {
+        Vec::new()
+    };
+    let groups = broker
+        .groups
+        .list(&states, &types)
+        .into_iter()
+        .map(|g| {
+            ListedGroup::default()
+                .with_group_id(sb(g.group_id).into())
+                .with_protocol_type(sb(g.protocol_type))
+                .with_group_state(sb(g.state))
+                .with_group_type(sb(g.group_type))
+        })
+        .collect();
+    ListGroupsResponse::default().with_groups(groups)
+}
+
+/// DeleteGroups.
+pub async fn handle_delete_groups(
+    broker: &Broker,
+    _ctx: &RequestContext,
+    req: DeleteGroupsRequest,
+) -> DeleteGroupsResponse {
+    let results = req
+        .groups_names
+        .iter()
+        .map(|g| {
+            DeletableGroupResult::default()
+                .with_group_id(g.clone())
+                .with_error_code(
+                    broker
+                        .groups
+                        .delete_group(g)
+                        .err()
+                        .map_or(0, |e| e.error_code()),
+                )
+        })
+        .collect();
+    DeleteGroupsResponse::default().with_results(results)
+}
+
+/// ConsumerGroupDescribe (KIP-848 groups; others get GROUP_ID_NOT_FOUND, as in Kafka).
+pub async fn handle_consumer_group_describe(
+    broker: &Broker,
+    _ctx: &RequestContext,
+    req: ConsumerGroupDescribeRequest,
+) -> ConsumerGroupDescribeResponse {
+    use kafka_protocol::messages::consumer_group_describe_response as cgd;
+    let assignment = |tp: &crate::group::consumer::TopicPartitions| {
+        cgd::Assignment::default().with_topic_partitions(
+            tp.iter()
+                .map(|(id, ps)| {
+                    cgd::TopicPartitions::default()
+                        .with_topic_id(*id)
+                        .with_topic_name(
+                            sb(broker.groups.topic_name(*id).unwrap_or_default()).into(),
+                        )
+                        .with_partitions(ps.iter().copied().collect())
+                })
+                .collect(),
+        )
+    };
+    let groups = req
+        .group_ids
+        .iter()
+        .map(|g| {
+            let base = cgd::DescribedGroup::default()
+                .with_group_id(g.clone())
+                .with_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
+            match broker.groups.describe_consumer_group(g) {
+                Err(e) => base
+                    .with_error_code(e.error_code())
+                    .with_error_message(Some(sb(format!(
+                        "group {} is not a consumer group",
+                        g.as_str()
+                    )))),
+                Ok(d) => base
+                    .with_group_state(sb(d.state))
+                    .with_group_epoch(d.group_epoch)
+                    .with_assignment_epoch(d.assignment_epoch)
+                    .with_assignor_name(sb(d.assignor))
+                    .with_members(
+                        d.members
+                            .iter()
+                            .map(|(m, target)| {
+                                cgd::Member::default()
+                                    .with_member_id(sb(m.member_id.clone()))
+                                    .with_instance_id(m.instance_id.clone().map(sb))
+                                    .with_rack_id(m.rack_id.clone().map(sb))
+                                    .with_member_epoch(m.member_epoch)
+                                    .with_client_id(sb(m.client_id.clone()))
+                                    .with_client_host(sb(m.client_host.clone()))
+                                    .with_subscribed_topic_names(
+                                        m.subscribed_topics
+                                            .iter()
+                                            .map(|t| sb(t.clone()).into())
+                                            .collect(),
+                                    )
+                                    .with_subscribed_topic_regex(m.subscribed_regex.clone().map(sb))
+                                    .with_assignment(assignment(&m.assigned))
+                                    .with_target_assignment(assignment(target))
+                                    .with_member_type(1)
+                            })
+                            .collect(),
+                    ),
+            }
+        })
+        .collect();
+    ConsumerGroupDescribeResponse::default().with_groups(groups)
+}
+
+/// The node that coordinates groups. Alone: this node. In a cluster, every node names the
+/// same one, the live broker with the lowest id, because committed offsets are still kept on
+/// the coordinating node only (they move to a replicated offsets topic in a later step).
+fn coordinator_node(broker: &Broker) -> (i32, String, i32) {
+    if let Some(controller) = broker.replicas.controller() {
+        let image = controller.image().borrow().clone();
+        if let Some(b) = image
+            .brokers
+            .values()
+            .filter(|b| !b.fenced)
+            .min_by_key(|b| b.node_id)
+        {
+            return (b.node_id, b.host.clone(), b.port as i32);
+        }
+    }
+    (
+        broker.node_id(),
+        broker.advertised_host.clone(),
+        broker.advertised_port,
+    )
+}

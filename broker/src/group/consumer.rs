@@ -1,0 +1,1193 @@
+//! KIP-848 consumer groups (ConsumerGroupHeartbeat): the broker computes the assignment.
+//!
+//! Epochs, as in Kafka's `ConsumerGroup` and `CurrentAssignmentBuilder`:
+//! - the **group epoch** goes up whenever membership, subscriptions or the subscribed topics'
+//!   partition counts change;
+//! - the **assignment epoch** is the group epoch the target assignment was computed for;
+//! - each member's **member epoch** reaches the assignment epoch once it has revoked every
+//!   partition the target takes away from it.
+//!
+//! Reconciliation is incremental: a member first loses the partitions it must give up (it
+//! stays at its epoch in `UnrevokedPartitions` until a heartbeat reports them gone), and a
+//! partition is handed to its new owner only once no other member holds it or is still
+//! revoking it (`UnreleasedPartitions` until then). Nothing here awaits; `now` is explicit.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use tokio::time::{Duration, Instant};
+use uuid::Uuid;
+
+use super::GroupError;
+
+/// Partitions by topic id.
+pub type TopicPartitions = BTreeMap<Uuid, BTreeSet<i32>>;
+
+/// The member epoch a static member sends when it leaves temporarily.
+pub const LEAVE_GROUP_STATIC_MEMBER_EPOCH: i32 = -2;
+
+/// Server-side assignors Brook implements (`group.consumer.assignors`' default names).
+pub const ASSIGNORS: &[&str] = &["uniform", "range"];
+
+/// The reconciliation state of a member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberState {
+    /// The member owns exactly its share of the current target.
+    Stable,
+    /// The member must revoke `pending_revocation` before it moves to the next epoch.
+    UnrevokedPartitions,
+    /// The member is at the target epoch, but some target partitions are still held by
+    /// other members.
+    UnreleasedPartitions,
+}
+
+/// One member of a consumer group.
+#[derive(Debug, Clone)]
+pub struct ConsumerMember {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub rack_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub member_epoch: i32,
+    pub previous_member_epoch: i32,
+    pub state: MemberState,
+    pub rebalance_timeout_ms: i32,
+    /// Topic names subscribed to by name. Sorted, deduplicated.
+    pub subscribed_topics: Vec<String>,
+    /// The regular expression subscribed to (RE2 syntax, whole-name match), if any.
+    pub subscribed_regex: Option<String>,
+    regex: Option<regex::Regex>,
+    /// What the member reads: its names plus the existing topics its regex matches. Sorted.
+    pub resolved_topics: Vec<String>,
+    pub server_assignor: Option<String>,
+    /// What the member may own now.
+    pub assigned: TopicPartitions,
+    /// What the member still owns but must give up.
+    pub pending_revocation: TopicPartitions,
+    session_deadline: Instant,
+    revocation_deadline: Option<Instant>,
+}
+
+/// A ConsumerGroupHeartbeat, decoded.
+#[derive(Debug, Clone, Default)]
+pub struct HeartbeatParams {
+    pub member_id: String,
+    pub member_epoch: i32,
+    pub instance_id: Option<String>,
+    pub rack_id: Option<String>,
+    pub rebalance_timeout_ms: i32,
+    pub subscribed_topic_names: Option<Vec<String>>,
+    pub subscribed_topic_regex: Option<String>,
+    pub server_assignor: Option<String>,
+    pub owned: Option<Vec<(Uuid, Vec<i32>)>>,
+    pub client_id: String,
+    pub client_host: String,
+}
+
+/// The answer to a heartbeat.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeartbeatResult {
+    pub member_id: String,
+    pub member_epoch: i32,
+    /// `Some` when the member must (re)read its assignment.
+    pub assignment: Option<TopicPartitions>,
+}
+
+/// Settings the coordinator enforces on consumer groups.
+#[derive(Debug, Clone, Copy)]
+pub struct ConsumerLimits {
+    pub session_timeout_ms: i32,
+    pub heartbeat_interval_ms: i32,
+    pub max_size: usize,
+}
+
+/// Topic name → (topic id, partition count), for the topics a group subscribes to.
+pub type TopicsImage = BTreeMap<String, (Uuid, i32)>;
+
+/// A KIP-848 consumer group.
+#[derive(Debug)]
+pub struct ConsumerGroup {
+    pub group_id: String,
+    pub group_epoch: i32,
+    pub assignment_epoch: i32,
+    pub members: BTreeMap<String, ConsumerMember>,
+    /// The target assignment of `assignment_epoch`.
+    pub target: HashMap<String, TopicPartitions>,
+    /// The subscribed topics' metadata the target was computed from.
+    topics_seen: TopicsImage,
+    /// Set when the group epoch moved; the coordinator writes the group record and clears it.
+    pub needs_persist: bool,
+}
+
+impl ConsumerGroup {
+    /// A new, empty group at `epoch` (0 for a new group; the stored epoch after a restart).
+    pub fn new(group_id: String, epoch: i32) -> Self {
+        ConsumerGroup {
+            group_id,
+            group_epoch: epoch,
+            assignment_epoch: epoch,
+            members: BTreeMap::new(),
+            target: HashMap::new(),
+            topics_seen: BTreeMap::new(),
+            needs_persist: false,
+        }
+    }
+
+    /// Kafka's state names: Empty, Assigning (target behind), Reconciling, Stable.
+    pub fn state_str(&self) -> &'static str {
+        if self.members.is_empty() {
+            "Empty"
+        } else if self.assignment_epoch < self.group_epoch {
+            "Assigning"
+        } else if self
+            .members
+            .values()
+            .any(|m| m.member_epoch != self.assignment_epoch || m.state != MemberState::Stable)
+        {
+            "Reconciling"
+        } else {
+            "Stable"
+        }
+    }
+
+    /// Every topic some member subscribes to.
+    pub fn subscribed_topics(&self) -> BTreeSet<String> {
+        self.members
+            .values()
+            .flat_map(|m| m.resolved_topics.iter().cloned())
+            .collect()
+    }
+
+    /// Recomputes every member's resolved topics (names plus regex matches among `all`);
+    /// true if any member's changed.
+    fn resolve_subscriptions(&mut self, all: &dyn Fn() -> Vec<String>) -> bool {
+        let needs_names = self.members.values().any(|m| m.regex.is_some());
+        let names = if needs_names { all() } else { Vec::new() };
+        let mut changed = false;
+        for m in self.members.values_mut() {
+            let mut resolved = m.subscribed_topics.clone();
+            if let Some(re) = &m.regex {
+                // Internal topics are never matched by a pattern, as in Kafka.
+                resolved.extend(
+                    names
+                        .iter()
+                        .filter(|n| !n.starts_with("__") && re.is_match(n))
+                        .cloned(),
+                );
+            }
+            resolved.sort();
+            resolved.dedup();
+            if resolved != m.resolved_topics {
+                m.resolved_topics = resolved;
+                changed = true;
+            }
+        }
+        changed
+    }
+
+    fn bump_epoch(&mut self) {
+        self.group_epoch = self.group_epoch.wrapping_add(1).max(1);
+        self.needs_persist = true;
+    }
+
+    /// Handles a ConsumerGroupHeartbeat. `topics` resolves topic names to (id, partitions),
+    /// `all_topics` lists every topic (for regex subscriptions); `new_member_id` makes an id
+    /// for a v0 member that sent none.
+    pub fn heartbeat(
+        &mut self,
+        p: HeartbeatParams,
+        topics: &dyn Fn(&str) -> Option<(Uuid, i32)>,
+        all_topics: &dyn Fn() -> Vec<String>,
+        limits: &ConsumerLimits,
+        now: Instant,
+        new_member_id: impl FnOnce() -> String,
+    ) -> Result<HeartbeatResult, GroupError> {
+        validate_request(&p)?;
+        let session = Duration::from_millis(limits.session_timeout_ms.max(0) as u64);
+        if p.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH {
+            return self.leave_static(&p.member_id, now + session);
+        }
+        if p.member_epoch < 0 {
+            return self.leave(&p.member_id, p.member_epoch);
+        }
+        let member_id = if p.member_id.is_empty() {
+            new_member_id()
+        } else {
+            p.member_id.clone()
+        };
+        let mut full = false;
+        let mut replaced_static = false;
+        if p.member_epoch == 0 {
+            if let Some(instance) = p.instance_id.as_deref() {
+                replaced_static =
+                    self.replace_static_member(instance, &member_id, now + session)?;
+            }
+        }
+        if p.member_epoch == 0 && replaced_static {
+            full = true;
+        } else if p.member_epoch == 0 {
+            full = true;
+            if !self.members.contains_key(&member_id) && self.members.len() >= limits.max_size {
+                return Err(GroupError::GroupMaxSizeReached);
+            }
+            // A new member, or one rejoining after being fenced: it starts from nothing.
+            if let Some(old) = self.members.remove(&member_id) {
+                tracing::debug!(group = %self.group_id, member = %old.member_id, "member rejoined with epoch 0");
+            }
+            self.target.remove(&member_id);
+            self.members.insert(
+                member_id.clone(),
+                ConsumerMember {
+                    member_id: member_id.clone(),
+                    instance_id: None,
+                    rack_id: None,
+                    client_id: p.client_id.clone(),
+                    client_host: p.client_host.clone(),
+                    member_epoch: 0,
+                    previous_member_epoch: 0,
+                    state: MemberState::Stable,
+                    rebalance_timeout_ms: p.rebalance_timeout_ms,
+                    subscribed_topics: Vec::new(),
+                    subscribed_regex: None,
+                    regex: None,
+                    resolved_topics: Vec::new(),
+                    server_assignor: None,
+                    assigned: BTreeMap::new(),
+                    pending_revocation: BTreeMap::new(),
+                    session_deadline: now + session,
+                    revocation_deadline: None,
+                },
+            );
+        } else {
+            let m = self
+                .members
+                .get(&member_id)
+                .ok_or(GroupError::UnknownMemberId)?;
+            if p.member_epoch != m.member_epoch {
+                let owned_subset = p.owned.as_ref().is_some_and(|owned| {
+                    owned.iter().all(|(t, parts)| {
+                        parts
+                            .iter()
+                            .all(|x| m.assigned.get(t).is_some_and(|s| s.contains(x)))
+                    })
+                });
+                // A member that missed the answer moving it to the current epoch comes back
+                // with the previous one; that is fine as long as it owns nothing it should not.
+                if !(p.member_epoch == m.previous_member_epoch && owned_subset) {
+                    return Err(GroupError::FencedMemberEpoch);
+                }
+            }
+        }
+        let Some(m) = self.members.get_mut(&member_id) else {
+            return Err(GroupError::UnknownMemberId);
+        };
+        m.session_deadline = now + session;
+        if p.rebalance_timeout_ms > 0 {
+            m.rebalance_timeout_ms = p.rebalance_timeout_ms;
+        }
+        if p.instance_id.is_some() {
+            m.instance_id = p.instance_id.clone();
+        }
+        if p.rack_id.is_some() {
+            m.rack_id = p.rack_id.clone();
+        }
+        if !p.client_id.is_empty() {
+            m.client_id = p.client_id.clone();
+        }
+        // A join changes membership; one epoch bump covers it and its subscription. A static
+        // member taking its own place back changes nothing by itself.
+        let mut bump = full && !replaced_static;
+        if let Some(names) = &p.subscribed_topic_names {
+            let mut names = names.clone();
+            names.sort();
+            names.dedup();
+            if names != m.subscribed_topics {
+                m.subscribed_topics = names;
+                bump = true;
+            }
+        }
+        if let Some(re) = &p.subscribed_topic_regex {
+            let re = Some(re.clone()).filter(|r| !r.is_empty());
+            if re != m.subscribed_regex {
+                m.regex = re.as_deref().map(compile_regex).transpose()?;
+                m.subscribed_regex = re;
+                bump = true;
+            }
+        }
+        if p.server_assignor.is_some() && p.server_assignor != m.server_assignor {
+            m.server_assignor = p.server_assignor.clone();
+            bump = true;
+        }
+        if self.resolve_subscriptions(all_topics) {
+            bump = true;
+        }
+        if bump {
+            self.bump_epoch();
+        }
+        // Partition counts or topic ids changed (a subscribed topic was created, grown or
+        // recreated): that changes the target too.
+        let image: TopicsImage = self
+            .subscribed_topics()
+            .into_iter()
+            .filter_map(|t| topics(&t).map(|meta| (t, meta)))
+            .collect();
+        if image != self.topics_seen {
+            if self.assignment_epoch == self.group_epoch {
+                self.bump_epoch();
+            }
+            self.topics_seen = image;
+        }
+        if self.assignment_epoch < self.group_epoch {
+            self.compute_target();
+        }
+        let before = self
+            .members
+            .get(&member_id)
+            .map(|m| (m.member_epoch, m.assigned.clone()))
+            .ok_or(GroupError::UnknownMemberId)?;
+        self.reconcile(&member_id, p.owned.as_deref(), now);
+        let m = self
+            .members
+            .get(&member_id)
+            .ok_or(GroupError::UnknownMemberId)?;
+        let owned_differs = p.owned.as_ref().is_some_and(|owned| {
+            let owned: TopicPartitions = owned
+                .iter()
+                .filter(|(_, ps)| !ps.is_empty())
+                .map(|(t, ps)| (*t, ps.iter().copied().collect()))
+                .collect();
+            owned != m.assigned
+        });
+        let send = full || before.0 != m.member_epoch || before.1 != m.assigned || owned_differs;
+        Ok(HeartbeatResult {
+            member_id,
+            member_epoch: m.member_epoch,
+            assignment: send.then(|| m.assigned.clone()),
+        })
+    }
+
+    /// Epoch -2: a static member leaves for now. It keeps its partitions (nobody else gets
+    /// them) until its session expires or a member with its instance id takes its place.
+    fn leave_static(
+        &mut self,
+        member_id: &str,
+        session_deadline: Instant,
+    ) -> Result<HeartbeatResult, GroupError> {
+        let m = self
+            .members
+            .get_mut(member_id)
+            .ok_or(GroupError::UnknownMemberId)?;
+        if m.instance_id.is_none() {
+            return self.leave(member_id, LEAVE_GROUP_STATIC_MEMBER_EPOCH);
+        }
+        if m.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH {
+            m.previous_member_epoch = m.member_epoch;
+            m.member_epoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH;
+        }
+        m.session_deadline = session_deadline;
+        m.revocation_deadline = None;
+        Ok(HeartbeatResult {
+            member_id: member_id.to_string(),
+            member_epoch: LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+            assignment: None,
+        })
+    }
+
+    /// A joining member with an instance id takes over the static member that left with
+    /// epoch -2 (KIP-848's static membership): same epoch, same partitions, no rebalance.
+    /// The instance id of a member still active is UNRELEASED_INSTANCE_ID.
+    fn replace_static_member(
+        &mut self,
+        instance: &str,
+        member_id: &str,
+        session_deadline: Instant,
+    ) -> Result<bool, GroupError> {
+        let Some(old_id) = self
+            .members
+            .values()
+            .find(|m| m.instance_id.as_deref() == Some(instance) && m.member_id != member_id)
+            .map(|m| m.member_id.clone())
+        else {
+            return Ok(false);
+        };
+        let Some(mut m) = self.members.remove(&old_id) else {
+            return Ok(false);
+        };
+        if m.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH {
+            self.members.insert(old_id, m);
+            return Err(GroupError::UnreleasedInstanceId);
+        }
+        m.member_id = member_id.to_string();
+        m.member_epoch = m.previous_member_epoch;
+        m.session_deadline = session_deadline;
+        self.members.insert(member_id.to_string(), m);
+        if let Some(t) = self.target.remove(&old_id) {
+            self.target.insert(member_id.to_string(), t);
+        }
+        Ok(true)
+    }
+
+    fn leave(&mut self, member_id: &str, epoch: i32) -> Result<HeartbeatResult, GroupError> {
+        if self.members.remove(member_id).is_none() {
+            return Err(GroupError::UnknownMemberId);
+        }
+        self.target.remove(member_id);
+        self.bump_epoch();
+        Ok(HeartbeatResult {
+            member_id: member_id.to_string(),
+            member_epoch: epoch,
+            assignment: None,
+        })
+    }
+
+    /// Removes a member that timed out or failed to revoke in time.
+    pub fn fence(&mut self, member_id: &str) {
+        if self.members.remove(member_id).is_some() {
+            self.target.remove(member_id);
+            self.bump_epoch();
+        }
+    }
+
+    fn compute_target(&mut self) {
+        let assignor = self
+            .members
+            .values()
+            .find_map(|m| m.server_assignor.clone())
+            .unwrap_or_else(|| "uniform".to_string());
+        let subs: BTreeMap<String, Vec<String>> = self
+            .members
+            .iter()
+            .map(|(id, m)| (id.clone(), m.resolved_topics.clone()))
+            .collect();
+        self.target = if assignor == "range" {
+            assign_range(&subs, &self.topics_seen)
+        } else {
+            assign_uniform(&subs, &self.topics_seen, &self.target)
+        };
+        self.assignment_epoch = self.group_epoch;
+    }
+
+    /// Partitions held (assigned or still being revoked) by members other than `except`.
+    fn held_by_others(&self, except: &str) -> HashMap<(Uuid, i32), String> {
+        let mut held = HashMap::new();
+        for (id, m) in &self.members {
+            if id == except {
+                continue;
+            }
+            for set in [&m.assigned, &m.pending_revocation] {
+                for (t, ps) in set {
+                    for p in ps {
+                        held.insert((*t, *p), id.clone());
+                    }
+                }
+            }
+        }
+        held
+    }
+
+    /// Moves one member towards the target assignment (Kafka's `CurrentAssignmentBuilder`).
+    fn reconcile(&mut self, member_id: &str, owned: Option<&[(Uuid, Vec<i32>)]>, now: Instant) {
+        let held = self.held_by_others(member_id);
+        let target = self.target.get(member_id).cloned().unwrap_or_default();
+        let epoch = self.assignment_epoch;
+        let Some(m) = self.members.get_mut(member_id) else {
+            return;
+        };
+        if m.state == MemberState::UnrevokedPartitions {
+            let still_owned = owned.is_none_or(|owned| {
+                owned.iter().any(|(t, ps)| {
+                    ps.iter()
+                        .any(|p| m.pending_revocation.get(t).is_some_and(|s| s.contains(p)))
+                })
+            });
+            if still_owned {
+                return;
+            }
+            m.pending_revocation.clear();
+            m.revocation_deadline = None;
+            m.state = MemberState::Stable;
+        }
+        if m.state == MemberState::Stable && m.member_epoch == epoch {
+            return;
+        }
+        let mut kept: TopicPartitions = BTreeMap::new();
+        let mut revoke: TopicPartitions = BTreeMap::new();
+        for (t, ps) in &m.assigned {
+            for p in ps {
+                if target.get(t).is_some_and(|s| s.contains(p)) {
+                    kept.entry(*t).or_default().insert(*p);
+                } else {
+                    revoke.entry(*t).or_default().insert(*p);
+                }
+            }
+        }
+        if !revoke.is_empty() {
+            m.assigned = kept;
+            m.pending_revocation = revoke;
+            m.state = MemberState::UnrevokedPartitions;
+            m.revocation_deadline =
+                Some(now + Duration::from_millis(m.rebalance_timeout_ms.max(0) as u64));
+            return;
+        }
+        let mut unreleased = false;
+        let mut next = kept;
+        for (t, ps) in &target {
+            for p in ps {
+                if held.contains_key(&(*t, *p)) {
+                    unreleased = true;
+                } else {
+                    next.entry(*t).or_default().insert(*p);
+                }
+            }
+        }
+        m.assigned = next;
+        if m.member_epoch != epoch {
+            m.previous_member_epoch = m.member_epoch;
+            m.member_epoch = epoch;
+        }
+        m.state = if unreleased {
+            MemberState::UnreleasedPartitions
+        } else {
+            MemberState::Stable
+        };
+    }
+
+    /// The earliest session or revocation deadline.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.members
+            .values()
+            .flat_map(|m| [Some(m.session_deadline), m.revocation_deadline])
+            .flatten()
+            .min()
+    }
+
+    /// Fences members whose session or revocation deadline passed.
+    pub fn on_deadlines(&mut self, now: Instant) {
+        let expired: Vec<String> = self
+            .members
+            .values()
+            .filter(|m| {
+                m.session_deadline <= now || m.revocation_deadline.is_some_and(|d| d <= now)
+            })
+            .map(|m| m.member_id.clone())
+            .collect();
+        for id in expired {
+            tracing::info!(group = %self.group_id, member = %id, "consumer group member timed out: fencing it");
+            self.fence(&id);
+        }
+    }
+
+    /// Kafka's `ConsumerGroup.validateOffsetCommit`: an empty group accepts admin commits;
+    /// otherwise the member must exist and commit at its current epoch.
+    pub fn validate_offset_commit(
+        &self,
+        member_id: &str,
+        member_epoch: i32,
+    ) -> Result<(), GroupError> {
+        if member_epoch < 0 && member_id.is_empty() {
+            return if self.members.is_empty() {
+                Ok(())
+            } else {
+                Err(GroupError::UnknownMemberId)
+            };
+        }
+        let m = self
+            .members
+            .get(member_id)
+            .ok_or(GroupError::UnknownMemberId)?;
+        if member_epoch > m.member_epoch {
+            return Err(GroupError::FencedMemberEpoch);
+        }
+        if member_epoch < m.member_epoch {
+            return Err(GroupError::StaleMemberEpoch);
+        }
+        Ok(())
+    }
+
+    /// OffsetFetch v9 from a member checks its epoch (a stale member must not read offsets
+    /// committed after it lost its partitions).
+    pub fn validate_offset_fetch(
+        &self,
+        member_id: &str,
+        member_epoch: i32,
+    ) -> Result<(), GroupError> {
+        let m = self
+            .members
+            .get(member_id)
+            .ok_or(GroupError::UnknownMemberId)?;
+        if member_epoch != m.member_epoch {
+            return Err(GroupError::StaleMemberEpoch);
+        }
+        Ok(())
+    }
+}
+
+fn validate_request(p: &HeartbeatParams) -> Result<(), GroupError> {
+    if p.member_epoch != 0 && p.member_id.is_empty() {
+        return Err(GroupError::InvalidRequest("member id is required".into()));
+    }
+    if p.member_epoch == 0 {
+        if p.rebalance_timeout_ms == -1 {
+            return Err(GroupError::InvalidRequest(
+                "rebalance timeout is required when joining".into(),
+            ));
+        }
+        if p.subscribed_topic_names.is_none() && p.subscribed_topic_regex.is_none() {
+            return Err(GroupError::InvalidRequest(
+                "subscribed topics are required when joining".into(),
+            ));
+        }
+    }
+    if p.member_epoch < -2 {
+        return Err(GroupError::InvalidRequest(format!(
+            "member epoch {} is invalid",
+            p.member_epoch
+        )));
+    }
+    if let Some(r) = p
+        .subscribed_topic_regex
+        .as_deref()
+        .filter(|r| !r.is_empty())
+    {
+        compile_regex(r)?;
+    }
+    if let Some(a) = &p.server_assignor {
+        if !ASSIGNORS.contains(&a.as_str()) {
+            return Err(GroupError::UnsupportedAssignor(a.clone()));
+        }
+    }
+    Ok(())
+}
+
+/// Bound on the compiled size of a subscription regex.
+pub const MAX_REGEX_BYTES: usize = 1 << 20;
+
+/// Compiles a subscription pattern to match whole topic names (Kafka uses RE2/J `matches()`).
+fn compile_regex(r: &str) -> Result<regex::Regex, GroupError> {
+    regex::RegexBuilder::new(&format!("^(?:{r})$"))
+        .size_limit(MAX_REGEX_BYTES)
+        .build()
+        .map_err(|e| GroupError::InvalidRegularExpression(e.to_string()))
+}
+
+/// The range assignor: per topic, contiguous ranges over the subscribers sorted by id, the
+/// first `partitions % members` of them one partition larger.
+pub fn assign_range(
+    subs: &BTreeMap<String, Vec<String>>,
+    topics: &TopicsImage,
+) -> HashMap<String, TopicPartitions> {
+    let mut out: HashMap<String, TopicPartitions> = HashMap::new();
+    for (name, (id, count)) in topics {
+        let members: Vec<&String> = subs
+            .iter()
+            .filter(|(_, ts)| ts.contains(name))
+            .map(|(m, _)| m)
+            .collect();
+        if members.is_empty() || *count <= 0 {
+            continue;
+        }
+        let n = members.len() as i32;
+        let (base, extra) = (count / n, count % n);
+        let mut start = 0;
+        for (i, m) in members.iter().enumerate() {
+            let len = base + i32::from((i as i32) < extra);
+            if len > 0 {
+                out.entry((*m).clone())
+                    .or_default()
+                    .entry(*id)
+                    .or_default()
+                    .extend(start..start + len);
+            }
+            start += len;
+        }
+    }
+    out
+}
+
+/// The uniform assignor: balanced counts, keeping previous owners where the balance allows
+/// (so that fewer partitions move).
+pub fn assign_uniform(
+    subs: &BTreeMap<String, Vec<String>>,
+    topics: &TopicsImage,
+    previous: &HashMap<String, TopicPartitions>,
+) -> HashMap<String, TopicPartitions> {
+    let ids: BTreeMap<Uuid, &String> = topics.iter().map(|(n, (id, _))| (*id, n)).collect();
+    let mut all: Vec<(Uuid, i32)> = Vec::new();
+    for (name, (id, count)) in topics {
+        if subs.values().any(|ts| ts.contains(name)) {
+            all.extend((0..*count).map(|p| (*id, p)));
+        }
+    }
+    let members: Vec<&String> = subs.keys().collect();
+    let mut out: HashMap<String, TopicPartitions> = HashMap::new();
+    if members.is_empty() {
+        return out;
+    }
+    let eligible = |m: &str, t: &Uuid| {
+        ids.get(t)
+            .is_some_and(|name| subs.get(m).is_some_and(|ts| ts.contains(name)))
+    };
+    let floor = all.len() / members.len();
+    let mut extra = all.len() % members.len();
+    let mut taken: BTreeSet<(Uuid, i32)> = BTreeSet::new();
+    let mut counts: BTreeMap<&String, usize> = members.iter().map(|m| (*m, 0)).collect();
+    let valid = |t: &Uuid, p: i32| topics.values().any(|(id, c)| id == t && p < *c);
+    let mut leftovers: BTreeMap<&String, Vec<(Uuid, i32)>> = BTreeMap::new();
+    for m in &members {
+        let prev: Vec<(Uuid, i32)> = previous
+            .get(*m)
+            .into_iter()
+            .flat_map(|tp| tp.iter().flat_map(|(t, ps)| ps.iter().map(|p| (*t, *p))))
+            .filter(|(t, p)| valid(t, *p) && eligible(m, t))
+            .collect();
+        for (i, tp) in prev.into_iter().enumerate() {
+            if i < floor && taken.insert(tp) {
+                out.entry((*m).clone())
+                    .or_default()
+                    .entry(tp.0)
+                    .or_default()
+                    .insert(tp.1);
+                *counts.entry(m).or_default() += 1;
+            } else {
+                leftovers.entry(m).or_default().push(tp);
+            }
+        }
+    }
+    for m in &members {
+        if extra == 0 {
+            break;
+        }
+        if let Some(tp) = leftovers
+            .get(m)
+            .and_then(|l| l.iter().find(|tp| !taken.contains(tp)))
+            .copied()
+        {
+            taken.insert(tp);
+            out.entry((*m).clone())
+                .or_default()
+                .entry(tp.0)
+                .or_default()
+                .insert(tp.1);
+            *counts.entry(m).or_default() += 1;
+            extra -= 1;
+        }
+    }
+    for tp in all {
+        if taken.contains(&tp) {
+            continue;
+        }
+        let best = members
+            .iter()
+            .filter(|m| eligible(m, &tp.0))
+            .min_by_key(|m| (counts.get(*m).copied().unwrap_or(0), **m));
+        if let Some(m) = best {
+            out.entry((*m).clone())
+                .or_default()
+                .entry(tp.0)
+                .or_default()
+                .insert(tp.1);
+            *counts.entry(m).or_default() += 1;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMITS: ConsumerLimits = ConsumerLimits {
+        session_timeout_ms: 45_000,
+        heartbeat_interval_ms: 5000,
+        max_size: 10,
+    };
+
+    fn tid() -> Uuid {
+        Uuid::from_u128(7)
+    }
+
+    fn topics(name: &str) -> Option<(Uuid, i32)> {
+        match name {
+            "t" => Some((tid(), 6)),
+            "t-extra" => Some((Uuid::from_u128(8), 2)),
+            _ => None,
+        }
+    }
+
+    fn no_names() -> Vec<String> {
+        vec!["t".into()]
+    }
+
+    #[test]
+    fn regex_subscriptions_follow_topic_names() {
+        let now = Instant::now();
+        let mut g = ConsumerGroup::new("g".into(), 0);
+        let mut p = join("a");
+        p.subscribed_topic_names = None;
+        p.subscribed_topic_regex = Some("t.*".into());
+        let names = || vec!["t".to_string(), "__consumer_offsets".to_string()];
+        let r = g
+            .heartbeat(p, &topics, &names, &LIMITS, now, || unreachable!())
+            .unwrap();
+        assert_eq!(count(&r.assignment.unwrap()), 6);
+        // A new matching topic appears: the group epoch moves and the member gets it too.
+        let names = || vec!["t".to_string(), "t-extra".to_string(), "other".to_string()];
+        let owned = g.members["a"].assigned.clone();
+        let r = g
+            .heartbeat(
+                hb("a", 1, &owned),
+                &topics,
+                &names,
+                &LIMITS,
+                now,
+                || unreachable!(),
+            )
+            .unwrap();
+        assert_eq!(r.member_epoch, 2);
+        assert_eq!(count(&r.assignment.unwrap()), 8);
+        let mut bad = join("b");
+        bad.subscribed_topic_regex = Some("(".into());
+        let e = g.heartbeat(bad, &topics, &names, &LIMITS, now, || unreachable!());
+        assert!(
+            matches!(e, Err(GroupError::InvalidRegularExpression(_))),
+            "{e:?}"
+        );
+    }
+
+    fn join(id: &str) -> HeartbeatParams {
+        HeartbeatParams {
+            member_id: id.into(),
+            member_epoch: 0,
+            rebalance_timeout_ms: 30_000,
+            subscribed_topic_names: Some(vec!["t".into()]),
+            owned: Some(vec![]),
+            ..Default::default()
+        }
+    }
+
+    fn hb(id: &str, epoch: i32, owned: &TopicPartitions) -> HeartbeatParams {
+        HeartbeatParams {
+            member_id: id.into(),
+            member_epoch: epoch,
+            rebalance_timeout_ms: -1,
+            owned: Some(
+                owned
+                    .iter()
+                    .map(|(t, ps)| (*t, ps.iter().copied().collect()))
+                    .collect(),
+            ),
+            ..Default::default()
+        }
+    }
+
+    fn count(a: &TopicPartitions) -> usize {
+        a.values().map(|s| s.len()).sum()
+    }
+
+    #[test]
+    fn partitions_move_only_after_revocation() {
+        let now = Instant::now();
+        let mut g = ConsumerGroup::new("g".into(), 0);
+        let r1 = g
+            .heartbeat(
+                join("a"),
+                &topics,
+                &no_names,
+                &LIMITS,
+                now,
+                || unreachable!(),
+            )
+            .unwrap();
+        assert_eq!(r1.member_epoch, 1);
+        let a_owned = r1.assignment.unwrap();
+        assert_eq!(count(&a_owned), 6);
+        // b joins: the target gives b three partitions, but a still owns them.
+        let r2 = g
+            .heartbeat(
+                join("b"),
+                &topics,
+                &no_names,
+                &LIMITS,
+                now,
+                || unreachable!(),
+            )
+            .unwrap();
+        assert_eq!(r2.member_epoch, 2);
+        assert_eq!(count(&r2.assignment.unwrap()), 0, "nothing is free yet");
+        assert_eq!(g.members["b"].state, MemberState::UnreleasedPartitions);
+        // a is told to keep three: it must revoke the others first.
+        let r1 = g
+            .heartbeat(
+                hb("a", 1, &a_owned),
+                &topics,
+                &no_names,
+                &LIMITS,
+                now,
+                || unreachable!(),
+            )
+            .unwrap();
+        assert_eq!(r1.member_epoch, 1, "epoch stays until revocation is done");
+        let a_new = r1.assignment.unwrap();
+        assert_eq!(count(&a_new), 3);
+        assert_eq!(g.members["a"].state, MemberState::UnrevokedPartitions);
+        // b still cannot get them.
+        let r2 = g
+            .heartbeat(
+                hb("b", 2, &BTreeMap::new()),
+                &topics,
+                &no_names,
+                &LIMITS,
+                now,
+                || unreachable!(),
+            )
+            .unwrap();
+        assert!(r2.assignment.is_none() || count(&r2.assignment.unwrap()) == 0);
+        // a reports the revocation done.
+        let r1 = g
+            .heartbeat(
+                hb("a", 1, &a_new),
+                &topics,
+                &no_names,
+                &LIMITS,
+                now,
+                || unreachable!(),
+            )
+            .unwrap();
+        assert_eq!(r1.member_epoch, 2);
+        let r2 = g
+            .heartbeat(
+                hb("b", 2, &BTreeMap::new()),
+                &topics,
+                &no_names,
+                &LIMITS,
+                now,
+                || unreachable!(),
+            )
+            .unwrap();
+        let b_new = r2.assignment.unwrap();
+        assert_eq!(count(&b_new), 3);
+        assert!(a_new[&tid()].is_disjoint(&b_new[&tid()]));
+        assert_eq!(g.state_str(), "Stable");
+    }
+
+    #[test]
+    fn fencing_and_leaving() {
+        let now = Instant::now();
+        let mut g = ConsumerGroup::new("g".into(), 0);
+        g.heartbeat(
+            join("a"),
+            &topics,
+            &no_names,
+            &LIMITS,
+            now,
+            || unreachable!(),
+        )
+        .unwrap();
+        let e = g
+            .heartbeat(
+                hb("a", 5, &BTreeMap::new()),
+                &topics,
+                &no_names,
+                &LIMITS,
+                now,
+                || unreachable!(),
+            )
+            .unwrap_err();
+        assert_eq!(e, GroupError::FencedMemberEpoch);
+        let e = g
+            .heartbeat(
+                hb("zz", 1, &BTreeMap::new()),
+                &topics,
+                &no_names,
+                &LIMITS,
+                now,
+                || unreachable!(),
+            )
+            .unwrap_err();
+        assert_eq!(e, GroupError::UnknownMemberId);
+        let mut leave = hb("a", -1, &BTreeMap::new());
+        leave.owned = None;
+        let r = g
+            .heartbeat(leave, &topics, &no_names, &LIMITS, now, || unreachable!())
+            .unwrap();
+        assert_eq!(r.member_epoch, -1);
+        assert!(g.members.is_empty());
+        assert_eq!(g.state_str(), "Empty");
+    }
+
+    #[test]
+    fn a_member_that_does_not_revoke_in_time_is_fenced() {
+        let now = Instant::now();
+        let mut g = ConsumerGroup::new("g".into(), 0);
+        let a = g
+            .heartbeat(
+                join("a"),
+                &topics,
+                &no_names,
+                &LIMITS,
+                now,
+                || unreachable!(),
+            )
+            .unwrap();
+        let a_owned = a.assignment.unwrap();
+        g.heartbeat(
+            join("b"),
+            &topics,
+            &no_names,
+            &LIMITS,
+            now,
+            || unreachable!(),
+        )
+        .unwrap();
+        g.heartbeat(
+            hb("a", 1, &a_owned),
+            &topics,
+            &no_names,
+            &LIMITS,
+            now,
+            || unreachable!(),
+        )
+        .unwrap();
+        assert_eq!(g.members["a"].state, MemberState::UnrevokedPartitions);
+        // a never reports the revocation; b keeps heartbeating.
+        let later = now + Duration::from_millis(30_000);
+        g.heartbeat(
+            hb("b", 2, &BTreeMap::new()),
+            &topics,
+            &no_names,
+            &LIMITS,
+            later,
+            || unreachable!(),
+        )
+        .unwrap();
+        g.on_deadlines(later);
+        assert!(
+            !g.members.contains_key("a"),
+            "fenced after the rebalance timeout"
+        );
+        let r = g
+            .heartbeat(
+                hb("b", 2, &BTreeMap::new()),
+                &topics,
+                &no_names,
+                &LIMITS,
+                later,
+                || unreachable!(),
+            )
+            .unwrap();
+        assert_eq!(
+            count(&r.assignment.unwrap()),
+            6,
+            "b gets everything once a is gone"
+        );
+    }
+
+    #[test]
+    fn static_member_takes_its_place_back() {
+        let now = Instant::now();
+        let mut g = ConsumerGroup::new("g".into(), 0);
+        let mut j = join("a");
+        j.instance_id = Some("i".into());
+        let r = g
+            .heartbeat(j, &topics, &no_names, &LIMITS, now, || unreachable!())
+            .unwrap();
+        let owned = r.assignment.unwrap();
+        let epoch = g.group_epoch;
+        let mut bye = hb("a", 1, &owned);
+        bye.member_epoch = -2;
+        let r = g
+            .heartbeat(bye, &topics, &no_names, &LIMITS, now, || unreachable!())
+            .unwrap();
+        assert_eq!(r.member_epoch, -2);
+        assert!(g.members.contains_key("a"), "kept for its session");
+        let mut back = join("a2");
+        back.instance_id = Some("i".into());
+        let r = g
+            .heartbeat(back, &topics, &no_names, &LIMITS, now, || unreachable!())
+            .unwrap();
+        assert_eq!(r.member_epoch, 1);
+        assert_eq!(r.assignment.unwrap(), owned, "same partitions");
+        assert_eq!(g.group_epoch, epoch, "no rebalance");
+        let mut twin = join("a3");
+        twin.instance_id = Some("i".into());
+        let e = g.heartbeat(twin, &topics, &no_names, &LIMITS, now, || unreachable!());
+        assert_eq!(e.unwrap_err(), GroupError::UnreleasedInstanceId);
+    }
+
+    #[test]
+    fn session_timeout_fences() {
+        let now = Instant::now();
+        let mut g = ConsumerGroup::new("g".into(), 0);
+        g.heartbeat(
+            join("a"),
+            &topics,
+            &no_names,
+            &LIMITS,
+            now,
+            || unreachable!(),
+        )
+        .unwrap();
+        assert_eq!(g.next_deadline(), Some(now + Duration::from_millis(45_000)));
+        g.on_deadlines(now + Duration::from_millis(45_000));
+        assert!(g.members.is_empty());
+    }
+
+    #[test]
+    fn commit_epoch_checks() {
+        let now = Instant::now();
+        let mut g = ConsumerGroup::new("g".into(), 0);
+        g.validate_offset_commit("", -1).unwrap();
+        g.heartbeat(
+            join("a"),
+            &topics,
+            &no_names,
+            &LIMITS,
+            now,
+            || unreachable!(),
+        )
+        .unwrap();
+        g.validate_offset_commit("a", 1).unwrap();
+        assert_eq!(
+            g.validate_offset_commit("a", 0),
+            Err(GroupError::StaleMemberEpoch)
+        );
+        assert_eq!(
+            g.validate_offset_commit("a", 2),
+            Err(GroupError::FencedMemberEpoch)
+        );
+        assert_eq!(
+            g.validate_offset_commit("b", 1),
+            Err(GroupError::UnknownMemberId)
+        );
+    }
+
+    #[test]
+    fn range_and_uniform_assignors() {
+        let mut subs = BTreeMap::new();
+        for m in ["a", "b", "c", "d"] {
+            subs.insert(m.to_string(), vec!["t".to_string()]);
+        }
+        let mut img = BTreeMap::new();
+        img.insert("t".to_string(), (tid(), 6));
+        let r = assign_range(&subs, &img);
+        assert_eq!(r["a"][&tid()], [0, 1].into());
+        assert_eq!(r["b"][&tid()], [2, 3].into());
+        assert_eq!(r["c"][&tid()], [4].into());
+        assert_eq!(r["d"][&tid()], [5].into());
+        // Uniform from a 3-member assignment: each keeps at least one partition it had.
+        let mut prev = HashMap::new();
+        for (i, m) in ["a", "b", "c"].iter().enumerate() {
+            let mut tp = BTreeMap::new();
+            tp.insert(tid(), [2 * i as i32, 2 * i as i32 + 1].into());
+            prev.insert(m.to_string(), tp);
+        }
+        let u = assign_uniform(&subs, &img, &prev);
+        let total: usize = u.values().map(count).sum();
+        assert_eq!(total, 6);
+        for m in ["a", "b", "c", "d"] {
+            let n = u.get(m).map(count).unwrap_or(0);
+            assert!((1..=2).contains(&n), "{m} has {n}");
+        }
+        assert!(u["a"][&tid()].contains(&0) || u["a"][&tid()].contains(&1));
+    }
+}

@@ -1,0 +1,1216 @@
+//! The group coordinator: consumer groups (classic protocol and KIP-848) and their committed
+//! offsets.
+//!
+//! This node is the coordinator of every group (one broker). The coordinator keeps all
+//! groups in memory behind one short `parking_lot::Mutex` (never held across an await;
+//! sharding by `__consumer_offsets` partition is the natural next step when groups become
+//! many). Every change that must survive a restart — a committed offset, a classic
+//! generation, a consumer group epoch, a deletion — is appended to `__consumer_offsets`
+//! ([`store`]) before the client sees success, and [`GroupCoordinator::open`] replays that
+//! topic at start-up. Members are not restored: after a restart they rejoin.
+//!
+//! Time: JoinGroup and SyncGroup answers wait on `oneshot` channels completed by other
+//! requests or by deadlines. One timer task ([`GroupCoordinator::run`]) sleeps until the
+//! earliest deadline of any group and is woken when a request sets an earlier one.
+//!
+//! Modules: [`classic`] (JoinGroup/SyncGroup/Heartbeat/LeaveGroup state machine),
+//! [`consumer`] (ConsumerGroupHeartbeat, server-side assignors), [`records`] (the
+//! `__consumer_offsets` record layout), [`store`] (append and replay),
+//! [`consumer_protocol`] (the embedded consumer protocol blobs).
+
+pub mod classic;
+pub mod consumer;
+pub mod consumer_protocol;
+pub mod records;
+pub mod store;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use tokio::sync::{watch, Notify};
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use self::classic::{
+    ClassicGroup, ClassicLimits, ClassicState, JoinParams, JoinResponse, Pending, SyncResponse,
+};
+use self::consumer::{ConsumerGroup, ConsumerLimits, HeartbeatParams, HeartbeatResult};
+use self::records::{OffsetValue, RecordKey};
+use self::store::{OffsetsStore, Record};
+use crate::cluster::replica_manager::{now_ms, ReplicaManager};
+use crate::config::{BrokerConfig, ConfigError};
+
+/// Longest group id accepted (Kafka has no limit; the record format's i16 strings do).
+pub const MAX_GROUP_ID_BYTES: usize = 4096;
+/// Bound on one member's JoinGroup protocol metadata, all protocols together.
+pub const MAX_MEMBER_METADATA_BYTES: usize = 256 * 1024;
+/// Bound on one member's assignment in SyncGroup.
+pub const MAX_MEMBER_ASSIGNMENT_BYTES: usize = 256 * 1024;
+/// Bound on protocols offered in one JoinGroup.
+pub const MAX_PROTOCOLS_PER_MEMBER: usize = 64;
+/// Bound on topics named in one ConsumerGroupHeartbeat subscription.
+pub const MAX_SUBSCRIBED_TOPICS: usize = 10_000;
+/// Group metadata records larger than this are written without member blobs (the members
+/// are not restored after a restart anyway), to stay under the topic's max.message.bytes.
+pub const MAX_GROUP_RECORD_MEMBER_BYTES: usize = 512 * 1024;
+/// Longest time the timer task sleeps when no deadline is pending.
+const IDLE_TIMER: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Errors of the group coordinator, each one Kafka error code.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GroupError {
+    #[error("unknown topic or partition")]
+    UnknownTopicOrPartition,
+    #[error("offset metadata too large")]
+    OffsetMetadataTooLarge,
+    #[error("coordinator not available")]
+    CoordinatorNotAvailable,
+    #[error("not the coordinator")]
+    NotCoordinator,
+    #[error("illegal generation")]
+    IllegalGeneration,
+    #[error("inconsistent group protocol")]
+    InconsistentGroupProtocol,
+    #[error("invalid group id")]
+    InvalidGroupId,
+    #[error("unknown member id")]
+    UnknownMemberId,
+    #[error("invalid session timeout")]
+    InvalidSessionTimeout,
+    #[error("rebalance in progress")]
+    RebalanceInProgress,
+    #[error("commit too large for the offsets topic")]
+    InvalidCommitOffsetSize,
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    #[error("group is not empty")]
+    NonEmptyGroup,
+    #[error("group id not found")]
+    GroupIdNotFound,
+    #[error("group max size reached")]
+    GroupMaxSizeReached,
+    #[error("fenced instance id")]
+    FencedInstanceId,
+    #[error("group subscribed to topic")]
+    GroupSubscribedToTopic,
+    #[error("fenced member epoch")]
+    FencedMemberEpoch,
+    #[error("the instance id is still used by an active member")]
+    UnreleasedInstanceId,
+    #[error("unsupported assignor {0}")]
+    UnsupportedAssignor(String),
+    #[error("stale member epoch")]
+    StaleMemberEpoch,
+    #[error("invalid regular expression: {0}")]
+    InvalidRegularExpression(String),
+    #[error("offsets topic: {0}")]
+    Storage(String),
+}
+
+impl GroupError {
+    /// The Kafka error code.
+    pub fn error_code(&self) -> i16 {
+        match self {
+            GroupError::UnknownTopicOrPartition => 3,
+            GroupError::OffsetMetadataTooLarge => 12,
+            GroupError::CoordinatorNotAvailable | GroupError::Storage(_) => 15,
+            GroupError::NotCoordinator => 16,
+            GroupError::IllegalGeneration => 22,
+            GroupError::InconsistentGroupProtocol => 23,
+            GroupError::InvalidGroupId => 24,
+            GroupError::UnknownMemberId => 25,
+            GroupError::InvalidSessionTimeout => 26,
+            GroupError::RebalanceInProgress => 27,
+            GroupError::InvalidCommitOffsetSize => 28,
+            GroupError::InvalidRequest(_) => 42,
+            GroupError::NonEmptyGroup => 68,
+            GroupError::GroupIdNotFound => 69,
+            GroupError::GroupMaxSizeReached => 81,
+            GroupError::FencedInstanceId => 82,
+            GroupError::GroupSubscribedToTopic => 86,
+            GroupError::FencedMemberEpoch => 110,
+            GroupError::UnreleasedInstanceId => 111,
+            GroupError::UnsupportedAssignor(_) => 112,
+            GroupError::StaleMemberEpoch => 113,
+            GroupError::InvalidRegularExpression(_) => 128,
+        }
+    }
+}
+
+/// Why the coordinator could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum GroupOpenError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// Serving without the replayed offsets would silently rewind consumers; refuse instead.
+    #[error("cannot replay __consumer_offsets: {0}")]
+    Replay(GroupError),
+}
+
+/// The coordinator's settings, read from the broker config with Kafka's key names.
+#[derive(Debug, Clone, Copy)]
+pub struct GroupConfig {
+    pub classic: ClassicLimits,
+    pub consumer: ConsumerLimits,
+    /// `offsets.topic.num.partitions`.
+    pub offsets_partitions: i32,
+    /// `offset.metadata.max.bytes`.
+    pub offset_metadata_max_bytes: usize,
+    /// `offsets.retention.minutes`, in ms.
+    pub offsets_retention_ms: i64,
+}
+
+impl GroupConfig {
+    /// Reads the group keys from the broker config.
+    pub fn from_broker(c: &BrokerConfig) -> Result<Self, ConfigError> {
+        let get = |k: &str| -> Result<i64, ConfigError> {
+            let v = c.values.get(k).cloned().unwrap_or_default();
+            v.trim()
+                .parse::<i64>()
+                .map_err(|_| ConfigError::InvalidValue {
+                    key: k.into(),
+                    value: v.clone(),
+                    reason: "not a number".into(),
+                })
+        };
+        let positive_i32 = |k: &str| -> Result<i32, ConfigError> {
+            let v = get(k)?;
+            if v <= 0 || v > i32::MAX as i64 {
+                return Err(ConfigError::InvalidValue {
+                    key: k.into(),
+                    value: v.to_string(),
+                    reason: "must be a positive 32-bit number".into(),
+                });
+            }
+            Ok(v as i32)
+        };
+        let delay = get("group.initial.rebalance.delay.ms")?;
+        if !(0..=i32::MAX as i64).contains(&delay) {
+            return Err(ConfigError::InvalidValue {
+                key: "group.initial.rebalance.delay.ms".into(),
+                value: delay.to_string(),
+                reason: "must be 0 or more".into(),
+            });
+        }
+        let max_size = positive_i32("group.max.size")? as usize;
+        Ok(GroupConfig {
+            classic: ClassicLimits {
+                min_session_timeout_ms: positive_i32("group.min.session.timeout.ms")?,
+                max_session_timeout_ms: positive_i32("group.max.session.timeout.ms")?,
+                max_size,
+                initial_rebalance_delay_ms: delay as i32,
+            },
+            consumer: ConsumerLimits {
+                session_timeout_ms: positive_i32("group.consumer.session.timeout.ms")?,
+                heartbeat_interval_ms: positive_i32("group.consumer.heartbeat.interval.ms")?,
+                max_size: positive_i32("group.consumer.max.size")? as usize,
+            },
+            offsets_partitions: positive_i32("offsets.topic.num.partitions")?,
+            offset_metadata_max_bytes: positive_i32("offset.metadata.max.bytes")? as usize,
+            offsets_retention_ms: positive_i32("offsets.retention.minutes")? as i64 * 60_000,
+        })
+    }
+}
+
+/// Which protocol a group speaks.
+#[derive(Debug)]
+pub enum GroupKind {
+    Classic(ClassicGroup),
+    Consumer(ConsumerGroup),
+}
+
+/// A group and its committed offsets.
+#[derive(Debug)]
+pub struct GroupEntry {
+    pub kind: GroupKind,
+    /// (topic, partition) → committed offset.
+    pub offsets: BTreeMap<(String, i32), OffsetValue>,
+}
+
+impl GroupEntry {
+    fn classic(group_id: &str) -> Self {
+        GroupEntry {
+            kind: GroupKind::Classic(ClassicGroup::new(group_id.to_string())),
+            offsets: BTreeMap::new(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        match &self.kind {
+            GroupKind::Classic(g) => g.is_empty(),
+            GroupKind::Consumer(g) => g.members.is_empty(),
+        }
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        match &self.kind {
+            GroupKind::Classic(g) => g.next_deadline(),
+            GroupKind::Consumer(g) => g.next_deadline(),
+        }
+    }
+
+    /// The state name Kafka reports.
+    pub fn state_str(&self) -> &'static str {
+        match &self.kind {
+            GroupKind::Classic(g) => g.state.as_str(),
+            GroupKind::Consumer(g) => g.state_str(),
+        }
+    }
+
+    /// "classic" or "consumer" (ListGroups v5 group type).
+    pub fn type_str(&self) -> &'static str {
+        match &self.kind {
+            GroupKind::Classic(_) => "classic",
+            GroupKind::Consumer(_) => "consumer",
+        }
+    }
+
+    /// The protocol type reported by ListGroups and DescribeGroups.
+    pub fn protocol_type(&self) -> String {
+        match &self.kind {
+            GroupKind::Classic(g) => g.protocol_type.clone().unwrap_or_default(),
+            GroupKind::Consumer(_) => "consumer".into(),
+        }
+    }
+}
+
+/// OffsetFetch's answer for one group: per topic, (partition, committed offset if any).
+pub type FetchedOffsets = Vec<(String, Vec<(i32, Option<OffsetValue>)>)>;
+
+/// One partition's commit request.
+#[derive(Debug, Clone)]
+pub struct CommitPartition {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub leader_epoch: i32,
+    pub metadata: Option<String>,
+}
+
+/// Who commits: the group membership fields of OffsetCommit.
+#[derive(Debug, Clone)]
+pub struct Committer {
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub generation_or_epoch: i32,
+    /// OffsetCommit v9+ answers GROUP_ID_NOT_FOUND for a missing group, older versions
+    /// ILLEGAL_GENERATION.
+    pub api_version: i16,
+}
+
+/// A member in a group description.
+#[derive(Debug, Clone)]
+pub struct MemberDescription {
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub metadata: Bytes,
+    pub assignment: Bytes,
+}
+
+/// DescribeGroups' view of a group.
+#[derive(Debug, Clone)]
+pub struct GroupDescription {
+    pub state: String,
+    pub protocol_type: String,
+    pub protocol_data: String,
+    pub members: Vec<MemberDescription>,
+}
+
+/// ConsumerGroupDescribe's view of a KIP-848 group: each member with its target assignment.
+#[derive(Debug, Clone)]
+pub struct ConsumerGroupDescription {
+    pub state: String,
+    pub group_epoch: i32,
+    pub assignment_epoch: i32,
+    pub assignor: String,
+    pub members: Vec<(consumer::ConsumerMember, consumer::TopicPartitions)>,
+}
+
+/// ListGroups' view of a group.
+#[derive(Debug, Clone)]
+pub struct ListedGroup {
+    pub group_id: String,
+    pub protocol_type: String,
+    pub state: String,
+    pub group_type: String,
+}
+
+/// The group coordinator of this node.
+pub struct GroupCoordinator {
+    config: GroupConfig,
+    replicas: Arc<ReplicaManager>,
+    store: OffsetsStore,
+    state: Mutex<State>,
+    /// Wakes the timer task when a request sets a deadline earlier than the one it sleeps to.
+    timer: Notify,
+}
+
+#[derive(Default)]
+struct State {
+    groups: HashMap<String, GroupEntry>,
+    /// The deadline the timer task sleeps until.
+    timer_at: Option<Instant>,
+    shut_down: bool,
+}
+
+impl GroupCoordinator {
+    /// Reads the config and replays `__consumer_offsets`.
+    pub fn open(
+        broker: &BrokerConfig,
+        replicas: Arc<ReplicaManager>,
+    ) -> Result<Self, GroupOpenError> {
+        let config = GroupConfig::from_broker(broker)?;
+        let store = OffsetsStore::new(replicas.clone(), config.offsets_partitions);
+        let mut groups: HashMap<String, GroupEntry> = HashMap::new();
+        let n = store
+            .replay(|key, value| replay_record(&mut groups, key, value))
+            .map_err(GroupOpenError::Replay)?;
+        if n > 0 {
+            tracing::info!(
+                records = n,
+                groups = groups.len(),
+                "replayed __consumer_offsets"
+            );
+        }
+        Ok(GroupCoordinator {
+            config,
+            replicas,
+            store,
+            state: Mutex::new(State {
+                groups,
+                ..State::default()
+            }),
+            timer: Notify::new(),
+        })
+    }
+
+    /// The coordinator's settings.
+    pub fn config(&self) -> &GroupConfig {
+        &self.config
+    }
+
+    /// Creates `__consumer_offsets` if needed (FindCoordinator does, as Kafka does).
+    pub fn ensure_offsets_topic(&self) -> Result<(), GroupError> {
+        self.store.ensure_topic()
+    }
+
+    /// After a change to `group`: persist what must be, and make the timer see a new
+    /// earlier deadline.
+    fn after_change(&self, st: &mut State, group_id: &str) {
+        let Some(entry) = st.groups.get_mut(group_id) else {
+            return;
+        };
+        let record = match &mut entry.kind {
+            GroupKind::Classic(g) if g.needs_persist => {
+                g.needs_persist = false;
+                Some((
+                    records::group_metadata_key(group_id),
+                    Some(classic_record(g)),
+                ))
+            }
+            GroupKind::Consumer(g) if g.needs_persist => {
+                g.needs_persist = false;
+                Some((
+                    records::consumer_group_metadata_key(group_id),
+                    Some(records::consumer_group_metadata_value(g.group_epoch)),
+                ))
+            }
+            _ => None,
+        };
+        if let Some(r) = record {
+            if let Err(e) = self.store.append(group_id, vec![r]) {
+                tracing::warn!(group = group_id, error = %e, "could not write group metadata");
+            }
+        }
+        if let Some(d) = entry.next_deadline() {
+            if st.timer_at.is_none_or(|t| d < t) {
+                st.timer_at = Some(d);
+                self.timer.notify_one();
+            }
+        }
+    }
+
+    fn check_group_id(group_id: &str) -> Result<(), GroupError> {
+        if group_id.is_empty() || group_id.len() > MAX_GROUP_ID_BYTES {
+            return Err(GroupError::InvalidGroupId);
+        }
+        Ok(())
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Classic protocol
+    // -----------------------------------------------------------------------------------------
+
+    /// JoinGroup.
+    pub fn join_group(
+        &self,
+        group_id: &str,
+        params: JoinParams,
+    ) -> Result<Pending<JoinResponse>, GroupError> {
+        Self::check_group_id(group_id)?;
+        if params.protocols.len() > MAX_PROTOCOLS_PER_MEMBER
+            || params
+                .protocols
+                .iter()
+                .map(|(n, m)| n.len() + m.len())
+                .sum::<usize>()
+                > MAX_MEMBER_METADATA_BYTES
+        {
+            return Err(GroupError::InvalidRequest(
+                "protocol metadata exceeds the coordinator's bound".into(),
+            ));
+        }
+        let mut st = self.state.lock();
+        if st.shut_down {
+            return Err(GroupError::NotCoordinator);
+        }
+        let unknown_member = params.member_id.is_empty();
+        let entry = match st.groups.get_mut(group_id) {
+            Some(e) => e,
+            None if unknown_member => st
+                .groups
+                .entry(group_id.to_string())
+                .or_insert_with(|| GroupEntry::classic(group_id)),
+            None => return Err(GroupError::UnknownMemberId),
+        };
+        let group = classic_or_convert(entry)?;
+        let client_id = params.client_id.clone();
+        let result = group.join(params, &self.config.classic, Instant::now(), || {
+            format!("{client_id}-{}", Uuid::new_v4())
+        });
+        self.after_change(&mut st, group_id);
+        result
+    }
+
+    /// SyncGroup.
+    #[allow(clippy::too_many_arguments)]
+    pub fn sync_group(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        group_instance_id: Option<&str>,
+        generation_id: i32,
+        protocol_type: Option<&str>,
+        protocol_name: Option<&str>,
+        assignments: Vec<(String, Bytes)>,
+    ) -> Result<Pending<SyncResponse>, GroupError> {
+        Self::check_group_id(group_id)?;
+        if assignments
+            .iter()
+            .any(|(_, a)| a.len() > MAX_MEMBER_ASSIGNMENT_BYTES)
+        {
+            return Err(GroupError::InvalidRequest(
+                "assignment exceeds the coordinator's bound".into(),
+            ));
+        }
+        let mut st = self.state.lock();
+        if st.shut_down {
+            // The timer task has already answered parked requests; nothing would answer this.
+            return Err(GroupError::NotCoordinator);
+        }
+        let group = classic_mut(&mut st, group_id)?;
+        let r = group.sync(
+            member_id,
+            group_instance_id,
+            generation_id,
+            protocol_type,
+            protocol_name,
+            assignments,
+            Instant::now(),
+        );
+        self.after_change(&mut st, group_id);
+        r
+    }
+
+    /// Heartbeat.
+    pub fn heartbeat(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        group_instance_id: Option<&str>,
+        generation_id: i32,
+    ) -> Result<(), GroupError> {
+        Self::check_group_id(group_id)?;
+        let mut st = self.state.lock();
+        let group = classic_mut(&mut st, group_id)?;
+        let r = group.heartbeat(member_id, group_instance_id, generation_id, Instant::now());
+        self.after_change(&mut st, group_id);
+        r
+    }
+
+    /// LeaveGroup: one result per (member id, instance id).
+    pub fn leave_group(
+        &self,
+        group_id: &str,
+        members: &[(String, Option<String>)],
+    ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
+        Self::check_group_id(group_id)?;
+        let mut st = self.state.lock();
+        let group = classic_mut(&mut st, group_id)?;
+        let now = Instant::now();
+        let results = members
+            .iter()
+            .map(|(m, i)| group.leave(m, i.as_deref(), &self.config.classic, now))
+            .collect();
+        self.after_change(&mut st, group_id);
+        Ok(results)
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // KIP-848
+    // -----------------------------------------------------------------------------------------
+
+    /// ConsumerGroupHeartbeat.
+    pub fn consumer_heartbeat(
+        &self,
+        group_id: &str,
+        params: HeartbeatParams,
+    ) -> Result<HeartbeatResult, GroupError> {
+        if group_id.is_empty() || group_id.len() > MAX_GROUP_ID_BYTES {
+            return Err(GroupError::InvalidRequest("group id is invalid".into()));
+        }
+        if params
+            .subscribed_topic_names
+            .as_ref()
+            .is_some_and(|t| t.len() > MAX_SUBSCRIBED_TOPICS)
+        {
+            return Err(GroupError::InvalidRequest(
+                "too many subscribed topics".into(),
+            ));
+        }
+        let mut st = self.state.lock();
+        if st.shut_down {
+            return Err(GroupError::NotCoordinator);
+        }
+        let joining = params.member_epoch == 0;
+        let entry = match st.groups.get_mut(group_id) {
+            Some(e) => e,
+            None if joining => st.groups.entry(group_id.to_string()).or_insert(GroupEntry {
+                kind: GroupKind::Consumer(ConsumerGroup::new(group_id.to_string(), 0)),
+                offsets: BTreeMap::new(),
+            }),
+            None => return Err(GroupError::UnknownMemberId),
+        };
+        if let GroupKind::Classic(c) = &entry.kind {
+            if !c.is_empty() {
+                return Err(GroupError::GroupIdNotFound);
+            }
+            // An empty classic group (offsets only) becomes a consumer group, keeping its
+            // offsets, as Kafka's online upgrade of empty groups does.
+            let epoch = c.generation_id.max(0);
+            entry.kind = GroupKind::Consumer(ConsumerGroup::new(group_id.to_string(), epoch));
+        }
+        let GroupKind::Consumer(group) = &mut entry.kind else {
+            return Err(GroupError::GroupIdNotFound);
+        };
+        let replicas = &self.replicas;
+        let topics = |name: &str| replicas.topic(name).map(|t| (t.id, t.partitions));
+        let all_topics = || replicas.topics().into_iter().map(|t| t.name).collect();
+        let r = group.heartbeat(
+            params,
+            &topics,
+            &all_topics,
+            &self.config.consumer,
+            Instant::now(),
+            || Uuid::new_v4().to_string(),
+        );
+        self.after_change(&mut st, group_id);
+        r
+    }
+
+    /// Resolves a topic id to its name (the KIP-848 assignment names topics by id).
+    pub fn topic_name(&self, id: Uuid) -> Option<String> {
+        self.replicas.topic_name_by_id(id)
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Offsets
+    // -----------------------------------------------------------------------------------------
+
+    /// OffsetCommit: validates the committer, writes the offsets, then applies them. Returns
+    /// one error code per partition, in request order.
+    pub fn commit_offsets(
+        &self,
+        group_id: &str,
+        who: &Committer,
+        partitions: Vec<CommitPartition>,
+    ) -> Vec<i16> {
+        let fail = |e: GroupError, n: usize| vec![e.error_code(); n];
+        if let Err(e) = Self::check_group_id(group_id) {
+            return fail(e, partitions.len());
+        }
+        let mut st = self.state.lock();
+        if let Err(e) = self.validate_commit(&mut st, group_id, who) {
+            return fail(e, partitions.len());
+        }
+        let now = now_ms();
+        let mut codes = Vec::with_capacity(partitions.len());
+        let mut records: Vec<Record> = Vec::new();
+        let mut accepted = Vec::new();
+        for p in partitions {
+            let code = self.check_commit_partition(&p);
+            if code == 0 {
+                let v = OffsetValue {
+                    offset: p.offset,
+                    leader_epoch: p.leader_epoch,
+                    metadata: p.metadata.unwrap_or_default(),
+                    commit_timestamp_ms: now,
+                };
+                records.push((
+                    records::offset_commit_key(group_id, &p.topic, p.partition),
+                    Some(records::offset_commit_value(&v)),
+                ));
+                accepted.push(((p.topic, p.partition), v));
+            }
+            codes.push(code);
+        }
+        if let Err(e) = self.store.append(group_id, records) {
+            tracing::warn!(group = group_id, error = %e, "offset commit not written");
+            let code = e.error_code();
+            return codes
+                .iter()
+                .map(|c| if *c == 0 { code } else { *c })
+                .collect();
+        }
+        if let Some(entry) = st.groups.get_mut(group_id) {
+            entry.offsets.extend(accepted);
+        }
+        codes
+    }
+
+    fn check_commit_partition(&self, p: &CommitPartition) -> i16 {
+        match self.replicas.topic(&p.topic) {
+            Some(t) if p.partition >= 0 && p.partition < t.partitions => {}
+            _ => return GroupError::UnknownTopicOrPartition.error_code(),
+        }
+        if p.metadata
+            .as_ref()
+            .is_some_and(|m| m.len() > self.config.offset_metadata_max_bytes)
+        {
+            return GroupError::OffsetMetadataTooLarge.error_code();
+        }
+        0
+    }
+
+    fn validate_commit(
+        &self,
+        st: &mut State,
+        group_id: &str,
+        who: &Committer,
+    ) -> Result<(), GroupError> {
+        let entry = match st.groups.get_mut(group_id) {
+            Some(e) => e,
+            None if who.generation_or_epoch < 0 => {
+                // A simple consumer or the admin client: Kafka creates an empty classic group.
+                st.groups
+                    .entry(group_id.to_string())
+                    .or_insert_with(|| GroupEntry::classic(group_id))
+            }
+            None if who.api_version >= 9 => return Err(GroupError::GroupIdNotFound),
+            None => return Err(GroupError::IllegalGeneration),
+        };
+        match &entry.kind {
+            GroupKind::Classic(g) => g.validate_offset_commit(
+                &who.member_id,
+                who.group_instance_id.as_deref(),
+                who.generation_or_epoch,
+            ),
+            GroupKind::Consumer(g) => {
+                g.validate_offset_commit(&who.member_id, who.generation_or_epoch)
+            }
+        }
+    }
+
+    /// OffsetFetch for one group. `topics: None` means every committed partition. With a
+    /// member (v9, KIP-848), its epoch is checked. Unknown partitions read offset -1.
+    pub fn fetch_offsets(
+        &self,
+        group_id: &str,
+        member: Option<(&str, i32)>,
+        topics: Option<Vec<(String, Vec<i32>)>>,
+    ) -> Result<FetchedOffsets, GroupError> {
+        let st = self.state.lock();
+        let entry = st.groups.get(group_id);
+        if let (
+            Some((id, epoch)),
+            Some(GroupEntry {
+                kind: GroupKind::Consumer(g),
+                ..
+            }),
+        ) = (member, entry)
+        {
+            if !id.is_empty() || epoch >= 0 {
+                g.validate_offset_fetch(id, epoch)?;
+            }
+        }
+        let lookup =
+            |t: &str, p: i32| entry.and_then(|e| e.offsets.get(&(t.to_string(), p)).cloned());
+        Ok(match topics {
+            Some(list) => list
+                .into_iter()
+                .map(|(t, ps)| {
+                    let parts = ps.into_iter().map(|p| (p, lookup(&t, p))).collect();
+                    (t, parts)
+                })
+                .collect(),
+            None => {
+                let mut by_topic: BTreeMap<String, Vec<(i32, Option<OffsetValue>)>> =
+                    BTreeMap::new();
+                if let Some(e) = entry {
+                    for ((t, p), v) in &e.offsets {
+                        by_topic
+                            .entry(t.clone())
+                            .or_default()
+                            .push((*p, Some(v.clone())));
+                    }
+                }
+                by_topic.into_iter().collect()
+            }
+        })
+    }
+
+    /// OffsetDelete: removes offsets of topics the group no longer reads. Per-partition
+    /// codes in request order.
+    pub fn delete_offsets(
+        &self,
+        group_id: &str,
+        partitions: &[(String, i32)],
+    ) -> Result<Vec<i16>, GroupError> {
+        Self::check_group_id(group_id)?;
+        let mut st = self.state.lock();
+        let entry = st
+            .groups
+            .get_mut(group_id)
+            .ok_or(GroupError::GroupIdNotFound)?;
+        let subscribed: Option<BTreeSet<String>> = match &entry.kind {
+            GroupKind::Classic(g) if g.state == ClassicState::Dead => {
+                return Err(GroupError::GroupIdNotFound)
+            }
+            GroupKind::Classic(g) if g.is_empty() => Some(BTreeSet::new()),
+            GroupKind::Classic(g) => match g.subscribed_topics() {
+                Some(t) => Some(t.into_iter().collect()),
+                // Kafka refuses OffsetDelete on a non-empty group whose subscriptions it
+                // cannot read.
+                None => return Err(GroupError::NonEmptyGroup),
+            },
+            GroupKind::Consumer(g) => Some(g.subscribed_topics()),
+        };
+        let subscribed = subscribed.unwrap_or_default();
+        let mut codes = Vec::with_capacity(partitions.len());
+        let mut records = Vec::new();
+        let mut removed = Vec::new();
+        for (t, p) in partitions {
+            if subscribed.contains(t) {
+                codes.push(GroupError::GroupSubscribedToTopic.error_code());
+                continue;
+            }
+            if entry.offsets.contains_key(&(t.clone(), *p)) {
+                records.push((records::offset_commit_key(group_id, t, *p), None));
+                removed.push((t.clone(), *p));
+            }
+            codes.push(0);
+        }
+        self.store.append(group_id, records)?;
+        for k in removed {
+            entry.offsets.remove(&k);
+        }
+        Ok(codes)
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Administration
+    // -----------------------------------------------------------------------------------------
+
+    /// DescribeGroups for one group; `None` for an unknown group (Kafka answers it as Dead).
+    pub fn describe(&self, group_id: &str) -> Option<GroupDescription> {
+        let st = self.state.lock();
+        let entry = st.groups.get(group_id)?;
+        Some(match &entry.kind {
+            GroupKind::Classic(g) => {
+                let protocol = g.protocol_name.clone().unwrap_or_default();
+                let stable = g.state == ClassicState::Stable;
+                GroupDescription {
+                    state: g.state.as_str().into(),
+                    protocol_type: g.protocol_type.clone().unwrap_or_default(),
+                    protocol_data: if stable {
+                        protocol.clone()
+                    } else {
+                        String::new()
+                    },
+                    members: g
+                        .members
+                        .iter()
+                        .map(|m| MemberDescription {
+                            member_id: m.member_id.clone(),
+                            group_instance_id: m.group_instance_id.clone(),
+                            client_id: m.client_id.clone(),
+                            client_host: m.client_host.clone(),
+                            metadata: if stable {
+                                m.metadata(&protocol)
+                            } else {
+                                Bytes::new()
+                            },
+                            assignment: if stable {
+                                m.assignment.clone()
+                            } else {
+                                Bytes::new()
+                            },
+                        })
+                        .collect(),
+                }
+            }
+            GroupKind::Consumer(g) => GroupDescription {
+                state: g.state_str().into(),
+                protocol_type: "consumer".into(),
+                protocol_data: String::new(),
+                members: g
+                    .members
+                    .values()
+                    .map(|m| {
+                        let assignment: Vec<(String, Vec<i32>)> = m
+                            .assigned
+                            .iter()
+                            .filter_map(|(id, ps)| {
+                                Some((self.topic_name(*id)?, ps.iter().copied().collect()))
+                            })
+                            .collect();
+                        MemberDescription {
+                            member_id: m.member_id.clone(),
+                            group_instance_id: m.instance_id.clone(),
+                            client_id: m.client_id.clone(),
+                            client_host: m.client_host.clone(),
+                            metadata: consumer_protocol::encode_subscription(&m.resolved_topics),
+                            assignment: consumer_protocol::encode_assignment(&assignment),
+                        }
+                    })
+                    .collect(),
+            },
+        })
+    }
+
+    /// ConsumerGroupDescribe for one group: GROUP_ID_NOT_FOUND unless it is a KIP-848 group
+    /// (the Java admin then falls back to DescribeGroups, as against Kafka).
+    pub fn describe_consumer_group(
+        &self,
+        group_id: &str,
+    ) -> Result<ConsumerGroupDescription, GroupError> {
+        let st = self.state.lock();
+        let Some(GroupEntry {
+            kind: GroupKind::Consumer(g),
+            ..
+        }) = st.groups.get(group_id)
+        else {
+            return Err(GroupError::GroupIdNotFound);
+        };
+        Ok(ConsumerGroupDescription {
+            state: g.state_str().into(),
+            group_epoch: g.group_epoch,
+            assignment_epoch: g.assignment_epoch,
+            assignor: g
+                .members
+                .values()
+                .find_map(|m| m.server_assignor.clone())
+                .unwrap_or_else(|| "uniform".into()),
+            members: g
+                .members
+                .values()
+                .map(|m| {
+                    let target = g.target.get(&m.member_id).cloned().unwrap_or_default();
+                    (m.clone(), target)
+                })
+                .collect(),
+        })
+    }
+
+    /// ListGroups, filtered by state and type names (case-insensitive; empty = all).
+    pub fn list(&self, states: &[String], types: &[String]) -> Vec<ListedGroup> {
+        let st = self.state.lock();
+        let mut out: Vec<ListedGroup> = st
+            .groups
+            .iter()
+            .filter(
+                |(_, e)| !matches!(&e.kind, GroupKind::Classic(g) if g.state == ClassicState::Dead),
+            )
+            .filter(|(_, e)| {
+                states.is_empty() || states.iter().any(|s| s.eq_ignore_ascii_case(e.state_str()))
+            })
+            .filter(|(_, e)| {
+                types.is_empty() || types.iter().any(|t| t.eq_ignore_ascii_case(e.type_str()))
+            })
+            .map(|(id, e)| ListedGroup {
+                group_id: id.clone(),
+                protocol_type: e.protocol_type(),
+                state: e.state_str().into(),
+                group_type: e.type_str().into(),
+            })
+            .collect();
+        out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+        out
+    }
+
+    /// DeleteGroups for one group: only empty groups; their offsets go too.
+    pub fn delete_group(&self, group_id: &str) -> Result<(), GroupError> {
+        Self::check_group_id(group_id)?;
+        let mut st = self.state.lock();
+        let entry = st
+            .groups
+            .get_mut(group_id)
+            .ok_or(GroupError::GroupIdNotFound)?;
+        if let GroupKind::Classic(g) = &entry.kind {
+            if g.state == ClassicState::Dead {
+                return Err(GroupError::GroupIdNotFound);
+            }
+        }
+        if !entry.is_empty() {
+            return Err(GroupError::NonEmptyGroup);
+        }
+        let mut records: Vec<Record> = entry
+            .offsets
+            .keys()
+            .map(|(t, p)| (records::offset_commit_key(group_id, t, *p), None))
+            .collect();
+        records.push(match &entry.kind {
+            GroupKind::Classic(_) => (records::group_metadata_key(group_id), None),
+            GroupKind::Consumer(_) => (records::consumer_group_metadata_key(group_id), None),
+        });
+        self.store.append(group_id, records)?;
+        if let Some(mut e) = st.groups.remove(group_id) {
+            if let GroupKind::Classic(g) = &mut e.kind {
+                g.mark_dead();
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops offsets of empty groups older than `offsets.retention.minutes` (Kafka's
+    /// offset expiration), writing tombstones.
+    fn expire_offsets(&self, st: &mut State) {
+        let now = now_ms();
+        let retention = self.config.offsets_retention_ms;
+        let mut expired_groups = Vec::new();
+        for (id, e) in st.groups.iter_mut() {
+            if !e.is_empty() {
+                continue;
+            }
+            let old: Vec<(String, i32)> = e
+                .offsets
+                .iter()
+                .filter(|(_, v)| now - v.commit_timestamp_ms >= retention)
+                .map(|(k, _)| k.clone())
+                .collect();
+            if old.is_empty() {
+                continue;
+            }
+            let records = old
+                .iter()
+                .map(|(t, p)| (records::offset_commit_key(id, t, *p), None))
+                .collect();
+            if self.store.append(id, records).is_ok() {
+                for k in old {
+                    e.offsets.remove(&k);
+                }
+                if e.offsets.is_empty() {
+                    expired_groups.push(id.clone());
+                }
+            }
+        }
+        for id in expired_groups {
+            tracing::info!(group = %id, "offsets expired");
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Timers and shutdown
+    // -----------------------------------------------------------------------------------------
+
+    /// Runs every passed deadline; returns the next one.
+    fn tick(&self, now: Instant) -> Option<Instant> {
+        let mut st = self.state.lock();
+        let ids: Vec<String> = st
+            .groups
+            .iter()
+            .filter(|(_, e)| e.next_deadline().is_some_and(|d| d <= now))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in &ids {
+            if let Some(e) = st.groups.get_mut(id) {
+                match &mut e.kind {
+                    GroupKind::Classic(g) => g.on_deadlines(&self.config.classic, now),
+                    GroupKind::Consumer(g) => g.on_deadlines(now),
+                }
+            }
+            self.after_change(&mut st, id);
+        }
+        let next = st.groups.values().filter_map(|e| e.next_deadline()).min();
+        st.timer_at = next;
+        next
+    }
+
+    /// The timer task: session timeouts, rebalance timeouts, join and sync deadlines, and
+    /// periodic offset expiration. At shutdown, every parked JoinGroup/SyncGroup is answered
+    /// NOT_COORDINATOR so that connections can finish.
+    pub async fn run(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        let expiry_period = std::time::Duration::from_secs(600);
+        let mut next_expiry = Instant::now() + expiry_period;
+        loop {
+            let now = Instant::now();
+            let next = self.tick(now).unwrap_or(now + IDLE_TIMER);
+            if now >= next_expiry {
+                let mut st = self.state.lock();
+                self.expire_offsets(&mut st);
+                next_expiry = now + expiry_period;
+            }
+            // Deadlines are cleared when they fire, so `next` is in the future; the floor
+            // only guards against a spin should one ever be left behind.
+            let wake = next
+                .min(next_expiry)
+                .max(now + std::time::Duration::from_millis(1));
+            tokio::select! {
+                _ = tokio::time::sleep_until(wake) => {}
+                _ = self.timer.notified() => {}
+                _ = shutdown.changed() => break,
+            }
+        }
+        self.shutdown();
+    }
+
+    /// Answers every parked request and refuses new joins.
+    pub fn shutdown(&self) {
+        let mut st = self.state.lock();
+        st.shut_down = true;
+        for e in st.groups.values_mut() {
+            if let GroupKind::Classic(g) = &mut e.kind {
+                g.fail_waiters(GroupError::NotCoordinator.error_code());
+            }
+        }
+    }
+}
+
+/// The classic group for sync/heartbeat/leave; an unknown group is UNKNOWN_MEMBER_ID (the
+/// Java client then rejoins), a KIP-848 group is GROUP_ID_NOT_FOUND, as in Kafka.
+fn classic_mut<'a>(st: &'a mut State, group_id: &str) -> Result<&'a mut ClassicGroup, GroupError> {
+    match st.groups.get_mut(group_id).map(|e| &mut e.kind) {
+        Some(GroupKind::Classic(g)) => Ok(g),
+        Some(GroupKind::Consumer(_)) => Err(GroupError::GroupIdNotFound),
+        None => Err(GroupError::UnknownMemberId),
+    }
+}
+
+/// The classic group of an entry, converting an empty KIP-848 group (downgrade).
+fn classic_or_convert(entry: &mut GroupEntry) -> Result<&mut ClassicGroup, GroupError> {
+    if let GroupKind::Consumer(c) = &entry.kind {
+        if !c.members.is_empty() {
+            return Err(GroupError::GroupIdNotFound);
+        }
+        entry.kind = GroupKind::Classic(ClassicGroup::new(c.group_id.clone()));
+    }
+    match &mut entry.kind {
+        GroupKind::Classic(g) => Ok(g),
+        GroupKind::Consumer(_) => Err(GroupError::GroupIdNotFound),
+    }
+}
+
+fn classic_record(g: &ClassicGroup) -> Bytes {
+    let protocol = g.protocol_name.clone().unwrap_or_default();
+    let blobs: usize = g
+        .members
+        .iter()
+        .map(|m| m.metadata(&protocol).len() + m.assignment.len())
+        .sum();
+    let with_blobs = blobs <= MAX_GROUP_RECORD_MEMBER_BYTES;
+    records::group_metadata_value(&records::GroupMetadataValue {
+        protocol_type: g.protocol_type.clone().unwrap_or_default(),
+        generation: g.generation_id,
+        protocol: g.protocol_name.clone(),
+        leader: g.leader_id.clone(),
+        current_state_timestamp_ms: now_ms(),
+        members: g
+            .members
+            .iter()
+            .map(|m| records::MemberRecord {
+                member_id: m.member_id.clone(),
+                group_instance_id: m.group_instance_id.clone(),
+                client_id: m.client_id.clone(),
+                client_host: m.client_host.clone(),
+                rebalance_timeout_ms: m.rebalance_timeout_ms,
+                session_timeout_ms: m.session_timeout_ms,
+                subscription: if with_blobs {
+                    m.metadata(&protocol)
+                } else {
+                    Bytes::new()
+                },
+                assignment: if with_blobs {
+                    m.assignment.clone()
+                } else {
+                    Bytes::new()
+                },
+            })
+            .collect(),
+    })
+}
+
+/// Applies one replayed record to the groups being rebuilt.
+fn replay_record(groups: &mut HashMap<String, GroupEntry>, key: RecordKey, value: Option<&[u8]>) {
+    match key {
+        RecordKey::OffsetCommit {
+            group,
+            topic,
+            partition,
+        } => match value {
+            Some(v) => match records::decode_offset_value(v) {
+                Ok(v) => {
+                    groups
+                        .entry(group.clone())
+                        .or_insert_with(|| GroupEntry::classic(&group))
+                        .offsets
+                        .insert((topic, partition), v);
+                }
+                Err(e) => tracing::warn!(error = %e, "skipping offset record"),
+            },
+            None => {
+                if let Some(e) = groups.get_mut(&group) {
+                    e.offsets.remove(&(topic, partition));
+                }
+            }
+        },
+        RecordKey::GroupMetadata { group } => match value {
+            Some(v) => match records::decode_group_metadata_value(v) {
+                Ok(meta) => {
+                    let e = groups
+                        .entry(group.clone())
+                        .or_insert_with(|| GroupEntry::classic(&group));
+                    let mut g = ClassicGroup::new(group.clone());
+                    g.generation_id = meta.generation;
+                    g.protocol_type = Some(meta.protocol_type).filter(|t| !t.is_empty());
+                    e.kind = GroupKind::Classic(g);
+                }
+                Err(e) => tracing::warn!(error = %e, "skipping group record"),
+            },
+            None => {
+                groups.remove(&group);
+            }
+        },
+        RecordKey::ConsumerGroupMetadata { group } => match value {
+            Some(v) => match records::decode_consumer_group_metadata_value(v) {
+                Ok(epoch) => {
+                    let e = groups
+                        .entry(group.clone())
+                        .or_insert_with(|| GroupEntry::classic(&group));
+                    e.kind = GroupKind::Consumer(ConsumerGroup::new(group.clone(), epoch));
+                }
+                Err(e) => tracing::warn!(error = %e, "skipping consumer group record"),
+            },
+            None => {
+                groups.remove(&group);
+            }
+        },
+        RecordKey::Other(_) => {}
+    }
+}
+
+#[cfg(test)]
+mod tests;

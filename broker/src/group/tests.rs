@@ -1,0 +1,217 @@
+//! Coordinator tests over a real ReplicaManager in a temporary directory: offsets and group
+//! records go through `__consumer_offsets` and come back after a reopen.
+
+use std::sync::Arc;
+
+use super::*;
+use crate::config::BrokerConfig;
+
+fn open(dir: &std::path::Path) -> (Arc<ReplicaManager>, GroupCoordinator) {
+    let config = BrokerConfig::load(
+        None,
+        &[
+            format!("log.dirs={}", dir.display()),
+            "offsets.topic.num.partitions=3".to_string(),
+            "group.initial.rebalance.delay.ms=0".to_string(),
+        ],
+    )
+    .unwrap();
+    let replicas = Arc::new(ReplicaManager::open(Arc::new(config.clone())).unwrap());
+    let groups = GroupCoordinator::open(&config, replicas.clone()).unwrap();
+    (replicas, groups)
+}
+
+fn admin() -> Committer {
+    Committer {
+        member_id: String::new(),
+        group_instance_id: None,
+        generation_or_epoch: -1,
+        api_version: 9,
+    }
+}
+
+fn commit(topic: &str, partition: i32, offset: i64) -> CommitPartition {
+    CommitPartition {
+        topic: topic.into(),
+        partition,
+        offset,
+        leader_epoch: -1,
+        metadata: Some("m".into()),
+    }
+}
+
+#[test]
+fn offsets_survive_reopen_and_deletes_stick() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (replicas, groups) = open(dir.path());
+        replicas
+            .create_topic("t", 2, 1, Default::default(), false)
+            .unwrap();
+        let codes =
+            groups.commit_offsets("g1", &admin(), vec![commit("t", 0, 5), commit("t", 1, 7)]);
+        assert_eq!(codes, vec![0, 0]);
+        assert_eq!(
+            groups.commit_offsets("g1", &admin(), vec![commit("nope", 0, 1)]),
+            vec![3]
+        );
+        groups.commit_offsets("g2", &admin(), vec![commit("t", 0, 9)]);
+        groups.commit_offsets("g1", &admin(), vec![commit("t", 0, 6)]);
+        groups.delete_group("g2").unwrap();
+        assert_eq!(groups.delete_group("g2"), Err(GroupError::GroupIdNotFound));
+        replicas.shutdown().unwrap();
+    }
+    let (_replicas, groups) = open(dir.path());
+    let got = groups.fetch_offsets("g1", None, None).unwrap();
+    assert_eq!(got.len(), 1);
+    let (topic, parts) = &got[0];
+    assert_eq!(topic, "t");
+    let offsets: Vec<(i32, i64)> = parts
+        .iter()
+        .map(|(p, v)| (*p, v.as_ref().unwrap().offset))
+        .collect();
+    assert_eq!(offsets, vec![(0, 6), (1, 7)]);
+    assert_eq!(parts[0].1.as_ref().unwrap().metadata, "m");
+    assert!(groups.fetch_offsets("g2", None, None).unwrap().is_empty());
+    let listed: Vec<String> = groups
+        .list(&[], &[])
+        .into_iter()
+        .map(|g| g.group_id)
+        .collect();
+    assert_eq!(listed, vec!["g1".to_string()]);
+}
+
+#[test]
+fn commits_are_checked_against_the_generation() {
+    let dir = tempfile::tempdir().unwrap();
+    let (replicas, groups) = open(dir.path());
+    replicas
+        .create_topic("t", 1, 1, Default::default(), false)
+        .unwrap();
+    let who = Committer {
+        member_id: "m".into(),
+        group_instance_id: None,
+        generation_or_epoch: 3,
+        api_version: 9,
+    };
+    assert_eq!(
+        groups.commit_offsets("nogroup", &who, vec![commit("t", 0, 1)]),
+        vec![69]
+    );
+    let who8 = Committer {
+        api_version: 8,
+        ..who
+    };
+    assert_eq!(
+        groups.commit_offsets("nogroup", &who8, vec![commit("t", 0, 1)]),
+        vec![22]
+    );
+    let mut big = commit("t", 0, 1);
+    big.metadata = Some("x".repeat(5000));
+    assert_eq!(groups.commit_offsets("g", &admin(), vec![big]), vec![12]);
+    assert_eq!(
+        groups.commit_offsets("", &admin(), vec![commit("t", 0, 1)]),
+        vec![24]
+    );
+}
+
+#[tokio::test]
+async fn classic_join_sync_is_persisted_as_a_group_record() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (replicas, groups) = open(dir.path());
+        let params = JoinParams {
+            member_id: String::new(),
+            group_instance_id: None,
+            protocol_type: "consumer".into(),
+            protocols: vec![("range".into(), Bytes::from_static(b"x"))],
+            session_timeout_ms: 10_000,
+            rebalance_timeout_ms: 10_000,
+            client_id: "c".into(),
+            client_host: String::new(),
+            require_known_member_id: true,
+        };
+        let Pending::Now(r) = groups.join_group("cg", params.clone()).unwrap() else {
+            panic!("expected MEMBER_ID_REQUIRED");
+        };
+        assert_eq!(r.error_code, 79);
+        let p2 = JoinParams {
+            member_id: r.member_id.clone(),
+            ..params
+        };
+        let Pending::Wait(rx) = groups.join_group("cg", p2).unwrap() else {
+            panic!("expected a delayed join");
+        };
+        let j = rx.await.unwrap();
+        assert_eq!(j.generation_id, 1);
+        let Pending::Wait(rx) = groups
+            .sync_group(
+                "cg",
+                &j.member_id,
+                None,
+                1,
+                None,
+                None,
+                vec![(j.member_id.clone(), Bytes::from_static(b"a"))],
+            )
+            .unwrap()
+        else {
+            panic!("leader sync waits on its own channel");
+        };
+        assert_eq!(rx.await.unwrap().assignment, Bytes::from_static(b"a"));
+        replicas.shutdown().unwrap();
+    }
+    let (_r, groups) = open(dir.path());
+    let d = groups.describe("cg").unwrap();
+    assert_eq!(d.state, "Empty");
+    assert_eq!(d.protocol_type, "consumer");
+}
+
+#[test]
+fn group_config_keys_are_kafkas_and_checked() {
+    let c = BrokerConfig::load(None, &[]).unwrap();
+    let g = GroupConfig::from_broker(&c).unwrap();
+    assert_eq!(g.classic.min_session_timeout_ms, 6000);
+    assert_eq!(g.classic.max_session_timeout_ms, 1_800_000);
+    assert_eq!(g.classic.initial_rebalance_delay_ms, 3000);
+    assert_eq!(g.consumer.heartbeat_interval_ms, 5000);
+    assert_eq!(g.consumer.session_timeout_ms, 45_000);
+    assert_eq!(g.offsets_partitions, 50);
+    assert_eq!(g.offsets_retention_ms, 10080 * 60_000);
+    for bad in [
+        "group.max.size=0",
+        "offsets.topic.num.partitions=-1",
+        "group.initial.rebalance.delay.ms=x",
+    ] {
+        let c = BrokerConfig::load(None, &[bad.to_string()]).unwrap();
+        assert!(GroupConfig::from_broker(&c).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn offsets_of_empty_groups_expire_with_tombstones() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (replicas, groups) = open(dir.path());
+        replicas
+            .create_topic("t", 1, 1, Default::default(), false)
+            .unwrap();
+        groups.commit_offsets("old", &admin(), vec![commit("t", 0, 3)]);
+        groups.commit_offsets("new", &admin(), vec![commit("t", 0, 4)]);
+        {
+            let mut st = groups.state.lock();
+            let retention = groups.config.offsets_retention_ms;
+            for v in st.groups.get_mut("old").unwrap().offsets.values_mut() {
+                v.commit_timestamp_ms -= retention + 1;
+            }
+            groups.expire_offsets(&mut st);
+        }
+        assert!(groups.fetch_offsets("old", None, None).unwrap().is_empty());
+        assert_eq!(groups.fetch_offsets("new", None, None).unwrap().len(), 1);
+        replicas.shutdown().unwrap();
+    }
+    // The expiry was written as tombstones: it holds after a restart.
+    let (_r, groups) = open(dir.path());
+    assert!(groups.fetch_offsets("old", None, None).unwrap().is_empty());
+    assert_eq!(groups.fetch_offsets("new", None, None).unwrap().len(), 1);
+}

@@ -1,0 +1,387 @@
+//! Group APIs over the raw wire: the classic join/sync/heartbeat/commit cycle, and bad input
+//! (unknown groups, wrong generations, empty protocol lists, oversized metadata, bad epochs)
+//! answered with Kafka's error codes, without disturbing other groups.
+
+use brook_protocol_tests::{unique_topic, Broker, WireClient};
+use bytes::Bytes;
+use kafka_protocol::messages::consumer_group_heartbeat_request::ConsumerGroupHeartbeatRequest;
+use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+
+const JOIN_V: i16 = 5;
+const SYNC_V: i16 = 3;
+const HEARTBEAT_V: i16 = 3;
+const COMMIT_V: i16 = 8;
+const FETCH_V: i16 = 7;
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+fn join(c: &mut WireClient, group: &str, member: &str, metadata: Bytes) -> JoinGroupResponse {
+    let req = JoinGroupRequest::default()
+        .with_group_id(s(group).into())
+        .with_session_timeout_ms(10_000)
+        .with_rebalance_timeout_ms(10_000)
+        .with_member_id(s(member))
+        .with_protocol_type(s("consumer"))
+        .with_protocols(vec![JoinGroupRequestProtocol::default()
+            .with_name(s("range"))
+            .with_metadata(metadata)]);
+    c.request(JOIN_V, &req)
+}
+
+fn heartbeat(c: &mut WireClient, group: &str, member: &str, generation: i32) -> i16 {
+    let req = HeartbeatRequest::default()
+        .with_group_id(s(group).into())
+        .with_member_id(s(member))
+        .with_generation_id(generation);
+    c.request::<HeartbeatRequest>(HEARTBEAT_V, &req).error_code
+}
+
+fn commit(
+    c: &mut WireClient,
+    group: &str,
+    member: &str,
+    generation: i32,
+    topic: &str,
+    offset: i64,
+) -> i16 {
+    let req = OffsetCommitRequest::default()
+        .with_group_id(s(group).into())
+        .with_member_id(s(member))
+        .with_generation_id_or_member_epoch(generation)
+        .with_topics(vec![OffsetCommitRequestTopic::default()
+            .with_name(s(topic).into())
+            .with_partitions(vec![OffsetCommitRequestPartition::default()
+                .with_partition_index(0)
+                .with_committed_offset(offset)
+                .with_committed_metadata(Some(s("m")))])]);
+    c.request::<OffsetCommitRequest>(COMMIT_V, &req).topics[0].partitions[0].error_code
+}
+
+/// Joins a one-member group and syncs; returns (member id, generation).
+fn stable_member(c: &mut WireClient, group: &str) -> (String, i32) {
+    let r = join(c, group, "", Bytes::from_static(b"meta"));
+    assert_eq!(r.error_code, 79, "MEMBER_ID_REQUIRED first");
+    let member = r.member_id.to_string();
+    assert!(!member.is_empty());
+    let r = join(c, group, &member, Bytes::from_static(b"meta"));
+    assert_eq!(r.error_code, 0);
+    assert_eq!(r.leader.as_str(), member);
+    assert_eq!(r.members.len(), 1);
+    let generation = r.generation_id;
+    let sync = SyncGroupRequest::default()
+        .with_group_id(s(group).into())
+        .with_member_id(s(&member))
+        .with_generation_id(generation)
+        .with_assignments(vec![SyncGroupRequestAssignment::default()
+            .with_member_id(s(&member))
+            .with_assignment(Bytes::from_static(b"assigned"))]);
+    let r: SyncGroupResponse = c.request(SYNC_V, &sync);
+    assert_eq!(r.error_code, 0);
+    assert_eq!(&r.assignment[..], b"assigned");
+    (member, generation)
+}
+
+#[test]
+fn classic_cycle_and_bad_input() {
+    let broker = Broker::start_with(&[
+        ("group.initial.rebalance.delay.ms", "0"),
+        ("offsets.topic.num.partitions", "2"),
+    ]);
+    let mut c = WireClient::connect(&broker.bootstrap());
+    let topic = unique_topic("gw");
+    c.ensure_topic(&topic);
+    let group = format!("{topic}-g");
+    let other = format!("{topic}-other");
+    let (other_member, other_gen) = stable_member(&mut c, &other);
+
+    let (member, generation) = stable_member(&mut c, &group);
+    assert_eq!(heartbeat(&mut c, &group, &member, generation), 0);
+    assert_eq!(
+        heartbeat(&mut c, &group, &member, generation + 1),
+        22,
+        "ILLEGAL_GENERATION"
+    );
+    assert_eq!(
+        heartbeat(&mut c, &group, "nobody", generation),
+        25,
+        "UNKNOWN_MEMBER_ID"
+    );
+    assert_eq!(
+        heartbeat(&mut c, "no-such-group", "x", 1),
+        25,
+        "unknown group"
+    );
+
+    assert_eq!(commit(&mut c, &group, &member, generation, &topic, 42), 0);
+    assert_eq!(
+        commit(&mut c, &group, &member, generation + 5, &topic, 43),
+        22
+    );
+    assert_eq!(
+        commit(&mut c, &group, "", -1, &topic, 44),
+        25,
+        "admin commit into a live group"
+    );
+    assert_eq!(
+        commit(&mut c, &group, &member, generation, "no-such-topic", 1),
+        3
+    );
+    let fetch = OffsetFetchRequest::default()
+        .with_group_id(s(&group).into())
+        .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+            .with_name(s(&topic).into())
+            .with_partition_indexes(vec![0, 1])]));
+    let r: OffsetFetchResponse = c.request(FETCH_V, &fetch);
+    assert_eq!(r.error_code, 0);
+    let parts = &r.topics[0].partitions;
+    assert_eq!(parts[0].committed_offset, 42);
+    assert_eq!(parts[0].metadata.as_deref(), Some("m"));
+    assert_eq!(parts[1].committed_offset, -1, "nothing committed");
+
+    // Bad JoinGroups.
+    let empty = JoinGroupRequest::default()
+        .with_group_id(s(&group).into())
+        .with_session_timeout_ms(10_000)
+        .with_rebalance_timeout_ms(10_000)
+        .with_protocol_type(s("consumer"));
+    assert_eq!(
+        c.request::<JoinGroupRequest>(JOIN_V, &empty).error_code,
+        23,
+        "no protocols"
+    );
+    let short = empty
+        .clone()
+        .with_session_timeout_ms(1)
+        .with_protocols(vec![
+            JoinGroupRequestProtocol::default().with_name(s("range"))
+        ]);
+    assert_eq!(
+        c.request::<JoinGroupRequest>(JOIN_V, &short).error_code,
+        26,
+        "session timeout"
+    );
+    let r = join(&mut c, &group, "", Bytes::from(vec![0u8; 300 * 1024]));
+    assert_eq!(r.error_code, 42, "metadata above MAX_MEMBER_METADATA_BYTES");
+    let odd = JoinGroupRequest::default()
+        .with_group_id(s(&group).into())
+        .with_session_timeout_ms(10_000)
+        .with_rebalance_timeout_ms(10_000)
+        .with_protocol_type(s("consumer"))
+        .with_protocols(vec![
+            JoinGroupRequestProtocol::default().with_name(s("roundrobin"))
+        ]);
+    assert_eq!(
+        c.request::<JoinGroupRequest>(JOIN_V, &odd).error_code,
+        23,
+        "no common protocol"
+    );
+    assert_eq!(join(&mut c, &group, "made-up", Bytes::new()).error_code, 25);
+    assert_eq!(
+        join(&mut c, "", "", Bytes::new()).error_code,
+        24,
+        "INVALID_GROUP_ID"
+    );
+
+    // Admin APIs.
+    let d: DeleteGroupsResponse = c.request(
+        2,
+        &DeleteGroupsRequest::default().with_groups_names(vec![s(&group).into(), s("nope").into()]),
+    );
+    assert_eq!(d.results[0].error_code, 68, "NON_EMPTY_GROUP");
+    assert_eq!(d.results[1].error_code, 69, "GROUP_ID_NOT_FOUND");
+    let d: DescribeGroupsResponse = c.request(
+        5,
+        &DescribeGroupsRequest::default().with_groups(vec![s(&group).into(), s("nope").into()]),
+    );
+    assert_eq!(d.groups[0].group_state.as_str(), "Stable");
+    assert_eq!(d.groups[0].members.len(), 1);
+    assert_eq!(d.groups[1].group_state.as_str(), "Dead");
+    assert_eq!(
+        d.groups[1].error_code, 0,
+        "v5: an unknown group is Dead, no error"
+    );
+    let d: DescribeGroupsResponse = c.request(
+        6,
+        &DescribeGroupsRequest::default().with_groups(vec![s("nope").into()]),
+    );
+    assert_eq!(d.groups[0].error_code, 69, "v6: GROUP_ID_NOT_FOUND");
+    let l: ListGroupsResponse = c.request(
+        4,
+        &ListGroupsRequest::default().with_states_filter(vec![s("stable")]),
+    );
+    assert!(l.groups.iter().any(|g| g.group_id.as_str() == group));
+
+    // KIP-848 on the classic group's id is refused; bad heartbeats get their codes.
+    let hb = |member: &str, epoch: i32| {
+        ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(s(&format!("{topic}-848")).into())
+            .with_member_id(s(member))
+            .with_member_epoch(epoch)
+            .with_rebalance_timeout_ms(10_000)
+            .with_subscribed_topic_names(Some(vec![s(&topic).into()]))
+            .with_topic_partitions(Some(vec![]))
+    };
+    let r: ConsumerGroupHeartbeatResponse =
+        c.request(1, &hb("m-1", 0).with_group_id(s(&group).into()));
+    assert_eq!(r.error_code, 69, "a classic group is not a consumer group");
+    let r: ConsumerGroupHeartbeatResponse = c.request(1, &hb("m-1", 0));
+    assert_eq!(r.error_code, 0);
+    assert_eq!(r.member_epoch, 1);
+    assert_eq!(r.assignment.expect("assignment").topic_partitions.len(), 1);
+    let r: ConsumerGroupHeartbeatResponse = c.request(1, &hb("m-1", 9));
+    assert_eq!(r.error_code, 110, "FENCED_MEMBER_EPOCH");
+    let r: ConsumerGroupHeartbeatResponse =
+        c.request(1, &hb("m-2", 0).with_server_assignor(Some(s("magic"))));
+    assert_eq!(r.error_code, 112, "UNSUPPORTED_ASSIGNOR");
+    let r: ConsumerGroupHeartbeatResponse = c.request(1, &hb("m-3", 3));
+    assert_eq!(r.error_code, 25, "UNKNOWN_MEMBER_ID");
+    let r: ConsumerGroupHeartbeatResponse = c.request(1, &hb("m-1", -1));
+    assert_eq!((r.error_code, r.member_epoch), (0, -1), "leave");
+
+    // Leave; the member is gone. The other group never noticed any of this.
+    let leave = LeaveGroupRequest::default()
+        .with_group_id(s(&group).into())
+        .with_member_id(s(&member));
+    assert_eq!(c.request::<LeaveGroupRequest>(1, &leave).error_code, 0);
+    assert_eq!(heartbeat(&mut c, &group, &member, generation), 25);
+    assert_eq!(heartbeat(&mut c, &other, &other_member, other_gen), 0);
+    let mut fresh = WireClient::connect(&broker.bootstrap());
+    assert_eq!(heartbeat(&mut fresh, &other, &other_member, other_gen), 0);
+}
+
+/// Heartbeats (generation 1) until the answer is REBALANCE_IN_PROGRESS (bounded).
+fn await_rebalance(c: &mut WireClient, group: &str, member: &str) {
+    brook_protocol_tests::poll_until(
+        "REBALANCE_IN_PROGRESS",
+        std::time::Duration::from_secs(10),
+        || (heartbeat(c, group, member, 1) == 27).then_some(()),
+    );
+}
+
+fn join_timeouts(
+    c: &mut WireClient,
+    group: &str,
+    member: &str,
+    session_ms: i32,
+    rebalance_ms: i32,
+) -> i32 {
+    let req = JoinGroupRequest::default()
+        .with_group_id(s(group).into())
+        .with_session_timeout_ms(session_ms)
+        .with_rebalance_timeout_ms(rebalance_ms)
+        .with_member_id(s(member))
+        .with_protocol_type(s("consumer"))
+        .with_protocols(vec![
+            JoinGroupRequestProtocol::default().with_name(s("range"))
+        ]);
+    c.send(JOIN_V, &req)
+}
+
+#[test]
+fn rebalance_timeout_and_session_timeout_remove_members() {
+    let broker = Broker::start_with(&[
+        ("group.initial.rebalance.delay.ms", "0"),
+        ("offsets.topic.num.partitions", "1"),
+        ("group.min.session.timeout.ms", "100"),
+    ]);
+    let group = unique_topic("timeouts");
+    let mut a = WireClient::connect(&broker.bootstrap());
+    let mut b = WireClient::connect(&broker.bootstrap());
+
+    // A: a stable one-member group.
+    let cid = join_timeouts(&mut a, &group, "", 10_000, 1_000);
+    let r = a.receive::<JoinGroupRequest>(JOIN_V, cid);
+    assert_eq!(r.error_code, 79);
+    let a_id = r.member_id.to_string();
+    let cid = join_timeouts(&mut a, &group, &a_id, 10_000, 1_000);
+    let r = a.receive::<JoinGroupRequest>(JOIN_V, cid);
+    assert_eq!(r.error_code, 0);
+    let sync = SyncGroupRequest::default()
+        .with_group_id(s(&group).into())
+        .with_member_id(s(&a_id))
+        .with_generation_id(r.generation_id);
+    assert_eq!(a.request::<SyncGroupRequest>(SYNC_V, &sync).error_code, 0);
+
+    // B joins; its JoinGroup is parked until A rejoins or the rebalance timeout passes.
+    let cid = join_timeouts(&mut b, &group, "", 500, 1_000);
+    let b_id = b
+        .receive::<JoinGroupRequest>(JOIN_V, cid)
+        .member_id
+        .to_string();
+    let started = std::time::Instant::now();
+    let parked = join_timeouts(&mut b, &group, &b_id, 500, 1_000);
+    // A keeps heartbeating (its session stays alive) but never rejoins. B's join travels on
+    // another connection: wait until the broker has seen it.
+    await_rebalance(&mut a, &group, &a_id);
+    let r = b.receive::<JoinGroupRequest>(JOIN_V, parked);
+    assert!(
+        started.elapsed() >= std::time::Duration::from_millis(900),
+        "answered at the rebalance timeout"
+    );
+    assert_eq!(r.error_code, 0);
+    assert_eq!(r.leader.as_str(), b_id, "A was dropped, B leads");
+    assert_eq!(r.members.len(), 1);
+    assert_eq!(r.generation_id, 2);
+    assert_eq!(
+        heartbeat(&mut a, &group, &a_id, 1),
+        25,
+        "A is no longer a member"
+    );
+
+    // B syncs, then goes silent: its 500 ms session expires and the group empties.
+    let sync = SyncGroupRequest::default()
+        .with_group_id(s(&group).into())
+        .with_member_id(s(&b_id))
+        .with_generation_id(2);
+    assert_eq!(b.request::<SyncGroupRequest>(SYNC_V, &sync).error_code, 0);
+    brook_protocol_tests::poll_until(
+        "the group to become Empty",
+        std::time::Duration::from_secs(10),
+        || {
+            let d: DescribeGroupsResponse = b.request(
+                5,
+                &DescribeGroupsRequest::default().with_groups(vec![s(&group).into()]),
+            );
+            (d.groups[0].group_state.as_str() == "Empty").then_some(())
+        },
+    );
+    assert_eq!(heartbeat(&mut b, &group, &b_id, 2), 25);
+}
+
+#[test]
+fn shutdown_answers_a_parked_join_and_exits_promptly() {
+    let mut broker = Broker::start_with(&[
+        ("group.initial.rebalance.delay.ms", "0"),
+        ("offsets.topic.num.partitions", "1"),
+    ]);
+    let group = unique_topic("shutdown");
+    let mut a = WireClient::connect(&broker.bootstrap());
+    let mut b = WireClient::connect(&broker.bootstrap());
+    // A is stable and will never rejoin; B's join waits for up to a minute.
+    let (a_id, _) = stable_member(&mut a, &group);
+    let cid = join_timeouts(&mut b, &group, "", 10_000, 60_000);
+    let b_id = b
+        .receive::<JoinGroupRequest>(JOIN_V, cid)
+        .member_id
+        .to_string();
+    let parked = join_timeouts(&mut b, &group, &b_id, 10_000, 60_000);
+    await_rebalance(&mut a, &group, &a_id);
+    let started = std::time::Instant::now();
+    let status = broker.stop();
+    assert!(status.success(), "clean exit: {status}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "did not wait out the rebalance"
+    );
+    let r = b.receive::<JoinGroupRequest>(JOIN_V, parked);
+    assert_eq!(r.error_code, 16, "NOT_COORDINATOR for the parked join");
+}

@@ -25,6 +25,25 @@ pub mod errors {
     pub const INVALID_PRODUCER_EPOCH: i16 = 47;
 }
 
+/// Polls `f` until it returns `Some`, or panics with `what` after `timeout`.
+/// The pause between polls is short and only paces the loop; it is never the synchronisation.
+pub fn poll_until<T>(
+    what: &str,
+    timeout: std::time::Duration,
+    mut f: impl FnMut() -> Option<T>,
+) -> T {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        if std::time::Instant::now() >= deadline {
+            panic!("timed out after {timeout:?} waiting for: {what}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// A topic name unique within the process (tests of one binary share nothing but this counter).
 pub fn unique_topic(prefix: &str) -> String {
     use std::sync::atomic::{AtomicU32, Ordering};

@@ -126,6 +126,14 @@ public final class BrookCluster implements AutoCloseable {
             c.close();
             throw new IllegalStateException("cluster " + name + " did not start", e);
         }
+        // READY comes before the broker's registration commits: wait until every node serves every broker.
+        try {
+            c.awaitBrokersListed(c.ids(), Duration.ofSeconds(30));
+        } catch (InterruptedException | AssertionError e) {
+            String tails = c.logTails(40);
+            c.close();
+            throw new IllegalStateException("cluster " + name + " did not register every broker: " + e + "\n" + tails);
+        } 
         return c;
     }
 
@@ -190,9 +198,35 @@ public final class BrookCluster implements AutoCloseable {
         node(id).stop();
     }
 
-    /** Starts node {@code id} again (same ports, same data dir), after stop() or kill(). */
-    public void startNode(int id) {
+    /**
+     * Starts node {@code id} again (same ports, same data dir), after stop() or kill(), and waits until every live
+     * node lists it as a (registered, unfenced) broker.
+     */
+    public void startNode(int id) throws InterruptedException {
         node(id).start();
+        awaitBrokersListed(Set.of(id), Duration.ofSeconds(30));
+    }
+
+    /** The broker ids in node {@code id}'s Metadata answer (unfenced brokers), or null if it does not answer. */
+    public Set<Integer> brokersSeenBy(int id) {
+        try {
+            return metadata(id, List.of()).brokers().stream().map(b -> b.nodeId())
+                .collect(Collectors.toCollection(TreeSet::new));
+        } catch (IOException e) {
+            return null;
+        }
+    }
+
+    /** Waits until every live node's Metadata answer lists each of {@code ids} as a broker. */
+    public void awaitBrokersListed(Set<Integer> ids, Duration timeout) throws InterruptedException {
+        await(timeout, "every live node lists brokers " + ids, () -> {
+            for (int n : liveIds()) {
+                Set<Integer> seen = brokersSeenBy(n);
+                if (seen == null || !seen.containsAll(ids)) return false;
+            }
+            return true;
+        }, () -> liveIds().stream().map(n -> n + " sees " + brokersSeenBy(n)).collect(Collectors.toList())
+            .toString());
     }
 
     public boolean isAlive(int id) {

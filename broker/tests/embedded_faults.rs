@@ -201,3 +201,34 @@ async fn injected_error_is_not_processed_and_fires_once() {
     );
     stop.send(true).unwrap();
 }
+
+/// Not a fault, but the same machinery: clients may not write to `__consumer_offsets`,
+/// which only the group coordinator appends to (Kafka answers INVALID_TOPIC_EXCEPTION).
+#[tokio::test]
+async fn produce_to_the_offsets_topic_is_refused() {
+    let (broker, addr, stop, _dir) = start().await;
+    broker
+        .replicas
+        .create_topic("__consumer_offsets", 1, 1, Default::default(), false)
+        .unwrap();
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let resp: ProduceResponse = call(
+        &mut s,
+        ApiKey::Produce,
+        9,
+        &produce("__consumer_offsets", build_idempotent_batch(9, 0, 0, 1, 1)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(resp.responses[0].partition_responses[0].error_code, 17);
+    assert_eq!(
+        broker
+            .replicas
+            .partition("__consumer_offsets", 0)
+            .unwrap()
+            .offsets()
+            .1,
+        0
+    );
+    stop.send(true).unwrap();
+}

@@ -64,6 +64,13 @@ pub async fn handle(
                 partition_error(pd.index, code::UNKNOWN_TOPIC_ID, None)
             } else if let Err(msg) = validate_topic_name(&name) {
                 partition_error(pd.index, code::INVALID_TOPIC, Some(msg))
+            } else if name == crate::group::store::OFFSETS_TOPIC {
+                // Internal topics are written by their coordinator only, as in Kafka.
+                partition_error(
+                    pd.index,
+                    code::INVALID_TOPIC,
+                    Some(format!("cannot append to internal topic {name}")),
+                )
             } else if let Some(part) = broker.replicas.partition(&name, pd.index) {
                 match pd.records {
                     None => partition_error(

@@ -213,11 +213,14 @@ fn serve(config: Option<PathBuf>, overrides: Vec<String>) -> ExitCode {
         };
         // The one line tests and scripts wait for: an event, so nobody has to sleep.
         match server.admin_addr {
-            Some(admin) => println!(
+            Some(admin) => print_line(&format!(
                 "READY node.id={node_id} listener={} admin={admin}",
                 server.local_addr
-            ),
-            None => println!("READY node.id={node_id} listener={}", server.local_addr),
+            )),
+            None => print_line(&format!(
+                "READY node.id={node_id} listener={}",
+                server.local_addr
+            )),
         }
         let (tx, rx) = watch::channel(false);
         tokio::spawn(async move {
@@ -324,7 +327,7 @@ fn fault(command: FaultCommand) -> ExitCode {
     };
     match result {
         Ok(out) => {
-            println!("{out}");
+            print_line(&out);
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -410,7 +413,7 @@ fn node(command: NodeCommand) -> ExitCode {
     };
     match result {
         Ok(out) => {
-            println!("{out}");
+            print_line(&out);
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -458,9 +461,20 @@ fn dump_log(path: &std::path::Path) -> ExitCode {
     };
     for f in files {
         if let Err(e) = brook::dump_log::dump_segment(&f, &mut out) {
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                return ExitCode::SUCCESS;
+            }
             eprintln!("brook: {}: {e}", f.display());
             return ExitCode::FAILURE;
         }
     }
     ExitCode::SUCCESS
+}
+
+/// Writes one line to stdout. A closed pipe (`brook fault list | head`) is not an error
+/// worth a panic: the reader has what it wanted.
+fn print_line(line: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}").and_then(|_| out.flush());
 }

@@ -268,32 +268,44 @@ impl ReplicaManager {
         if validate_only {
             return Ok(meta);
         }
-        let log_config = self.config.log_config(&meta.configs)?;
-        let now = now_ms();
-        for p in 0..partitions {
-            let log = UnifiedLog::open(
-                partition_dir(&self.config.log_dir, name, p),
-                log_config.clone(),
-                true,
-                now,
-            )?;
-            let part = Partition::new(
-                name.to_string(),
-                meta.id,
-                p,
-                self.config.node_id,
-                self.config.min_insync_replicas(&meta.configs),
-                log,
-            );
-            self.partitions
-                .insert((name.to_string(), p), Arc::new(part));
-        }
+        self.open_local_partitions(&meta, 0..partitions)?;
         self.topic_names.insert(meta.id, name.to_string());
         let mut image = self.image.write();
         image.topics.insert(name.to_string(), meta.clone());
         image.persist(&self.config.log_dir)?;
         tracing::info!(topic = name, partitions, "created topic");
         Ok(meta)
+    }
+
+    /// Opens (creating if needed) the logs of a single-node topic's partitions in `range`,
+    /// led by this node.
+    fn open_local_partitions(
+        &self,
+        meta: &TopicMeta,
+        range: std::ops::Range<i32>,
+    ) -> Result<(), ReplicaError> {
+        let log_config = self.config.log_config(&meta.configs)?;
+        let min_isr = self.config.min_insync_replicas(&meta.configs);
+        let now = now_ms();
+        for p in range {
+            let log = UnifiedLog::open(
+                partition_dir(&self.config.log_dir, &meta.name, p),
+                log_config.clone(),
+                true,
+                now,
+            )?;
+            let part = Partition::new(
+                meta.name.clone(),
+                meta.id,
+                p,
+                self.config.node_id,
+                min_isr,
+                log,
+            );
+            self.partitions
+                .insert((meta.name.clone(), p), Arc::new(part));
+        }
+        Ok(())
     }
 
     /// Deletes a topic and its data.
@@ -345,26 +357,7 @@ impl ReplicaManager {
         if validate_only {
             return Ok(());
         }
-        let log_config = self.config.log_config(&meta.configs)?;
-        let now = now_ms();
-        for p in meta.partitions..new_total {
-            let log = UnifiedLog::open(
-                partition_dir(&self.config.log_dir, name, p),
-                log_config.clone(),
-                true,
-                now,
-            )?;
-            let part = Partition::new(
-                name.to_string(),
-                meta.id,
-                p,
-                self.config.node_id,
-                self.config.min_insync_replicas(&meta.configs),
-                log,
-            );
-            self.partitions
-                .insert((name.to_string(), p), Arc::new(part));
-        }
+        self.open_local_partitions(&meta, meta.partitions..new_total)?;
         let mut image = self.image.write();
         if let Some(t) = image.topics.get_mut(name) {
             t.partitions = new_total;

@@ -41,8 +41,10 @@ import java.util.stream.Collectors;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.common.Node;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
 import org.apache.kafka.common.message.MetadataResponseData;
 import org.apache.kafka.common.requests.AbstractResponse;
@@ -289,6 +291,21 @@ public final class BrookCluster implements AutoCloseable {
                 () -> {
                     PartitionState s = partitionState(topic, part);
                     return s != null && s.leader >= 0 && s.isr.size() == rf;
+                },
+                () -> String.valueOf(partitionStateOrError(topic, part)));
+            // Metadata comes from the quorum's image; the leader may apply that image a moment
+            // later. Until it does it answers UNKNOWN_TOPIC_OR_PARTITION or NOT_LEADER, which a
+            // producer with retries=0 would report as a failure: wait until the leader serves.
+            TopicPartition tp = new TopicPartition(topic, part);
+            await(Duration.ofSeconds(30), "the leader of " + tp + " serves it",
+                () -> {
+                    try {
+                        admin().listOffsets(Map.of(tp, OffsetSpec.latest())).all()
+                            .get(5, TimeUnit.SECONDS);
+                        return true;
+                    } catch (Exception e) {
+                        return false;
+                    }
                 },
                 () -> String.valueOf(partitionStateOrError(topic, part)));
         }

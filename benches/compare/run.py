@@ -509,8 +509,17 @@ def main():
     ap.add_argument("--idle-wait", type=float, default=3, help="seconds after start-up before idle RSS (default 3)")
     ap.add_argument("--brook-bin", default=os.path.join(ROOT, "target", "release", "brook"))
     ap.add_argument("--only", choices=["brook", "kafka"], help="run one system only")
-    ap.add_argument("--json", help="write every sample here")
+    ap.add_argument("--json", help="write every sample here (after each round)")
+    ap.add_argument("--report", metavar="JSON", help="only print the table of a --json file (e.g. of a cut-short run)")
     a = ap.parse_args()
+    if a.report:
+        with open(a.report) as f:
+            d = json.load(f)
+        res = d["results"]
+        print(f"records={d['args']['records']} small_records={d['args']['small_records']} "
+              f"rounds: brook {len(res['brook'])}, kafka {len(res['kafka'])}")
+        print(table(res))
+        return
     if a.small_records is None:
         a.small_records = a.records
     if not os.path.exists(os.path.join(LIB, "kafka-tools-4.4.0.jar")):

@@ -32,6 +32,12 @@ transaction.state.log.replication.factor=1
 transaction.state.log.min.isr=1
 P
 grep -vE '^(#|node.id|listeners|log.dirs|num.partitions|auto.create.topics.enable)' "$cfg" >> "$props" || true
+# Kafka refuses a group.consumer.heartbeat.interval.ms below group.consumer.min.heartbeat.interval.ms
+# (default 5000), a key Brook does not have: lower the minimum with it.
+hb=$(get group.consumer.heartbeat.interval.ms)
+if [ -n "$hb" ] && [ -z "$(get group.consumer.min.heartbeat.interval.ms)" ] && [ "$hb" -lt 5000 ]; then
+  echo "group.consumer.min.heartbeat.interval.ms=$hb" >> "$props"
+fi
 if [ ! -f "$logdirs/meta.properties" ]; then
   java -cp "$CP" kafka.tools.StorageTool format -t $(java -cp "$CP" kafka.tools.StorageTool random-uuid) -c "$props" >&2
 fi

@@ -753,6 +753,9 @@ async fn liveness_task(inner: Arc<Inner>) {
 
 /// The broker side of this node: register, then heartbeat every
 /// `broker.heartbeat.interval.ms`, re-registering when the epoch is refused.
+/// Backoff of registration and heartbeats while the broker is not yet registered and unfenced.
+pub const BROKER_STARTUP_RETRY: Duration = Duration::from_millis(50);
+
 async fn broker_lifecycle_task(inner: Arc<Inner>) {
     let Some((host, port)) = inner.config.broker_endpoint.clone() else {
         return;
@@ -764,8 +767,17 @@ async fn broker_lifecycle_task(inner: Arc<Inner>) {
     ));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut epoch: Option<i64> = None;
+    // Until this broker is registered and unfenced, it retries on a short backoff rather
+    // than a full heartbeat interval: a fresh cluster is usable as soon as the quorum has a
+    // leader, not one heartbeat interval later.
+    let mut hurry = false;
     loop {
-        tick.tick().await;
+        if hurry {
+            tokio::time::sleep(BROKER_STARTUP_RETRY).await;
+        } else {
+            tick.tick().await;
+        }
+        hurry = false;
         if enabled.wait_for(|on| *on).await.is_err() {
             return;
         }
@@ -782,9 +794,13 @@ async fn broker_lifecycle_task(inner: Arc<Inner>) {
                         epoch = Some(e);
                         e
                     }
-                    Ok(_) => continue,
+                    Ok(_) => {
+                        hurry = true;
+                        continue;
+                    }
                     Err(err) => {
                         tracing::debug!(error = %err, "broker registration failed; retrying");
+                        hurry = true;
                         continue;
                     }
                 }
@@ -800,11 +816,15 @@ async fn broker_lifecycle_task(inner: Arc<Inner>) {
             })
             .await
         {
+            Ok(ControllerReply::Heartbeat { fenced: true }) => hurry = true,
             Ok(_) => {}
             Err(
                 ControllerError::StaleBrokerEpoch { .. }
                 | ControllerError::BrokerIdNotRegistered(_),
-            ) => epoch = None,
+            ) => {
+                epoch = None;
+                hurry = true;
+            }
             Err(err) => tracing::debug!(error = %err, "broker heartbeat failed"),
         }
     }

@@ -116,33 +116,28 @@ fn respond<T: kafka_protocol::protocol::Encodable>(
     )?))
 }
 
+/// A Produce or Fetch topic's name: from v13 both name topics by id only.
+fn topic_name(broker: &Broker, ctx: &RequestContext, id: uuid::Uuid, name: &TopicName) -> String {
+    if ctx.api_version >= 13 {
+        broker.replicas.topic_name_by_id(id).unwrap_or_default()
+    } else {
+        name.to_string()
+    }
+}
+
 /// The topics and partitions a request touches, for fault rules that match on them.
 fn request_facts(broker: &Broker, ctx: &RequestContext, req: &RequestKind) -> RequestFacts {
     let mut partitions = Vec::new();
     match req {
         RequestKind::Produce(r) => {
             for t in &r.topic_data {
-                let name = if ctx.api_version >= 13 {
-                    broker
-                        .replicas
-                        .topic_name_by_id(t.topic_id)
-                        .unwrap_or_default()
-                } else {
-                    t.name.to_string()
-                };
+                let name = topic_name(broker, ctx, t.topic_id, &t.name);
                 partitions.extend(t.partition_data.iter().map(|p| (name.clone(), p.index)));
             }
         }
         RequestKind::Fetch(r) => {
             for t in &r.topics {
-                let name = if ctx.api_version >= 13 {
-                    broker
-                        .replicas
-                        .topic_name_by_id(t.topic_id)
-                        .unwrap_or_default()
-                } else {
-                    t.topic.to_string()
-                };
+                let name = topic_name(broker, ctx, t.topic_id, &t.topic);
                 partitions.extend(t.partitions.iter().map(|p| (name.clone(), p.partition)));
             }
         }

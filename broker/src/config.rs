@@ -40,7 +40,6 @@ pub const IGNORED_KAFKA_KEYS: &[&str] = &[
     "socket.receive.buffer.bytes",
     "num.recovery.threads.per.data.dir",
     "log.retention.check.interval.ms",
-    "offsets.topic.replication.factor",
     "transaction.state.log.replication.factor",
     "transaction.state.log.min.isr",
     "inter.broker.listener.name",
@@ -133,6 +132,8 @@ const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("group.consumer.session.timeout.ms", "45000"),
     ("group.consumer.max.size", "2147483647"),
     ("offsets.topic.num.partitions", "50"),
+    ("offsets.topic.replication.factor", "3"),
+    ("offsets.commit.timeout.ms", "5000"),
     ("offsets.retention.minutes", "10080"),
     ("offset.metadata.max.bytes", "4096"),
 ];

@@ -15,6 +15,7 @@ use super::cluster::AUTHORIZED_OPERATIONS_OMITTED;
 use super::{sb, RequestContext};
 use crate::group::classic::{JoinParams, JoinResponse, Pending, SyncResponse};
 use crate::group::consumer::HeartbeatParams;
+use crate::group::store::OFFSETS_TOPIC;
 use crate::group::GroupError;
 use crate::server::Broker;
 
@@ -23,7 +24,8 @@ const COORDINATOR_NOT_AVAILABLE: i16 = 15;
 /// INVALID_REQUEST.
 const INVALID_REQUEST: i16 = 42;
 
-/// FindCoordinator: this node coordinates every group; transactions are not served yet.
+/// FindCoordinator: a group's coordinator is the leader of its `__consumer_offsets`
+/// partition (alone, this node); transactions are not served yet.
 pub async fn handle_find_coordinator(
     broker: &Broker,
     ctx: &RequestContext,
@@ -34,31 +36,33 @@ pub async fn handle_find_coordinator(
     } else {
         vec![req.key.to_string()]
     };
-    let coordinators: Vec<Coordinator> = keys
-        .into_iter()
-        .map(|key| {
-            let (code, message) = match req.key_type {
-                0 => match broker.groups.ensure_offsets_topic() {
-                    Ok(()) => (0, None),
-                    Err(e) => (e.error_code(), Some(e.to_string())),
-                },
-                1 => (
-                    COORDINATOR_NOT_AVAILABLE,
-                    Some("transactions are not supported yet".to_string()),
-                ),
-                t => (INVALID_REQUEST, Some(format!("unsupported key type {t}"))),
-            };
-            let ok = code == 0;
-            let (node, host, port) = coordinator_node(broker);
-            Coordinator::default()
-                .with_key(sb(key))
-                .with_node_id(if ok { node } else { -1 }.into())
-                .with_host(sb(if ok { host } else { String::new() }))
-                .with_port(if ok { port } else { -1 })
+    let mut coordinators: Vec<Coordinator> = Vec::with_capacity(keys.len());
+    for key in keys {
+        let found = match req.key_type {
+            0 => match broker.groups.ensure_offsets_topic().await {
+                Ok(()) => group_coordinator(broker, &key),
+                Err(e) => Err((e.error_code(), e.to_string())),
+            },
+            1 => Err((
+                COORDINATOR_NOT_AVAILABLE,
+                "transactions are not supported yet".to_string(),
+            )),
+            t => Err((INVALID_REQUEST, format!("unsupported key type {t}"))),
+        };
+        let c = Coordinator::default().with_key(sb(key));
+        coordinators.push(match found {
+            Ok((node, host, port)) => c
+                .with_node_id(node.into())
+                .with_host(sb(host))
+                .with_port(port),
+            Err((code, message)) => c
+                .with_node_id((-1).into())
+                .with_host(sb(String::new()))
+                .with_port(-1)
                 .with_error_code(code)
-                .with_error_message(message.map(sb))
-        })
-        .collect();
+                .with_error_message(Some(sb(message))),
+        });
+    }
     if ctx.api_version >= 4 {
         return FindCoordinatorResponse::default().with_coordinators(coordinators);
     }
@@ -306,12 +310,15 @@ pub async fn handle_describe_groups(
                 .with_group_id(g.clone())
                 .with_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
             match broker.groups.describe(g) {
-                None if ctx.api_version >= 6 => base
+                Err(e) => base
+                    .with_group_state(sb(""))
+                    .with_error_code(e.error_code()),
+                Ok(None) if ctx.api_version >= 6 => base
                     .with_group_state(sb("Dead"))
                     .with_error_code(GroupError::GroupIdNotFound.error_code())
                     .with_error_message(Some(sb(format!("group {} not found", g.as_str())))),
-                None => base.with_group_state(sb("Dead")),
-                Some(d) => base
+                Ok(None) => base.with_group_state(sb("Dead")),
+                Ok(Some(d)) => base
                     .with_group_state(sb(d.state))
                     .with_protocol_type(sb(d.protocol_type))
                     .with_protocol_data(sb(d.protocol_data))
@@ -372,21 +379,18 @@ pub async fn handle_delete_groups(
     _ctx: &RequestContext,
     req: DeleteGroupsRequest,
 ) -> DeleteGroupsResponse {
-    let results = req
-        .groups_names
-        .iter()
-        .map(|g| {
+    let mut results = Vec::with_capacity(req.groups_names.len());
+    for g in &req.groups_names {
+        let code = match broker.groups.delete_group(g).await {
+            Ok(()) => 0,
+            Err(e) => e.error_code(),
+        };
+        results.push(
             DeletableGroupResult::default()
                 .with_group_id(g.clone())
-                .with_error_code(
-                    broker
-                        .groups
-                        .delete_group(g)
-                        .err()
-                        .map_or(0, |e| e.error_code()),
-                )
-        })
-        .collect();
+                .with_error_code(code),
+        );
+    }
     DeleteGroupsResponse::default().with_results(results)
 }
 
@@ -460,24 +464,33 @@ pub async fn handle_consumer_group_describe(
     ConsumerGroupDescribeResponse::default().with_groups(groups)
 }
 
-/// The node that coordinates groups. Alone: this node. In a cluster, every node names the
-/// same one, the live broker with the lowest id, because committed offsets are still kept on
-/// the coordinating node only (they move to a replicated offsets topic in a later step).
-fn coordinator_node(broker: &Broker) -> (i32, String, i32) {
-    if let Some(controller) = broker.replicas.controller() {
-        let image = controller.image().borrow().clone();
-        if let Some(b) = image
-            .brokers
-            .values()
-            .filter(|b| !b.fenced)
-            .min_by_key(|b| b.node_id)
-        {
-            return (b.node_id, b.host.clone(), b.port as i32);
-        }
+/// The node that coordinates `group`: alone, this node; in a cluster, the leader of the
+/// group's `__consumer_offsets` partition in the committed image, as in Kafka. A partition
+/// without a live leader is COORDINATOR_NOT_AVAILABLE; the client asks again.
+fn group_coordinator(broker: &Broker, group: &str) -> Result<(i32, String, i32), (i16, String)> {
+    let Some(controller) = broker.replicas.controller() else {
+        return Ok((
+            broker.node_id(),
+            broker.advertised_host.clone(),
+            broker.advertised_port,
+        ));
+    };
+    let unavailable = |why: String| (GroupError::CoordinatorNotAvailable.error_code(), why);
+    let index = broker.groups.offsets_partition_for(group);
+    let image = controller.image().borrow().clone();
+    let leader = image
+        .topic_by_name(OFFSETS_TOPIC)
+        .and_then(|t| t.partitions.iter().find(|p| p.index == index))
+        .map(|p| p.leader)
+        .ok_or_else(|| {
+            unavailable(format!(
+                "{OFFSETS_TOPIC}-{index} is not in the metadata yet"
+            ))
+        })?;
+    match image.brokers.get(&leader).filter(|b| !b.fenced) {
+        Some(b) => Ok((b.node_id, b.host.clone(), b.port as i32)),
+        None => Err(unavailable(format!(
+            "{OFFSETS_TOPIC}-{index} has no live leader"
+        ))),
     }
-    (
-        broker.node_id(),
-        broker.advertised_host.clone(),
-        broker.advertised_port,
-    )
 }

@@ -52,7 +52,8 @@ pub async fn handle_offset_commit(
     }
     let codes = broker
         .groups
-        .commit_offsets(&req.group_id, &who, partitions);
+        .commit_offsets(&req.group_id, &who, partitions)
+        .await;
     let mut codes = codes.into_iter();
     let topics = shape
         .into_iter()
@@ -215,7 +216,7 @@ pub async fn handle_offset_delete(
             }
         }
     }
-    let codes = match broker.groups.delete_offsets(&req.group_id, &known) {
+    let codes = match broker.groups.delete_offsets(&req.group_id, &known).await {
         Ok(c) => c,
         Err(e) => return OffsetDeleteResponse::default().with_error_code(e.error_code()),
     };

@@ -575,7 +575,8 @@ impl Partition {
         )
     }
 
-    /// Leader: locates up to `max_bytes` for a follower, bounded by the log end offset.
+    /// Locates up to `max_bytes`, bounded by the log end offset: for a follower's fetch, and
+    /// for the group coordinator reading back an offsets partition it has just come to lead.
     pub fn read_for_follower(
         &self,
         fetch_offset: i64,

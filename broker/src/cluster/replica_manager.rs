@@ -443,6 +443,12 @@ impl ReplicaManager {
         tokio::time::timeout(timeout, wait).await.is_ok() && done(self)
     }
 
+    /// Changes after each applied metadata image (the group coordinator follows leadership
+    /// of the offsets topic with it).
+    pub fn metadata_applied(&self) -> watch::Receiver<u64> {
+        self.applied.subscribe()
+    }
+
     /// Applies a committed metadata image: topics, and this node's role for every partition
     /// it hosts (leader, follower with a fetcher, or gone).
     pub fn apply_image(&self, image: &ClusterImage, faults: &Arc<FaultEngine>) {
@@ -478,7 +484,6 @@ impl ReplicaManager {
         let stale: Vec<(String, i32)> = self
             .partitions
             .iter()
-            .filter(|e| !is_node_local_topic(&e.key().0))
             .filter(|e| {
                 let p = e.value();
                 image
@@ -569,17 +574,7 @@ impl ReplicaManager {
         }
         {
             let mut img = self.image.write();
-            // Node-local internal topics are not in the quorum's image; keep them.
-            let local: Vec<TopicMeta> = img
-                .topics
-                .values()
-                .filter(|t| is_node_local_topic(&t.name))
-                .cloned()
-                .collect();
             img.topics = topics;
-            for t in local {
-                img.topics.insert(t.name.clone(), t);
-            }
             img.next_producer_id_block = image.next_producer_id_block;
         }
         self.applied.send_modify(|v| *v += 1);
@@ -698,12 +693,6 @@ impl ReplicaManager {
         }
         Ok(())
     }
-}
-
-/// Topics each node keeps for itself even in cluster mode, outside the quorum: the group
-/// coordinator's offsets topic, until it is replicated through the quorum like any topic.
-pub fn is_node_local_topic(name: &str) -> bool {
-    name == crate::group::store::OFFSETS_TOPIC
 }
 
 /// `<log.dirs>/<topic>-<partition>`, Kafka's layout.

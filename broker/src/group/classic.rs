@@ -242,6 +242,47 @@ impl ClassicGroup {
         }
     }
 
+    /// The group as its last metadata record left it, when this node starts coordinating it
+    /// (restart, or a move of its offsets partition's leadership). As in Kafka, a group with
+    /// members comes back Stable in its generation, each member with a fresh session
+    /// timeout: members that are still alive keep heartbeating and committing without a
+    /// rebalance, and the others expire.
+    pub fn from_record(
+        group_id: String,
+        meta: super::records::GroupMetadataValue,
+        now: Instant,
+    ) -> Self {
+        let mut g = ClassicGroup::new(group_id);
+        g.generation_id = meta.generation;
+        g.protocol_type = Some(meta.protocol_type).filter(|t| !t.is_empty());
+        if meta.members.is_empty() {
+            return g;
+        }
+        let protocol = meta.protocol.clone().unwrap_or_default();
+        g.protocol_name = meta.protocol;
+        g.leader_id = meta.leader;
+        g.state = ClassicState::Stable;
+        g.members = meta
+            .members
+            .into_iter()
+            .map(|m| ClassicMember {
+                member_id: m.member_id,
+                group_instance_id: m.group_instance_id,
+                client_id: m.client_id,
+                client_host: m.client_host,
+                rebalance_timeout_ms: m.rebalance_timeout_ms,
+                session_timeout_ms: m.session_timeout_ms,
+                protocol_type: g.protocol_type.clone().unwrap_or_default(),
+                protocols: vec![(protocol.clone(), m.subscription)],
+                assignment: m.assignment,
+                join_waiter: None,
+                sync_waiter: None,
+                session_deadline: now + Duration::from_millis(m.session_timeout_ms.max(0) as u64),
+            })
+            .collect();
+        g
+    }
+
     /// Whether the group has no members (pending ones included).
     pub fn is_empty(&self) -> bool {
         self.members.is_empty() && self.pending_members.is_empty()

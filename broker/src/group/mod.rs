@@ -38,7 +38,7 @@ use self::classic::{
 };
 use self::consumer::{ConsumerGroup, ConsumerLimits, HeartbeatParams, HeartbeatResult};
 use self::records::{OffsetValue, RecordKey};
-use self::store::{OffsetsStore, Record};
+use self::store::{OffsetsStore, Record, Written, OFFSETS_TOPIC};
 use crate::cluster::replica_manager::{now_ms, ReplicaManager};
 use crate::config::{BrokerConfig, ConfigError};
 
@@ -52,8 +52,9 @@ pub const MAX_MEMBER_ASSIGNMENT_BYTES: usize = 256 * 1024;
 pub const MAX_PROTOCOLS_PER_MEMBER: usize = 64;
 /// Bound on topics named in one ConsumerGroupHeartbeat subscription.
 pub const MAX_SUBSCRIBED_TOPICS: usize = 10_000;
-/// Group metadata records larger than this are written without member blobs (the members
-/// are not restored after a restart anyway), to stay under the topic's max.message.bytes.
+/// Group metadata records larger than this are written without member blobs (restored
+/// members keep their generation; they send their metadata again at the next rebalance), to
+/// stay under the topic's max.message.bytes.
 pub const MAX_GROUP_RECORD_MEMBER_BYTES: usize = 512 * 1024;
 /// Longest time the timer task sleeps when no deadline is pending.
 const IDLE_TIMER: std::time::Duration = std::time::Duration::from_secs(3600);
@@ -160,6 +161,12 @@ pub struct GroupConfig {
     pub offset_metadata_max_bytes: usize,
     /// `offsets.retention.minutes`, in ms.
     pub offsets_retention_ms: i64,
+    /// `offsets.topic.replication.factor`: used when a cluster creates the offsets topic.
+    /// As in Kafka, creation fails while fewer brokers are alive.
+    pub offsets_replication_factor: i16,
+    /// `offsets.commit.timeout.ms`: how long a commit waits for the offsets partition's
+    /// high watermark before it is answered COORDINATOR_NOT_AVAILABLE.
+    pub offsets_commit_timeout_ms: i32,
 }
 
 impl GroupConfig {
@@ -210,6 +217,15 @@ impl GroupConfig {
             offsets_partitions: positive_i32("offsets.topic.num.partitions")?,
             offset_metadata_max_bytes: positive_i32("offset.metadata.max.bytes")? as usize,
             offsets_retention_ms: positive_i32("offsets.retention.minutes")? as i64 * 60_000,
+            offsets_replication_factor: {
+                let rf = positive_i32("offsets.topic.replication.factor")?;
+                i16::try_from(rf).map_err(|_| ConfigError::InvalidValue {
+                    key: "offsets.topic.replication.factor".into(),
+                    value: rf.to_string(),
+                    reason: "must fit a 16-bit number".into(),
+                })?
+            },
+            offsets_commit_timeout_ms: positive_i32("offsets.commit.timeout.ms")?,
         })
     }
 }
@@ -355,6 +371,10 @@ struct State {
     /// The deadline the timer task sleeps until.
     timer_at: Option<Instant>,
     shut_down: bool,
+    /// Cluster mode: the offsets partitions whose groups are in memory, with the leader
+    /// epoch at which they were read back. A group is served only while this node leads its
+    /// partition at that epoch.
+    loaded: HashMap<i32, i32>,
 }
 
 impl GroupCoordinator {
@@ -364,11 +384,25 @@ impl GroupCoordinator {
         replicas: Arc<ReplicaManager>,
     ) -> Result<Self, GroupOpenError> {
         let config = GroupConfig::from_broker(broker)?;
-        let store = OffsetsStore::new(replicas.clone(), config.offsets_partitions);
+        let store = OffsetsStore::new(
+            replicas.clone(),
+            config.offsets_partitions,
+            config.offsets_replication_factor,
+        );
         let mut groups: HashMap<String, GroupEntry> = HashMap::new();
-        let n = store
-            .replay(|key, value| replay_record(&mut groups, key, value))
-            .map_err(GroupOpenError::Replay)?;
+        // In a cluster nothing is led yet: each partition is read back when this node becomes
+        // its leader (see `acquire_partition`).
+        let clustered = crate::controller::ControllerConfig::from_broker_config(broker)
+            .ok()
+            .flatten()
+            .is_some();
+        let n = if clustered {
+            0
+        } else {
+            store
+                .replay(|key, value| replay_record(&mut groups, key, value))
+                .map_err(GroupOpenError::Replay)?
+        };
         if n > 0 {
             tracing::info!(
                 records = n,
@@ -394,8 +428,115 @@ impl GroupCoordinator {
     }
 
     /// Creates `__consumer_offsets` if needed (FindCoordinator does, as Kafka does).
-    pub fn ensure_offsets_topic(&self) -> Result<(), GroupError> {
-        self.store.ensure_topic()
+    pub async fn ensure_offsets_topic(&self) -> Result<(), GroupError> {
+        match self.replicas.controller() {
+            Some(controller) => self.store.ensure_topic_in_cluster(controller).await,
+            None => self.store.ensure_topic(),
+        }
+    }
+
+    /// The offsets partition that holds a group's records.
+    pub fn offsets_partition_for(&self, group_id: &str) -> i32 {
+        self.store.partition_for(group_id)
+    }
+
+    /// Cluster mode: this node coordinates a group only while it leads the group's offsets
+    /// partition. Single node: every group, read back at start-up.
+    fn acquire(&self, st: &mut State, group_id: &str) -> Result<(), GroupError> {
+        if self.replicas.controller().is_none() {
+            return Ok(());
+        }
+        if self.replicas.topic(OFFSETS_TOPIC).is_none() {
+            return Err(GroupError::CoordinatorNotAvailable);
+        }
+        self.acquire_partition(st, self.store.partition_for(group_id))
+    }
+
+    /// Checks this node's leadership of offsets partition `index`. Led at a leader epoch not
+    /// loaded yet: the partition's groups are read back from the log first (leadership moved
+    /// here, or away and back, so what is in memory may be stale). Not led: its groups are
+    /// dropped, their parked requests answered NOT_COORDINATOR, and so is this request.
+    fn acquire_partition(&self, st: &mut State, index: i32) -> Result<(), GroupError> {
+        let epoch = self
+            .replicas
+            .partition(OFFSETS_TOPIC, index)
+            .filter(|p| p.is_leader())
+            .map(|p| p.leader_epoch());
+        match epoch {
+            None => {
+                self.unload(st, index);
+                Err(GroupError::NotCoordinator)
+            }
+            Some(e) if st.loaded.get(&index) == Some(&e) => Ok(()),
+            Some(e) => {
+                self.unload(st, index);
+                let mut groups: HashMap<String, GroupEntry> = HashMap::new();
+                let n = self.store.replay_partition(index, &mut |key, value| {
+                    replay_record(&mut groups, key, value)
+                })?;
+                tracing::info!(
+                    partition = index,
+                    leader_epoch = e,
+                    records = n,
+                    groups = groups.len(),
+                    "loaded groups of {OFFSETS_TOPIC}-{index}"
+                );
+                // Restored members have session deadlines: make the timer see them.
+                let earliest = groups.values().filter_map(|g| g.next_deadline()).min();
+                st.groups.extend(groups);
+                st.loaded.insert(index, e);
+                if let Some(d) = earliest {
+                    if st.timer_at.is_none_or(|t| d < t) {
+                        st.timer_at = Some(d);
+                        self.timer.notify_one();
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Drops the groups of offsets partition `index` from memory (this node no longer leads
+    /// it); their parked JoinGroup/SyncGroup requests are answered NOT_COORDINATOR, which
+    /// sends the clients to look up the new coordinator.
+    fn unload(&self, st: &mut State, index: i32) {
+        if st.loaded.remove(&index).is_none() {
+            return;
+        }
+        let gone: Vec<String> = st
+            .groups
+            .keys()
+            .filter(|g| self.store.partition_for(g) == index)
+            .cloned()
+            .collect();
+        for g in &gone {
+            if let Some(mut e) = st.groups.remove(g) {
+                if let GroupKind::Classic(c) = &mut e.kind {
+                    c.fail_waiters(GroupError::NotCoordinator.error_code());
+                }
+            }
+        }
+        tracing::info!(
+            partition = index,
+            groups = gone.len(),
+            "unloaded groups of {OFFSETS_TOPIC}-{index}"
+        );
+    }
+
+    /// Cluster mode: brings every offsets partition in line with this node's leadership
+    /// (loads newly led ones, drops lost ones). Run after each metadata image and before
+    /// ListGroups, so that groups are known without waiting for a client to touch them.
+    fn acquire_all(&self, st: &mut State) {
+        if self.replicas.controller().is_none() || self.replicas.topic(OFFSETS_TOPIC).is_none() {
+            return;
+        }
+        for index in 0..self.store.partitions() {
+            if let Err(e) = self.acquire_partition(st, index) {
+                if e != GroupError::NotCoordinator {
+                    tracing::warn!(partition = index, error = %e, "could not load groups");
+                }
+            }
+        }
     }
 
     /// After a change to `group`: persist what must be, and make the timer see a new
@@ -468,6 +609,7 @@ impl GroupCoordinator {
         if st.shut_down {
             return Err(GroupError::NotCoordinator);
         }
+        self.acquire(&mut st, group_id)?;
         let unknown_member = params.member_id.is_empty();
         let entry = match st.groups.get_mut(group_id) {
             Some(e) => e,
@@ -512,6 +654,7 @@ impl GroupCoordinator {
             // The timer task has already answered parked requests; nothing would answer this.
             return Err(GroupError::NotCoordinator);
         }
+        self.acquire(&mut st, group_id)?;
         let group = classic_mut(&mut st, group_id)?;
         let r = group.sync(
             member_id,
@@ -536,6 +679,7 @@ impl GroupCoordinator {
     ) -> Result<(), GroupError> {
         Self::check_group_id(group_id)?;
         let mut st = self.state.lock();
+        self.acquire(&mut st, group_id)?;
         let group = classic_mut(&mut st, group_id)?;
         let r = group.heartbeat(member_id, group_instance_id, generation_id, Instant::now());
         self.after_change(&mut st, group_id);
@@ -550,6 +694,7 @@ impl GroupCoordinator {
     ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
         Self::check_group_id(group_id)?;
         let mut st = self.state.lock();
+        self.acquire(&mut st, group_id)?;
         let group = classic_mut(&mut st, group_id)?;
         let now = Instant::now();
         let results = members
@@ -586,6 +731,7 @@ impl GroupCoordinator {
         if st.shut_down {
             return Err(GroupError::NotCoordinator);
         }
+        self.acquire(&mut st, group_id)?;
         let joining = params.member_epoch == 0;
         let entry = match st.groups.get_mut(group_id) {
             Some(e) => e,
@@ -631,19 +777,52 @@ impl GroupCoordinator {
     // Offsets
     // -----------------------------------------------------------------------------------------
 
-    /// OffsetCommit: validates the committer, writes the offsets, then applies them. Returns
-    /// one error code per partition, in request order.
-    pub fn commit_offsets(
+    /// OffsetCommit: validates the committer, writes the offsets, applies them, and answers
+    /// once the offsets partition's high watermark has passed them (every in-sync replica
+    /// has them, so they survive the coordinator's failure). Returns one error code per
+    /// partition, in request order.
+    pub async fn commit_offsets(
         &self,
         group_id: &str,
         who: &Committer,
         partitions: Vec<CommitPartition>,
     ) -> Vec<i16> {
-        let fail = |e: GroupError, n: usize| vec![e.error_code(); n];
+        let (codes, written) = self.commit_offsets_now(group_id, who, partitions);
+        match self.wait_committed(written).await {
+            Ok(()) => codes,
+            Err(e) => codes
+                .into_iter()
+                .map(|c| if c == 0 { e.error_code() } else { c })
+                .collect(),
+        }
+    }
+
+    /// Waits until a coordinator write is on every in-sync replica, for at most
+    /// `offsets.commit.timeout.ms`.
+    async fn wait_committed(&self, written: Option<Written>) -> Result<(), GroupError> {
+        let Some(w) = written else {
+            return Ok(());
+        };
+        let timeout =
+            std::time::Duration::from_millis(self.config.offsets_commit_timeout_ms as u64);
+        self.store.wait_committed(&w, timeout).await
+    }
+
+    /// The part of OffsetCommit done under the coordinator's lock.
+    fn commit_offsets_now(
+        &self,
+        group_id: &str,
+        who: &Committer,
+        partitions: Vec<CommitPartition>,
+    ) -> (Vec<i16>, Option<Written>) {
+        let fail = |e: GroupError, n: usize| (vec![e.error_code(); n], None);
         if let Err(e) = Self::check_group_id(group_id) {
             return fail(e, partitions.len());
         }
         let mut st = self.state.lock();
+        if let Err(e) = self.acquire(&mut st, group_id) {
+            return fail(e, partitions.len());
+        }
         if let Err(e) = self.validate_commit(&mut st, group_id, who) {
             return fail(e, partitions.len());
         }
@@ -668,18 +847,22 @@ impl GroupCoordinator {
             }
             codes.push(code);
         }
-        if let Err(e) = self.store.append(group_id, records) {
-            tracing::warn!(group = group_id, error = %e, "offset commit not written");
-            let code = e.error_code();
-            return codes
-                .iter()
-                .map(|c| if *c == 0 { code } else { *c })
-                .collect();
-        }
+        let written = match self.store.append(group_id, records) {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::warn!(group = group_id, error = %e, "offset commit not written");
+                let code = e.error_code();
+                let codes = codes
+                    .iter()
+                    .map(|c| if *c == 0 { code } else { *c })
+                    .collect();
+                return (codes, None);
+            }
+        };
         if let Some(entry) = st.groups.get_mut(group_id) {
             entry.offsets.extend(accepted);
         }
-        codes
+        (codes, written)
     }
 
     fn check_commit_partition(&self, p: &CommitPartition) -> i16 {
@@ -733,7 +916,8 @@ impl GroupCoordinator {
         member: Option<(&str, i32)>,
         topics: Option<Vec<(String, Vec<i32>)>>,
     ) -> Result<FetchedOffsets, GroupError> {
-        let st = self.state.lock();
+        let mut st = self.state.lock();
+        self.acquire(&mut st, group_id)?;
         let entry = st.groups.get(group_id);
         if let (
             Some((id, epoch)),
@@ -774,14 +958,25 @@ impl GroupCoordinator {
     }
 
     /// OffsetDelete: removes offsets of topics the group no longer reads. Per-partition
-    /// codes in request order.
-    pub fn delete_offsets(
+    /// codes in request order, once the tombstones are on every in-sync replica.
+    pub async fn delete_offsets(
         &self,
         group_id: &str,
         partitions: &[(String, i32)],
     ) -> Result<Vec<i16>, GroupError> {
+        let (codes, written) = self.delete_offsets_now(group_id, partitions)?;
+        self.wait_committed(written).await?;
+        Ok(codes)
+    }
+
+    fn delete_offsets_now(
+        &self,
+        group_id: &str,
+        partitions: &[(String, i32)],
+    ) -> Result<(Vec<i16>, Option<Written>), GroupError> {
         Self::check_group_id(group_id)?;
         let mut st = self.state.lock();
+        self.acquire(&mut st, group_id)?;
         let entry = st
             .groups
             .get_mut(group_id)
@@ -814,11 +1009,11 @@ impl GroupCoordinator {
             }
             codes.push(0);
         }
-        self.store.append(group_id, records)?;
+        let written = self.store.append(group_id, records)?;
         for k in removed {
             entry.offsets.remove(&k);
         }
-        Ok(codes)
+        Ok((codes, written))
     }
 
     // -----------------------------------------------------------------------------------------
@@ -826,10 +1021,13 @@ impl GroupCoordinator {
     // -----------------------------------------------------------------------------------------
 
     /// DescribeGroups for one group; `None` for an unknown group (Kafka answers it as Dead).
-    pub fn describe(&self, group_id: &str) -> Option<GroupDescription> {
-        let st = self.state.lock();
-        let entry = st.groups.get(group_id)?;
-        Some(match &entry.kind {
+    pub fn describe(&self, group_id: &str) -> Result<Option<GroupDescription>, GroupError> {
+        let mut st = self.state.lock();
+        self.acquire(&mut st, group_id)?;
+        let Some(entry) = st.groups.get(group_id) else {
+            return Ok(None);
+        };
+        Ok(Some(match &entry.kind {
             GroupKind::Classic(g) => {
                 let protocol = g.protocol_name.clone().unwrap_or_default();
                 let stable = g.state == ClassicState::Stable;
@@ -889,7 +1087,7 @@ impl GroupCoordinator {
                     })
                     .collect(),
             },
-        })
+        }))
     }
 
     /// ConsumerGroupDescribe for one group: GROUP_ID_NOT_FOUND unless it is a KIP-848 group
@@ -898,7 +1096,8 @@ impl GroupCoordinator {
         &self,
         group_id: &str,
     ) -> Result<ConsumerGroupDescription, GroupError> {
-        let st = self.state.lock();
+        let mut st = self.state.lock();
+        self.acquire(&mut st, group_id)?;
         let Some(GroupEntry {
             kind: GroupKind::Consumer(g),
             ..
@@ -926,9 +1125,12 @@ impl GroupCoordinator {
         })
     }
 
-    /// ListGroups, filtered by state and type names (case-insensitive; empty = all).
+    /// ListGroups, filtered by state and type names (case-insensitive; empty = all). In a
+    /// cluster: the groups this node coordinates, as in Kafka (the admin client asks every
+    /// broker).
     pub fn list(&self, states: &[String], types: &[String]) -> Vec<ListedGroup> {
-        let st = self.state.lock();
+        let mut st = self.state.lock();
+        self.acquire_all(&mut st);
         let mut out: Vec<ListedGroup> = st
             .groups
             .iter()
@@ -952,10 +1154,17 @@ impl GroupCoordinator {
         out
     }
 
-    /// DeleteGroups for one group: only empty groups; their offsets go too.
-    pub fn delete_group(&self, group_id: &str) -> Result<(), GroupError> {
+    /// DeleteGroups for one group: only empty groups; their offsets go too. Answered once
+    /// the tombstones are on every in-sync replica.
+    pub async fn delete_group(&self, group_id: &str) -> Result<(), GroupError> {
+        let written = self.delete_group_now(group_id)?;
+        self.wait_committed(written).await
+    }
+
+    fn delete_group_now(&self, group_id: &str) -> Result<Option<Written>, GroupError> {
         Self::check_group_id(group_id)?;
         let mut st = self.state.lock();
+        self.acquire(&mut st, group_id)?;
         let entry = st
             .groups
             .get_mut(group_id)
@@ -977,13 +1186,13 @@ impl GroupCoordinator {
             GroupKind::Classic(_) => (records::group_metadata_key(group_id), None),
             GroupKind::Consumer(_) => (records::consumer_group_metadata_key(group_id), None),
         });
-        self.store.append(group_id, records)?;
+        let written = self.store.append(group_id, records)?;
         if let Some(mut e) = st.groups.remove(group_id) {
             if let GroupKind::Classic(g) = &mut e.kind {
                 g.mark_dead();
             }
         }
-        Ok(())
+        Ok(written)
     }
 
     /// Drops offsets of empty groups older than `offsets.retention.minutes` (Kafka's
@@ -1030,6 +1239,7 @@ impl GroupCoordinator {
     /// Runs every passed deadline; returns the next one.
     fn tick(&self, now: Instant) -> Option<Instant> {
         let mut st = self.state.lock();
+        self.acquire_all(&mut st);
         let ids: Vec<String> = st
             .groups
             .iter()
@@ -1056,6 +1266,9 @@ impl GroupCoordinator {
     pub async fn run(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
         let expiry_period = std::time::Duration::from_secs(600);
         let mut next_expiry = Instant::now() + expiry_period;
+        // Each applied metadata image may move leadership of offsets partitions: the tick
+        // that follows loads or drops their groups.
+        let mut images = self.replicas.metadata_applied();
         loop {
             let now = Instant::now();
             let next = self.tick(now).unwrap_or(now + IDLE_TIMER);
@@ -1072,6 +1285,7 @@ impl GroupCoordinator {
             tokio::select! {
                 _ = tokio::time::sleep_until(wake) => {}
                 _ = self.timer.notified() => {}
+                r = images.changed() => if r.is_err() { break },
                 _ = shutdown.changed() => break,
             }
         }
@@ -1183,10 +1397,11 @@ fn replay_record(groups: &mut HashMap<String, GroupEntry>, key: RecordKey, value
                     let e = groups
                         .entry(group.clone())
                         .or_insert_with(|| GroupEntry::classic(&group));
-                    let mut g = ClassicGroup::new(group.clone());
-                    g.generation_id = meta.generation;
-                    g.protocol_type = Some(meta.protocol_type).filter(|t| !t.is_empty());
-                    e.kind = GroupKind::Classic(g);
+                    e.kind = GroupKind::Classic(ClassicGroup::from_record(
+                        group.clone(),
+                        meta,
+                        Instant::now(),
+                    ));
                 }
                 Err(e) => tracing::warn!(error = %e, "skipping group record"),
             },

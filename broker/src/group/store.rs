@@ -1,19 +1,23 @@
 //! `__consumer_offsets`: where committed offsets and group metadata live.
 //!
-//! It is an ordinary Brook topic (created on first use through the `ReplicaManager`, with
-//! `cleanup.policy=compact`), so its records take the same partition/log path as client
-//! data and will be replicated the same way. Records are appended as non-transactional
-//! batches without a producer id; on start-up every partition is read back from its log
-//! start offset to its high watermark to rebuild the coordinator's state.
+//! It is an ordinary Brook topic with `cleanup.policy=compact`, so its records take the
+//! same partition/log path as client data. On a single node it is created on first use
+//! and every partition is read back at start-up. In a cluster it is created through the
+//! controller with `offsets.topic.replication.factor` replicas and replicated like any
+//! topic; the coordinator reads a partition back when this node becomes its leader.
+//! Records are appended as non-transactional batches without a producer id.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 
 use super::records::{decode_key, partition_for, RecordKey};
 use super::GroupError;
+use crate::cluster::partition::{Partition, PartitionError};
 use crate::cluster::replica_manager::{now_ms, ReplicaError, ReplicaManager};
+use crate::controller::{Controller, ControllerError};
 use crate::log::batch::testutil::{BatchBuilder, TestRecord};
 use crate::log::batch::{decompress_records, RecordBatch, RecordIter};
 use crate::log::Codec;
@@ -31,14 +35,32 @@ pub struct OffsetsStore {
     replicas: Arc<ReplicaManager>,
     /// `offsets.topic.num.partitions`, used when the topic is created.
     configured_partitions: i32,
+    /// `offsets.topic.replication.factor`, used when a cluster creates the topic.
+    replication_factor: i16,
 }
+
+/// Where an append landed: the caller waits for the partition's high watermark to pass
+/// `last_offset` before it tells a client that the write is durable.
+pub struct Written {
+    pub partition: Arc<Partition>,
+    pub last_offset: i64,
+}
+
+/// How long FindCoordinator waits for a newly created offsets topic to reach this node's
+/// metadata image before it answers COORDINATOR_NOT_AVAILABLE (the client then retries).
+const TOPIC_VISIBLE_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl OffsetsStore {
     /// A store over the replica manager's topics.
-    pub fn new(replicas: Arc<ReplicaManager>, configured_partitions: i32) -> Self {
+    pub fn new(
+        replicas: Arc<ReplicaManager>,
+        configured_partitions: i32,
+        replication_factor: i16,
+    ) -> Self {
         OffsetsStore {
             replicas,
             configured_partitions,
+            replication_factor,
         }
     }
 
@@ -55,22 +77,31 @@ impl OffsetsStore {
         partition_for(group, self.partitions())
     }
 
-    /// Creates the topic unless it exists.
-    pub fn ensure_topic(&self) -> Result<(), GroupError> {
-        if self.replicas.topic(OFFSETS_TOPIC).is_some() {
-            return Ok(());
-        }
+    /// The topic's configs, as Kafka sets them for its offsets topic.
+    fn topic_configs() -> BTreeMap<String, String> {
         let mut configs = BTreeMap::new();
         configs.insert("cleanup.policy".to_string(), "compact".to_string());
         // Brook has no log cleaner yet, and time-based retention would delete committed
         // offsets of idle groups: keep the segments until compaction exists.
         configs.insert("retention.ms".to_string(), "-1".to_string());
         configs.insert("segment.bytes".to_string(), "104857600".to_string());
+        configs
+    }
+
+    /// Creates the topic unless it exists. Single node: created here, at once. Cluster: only
+    /// [`Self::ensure_topic_in_cluster`] creates it; this reports whether it exists.
+    pub fn ensure_topic(&self) -> Result<(), GroupError> {
+        if self.replicas.topic(OFFSETS_TOPIC).is_some() {
+            return Ok(());
+        }
+        if self.replicas.controller().is_some() {
+            return Err(GroupError::CoordinatorNotAvailable);
+        }
         match self.replicas.create_topic(
             OFFSETS_TOPIC,
             self.configured_partitions,
             1,
-            configs,
+            Self::topic_configs(),
             false,
         ) {
             Ok(_) | Err(ReplicaError::TopicExists(_)) => Ok(()),
@@ -78,17 +109,55 @@ impl OffsetsStore {
         }
     }
 
-    /// Appends one batch of records to the group's partition.
-    pub fn append(&self, group: &str, records: Vec<Record>) -> Result<(), GroupError> {
-        if records.is_empty() {
+    /// Cluster mode: creates the topic through the controller with
+    /// `offsets.topic.replication.factor` replicas, and waits until this node's image has it.
+    /// While fewer brokers are alive than the replication factor the controller refuses, and
+    /// the caller answers COORDINATOR_NOT_AVAILABLE, as Kafka does.
+    pub async fn ensure_topic_in_cluster(&self, controller: &Controller) -> Result<(), GroupError> {
+        if self.replicas.topic(OFFSETS_TOPIC).is_some() {
             return Ok(());
+        }
+        match controller
+            .create_topic(
+                OFFSETS_TOPIC,
+                self.configured_partitions,
+                self.replication_factor,
+                Self::topic_configs(),
+            )
+            .await
+        {
+            Ok(_) | Err(ControllerError::TopicAlreadyExists(_)) => {}
+            Err(e) => {
+                tracing::info!(error = %e, "{OFFSETS_TOPIC} not created yet");
+                return Err(GroupError::CoordinatorNotAvailable);
+            }
+        }
+        let visible = self
+            .replicas
+            .wait_for_metadata(TOPIC_VISIBLE_TIMEOUT, |rm| {
+                rm.topic(OFFSETS_TOPIC).is_some()
+            })
+            .await;
+        if visible {
+            Ok(())
+        } else {
+            Err(GroupError::CoordinatorNotAvailable)
+        }
+    }
+
+    /// Appends one batch of records to the group's partition, as its leader with acks=all
+    /// (min.insync.replicas is checked first). Returns where it landed, or `None` when there
+    /// was nothing to write.
+    pub fn append(&self, group: &str, records: Vec<Record>) -> Result<Option<Written>, GroupError> {
+        if records.is_empty() {
+            return Ok(None);
         }
         self.ensure_topic()?;
         let index = self.partition_for(group);
         let part = self
             .replicas
             .partition(OFFSETS_TOPIC, index)
-            .ok_or_else(|| GroupError::Storage(format!("{OFFSETS_TOPIC}-{index} is missing")))?;
+            .ok_or(GroupError::NotCoordinator)?;
         let now = now_ms();
         let mut b = BatchBuilder::new(now);
         b.records = records
@@ -100,12 +169,31 @@ impl OffsetsStore {
                 headers: Vec::new(),
             })
             .collect();
-        part.append_records_to_leader(b.build(), -1, now)
-            .map_err(|e| match e.error_code() {
-                10 => GroupError::InvalidCommitOffsetSize,
-                _ => GroupError::Storage(e.to_string()),
-            })?;
-        Ok(())
+        let info = part
+            .append_records_to_leader(b.build(), -1, now)
+            .map_err(write_error)?;
+        Ok(Some(Written {
+            partition: part,
+            last_offset: info.last_offset,
+        }))
+    }
+
+    /// Waits until `written` is below the high watermark, i.e. on every in-sync replica.
+    pub async fn wait_committed(
+        &self,
+        written: &Written,
+        timeout: Duration,
+    ) -> Result<(), GroupError> {
+        match written
+            .partition
+            .wait_for_high_watermark(written.last_offset, timeout)
+            .await
+        {
+            // The high watermark passed the records: they are committed, even if the ISR
+            // shrank meanwhile (Kafka's coordinator completes its write on the high watermark).
+            Ok(()) | Err(PartitionError::NotEnoughReplicasAfterAppend { .. }) => Ok(()),
+            Err(e) => Err(write_error(e)),
+        }
     }
 
     /// Reads every record of the topic, partition by partition in offset order, and hands
@@ -119,43 +207,71 @@ impl OffsetsStore {
         };
         let mut count = 0;
         for index in 0..topic.partitions {
-            let Some(part) = self.replicas.partition(OFFSETS_TOPIC, index) else {
-                continue;
-            };
-            let (mut offset, _) = part.offsets();
-            let hw = part.high_watermark();
-            while offset < hw {
-                let read = part
-                    .read(offset, REPLAY_READ_BYTES, true)
-                    .map_err(|e| GroupError::Storage(e.to_string()))?;
-                let buf = read
-                    .slice
-                    .read()
-                    .map_err(|e| GroupError::Storage(e.to_string()))?;
-                if buf.is_empty() {
+            count += self.replay_partition(index, &mut apply)?;
+        }
+        Ok(count)
+    }
+
+    /// Reads one partition from its log start offset to its log end offset. A new leader
+    /// reads past the high watermark: its log is the one followers will truncate to, so
+    /// every record in it becomes committed once they catch up.
+    pub fn replay_partition(
+        &self,
+        index: i32,
+        apply: &mut impl FnMut(RecordKey, Option<&[u8]>),
+    ) -> Result<usize, GroupError> {
+        let Some(part) = self.replicas.partition(OFFSETS_TOPIC, index) else {
+            return Ok(0);
+        };
+        let mut count = 0;
+        let (mut offset, end) = part.offsets();
+        while offset < end {
+            let read = part
+                .read_for_follower(offset, REPLAY_READ_BYTES)
+                .map_err(|e| GroupError::Storage(e.to_string()))?;
+            let buf = read
+                .slice
+                .read()
+                .map_err(|e| GroupError::Storage(e.to_string()))?;
+            if buf.is_empty() {
+                break;
+            }
+            let mut pos = 0;
+            let before = offset;
+            while pos < buf.len() {
+                let Ok((batch, size)) = RecordBatch::parse(&buf[pos..]) else {
                     break;
+                };
+                pos += size;
+                let h = batch.header();
+                offset = h.next_offset();
+                if h.is_control() {
+                    continue;
                 }
-                let mut pos = 0;
-                let before = offset;
-                while pos < buf.len() {
-                    let Ok((batch, size)) = RecordBatch::parse(&buf[pos..]) else {
-                        break;
-                    };
-                    pos += size;
-                    let h = batch.header();
-                    offset = h.next_offset();
-                    if h.is_control() {
-                        continue;
-                    }
-                    count += apply_batch(&batch, &mut apply);
-                }
-                if offset == before {
-                    // Nothing parsed: a torn tail that recovery will cut; stop here.
-                    break;
-                }
+                count += apply_batch(&batch, apply);
+            }
+            if offset == before {
+                // Nothing parsed: a torn tail that recovery will cut; stop here.
+                break;
             }
         }
         Ok(count)
+    }
+}
+
+/// Kafka's mapping of a coordinator write's failure to what the client sees: a lost
+/// leadership sends it to look for the new coordinator; too few replicas or a timeout make
+/// it retry here.
+fn write_error(e: PartitionError) -> GroupError {
+    match e {
+        PartitionError::NotLeader | PartitionError::FencedLeaderEpoch { .. } => {
+            GroupError::NotCoordinator
+        }
+        PartitionError::NotEnoughReplicas { .. }
+        | PartitionError::NotEnoughReplicasAfterAppend { .. }
+        | PartitionError::RequestTimedOut => GroupError::CoordinatorNotAvailable,
+        e if e.error_code() == 10 => GroupError::InvalidCommitOffsetSize,
+        e => GroupError::Storage(e.to_string()),
     }
 }
 

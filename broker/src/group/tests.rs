@@ -40,25 +40,35 @@ fn commit(topic: &str, partition: i32, offset: i64) -> CommitPartition {
     }
 }
 
-#[test]
-fn offsets_survive_reopen_and_deletes_stick() {
+#[tokio::test]
+async fn offsets_survive_reopen_and_deletes_stick() {
     let dir = tempfile::tempdir().unwrap();
     {
         let (replicas, groups) = open(dir.path());
         replicas
             .create_topic("t", 2, 1, Default::default(), false)
             .unwrap();
-        let codes =
-            groups.commit_offsets("g1", &admin(), vec![commit("t", 0, 5), commit("t", 1, 7)]);
+        let codes = groups
+            .commit_offsets("g1", &admin(), vec![commit("t", 0, 5), commit("t", 1, 7)])
+            .await;
         assert_eq!(codes, vec![0, 0]);
         assert_eq!(
-            groups.commit_offsets("g1", &admin(), vec![commit("nope", 0, 1)]),
+            groups
+                .commit_offsets("g1", &admin(), vec![commit("nope", 0, 1)])
+                .await,
             vec![3]
         );
-        groups.commit_offsets("g2", &admin(), vec![commit("t", 0, 9)]);
-        groups.commit_offsets("g1", &admin(), vec![commit("t", 0, 6)]);
-        groups.delete_group("g2").unwrap();
-        assert_eq!(groups.delete_group("g2"), Err(GroupError::GroupIdNotFound));
+        groups
+            .commit_offsets("g2", &admin(), vec![commit("t", 0, 9)])
+            .await;
+        groups
+            .commit_offsets("g1", &admin(), vec![commit("t", 0, 6)])
+            .await;
+        groups.delete_group("g2").await.unwrap();
+        assert_eq!(
+            groups.delete_group("g2").await,
+            Err(GroupError::GroupIdNotFound)
+        );
         replicas.shutdown().unwrap();
     }
     let (_replicas, groups) = open(dir.path());
@@ -81,8 +91,8 @@ fn offsets_survive_reopen_and_deletes_stick() {
     assert_eq!(listed, vec!["g1".to_string()]);
 }
 
-#[test]
-fn commits_are_checked_against_the_generation() {
+#[tokio::test]
+async fn commits_are_checked_against_the_generation() {
     let dir = tempfile::tempdir().unwrap();
     let (replicas, groups) = open(dir.path());
     replicas
@@ -95,7 +105,9 @@ fn commits_are_checked_against_the_generation() {
         api_version: 9,
     };
     assert_eq!(
-        groups.commit_offsets("nogroup", &who, vec![commit("t", 0, 1)]),
+        groups
+            .commit_offsets("nogroup", &who, vec![commit("t", 0, 1)])
+            .await,
         vec![69]
     );
     let who8 = Committer {
@@ -103,21 +115,29 @@ fn commits_are_checked_against_the_generation() {
         ..who
     };
     assert_eq!(
-        groups.commit_offsets("nogroup", &who8, vec![commit("t", 0, 1)]),
+        groups
+            .commit_offsets("nogroup", &who8, vec![commit("t", 0, 1)])
+            .await,
         vec![22]
     );
     let mut big = commit("t", 0, 1);
     big.metadata = Some("x".repeat(5000));
-    assert_eq!(groups.commit_offsets("g", &admin(), vec![big]), vec![12]);
     assert_eq!(
-        groups.commit_offsets("", &admin(), vec![commit("t", 0, 1)]),
+        groups.commit_offsets("g", &admin(), vec![big]).await,
+        vec![12]
+    );
+    assert_eq!(
+        groups
+            .commit_offsets("", &admin(), vec![commit("t", 0, 1)])
+            .await,
         vec![24]
     );
 }
 
 #[tokio::test]
-async fn classic_join_sync_is_persisted_as_a_group_record() {
+async fn classic_group_members_are_restored_from_the_group_record() {
     let dir = tempfile::tempdir().unwrap();
+    let member;
     {
         let (replicas, groups) = open(dir.path());
         let params = JoinParams {
@@ -159,12 +179,39 @@ async fn classic_join_sync_is_persisted_as_a_group_record() {
             panic!("leader sync waits on its own channel");
         };
         assert_eq!(rx.await.unwrap().assignment, Bytes::from_static(b"a"));
+        member = j.member_id;
         replicas.shutdown().unwrap();
     }
-    let (_r, groups) = open(dir.path());
-    let d = groups.describe("cg").unwrap();
-    assert_eq!(d.state, "Empty");
+    // The member comes back in its generation, as in Kafka: it keeps heartbeating and
+    // committing without a rebalance.
+    let (replicas, groups) = open(dir.path());
+    let d = groups.describe("cg").unwrap().unwrap();
+    assert_eq!(d.state, "Stable");
     assert_eq!(d.protocol_type, "consumer");
+    assert_eq!(d.protocol_data, "range");
+    assert_eq!(d.members.len(), 1);
+    assert_eq!(d.members[0].member_id, member);
+    assert_eq!(d.members[0].assignment, Bytes::from_static(b"a"));
+    assert_eq!(groups.heartbeat("cg", &member, None, 1), Ok(()));
+    assert_eq!(
+        groups.heartbeat("cg", &member, None, 2),
+        Err(GroupError::IllegalGeneration)
+    );
+    replicas
+        .create_topic("t", 1, 1, Default::default(), false)
+        .unwrap();
+    let who = Committer {
+        member_id: member.clone(),
+        group_instance_id: None,
+        generation_or_epoch: 1,
+        api_version: 9,
+    };
+    assert_eq!(
+        groups
+            .commit_offsets("cg", &who, vec![commit("t", 0, 3)])
+            .await,
+        vec![0]
+    );
 }
 
 #[test]
@@ -178,26 +225,35 @@ fn group_config_keys_are_kafkas_and_checked() {
     assert_eq!(g.consumer.session_timeout_ms, 45_000);
     assert_eq!(g.offsets_partitions, 50);
     assert_eq!(g.offsets_retention_ms, 10080 * 60_000);
+    assert_eq!(g.offsets_replication_factor, 3);
+    assert_eq!(g.offsets_commit_timeout_ms, 5000);
     for bad in [
         "group.max.size=0",
         "offsets.topic.num.partitions=-1",
         "group.initial.rebalance.delay.ms=x",
+        "offsets.topic.replication.factor=0",
+        "offsets.topic.replication.factor=40000",
+        "offsets.commit.timeout.ms=0",
     ] {
         let c = BrokerConfig::load(None, &[bad.to_string()]).unwrap();
         assert!(GroupConfig::from_broker(&c).is_err(), "{bad}");
     }
 }
 
-#[test]
-fn offsets_of_empty_groups_expire_with_tombstones() {
+#[tokio::test]
+async fn offsets_of_empty_groups_expire_with_tombstones() {
     let dir = tempfile::tempdir().unwrap();
     {
         let (replicas, groups) = open(dir.path());
         replicas
             .create_topic("t", 1, 1, Default::default(), false)
             .unwrap();
-        groups.commit_offsets("old", &admin(), vec![commit("t", 0, 3)]);
-        groups.commit_offsets("new", &admin(), vec![commit("t", 0, 4)]);
+        groups
+            .commit_offsets("old", &admin(), vec![commit("t", 0, 3)])
+            .await;
+        groups
+            .commit_offsets("new", &admin(), vec![commit("t", 0, 4)])
+            .await;
         {
             let mut st = groups.state.lock();
             let retention = groups.config.offsets_retention_ms;

@@ -59,7 +59,7 @@ class ReplicationScenariosTest {
     private static final Duration ISR_WAIT = Duration.ofSeconds(45);
     private static final Duration FAILOVER_WAIT = Duration.ofSeconds(45);
 
-    private final List<AutoCloseable> closeables = new ArrayList<>();
+    private final Closer closeables = new Closer();
 
     @BeforeEach
     void forgetEarlierClusters() {
@@ -68,15 +68,7 @@ class ReplicationScenariosTest {
 
     @AfterEach
     void closeAll() {
-        Collections.reverse(closeables);
-        for (AutoCloseable c : closeables) {
-            try {
-                c.close();
-            } catch (Exception e) {
-                // best effort
-            }
-        }
-        closeables.clear();
+        closeables.closeAll();
     }
 
     private BrookCluster cluster(String name, int size, Map<String, String> overrides) {

@@ -1,25 +1,34 @@
-//! ReplicaFetcher: a follower copies its partition from the leader with ordinary Fetch
+//! ReplicaFetcher: a follower copies its partitions from their leaders with ordinary Fetch
 //! requests carrying its replica id, exactly as a Kafka follower does, so a packet capture of
 //! replication decodes with any Kafka tool.
 //!
-//! One task per followed partition. Each round: send Fetch(fetch offset = log end offset,
-//! last fetched epoch = the log's latest leader epoch); the leader answers records, its high
-//! watermark and log start offset, or a diverging epoch, in which case the follower truncates
-//! to the leader's end offset for that epoch before fetching again (KIP-320/KIP-595 style
-//! truncation, no separate OffsetForLeaderEpoch round trip).
+//! One fetcher per source broker, as Kafka's `ReplicaFetcherThread` with
+//! `num.replica.fetchers=1`: every partition this node follows from leader L is fetched in
+//! the same request, over one connection to L. Each round: send Fetch with, per partition,
+//! fetch offset = log end offset and last fetched epoch = the log's latest leader epoch; the
+//! leader answers records, its high watermark and log start offset, or a diverging epoch, in
+//! which case the follower truncates to the leader's end offset for that epoch before
+//! fetching that partition again (KIP-320/KIP-595 style truncation, no separate
+//! OffsetForLeaderEpoch round trip). A partition whose answer is an error sits out for
+//! `REPLICA_FETCH_BACKOFF` (the leader answers errors at once, so it would otherwise spin);
+//! the others go on.
 
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::{
     ApiKey, FetchRequest, FetchResponse, RequestHeader, ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
+use tokio::time::Instant;
 
 use super::partition::{Partition, Role};
 use crate::controller::ClusterImage;
@@ -30,48 +39,146 @@ use crate::fault::{CrashPoint, Direction, FaultEngine, LinkAction, Traffic};
 pub const REPLICA_FETCH_VERSION: i16 = 12;
 /// How long the leader may hold a follower's fetch (replica.fetch.wait.max.ms).
 pub const REPLICA_FETCH_WAIT_MAX_MS: i32 = 500;
-/// Bytes per follower fetch (replica.fetch.max.bytes).
+/// Bytes per partition in a follower fetch (replica.fetch.max.bytes).
 pub const REPLICA_FETCH_MAX_BYTES: i32 = 1024 * 1024;
-/// Largest response a follower accepts before dropping the connection.
-pub const REPLICA_FETCH_RESPONSE_MAX_BYTES: usize = 64 * 1024 * 1024;
-/// Pause after a failed round (connection refused, leader not ready), so a dead leader is
-/// not hammered; the task also wakes at once when the partition's role changes.
+/// Bytes per follower fetch response, all partitions together
+/// (replica.fetch.response.max.bytes).
+pub const REPLICA_FETCH_RESPONSE_MAX_BYTES: i32 = 10 * 1024 * 1024;
+/// Largest response frame a follower accepts before dropping the connection: the response
+/// limit plus room for headers and the one oversized batch KIP-74 allows.
+pub const REPLICA_FETCH_FRAME_MAX_BYTES: usize = 64 * 1024 * 1024;
+/// Pause after a failed round (connection refused, leader not ready), or for one partition
+/// whose answer was an error, so a dead or lagging leader is not hammered. A change in the
+/// set of followed partitions wakes the fetcher at once.
 pub const REPLICA_FETCH_BACKOFF: Duration = Duration::from_millis(200);
 /// Bound on one request/response exchange.
 pub const REPLICA_FETCH_IO_TIMEOUT: Duration = Duration::from_secs(10);
 
 const OFFSET_OUT_OF_RANGE: i16 = 1;
 
-/// Starts the fetcher for `partition`, following `leader` until the role changes.
-pub fn spawn(
+type PartitionKey = (String, i32);
+
+/// A partition in a fetcher's set.
+struct Followed {
     partition: Arc<Partition>,
-    leader: i32,
-    node_id: i32,
-    image: watch::Receiver<Arc<ClusterImage>>,
-    faults: Arc<FaultEngine>,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut fetcher = Fetcher {
-            partition,
-            leader,
-            node_id,
-            image,
-            faults,
-            conn: None,
-            correlation_id: 0,
+    /// Set after an error answer for this partition: it is left out of requests until then.
+    backoff_until: Option<Instant>,
+}
+
+/// What a fetcher task shares with the [`ReplicaFetchers`] that started it.
+struct FetcherShared {
+    partitions: Mutex<HashMap<PartitionKey, Followed>>,
+    /// Signalled when the set changes, so a fetcher in backoff or idle looks again.
+    changed: Notify,
+}
+
+struct SourceFetcher {
+    shared: Arc<FetcherShared>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// This node's fetchers, one per leader it follows partitions from.
+#[derive(Default)]
+pub struct ReplicaFetchers {
+    by_leader: HashMap<i32, SourceFetcher>,
+    leader_of: HashMap<PartitionKey, i32>,
+}
+
+impl ReplicaFetchers {
+    /// Follows `partition` from `leader`, starting that leader's fetcher if needed. A
+    /// partition followed from another leader before is moved.
+    pub fn follow(
+        &mut self,
+        partition: Arc<Partition>,
+        leader: i32,
+        node_id: i32,
+        image: watch::Receiver<Arc<ClusterImage>>,
+        faults: Arc<FaultEngine>,
+    ) {
+        let key = (partition.topic.clone(), partition.index);
+        self.unfollow(&key);
+        let fetcher = self.by_leader.entry(leader).or_insert_with(|| {
+            let shared = Arc::new(FetcherShared {
+                partitions: Mutex::new(HashMap::new()),
+                changed: Notify::new(),
+            });
+            let task = tokio::spawn(
+                Fetcher {
+                    leader,
+                    node_id,
+                    image,
+                    faults,
+                    shared: shared.clone(),
+                    conn: None,
+                    correlation_id: 0,
+                }
+                .run(),
+            );
+            SourceFetcher { shared, task }
+        });
+        fetcher.shared.partitions.lock().insert(
+            key.clone(),
+            Followed {
+                partition,
+                backoff_until: None,
+            },
+        );
+        fetcher.shared.changed.notify_one();
+        self.leader_of.insert(key, leader);
+    }
+
+    /// Stops fetching `key`. A fetcher left with no partitions is stopped, closing its
+    /// connection.
+    pub fn unfollow(&mut self, key: &PartitionKey) {
+        let Some(leader) = self.leader_of.remove(key) else {
+            return;
         };
-        fetcher.run().await;
-    })
+        let Some(fetcher) = self.by_leader.get(&leader) else {
+            return;
+        };
+        let empty = {
+            let mut parts = fetcher.shared.partitions.lock();
+            parts.remove(key);
+            parts.is_empty()
+        };
+        if empty {
+            if let Some(f) = self.by_leader.remove(&leader) {
+                f.task.abort();
+            }
+        } else {
+            fetcher.shared.changed.notify_one();
+        }
+    }
+
+    /// The number of fetcher tasks (one per source broker).
+    pub fn fetcher_count(&self) -> usize {
+        self.by_leader.len()
+    }
+}
+
+impl Drop for ReplicaFetchers {
+    fn drop(&mut self) {
+        for f in self.by_leader.values() {
+            f.task.abort();
+        }
+    }
 }
 
 struct Fetcher {
-    partition: Arc<Partition>,
     leader: i32,
     node_id: i32,
     image: watch::Receiver<Arc<ClusterImage>>,
     faults: Arc<FaultEngine>,
+    shared: Arc<FetcherShared>,
     conn: Option<TcpStream>,
     correlation_id: i32,
+}
+
+/// One partition in one request: what was asked, to check the answer against.
+struct Asked {
+    partition: Arc<Partition>,
+    leader_epoch: i32,
+    fetch_offset: i64,
 }
 
 /// Why a round ended without progress.
@@ -90,27 +197,78 @@ enum FetchRoundError {
 }
 
 impl Fetcher {
-    async fn run(&mut self) {
-        let mut role_rx = self.partition.role_changes();
+    async fn run(mut self) {
         loop {
-            if self.partition.role()
+            let now = Instant::now();
+            let (ready, next_retry) = self.ready_partitions(now);
+            if ready.is_empty() {
+                // Nothing to fetch now: wait for a backoff to end or the set to change.
+                let until = next_retry.unwrap_or(now + Duration::from_secs(3600));
+                tokio::select! {
+                    _ = tokio::time::sleep_until(until) => {}
+                    _ = self.shared.changed.notified() => {}
+                }
+                continue;
+            }
+            // A change in the set (a partition added, moved or dropped) cancels a fetch held
+            // by the leader, so that a new partition does not wait out the long poll. The
+            // cancel can only land while the exchange is in flight (answers are applied with
+            // no await in between); the connection, mid-exchange, is dropped.
+            let shared = self.shared.clone();
+            let result = tokio::select! {
+                r = self.round(ready) => r,
+                _ = shared.changed.notified() => {
+                    self.conn = None;
+                    continue;
+                }
+            };
+            if let Err(e) = result {
+                tracing::debug!(leader = self.leader, error = %e, "replica fetch failed");
+                self.conn = None;
+                tokio::select! {
+                    _ = tokio::time::sleep(REPLICA_FETCH_BACKOFF) => {}
+                    _ = self.shared.changed.notified() => {}
+                }
+            }
+        }
+    }
+
+    /// The partitions to fetch now (still following this leader, not backing off), and the
+    /// earliest end of a backoff.
+    fn ready_partitions(&self, now: Instant) -> (Vec<Arc<Partition>>, Option<Instant>) {
+        let mut parts = self.shared.partitions.lock();
+        let mut ready = Vec::with_capacity(parts.len());
+        let mut next_retry: Option<Instant> = None;
+        for f in parts.values_mut() {
+            if f.partition.role()
                 != (Role::Follower {
                     leader: self.leader,
                 })
             {
-                return;
+                // Leadership moved; the next metadata image moves the partition elsewhere.
+                continue;
             }
-            match self.round().await {
-                Ok(()) => {}
-                Err(e) => {
-                    tracing::debug!(topic = %self.partition.topic, partition = self.partition.index, leader = self.leader, error = %e, "replica fetch failed");
-                    self.conn = None;
-                    tokio::select! {
-                        _ = tokio::time::sleep(REPLICA_FETCH_BACKOFF) => {}
-                        _ = role_rx.changed() => {}
-                    }
+            match f.backoff_until {
+                Some(t) if t > now => {
+                    next_retry = Some(next_retry.map_or(t, |n| n.min(t)));
+                }
+                _ => {
+                    f.backoff_until = None;
+                    ready.push(f.partition.clone());
                 }
             }
+        }
+        (ready, next_retry)
+    }
+
+    fn back_off(&self, partition: &Partition) {
+        if let Some(f) = self
+            .shared
+            .partitions
+            .lock()
+            .get_mut(&(partition.topic.clone(), partition.index))
+        {
+            f.backoff_until = Some(Instant::now() + REPLICA_FETCH_BACKOFF);
         }
     }
 
@@ -122,67 +280,107 @@ impl Fetcher {
             .map(|b| format!("{}:{}", b.host, b.port))
     }
 
-    async fn round(&mut self) -> Result<(), FetchRoundError> {
-        let (leo, last_epoch, log_start) = self.partition.fetch_position();
+    /// One Fetch for `ready`, and each partition's answer applied.
+    async fn round(&mut self, ready: Vec<Arc<Partition>>) -> Result<(), FetchRoundError> {
+        let mut asked: HashMap<PartitionKey, Asked> = HashMap::with_capacity(ready.len());
+        let mut topics: BTreeMap<String, Vec<FetchPartition>> = BTreeMap::new();
+        for p in ready {
+            let (leo, last_epoch, log_start) = p.fetch_position();
+            let leader_epoch = p.leader_epoch();
+            topics.entry(p.topic.clone()).or_default().push(
+                FetchPartition::default()
+                    .with_partition(p.index)
+                    .with_current_leader_epoch(leader_epoch)
+                    .with_fetch_offset(leo)
+                    .with_last_fetched_epoch(last_epoch)
+                    .with_log_start_offset(log_start)
+                    .with_partition_max_bytes(REPLICA_FETCH_MAX_BYTES),
+            );
+            asked.insert(
+                (p.topic.clone(), p.index),
+                Asked {
+                    partition: p,
+                    leader_epoch,
+                    fetch_offset: leo,
+                },
+            );
+        }
         let req = FetchRequest::default()
             .with_replica_id(self.node_id.into())
             .with_max_wait_ms(REPLICA_FETCH_WAIT_MAX_MS)
             .with_min_bytes(1)
-            .with_max_bytes(REPLICA_FETCH_MAX_BYTES)
+            .with_max_bytes(REPLICA_FETCH_RESPONSE_MAX_BYTES)
             .with_session_id(0)
             .with_session_epoch(-1)
-            .with_topics(vec![FetchTopic::default()
-                .with_topic(TopicName(StrBytes::from_string(
-                    self.partition.topic.clone(),
-                )))
-                .with_partitions(vec![FetchPartition::default()
-                    .with_partition(self.partition.index)
-                    .with_current_leader_epoch(self.partition.leader_epoch())
-                    .with_fetch_offset(leo)
-                    .with_last_fetched_epoch(last_epoch)
-                    .with_log_start_offset(log_start)
-                    .with_partition_max_bytes(REPLICA_FETCH_MAX_BYTES)])]);
+            .with_topics(
+                topics
+                    .into_iter()
+                    .map(|(name, partitions)| {
+                        FetchTopic::default()
+                            .with_topic(TopicName(StrBytes::from_string(name)))
+                            .with_partitions(partitions)
+                    })
+                    .collect(),
+            );
         let resp = self.exchange(&req).await?;
-        let Some(data) = resp
-            .responses
-            .into_iter()
-            .next()
-            .and_then(|t| t.partitions.into_iter().next())
-        else {
-            return Err(FetchRoundError::Protocol(
-                "no partition in the answer".into(),
-            ));
-        };
+        for t in resp.responses {
+            let topic = t.topic.to_string();
+            for data in t.partitions {
+                let Some(a) = asked.remove(&(topic.clone(), data.partition_index)) else {
+                    return Err(FetchRoundError::Protocol(format!(
+                        "answer for {topic}-{} which was not asked",
+                        data.partition_index
+                    )));
+                };
+                // The partition may have changed role or epoch while the fetch was out.
+                if a.partition.leader_epoch() != a.leader_epoch
+                    || a.partition.role()
+                        != (Role::Follower {
+                            leader: self.leader,
+                        })
+                {
+                    continue;
+                }
+                if let Err(e) = self.apply(&a, data) {
+                    tracing::debug!(topic = %a.partition.topic, partition = a.partition.index, leader = self.leader, error = %e, "replica fetch of a partition failed");
+                    self.back_off(&a.partition);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies one partition's answer: truncation, or an append with the leader's HW.
+    fn apply(&self, a: &Asked, data: PartitionData) -> Result<(), FetchRoundError> {
+        let part = &a.partition;
+        let leo = a.fetch_offset;
         if data.error_code == OFFSET_OUT_OF_RANGE && data.log_start_offset > leo {
             // This follower fell below the leader's log start: start over from there.
-            self.partition
+            return part
                 .truncate_fully_and_start_at(data.log_start_offset)
-                .map_err(|e| FetchRoundError::Local(e.to_string()))?;
-            return Ok(());
+                .map_err(|e| FetchRoundError::Local(e.to_string()));
         }
         if data.error_code != 0 {
             return Err(FetchRoundError::Leader(data.error_code));
         }
         if data.diverging_epoch.epoch >= 0 || data.diverging_epoch.end_offset >= 0 {
             let target = data.diverging_epoch.end_offset.min(leo);
-            tracing::info!(topic = %self.partition.topic, partition = self.partition.index, from = leo, to = target, epoch = data.diverging_epoch.epoch, "truncating to the leader's log");
-            self.partition
+            tracing::info!(topic = %part.topic, partition = part.index, from = leo, to = target, epoch = data.diverging_epoch.epoch, "truncating to the leader's log");
+            return part
                 .truncate_to(target.max(0))
-                .map_err(|e| FetchRoundError::Local(e.to_string()))?;
-            return Ok(());
+                .map_err(|e| FetchRoundError::Local(e.to_string()));
         }
         let records = data.records.unwrap_or_default();
         if !records.is_empty() {
             self.faults.crash_point(
                 CrashPoint::FollowerAfterFetchBeforeAppend,
-                &self.partition.topic,
-                self.partition.index,
+                &part.topic,
+                part.index,
             );
         }
-        self.partition
-            .append_as_follower(records, data.high_watermark)
-            .map_err(|e| FetchRoundError::Local(e.to_string()))?;
-        Ok(())
+        part.append_as_follower(records, data.high_watermark)
+            .map(|_| ())
+            .map_err(|e| FetchRoundError::Local(e.to_string()))
     }
 
     async fn exchange(&mut self, req: &FetchRequest) -> Result<FetchResponse, FetchRoundError> {
@@ -238,7 +436,7 @@ impl Fetcher {
         let io = async {
             conn.write_all(&frame).await?;
             let size = conn.read_i32().await?;
-            if size < 0 || size as usize > REPLICA_FETCH_RESPONSE_MAX_BYTES {
+            if size < 0 || size as usize > REPLICA_FETCH_FRAME_MAX_BYTES {
                 return Err(std::io::Error::new(
                     std::io::ErrorKind::InvalidData,
                     format!("response of {size} bytes"),
@@ -263,5 +461,57 @@ impl Fetcher {
             return Err(FetchRoundError::Protocol("trailing bytes".into()));
         }
         Ok(resp)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::{LogConfig, UnifiedLog};
+
+    fn replica(dir: &std::path::Path, topic: &str, index: i32) -> Arc<Partition> {
+        let log = UnifiedLog::open(
+            dir.join(format!("{topic}-{index}")),
+            LogConfig::default(),
+            true,
+            0,
+        )
+        .unwrap();
+        Arc::new(Partition::new_replica(
+            topic.into(),
+            uuid::Uuid::new_v4(),
+            index,
+            1,
+            1,
+            log,
+        ))
+    }
+
+    #[tokio::test]
+    async fn one_fetcher_per_source_broker() {
+        let dir = tempfile::tempdir().unwrap();
+        let image = watch::channel(Arc::new(ClusterImage::default())).1;
+        let faults = Arc::new(FaultEngine::new(1));
+        let mut fetchers = ReplicaFetchers::default();
+        let t0 = replica(dir.path(), "t", 0);
+        let t1 = replica(dir.path(), "t", 1);
+        let u0 = replica(dir.path(), "u", 0);
+        let follow = |f: &mut ReplicaFetchers, p: &Arc<Partition>, leader: i32| {
+            f.follow(p.clone(), leader, 1, image.clone(), faults.clone())
+        };
+        follow(&mut fetchers, &t0, 2);
+        follow(&mut fetchers, &t1, 2);
+        follow(&mut fetchers, &u0, 3);
+        assert_eq!(fetchers.fetcher_count(), 2, "three partitions, two leaders");
+        // t-1's leadership moves to node 3: both fetchers still have a partition.
+        follow(&mut fetchers, &t1, 3);
+        assert_eq!(fetchers.fetcher_count(), 2);
+        // Leader 2 has nothing left to serve this node: its fetcher stops.
+        fetchers.unfollow(&("t".to_string(), 0));
+        assert_eq!(fetchers.fetcher_count(), 1);
+        fetchers.unfollow(&("t".to_string(), 0));
+        fetchers.unfollow(&("t".to_string(), 1));
+        fetchers.unfollow(&("u".to_string(), 0));
+        assert_eq!(fetchers.fetcher_count(), 0);
     }
 }

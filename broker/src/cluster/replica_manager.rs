@@ -5,7 +5,7 @@
 //! metadata image behind its `RwLock` is read on Metadata requests and written only by topic
 //! administration.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -17,6 +17,7 @@ use tokio::sync::watch;
 use uuid::Uuid;
 
 use super::partition::{Partition, Role};
+use super::replica_fetcher::ReplicaFetchers;
 use crate::config::{BrokerConfig, ConfigError};
 use crate::controller::{AlterPartitionRequest, ClusterImage, Controller};
 use crate::fault::FaultEngine;
@@ -94,8 +95,8 @@ pub struct ReplicaManager {
     producer_id_block_end: Mutex<i64>,
     /// The metadata quorum, in cluster mode (`process.roles` includes controller).
     controller: std::sync::OnceLock<Controller>,
-    /// Follower fetch tasks by partition.
-    fetchers: Mutex<HashMap<(String, i32), tokio::task::JoinHandle<()>>>,
+    /// Follower fetchers, one per source broker.
+    fetchers: Mutex<ReplicaFetchers>,
     /// Bumped after each metadata image is applied, for callers waiting to see their change.
     applied: watch::Sender<u64>,
     /// Cluster mode: the metadata offset this node had replayed locally at start-up. Roles
@@ -163,7 +164,7 @@ impl ReplicaManager {
             next_producer_id: AtomicI64::new(next_pid),
             producer_id_block_end: Mutex::new(next_pid),
             controller: std::sync::OnceLock::new(),
-            fetchers: Mutex::new(HashMap::new()),
+            fetchers: Mutex::new(ReplicaFetchers::default()),
             applied: watch::channel(0).0,
             quorum_pid_block: tokio::sync::Mutex::new((0, 0)),
             startup_metadata_offset: AtomicI64::new(i64::MAX),
@@ -558,16 +559,16 @@ impl ReplicaManager {
                     reg.isr.clone(),
                     now,
                 ) {
-                    self.stop_fetcher(&key);
-                    if let Role::Follower { leader } = role {
-                        let handle = super::replica_fetcher::spawn(
+                    let mut fetchers = self.fetchers.lock();
+                    match role {
+                        Role::Follower { leader } => fetchers.follow(
                             part.clone(),
                             leader,
                             me,
                             controller.image(),
                             faults.clone(),
-                        );
-                        self.fetchers.lock().insert(key, handle);
+                        ),
+                        _ => fetchers.unfollow(&key),
                     }
                 }
             }
@@ -581,9 +582,12 @@ impl ReplicaManager {
     }
 
     fn stop_fetcher(&self, key: &(String, i32)) {
-        if let Some(h) = self.fetchers.lock().remove(key) {
-            h.abort();
-        }
+        self.fetchers.lock().unfollow(key);
+    }
+
+    /// The number of follower fetchers running (one per broker this node follows from).
+    pub fn replica_fetcher_count(&self) -> usize {
+        self.fetchers.lock().fetcher_count()
     }
 
     /// Sends an ISR change for a partition this node leads to the controller, in the

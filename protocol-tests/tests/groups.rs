@@ -110,6 +110,7 @@ fn kip848_consumer_protocol_subscribe_and_commit() {
         ("offsets.topic.num.partitions", "3"),
         ("num.partitions", "2"),
         ("group.consumer.heartbeat.interval.ms", "500"),
+        ("group.consumer.min.heartbeat.interval.ms", "500"),
     ]);
     let bootstrap = broker.bootstrap();
     let topic = unique_topic("rd848");

@@ -202,6 +202,61 @@ impl GroupConfig {
             });
         }
         let max_size = positive_i32("group.max.size")? as usize;
+        // KIP-848 timing: the broker's own interval and timeout must sit within their bounds,
+        // and the interval below the timeout. Kafka refuses to start otherwise.
+        let session_timeout_ms = positive_i32("group.consumer.session.timeout.ms")?;
+        let heartbeat_interval_ms = positive_i32("group.consumer.heartbeat.interval.ms")?;
+        let min_session = positive_i32("group.consumer.min.session.timeout.ms")?;
+        let max_session = positive_i32("group.consumer.max.session.timeout.ms")?;
+        let min_heartbeat = positive_i32("group.consumer.min.heartbeat.interval.ms")?;
+        let max_heartbeat = positive_i32("group.consumer.max.heartbeat.interval.ms")?;
+        let require = |ok: bool, key: &str, value: i32, reason: String| {
+            if ok {
+                Ok(())
+            } else {
+                Err(ConfigError::InvalidValue {
+                    key: key.into(),
+                    value: value.to_string(),
+                    reason,
+                })
+            }
+        };
+        require(
+            max_heartbeat >= min_heartbeat,
+            "group.consumer.max.heartbeat.interval.ms",
+            max_heartbeat,
+            "must be greater than or equal to group.consumer.min.heartbeat.interval.ms".into(),
+        )?;
+        require(
+            (min_heartbeat..=max_heartbeat).contains(&heartbeat_interval_ms),
+            "group.consumer.heartbeat.interval.ms",
+            heartbeat_interval_ms,
+            format!(
+                "must be within group.consumer.min.heartbeat.interval.ms ({min_heartbeat}) and \
+                 group.consumer.max.heartbeat.interval.ms ({max_heartbeat})"
+            ),
+        )?;
+        require(
+            max_session >= min_session,
+            "group.consumer.max.session.timeout.ms",
+            max_session,
+            "must be greater than or equal to group.consumer.min.session.timeout.ms".into(),
+        )?;
+        require(
+            (min_session..=max_session).contains(&session_timeout_ms),
+            "group.consumer.session.timeout.ms",
+            session_timeout_ms,
+            format!(
+                "must be within group.consumer.min.session.timeout.ms ({min_session}) and \
+                 group.consumer.max.session.timeout.ms ({max_session})"
+            ),
+        )?;
+        require(
+            heartbeat_interval_ms < session_timeout_ms,
+            "group.consumer.heartbeat.interval.ms",
+            heartbeat_interval_ms,
+            "must be less than group.consumer.session.timeout.ms".into(),
+        )?;
         Ok(GroupConfig {
             classic: ClassicLimits {
                 min_session_timeout_ms: positive_i32("group.min.session.timeout.ms")?,
@@ -210,8 +265,8 @@ impl GroupConfig {
                 initial_rebalance_delay_ms: delay as i32,
             },
             consumer: ConsumerLimits {
-                session_timeout_ms: positive_i32("group.consumer.session.timeout.ms")?,
-                heartbeat_interval_ms: positive_i32("group.consumer.heartbeat.interval.ms")?,
+                session_timeout_ms,
+                heartbeat_interval_ms,
                 max_size: positive_i32("group.consumer.max.size")? as usize,
             },
             offsets_partitions: positive_i32("offsets.topic.num.partitions")?,

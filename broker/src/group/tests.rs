@@ -227,6 +227,20 @@ fn group_config_keys_are_kafkas_and_checked() {
     assert_eq!(g.offsets_retention_ms, 10080 * 60_000);
     assert_eq!(g.offsets_replication_factor, 3);
     assert_eq!(g.offsets_commit_timeout_ms, 5000);
+    // Lowered together with its bound, as Kafka requires.
+    let c = BrokerConfig::load(
+        None,
+        &[
+            "group.consumer.heartbeat.interval.ms=500".to_string(),
+            "group.consumer.min.heartbeat.interval.ms=500".to_string(),
+            "group.consumer.session.timeout.ms=6000".to_string(),
+            "group.consumer.min.session.timeout.ms=6000".to_string(),
+        ],
+    )
+    .unwrap();
+    let g = GroupConfig::from_broker(&c).unwrap();
+    assert_eq!(g.consumer.heartbeat_interval_ms, 500);
+    assert_eq!(g.consumer.session_timeout_ms, 6000);
     for bad in [
         "group.max.size=0",
         "offsets.topic.num.partitions=-1",
@@ -234,6 +248,12 @@ fn group_config_keys_are_kafkas_and_checked() {
         "offsets.topic.replication.factor=0",
         "offsets.topic.replication.factor=40000",
         "offsets.commit.timeout.ms=0",
+        // KIP-848 bounds, as Kafka checks them at start-up.
+        "group.consumer.heartbeat.interval.ms=500",
+        "group.consumer.heartbeat.interval.ms=20000",
+        "group.consumer.session.timeout.ms=10000",
+        "group.consumer.max.session.timeout.ms=40000",
+        "group.consumer.max.heartbeat.interval.ms=4000",
     ] {
         let c = BrokerConfig::load(None, &[bad.to_string()]).unwrap();
         assert!(GroupConfig::from_broker(&c).is_err(), "{bad}");

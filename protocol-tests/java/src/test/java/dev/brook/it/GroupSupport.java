@@ -29,12 +29,16 @@ final class GroupSupport {
 
     private GroupSupport() {}
 
-    /** Broker settings for group tests: no initial rebalance delay, few offsets partitions, fast KIP-848 heartbeats. */
+    /**
+     * Broker settings for group tests: no initial rebalance delay, few offsets partitions, fast KIP-848 heartbeats (with
+     * their lower bound lowered too: Kafka and Brook refuse an interval below group.consumer.min.heartbeat.interval.ms).
+     */
     static Map<String, String> brokerProps() {
         return Map.of(
             "group.initial.rebalance.delay.ms", "0",
             "offsets.topic.num.partitions", "5",
-            "group.consumer.heartbeat.interval.ms", "500");
+            "group.consumer.heartbeat.interval.ms", "500",
+            "group.consumer.min.heartbeat.interval.ms", "500");
     }
 
     static BrookBroker startBroker(String name) {

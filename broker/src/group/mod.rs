@@ -204,59 +204,47 @@ impl GroupConfig {
         let max_size = positive_i32("group.max.size")? as usize;
         // KIP-848 timing: the broker's own interval and timeout must sit within their bounds,
         // and the interval below the timeout. Kafka refuses to start otherwise.
-        let session_timeout_ms = positive_i32("group.consumer.session.timeout.ms")?;
-        let heartbeat_interval_ms = positive_i32("group.consumer.heartbeat.interval.ms")?;
-        let min_session = positive_i32("group.consumer.min.session.timeout.ms")?;
-        let max_session = positive_i32("group.consumer.max.session.timeout.ms")?;
-        let min_heartbeat = positive_i32("group.consumer.min.heartbeat.interval.ms")?;
-        let max_heartbeat = positive_i32("group.consumer.max.heartbeat.interval.ms")?;
-        let require = |ok: bool, key: &str, value: i32, reason: String| {
-            if ok {
-                Ok(())
-            } else {
-                Err(ConfigError::InvalidValue {
-                    key: key.into(),
-                    value: value.to_string(),
-                    reason,
-                })
+        let bounded = |name: &str| -> Result<i32, ConfigError> {
+            let key = |bound: &str| format!("group.consumer.{bound}{name}");
+            let (value, min, max) = (
+                positive_i32(&key(""))?,
+                positive_i32(&key("min."))?,
+                positive_i32(&key("max."))?,
+            );
+            let fail = |k: String, v: i32, reason: String| ConfigError::InvalidValue {
+                key: k,
+                value: v.to_string(),
+                reason,
+            };
+            if max < min {
+                return Err(fail(
+                    key("max."),
+                    max,
+                    format!("must be greater than or equal to {} ({min})", key("min.")),
+                ));
             }
+            if !(min..=max).contains(&value) {
+                return Err(fail(
+                    key(""),
+                    value,
+                    format!(
+                        "must be within {} ({min}) and {} ({max})",
+                        key("min."),
+                        key("max.")
+                    ),
+                ));
+            }
+            Ok(value)
         };
-        require(
-            max_heartbeat >= min_heartbeat,
-            "group.consumer.max.heartbeat.interval.ms",
-            max_heartbeat,
-            "must be greater than or equal to group.consumer.min.heartbeat.interval.ms".into(),
-        )?;
-        require(
-            (min_heartbeat..=max_heartbeat).contains(&heartbeat_interval_ms),
-            "group.consumer.heartbeat.interval.ms",
-            heartbeat_interval_ms,
-            format!(
-                "must be within group.consumer.min.heartbeat.interval.ms ({min_heartbeat}) and \
-                 group.consumer.max.heartbeat.interval.ms ({max_heartbeat})"
-            ),
-        )?;
-        require(
-            max_session >= min_session,
-            "group.consumer.max.session.timeout.ms",
-            max_session,
-            "must be greater than or equal to group.consumer.min.session.timeout.ms".into(),
-        )?;
-        require(
-            (min_session..=max_session).contains(&session_timeout_ms),
-            "group.consumer.session.timeout.ms",
-            session_timeout_ms,
-            format!(
-                "must be within group.consumer.min.session.timeout.ms ({min_session}) and \
-                 group.consumer.max.session.timeout.ms ({max_session})"
-            ),
-        )?;
-        require(
-            heartbeat_interval_ms < session_timeout_ms,
-            "group.consumer.heartbeat.interval.ms",
-            heartbeat_interval_ms,
-            "must be less than group.consumer.session.timeout.ms".into(),
-        )?;
+        let heartbeat_interval_ms = bounded("heartbeat.interval.ms")?;
+        let session_timeout_ms = bounded("session.timeout.ms")?;
+        if heartbeat_interval_ms >= session_timeout_ms {
+            return Err(ConfigError::InvalidValue {
+                key: "group.consumer.heartbeat.interval.ms".into(),
+                value: heartbeat_interval_ms.to_string(),
+                reason: "must be less than group.consumer.session.timeout.ms".into(),
+            });
+        }
         Ok(GroupConfig {
             classic: ClassicLimits {
                 min_session_timeout_ms: positive_i32("group.min.session.timeout.ms")?,

@@ -7,12 +7,15 @@
 //! - `crc_only` and `pwrite_only`: the CRC and the write syscall alone, for reference;
 //! - `append_plain`: `UnifiedLog::append_as_leader` with a non-idempotent batch;
 //! - `append_idempotent`: the same with a producer id; each iteration gets the next sequence
-//!   (prepared outside the timed part, since the CRC covers the sequence).
+//!   (prepared outside the timed part, since the CRC covers the sequence);
+//! - `validate_compressed/<codec>`: validation of one 16 KiB batch per codec, decompression
+//!   included, in uncompressed bytes per second.
 
 use std::hint::black_box;
 
 use brook::log::batch::testutil::BatchBuilder;
 use brook::log::batch::{self, validate_produce, AppendOrigin};
+use brook::log::Codec;
 use brook::log::{LogConfig, ProducerStateManager, RecordBatch, UnifiedLog};
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
@@ -157,6 +160,33 @@ fn bench_append(c: &mut Criterion) {
                 },
                 BatchSize::SmallInput,
             )
+        });
+    }
+    group.finish();
+
+    // Compressed batches are decompressed (bounded) to validate each record, as Kafka's
+    // LogValidator does. Throughput is counted in uncompressed bytes, against the same batch
+    // uncompressed.
+    let mut group = c.benchmark_group("validate_compressed");
+    let cfg = LogConfig::default();
+    let (records, value_len) = (160, 90);
+    let raw_len = batch(records, value_len, false, 0).len() as u64;
+    group.throughput(Throughput::Bytes(raw_len));
+    for codec in [
+        Codec::None,
+        Codec::Gzip,
+        Codec::Snappy,
+        Codec::Lz4,
+        Codec::Zstd,
+    ] {
+        let b = BatchBuilder::new(NOW)
+            .codec(codec)
+            .records(records, value_len)
+            .build();
+        group.bench_function(format!("{codec:?}/16KiB/160x90B"), |bench| {
+            bench.iter(|| {
+                black_box(validate_produce(black_box(&b), &cfg, NOW, AppendOrigin::Client).unwrap())
+            })
         });
     }
     group.finish();

@@ -512,21 +512,105 @@ impl<'a> Iterator for RecordIter<'a> {
     }
 }
 
-/// Decompresses a records section for read-only use (timestamp lookups). Never used to write:
-/// batches are stored as received.
+/// Bound on a batch's records section once decompressed. A compressed batch is at most
+/// `max.message.bytes` on the wire, but a decompression bomb of that size could expand to
+/// gigabytes; past this bound the batch is refused (INVALID_RECORD) instead of allocated.
+pub const MAX_DECOMPRESSED_BATCH_BYTES: usize = 128 * 1024 * 1024;
+
+/// The 16-byte header of snappy-java's framed ("xerial") format, which Kafka's Java client
+/// writes; without it a snappy section is one raw block.
+const XERIAL_SNAPPY_MAGIC: &[u8; 16] = b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01";
+
+/// Decompresses a records section for reading (produce validation, timestamp lookups,
+/// recovery). Never used to write: batches are stored as received. At most
+/// [`MAX_DECOMPRESSED_BATCH_BYTES`] are produced.
 pub fn decompress_records(codec: Codec, records: &[u8]) -> Result<bytes::Bytes, LogError> {
-    use bytes::Buf;
-    use kafka_protocol::compression::{Decompressor, Gzip, Lz4, Snappy, Zstd};
-    let mut input = bytes::Bytes::copy_from_slice(records);
-    let take = |b: &mut bytes::Bytes| Ok(b.copy_to_bytes(b.remaining()));
-    let out = match codec {
-        Codec::None => return Ok(input),
-        Codec::Gzip => Gzip::decompress(&mut input, take),
-        Codec::Snappy => Snappy::decompress(&mut input, take),
-        Codec::Lz4 => Lz4::decompress(&mut input, take),
-        Codec::Zstd => Zstd::decompress(&mut input, take),
+    decompress_records_bounded(codec, records, MAX_DECOMPRESSED_BATCH_BYTES)
+}
+
+/// [`decompress_records`] with an explicit bound.
+pub fn decompress_records_bounded(
+    codec: Codec,
+    records: &[u8],
+    limit: usize,
+) -> Result<bytes::Bytes, LogError> {
+    use std::io::Read;
+    let corrupt = |e: &dyn std::fmt::Display| {
+        LogError::CorruptMessage(format!("cannot decompress {codec:?} batch: {e}"))
     };
-    out.map_err(|e| LogError::CorruptMessage(format!("cannot decompress {codec:?} batch: {e}")))
+    let too_big = || {
+        LogError::InvalidRecord(format!(
+            "{codec:?} batch decompresses to more than {limit} bytes"
+        ))
+    };
+    // Streaming decoders read through `take(limit + 1)`: one byte past the bound is enough
+    // to know the batch is too big, without allocating the rest.
+    let read_bounded = |mut r: Box<dyn Read + '_>| -> Result<bytes::Bytes, LogError> {
+        let mut out = Vec::with_capacity(records.len().saturating_mul(4).min(limit));
+        r.by_ref()
+            .take(limit as u64 + 1)
+            .read_to_end(&mut out)
+            .map_err(|e| corrupt(&e))?;
+        if out.len() > limit {
+            return Err(too_big());
+        }
+        Ok(out.into())
+    };
+    match codec {
+        Codec::None => Ok(bytes::Bytes::copy_from_slice(records)),
+        Codec::Gzip => read_bounded(Box::new(flate2::read::GzDecoder::new(records))),
+        Codec::Lz4 => read_bounded(Box::new(
+            lz4::Decoder::new(records).map_err(|e| corrupt(&e))?,
+        )),
+        Codec::Zstd => read_bounded(Box::new(
+            zstd::stream::read::Decoder::new(records).map_err(|e| corrupt(&e))?,
+        )),
+        Codec::Snappy => decompress_snappy(records, limit).map_err(|e| match e {
+            SnappyError::TooBig => too_big(),
+            SnappyError::Corrupt(m) => corrupt(&m),
+        }),
+    }
+}
+
+enum SnappyError {
+    TooBig,
+    Corrupt(String),
+}
+
+/// Snappy as Kafka clients write it: xerial framing (magic header, then blocks each prefixed
+/// by its compressed length), or a single raw block. Each block declares its decompressed
+/// length, which is checked against what is left of the bound before allocating.
+fn decompress_snappy(records: &[u8], limit: usize) -> Result<bytes::Bytes, SnappyError> {
+    let block = |b: &[u8], out: &mut Vec<u8>| -> Result<(), SnappyError> {
+        let len = snap::raw::decompress_len(b).map_err(|e| SnappyError::Corrupt(e.to_string()))?;
+        if len > limit - out.len() {
+            return Err(SnappyError::TooBig);
+        }
+        let start = out.len();
+        out.resize(start + len, 0);
+        snap::raw::Decoder::new()
+            .decompress(b, &mut out[start..])
+            .map_err(|e| SnappyError::Corrupt(e.to_string()))?;
+        Ok(())
+    };
+    let mut out = Vec::new();
+    let Some(mut rest) = records.strip_prefix(&XERIAL_SNAPPY_MAGIC[..]) else {
+        block(records, &mut out)?;
+        return Ok(out.into());
+    };
+    while !rest.is_empty() {
+        let Some((len, tail)) = rest.split_first_chunk::<4>() else {
+            return Err(SnappyError::Corrupt("truncated block length".into()));
+        };
+        let len = u32::from_be_bytes(*len) as usize;
+        if len > tail.len() {
+            return Err(SnappyError::Corrupt("truncated block".into()));
+        }
+        let (b, next) = tail.split_at(len);
+        block(b, &mut out)?;
+        rest = next;
+    }
+    Ok(out.into())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -787,26 +871,25 @@ pub fn validate_produce(
     let mut corrected_max_timestamp = None;
     let mut max_timestamp = h.max_timestamp();
     let rule = TimestampRule::new(&h, now_ms, config);
-    if codec == Codec::None {
-        // One pass over the varint framing: count, offset deltas 0..n-1, timestamps. No allocation.
-        let (n, seen_max) =
-            walk_records_for_validation(batch.records_bytes(), count, h.base_timestamp(), &rule)?;
-        if n != count {
-            return Err(LogError::InvalidRecord(format!(
-                "declared {count} records, found {n}"
-            )));
-        }
-        if config.message_timestamp_type == TimestampType::CreateTime
-            && seen_max != h.max_timestamp()
-        {
-            corrected_max_timestamp = Some(seen_max);
-            max_timestamp = seen_max;
-        }
+    // One pass over the varint framing: count, offset deltas 0..n-1, timestamps. No
+    // allocation for an uncompressed batch. A compressed one is decompressed (bounded) for the
+    // walk, as Kafka's LogValidator does, and still stored exactly as received.
+    let decompressed;
+    let records = if codec == Codec::None {
+        batch.records_bytes()
     } else {
-        // Compressed batches are stored as received; only batch-level timestamps are checked.
-        for ts in [h.base_timestamp(), h.max_timestamp()] {
-            rule.check(ts)?;
-        }
+        decompressed = decompress_records(codec, batch.records_bytes())?;
+        &decompressed[..]
+    };
+    let (n, seen_max) = walk_records_for_validation(records, count, h.base_timestamp(), &rule)?;
+    if n != count {
+        return Err(LogError::InvalidRecord(format!(
+            "declared {count} records, found {n}"
+        )));
+    }
+    if config.message_timestamp_type == TimestampType::CreateTime && seen_max != h.max_timestamp() {
+        corrected_max_timestamp = Some(seen_max);
+        max_timestamp = seen_max;
     }
 
     Ok(ValidatedBatch {
@@ -1275,7 +1358,7 @@ mod tests {
         assert_eq!(validate(&future).unwrap_err().error_code(), 32);
         let fine = build_batch(1, 5, NOW + 3_600_000);
         assert!(validate(&fine).is_ok());
-        // compressed: batch-level check
+        // compressed: each record is checked, as for an uncompressed batch
         let z = BatchBuilder::new(NOW + 4_000_000)
             .codec(Codec::Gzip)
             .records(2, 5)
@@ -1301,6 +1384,96 @@ mod tests {
         fix_crc(&mut b);
         let v = validate(&b).unwrap();
         assert_eq!(v.corrected_max_timestamp, Some(NOW + 2));
+    }
+
+    /// A compressed batch whose header is consistent but whose records are not: Kafka's
+    /// LogValidator decompresses and finds it; so does Brook.
+    #[test]
+    fn compressed_records_are_validated_one_by_one() {
+        const CODECS: [Codec; 4] = [Codec::Gzip, Codec::Snappy, Codec::Lz4, Codec::Zstd];
+        for codec in CODECS {
+            // Header says 3 records, the compressed section holds 2.
+            let mut b = BatchBuilder::new(NOW)
+                .codec(codec)
+                .records(2, 5)
+                .build()
+                .to_vec();
+            b[57..61].copy_from_slice(&3i32.to_be_bytes());
+            b[23..27].copy_from_slice(&2i32.to_be_bytes()); // lastOffsetDelta
+            fix_crc(&mut b);
+            assert_eq!(validate(&b).unwrap_err().error_code(), 87, "{codec:?}");
+            // One record's timestamp is out of range although the header's are fine.
+            let mut far = BatchBuilder::new(NOW).codec(codec).records(2, 5);
+            far.records[1].timestamp_delta = 4_000_000;
+            let mut b = far.build().to_vec();
+            b[35..43].copy_from_slice(&NOW.to_be_bytes()); // header claims max = NOW
+            fix_crc(&mut b);
+            assert_eq!(validate(&b).unwrap_err().error_code(), 32, "{codec:?}");
+            // A wrong declared maxTimestamp is corrected, as for uncompressed batches.
+            let mut b = BatchBuilder::new(NOW)
+                .codec(codec)
+                .records(3, 5)
+                .build()
+                .to_vec();
+            b[35..43].copy_from_slice(&(NOW + 100).to_be_bytes());
+            fix_crc(&mut b);
+            assert_eq!(
+                validate(&b).unwrap().corrected_max_timestamp,
+                Some(NOW + 2),
+                "{codec:?}"
+            );
+            // A section that does not decompress.
+            let mut b = BatchBuilder::new(NOW)
+                .codec(codec)
+                .records(3, 50)
+                .build()
+                .to_vec();
+            let mid = HEADER_LEN + (b.len() - HEADER_LEN) / 2;
+            for x in &mut b[mid..] {
+                *x = 0xA5;
+            }
+            fix_crc(&mut b);
+            assert!(validate(&b).is_err(), "{codec:?}");
+        }
+    }
+
+    #[test]
+    fn decompression_is_bounded() {
+        for codec in [Codec::Gzip, Codec::Snappy, Codec::Lz4, Codec::Zstd] {
+            // 200 records of 1000 equal bytes: about 200 KB raw, a few KB compressed.
+            let b = BatchBuilder::new(NOW)
+                .codec(codec)
+                .records(200, 1000)
+                .build();
+            let (batch, _) = RecordBatch::parse(&b).unwrap();
+            let full = decompress_records(codec, batch.records_bytes()).unwrap();
+            assert!(full.len() > 200_000);
+            assert_eq!(
+                decompress_records_bounded(codec, batch.records_bytes(), full.len())
+                    .unwrap()
+                    .len(),
+                full.len(),
+                "{codec:?}: exactly at the bound"
+            );
+            let err =
+                decompress_records_bounded(codec, batch.records_bytes(), 64 * 1024).unwrap_err();
+            assert_eq!(err.error_code(), 87, "{codec:?}: {err}");
+        }
+        // A raw snappy block declaring a huge length is refused before allocating.
+        let mut bomb = Vec::new();
+        let mut n: u64 = 1 << 31;
+        while n >= 0x80 {
+            bomb.push((n as u8) | 0x80);
+            n >>= 7;
+        }
+        bomb.push(n as u8);
+        bomb.extend_from_slice(&[0u8; 8]);
+        assert_eq!(
+            decompress_records(Codec::Snappy, &bomb)
+                .unwrap_err()
+                .error_code(),
+            87
+        );
     }
 
     #[test]

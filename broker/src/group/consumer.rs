@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use tokio::time::{Duration, Instant};
 use uuid::Uuid;
 
-use super::GroupError;
+use super::{records, GroupError};
 
 /// Partitions by topic id.
 pub type TopicPartitions = BTreeMap<Uuid, BTreeSet<i32>>;
@@ -38,6 +38,27 @@ pub enum MemberState {
     /// The member is at the target epoch, but some target partitions are still held by
     /// other members.
     UnreleasedPartitions,
+}
+
+impl MemberState {
+    /// Kafka's `MemberState` byte, as stored in the current assignment record.
+    pub fn to_byte(self) -> i8 {
+        match self {
+            MemberState::Stable => 0,
+            MemberState::UnrevokedPartitions => 1,
+            MemberState::UnreleasedPartitions => 2,
+        }
+    }
+
+    /// The state a stored byte names; Kafka's UNKNOWN (127) and anything else read as
+    /// Stable, which the next reconciliation corrects.
+    pub fn from_byte(b: i8) -> Self {
+        match b {
+            1 => MemberState::UnrevokedPartitions,
+            2 => MemberState::UnreleasedPartitions,
+            _ => MemberState::Stable,
+        }
+    }
 }
 
 /// One member of a consumer group.
@@ -66,6 +87,38 @@ pub struct ConsumerMember {
     pub pending_revocation: TopicPartitions,
     session_deadline: Instant,
     revocation_deadline: Option<Instant>,
+}
+
+impl ConsumerMember {
+    /// A member at epoch 0 with nothing subscribed or assigned yet.
+    fn new(
+        member_id: &str,
+        client_id: String,
+        client_host: String,
+        rebalance_timeout_ms: i32,
+        session_deadline: Instant,
+    ) -> Self {
+        ConsumerMember {
+            member_id: member_id.to_string(),
+            instance_id: None,
+            rack_id: None,
+            client_id,
+            client_host,
+            member_epoch: 0,
+            previous_member_epoch: 0,
+            state: MemberState::Stable,
+            rebalance_timeout_ms,
+            subscribed_topics: Vec::new(),
+            subscribed_regex: None,
+            regex: None,
+            resolved_topics: Vec::new(),
+            server_assignor: None,
+            assigned: BTreeMap::new(),
+            pending_revocation: BTreeMap::new(),
+            session_deadline,
+            revocation_deadline: None,
+        }
+    }
 }
 
 /// A ConsumerGroupHeartbeat, decoded.
@@ -115,8 +168,10 @@ pub struct ConsumerGroup {
     pub target: HashMap<String, TopicPartitions>,
     /// The subscribed topics' metadata the target was computed from.
     topics_seen: TopicsImage,
-    /// Set when the group epoch moved; the coordinator writes the group record and clears it.
-    pub needs_persist: bool,
+    /// Set when the group was read back from its records: `topics_seen` is not stored, so the
+    /// first heartbeat takes the current topics as the ones the target was computed from,
+    /// instead of taking them for a change that needs a new target.
+    topics_unknown: bool,
 }
 
 impl ConsumerGroup {
@@ -129,8 +184,125 @@ impl ConsumerGroup {
             members: BTreeMap::new(),
             target: HashMap::new(),
             topics_seen: BTreeMap::new(),
-            needs_persist: false,
+            topics_unknown: false,
         }
+    }
+
+    /// The group as records, in Kafka's layout: group epoch, target assignment epoch, and per
+    /// member its subscription, its target assignment and its current assignment. The
+    /// coordinator writes the ones that changed since its last write, and tombstones for
+    /// keys no longer produced (members gone), so that a new coordinator rebuilds the group,
+    /// members included, from `__consumer_offsets`.
+    pub fn records(&self) -> Vec<(bytes::Bytes, bytes::Bytes)> {
+        let g = &self.group_id;
+        let mut out = Vec::with_capacity(2 + 3 * self.members.len());
+        out.push((
+            records::consumer_group_metadata_key(g),
+            records::consumer_group_metadata_value(self.group_epoch),
+        ));
+        out.push((
+            records::target_assignment_metadata_key(g),
+            records::target_assignment_metadata_value(self.assignment_epoch),
+        ));
+        let empty = TopicPartitions::new();
+        for (id, m) in &self.members {
+            out.push((
+                records::consumer_member_metadata_key(g, id),
+                records::consumer_member_metadata_value(&records::ConsumerMemberMetadata {
+                    instance_id: m.instance_id.clone(),
+                    rack_id: m.rack_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    subscribed_topic_names: m.subscribed_topics.clone(),
+                    subscribed_topic_regex: m.subscribed_regex.clone(),
+                    rebalance_timeout_ms: m.rebalance_timeout_ms,
+                    server_assignor: m.server_assignor.clone(),
+                }),
+            ));
+            out.push((
+                records::target_assignment_member_key(g, id),
+                records::target_assignment_member_value(self.target.get(id).unwrap_or(&empty)),
+            ));
+            out.push((
+                records::current_member_assignment_key(g, id),
+                records::current_member_assignment_value(&records::ConsumerMemberAssignment {
+                    member_epoch: m.member_epoch,
+                    previous_member_epoch: m.previous_member_epoch,
+                    state: m.state.to_byte(),
+                    assigned: m.assigned.clone(),
+                    pending_revocation: m.pending_revocation.clone(),
+                }),
+            ));
+        }
+        out
+    }
+
+    /// Replay: a member's subscription record. Creates the member (at epoch 0, nothing
+    /// assigned, until its assignment record) or updates it. Its session starts now.
+    pub fn restore_member_metadata(
+        &mut self,
+        member_id: &str,
+        meta: records::ConsumerMemberMetadata,
+        session_deadline: Instant,
+    ) {
+        self.topics_unknown = true;
+        let m = self.restored_member(member_id, session_deadline);
+        m.instance_id = meta.instance_id;
+        m.rack_id = meta.rack_id;
+        m.client_id = meta.client_id;
+        m.client_host = meta.client_host;
+        m.subscribed_topics = meta.subscribed_topic_names;
+        m.subscribed_topics.sort();
+        m.subscribed_topics.dedup();
+        m.resolved_topics = m.subscribed_topics.clone();
+        m.regex = meta
+            .subscribed_topic_regex
+            .as_deref()
+            .and_then(|r| compile_regex(r).ok());
+        m.subscribed_regex = meta.subscribed_topic_regex.filter(|_| m.regex.is_some());
+        m.rebalance_timeout_ms = meta.rebalance_timeout_ms;
+        m.server_assignor = meta.server_assignor;
+    }
+
+    /// Replay: a member's current assignment record. A member still revoking gets a fresh
+    /// rebalance timeout to finish, as Kafka reschedules it on load.
+    pub fn restore_member_assignment(
+        &mut self,
+        member_id: &str,
+        a: records::ConsumerMemberAssignment,
+        session_deadline: Instant,
+    ) {
+        let m = self.restored_member(member_id, session_deadline);
+        m.member_epoch = a.member_epoch;
+        m.previous_member_epoch = a.previous_member_epoch;
+        m.state = MemberState::from_byte(a.state);
+        m.assigned = a.assigned;
+        m.pending_revocation = a.pending_revocation;
+        m.revocation_deadline = (m.state == MemberState::UnrevokedPartitions)
+            .then(|| Instant::now() + Duration::from_millis(m.rebalance_timeout_ms.max(0) as u64));
+    }
+
+    /// Replay: a member's subscription tombstone (it left or was fenced).
+    pub fn restore_member_removed(&mut self, member_id: &str) {
+        self.members.remove(member_id);
+    }
+
+    fn restored_member(
+        &mut self,
+        member_id: &str,
+        session_deadline: Instant,
+    ) -> &mut ConsumerMember {
+        self.members
+            .entry(member_id.to_string())
+            .or_insert_with(|| {
+                ConsumerMember::new(
+                    member_id,
+                    String::new(),
+                    String::new(),
+                    -1,
+                    session_deadline,
+                )
+            })
     }
 
     /// Kafka's state names: Empty, Assigning (target behind), Reconciling, Stable.
@@ -187,7 +359,6 @@ impl ConsumerGroup {
 
     fn bump_epoch(&mut self) {
         self.group_epoch = self.group_epoch.wrapping_add(1).max(1);
-        self.needs_persist = true;
     }
 
     /// Handles a ConsumerGroupHeartbeat. `topics` resolves topic names to (id, partitions),
@@ -237,26 +408,13 @@ impl ConsumerGroup {
             self.target.remove(&member_id);
             self.members.insert(
                 member_id.clone(),
-                ConsumerMember {
-                    member_id: member_id.clone(),
-                    instance_id: None,
-                    rack_id: None,
-                    client_id: p.client_id.clone(),
-                    client_host: p.client_host.clone(),
-                    member_epoch: 0,
-                    previous_member_epoch: 0,
-                    state: MemberState::Stable,
-                    rebalance_timeout_ms: p.rebalance_timeout_ms,
-                    subscribed_topics: Vec::new(),
-                    subscribed_regex: None,
-                    regex: None,
-                    resolved_topics: Vec::new(),
-                    server_assignor: None,
-                    assigned: BTreeMap::new(),
-                    pending_revocation: BTreeMap::new(),
-                    session_deadline: now + session,
-                    revocation_deadline: None,
-                },
+                ConsumerMember::new(
+                    &member_id,
+                    p.client_id.clone(),
+                    p.client_host.clone(),
+                    p.rebalance_timeout_ms,
+                    now + session,
+                ),
             );
         } else {
             let m = self
@@ -332,11 +490,12 @@ impl ConsumerGroup {
             .filter_map(|t| topics(&t).map(|meta| (t, meta)))
             .collect();
         if image != self.topics_seen {
-            if self.assignment_epoch == self.group_epoch {
+            if self.assignment_epoch == self.group_epoch && !self.topics_unknown {
                 self.bump_epoch();
             }
             self.topics_seen = image;
         }
+        self.topics_unknown = false;
         if self.assignment_epoch < self.group_epoch {
             self.compute_target();
         }

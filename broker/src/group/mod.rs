@@ -286,6 +286,9 @@ pub struct GroupEntry {
     pub kind: GroupKind,
     /// (topic, partition) → committed offset.
     pub offsets: BTreeMap<(String, i32), OffsetValue>,
+    /// KIP-848 groups: the records last written for the group (key → value), so that only
+    /// changes are written and a key no longer produced gets a tombstone.
+    pub persisted: HashMap<Bytes, Bytes>,
 }
 
 impl GroupEntry {
@@ -293,6 +296,7 @@ impl GroupEntry {
         GroupEntry {
             kind: GroupKind::Classic(ClassicGroup::new(group_id.to_string())),
             offsets: BTreeMap::new(),
+            persisted: HashMap::new(),
         }
     }
 
@@ -433,6 +437,8 @@ impl GroupCoordinator {
             config.offsets_replication_factor,
         );
         let mut groups: HashMap<String, GroupEntry> = HashMap::new();
+        let consumer_session =
+            std::time::Duration::from_millis(config.consumer.session_timeout_ms as u64);
         // In a cluster nothing is led yet: each partition is read back when this node becomes
         // its leader (see `acquire_partition`).
         let clustered = crate::controller::ControllerConfig::from_broker_config(broker)
@@ -443,9 +449,10 @@ impl GroupCoordinator {
             0
         } else {
             store
-                .replay(|key, value| replay_record(&mut groups, key, value))
+                .replay(|key, value| replay_record(&mut groups, key, value, consumer_session))
                 .map_err(GroupOpenError::Replay)?
         };
+        note_persisted(&mut groups);
         if n > 0 {
             tracing::info!(
                 records = n,
@@ -468,6 +475,11 @@ impl GroupCoordinator {
     /// The coordinator's settings.
     pub fn config(&self) -> &GroupConfig {
         &self.config
+    }
+
+    /// The session a KIP-848 member read back from the log starts with.
+    fn consumer_session(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.config.consumer.session_timeout_ms as u64)
     }
 
     /// Creates `__consumer_offsets` if needed (FindCoordinator does, as Kafka does).
@@ -514,9 +526,11 @@ impl GroupCoordinator {
             Some(e) => {
                 self.unload(st, index);
                 let mut groups: HashMap<String, GroupEntry> = HashMap::new();
+                let session = self.consumer_session();
                 let n = self.store.replay_partition(index, &mut |key, value| {
-                    replay_record(&mut groups, key, value)
+                    replay_record(&mut groups, key, value, session)
                 })?;
+                note_persisted(&mut groups);
                 tracing::info!(
                     partition = index,
                     leader_epoch = e,
@@ -588,26 +602,35 @@ impl GroupCoordinator {
         let Some(entry) = st.groups.get_mut(group_id) else {
             return;
         };
-        let record = match &mut entry.kind {
+        let (write, desired): (Vec<Record>, Option<HashMap<Bytes, Bytes>>) = match &mut entry.kind {
             GroupKind::Classic(g) if g.needs_persist => {
                 g.needs_persist = false;
-                Some((
-                    records::group_metadata_key(group_id),
-                    Some(classic_record(g)),
-                ))
+                (
+                    vec![(
+                        records::group_metadata_key(group_id),
+                        Some(classic_record(g)),
+                    )],
+                    None,
+                )
             }
-            GroupKind::Consumer(g) if g.needs_persist => {
-                g.needs_persist = false;
-                Some((
-                    records::consumer_group_metadata_key(group_id),
-                    Some(records::consumer_group_metadata_value(g.group_epoch)),
-                ))
+            GroupKind::Consumer(g) => {
+                let desired: HashMap<Bytes, Bytes> = g.records().into_iter().collect();
+                let write = record_changes(&entry.persisted, &desired);
+                (write, Some(desired))
             }
-            _ => None,
+            _ => (Vec::new(), None),
         };
-        if let Some(r) = record {
-            if let Err(e) = self.store.append(group_id, vec![r]) {
-                tracing::warn!(group = group_id, error = %e, "could not write group metadata");
+        if !write.is_empty() {
+            match self.store.append(group_id, write) {
+                Ok(_) => {
+                    if let Some(d) = desired {
+                        entry.persisted = d;
+                    }
+                }
+                // Kept as it was: the next change writes the difference again.
+                Err(e) => {
+                    tracing::warn!(group = group_id, error = %e, "could not write group metadata")
+                }
             }
         }
         if let Some(d) = entry.next_deadline() {
@@ -781,6 +804,7 @@ impl GroupCoordinator {
             None if joining => st.groups.entry(group_id.to_string()).or_insert(GroupEntry {
                 kind: GroupKind::Consumer(ConsumerGroup::new(group_id.to_string(), 0)),
                 offsets: BTreeMap::new(),
+                persisted: HashMap::new(),
             }),
             None => return Err(GroupError::UnknownMemberId),
         };
@@ -1225,10 +1249,15 @@ impl GroupCoordinator {
             .keys()
             .map(|(t, p)| (records::offset_commit_key(group_id, t, *p), None))
             .collect();
-        records.push(match &entry.kind {
-            GroupKind::Classic(_) => (records::group_metadata_key(group_id), None),
-            GroupKind::Consumer(_) => (records::consumer_group_metadata_key(group_id), None),
+        // The group's own record, and every KIP-848 record written for it (its target
+        // assignment epoch, or records left from before a downgrade to the classic
+        // protocol): any one left would bring the group back at the next replay.
+        let mut keys: BTreeSet<Bytes> = entry.persisted.keys().cloned().collect();
+        keys.insert(match &entry.kind {
+            GroupKind::Classic(_) => records::group_metadata_key(group_id),
+            GroupKind::Consumer(_) => records::consumer_group_metadata_key(group_id),
         });
+        records.extend(keys.into_iter().map(|k| (k, None)));
         let written = self.store.append(group_id, records)?;
         if let Some(mut e) = st.groups.remove(group_id) {
             if let GroupKind::Classic(g) = &mut e.kind {
@@ -1371,6 +1400,27 @@ fn classic_or_convert(entry: &mut GroupEntry) -> Result<&mut ClassicGroup, Group
     }
 }
 
+/// The records to write to go from `persisted` to `desired`: changed or new values, and
+/// tombstones for keys no longer desired. Keys in a stable order (a write is one batch).
+fn record_changes(
+    persisted: &HashMap<Bytes, Bytes>,
+    desired: &HashMap<Bytes, Bytes>,
+) -> Vec<Record> {
+    let mut out: Vec<Record> = desired
+        .iter()
+        .filter(|(k, v)| persisted.get(*k) != Some(*v))
+        .map(|(k, v)| (k.clone(), Some(v.clone())))
+        .chain(
+            persisted
+                .keys()
+                .filter(|k| !desired.contains_key(*k))
+                .map(|k| (k.clone(), None)),
+        )
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
 fn classic_record(g: &ClassicGroup) -> Bytes {
     let protocol = g.protocol_name.clone().unwrap_or_default();
     let blobs: usize = g
@@ -1411,7 +1461,12 @@ fn classic_record(g: &ClassicGroup) -> Bytes {
 }
 
 /// Applies one replayed record to the groups being rebuilt.
-fn replay_record(groups: &mut HashMap<String, GroupEntry>, key: RecordKey, value: Option<&[u8]>) {
+fn replay_record(
+    groups: &mut HashMap<String, GroupEntry>,
+    key: RecordKey,
+    value: Option<&[u8]>,
+    consumer_session: std::time::Duration,
+) {
     match key {
         RecordKey::OffsetCommit {
             group,
@@ -1454,19 +1509,90 @@ fn replay_record(groups: &mut HashMap<String, GroupEntry>, key: RecordKey, value
         },
         RecordKey::ConsumerGroupMetadata { group } => match value {
             Some(v) => match records::decode_consumer_group_metadata_value(v) {
-                Ok(epoch) => {
-                    let e = groups
-                        .entry(group.clone())
-                        .or_insert_with(|| GroupEntry::classic(&group));
-                    e.kind = GroupKind::Consumer(ConsumerGroup::new(group.clone(), epoch));
-                }
+                Ok(epoch) => consumer_for_replay(groups, &group).group_epoch = epoch,
                 Err(e) => tracing::warn!(error = %e, "skipping consumer group record"),
             },
             None => {
                 groups.remove(&group);
             }
         },
+        RecordKey::ConsumerMemberMetadata { group, member } => match value {
+            Some(v) => match records::decode_consumer_member_metadata_value(v) {
+                Ok(meta) => consumer_for_replay(groups, &group).restore_member_metadata(
+                    &member,
+                    meta,
+                    Instant::now() + consumer_session,
+                ),
+                Err(e) => tracing::warn!(error = %e, "skipping consumer member record"),
+            },
+            None => {
+                if let Some(GroupKind::Consumer(g)) = groups.get_mut(&group).map(|e| &mut e.kind) {
+                    g.restore_member_removed(&member);
+                }
+            }
+        },
+        RecordKey::CurrentMemberAssignment { group, member } => {
+            if let Some(v) = value {
+                match records::decode_current_member_assignment_value(v) {
+                    Ok(a) => consumer_for_replay(groups, &group).restore_member_assignment(
+                        &member,
+                        a,
+                        Instant::now() + consumer_session,
+                    ),
+                    Err(e) => tracing::warn!(error = %e, "skipping member assignment record"),
+                }
+            }
+        }
+        RecordKey::TargetAssignmentMember { group, member } => match value {
+            Some(v) => match records::decode_target_assignment_member_value(v) {
+                Ok(t) => {
+                    consumer_for_replay(groups, &group).target.insert(member, t);
+                }
+                Err(e) => tracing::warn!(error = %e, "skipping target assignment record"),
+            },
+            None => {
+                if let Some(GroupKind::Consumer(g)) = groups.get_mut(&group).map(|e| &mut e.kind) {
+                    g.target.remove(&member);
+                }
+            }
+        },
+        RecordKey::TargetAssignmentMetadata { group } => {
+            if let Some(v) = value {
+                match records::decode_target_assignment_metadata_value(v) {
+                    Ok(epoch) => consumer_for_replay(groups, &group).assignment_epoch = epoch,
+                    Err(e) => tracing::warn!(error = %e, "skipping target assignment record"),
+                }
+            }
+        }
         RecordKey::Other(_) => {}
+    }
+}
+
+/// The KIP-848 group a replayed record belongs to: created if new, converted (keeping its
+/// offsets) if it was only an offsets holder so far.
+fn consumer_for_replay<'a>(
+    groups: &'a mut HashMap<String, GroupEntry>,
+    group: &str,
+) -> &'a mut ConsumerGroup {
+    let e = groups
+        .entry(group.to_string())
+        .or_insert_with(|| GroupEntry::classic(group));
+    if !matches!(e.kind, GroupKind::Consumer(_)) {
+        e.kind = GroupKind::Consumer(ConsumerGroup::new(group.to_string(), 0));
+    }
+    match &mut e.kind {
+        GroupKind::Consumer(g) => g,
+        GroupKind::Classic(_) => unreachable!("converted just above"),
+    }
+}
+
+/// After replay: what each KIP-848 group's records are now, so that the next change writes
+/// only differences (and tombstones for members that go).
+fn note_persisted(groups: &mut HashMap<String, GroupEntry>) {
+    for e in groups.values_mut() {
+        if let GroupKind::Consumer(g) = &e.kind {
+            e.persisted = g.records().into_iter().collect();
+        }
     }
 }
 

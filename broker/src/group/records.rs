@@ -4,7 +4,17 @@
 //! `CoordinatorRecord` serde:
 //! - version 0/1: an offset commit, key (group, topic, partition), value `OffsetCommitValue`;
 //! - version 2: classic group metadata, key (group), value `GroupMetadataValue`;
-//! - version 3: KIP-848 consumer group metadata, key (group), value `ConsumerGroupMetadataValue`.
+//! - version 3: KIP-848 consumer group metadata, key (group), value `ConsumerGroupMetadataValue`;
+//! - version 5: a KIP-848 member's subscription, key (group, member),
+//!   `ConsumerGroupMemberMetadataValue`;
+//! - version 6: the target assignment's epoch, key (group),
+//!   `ConsumerGroupTargetAssignmentMetadataValue`;
+//! - version 7: a member's target assignment, key (group, member),
+//!   `ConsumerGroupTargetAssignmentMemberValue`;
+//! - version 8: a member's current assignment, epochs and state, key (group, member),
+//!   `ConsumerGroupCurrentMemberAssignmentValue`.
+//!
+//! The KIP-848 values are flexible versions (compact strings and arrays, tagged fields).
 //!
 //! A null value is a tombstone: the offset or the group is deleted. Brook writes offset
 //! values at version 3 and group metadata values at version 3, the versions Kafka 4 writes
@@ -12,6 +22,9 @@
 //! Kafka versions Brook does not write are still read back where the layout is known.
 
 use bytes::{BufMut, Bytes, BytesMut};
+use uuid::Uuid;
+
+use super::consumer::TopicPartitions;
 
 /// Key version of an offset commit record (Kafka writes 1; 0 is the same layout).
 pub const OFFSET_COMMIT_KEY_VERSION: i16 = 1;
@@ -23,6 +36,14 @@ pub const CONSUMER_GROUP_METADATA_KEY_VERSION: i16 = 3;
 pub const OFFSET_COMMIT_VALUE_VERSION: i16 = 3;
 /// Value version Brook writes for classic group metadata.
 pub const GROUP_METADATA_VALUE_VERSION: i16 = 3;
+/// Key version of a KIP-848 member's metadata (subscription) record.
+pub const CONSUMER_MEMBER_METADATA_KEY_VERSION: i16 = 5;
+/// Key version of a KIP-848 group's target assignment epoch record.
+pub const TARGET_ASSIGNMENT_METADATA_KEY_VERSION: i16 = 6;
+/// Key version of a KIP-848 member's target assignment record.
+pub const TARGET_ASSIGNMENT_MEMBER_KEY_VERSION: i16 = 7;
+/// Key version of a KIP-848 member's current assignment record.
+pub const CURRENT_MEMBER_ASSIGNMENT_KEY_VERSION: i16 = 8;
 
 /// A decoded record key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +58,14 @@ pub enum RecordKey {
     GroupMetadata { group: String },
     /// A KIP-848 consumer group's metadata.
     ConsumerGroupMetadata { group: String },
+    /// A KIP-848 member's subscription.
+    ConsumerMemberMetadata { group: String, member: String },
+    /// A KIP-848 group's target assignment epoch.
+    TargetAssignmentMetadata { group: String },
+    /// A KIP-848 member's target assignment.
+    TargetAssignmentMember { group: String, member: String },
+    /// A KIP-848 member's current assignment.
+    CurrentMemberAssignment { group: String, member: String },
     /// A record type Brook does not replay (Kafka's other coordinator records).
     Other(i16),
 }
@@ -49,6 +78,30 @@ pub struct OffsetValue {
     pub leader_epoch: i32,
     pub metadata: String,
     pub commit_timestamp_ms: i64,
+}
+
+/// A KIP-848 member's subscription, as written in `ConsumerGroupMemberMetadataValue`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ConsumerMemberMetadata {
+    pub instance_id: Option<String>,
+    pub rack_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub subscribed_topic_names: Vec<String>,
+    pub subscribed_topic_regex: Option<String>,
+    pub rebalance_timeout_ms: i32,
+    pub server_assignor: Option<String>,
+}
+
+/// A KIP-848 member's current assignment, as written in
+/// `ConsumerGroupCurrentMemberAssignmentValue`. `state` is Kafka's `MemberState` byte.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ConsumerMemberAssignment {
+    pub member_epoch: i32,
+    pub previous_member_epoch: i32,
+    pub state: i8,
+    pub assigned: TopicPartitions,
+    pub pending_revocation: TopicPartitions,
 }
 
 /// One member of a classic group, as written in `GroupMetadataValue`.
@@ -168,6 +221,118 @@ pub fn consumer_group_metadata_value(epoch: i32) -> Bytes {
     out.freeze()
 }
 
+fn member_key(version: i16, group: &str, member: &str) -> Bytes {
+    let mut out = BytesMut::with_capacity(6 + group.len() + member.len());
+    out.put_i16(version);
+    put_str(&mut out, group);
+    put_str(&mut out, member);
+    out.freeze()
+}
+
+/// The key of a KIP-848 member's metadata record.
+pub fn consumer_member_metadata_key(group: &str, member: &str) -> Bytes {
+    member_key(CONSUMER_MEMBER_METADATA_KEY_VERSION, group, member)
+}
+
+/// The key of a KIP-848 group's target assignment epoch record.
+pub fn target_assignment_metadata_key(group: &str) -> Bytes {
+    let mut out = BytesMut::with_capacity(4 + group.len());
+    out.put_i16(TARGET_ASSIGNMENT_METADATA_KEY_VERSION);
+    put_str(&mut out, group);
+    out.freeze()
+}
+
+/// The key of a KIP-848 member's target assignment record.
+pub fn target_assignment_member_key(group: &str, member: &str) -> Bytes {
+    member_key(TARGET_ASSIGNMENT_MEMBER_KEY_VERSION, group, member)
+}
+
+/// The key of a KIP-848 member's current assignment record.
+pub fn current_member_assignment_key(group: &str, member: &str) -> Bytes {
+    member_key(CURRENT_MEMBER_ASSIGNMENT_KEY_VERSION, group, member)
+}
+
+// Flexible-version encoding: unsigned varints, lengths + 1 (0 = null), tagged fields.
+fn put_uvarint(out: &mut BytesMut, mut v: u64) {
+    while v >= 0x80 {
+        out.put_u8((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.put_u8(v as u8);
+}
+
+fn put_compact_nullable_str(out: &mut BytesMut, s: Option<&str>) {
+    match s {
+        None => put_uvarint(out, 0),
+        Some(s) => {
+            put_uvarint(out, s.len() as u64 + 1);
+            out.put_slice(s.as_bytes());
+        }
+    }
+}
+
+fn put_compact_str(out: &mut BytesMut, s: &str) {
+    put_compact_nullable_str(out, Some(s));
+}
+
+fn put_topic_partitions(out: &mut BytesMut, tps: &TopicPartitions) {
+    put_uvarint(out, tps.len() as u64 + 1);
+    for (topic, partitions) in tps {
+        out.put_slice(topic.as_bytes());
+        put_uvarint(out, partitions.len() as u64 + 1);
+        for p in partitions {
+            out.put_i32(*p);
+        }
+        out.put_u8(0); // tagged fields
+    }
+}
+
+/// Encodes `ConsumerGroupMemberMetadataValue` version 0.
+pub fn consumer_member_metadata_value(m: &ConsumerMemberMetadata) -> Bytes {
+    let mut out = BytesMut::with_capacity(64);
+    out.put_i16(0);
+    put_compact_nullable_str(&mut out, m.instance_id.as_deref());
+    put_compact_nullable_str(&mut out, m.rack_id.as_deref());
+    put_compact_str(&mut out, &m.client_id);
+    put_compact_str(&mut out, &m.client_host);
+    put_uvarint(&mut out, m.subscribed_topic_names.len() as u64 + 1);
+    for t in &m.subscribed_topic_names {
+        put_compact_str(&mut out, t);
+    }
+    put_compact_nullable_str(&mut out, m.subscribed_topic_regex.as_deref());
+    out.put_i32(m.rebalance_timeout_ms);
+    put_compact_nullable_str(&mut out, m.server_assignor.as_deref());
+    out.put_u8(0); // tagged fields (Kafka's ClassicMemberMetadata, tag 0, is not written)
+    out.freeze()
+}
+
+/// Encodes `ConsumerGroupTargetAssignmentMetadataValue` version 0.
+pub fn target_assignment_metadata_value(assignment_epoch: i32) -> Bytes {
+    consumer_group_metadata_value(assignment_epoch)
+}
+
+/// Encodes `ConsumerGroupTargetAssignmentMemberValue` version 0.
+pub fn target_assignment_member_value(target: &TopicPartitions) -> Bytes {
+    let mut out = BytesMut::with_capacity(32);
+    out.put_i16(0);
+    put_topic_partitions(&mut out, target);
+    out.put_u8(0);
+    out.freeze()
+}
+
+/// Encodes `ConsumerGroupCurrentMemberAssignmentValue` version 0.
+pub fn current_member_assignment_value(a: &ConsumerMemberAssignment) -> Bytes {
+    let mut out = BytesMut::with_capacity(48);
+    out.put_i16(0);
+    out.put_i32(a.member_epoch);
+    out.put_i32(a.previous_member_epoch);
+    out.put_i8(a.state);
+    put_topic_partitions(&mut out, &a.assigned);
+    put_topic_partitions(&mut out, &a.pending_revocation);
+    out.put_u8(0);
+    out.freeze()
+}
+
 /// A bounds-checked reader over a record key or value.
 struct Reader<'a> {
     buf: &'a [u8],
@@ -222,6 +387,135 @@ impl<'a> Reader<'a> {
         }
         Ok(Bytes::copy_from_slice(self.take(len as usize)?))
     }
+    fn i8(&mut self) -> Result<i8, RecordError> {
+        Ok(self.take(1)?[0] as i8)
+    }
+    fn uvarint(&mut self) -> Result<u64, RecordError> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.take(1)?[0];
+            v |= ((b & 0x7f) as u64) << shift;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(RecordError("varint longer than 10 bytes".into()))
+    }
+    /// A compact array or string length: `None` for null.
+    fn compact_len(&mut self) -> Result<Option<usize>, RecordError> {
+        match self.uvarint()? {
+            0 => Ok(None),
+            n => usize::try_from(n - 1)
+                .ok()
+                .filter(|&l| l <= self.buf.len() - self.pos)
+                .map(Some)
+                .ok_or_else(|| RecordError(format!("length {} past the end", n - 1))),
+        }
+    }
+    fn compact_nullable_str(&mut self) -> Result<Option<String>, RecordError> {
+        let Some(len) = self.compact_len()? else {
+            return Ok(None);
+        };
+        String::from_utf8(self.take(len)?.to_vec())
+            .map(Some)
+            .map_err(|_| RecordError("string is not UTF-8".into()))
+    }
+    fn compact_str(&mut self) -> Result<String, RecordError> {
+        self.compact_nullable_str()?
+            .ok_or_else(|| RecordError("null where a string is required".into()))
+    }
+    /// Skips a tagged-field section.
+    fn tagged_fields(&mut self) -> Result<(), RecordError> {
+        let n = self.uvarint()?;
+        for _ in 0..n {
+            self.uvarint()?; // tag
+            let size = self.uvarint()?;
+            let size = usize::try_from(size).map_err(|_| RecordError("tag too large".into()))?;
+            self.take(size)?;
+        }
+        Ok(())
+    }
+    fn topic_partitions(&mut self) -> Result<TopicPartitions, RecordError> {
+        let n = self.compact_len()?.unwrap_or(0);
+        let mut out = TopicPartitions::new();
+        for _ in 0..n {
+            let id =
+                Uuid::from_slice(self.take(16)?).map_err(|_| RecordError("bad topic id".into()))?;
+            let count = self.compact_len()?.unwrap_or(0);
+            let set = out.entry(id).or_default();
+            for _ in 0..count {
+                set.insert(self.i32()?);
+            }
+            self.tagged_fields()?;
+        }
+        Ok(out)
+    }
+}
+
+/// Decodes `ConsumerGroupMemberMetadataValue` version 0.
+pub fn decode_consumer_member_metadata_value(
+    value: &[u8],
+) -> Result<ConsumerMemberMetadata, RecordError> {
+    let mut r = Reader { buf: value, pos: 0 };
+    let _version = r.i16()?;
+    let instance_id = r.compact_nullable_str()?;
+    let rack_id = r.compact_nullable_str()?;
+    let client_id = r.compact_str()?;
+    let client_host = r.compact_str()?;
+    let n = r.compact_len()?.unwrap_or(0);
+    let mut subscribed_topic_names = Vec::with_capacity(n.min(1024));
+    for _ in 0..n {
+        subscribed_topic_names.push(r.compact_str()?);
+    }
+    let subscribed_topic_regex = r.compact_nullable_str()?;
+    let rebalance_timeout_ms = r.i32()?;
+    let server_assignor = r.compact_nullable_str()?;
+    r.tagged_fields()?;
+    Ok(ConsumerMemberMetadata {
+        instance_id,
+        rack_id,
+        client_id,
+        client_host,
+        subscribed_topic_names,
+        subscribed_topic_regex,
+        rebalance_timeout_ms,
+        server_assignor,
+    })
+}
+
+/// Decodes `ConsumerGroupTargetAssignmentMetadataValue`: the assignment epoch.
+pub fn decode_target_assignment_metadata_value(value: &[u8]) -> Result<i32, RecordError> {
+    decode_consumer_group_metadata_value(value)
+}
+
+/// Decodes `ConsumerGroupTargetAssignmentMemberValue`.
+pub fn decode_target_assignment_member_value(value: &[u8]) -> Result<TopicPartitions, RecordError> {
+    let mut r = Reader { buf: value, pos: 0 };
+    let _version = r.i16()?;
+    let t = r.topic_partitions()?;
+    r.tagged_fields()?;
+    Ok(t)
+}
+
+/// Decodes `ConsumerGroupCurrentMemberAssignmentValue`.
+pub fn decode_current_member_assignment_value(
+    value: &[u8],
+) -> Result<ConsumerMemberAssignment, RecordError> {
+    let mut r = Reader { buf: value, pos: 0 };
+    let _version = r.i16()?;
+    let member_epoch = r.i32()?;
+    let previous_member_epoch = r.i32()?;
+    let state = r.i8()?;
+    let assigned = r.topic_partitions()?;
+    let pending_revocation = r.topic_partitions()?;
+    r.tagged_fields()?;
+    Ok(ConsumerMemberAssignment {
+        member_epoch,
+        previous_member_epoch,
+        state,
+        assigned,
+        pending_revocation,
+    })
 }
 
 /// Decodes a record key.
@@ -236,6 +530,21 @@ pub fn decode_key(key: &[u8]) -> Result<RecordKey, RecordError> {
         },
         GROUP_METADATA_KEY_VERSION => RecordKey::GroupMetadata { group: r.str()? },
         CONSUMER_GROUP_METADATA_KEY_VERSION => RecordKey::ConsumerGroupMetadata { group: r.str()? },
+        CONSUMER_MEMBER_METADATA_KEY_VERSION => RecordKey::ConsumerMemberMetadata {
+            group: r.str()?,
+            member: r.str()?,
+        },
+        TARGET_ASSIGNMENT_METADATA_KEY_VERSION => {
+            RecordKey::TargetAssignmentMetadata { group: r.str()? }
+        }
+        TARGET_ASSIGNMENT_MEMBER_KEY_VERSION => RecordKey::TargetAssignmentMember {
+            group: r.str()?,
+            member: r.str()?,
+        },
+        CURRENT_MEMBER_ASSIGNMENT_KEY_VERSION => RecordKey::CurrentMemberAssignment {
+            group: r.str()?,
+            member: r.str()?,
+        },
         other => RecordKey::Other(other),
     })
 }
@@ -354,6 +663,62 @@ mod tests {
         }
         // Kafka: abs("hello".hashCode()) % 50 = 99162322 % 50 = 22.
         assert_eq!(partition_for("hello", 50), 22);
+    }
+
+    #[test]
+    fn consumer_group_records_round_trip() {
+        let meta = ConsumerMemberMetadata {
+            instance_id: Some("i-1".into()),
+            rack_id: None,
+            client_id: "c".into(),
+            client_host: "/127.0.0.1".into(),
+            subscribed_topic_names: vec!["a".into(), "b".into()],
+            subscribed_topic_regex: Some("x.*".into()),
+            rebalance_timeout_ms: 300_000,
+            server_assignor: Some("uniform".into()),
+        };
+        let v = consumer_member_metadata_value(&meta);
+        assert_eq!(decode_consumer_member_metadata_value(&v).unwrap(), meta);
+        // A tagged field Brook does not write (Kafka's ClassicMemberMetadata, tag 0) is skipped.
+        let mut tagged = v[..v.len() - 1].to_vec();
+        tagged.extend_from_slice(&[1, 0, 3, 9, 9, 9]);
+        assert_eq!(
+            decode_consumer_member_metadata_value(&tagged).unwrap(),
+            meta
+        );
+
+        let t = Uuid::from_u128(7);
+        let mut tps = TopicPartitions::new();
+        tps.entry(t).or_default().extend([0, 3]);
+        let a = ConsumerMemberAssignment {
+            member_epoch: 5,
+            previous_member_epoch: 4,
+            state: 1,
+            assigned: tps.clone(),
+            pending_revocation: TopicPartitions::new(),
+        };
+        let v = current_member_assignment_value(&a);
+        assert_eq!(decode_current_member_assignment_value(&v).unwrap(), a);
+        let v = target_assignment_member_value(&tps);
+        assert_eq!(decode_target_assignment_member_value(&v).unwrap(), tps);
+        let v = target_assignment_metadata_value(9);
+        assert_eq!(decode_target_assignment_metadata_value(&v).unwrap(), 9);
+        assert_eq!(
+            decode_key(&current_member_assignment_key("g", "m")).unwrap(),
+            RecordKey::CurrentMemberAssignment {
+                group: "g".into(),
+                member: "m".into()
+            }
+        );
+        assert_eq!(
+            decode_key(&target_assignment_metadata_key("g")).unwrap(),
+            RecordKey::TargetAssignmentMetadata { group: "g".into() }
+        );
+        // Truncations are errors, never panics.
+        let full = current_member_assignment_value(&a);
+        for cut in 0..full.len() {
+            let _ = decode_current_member_assignment_value(&full[..cut]);
+        }
     }
 
     #[test]

@@ -291,3 +291,108 @@ async fn offsets_of_empty_groups_expire_with_tombstones() {
     assert!(groups.fetch_offsets("old", None, None).unwrap().is_empty());
     assert_eq!(groups.fetch_offsets("new", None, None).unwrap().len(), 1);
 }
+
+fn join_848(member_id: &str, epoch: i32, topics: Option<Vec<String>>) -> HeartbeatParams {
+    HeartbeatParams {
+        member_id: member_id.into(),
+        member_epoch: epoch,
+        rebalance_timeout_ms: 30_000,
+        subscribed_topic_names: topics,
+        server_assignor: Some("uniform".into()),
+        owned: Some(Vec::new()),
+        client_id: "c".into(),
+        ..HeartbeatParams::default()
+    }
+}
+
+/// A KIP-848 group is written as Kafka's records (subscription, target and current
+/// assignment per member): after a reopen its members are still there, at their epochs with
+/// their partitions, and heartbeat on without rejoining. A member that left stays gone.
+#[tokio::test]
+async fn consumer_group_members_are_restored_from_their_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b, epoch, assigned_a);
+    {
+        let (replicas, groups) = open(dir.path());
+        replicas
+            .create_topic("t", 4, 1, Default::default(), false)
+            .unwrap();
+        let mut epochs: HashMap<String, i32> = HashMap::new();
+        let r = groups
+            .consumer_heartbeat("g", join_848("", 0, Some(vec!["t".into()])))
+            .unwrap();
+        a = r.member_id;
+        epochs.insert(a.clone(), r.member_epoch);
+        let r = groups
+            .consumer_heartbeat("g", join_848("", 0, Some(vec!["t".into()])))
+            .unwrap();
+        b = r.member_id;
+        epochs.insert(b.clone(), r.member_epoch);
+        // Both heartbeat until the group is stable: each owns two partitions.
+        let mut owned: HashMap<String, Vec<(Uuid, Vec<i32>)>> = HashMap::new();
+        for _ in 0..6 {
+            for m in [&a, &b] {
+                let mut p = join_848(m, epochs[m], None);
+                p.owned = Some(owned.get(m).cloned().unwrap_or_default());
+                let r = groups.consumer_heartbeat("g", p).unwrap();
+                epochs.insert(m.clone(), r.member_epoch);
+                if let Some(tps) = r.assignment {
+                    owned.insert(
+                        m.clone(),
+                        tps.into_iter()
+                            .map(|(t, ps)| (t, ps.into_iter().collect()))
+                            .collect(),
+                    );
+                }
+            }
+        }
+        let d = groups.describe_consumer_group("g").unwrap();
+        assert_eq!(d.state, "Stable", "{d:?}");
+        epoch = d.group_epoch;
+        assigned_a = d
+            .members
+            .iter()
+            .find(|(m, _)| m.member_id == a)
+            .map(|(m, _)| m.assigned.clone())
+            .unwrap();
+        assert_eq!(assigned_a.values().map(|s| s.len()).sum::<usize>(), 2);
+        // b leaves for good.
+        let r = groups
+            .consumer_heartbeat("g", join_848(&b, -1, None))
+            .unwrap();
+        assert_eq!(r.member_epoch, -1);
+        replicas.shutdown().unwrap();
+    }
+    let (_replicas, groups) = open(dir.path());
+    let d = groups.describe_consumer_group("g").unwrap();
+    let ids: Vec<&str> = d
+        .members
+        .iter()
+        .map(|(m, _)| m.member_id.as_str())
+        .collect();
+    assert_eq!(ids, vec![a.as_str()], "the member that left stays gone");
+    let (m, _) = &d.members[0];
+    assert_eq!(
+        m.assigned, assigned_a,
+        "partitions come back with the member"
+    );
+    assert!(
+        d.group_epoch > epoch,
+        "b's leave bumped the epoch: {}",
+        d.group_epoch
+    );
+    // a heartbeats at its stored epoch: no UNKNOWN_MEMBER_ID, no FENCED_MEMBER_EPOCH.
+    let mut p = join_848(&a, m.member_epoch, None);
+    p.owned = Some(
+        assigned_a
+            .iter()
+            .map(|(t, ps)| (*t, ps.iter().copied().collect()))
+            .collect(),
+    );
+    let r = groups.consumer_heartbeat("g", p).unwrap();
+    assert_eq!(r.member_id, a);
+    // The target for the epoch b's leave started is computed now; nothing else bumps it.
+    assert_eq!(r.member_epoch, d.group_epoch);
+    let all: usize = r.assignment.unwrap().values().map(|s| s.len()).sum();
+    assert_eq!(all, 4, "a takes b's partitions");
+}

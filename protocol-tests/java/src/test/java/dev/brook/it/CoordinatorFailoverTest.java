@@ -36,8 +36,8 @@ import org.junit.jupiter.api.extension.ExtendWith;
  * Committed offsets in a cluster live in {@code __consumer_offsets}, a replicated topic created through the
  * controller, and a group's coordinator is the leader of partition {@code abs(hash(group)) % partitions}, as in
  * Kafka. These tests kill that leader with SIGKILL and check, with the Java client 4.4, that the group's committed
- * offsets and its members come back on the node elected in its place, and that a commit is only answered once the
- * offsets partition's in-sync replicas have it.
+ * offsets and its members (classic and KIP-848) come back on the node elected in its place, and that a commit is only
+ * answered once the offsets partition's in-sync replicas have it.
  *
  * <p>Every wait is a condition polled against a deadline; no sleep stands in for an event.
  */
@@ -129,7 +129,18 @@ class CoordinatorFailoverTest {
     @Test
     @Timeout(240)
     void classicGroupSurvivesTheCoordinatorsDeath() throws Exception {
-        Setup s = new Setup("coord-classic");
+        groupSurvivesTheCoordinatorsDeath("classic");
+    }
+
+    /** The same with the KIP-848 protocol: the member, its epoch and its partitions come back from the records. */
+    @Test
+    @Timeout(240)
+    void consumerProtocolGroupSurvivesTheCoordinatorsDeath() throws Exception {
+        groupSurvivesTheCoordinatorsDeath("consumer");
+    }
+
+    private void groupSurvivesTheCoordinatorsDeath(String protocol) throws Exception {
+        Setup s = new Setup("coord-" + protocol);
         BrookCluster c = s.c;
         String group = s.group;
         TopicPartition p0 = s.p0;
@@ -137,7 +148,7 @@ class CoordinatorFailoverTest {
         int offsetsPartition = s.offsetsPartition;
         Admin admin = c.admin();
 
-        try (KafkaConsumer<byte[], byte[]> consumer = s.consumerAtTheEnd("classic")) {
+        try (KafkaConsumer<byte[], byte[]> consumer = s.consumerAtTheEnd(protocol)) {
             consumer.commitSync(Map.of(p0, new OffsetAndMetadata(10), p1, new OffsetAndMetadata(15)), WAIT);
 
             ConsumerGroupDescription before = describeGroup(admin, group);
@@ -146,9 +157,9 @@ class CoordinatorFailoverTest {
                 "the coordinator is the leader of " + OFFSETS_TOPIC + "-" + offsetsPartition);
             assertEquals(Set.of(1, 2, 3), c.isrViaAdmin(OFFSETS_TOPIC, offsetsPartition),
                 "the offsets partition is replicated to every node");
-            String generationMember = before.members().iterator().next().consumerId();
-            System.out.println("[coordinator-observed] group " + group + " on " + OFFSETS_TOPIC + "-" + offsetsPartition
-                + ", coordinator " + coordinator + ", member " + generationMember);
+            String member = before.members().iterator().next().consumerId();
+            System.out.println("[coordinator-observed] " + protocol + " group " + group + " on " + OFFSETS_TOPIC + "-"
+                + offsetsPartition + ", coordinator " + coordinator + ", member " + member);
 
             long killedAt = System.nanoTime();
             c.kill(coordinator);
@@ -160,35 +171,15 @@ class CoordinatorFailoverTest {
             ConsumerGroupDescription after = describeGroup(admin, group);
             assertNotEquals(coordinator, after.coordinator().id(), "a live node coordinates the group");
             assertEquals(c.leaderOf(OFFSETS_TOPIC, offsetsPartition), after.coordinator().id());
-            assertEquals(List.of(generationMember),
+            assertEquals(List.of(member),
                 after.members().stream().map(m -> m.consumerId()).collect(Collectors.toList()),
-                "the member came back with the group, in its generation: no rebalance was needed");
-            System.out.println("[coordinator-figure] SIGKILL of the coordinator -> commit answered by node "
-                + after.coordinator().id() + " in " + tookMs + " ms");
+                "the member came back with the group: no rejoin was needed");
+            System.out.println("[coordinator-figure] " + protocol + ": SIGKILL of the coordinator -> commit answered by"
+                + " node " + after.coordinator().id() + " in " + tookMs + " ms");
             c.startNode(coordinator);
         }
         assertEquals(Map.of(p0, 12L, p1, 16L), committed(admin, group));
-        assertEquals(Map.of(0, 12L, 1, 16L), resumePoints(c, s.topic, group, "classic", (20 - 12) + (20 - 16)));
-    }
-
-    /**
-     * KIP-848 group: offsets committed before the coordinator dies are read by a new member through the next
-     * coordinator. (Brook writes only the group epoch of a KIP-848 group, so its members rejoin after a failover;
-     * their committed offsets do not move.)
-     */
-    @Test
-    @Timeout(240)
-    void consumerProtocolOffsetsSurviveTheCoordinatorsDeath() throws Exception {
-        Setup s = new Setup("coord-848");
-        BrookCluster c = s.c;
-        try (KafkaConsumer<byte[], byte[]> consumer = s.consumerAtTheEnd("consumer")) {
-            consumer.commitSync(Map.of(s.p0, new OffsetAndMetadata(7), s.p1, new OffsetAndMetadata(9)), WAIT);
-        }
-        int coordinator = c.leaderOf(OFFSETS_TOPIC, s.offsetsPartition);
-        c.kill(coordinator);
-        c.awaitLeaderOtherThan(OFFSETS_TOPIC, s.offsetsPartition, coordinator, WAIT);
-        assertEquals(Map.of(0, 7L, 1, 9L), resumePoints(c, s.topic, s.group, "consumer", (20 - 7) + (20 - 9)));
-        assertEquals(Map.of(s.p0, 7L, s.p1, 9L), committed(c.admin(), s.group));
+        assertEquals(Map.of(0, 12L, 1, 16L), resumePoints(c, s.topic, group, protocol, (20 - 12) + (20 - 16)));
     }
 
     /**

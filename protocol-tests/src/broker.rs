@@ -1,40 +1,21 @@
 //! Starts and controls a `brook serve` child process.
 
-use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::process::ExitStatus;
 
 use tempfile::TempDir;
 
-/// How long a broker may take to print its READY line.
-pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long a broker may take to exit after SIGTERM.
-pub const STOP_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// The broker binary: `$BROOK_BIN`, else `<workspace>/target/debug/brook`.
-pub fn brook_bin() -> PathBuf {
-    match std::env::var_os("BROOK_BIN") {
-        Some(p) => PathBuf::from(p),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/debug/brook"),
-    }
-}
+pub use crate::process::{brook_bin, READY_TIMEOUT, STOP_TIMEOUT};
+use crate::process::{keep_on_panic, BrookProcess};
 
 /// A running (or stopped) brook process with its own temp dir holding config, data and log.
 pub struct Broker {
+    process: BrookProcess,
     dir: Option<TempDir>,
-    bin: PathBuf,
     overrides: Vec<String>,
-    child: Option<Child>,
     port: u16,
     listener: String,
     ready_line: String,
-    log: Arc<Mutex<File>>,
-    log_path: PathBuf,
-    starts: u32,
 }
 
 impl Broker {
@@ -49,29 +30,15 @@ impl Broker {
             .prefix("brook-test-")
             .tempdir()
             .expect("create temp dir");
-        let log_path = dir.path().join("broker.log");
-        let log = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)
-            .expect("open broker log");
+        let process = BrookProcess::new("broker", dir.path().join("broker.log"));
         let mut b = Broker {
+            process,
             dir: Some(dir),
-            bin: brook_bin(),
             overrides: overrides.iter().map(|(k, v)| format!("{k}={v}")).collect(),
-            child: None,
             port: 0,
             listener: String::new(),
             ready_line: String::new(),
-            log: Arc::new(Mutex::new(log)),
-            log_path,
-            starts: 0,
         };
-        assert!(
-            b.bin.exists(),
-            "broker binary {} does not exist: build it (cargo build -p brook) or set BROOK_BIN",
-            b.bin.display()
-        );
         b.spawn();
         b
     }
@@ -86,7 +53,7 @@ impl Broker {
 
     /// `host:port` of the listener, as printed in the READY line.
     pub fn bootstrap(&self) -> String {
-        assert!(self.child.is_some(), "broker is not running");
+        assert!(self.process.pid().is_some(), "broker is not running");
         self.listener.clone()
     }
 
@@ -100,14 +67,11 @@ impl Broker {
     }
 
     pub fn is_running(&mut self) -> bool {
-        match self.child.as_mut() {
-            None => false,
-            Some(c) => matches!(c.try_wait(), Ok(None)),
-        }
+        self.process.is_running()
     }
 
     pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(|c| c.id())
+        self.process.pid()
     }
 
     fn write_config(&self) -> PathBuf {
@@ -121,91 +85,19 @@ impl Broker {
         path
     }
 
-    fn log_line(&self, line: &str) {
-        let mut f = self.log.lock().unwrap();
-        let _ = writeln!(f, "{line}");
-    }
-
     fn spawn(&mut self) {
-        assert!(self.child.is_none(), "broker already running");
-        self.starts += 1;
         let config = self.write_config();
-        let mut cmd = Command::new(&self.bin);
-        cmd.arg("serve").arg("--config").arg(&config);
+        let mut args = vec!["serve".to_string(), "--config".to_string()];
+        args.push(config.display().to_string());
         for o in &self.overrides {
-            cmd.arg("--override").arg(o);
+            args.push("--override".to_string());
+            args.push(o.clone());
         }
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        self.log_line(&format!(
-            "=== test harness: start #{} port={} cmd={:?}",
-            self.starts, self.port, cmd
-        ));
-        let mut child = cmd
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {}: {e}", self.bin.display()));
-
-        let (tx, rx) = mpsc::channel::<String>();
-        let stdout = child.stdout.take().unwrap();
-        let log = self.log.clone();
-        std::thread::spawn(move || {
-            let mut tx = Some(tx);
-            let mut reader = BufReader::new(stdout);
-            let mut buf = Vec::new();
-            loop {
-                buf.clear();
-                match reader.read_until(b'\n', &mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {}
-                }
-                let line = String::from_utf8_lossy(&buf);
-                let line = line.trim_end_matches(['\n', '\r']);
-                {
-                    let mut f = log.lock().unwrap();
-                    let _ = writeln!(f, "[stdout] {line}");
-                }
-                if line.starts_with("READY ") || line == "READY" {
-                    if let Some(tx) = tx.take() {
-                        let _ = tx.send(line.to_string());
-                    }
-                }
-            }
-        });
-        let stderr = child.stderr.take().unwrap();
-        let log = self.log.clone();
-        std::thread::spawn(move || {
-            let mut reader = BufReader::new(stderr);
-            let mut buf = Vec::new();
-            loop {
-                buf.clear();
-                match reader.read_until(b'\n', &mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {}
-                }
-                let line = strip_ansi(&String::from_utf8_lossy(&buf));
-                let mut f = log.lock().unwrap();
-                let _ = write!(f, "{line}");
-            }
-        });
-        self.child = Some(child);
-
-        let line = match rx.recv_timeout(READY_TIMEOUT) {
-            Ok(line) => line,
-            Err(e) => {
-                let status = self.child.as_mut().unwrap().try_wait();
-                let _ = self.child.as_mut().unwrap().kill();
-                let _ = self.child.as_mut().unwrap().wait();
-                self.child = None;
-                panic!(
-                    "broker did not print READY within {READY_TIMEOUT:?} ({e:?}; exit status {status:?})\n{}",
-                    self.log_tail(60)
-                );
-            }
-        };
-        let listener = line
-            .split_whitespace()
-            .find_map(|kv| kv.strip_prefix("listener="))
+        self.process.spawn(&args, &format!("port={}", self.port));
+        let ready = self.process.await_ready(READY_TIMEOUT);
+        let line = ready.line.clone();
+        let listener = ready
+            .field("listener")
             .unwrap_or_else(|| panic!("READY line without listener=: {line:?}"))
             .to_string();
         let port: u16 = listener
@@ -225,69 +117,19 @@ impl Broker {
         self.ready_line = line;
     }
 
-    fn signal(&self, sig: libc::c_int) {
-        if let Some(c) = &self.child {
-            // SAFETY: plain kill(2) on our own child's pid.
-            unsafe {
-                libc::kill(c.id() as libc::pid_t, sig);
-            }
-        }
-    }
-
-    fn wait_bounded(&mut self, timeout: Duration) -> Option<ExitStatus> {
-        let deadline = Instant::now() + timeout;
-        let child = self.child.as_mut()?;
-        loop {
-            match child.try_wait() {
-                Ok(Some(st)) => return Some(st),
-                Ok(None) => {}
-                Err(e) => panic!("wait for broker: {e}"),
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
     /// SIGTERM, then waits (bounded) for the process to exit. Panics if it does not exit in time.
     pub fn stop(&mut self) -> ExitStatus {
-        assert!(self.child.is_some(), "stop(): broker is not running");
-        self.log_line("=== test harness: SIGTERM");
-        self.signal(libc::SIGTERM);
-        match self.wait_bounded(STOP_TIMEOUT) {
-            Some(st) => {
-                self.log_line(&format!("=== test harness: exited with {st}"));
-                self.child = None;
-                st
-            }
-            None => {
-                self.signal(libc::SIGKILL);
-                let _ = self.child.as_mut().unwrap().wait();
-                self.child = None;
-                panic!(
-                    "broker did not exit within {STOP_TIMEOUT:?} of SIGTERM\n{}",
-                    self.log_tail(60)
-                );
-            }
-        }
+        self.process.stop()
     }
 
     /// SIGKILL and reap.
     pub fn kill9(&mut self) {
-        assert!(self.child.is_some(), "kill9(): broker is not running");
-        self.log_line("=== test harness: SIGKILL");
-        self.signal(libc::SIGKILL);
-        let st = self
-            .wait_bounded(Duration::from_secs(10))
-            .expect("broker survived SIGKILL for 10 s");
-        self.log_line(&format!("=== test harness: killed: {st}"));
-        self.child = None;
+        self.process.kill9()
     }
 
     /// Starts the broker again on the same port and data dir. Stops it (SIGTERM) first if running.
     pub fn restart(&mut self) {
-        if self.child.is_some() {
+        if self.process.pid().is_some() {
             self.stop();
         }
         self.spawn();
@@ -300,60 +142,14 @@ impl Broker {
 
     /// The last `n` lines of the broker log (stdout + stderr of every run).
     pub fn log_tail(&self, n: usize) -> String {
-        let _ = self.log.lock().map(|mut f| f.flush());
-        let text = std::fs::read_to_string(&self.log_path).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        let start = lines.len().saturating_sub(n);
-        // Broker panics anywhere in the log, with the line after each (the message).
-        let mut panics = String::new();
-        for (i, l) in lines.iter().enumerate() {
-            if l.contains("panicked at") {
-                panics.push_str(&format!(
-                    "BROKER PANIC: {l} | {}\n",
-                    lines.get(i + 1).unwrap_or(&"")
-                ));
-            }
-        }
-        format!(
-            "----- broker log {} (last {} lines) -----\n{}\n----- end of broker log -----\n{panics}",
-            self.log_path.display(),
-            lines.len() - start,
-            lines[start..].join("\n")
-        )
+        self.process.log_tail(n)
     }
 }
 
 impl Drop for Broker {
     fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        if std::thread::panicking() {
-            eprintln!("{}", self.log_tail(80));
-            if let Some(dir) = self.dir.take() {
-                let kept = dir.keep();
-                eprintln!("broker temp dir kept for inspection: {}", kept.display());
-            }
-        }
+        keep_on_panic(&mut self.dir, "broker", || self.process.log_tail(80));
+        // `process` (declared first) is dropped next: it kills and reaps a running child before
+        // the temp dir goes.
     }
-}
-
-/// Removes ANSI colour sequences (ESC '[' ... letter) from a log line.
-fn strip_ansi(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' && chars.peek() == Some(&'[') {
-            chars.next();
-            for d in chars.by_ref() {
-                if d.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }

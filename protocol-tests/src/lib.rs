@@ -6,6 +6,7 @@
 
 pub mod batch;
 pub mod broker;
+pub mod process;
 pub mod rd;
 pub mod wire;
 

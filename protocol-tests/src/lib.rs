@@ -22,6 +22,7 @@ pub mod errors {
     pub const LEADER_NOT_AVAILABLE: i16 = 5;
     pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
     pub const UNSUPPORTED_VERSION: i16 = 35;
+    pub const TOPIC_ALREADY_EXISTS: i16 = 36;
     pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
     pub const INVALID_PRODUCER_EPOCH: i16 = 47;
 }
@@ -33,13 +34,29 @@ pub fn poll_until<T>(
     timeout: std::time::Duration,
     mut f: impl FnMut() -> Option<T>,
 ) -> T {
+    poll_until_ok(what, timeout, || f().ok_or_else(String::new))
+}
+
+/// Polls `f` until it returns `Ok`, or panics with `what` and the description of the state
+/// that the last `Err` carried after `timeout`.
+pub fn poll_until_ok<T>(
+    what: &str,
+    timeout: std::time::Duration,
+    mut f: impl FnMut() -> Result<T, String>,
+) -> T {
     let deadline = std::time::Instant::now() + timeout;
     loop {
-        if let Some(v) = f() {
-            return v;
-        }
+        let state = match f() {
+            Ok(v) => return v,
+            Err(state) => state,
+        };
         if std::time::Instant::now() >= deadline {
-            panic!("timed out after {timeout:?} waiting for: {what}");
+            let state = if state.is_empty() {
+                state
+            } else {
+                format!("\nlast state: {state}")
+            };
+            panic!("timed out after {timeout:?} waiting for: {what}{state}");
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }

@@ -10,6 +10,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{BorrowedMessage, DeliveryResult, Headers, Message, Timestamp};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer, ProducerContext};
+use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
 /// The outcome of one produced record, as told by librdkafka's delivery report.
@@ -20,6 +21,10 @@ pub struct Delivery {
     pub partition: i32,
     pub offset: i64,
     pub error: Option<String>,
+    /// librdkafka's error code of a failed delivery.
+    pub code: Option<RDKafkaErrorCode>,
+    /// When the report was served (by a poll).
+    pub at: Instant,
 }
 
 /// A producer context that keeps every delivery report.
@@ -39,12 +44,16 @@ impl ProducerContext for Recorder {
                 partition: m.partition(),
                 offset: m.offset(),
                 error: None,
+                code: None,
+                at: Instant::now(),
             },
             Err((e, m)) => Delivery {
                 idx,
                 partition: m.partition(),
                 offset: m.offset(),
                 error: Some(e.to_string()),
+                code: e.rdkafka_error_code(),
+                at: Instant::now(),
             },
         };
         self.deliveries.lock().unwrap().push(d);
@@ -71,10 +80,7 @@ pub fn send(p: &RecProducer, mut rec: BaseRecord<'_, [u8], [u8], usize>) {
     loop {
         match p.send(rec) {
             Ok(()) => return,
-            Err((
-                KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull),
-                r,
-            )) => {
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
                 if Instant::now() >= deadline {
                     panic!("producer queue still full after 60 s");
                 }
@@ -152,14 +158,34 @@ fn to_got(m: &BorrowedMessage<'_>) -> Got {
 /// An assign-only consumer (a group.id is set because librdkafka requires one, but nothing
 /// subscribes or commits).
 pub fn consumer(bootstrap: &str, extra: &[(&str, &str)]) -> BaseConsumer {
+    let settings = [
+        ("bootstrap.servers", bootstrap),
+        ("group.id", "brook-protocol-tests-unused"),
+        ("enable.auto.commit", "false"),
+        ("enable.auto.offset.store", "false"),
+        ("enable.partition.eof", "true"),
+        ("auto.offset.reset", "error"),
+    ];
+    consumer_from(&settings, extra)
+}
+
+/// A member of consumer group `group`: manual commits, reading from the earliest offset when
+/// the group has no committed offset, plus `extra`.
+pub fn group_consumer(bootstrap: &str, group: &str, extra: &[(&str, &str)]) -> BaseConsumer {
+    let settings = [
+        ("bootstrap.servers", bootstrap),
+        ("group.id", group),
+        ("enable.auto.commit", "false"),
+        ("auto.offset.reset", "earliest"),
+        ("session.timeout.ms", "10000"),
+        ("heartbeat.interval.ms", "300"),
+    ];
+    consumer_from(&settings, extra)
+}
+
+fn consumer_from(settings: &[(&str, &str)], extra: &[(&str, &str)]) -> BaseConsumer {
     let mut cfg = ClientConfig::new();
-    cfg.set("bootstrap.servers", bootstrap)
-        .set("group.id", "brook-protocol-tests-unused")
-        .set("enable.auto.commit", "false")
-        .set("enable.auto.offset.store", "false")
-        .set("enable.partition.eof", "true")
-        .set("auto.offset.reset", "error");
-    for (k, v) in extra {
+    for (k, v) in settings.iter().chain(extra) {
         cfg.set(*k, *v);
     }
     cfg.create().expect("create rdkafka consumer")

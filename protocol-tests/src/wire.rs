@@ -2,7 +2,7 @@
 //! It frames requests itself so that tests can also send arbitrary bytes.
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::TcpStream;
+use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes};
@@ -50,14 +50,27 @@ pub fn topic_name(s: &str) -> TopicName {
 impl WireClient {
     pub fn connect(addr: &str) -> WireClient {
         let stream = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
-        stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
-        stream.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
-        stream.set_nodelay(true).unwrap();
-        WireClient {
+        Self::with_stream(stream, IO_TIMEOUT).unwrap()
+    }
+
+    /// Connects within `timeout`, with `timeout` as the socket timeout too: an error instead of
+    /// a panic, for probing nodes that may be down.
+    pub fn try_connect(addr: &str, timeout: Duration) -> std::io::Result<WireClient> {
+        let sa = addr.to_socket_addrs()?.next().ok_or_else(|| {
+            std::io::Error::new(ErrorKind::InvalidInput, format!("no address for {addr}"))
+        })?;
+        Self::with_stream(TcpStream::connect_timeout(&sa, timeout)?, timeout)
+    }
+
+    fn with_stream(stream: TcpStream, io_timeout: Duration) -> std::io::Result<WireClient> {
+        stream.set_read_timeout(Some(io_timeout))?;
+        stream.set_write_timeout(Some(io_timeout))?;
+        stream.set_nodelay(true)?;
+        Ok(WireClient {
             stream,
             next_correlation_id: 1,
             client_id: "brook-protocol-tests".into(),
-        }
+        })
     }
 
     pub fn stream(&mut self) -> &mut TcpStream {
@@ -134,6 +147,12 @@ impl WireClient {
 
     /// Sends a request; returns its correlation id.
     pub fn send<R: Request>(&mut self, version: i16, body: &R) -> i32 {
+        self.try_send(version, body)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Sends a request; returns its correlation id, or a description of the I/O error.
+    pub fn try_send<R: Request>(&mut self, version: i16, body: &R) -> Result<i32, String> {
         let key = ApiKey::try_from(R::KEY).expect("known api key");
         let (cid, bytes) = self.encode_request(
             key,
@@ -143,8 +162,8 @@ impl WireClient {
             version,
         );
         self.write_frame(&bytes)
-            .unwrap_or_else(|e| panic!("send {key:?} v{version}: {e}"));
-        cid
+            .map_err(|e| format!("send {key:?} v{version}: {e}"))?;
+        Ok(cid)
     }
 
     /// Reads the response to `correlation_id` and decodes it, checking every byte is consumed.
@@ -152,14 +171,31 @@ impl WireClient {
     where
         R::Response: std::fmt::Debug,
     {
+        self.try_receive::<R>(version, correlation_id)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// As [`WireClient::receive`], but an I/O error or a closed connection is an `Err` (a
+    /// response that does not decode still panics: that is a protocol bug).
+    pub fn try_receive<R: Request>(
+        &mut self,
+        version: i16,
+        correlation_id: i32,
+    ) -> Result<R::Response, String>
+    where
+        R::Response: std::fmt::Debug,
+    {
         let key = ApiKey::try_from(R::KEY).expect("known api key");
         let frame = self
             .read_frame()
-            .unwrap_or_else(|e| panic!("read {key:?} v{version} response: {e}"))
-            .unwrap_or_else(|| {
-                panic!("connection closed instead of a {key:?} v{version} response")
-            });
-        decode_response::<R::Response>(key, version, correlation_id, frame)
+            .map_err(|e| format!("read {key:?} v{version} response: {e}"))?
+            .ok_or_else(|| format!("connection closed instead of a {key:?} v{version} response"))?;
+        Ok(decode_response::<R::Response>(
+            key,
+            version,
+            correlation_id,
+            frame,
+        ))
     }
 
     /// Sends a request and waits for its response.
@@ -167,8 +203,17 @@ impl WireClient {
     where
         R::Response: std::fmt::Debug,
     {
-        let cid = self.send(version, body);
-        self.receive::<R>(version, cid)
+        self.try_request(version, body)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Sends a request and waits for its response; an I/O error is an `Err`.
+    pub fn try_request<R: Request>(&mut self, version: i16, body: &R) -> Result<R::Response, String>
+    where
+        R::Response: std::fmt::Debug,
+    {
+        let cid = self.try_send(version, body)?;
+        self.try_receive::<R>(version, cid)
     }
 
     /// Waits until the peer closes the connection. Returns Err with a description when data
@@ -256,6 +301,12 @@ impl WireClient {
     }
 
     pub fn metadata(&mut self, topics: &[&str], auto_create: bool) -> MetadataResponse {
+        self.request(METADATA_V, &Self::metadata_request(topics, auto_create))
+    }
+
+    /// A Metadata request for `topics` (all topics when empty is not meant: an empty list asks
+    /// for none, only brokers and the controller).
+    pub fn metadata_request(topics: &[&str], auto_create: bool) -> MetadataRequest {
         let mut req = MetadataRequest::default();
         req.topics = Some(
             topics
@@ -268,7 +319,7 @@ impl WireClient {
                 .collect(),
         );
         req.allow_auto_topic_creation = auto_create;
-        self.request(METADATA_V, &req)
+        req
     }
 
     /// Creates `topic` through Metadata auto-creation and waits until every partition has a
@@ -452,17 +503,7 @@ impl WireClient {
         partition: i32,
         timestamp: i64,
     ) -> ListOffsetsPartitionResponse {
-        let mut p = ListOffsetsPartition::default();
-        p.partition_index = partition;
-        p.current_leader_epoch = -1;
-        p.timestamp = timestamp;
-        let mut t = ListOffsetsTopic::default();
-        t.name = topic_name(topic);
-        t.partitions = vec![p];
-        let mut req = ListOffsetsRequest::default();
-        req.replica_id = BrokerId(-1);
-        req.isolation_level = 0;
-        req.topics = vec![t];
+        let req = Self::list_offsets_request(topic, partition, timestamp);
         let resp = self.request(LIST_OFFSETS_V, &req);
         assert_eq!(resp.topics.len(), 1, "ListOffsets response: {resp:?}");
         assert_eq!(resp.topics[0].name.0.as_str(), topic);
@@ -474,6 +515,23 @@ impl WireClient {
         let pr = resp.topics[0].partitions[0].clone();
         assert_eq!(pr.partition_index, partition);
         pr
+    }
+
+    /// A ListOffsets request (read_uncommitted) for one partition at `timestamp` (-1 latest,
+    /// -2 earliest).
+    pub fn list_offsets_request(topic: &str, partition: i32, timestamp: i64) -> ListOffsetsRequest {
+        let mut p = ListOffsetsPartition::default();
+        p.partition_index = partition;
+        p.current_leader_epoch = -1;
+        p.timestamp = timestamp;
+        let mut t = ListOffsetsTopic::default();
+        t.name = topic_name(topic);
+        t.partitions = vec![p];
+        let mut req = ListOffsetsRequest::default();
+        req.replica_id = BrokerId(-1);
+        req.isolation_level = 0;
+        req.topics = vec![t];
+        req
     }
 }
 

@@ -10,18 +10,6 @@ use rdkafka::{Message, Offset};
 
 const WAIT: Duration = Duration::from_secs(60);
 
-fn group_consumer(bootstrap: &str, group: &str) -> BaseConsumer {
-    ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", group)
-        .set("enable.auto.commit", "false")
-        .set("auto.offset.reset", "earliest")
-        .set("session.timeout.ms", "10000")
-        .set("heartbeat.interval.ms", "300")
-        .create()
-        .expect("create group consumer")
-}
-
 fn produce(bootstrap: &str, topic: &str, from: usize, n: usize) {
     let p = rd::producer(bootstrap, &[]);
     let values: Vec<String> = (from..from + n).map(|i| format!("v{i}")).collect();
@@ -64,7 +52,7 @@ fn subscribe_commit_and_rejoin_resumes_from_committed_offsets() {
     produce(&bootstrap, &topic, 0, 10);
 
     {
-        let c = group_consumer(&bootstrap, &group);
+        let c = rd::group_consumer(&bootstrap, &group, &[]);
         c.subscribe(&[&topic]).expect("subscribe");
         let got = poll_n(&c, 10);
         assert_eq!(got.len(), 10);
@@ -81,7 +69,7 @@ fn subscribe_commit_and_rejoin_resumes_from_committed_offsets() {
     }
 
     produce(&bootstrap, &topic, 10, 4);
-    let a = group_consumer(&bootstrap, &group);
+    let a = rd::group_consumer(&bootstrap, &group, &[]);
     a.subscribe(&[&topic]).expect("subscribe");
     let got = poll_n(&a, 4);
     for (p, o) in &got {
@@ -93,7 +81,7 @@ fn subscribe_commit_and_rejoin_resumes_from_committed_offsets() {
     a.commit_consumer_state(CommitMode::Sync).expect("commit");
 
     // A second member joins: the group rebalances and the two split the partitions.
-    let b = group_consumer(&bootstrap, &group);
+    let b = rd::group_consumer(&bootstrap, &group, &[]);
     b.subscribe(&[&topic]).expect("subscribe");
     poll_until("both members to own one partition", WAIT, || {
         let _ = a.poll(Duration::from_millis(50));

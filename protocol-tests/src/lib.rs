@@ -1,16 +1,19 @@
 //! Helpers for the real-client tests.
 //!
-//! This crate never links the broker: it starts a `brook` process (see [`broker::Broker`]) and
-//! talks to it either through librdkafka (the `rdkafka` crate, see [`rd`]) or through a tiny
-//! raw-wire client ([`wire::WireClient`]) for tests that must control the bytes.
+//! This crate never links the broker: it starts a `brook` process (see [`broker::Broker`]), or
+//! a cluster of them ([`cluster::Cluster`]), and talks to it either through librdkafka (the
+//! `rdkafka` crate, see [`rd`]) or through a tiny raw-wire client ([`wire::WireClient`]) for
+//! tests that must control the bytes.
 
 pub mod batch;
 pub mod broker;
+pub mod cluster;
 pub mod process;
 pub mod rd;
 pub mod wire;
 
 pub use broker::Broker;
+pub use cluster::Cluster;
 pub use wire::WireClient;
 
 /// Kafka error codes used by the tests.

@@ -1,0 +1,814 @@
+//! A cluster of Brook nodes, each a `brook serve` child process with
+//! `process.roles=broker,controller`: a voter of the metadata quorum and a broker.
+//!
+//! Every node gets fixed ports, chosen once (free ports found by binding port 0), because
+//! `controller.quorum.voters` names them and a restarted node must come back on the same ones.
+//! Each node has its own data dir and log file (`node-N.log`: the harness's own lines, stdout and
+//! stderr of every run) in the cluster's temp dir, which is kept when a test panics. Nodes can be
+//! stopped (SIGTERM), killed (SIGKILL) and started again with the same command line.
+//!
+//! The harness sees the cluster through raw Metadata requests to each node (leader, leader
+//! epoch, replicas, ISR, controller id, registered brokers), installs fault rules with the
+//! `brook fault` CLI on a node's admin listener (`admin.listener=127.0.0.1:0`; the bound address
+//! comes from the node's READY line) and reads replicas on disk with `brook dump-log`. Every wait
+//! is a condition polled against a deadline.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use kafka_protocol::messages::create_topics_request::{
+    CreatableTopic, CreatableTopicConfig, CreateTopicsRequest,
+};
+use kafka_protocol::messages::find_coordinator_request::FindCoordinatorRequest;
+use kafka_protocol::messages::metadata_response::MetadataResponse;
+use kafka_protocol::protocol::StrBytes;
+use tempfile::TempDir;
+
+use crate::errors;
+use crate::poll_until_ok;
+use crate::process::{keep_on_panic, run_brook, BrookProcess, READY_TIMEOUT};
+use crate::wire::{topic_name, WireClient, LIST_OFFSETS_V, METADATA_V};
+
+/// Bound on one raw request to a node, or one `brook` CLI call.
+pub const CALL: Duration = Duration::from_secs(10);
+/// How long every node may take to list a (re)started broker as registered.
+pub const REGISTER_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a new topic may take to have a leader and a full ISR on every node.
+pub const TOPIC_TIMEOUT: Duration = Duration::from_secs(30);
+
+const CREATE_TOPICS_V: i16 = 5;
+const FIND_COORDINATOR_V: i16 = 3;
+
+/// The properties every node gets, before a test's own overrides.
+pub fn defaults() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("default.replication.factor", "3"),
+        ("min.insync.replicas", "2"),
+        ("replica.lag.time.max.ms", "3000"),
+        ("broker.session.timeout.ms", "3000"),
+        ("broker.heartbeat.interval.ms", "500"),
+        ("num.partitions", "1"),
+        ("auto.create.topics.enable", "false"),
+    ]
+}
+
+/// One partition as a node's Metadata answer describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionState {
+    /// The node that answered.
+    pub answered_by: i32,
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub replicas: Vec<i32>,
+    pub isr: BTreeSet<i32>,
+    /// The controller id of the same answer.
+    pub controller: i32,
+    pub error_code: i16,
+}
+
+impl PartitionState {
+    /// The replicas other than the leader, in replica order.
+    pub fn followers(&self) -> Vec<i32> {
+        self.replicas
+            .iter()
+            .copied()
+            .filter(|r| *r != self.leader)
+            .collect()
+    }
+}
+
+/// One batch line of `brook dump-log`, as `key: value` fields.
+#[derive(Debug, Clone)]
+pub struct DumpedBatch {
+    pub line: String,
+    pub fields: BTreeMap<String, String>,
+}
+
+impl DumpedBatch {
+    fn parse(line: &str) -> DumpedBatch {
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        let mut fields = BTreeMap::new();
+        for w in parts.windows(2) {
+            if let Some(k) = w[0].strip_suffix(':') {
+                fields.insert(k.to_string(), w[1].to_string());
+            }
+        }
+        DumpedBatch {
+            line: line.to_string(),
+            fields,
+        }
+    }
+
+    fn num(&self, key: &str) -> i64 {
+        self.fields
+            .get(key)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("dump-log line without a numeric {key}: {}", self.line))
+    }
+
+    pub fn base_offset(&self) -> i64 {
+        self.num("baseOffset")
+    }
+
+    pub fn last_offset(&self) -> i64 {
+        self.num("lastOffset")
+    }
+
+    /// The batch's max timestamp (CreateTime or LogAppendTime).
+    pub fn max_timestamp(&self) -> i64 {
+        if self.fields.contains_key("CreateTime") {
+            self.num("CreateTime")
+        } else {
+            self.num("LogAppendTime")
+        }
+    }
+
+    /// What identifies the batch's content and place: offsets, producer, sequence, leader
+    /// epoch, CRC.
+    pub fn identity(&self) -> String {
+        let f = |k: &str| self.fields.get(k).map(String::as_str).unwrap_or("?");
+        format!(
+            "{}..{} pid={} seq={} ple={} crc={}",
+            f("baseOffset"),
+            f("lastOffset"),
+            f("producerId"),
+            f("baseSequence"),
+            f("partitionLeaderEpoch"),
+            f("crc")
+        )
+    }
+}
+
+/// One `brook serve` process of the cluster.
+struct Node {
+    client_port: u16,
+    controller_port: u16,
+    data_dir: PathBuf,
+    process: BrookProcess,
+    /// The admin listener of the current run (from its READY line).
+    admin: Option<String>,
+}
+
+/// A cluster of `brook serve` processes; dropping it kills every node.
+pub struct Cluster {
+    nodes: BTreeMap<i32, Node>,
+    /// Every property but the per-node ones, in order: defaults, then the test's overrides.
+    props: Vec<(String, String)>,
+    voters: String,
+    dir: Option<TempDir>,
+}
+
+/// Ports the kernel hands out for port 0, released again (a restarted node binds them anew).
+fn free_ports(n: usize) -> Vec<u16> {
+    let held: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind a probe port"))
+        .collect();
+    held.iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect()
+}
+
+impl Cluster {
+    /// Starts `size` nodes (ids 1..=size, all voters) with [`defaults`] and then `overrides`,
+    /// waits for every READY line and until every node lists every broker as registered.
+    pub fn start(size: usize, overrides: &[(&str, &str)]) -> Cluster {
+        let dir = tempfile::Builder::new()
+            .prefix("brook-cluster-")
+            .tempdir()
+            .expect("create temp dir");
+        let mut props: Vec<(String, String)> = Vec::new();
+        for (k, v) in defaults().into_iter().chain(overrides.iter().copied()) {
+            props.retain(|(pk, _)| pk != k);
+            props.push((k.to_string(), v.to_string()));
+        }
+        let ports = free_ports(2 * size);
+        let mut nodes = BTreeMap::new();
+        for i in 0..size {
+            let id = i as i32 + 1;
+            nodes.insert(
+                id,
+                Node {
+                    client_port: ports[2 * i],
+                    controller_port: ports[2 * i + 1],
+                    data_dir: dir.path().join(format!("node-{id}")),
+                    process: BrookProcess::new(
+                        &format!("node {id}"),
+                        dir.path().join(format!("node-{id}.log")),
+                    ),
+                    admin: None,
+                },
+            );
+        }
+        let voters = nodes
+            .iter()
+            .map(|(id, n)| format!("{id}@127.0.0.1:{}", n.controller_port))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut c = Cluster {
+            nodes,
+            props,
+            voters,
+            dir: Some(dir),
+        };
+        // Start them all, then wait: a node is only ready once the quorum has a leader.
+        let ids = c.ids();
+        for id in &ids {
+            c.spawn(*id);
+        }
+        for id in &ids {
+            c.await_ready(*id);
+        }
+        // READY comes before the broker's registration commits.
+        c.await_brokers_listed(&ids, REGISTER_TIMEOUT);
+        c
+    }
+
+    fn node(&self, id: i32) -> &Node {
+        self.nodes
+            .get(&id)
+            .unwrap_or_else(|| panic!("no node {id} in the cluster"))
+    }
+
+    fn node_mut(&mut self, id: i32) -> &mut Node {
+        self.nodes
+            .get_mut(&id)
+            .unwrap_or_else(|| panic!("no node {id} in the cluster"))
+    }
+
+    fn spawn(&mut self, id: i32) {
+        let n = self.node(id);
+        let mut props: Vec<(String, String)> = vec![
+            ("node.id".into(), id.to_string()),
+            ("process.roles".into(), "broker,controller".into()),
+            (
+                "listeners".into(),
+                format!(
+                    "PLAINTEXT://127.0.0.1:{},CONTROLLER://127.0.0.1:{}",
+                    n.client_port, n.controller_port
+                ),
+            ),
+            ("controller.listener.names".into(), "CONTROLLER".into()),
+            ("controller.quorum.voters".into(), self.voters.clone()),
+            ("log.dirs".into(), n.data_dir.display().to_string()),
+            ("admin.listener".into(), "127.0.0.1:0".into()),
+        ];
+        props.extend(self.props.iter().cloned());
+        let mut args = vec!["serve".to_string()];
+        for (k, v) in props {
+            args.push("--override".into());
+            args.push(format!("{k}={v}"));
+        }
+        self.node_mut(id)
+            .process
+            .spawn(&args, &format!("node {id}"));
+    }
+
+    fn await_ready(&mut self, id: i32) {
+        let n = self.node_mut(id);
+        let ready = n.process.await_ready(READY_TIMEOUT);
+        let want = format!("127.0.0.1:{}", n.client_port);
+        assert_eq!(
+            ready.field("listener"),
+            Some(want.as_str()),
+            "node {id} READY line: {}",
+            ready.line
+        );
+        n.admin = Some(
+            ready
+                .field("admin")
+                .unwrap_or_else(|| panic!("node {id} READY line has no admin=: {}", ready.line))
+                .to_string(),
+        );
+    }
+
+    // ------------------------------------------------------------------------------ nodes
+
+    /// Every node id, ascending.
+    pub fn ids(&self) -> Vec<i32> {
+        self.nodes.keys().copied().collect()
+    }
+
+    /// Whether the harness started node `id` and has not seen it stop, die or crash.
+    pub fn is_up(&self, id: i32) -> bool {
+        self.node(id).process.pid().is_some()
+    }
+
+    /// The nodes that are up, ascending.
+    pub fn live_ids(&self) -> Vec<i32> {
+        self.ids()
+            .into_iter()
+            .filter(|id| self.is_up(*id))
+            .collect()
+    }
+
+    /// Every node's client address, comma-separated (clients skip the dead ones).
+    pub fn bootstrap(&self) -> String {
+        self.ids()
+            .iter()
+            .map(|id| self.address(*id))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Node `id`'s client address.
+    pub fn address(&self, id: i32) -> String {
+        format!("127.0.0.1:{}", self.node(id).client_port)
+    }
+
+    /// Node `id`'s admin listener (HOST:PORT) of its current run.
+    pub fn admin_address(&self, id: i32) -> String {
+        assert!(self.is_up(id), "node {id} is not running");
+        self.node(id).admin.clone().expect("admin address")
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.as_ref().unwrap().path()
+    }
+
+    pub fn data_dir(&self, id: i32) -> PathBuf {
+        self.node(id).data_dir.clone()
+    }
+
+    /// Node `id`'s directory of `topic`-`partition`.
+    pub fn partition_dir(&self, id: i32, topic: &str, partition: i32) -> PathBuf {
+        self.node(id).data_dir.join(format!("{topic}-{partition}"))
+    }
+
+    /// SIGKILL node `id` and reap it.
+    pub fn kill(&mut self, id: i32) {
+        self.node_mut(id).process.kill9();
+    }
+
+    /// SIGTERM node `id` and wait (bounded) for it to exit.
+    pub fn stop(&mut self, id: i32) -> ExitStatus {
+        self.node_mut(id).process.stop()
+    }
+
+    /// Waits (bounded) for node `id` to exit on its own (a crash rule); `None` if it still runs.
+    pub fn await_exit(&mut self, id: i32, timeout: Duration) -> Option<ExitStatus> {
+        self.node_mut(id).process.await_exit(timeout)
+    }
+
+    /// Starts node `id` again (same ports, same data dir) after a stop, kill or crash, and
+    /// waits until every live node lists it as a registered broker.
+    pub fn start_node(&mut self, id: i32) {
+        self.spawn(id);
+        self.await_ready(id);
+        self.await_brokers_listed(&[id], REGISTER_TIMEOUT);
+    }
+
+    /// Writes a line of the harness's own into node `id`'s log.
+    pub fn log_line(&self, id: i32, line: &str) {
+        self.node(id).process.log_line(line);
+    }
+
+    /// The tail of every node's log.
+    pub fn log_tails(&self, lines: usize) -> String {
+        log_tails(&self.nodes, lines)
+    }
+
+    /// The lines of node `id`'s log containing `needle` (case-insensitive).
+    pub fn log_lines(&self, id: i32, needle: &str) -> Vec<String> {
+        let needle = needle.to_lowercase();
+        self.node(id)
+            .process
+            .log_text()
+            .lines()
+            .filter(|l| l.to_lowercase().contains(&needle))
+            .map(str::to_string)
+            .collect()
+    }
+
+    // ---------------------------------------------------------------------- raw requests
+
+    fn client(&self, id: i32) -> Result<WireClient, String> {
+        let addr = self.address(id);
+        WireClient::try_connect(&addr, CALL).map_err(|e| format!("connect node {id} ({addr}): {e}"))
+    }
+
+    /// A Metadata answer of node `id` for `topics` (none: only brokers and controller).
+    pub fn metadata(&self, id: i32, topics: &[&str]) -> Result<MetadataResponse, String> {
+        self.client(id)?
+            .try_request(METADATA_V, &WireClient::metadata_request(topics, false))
+    }
+
+    /// The brokers node `id` lists (registered and unfenced).
+    pub fn brokers_seen_by(&self, id: i32) -> Result<BTreeSet<i32>, String> {
+        Ok(self
+            .metadata(id, &[])?
+            .brokers
+            .iter()
+            .map(|b| b.node_id.0)
+            .collect())
+    }
+
+    /// Waits until every live node lists each of `ids` as a broker.
+    pub fn await_brokers_listed(&self, ids: &[i32], timeout: Duration) {
+        poll_until_ok(
+            &format!("every live node lists brokers {ids:?}"),
+            timeout,
+            || {
+                let mut seen = Vec::new();
+                let mut all = true;
+                for n in self.live_ids() {
+                    let s = self.brokers_seen_by(n);
+                    all &= s.as_ref().is_ok_and(|s| ids.iter().all(|i| s.contains(i)));
+                    seen.push(format!("node {n} sees {s:?}"));
+                }
+                if all {
+                    Ok(())
+                } else {
+                    Err(seen.join("; "))
+                }
+            },
+        )
+    }
+
+    /// The controller id in node `id`'s Metadata answer (the active controller, when it is live).
+    pub fn controller_seen_by(&self, id: i32) -> Result<i32, String> {
+        Ok(self.metadata(id, &[])?.controller_id.0)
+    }
+
+    /// Waits until every live node names the same live active controller, other than `not`,
+    /// and returns it.
+    pub fn await_controller(&self, not: Option<i32>, timeout: Duration) -> i32 {
+        poll_until_ok(
+            &format!("every live node names the same live controller (not {not:?})"),
+            timeout,
+            || {
+                let seen: Vec<(i32, Result<i32, String>)> = self
+                    .live_ids()
+                    .into_iter()
+                    .map(|n| (n, self.controller_seen_by(n)))
+                    .collect();
+                let ids: BTreeSet<Option<i32>> =
+                    seen.iter().map(|(_, c)| c.as_ref().ok().copied()).collect();
+                match ids.into_iter().collect::<Vec<_>>()[..] {
+                    [Some(c)] if c > 0 && Some(c) != not && self.is_up(c) => Ok(c),
+                    _ => Err(format!("{seen:?}")),
+                }
+            },
+        )
+    }
+
+    /// The partition as node `id` describes it; `Err` when it does not answer or does not list
+    /// the partition.
+    pub fn partition_state_from(
+        &self,
+        id: i32,
+        topic: &str,
+        partition: i32,
+    ) -> Result<PartitionState, String> {
+        let md = self.metadata(id, &[topic])?;
+        let t = md
+            .topics
+            .iter()
+            .find(|t| t.name.as_ref().map(|n| n.0.as_str()) == Some(topic))
+            .ok_or_else(|| format!("node {id} does not list topic {topic}"))?;
+        let p = t
+            .partitions
+            .iter()
+            .find(|p| p.partition_index == partition)
+            .ok_or_else(|| {
+                format!(
+                    "node {id} lists no partition {partition} of {topic} (topic error {})",
+                    t.error_code
+                )
+            })?;
+        Ok(PartitionState {
+            answered_by: id,
+            leader: p.leader_id.0,
+            leader_epoch: p.leader_epoch,
+            replicas: p.replica_nodes.iter().map(|b| b.0).collect(),
+            isr: p.isr_nodes.iter().map(|b| b.0).collect(),
+            controller: md.controller_id.0,
+            error_code: p.error_code,
+        })
+    }
+
+    /// Waits until every live node answers for the partition with the same leader, leader
+    /// epoch, replicas and ISR, and `cond` holds for that state; returns it.
+    pub fn await_partition(
+        &self,
+        topic: &str,
+        partition: i32,
+        what: &str,
+        timeout: Duration,
+        cond: impl Fn(&PartitionState) -> bool,
+    ) -> PartitionState {
+        poll_until_ok(
+            &format!("{topic}-{partition}: {what} (every live node agreeing)"),
+            timeout,
+            || {
+                let states: Vec<Result<PartitionState, String>> = self
+                    .live_ids()
+                    .into_iter()
+                    .map(|n| self.partition_state_from(n, topic, partition))
+                    .collect();
+                let same = |a: &PartitionState, b: &PartitionState| {
+                    (a.leader, a.leader_epoch, &a.replicas, &a.isr)
+                        == (b.leader, b.leader_epoch, &b.replicas, &b.isr)
+                };
+                match states.first() {
+                    Some(Ok(first))
+                        if states
+                            .iter()
+                            .all(|s| s.as_ref().is_ok_and(|s| same(s, first)))
+                            && cond(first) =>
+                    {
+                        Ok(first.clone())
+                    }
+                    _ => Err(format!("{states:#?}")),
+                }
+            },
+        )
+    }
+
+    /// The partition's settled state: a live leader, every live node agreeing.
+    pub fn partition_state(&self, topic: &str, partition: i32) -> PartitionState {
+        self.await_partition(topic, partition, "a live leader", TOPIC_TIMEOUT, |s| {
+            s.leader > 0 && self.is_up(s.leader)
+        })
+    }
+
+    /// The leader of the partition (settled).
+    pub fn leader_of(&self, topic: &str, partition: i32) -> i32 {
+        self.partition_state(topic, partition).leader
+    }
+
+    /// Waits until the ISR is exactly `isr` (and the leader is live).
+    pub fn await_isr(
+        &self,
+        topic: &str,
+        partition: i32,
+        isr: &[i32],
+        timeout: Duration,
+    ) -> PartitionState {
+        let want: BTreeSet<i32> = isr.iter().copied().collect();
+        self.await_partition(
+            topic,
+            partition,
+            &format!("ISR == {want:?}"),
+            timeout,
+            |s| s.isr == want && s.leader > 0 && self.is_up(s.leader),
+        )
+    }
+
+    /// Waits until a live node other than `not` leads the partition; returns the state.
+    pub fn await_leader_other_than(
+        &self,
+        topic: &str,
+        partition: i32,
+        not: i32,
+        timeout: Duration,
+    ) -> PartitionState {
+        self.await_partition(
+            topic,
+            partition,
+            &format!("a live leader other than node {not}"),
+            timeout,
+            |s| s.leader > 0 && s.leader != not && self.is_up(s.leader),
+        )
+    }
+
+    /// Creates a topic (CreateTopics to the first live node that answers; Brook forwards it to
+    /// the controller) and waits until every partition has a leader and a full ISR, and its
+    /// leader serves it (ListOffsets answers without error).
+    pub fn create_topic(&self, topic: &str, partitions: i32, rf: i16, configs: &[(&str, &str)]) {
+        let mut t = CreatableTopic::default();
+        t.name = topic_name(topic);
+        t.num_partitions = partitions;
+        t.replication_factor = rf;
+        t.configs = configs
+            .iter()
+            .map(|(k, v)| {
+                let mut c = CreatableTopicConfig::default();
+                c.name = StrBytes::from_string(k.to_string());
+                c.value = Some(StrBytes::from_string(v.to_string()));
+                c
+            })
+            .collect();
+        let mut req = CreateTopicsRequest::default();
+        req.topics = vec![t];
+        req.timeout_ms = CALL.as_millis() as i32;
+        let mut attempts = 0;
+        poll_until_ok(&format!("CreateTopics {topic}"), CALL, || {
+            attempts += 1;
+            let mut errors = Vec::new();
+            for n in self.live_ids() {
+                match self
+                    .client(n)
+                    .and_then(|mut c| c.try_request(CREATE_TOPICS_V, &req))
+                {
+                    Ok(r) => {
+                        let code = r.topics[0].error_code;
+                        // A retry may find the topic the lost first answer created.
+                        let ok = code == errors::NONE
+                            || (attempts > 1 && code == errors::TOPIC_ALREADY_EXISTS);
+                        assert!(ok, "CreateTopics {topic} on node {n}: {r:?}");
+                        return Ok(());
+                    }
+                    Err(e) => errors.push(e),
+                }
+            }
+            Err(errors.join("; "))
+        });
+        for p in 0..partitions {
+            let s = self.await_partition(topic, p, "a leader and a full ISR", TOPIC_TIMEOUT, |s| {
+                s.leader > 0 && s.isr.len() == rf as usize
+            });
+            // Metadata comes from the quorum's image; the leader may apply it a moment later
+            // and answer UNKNOWN_TOPIC_OR_PARTITION or NOT_LEADER until then.
+            let req = WireClient::list_offsets_request(topic, p, -1);
+            poll_until_ok(
+                &format!("the leader (node {}) of {topic}-{p} serves it", s.leader),
+                TOPIC_TIMEOUT,
+                || {
+                    let r = self.client(s.leader)?.try_request(LIST_OFFSETS_V, &req)?;
+                    match r.topics.first().and_then(|t| t.partitions.first()) {
+                        Some(pr) if pr.error_code == errors::NONE => Ok(()),
+                        _ => Err(format!("{r:?}")),
+                    }
+                },
+            );
+        }
+    }
+
+    /// The coordinator node id of `group` that node `id` names (FindCoordinator v3).
+    pub fn find_coordinator(&self, id: i32, group: &str) -> Result<i32, String> {
+        let mut req = FindCoordinatorRequest::default();
+        req.key = StrBytes::from_string(group.to_string());
+        req.key_type = 0;
+        let r = self.client(id)?.try_request(FIND_COORDINATOR_V, &req)?;
+        if r.error_code != errors::NONE {
+            return Err(format!("node {id}: FindCoordinator({group}): {r:?}"));
+        }
+        Ok(r.node_id.0)
+    }
+
+    // ---------------------------------------------------------------- faults and dump-log
+
+    fn brook_cli(&self, id: i32, args: &[&str]) -> String {
+        let out = run_brook(args, CALL);
+        self.log_line(
+            id,
+            &format!(
+                "=== test harness: brook {args:?} -> {} {}{}",
+                out.status,
+                out.stdout.trim(),
+                out.stderr.trim()
+            ),
+        );
+        assert!(
+            out.status.success(),
+            "brook {args:?} (node {id}) failed with {}: {}{}",
+            out.status,
+            out.stdout,
+            out.stderr
+        );
+        out.stdout
+    }
+
+    /// Installs a fault rule on node `id` with `brook fault add --admin ADDR ARGS...`; returns
+    /// the rule id.
+    pub fn fault_add(&self, id: i32, args: &[&str]) -> u64 {
+        let admin = self.admin_address(id);
+        let mut argv = vec!["fault", "add", "--admin", &admin];
+        argv.extend_from_slice(args);
+        let out = self.brook_cli(id, &argv);
+        out.trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("brook fault add printed {out:?}, not a rule id"))
+    }
+
+    /// The rules on node `id` (`brook fault list`), as JSON.
+    pub fn fault_list(&self, id: i32) -> String {
+        let admin = self.admin_address(id);
+        self.brook_cli(id, &["fault", "list", "--admin", &admin])
+    }
+
+    /// The sum of the `fired` counts of every rule on node `id`.
+    pub fn fault_fired(&self, id: i32) -> u64 {
+        let list = self.fault_list(id);
+        list.split("\"fired\":")
+            .skip(1)
+            .map(|rest| {
+                let digits: String = rest
+                    .trim_start()
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect();
+                digits.parse::<u64>().unwrap_or(0)
+            })
+            .sum()
+    }
+
+    /// Removes every rule on node `id` (`brook fault clear`), if it runs.
+    pub fn fault_clear(&self, id: i32) {
+        if self.is_up(id) {
+            let admin = self.admin_address(id);
+            self.brook_cli(id, &["fault", "clear", "--admin", &admin]);
+        }
+    }
+
+    /// `brook dump-log` of node `id`'s copy of a partition (empty when it has none).
+    pub fn dump_log(&self, id: i32, topic: &str, partition: i32) -> Vec<DumpedBatch> {
+        let dir = self.partition_dir(id, topic, partition);
+        if !dir.is_dir() {
+            return Vec::new();
+        }
+        let dir = dir.display().to_string();
+        let out = run_brook(&["dump-log", &dir], CALL * 6);
+        assert!(
+            out.status.success(),
+            "brook dump-log {dir} failed with {}: {}",
+            out.status,
+            out.stderr
+        );
+        out.stdout
+            .lines()
+            .filter(|l| l.starts_with("baseOffset:"))
+            .map(DumpedBatch::parse)
+            .collect()
+    }
+
+    /// Node `id`'s log end offset of a partition, from its files (`brook dump-log`).
+    pub fn log_end_offset(&self, id: i32, topic: &str, partition: i32) -> i64 {
+        self.dump_log(id, topic, partition)
+            .last()
+            .map_or(0, |b| b.last_offset() + 1)
+    }
+
+    /// Waits until every replica in `replicas` holds the same batches on disk (offsets,
+    /// producer, sequence, leader epoch, CRC); returns that log.
+    pub fn await_identical_replicas(
+        &self,
+        topic: &str,
+        partition: i32,
+        replicas: &[i32],
+        timeout: Duration,
+    ) -> Vec<DumpedBatch> {
+        poll_until_ok(
+            &format!("identical replicas {replicas:?} of {topic}-{partition}"),
+            timeout,
+            || {
+                let logs: Vec<(i32, Vec<DumpedBatch>)> = replicas
+                    .iter()
+                    .map(|r| (*r, self.dump_log(*r, topic, partition)))
+                    .collect();
+                let ids: Vec<Vec<String>> = logs
+                    .iter()
+                    .map(|(_, l)| l.iter().map(DumpedBatch::identity).collect())
+                    .collect();
+                if ids.iter().all(|l| *l == ids[0]) {
+                    return Ok(logs.into_iter().next().unwrap().1);
+                }
+                Err(describe_difference(&logs))
+            },
+        )
+    }
+}
+
+fn log_tails(nodes: &BTreeMap<i32, Node>, lines: usize) -> String {
+    nodes
+        .values()
+        .map(|n| n.process.log_tail(lines))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Each replica's batch count and last batch, and the first batch where they differ.
+fn describe_difference(logs: &[(i32, Vec<DumpedBatch>)]) -> String {
+    let mut s = String::new();
+    for (id, l) in logs {
+        s.push_str(&format!(
+            "\n  node {id}: {} batches, last {:?}",
+            l.len(),
+            l.last().map(DumpedBatch::identity)
+        ));
+    }
+    let longest = logs.iter().map(|(_, l)| l.len()).max().unwrap_or(0);
+    for i in 0..longest {
+        let at: Vec<Option<String>> = logs
+            .iter()
+            .map(|(_, l)| l.get(i).map(DumpedBatch::identity))
+            .collect();
+        if at.iter().any(|b| *b != at[0]) {
+            s.push_str(&format!("\n  first difference at batch #{i}: {at:?}"));
+            break;
+        }
+    }
+    s
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let nodes = &self.nodes;
+        keep_on_panic(&mut self.dir, "cluster", || log_tails(nodes, 80));
+        // `nodes` (declared first) is dropped next: every running child is killed and reaped
+        // before the temp dir goes.
+    }
+}

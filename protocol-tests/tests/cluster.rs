@@ -1,0 +1,1041 @@
+//! Replication and failover with librdkafka against a 3-node cluster of `brook serve`
+//! processes (each a broker and a metadata-quorum voter), RF=3: min.insync.replicas under link
+//! faults, the acks=1 loss window, an idempotent stream across 20 leader kills, a crash between
+//! replication and the ack, the loss of the active controller, and group offsets across the
+//! coordinator's death. The same scenarios as the Java `ReplicationScenariosTest` and
+//! `CoordinatorFailoverTest`.
+//!
+//! The tests run one at a time (one 3-node cluster on the machine at once). Every wait is a
+//! condition polled against a deadline. Lines starting `[rdkafka-cluster]` say what a scenario
+//! observed.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use brook_protocol_tests::cluster::{PartitionState, CALL};
+use brook_protocol_tests::rd::{self, Delivery, Got, RecProducer};
+use brook_protocol_tests::{poll_until, poll_until_ok, unique_topic, Cluster};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::producer::Producer;
+use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::{Message, Offset, TopicPartitionList};
+
+const ISR_WAIT: Duration = Duration::from_secs(45);
+const FAILOVER_WAIT: Duration = Duration::from_secs(45);
+const DELIVERY_WAIT: Duration = Duration::from_secs(90);
+const READ_WAIT: Duration = Duration::from_secs(60);
+
+/// One 3-node cluster at a time: the tests of this file take turns.
+fn serial() -> MutexGuard<'static, ()> {
+    static CLUSTER: Mutex<()> = Mutex::new(());
+    CLUSTER.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Takes this test's turn, starts a 3-node cluster with `overrides` and creates an RF=3 topic
+/// of `partitions` partitions with min.insync.replicas=2. The guard comes first so that the
+/// cluster (dropped before it) is gone when the next test starts.
+fn setup(
+    prefix: &str,
+    overrides: &[(&str, &str)],
+    partitions: i32,
+) -> (MutexGuard<'static, ()>, Cluster, String) {
+    let turn = serial();
+    let c = Cluster::start(3, overrides);
+    let topic = unique_topic(prefix);
+    c.create_topic(&topic, partitions, 3, &[("min.insync.replicas", "2")]);
+    (turn, c, topic)
+}
+
+fn say(msg: &str) {
+    println!("[rdkafka-cluster] {msg}");
+}
+
+fn ms(d: Duration) -> u128 {
+    d.as_millis()
+}
+
+/// Sends one record (optionally with a CreateTime) and waits (bounded) for its delivery report.
+fn produce_one(
+    p: &RecProducer,
+    topic: &str,
+    partition: i32,
+    value: &str,
+    timestamp: Option<i64>,
+) -> Delivery {
+    let idx = send_one(p, topic, partition, value, timestamp);
+    await_delivery(p, idx, value)
+}
+
+/// Sends one record; returns its index for [`await_delivery`].
+fn send_one(
+    p: &RecProducer,
+    topic: &str,
+    partition: i32,
+    value: &str,
+    timestamp: Option<i64>,
+) -> usize {
+    let idx = rd::delivered_count(p);
+    let mut rec = rd::record(topic, idx, Some(partition), None, Some(value.as_bytes()));
+    rec.timestamp = timestamp;
+    rd::send(p, rec);
+    idx
+}
+
+/// Polls the producer until the delivery report of record `idx` (`what`) arrives (bounded).
+fn await_delivery(p: &RecProducer, idx: usize, what: &str) -> Delivery {
+    poll_until(
+        &format!("the delivery report of {what:?}"),
+        DELIVERY_WAIT,
+        || {
+            p.poll(Duration::from_millis(50));
+            let d = p.context().deliveries.lock().unwrap();
+            d.iter().find(|d| d.idx == idx).cloned()
+        },
+    )
+}
+
+/// Every record of a partition, from offset 0 to the high watermark.
+fn read_all(c: &Cluster, topic: &str, partition: i32) -> Vec<Got> {
+    rd::read_to_end(&c.bootstrap(), topic, &[partition], READ_WAIT)
+        .remove(&partition)
+        .unwrap()
+}
+
+fn values(got: &[Got]) -> Vec<String> {
+    got.iter()
+        .map(|g| String::from_utf8_lossy(g.value.as_deref().unwrap_or_default()).into_owned())
+        .collect()
+}
+
+/// Cuts replication between `leader` and each follower with link rules on every side
+/// (partition, both directions, replication traffic), and waits until each follower's rule has
+/// refused a fetch: from then on no fetch of that follower is in flight to the leader.
+fn cut_replication(c: &Cluster, leader: i32, followers: &[i32]) {
+    c.fault_add(
+        leader,
+        &[
+            "--action",
+            "partition",
+            "--to",
+            "*",
+            "--direction",
+            "both",
+            "--traffic",
+            "replication",
+        ],
+    );
+    for f in followers {
+        c.fault_add(
+            *f,
+            &[
+                "--action",
+                "partition",
+                "--to",
+                &leader.to_string(),
+                "--direction",
+                "both",
+                "--traffic",
+                "replication",
+            ],
+        );
+    }
+    poll_until_ok(
+        "each follower's replication link rule refuses a fetch",
+        Duration::from_secs(10),
+        || {
+            let fired: Vec<(i32, u64)> =
+                followers.iter().map(|f| (*f, c.fault_fired(*f))).collect();
+            if fired.iter().all(|(_, n)| *n > 0) {
+                Ok(())
+            } else {
+                Err(format!("fired per follower {fired:?}"))
+            }
+        },
+    );
+}
+
+fn heal(c: &Cluster, nodes: &[i32]) {
+    for n in nodes {
+        c.fault_clear(*n);
+    }
+}
+
+/// The ISR librdkafka's own Metadata request reports for a partition.
+fn rd_isr(p: &RecProducer, topic: &str, partition: i32) -> Result<BTreeSet<i32>, String> {
+    let md = p
+        .client()
+        .fetch_metadata(Some(topic), CALL)
+        .map_err(|e| e.to_string())?;
+    let t = md.topics().iter().find(|t| t.name() == topic);
+    let part = t.and_then(|t| t.partitions().iter().find(|q| q.id() == partition));
+    part.map(|q| q.isr().iter().copied().collect())
+        .ok_or_else(|| format!("librdkafka metadata lists no {topic}-{partition}"))
+}
+
+fn await_rd_isr(p: &RecProducer, topic: &str, partition: i32, want: &BTreeSet<i32>) {
+    poll_until_ok(
+        &format!("librdkafka's metadata shows ISR {want:?} for {topic}-{partition}"),
+        ISR_WAIT,
+        || match rd_isr(p, topic, partition) {
+            Ok(isr) if isr == *want => Ok(()),
+            other => Err(format!("{other:?}")),
+        },
+    )
+}
+
+// ----------------------------------------------------------------------------------------------
+// 1. min.insync.replicas=2, acks=all: the ISR shrinks to the leader, produce is refused, heal
+// ----------------------------------------------------------------------------------------------
+
+#[test]
+fn min_insync_replicas_refuses_acks_all_while_followers_are_cut_off() {
+    let (_turn, c, topic) = setup("minisr", &[], 1);
+    let s = c.partition_state(&topic, 0);
+    let leader = s.leader;
+    let followers = s.followers();
+    let all: BTreeSet<i32> = s.replicas.iter().copied().collect();
+
+    let p = rd::producer(
+        &c.bootstrap(),
+        &[
+            ("acks", "all"),
+            ("enable.idempotence", "false"),
+            ("message.send.max.retries", "0"),
+            ("linger.ms", "0"),
+            ("message.timeout.ms", "20000"),
+        ],
+    );
+    let t0 = Instant::now();
+    cut_replication(&c, leader, &followers);
+    c.await_isr(&topic, 0, &[leader], ISR_WAIT);
+    let shrink = t0.elapsed();
+    await_rd_isr(&p, &topic, 0, &BTreeSet::from([leader]));
+    say(&format!(
+        "scenario 1: link faults (partition, replication) between leader {leader} and {followers:?}; \
+         ISR shrank to [{leader}] {} ms after the cut (raw Metadata on every node and librdkafka metadata)",
+        ms(shrink)
+    ));
+
+    let refused = produce_one(&p, &topic, 0, "during-cutoff", None);
+    let code = refused.code;
+    assert!(
+        matches!(
+            code,
+            Some(RDKafkaErrorCode::NotEnoughReplicas)
+                | Some(RDKafkaErrorCode::NotEnoughReplicasAfterAppend)
+        ),
+        "acks=all with ISR [{leader}] below min.insync.replicas=2 must fail with \
+         NOT_ENOUGH_REPLICAS(_AFTER_APPEND), got {refused:?}"
+    );
+    say(&format!(
+        "scenario 1: acks=all refused with {code:?}: {}",
+        refused.error.as_deref().unwrap_or("")
+    ));
+
+    let t0 = Instant::now();
+    heal(&c, &s.replicas);
+    c.await_isr(&topic, 0, &s.replicas, ISR_WAIT);
+    await_rd_isr(&p, &topic, 0, &all);
+    say(&format!(
+        "scenario 1: healed; ISR back to {all:?} {} ms later",
+        ms(t0.elapsed())
+    ));
+
+    let ok = produce_one(&p, &topic, 0, "after-heal", None);
+    assert!(ok.error.is_none(), "acks=all after healing: {ok:?}");
+    assert_eq!(c.leader_of(&topic, 0), leader, "the leader stayed in place");
+    let v = values(&read_all(&c, &topic, 0));
+    if code == Some(RDKafkaErrorCode::NotEnoughReplicas) {
+        assert_eq!(
+            v,
+            ["after-heal"],
+            "NOT_ENOUGH_REPLICAS is decided before the append: the refused record is not in the log"
+        );
+    } else {
+        assert!(v.contains(&"after-heal".to_string()), "{v:?}");
+    }
+    let at = v.iter().position(|x| x == "after-heal").unwrap() as i64;
+    assert_eq!(ok.offset, at, "after-heal acknowledged at its offset");
+    say(&format!(
+        "scenario 1: after healing acks=all succeeded at offset {}; log {v:?}",
+        ok.offset
+    ));
+}
+
+// ----------------------------------------------------------------------------------------------
+// 2. acks=1: acknowledged by the leader before any follower copied it, then the leader dies
+// ----------------------------------------------------------------------------------------------
+
+#[test]
+fn acks_one_record_acknowledged_before_replication_is_lost_on_failover() {
+    // Followers must stay in the ISR while they copy nothing: a long replica lag.
+    let (_turn, mut c, topic) = setup("acks1", &[("replica.lag.time.max.ms", "20000")], 1);
+    let s = c.partition_state(&topic, 0);
+    let leader = s.leader;
+    let followers = s.followers();
+
+    let p = rd::producer(
+        &c.bootstrap(),
+        &[
+            ("acks", "1"),
+            ("enable.idempotence", "false"),
+            ("message.send.max.retries", "0"),
+            ("linger.ms", "0"),
+            ("message.timeout.ms", "20000"),
+        ],
+    );
+    let r1 = produce_one(&p, &topic, 0, "r1-replicated", Some(1111));
+    assert!(r1.error.is_none(), "r1: {r1:?}");
+    let hw = |p: &RecProducer| {
+        p.client()
+            .fetch_watermarks(&topic, 0, CALL)
+            .map(|(_, high)| high)
+            .map_err(|e| e.to_string())
+    };
+    poll_until_ok(
+        "r1 committed (high watermark past it)",
+        ISR_WAIT,
+        || match hw(&p) {
+            Ok(h) if h > r1.offset => Ok(()),
+            other => Err(format!("{other:?}")),
+        },
+    );
+
+    // Stop the followers copying, without taking them out of the ISR.
+    cut_replication(&c, leader, &followers);
+    let r2 = produce_one(&p, &topic, 0, "r2-acked-then-lost", Some(2222));
+    let hw_at_ack = hw(&p);
+    let isr_at_ack = c.partition_state(&topic, 0).isr;
+    c.kill(leader);
+    assert!(
+        r2.error.is_none(),
+        "acks=1 produce while followers are cut off: {r2:?}"
+    );
+    let hw_at_ack = hw_at_ack.unwrap_or_else(|e| panic!("high watermark at r2's ack: {e}"));
+    assert!(
+        hw_at_ack <= r2.offset,
+        "r2 must not have been replicated when acknowledged (HW {hw_at_ack}, r2 at {})",
+        r2.offset
+    );
+    assert_eq!(
+        isr_at_ack.len(),
+        3,
+        "the followers were still in the ISR when r2 was acknowledged"
+    );
+    let old_leader_log = c.dump_log(leader, &topic, 0);
+    assert!(
+        old_leader_log.iter().any(|b| b.max_timestamp() == 2222),
+        "the killed leader's files hold r2: {old_leader_log:?}"
+    );
+    let old_leo = c.log_end_offset(leader, &topic, 0);
+    say(&format!(
+        "scenario 2: link faults between leader {leader} and {followers:?}; r2 acknowledged (acks=1) at \
+         offset {} while the high watermark was {hw_at_ack} and the ISR {isr_at_ack:?}; leader SIGKILLed \
+         with log end offset {old_leo}",
+        r2.offset
+    ));
+    heal(&c, &followers);
+
+    let after = c.await_leader_other_than(&topic, 0, leader, FAILOVER_WAIT);
+    assert!(
+        followers.contains(&after.leader),
+        "the new leader is a former ISR follower: {after:?}"
+    );
+    assert!(
+        after.leader_epoch > s.leader_epoch,
+        "leader epoch grew: {s:?} -> {after:?}"
+    );
+    let v = values(&read_all(&c, &topic, 0));
+    assert!(
+        !v.contains(&"r2-acked-then-lost".to_string()),
+        "ACKS=1 LOSS expected: the record acknowledged at offset {} by leader {leader} before any \
+         follower copied it must be GONE after failover to node {} (a clean election picks an ISR \
+         member without it); log: {v:?}",
+        r2.offset,
+        after.leader
+    );
+    assert!(
+        v.contains(&"r1-replicated".to_string()),
+        "the committed record survives: {v:?}"
+    );
+    say(&format!(
+        "scenario 2: ACKS=1 LOSS: r2, acknowledged at offset {} by node {leader}, is gone after failover \
+         to node {} (epoch {} -> {}); the log holds {v:?}",
+        r2.offset, after.leader, s.leader_epoch, after.leader_epoch
+    ));
+
+    let r3 = produce_one(&p, &topic, 0, "r3-after-failover", Some(3333));
+    assert!(r3.error.is_none(), "r3: {r3:?}");
+    assert!(
+        r3.offset <= r2.offset,
+        "r3 reuses r2's offset {}: {}",
+        r2.offset,
+        r3.offset
+    );
+
+    // The old leader returns as a follower and truncates r2 away.
+    c.start_node(leader);
+    c.await_isr(&topic, 0, &s.replicas, ISR_WAIT);
+    let log = c.await_identical_replicas(&topic, 0, &s.replicas, Duration::from_secs(30));
+    let new_leo = c.log_end_offset(after.leader, &topic, 0);
+    let back_leo = c.log_end_offset(leader, &topic, 0);
+    assert_eq!(
+        back_leo, new_leo,
+        "the old leader's log end offset came back to the new leader's"
+    );
+    assert!(
+        log.iter().all(|b| b.max_timestamp() != 2222),
+        "no replica holds r2 any more: {log:?}"
+    );
+    say(&format!(
+        "scenario 2: r3 acknowledged at offset {} (r2's offset); old leader {leader} rejoined the ISR and \
+         truncated: log end offset {old_leo} with r2 -> {back_leo} = the new leader's {new_leo}, all \
+         three replicas identical; log lines mentioning truncation on node {leader}: {}",
+        r3.offset,
+        c.log_lines(leader, "truncat").len()
+    ));
+}
+
+// ----------------------------------------------------------------------------------------------
+// 3. acks=all, idempotent stream; the partition leader is SIGKILLed 20 times
+// ----------------------------------------------------------------------------------------------
+
+/// What the stream thread and the test share.
+#[derive(Default)]
+struct StreamShared {
+    stop: AtomicBool,
+    acks: AtomicUsize,
+    failed: AtomicUsize,
+    watch: Mutex<Watch>,
+}
+
+/// The partition watched for failover, when its leader was killed, and when the first record
+/// sent after that was acknowledged.
+#[derive(Default)]
+struct Watch {
+    partition: i32,
+    killed_at: Option<Instant>,
+    first_ack: Option<Instant>,
+}
+
+/// What the stream sent (partition and per-partition sequence of each record index) and the
+/// delivery reports.
+struct StreamResult {
+    sent: Vec<(i32, u64)>,
+    deliveries: Vec<Delivery>,
+}
+
+/// An idempotent acks=all producer sending `part:seq` records round-robin to every partition
+/// (at most `RATE` records a second, at most `MAX_OUTSTANDING` unacknowledged) until stopped.
+fn start_stream(
+    bootstrap: String,
+    topic: String,
+    partitions: i32,
+    shared: Arc<StreamShared>,
+) -> JoinHandle<StreamResult> {
+    const RATE: f64 = 2000.0;
+    const MAX_OUTSTANDING: usize = 400;
+    std::thread::spawn(move || {
+        let p = rd::producer(
+            &bootstrap,
+            &[
+                ("acks", "all"),
+                ("enable.idempotence", "true"),
+                ("max.in.flight.requests.per.connection", "5"),
+                ("linger.ms", "5"),
+                ("retry.backoff.ms", "50"),
+                ("reconnect.backoff.max.ms", "1000"),
+                ("message.timeout.ms", "120000"),
+            ],
+        );
+        let mut sent: Vec<(i32, u64)> = Vec::new();
+        let mut sent_at: Vec<Instant> = Vec::new();
+        let mut next_seq = vec![0u64; partitions as usize];
+        let mut seen = 0;
+        let started = Instant::now();
+        let mut account = |p: &RecProducer, sent_at: &[Instant]| {
+            let d = p.context().deliveries.lock().unwrap();
+            for x in &d[seen..] {
+                if x.error.is_some() {
+                    shared.failed.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                shared.acks.fetch_add(1, Ordering::Relaxed);
+                let mut w = shared.watch.lock().unwrap();
+                // Only a record sent after the kill counts: the dead leader cannot have acked it.
+                if let Some(killed) = w.killed_at {
+                    if w.first_ack.is_none()
+                        && x.partition == w.partition
+                        && sent_at[x.idx] > killed
+                    {
+                        w.first_ack = Some(x.at);
+                    }
+                }
+            }
+            seen = d.len();
+        };
+        while !shared.stop.load(Ordering::Relaxed) {
+            let outstanding = sent.len() - rd::delivered_count(&p);
+            let allowed = (started.elapsed().as_secs_f64() * RATE) as usize;
+            if outstanding < MAX_OUTSTANDING && sent.len() < allowed {
+                let idx = sent.len();
+                let part = idx as i32 % partitions;
+                let seq = next_seq[part as usize];
+                next_seq[part as usize] += 1;
+                let value = format!("{part}:{seq}");
+                rd::send(
+                    &p,
+                    rd::record(&topic, idx, Some(part), None, Some(value.as_bytes())),
+                );
+                sent.push((part, seq));
+                sent_at.push(Instant::now());
+                p.poll(Duration::ZERO);
+            } else {
+                p.poll(Duration::from_millis(2));
+            }
+            account(&p, &sent_at);
+        }
+        if let Err(e) = p.flush(Duration::from_secs(120)) {
+            panic!(
+                "stream: flush failed: {e} ({} of {} delivery reports)",
+                rd::delivered_count(&p),
+                sent.len()
+            );
+        }
+        account(&p, &sent_at);
+        let mut deliveries = p.context().deliveries.lock().unwrap().clone();
+        deliveries.sort_by_key(|d| d.idx);
+        assert_eq!(deliveries.len(), sent.len(), "one report per record");
+        StreamResult { sent, deliveries }
+    })
+}
+
+#[test]
+fn idempotent_acks_all_stream_survives_twenty_leader_kills() {
+    const KILLS: usize = 20;
+    const PARTITIONS: i32 = 3;
+    const LOOP_BOUND: Duration = Duration::from_secs(180);
+    let (_turn, mut c, topic) = setup("leaderkill", &[], PARTITIONS);
+    let all = c.ids();
+
+    let shared = Arc::new(StreamShared::default());
+    let stream = start_stream(c.bootstrap(), topic.clone(), PARTITIONS, shared.clone());
+    let progress = |shared: &StreamShared, stream: &JoinHandle<StreamResult>| {
+        format!(
+            "acks {}, failed {}, stream thread finished: {}",
+            shared.acks.load(Ordering::Relaxed),
+            shared.failed.load(Ordering::Relaxed),
+            stream.is_finished()
+        )
+    };
+
+    let started = Instant::now();
+    let loop_deadline = started + LOOP_BOUND;
+    // Every wait of the loop ends by the loop's deadline at the latest.
+    let within = |d: Duration| d.min(loop_deadline.saturating_duration_since(Instant::now()));
+    let mut failover: Vec<Duration> = Vec::new();
+    let mut trail: Vec<String> = Vec::new();
+    let mut max_epoch: Vec<i32> = (0..PARTITIONS)
+        .map(|p| c.partition_state(&topic, p).leader_epoch)
+        .collect();
+    let first_epoch = max_epoch[0];
+    for k in 1..=KILLS {
+        for part in 0..PARTITIONS {
+            c.await_isr(&topic, part, &all, within(ISR_WAIT));
+        }
+        let before = shared.acks.load(Ordering::Relaxed);
+        poll_until_ok(
+            &format!("the stream makes progress (200 acks) before kill #{k}"),
+            within(Duration::from_secs(30)),
+            || {
+                if shared.acks.load(Ordering::Relaxed) >= before + 200 {
+                    Ok(())
+                } else {
+                    Err(progress(&shared, &stream))
+                }
+            },
+        );
+        let mut states: Vec<PartitionState> = Vec::new();
+        for part in 0..PARTITIONS {
+            let ps = c.partition_state(&topic, part);
+            assert!(
+                ps.leader_epoch >= max_epoch[part as usize],
+                "leader epoch went backwards on {topic}-{part}: {} -> {ps:?}",
+                max_epoch[part as usize]
+            );
+            max_epoch[part as usize] = ps.leader_epoch;
+            states.push(ps);
+        }
+        let s = &states[0];
+        let victim = s.leader;
+        *shared.watch.lock().unwrap() = Watch {
+            partition: 0,
+            killed_at: None,
+            first_ack: None,
+        };
+        c.kill(victim);
+        let killed = Instant::now();
+        shared.watch.lock().unwrap().killed_at = Some(killed);
+        let after = c.await_leader_other_than(&topic, 0, victim, within(FAILOVER_WAIT));
+        let elected = killed.elapsed();
+        let first_ack = poll_until_ok(
+            &format!("an acks=all record sent after kill #{k} is acknowledged on {topic}-0"),
+            within(FAILOVER_WAIT),
+            || {
+                shared
+                    .watch
+                    .lock()
+                    .unwrap()
+                    .first_ack
+                    .ok_or_else(|| format!("{}; {after:?}", progress(&shared, &stream)))
+            },
+        );
+        failover.push(first_ack - killed);
+        assert!(
+            after.leader_epoch > s.leader_epoch,
+            "kill #{k}: the new leader's epoch must be higher: {s:?} -> {after:?}"
+        );
+        max_epoch[0] = max_epoch[0].max(after.leader_epoch);
+        trail.push(format!(
+            "{victim}@{}->{}@{} ({} ms to elect, {} ms to ack)",
+            s.leader_epoch,
+            after.leader,
+            after.leader_epoch,
+            ms(elected),
+            ms(first_ack - killed)
+        ));
+        c.start_node(victim);
+        assert!(
+            Instant::now() < loop_deadline,
+            "the kill loop exceeded {LOOP_BOUND:?} after {k} kills"
+        );
+    }
+    for part in 0..PARTITIONS {
+        c.await_isr(&topic, part, &all, ISR_WAIT);
+    }
+    let loop_time = started.elapsed();
+    shared.stop.store(true, Ordering::Relaxed);
+    let result = stream.join().expect("stream thread");
+    let acked: Vec<&Delivery> = result
+        .deliveries
+        .iter()
+        .filter(|d| d.error.is_none())
+        .collect();
+    let failed: Vec<&Delivery> = result
+        .deliveries
+        .iter()
+        .filter(|d| d.error.is_some())
+        .collect();
+    say(&format!(
+        "scenario 3: {KILLS} leader kills in {} ms; {} records sent, {} acknowledged, {} failed; leader \
+         moves of {topic}-0 (node@epoch): {trail:?}",
+        ms(loop_time),
+        result.sent.len(),
+        acked.len(),
+        failed.len()
+    ));
+    assert!(
+        failed.is_empty(),
+        "an idempotent acks=all producer with message.timeout.ms=120000 lost no send; first failures: {:?}",
+        &failed[..failed.len().min(5)]
+    );
+
+    // Every acknowledged record exactly once, at its acknowledged offset, in per-partition order.
+    let got = rd::read_to_end(
+        &c.bootstrap(),
+        &topic,
+        &(0..PARTITIONS).collect::<Vec<_>>(),
+        Duration::from_secs(120),
+    );
+    let mut total = 0;
+    for part in 0..PARTITIONS {
+        let recs = &got[&part];
+        total += recs.len();
+        let mut seen: HashMap<String, i64> = HashMap::new();
+        let mut last_seq: Option<u64> = None;
+        for r in recs {
+            let v = String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned();
+            let (vp, seq) = v
+                .split_once(':')
+                .and_then(|(a, b)| Some((a.parse::<i32>().ok()?, b.parse::<u64>().ok()?)))
+                .unwrap_or_else(|| panic!("unexpected value {v:?} at offset {}", r.offset));
+            assert_eq!(vp, part, "record {v:?} in partition {part}");
+            if let Some(prev) = seen.insert(v.clone(), r.offset) {
+                panic!("DUPLICATE: {v} at offsets {prev} and {}", r.offset);
+            }
+            assert!(
+                last_seq.is_none_or(|l| seq > l),
+                "ORDER: {v} at offset {} after sequence {last_seq:?}",
+                r.offset
+            );
+            last_seq = Some(seq);
+        }
+        for d in acked.iter().filter(|d| d.partition == part) {
+            let (_, seq) = result.sent[d.idx];
+            let v = format!("{part}:{seq}");
+            match seen.get(&v) {
+                None => panic!(
+                    "LOSS: {v} acknowledged at offset {} is not in {topic}-{part}",
+                    d.offset
+                ),
+                Some(at) => {
+                    assert_eq!(*at, d.offset, "{v} is at the offset it was acknowledged at")
+                }
+            }
+        }
+    }
+    assert_eq!(
+        total,
+        acked.len(),
+        "the log holds exactly the acknowledged records"
+    );
+    for part in 0..PARTITIONS {
+        c.await_identical_replicas(&topic, part, &all, Duration::from_secs(60));
+    }
+    let final_epoch = c.partition_state(&topic, 0).leader_epoch;
+    assert!(
+        final_epoch >= first_epoch + KILLS as i32,
+        "{topic}-0's leader epoch rose by at least one per kill: {first_epoch} -> {final_epoch}"
+    );
+    let mut sorted = failover.clone();
+    sorted.sort();
+    say(&format!(
+        "scenario 3: every acknowledged record read back exactly once, in order, at its offset; \
+         replicas identical on disk; leader epoch of {topic}-0 {first_epoch} -> {final_epoch}"
+    ));
+    say(&format!(
+        "scenario 3: failover (SIGKILL of the leader -> first acks=all ack of a record sent after the \
+         kill; broker.session.timeout.ms=3000, heartbeat 500 ms): median {} ms, min {} ms, max {} ms \
+         over {KILLS} kills: {:?}",
+        ms(sorted[sorted.len() / 2]),
+        ms(sorted[0]),
+        ms(sorted[sorted.len() - 1]),
+        failover.iter().map(|d| ms(*d)).collect::<Vec<_>>()
+    ));
+}
+
+// ----------------------------------------------------------------------------------------------
+// 4. Crash after replication, before the ack: the retry gets the original offset
+// ----------------------------------------------------------------------------------------------
+
+#[test]
+fn crash_after_replication_before_ack_retry_gets_the_original_offset() {
+    let (_turn, mut c, topic) = setup("crashack", &[], 1);
+    let s = c.partition_state(&topic, 0);
+    let leader = s.leader;
+    let p = rd::producer(
+        &c.bootstrap(),
+        &[
+            ("acks", "all"),
+            ("enable.idempotence", "true"),
+            ("linger.ms", "0"),
+            ("message.timeout.ms", "90000"),
+        ],
+    );
+    let base = produce_one(&p, &topic, 0, "base", None);
+    assert_eq!((base.error.as_deref(), base.offset), (None, 0), "{base:?}");
+    c.fault_add(
+        leader,
+        &[
+            "--action",
+            "crash",
+            "--point",
+            "after-replication-before-ack",
+            "--topic",
+            &topic,
+            "--partition",
+            "0",
+        ],
+    );
+    let idx = send_one(&p, &topic, 0, "the-one", Some(4444));
+    let exit = poll_until_ok(
+        &format!("leader {leader} exits at the crash point"),
+        Duration::from_secs(15),
+        || {
+            p.poll(Duration::from_millis(10));
+            c.await_exit(leader, Duration::from_millis(10))
+                .ok_or_else(|| "still running".to_string())
+        },
+    );
+    assert_eq!(exit.code(), Some(137), "a crash point exits 137: {exit}");
+    let crash_lines = c.log_lines(leader, "brook: CRASH");
+    assert!(!crash_lines.is_empty(), "the crash is logged");
+    let after = c.await_leader_other_than(&topic, 0, leader, FAILOVER_WAIT);
+    let d = await_delivery(&p, idx, "the-one");
+    let v = values(&read_all(&c, &topic, 0));
+    say(&format!(
+        "scenario 4: leader {leader} exited {exit} at after-replication-before-ack ({}); librdkafka's retry \
+         went to node {} (epoch {}) and was told offset {} ({:?}); log {v:?}",
+        crash_lines[0].trim(),
+        after.leader,
+        after.leader_epoch,
+        d.offset,
+        d.error
+    ));
+    assert!(d.error.is_none(), "the-one is delivered: {d:?}");
+    assert_eq!(
+        d.offset, 1,
+        "the retry against the new leader gets the original offset (1) back"
+    );
+    assert_eq!(
+        v,
+        ["base", "the-one"],
+        "no duplicate of the record the crashed leader had replicated"
+    );
+    c.start_node(leader);
+    c.await_isr(&topic, 0, &s.replicas, ISR_WAIT);
+    c.await_identical_replicas(&topic, 0, &s.replicas, Duration::from_secs(30));
+}
+
+// ----------------------------------------------------------------------------------------------
+// 5. Kill the active controller
+// ----------------------------------------------------------------------------------------------
+
+#[test]
+fn killing_the_active_controller_keeps_produce_and_consume_going() {
+    let (_turn, mut c, topic) = setup("ctl", &[], 1);
+    let controller = c.await_controller(None, Duration::from_secs(20));
+
+    let p = rd::producer(
+        &c.bootstrap(),
+        &[
+            ("acks", "all"),
+            ("enable.idempotence", "true"),
+            ("linger.ms", "0"),
+            ("message.timeout.ms", "60000"),
+        ],
+    );
+    let mut n = 0;
+    let mut send_batch = |prefix: &str| {
+        for i in 0..50 {
+            let v = format!("{prefix}-{i}");
+            rd::send(&p, rd::record(&topic, n, Some(0), None, Some(v.as_bytes())));
+            n += 1;
+        }
+        let d = rd::flush(&p, n, Duration::from_secs(60));
+        rd::assert_all_delivered(&d);
+    };
+    send_batch("before");
+
+    c.kill(controller);
+    let killed = Instant::now();
+    let next = c.await_controller(Some(controller), Duration::from_secs(30));
+    let takeover = killed.elapsed();
+    send_batch("after");
+    let produced = killed.elapsed();
+
+    // A metadata write through the new controller: a new topic (RF 2: one node is down).
+    let topic2 = unique_topic("ctl-new");
+    c.create_topic(&topic2, 1, 2, &[("min.insync.replicas", "1")]);
+    let d = produce_one(&p, &topic2, 0, "on-new-topic", None);
+    assert!(d.error.is_none(), "{d:?}");
+
+    let v = values(&read_all(&c, &topic, 0));
+    let expected: Vec<String> = ["before", "after"]
+        .iter()
+        .flat_map(|p| (0..50).map(move |i| format!("{p}-{i}")))
+        .collect();
+    assert_eq!(
+        v, expected,
+        "produce and consume continue across the controller's death"
+    );
+    assert_eq!(values(&read_all(&c, &topic2, 0)), ["on-new-topic"]);
+    say(&format!(
+        "scenario 5: node {controller} (active controller) SIGKILLed; node {next} took over after {} ms; 50 \
+         acks=all records produced by {} ms; a topic created through the new controller; all 100 records \
+         read back",
+        ms(takeover),
+        ms(produced)
+    ));
+    c.start_node(controller);
+    c.await_isr(&topic, 0, &c.ids(), ISR_WAIT);
+}
+
+// ----------------------------------------------------------------------------------------------
+// 6. Group offsets across the coordinator's death
+// ----------------------------------------------------------------------------------------------
+
+const OFFSETS_TOPIC: &str = "__consumer_offsets";
+const OFFSETS_PARTITIONS: i32 = 5;
+
+/// Kafka's `Utils.abs(group.hashCode()) % partitions` (Java's String.hashCode over UTF-16).
+fn offsets_partition_of(group: &str, partitions: i32) -> i32 {
+    let h = group
+        .encode_utf16()
+        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(c as i32));
+    let abs = if h == i32::MIN { 0 } else { h.abs() };
+    abs % partitions
+}
+
+/// Polls a subscribed consumer until every one of `partitions` reported its end; returns the
+/// messages as (partition, offset).
+fn poll_to_end(c: &BaseConsumer, partitions: &[i32]) -> Vec<(i32, i64)> {
+    let mut out = Vec::new();
+    let mut at_end: BTreeSet<i32> = BTreeSet::new();
+    let mut errors: Vec<String> = Vec::new();
+    poll_until_ok("the group consumer reads to the end", READ_WAIT, || {
+        match c.poll(Duration::from_millis(100)) {
+            Some(Ok(m)) => {
+                at_end.remove(&m.partition());
+                out.push((m.partition(), m.offset()));
+            }
+            Some(Err(KafkaError::PartitionEOF(p))) => {
+                at_end.insert(p);
+            }
+            Some(Err(e)) => errors.push(e.to_string()),
+            None => {}
+        }
+        if partitions.iter().all(|p| at_end.contains(p)) {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} messages, at end {at_end:?}, errors {errors:?}",
+                out.len()
+            ))
+        }
+    });
+    out
+}
+
+fn offsets_list(topic: &str, offsets: &[(i32, i64)]) -> TopicPartitionList {
+    let mut tpl = TopicPartitionList::new();
+    for (p, o) in offsets {
+        tpl.add_partition_offset(topic, *p, Offset::Offset(*o))
+            .unwrap();
+    }
+    tpl
+}
+
+fn committed_of(c: &BaseConsumer, topic: &str) -> Result<BTreeMap<i32, Offset>, String> {
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition(topic, 0);
+    tpl.add_partition(topic, 1);
+    let got = c.committed_offsets(tpl, CALL).map_err(|e| e.to_string())?;
+    Ok(got
+        .elements()
+        .iter()
+        .map(|e| (e.partition(), e.offset()))
+        .collect())
+}
+
+/// Waits until FindCoordinator on every live node names `leader` (the leader of the group's
+/// offsets partition) as the coordinator of `group`; returns it.
+fn await_coordinator(c: &Cluster, group: &str, leader: i32) -> i32 {
+    poll_until_ok(
+        &format!("every live node names node {leader} coordinator of {group}"),
+        CALL,
+        || {
+            let answers: Vec<(i32, Result<i32, String>)> = c
+                .live_ids()
+                .into_iter()
+                .map(|n| (n, c.find_coordinator(n, group)))
+                .collect();
+            if answers.iter().all(|(_, a)| *a == Ok(leader)) {
+                Ok(leader)
+            } else {
+                Err(format!("{answers:?}"))
+            }
+        },
+    )
+}
+
+#[test]
+fn group_offsets_survive_the_coordinators_death() {
+    let (_turn, mut c, topic) = setup(
+        "coord",
+        &[
+            ("offsets.topic.num.partitions", "5"),
+            ("group.initial.rebalance.delay.ms", "0"),
+        ],
+        2,
+    );
+    let group = format!("{topic}-g");
+    let p = rd::producer(&c.bootstrap(), &[("acks", "all")]);
+    let vals: Vec<String> = (0..40).map(|i| format!("v{i}")).collect();
+    for (i, v) in vals.iter().enumerate() {
+        rd::send(
+            &p,
+            rd::record(&topic, i, Some(i as i32 % 2), None, Some(v.as_bytes())),
+        );
+    }
+    rd::assert_all_delivered(&rd::flush(&p, 40, Duration::from_secs(60)));
+
+    let consumer = rd::group_consumer(&c.bootstrap(), &group, &[("enable.partition.eof", "true")]);
+    consumer.subscribe(&[&topic]).expect("subscribe");
+    assert_eq!(poll_to_end(&consumer, &[0, 1]).len(), 40);
+    consumer
+        .commit(&offsets_list(&topic, &[(0, 10), (1, 15)]), CommitMode::Sync)
+        .expect("synchronous commit");
+
+    let offsets_partition = offsets_partition_of(&group, OFFSETS_PARTITIONS);
+    let offsets_state = c.partition_state(OFFSETS_TOPIC, offsets_partition);
+    let coordinator = await_coordinator(&c, &group, offsets_state.leader);
+    assert_eq!(
+        offsets_state.isr,
+        c.ids().into_iter().collect(),
+        "the offsets partition is replicated to every node"
+    );
+
+    c.kill(coordinator);
+    let killed = Instant::now();
+    // The same member commits again; librdkafka looks the coordinator up again by itself. A
+    // commit that fails on the way (the dead coordinator's connection) is retried.
+    let mut attempts: Vec<String> = Vec::new();
+    poll_until_ok(
+        "a synchronous commit through the new coordinator",
+        Duration::from_secs(60),
+        || {
+            let r = consumer.commit(&offsets_list(&topic, &[(0, 12), (1, 16)]), CommitMode::Sync);
+            attempts.push(format!("{r:?}"));
+            r.map_err(|e| e.to_string())
+        },
+    );
+    let commit_after_kill = killed.elapsed();
+    let new_leader = c.leader_of(OFFSETS_TOPIC, offsets_partition);
+    assert_ne!(
+        new_leader, coordinator,
+        "a live node leads {OFFSETS_TOPIC}-{offsets_partition}"
+    );
+    let new_coordinator = await_coordinator(&c, &group, new_leader);
+    let committed = committed_of(&consumer, &topic).expect("committed offsets");
+    assert_eq!(
+        committed,
+        BTreeMap::from([(0, Offset::Offset(12)), (1, Offset::Offset(16))]),
+        "the committed offsets read through the new coordinator"
+    );
+    drop(consumer);
+
+    // A new member of the group resumes exactly at the committed offsets.
+    let fresh = rd::group_consumer(&c.bootstrap(), &group, &[("enable.partition.eof", "true")]);
+    fresh.subscribe(&[&topic]).expect("subscribe");
+    let rest = poll_to_end(&fresh, &[0, 1]);
+    let mut first: BTreeMap<i32, i64> = BTreeMap::new();
+    for (p, o) in &rest {
+        first
+            .entry(*p)
+            .and_modify(|f| *f = (*f).min(*o))
+            .or_insert(*o);
+    }
+    assert_eq!(
+        first,
+        BTreeMap::from([(0, 12), (1, 16)]),
+        "a new member resumes at the committed offsets"
+    );
+    assert_eq!(
+        rest.len(),
+        (20 - 12) + (20 - 16),
+        "records after the committed offsets, none before: {rest:?}"
+    );
+    say(&format!(
+        "scenario 6: group {group} on {OFFSETS_TOPIC}-{offsets_partition}; coordinator {coordinator} \
+         SIGKILLed after a commit of (10, 15); the member's next synchronous commit (12, 16) went through \
+         node {new_coordinator} {} ms after the kill ({} attempt(s): {attempts:?}); a new member resumed \
+         at {first:?}",
+        ms(commit_after_kill),
+        attempts.len()
+    ));
+}

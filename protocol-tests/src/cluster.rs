@@ -489,8 +489,32 @@ impl Cluster {
         })
     }
 
-    /// Waits until every live node answers for the partition with the same leader, leader
-    /// epoch, replicas and ISR, and `cond` holds for that state; returns it.
+    /// The partition as every live node describes it, when they all answer with the same
+    /// leader, leader epoch, replicas and ISR; else `Err` with what each node said.
+    pub fn agreed_state(&self, topic: &str, partition: i32) -> Result<PartitionState, String> {
+        let states: Vec<Result<PartitionState, String>> = self
+            .live_ids()
+            .into_iter()
+            .map(|n| self.partition_state_from(n, topic, partition))
+            .collect();
+        let same = |a: &PartitionState, b: &PartitionState| {
+            (a.leader, a.leader_epoch, &a.replicas, &a.isr)
+                == (b.leader, b.leader_epoch, &b.replicas, &b.isr)
+        };
+        match states.first() {
+            Some(Ok(first))
+                if states
+                    .iter()
+                    .all(|s| s.as_ref().is_ok_and(|s| same(s, first))) =>
+            {
+                Ok(first.clone())
+            }
+            _ => Err(format!("{states:#?}")),
+        }
+    }
+
+    /// Waits until every live node agrees on the partition ([`Cluster::agreed_state`]) and
+    /// `cond` holds for that state; returns it.
     pub fn await_partition(
         &self,
         topic: &str,
@@ -502,27 +526,10 @@ impl Cluster {
         poll_until_ok(
             &format!("{topic}-{partition}: {what} (every live node agreeing)"),
             timeout,
-            || {
-                let states: Vec<Result<PartitionState, String>> = self
-                    .live_ids()
-                    .into_iter()
-                    .map(|n| self.partition_state_from(n, topic, partition))
-                    .collect();
-                let same = |a: &PartitionState, b: &PartitionState| {
-                    (a.leader, a.leader_epoch, &a.replicas, &a.isr)
-                        == (b.leader, b.leader_epoch, &b.replicas, &b.isr)
-                };
-                match states.first() {
-                    Some(Ok(first))
-                        if states
-                            .iter()
-                            .all(|s| s.as_ref().is_ok_and(|s| same(s, first)))
-                            && cond(first) =>
-                    {
-                        Ok(first.clone())
-                    }
-                    _ => Err(format!("{states:#?}")),
-                }
+            || match self.agreed_state(topic, partition) {
+                Ok(s) if cond(&s) => Ok(s),
+                Ok(s) => Err(format!("{s:?}")),
+                Err(e) => Err(e),
             },
         )
     }
@@ -575,8 +582,8 @@ impl Cluster {
     }
 
     /// Creates a topic (CreateTopics to the first live node that answers; Brook forwards it to
-    /// the controller) and waits until every partition has a leader and a full ISR, and its
-    /// leader serves it (ListOffsets answers without error).
+    /// the controller) and waits until every partition has a live leader that serves it
+    /// (ListOffsets answers without error) and every live replica in its ISR.
     pub fn create_topic(&self, topic: &str, partitions: i32, rf: i16, configs: &[(&str, &str)]) {
         let mut t = CreatableTopic::default();
         t.name = topic_name(topic);
@@ -617,20 +624,29 @@ impl Cluster {
             Err(errors.join("; "))
         });
         for p in 0..partitions {
-            let s = self.await_partition(topic, p, "a leader and a full ISR", TOPIC_TIMEOUT, |s| {
-                s.leader > 0 && s.isr.len() == rf as usize
-            });
             // Metadata comes from the quorum's image; the leader may apply it a moment later
-            // and answer UNKNOWN_TOPIC_OR_PARTITION or NOT_LEADER until then.
+            // and answer UNKNOWN_TOPIC_OR_PARTITION or NOT_LEADER until then. A replica placed
+            // on a node that is down (not yet fenced) leads until the controller fences it.
             let req = WireClient::list_offsets_request(topic, p, -1);
             poll_until_ok(
-                &format!("the leader (node {}) of {topic}-{p} serves it", s.leader),
+                &format!(
+                    "{topic}-{p} has a live leader that serves it and every live replica in sync"
+                ),
                 TOPIC_TIMEOUT,
                 || {
+                    let s = self.agreed_state(topic, p)?;
+                    let live_in_sync = s
+                        .replicas
+                        .iter()
+                        .all(|r| s.isr.contains(r) || !self.is_up(*r));
+                    let placed = s.replicas.len() == rf as usize;
+                    if !placed || s.leader <= 0 || !self.is_up(s.leader) || !live_in_sync {
+                        return Err(format!("{s:?}"));
+                    }
                     let r = self.client(s.leader)?.try_request(LIST_OFFSETS_V, &req)?;
                     match r.topics.first().and_then(|t| t.partitions.first()) {
                         Some(pr) if pr.error_code == errors::NONE => Ok(()),
-                        _ => Err(format!("{r:?}")),
+                        _ => Err(format!("{s:?}: {r:?}")),
                     }
                 },
             );

@@ -844,12 +844,16 @@ fn killing_the_active_controller_keeps_produce_and_consume_going() {
         "produce and consume continue across the controller's death"
     );
     assert_eq!(values(&read_all(&c, &topic2, 0)), ["on-new-topic"]);
+    let s2 = c.partition_state(&topic2, 0);
     say(&format!(
         "scenario 5: node {controller} (active controller) SIGKILLed; node {next} took over after {} ms; 50 \
-         acks=all records produced by {} ms; a topic created through the new controller; all 100 records \
-         read back",
+         acks=all records produced by {} ms; a topic created through the new controller (replicas {:?}, \
+         leader {} at epoch {}); all 100 records read back",
         ms(takeover),
-        ms(produced)
+        ms(produced),
+        s2.replicas,
+        s2.leader,
+        s2.leader_epoch
     ));
     c.start_node(controller);
     c.await_isr(&topic, 0, &c.ids(), ISR_WAIT);

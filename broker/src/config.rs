@@ -121,6 +121,11 @@ const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("controller.quorum.voters", ""),
     ("controller.listener.names", ""),
     ("controller.quorum.election.timeout.ms", "1000"),
+    // Automatic preferred-leader election by the active controller.
+    ("auto.leader.rebalance.enable", "true"),
+    ("leader.imbalance.check.interval.seconds", "300"),
+    // Kafka 4 accepts it; a KRaft controller balances every imbalanced partition regardless.
+    ("leader.imbalance.per.broker.percentage", "10"),
     ("broker.heartbeat.interval.ms", "2000"),
     ("broker.session.timeout.ms", "9000"),
     // Group coordinator (see crate::group::GroupConfig).

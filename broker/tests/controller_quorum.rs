@@ -23,9 +23,16 @@ struct Cluster {
     dirs: BTreeMap<i32, tempfile::TempDir>,
     voters: BTreeMap<i32, String>,
     nodes: BTreeMap<i32, Controller>,
+    /// `leader.imbalance.check.interval.seconds`; `None`: automatic balancing off.
+    balance: Option<Duration>,
 }
 
-fn config(id: i32, voters: &BTreeMap<i32, String>, dir: &std::path::Path) -> ControllerConfig {
+fn config(
+    id: i32,
+    voters: &BTreeMap<i32, String>,
+    dir: &std::path::Path,
+    balance: Option<Duration>,
+) -> ControllerConfig {
     ControllerConfig {
         node_id: id,
         voters: voters.clone(),
@@ -35,6 +42,7 @@ fn config(id: i32, voters: &BTreeMap<i32, String>, dir: &std::path::Path) -> Con
         heartbeat_interval_ms: 50,
         session_timeout_ms: 1000,
         unclean_leader_election_enable: false,
+        leader_imbalance_check_interval: balance,
         election_timeout_ms: 300,
         request_timeout_ms: 10_000,
         snapshot_interval_entries: SNAPSHOT_INTERVAL_ENTRIES,
@@ -43,6 +51,10 @@ fn config(id: i32, voters: &BTreeMap<i32, String>, dir: &std::path::Path) -> Con
 
 impl Cluster {
     async fn start() -> Cluster {
+        Self::start_with(None).await
+    }
+
+    async fn start_with(balance: Option<Duration>) -> Cluster {
         // RUST_LOG=brook=debug shows the controller's decisions when a wait times out.
         let _ = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
@@ -60,12 +72,14 @@ impl Cluster {
             dirs: BTreeMap::new(),
             voters,
             nodes: BTreeMap::new(),
+            balance,
         };
         for (id, l) in listeners {
             let dir = tempfile::tempdir().unwrap();
-            let node = Controller::start_with_listener(config(id, &c.voters, dir.path()), l)
-                .await
-                .unwrap();
+            let node =
+                Controller::start_with_listener(config(id, &c.voters, dir.path(), balance), l)
+                    .await
+                    .unwrap();
             c.dirs.insert(id, dir);
             c.nodes.insert(id, node);
         }
@@ -73,7 +87,7 @@ impl Cluster {
     }
 
     async fn restart(&mut self, id: i32) {
-        let cfg = config(id, &self.voters, self.dirs[&id].path());
+        let cfg = config(id, &self.voters, self.dirs[&id].path(), self.balance);
         let node = Controller::start(cfg).await.unwrap();
         self.nodes.insert(id, node);
     }
@@ -299,6 +313,64 @@ async fn silent_broker_is_fenced_and_leadership_moves() {
     let (first, size) = via.allocate_producer_id_block(victim).await.unwrap();
     let (second, _) = ctl.allocate_producer_id_block(active).await.unwrap();
     assert_eq!(second, first + size);
+    c.shutdown().await;
+}
+
+/// `auto.leader.rebalance.enable`: once a partition's preferred replica is back and in sync,
+/// the active controller's next imbalance check gives it the leadership back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn preferred_leader_is_elected_again_after_the_imbalance_check() {
+    let c = Cluster::start_with(Some(Duration::from_secs(1))).await;
+    let active = c.active().await;
+    c.wait_all("three live brokers", |i| all_live(i, &[1, 2, 3]))
+        .await;
+    let ctl = &c.nodes[&active];
+    let (t, _) = ctl.create_topic("t", 3, 3, BTreeMap::new()).await.unwrap();
+    let img = c.wait(active, "topic", |i| i.topics.contains_key(&t)).await;
+    let victim = *c.nodes.keys().find(|&&id| id != active).unwrap();
+    let index = img.topics[&t]
+        .partitions
+        .iter()
+        .find(|p| p.replicas[0] == victim)
+        .unwrap()
+        .index;
+    assert_eq!(img.partition(t, index).unwrap().leader, victim);
+
+    c.nodes[&victim].set_broker_heartbeats(false);
+    let moved = c
+        .wait(active, "victim fenced, leadership moved", |i| {
+            !i.is_live(victim) && i.partition(t, index).unwrap().leader != victim
+        })
+        .await;
+    c.nodes[&victim].set_broker_heartbeats(true);
+    c.wait(active, "victim unfenced", |i| i.is_live(victim))
+        .await;
+    // Not in sync yet: the check leaves the partition where it is.
+    let p = moved.partition(t, index).unwrap().clone();
+    assert!(!p.isr.contains(&victim));
+    // Its leader reports it caught up (as its fetches would), and the next check, within a
+    // second, gives the victim its leadership back.
+    let mut isr = p.isr.clone();
+    isr.push(victim);
+    ctl.alter_partition(AlterPartitionRequest {
+        topic_id: t,
+        partition: index,
+        leader_id: p.leader,
+        leader_epoch: p.leader_epoch,
+        partition_epoch: p.partition_epoch,
+        new_isr: isr,
+    })
+    .await
+    .unwrap();
+    let back = c
+        .wait(active, "preferred leader back", |i| {
+            i.partition(t, index).unwrap().leader == victim
+        })
+        .await;
+    assert_eq!(
+        back.partition(t, index).unwrap().leader_epoch,
+        p.leader_epoch + 1
+    );
     c.shutdown().await;
 }
 

@@ -113,6 +113,11 @@ pub struct ControllerConfig {
     pub session_timeout_ms: u64,
     /// Broker-level `unclean.leader.election.enable`; topics may override it.
     pub unclean_leader_election_enable: bool,
+    /// `auto.leader.rebalance.enable` and `leader.imbalance.check.interval.seconds`: every
+    /// interval, the active controller moves leadership back to each partition's preferred
+    /// replica (the first in its assignment) when that replica is live and in the ISR.
+    /// `None` when disabled.
+    pub leader_imbalance_check_interval: Option<Duration>,
     /// `controller.quorum.election.timeout.ms`: the Raft election timeout (randomised between
     /// it and twice it); Raft heartbeats go at a tenth of it.
     pub election_timeout_ms: u64,
@@ -169,6 +174,20 @@ impl ControllerConfig {
             heartbeat_interval_ms: cfg.broker_heartbeat_interval_ms,
             session_timeout_ms: cfg.broker_session_timeout_ms,
             unclean_leader_election_enable: get("unclean.leader.election.enable") == "true",
+            leader_imbalance_check_interval: if get("auto.leader.rebalance.enable") == "false" {
+                None
+            } else {
+                let secs = get("leader.imbalance.check.interval.seconds");
+                match secs.trim().parse::<u64>() {
+                    Ok(s) if s > 0 => Some(Duration::from_secs(s)),
+                    _ => {
+                        return Err(invalid(
+                            "leader.imbalance.check.interval.seconds",
+                            "must be a positive number of seconds",
+                        ))
+                    }
+                }
+            },
             election_timeout_ms: cfg.controller_election_timeout_ms,
             request_timeout_ms: 30_000,
             snapshot_interval_entries: SNAPSHOT_LOGS_SINCE_LAST,
@@ -210,6 +229,8 @@ struct Liveness {
     /// The Raft term in which `last_contact` was started; a new term starts it afresh.
     term: Option<u64>,
     last_contact: HashMap<i32, Instant>,
+    /// When the next preferred-leader balance is due, while this node is active controller.
+    next_balance: Option<Instant>,
 }
 
 pub(crate) struct Inner {
@@ -735,7 +756,9 @@ async fn liveness_task(inner: Arc<Inner>) {
             (m.current_leader, m.current_term)
         };
         if leader != Some(inner.config.node_id as NodeId) {
-            inner.liveness.lock().term = None;
+            let mut l = inner.liveness.lock();
+            l.term = None;
+            l.next_balance = None;
             continue;
         }
         let image = inner.image_rx.borrow().clone();
@@ -746,6 +769,28 @@ async fn liveness_task(inner: Arc<Inner>) {
                 .await
             {
                 tracing::warn!(node_id, error = %e, "fencing failed");
+            }
+        }
+        // Preferred-leader balance: the interval counts from this node becoming active
+        // controller (or from its last balance), as Kafka schedules it.
+        if let Some(interval) = inner.config.leader_imbalance_check_interval {
+            let due = {
+                let mut l = inner.liveness.lock();
+                let now = Instant::now();
+                let next = *l.next_balance.get_or_insert(now + interval);
+                if now >= next {
+                    l.next_balance = Some(now + interval);
+                }
+                now >= next
+            };
+            if due && replication::has_imbalanced_partitions(&image) {
+                tracing::info!("electing preferred leaders");
+                if let Err(e) = inner
+                    .handle_locally(ControllerRequest::ElectPreferredLeaders)
+                    .await
+                {
+                    tracing::warn!(error = %e, "preferred leader election failed");
+                }
             }
         }
     }

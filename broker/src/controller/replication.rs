@@ -64,6 +64,9 @@ pub enum ControllerRequest {
     AllocateProducerIds { node_id: i32 },
     /// Issued by the active controller's own liveness check.
     FenceBroker { node_id: i32 },
+    /// Issued by the active controller every `leader.imbalance.check.interval.seconds`
+    /// (with `auto.leader.rebalance.enable`): preferred-leader elections.
+    ElectPreferredLeaders,
 }
 
 /// Kafka's AlterPartition for one partition: the leader proposes a new ISR.
@@ -180,7 +183,46 @@ pub fn decide(
             fence_broker(image, *node_id, default_unclean),
             ControllerReply::Done,
         )),
+        ControllerRequest::ElectPreferredLeaders => {
+            Ok((elect_preferred_leaders(image), ControllerReply::Done))
+        }
     }
+}
+
+/// Bound on preferred-leader elections in one metadata write (Kafka's
+/// `MAX_ELECTIONS_PER_IMBALANCE`); the rest wait for the next check.
+pub const MAX_ELECTIONS_PER_IMBALANCE: usize = 1_000;
+
+/// Whether some partition is led by a replica other than its preferred one (the first in
+/// its assignment).
+pub fn has_imbalanced_partitions(image: &ClusterImage) -> bool {
+    image
+        .topics
+        .values()
+        .flat_map(|t| &t.partitions)
+        .any(|p| p.replicas.first().is_some_and(|&r| r != p.leader))
+}
+
+/// Kafka's preferred election (`PartitionChangeBuilder` with `Election.PREFERRED`), for every
+/// imbalanced partition: leadership moves to the preferred replica when it is live and in the
+/// ISR (leader epoch + 1); otherwise the partition is left as it is.
+pub fn elect_preferred_leaders(image: &ClusterImage) -> Vec<MetadataRecord> {
+    let mut records = Vec::new();
+    for t in image.topics.values() {
+        for p in &t.partitions {
+            if records.len() >= MAX_ELECTIONS_PER_IMBALANCE {
+                return records;
+            }
+            let Some(&preferred) = p.replicas.first() else {
+                continue;
+            };
+            if preferred == p.leader || !p.isr.contains(&preferred) || !image.is_live(preferred) {
+                continue;
+            }
+            records.extend(change_record(t.id, p, preferred, p.isr.clone()));
+        }
+    }
+    records
 }
 
 /// Whether unclean election is enabled for a topic.
@@ -675,6 +717,65 @@ mod tests {
         let (records, _) = heartbeat(&img, 1, 11, 10, false).unwrap();
         apply(&mut img, &records);
         assert!(img.is_live(1));
+    }
+
+    #[test]
+    fn preferred_leaders_come_back_when_live_and_in_sync() {
+        let mut img = cluster(3);
+        let id = with_topic(&mut img, 3, 3);
+        assert!(!has_imbalanced_partitions(&img));
+        assert!(elect_preferred_leaders(&img).is_empty());
+        let preferred: Vec<i32> = img.topics[&id]
+            .partitions
+            .iter()
+            .map(|p| p.replicas[0])
+            .collect();
+        // Node 1 dies: partitions it led move away, and it leaves their ISRs.
+        fence(&mut img, 1, false);
+        assert!(has_imbalanced_partitions(&img));
+        assert!(
+            elect_preferred_leaders(&img).is_empty(),
+            "a fenced preferred replica is not elected"
+        );
+        // Back, but not in sync yet: still nothing.
+        let d = unfence_broker(&img, 1, false);
+        apply(&mut img, &d);
+        assert!(elect_preferred_leaders(&img).is_empty());
+        // It catches up and rejoins the ISRs: leadership goes back, epoch + 1.
+        for p in img.topics[&id].partitions.clone() {
+            if !p.isr.contains(&1) {
+                let mut isr = p.isr.clone();
+                isr.push(1);
+                apply(
+                    &mut img,
+                    &[MetadataRecord::PartitionChange {
+                        topic_id: id,
+                        partition: p.index,
+                        leader: p.leader,
+                        leader_epoch: p.leader_epoch,
+                        isr,
+                        partition_epoch: p.partition_epoch + 1,
+                    }],
+                );
+            }
+        }
+        let before: Vec<i32> = img.topics[&id]
+            .partitions
+            .iter()
+            .map(|p| p.leader_epoch)
+            .collect();
+        let d = elect_preferred_leaders(&img);
+        assert!(!d.is_empty());
+        apply(&mut img, &d);
+        let t = &img.topics[&id];
+        assert_eq!(
+            t.partitions.iter().map(|p| p.leader).collect::<Vec<_>>(),
+            preferred
+        );
+        for (p, e) in t.partitions.iter().zip(before) {
+            assert_eq!(p.leader_epoch, e + i32::from(p.replicas[0] == 1), "{p:?}");
+        }
+        assert!(!has_imbalanced_partitions(&img));
     }
 
     #[test]

@@ -94,6 +94,25 @@ fn fetched_fields(v: Option<OffsetValue>) -> (i64, i32, String) {
     }
 }
 
+/// The response topics for what was found, built with the version's own message types
+/// (v8+ batch groups and name their structs differently).
+fn found_topics<T, P>(
+    found: FetchedOffsets,
+    topic: impl Fn(TopicName, Vec<P>) -> T,
+    partition: impl Fn(i32, (i64, i32, String)) -> P,
+) -> Vec<T> {
+    found
+        .into_iter()
+        .map(|(t, ps)| {
+            let parts = ps
+                .into_iter()
+                .map(|(p, v)| partition(p, fetched_fields(v)))
+                .collect();
+            topic(sb(t).into(), parts)
+        })
+        .collect()
+}
+
 /// OffsetFetch v1-9.
 pub async fn handle_offset_fetch(
     broker: &Broker,
@@ -115,27 +134,21 @@ pub async fn handle_offset_fetch(
                 match fetch_group(broker, &g.group_id, member, topics) {
                     Ok(found) => OffsetFetchResponseGroup::default()
                         .with_group_id(g.group_id)
-                        .with_topics(
-                            found
-                                .into_iter()
-                                .map(|(t, ps)| {
-                                    OffsetFetchResponseTopics::default()
-                                        .with_name(sb(t).into())
-                                        .with_partitions(
-                                            ps.into_iter()
-                                                .map(|(p, v)| {
-                                                    let (o, e, m) = fetched_fields(v);
-                                                    OffsetFetchResponsePartitions::default()
-                                                        .with_partition_index(p)
-                                                        .with_committed_offset(o)
-                                                        .with_committed_leader_epoch(e)
-                                                        .with_metadata(Some(sb(m)))
-                                                })
-                                                .collect(),
-                                        )
-                                })
-                                .collect(),
-                        ),
+                        .with_topics(found_topics(
+                            found,
+                            |name, ps| {
+                                OffsetFetchResponseTopics::default()
+                                    .with_name(name)
+                                    .with_partitions(ps)
+                            },
+                            |p, (o, e, m)| {
+                                OffsetFetchResponsePartitions::default()
+                                    .with_partition_index(p)
+                                    .with_committed_offset(o)
+                                    .with_committed_leader_epoch(e)
+                                    .with_metadata(Some(sb(m)))
+                            },
+                        )),
                     Err(e) => OffsetFetchResponseGroup::default()
                         .with_group_id(g.group_id)
                         .with_error_code(e.error_code()),
@@ -151,27 +164,21 @@ pub async fn handle_offset_fetch(
     });
     let req_topics: Vec<(String, Vec<i32>)> = topics.clone().unwrap_or_default();
     match fetch_group(broker, &req.group_id, None, topics) {
-        Ok(found) => OffsetFetchResponse::default().with_topics(
-            found
-                .into_iter()
-                .map(|(t, ps)| {
-                    OffsetFetchResponseTopic::default()
-                        .with_name(sb(t).into())
-                        .with_partitions(
-                            ps.into_iter()
-                                .map(|(p, v)| {
-                                    let (o, e, m) = fetched_fields(v);
-                                    OffsetFetchResponsePartition::default()
-                                        .with_partition_index(p)
-                                        .with_committed_offset(o)
-                                        .with_committed_leader_epoch(e)
-                                        .with_metadata(Some(sb(m)))
-                                })
-                                .collect(),
-                        )
-                })
-                .collect(),
-        ),
+        Ok(found) => OffsetFetchResponse::default().with_topics(found_topics(
+            found,
+            |name, ps| {
+                OffsetFetchResponseTopic::default()
+                    .with_name(name)
+                    .with_partitions(ps)
+            },
+            |p, (o, e, m)| {
+                OffsetFetchResponsePartition::default()
+                    .with_partition_index(p)
+                    .with_committed_offset(o)
+                    .with_committed_leader_epoch(e)
+                    .with_metadata(Some(sb(m)))
+            },
+        )),
         // v1 has no top-level error code: the error goes to every partition asked for.
         Err(e) if ctx.api_version < 2 => OffsetFetchResponse::default().with_topics(
             req_topics

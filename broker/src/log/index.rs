@@ -6,10 +6,10 @@
 //! `kafka-dump-log` reads it as it would a closed Kafka segment. The index is derived data: any
 //! doubt about it (wrong length, entries out of order or past the log) means rebuild from the log.
 
-use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+
+use super::index_file::IndexFile;
 
 /// Bytes per offset index entry.
 pub const OFFSET_INDEX_ENTRY_BYTES: u64 = 8;
@@ -26,7 +26,7 @@ pub struct OffsetPosition {
 /// The offset index of one segment.
 pub struct OffsetIndex {
     path: PathBuf,
-    file: File,
+    file: IndexFile,
     base_offset: i64,
     /// (relative offset, position), both strictly increasing.
     entries: Vec<(u32, u32)>,
@@ -42,14 +42,8 @@ impl OffsetIndex {
         max_index_bytes: u64,
         log_size: u64,
     ) -> io::Result<(OffsetIndex, bool)> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)?;
-        let len = file.metadata()?.len();
         let max_entries = (max_index_bytes / OFFSET_INDEX_ENTRY_BYTES).max(1) as usize;
+        let (file, contents) = IndexFile::open(path, OFFSET_INDEX_ENTRY_BYTES, max_entries as u64)?;
         let mut index = OffsetIndex {
             path: path.to_path_buf(),
             file,
@@ -57,21 +51,14 @@ impl OffsetIndex {
             entries: Vec::new(),
             max_entries,
         };
-        let ok = index.load(len, log_size)?;
+        let ok = contents.is_some_and(|buf| index.load(&buf, log_size));
         if !ok {
             index.reset()?;
         }
         Ok((index, ok))
     }
 
-    fn load(&mut self, len: u64, log_size: u64) -> io::Result<bool> {
-        if !len.is_multiple_of(OFFSET_INDEX_ENTRY_BYTES)
-            || len / OFFSET_INDEX_ENTRY_BYTES > self.max_entries as u64
-        {
-            return Ok(false);
-        }
-        let mut buf = vec![0u8; len as usize];
-        self.file.read_exact_at(&mut buf, 0)?;
+    fn load(&mut self, buf: &[u8], log_size: u64) -> bool {
         let mut prev: Option<(u32, u32)> = None;
         for chunk in buf.chunks_exact(OFFSET_INDEX_ENTRY_BYTES as usize) {
             let rel = u32::from_be_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
@@ -79,16 +66,16 @@ impl OffsetIndex {
             // Kafka's sanity check: entries increase, and point inside the log.
             if let Some((prev_rel, prev_pos)) = prev {
                 if rel <= prev_rel || pos <= prev_pos {
-                    return Ok(false);
+                    return false;
                 }
             }
             if pos as u64 >= log_size {
-                return Ok(false);
+                return false;
             }
             self.entries.push((rel, pos));
             prev = Some((rel, pos));
         }
-        Ok(true)
+        true
     }
 
     /// The file path.
@@ -143,8 +130,7 @@ impl OffsetIndex {
         let mut entry = [0u8; OFFSET_INDEX_ENTRY_BYTES as usize];
         entry[..4].copy_from_slice(&rel.to_be_bytes());
         entry[4..].copy_from_slice(&position.to_be_bytes());
-        self.file
-            .write_all_at(&entry, self.entries.len() as u64 * OFFSET_INDEX_ENTRY_BYTES)?;
+        self.file.write_entry(self.entries.len(), &entry)?;
         self.entries.push((rel, position));
         Ok(())
     }
@@ -184,7 +170,7 @@ impl OffsetIndex {
             self.entries.partition_point(|&(r, _)| (r as i64) < rel)
         };
         self.entries.truncate(keep);
-        self.file.set_len(keep as u64 * OFFSET_INDEX_ENTRY_BYTES)
+        self.file.truncate_entries(keep)
     }
 
     /// Removes entries pointing at or beyond `position` in the log.
@@ -193,18 +179,18 @@ impl OffsetIndex {
             .entries
             .partition_point(|&(_, p)| (p as u64) < position);
         self.entries.truncate(keep);
-        self.file.set_len(keep as u64 * OFFSET_INDEX_ENTRY_BYTES)
+        self.file.truncate_entries(keep)
     }
 
     /// Removes all entries.
     pub fn reset(&mut self) -> io::Result<()> {
         self.entries.clear();
-        self.file.set_len(0)
+        self.file.truncate_entries(0)
     }
 
     /// fsync.
     pub fn flush(&self) -> io::Result<()> {
-        self.file.sync_all()
+        self.file.flush()
     }
 }
 

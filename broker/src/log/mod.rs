@@ -15,6 +15,7 @@
 
 pub mod batch;
 pub mod index;
+pub mod index_file;
 pub mod leader_epoch;
 pub mod loader;
 pub mod producer_state;

@@ -5,10 +5,10 @@
 //! offset of the batch) where it was seen, so timestamps in the index never decrease. Like the
 //! offset index, entries live in a `Vec` and are appended to the file one at a time.
 
-use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
+
+use super::index_file::IndexFile;
 
 /// Bytes per time index entry.
 pub const TIME_INDEX_ENTRY_BYTES: u64 = 12;
@@ -24,7 +24,7 @@ pub struct TimestampOffset {
 
 /// The time index of one segment.
 pub struct TimeIndex {
-    file: File,
+    file: IndexFile,
     base_offset: i64,
     /// (timestamp, relative offset); timestamps strictly increase, offsets do not decrease.
     entries: Vec<(i64, u32)>,
@@ -40,36 +40,24 @@ impl TimeIndex {
         max_index_bytes: u64,
         next_offset_bound: i64,
     ) -> io::Result<(TimeIndex, bool)> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)?;
-        let len = file.metadata()?.len();
         let max_entries = (max_index_bytes / TIME_INDEX_ENTRY_BYTES).max(2) as usize;
+        // One extra entry is allowed past max: the final entry written when a segment rolls.
+        let (file, contents) =
+            IndexFile::open(path, TIME_INDEX_ENTRY_BYTES, max_entries as u64 + 1)?;
         let mut index = TimeIndex {
             file,
             base_offset,
             entries: Vec::new(),
             max_entries,
         };
-        let ok = index.load(len, next_offset_bound)?;
+        let ok = contents.is_some_and(|buf| index.load(&buf, next_offset_bound));
         if !ok {
             index.reset()?;
         }
         Ok((index, ok))
     }
 
-    fn load(&mut self, len: u64, next_offset_bound: i64) -> io::Result<bool> {
-        // One extra entry is allowed past max: the final entry written when a segment rolls.
-        if !len.is_multiple_of(TIME_INDEX_ENTRY_BYTES)
-            || len / TIME_INDEX_ENTRY_BYTES > self.max_entries as u64 + 1
-        {
-            return Ok(false);
-        }
-        let mut buf = vec![0u8; len as usize];
-        self.file.read_exact_at(&mut buf, 0)?;
+    fn load(&mut self, buf: &[u8], next_offset_bound: i64) -> bool {
         for chunk in buf.chunks_exact(TIME_INDEX_ENTRY_BYTES as usize) {
             let mut t = [0u8; 8];
             t.copy_from_slice(&chunk[..8]);
@@ -77,15 +65,15 @@ impl TimeIndex {
             let rel = u32::from_be_bytes([chunk[8], chunk[9], chunk[10], chunk[11]]);
             if let Some(&(prev_ts, prev_rel)) = self.entries.last() {
                 if ts <= prev_ts || rel < prev_rel {
-                    return Ok(false);
+                    return false;
                 }
             }
             if self.base_offset + rel as i64 >= next_offset_bound.max(self.base_offset + 1) {
-                return Ok(false);
+                return false;
             }
             self.entries.push((ts, rel));
         }
-        Ok(true)
+        true
     }
 
     /// Number of entries.
@@ -127,8 +115,7 @@ impl TimeIndex {
         let mut entry = [0u8; TIME_INDEX_ENTRY_BYTES as usize];
         entry[..8].copy_from_slice(&timestamp.to_be_bytes());
         entry[8..].copy_from_slice(&(rel as u32).to_be_bytes());
-        self.file
-            .write_all_at(&entry, self.entries.len() as u64 * TIME_INDEX_ENTRY_BYTES)?;
+        self.file.write_entry(self.entries.len(), &entry)?;
         self.entries.push((timestamp, rel as u32));
         Ok(())
     }
@@ -162,18 +149,18 @@ impl TimeIndex {
             self.entries.partition_point(|&(_, r)| (r as i64) < rel)
         };
         self.entries.truncate(keep);
-        self.file.set_len(keep as u64 * TIME_INDEX_ENTRY_BYTES)
+        self.file.truncate_entries(keep)
     }
 
     /// Removes all entries.
     pub fn reset(&mut self) -> io::Result<()> {
         self.entries.clear();
-        self.file.set_len(0)
+        self.file.truncate_entries(0)
     }
 
     /// fsync.
     pub fn flush(&self) -> io::Result<()> {
-        self.file.sync_all()
+        self.file.flush()
     }
 }
 

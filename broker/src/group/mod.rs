@@ -407,6 +407,9 @@ pub struct GroupCoordinator {
     config: GroupConfig,
     replicas: Arc<ReplicaManager>,
     store: OffsetsStore,
+    /// Cluster mode (`process.roles` includes controller): groups follow the leadership of
+    /// their offsets partitions. Alone, this node coordinates every group.
+    clustered: bool,
     state: Mutex<State>,
     /// Wakes the timer task when a request sets a deadline earlier than the one it sleeps to.
     timer: Notify,
@@ -464,6 +467,7 @@ impl GroupCoordinator {
             config,
             replicas,
             store,
+            clustered,
             state: Mutex::new(State {
                 groups,
                 ..State::default()
@@ -498,13 +502,13 @@ impl GroupCoordinator {
     /// Cluster mode: this node coordinates a group only while it leads the group's offsets
     /// partition. Single node: every group, read back at start-up.
     fn acquire(&self, st: &mut State, group_id: &str) -> Result<(), GroupError> {
-        if self.replicas.controller().is_none() {
+        if !self.clustered {
             return Ok(());
         }
-        if self.replicas.topic(OFFSETS_TOPIC).is_none() {
+        let Some(topic) = self.replicas.topic(OFFSETS_TOPIC) else {
             return Err(GroupError::CoordinatorNotAvailable);
-        }
-        self.acquire_partition(st, self.store.partition_for(group_id))
+        };
+        self.acquire_partition(st, records::partition_for(group_id, topic.partitions))
     }
 
     /// Checks this node's leadership of offsets partition `index`. Led at a leader epoch not
@@ -560,10 +564,11 @@ impl GroupCoordinator {
         if st.loaded.remove(&index).is_none() {
             return;
         }
+        let partitions = self.store.partitions();
         let gone: Vec<String> = st
             .groups
             .keys()
-            .filter(|g| self.store.partition_for(g) == index)
+            .filter(|g| records::partition_for(g, partitions) == index)
             .cloned()
             .collect();
         for g in &gone {
@@ -584,10 +589,13 @@ impl GroupCoordinator {
     /// (loads newly led ones, drops lost ones). Run after each metadata image and before
     /// ListGroups, so that groups are known without waiting for a client to touch them.
     fn acquire_all(&self, st: &mut State) {
-        if self.replicas.controller().is_none() || self.replicas.topic(OFFSETS_TOPIC).is_none() {
+        if !self.clustered {
             return;
         }
-        for index in 0..self.store.partitions() {
+        let Some(topic) = self.replicas.topic(OFFSETS_TOPIC) else {
+            return;
+        };
+        for index in 0..topic.partitions {
             if let Err(e) = self.acquire_partition(st, index) {
                 if e != GroupError::NotCoordinator {
                     tracing::warn!(partition = index, error = %e, "could not load groups");

@@ -107,3 +107,33 @@ pub fn encode_response<T: Encodable>(
     debug_assert_eq!(out.len(), size + 4, "response size mismatch");
     Ok(out.freeze())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::{ListOffsetsRequest, MetadataRequest};
+
+    /// Issue 16's frame after its size prefix: ListOffsets v7, header v2 with client id "ab",
+    /// replica id -1, isolation level 0, and a compact `topics` array claiming 0xFFFFFFFE
+    /// entries (varint 0xFFFFFFFF) with no bytes behind it.
+    pub const HUGE_LIST_OFFSETS_V7: [u8; 23] = [
+        0x00, 0x02, 0x00, 0x07, 0x00, 0x00, 0x00, 0x01, 0x00, 0x02, b'a', b'b', 0x00, 0xff, 0xff,
+        0xff, 0xff, 0x00, 0xff, 0xff, 0xff, 0xff, 0x0f,
+    ];
+
+    #[test]
+    fn a_huge_array_count_is_a_decode_error_not_an_allocation() {
+        let mut frame = Bytes::from_static(&HUGE_LIST_OFFSETS_V7);
+        let prefix = peek_prefix(&frame);
+        assert_eq!((prefix.api_key, prefix.api_version), (2, 7));
+        decode_header(ApiKey::ListOffsets, 7, &mut frame).unwrap();
+        assert!(decode_body::<ListOffsetsRequest>(&mut frame, 7).is_err());
+    }
+
+    #[test]
+    fn a_huge_classic_array_count_is_a_decode_error() {
+        // Metadata v1: a `topics` array count of i32::MAX with no elements behind it.
+        let mut body = Bytes::from_static(&[0x7f, 0xff, 0xff, 0xff]);
+        assert!(decode_body::<MetadataRequest>(&mut body, 1).is_err());
+    }
+}

@@ -514,7 +514,11 @@ impl RecordBatchDecoder {
         version: i8,
         records: &mut Vec<Record>,
     ) -> Result<()> {
-        records.reserve(batch_decode_info.record_count as usize);
+        // Brook: the count comes from the wire; every record takes at least one byte.
+        records.reserve(types::bounded_capacity(
+            buf,
+            batch_decode_info.record_count as usize,
+        ));
         for _ in 0..batch_decode_info.record_count {
             records.push(Record::decode_new(buf, batch_decode_info, version)?);
         }
@@ -893,7 +897,8 @@ impl Record {
         }
         let num_headers = num_headers as usize;
 
-        let mut headers = IndexMap::with_capacity(num_headers);
+        // Brook: the count comes from the wire; every header takes at least one byte.
+        let mut headers = IndexMap::with_capacity(types::bounded_capacity(buf, num_headers));
         for _ in 0..num_headers {
             // Key len
             let key_len: i32 = types::VarInt.decode(buf)?;

@@ -354,12 +354,31 @@ impl<T: NewType<StrBytes>> Encoder<&T> for String {
     }
 }
 
+/// Brook: a length read from the wire, accepted only if the buffer still holds that many bytes,
+/// so that no allocation is sized beyond what the frame can fill.
+pub(crate) fn bounded_len<B: ByteBuf>(buf: &B, n: usize) -> Result<usize> {
+    if n > buf.remaining() {
+        bail!(
+            "length {n} is beyond the {} bytes remaining in the buffer",
+            buf.remaining()
+        );
+    }
+    Ok(n)
+}
+
+/// Brook: the capacity to reserve for `n` elements read from the wire, each taking at least one
+/// byte of the buffer: never more elements than there are bytes left.
+pub(crate) fn bounded_capacity<B: ByteBuf>(buf: &B, n: usize) -> usize {
+    n.min(buf.remaining())
+}
+
 impl Decoder<Option<StdString>> for String {
     fn decode<B: ByteBuf>(&self, buf: &mut B) -> Result<Option<StdString>> {
         match Int16.decode(buf)? {
             -1 => Ok(None),
             n if n >= 0 => {
-                let mut strbuf = vec![0; n as usize];
+                // Brook: refuse a length the buffer cannot hold before allocating it.
+                let mut strbuf = vec![0; bounded_len(buf, n as usize)?];
                 buf.try_copy_to_slice(&mut strbuf)?;
                 Ok(Some(std::string::String::from_utf8(strbuf)?))
             }
@@ -511,7 +530,8 @@ impl Decoder<Option<StdString>> for CompactString {
         match UnsignedVarInt.decode(buf)? {
             0 => Ok(None),
             n => {
-                let mut strbuf = vec![0; (n - 1) as usize];
+                // Brook: refuse a length the buffer cannot hold before allocating it.
+                let mut strbuf = vec![0; bounded_len(buf, (n - 1) as usize)?];
                 buf.try_copy_to_slice(&mut strbuf)?;
                 Ok(Some(std::string::String::from_utf8(strbuf)?))
             }
@@ -655,7 +675,8 @@ impl Decoder<Option<Vec<u8>>> for Bytes {
         match Int32.decode(buf)? {
             -1 => Ok(None),
             n if n >= 0 => {
-                let mut data = vec![0; n as usize];
+                // Brook: refuse a length the buffer cannot hold before allocating it.
+                let mut data = vec![0; bounded_len(buf, n as usize)?];
                 buf.try_copy_to_slice(&mut data)?;
                 Ok(Some(data))
             }
@@ -804,7 +825,8 @@ impl Decoder<Option<Vec<u8>>> for CompactBytes {
         match UnsignedVarInt.decode(buf)? {
             0 => Ok(None),
             n => {
-                let mut data = vec![0; (n - 1) as usize];
+                // Brook: refuse a length the buffer cannot hold before allocating it.
+                let mut data = vec![0; bounded_len(buf, (n - 1) as usize)?];
                 buf.try_copy_to_slice(&mut data)?;
                 Ok(Some(data))
             }
@@ -985,7 +1007,9 @@ impl<T, E: Decoder<T>> Decoder<Option<Vec<T>>> for Array<E> {
         match Int32.decode(buf)? {
             -1 => Ok(None),
             n if n >= 0 => {
-                let mut result = Vec::with_capacity(n as usize);
+                // Brook: every element takes at least one byte, so the buffer bounds the
+                // pre-allocation whatever count the wire claims.
+                let mut result = Vec::with_capacity(bounded_capacity(buf, n as usize));
                 for _ in 0..n {
                     result.push(self.0.decode(buf)?);
                 }
@@ -1093,7 +1117,9 @@ impl<T, E: Decoder<T>> Decoder<Option<Vec<T>>> for CompactArray<E> {
         match UnsignedVarInt.decode(buf)? {
             0 => Ok(None),
             n => {
-                let mut result = Vec::with_capacity((n - 1) as usize);
+                // Brook: every element takes at least one byte, so the buffer bounds the
+                // pre-allocation whatever count the wire claims.
+                let mut result = Vec::with_capacity(bounded_capacity(buf, (n - 1) as usize));
                 for _ in 1..n {
                     result.push(self.0.decode(buf)?);
                 }

@@ -8,6 +8,8 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
+use crate::net::memory_pool::{RequestMemory, RequestMemoryPool};
+
 /// Smallest request header: api key, api version, correlation id.
 pub const MIN_REQUEST_HEADER_BYTES: usize = 8;
 
@@ -26,11 +28,25 @@ pub enum CodecError {
     Io(#[from] std::io::Error),
 }
 
-/// Reads one frame, refusing sizes above `max_bytes` before allocating anything.
+/// A frame's buffer grows by at most this much per read, so that the memory a connection
+/// holds follows the bytes that arrived, never the size its prefix claims.
+pub const FRAME_READ_CHUNK_BYTES: usize = 64 * 1024;
+
+/// One request frame, with the pool bytes it holds until its response has been written.
+#[derive(Debug)]
+pub struct Frame {
+    pub bytes: Bytes,
+    pub memory: RequestMemory,
+}
+
+/// Reads one frame. A size outside `8..=max_bytes` is refused before anything is allocated;
+/// then the frame's bytes are taken from `pool` (waiting, unread, while it is full), and the
+/// buffer grows in chunks of [`FRAME_READ_CHUNK_BYTES`] as the bytes arrive.
 pub async fn read_frame<R: AsyncRead + Unpin>(
     r: &mut R,
     max_bytes: usize,
-) -> Result<Bytes, CodecError> {
+    pool: &RequestMemoryPool,
+) -> Result<Frame, CodecError> {
     let size = match r.read_i32().await {
         Ok(s) => s as i64,
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Err(CodecError::Closed),
@@ -42,15 +58,21 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
             max: max_bytes,
         });
     }
-    let mut buf = BytesMut::zeroed(size as usize);
-    r.read_exact(&mut buf).await.map_err(|e| {
-        if e.kind() == std::io::ErrorKind::UnexpectedEof {
-            CodecError::Closed
-        } else {
-            CodecError::Io(e)
+    let size = size as usize;
+    let memory = pool.acquire(size).await;
+    let mut buf = BytesMut::with_capacity(size.min(FRAME_READ_CHUNK_BYTES));
+    while buf.len() < size {
+        let chunk = (size - buf.len()).min(FRAME_READ_CHUNK_BYTES);
+        buf.reserve(chunk);
+        if (&mut *r).take(chunk as u64).read_buf(&mut buf).await? == 0 {
+            return Err(CodecError::Closed);
         }
-    })?;
-    Ok(buf.freeze())
+    }
+    assert_eq!(buf.len(), size, "a frame is read to its declared size");
+    Ok(Frame {
+        bytes: buf.freeze(),
+        memory,
+    })
 }
 
 /// The first fields of a request, readable before knowing whether the version is supported.

@@ -5,8 +5,12 @@ use std::io::Write;
 use std::net::TcpStream;
 use std::time::Duration;
 
+use std::collections::BTreeSet;
+
+use brook_fuzz::Generator;
 use brook_protocol_tests::batch::{encode_batch, Producer, Rec};
 use brook_protocol_tests::errors::NONE;
+use brook_protocol_tests::fuzz_live::served_apis;
 use brook_protocol_tests::{unique_topic, Broker, WireClient};
 
 const CLOSE_WITHIN: Duration = Duration::from_secs(10);
@@ -55,6 +59,65 @@ fn issue_16_list_offsets_frame_closes_the_connection_and_the_broker_keeps_servin
         broker.log_tail(20)
     );
     assert_serves(&broker, "the issue 16 frame");
+}
+
+/// Issue 16's frame generalised: for every API and version the broker advertises, each
+/// length or count field (of the header and of a default and a populated body) that the codec
+/// can no longer decode once set to its type's maximum. Each must close its connection.
+#[test]
+fn a_huge_count_in_any_served_api_and_version_closes_the_connection() {
+    let mut broker = Broker::start();
+    let table = served_apis(&broker.bootstrap());
+    let family = Generator::new(&table).huge_count_family();
+    let covered: BTreeSet<(i16, i16)> = family
+        .iter()
+        .map(|f| {
+            let p = &f.payload;
+            (
+                i16::from_be_bytes([p[0], p[1]]),
+                i16::from_be_bytes([p[2], p[3]]),
+            )
+        })
+        .collect();
+    for a in &table {
+        for v in a.min..=a.max {
+            assert!(
+                covered.contains(&(a.key as i16, v)),
+                "no huge-count frame for {:?} v{v}",
+                a.key
+            );
+        }
+    }
+    eprintln!(
+        "{} huge-count frames over {} APIs and versions",
+        family.len(),
+        covered.len()
+    );
+    let mut previous = "none";
+    for f in &family {
+        let sent = WireClient::try_connect(&broker.bootstrap(), CLOSE_WITHIN)
+            .and_then(|mut c| c.write_raw(&f.wire()).map(|_| c))
+            .map_err(|e| e.to_string());
+        if let Err(e) = sent.and_then(|mut c| c.expect_closed(CLOSE_WITHIN)) {
+            let state = if broker.is_running() {
+                "running"
+            } else {
+                "gone"
+            };
+            panic!(
+                "{}: {e} (broker {state}; the frame before: {previous})\n{}",
+                f.what,
+                broker.log_tail(10)
+            );
+        }
+        previous = &f.what;
+    }
+    assert!(
+        broker.is_running(),
+        "the broker died: {}",
+        broker.log_tail(20)
+    );
+    assert_serves(&broker, "every huge-count frame");
 }
 
 /// Kafka's default socket.request.max.bytes, and the pool size the test configures.

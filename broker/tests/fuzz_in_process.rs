@@ -28,6 +28,9 @@ const FUZZ_SEED_DEFAULT: u64 = 16;
 const FRAMES_IN_FLIGHT_MAX: usize = 64;
 /// A frame still being handled after this is a legitimate wait; it is dropped and counted.
 const FRAME_WAIT_MS_MAX: u64 = 2_000;
+/// Peak resident memory of the whole test process (broker, generator, frames in flight) at
+/// the end of a run, however long: hostile frames must not make the broker hold memory.
+const FUZZ_PEAK_RSS_MIB_MAX: u64 = 1024;
 
 fn env_u64(key: &str, default: u64) -> u64 {
     std::env::var(key)
@@ -164,6 +167,11 @@ async fn generated_frames_end_in_an_answer_or_a_close_never_a_panic() {
         panics.is_empty(),
         "frames that panicked the broker:\n{}",
         panics.join("\n")
+    );
+    assert!(
+        peak_rss_mib() <= FUZZ_PEAK_RSS_MIB_MAX,
+        "peak RSS {} MiB",
+        peak_rss_mib()
     );
     let _ = stop.send(true);
 }

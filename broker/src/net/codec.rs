@@ -133,6 +133,7 @@ pub fn encode_response<T: Encodable>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::net::memory_pool::tests::poll_once;
     use kafka_protocol::messages::{ListOffsetsRequest, MetadataRequest};
 
     /// Issue 16's frame after its size prefix: ListOffsets v7, header v2 with client id "ab",
@@ -150,6 +151,44 @@ mod tests {
         assert_eq!((prefix.api_key, prefix.api_version), (2, 7));
         decode_header(ApiKey::ListOffsets, 7, &mut frame).unwrap();
         assert!(decode_body::<ListOffsetsRequest>(&mut frame, 7).is_err());
+    }
+
+    fn framed(payload: &[u8]) -> Vec<u8> {
+        let mut out = (payload.len() as i32).to_be_bytes().to_vec();
+        out.extend_from_slice(payload);
+        out
+    }
+
+    #[tokio::test]
+    async fn a_frame_is_not_read_while_the_pool_cannot_hold_it() {
+        let pool = RequestMemoryPool::new(Some(100));
+        let wire = [framed(&[1; 60]), framed(&[2; 60])].concat();
+        let mut r = &wire[..];
+        let first = read_frame(&mut r, 100, &pool).await.unwrap();
+        assert_eq!(first.bytes.len(), 60);
+        assert_eq!(pool.available_bytes(), 40);
+        {
+            let second = read_frame(&mut r, 100, &pool);
+            tokio::pin!(second);
+            assert!(
+                poll_once(&mut second).await.is_none(),
+                "the second frame was read while the pool held only 40 free bytes"
+            );
+            drop(first);
+            let second = second.await.unwrap();
+            assert_eq!(&second.bytes[..], &[2; 60][..]);
+        }
+        assert_eq!(pool.available_bytes(), 100);
+    }
+
+    #[tokio::test]
+    async fn a_frame_that_ends_early_is_closed_and_gives_its_bytes_back() {
+        let pool = RequestMemoryPool::new(Some(1 << 20));
+        let mut wire = (1i32 << 20).to_be_bytes().to_vec();
+        wire.extend_from_slice(&[0; 100]);
+        let r = read_frame(&mut &wire[..], 1 << 20, &pool).await;
+        assert!(matches!(r, Err(CodecError::Closed)), "{r:?}");
+        assert_eq!(pool.available_bytes(), 1 << 20);
     }
 
     #[test]

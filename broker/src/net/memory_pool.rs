@@ -71,7 +71,7 @@ impl RequestMemoryPool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[tokio::test]
@@ -81,7 +81,7 @@ mod tests {
         assert_eq!(pool.available_bytes(), 30);
         let mut second = Box::pin(pool.acquire(50));
         assert!(
-            futures_poll_once(&mut second).await.is_none(),
+            poll_once(&mut second).await.is_none(),
             "50 bytes granted while only 30 are free"
         );
         drop(first);
@@ -104,7 +104,7 @@ mod tests {
     }
 
     /// Polls a future once: `Some` if it completed.
-    async fn futures_poll_once<F: std::future::Future + Unpin>(f: &mut F) -> Option<F::Output> {
+    pub(crate) async fn poll_once<F: std::future::Future + Unpin>(f: &mut F) -> Option<F::Output> {
         std::future::poll_fn(|cx| match std::pin::Pin::new(&mut *f).poll(cx) {
             std::task::Poll::Ready(v) => std::task::Poll::Ready(Some(v)),
             std::task::Poll::Pending => std::task::Poll::Ready(None),

@@ -94,6 +94,7 @@ const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("auto.create.topics.enable", "true"),
     ("delete.topic.enable", "true"),
     ("socket.request.max.bytes", "104857600"),
+    ("queued.max.request.bytes", "-1"),
     ("message.max.bytes", "1048588"),
     ("log.segment.bytes", "1073741824"),
     ("log.roll.ms", ""),
@@ -163,6 +164,9 @@ pub struct BrokerConfig {
     pub default_replication_factor: i16,
     pub auto_create_topics: bool,
     pub socket_request_max_bytes: usize,
+    /// Bound on the bytes of requests being read and in flight across all connections;
+    /// `None` for Kafka's default -1 (unbounded; Kafka treats any value <= 0 so).
+    pub queued_max_request_bytes: Option<usize>,
     pub retention_check_interval_ms: u64,
     /// Idle producers' dedup state is dropped after this long (producer.id.expiration.ms).
     pub producer_id_expiration_ms: i64,
@@ -279,6 +283,10 @@ impl BrokerConfig {
                 "socket.request.max.bytes",
                 &get("socket.request.max.bytes"),
             )? as usize,
+            queued_max_request_bytes: queued_max_request_bytes(
+                &get("queued.max.request.bytes"),
+                &get("socket.request.max.bytes"),
+            )?,
             retention_check_interval_ms: positive::<i64>(
                 "log.retention.check.interval.ms",
                 &get("log.retention.check.interval.ms"),
@@ -474,6 +482,29 @@ fn positive<T: std::str::FromStr + PartialOrd + Default>(
     Ok(n)
 }
 
+/// `queued.max.request.bytes`: a value <= 0 means no bound; a bound must hold the largest
+/// frame the broker accepts (Kafka's `KafkaConfig.validateValues` requires the same), so that
+/// every frame can be served once the pool is free.
+fn queued_max_request_bytes(
+    v: &str,
+    socket_request_max: &str,
+) -> Result<Option<usize>, ConfigError> {
+    const KEY: &str = "queued.max.request.bytes";
+    let n: i64 = parse_num(KEY, v)?;
+    if n <= 0 {
+        return Ok(None);
+    }
+    let frame_max: i64 = parse_num("socket.request.max.bytes", socket_request_max)?;
+    if n < frame_max {
+        return Err(invalid(
+            KEY,
+            v,
+            "must be larger or equal to socket.request.max.bytes",
+        ));
+    }
+    Ok(Some(n as usize))
+}
+
 fn at_least_minus_one(key: &str, v: &str) -> Result<i64, ConfigError> {
     let n: i64 = parse_num(key, v)?;
     if n < -1 {
@@ -588,6 +619,31 @@ mod tests {
         let lc = c.log_config(&BTreeMap::new()).unwrap();
         assert_eq!(lc.segment_bytes, 1 << 30);
         assert_eq!(lc.flush_interval_messages, i64::MAX as u64);
+    }
+
+    #[test]
+    fn queued_max_request_bytes_is_kafkas() {
+        assert_eq!(
+            load(&[]).unwrap().queued_max_request_bytes,
+            None,
+            "-1 by default"
+        );
+        assert_eq!(
+            load(&["queued.max.request.bytes=0"])
+                .unwrap()
+                .queued_max_request_bytes,
+            None
+        );
+        let c = load(&["queued.max.request.bytes=104857600"]).unwrap();
+        assert_eq!(c.queued_max_request_bytes, Some(104_857_600));
+        let e = load(&["queued.max.request.bytes=1000"]).unwrap_err();
+        assert!(e.to_string().contains("queued.max.request.bytes"), "{e}");
+        let c = load(&[
+            "socket.request.max.bytes=1000",
+            "queued.max.request.bytes=1000",
+        ])
+        .unwrap();
+        assert_eq!(c.queued_max_request_bytes, Some(1000));
     }
 
     #[test]

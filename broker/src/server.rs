@@ -12,6 +12,7 @@ use crate::cluster::replica_manager::{ReplicaError, ReplicaManager};
 use crate::config::BrokerConfig;
 use crate::fault::FaultEngine;
 use crate::group::GroupCoordinator;
+use crate::net::memory_pool::RequestMemoryPool;
 
 /// Everything a request handler can reach.
 pub struct Broker {
@@ -26,6 +27,9 @@ pub struct Broker {
     shutting_down: watch::Sender<bool>,
     /// The group coordinator (consumer groups and committed offsets).
     pub groups: Arc<GroupCoordinator>,
+    /// Bytes of requests being read and in flight, across connections
+    /// (`queued.max.request.bytes`).
+    pub request_memory: RequestMemoryPool,
 }
 
 impl Broker {
@@ -126,8 +130,10 @@ impl Server {
                 crate::controller::Controller::start_with_faults(cc, Some(faults.clone())).await?;
             replicas.attach_controller(controller);
         }
+        let request_memory = RequestMemoryPool::new(config.queued_max_request_bytes);
         let broker = Arc::new(Broker {
             config,
+            request_memory,
             replicas,
             advertised_host: host,
             advertised_port: port,

@@ -8,6 +8,7 @@
 pub mod batch;
 pub mod broker;
 pub mod cluster;
+pub mod fuzz_live;
 pub mod process;
 pub mod rd;
 pub mod wire;

@@ -8,6 +8,8 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
+use crate::net::memory_pool::{RequestMemory, RequestMemoryPool};
+
 /// Smallest request header: api key, api version, correlation id.
 pub const MIN_REQUEST_HEADER_BYTES: usize = 8;
 
@@ -26,11 +28,25 @@ pub enum CodecError {
     Io(#[from] std::io::Error),
 }
 
-/// Reads one frame, refusing sizes above `max_bytes` before allocating anything.
+/// A frame's buffer grows by at most this much per read, so that the memory a connection
+/// holds follows the bytes that arrived, never the size its prefix claims.
+pub const FRAME_READ_CHUNK_BYTES: usize = 64 * 1024;
+
+/// One request frame, with the pool bytes it holds until its response has been written.
+#[derive(Debug)]
+pub struct Frame {
+    pub bytes: Bytes,
+    pub memory: RequestMemory,
+}
+
+/// Reads one frame. A size outside `8..=max_bytes` is refused before anything is allocated;
+/// then the frame's bytes are taken from `pool` (waiting, unread, while it is full), and the
+/// buffer grows in chunks of [`FRAME_READ_CHUNK_BYTES`] as the bytes arrive.
 pub async fn read_frame<R: AsyncRead + Unpin>(
     r: &mut R,
     max_bytes: usize,
-) -> Result<Bytes, CodecError> {
+    pool: &RequestMemoryPool,
+) -> Result<Frame, CodecError> {
     let size = match r.read_i32().await {
         Ok(s) => s as i64,
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Err(CodecError::Closed),
@@ -42,15 +58,21 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
             max: max_bytes,
         });
     }
-    let mut buf = BytesMut::zeroed(size as usize);
-    r.read_exact(&mut buf).await.map_err(|e| {
-        if e.kind() == std::io::ErrorKind::UnexpectedEof {
-            CodecError::Closed
-        } else {
-            CodecError::Io(e)
+    let size = size as usize;
+    let memory = pool.acquire(size).await;
+    let mut buf = BytesMut::with_capacity(size.min(FRAME_READ_CHUNK_BYTES));
+    while buf.len() < size {
+        let chunk = (size - buf.len()).min(FRAME_READ_CHUNK_BYTES);
+        buf.reserve(chunk);
+        if (&mut *r).take(chunk as u64).read_buf(&mut buf).await? == 0 {
+            return Err(CodecError::Closed);
         }
-    })?;
-    Ok(buf.freeze())
+    }
+    assert_eq!(buf.len(), size, "a frame is read to its declared size");
+    Ok(Frame {
+        bytes: buf.freeze(),
+        memory,
+    })
 }
 
 /// The first fields of a request, readable before knowing whether the version is supported.
@@ -106,4 +128,73 @@ pub fn encode_response<T: Encodable>(
     body.encode(&mut out, version).map_err(enc)?;
     debug_assert_eq!(out.len(), size + 4, "response size mismatch");
     Ok(out.freeze())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::memory_pool::tests::poll_once;
+    use kafka_protocol::messages::{ListOffsetsRequest, MetadataRequest};
+
+    /// Issue 16's frame after its size prefix: ListOffsets v7, header v2 with client id "ab",
+    /// replica id -1, isolation level 0, and a compact `topics` array claiming 0xFFFFFFFE
+    /// entries (varint 0xFFFFFFFF) with no bytes behind it.
+    pub const HUGE_LIST_OFFSETS_V7: [u8; 23] = [
+        0x00, 0x02, 0x00, 0x07, 0x00, 0x00, 0x00, 0x01, 0x00, 0x02, b'a', b'b', 0x00, 0xff, 0xff,
+        0xff, 0xff, 0x00, 0xff, 0xff, 0xff, 0xff, 0x0f,
+    ];
+
+    #[test]
+    fn a_huge_array_count_is_a_decode_error_not_an_allocation() {
+        let mut frame = Bytes::from_static(&HUGE_LIST_OFFSETS_V7);
+        let prefix = peek_prefix(&frame);
+        assert_eq!((prefix.api_key, prefix.api_version), (2, 7));
+        decode_header(ApiKey::ListOffsets, 7, &mut frame).unwrap();
+        assert!(decode_body::<ListOffsetsRequest>(&mut frame, 7).is_err());
+    }
+
+    fn framed(payload: &[u8]) -> Vec<u8> {
+        let mut out = (payload.len() as i32).to_be_bytes().to_vec();
+        out.extend_from_slice(payload);
+        out
+    }
+
+    #[tokio::test]
+    async fn a_frame_is_not_read_while_the_pool_cannot_hold_it() {
+        let pool = RequestMemoryPool::new(Some(100));
+        let wire = [framed(&[1; 60]), framed(&[2; 60])].concat();
+        let mut r = &wire[..];
+        let first = read_frame(&mut r, 100, &pool).await.unwrap();
+        assert_eq!(first.bytes.len(), 60);
+        assert_eq!(pool.available_bytes(), 40);
+        {
+            let second = read_frame(&mut r, 100, &pool);
+            tokio::pin!(second);
+            assert!(
+                poll_once(&mut second).await.is_none(),
+                "the second frame was read while the pool held only 40 free bytes"
+            );
+            drop(first);
+            let second = second.await.unwrap();
+            assert_eq!(&second.bytes[..], &[2; 60][..]);
+        }
+        assert_eq!(pool.available_bytes(), 100);
+    }
+
+    #[tokio::test]
+    async fn a_frame_that_ends_early_is_closed_and_gives_its_bytes_back() {
+        let pool = RequestMemoryPool::new(Some(1 << 20));
+        let mut wire = (1i32 << 20).to_be_bytes().to_vec();
+        wire.extend_from_slice(&[0; 100]);
+        let r = read_frame(&mut &wire[..], 1 << 20, &pool).await;
+        assert!(matches!(r, Err(CodecError::Closed)), "{r:?}");
+        assert_eq!(pool.available_bytes(), 1 << 20);
+    }
+
+    #[test]
+    fn a_huge_classic_array_count_is_a_decode_error() {
+        // Metadata v1: a `topics` array count of i32::MAX with no elements behind it.
+        let mut body = Bytes::from_static(&[0x7f, 0xff, 0xff, 0xff]);
+        assert!(decode_body::<MetadataRequest>(&mut body, 1).is_err());
+    }
 }

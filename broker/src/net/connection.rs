@@ -12,7 +12,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use crate::api::{handle_frame, Outcome};
-use crate::net::codec::{read_frame, CodecError};
+use crate::net::codec::{read_frame, CodecError, Frame};
 use crate::server::Broker;
 
 /// Read buffer per connection.
@@ -28,10 +28,10 @@ pub async fn serve(broker: Arc<Broker>, stream: TcpStream, mut shutdown: watch::
     let max = broker.config.socket_request_max_bytes;
     loop {
         let frame = tokio::select! {
-            f = read_frame(&mut reader, max) => f,
+            f = read_frame(&mut reader, max, &broker.request_memory) => f,
             _ = shutdown.changed() => break,
         };
-        let frame = match frame {
+        let Frame { bytes, memory } = match frame {
             Ok(f) => f,
             Err(CodecError::Closed) => break,
             Err(e) => {
@@ -39,7 +39,7 @@ pub async fn serve(broker: Arc<Broker>, stream: TcpStream, mut shutdown: watch::
                 break;
             }
         };
-        match handle_frame(&broker, frame).await {
+        match handle_frame(&broker, bytes).await {
             Ok((_, Outcome::Respond(bytes))) => {
                 if let Err(e) = w.write_all(&bytes).await {
                     tracing::debug!(?peer, error = %e, "write failed");
@@ -56,6 +56,9 @@ pub async fn serve(broker: Arc<Broker>, stream: TcpStream, mut shutdown: watch::
                 break;
             }
         }
+        // The request's pool bytes go back only now that its answer has been written, as
+        // Kafka's request handler releases the buffer after handling.
+        drop(memory);
     }
     let _ = w.shutdown().await;
 }

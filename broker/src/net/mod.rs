@@ -2,3 +2,4 @@
 
 pub mod codec;
 pub mod connection;
+pub mod memory_pool;

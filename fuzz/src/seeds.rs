@@ -1,0 +1,417 @@
+//! Valid requests to start from: for every API, its default (empty arrays and strings) and
+//! populated forms (one or two elements in each array, names of a real topic and group), so
+//! that mutations reach nested counts and the handlers behind a successful decode.
+
+use bytes::Bytes;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use uuid::Uuid;
+
+use crate::batch;
+
+/// The topic the seeds name; fuzz drivers create it (one partition) before sending frames.
+pub const TOPIC: &str = "fuzz-a";
+/// The consumer group the seeds name.
+pub const GROUP: &str = "fuzz-g";
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+fn topic() -> TopicName {
+    TopicName(s(TOPIC))
+}
+fn group() -> GroupId {
+    GroupId(s(GROUP))
+}
+/// A fixed topic id, so that id-addressed versions carry a non-nil UUID.
+fn topic_id() -> Uuid {
+    Uuid::from_u128(0x0123_4567_89ab_cdef_0123_4567_89ab_cdef)
+}
+
+/// Seed requests for `key`, or an empty list for an API the generator does not know.
+pub fn requests(key: ApiKey) -> Vec<RequestKind> {
+    use RequestKind as R;
+    match key {
+        ApiKey::Produce => produce(),
+        ApiKey::Fetch => vec![R::Fetch(FetchRequest::default()), R::Fetch(fetch())],
+        ApiKey::ListOffsets => vec![
+            R::ListOffsets(ListOffsetsRequest::default()),
+            R::ListOffsets(list_offsets()),
+        ],
+        ApiKey::Metadata => metadata(),
+        ApiKey::ApiVersions => vec![
+            R::ApiVersions(ApiVersionsRequest::default()),
+            R::ApiVersions(
+                ApiVersionsRequest::default()
+                    .with_client_software_name(s("brook-fuzz"))
+                    .with_client_software_version(s("0.1")),
+            ),
+        ],
+        ApiKey::CreateTopics => create_topics(),
+        ApiKey::DeleteTopics => vec![
+            R::DeleteTopics(DeleteTopicsRequest::default()),
+            R::DeleteTopics(
+                DeleteTopicsRequest::default()
+                    .with_topic_names(vec![TopicName(s("fuzz-missing"))])
+                    .with_topics(vec![delete_topics_request::DeleteTopicState::default()
+                        .with_name(Some(TopicName(s("fuzz-missing"))))])
+                    .with_timeout_ms(1000),
+            ),
+        ],
+        ApiKey::InitProducerId => vec![
+            R::InitProducerId(InitProducerIdRequest::default()),
+            R::InitProducerId(
+                InitProducerIdRequest::default()
+                    .with_transaction_timeout_ms(60_000)
+                    .with_producer_id((-1).into())
+                    .with_producer_epoch(-1),
+            ),
+        ],
+        ApiKey::OffsetForLeaderEpoch => vec![
+            R::OffsetForLeaderEpoch(OffsetForLeaderEpochRequest::default()),
+            R::OffsetForLeaderEpoch(offset_for_leader_epoch()),
+        ],
+        ApiKey::DescribeConfigs => vec![
+            R::DescribeConfigs(DescribeConfigsRequest::default()),
+            R::DescribeConfigs(describe_configs()),
+        ],
+        ApiKey::CreatePartitions => vec![
+            R::CreatePartitions(CreatePartitionsRequest::default()),
+            R::CreatePartitions(create_partitions()),
+        ],
+        ApiKey::IncrementalAlterConfigs => vec![
+            R::IncrementalAlterConfigs(IncrementalAlterConfigsRequest::default()),
+            R::IncrementalAlterConfigs(incremental_alter_configs()),
+        ],
+        ApiKey::DescribeCluster => vec![R::DescribeCluster(DescribeClusterRequest::default())],
+        ApiKey::FindCoordinator => vec![
+            R::FindCoordinator(FindCoordinatorRequest::default()),
+            R::FindCoordinator(
+                FindCoordinatorRequest::default()
+                    .with_key(s(GROUP))
+                    .with_coordinator_keys(vec![s(GROUP), s("fuzz-h")]),
+            ),
+        ],
+        ApiKey::JoinGroup => vec![
+            R::JoinGroup(JoinGroupRequest::default()),
+            R::JoinGroup(join_group()),
+        ],
+        ApiKey::SyncGroup => vec![
+            R::SyncGroup(SyncGroupRequest::default()),
+            R::SyncGroup(sync_group()),
+        ],
+        ApiKey::Heartbeat => vec![
+            R::Heartbeat(HeartbeatRequest::default()),
+            R::Heartbeat(
+                HeartbeatRequest::default()
+                    .with_group_id(group())
+                    .with_generation_id(1)
+                    .with_member_id(s("m-1")),
+            ),
+        ],
+        ApiKey::LeaveGroup => vec![
+            R::LeaveGroup(LeaveGroupRequest::default()),
+            R::LeaveGroup(
+                LeaveGroupRequest::default()
+                    .with_group_id(group())
+                    .with_member_id(s("m-1"))
+                    .with_members(vec![leave_group_request::MemberIdentity::default()
+                        .with_member_id(s("m-1"))
+                        .with_reason(Some(s("fuzz")))]),
+            ),
+        ],
+        ApiKey::OffsetCommit => vec![
+            R::OffsetCommit(OffsetCommitRequest::default()),
+            R::OffsetCommit(offset_commit()),
+        ],
+        ApiKey::OffsetFetch => vec![
+            R::OffsetFetch(OffsetFetchRequest::default()),
+            R::OffsetFetch(offset_fetch()),
+        ],
+        ApiKey::OffsetDelete => vec![
+            R::OffsetDelete(OffsetDeleteRequest::default()),
+            R::OffsetDelete(
+                OffsetDeleteRequest::default()
+                    .with_group_id(group())
+                    .with_topics(vec![
+                        offset_delete_request::OffsetDeleteRequestTopic::default()
+                            .with_name(topic())
+                            .with_partitions(vec![
+                                offset_delete_request::OffsetDeleteRequestPartition::default(),
+                            ]),
+                    ]),
+            ),
+        ],
+        ApiKey::DescribeGroups => vec![
+            R::DescribeGroups(DescribeGroupsRequest::default()),
+            R::DescribeGroups(
+                DescribeGroupsRequest::default().with_groups(vec![group(), GroupId(s("fuzz-h"))]),
+            ),
+        ],
+        ApiKey::ListGroups => vec![
+            R::ListGroups(ListGroupsRequest::default()),
+            R::ListGroups(
+                ListGroupsRequest::default()
+                    .with_states_filter(vec![s("Stable"), s("Empty")])
+                    .with_types_filter(vec![s("classic")]),
+            ),
+        ],
+        ApiKey::DeleteGroups => vec![
+            R::DeleteGroups(DeleteGroupsRequest::default()),
+            R::DeleteGroups(
+                DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s("fuzz-gone"))]),
+            ),
+        ],
+        ApiKey::ConsumerGroupHeartbeat => vec![
+            R::ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest::default()),
+            R::ConsumerGroupHeartbeat(consumer_group_heartbeat()),
+        ],
+        ApiKey::ConsumerGroupDescribe => vec![
+            R::ConsumerGroupDescribe(ConsumerGroupDescribeRequest::default()),
+            R::ConsumerGroupDescribe(
+                ConsumerGroupDescribeRequest::default().with_group_ids(vec![group()]),
+            ),
+        ],
+        _ => vec![],
+    }
+}
+
+/// Produce requests carrying each of the record batches in [`batch::cases`].
+fn produce() -> Vec<RequestKind> {
+    let mut out = vec![RequestKind::Produce(ProduceRequest::default())];
+    for (acks, records) in batch::cases()
+        .into_iter()
+        .enumerate()
+        .map(|(i, b)| ([1i16, -1, 0][i % 3], b))
+    {
+        out.push(RequestKind::Produce(produce_with(acks, records)));
+    }
+    out
+}
+
+fn produce_with(acks: i16, records: Bytes) -> ProduceRequest {
+    use produce_request::{PartitionProduceData, TopicProduceData};
+    ProduceRequest::default()
+        .with_acks(acks)
+        .with_timeout_ms(1000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(topic())
+            .with_topic_id(topic_id())
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(records))])])
+}
+
+fn fetch() -> FetchRequest {
+    use fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
+    FetchRequest::default()
+        .with_replica_id((-1).into())
+        .with_max_wait_ms(0)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(topic())
+            .with_topic_id(topic_id())
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_current_leader_epoch(-1)
+                .with_fetch_offset(0)
+                .with_last_fetched_epoch(-1)
+                .with_log_start_offset(-1)
+                .with_partition_max_bytes(1 << 20)])])
+        .with_forgotten_topics_data(vec![ForgottenTopic::default()
+            .with_topic(TopicName(s("fuzz-old")))
+            .with_partitions(vec![0, 1])])
+        .with_rack_id(s("rack"))
+}
+
+fn list_offsets() -> ListOffsetsRequest {
+    use list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    ListOffsetsRequest::default()
+        .with_replica_id((-1).into())
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(topic())
+            .with_partitions(vec![
+                ListOffsetsPartition::default()
+                    .with_partition_index(0)
+                    .with_timestamp(-1),
+                ListOffsetsPartition::default()
+                    .with_partition_index(0)
+                    .with_timestamp(-2),
+            ])])
+        .with_timeout_ms(1000)
+}
+
+fn metadata() -> Vec<RequestKind> {
+    use metadata_request::MetadataRequestTopic;
+    let named = MetadataRequest::default()
+        .with_topics(Some(vec![
+            MetadataRequestTopic::default().with_name(Some(topic())),
+            MetadataRequestTopic::default().with_name(Some(TopicName(s("fuzz-missing")))),
+        ]))
+        .with_allow_auto_topic_creation(false);
+    vec![
+        RequestKind::Metadata(MetadataRequest::default()),
+        RequestKind::Metadata(MetadataRequest::default().with_topics(None)),
+        RequestKind::Metadata(named),
+    ]
+}
+
+fn create_topics() -> Vec<RequestKind> {
+    use create_topics_request::{CreatableTopic, CreatableTopicConfig};
+    let topic = |name: &str| {
+        CreatableTopic::default()
+            .with_name(TopicName(s(name)))
+            .with_num_partitions(1)
+            .with_replication_factor(1)
+            .with_configs(vec![CreatableTopicConfig::default()
+                .with_name(s("retention.ms"))
+                .with_value(Some(s("60000")))])
+    };
+    vec![
+        RequestKind::CreateTopics(CreateTopicsRequest::default()),
+        RequestKind::CreateTopics(
+            CreateTopicsRequest::default()
+                .with_topics(vec![topic("fuzz-new"), topic("fuzz-b")])
+                .with_timeout_ms(1000)
+                .with_validate_only(true),
+        ),
+        // Creates once, then answers TOPIC_ALREADY_EXISTS.
+        RequestKind::CreateTopics(
+            CreateTopicsRequest::default()
+                .with_topics(vec![topic("fuzz-created")])
+                .with_timeout_ms(1000),
+        ),
+    ]
+}
+
+fn offset_for_leader_epoch() -> OffsetForLeaderEpochRequest {
+    use offset_for_leader_epoch_request::{OffsetForLeaderPartition, OffsetForLeaderTopic};
+    OffsetForLeaderEpochRequest::default()
+        .with_replica_id((-1).into())
+        .with_topics(vec![OffsetForLeaderTopic::default()
+            .with_topic(topic())
+            .with_partitions(vec![OffsetForLeaderPartition::default()
+                .with_partition(0)
+                .with_current_leader_epoch(-1)
+                .with_leader_epoch(0)])])
+}
+
+fn describe_configs() -> DescribeConfigsRequest {
+    use describe_configs_request::DescribeConfigsResource;
+    DescribeConfigsRequest::default().with_resources(vec![
+        DescribeConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(s(TOPIC))
+            .with_configuration_keys(Some(vec![s("retention.ms"), s("cleanup.policy")])),
+        DescribeConfigsResource::default()
+            .with_resource_type(4)
+            .with_resource_name(s("1"))
+            .with_configuration_keys(None),
+    ])
+}
+
+fn create_partitions() -> CreatePartitionsRequest {
+    use create_partitions_request::CreatePartitionsTopic;
+    CreatePartitionsRequest::default()
+        .with_topics(vec![CreatePartitionsTopic::default()
+            .with_name(topic())
+            .with_count(2)
+            .with_assignments(None)])
+        .with_timeout_ms(1000)
+        .with_validate_only(true)
+}
+
+fn incremental_alter_configs() -> IncrementalAlterConfigsRequest {
+    use incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
+    IncrementalAlterConfigsRequest::default()
+        .with_resources(vec![AlterConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(s(TOPIC))
+            .with_configs(vec![AlterableConfig::default()
+                .with_name(s("retention.ms"))
+                .with_config_operation(0)
+                .with_value(Some(s("120000")))])])
+        .with_validate_only(true)
+}
+
+fn join_group() -> JoinGroupRequest {
+    use join_group_request::JoinGroupRequestProtocol;
+    JoinGroupRequest::default()
+        .with_group_id(group())
+        .with_session_timeout_ms(10_000)
+        .with_rebalance_timeout_ms(1000)
+        .with_protocol_type(s("consumer"))
+        .with_protocols(vec![JoinGroupRequestProtocol::default()
+            .with_name(s("range"))
+            .with_metadata(subscription())])
+}
+
+/// A version-0 ConsumerProtocolSubscription naming the seed topic.
+fn subscription() -> Bytes {
+    let mut b = vec![0, 0, 0, 0, 0, 1];
+    b.extend_from_slice(&(TOPIC.len() as i16).to_be_bytes());
+    b.extend_from_slice(TOPIC.as_bytes());
+    b.extend_from_slice(&(-1i32).to_be_bytes());
+    Bytes::from(b)
+}
+
+fn sync_group() -> SyncGroupRequest {
+    use sync_group_request::SyncGroupRequestAssignment;
+    SyncGroupRequest::default()
+        .with_group_id(group())
+        .with_generation_id(1)
+        .with_member_id(s("m-1"))
+        .with_protocol_type(Some(s("consumer")))
+        .with_protocol_name(Some(s("range")))
+        .with_assignments(vec![SyncGroupRequestAssignment::default()
+            .with_member_id(s("m-1"))
+            .with_assignment(subscription())])
+}
+
+fn offset_commit() -> OffsetCommitRequest {
+    use offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
+    OffsetCommitRequest::default()
+        .with_group_id(group())
+        .with_generation_id_or_member_epoch(-1)
+        .with_retention_time_ms(-1)
+        .with_topics(vec![OffsetCommitRequestTopic::default()
+            .with_name(topic())
+            .with_topic_id(topic_id())
+            .with_partitions(vec![OffsetCommitRequestPartition::default()
+                .with_partition_index(0)
+                .with_committed_offset(0)
+                .with_committed_leader_epoch(-1)
+                .with_committed_metadata(Some(s("m")))])])
+}
+
+fn offset_fetch() -> OffsetFetchRequest {
+    use offset_fetch_request::OffsetFetchRequestTopics;
+    use offset_fetch_request::{OffsetFetchRequestGroup, OffsetFetchRequestTopic};
+    OffsetFetchRequest::default()
+        .with_group_id(group())
+        .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+            .with_name(topic())
+            .with_partition_indexes(vec![0, 1])]))
+        .with_groups(vec![OffsetFetchRequestGroup::default()
+            .with_group_id(group())
+            .with_member_epoch(-1)
+            .with_topics(Some(vec![OffsetFetchRequestTopics::default()
+                .with_name(topic())
+                .with_topic_id(topic_id())
+                .with_partition_indexes(vec![0])]))])
+}
+
+fn consumer_group_heartbeat() -> ConsumerGroupHeartbeatRequest {
+    use consumer_group_heartbeat_request::TopicPartitions;
+    ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s("fuzz-kip848")))
+        .with_member_id(s("fuzz-member-0000000000"))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(1000)
+        .with_subscribed_topic_names(Some(vec![topic()]))
+        .with_server_assignor(Some(s("uniform")))
+        .with_topic_partitions(Some(vec![TopicPartitions::default()
+            .with_topic_id(topic_id())
+            .with_partitions(vec![0])]))
+}

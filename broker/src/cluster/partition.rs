@@ -258,16 +258,16 @@ impl Partition {
         required_acks: i16,
         now_ms: i64,
     ) -> Result<LogAppendInfo, PartitionError> {
-        let min_insync_replicas = self.min_insync_replicas.load(Ordering::Acquire);
         {
             let st = self.state.lock();
             if st.role != Role::Leader {
                 return Err(PartitionError::NotLeader);
             }
-            if required_acks == -1 && (st.isr.len() as i32) < min_insync_replicas {
+            let min_isr = self.effective_min_isr(&st);
+            if required_acks == -1 && (st.isr.len() as i32) < min_isr {
                 return Err(PartitionError::NotEnoughReplicas {
                     isr: st.isr.len(),
-                    min_isr: min_insync_replicas,
+                    min_isr,
                 });
             }
         }
@@ -314,8 +314,8 @@ impl Partition {
             Err(_) => Err(PartitionError::RequestTimedOut),
             Ok(Err(e)) => Err(e),
             Ok(Ok(())) => {
-                let min_isr = self.min_insync_replicas.load(Ordering::Acquire);
                 let st = self.state.lock();
+                let min_isr = self.effective_min_isr(&st);
                 if st.role != Role::Leader {
                     Err(PartitionError::NotLeader)
                 } else if (st.isr.len() as i32) < min_isr {
@@ -330,13 +330,20 @@ impl Partition {
         }
     }
 
+    /// min.insync.replicas capped by the replication factor, as Kafka's
+    /// `Partition.effectiveMinIsr`: a topic asking for more in-sync replicas than it has
+    /// replicas would otherwise never commit anything.
+    fn effective_min_isr(&self, st: &ReplicaState) -> i32 {
+        let min_isr = self.min_insync_replicas.load(Ordering::Acquire);
+        min_isr.min(st.replicas.len().max(1) as i32)
+    }
+
     /// Leader: recomputes the high watermark from the ISR's log end offsets. It only moves
     /// forward, and only while the ISR has at least min.insync.replicas members.
     fn maybe_advance_high_watermark(&self, leader_leo: i64) {
-        let min_isr = self.min_insync_replicas.load(Ordering::Acquire);
         let candidate = {
             let st = self.state.lock();
-            if st.role != Role::Leader || (st.isr.len() as i32) < min_isr {
+            if st.role != Role::Leader || (st.isr.len() as i32) < self.effective_min_isr(&st) {
                 return;
             }
             let mut hw = leader_leo;

@@ -111,37 +111,31 @@ fn values(got: &[Got]) -> Vec<String> {
         .collect()
 }
 
-/// Cuts replication between `leader` and each follower with link rules on every side
-/// (partition, both directions, replication traffic), and waits until each follower's rule has
-/// refused a fetch: from then on no fetch of that follower is in flight to the leader.
-fn cut_replication(c: &Cluster, leader: i32, followers: &[i32]) {
+/// Installs a link rule on `node` partitioning `traffic` with `peer` (`*` for every peer) in
+/// both directions; returns the rule id.
+fn cut_link(c: &Cluster, node: i32, peer: &str, traffic: &str) -> u64 {
     c.fault_add(
-        leader,
+        node,
         &[
             "--action",
             "partition",
             "--to",
-            "*",
+            peer,
             "--direction",
             "both",
             "--traffic",
-            "replication",
+            traffic,
         ],
-    );
+    )
+}
+
+/// Cuts replication between `leader` and each follower with link rules on every side
+/// (partition, both directions, replication traffic), and waits until each follower's rule has
+/// refused a fetch: from then on no fetch of that follower is in flight to the leader.
+fn cut_replication(c: &Cluster, leader: i32, followers: &[i32]) {
+    cut_link(c, leader, "*", "replication");
     for f in followers {
-        c.fault_add(
-            *f,
-            &[
-                "--action",
-                "partition",
-                "--to",
-                &leader.to_string(),
-                "--direction",
-                "both",
-                "--traffic",
-                "replication",
-            ],
-        );
+        cut_link(c, *f, &leader.to_string(), "replication");
     }
     poll_until_ok(
         "each follower's replication link rule refuses a fetch",
@@ -1042,4 +1036,133 @@ fn group_offsets_survive_the_coordinators_death() {
         ms(commit_after_kill),
         attempts.len()
     ));
+}
+
+// ----------------------------------------------------------------------------------------------
+// 7. Maximal ISR (KIP-497): a follower whose ISR expansion is pending at the controller counts
+// for the high watermark and acks=all
+// ----------------------------------------------------------------------------------------------
+
+/// Waits until rule `rule` on `node` has fired (refused something).
+fn await_rule_fired(c: &Cluster, node: i32, rule: u64, what: &str) {
+    poll_until_ok(what, Duration::from_secs(15), || {
+        let fired = c.fault_fired_rule(node, rule);
+        if fired > 0 {
+            Ok(())
+        } else {
+            Err(format!("rule {rule} on node {node} fired {fired} times"))
+        }
+    });
+}
+
+#[test]
+fn acks_all_counts_a_follower_whose_isr_expansion_is_pending() {
+    // Follower F leaves the ISR by being killed (fenced), not by lag: the long lag keeps the
+    // leader from shrinking the ISR again while F is cut off later. The session timeout outlasts
+    // the leader's time cut off from the controller (a few seconds), so it is not fenced then.
+    let (_turn, mut c, topic) = setup(
+        "maximal-isr",
+        &[
+            ("replica.lag.time.max.ms", "60000"),
+            ("broker.session.timeout.ms", "15000"),
+        ],
+        1,
+    );
+    let s = c.partition_state(&topic, 0);
+    let leader = s.leader;
+    // F comes first in replica order: once the leader is gone, a clean election picks it.
+    let f = s.followers()[0];
+    let g = s.followers()[1];
+    let p = rd::producer(
+        &c.bootstrap(),
+        &[
+            ("acks", "all"),
+            ("enable.idempotence", "false"),
+            ("message.send.max.retries", "0"),
+            ("linger.ms", "0"),
+            ("request.timeout.ms", "3000"),
+            ("message.timeout.ms", "4000"),
+        ],
+    );
+    let before = produce_one(&p, &topic, 0, "before", None);
+    assert!(before.error.is_none(), "{before:?}");
+
+    // F out of the ISR, then back with its replication link to the leader cut.
+    c.kill(f);
+    c.await_isr(&topic, 0, &[leader, g], ISR_WAIT);
+    let repl = cut_link(&c, leader, &f.to_string(), "replication");
+    c.start_node(f);
+    await_rule_fired(
+        &c,
+        leader,
+        repl,
+        "the returned follower's fetches are refused",
+    );
+
+    // The leader cut off from the controller: an AlterPartition it sends cannot commit.
+    let ctl = cut_link(&c, leader, "*", "controller");
+    let expansions = c.log_lines(leader, "expanding ISR").len();
+    c.fault_remove(leader, repl);
+    poll_until_ok("the leader proposes F back into the ISR", ISR_WAIT, || {
+        let n = c.log_lines(leader, "expanding ISR").len();
+        if n > expansions {
+            Ok(())
+        } else {
+            Err(format!("{n} expansion lines"))
+        }
+    });
+    // F stops copying again, with no fetch of it in flight (its next one was refused).
+    let repl = cut_link(&c, leader, &f.to_string(), "replication");
+    await_rule_fired(&c, leader, repl, "F's fetch is refused again");
+
+    // acks=all while F's expansion is pending: F, in the maximal ISR, lacks these records, so
+    // they must not be acknowledged.
+    let first = rd::delivered_count(&p);
+    for i in 0..10 {
+        let value = format!("pending-{i}");
+        rd::send(
+            &p,
+            rd::record(&topic, first + i, Some(0), None, Some(value.as_bytes())),
+        );
+    }
+    let deliveries = rd::flush(&p, first + 10, DELIVERY_WAIT);
+    let acked: Vec<&Delivery> = deliveries[first..]
+        .iter()
+        .filter(|d| d.error.is_none())
+        .collect();
+    say(&format!(
+        "scenario 7: leader {leader}, F={f} pending expansion and cut off, G={g}: {} of 10 \
+         acks=all records acknowledged",
+        acked.len()
+    ));
+
+    // The expansion commits: F is in the ISR without those records. The leader dies at once.
+    c.fault_remove(leader, ctl);
+    poll_until_ok("the controller commits F into the ISR", ISR_WAIT, || {
+        let st = c.partition_state_from(g, &topic, 0)?;
+        if st.isr.contains(&f) {
+            Ok(())
+        } else {
+            Err(format!("{st:?}"))
+        }
+    });
+    c.kill(leader);
+    let after = c.await_leader_other_than(&topic, 0, leader, FAILOVER_WAIT);
+    let v = values(&read_all(&c, &topic, 0));
+    say(&format!(
+        "scenario 7: new leader {} (epoch {}); log {v:?}",
+        after.leader, after.leader_epoch
+    ));
+    assert!(v.contains(&"before".to_string()), "{v:?}");
+    let lost: Vec<String> = acked
+        .iter()
+        .map(|d| format!("pending-{}", d.idx - first))
+        .filter(|name| !v.contains(name))
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "acknowledged acks=all records lost after the leader's death (new leader {}): {lost:?}; \
+         log {v:?}",
+        after.leader
+    );
 }

@@ -161,15 +161,19 @@ struct ReplicaState {
 }
 
 impl ReplicaState {
-    /// The replicas whose log end offsets bound the high watermark and complete acks=all:
-    /// the committed ISR.
+    /// The maximal ISR (KIP-497, Kafka's `PartitionState.maximalIsr`): the committed ISR plus
+    /// a replica whose addition is pending at the controller. Its log end offsets bound the
+    /// high watermark and complete acks=all: a joining replica may be committed to the ISR,
+    /// and then elected, at any moment, so nothing it lacks may count as committed. A pending
+    /// shrink keeps counting the replicas it removes until the controller agrees.
     fn in_maximal_isr(&self, id: i32) -> bool {
-        self.isr.contains(&id)
+        self.isr.contains(&id) || self.pending_isr.as_ref().is_some_and(|p| p.contains(&id))
     }
 
-    /// The size of the ISR that counts ([`Self::in_maximal_isr`]).
+    /// The size of the maximal ISR ([`Self::in_maximal_isr`]).
     fn maximal_isr_size(&self) -> usize {
-        self.isr.len()
+        let joining = self.pending_isr.iter().flatten();
+        self.isr.len() + joining.filter(|id| !self.isr.contains(id)).count()
     }
 }
 

@@ -1166,3 +1166,74 @@ fn acks_all_counts_a_follower_whose_isr_expansion_is_pending() {
         after.leader
     );
 }
+
+// ----------------------------------------------------------------------------------------------
+// 8. Caught up (Replica.updateFetchState): under continuous produce over a slow replication link
+// the followers stay in the ISR
+// ----------------------------------------------------------------------------------------------
+
+#[test]
+fn followers_behind_a_slow_link_stay_in_the_isr_under_continuous_produce() {
+    const LINK_DELAY_MS: &str = "20";
+    const PRODUCE_FOR: Duration = Duration::from_secs(6);
+    let (_turn, c, topic) = setup("caught-up", &[("replica.lag.time.max.ms", "1500")], 1);
+    let s = c.partition_state(&topic, 0);
+    let leader = s.leader;
+    for f in s.followers() {
+        c.fault_add(
+            f,
+            &[
+                "--action",
+                "delay",
+                "--delay-ms",
+                LINK_DELAY_MS,
+                "--to",
+                &leader.to_string(),
+                "--direction",
+                "out",
+                "--traffic",
+                "replication",
+            ],
+        );
+    }
+    let shrinks_before = c.log_lines(leader, "shrinking ISR").len();
+    // acks=1 so that the producer's pace does not depend on replication: the leader's log end
+    // offset moves every millisecond or two, always ahead of a follower's fetch offset.
+    let p = rd::producer(
+        &c.bootstrap(),
+        &[
+            ("acks", "1"),
+            ("linger.ms", "0"),
+            ("enable.idempotence", "false"),
+        ],
+    );
+    let started = Instant::now();
+    let mut sent = 0;
+    while started.elapsed() < PRODUCE_FOR {
+        let value = format!("v{sent}");
+        rd::send(
+            &p,
+            rd::record(&topic, sent, Some(0), None, Some(value.as_bytes())),
+        );
+        sent += 1;
+        p.poll(Duration::from_millis(1));
+    }
+    let deliveries = rd::flush(&p, sent, DELIVERY_WAIT);
+    rd::assert_all_delivered(&deliveries);
+    let shrinks: Vec<String> = c
+        .log_lines(leader, "shrinking ISR")
+        .into_iter()
+        .skip(shrinks_before)
+        .collect();
+    let rate = sent as f64 / PRODUCE_FOR.as_secs_f64();
+    say(&format!(
+        "scenario 8: {sent} records in {PRODUCE_FOR:?} ({rate:.0}/s) over a {LINK_DELAY_MS} ms \
+         replication delay, replica.lag.time.max.ms=1500: {} ISR shrink(s)",
+        shrinks.len()
+    ));
+    assert!(
+        shrinks.is_empty(),
+        "healthy followers behind a {LINK_DELAY_MS} ms link left the ISR: {shrinks:?}"
+    );
+    assert_eq!(c.partition_state(&topic, 0).isr.len(), 3);
+}

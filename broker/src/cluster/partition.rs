@@ -108,10 +108,15 @@ impl FollowerState {
     }
 
     /// Records a fetch at `fetch_offset` that arrived at `now_ms` while the leader's log
-    /// ended at `leader_log_end_offset` (`Replica.updateFetchStateOrThrow`).
+    /// ended at `leader_log_end_offset` (`Replica.updateFetchStateOrThrow`). The follower was
+    /// caught up now if it reached the leader's current log end, or at its previous fetch if
+    /// it reached the log end of that moment: under continuous produce a fetch never reaches
+    /// the current end, since records arrive during every round trip.
     fn update_fetch_state(&mut self, fetch_offset: i64, now_ms: i64, leader_log_end_offset: i64) {
         if fetch_offset >= leader_log_end_offset {
             self.last_caught_up_ms = self.last_caught_up_ms.max(now_ms);
+        } else if fetch_offset >= self.last_fetch_leader_log_end_offset {
+            self.last_caught_up_ms = self.last_caught_up_ms.max(self.last_fetch_time_ms);
         }
         self.log_end_offset = fetch_offset;
         self.last_fetch_leader_log_end_offset = self

@@ -1237,3 +1237,69 @@ fn followers_behind_a_slow_link_stay_in_the_isr_under_continuous_produce() {
     );
     assert_eq!(c.partition_state(&topic, 0).isr.len(), 3);
 }
+
+// ----------------------------------------------------------------------------------------------
+// 9. acks=all waits once for every partition of a Produce request (DelayedProduce)
+// ----------------------------------------------------------------------------------------------
+
+#[test]
+fn a_slow_partition_does_not_time_out_healthy_ones_in_the_same_produce() {
+    use brook_protocol_tests::batch::{encode_batch, Producer, Rec};
+    use brook_protocol_tests::wire::{WireClient, PRODUCE_V};
+    use kafka_protocol::ResponseError;
+
+    // The long lag keeps a cut-off follower in the ISR: its partition cannot commit.
+    let (_turn, c, slow_topic) = setup("wait-once", &[("replica.lag.time.max.ms", "60000")], 3);
+    let fast_topic = unique_topic("wait-once-fast");
+    c.create_topic(&fast_topic, 3, 2, &[("min.insync.replicas", "2")]);
+    // A fast partition (RF=2, leader L, follower G) and the RF=3 partition L leads, whose
+    // third replica F is cut off from L.
+    let fast = c.partition_state(&fast_topic, 0);
+    let (leader, g) = (fast.leader, fast.followers()[0]);
+    let f = *c
+        .ids()
+        .iter()
+        .find(|n| !fast.replicas.contains(n))
+        .expect("a node outside the fast partition");
+    let slow_index = (0..3)
+        .find(|i| c.leader_of(&slow_topic, *i) == leader)
+        .expect("the RF=3 topic has a partition led by every node");
+    // Only the link between L and F: G keeps copying from L.
+    cut_link(&c, leader, &f.to_string(), "replication");
+    let rule = cut_link(&c, f, &leader.to_string(), "replication");
+    await_rule_fired(&c, f, rule, "F's fetch from the leader is refused");
+
+    let batch = |tag: &str| encode_batch(Producer::NONE, &[Rec::kv(tag, tag, 1_000)]);
+    let mut req = WireClient::produce_request(&slow_topic, slow_index, batch("slow"), -1);
+    let fast_req = WireClient::produce_request(&fast_topic, 0, batch("fast"), -1);
+    req.topic_data.extend(fast_req.topic_data);
+    req.timeout_ms = 3_000;
+    let mut wire = WireClient::connect(&c.address(leader));
+    let started = Instant::now();
+    let resp = wire.request(PRODUCE_V, &req);
+    let took = started.elapsed();
+    let code = |topic: &str| {
+        resp.responses
+            .iter()
+            .find(|t| t.name.0.as_str() == topic)
+            .map(|t| t.partition_responses[0].error_code)
+    };
+    say(&format!(
+        "scenario 9: one Produce to leader {leader} with {slow_topic}-{slow_index} (F={f} cut off) and \
+         {fast_topic}-0 (follower {g} healthy) answered in {} ms: slow {:?}, fast {:?}",
+        ms(took),
+        code(&slow_topic),
+        code(&fast_topic)
+    ));
+    assert_eq!(
+        code(&slow_topic),
+        Some(ResponseError::RequestTimedOut.code()),
+        "{resp:?}"
+    );
+    assert_eq!(
+        code(&fast_topic),
+        Some(0),
+        "the healthy partition was written and committed within the request's timeout: {resp:?}"
+    );
+    heal(&c, &[leader, f]);
+}

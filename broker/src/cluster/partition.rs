@@ -731,7 +731,9 @@ impl Partition {
         }
         let leo = log.log_end_offset();
         let mut st = self.state.lock();
-        let hw = leader_high_watermark.min(leo).max(st.high_watermark);
+        // Never below the log start: a leader's high watermark can trail what this replica's
+        // own retention already removed.
+        let hw = leader_high_watermark.min(leo).max(log.log_start_offset());
         self.set_high_watermark(&log, &mut st, hw);
         Ok(leo)
     }
@@ -911,4 +913,43 @@ fn check_offsets(log: &UnifiedLog, hw: i64) {
         start <= hw && hw <= end,
         "high watermark {hw} outside [log start {start}, log end {end}]"
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::batch::testutil::build_batch;
+
+    const LAG_MS: i64 = 30_000;
+
+    /// A follower of node 2 for `t-0`, replicas [1, 2, 3], this node 1.
+    fn follower(dir: &std::path::Path) -> Partition {
+        let log = UnifiedLog::open(dir.join("t-0"), LogConfig::default(), true, 0).unwrap();
+        let p = Partition::new_replica("t".into(), Uuid::new_v4(), 0, 1, 2, LAG_MS, log);
+        let role = p.apply_registration(2, 1, 1, vec![1, 2, 3], vec![1, 2, 3], 0);
+        assert_eq!(role, Some(Role::Follower { leader: 2 }));
+        p
+    }
+
+    /// Batches as a leader at epoch 1 would send them: offsets assigned from `base`.
+    fn fetched(base: i64, n: usize) -> Bytes {
+        let mut b = build_batch(n, 10, 0).to_vec();
+        b[0..8].copy_from_slice(&base.to_be_bytes());
+        b[12..16].copy_from_slice(&1i32.to_be_bytes());
+        Bytes::from(b)
+    }
+
+    #[test]
+    fn follower_high_watermark_follows_the_leaders_down_and_stays_within_its_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = follower(dir.path());
+        p.append_as_follower(fetched(0, 10), 8).unwrap();
+        assert_eq!(p.high_watermark(), 8);
+        // The leader's answer is bounded by what this replica has.
+        p.append_as_follower(Bytes::new(), 50).unwrap();
+        assert_eq!(p.high_watermark(), 10);
+        // A new leader whose high watermark is lower: the follower's goes down with it.
+        p.append_as_follower(Bytes::new(), 6).unwrap();
+        assert_eq!(p.high_watermark(), 6);
+    }
 }

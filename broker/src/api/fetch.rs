@@ -1,5 +1,6 @@
 //! Fetch: read committed data (up to the high watermark), long-polling with `max_wait_ms`
-//! and `min_bytes` on partition events rather than a sleep loop.
+//! and `min_bytes` on partition events rather than a sleep loop; `min_bytes=0` answers at
+//! once. A follower's fetch (replica id set) is answered by `Partition::fetch_for_follower`.
 //!
 //! Fetch sessions (KIP-227) are not kept: every answer carries session id 0, which tells
 //! clients to send full fetch requests. That is a legal broker behaviour.
@@ -115,8 +116,9 @@ pub async fn handle(
     let mut parked = false;
     let results = loop {
         let (results, bytes, any_error) = read_all(broker, follower, &wanted, max_bytes);
-        if bytes >= min_bytes.max(1) || any_error || Instant::now() >= deadline || wanted.is_empty()
-        {
+        // Answer once min_bytes are readable (at once for min_bytes=0), on any error or
+        // diverging epoch, or at max_wait_ms (Kafka's ReplicaManager.fetchMessages).
+        if bytes >= min_bytes || any_error || Instant::now() >= deadline || wanted.is_empty() {
             break results;
         }
         if !parked {

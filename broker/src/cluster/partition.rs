@@ -939,6 +939,66 @@ mod tests {
         Bytes::from(b)
     }
 
+    /// The leader of `t-0` at epoch 1: replicas [1, 2, 3], ISR `isr`, this node 1.
+    fn leader(dir: &std::path::Path, isr: Vec<i32>) -> Partition {
+        let log = UnifiedLog::open(dir.join("t-0"), LogConfig::default(), true, 0).unwrap();
+        let p = Partition::new_replica("t".into(), Uuid::new_v4(), 0, 1, 2, LAG_MS, log);
+        let role = p.apply_registration(1, 1, 1, vec![1, 2, 3], isr, 0);
+        assert_eq!(role, Some(Role::Leader));
+        p
+    }
+
+    fn fetch(p: &Partition, replica: i32, offset: i64, now_ms: i64) -> Option<Vec<i32>> {
+        match p.fetch_for_follower(replica, offset, -1, 1 << 20, now_ms) {
+            Ok(FollowerFetch::Records { isr_proposal, .. }) => isr_proposal,
+            other => panic!("fetch of replica {replica} at {offset}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_replica_joining_the_isr_bounds_the_high_watermark_until_it_has_the_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = leader(dir.path(), vec![1, 2]);
+        p.append_records_to_leader(build_batch(5, 10, 0), -1, 0)
+            .unwrap();
+        fetch(&p, 2, 5, 1);
+        assert_eq!(p.high_watermark(), 5, "committed on the ISR [1, 2]");
+        // Replica 3 reaches the high watermark: it is proposed for the ISR.
+        assert_eq!(fetch(&p, 3, 5, 2), Some(vec![1, 2, 3]));
+        p.append_records_to_leader(build_batch(5, 10, 0), -1, 3)
+            .unwrap();
+        fetch(&p, 2, 10, 4);
+        assert_eq!(
+            p.high_watermark(),
+            5,
+            "the joining replica, at 5, holds the high watermark back while pending"
+        );
+        fetch(&p, 3, 10, 5);
+        assert_eq!(p.high_watermark(), 10);
+    }
+
+    #[test]
+    fn a_follower_reaching_the_log_end_of_its_previous_fetch_stays_caught_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = leader(dir.path(), vec![1, 2, 3]);
+        let mut now = 0;
+        let mut leo = 0;
+        // Each round: records arrive, then the followers fetch up to the end of their previous
+        // fetch, never to the current end. Rounds are a third of the lag window apart.
+        for _ in 0..10 {
+            let fetched_to = leo;
+            p.append_records_to_leader(build_batch(3, 10, 0), 1, now)
+                .unwrap();
+            leo += 3;
+            now += LAG_MS / 3;
+            fetch(&p, 2, fetched_to, now);
+            fetch(&p, 3, fetched_to, now);
+            assert_eq!(p.isr_shrink_proposal(now), None, "at {now} ms");
+        }
+        // A follower that stops fetching leaves after the lag window.
+        assert_eq!(p.isr_shrink_proposal(now + LAG_MS + 1), Some(vec![1]));
+    }
+
     #[test]
     fn follower_high_watermark_follows_the_leaders_down_and_stays_within_its_log() {
         let dir = tempfile::tempdir().unwrap();

@@ -51,6 +51,8 @@ pub enum PartitionError {
     UnknownLeaderEpoch { requested: i32, current: i32 },
     #[error("this node is not the leader of the partition")]
     NotLeader,
+    #[error("this node is not a follower of the partition")]
+    NotFollower,
     #[error("ISR shrank to {isr} below min.insync.replicas={min_isr} after the append")]
     NotEnoughReplicasAfterAppend { isr: usize, min_isr: i32 },
     #[error("the high watermark did not reach the batch within the request timeout")]
@@ -65,7 +67,7 @@ impl PartitionError {
             PartitionError::NotEnoughReplicas { .. } => 19,
             PartitionError::FencedLeaderEpoch { .. } => 74,
             PartitionError::UnknownLeaderEpoch { .. } => 75,
-            PartitionError::NotLeader => 6,
+            PartitionError::NotLeader | PartitionError::NotFollower => 6,
             PartitionError::NotEnoughReplicasAfterAppend { .. } => 20,
             PartitionError::RequestTimedOut => 7,
         }
@@ -384,6 +386,11 @@ impl Partition {
     /// waiter when the value changed.
     fn set_high_watermark(&self, log: &UnifiedLog, st: &mut ReplicaState, hw: i64) {
         check_offsets(log, hw);
+        assert!(
+            st.role != Role::Leader || hw >= st.high_watermark,
+            "the leader's high watermark went down from {} to {hw}",
+            st.high_watermark
+        );
         if hw != st.high_watermark {
             st.high_watermark = hw;
             self.changes.send_modify(|v| *v += 1);
@@ -717,6 +724,16 @@ impl Partition {
         }
     }
 
+    /// Refuses follower-only work (appending fetched batches, truncating) unless this node
+    /// follows the partition. Called with the log lock held: the role cannot change until it
+    /// is released, since `apply_registration` takes the log lock too.
+    fn check_follower(&self) -> Result<(), PartitionError> {
+        match self.state.lock().role {
+            Role::Follower { .. } => Ok(()),
+            _ => Err(PartitionError::NotFollower),
+        }
+    }
+
     /// Follower: appends batches fetched from the leader and takes the leader's high
     /// watermark, bounded by this log: `min(leader's HW, own log end offset)`, which can go
     /// down as well as up (Kafka's follower `updateHighWatermark`).
@@ -726,6 +743,7 @@ impl Partition {
         leader_high_watermark: i64,
     ) -> Result<i64, PartitionError> {
         let mut log = self.log.lock();
+        self.check_follower()?;
         if !records.is_empty() {
             log.append_as_follower(records)?;
         }
@@ -741,6 +759,7 @@ impl Partition {
     /// Follower: removes everything at or after `offset` (divergence from the leader).
     pub fn truncate_to(&self, offset: i64) -> Result<(), PartitionError> {
         let mut log = self.log.lock();
+        self.check_follower()?;
         log.truncate_to(offset)?;
         let mut st = self.state.lock();
         // The high watermark never exceeds the log end; a truncated follower's HW drops.
@@ -755,6 +774,7 @@ impl Partition {
     /// Follower: restarts the log empty at `offset` (it fell below the leader's log start).
     pub fn truncate_fully_and_start_at(&self, offset: i64) -> Result<(), PartitionError> {
         let mut log = self.log.lock();
+        self.check_follower()?;
         log.truncate_fully_and_start_at(offset)?;
         let mut st = self.state.lock();
         self.set_high_watermark(&log, &mut st, offset);

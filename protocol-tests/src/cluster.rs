@@ -722,6 +722,38 @@ impl Cluster {
             .sum()
     }
 
+    /// How often rule `rule` on node `id` fired (0 when there is no such rule).
+    pub fn fault_fired_rule(&self, id: i32, rule: u64) -> u64 {
+        let list = self.fault_list(id);
+        let leading_number = |s: &str| -> Option<u64> {
+            let digits: String = s
+                .trim_start()
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            digits.parse().ok()
+        };
+        // One JSON object per rule (the list holds no nested objects); fields in any order.
+        let field = |chunk: &str, name: &str| {
+            chunk
+                .split(&format!("\"{name}\":"))
+                .nth(1)
+                .and_then(leading_number)
+        };
+        list.split('{')
+            .skip(1)
+            .find(|chunk| field(chunk, "id") == Some(rule))
+            .and_then(|chunk| field(chunk, "fired"))
+            .unwrap_or(0)
+    }
+
+    /// Removes rule `rule` on node `id` (`brook fault clear --id`).
+    pub fn fault_remove(&self, id: i32, rule: u64) {
+        let admin = self.admin_address(id);
+        let rule = rule.to_string();
+        self.brook_cli(id, &["fault", "clear", "--admin", &admin, "--id", &rule]);
+    }
+
     /// Removes every rule on node `id` (`brook fault clear`), if it runs.
     pub fn fault_clear(&self, id: i32) {
         if self.is_up(id) {

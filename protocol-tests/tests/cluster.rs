@@ -111,37 +111,31 @@ fn values(got: &[Got]) -> Vec<String> {
         .collect()
 }
 
-/// Cuts replication between `leader` and each follower with link rules on every side
-/// (partition, both directions, replication traffic), and waits until each follower's rule has
-/// refused a fetch: from then on no fetch of that follower is in flight to the leader.
-fn cut_replication(c: &Cluster, leader: i32, followers: &[i32]) {
+/// Installs a link rule on `node` partitioning `traffic` with `peer` (`*` for every peer) in
+/// both directions; returns the rule id.
+fn cut_link(c: &Cluster, node: i32, peer: &str, traffic: &str) -> u64 {
     c.fault_add(
-        leader,
+        node,
         &[
             "--action",
             "partition",
             "--to",
-            "*",
+            peer,
             "--direction",
             "both",
             "--traffic",
-            "replication",
+            traffic,
         ],
-    );
+    )
+}
+
+/// Cuts replication between `leader` and each follower with link rules on every side
+/// (partition, both directions, replication traffic), and waits until each follower's rule has
+/// refused a fetch: from then on no fetch of that follower is in flight to the leader.
+fn cut_replication(c: &Cluster, leader: i32, followers: &[i32]) {
+    cut_link(c, leader, "*", "replication");
     for f in followers {
-        c.fault_add(
-            *f,
-            &[
-                "--action",
-                "partition",
-                "--to",
-                &leader.to_string(),
-                "--direction",
-                "both",
-                "--traffic",
-                "replication",
-            ],
-        );
+        cut_link(c, *f, &leader.to_string(), "replication");
     }
     poll_until_ok(
         "each follower's replication link rule refuses a fetch",
@@ -1042,4 +1036,270 @@ fn group_offsets_survive_the_coordinators_death() {
         ms(commit_after_kill),
         attempts.len()
     ));
+}
+
+// ----------------------------------------------------------------------------------------------
+// 7. Maximal ISR (KIP-497): a follower whose ISR expansion is pending at the controller counts
+// for the high watermark and acks=all
+// ----------------------------------------------------------------------------------------------
+
+/// Waits until rule `rule` on `node` has fired (refused something).
+fn await_rule_fired(c: &Cluster, node: i32, rule: u64, what: &str) {
+    poll_until_ok(what, Duration::from_secs(15), || {
+        let fired = c.fault_fired_rule(node, rule);
+        if fired > 0 {
+            Ok(())
+        } else {
+            Err(format!("rule {rule} on node {node} fired {fired} times"))
+        }
+    });
+}
+
+#[test]
+fn acks_all_counts_a_follower_whose_isr_expansion_is_pending() {
+    // Follower F leaves the ISR by being killed (fenced), not by lag: the long lag keeps the
+    // leader from shrinking the ISR again while F is cut off later. The session timeout outlasts
+    // the leader's time cut off from the controller (a few seconds), so it is not fenced then.
+    let (_turn, mut c, topic) = setup(
+        "maximal-isr",
+        &[
+            ("replica.lag.time.max.ms", "60000"),
+            ("broker.session.timeout.ms", "15000"),
+        ],
+        1,
+    );
+    let s = c.partition_state(&topic, 0);
+    let leader = s.leader;
+    // F comes first in replica order: once the leader is gone, a clean election picks it.
+    let f = s.followers()[0];
+    let g = s.followers()[1];
+    let p = rd::producer(
+        &c.bootstrap(),
+        &[
+            ("acks", "all"),
+            ("enable.idempotence", "false"),
+            ("message.send.max.retries", "0"),
+            ("linger.ms", "0"),
+            ("request.timeout.ms", "3000"),
+            ("message.timeout.ms", "4000"),
+        ],
+    );
+    let before = produce_one(&p, &topic, 0, "before", None);
+    assert!(before.error.is_none(), "{before:?}");
+
+    // F out of the ISR, then back with its replication link to the leader cut.
+    c.kill(f);
+    c.await_isr(&topic, 0, &[leader, g], ISR_WAIT);
+    let repl = cut_link(&c, leader, &f.to_string(), "replication");
+    c.start_node(f);
+    await_rule_fired(
+        &c,
+        leader,
+        repl,
+        "the returned follower's fetches are refused",
+    );
+
+    // The leader cut off from the controller: an AlterPartition it sends cannot commit.
+    let ctl = cut_link(&c, leader, "*", "controller");
+    let expansions = c.log_lines(leader, "expanding ISR").len();
+    c.fault_remove(leader, repl);
+    poll_until_ok("the leader proposes F back into the ISR", ISR_WAIT, || {
+        let n = c.log_lines(leader, "expanding ISR").len();
+        if n > expansions {
+            Ok(())
+        } else {
+            Err(format!("{n} expansion lines"))
+        }
+    });
+    // F stops copying again, with no fetch of it in flight (its next one was refused).
+    let repl = cut_link(&c, leader, &f.to_string(), "replication");
+    await_rule_fired(&c, leader, repl, "F's fetch is refused again");
+
+    // acks=all while F's expansion is pending: F, in the maximal ISR, lacks these records, so
+    // they must not be acknowledged.
+    let first = rd::delivered_count(&p);
+    for i in 0..10 {
+        let value = format!("pending-{i}");
+        rd::send(
+            &p,
+            rd::record(&topic, first + i, Some(0), None, Some(value.as_bytes())),
+        );
+    }
+    let deliveries = rd::flush(&p, first + 10, DELIVERY_WAIT);
+    let acked: Vec<&Delivery> = deliveries[first..]
+        .iter()
+        .filter(|d| d.error.is_none())
+        .collect();
+    say(&format!(
+        "scenario 7: leader {leader}, F={f} pending expansion and cut off, G={g}: {} of 10 \
+         acks=all records acknowledged",
+        acked.len()
+    ));
+
+    // The expansion commits: F is in the ISR without those records. The leader dies at once.
+    c.fault_remove(leader, ctl);
+    poll_until_ok("the controller commits F into the ISR", ISR_WAIT, || {
+        let st = c.partition_state_from(g, &topic, 0)?;
+        if st.isr.contains(&f) {
+            Ok(())
+        } else {
+            Err(format!("{st:?}"))
+        }
+    });
+    c.kill(leader);
+    let after = c.await_leader_other_than(&topic, 0, leader, FAILOVER_WAIT);
+    let v = values(&read_all(&c, &topic, 0));
+    say(&format!(
+        "scenario 7: new leader {} (epoch {}); log {v:?}",
+        after.leader, after.leader_epoch
+    ));
+    assert!(v.contains(&"before".to_string()), "{v:?}");
+    let lost: Vec<String> = acked
+        .iter()
+        .map(|d| format!("pending-{}", d.idx - first))
+        .filter(|name| !v.contains(name))
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "acknowledged acks=all records lost after the leader's death (new leader {}): {lost:?}; \
+         log {v:?}",
+        after.leader
+    );
+}
+
+// ----------------------------------------------------------------------------------------------
+// 8. Caught up (Replica.updateFetchState): under continuous produce over a slow replication link
+// the followers stay in the ISR
+// ----------------------------------------------------------------------------------------------
+
+#[test]
+fn followers_behind_a_slow_link_stay_in_the_isr_under_continuous_produce() {
+    const LINK_DELAY_MS: &str = "20";
+    const PRODUCE_FOR: Duration = Duration::from_secs(6);
+    let (_turn, c, topic) = setup("caught-up", &[("replica.lag.time.max.ms", "1500")], 1);
+    let s = c.partition_state(&topic, 0);
+    let leader = s.leader;
+    for f in s.followers() {
+        c.fault_add(
+            f,
+            &[
+                "--action",
+                "delay",
+                "--delay-ms",
+                LINK_DELAY_MS,
+                "--to",
+                &leader.to_string(),
+                "--direction",
+                "out",
+                "--traffic",
+                "replication",
+            ],
+        );
+    }
+    let shrinks_before = c.log_lines(leader, "shrinking ISR").len();
+    // acks=1 so that the producer's pace does not depend on replication: the leader's log end
+    // offset moves every millisecond or two, always ahead of a follower's fetch offset.
+    let p = rd::producer(
+        &c.bootstrap(),
+        &[
+            ("acks", "1"),
+            ("linger.ms", "0"),
+            ("enable.idempotence", "false"),
+        ],
+    );
+    let started = Instant::now();
+    let mut sent = 0;
+    while started.elapsed() < PRODUCE_FOR {
+        let value = format!("v{sent}");
+        rd::send(
+            &p,
+            rd::record(&topic, sent, Some(0), None, Some(value.as_bytes())),
+        );
+        sent += 1;
+        p.poll(Duration::from_millis(1));
+    }
+    let deliveries = rd::flush(&p, sent, DELIVERY_WAIT);
+    rd::assert_all_delivered(&deliveries);
+    let shrinks: Vec<String> = c
+        .log_lines(leader, "shrinking ISR")
+        .into_iter()
+        .skip(shrinks_before)
+        .collect();
+    let rate = sent as f64 / PRODUCE_FOR.as_secs_f64();
+    say(&format!(
+        "scenario 8: {sent} records in {PRODUCE_FOR:?} ({rate:.0}/s) over a {LINK_DELAY_MS} ms \
+         replication delay, replica.lag.time.max.ms=1500: {} ISR shrink(s)",
+        shrinks.len()
+    ));
+    assert!(
+        shrinks.is_empty(),
+        "healthy followers behind a {LINK_DELAY_MS} ms link left the ISR: {shrinks:?}"
+    );
+    assert_eq!(c.partition_state(&topic, 0).isr.len(), 3);
+}
+
+// ----------------------------------------------------------------------------------------------
+// 9. acks=all waits once for every partition of a Produce request (DelayedProduce)
+// ----------------------------------------------------------------------------------------------
+
+#[test]
+fn a_slow_partition_does_not_time_out_healthy_ones_in_the_same_produce() {
+    use brook_protocol_tests::batch::{encode_batch, Producer, Rec};
+    use brook_protocol_tests::wire::{WireClient, PRODUCE_V};
+    use kafka_protocol::ResponseError;
+
+    // The long lag keeps a cut-off follower in the ISR: its partition cannot commit.
+    let (_turn, c, slow_topic) = setup("wait-once", &[("replica.lag.time.max.ms", "60000")], 3);
+    let fast_topic = unique_topic("wait-once-fast");
+    c.create_topic(&fast_topic, 3, 2, &[("min.insync.replicas", "2")]);
+    // A fast partition (RF=2, leader L, follower G) and the RF=3 partition L leads, whose
+    // third replica F is cut off from L.
+    let fast = c.partition_state(&fast_topic, 0);
+    let (leader, g) = (fast.leader, fast.followers()[0]);
+    let f = *c
+        .ids()
+        .iter()
+        .find(|n| !fast.replicas.contains(n))
+        .expect("a node outside the fast partition");
+    let slow_index = (0..3)
+        .find(|i| c.leader_of(&slow_topic, *i) == leader)
+        .expect("the RF=3 topic has a partition led by every node");
+    // Only the link between L and F: G keeps copying from L.
+    cut_link(&c, leader, &f.to_string(), "replication");
+    let rule = cut_link(&c, f, &leader.to_string(), "replication");
+    await_rule_fired(&c, f, rule, "F's fetch from the leader is refused");
+
+    let batch = |tag: &str| encode_batch(Producer::NONE, &[Rec::kv(tag, tag, 1_000)]);
+    let mut req = WireClient::produce_request(&slow_topic, slow_index, batch("slow"), -1);
+    let fast_req = WireClient::produce_request(&fast_topic, 0, batch("fast"), -1);
+    req.topic_data.extend(fast_req.topic_data);
+    req.timeout_ms = 3_000;
+    let mut wire = WireClient::connect(&c.address(leader));
+    let started = Instant::now();
+    let resp = wire.request(PRODUCE_V, &req);
+    let took = started.elapsed();
+    let code = |topic: &str| {
+        resp.responses
+            .iter()
+            .find(|t| t.name.0.as_str() == topic)
+            .map(|t| t.partition_responses[0].error_code)
+    };
+    say(&format!(
+        "scenario 9: one Produce to leader {leader} with {slow_topic}-{slow_index} (F={f} cut off) and \
+         {fast_topic}-0 (follower {g} healthy) answered in {} ms: slow {:?}, fast {:?}",
+        ms(took),
+        code(&slow_topic),
+        code(&fast_topic)
+    ));
+    assert_eq!(
+        code(&slow_topic),
+        Some(ResponseError::RequestTimedOut.code()),
+        "{resp:?}"
+    );
+    assert_eq!(
+        code(&fast_topic),
+        Some(0),
+        "the healthy partition was written and committed within the request's timeout: {resp:?}"
+    );
+    heal(&c, &[leader, f]);
 }

@@ -1,5 +1,6 @@
 //! Fetch: read committed data (up to the high watermark), long-polling with `max_wait_ms`
-//! and `min_bytes` on partition events rather than a sleep loop.
+//! and `min_bytes` on partition events rather than a sleep loop; `min_bytes=0` answers at
+//! once. A follower's fetch (replica id set) is answered by `Partition::fetch_for_follower`.
 //!
 //! Fetch sessions (KIP-227) are not kept: every answer carries session id 0, which tells
 //! clients to send full fetch requests. That is a legal broker behaviour.
@@ -17,7 +18,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::{Outcome, RequestContext};
-use crate::cluster::partition::Partition;
+use crate::cluster::partition::{FollowerFetch, Partition};
 use crate::fault::{Direction, LinkAction, Traffic};
 use crate::net::codec::{encode_response, CodecError};
 use crate::server::Broker;
@@ -115,8 +116,9 @@ pub async fn handle(
     let mut parked = false;
     let results = loop {
         let (results, bytes, any_error) = read_all(broker, follower, &wanted, max_bytes);
-        if bytes >= min_bytes.max(1) || any_error || Instant::now() >= deadline || wanted.is_empty()
-        {
+        // Answer once min_bytes are readable (at once for min_bytes=0), on any error or
+        // diverging epoch, or at max_wait_ms (Kafka's ReplicaManager.fetchMessages).
+        if bytes >= min_bytes || any_error || Instant::now() >= deadline || wanted.is_empty() {
             break results;
         }
         if !parked {
@@ -195,40 +197,43 @@ fn read_all(
         let min_one = total == 0;
         let read = match follower {
             None => part.read(w.fetch_offset, budget, min_one),
-            Some(replica) => {
-                if !part.is_leader() {
+            Some(replica) => match part.fetch_for_follower(
+                replica,
+                w.fetch_offset,
+                w.last_fetched_epoch,
+                budget,
+                now,
+            ) {
+                Ok(FollowerFetch::Diverging {
+                    epoch,
+                    end_offset,
+                    high_watermark,
+                    log_start_offset,
+                }) => {
+                    // The follower must truncate before it fetches again: no records.
                     any_error = true;
-                    out.push(error_data(base, 6));
+                    out.push(
+                        base.with_high_watermark(high_watermark)
+                            .with_last_stable_offset(high_watermark)
+                            .with_log_start_offset(log_start_offset)
+                            .with_diverging_epoch(
+                                EpochEndOffset::default()
+                                    .with_epoch(epoch)
+                                    .with_end_offset(end_offset),
+                            )
+                            .with_records(Some(Bytes::new())),
+                    );
                     continue;
                 }
-                // A follower whose last epoch ends before its fetch offset on the leader has
-                // diverged: tell it where to truncate, and send no records.
-                if w.last_fetched_epoch >= 0 {
-                    let (epoch, end) = part.end_offset_for_epoch(w.last_fetched_epoch);
-                    if epoch != w.last_fetched_epoch || end < w.fetch_offset {
-                        any_error = true;
-                        let (log_start, _) = part.offsets();
-                        let hw = part.high_watermark();
-                        out.push(
-                            base.with_high_watermark(hw)
-                                .with_last_stable_offset(hw)
-                                .with_log_start_offset(log_start)
-                                .with_diverging_epoch(
-                                    EpochEndOffset::default()
-                                        .with_epoch(epoch)
-                                        .with_end_offset(end),
-                                )
-                                .with_records(Some(Bytes::new())),
-                        );
-                        continue;
+                Ok(FollowerFetch::Records { read, isr_proposal }) => {
+                    if let Some(isr) = isr_proposal {
+                        tracing::info!(topic = %part.topic, partition = part.index, ?isr, "expanding ISR");
+                        broker.replicas.propose_isr(part, isr);
                     }
+                    Ok(read)
                 }
-                if let Some(isr) = part.record_follower_fetch(replica, w.fetch_offset, now) {
-                    tracing::info!(topic = %part.topic, partition = part.index, ?isr, "expanding ISR");
-                    broker.replicas.propose_isr(part, isr);
-                }
-                part.read_for_follower(w.fetch_offset, budget)
-            }
+                Err(e) => Err(e),
+            },
         };
         match read {
             Ok(read) => {

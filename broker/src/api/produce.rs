@@ -1,13 +1,21 @@
 //! Produce: validate, deduplicate and append each partition's batch, then acknowledge
-//! according to `acks`.
+//! according to `acks`. With acks=all every partition of the request is appended first, then
+//! the request waits once, against one deadline, for all of them (Kafka's `DelayedProduce`
+//! after `ReplicaManager.appendRecords`): a slow partition never delays the append of another.
 
+use std::sync::Arc;
+
+use kafka_protocol::messages::produce_request::PartitionProduceData;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use uuid::Uuid;
 
 use super::{sb, Outcome, RequestContext};
+use crate::cluster::partition::Partition;
 use crate::cluster::replica_manager::now_ms;
+use crate::fault::{CrashPoint, FaultEngine};
 use crate::log::batch::BatchHeader;
+use crate::log::LogAppendInfo;
 use crate::metadata::validate_topic_name;
 use crate::net::codec::{encode_response, CodecError};
 use crate::server::Broker;
@@ -23,6 +31,15 @@ mod code {
     pub const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
 }
 
+/// One partition of the request after its append: answered, or waiting for acks=all.
+enum Appended {
+    Done(PartitionProduceResponse),
+    Waiting {
+        part: Arc<Partition>,
+        info: LogAppendInfo,
+    },
+}
+
 fn partition_error(index: i32, error: i16, message: Option<String>) -> PartitionProduceResponse {
     PartitionProduceResponse::default()
         .with_index(index)
@@ -33,19 +50,18 @@ fn partition_error(index: i32, error: i16, message: Option<String>) -> Partition
         .with_error_message(message.map(sb))
 }
 
-/// Handles one Produce request.
+/// Handles one Produce request: every partition appended, then one wait for acks=all.
 pub async fn handle(
     broker: &Broker,
     ctx: &RequestContext,
     req: ProduceRequest,
 ) -> Result<Outcome, CodecError> {
     let acks = req.acks;
-    let mut any_error = None;
-    let mut topics = Vec::with_capacity(req.topic_data.len());
     let now = now_ms();
     // One timeout for the whole request, as Kafka's DelayedProduce has.
     let deadline = tokio::time::Instant::now()
         + std::time::Duration::from_millis(req.timeout_ms.max(0) as u64);
+    let mut appended: Vec<(String, Uuid, Vec<Appended>)> = Vec::with_capacity(req.topic_data.len());
     for td in req.topic_data {
         // From v13 topics are named by id only.
         let (name, id) = if ctx.api_version >= 13 {
@@ -56,69 +72,30 @@ pub async fn handle(
         } else {
             (td.name.to_string(), Uuid::nil())
         };
-        let mut partitions = Vec::with_capacity(td.partition_data.len());
-        for pd in td.partition_data {
-            let resp = if !matches!(acks, -1..=1) {
-                partition_error(pd.index, code::INVALID_REQUIRED_ACKS, None)
-            } else if name.is_empty() && ctx.api_version >= 13 {
-                partition_error(pd.index, code::UNKNOWN_TOPIC_ID, None)
-            } else if let Err(msg) = validate_topic_name(&name) {
-                partition_error(pd.index, code::INVALID_TOPIC, Some(msg))
-            } else if name == crate::group::store::OFFSETS_TOPIC {
-                // Internal topics are written by their coordinator only, as in Kafka.
-                partition_error(
-                    pd.index,
-                    code::INVALID_TOPIC,
-                    Some(format!("cannot append to internal topic {name}")),
-                )
-            } else if let Some(part) = broker.replicas.partition(&name, pd.index) {
-                match pd.records {
-                    None => partition_error(
-                        pd.index,
-                        code::INVALID_RECORD,
-                        Some("records are null".into()),
-                    ),
-                    // zstd arrived with Produce v7; older requests may not carry it.
-                    Some(records)
-                        if ctx.api_version < 7
-                            && BatchHeader::new(&records).is_some_and(|h| h.codec_id() == 4) =>
-                    {
-                        partition_error(
-                            pd.index,
-                            code::UNSUPPORTED_COMPRESSION_TYPE,
-                            Some("zstd needs Produce v7 or later".into()),
-                        )
-                    }
-                    Some(records) => {
-                        match append_and_wait(&broker.faults, &part, records, acks, now, deadline)
-                            .await
-                        {
-                            Ok(info) => PartitionProduceResponse::default()
-                                .with_index(pd.index)
-                                .with_error_code(code::NONE)
-                                .with_base_offset(info.first_offset)
-                                .with_log_append_time_ms(info.log_append_time_ms)
-                                .with_log_start_offset(info.log_start_offset),
-                            Err(e) => {
-                                tracing::debug!(topic = %name, partition = pd.index, error = %e, "produce refused");
-                                partition_error(pd.index, e.error_code(), Some(e.to_string()))
-                            }
-                        }
-                    }
-                }
-            } else {
-                partition_error(pd.index, code::UNKNOWN_TOPIC_OR_PARTITION, None)
-            };
+        let partitions = td
+            .partition_data
+            .into_iter()
+            .map(|pd| append_partition(broker, ctx, &name, pd, acks, now))
+            .collect();
+        appended.push((name, id, partitions));
+    }
+    let mut any_error = None;
+    let mut topics = Vec::with_capacity(appended.len());
+    for (name, id, partitions) in appended {
+        let mut answers = Vec::with_capacity(partitions.len());
+        for slot in partitions {
+            let resp = complete(&broker.faults, slot, deadline).await;
             if resp.error_code != code::NONE {
+                tracing::debug!(topic = %name, partition = resp.index, error = resp.error_code, "produce refused");
                 any_error = Some(resp.error_code);
             }
-            partitions.push(resp);
+            answers.push(resp);
         }
         topics.push(
             TopicProduceResponse::default()
                 .with_name(sb(name).into())
                 .with_topic_id(id)
-                .with_partition_responses(partitions),
+                .with_partition_responses(answers),
         );
     }
     if acks == 0 {
@@ -135,6 +112,100 @@ pub async fn handle(
         ctx.correlation_id,
         &resp,
     )?))
+}
+
+/// Validates and appends one partition's batch; acks=all leaves it waiting.
+fn append_partition(
+    broker: &Broker,
+    ctx: &RequestContext,
+    name: &str,
+    pd: PartitionProduceData,
+    acks: i16,
+    now: i64,
+) -> Appended {
+    let refuse = |code: i16, message: Option<String>| {
+        Appended::Done(partition_error(pd.index, code, message))
+    };
+    if !matches!(acks, -1..=1) {
+        return refuse(code::INVALID_REQUIRED_ACKS, None);
+    }
+    if name.is_empty() && ctx.api_version >= 13 {
+        return refuse(code::UNKNOWN_TOPIC_ID, None);
+    }
+    if let Err(msg) = validate_topic_name(name) {
+        return refuse(code::INVALID_TOPIC, Some(msg));
+    }
+    if name == crate::group::store::OFFSETS_TOPIC {
+        // Internal topics are written by their coordinator only, as in Kafka.
+        let msg = format!("cannot append to internal topic {name}");
+        return refuse(code::INVALID_TOPIC, Some(msg));
+    }
+    let Some(part) = broker.replicas.partition(name, pd.index) else {
+        return refuse(code::UNKNOWN_TOPIC_OR_PARTITION, None);
+    };
+    let Some(records) = pd.records.clone() else {
+        return refuse(code::INVALID_RECORD, Some("records are null".into()));
+    };
+    // zstd arrived with Produce v7; older requests may not carry it.
+    if ctx.api_version < 7 && BatchHeader::new(&records).is_some_and(|h| h.codec_id() == 4) {
+        let msg = "zstd needs Produce v7 or later".to_string();
+        return refuse(code::UNSUPPORTED_COMPRESSION_TYPE, Some(msg));
+    }
+    match part.append_records_to_leader(records, acks, now) {
+        Err(e) => refuse(e.error_code(), Some(e.to_string())),
+        Ok(info) => {
+            broker
+                .faults
+                .crash_point(CrashPoint::AfterLeaderAppend, &part.topic, part.index);
+            if acks == -1 {
+                // A retried duplicate waits too: its original may not be committed yet.
+                Appended::Waiting { part, info }
+            } else {
+                broker.faults.crash_point(
+                    CrashPoint::AfterReplicationBeforeAck,
+                    &part.topic,
+                    part.index,
+                );
+                Appended::Done(appended_response(pd.index, &info))
+            }
+        }
+    }
+}
+
+/// The answer for one partition: at once, or once the high watermark passed its batch
+/// (acks=all), by the request's one deadline.
+async fn complete(
+    faults: &FaultEngine,
+    slot: Appended,
+    deadline: tokio::time::Instant,
+) -> PartitionProduceResponse {
+    let (part, info) = match slot {
+        Appended::Done(resp) => return resp,
+        Appended::Waiting { part, info } => (part, info),
+    };
+    match part
+        .wait_for_high_watermark_until(info.last_offset, deadline)
+        .await
+    {
+        Ok(()) => {
+            faults.crash_point(
+                CrashPoint::AfterReplicationBeforeAck,
+                &part.topic,
+                part.index,
+            );
+            appended_response(part.index, &info)
+        }
+        Err(e) => partition_error(part.index, e.error_code(), Some(e.to_string())),
+    }
+}
+
+fn appended_response(index: i32, info: &LogAppendInfo) -> PartitionProduceResponse {
+    PartitionProduceResponse::default()
+        .with_index(index)
+        .with_error_code(code::NONE)
+        .with_base_offset(info.first_offset)
+        .with_log_append_time_ms(info.log_append_time_ms)
+        .with_log_start_offset(info.log_start_offset)
 }
 
 /// A Produce answer with `code` for every partition, for fault injection.
@@ -155,30 +226,4 @@ pub fn error_response(req: &ProduceRequest, code: i16) -> ProduceResponse {
         })
         .collect();
     ProduceResponse::default().with_responses(topics)
-}
-
-/// Appends, then for acks=all waits until the high watermark passes the batch (a retried
-/// duplicate waits too: its original may not be committed yet).
-async fn append_and_wait(
-    faults: &crate::fault::FaultEngine,
-    part: &std::sync::Arc<crate::cluster::partition::Partition>,
-    records: bytes::Bytes,
-    acks: i16,
-    now: i64,
-    deadline: tokio::time::Instant,
-) -> Result<crate::log::LogAppendInfo, crate::cluster::partition::PartitionError> {
-    use crate::fault::CrashPoint;
-    let info = part.append_records_to_leader(records, acks, now)?;
-    faults.crash_point(CrashPoint::AfterLeaderAppend, &part.topic, part.index);
-    if acks == -1 {
-        let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
-        part.wait_for_high_watermark(info.last_offset, remaining)
-            .await?;
-    }
-    faults.crash_point(
-        CrashPoint::AfterReplicationBeforeAck,
-        &part.topic,
-        part.index,
-    );
-    Ok(info)
 }

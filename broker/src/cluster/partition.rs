@@ -1,25 +1,35 @@
-//! A partition on this node: its log, its role (leader or follower), high watermark, leader
-//! epoch, ISR and the followers' progress, and the requests waiting on it.
+//! A partition on this node (Kafka's `Partition`): its log, its role (leader or follower),
+//! the high watermark, leader epoch, ISR and the followers' progress, and the requests
+//! waiting on it.
 //!
-//! As leader it tracks each follower's log end offset from the follower's Fetch requests and
-//! advances the high watermark to the smallest log end offset in the ISR, but only while the
-//! ISR has at least `min.insync.replicas` members. A follower that stays behind for
-//! `replica.lag.time.max.ms` is proposed for removal from the ISR; one that catches up is
-//! proposed for re-admission. Proposals go to the controller (AlterPartition); the committed
-//! ISR comes back through the metadata image.
+//! **The high watermark has one owner: [`ReplicaState::high_watermark`]**, changed only by
+//! [`Partition::set_high_watermark`] under the state lock, which asserts
+//! `log_start_offset <= hw <= log_end_offset` (in release builds too) and notifies every
+//! waiter (acks=all produce, offset commits, parked fetches) from the same place. On the
+//! leader it only rises (`Partition.maybeIncrementLeaderHW`); on a follower it is
+//! `min(leader's HW, own log end offset)` and may go down with the leader's.
 //!
-//! The mutable log sits behind a short `parking_lot::Mutex` (validate, dedup, assign offsets,
-//! write to the page cache). It is a blocking mutex, not tokio's, because the critical
-//! section never awaits. Readers take the lock only to locate the bytes ([`FetchSlice`]) and
-//! do the positional read after releasing it.
+//! As leader it tracks each follower's fetches (Kafka's `Replica`) and answers them
+//! ([`Partition::fetch_for_follower`]): the diverging epoch when the follower's log has
+//! diverged, the follower's state, the high watermark, and ISR expansion. A follower that
+//! stays behind for `replica.lag.time.max.ms` is proposed for removal from the ISR; one that
+//! catches up is proposed for re-admission. Proposals go to the controller (AlterPartition);
+//! the committed ISR comes back through the metadata image.
+//!
+//! Two blocking `parking_lot` mutexes, never held across an await: the log (validate, dedup,
+//! assign offsets, write to the page cache) and the replica state. **Lock order: log, then
+//! state**, on every path; the state lock alone serves readers of the role, ISR and high
+//! watermark. Readers take the log lock only to locate the bytes ([`FetchSlice`]) and do the
+//! positional read after releasing it.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio::sync::{watch, Notify};
+use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::log::{FetchSlice, LogAppendInfo, LogConfig, LogError, UnifiedLog};
@@ -41,6 +51,8 @@ pub enum PartitionError {
     UnknownLeaderEpoch { requested: i32, current: i32 },
     #[error("this node is not the leader of the partition")]
     NotLeader,
+    #[error("this node is not a follower of the partition")]
+    NotFollower,
     #[error("ISR shrank to {isr} below min.insync.replicas={min_isr} after the append")]
     NotEnoughReplicasAfterAppend { isr: usize, min_isr: i32 },
     #[error("the high watermark did not reach the batch within the request timeout")]
@@ -55,7 +67,7 @@ impl PartitionError {
             PartitionError::NotEnoughReplicas { .. } => 19,
             PartitionError::FencedLeaderEpoch { .. } => 74,
             PartitionError::UnknownLeaderEpoch { .. } => 75,
-            PartitionError::NotLeader => 6,
+            PartitionError::NotLeader | PartitionError::NotFollower => 6,
             PartitionError::NotEnoughReplicasAfterAppend { .. } => 20,
             PartitionError::RequestTimedOut => 7,
         }
@@ -71,13 +83,57 @@ pub struct PartitionRead {
     pub log_start_offset: i64,
 }
 
-/// What a follower's fetches tell the leader.
+/// A follower as the leader sees it, from its fetches (Kafka's `Replica` and `ReplicaState`).
 #[derive(Debug, Clone, Copy)]
 pub struct FollowerState {
     /// The follower's log end offset (its last fetch offset), -1 until it fetches.
     pub log_end_offset: i64,
-    /// When the follower last reached the leader's log end offset.
+    /// The leader's log end offset when the follower's last fetch arrived, -1 before one.
+    pub last_fetch_leader_log_end_offset: i64,
+    /// When the follower's last fetch arrived, 0 before one.
+    pub last_fetch_time_ms: i64,
+    /// The latest time at which the follower was known to have everything the leader had.
     pub last_caught_up_ms: i64,
+}
+
+impl FollowerState {
+    /// The state a new leader starts a follower with (`Replica.resetReplicaState`): nothing
+    /// known of its log; an ISR member gets a full lag window from now, any other replica none,
+    /// so that it holds nothing back until it fetches.
+    fn reset(now_ms: i64, in_isr: bool) -> FollowerState {
+        FollowerState {
+            log_end_offset: -1,
+            last_fetch_leader_log_end_offset: -1,
+            last_fetch_time_ms: 0,
+            last_caught_up_ms: if in_isr { now_ms } else { 0 },
+        }
+    }
+
+    /// Records a fetch at `fetch_offset` that arrived at `now_ms` while the leader's log
+    /// ended at `leader_log_end_offset` (`Replica.updateFetchStateOrThrow`). The follower was
+    /// caught up now if it reached the leader's current log end, or at its previous fetch if
+    /// it reached the log end of that moment: under continuous produce a fetch never reaches
+    /// the current end, since records arrive during every round trip.
+    fn update_fetch_state(&mut self, fetch_offset: i64, now_ms: i64, leader_log_end_offset: i64) {
+        if fetch_offset >= leader_log_end_offset {
+            self.last_caught_up_ms = self.last_caught_up_ms.max(now_ms);
+        } else if fetch_offset >= self.last_fetch_leader_log_end_offset {
+            self.last_caught_up_ms = self.last_caught_up_ms.max(self.last_fetch_time_ms);
+        }
+        self.log_end_offset = fetch_offset;
+        self.last_fetch_leader_log_end_offset = self
+            .last_fetch_leader_log_end_offset
+            .max(leader_log_end_offset);
+        self.last_fetch_time_ms = now_ms;
+    }
+
+    /// Caught up: the follower had the leader's whole log less than `lag_max_ms` ago.
+    /// Kafka's `ReplicaState.isCaughtUp` also counts a follower whose log end offset equals the
+    /// leader's, however long ago it fetched, so an idle partition never drops a silent
+    /// follower; Brook drops it after the lag window, as its scenario tests expect.
+    fn is_caught_up(&self, now_ms: i64, lag_max_ms: i64) -> bool {
+        now_ms - self.last_caught_up_ms <= lag_max_ms
+    }
 }
 
 /// This node's role for the partition.
@@ -91,18 +147,61 @@ pub enum Role {
     None,
 }
 
-/// The replication state that changes with leadership and ISR.
+/// The replication state: role, ISR, followers and the high watermark, under one lock.
 #[derive(Debug, Clone)]
 struct ReplicaState {
     role: Role,
     replicas: Vec<i32>,
+    /// The ISR committed by the controller.
     isr: Vec<i32>,
     partition_epoch: i32,
+    /// Leader only: every other replica's fetch progress.
     followers: HashMap<i32, FollowerState>,
     /// The leader epoch's start offset: a follower rejoins the ISR only past it.
     leader_epoch_start_offset: i64,
     /// An ISR change sent to the controller and not yet answered.
     pending_isr: Option<Vec<i32>>,
+    /// The one high watermark of this replica. Invariant:
+    /// `log_start_offset <= high_watermark <= log_end_offset`. Changed only by
+    /// [`Partition::set_high_watermark`]; on the leader it only rises.
+    high_watermark: i64,
+}
+
+impl ReplicaState {
+    /// The maximal ISR (KIP-497, Kafka's `PartitionState.maximalIsr`): the committed ISR plus
+    /// a replica whose addition is pending at the controller. Its log end offsets bound the
+    /// high watermark and complete acks=all: a joining replica may be committed to the ISR,
+    /// and then elected, at any moment, so nothing it lacks may count as committed. A pending
+    /// shrink keeps counting the replicas it removes until the controller agrees.
+    fn in_maximal_isr(&self, id: i32) -> bool {
+        self.isr.contains(&id) || self.pending_isr.as_ref().is_some_and(|p| p.contains(&id))
+    }
+
+    /// The size of the maximal ISR ([`Self::in_maximal_isr`]).
+    fn maximal_isr_size(&self) -> usize {
+        let joining = self.pending_isr.iter().flatten();
+        self.isr.len() + joining.filter(|id| !self.isr.contains(id)).count()
+    }
+}
+
+/// What the leader answers one partition of a follower's fetch.
+#[derive(Debug)]
+pub enum FollowerFetch {
+    /// The follower's last fetched epoch ends before its fetch offset on the leader: it must
+    /// truncate to `end_offset` of `epoch` (the largest epoch at or below its own) and fetch
+    /// again. No records.
+    Diverging {
+        epoch: i32,
+        end_offset: i64,
+        high_watermark: i64,
+        log_start_offset: i64,
+    },
+    /// Records from the fetch offset, and an ISR to propose if the fetch brought the follower
+    /// back in sync.
+    Records {
+        read: PartitionRead,
+        isr_proposal: Option<Vec<i32>>,
+    },
 }
 
 /// One partition of one topic hosted by this node.
@@ -112,22 +211,20 @@ pub struct Partition {
     pub index: i32,
     node_id: i32,
     log: Mutex<UnifiedLog>,
-    /// Invariant: `log_start_offset <= high_watermark <= log_end_offset`. Only appends move
-    /// it, under the log lock; readers load it without the lock.
-    high_watermark: AtomicI64,
     leader_epoch: AtomicI32,
     /// The topic's min.insync.replicas, kept here so produce needs no metadata lookup.
     min_insync_replicas: AtomicI32,
+    /// replica.lag.time.max.ms: how long a follower may stay behind and still count.
+    replica_lag_time_max_ms: i64,
     /// Fetches waiting for data on this partition (Kafka's DelayedFetch purgatory, reduced to
     /// a wake-up list: a woken fetch re-reads everything it asked for).
     waiters: Mutex<Vec<Arc<Notify>>>,
-    /// Role, ISR and followers. Locked briefly; never held across an await or the log lock.
+    /// Role, ISR, followers and the high watermark. Taken after the log lock, never before.
     state: Mutex<ReplicaState>,
-    /// The high watermark as a channel: acks=all produce requests wait on it (Kafka's
-    /// DelayedProduce purgatory).
-    hw_tx: watch::Sender<i64>,
-    /// Bumped on every role or epoch change, so waiters notice lost leadership.
-    role_version: watch::Sender<u64>,
+    /// Bumped, under the state lock, on every high watermark, role or leader epoch change:
+    /// acks=all produce requests wait on it (Kafka's DelayedProduce purgatory) and re-read the
+    /// state. It carries no copy of the high watermark.
+    changes: watch::Sender<u64>,
 }
 
 impl Partition {
@@ -139,6 +236,7 @@ impl Partition {
         index: i32,
         node_id: i32,
         min_insync_replicas: i32,
+        replica_lag_time_max_ms: i64,
         log: UnifiedLog,
     ) -> Self {
         let mut log = log;
@@ -146,39 +244,73 @@ impl Partition {
             // The cache is derived data; a failed checkpoint write costs a rebuild later.
             tracing::warn!(%topic, partition = index, error = %e, "could not persist the leader epoch cache");
         }
-        Partition::build(topic, topic_id, index, node_id, min_insync_replicas, log)
+        Partition::build(
+            (topic, topic_id, index, node_id),
+            min_insync_replicas,
+            replica_lag_time_max_ms,
+            log,
+            true,
+        )
     }
 
-    fn build(
+    /// Wraps an opened log for a partition whose role the metadata image will set. Its high
+    /// watermark is only known from a leader: it starts at the log start offset.
+    pub fn new_replica(
         topic: String,
         topic_id: Uuid,
         index: i32,
         node_id: i32,
         min_insync_replicas: i32,
+        replica_lag_time_max_ms: i64,
         log: UnifiedLog,
     ) -> Self {
-        let hw = log.log_end_offset();
+        Partition::build(
+            (topic, topic_id, index, node_id),
+            min_insync_replicas,
+            replica_lag_time_max_ms,
+            log,
+            false,
+        )
+    }
+
+    /// `single_node`: this node leads at epoch 0 with itself as the only replica, HW = LEO;
+    /// otherwise no role, and a leader epoch below any real one so that the first registration
+    /// always applies.
+    fn build(
+        (topic, topic_id, index, node_id): (String, Uuid, i32, i32),
+        min_insync_replicas: i32,
+        replica_lag_time_max_ms: i64,
+        log: UnifiedLog,
+        single_node: bool,
+    ) -> Self {
+        let (role, members, high_watermark, leader_epoch) = if single_node {
+            (Role::Leader, vec![node_id], log.log_end_offset(), 0)
+        } else {
+            (Role::None, Vec::new(), log.log_start_offset(), -1)
+        };
+        check_offsets(&log, high_watermark);
+        let state = ReplicaState {
+            role,
+            replicas: members.clone(),
+            isr: members,
+            partition_epoch: 0,
+            followers: HashMap::new(),
+            leader_epoch_start_offset: 0,
+            pending_isr: None,
+            high_watermark,
+        };
         Partition {
             topic,
             topic_id,
             index,
             node_id,
             log: Mutex::new(log),
-            high_watermark: AtomicI64::new(hw),
-            leader_epoch: AtomicI32::new(0),
+            leader_epoch: AtomicI32::new(leader_epoch),
             min_insync_replicas: AtomicI32::new(min_insync_replicas),
+            replica_lag_time_max_ms,
             waiters: Mutex::new(Vec::new()),
-            state: Mutex::new(ReplicaState {
-                role: Role::Leader,
-                replicas: vec![node_id],
-                isr: vec![node_id],
-                partition_epoch: 0,
-                followers: HashMap::new(),
-                leader_epoch_start_offset: 0,
-                pending_isr: None,
-            }),
-            hw_tx: watch::channel(hw).0,
-            role_version: watch::channel(0).0,
+            state: Mutex::new(state),
+            changes: watch::channel(0).0,
         }
     }
 
@@ -226,9 +358,9 @@ impl Partition {
         self.state.lock().isr.clone()
     }
 
-    /// The high watermark, read without the lock.
+    /// The high watermark.
     pub fn high_watermark(&self) -> i64 {
-        self.high_watermark.load(Ordering::Acquire)
+        self.state.lock().high_watermark
     }
 
     /// Log start offset and log end offset.
@@ -249,8 +381,62 @@ impl Partition {
         }
     }
 
-    /// Appends one produce batch as leader. `required_acks == -1` enforces min.insync.replicas
-    /// before the append, as Kafka does; waiting for the high watermark is the caller's
+    /// The only writer of the high watermark. Checks `log_start <= hw <= leo` against the
+    /// log as it is now (the caller holds the log lock, then the state lock) and wakes every
+    /// waiter when the value changed.
+    fn set_high_watermark(&self, log: &UnifiedLog, st: &mut ReplicaState, hw: i64) {
+        check_offsets(log, hw);
+        assert!(
+            st.role != Role::Leader || hw >= st.high_watermark,
+            "the leader's high watermark went down from {} to {hw}",
+            st.high_watermark
+        );
+        if hw != st.high_watermark {
+            st.high_watermark = hw;
+            self.changes.send_modify(|v| *v += 1);
+            self.wake_fetchers();
+        }
+    }
+
+    /// min.insync.replicas capped by the replication factor, as Kafka's
+    /// `Partition.effectiveMinIsr`: a topic asking for more in-sync replicas than it has
+    /// replicas would otherwise never commit anything.
+    fn effective_min_isr(&self, st: &ReplicaState) -> i32 {
+        let min_isr = self.min_insync_replicas.load(Ordering::Acquire);
+        min_isr.min(st.replicas.len().max(1) as i32)
+    }
+
+    /// Leader: raises the high watermark to the smallest log end offset among the replicas
+    /// that count ([`ReplicaState::in_maximal_isr`]), never while the committed ISR is below the
+    /// effective min ISR (`Partition.maybeIncrementLeaderHW`). Returns true if it rose.
+    fn maybe_increment_leader_hw(
+        &self,
+        log: &UnifiedLog,
+        st: &mut ReplicaState,
+        _now_ms: i64,
+    ) -> bool {
+        if st.role != Role::Leader || (st.isr.len() as i32) < self.effective_min_isr(st) {
+            return false;
+        }
+        let leo = log.log_end_offset();
+        // Every replica that counts has a follower state (-1 until it fetches, which holds
+        // the high watermark where it is).
+        let mut hw = leo;
+        for (id, f) in &st.followers {
+            if st.in_maximal_isr(*id) && f.log_end_offset < hw {
+                hw = f.log_end_offset;
+            }
+        }
+        if hw > st.high_watermark {
+            self.set_high_watermark(log, st, hw);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Appends one produce batch as leader. `required_acks == -1` enforces the effective min
+    /// ISR before the append, as Kafka does; waiting for the high watermark is the caller's
     /// ([`Self::wait_for_high_watermark`]), outside every lock.
     pub fn append_records_to_leader(
         &self,
@@ -258,31 +444,25 @@ impl Partition {
         required_acks: i16,
         now_ms: i64,
     ) -> Result<LogAppendInfo, PartitionError> {
-        let min_insync_replicas = self.min_insync_replicas.load(Ordering::Acquire);
+        let mut log = self.log.lock();
         {
             let st = self.state.lock();
             if st.role != Role::Leader {
                 return Err(PartitionError::NotLeader);
             }
-            if required_acks == -1 && (st.isr.len() as i32) < min_insync_replicas {
+            let min_isr = self.effective_min_isr(&st);
+            if required_acks == -1 && (st.isr.len() as i32) < min_isr {
                 return Err(PartitionError::NotEnoughReplicas {
                     isr: st.isr.len(),
-                    min_isr: min_insync_replicas,
+                    min_isr,
                 });
             }
         }
-        let (info, leo) = {
-            let mut log = self.log.lock();
-            let info = log.append_as_leader(records, self.leader_epoch(), now_ms)?;
-            let leo = log.log_end_offset();
-            assert!(
-                log.log_start_offset() <= leo,
-                "log start offset beyond log end offset"
-            );
-            (info, leo)
-        };
+        let info = log.append_as_leader(records, self.leader_epoch(), now_ms)?;
         if !info.duplicate {
-            self.maybe_advance_high_watermark(leo);
+            let mut st = self.state.lock();
+            self.maybe_increment_leader_hw(&log, &mut st, now_ms);
+            drop(st);
             self.wake_fetchers();
         }
         Ok(info)
@@ -290,136 +470,156 @@ impl Partition {
 
     /// Waits until the high watermark passes `last_offset` (acks=all), for at most `timeout`.
     /// Fails if leadership changes meanwhile, and with NOT_ENOUGH_REPLICAS_AFTER_APPEND if the
-    /// ISR shrank below min.insync.replicas by the time the batch was committed.
+    /// ISR shrank below the effective min ISR by the time the batch was committed.
     pub async fn wait_for_high_watermark(
         &self,
         last_offset: i64,
         timeout: std::time::Duration,
     ) -> Result<(), PartitionError> {
-        let mut hw_rx = self.hw_tx.subscribe();
-        let mut role_rx = self.role_version.subscribe();
-        role_rx.borrow_and_update();
-        let wait = async {
-            loop {
-                if *hw_rx.borrow_and_update() > last_offset {
-                    return Ok(());
-                }
-                tokio::select! {
-                    r = hw_rx.changed() => if r.is_err() { return Err(PartitionError::NotLeader) },
-                    _ = role_rx.changed() => return Err(PartitionError::NotLeader),
-                }
+        self.wait_for_high_watermark_until(last_offset, Instant::now() + timeout)
+            .await
+    }
+
+    /// [`Self::wait_for_high_watermark`] against a deadline shared by several partitions (one
+    /// Produce request waits once, as Kafka's `DelayedProduce`).
+    pub async fn wait_for_high_watermark_until(
+        &self,
+        last_offset: i64,
+        deadline: Instant,
+    ) -> Result<(), PartitionError> {
+        // Subscribed before the first check, so a change between check and await is seen.
+        let mut changes = self.changes.subscribe();
+        let epoch = self.leader_epoch();
+        loop {
+            if let Some(done) = self.check_enough_replicas_reach_offset(last_offset + 1, epoch) {
+                return done;
             }
-        };
-        match tokio::time::timeout(timeout, wait).await {
-            Err(_) => Err(PartitionError::RequestTimedOut),
-            Ok(Err(e)) => Err(e),
-            Ok(Ok(())) => {
-                let min_isr = self.min_insync_replicas.load(Ordering::Acquire);
-                let st = self.state.lock();
-                if st.role != Role::Leader {
-                    Err(PartitionError::NotLeader)
-                } else if (st.isr.len() as i32) < min_isr {
-                    Err(PartitionError::NotEnoughReplicasAfterAppend {
-                        isr: st.isr.len(),
-                        min_isr,
-                    })
-                } else {
-                    Ok(())
+            match tokio::time::timeout_at(deadline, changes.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return Err(PartitionError::NotLeader),
+                Err(_) => {
+                    // One last look: the answer is the state at the deadline.
+                    return self
+                        .check_enough_replicas_reach_offset(last_offset + 1, epoch)
+                        .unwrap_or(Err(PartitionError::RequestTimedOut));
                 }
             }
         }
     }
 
-    /// Leader: recomputes the high watermark from the ISR's log end offsets. It only moves
-    /// forward, and only while the ISR has at least min.insync.replicas members.
-    fn maybe_advance_high_watermark(&self, leader_leo: i64) {
-        let min_isr = self.min_insync_replicas.load(Ordering::Acquire);
-        let candidate = {
-            let st = self.state.lock();
-            if st.role != Role::Leader || (st.isr.len() as i32) < min_isr {
-                return;
-            }
-            let mut hw = leader_leo;
-            for id in &st.isr {
-                if *id == self.node_id {
-                    continue;
-                }
-                match st.followers.get(id) {
-                    Some(f) if f.log_end_offset >= 0 => hw = hw.min(f.log_end_offset),
-                    _ => return,
-                }
-            }
-            hw
-        };
-        self.raise_high_watermark(candidate);
-    }
-
-    fn raise_high_watermark(&self, candidate: i64) {
-        let old = self.high_watermark.fetch_max(candidate, Ordering::AcqRel);
-        if candidate > old {
-            self.hw_tx.send_replace(candidate);
-            self.wake_fetchers();
+    /// `Some` once an acks=all produce up to `required_offset` is decided
+    /// (`Partition.checkEnoughReplicasReachOffset`): done when the high watermark reached it,
+    /// with NOT_ENOUGH_REPLICAS_AFTER_APPEND when the replicas that count are then fewer than
+    /// the effective min ISR; failed when leadership moved since `leader_epoch`.
+    fn check_enough_replicas_reach_offset(
+        &self,
+        required_offset: i64,
+        leader_epoch: i32,
+    ) -> Option<Result<(), PartitionError>> {
+        let st = self.state.lock();
+        if st.role != Role::Leader || self.leader_epoch() != leader_epoch {
+            return Some(Err(PartitionError::NotLeader));
+        }
+        if st.high_watermark < required_offset {
+            return None;
+        }
+        let min_isr = self.effective_min_isr(&st);
+        let counted = st.maximal_isr_size();
+        if (counted as i32) < min_isr {
+            Some(Err(PartitionError::NotEnoughReplicasAfterAppend {
+                isr: counted,
+                min_isr,
+            }))
+        } else {
+            Some(Ok(()))
         }
     }
 
-    /// Leader: records a follower's fetch at `fetch_offset`. Returns an ISR to propose when
-    /// the follower has caught up and is not in the ISR yet.
-    pub fn record_follower_fetch(
+    /// Leader: answers one partition of follower `replica`'s fetch (the follower side of
+    /// Kafka's `Partition.fetchRecords`): the diverging epoch if the follower's log has
+    /// diverged, else the records from `fetch_offset` up to the log end. A fetch that reads
+    /// updates the follower's state (`updateFollowerFetchState`), which may raise the high
+    /// watermark and bring the follower back into the ISR.
+    pub fn fetch_for_follower(
         &self,
         replica: i32,
         fetch_offset: i64,
+        last_fetched_epoch: i32,
+        max_bytes: usize,
         now_ms: i64,
-    ) -> Option<Vec<i32>> {
-        let leo = self.log.lock().log_end_offset();
-        let hw = self.high_watermark();
-        let proposal = {
-            let mut st = self.state.lock();
-            if st.role != Role::Leader || !st.replicas.contains(&replica) {
-                return None;
+    ) -> Result<FollowerFetch, PartitionError> {
+        let log = self.log.lock();
+        let mut st = self.state.lock();
+        if st.role != Role::Leader || !st.followers.contains_key(&replica) {
+            return Err(PartitionError::NotLeader);
+        }
+        if last_fetched_epoch >= 0 {
+            let (epoch, end_offset) = log.end_offset_for_epoch(last_fetched_epoch);
+            if epoch < last_fetched_epoch || end_offset < fetch_offset {
+                return Ok(FollowerFetch::Diverging {
+                    epoch,
+                    end_offset,
+                    high_watermark: st.high_watermark,
+                    log_start_offset: log.log_start_offset(),
+                });
             }
-            let f = st.followers.entry(replica).or_insert(FollowerState {
-                log_end_offset: -1,
-                last_caught_up_ms: now_ms,
-            });
-            f.log_end_offset = fetch_offset;
-            if fetch_offset >= leo {
-                f.last_caught_up_ms = now_ms;
-            }
-            let rejoin = !st.isr.contains(&replica)
-                && st.pending_isr.is_none()
-                && fetch_offset >= hw
-                && fetch_offset >= st.leader_epoch_start_offset;
-            if rejoin {
-                let mut isr = st.isr.clone();
-                isr.push(replica);
-                isr.sort_unstable();
-                st.pending_isr = Some(isr.clone());
-                Some(isr)
-            } else {
-                None
-            }
-        };
-        self.maybe_advance_high_watermark(leo);
-        proposal
+        }
+        let leo = log.log_end_offset();
+        let slice = log.read(fetch_offset, max_bytes, leo, true)?;
+        if let Some(f) = st.followers.get_mut(&replica) {
+            f.update_fetch_state(fetch_offset, now_ms, leo);
+        }
+        let isr_proposal = self.maybe_expand_isr(&mut st, replica);
+        self.maybe_increment_leader_hw(&log, &mut st, now_ms);
+        let hw = st.high_watermark;
+        Ok(FollowerFetch::Records {
+            read: PartitionRead {
+                slice,
+                high_watermark: hw,
+                last_stable_offset: hw,
+                log_start_offset: log.log_start_offset(),
+            },
+            isr_proposal,
+        })
     }
 
-    /// Leader: an ISR without the followers that have not caught up for `lag_max_ms`, if any
-    /// must go. The leader itself always stays.
-    pub fn isr_shrink_proposal(&self, now_ms: i64, lag_max_ms: i64) -> Option<Vec<i32>> {
+    /// Leader: the ISR to propose when `replica` is in sync and not in the ISR, with no other
+    /// change in flight (`Partition.maybeExpandIsr`). In sync: its log end offset reached the
+    /// high watermark and the current leader epoch's start offset, so that it cannot become
+    /// leader without the committed records.
+    fn maybe_expand_isr(&self, st: &mut ReplicaState, replica: i32) -> Option<Vec<i32>> {
+        let f = st.followers.get(&replica)?;
+        let in_sync = f.log_end_offset >= st.high_watermark
+            && f.log_end_offset >= st.leader_epoch_start_offset;
+        if st.isr.contains(&replica) || st.pending_isr.is_some() || !in_sync {
+            return None;
+        }
+        let mut isr = st.isr.clone();
+        isr.push(replica);
+        isr.sort_unstable();
+        st.pending_isr = Some(isr.clone());
+        Some(isr)
+    }
+
+    /// Leader: an ISR without the followers that are not caught up, if any must go
+    /// (`Partition.getOutOfSyncReplicas`). The leader itself always stays.
+    pub fn isr_shrink_proposal(&self, now_ms: i64) -> Option<Vec<i32>> {
         let mut st = self.state.lock();
         if st.role != Role::Leader || st.pending_isr.is_some() {
             return None;
         }
+        let lag_max_ms = self.replica_lag_time_max_ms;
+        let out_of_sync = |id: &i32| {
+            st.followers
+                .get(id)
+                .is_none_or(|f| !f.is_caught_up(now_ms, lag_max_ms))
+        };
         let laggards: Vec<i32> = st
             .isr
             .iter()
             .copied()
             .filter(|id| *id != self.node_id)
-            .filter(|id| {
-                st.followers
-                    .get(id)
-                    .is_none_or(|f| now_ms - f.last_caught_up_ms > lag_max_ms)
-            })
+            .filter(out_of_sync)
             .collect();
         if laggards.is_empty() {
             return None;
@@ -435,19 +635,17 @@ impl Partition {
     }
 
     /// Leader: the controller answered an ISR proposal (`None` when it failed).
-    pub fn complete_isr_change(&self, committed: Option<(i32, Vec<i32>)>) {
-        {
-            let mut st = self.state.lock();
-            st.pending_isr = None;
-            if let Some((partition_epoch, isr)) = committed {
-                if partition_epoch >= st.partition_epoch {
-                    st.partition_epoch = partition_epoch;
-                    st.isr = isr;
-                }
+    pub fn complete_isr_change(&self, committed: Option<(i32, Vec<i32>)>, now_ms: i64) {
+        let log = self.log.lock();
+        let mut st = self.state.lock();
+        st.pending_isr = None;
+        if let Some((partition_epoch, isr)) = committed {
+            if partition_epoch >= st.partition_epoch {
+                st.partition_epoch = partition_epoch;
+                st.isr = isr;
             }
         }
-        let leo = self.log.lock().log_end_offset();
-        self.maybe_advance_high_watermark(leo);
+        self.maybe_increment_leader_hw(&log, &mut st, now_ms);
     }
 
     /// Applies the partition's registration from the metadata image: leader, leader epoch,
@@ -462,8 +660,9 @@ impl Partition {
         isr: Vec<i32>,
         now_ms: i64,
     ) -> Option<Role> {
-        let current_epoch = self.leader_epoch();
+        let mut log = self.log.lock();
         let mut st = self.state.lock();
+        let current_epoch = self.leader_epoch();
         if leader_epoch < current_epoch
             || (leader_epoch == current_epoch && partition_epoch < st.partition_epoch)
         {
@@ -476,8 +675,7 @@ impl Partition {
         } else {
             Role::Follower { leader }
         };
-        let epoch_changed = leader_epoch != current_epoch;
-        let role_changed = role != st.role || epoch_changed;
+        let role_changed = role != st.role || leader_epoch != current_epoch;
         st.replicas = replicas;
         st.isr = isr;
         st.partition_epoch = partition_epoch;
@@ -485,83 +683,101 @@ impl Partition {
             st.role = role.clone();
             st.pending_isr = None;
             st.followers.clear();
-            if role == Role::Leader {
-                // A new leader gives every follower a full lag window to show up.
-                for id in st.replicas.clone() {
-                    if id != self.node_id {
-                        st.followers.insert(
-                            id,
-                            FollowerState {
-                                log_end_offset: -1,
-                                last_caught_up_ms: now_ms,
-                            },
-                        );
-                    }
-                }
-            }
             self.leader_epoch.store(leader_epoch, Ordering::Release);
-        }
-        drop(st);
-        if role_changed {
             if role == Role::Leader {
-                let mut log = self.log.lock();
                 if let Err(e) = log.maybe_assign_epoch_start_offset(leader_epoch) {
                     tracing::warn!(topic = %self.topic, partition = self.index, error = %e, "could not persist the leader epoch cache");
                 }
-                let start = log.log_end_offset();
-                drop(log);
-                self.state.lock().leader_epoch_start_offset = start;
+                st.leader_epoch_start_offset = log.log_end_offset();
             }
-            self.role_version.send_modify(|v| *v += 1);
+        }
+        if st.role == Role::Leader {
+            self.track_followers(&mut st, now_ms);
+            self.maybe_increment_leader_hw(&log, &mut st, now_ms);
+        }
+        drop(st);
+        drop(log);
+        if role_changed {
+            self.changes.send_modify(|v| *v += 1);
             self.wake_fetchers();
             tracing::info!(topic = %self.topic, partition = self.index, ?role, leader_epoch, "partition role changed");
             return Some(role);
         }
-        let leo = self.log.lock().log_end_offset();
-        self.maybe_advance_high_watermark(leo);
         None
     }
 
+    /// Leader: one follower state per other replica; a new replica starts reset, a removed
+    /// one is forgotten (Kafka's `remoteReplicasMap`).
+    fn track_followers(&self, st: &mut ReplicaState, now_ms: i64) {
+        let others: Vec<i32> = st
+            .replicas
+            .iter()
+            .copied()
+            .filter(|id| *id != self.node_id)
+            .collect();
+        st.followers.retain(|id, _| others.contains(id));
+        for id in others {
+            let in_isr = st.isr.contains(&id);
+            st.followers
+                .entry(id)
+                .or_insert_with(|| FollowerState::reset(now_ms, in_isr));
+        }
+    }
+
+    /// Refuses follower-only work (appending fetched batches, truncating) unless this node
+    /// follows the partition. Called with the log lock held: the role cannot change until it
+    /// is released, since `apply_registration` takes the log lock too.
+    fn check_follower(&self) -> Result<(), PartitionError> {
+        match self.state.lock().role {
+            Role::Follower { .. } => Ok(()),
+            _ => Err(PartitionError::NotFollower),
+        }
+    }
+
     /// Follower: appends batches fetched from the leader and takes the leader's high
-    /// watermark, bounded by this log's end.
+    /// watermark, bounded by this log: `min(leader's HW, own log end offset)`, which can go
+    /// down as well as up (Kafka's follower `updateHighWatermark`).
     pub fn append_as_follower(
         &self,
         records: Bytes,
         leader_high_watermark: i64,
     ) -> Result<i64, PartitionError> {
-        let leo = {
-            let mut log = self.log.lock();
-            if !records.is_empty() {
-                log.append_as_follower(records)?;
-            }
-            let leo = log.log_end_offset();
-            let hw = leader_high_watermark.min(leo);
-            log.set_high_watermark(hw.max(self.high_watermark()));
-            leo
-        };
-        self.raise_high_watermark(leader_high_watermark.min(leo));
+        let mut log = self.log.lock();
+        self.check_follower()?;
+        if !records.is_empty() {
+            log.append_as_follower(records)?;
+        }
+        let leo = log.log_end_offset();
+        let mut st = self.state.lock();
+        // Never below the log start: a leader's high watermark can trail what this replica's
+        // own retention already removed.
+        let hw = leader_high_watermark.min(leo).max(log.log_start_offset());
+        self.set_high_watermark(&log, &mut st, hw);
         Ok(leo)
     }
 
     /// Follower: removes everything at or after `offset` (divergence from the leader).
     pub fn truncate_to(&self, offset: i64) -> Result<(), PartitionError> {
         let mut log = self.log.lock();
+        self.check_follower()?;
         log.truncate_to(offset)?;
-        let leo = log.log_end_offset();
-        drop(log);
+        let mut st = self.state.lock();
         // The high watermark never exceeds the log end; a truncated follower's HW drops.
-        if self.high_watermark() > leo {
-            self.high_watermark.store(leo, Ordering::Release);
-            self.hw_tx.send_replace(leo);
-        }
+        let hw = st
+            .high_watermark
+            .min(log.log_end_offset())
+            .max(log.log_start_offset());
+        self.set_high_watermark(&log, &mut st, hw);
         Ok(())
     }
 
     /// Follower: restarts the log empty at `offset` (it fell below the leader's log start).
     pub fn truncate_fully_and_start_at(&self, offset: i64) -> Result<(), PartitionError> {
-        self.log.lock().truncate_fully_and_start_at(offset)?;
-        self.high_watermark.store(offset, Ordering::Release);
-        self.hw_tx.send_replace(offset);
+        let mut log = self.log.lock();
+        self.check_follower()?;
+        log.truncate_fully_and_start_at(offset)?;
+        let mut st = self.state.lock();
+        self.set_high_watermark(&log, &mut st, offset);
         Ok(())
     }
 
@@ -575,9 +791,10 @@ impl Partition {
         )
     }
 
-    /// Locates up to `max_bytes`, bounded by the log end offset: for a follower's fetch, and
-    /// for the group coordinator reading back an offsets partition it has just come to lead.
-    pub fn read_for_follower(
+    /// Locates up to `max_bytes`, bounded by the log end offset, without any follower
+    /// bookkeeping: for the group coordinator reading back an offsets partition it has just
+    /// come to lead.
+    pub fn read_to_log_end(
         &self,
         fetch_offset: i64,
         max_bytes: usize,
@@ -585,7 +802,7 @@ impl Partition {
         let log = self.log.lock();
         let leo = log.log_end_offset();
         let slice = log.read(fetch_offset, max_bytes, leo, true)?;
-        let hw = self.high_watermark();
+        let hw = self.state.lock().high_watermark;
         Ok(PartitionRead {
             slice,
             high_watermark: hw,
@@ -594,9 +811,10 @@ impl Partition {
         })
     }
 
-    /// A receiver that changes whenever the role or leader epoch changes.
+    /// A receiver that changes whenever the high watermark, the role or the leader epoch
+    /// changes.
     pub fn role_changes(&self) -> watch::Receiver<u64> {
-        self.role_version.subscribe()
+        self.changes.subscribe()
     }
 
     /// Locates up to `max_bytes` from `fetch_offset`, bounded by the high watermark.
@@ -606,11 +824,14 @@ impl Partition {
         max_bytes: usize,
         min_one_message: bool,
     ) -> Result<PartitionRead, PartitionError> {
-        if !self.is_leader() {
-            return Err(PartitionError::NotLeader);
-        }
         let log = self.log.lock();
-        let hw = self.high_watermark();
+        let hw = {
+            let st = self.state.lock();
+            if st.role != Role::Leader {
+                return Err(PartitionError::NotLeader);
+            }
+            st.high_watermark
+        };
         let slice = log.read(fetch_offset, max_bytes, hw, min_one_message)?;
         Ok(PartitionRead {
             slice,
@@ -645,12 +866,12 @@ impl Partition {
         self.log.lock().set_config(config);
     }
 
-    /// Runs retention; returns how many segments were deleted.
+    /// Runs retention; returns how many segments were deleted. Retention never deletes what
+    /// followers may not have copied yet: nothing at or above the high watermark.
     pub fn delete_old_segments(&self, now_ms: i64) -> Result<usize, PartitionError> {
         let mut log = self.log.lock();
-        // Retention never deletes what followers may not have copied yet.
-        log.set_high_watermark(self.high_watermark());
-        Ok(log.delete_old_segments(now_ms)?)
+        let hw = self.state.lock().high_watermark;
+        Ok(log.delete_old_segments(now_ms, hw)?)
     }
 
     /// Forgets producers idle for longer than `expiration_ms`.
@@ -665,7 +886,7 @@ impl Partition {
         Ok(self.log.lock().close()?)
     }
 
-    /// Parks a fetch on this partition until the next append.
+    /// Parks a fetch on this partition until the next append or high watermark change.
     pub fn park_fetch(&self, waiter: &Arc<Notify>) {
         let mut w = self.waiters.lock();
         if w.len() >= MAX_PARKED_FETCHES_PER_PARTITION {
@@ -686,31 +907,6 @@ impl Partition {
         }
     }
 
-    /// Wraps an opened log for a partition whose role the metadata image will set.
-    pub fn new_replica(
-        topic: String,
-        topic_id: Uuid,
-        index: i32,
-        node_id: i32,
-        min_insync_replicas: i32,
-        log: UnifiedLog,
-    ) -> Self {
-        let p = Partition::build(topic, topic_id, index, node_id, min_insync_replicas, log);
-        {
-            let mut st = p.state.lock();
-            st.role = Role::None;
-            st.replicas.clear();
-            st.isr.clear();
-        }
-        // Start below any real epoch so the first registration always applies.
-        p.leader_epoch.store(-1, Ordering::Release);
-        // A replica's HW is only known from its leader; start from the log start.
-        let start = p.log.lock().log_start_offset();
-        p.high_watermark.store(start, Ordering::Release);
-        p.hw_tx.send_replace(start);
-        p
-    }
-
     /// Deletes the partition's directory. The caller has already made the partition
     /// unreachable; readers still holding a segment file keep reading the unlinked inode.
     pub fn delete_dir(&self) -> std::io::Result<()> {
@@ -725,5 +921,115 @@ impl Partition {
         let doomed = dir.with_file_name(format!("{name}.{}-delete", Uuid::new_v4().simple()));
         std::fs::rename(&dir, &doomed)?;
         std::fs::remove_dir_all(&doomed)
+    }
+}
+
+/// `log_start_offset <= hw <= log_end_offset`: checked on every write of the high watermark,
+/// in release builds too (a high watermark past the log end would let readers see offsets
+/// that do not exist, or acknowledge records that could still be lost).
+fn check_offsets(log: &UnifiedLog, hw: i64) {
+    let (start, end) = (log.log_start_offset(), log.log_end_offset());
+    assert!(
+        start <= hw && hw <= end,
+        "high watermark {hw} outside [log start {start}, log end {end}]"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::batch::testutil::build_batch;
+
+    const LAG_MS: i64 = 30_000;
+
+    /// A follower of node 2 for `t-0`, replicas [1, 2, 3], this node 1.
+    fn follower(dir: &std::path::Path) -> Partition {
+        let log = UnifiedLog::open(dir.join("t-0"), LogConfig::default(), true, 0).unwrap();
+        let p = Partition::new_replica("t".into(), Uuid::new_v4(), 0, 1, 2, LAG_MS, log);
+        let role = p.apply_registration(2, 1, 1, vec![1, 2, 3], vec![1, 2, 3], 0);
+        assert_eq!(role, Some(Role::Follower { leader: 2 }));
+        p
+    }
+
+    /// Batches as a leader at epoch 1 would send them: offsets assigned from `base`.
+    fn fetched(base: i64, n: usize) -> Bytes {
+        let mut b = build_batch(n, 10, 0).to_vec();
+        b[0..8].copy_from_slice(&base.to_be_bytes());
+        b[12..16].copy_from_slice(&1i32.to_be_bytes());
+        Bytes::from(b)
+    }
+
+    /// The leader of `t-0` at epoch 1: replicas [1, 2, 3], ISR `isr`, this node 1.
+    fn leader(dir: &std::path::Path, isr: Vec<i32>) -> Partition {
+        let log = UnifiedLog::open(dir.join("t-0"), LogConfig::default(), true, 0).unwrap();
+        let p = Partition::new_replica("t".into(), Uuid::new_v4(), 0, 1, 2, LAG_MS, log);
+        let role = p.apply_registration(1, 1, 1, vec![1, 2, 3], isr, 0);
+        assert_eq!(role, Some(Role::Leader));
+        p
+    }
+
+    fn fetch(p: &Partition, replica: i32, offset: i64, now_ms: i64) -> Option<Vec<i32>> {
+        match p.fetch_for_follower(replica, offset, -1, 1 << 20, now_ms) {
+            Ok(FollowerFetch::Records { isr_proposal, .. }) => isr_proposal,
+            other => panic!("fetch of replica {replica} at {offset}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_replica_joining_the_isr_bounds_the_high_watermark_until_it_has_the_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = leader(dir.path(), vec![1, 2]);
+        p.append_records_to_leader(build_batch(5, 10, 0), -1, 0)
+            .unwrap();
+        fetch(&p, 2, 5, 1);
+        assert_eq!(p.high_watermark(), 5, "committed on the ISR [1, 2]");
+        // Replica 3 reaches the high watermark: it is proposed for the ISR.
+        assert_eq!(fetch(&p, 3, 5, 2), Some(vec![1, 2, 3]));
+        p.append_records_to_leader(build_batch(5, 10, 0), -1, 3)
+            .unwrap();
+        fetch(&p, 2, 10, 4);
+        assert_eq!(
+            p.high_watermark(),
+            5,
+            "the joining replica, at 5, holds the high watermark back while pending"
+        );
+        fetch(&p, 3, 10, 5);
+        assert_eq!(p.high_watermark(), 10);
+    }
+
+    #[test]
+    fn a_follower_reaching_the_log_end_of_its_previous_fetch_stays_caught_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = leader(dir.path(), vec![1, 2, 3]);
+        let mut now = 0;
+        let mut leo = 0;
+        // Each round: records arrive, then the followers fetch up to the end of their previous
+        // fetch, never to the current end. Rounds are a third of the lag window apart.
+        for _ in 0..10 {
+            let fetched_to = leo;
+            p.append_records_to_leader(build_batch(3, 10, 0), 1, now)
+                .unwrap();
+            leo += 3;
+            now += LAG_MS / 3;
+            fetch(&p, 2, fetched_to, now);
+            fetch(&p, 3, fetched_to, now);
+            assert_eq!(p.isr_shrink_proposal(now), None, "at {now} ms");
+        }
+        // A follower that stops fetching leaves after the lag window.
+        assert_eq!(p.isr_shrink_proposal(now + LAG_MS + 1), Some(vec![1]));
+    }
+
+    #[test]
+    fn follower_high_watermark_follows_the_leaders_down_and_stays_within_its_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = follower(dir.path());
+        p.append_as_follower(fetched(0, 10), 8).unwrap();
+        assert_eq!(p.high_watermark(), 8);
+        // The leader's answer is bounded by what this replica has.
+        p.append_as_follower(Bytes::new(), 50).unwrap();
+        assert_eq!(p.high_watermark(), 10);
+        // A new leader whose high watermark is lower: the follower's goes down with it.
+        p.append_as_follower(Bytes::new(), 6).unwrap();
+        assert_eq!(p.high_watermark(), 6);
     }
 }

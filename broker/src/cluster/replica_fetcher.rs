@@ -483,6 +483,7 @@ mod tests {
             index,
             1,
             1,
+            30_000,
             log,
         ))
     }

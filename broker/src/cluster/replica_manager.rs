@@ -144,6 +144,7 @@ impl ReplicaManager {
                     p,
                     config.node_id,
                     config.min_insync_replicas(&topic.configs),
+                    config.replica_lag_time_max_ms,
                     log,
                 );
                 partitions.insert((topic.name.clone(), p), Arc::new(part));
@@ -301,6 +302,7 @@ impl ReplicaManager {
                 p,
                 self.config.node_id,
                 min_isr,
+                self.config.replica_lag_time_max_ms,
                 log,
             );
             self.partitions
@@ -537,6 +539,7 @@ impl ReplicaManager {
                                 reg.index,
                                 me,
                                 min_isr,
+                                self.config.replica_lag_time_max_ms,
                                 log,
                             ));
                             self.partitions.insert(key.clone(), p.clone());
@@ -594,7 +597,7 @@ impl ReplicaManager {
     /// background; the partition learns the outcome when it completes.
     pub fn propose_isr(&self, part: &Arc<Partition>, isr: Vec<i32>) {
         let Some(controller) = self.controller.get().cloned() else {
-            part.complete_isr_change(None);
+            part.complete_isr_change(None, now_ms());
             return;
         };
         let req = AlterPartitionRequest {
@@ -608,10 +611,10 @@ impl ReplicaManager {
         let part = part.clone();
         tokio::spawn(async move {
             match controller.alter_partition(req).await {
-                Ok(reg) => part.complete_isr_change(Some((reg.partition_epoch, reg.isr))),
+                Ok(reg) => part.complete_isr_change(Some((reg.partition_epoch, reg.isr)), now_ms()),
                 Err(e) => {
                     tracing::info!(topic = %part.topic, partition = part.index, error = %e, "ISR change refused");
-                    part.complete_isr_change(None);
+                    part.complete_isr_change(None, now_ms());
                 }
             }
         });
@@ -621,7 +624,7 @@ impl ReplicaManager {
     pub fn shrink_isrs(&self) {
         let now = now_ms();
         for p in self.all_partitions() {
-            if let Some(isr) = p.isr_shrink_proposal(now, self.config.replica_lag_time_max_ms) {
+            if let Some(isr) = p.isr_shrink_proposal(now) {
                 tracing::info!(topic = %p.topic, partition = p.index, ?isr, "shrinking ISR");
                 self.propose_isr(&p, isr);
             }

@@ -227,7 +227,7 @@ impl OffsetsStore {
         let (mut offset, end) = part.offsets();
         while offset < end {
             let read = part
-                .read_for_follower(offset, REPLAY_READ_BYTES)
+                .read_to_log_end(offset, REPLAY_READ_BYTES)
                 .map_err(|e| GroupError::Storage(e.to_string()))?;
             let buf = read
                 .slice

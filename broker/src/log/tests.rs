@@ -325,7 +325,7 @@ fn retention_by_time_advances_log_start_and_survives_restart() {
             .unwrap();
     }
     let segments_before = log.segment_count();
-    let deleted = log.delete_old_segments(NOW).unwrap();
+    let deleted = log.delete_old_segments(NOW, i64::MAX).unwrap();
     assert_eq!(deleted, segments_before - 1);
     assert_eq!(log.log_start_offset(), 150);
     assert_eq!(
@@ -338,7 +338,7 @@ fn retention_by_time_advances_log_start_and_survives_restart() {
     let mut log = open(dir.path(), config, true);
     assert_eq!((log.log_start_offset(), log.log_end_offset()), (150, 175));
     // everything expires: the active segment is rolled and deleted too
-    let deleted = log.delete_old_segments(NOW + 100_000).unwrap();
+    let deleted = log.delete_old_segments(NOW + 100_000, i64::MAX).unwrap();
     assert_eq!(deleted, 1);
     assert_eq!((log.log_start_offset(), log.log_end_offset()), (175, 175));
     let info = log
@@ -357,7 +357,7 @@ fn retention_by_size() {
     let mut log = open(dir.path(), config, true);
     append_n(&mut log, 100, 5, 40);
     let total = log.size_in_bytes();
-    let deleted = log.delete_old_segments(NOW).unwrap();
+    let deleted = log.delete_old_segments(NOW, i64::MAX).unwrap();
     assert!(deleted > 0);
     assert!(
         log.size_in_bytes() <= 8192 + 4096,
@@ -382,8 +382,7 @@ fn retention_respects_high_watermark() {
     let mut log = open(dir.path(), config, true);
     append_n(&mut log, 30, 5, 40);
     let bases = log.segment_base_offsets();
-    log.set_high_watermark(bases[2]);
-    log.delete_old_segments(NOW + 1_000_000).unwrap();
+    log.delete_old_segments(NOW + 1_000_000, bases[2]).unwrap();
     assert_eq!(log.log_start_offset(), bases[2]);
 }
 

@@ -43,9 +43,6 @@ pub struct UnifiedLog {
     producer_state: ProducerStateManager,
     /// Which leader epoch started at which offset, for follower truncation.
     leader_epochs: LeaderEpochCache,
-    /// Retention never deletes data at or above this offset (the high watermark, set by the
-    /// partition); `None` means the log end offset.
-    high_watermark: Option<i64>,
     /// Reused buffer for small batches (patched header + body).
     scratch: Vec<u8>,
     /// Messages appended since the last fsync (flush.messages).
@@ -86,7 +83,6 @@ impl UnifiedLog {
             recovery_point: loaded.recovery_point,
             producer_state: loaded.producer_state,
             leader_epochs,
-            high_watermark: None,
             scratch: Vec::new(),
             unflushed_messages: 0,
             failed: false,
@@ -172,11 +168,6 @@ impl UnifiedLog {
     /// Total bytes in all `.log` files.
     pub fn size_in_bytes(&self) -> u64 {
         self.segments.values().map(|s| s.size()).sum()
-    }
-    /// Tells retention the high watermark: segments holding offsets at or above it are kept, so
-    /// the log start offset never passes it.
-    pub fn set_high_watermark(&mut self, high_watermark: i64) {
-        self.high_watermark = Some(high_watermark.min(self.log_end_offset));
     }
 
     fn active(&self) -> &LogSegment {
@@ -624,19 +615,24 @@ impl UnifiedLog {
     /// below the log start offset; advances the log start offset. Never deletes data at or above
     /// the high watermark. If the active segment is due, the log is rolled first (Kafka's rule),
     /// so the log start offset can reach the log end offset. Returns segments deleted.
-    pub fn delete_old_segments(&mut self, now_ms: i64) -> Result<usize, LogError> {
+    /// `high_watermark` is the partition's (its owner); the log keeps no copy.
+    pub fn delete_old_segments(
+        &mut self,
+        now_ms: i64,
+        high_watermark: i64,
+    ) -> Result<usize, LogError> {
         self.check_usable()?;
         let mut deleted = 0;
         let retention_ms = self.config.retention_ms;
         if retention_ms >= 0 {
-            deleted += self.delete_segments_while(now_ms, |seg, _| {
+            deleted += self.delete_segments_while(now_ms, high_watermark, |seg, _| {
                 now_ms.saturating_sub(seg.largest_timestamp()) > retention_ms
             })?;
         }
         let retention_bytes = self.config.retention_bytes;
         if retention_bytes >= 0 {
             let mut excess = self.size_in_bytes() as i64 - retention_bytes;
-            deleted += self.delete_segments_while(now_ms, |seg, _| {
+            deleted += self.delete_segments_while(now_ms, high_watermark, |seg, _| {
                 if excess - seg.size() as i64 >= 0 {
                     excess -= seg.size() as i64;
                     true
@@ -646,19 +642,21 @@ impl UnifiedLog {
             })?;
         }
         let lso = self.log_start_offset;
-        deleted += self.delete_segments_while(now_ms, |_, upper| upper <= lso)?;
+        deleted += self.delete_segments_while(now_ms, high_watermark, |_, upper| upper <= lso)?;
         Ok(deleted)
     }
 
     /// Deletes segments from the oldest while `predicate(segment, its upper offset bound)` holds.
-    fn delete_segments_while<F>(&mut self, now_ms: i64, mut predicate: F) -> Result<usize, LogError>
+    fn delete_segments_while<F>(
+        &mut self,
+        now_ms: i64,
+        high_watermark: i64,
+        mut predicate: F,
+    ) -> Result<usize, LogError>
     where
         F: FnMut(&LogSegment, i64) -> bool,
     {
-        let hw = self
-            .high_watermark
-            .unwrap_or(self.log_end_offset)
-            .min(self.log_end_offset);
+        let hw = high_watermark.min(self.log_end_offset);
         let bases: Vec<i64> = self.segments.keys().copied().collect();
         let mut doomed = Vec::new();
         for (i, &base) in bases.iter().enumerate() {
@@ -705,11 +703,15 @@ impl UnifiedLog {
 
     /// Moves the log start offset forward (DeleteRecords). Whole segments below it are deleted
     /// by the next [`Self::delete_old_segments`].
-    pub fn maybe_increment_log_start_offset(&mut self, offset: i64) -> Result<bool, LogError> {
+    pub fn maybe_increment_log_start_offset(
+        &mut self,
+        offset: i64,
+        high_watermark: i64,
+    ) -> Result<bool, LogError> {
         if offset <= self.log_start_offset {
             return Ok(false);
         }
-        if offset > self.high_watermark.unwrap_or(self.log_end_offset) {
+        if offset > high_watermark.min(self.log_end_offset) {
             return Err(LogError::OffsetOutOfRange {
                 offset,
                 log_start_offset: self.log_start_offset,
@@ -759,12 +761,6 @@ impl UnifiedLog {
             self.log_start_offset,
             self.log_end_offset,
         )?;
-        if self
-            .high_watermark
-            .is_some_and(|hw| hw > self.log_end_offset)
-        {
-            self.high_watermark = Some(self.log_end_offset);
-        }
         self.check_invariants();
         Ok(true)
     }
@@ -792,7 +788,6 @@ impl UnifiedLog {
         self.log_start_offset = offset;
         self.log_end_offset = offset;
         self.recovery_point = offset;
-        self.high_watermark = None;
         write_checkpoint(&self.dir, LOG_START_OFFSET_FILE, offset, false)?;
         write_checkpoint(&self.dir, RECOVERY_POINT_FILE, offset, false)?;
         self.check_invariants();

@@ -107,6 +107,10 @@ pub struct ReplicaManager {
     quorum_cluster_id: std::sync::OnceLock<String>,
     /// Cluster mode: the producer id block this node hands out from (next, end).
     quorum_pid_block: tokio::sync::Mutex<(i64, i64)>,
+    /// Whether the clean-shutdown marker was there at start-up. In cluster mode partition logs
+    /// are opened as metadata images name them, after start-up; without the marker each is
+    /// recovered (Kafka's `LogManager.loadLogs` passes the same flag to every `LogLoader`).
+    had_clean_shutdown: bool,
 }
 
 impl ReplicaManager {
@@ -169,6 +173,7 @@ impl ReplicaManager {
             quorum_pid_block: tokio::sync::Mutex::new((0, 0)),
             startup_metadata_offset: AtomicI64::new(i64::MAX),
             quorum_cluster_id: std::sync::OnceLock::new(),
+            had_clean_shutdown: clean,
         })
     }
 
@@ -527,7 +532,7 @@ impl ReplicaManager {
                     None => match UnifiedLog::open(
                         partition_dir(&self.config.log_dir, &t.name, reg.index),
                         log_config.clone(),
-                        true,
+                        self.had_clean_shutdown,
                         now,
                     ) {
                         Ok(log) => {

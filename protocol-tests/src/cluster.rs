@@ -700,6 +700,24 @@ impl Cluster {
             .unwrap_or_else(|_| panic!("brook fault add printed {out:?}, not a rule id"))
     }
 
+    /// Cuts every replication link of node `id`: its fetches to any leader, and any
+    /// follower's fetches to it (a link rule; rules do not survive a restart).
+    pub fn isolate_replication(&self, id: i32) -> u64 {
+        self.fault_add(
+            id,
+            &[
+                "--action",
+                "partition",
+                "--to",
+                "*",
+                "--direction",
+                "both",
+                "--traffic",
+                "replication",
+            ],
+        )
+    }
+
     /// The rules on node `id` (`brook fault list`), as JSON.
     pub fn fault_list(&self, id: i32) -> String {
         let admin = self.admin_address(id);

@@ -115,19 +115,7 @@ fn values(got: &[Got]) -> Vec<String> {
 /// (partition, both directions, replication traffic), and waits until each follower's rule has
 /// refused a fetch: from then on no fetch of that follower is in flight to the leader.
 fn cut_replication(c: &Cluster, leader: i32, followers: &[i32]) {
-    c.fault_add(
-        leader,
-        &[
-            "--action",
-            "partition",
-            "--to",
-            "*",
-            "--direction",
-            "both",
-            "--traffic",
-            "replication",
-        ],
-    );
+    c.isolate_replication(leader);
     for f in followers {
         c.fault_add(
             *f,

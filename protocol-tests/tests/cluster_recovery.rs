@@ -1,6 +1,8 @@
 //! Crash recovery and follower truncation in a 3-node cluster of `brook serve` processes,
 //! checked with raw Fetches (every byte a client would get): a node SIGKILLed with a torn last
-//! batch recovers its log before it serves it (Kafka's `LogLoader`).
+//! batch recovers its log before it serves it (Kafka's `LogLoader`), and a follower whose
+//! epochs diverge from its leader's in epochs the leader never had truncates, converges and
+//! rejoins the ISR (Kafka's `AbstractFetcherThread.getOffsetTruncationState`).
 //!
 //! The tests run one at a time (one 3-node cluster on the machine at once). Every wait is a
 //! condition polled against a deadline. Lines starting `[cluster-recovery]` say what a
@@ -13,6 +15,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use brook_protocol_tests::batch::{encode_batch, parse_batches, Producer, Rec};
+use brook_protocol_tests::wire::PRODUCE_V;
 use brook_protocol_tests::{poll_until_ok, unique_topic, Cluster, WireClient};
 
 const ISR_WAIT: Duration = Duration::from_secs(45);
@@ -30,14 +33,32 @@ fn say(msg: &str) {
     println!("[cluster-recovery] {msg}");
 }
 
-/// Produces `values` one batch each (acks=all) to the leader `leader`.
+/// Produces `values` one batch each (acks=all) to the leader `leader`. A batch refused (the
+/// node has not applied its leadership yet) is sent again until accepted (bounded): a refused
+/// batch was not written.
 fn produce_batches(c: &Cluster, leader: i32, topic: &str, values: &[String]) {
     let mut wire = WireClient::connect(&c.address(leader));
     for (i, v) in values.iter().enumerate() {
         let batch = encode_batch(Producer::NONE, &[Rec::kv("k", v, 1_000 + i as i64)]);
-        let r = wire.produce(topic, 0, batch);
-        assert_eq!(r.error_code, 0, "produce {v:?} to node {leader}: {r:?}");
+        let req = WireClient::produce_request(topic, 0, batch, -1);
+        poll_until_ok(
+            &format!("node {leader} accepts {v:?}"),
+            FAILOVER_WAIT,
+            || {
+                let resp = wire.try_request(PRODUCE_V, &req)?;
+                let code = resp.responses[0].partition_responses[0].error_code;
+                if code == 0 {
+                    Ok(())
+                } else {
+                    Err(format!("error {code}"))
+                }
+            },
+        );
     }
+}
+
+fn batch_values(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}-{i}")).collect()
 }
 
 /// What node `id` serves of partition 0 with raw Fetches from offset 0: the values up to the
@@ -175,4 +196,101 @@ fn sigkilled_node_with_a_torn_tail_recovers_before_it_serves() {
         "high watermark on node {victim}"
     );
     c.await_identical_replicas(&topic, 0, &s.replicas, ISR_WAIT);
+}
+
+/// Two replicas, replication cut between them, and three leaders in turn each taking writes
+/// the other never sees (unclean election makes the cut-off replica leader when the last ISR
+/// member dies). In the end the leader `y` has epochs [e1, e2, e4] and the follower `x` has
+/// [e1, e3]: asked about e3, `y` answers e2, which `x` never had. `x` must truncate to its own
+/// end of e1 (not to `min(leader end, own end)`, which is its log end and changes nothing),
+/// ask again, converge on `y`'s log and rejoin the ISR after a bounded number of truncations.
+#[test]
+fn follower_with_epochs_the_leader_never_had_converges_and_rejoins_the_isr() {
+    let _turn = serial();
+    let mut c = Cluster::start(
+        3,
+        &[
+            ("unclean.leader.election.enable", "true"),
+            // Only fencing (the kills) changes the ISR, never lag.
+            ("replica.lag.time.max.ms", "120000"),
+            ("auto.leader.rebalance.enable", "false"),
+        ],
+    );
+    let topic = unique_topic("diverge");
+    c.create_topic(&topic, 1, 2, &[("min.insync.replicas", "1")]);
+    let s = c.await_partition(&topic, 0, "both replicas in the ISR", ISR_WAIT, |s| {
+        s.leader > 0 && s.isr.len() == 2
+    });
+    let x = s.leader;
+    let y = s.followers()[0];
+    let lead = |c: &Cluster, id: i32| {
+        c.await_partition(&topic, 0, &format!("node {id} leads"), FAILOVER_WAIT, |s| {
+            s.leader == id
+        })
+    };
+    let base = batch_values("base", 3);
+    produce_batches(&c, x, &topic, &base);
+    c.await_identical_replicas(&topic, 0, &[x, y], ISR_WAIT);
+    c.isolate_replication(x);
+    c.isolate_replication(y);
+
+    // e2: y leads and writes what x never gets.
+    c.kill(x);
+    let e2 = lead(&c, y).leader_epoch;
+    let d2 = batch_values("y-e2", 3);
+    produce_batches(&c, y, &topic, &d2);
+    c.start_node(x);
+    c.isolate_replication(x);
+    // e3: y dies, the only ISR member; x is elected uncleanly and writes what y never gets.
+    c.kill(y);
+    let e3 = lead(&c, x).leader_epoch;
+    produce_batches(&c, x, &topic, &batch_values("x-e3", 3));
+    c.start_node(y);
+    c.isolate_replication(y);
+    // e4: x dies; y is elected uncleanly and writes on top of its e2 data.
+    c.kill(x);
+    let e4 = lead(&c, y).leader_epoch;
+    let d4 = batch_values("y-e4", 2);
+    produce_batches(&c, y, &topic, &d4);
+    c.start_node(x);
+    c.log_line(x, "harness: replication links heal now");
+    c.fault_clear(y);
+
+    let isr = c.await_partition(&topic, 0, "x back in the ISR", ISR_WAIT, |s| {
+        s.leader == y && s.isr.len() == 2
+    });
+    let log = c.await_identical_replicas(&topic, 0, &[x, y], ISR_WAIT);
+    let text = c.log_lines(x, "");
+    let healed = text
+        .iter()
+        .rposition(|l| l.contains("replication links heal now"))
+        .expect("the harness line is in node x's log");
+    let truncations: Vec<&String> = text[healed..]
+        .iter()
+        .filter(|l| l.contains("truncating to the leader's log"))
+        .collect();
+    say(&format!(
+        "epochs e2={e2} (y) e3={e3} (x) e4={e4} (y); node {x} rejoined the ISR {:?} at leader \
+         epoch {} after {} truncations: {truncations:#?}; {} batches on both",
+        isr.isr,
+        isr.leader_epoch,
+        truncations.len(),
+        log.len()
+    ));
+    assert!(
+        !truncations.is_empty() && truncations.len() <= 3,
+        "node {x} truncates a bounded number of times, got {}",
+        truncations.len()
+    );
+    let want: Vec<String> = base.iter().chain(&d2).chain(&d4).cloned().collect();
+    let (served, hw) =
+        poll_until_ok(
+            "the leader serves every record",
+            FAILOVER_WAIT,
+            || match served_values(&c, y, &topic) {
+                Ok((_, hw)) if hw < want.len() as i64 => Err(format!("high watermark {hw}")),
+                other => other,
+            },
+        );
+    assert_eq!((served, hw), (want.clone(), want.len() as i64));
 }

@@ -634,6 +634,26 @@ fn truncate_to_rebuilds_producer_state() {
 }
 
 #[test]
+fn truncate_to_the_log_end_drops_an_epoch_started_there() {
+    // This replica became leader at epoch 7 and wrote nothing before it lost the leadership:
+    // the new leader never had epoch 7, so truncation drops it although no record goes.
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), small_config(), true);
+    append_n(&mut log, 2, 1, 10);
+    log.maybe_assign_epoch_start_offset(7).unwrap();
+    assert_eq!(log.latest_epoch(), Some(7));
+    assert!(!log.truncate_to(log.log_end_offset()).unwrap());
+    assert_eq!(log.latest_epoch(), Some(3), "epoch 7 held no record");
+    drop(log);
+    let log = open(dir.path(), small_config(), true);
+    assert_eq!(
+        log.latest_epoch(),
+        Some(3),
+        "the epoch cache file was rewritten"
+    );
+}
+
+#[test]
 fn follower_append_copies_batches_and_state() {
     let leader_dir = tempfile::tempdir().unwrap();
     let follower_dir = tempfile::tempdir().unwrap();

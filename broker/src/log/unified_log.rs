@@ -726,6 +726,12 @@ impl UnifiedLog {
     pub fn truncate_to(&mut self, offset: i64) -> Result<bool, LogError> {
         self.check_usable()?;
         if offset >= self.log_end_offset {
+            // No record goes, but an epoch this replica started as leader and never wrote to
+            // (it starts at the log end) does: the leader it follows may not have it, and a
+            // follower that kept it would fetch with it again (Kafka's `UnifiedLog.truncateTo`).
+            if self.leader_epochs.truncate_from_end(self.log_end_offset) {
+                self.leader_epochs.persist()?;
+            }
             return Ok(false);
         }
         if offset < self.log_start_offset {

@@ -2,7 +2,9 @@
 //! checked with raw Fetches (every byte a client would get): a node SIGKILLed with a torn last
 //! batch recovers its log before it serves it (Kafka's `LogLoader`), and a follower whose
 //! epochs diverge from its leader's in epochs the leader never had truncates, converges and
-//! rejoins the ISR (Kafka's `AbstractFetcherThread.getOffsetTruncationState`).
+//! rejoins the ISR (Kafka's `AbstractFetcherThread.getOffsetTruncationState`), and a replica
+//! restarted after a SIGKILL starts from its checkpointed high watermark
+//! (`replication-offset-checkpoint`).
 //!
 //! The tests run one at a time (one 3-node cluster on the machine at once). Every wait is a
 //! condition polled against a deadline. Lines starting `[cluster-recovery]` say what a
@@ -293,4 +295,84 @@ fn follower_with_epochs_the_leader_never_had_converges_and_rejoins_the_isr() {
             },
         );
     assert_eq!((served, hw), (want.clone(), want.len() as i64));
+}
+
+/// The offset `replication-offset-checkpoint` in node `id`'s log directory holds for
+/// `topic`-0, if the file exists and lists it (Kafka's text format: version, count, then
+/// `topic partition offset` lines).
+fn checkpointed_high_watermark(c: &Cluster, id: i32, topic: &str) -> Option<i64> {
+    let text =
+        std::fs::read_to_string(c.data_dir(id).join("replication-offset-checkpoint")).ok()?;
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("0"), "checkpoint version line: {text:?}");
+    let count: usize = lines.next()?.parse().expect("checkpoint count line");
+    let entries: Vec<&str> = lines.collect();
+    assert_eq!(entries.len(), count, "checkpoint entries: {text:?}");
+    entries
+        .iter()
+        .find_map(|l| match l.split(' ').collect::<Vec<_>>()[..] {
+            [t, "0", hw] if t == topic => hw.parse().ok(),
+            _ => None,
+        })
+}
+
+/// A replica SIGKILLed and restarted takes its high watermark from the checkpoint, so when it
+/// is elected before any follower has fetched from it, clients read the committed records at
+/// once. Without the checkpoint it starts at the log start offset and, with no follower to
+/// raise it (the other replica is down, the ISR below min.insync.replicas), serves nothing.
+#[test]
+fn restarted_replica_serves_up_to_its_checkpointed_high_watermark() {
+    let _turn = serial();
+    let mut c = Cluster::start(
+        3,
+        &[
+            ("replica.high.watermark.checkpoint.interval.ms", "200"),
+            ("auto.leader.rebalance.enable", "false"),
+        ],
+    );
+    let topic = unique_topic("hwckpt");
+    c.create_topic(&topic, 1, 2, &[("min.insync.replicas", "2")]);
+    let s = c.await_partition(&topic, 0, "both replicas in the ISR", ISR_WAIT, |s| {
+        s.leader > 0 && s.isr.len() == 2
+    });
+    let (leader, x) = (s.leader, s.followers()[0]);
+    let values = batch_values("committed", 5);
+    produce_batches(&c, leader, &topic, &values);
+    poll_until_ok(
+        &format!("node {x} checkpoints high watermark {}", values.len()),
+        ISR_WAIT,
+        || match checkpointed_high_watermark(&c, x, &topic) {
+            Some(hw) if hw == values.len() as i64 => Ok(()),
+            other => Err(format!("{other:?}")),
+        },
+    );
+    c.kill(leader);
+    c.await_partition(&topic, 0, &format!("node {x} leads"), FAILOVER_WAIT, |s| {
+        s.leader == x
+    });
+    c.kill(x);
+    c.start_node(x);
+    let after = c.await_partition(
+        &topic,
+        0,
+        &format!("node {x} leads again"),
+        FAILOVER_WAIT,
+        |s| s.leader == x,
+    );
+    let (served, hw) = poll_until_ok(
+        &format!("node {x} serves {} records after its restart", values.len()),
+        FAILOVER_WAIT,
+        || match served_values(&c, x, &topic) {
+            Ok((_, hw)) if hw < values.len() as i64 => Err(format!("high watermark {hw}")),
+            other => other,
+        },
+    );
+    say(&format!(
+        "node {x} restarted after SIGKILL, leader at epoch {} with ISR {:?}: high watermark {hw}, \
+         {} records served",
+        after.leader_epoch,
+        after.isr,
+        served.len()
+    ));
+    assert_eq!(served, values);
 }

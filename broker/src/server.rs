@@ -230,6 +230,20 @@ impl Server {
             }
         }
         drop(self.listener);
+        // Before the logs close, this node's leaderships move to other ISR members (Kafka's
+        // controlled shutdown), so clients find a new leader at once instead of after the
+        // session timeout; past that timeout the controller would fence it anyway.
+        if let Some(c) = broker.replicas.controller() {
+            let timeout = Duration::from_millis(broker.config.broker_session_timeout_ms);
+            if c.controlled_shutdown(timeout).await {
+                tracing::info!("controlled shutdown: the controller moved this node's leaderships");
+            } else {
+                tracing::warn!(
+                    ?timeout,
+                    "controlled shutdown not acknowledged; stopping anyway"
+                );
+            }
+        }
         broker.shutting_down.send_replace(true);
         tracing::info!("shutting down: finishing in-flight requests");
         // The group timer task answers parked JoinGroup/SyncGroup requests at shutdown, so

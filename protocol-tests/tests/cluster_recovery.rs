@@ -4,7 +4,8 @@
 //! epochs diverge from its leader's in epochs the leader never had truncates, converges and
 //! rejoins the ISR (Kafka's `AbstractFetcherThread.getOffsetTruncationState`), and a replica
 //! restarted after a SIGKILL starts from its checkpointed high watermark
-//! (`replication-offset-checkpoint`).
+//! (`replication-offset-checkpoint`). Last, the other end of a node's life: a SIGTERMed leader
+//! hands its leaderships over before it exits (controlled shutdown).
 //!
 //! The tests run one at a time (one 3-node cluster on the machine at once). Every wait is a
 //! condition polled against a deadline. Lines starting `[cluster-recovery]` say what a
@@ -373,6 +374,58 @@ fn restarted_replica_serves_up_to_its_checkpointed_high_watermark() {
         after.leader_epoch,
         after.isr,
         served.len()
+    ));
+    assert_eq!(served, values);
+}
+
+/// SIGTERM starts a controlled shutdown: the leader's heartbeat asks to shut down, the
+/// controller moves its leaderships to other ISR members, and only then does it close its
+/// logs and exit. With a 60 s session timeout, a new leader within 20 s of the exit can only
+/// come from that hand-over (without it the partition waits for the dead leader's fencing).
+#[test]
+fn sigterm_hands_leadership_over_before_the_leader_exits() {
+    const HANDOVER_WAIT: Duration = Duration::from_secs(20);
+    let _turn = serial();
+    let mut c = Cluster::start(
+        3,
+        &[
+            ("broker.session.timeout.ms", "60000"),
+            ("auto.leader.rebalance.enable", "false"),
+        ],
+    );
+    let topic = unique_topic("ctlshut");
+    c.create_topic(&topic, 1, 3, &[("min.insync.replicas", "2")]);
+    let s = c.await_partition(&topic, 0, "every replica in the ISR", ISR_WAIT, |s| {
+        s.leader > 0 && s.isr.len() == 3
+    });
+    let old = s.leader;
+    let values = batch_values("before-term", 3);
+    produce_batches(&c, old, &topic, &values);
+    let status = c.stop(old);
+    assert!(
+        status.success(),
+        "node {old} exits cleanly after SIGTERM: {status}"
+    );
+    let handed = c.log_lines(old, "controlled shutdown");
+    let after = c.await_partition(
+        &topic,
+        0,
+        &format!("a live leader other than node {old}"),
+        HANDOVER_WAIT,
+        |s| s.leader > 0 && s.leader != old && c.is_up(s.leader),
+    );
+    let (served, hw) = poll_until_ok(
+        &format!("node {} serves the records", after.leader),
+        FAILOVER_WAIT,
+        || match served_values(&c, after.leader, &topic) {
+            Ok((_, hw)) if hw < values.len() as i64 => Err(format!("high watermark {hw}")),
+            other => other,
+        },
+    );
+    say(&format!(
+        "node {old} SIGTERMed: {handed:?}; node {} leads at epoch {} with ISR {:?}, high \
+         watermark {hw}",
+        after.leader, after.leader_epoch, after.isr
     ));
     assert_eq!(served, values);
 }

@@ -113,6 +113,10 @@ const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("compression.type", "producer"),
     ("unclean.leader.election.enable", "false"),
     ("log.retention.check.interval.ms", "300000"),
+    // Log directory checkpoints (crate::log::checkpoint).
+    ("replica.high.watermark.checkpoint.interval.ms", "5000"),
+    ("log.flush.offset.checkpoint.interval.ms", "60000"),
+    ("log.flush.start.offset.checkpoint.interval.ms", "60000"),
     ("cluster.id", ""),
     ("producer.id.expiration.ms", "86400000"),
     ("replica.lag.time.max.ms", "30000"),
@@ -168,6 +172,14 @@ pub struct BrokerConfig {
     /// `None` for Kafka's default -1 (unbounded; Kafka treats any value <= 0 so).
     pub queued_max_request_bytes: Option<usize>,
     pub retention_check_interval_ms: u64,
+    /// How often the high watermarks are checkpointed
+    /// (replica.high.watermark.checkpoint.interval.ms).
+    pub high_watermark_checkpoint_interval_ms: u64,
+    /// How often the recovery points are checkpointed (log.flush.offset.checkpoint.interval.ms).
+    pub recovery_point_checkpoint_interval_ms: u64,
+    /// How often the log start offsets are checkpointed
+    /// (log.flush.start.offset.checkpoint.interval.ms).
+    pub log_start_offset_checkpoint_interval_ms: u64,
     /// Idle producers' dedup state is dropped after this long (producer.id.expiration.ms).
     pub producer_id_expiration_ms: i64,
     /// A follower not caught up for this long leaves the ISR (replica.lag.time.max.ms).
@@ -290,6 +302,18 @@ impl BrokerConfig {
             retention_check_interval_ms: positive::<i64>(
                 "log.retention.check.interval.ms",
                 &get("log.retention.check.interval.ms"),
+            )? as u64,
+            high_watermark_checkpoint_interval_ms: positive::<i64>(
+                "replica.high.watermark.checkpoint.interval.ms",
+                &get("replica.high.watermark.checkpoint.interval.ms"),
+            )? as u64,
+            recovery_point_checkpoint_interval_ms: positive::<i64>(
+                "log.flush.offset.checkpoint.interval.ms",
+                &get("log.flush.offset.checkpoint.interval.ms"),
+            )? as u64,
+            log_start_offset_checkpoint_interval_ms: positive::<i64>(
+                "log.flush.start.offset.checkpoint.interval.ms",
+                &get("log.flush.start.offset.checkpoint.interval.ms"),
             )? as u64,
             replica_lag_time_max_ms: positive(
                 "replica.lag.time.max.ms",

@@ -8,7 +8,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::cluster::replica_manager::{ReplicaError, ReplicaManager};
+use crate::cluster::replica_manager::{OffsetCheckpoint, ReplicaError, ReplicaManager};
 use crate::config::BrokerConfig;
 use crate::fault::FaultEngine;
 use crate::group::GroupCoordinator;
@@ -155,23 +155,40 @@ impl Server {
     pub async fn run(self, mut shutdown: watch::Receiver<bool>) -> Result<(), ServerError> {
         let broker = self.broker.clone();
         let retention = {
-            let broker = broker.clone();
-            let period = Duration::from_millis(broker.config.retention_check_interval_ms);
-            let mut stop = shutdown.clone();
-            tokio::spawn(async move {
-                let mut tick = tokio::time::interval(period);
-                tick.tick().await;
-                loop {
-                    tokio::select! {
-                        _ = tick.tick() => {
-                            let b = broker.clone();
-                            let _ = tokio::task::spawn_blocking(move || b.replicas.run_retention()).await;
-                        }
-                        _ = stop.changed() => break,
-                    }
-                }
-            })
+            let b = broker.clone();
+            tokio::spawn(every(
+                Duration::from_millis(broker.config.retention_check_interval_ms),
+                shutdown.clone(),
+                move || b.replicas.run_retention(),
+            ))
         };
+        let checkpoints = [
+            (
+                OffsetCheckpoint::HighWatermark,
+                broker.config.high_watermark_checkpoint_interval_ms,
+            ),
+            (
+                OffsetCheckpoint::RecoveryPoint,
+                broker.config.recovery_point_checkpoint_interval_ms,
+            ),
+            (
+                OffsetCheckpoint::LogStartOffset,
+                broker.config.log_start_offset_checkpoint_interval_ms,
+            ),
+        ]
+        .map(|(which, period_ms)| {
+            // Shutdown writes every checkpoint once more, after closing the logs.
+            let b = broker.clone();
+            tokio::spawn(every(
+                Duration::from_millis(period_ms),
+                shutdown.clone(),
+                move || {
+                    if let Err(e) = b.replicas.write_checkpoint(which) {
+                        tracing::warn!(file = which.file(), error = %e, "checkpoint write failed");
+                    }
+                },
+            ))
+        });
         let admin = self.admin.map(|l| {
             tokio::spawn(crate::admin::serve(
                 l,
@@ -219,6 +236,20 @@ impl Server {
             }
         }
         drop(self.listener);
+        // Before the logs close, this node's leaderships move to other ISR members (Kafka's
+        // controlled shutdown), so clients find a new leader at once instead of after the
+        // session timeout; past that timeout the controller would fence it anyway.
+        if let Some(c) = broker.replicas.controller() {
+            let timeout = Duration::from_millis(broker.config.broker_session_timeout_ms);
+            if c.controlled_shutdown(timeout).await {
+                tracing::info!("controlled shutdown: the controller moved this node's leaderships");
+            } else {
+                tracing::warn!(
+                    ?timeout,
+                    "controlled shutdown not acknowledged; stopping anyway"
+                );
+            }
+        }
         broker.shutting_down.send_replace(true);
         tracing::info!("shutting down: finishing in-flight requests");
         // The group timer task answers parked JoinGroup/SyncGroup requests at shutdown, so
@@ -226,6 +257,9 @@ impl Server {
         let _ = group_timers.await;
         while connections.join_next().await.is_some() {}
         let _ = retention.await;
+        for c in checkpoints {
+            let _ = c.await;
+        }
         if let Some(r) = replication {
             let _ = r.await;
         }
@@ -241,5 +275,22 @@ impl Server {
             .map_err(|e| ReplicaError::Io(std::io::Error::other(e)))??;
         tracing::info!("shutdown complete");
         Ok(())
+    }
+}
+
+/// Runs the blocking `job` every `period` until shutdown.
+async fn every<F>(period: Duration, mut stop: watch::Receiver<bool>, job: F)
+where
+    F: Fn() + Clone + Send + 'static,
+{
+    let mut tick = tokio::time::interval(period);
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                let _ = tokio::task::spawn_blocking(job.clone()).await;
+            }
+            _ = stop.changed() => break,
+        }
     }
 }

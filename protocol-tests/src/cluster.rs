@@ -700,6 +700,30 @@ impl Cluster {
             .unwrap_or_else(|_| panic!("brook fault add printed {out:?}, not a rule id"))
     }
 
+    /// Cuts every replication link of node `id`: its fetches to any leader, and any
+    /// follower's fetches to it (a link rule; rules do not survive a restart).
+    pub fn isolate_replication(&self, id: i32) -> u64 {
+        self.cut_link(id, "*", "replication")
+    }
+
+    /// Installs a link rule on node `id` partitioning `traffic` (`replication`, `controller`)
+    /// with `peer` (a node id, or `*` for every peer) in both directions; returns the rule id.
+    pub fn cut_link(&self, id: i32, peer: &str, traffic: &str) -> u64 {
+        self.fault_add(
+            id,
+            &[
+                "--action",
+                "partition",
+                "--to",
+                peer,
+                "--direction",
+                "both",
+                "--traffic",
+                traffic,
+            ],
+        )
+    }
+
     /// The rules on node `id` (`brook fault list`), as JSON.
     pub fn fault_list(&self, id: i32) -> String {
         let admin = self.admin_address(id);

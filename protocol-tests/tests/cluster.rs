@@ -111,31 +111,13 @@ fn values(got: &[Got]) -> Vec<String> {
         .collect()
 }
 
-/// Installs a link rule on `node` partitioning `traffic` with `peer` (`*` for every peer) in
-/// both directions; returns the rule id.
-fn cut_link(c: &Cluster, node: i32, peer: &str, traffic: &str) -> u64 {
-    c.fault_add(
-        node,
-        &[
-            "--action",
-            "partition",
-            "--to",
-            peer,
-            "--direction",
-            "both",
-            "--traffic",
-            traffic,
-        ],
-    )
-}
-
 /// Cuts replication between `leader` and each follower with link rules on every side
 /// (partition, both directions, replication traffic), and waits until each follower's rule has
 /// refused a fetch: from then on no fetch of that follower is in flight to the leader.
 fn cut_replication(c: &Cluster, leader: i32, followers: &[i32]) {
-    cut_link(c, leader, "*", "replication");
+    c.isolate_replication(leader);
     for f in followers {
-        cut_link(c, *f, &leader.to_string(), "replication");
+        c.cut_link(*f, &leader.to_string(), "replication");
     }
     poll_until_ok(
         "each follower's replication link rule refuses a fetch",
@@ -1090,7 +1072,7 @@ fn acks_all_counts_a_follower_whose_isr_expansion_is_pending() {
     // F out of the ISR, then back with its replication link to the leader cut.
     c.kill(f);
     c.await_isr(&topic, 0, &[leader, g], ISR_WAIT);
-    let repl = cut_link(&c, leader, &f.to_string(), "replication");
+    let repl = c.cut_link(leader, &f.to_string(), "replication");
     c.start_node(f);
     await_rule_fired(
         &c,
@@ -1100,7 +1082,7 @@ fn acks_all_counts_a_follower_whose_isr_expansion_is_pending() {
     );
 
     // The leader cut off from the controller: an AlterPartition it sends cannot commit.
-    let ctl = cut_link(&c, leader, "*", "controller");
+    let ctl = c.cut_link(leader, "*", "controller");
     let expansions = c.log_lines(leader, "expanding ISR").len();
     c.fault_remove(leader, repl);
     poll_until_ok("the leader proposes F back into the ISR", ISR_WAIT, || {
@@ -1112,7 +1094,7 @@ fn acks_all_counts_a_follower_whose_isr_expansion_is_pending() {
         }
     });
     // F stops copying again, with no fetch of it in flight (its next one was refused).
-    let repl = cut_link(&c, leader, &f.to_string(), "replication");
+    let repl = c.cut_link(leader, &f.to_string(), "replication");
     await_rule_fired(&c, leader, repl, "F's fetch is refused again");
 
     // acks=all while F's expansion is pending: F, in the maximal ISR, lacks these records, so
@@ -1265,8 +1247,8 @@ fn a_slow_partition_does_not_time_out_healthy_ones_in_the_same_produce() {
         .find(|i| c.leader_of(&slow_topic, *i) == leader)
         .expect("the RF=3 topic has a partition led by every node");
     // Only the link between L and F: G keeps copying from L.
-    cut_link(&c, leader, &f.to_string(), "replication");
-    let rule = cut_link(&c, f, &leader.to_string(), "replication");
+    c.cut_link(leader, &f.to_string(), "replication");
+    let rule = c.cut_link(f, &leader.to_string(), "replication");
     await_rule_fired(&c, f, rule, "F's fetch from the leader is refused");
 
     let batch = |tag: &str| encode_batch(Producer::NONE, &[Rec::kv(tag, tag, 1_000)]);

@@ -907,6 +907,22 @@ impl Partition {
         }
     }
 
+    /// Replica just opened: starts from the high watermark of the log directory's
+    /// `replication-offset-checkpoint`, bounded by the log (Kafka's `Partition.createLog`), so
+    /// a restarted replica that is elected before any follower fetches still serves what was
+    /// committed. Called before the partition takes a role.
+    pub fn restore_high_watermark(&self, checkpointed: i64) {
+        let log = self.log.lock();
+        let mut st = self.state.lock();
+        let hw = checkpointed.clamp(log.log_start_offset(), log.log_end_offset());
+        self.set_high_watermark(&log, &mut st, hw);
+    }
+
+    /// Everything below this offset of the log is on disk (for the recovery-point checkpoint).
+    pub fn recovery_point(&self) -> i64 {
+        self.log.lock().recovery_point()
+    }
+
     /// Deletes the partition's directory. The caller has already made the partition
     /// unreachable; readers still holding a segment file keep reading the unlinked inode.
     pub fn delete_dir(&self) -> std::io::Result<()> {

@@ -7,9 +7,10 @@
 //! the same request, over one connection to L. Each round: send Fetch with, per partition,
 //! fetch offset = log end offset and last fetched epoch = the log's latest leader epoch; the
 //! leader answers records, its high watermark and log start offset, or a diverging epoch, in
-//! which case the follower truncates to the leader's end offset for that epoch before
-//! fetching that partition again (KIP-320/KIP-595 style truncation, no separate
-//! OffsetForLeaderEpoch round trip). A partition whose answer is an error sits out for
+//! which case the follower truncates ([`offset_truncation`]) before fetching that partition
+//! again (KIP-320/KIP-595 style truncation, no separate OffsetForLeaderEpoch round trip): to
+//! the earlier end of the shared epoch, or, for an epoch it never had, to its own end of its
+//! largest epoch below it, and asks again with that older epoch. A partition whose answer is an error sits out for
 //! `REPLICA_FETCH_BACKOFF` (the leader answers errors at once, so it would otherwise spin);
 //! the others go on.
 
@@ -364,10 +365,16 @@ impl Fetcher {
             return Err(FetchRoundError::Leader(data.error_code));
         }
         if data.diverging_epoch.epoch >= 0 || data.diverging_epoch.end_offset >= 0 {
-            let target = data.diverging_epoch.end_offset.min(leo);
-            tracing::info!(topic = %part.topic, partition = part.index, from = leo, to = target, epoch = data.diverging_epoch.epoch, "truncating to the leader's log");
+            let leader = (data.diverging_epoch.epoch, data.diverging_epoch.end_offset);
+            let t = offset_truncation(
+                leader,
+                part.end_offset_for_epoch(leader.0),
+                leo,
+                part.high_watermark(),
+            );
+            tracing::info!(topic = %part.topic, partition = part.index, from = leo, to = t.offset, epoch = leader.0, leader_end_offset = leader.1, completed = t.completed, "truncating to the leader's log");
             return part
-                .truncate_to(target.max(0))
+                .truncate_to(t.offset)
                 .map_err(|e| FetchRoundError::Local(e.to_string()));
         }
         let records = data.records.unwrap_or_default();
@@ -464,9 +471,152 @@ impl Fetcher {
     }
 }
 
+/// Where a follower truncates when the leader answers that its log diverged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OffsetTruncation {
+    /// Remove every record at or after this offset.
+    pub offset: i64,
+    /// False when the leader's epoch was unknown here: the truncation only drops the epochs
+    /// the leader does not have, and the next fetch (with an older last fetched epoch) asks
+    /// again.
+    pub completed: bool,
+}
+
+/// The truncation offset for the leader's diverging-epoch answer `leader` (epoch, end offset),
+/// given this replica's `own` answer for that epoch (the largest epoch it has at or below it
+/// and where that ends, [`Partition::end_offset_for_epoch`]), its log end offset and high
+/// watermark. Kafka's `AbstractFetcherThread.getOffsetTruncationState`:
+/// - the leader knows no end offset: fall back to the high watermark, which is committed;
+/// - no epoch in the answer, or this replica has no epoch at or below it: the leader's offset;
+/// - this replica's largest epoch at or below the leader's is another one (it never had the
+///   leader's epoch): its own end offset for that epoch, not the leader's. That removes every
+///   epoch above it, so the next fetch carries a strictly older epoch and the exchange ends;
+/// - the same epoch: where the first of the two copies ends.
+///
+/// The result never exceeds the log end offset, and is never negative.
+pub fn offset_truncation(
+    leader: (i32, i64),
+    own: (i32, i64),
+    log_end_offset: i64,
+    high_watermark: i64,
+) -> OffsetTruncation {
+    let (leader_epoch, leader_end) = leader;
+    let (own_epoch, own_end) = own;
+    let (offset, completed) = if leader_end < 0 {
+        (high_watermark, true)
+    } else if leader_epoch < 0 || own_end < 0 {
+        (leader_end, true)
+    } else if own_epoch != leader_epoch {
+        (own_end, false)
+    } else {
+        (own_end.min(leader_end), true)
+    };
+    OffsetTruncation {
+        offset: offset.min(log_end_offset).max(0),
+        completed,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn truncation(offset: i64, completed: bool) -> OffsetTruncation {
+        OffsetTruncation { offset, completed }
+    }
+
+    #[test]
+    fn truncation_for_an_epoch_this_replica_never_had_uses_its_own_end_offset() {
+        // Follower epochs [1@0, 3@5], log end 10; the leader has [1@0, 2@5, 4@10] and answers
+        // epoch 2 ending at 10 for the follower's epoch 3. The follower's largest epoch at or
+        // below 2 is 1, which ends at 5 (where its epoch 3 starts).
+        let t = offset_truncation((2, 10), (1, 5), 10, 0);
+        assert_eq!(t, truncation(5, false));
+        // min(leader end, log end) would be 10: no change, and the same answer forever.
+        // The next fetch carries epoch 1; the leader's epoch 1 also ends at 5: done.
+        assert_eq!(offset_truncation((1, 5), (1, 5), 5, 0), truncation(5, true));
+    }
+
+    #[test]
+    fn truncation_for_a_shared_epoch_goes_to_the_earlier_end() {
+        assert_eq!(
+            offset_truncation((3, 7), (3, 10), 10, 0),
+            truncation(7, true)
+        );
+        assert_eq!(
+            offset_truncation((3, 12), (3, 9), 10, 0),
+            truncation(9, true)
+        );
+        // Never past the log end.
+        assert_eq!(
+            offset_truncation((3, 12), (3, 12), 10, 0),
+            truncation(10, true)
+        );
+    }
+
+    #[test]
+    fn truncation_without_epoch_information() {
+        // The leader knows no end offset: the high watermark, bounded by the log end.
+        assert_eq!(
+            offset_truncation((-1, -1), (-1, -1), 10, 4),
+            truncation(4, true)
+        );
+        assert_eq!(
+            offset_truncation((-1, -1), (-1, -1), 3, 4),
+            truncation(3, true)
+        );
+        // This replica has no epoch at or below the leader's: the leader's offset.
+        assert_eq!(
+            offset_truncation((2, 6), (-1, -1), 10, 0),
+            truncation(6, true)
+        );
+        assert_eq!(
+            offset_truncation((-1, 6), (2, 8), 10, 0),
+            truncation(6, true)
+        );
+    }
+
+    /// The exchange a follower and a leader go through, each step a fetch with the
+    /// follower's latest epoch: it ends at the first offset where the two logs differ, in at
+    /// most one step per follower epoch.
+    #[test]
+    fn truncation_converges_against_divergent_epoch_histories() {
+        use crate::log::leader_epoch::LeaderEpochCache;
+        let dir = tempfile::tempdir().unwrap();
+        let cache = |entries: &[(i32, i64)], name: &str| {
+            let mut c = LeaderEpochCache::empty(&dir.path().join(name));
+            for (e, o) in entries {
+                c.assign(*e, *o);
+            }
+            c
+        };
+        // Leader [0@0, 2@5, 4@8, 6@9] end 12; follower [0@0, 1@3, 3@6, 5@7] end 11.
+        let leader = cache(&[(0, 0), (2, 5), (4, 8), (6, 9)], "l");
+        let mut follower = cache(&[(0, 0), (1, 3), (3, 6), (5, 7)], "f");
+        let (leader_end, mut follower_end) = (12, 11);
+        let mut steps = 0;
+        loop {
+            let last = follower.latest_epoch().unwrap();
+            let answer = leader.end_offset_for(last, leader_end);
+            if answer.0 == last && answer.1 >= follower_end {
+                break; // no divergence: fetching goes on from follower_end
+            }
+            let own = follower.end_offset_for(answer.0, follower_end);
+            let t = offset_truncation(answer, own, follower_end, 0);
+            assert!(
+                t.offset < follower_end || !t.completed,
+                "step {steps}: {t:?}"
+            );
+            follower_end = t.offset;
+            follower.truncate_from_end(follower_end);
+            steps += 1;
+            assert!(steps <= 4, "no convergence after {steps} truncations");
+        }
+        assert_eq!(
+            follower_end, 3,
+            "the logs share epoch 0 up to offset 3 only"
+        );
+    }
     use crate::log::{LogConfig, UnifiedLog};
 
     fn replica(dir: &std::path::Path, topic: &str, index: i32) -> Arc<Partition> {

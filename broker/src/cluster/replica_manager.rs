@@ -21,6 +21,11 @@ use super::replica_fetcher::ReplicaFetchers;
 use crate::config::{BrokerConfig, ConfigError};
 use crate::controller::{AlterPartitionRequest, ClusterImage, Controller};
 use crate::fault::FaultEngine;
+use crate::log::checkpoint::{
+    self, OffsetMap, HIGH_WATERMARK_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+};
+use crate::log::loader::LogCheckpoints;
 use crate::log::{LogError, UnifiedLog};
 use crate::metadata::{validate_topic_name, MetadataError, MetadataImage, TopicMeta};
 
@@ -107,6 +112,101 @@ pub struct ReplicaManager {
     quorum_cluster_id: std::sync::OnceLock<String>,
     /// Cluster mode: the producer id block this node hands out from (next, end).
     quorum_pid_block: tokio::sync::Mutex<(i64, i64)>,
+    /// Whether the clean-shutdown marker was there at start-up. In cluster mode partition logs
+    /// are opened as metadata images name them, after start-up; without the marker each is
+    /// recovered (Kafka's `LogManager.loadLogs` passes the same flag to every `LogLoader`).
+    had_clean_shutdown: bool,
+    /// The log directory's checkpoints as read at start-up; each partition takes its entries
+    /// when it is opened (at start-up on a single node, from the first metadata image in
+    /// cluster mode). From then on the partitions own the offsets, and
+    /// [`Self::write_checkpoint`] writes them back.
+    startup_checkpoints: Mutex<StartupCheckpoints>,
+    /// Serialises checkpoint writes (the periodic task and shutdown).
+    checkpoint_write: Mutex<()>,
+}
+
+/// The three per-directory checkpoint files (Kafka's `OffsetCheckpointFile`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffsetCheckpoint {
+    /// `recovery-point-offset-checkpoint` (log.flush.offset.checkpoint.interval.ms).
+    RecoveryPoint,
+    /// `log-start-offset-checkpoint` (log.flush.start.offset.checkpoint.interval.ms).
+    LogStartOffset,
+    /// `replication-offset-checkpoint` (replica.high.watermark.checkpoint.interval.ms).
+    HighWatermark,
+}
+
+impl OffsetCheckpoint {
+    /// Every checkpoint, for shutdown.
+    pub const ALL: [OffsetCheckpoint; 3] = [
+        OffsetCheckpoint::RecoveryPoint,
+        OffsetCheckpoint::LogStartOffset,
+        OffsetCheckpoint::HighWatermark,
+    ];
+
+    /// The file name in the log directory.
+    pub fn file(self) -> &'static str {
+        match self {
+            OffsetCheckpoint::RecoveryPoint => RECOVERY_POINT_CHECKPOINT,
+            OffsetCheckpoint::LogStartOffset => LOG_START_OFFSET_CHECKPOINT,
+            OffsetCheckpoint::HighWatermark => HIGH_WATERMARK_CHECKPOINT,
+        }
+    }
+
+    /// The partition's current offset that this checkpoint records.
+    fn offset_of(self, p: &Partition) -> i64 {
+        match self {
+            OffsetCheckpoint::RecoveryPoint => p.recovery_point(),
+            OffsetCheckpoint::LogStartOffset => p.offsets().0,
+            OffsetCheckpoint::HighWatermark => p.high_watermark(),
+        }
+    }
+}
+
+/// What the checkpoint files held at start-up, not yet taken by a partition.
+#[derive(Default)]
+struct StartupCheckpoints {
+    recovery_points: OffsetMap,
+    log_start_offsets: OffsetMap,
+    high_watermarks: OffsetMap,
+}
+
+impl StartupCheckpoints {
+    fn read(dir: &Path) -> Self {
+        StartupCheckpoints {
+            recovery_points: read_or_empty(dir, RECOVERY_POINT_CHECKPOINT),
+            log_start_offsets: read_or_empty(dir, LOG_START_OFFSET_CHECKPOINT),
+            high_watermarks: read_or_empty(dir, HIGH_WATERMARK_CHECKPOINT),
+        }
+    }
+
+    /// Takes one partition's entries: the log's, and the high watermark.
+    fn take(&mut self, topic: &str, partition: i32) -> (LogCheckpoints, Option<i64>) {
+        let key = (topic.to_string(), partition);
+        let log = LogCheckpoints {
+            recovery_point: self.recovery_points.remove(&key),
+            log_start_offset: self.log_start_offsets.remove(&key),
+        };
+        (log, self.high_watermarks.remove(&key))
+    }
+
+    /// The entries of `which` that no partition has taken yet.
+    fn untaken(&self, which: OffsetCheckpoint) -> &OffsetMap {
+        match which {
+            OffsetCheckpoint::RecoveryPoint => &self.recovery_points,
+            OffsetCheckpoint::LogStartOffset => &self.log_start_offsets,
+            OffsetCheckpoint::HighWatermark => &self.high_watermarks,
+        }
+    }
+}
+
+/// A damaged checkpoint costs a full recovery (or a high watermark learnt again from the
+/// leader), never the start: Kafka's `LogManager` resets a bad recovery-point file the same way.
+fn read_or_empty(dir: &Path, name: &str) -> OffsetMap {
+    checkpoint::read_offsets(dir, name).unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "ignoring a damaged checkpoint");
+        OffsetMap::new()
+    })
 }
 
 impl ReplicaManager {
@@ -127,15 +227,19 @@ impl ReplicaManager {
             tracing::info!(dir = %dir.display(), "no clean-shutdown marker: recovering logs");
         }
         let image = MetadataImage::load_or_create(&dir, config.cluster_id.as_deref())?;
+        let mut startup_checkpoints = StartupCheckpoints::read(&dir);
         let partitions = DashMap::new();
         let now = now_ms();
         for topic in image.topics.values() {
             let log_config = config.log_config(&topic.configs)?;
             for p in 0..topic.partitions {
-                let log = UnifiedLog::open(
+                // A single node's high watermark is its log end offset: it is the only replica.
+                let (checkpoints, _) = startup_checkpoints.take(&topic.name, p);
+                let log = UnifiedLog::open_at(
                     partition_dir(&dir, &topic.name, p),
                     log_config.clone(),
                     clean,
+                    checkpoints,
                     now,
                 )?;
                 let part = Partition::new(
@@ -170,6 +274,9 @@ impl ReplicaManager {
             quorum_pid_block: tokio::sync::Mutex::new((0, 0)),
             startup_metadata_offset: AtomicI64::new(i64::MAX),
             quorum_cluster_id: std::sync::OnceLock::new(),
+            had_clean_shutdown: clean,
+            startup_checkpoints: Mutex::new(startup_checkpoints),
+            checkpoint_write: Mutex::new(()),
         })
     }
 
@@ -526,30 +633,30 @@ impl ReplicaManager {
                         p.update_config(log_config.clone(), min_isr);
                         p
                     }
-                    None => match UnifiedLog::open(
-                        partition_dir(&self.config.log_dir, &t.name, reg.index),
-                        log_config.clone(),
-                        true,
-                        now,
-                    ) {
-                        Ok(log) => {
-                            let p = Arc::new(Partition::new_replica(
-                                t.name.clone(),
-                                t.id,
-                                reg.index,
-                                me,
-                                min_isr,
-                                self.config.replica_lag_time_max_ms,
-                                log,
-                            ));
-                            self.partitions.insert(key.clone(), p.clone());
-                            p
+                    None => {
+                        match self.open_replica_log(&t.name, reg.index, log_config.clone(), now) {
+                            Ok((log, checkpointed_hw)) => {
+                                let p = Arc::new(Partition::new_replica(
+                                    t.name.clone(),
+                                    t.id,
+                                    reg.index,
+                                    me,
+                                    min_isr,
+                                    self.config.replica_lag_time_max_ms,
+                                    log,
+                                ));
+                                if let Some(hw) = checkpointed_hw {
+                                    p.restore_high_watermark(hw);
+                                }
+                                self.partitions.insert(key.clone(), p.clone());
+                                p
+                            }
+                            Err(e) => {
+                                tracing::error!(topic = %t.name, partition = reg.index, error = %e, "cannot open partition log");
+                                continue;
+                            }
                         }
-                        Err(e) => {
-                            tracing::error!(topic = %t.name, partition = reg.index, error = %e, "cannot open partition log");
-                            continue;
-                        }
-                    },
+                    }
                 };
                 if !registered {
                     continue;
@@ -581,7 +688,46 @@ impl ReplicaManager {
             img.topics = topics;
             img.next_producer_id_block = image.next_producer_id_block;
         }
+        // Every partition this node hosts is open now; entries of others are stale.
+        *self.startup_checkpoints.lock() = StartupCheckpoints::default();
         self.applied.send_modify(|v| *v += 1);
+    }
+
+    /// Opens a cluster partition's log with its start-up checkpoints; returns it with its
+    /// checkpointed high watermark.
+    fn open_replica_log(
+        &self,
+        topic: &str,
+        partition: i32,
+        config: crate::log::LogConfig,
+        now: i64,
+    ) -> Result<(UnifiedLog, Option<i64>), LogError> {
+        let (checkpoints, hw) = self.startup_checkpoints.lock().take(topic, partition);
+        let log = UnifiedLog::open_at(
+            partition_dir(&self.config.log_dir, topic, partition),
+            config,
+            self.had_clean_shutdown,
+            checkpoints,
+            now,
+        )?;
+        Ok((log, hw))
+    }
+
+    /// Writes one of the log directory's checkpoint files from every partition's current
+    /// offset (Kafka's `LogManager.checkpointLogRecoveryOffsets` and
+    /// `checkpointLogStartOffsets`, `ReplicaManager.checkpointHighWatermarks`).
+    /// Entries read at start-up for partitions not opened yet (cluster mode, before the first
+    /// metadata image) are kept, so an early write does not lose them.
+    pub fn write_checkpoint(&self, which: OffsetCheckpoint) -> Result<(), ReplicaError> {
+        let mut offsets = self.startup_checkpoints.lock().untaken(which).clone();
+        offsets.extend(
+            self.all_partitions()
+                .iter()
+                .map(|p| ((p.topic.clone(), p.index), which.offset_of(p))),
+        );
+        let _one_writer = self.checkpoint_write.lock();
+        checkpoint::write_offsets(&self.config.log_dir, which.file(), &offsets)?;
+        Ok(())
     }
 
     fn stop_fetcher(&self, key: &(String, i32)) {
@@ -683,13 +829,19 @@ impl ReplicaManager {
         }
     }
 
-    /// Flushes and closes every log, then writes the clean-shutdown marker.
+    /// Flushes and closes every log, writes the checkpoints, then the clean-shutdown marker.
     pub fn shutdown(&self) -> Result<(), ReplicaError> {
         let mut failed = false;
         for p in self.all_partitions() {
             if let Err(e) = p.close() {
                 failed = true;
                 tracing::error!(topic = %p.topic, partition = p.index, error = %e, "could not close log");
+            }
+        }
+        for which in OffsetCheckpoint::ALL {
+            if let Err(e) = self.write_checkpoint(which) {
+                failed = true;
+                tracing::error!(file = which.file(), error = %e, "could not write checkpoint");
             }
         }
         if !failed {

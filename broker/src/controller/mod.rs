@@ -243,6 +243,11 @@ pub(crate) struct Inner {
     pending_writes: tokio::sync::Semaphore,
     liveness: parking_lot::Mutex<Liveness>,
     heartbeats_enabled: watch::Sender<bool>,
+    /// Set when this node's broker starts a controlled shutdown: its heartbeats then carry
+    /// `want_shut_down`.
+    shut_down_wanted: watch::Sender<bool>,
+    /// Set when the active controller answered `should_shut_down` (this broker leads nothing).
+    shut_down_granted: watch::Sender<bool>,
     /// The node's fault rules: link rules with traffic `controller` act on the quorum's RPCs.
     faults: Option<Arc<FaultEngine>>,
 }
@@ -353,6 +358,8 @@ impl Controller {
             pending_writes: tokio::sync::Semaphore::new(MAX_PENDING_WRITES),
             liveness: parking_lot::Mutex::new(Liveness::default()),
             heartbeats_enabled: watch::channel(true).0,
+            shut_down_wanted: watch::channel(false).0,
+            shut_down_granted: watch::channel(false).0,
             faults,
         });
         let router = network::router(inner.clone());
@@ -512,9 +519,10 @@ impl Controller {
             node_id,
             epoch,
             metadata_offset,
+            want_shut_down: false,
         };
         match self.inner.submit(req).await? {
-            ControllerReply::Heartbeat { fenced } => Ok(fenced),
+            ControllerReply::Heartbeat { fenced, .. } => Ok(fenced),
             other => Err(unexpected(other)),
         }
     }
@@ -536,6 +544,22 @@ impl Controller {
 
     /// Stops the node: the listener, the background tasks and Raft. Everything acknowledged
     /// is already durable, so this is equivalent to a crash for what survives it.
+    /// Controlled shutdown (Kafka's `BrokerLifecycleManager.beginControlledShutdown`): this
+    /// node's broker heartbeats with `want_shut_down` at once, and the active controller moves
+    /// its leaderships to other ISR members and takes it out of the ISRs. Returns whether the
+    /// controller let it go (it leads nothing) within `timeout`; a broker that cannot reach a
+    /// controller stops anyway, and is fenced after its session timeout as before.
+    pub async fn controlled_shutdown(&self, timeout: Duration) -> bool {
+        if self.inner.config.broker_endpoint.is_none() {
+            return true;
+        }
+        self.inner.shut_down_wanted.send_replace(true);
+        let mut granted = self.inner.shut_down_granted.subscribe();
+        tokio::time::timeout(timeout, granted.wait_for(|g| *g))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
     pub async fn shutdown(&self) {
         let tasks: Vec<JoinHandle<()>> = self.tasks.lock().drain(..).collect();
         for t in &tasks {
@@ -812,15 +836,19 @@ async fn broker_lifecycle_task(inner: Arc<Inner>) {
     ));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut epoch: Option<i64> = None;
+    let mut wanted = inner.shut_down_wanted.subscribe();
     // Until this broker is registered and unfenced, it retries on a short backoff rather
     // than a full heartbeat interval: a fresh cluster is usable as soon as the quorum has a
-    // leader, not one heartbeat interval later.
+    // leader, not one heartbeat interval later. A controlled shutdown heartbeats at once.
     let mut hurry = false;
     loop {
         if hurry {
             tokio::time::sleep(BROKER_STARTUP_RETRY).await;
         } else {
-            tick.tick().await;
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = wanted.changed() => {}
+            }
         }
         hurry = false;
         if enabled.wait_for(|on| *on).await.is_err() {
@@ -853,15 +881,23 @@ async fn broker_lifecycle_task(inner: Arc<Inner>) {
         };
         // This node's image is what its broker side serves from.
         let metadata_offset = inner.image_rx.borrow().metadata_offset;
+        let want_shut_down = *inner.shut_down_wanted.borrow();
         match inner
             .submit(ControllerRequest::Heartbeat {
                 node_id,
                 epoch: e,
                 metadata_offset,
+                want_shut_down,
             })
             .await
         {
-            Ok(ControllerReply::Heartbeat { fenced: true }) => hurry = true,
+            Ok(ControllerReply::Heartbeat {
+                should_shut_down: true,
+                ..
+            }) if want_shut_down => {
+                inner.shut_down_granted.send_replace(true);
+            }
+            Ok(ControllerReply::Heartbeat { fenced: true, .. }) => hurry = true,
             Ok(_) => {}
             Err(
                 ControllerError::StaleBrokerEpoch { .. }

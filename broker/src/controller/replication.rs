@@ -59,6 +59,10 @@ pub enum ControllerRequest {
         epoch: i64,
         /// The last metadata offset the broker has applied (Kafka's currentMetadataOffset).
         metadata_offset: u64,
+        /// The broker is stopping and asks for its leaderships to be moved first (Kafka's
+        /// `wantShutDown`, controlled shutdown).
+        #[serde(default)]
+        want_shut_down: bool,
     },
     /// AllocateProducerIds: a block of producer ids for `node_id`.
     AllocateProducerIds { node_id: i32 },
@@ -95,8 +99,13 @@ pub enum ControllerReply {
     Partition(PartitionRegistration),
     /// The broker epoch to heartbeat with.
     BrokerRegistered { epoch: i64 },
-    /// Whether the broker is fenced after the heartbeat.
-    Heartbeat { fenced: bool },
+    /// Whether the broker is fenced after the heartbeat, and whether a broker that asked to
+    /// shut down may now (it leads nothing: Kafka's `shouldShutDown`).
+    Heartbeat {
+        fenced: bool,
+        #[serde(default)]
+        should_shut_down: bool,
+    },
     /// Producer ids `first_id..first_id + size`.
     ProducerIds { first_id: i64, size: i64 },
 }
@@ -165,7 +174,14 @@ pub fn decide(
             node_id,
             epoch,
             metadata_offset,
+            want_shut_down: false,
         } => heartbeat(image, *node_id, *epoch, *metadata_offset, default_unclean),
+        ControllerRequest::Heartbeat {
+            node_id,
+            epoch,
+            metadata_offset,
+            want_shut_down: true,
+        } => shut_down_heartbeat(image, *node_id, *epoch, *metadata_offset, default_unclean),
         ControllerRequest::AllocateProducerIds { node_id } => {
             let first_id = image.next_producer_id_block;
             Ok((
@@ -288,6 +304,22 @@ pub fn fence_broker(
     let Some(b) = image.brokers.get(&node_id).filter(|b| !b.fenced) else {
         return Vec::new();
     };
+    let mut records = move_replica_away(image, node_id, default_unclean);
+    records.push(MetadataRecord::FenceBroker {
+        node_id,
+        epoch: b.epoch,
+    });
+    records
+}
+
+/// Takes `node_id` out of every ISR it is in (unless it is the last member) and out of every
+/// leadership, electing from the remaining ISR (or, with unclean election, any other live
+/// replica): what fencing and controlled shutdown share.
+fn move_replica_away(
+    image: &ClusterImage,
+    node_id: i32,
+    default_unclean: bool,
+) -> Vec<MetadataRecord> {
     let is_live = |x: i32| x != node_id && image.is_live(x);
     let mut records = Vec::new();
     for t in image.topics.values() {
@@ -309,10 +341,6 @@ pub fn fence_broker(
             records.extend(change_record(t.id, p, leader, isr));
         }
     }
-    records.push(MetadataRecord::FenceBroker {
-        node_id,
-        epoch: b.epoch,
-    });
     records
 }
 
@@ -387,14 +415,45 @@ pub fn heartbeat(
         });
     }
     if b.fenced && metadata_offset < b.registration_offset {
-        return Ok((Vec::new(), ControllerReply::Heartbeat { fenced: true }));
+        return Ok((Vec::new(), heartbeat_reply(true, false)));
     }
     let records = if b.fenced {
         unfence_broker(image, node_id, default_unclean)
     } else {
         Vec::new()
     };
-    Ok((records, ControllerReply::Heartbeat { fenced: false }))
+    Ok((records, heartbeat_reply(false, false)))
+}
+
+fn heartbeat_reply(fenced: bool, should_shut_down: bool) -> ControllerReply {
+    ControllerReply::Heartbeat {
+        fenced,
+        should_shut_down,
+    }
+}
+
+/// A heartbeat with `want_shut_down` (Kafka's controlled shutdown,
+/// `ReplicationControlManager.processBrokerHeartbeat` entering `CONTROLLED_SHUTDOWN`): the
+/// broker leaves every ISR it is in (but the last member's place) and every partition it leads
+/// gets a new leader from the rest of the ISR, as when it is fenced, but while it still runs,
+/// so clients move before it stops. Once the records are committed it leads nothing, and the
+/// reply lets it shut down. A fenced broker leads nothing already.
+pub fn shut_down_heartbeat(
+    image: &ClusterImage,
+    node_id: i32,
+    epoch: i64,
+    metadata_offset: u64,
+    default_unclean: bool,
+) -> Result<Decision, ControllerError> {
+    let (_, reply) = heartbeat(image, node_id, epoch, metadata_offset, default_unclean)?;
+    if image.brokers.get(&node_id).is_some_and(|b| b.fenced) {
+        return Ok((Vec::new(), heartbeat_reply(true, true)));
+    }
+    debug_assert_eq!(reply, heartbeat_reply(false, false));
+    Ok((
+        move_replica_away(image, node_id, default_unclean),
+        heartbeat_reply(false, true),
+    ))
 }
 
 /// Kafka's AlterPartition validation (`validateAlterPartitionData`), in Kafka's order.
@@ -659,6 +718,37 @@ mod tests {
     }
 
     #[test]
+    fn controlled_shutdown_moves_leadership_before_the_broker_stops() {
+        let mut img = cluster(3);
+        let id = with_topic(&mut img, 3, 3);
+        let led_by_1 = |img: &ClusterImage| {
+            img.topics[&id]
+                .partitions
+                .iter()
+                .filter(|p| p.leader == 1)
+                .count()
+        };
+        assert_eq!(led_by_1(&img), 1);
+        let (records, reply) = shut_down_heartbeat(&img, 1, 1, 0, false).unwrap();
+        apply(&mut img, &records);
+        assert_eq!(reply, heartbeat_reply(false, true));
+        assert_eq!(led_by_1(&img), 0, "every leadership moved");
+        for p in &img.topics[&id].partitions {
+            assert!(!p.isr.contains(&1), "out of the ISR: {p:?}");
+            assert!(p.leader > 0, "still led: {p:?}");
+        }
+        // Unlike fencing, the broker stays registered and unfenced until it stops.
+        assert!(img.is_live(1));
+        // A stale broker epoch is refused as in any heartbeat.
+        assert_eq!(
+            shut_down_heartbeat(&img, 1, 7, 0, false)
+                .unwrap_err()
+                .code(),
+            77
+        );
+    }
+
+    #[test]
     fn fencing_moves_leadership_within_the_isr() {
         let mut img = cluster(3);
         let id = with_topic(&mut img, 1, 3);
@@ -713,7 +803,7 @@ mod tests {
         assert_eq!(img.brokers[&1].registration_offset, 10);
         let (records, reply) = heartbeat(&img, 1, 11, 9, false).unwrap();
         assert!(records.is_empty());
-        assert_eq!(reply, ControllerReply::Heartbeat { fenced: true });
+        assert_eq!(reply, heartbeat_reply(true, false));
         let (records, _) = heartbeat(&img, 1, 11, 10, false).unwrap();
         apply(&mut img, &records);
         assert!(img.is_live(1));

@@ -3,9 +3,11 @@
 //! The caller tells us whether the last shutdown was clean (it owns the marker file).
 //! - Always: delete leftover `.deleted`, `.cleaned`, `.swap` and `.tmp` files and indexes without a
 //!   log, and rebuild any index that is missing or fails its sanity check (indexes are derived data).
-//! - After an unclean shutdown: recover every segment from the recovery-point checkpoint on,
-//!   checking each batch's CRC and offsets, rebuilding the indexes, truncating at the first
-//!   invalid batch and deleting the segments after it.
+//! - After an unclean shutdown: recover every segment from the recovery point on (the segment
+//!   holding it and all later ones; the caller reads it from the log directory's
+//!   `recovery-point-offset-checkpoint`), checking each batch's CRC and offsets, rebuilding the
+//!   indexes, truncating at the first invalid batch and deleting the segments after it.
+//!   Segments wholly below the recovery point were fsynced and are only opened.
 //! - Then rebuild producer state from the newest snapshot, replaying the batches after it.
 
 use std::collections::BTreeMap;
@@ -18,36 +20,20 @@ use super::producer_state::{delete_snapshots_after, ProducerStateManager};
 use super::segment::{LogSegment, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
 use super::{LogConfig, LogError};
 
-/// File holding the log start offset (decimal text).
-pub const LOG_START_OFFSET_FILE: &str = "log-start-offset";
-/// File holding the recovery point (decimal text): everything below it was fsynced.
-pub const RECOVERY_POINT_FILE: &str = "recovery-point";
 /// Suffixes of files left behind by interrupted operations.
 const JUNK_SUFFIXES: [&str; 4] = [".deleted", ".cleaned", ".swap", ".tmp"];
-/// Checkpoint files are a single number; anything longer is damaged.
-const CHECKPOINT_MAX_BYTES: u64 = 64;
+/// Per-partition checkpoint files of earlier Brook versions; the log directory's
+/// [`super::checkpoint`] files replace them, and loading removes them.
+const LEGACY_CHECKPOINT_FILES: [&str; 2] = ["log-start-offset", "recovery-point"];
 
-/// Reads a decimal checkpoint; `None` if missing or damaged.
-pub fn read_checkpoint(dir: &Path, name: &str) -> Option<i64> {
-    let path = dir.join(name);
-    if fs::metadata(&path).ok()?.len() > CHECKPOINT_MAX_BYTES {
-        return None;
-    }
-    fs::read_to_string(path).ok()?.trim().parse().ok()
-}
-
-/// Writes a decimal checkpoint through a temporary file and a rename.
-pub fn write_checkpoint(dir: &Path, name: &str, value: i64, sync: bool) -> io::Result<()> {
-    let tmp = dir.join(format!("{name}.tmp"));
-    fs::write(&tmp, format!("{value}\n"))?;
-    if sync {
-        fs::File::open(&tmp)?.sync_all()?;
-    }
-    fs::rename(&tmp, dir.join(name))?;
-    if sync {
-        fsync_dir(dir)?;
-    }
-    Ok(())
+/// What the log directory's checkpoints hold for one partition; `None` where they have no
+/// entry for it (a new partition, or a lost or damaged checkpoint file).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LogCheckpoints {
+    /// Everything below it was fsynced: recovery after a crash starts at its segment.
+    pub recovery_point: Option<i64>,
+    /// The log start offset.
+    pub log_start_offset: Option<i64>,
 }
 
 /// fsync a directory so created, renamed and deleted entries survive a crash.
@@ -71,7 +57,9 @@ fn clean_dir(dir: &Path) -> io::Result<Vec<i64>> {
         let e = e?;
         let name = e.file_name();
         let Some(name) = name.to_str() else { continue };
-        if JUNK_SUFFIXES.iter().any(|s| name.ends_with(s)) {
+        if JUNK_SUFFIXES.iter().any(|s| name.ends_with(s))
+            || LEGACY_CHECKPOINT_FILES.contains(&name)
+        {
             // We never write .swap or .cleaned files (no compaction yet), so nothing of ours
             // needs a rename to finish: they are removed like the rest.
             tracing::info!(file = name, "deleting leftover file");
@@ -112,12 +100,13 @@ pub fn load(
     dir: &Path,
     config: &LogConfig,
     had_clean_shutdown: bool,
+    checkpoints: LogCheckpoints,
     now_ms: i64,
 ) -> Result<Loaded, LogError> {
     fs::create_dir_all(dir)?;
     let bases = clean_dir(dir)?;
-    let lso_checkpoint = read_checkpoint(dir, LOG_START_OFFSET_FILE);
-    let recovery_point = read_checkpoint(dir, RECOVERY_POINT_FILE).unwrap_or(0);
+    let lso_checkpoint = checkpoints.log_start_offset;
+    let recovery_point = checkpoints.recovery_point.unwrap_or(0);
     let mut segments = BTreeMap::new();
 
     let mut expected_next: Option<i64> = None;

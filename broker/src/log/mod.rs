@@ -3,9 +3,15 @@
 //! Layout of a partition directory (Kafka's, so `kafka-dump-log` reads the segments):
 //! - `<20-digit base offset>.log`, `.index`, `.timeindex`: the segments ([`segment`]);
 //! - `<20-digit offset>.snapshot`: producer state snapshots ([`producer_state`]);
-//! - `log-start-offset` and `recovery-point`: small text checkpoints ([`loader`]).
+//! - `leader-epoch-checkpoint` ([`leader_epoch`]).
 //!
-//! Modules: [`batch`] (the v2 batch view and produce validation), [`index`] and [`time_index`]
+//! The log directory itself holds the per-partition offset checkpoints in Kafka's text format
+//! ([`checkpoint`]): recovery points, log start offsets and high watermarks. Their owner is
+//! the caller (`ReplicaManager`); a log takes its recovery point and log start offset at open
+//! ([`loader::LogCheckpoints`]).
+//!
+//! Modules: [`batch`] (the v2 batch view and produce validation), [`checkpoint`] (offset
+//! checkpoint files), [`index`] and [`time_index`]
 //! (sparse indexes), [`segment`], [`producer_state`] (idempotence), [`loader`] (open and
 //! crash recovery) and [`unified_log`] (the per-partition log the broker calls).
 //!
@@ -14,6 +20,7 @@
 //! [`FetchSlice::read`] after releasing the lock.
 
 pub mod batch;
+pub mod checkpoint;
 pub mod index;
 pub mod index_file;
 pub mod leader_epoch;

@@ -633,6 +633,26 @@ fn truncate_to_rebuilds_producer_state() {
 }
 
 #[test]
+fn truncate_to_the_log_end_drops_an_epoch_started_there() {
+    // This replica became leader at epoch 7 and wrote nothing before it lost the leadership:
+    // the new leader never had epoch 7, so truncation drops it although no record goes.
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), small_config(), true);
+    append_n(&mut log, 2, 1, 10);
+    log.maybe_assign_epoch_start_offset(7).unwrap();
+    assert_eq!(log.latest_epoch(), Some(7));
+    assert!(!log.truncate_to(log.log_end_offset()).unwrap());
+    assert_eq!(log.latest_epoch(), Some(3), "epoch 7 held no record");
+    drop(log);
+    let log = open(dir.path(), small_config(), true);
+    assert_eq!(
+        log.latest_epoch(),
+        Some(3),
+        "the epoch cache file was rewritten"
+    );
+}
+
+#[test]
 fn follower_append_copies_batches_and_state() {
     let leader_dir = tempfile::tempdir().unwrap();
     let follower_dir = tempfile::tempdir().unwrap();
@@ -717,9 +737,73 @@ fn flush_every_message_moves_recovery_point() {
     append_n(&mut log, 3, 2, 5);
     assert_eq!(log.recovery_point(), 6);
     drop(log);
-    let log = open(dir.path(), config, false);
+    let log = open_checkpointed(dir.path(), config, Some(6));
     assert_eq!(log.recovery_point(), 6);
     assert_eq!(log.log_end_offset(), 6);
+}
+
+/// Opens after an unclean shutdown with `recovery_point` from the log directory's checkpoint.
+fn open_checkpointed(dir: &Path, config: LogConfig, recovery_point: Option<i64>) -> UnifiedLog {
+    let checkpoints = loader::LogCheckpoints {
+        recovery_point,
+        log_start_offset: None,
+    };
+    UnifiedLog::open_at(dir.to_path_buf(), config, false, checkpoints, NOW).unwrap()
+}
+
+#[test]
+fn roll_flushes_everything_below_the_new_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), small_config(), true);
+    append_n(&mut log, 40, 5, 40);
+    let bases = log.segment_base_offsets();
+    assert!(bases.len() > 2, "the appends rolled: {bases:?}");
+    assert_eq!(
+        log.recovery_point(),
+        *bases.last().unwrap(),
+        "only the active segment may hold unflushed data"
+    );
+}
+
+#[test]
+fn unclean_open_recovers_from_the_recovery_point_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), small_config(), true);
+    append_n(&mut log, 40, 5, 40);
+    let leo = log.log_end_offset();
+    let rp = log.recovery_point();
+    let bases = log.segment_base_offsets();
+    drop(log); // no close: as after kill -9
+    let copy = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(dir.path()).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), copy.path().join(e.file_name())).unwrap();
+    }
+    // Flip a byte in segment 1, below the recovery point (on real disks it was fsynced: a
+    // flip there is not what a crash does, so recovery does not look for it), and cut the
+    // last batch of the active segment in half (a torn write after the recovery point).
+    for d in [dir.path(), copy.path()] {
+        let old = segment_file(d, bases[1], LOG_SUFFIX);
+        let mut data = std::fs::read(&old).unwrap();
+        let mid = data.len() / 2;
+        data[mid] ^= 0xff;
+        std::fs::write(&old, &data).unwrap();
+        let active = segment_file(d, rp, LOG_SUFFIX);
+        let len = std::fs::metadata(&active).unwrap().len();
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&active)
+            .unwrap();
+        f.set_len(len - 10).unwrap();
+    }
+    // With the checkpoint, only the active segment is recovered: the torn batch goes.
+    let log = open_checkpointed(dir.path(), small_config(), Some(rp));
+    assert_eq!(log.segment_base_offsets(), bases);
+    assert_eq!(log.log_end_offset(), leo - 5);
+    // Without it, recovery reads every segment and stops at the flipped byte.
+    let log = open_checkpointed(copy.path(), small_config(), None);
+    assert_eq!(log.segment_base_offsets(), bases[..2].to_vec());
+    assert!(log.log_end_offset() < bases[2]);
 }
 
 #[test]

@@ -13,10 +13,7 @@ use super::batch::{
     ValidatedBatch, HEADER_LEN,
 };
 use super::leader_epoch::LeaderEpochCache;
-use super::loader::{
-    self, apply_to_producer_state, fsync_dir, write_checkpoint, LOG_START_OFFSET_FILE,
-    RECOVERY_POINT_FILE,
-};
+use super::loader::{self, apply_to_producer_state, fsync_dir, LogCheckpoints};
 use super::producer_state::{ProducerStateManager, SequenceCheck};
 use super::segment::{AppendedBatch, LogSegment};
 use super::{FetchSlice, LogAppendInfo, LogConfig, LogError, TimestampType, FETCH_SLICE_MAX_BYTES};
@@ -37,7 +34,8 @@ pub struct UnifiedLog {
     log_start_offset: i64,
     /// The offset the next appended record gets. Offsets below it are dense and increasing.
     log_end_offset: i64,
-    /// Everything below this offset was fsynced; recovery after a crash starts here.
+    /// Everything below this offset was fsynced; recovery after a crash starts at its segment.
+    /// Every segment but the active one is below it (a roll flushes), unless an fsync failed.
     recovery_point: i64,
     /// Idempotence state as of `log_end_offset`.
     producer_state: ProducerStateManager,
@@ -59,15 +57,34 @@ fn failed_error() -> LogError {
 }
 
 impl UnifiedLog {
-    /// Opens the log in `dir` (created if missing), recovering it when the last shutdown was not
-    /// clean. The clean-shutdown marker belongs to the caller.
+    /// Opens the log in `dir` (created if missing) without checkpointed offsets: an unclean
+    /// shutdown recovers every segment.
     pub fn open(
         dir: PathBuf,
         config: LogConfig,
         had_clean_shutdown: bool,
         now_ms: i64,
     ) -> Result<Self, LogError> {
-        let loaded = loader::load(&dir, &config, had_clean_shutdown, now_ms)?;
+        Self::open_at(
+            dir,
+            config,
+            had_clean_shutdown,
+            LogCheckpoints::default(),
+            now_ms,
+        )
+    }
+
+    /// Opens the log in `dir` (created if missing), recovering it from its recovery point when
+    /// the last shutdown was not clean. The clean-shutdown marker and the log directory's
+    /// checkpoints belong to the caller (Kafka's `LogManager`).
+    pub fn open_at(
+        dir: PathBuf,
+        config: LogConfig,
+        had_clean_shutdown: bool,
+        checkpoints: LogCheckpoints,
+        now_ms: i64,
+    ) -> Result<Self, LogError> {
+        let loaded = loader::load(&dir, &config, had_clean_shutdown, checkpoints, now_ms)?;
         let leader_epochs = load_leader_epochs(
             &dir,
             &loaded.segments,
@@ -485,7 +502,11 @@ impl UnifiedLog {
         self.sync_dir()?;
         self.producer_state.advance_to(new_base);
         self.producer_state.write_snapshot(&self.dir, false)?;
-        Ok(())
+        // Kafka's `UnifiedLog.roll` schedules a flush of everything below the new segment, so
+        // only the active segment can hold unflushed data and an unclean restart recovers it
+        // alone. Brook flushes at once, under the partition lock: one fsync per roll
+        // (segment.bytes, 1 GiB by default, apart) in exchange for a simple invariant.
+        self.flush_below(new_base)
     }
 
     fn sync_dir(&mut self) -> Result<(), LogError> {
@@ -690,12 +711,6 @@ impl UnifiedLog {
             if self.leader_epochs.truncate_from_start(first) {
                 self.leader_epochs.persist()?;
             }
-            write_checkpoint(
-                &self.dir,
-                LOG_START_OFFSET_FILE,
-                self.log_start_offset,
-                false,
-            )?;
         }
         self.check_invariants();
         Ok(doomed.len())
@@ -719,7 +734,6 @@ impl UnifiedLog {
             });
         }
         self.log_start_offset = offset;
-        write_checkpoint(&self.dir, LOG_START_OFFSET_FILE, offset, false)?;
         Ok(true)
     }
 
@@ -728,6 +742,12 @@ impl UnifiedLog {
     pub fn truncate_to(&mut self, offset: i64) -> Result<bool, LogError> {
         self.check_usable()?;
         if offset >= self.log_end_offset {
+            // No record goes, but an epoch this replica started as leader and never wrote to
+            // (it starts at the log end) does: the leader it follows may not have it, and a
+            // follower that kept it would fetch with it again (Kafka's `UnifiedLog.truncateTo`).
+            if self.leader_epochs.truncate_from_end(self.log_end_offset) {
+                self.leader_epochs.persist()?;
+            }
             return Ok(false);
         }
         if offset < self.log_start_offset {
@@ -751,7 +771,6 @@ impl UnifiedLog {
         );
         self.sync_dir()?;
         self.recovery_point = self.recovery_point.min(self.log_end_offset);
-        write_checkpoint(&self.dir, RECOVERY_POINT_FILE, self.recovery_point, false)?;
         if self.leader_epochs.truncate_from_end(self.log_end_offset) {
             self.leader_epochs.persist()?;
         }
@@ -788,8 +807,6 @@ impl UnifiedLog {
         self.log_start_offset = offset;
         self.log_end_offset = offset;
         self.recovery_point = offset;
-        write_checkpoint(&self.dir, LOG_START_OFFSET_FILE, offset, false)?;
-        write_checkpoint(&self.dir, RECOVERY_POINT_FILE, offset, false)?;
         self.check_invariants();
         Ok(())
     }
@@ -807,10 +824,22 @@ impl UnifiedLog {
     /// fsyncs every segment holding data above the recovery point, then moves the recovery
     /// point to the log end offset. A failed fsync takes the log offline: it is never retried.
     pub fn flush(&mut self) -> Result<(), LogError> {
+        self.flush_below(self.log_end_offset)?;
+        self.unflushed_messages = 0;
+        Ok(())
+    }
+
+    /// fsyncs every segment that holds data between the recovery point and `offset` (a segment
+    /// boundary or the log end offset), then moves the recovery point up to `offset` (Kafka's
+    /// `UnifiedLog.flush`). The recovery point is checkpointed by the log directory's owner.
+    fn flush_below(&mut self, offset: i64) -> Result<(), LogError> {
         self.check_usable()?;
         let rp = self.recovery_point;
+        if offset <= rp {
+            return Ok(());
+        }
         let mut result = Ok(());
-        for seg in self.segments.values() {
+        for seg in self.segments.range(..offset).map(|(_, s)| s) {
             if seg.next_offset() > rp || seg.base_offset() >= rp {
                 if let Err(e) = seg.flush() {
                     result = Err(e);
@@ -822,9 +851,7 @@ impl UnifiedLog {
             self.failed = true;
             return Err(e.into());
         }
-        self.unflushed_messages = 0;
-        self.recovery_point = self.log_end_offset;
-        write_checkpoint(&self.dir, RECOVERY_POINT_FILE, self.recovery_point, false)?;
+        self.recovery_point = offset;
         Ok(())
     }
 
@@ -834,13 +861,6 @@ impl UnifiedLog {
         self.flush()?;
         self.producer_state.advance_to(self.log_end_offset);
         self.producer_state.write_snapshot(&self.dir, true)?;
-        write_checkpoint(
-            &self.dir,
-            LOG_START_OFFSET_FILE,
-            self.log_start_offset,
-            true,
-        )?;
-        write_checkpoint(&self.dir, RECOVERY_POINT_FILE, self.recovery_point, true)?;
         Ok(())
     }
 

@@ -132,6 +132,8 @@ const BROKER_DEFAULTS: &[(&str, &str)] = &[
     // Kafka 4 accepts it; a KRaft controller balances every imbalanced partition regardless.
     ("leader.imbalance.per.broker.percentage", "10"),
     ("broker.heartbeat.interval.ms", "2000"),
+    // Cluster mode: SIGTERM hands leaderships over first (crate::server).
+    ("controlled.shutdown.enable", "true"),
     ("broker.session.timeout.ms", "9000"),
     // Group coordinator (see crate::group::GroupConfig).
     ("group.min.session.timeout.ms", "6000"),
@@ -191,6 +193,8 @@ pub struct BrokerConfig {
     pub controller_listener: Option<SocketAddr>,
     /// `broker.heartbeat.interval.ms`.
     pub broker_heartbeat_interval_ms: u64,
+    /// `controlled.shutdown.enable`: on SIGTERM, hand leaderships over before stopping.
+    pub controlled_shutdown_enable: bool,
     /// `broker.session.timeout.ms`.
     pub broker_session_timeout_ms: u64,
     /// `controller.quorum.election.timeout.ms`.
@@ -326,6 +330,10 @@ impl BrokerConfig {
             cluster_id: Some(get("cluster.id")).filter(|s| !s.is_empty()),
             admin_listener,
             controller_listener,
+            controlled_shutdown_enable: parse_bool(
+                "controlled.shutdown.enable",
+                &get("controlled.shutdown.enable"),
+            )?,
             broker_heartbeat_interval_ms: positive::<i64>(
                 "broker.heartbeat.interval.ms",
                 &get("broker.heartbeat.interval.ms"),

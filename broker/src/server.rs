@@ -239,7 +239,8 @@ impl Server {
         // Before the logs close, this node's leaderships move to other ISR members (Kafka's
         // controlled shutdown), so clients find a new leader at once instead of after the
         // session timeout; past that timeout the controller would fence it anyway.
-        if let Some(c) = broker.replicas.controller() {
+        let controlled = broker.config.controlled_shutdown_enable;
+        if let Some(c) = broker.replicas.controller().filter(|_| controlled) {
             let timeout = Duration::from_millis(broker.config.broker_session_timeout_ms);
             if c.controlled_shutdown(timeout).await {
                 tracing::info!("controlled shutdown: the controller moved this node's leaderships");

@@ -11,7 +11,10 @@
 //! Three of them live in each log directory: [`RECOVERY_POINT_CHECKPOINT`],
 //! [`LOG_START_OFFSET_CHECKPOINT`] and [`HIGH_WATERMARK_CHECKPOINT`]. A write goes to
 //! `<name>.tmp`, is fsynced, renamed over the old file, and the directory is fsynced, so a
-//! crash leaves the old file or the new one, never a mix.
+//! crash leaves the old file or the new one, never a mix. The framing (version, count, one
+//! entry per line) and the write are Kafka's `CheckpointFile`, shared with the partition's
+//! `leader-epoch-checkpoint` ([`super::leader_epoch`]): [`parse_entries`], [`format_entries`],
+//! [`write_atomically`].
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -66,12 +69,16 @@ pub fn read_offsets(dir: &Path, name: &str) -> Result<OffsetMap, CheckpointError
     })
 }
 
-/// Parses the text of a checkpoint (Kafka's `CheckpointReadBuffer`): an empty text, or a
-/// version line alone, holds no entries; otherwise the count must match the entry lines.
-pub fn parse_offsets(text: &str) -> Result<OffsetMap, String> {
+/// Parses the framing of a checkpoint (Kafka's `CheckpointReadBuffer`): an empty text, or a
+/// version line alone, holds no entries; otherwise every line after the count is an entry,
+/// split on whitespace and given to `entry` (`None`: malformed), and the count must match.
+pub fn parse_entries<T>(
+    text: &str,
+    entry: impl Fn(&[&str]) -> Option<T>,
+) -> Result<Vec<T>, String> {
     let mut lines = text.lines();
     let Some(version) = lines.next() else {
-        return Ok(OffsetMap::new());
+        return Ok(Vec::new());
     };
     let version: i32 = version
         .trim()
@@ -81,53 +88,74 @@ pub fn parse_offsets(text: &str) -> Result<OffsetMap, String> {
         return Err(format!("version {version}, expected {CHECKPOINT_VERSION}"));
     }
     let Some(count) = lines.next() else {
-        return Ok(OffsetMap::new());
+        return Ok(Vec::new());
     };
     let count: usize = count
         .trim()
         .parse()
         .map_err(|_| format!("bad count line {count:?}"))?;
-    let mut out = OffsetMap::new();
-    let mut seen = 0usize;
+    let mut out = Vec::new();
     for line in lines {
         let parts: Vec<&str> = line.split_whitespace().collect();
-        let [topic, partition, offset] = parts[..] else {
-            return Err(format!("malformed line {line:?}"));
-        };
-        let partition: i32 = partition
-            .parse()
-            .map_err(|_| format!("malformed line {line:?}"))?;
-        let offset: i64 = offset
-            .parse()
-            .map_err(|_| format!("malformed line {line:?}"))?;
-        out.insert((topic.to_string(), partition), offset);
-        seen += 1;
+        out.push(entry(&parts).ok_or_else(|| format!("malformed line {line:?}"))?);
     }
-    if seen != count {
-        return Err(format!("{count} entries announced, {seen} found"));
+    if out.len() != count {
+        return Err(format!("{count} entries announced, {} found", out.len()));
     }
     Ok(out)
 }
 
-/// The text of a checkpoint holding `offsets` (Kafka's `CheckpointWriteBuffer`).
-pub fn format_offsets(offsets: &OffsetMap) -> String {
-    let mut s = format!("{CHECKPOINT_VERSION}\n{}\n", offsets.len());
-    for ((topic, partition), offset) in offsets {
-        s.push_str(&format!("{topic} {partition} {offset}\n"));
+/// The text of a checkpoint with `entries`, one line each (Kafka's `CheckpointWriteBuffer`).
+pub fn format_entries(entries: impl ExactSizeIterator<Item = String>) -> String {
+    let mut s = format!("{CHECKPOINT_VERSION}\n{}\n", entries.len());
+    for e in entries {
+        s.push_str(&e);
+        s.push('\n');
     }
     s
 }
 
-/// Replaces `dir/name` with `offsets`: temp file, fsync, rename, directory fsync.
-pub fn write_offsets(dir: &Path, name: &str, offsets: &OffsetMap) -> io::Result<()> {
-    let tmp = dir.join(format!("{name}.tmp"));
+/// Replaces the file at `path` with `text`: `<path>.tmp`, fsync, rename, directory fsync.
+pub fn write_atomically(path: &Path, text: &str) -> io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
     {
         let mut f = fs::File::create(&tmp)?;
-        f.write_all(format_offsets(offsets).as_bytes())?;
+        f.write_all(text.as_bytes())?;
         f.sync_all()?;
     }
-    fs::rename(&tmp, dir.join(name))?;
-    fs::File::open(dir)?.sync_all()
+    fs::rename(&tmp, path)?;
+    match path.parent() {
+        Some(dir) => fs::File::open(dir)?.sync_all(),
+        None => Ok(()),
+    }
+}
+
+/// Parses an offset checkpoint's text.
+pub fn parse_offsets(text: &str) -> Result<OffsetMap, String> {
+    let entries = parse_entries(text, |parts| match parts {
+        [topic, partition, offset] => Some((
+            (topic.to_string(), partition.parse().ok()?),
+            offset.parse().ok()?,
+        )),
+        _ => None,
+    })?;
+    Ok(entries.into_iter().collect())
+}
+
+/// The text of an offset checkpoint holding `offsets`.
+pub fn format_offsets(offsets: &OffsetMap) -> String {
+    format_entries(
+        offsets
+            .iter()
+            .map(|((topic, partition), offset)| format!("{topic} {partition} {offset}")),
+    )
+}
+
+/// Replaces `dir/name` with `offsets`.
+pub fn write_offsets(dir: &Path, name: &str, offsets: &OffsetMap) -> io::Result<()> {
+    write_atomically(&dir.join(name), &format_offsets(offsets))
 }
 
 #[cfg(test)]

@@ -15,10 +15,9 @@
 //! It is derived data: every batch carries its partitionLeaderEpoch, so a missing or corrupt
 //! checkpoint is rebuilt by scanning batch headers.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::LogError;
+use super::{checkpoint, LogError};
 
 /// The checkpoint file in the partition directory.
 pub const LEADER_EPOCH_CHECKPOINT_FILE: &str = "leader-epoch-checkpoint";
@@ -50,30 +49,23 @@ impl LeaderEpochCache {
     /// rebuilds from the log).
     pub fn load(dir: &Path) -> Option<Self> {
         let path = dir.join(LEADER_EPOCH_CHECKPOINT_FILE);
+        if std::fs::metadata(&path).ok()?.len() > checkpoint::CHECKPOINT_MAX_BYTES {
+            return None;
+        }
         let text = std::fs::read_to_string(&path).ok()?;
-        let mut lines = text.lines();
-        if lines.next()?.trim() != "0" {
+        let entries = checkpoint::parse_entries(&text, |parts| match parts {
+            [epoch, start] => Some(EpochEntry {
+                epoch: epoch.parse().ok()?,
+                start_offset: start.parse().ok()?,
+            }),
+            _ => None,
+        })
+        .ok()?;
+        let increasing = entries
+            .windows(2)
+            .all(|w| w[0].epoch < w[1].epoch && w[0].start_offset <= w[1].start_offset);
+        if entries.len() > MAX_LEADER_EPOCH_ENTRIES || !increasing {
             return None;
-        }
-        let count: usize = lines.next()?.trim().parse().ok()?;
-        if count > MAX_LEADER_EPOCH_ENTRIES {
-            return None;
-        }
-        let mut entries = Vec::with_capacity(count);
-        for _ in 0..count {
-            let mut parts = lines.next()?.split_whitespace();
-            let epoch: i32 = parts.next()?.parse().ok()?;
-            let start_offset: i64 = parts.next()?.parse().ok()?;
-            if entries
-                .last()
-                .is_some_and(|e: &EpochEntry| e.epoch >= epoch || e.start_offset > start_offset)
-            {
-                return None;
-            }
-            entries.push(EpochEntry {
-                epoch,
-                start_offset,
-            });
         }
         Some(LeaderEpochCache { path, entries })
     }
@@ -179,17 +171,13 @@ impl LeaderEpochCache {
         self.entries.clear();
     }
 
-    /// Writes the checkpoint atomically (temp file, fsync, rename).
+    /// Writes the checkpoint atomically (temp file, fsync, rename, directory fsync).
     pub fn persist(&self) -> Result<(), LogError> {
-        let tmp = self.path.with_extension("tmp");
-        let mut text = format!("0\n{}\n", self.entries.len());
-        for e in &self.entries {
-            text.push_str(&format!("{} {}\n", e.epoch, e.start_offset));
-        }
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, &self.path)?;
+        let lines = self
+            .entries
+            .iter()
+            .map(|e| format!("{} {}", e.epoch, e.start_offset));
+        checkpoint::write_atomically(&self.path, &checkpoint::format_entries(lines))?;
         Ok(())
     }
 }

@@ -66,13 +66,14 @@ def collect_definitions(files):
 
 def tokens(doc_text):
     """(line number, token) for each backticked token not introduced as Kafka's own name."""
-    for lineno, line in enumerate(doc_text.splitlines(), 1):
-        for m in re.finditer(r"`([^`\n]+)`", line):
-            # The clause the token stands in: from the last opening parenthesis or sentence end.
-            clause = re.split(r"[(.;:]\s", line[: m.start()])[-1]
-            if "Kafka's" in clause or "Kafka " in clause:
-                continue
-            yield lineno, m.group(1).strip()
+    for m in re.finditer(r"`([^`\n]+)`", doc_text):
+        lineno = doc_text.count("\n", 0, m.start()) + 1
+        # The clause the token stands in, across line breaks: from the last opening
+        # parenthesis, sentence end or blank line.
+        clause = re.split(r"[.;:]\s|\(|\n\s*\n", doc_text[max(0, m.start() - 400) : m.start()])[-1]
+        if "Kafka's" in clause or "Kafka " in clause:
+            continue
+        yield lineno, m.group(1).strip()
 
 
 def is_placeholder(tok):

@@ -28,6 +28,7 @@ const ISR_WAIT: Duration = Duration::from_secs(45);
 const FAILOVER_WAIT: Duration = Duration::from_secs(45);
 const DELIVERY_WAIT: Duration = Duration::from_secs(90);
 const READ_WAIT: Duration = Duration::from_secs(60);
+const REGISTER_WAIT: Duration = Duration::from_secs(30);
 
 /// One 3-node cluster at a time: the tests of this file take turns.
 fn serial() -> MutexGuard<'static, ()> {
@@ -1048,9 +1049,16 @@ fn acks_all_counts_a_follower_whose_isr_expansion_is_pending() {
             ("replica.lag.time.max.ms", "60000"),
             ("broker.session.timeout.ms", "15000"),
         ],
-        1,
+        3,
     );
-    let s = c.partition_state(&topic, 0);
+    // The partition whose third replica G is the active controller: killing F and cutting
+    // the leader off leave the controller in place, so the leader's AlterPartition stays
+    // pending (retried) rather than refused by the leader itself as the controller.
+    let controller = c.await_controller(None, REGISTER_WAIT);
+    let (part, s) = (0..3)
+        .map(|i| (i, c.partition_state(&topic, i)))
+        .find(|(_, s)| s.replicas[2] == controller && s.leader == s.replicas[0])
+        .expect("round-robin placement puts the controller third in one partition");
     let leader = s.leader;
     // F comes first in replica order: once the leader is gone, a clean election picks it.
     let f = s.followers()[0];
@@ -1066,12 +1074,12 @@ fn acks_all_counts_a_follower_whose_isr_expansion_is_pending() {
             ("message.timeout.ms", "4000"),
         ],
     );
-    let before = produce_one(&p, &topic, 0, "before", None);
+    let before = produce_one(&p, &topic, part, "before", None);
     assert!(before.error.is_none(), "{before:?}");
 
     // F out of the ISR, then back with its replication link to the leader cut.
     c.kill(f);
-    c.await_isr(&topic, 0, &[leader, g], ISR_WAIT);
+    c.await_isr(&topic, part, &[leader, g], ISR_WAIT);
     let repl = c.cut_link(leader, &f.to_string(), "replication");
     c.start_node(f);
     await_rule_fired(
@@ -1104,7 +1112,7 @@ fn acks_all_counts_a_follower_whose_isr_expansion_is_pending() {
         let value = format!("pending-{i}");
         rd::send(
             &p,
-            rd::record(&topic, first + i, Some(0), None, Some(value.as_bytes())),
+            rd::record(&topic, first + i, Some(part), None, Some(value.as_bytes())),
         );
     }
     let deliveries = rd::flush(&p, first + 10, DELIVERY_WAIT);
@@ -1113,7 +1121,7 @@ fn acks_all_counts_a_follower_whose_isr_expansion_is_pending() {
         .filter(|d| d.error.is_none())
         .collect();
     say(&format!(
-        "scenario 7: leader {leader}, F={f} pending expansion and cut off, G={g}: {} of 10 \
+        "scenario 7: partition {part}, leader {leader}, F={f} pending expansion and cut off, G={g} (the controller): {} of 10 \
          acks=all records acknowledged",
         acked.len()
     ));
@@ -1121,7 +1129,7 @@ fn acks_all_counts_a_follower_whose_isr_expansion_is_pending() {
     // The expansion commits: F is in the ISR without those records. The leader dies at once.
     c.fault_remove(leader, ctl);
     poll_until_ok("the controller commits F into the ISR", ISR_WAIT, || {
-        let st = c.partition_state_from(g, &topic, 0)?;
+        let st = c.partition_state_from(g, &topic, part)?;
         if st.isr.contains(&f) {
             Ok(())
         } else {
@@ -1129,8 +1137,8 @@ fn acks_all_counts_a_follower_whose_isr_expansion_is_pending() {
         }
     });
     c.kill(leader);
-    let after = c.await_leader_other_than(&topic, 0, leader, FAILOVER_WAIT);
-    let v = values(&read_all(&c, &topic, 0));
+    let after = c.await_leader_other_than(&topic, part, leader, FAILOVER_WAIT);
+    let v = values(&read_all(&c, &topic, part));
     say(&format!(
         "scenario 7: new leader {} (epoch {}); log {v:?}",
         after.leader, after.leader_epoch

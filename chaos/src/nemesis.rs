@@ -67,6 +67,8 @@ pub struct Nemesis<'a> {
     target: &'a mut dyn Target,
     meta: BaseConsumer,
     topic: String,
+    /// The topic's partition count: Metadata must list them all.
+    partitions: usize,
     history: History,
     progress: &'a Progress,
     pub stats: NemesisStats,
@@ -78,6 +80,7 @@ impl<'a> Nemesis<'a> {
     pub fn new(
         target: &'a mut dyn Target,
         topic: &str,
+        partitions: i32,
         history: History,
         progress: &'a Progress,
     ) -> Nemesis<'a> {
@@ -86,6 +89,7 @@ impl<'a> Nemesis<'a> {
             target,
             meta,
             topic: topic.to_string(),
+            partitions: partitions.max(0) as usize,
             history,
             progress,
             stats: NemesisStats::default(),
@@ -160,8 +164,10 @@ impl<'a> Nemesis<'a> {
                 .iter()
                 .all(|id| matches!(self.target.pid(*id), Ok(Some(_))));
             up && self.partitions().is_ok_and(|ps| {
-                ps.iter()
-                    .all(|p| p.leader >= 0 && p.isr.len() == p.replicas.len())
+                ps.len() == self.partitions
+                    && ps
+                        .iter()
+                        .all(|p| p.leader >= 0 && p.isr.len() == p.replicas.len())
             })
         });
         if !settled {

@@ -168,7 +168,13 @@ pub fn run(target: &mut dyn Target, cfg: &RunConfig) -> Result<RunOutput, String
     let history = History::new();
     let progress = Arc::new(Progress::default());
     let target_name = target.name().to_string();
-    let mut nemesis = Nemesis::new(target, &topic, history.clone(), &progress);
+    let mut nemesis = Nemesis::new(
+        target,
+        &topic,
+        cfg.clients.partitions,
+        history.clone(),
+        &progress,
+    );
     nemesis.await_brokers(SETTLE_TIMEOUT)?;
     create_topic(&bootstrap, &topic, cfg)?;
     if !nemesis.settle(SETTLE_TIMEOUT) {

@@ -513,18 +513,10 @@ impl Target for KafkaCluster {
             .map_err(|e| format!("open the log of Kafka node {id}: {e}"))?;
         let err = log.try_clone().map_err(|e| e.to_string())?;
         let pid_file = self.data.join(format!("node-{id}.pid"));
-        let cwd = self
-            .script
-            .parent()
-            .and_then(Path::parent)
-            .map(Path::to_path_buf);
         let n = self.node_mut(id)?;
         let (prog, args) = n.argv.split_first().ok_or("empty Kafka command line")?;
         let mut cmd = Command::new(prog);
         cmd.args(args).stdin(Stdio::null()).stdout(log).stderr(err);
-        if let Some(cwd) = cwd {
-            cmd.current_dir(cwd);
-        }
         let child = cmd
             .spawn()
             .map_err(|e| format!("start Kafka node {id}: {e}"))?;

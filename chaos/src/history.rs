@@ -4,8 +4,9 @@
 //! A producer's send is one [`Op::Send`] with its outcome (ok with the offset the broker
 //! acknowledged, failed, or unknown); a consumer's poll is one [`Op::Poll`] with every record it
 //! returned, in the order the client delivered them; [`Op::Assign`] marks a consumer that
-//! (re)starts reading a partition from the beginning; [`Op::Nemesis`] is one fault applied or
-//! healed. The checker reads nothing else.
+//! (re)starts reading a partition from the beginning; [`Op::ClientError`] is an error a client
+//! reported; [`Op::Nemesis`] is one fault applied or healed. The checker reads sends, polls and
+//! assigns only.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -64,6 +65,12 @@ pub enum Op {
         process: String,
         at_ms: u64,
         partition: i32,
+    },
+    /// An error a client reported (a consumer's poll error, say): context for the anomalies.
+    ClientError {
+        process: String,
+        at_ms: u64,
+        error: String,
     },
     /// A fault applied or healed.
     Nemesis { at_ms: u64, event: String },

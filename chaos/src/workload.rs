@@ -348,8 +348,15 @@ fn consume(process: &str, clients: &Clients, history: &History, stop: &AtomicBoo
                     offset: m.offset(),
                     value: String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned(),
                 }),
-                // End of partition, or a broker going away: librdkafka retries on its own.
-                Some(Err(_)) => {}
+                Some(Err(KafkaError::PartitionEOF(_))) => {}
+                // A broker going away, a position reset: librdkafka goes on by itself.
+                Some(Err(e)) => {
+                    history.push(Op::ClientError {
+                        process: process.to_string(),
+                        at_ms: history.now_ms(),
+                        error: e.to_string(),
+                    });
+                }
                 None => break,
             }
             wait = Duration::ZERO;

@@ -34,7 +34,7 @@ fn config(seed: u64, steps: usize, acks: &str, idempotence: bool) -> RunConfig {
             partitions: 3,
             producers: 2,
             consumers: 2,
-            rate: 200,
+            rate: 100,
             acks: acks.into(),
             idempotence,
         },

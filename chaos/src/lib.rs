@@ -29,6 +29,7 @@
 //! Output: a table on stdout, the JSON history and verdict in `--out`, the command that
 //! replays the run. Exit status: 0 when the verdict holds, 1 when it does not, 2 when the run
 //! could not be set up.
+#![forbid(unsafe_code)]
 
 pub mod checker;
 pub mod history;

@@ -1,4 +1,5 @@
 //! `brook-chaos` (also `brook chaos`): see the crate documentation ([`brook_chaos`]).
+#![forbid(unsafe_code)]
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -14,6 +14,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use brook_protocol_tests::rd;
+use nix::sys::signal::Signal;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use serde::Serialize;
 use serde_json::json;
@@ -332,11 +333,11 @@ impl<'a> Nemesis<'a> {
             .target
             .pid(node)?
             .ok_or_else(|| format!("node {node} does not run"))?;
-        signal(pid, libc::SIGSTOP)?;
+        signal(pid, Signal::SIGSTOP)?;
         self.note(format!("SIGSTOP node {node} ({what}) for {pause_ms} ms"));
         self.stats.pauses += 1;
         std::thread::sleep(Duration::from_millis(pause_ms));
-        signal(pid, libc::SIGCONT)?;
+        signal(pid, Signal::SIGCONT)?;
         self.note(format!("SIGCONT node {node}"));
         Ok(())
     }
@@ -447,7 +448,7 @@ impl<'a> Nemesis<'a> {
         for id in self.target.node_ids() {
             match self.target.pid(id) {
                 Ok(Some(pid)) => {
-                    let _ = signal(pid, libc::SIGCONT);
+                    let _ = signal(pid, Signal::SIGCONT);
                     if let Err(e) = self.target.clear_rules(id) {
                         self.note(format!("heal: node {id}: {e}"));
                     }

@@ -11,6 +11,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
 use serde_json::Value;
 
 /// How long a cluster may take to start (a JVM cluster on a loaded machine is slow).
@@ -44,17 +46,10 @@ pub trait Target {
 }
 
 /// Sends `sig` to `pid`.
-pub fn signal(pid: u32, sig: libc::c_int) -> Result<(), String> {
-    // SAFETY: kill(2) with a pid this program read from the cluster it drives.
-    let rc = unsafe { libc::kill(pid as libc::pid_t, sig) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(format!(
-            "kill({pid}, {sig}): {}",
-            std::io::Error::last_os_error()
-        ))
-    }
+pub fn signal(pid: u32, sig: Signal) -> Result<(), String> {
+    let target = i32::try_from(pid).map_err(|_| format!("pid {pid} out of range"))?;
+    nix::sys::signal::kill(Pid::from_raw(target), sig)
+        .map_err(|e| format!("kill({pid}, {sig}): {e}"))
 }
 
 /// Whether `pid` names a live (not zombie) process.
@@ -132,7 +127,7 @@ fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
 
 /// Stops a child we started: SIGTERM, then SIGKILL after `grace`.
 fn stop_child(child: &mut Child, grace: Duration) {
-    let _ = signal(child.id(), libc::SIGTERM);
+    let _ = signal(child.id(), Signal::SIGTERM);
     let deadline = Instant::now() + grace;
     while Instant::now() < deadline {
         if matches!(child.try_wait(), Ok(Some(_))) {
@@ -493,7 +488,7 @@ impl Target for KafkaCluster {
         let pid = n
             .pid
             .ok_or_else(|| format!("Kafka node {id} does not run"))?;
-        signal(pid, libc::SIGKILL)?;
+        signal(pid, Signal::SIGKILL)?;
         if let Some(mut c) = n.child.take() {
             c.wait()
                 .map_err(|e| format!("wait for Kafka node {id}: {e}"))?;
@@ -556,7 +551,7 @@ impl Drop for KafkaCluster {
         for n in &self.nodes {
             if let Some(pid) = n.pid {
                 // A paused node would not act on SIGTERM.
-                let _ = signal(pid, libc::SIGCONT);
+                let _ = signal(pid, Signal::SIGCONT);
             }
         }
         let _ = Command::new(&self.script)

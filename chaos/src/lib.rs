@@ -19,9 +19,9 @@
 //! # a bounded run against a fresh `brook cluster` (temp dir, free ports)
 //! cargo run --release -p brook-chaos -- --seed 42 --steps 20
 //! # the long run: 1,500 steps (about 1,000 leader kills), some hours
-//! cargo run --release -p brook-chaos -- --seed 1 --steps 1500 --out chaos-long.json
+//! cargo run --release -p brook-chaos -- --seed 1 --steps 1500 --rate 50 --out chaos-long.json
 //! # the same schedule against Apache Kafka 4.4 (scripts/kafka-reference fetch first)
-//! cargo run --release -p brook-chaos -- --target kafka --seed 1 --steps 1500
+//! cargo run --release -p brook-chaos -- --target kafka --seed 1 --steps 1500 --rate 50
 //! # what acks=1 allows: lost writes, named as expected
 //! cargo run --release -p brook-chaos -- --seed 7 --steps 20 --acks 1
 //! ```

@@ -53,6 +53,13 @@ struct Args {
     /// The brokers' replica.lag.time.max.ms.
     #[arg(long, default_value_t = 3000)]
     replica_lag_ms: u64,
+    /// After each step, how long the cluster may take to have every node up and every ISR
+    /// full before the next step starts anyway.
+    #[arg(long, default_value_t = 60)]
+    settle_secs: u64,
+    /// Stop applying steps after this many seconds (then heal, read back and check).
+    #[arg(long)]
+    time_limit_secs: Option<u64>,
     /// Where the JSON history and verdict go (default: brook-chaos-<target>-<seed>.json).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -102,6 +109,8 @@ fn main() -> ExitCode {
         min_insync_replicas: args.min_insync_replicas,
         replication_factor: 3,
         replica_lag_ms: args.replica_lag_ms,
+        settle_secs: args.settle_secs,
+        time_limit_secs: args.time_limit_secs,
     };
     if let Err(e) = cfg.validate() {
         eprintln!("brook chaos: {e}");

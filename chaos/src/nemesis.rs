@@ -26,7 +26,8 @@ use crate::workload::Progress;
 
 /// How long a partition may take to elect a leader other than the one killed.
 pub const FAILOVER_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long the cluster may take, after a step, to have every node up and every ISR full.
+/// How long the cluster may take to have every node up and every ISR full: at the start, at
+/// the end, and after a step unless the run says otherwise (`RunConfig::settle_secs`).
 pub const SETTLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long the clients may take to get this many more acknowledgements before a kill (so it
 /// lands mid-ack).
@@ -49,7 +50,7 @@ pub struct NemesisStats {
     pub link_delays: u64,
     /// Steps mapped to another fault, or skipped, because the target has no fault API.
     pub mapped: u64,
-    /// Steps after which the cluster did not settle within [`SETTLE_TIMEOUT`], or the
+    /// Steps after which the cluster did not settle in time, or the
     /// clients made no progress: availability, not safety, but worth a look.
     pub unsettled: u64,
     /// Sum of the times from a leader's death to Metadata naming another leader.
@@ -192,7 +193,7 @@ impl<'a> Nemesis<'a> {
     }
 
     /// Applies one step and heals it. Errors are recorded, not returned: the run goes on.
-    pub fn run_step(&mut self, n: usize, step: &Step) {
+    pub fn run_step(&mut self, n: usize, step: &Step, settle: Duration) {
         self.stats.steps += 1;
         self.note(format!(
             "step {n}: {}",
@@ -203,7 +204,7 @@ impl<'a> Nemesis<'a> {
             self.errors.push(format!("step {n} ({step:?}): {e}"));
         }
         self.heal();
-        self.settle(SETTLE_TIMEOUT);
+        self.settle(settle);
     }
 
     fn apply(&mut self, step: &Step) -> Result<(), String> {

@@ -91,7 +91,7 @@ pub fn replay(out: &RunOutput) -> String {
         return "the schedule was given explicitly (a test's); it is the JSON's `schedule`".into();
     }
     format!(
-        "cargo run --release -p brook-chaos -- --target {} --seed {} --steps {} --partitions {} --producers {} --consumers {} --rate {} --acks {} --idempotence {} --min-insync-replicas {} --replica-lag-ms {}",
+        "cargo run --release -p brook-chaos -- --target {} --seed {} --steps {} --partitions {} --producers {} --consumers {} --rate {} --acks {} --idempotence {} --min-insync-replicas {} --replica-lag-ms {} --settle-secs {}",
         out.target,
         c.seed,
         c.steps,
@@ -102,7 +102,8 @@ pub fn replay(out: &RunOutput) -> String {
         c.clients.acks,
         c.clients.idempotence,
         c.min_insync_replicas,
-        c.replica_lag_ms
+        c.replica_lag_ms,
+        c.settle_secs
     )
 }
 

@@ -38,6 +38,11 @@ pub struct RunConfig {
     pub replication_factor: u32,
     /// The brokers' `replica.lag.time.max.ms`.
     pub replica_lag_ms: u64,
+    /// How long, after each step, the cluster may take to have every node up and every ISR
+    /// full before the next step starts anyway.
+    pub settle_secs: u64,
+    /// Stop applying steps once the run is this old (then heal, read and check as usual).
+    pub time_limit_secs: Option<u64>,
 }
 
 impl RunConfig {
@@ -191,8 +196,18 @@ pub fn run(target: &mut dyn Target, cfg: &RunConfig) -> Result<RunOutput, String
         cfg.seed,
         schedule.len()
     ));
+    let settle = Duration::from_secs(cfg.settle_secs);
     for (n, step) in schedule.iter().enumerate() {
-        nemesis.run_step(n + 1, step);
+        if let Some(limit) = cfg.time_limit_secs {
+            if started.elapsed() >= Duration::from_secs(limit) {
+                history.nemesis(format!(
+                    "time limit of {limit} s reached: {n} of {} steps applied",
+                    schedule.len()
+                ));
+                break;
+            }
+        }
+        nemesis.run_step(n + 1, step, settle);
     }
     nemesis.heal();
     nemesis.settle(SETTLE_TIMEOUT);

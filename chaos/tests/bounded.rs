@@ -41,6 +41,8 @@ fn config(seed: u64, steps: usize, acks: &str, idempotence: bool) -> RunConfig {
         min_insync_replicas: 2,
         replication_factor: 3,
         replica_lag_ms: 3000,
+        settle_secs: 60,
+        time_limit_secs: None,
     }
 }
 

@@ -27,8 +27,8 @@ pub fn table(out: &RunOutput) -> String {
     );
     let _ = writeln!(
         s,
-        "sends: {} acknowledged, {} failed or unknown; producers replaced after a fatal error: {}; steps not settled: {}",
-        out.acknowledged, out.not_acknowledged, out.producers_replaced, n.unsettled
+        "sends: {} acknowledged, {} failed or unknown; producers replaced after a fatal error: {}; steps not settled: {}, skipped: {}",
+        out.acknowledged, out.not_acknowledged, out.producers_replaced, n.unsettled, n.skipped
     );
     let _ = writeln!(s, "promise: {}", out.verdict.promise);
     let _ = write!(

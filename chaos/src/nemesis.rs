@@ -53,7 +53,8 @@ pub struct NemesisStats {
     /// Steps after which the cluster did not settle in time, or the
     /// clients made no progress: availability, not safety, but worth a look.
     pub unsettled: u64,
-    /// Steps that could not be applied as drawn (a crash point that no produce reached).
+    /// Steps that could not be applied as drawn (a partition without a leader, a crash point
+    /// that no produce reached).
     pub skipped: u64,
     /// Sum of the times from a leader's death to Metadata naming another leader.
     pub failover_ms_total: u64,
@@ -139,6 +140,23 @@ impl<'a> Nemesis<'a> {
             .into_iter()
             .nth(p as usize)
             .ok_or_else(|| format!("metadata lists no partition {p}"))
+    }
+
+    /// The partition once it has a leader (waiting up to [`FAILOVER_TIMEOUT`]); `None`, and
+    /// the step counted as skipped, when it has none: a step acts on a leader and its
+    /// followers, and an offline partition is an availability fact, not a safety one.
+    fn led(&mut self, partition: i32) -> Result<Option<PartitionView>, String> {
+        let led = wait_for(FAILOVER_TIMEOUT, || {
+            self.partition(partition).is_ok_and(|p| p.leader >= 0)
+        });
+        if led {
+            return self.partition(partition).map(Some);
+        }
+        self.stats.skipped += 1;
+        self.note(format!(
+            "partition {partition} has no leader after {FAILOVER_TIMEOUT:?}: step skipped"
+        ));
+        Ok(None)
     }
 
     /// Waits until Metadata lists every node as a broker (a cluster's READY comes before its
@@ -301,7 +319,9 @@ impl<'a> Nemesis<'a> {
         lag_ms: Option<u64>,
         down_ms: u64,
     ) -> Result<(), String> {
-        let leader = self.partition(partition)?.leader;
+        let Some(leader) = self.led(partition)?.map(|p| p.leader) else {
+            return Ok(());
+        };
         if let Some(lag) = lag_ms {
             // Hold the followers' fetches at the leader: they trail it by `lag` when it dies.
             let rule = json!({"kind": "link", "action": "delay", "delay_ms": lag,
@@ -315,7 +335,9 @@ impl<'a> Nemesis<'a> {
     }
 
     fn pause(&mut self, partition: i32, role: Role, pause_ms: u64) -> Result<(), String> {
-        let p = self.partition(partition)?;
+        let Some(p) = self.led(partition)? else {
+            return Ok(());
+        };
         let node = match role {
             Role::Leader => p.leader,
             Role::Follower => *p
@@ -352,7 +374,9 @@ impl<'a> Nemesis<'a> {
         controller_delay_ms: u64,
         kill_after_ms: u64,
     ) -> Result<(), String> {
-        let p = self.partition(partition)?;
+        let Some(p) = self.led(partition)? else {
+            return Ok(());
+        };
         let leader = p.leader;
         // A follower in the ISR (the cut makes it leave); else any other replica.
         let follower = *p
@@ -398,7 +422,9 @@ impl<'a> Nemesis<'a> {
     }
 
     fn crash_point(&mut self, partition: i32, point: &str) -> Result<(), String> {
-        let leader = self.partition(partition)?.leader;
+        let Some(leader) = self.led(partition)?.map(|p| p.leader) else {
+            return Ok(());
+        };
         let rule =
             json!({"action": "crash", "point": point, "topic": self.topic, "partition": partition});
         match self.target.add_rule(leader, rule.clone())? {
@@ -440,7 +466,9 @@ impl<'a> Nemesis<'a> {
         delay_ms: u64,
         for_ms: u64,
     ) -> Result<(), String> {
-        let leader = self.partition(partition)?.leader;
+        let Some(leader) = self.led(partition)?.map(|p| p.leader) else {
+            return Ok(());
+        };
         let rule = json!({"kind": "link", "action": "delay", "delay_ms": delay_ms,
                           "to": "*", "direction": "both", "traffic": "replication"});
         if let Some(id) = self.link_rule(leader, rule)? {

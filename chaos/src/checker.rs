@@ -229,8 +229,12 @@ fn check_sends(log: &PartitionReads<'_>, sends: &[SendView<'_>], report: &mut Pa
     let highest_read = log.by_offset.keys().next_back().copied();
     for s in sends {
         let Some(acked) = s.acked_at else { continue };
+        // An acknowledgement without an offset (librdkafka's -1001, when the broker answered a
+        // retry DUPLICATE_SEQUENCE_NUMBER) only says the record is in the log.
+        let known = acked >= 0;
+        let read_past = highest_read.is_some_and(|h| h >= acked);
         match log.by_value.get(s.value) {
-            None if highest_read.is_some_and(|h| h >= acked) => {
+            None if read_past => {
                 report.note(Anomaly::LostWrite, || {
                     let now = log.by_offset.get(&acked);
                     format!("{} acknowledged at offset {acked}, never read; that offset was read as {now:?}", s.value)
@@ -242,7 +246,7 @@ fn check_sends(log: &PartitionReads<'_>, sends: &[SendView<'_>], report: &mut Pa
                     s.value
                 )
             }),
-            Some(offsets) if !offsets.contains(&acked) => {
+            Some(offsets) if known && !offsets.contains(&acked) => {
                 report.note(Anomaly::InconsistentOffsets, || {
                     format!(
                         "{} acknowledged at offset {acked}, read at {offsets:?}",
@@ -418,6 +422,22 @@ mod tests {
         ops.push(poll("c1", &[(0, "p0-0")]));
         // c0 also skipped offset 1... but nobody read offset 1, so it is not a poll-skip.
         assert_eq!(found(&ops), vec![(Anomaly::LostWrite, 1)]);
+    }
+
+    #[test]
+    fn an_acknowledgement_without_an_offset_only_needs_the_record_read() {
+        let mut ops = three_sends();
+        ops.push(send("p0", 3, 0, Some(-1001)));
+        ops.push(send("p0", 4, 0, Some(-1001)));
+        ops.push(poll(
+            "c0",
+            &[(0, "p0-0"), (1, "p0-1"), (2, "p0-2"), (3, "p0-3")],
+        ));
+        assert_eq!(
+            found(&ops),
+            vec![(Anomaly::LostWrite, 1)],
+            "p0-4 was never read"
+        );
     }
 
     #[test]

@@ -60,6 +60,9 @@ struct Args {
     /// Stop applying steps after this many seconds (then heal, read back and check).
     #[arg(long)]
     time_limit_secs: Option<u64>,
+    /// Only check the history of a JSON file a run wrote, again, and print the verdict.
+    #[arg(long, value_name = "FILE")]
+    check: Option<PathBuf>,
     /// Where the JSON history and verdict go (default: brook-chaos-<target>-<seed>.json).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -88,6 +91,22 @@ fn brook_bin(args: &Args) -> PathBuf {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some(path) = &args.check {
+        return match report::recheck(path) {
+            Ok((reports, verdict)) => {
+                print!("{}", report::anomalies_table(&reports, &verdict));
+                if verdict.ok {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::FAILURE
+                }
+            }
+            Err(e) => {
+                eprintln!("brook chaos: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
     let seed = args.seed.unwrap_or_else(|| {
         SystemTime::now()
             .duration_since(UNIX_EPOCH)

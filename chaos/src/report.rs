@@ -4,8 +4,12 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::checker::Anomaly;
+use std::collections::BTreeMap;
+
+use crate::checker::{check, Anomaly, PartitionReport};
+use crate::history::Op;
 use crate::run::RunOutput;
+use crate::verdict::{judge, Guarantees, Verdict};
 
 /// The table printed at the end of a run.
 pub fn table(out: &RunOutput) -> String {
@@ -30,7 +34,14 @@ pub fn table(out: &RunOutput) -> String {
         "sends: {} acknowledged, {} failed or unknown; producers replaced after a fatal error: {}; steps not settled: {}, skipped: {}",
         out.acknowledged, out.not_acknowledged, out.producers_replaced, n.unsettled, n.skipped
     );
-    let _ = writeln!(s, "promise: {}", out.verdict.promise);
+    s.push_str(&anomalies_table(&out.partitions, &out.verdict));
+    s
+}
+
+/// The per-partition rows, the examples, the expected anomalies and the verdict.
+pub fn anomalies_table(partitions: &BTreeMap<i32, PartitionReport>, v: &Verdict) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "promise: {}", v.promise);
     let _ = write!(
         s,
         "{:>9} {:>8} {:>8} {:>8}",
@@ -40,7 +51,7 @@ pub fn table(out: &RunOutput) -> String {
         let _ = write!(s, " {:>w$}", a.name(), w = a.name().len());
     }
     s.push('\n');
-    for (p, r) in &out.partitions {
+    for (p, r) in partitions {
         let _ = write!(
             s,
             "{p:>9} {:>8} {:>8} {:>8}",
@@ -53,14 +64,13 @@ pub fn table(out: &RunOutput) -> String {
         }
         s.push('\n');
     }
-    for (p, r) in &out.partitions {
+    for (p, r) in partitions {
         for (kind, found) in &r.anomalies {
             for e in &found.examples {
                 let _ = writeln!(s, "  partition {p} {}: {e}", kind.name());
             }
         }
     }
-    let v = &out.verdict;
     for (name, count) in &v.expected {
         let _ = writeln!(s, "expected with these settings: {count} {name}");
     }
@@ -112,4 +122,29 @@ pub fn write_json(out: &RunOutput, path: &Path) -> Result<(), String> {
     let f = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
     serde_json::to_writer(std::io::BufWriter::new(f), out)
         .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Checks the history of a JSON file written by a run again (with this checker), against the
+/// settings the run recorded; the run's own run errors carry over.
+pub fn recheck(path: &Path) -> Result<(BTreeMap<i32, PartitionReport>, Verdict), String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let field = |k: &str| v["config"][k].clone();
+    let g = Guarantees {
+        acks: serde_json::from_value(field("acks")).map_err(|e| format!("config.acks: {e}"))?,
+        idempotence: serde_json::from_value(field("idempotence"))
+            .map_err(|e| format!("config.idempotence: {e}"))?,
+        min_insync_replicas: serde_json::from_value(field("min_insync_replicas"))
+            .map_err(|e| format!("config.min_insync_replicas: {e}"))?,
+        replication_factor: serde_json::from_value(field("replication_factor"))
+            .map_err(|e| format!("config.replication_factor: {e}"))?,
+    };
+    let ops: Vec<Op> =
+        serde_json::from_value(v["history"].clone()).map_err(|e| format!("history: {e}"))?;
+    let run_errors: Vec<String> =
+        serde_json::from_value(v["verdict"]["run_errors"].clone()).unwrap_or_default();
+    let reports = check(&ops);
+    let verdict = judge(&g, &reports, run_errors);
+    Ok((reports, verdict))
 }

@@ -2,7 +2,8 @@
 //! of Jepsen's Kafka workload (`jepsen.tests.kafka`), by their names:
 //!
 //! - `lost-write`: a send was acknowledged, the record was never read, and some poll read the
-//!   partition at or past the acknowledged offset (so it should have been there);
+//!   partition at or past the acknowledged offset (so it should have been there); or it was
+//!   read, but the final read of the whole partition at the end of the run no longer has it;
 //! - `unseen`: acknowledged, never read, and no poll got as far as its offset (with the final
 //!   read-to-the-end that every run does, this too means the record is gone);
 //! - `duplicate`: one value read at two or more offsets;
@@ -21,7 +22,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use crate::history::{Op, Outcome, Read};
+use crate::history::{Op, Outcome, Read, FINAL_READER};
 
 /// Examples kept per anomaly kind and partition; the counts are always complete.
 pub const EXAMPLES_MAX: usize = 8;
@@ -161,11 +162,15 @@ pub fn check(ops: &[Op]) -> BTreeMap<i32, PartitionReport> {
     reports
 }
 
-/// What every poll read, per partition: offset -> values, value -> offsets.
+/// What every poll read, per partition: offset -> values, value -> offsets; and what the
+/// final read ([`FINAL_READER`]) found, the log as it stands at the end.
 #[derive(Default)]
 struct PartitionReads<'a> {
     by_offset: BTreeMap<i64, BTreeSet<&'a str>>,
     by_value: HashMap<&'a str, BTreeSet<i64>>,
+    finally: HashMap<&'a str, i64>,
+    /// Whether the final read covered this partition.
+    final_read: bool,
 }
 
 struct Reads<'a> {
@@ -177,17 +182,30 @@ impl<'a> Reads<'a> {
     fn of(ops: &'a [Op]) -> Reads<'a> {
         let mut partitions: BTreeMap<i32, PartitionReads<'a>> = BTreeMap::new();
         for op in ops {
-            if let Op::Poll { records, .. } = op {
-                for Read {
-                    partition,
-                    offset,
-                    value,
-                } in records
-                {
-                    let r = partitions.entry(*partition).or_default();
-                    r.by_offset.entry(*offset).or_default().insert(value);
-                    r.by_value.entry(value).or_default().insert(*offset);
+            match op {
+                Op::Poll {
+                    process, records, ..
+                } => {
+                    for Read {
+                        partition,
+                        offset,
+                        value,
+                    } in records
+                    {
+                        let r = partitions.entry(*partition).or_default();
+                        r.by_offset.entry(*offset).or_default().insert(value);
+                        r.by_value.entry(value).or_default().insert(*offset);
+                        if process == FINAL_READER {
+                            r.finally.insert(value, *offset);
+                        }
+                    }
                 }
+                Op::Assign {
+                    process, partition, ..
+                } if process == FINAL_READER => {
+                    partitions.entry(*partition).or_default().final_read = true;
+                }
+                _ => {}
             }
         }
         Reads {
@@ -246,6 +264,16 @@ fn check_sends(log: &PartitionReads<'_>, sends: &[SendView<'_>], report: &mut Pa
                     s.value
                 )
             }),
+            // Read once, gone at the end: the log lost it after a consumer saw it.
+            Some(offsets) if log.final_read && !log.finally.contains_key(s.value) && read_past => {
+                report.note(Anomaly::LostWrite, || {
+                    let now = log.by_offset.get(&acked);
+                    format!(
+                        "{} acknowledged at offset {acked}, read at {offsets:?}, missing from the final read; that offset was read as {now:?}",
+                        s.value
+                    )
+                })
+            }
             Some(offsets) if known && !offsets.contains(&acked) => {
                 report.note(Anomaly::InconsistentOffsets, || {
                     format!(
@@ -437,6 +465,25 @@ mod tests {
             found(&ops),
             vec![(Anomaly::LostWrite, 1)],
             "p0-4 was never read"
+        );
+    }
+
+    #[test]
+    fn a_record_read_once_but_missing_from_the_final_read_is_a_lost_write() {
+        let mut ops = three_sends();
+        ops.push(poll("c0", &[(0, "p0-0"), (1, "p0-1"), (2, "p0-2")]));
+        ops.push(Op::Assign {
+            process: FINAL_READER.into(),
+            at_ms: 0,
+            partition: 0,
+        });
+        // The log ends with another record at offset 2.
+        ops.push(poll(FINAL_READER, &[(0, "p0-0"), (1, "p0-1"), (2, "x")]));
+        let f = found(&ops);
+        assert_eq!(
+            f,
+            vec![(Anomaly::LostWrite, 1), (Anomaly::InconsistentOffsets, 1)],
+            "p0-2 gone; offset 2 read as p0-2 and x"
         );
     }
 

@@ -17,6 +17,10 @@ use serde::{Deserialize, Serialize};
 /// [`History::push`]) rather than grow without bound.
 pub const HISTORY_OPS_MAX: usize = 50_000_000;
 
+/// The process that reads every partition from its first offset to its end once the cluster
+/// is healed: what its polls hold is the log as it stands at the end of the run.
+pub const FINAL_READER: &str = "final";
+
 /// What a send's client was told.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "kebab-case")]

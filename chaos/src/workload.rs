@@ -24,7 +24,7 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 
 use serde::Serialize;
 
-use crate::history::{History, Op, Outcome, Read};
+use crate::history::{History, Op, Outcome, Read, FINAL_READER};
 
 /// Unacknowledged sends one producer may have.
 pub const OUTSTANDING_MAX: usize = 500;
@@ -378,7 +378,7 @@ pub fn final_read(clients: &Clients, history: &History, timeout: Duration) -> Re
     let at_ms = history.now_ms();
     for &partition in &partitions {
         history.push(Op::Assign {
-            process: "final".into(),
+            process: FINAL_READER.into(),
             at_ms,
             partition,
         });
@@ -405,7 +405,7 @@ pub fn final_read(clients: &Clients, history: &History, timeout: Duration) -> Re
             })
             .collect();
         history.push(Op::Poll {
-            process: "final".into(),
+            process: FINAL_READER.into(),
             at_ms: history.now_ms(),
             records,
         });

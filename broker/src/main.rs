@@ -1,6 +1,7 @@
 //! The `brook` command: `brook serve --config server.properties [--override k=v]...`,
 //! `brook cluster` (a local multi-node cluster under one supervisor), `brook node` (kill and
-//! restart its nodes), `brook fault` (fault rules on a node) and `brook dump-log`.
+//! restart its nodes), `brook fault` (fault rules on a node), `brook dump-log` and `brook chaos`
+//! (execs the `brook-chaos` checker next to this binary).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -54,6 +55,13 @@ enum Command {
     Node {
         #[command(subcommand)]
         command: NodeCommand,
+    },
+    /// Runs the chaos checker: the `brook-chaos` binary next to this one, with these
+    /// arguments (`brook chaos --help` lists them).
+    #[command(disable_help_flag = true)]
+    Chaos {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
     },
 }
 
@@ -181,6 +189,7 @@ fn main() -> ExitCode {
         Command::DumpLog { path } => dump_log(&path),
         Command::Cluster(args) => brook::supervisor::run(args),
         Command::Node { command } => node(command),
+        Command::Chaos { args } => chaos(args),
     }
 }
 
@@ -448,6 +457,24 @@ fn supervisor_call(
         return Err(format!("{url}: {status}: {}", value["error"]));
     }
     Ok(value)
+}
+
+/// Replaces this process with `brook-chaos ARGS...` from this binary's directory: the checker
+/// links librdkafka, the broker does not.
+fn chaos(args: Vec<String>) -> ExitCode {
+    use std::os::unix::process::CommandExt;
+    let bin = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.join("brook-chaos")));
+    let Some(bin) = bin.filter(|b| b.exists()) else {
+        eprintln!(
+            "brook: no brook-chaos next to this binary (cargo build --release -p brook-chaos)"
+        );
+        return ExitCode::from(2);
+    };
+    let err = std::process::Command::new(&bin).args(args).exec();
+    eprintln!("brook: exec {}: {err}", bin.display());
+    ExitCode::FAILURE
 }
 
 fn dump_log(path: &std::path::Path) -> ExitCode {

@@ -19,9 +19,6 @@ use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use kafka_protocol::messages::create_topics_request::{
-    CreatableTopic, CreatableTopicConfig, CreateTopicsRequest,
-};
 use kafka_protocol::messages::find_coordinator_request::FindCoordinatorRequest;
 use kafka_protocol::messages::metadata_response::MetadataResponse;
 use kafka_protocol::protocol::StrBytes;
@@ -30,7 +27,7 @@ use tempfile::TempDir;
 use crate::errors;
 use crate::poll_until_ok;
 use crate::process::{keep_on_panic, run_brook, BrookProcess, READY_TIMEOUT};
-use crate::wire::{topic_name, WireClient, LIST_OFFSETS_V, METADATA_V};
+use crate::wire::{WireClient, CREATE_TOPICS_V, LIST_OFFSETS_V, METADATA_V};
 
 /// Bound on one raw request to a node, or one `brook` CLI call.
 pub const CALL: Duration = Duration::from_secs(10);
@@ -39,7 +36,6 @@ pub const REGISTER_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a new topic may take to have a leader and a full ISR on every node.
 pub const TOPIC_TIMEOUT: Duration = Duration::from_secs(30);
 
-const CREATE_TOPICS_V: i16 = 5;
 const FIND_COORDINATOR_V: i16 = 3;
 
 /// The properties every node gets, before a test's own overrides.
@@ -585,22 +581,7 @@ impl Cluster {
     /// the controller) and waits until every partition has a live leader that serves it
     /// (ListOffsets answers without error) and every live replica in its ISR.
     pub fn create_topic(&self, topic: &str, partitions: i32, rf: i16, configs: &[(&str, &str)]) {
-        let mut t = CreatableTopic::default();
-        t.name = topic_name(topic);
-        t.num_partitions = partitions;
-        t.replication_factor = rf;
-        t.configs = configs
-            .iter()
-            .map(|(k, v)| {
-                let mut c = CreatableTopicConfig::default();
-                c.name = StrBytes::from_string(k.to_string());
-                c.value = Some(StrBytes::from_string(v.to_string()));
-                c
-            })
-            .collect();
-        let mut req = CreateTopicsRequest::default();
-        req.topics = vec![t];
-        req.timeout_ms = CALL.as_millis() as i32;
+        let req = WireClient::create_topics_request(topic, partitions, rf, configs, CALL);
         let mut attempts = 0;
         poll_until_ok(&format!("CreateTopics {topic}"), CALL, || {
             attempts += 1;

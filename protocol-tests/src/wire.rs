@@ -8,6 +8,9 @@ use std::time::{Duration, Instant};
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::api_versions_request::ApiVersionsRequest;
 use kafka_protocol::messages::api_versions_response::ApiVersionsResponse;
+use kafka_protocol::messages::create_topics_request::{
+    CreatableTopic, CreatableTopicConfig, CreateTopicsRequest,
+};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest, FetchTopic};
 use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::init_producer_id_request::InitProducerIdRequest;
@@ -33,6 +36,7 @@ pub const PRODUCE_V: i16 = 9;
 pub const FETCH_V: i16 = 12;
 pub const LIST_OFFSETS_V: i16 = 7;
 pub const INIT_PRODUCER_ID_V: i16 = 4;
+pub const CREATE_TOPICS_V: i16 = 5;
 
 /// Default socket timeout of a wire client.
 pub const IO_TIMEOUT: Duration = Duration::from_secs(20);
@@ -531,6 +535,33 @@ impl WireClient {
         req.replica_id = BrokerId(-1);
         req.isolation_level = 0;
         req.topics = vec![t];
+        req
+    }
+
+    /// A CreateTopics request for one topic with `configs`, answered within `timeout`.
+    pub fn create_topics_request(
+        topic: &str,
+        partitions: i32,
+        rf: i16,
+        configs: &[(&str, &str)],
+        timeout: Duration,
+    ) -> CreateTopicsRequest {
+        let mut t = CreatableTopic::default();
+        t.name = topic_name(topic);
+        t.num_partitions = partitions;
+        t.replication_factor = rf;
+        t.configs = configs
+            .iter()
+            .map(|(k, v)| {
+                let mut c = CreatableTopicConfig::default();
+                c.name = StrBytes::from_string(k.to_string());
+                c.value = Some(StrBytes::from_string(v.to_string()));
+                c
+            })
+            .collect();
+        let mut req = CreateTopicsRequest::default();
+        req.topics = vec![t];
+        req.timeout_ms = timeout.as_millis() as i32;
         req
     }
 }

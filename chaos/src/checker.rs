@@ -1,0 +1,592 @@
+//! The checker: reads a [`History`](crate::history) and reports, per partition, the anomalies
+//! of Jepsen's Kafka workload (`jepsen.tests.kafka`), by their names:
+//!
+//! - `lost-write`: a send was acknowledged, the record was never read, and some poll read the
+//!   partition at or past the acknowledged offset (so it should have been there); or it was
+//!   read, but the final read of the whole partition at the end of the run no longer has it;
+//! - `unseen`: acknowledged, never read, and no poll got as far as its offset (with the final
+//!   read-to-the-end that every run does, this too means the record is gone);
+//! - `duplicate`: one value read at two or more offsets;
+//! - `inconsistent-offsets`: one offset read with two different values, or a value read at an
+//!   offset other than the one its send was acknowledged at;
+//! - `nonmonotonic-poll`: one consumer read an offset at or below the one it read before (on
+//!   the same partition, without restarting from the beginning);
+//! - `poll-skip`: one consumer's consecutive reads jumped over an offset that some poll read;
+//! - `reorder`: two records of one producer to one partition are in the log in the opposite of
+//!   the order they were sent in.
+//!
+//! Values are unique per send (the workload writes `<process>-<n>`), which is what lets a read
+//! be matched to its send.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use crate::history::{Op, Outcome, Read, FINAL_READER};
+
+/// Examples kept per anomaly kind and partition; the counts are always complete.
+pub const EXAMPLES_MAX: usize = 8;
+
+/// Jepsen's anomaly names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Anomaly {
+    LostWrite,
+    Unseen,
+    Duplicate,
+    InconsistentOffsets,
+    NonmonotonicPoll,
+    PollSkip,
+    Reorder,
+}
+
+impl Anomaly {
+    pub const ALL: [Anomaly; 7] = [
+        Anomaly::LostWrite,
+        Anomaly::Unseen,
+        Anomaly::Duplicate,
+        Anomaly::InconsistentOffsets,
+        Anomaly::NonmonotonicPoll,
+        Anomaly::PollSkip,
+        Anomaly::Reorder,
+    ];
+
+    /// The name Jepsen uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            Anomaly::LostWrite => "lost-write",
+            Anomaly::Unseen => "unseen",
+            Anomaly::Duplicate => "duplicate",
+            Anomaly::InconsistentOffsets => "inconsistent-offsets",
+            Anomaly::NonmonotonicPoll => "nonmonotonic-poll",
+            Anomaly::PollSkip => "poll-skip",
+            Anomaly::Reorder => "reorder",
+        }
+    }
+}
+
+/// One kind of anomaly on one partition: how many, and the first few described.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Found {
+    pub count: u64,
+    pub examples: Vec<String>,
+}
+
+/// What one partition's history shows.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionReport {
+    /// Sends acknowledged with an offset.
+    pub acknowledged: u64,
+    /// Sends that failed or whose outcome is unknown.
+    pub failed: u64,
+    pub unknown: u64,
+    /// Distinct offsets read by any poll.
+    pub offsets_read: u64,
+    pub anomalies: BTreeMap<Anomaly, Found>,
+}
+
+impl PartitionReport {
+    fn note(&mut self, kind: Anomaly, example: impl FnOnce() -> String) {
+        let f = self.anomalies.entry(kind).or_default();
+        f.count += 1;
+        if f.examples.len() < EXAMPLES_MAX {
+            f.examples.push(example());
+        }
+    }
+
+    /// How many anomalies of `kind`.
+    pub fn count(&self, kind: Anomaly) -> u64 {
+        self.anomalies.get(&kind).map_or(0, |f| f.count)
+    }
+}
+
+/// A send as the checker needs it.
+struct SendView<'a> {
+    process: &'a str,
+    seq: u64,
+    value: &'a str,
+    acked_at: Option<i64>,
+}
+
+/// Every partition's report, keyed by partition.
+pub fn check(ops: &[Op]) -> BTreeMap<i32, PartitionReport> {
+    let mut sends: BTreeMap<i32, Vec<SendView<'_>>> = BTreeMap::new();
+    let mut reports: BTreeMap<i32, PartitionReport> = BTreeMap::new();
+    for op in ops {
+        if let Op::Send {
+            process,
+            seq,
+            partition,
+            value,
+            outcome,
+            ..
+        } = op
+        {
+            let r = reports.entry(*partition).or_default();
+            let acked_at = match outcome {
+                Outcome::Ok { offset } => {
+                    r.acknowledged += 1;
+                    Some(*offset)
+                }
+                Outcome::Failed { .. } => {
+                    r.failed += 1;
+                    None
+                }
+                Outcome::Unknown { .. } => {
+                    r.unknown += 1;
+                    None
+                }
+            };
+            sends.entry(*partition).or_default().push(SendView {
+                process,
+                seq: *seq,
+                value,
+                acked_at,
+            });
+        }
+    }
+    let reads = Reads::of(ops);
+    for p in reads.partitions() {
+        reports.entry(p).or_default();
+    }
+    for (p, report) in reports.iter_mut() {
+        let log = reads.partition(*p);
+        report.offsets_read = log.by_offset.len() as u64;
+        let no_sends = Vec::new();
+        let sends = sends.get(p).unwrap_or(&no_sends);
+        check_reads(log, report);
+        check_sends(log, sends, report);
+        check_producer_order(log, sends, report);
+    }
+    check_polls(ops, &reads, &mut reports);
+    reports
+}
+
+/// What every poll read, per partition: offset -> values, value -> offsets; and what the
+/// final read ([`FINAL_READER`]) found, the log as it stands at the end.
+#[derive(Default)]
+struct PartitionReads<'a> {
+    by_offset: BTreeMap<i64, BTreeSet<&'a str>>,
+    by_value: HashMap<&'a str, BTreeSet<i64>>,
+    finally: HashMap<&'a str, i64>,
+    /// Whether the final read covered this partition.
+    final_read: bool,
+}
+
+struct Reads<'a> {
+    partitions: BTreeMap<i32, PartitionReads<'a>>,
+    empty: PartitionReads<'a>,
+}
+
+impl<'a> Reads<'a> {
+    fn of(ops: &'a [Op]) -> Reads<'a> {
+        let mut partitions: BTreeMap<i32, PartitionReads<'a>> = BTreeMap::new();
+        for op in ops {
+            match op {
+                Op::Poll {
+                    process, records, ..
+                } => {
+                    for Read {
+                        partition,
+                        offset,
+                        value,
+                    } in records
+                    {
+                        let r = partitions.entry(*partition).or_default();
+                        r.by_offset.entry(*offset).or_default().insert(value);
+                        r.by_value.entry(value).or_default().insert(*offset);
+                        if process == FINAL_READER {
+                            r.finally.insert(value, *offset);
+                        }
+                    }
+                }
+                Op::Assign {
+                    process, partition, ..
+                } if process == FINAL_READER => {
+                    partitions.entry(*partition).or_default().final_read = true;
+                }
+                _ => {}
+            }
+        }
+        Reads {
+            partitions,
+            empty: PartitionReads::default(),
+        }
+    }
+
+    fn partitions(&self) -> Vec<i32> {
+        self.partitions.keys().copied().collect()
+    }
+
+    fn partition(&self, p: i32) -> &PartitionReads<'a> {
+        self.partitions.get(&p).unwrap_or(&self.empty)
+    }
+}
+
+/// `inconsistent-offsets` between reads, and `duplicate`.
+fn check_reads(log: &PartitionReads<'_>, report: &mut PartitionReport) {
+    for (offset, values) in &log.by_offset {
+        if values.len() > 1 {
+            report.note(Anomaly::InconsistentOffsets, || {
+                format!("offset {offset} read as {values:?}")
+            });
+        }
+    }
+    let mut dups: Vec<(&&str, &BTreeSet<i64>)> =
+        log.by_value.iter().filter(|(_, o)| o.len() > 1).collect();
+    dups.sort_by_key(|(_, offsets)| offsets.first().copied());
+    for (value, offsets) in dups {
+        report.note(Anomaly::Duplicate, || {
+            format!("{value} read at offsets {offsets:?}")
+        });
+    }
+}
+
+/// `lost-write`, `unseen`, and acknowledgements that disagree with the reads.
+fn check_sends(log: &PartitionReads<'_>, sends: &[SendView<'_>], report: &mut PartitionReport) {
+    let highest_read = log.by_offset.keys().next_back().copied();
+    for s in sends {
+        let Some(acked) = s.acked_at else { continue };
+        // An acknowledgement without an offset (librdkafka's -1001, when the broker answered a
+        // retry DUPLICATE_SEQUENCE_NUMBER) only says the record is in the log.
+        let known = acked >= 0;
+        let read_past = highest_read.is_some_and(|h| h >= acked);
+        match log.by_value.get(s.value) {
+            None if read_past => {
+                report.note(Anomaly::LostWrite, || {
+                    let now = log.by_offset.get(&acked);
+                    format!("{} acknowledged at offset {acked}, never read; that offset was read as {now:?}", s.value)
+                })
+            }
+            None => report.note(Anomaly::Unseen, || {
+                format!(
+                    "{} acknowledged at offset {acked}, never read; reads reached offset {highest_read:?}",
+                    s.value
+                )
+            }),
+            // Read once, gone at the end: the log lost it after a consumer saw it.
+            Some(offsets) if log.final_read && !log.finally.contains_key(s.value) && read_past => {
+                report.note(Anomaly::LostWrite, || {
+                    let now = log.by_offset.get(&acked);
+                    format!(
+                        "{} acknowledged at offset {acked}, read at {offsets:?}, missing from the final read; that offset was read as {now:?}",
+                        s.value
+                    )
+                })
+            }
+            Some(offsets) if known && !offsets.contains(&acked) => {
+                report.note(Anomaly::InconsistentOffsets, || {
+                    format!(
+                        "{} acknowledged at offset {acked}, read at {offsets:?}",
+                        s.value
+                    )
+                })
+            }
+            Some(_) => {}
+        }
+    }
+}
+
+/// `reorder`: per producer, the records it sent to this partition, in the order it sent them,
+/// must sit at increasing offsets (each value's first offset read).
+fn check_producer_order(
+    log: &PartitionReads<'_>,
+    sends: &[SendView<'_>],
+    report: &mut PartitionReport,
+) {
+    let mut by_process: BTreeMap<&str, Vec<(u64, &str, i64)>> = BTreeMap::new();
+    for s in sends {
+        if let Some(first) = log.by_value.get(s.value).and_then(|o| o.first()) {
+            by_process
+                .entry(s.process)
+                .or_default()
+                .push((s.seq, s.value, *first));
+        }
+    }
+    for (_, mut sent) in by_process {
+        sent.sort_by_key(|(seq, _, _)| *seq);
+        let mut highest: Option<(&str, i64)> = None;
+        for (_, value, offset) in sent {
+            match highest {
+                Some((before, at)) if offset < at => {
+                    report.note(Anomaly::Reorder, || {
+                        format!("{value} (sent after {before}) at offset {offset}, before {before} at {at}")
+                    });
+                }
+                _ => highest = Some((value, offset)),
+            }
+        }
+    }
+}
+
+/// `nonmonotonic-poll` and `poll-skip`: each consumer's reads of a partition, in history order,
+/// from one [`Op::Assign`] to the next.
+fn check_polls(ops: &[Op], reads: &Reads<'_>, reports: &mut BTreeMap<i32, PartitionReport>) {
+    let mut last: HashMap<(&str, i32), i64> = HashMap::new();
+    for op in ops {
+        match op {
+            Op::Assign {
+                process, partition, ..
+            } => {
+                last.remove(&(process.as_str(), *partition));
+            }
+            Op::Poll {
+                process, records, ..
+            } => {
+                for r in records {
+                    let key = (process.as_str(), r.partition);
+                    let report = reports.entry(r.partition).or_default();
+                    if let Some(prev) = last.insert(key, r.offset) {
+                        note_poll_step(process, prev, r, reads, report);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn note_poll_step(
+    process: &str,
+    prev: i64,
+    r: &Read,
+    reads: &Reads<'_>,
+    report: &mut PartitionReport,
+) {
+    if r.offset <= prev {
+        report.note(Anomaly::NonmonotonicPoll, || {
+            format!("{process} read offset {} after offset {prev}", r.offset)
+        });
+        return;
+    }
+    let known = &reads.partition(r.partition).by_offset;
+    if let Some((skipped, _)) = known.range(prev + 1..r.offset).next() {
+        report.note(Anomaly::PollSkip, || {
+            format!(
+                "{process} read offset {} right after {prev}, skipping offset {skipped}",
+                r.offset
+            )
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send(process: &str, seq: u64, partition: i32, offset: Option<i64>) -> Op {
+        Op::Send {
+            process: process.into(),
+            seq,
+            partition,
+            value: format!("{process}-{seq}"),
+            invoked_ms: seq,
+            completed_ms: seq + 1,
+            outcome: match offset {
+                Some(offset) => Outcome::Ok { offset },
+                None => Outcome::Unknown {
+                    error: "timed out".into(),
+                },
+            },
+        }
+    }
+
+    fn poll(process: &str, records: &[(i64, &str)]) -> Op {
+        Op::Poll {
+            process: process.into(),
+            at_ms: 0,
+            records: records
+                .iter()
+                .map(|(offset, value)| Read {
+                    partition: 0,
+                    offset: *offset,
+                    value: value.to_string(),
+                })
+                .collect(),
+        }
+    }
+
+    fn assign(process: &str) -> Op {
+        Op::Assign {
+            process: process.into(),
+            at_ms: 0,
+            partition: 0,
+        }
+    }
+
+    /// Three acknowledged sends of p0 at offsets 0..3 on partition 0.
+    fn three_sends() -> Vec<Op> {
+        (0..3).map(|i| send("p0", i, 0, Some(i as i64))).collect()
+    }
+
+    /// The only anomalies of partition 0, as (kind, count).
+    fn found(ops: &[Op]) -> Vec<(Anomaly, u64)> {
+        let reports = check(ops);
+        reports[&0]
+            .anomalies
+            .iter()
+            .map(|(k, f)| (*k, f.count))
+            .collect()
+    }
+
+    #[test]
+    fn a_clean_history_has_no_anomaly() {
+        let mut ops = three_sends();
+        ops.push(send("p0", 3, 0, None)); // unknown and never read: allowed
+        ops.push(assign("c0"));
+        ops.push(poll("c0", &[(0, "p0-0"), (1, "p0-1")]));
+        ops.push(poll("c0", &[(2, "p0-2")]));
+        ops.push(assign("c1"));
+        ops.push(poll("c1", &[(0, "p0-0"), (1, "p0-1"), (2, "p0-2")]));
+        assert_eq!(found(&ops), vec![]);
+        let r = &check(&ops)[&0];
+        assert_eq!((r.acknowledged, r.unknown, r.offsets_read), (3, 1, 3));
+    }
+
+    #[test]
+    fn an_acknowledged_record_missing_below_a_read_offset_is_a_lost_write() {
+        let mut ops = three_sends();
+        ops.push(poll("c0", &[(0, "p0-0"), (2, "p0-2")]));
+        ops.push(poll("c1", &[(0, "p0-0")]));
+        // c0 also skipped offset 1... but nobody read offset 1, so it is not a poll-skip.
+        assert_eq!(found(&ops), vec![(Anomaly::LostWrite, 1)]);
+    }
+
+    #[test]
+    fn an_acknowledgement_without_an_offset_only_needs_the_record_read() {
+        let mut ops = three_sends();
+        ops.push(send("p0", 3, 0, Some(-1001)));
+        ops.push(send("p0", 4, 0, Some(-1001)));
+        ops.push(poll(
+            "c0",
+            &[(0, "p0-0"), (1, "p0-1"), (2, "p0-2"), (3, "p0-3")],
+        ));
+        assert_eq!(
+            found(&ops),
+            vec![(Anomaly::LostWrite, 1)],
+            "p0-4 was never read"
+        );
+    }
+
+    #[test]
+    fn a_record_read_once_but_missing_from_the_final_read_is_a_lost_write() {
+        let mut ops = three_sends();
+        ops.push(poll("c0", &[(0, "p0-0"), (1, "p0-1"), (2, "p0-2")]));
+        ops.push(Op::Assign {
+            process: FINAL_READER.into(),
+            at_ms: 0,
+            partition: 0,
+        });
+        // The log ends with another record at offset 2.
+        ops.push(poll(FINAL_READER, &[(0, "p0-0"), (1, "p0-1"), (2, "x")]));
+        let f = found(&ops);
+        assert_eq!(
+            f,
+            vec![(Anomaly::LostWrite, 1), (Anomaly::InconsistentOffsets, 1)],
+            "p0-2 gone; offset 2 read as p0-2 and x"
+        );
+    }
+
+    #[test]
+    fn an_acknowledged_record_past_every_read_is_unseen() {
+        let mut ops = three_sends();
+        ops.push(poll("c0", &[(0, "p0-0"), (1, "p0-1")]));
+        assert_eq!(found(&ops), vec![(Anomaly::Unseen, 1)]);
+    }
+
+    #[test]
+    fn one_value_at_two_offsets_is_a_duplicate() {
+        let mut ops = three_sends();
+        ops.push(send("p0", 3, 0, Some(4)));
+        ops.push(poll(
+            "c0",
+            &[
+                (0, "p0-0"),
+                (1, "p0-1"),
+                (2, "p0-2"),
+                (3, "p0-2"),
+                (4, "p0-3"),
+            ],
+        ));
+        assert_eq!(found(&ops), vec![(Anomaly::Duplicate, 1)]);
+    }
+
+    #[test]
+    fn two_values_at_one_offset_are_inconsistent_offsets() {
+        let mut ops = three_sends();
+        ops.push(send("p1", 0, 0, Some(3)));
+        ops.push(poll("c0", &[(0, "p0-0"), (1, "p0-1"), (2, "p0-2")]));
+        // c1 reads another value at offset 2, and p0-2 at 3 (where p1-0 was acknowledged).
+        ops.push(poll(
+            "c1",
+            &[(0, "p0-0"), (1, "p0-1"), (2, "x"), (3, "p0-2")],
+        ));
+        let f = found(&ops);
+        assert_eq!(
+            f,
+            vec![
+                (Anomaly::LostWrite, 1),
+                (Anomaly::Duplicate, 1),
+                (Anomaly::InconsistentOffsets, 1)
+            ],
+            "offset 2 read as p0-2 and x; p0-2 at 2 and 3; p1-0, acknowledged at 3, never read"
+        );
+        let r = &check(&ops)[&0];
+        assert!(
+            r.anomalies[&Anomaly::InconsistentOffsets].examples[0].contains("offset 2 read as"),
+            "{r:?}"
+        );
+    }
+
+    #[test]
+    fn a_value_read_away_from_its_acknowledged_offset_is_inconsistent() {
+        let mut ops = three_sends();
+        ops.push(poll("c0", &[(0, "p0-0"), (1, "p0-2"), (2, "p0-1")]));
+        let f = found(&ops);
+        assert!(f.contains(&(Anomaly::InconsistentOffsets, 2)), "{f:?}");
+    }
+
+    #[test]
+    fn a_consumer_going_backwards_is_a_nonmonotonic_poll() {
+        let mut ops = three_sends();
+        ops.push(poll("c0", &[(0, "p0-0"), (1, "p0-1"), (2, "p0-2")]));
+        ops.push(poll("c0", &[(1, "p0-1")]));
+        // After an Assign the consumer starts over: not an anomaly.
+        ops.push(assign("c0"));
+        ops.push(poll("c0", &[(0, "p0-0")]));
+        assert_eq!(found(&ops), vec![(Anomaly::NonmonotonicPoll, 1)]);
+    }
+
+    #[test]
+    fn a_consumer_jumping_over_a_read_offset_is_a_poll_skip() {
+        let mut ops = three_sends();
+        ops.push(poll("c0", &[(0, "p0-0"), (2, "p0-2")]));
+        ops.push(poll("c1", &[(0, "p0-0"), (1, "p0-1"), (2, "p0-2")]));
+        assert_eq!(found(&ops), vec![(Anomaly::PollSkip, 1)]);
+    }
+
+    #[test]
+    fn a_producers_records_out_of_send_order_are_a_reorder() {
+        // p0 sent 0, 1, 2; the log holds 0, 2, 1 (as a non-idempotent retry can leave it).
+        let ops = vec![
+            send("p0", 0, 0, Some(0)),
+            send("p0", 1, 0, Some(2)),
+            send("p0", 2, 0, Some(1)),
+            send("p1", 0, 0, Some(3)),
+            poll("c0", &[(0, "p0-0"), (1, "p0-2"), (2, "p0-1"), (3, "p1-0")]),
+        ];
+        assert_eq!(found(&ops), vec![(Anomaly::Reorder, 1)]);
+    }
+
+    #[test]
+    fn partitions_are_checked_apart() {
+        let ops = vec![
+            send("p0", 0, 0, Some(0)),
+            send("p0", 1, 1, Some(0)),
+            poll("c0", &[(0, "p0-0")]),
+        ];
+        let reports = check(&ops);
+        assert!(reports[&0].anomalies.is_empty());
+        assert_eq!(reports[&1].count(Anomaly::Unseen), 1);
+    }
+}

@@ -1,0 +1,136 @@
+//! The history of a run: every operation the clients and the nemesis performed, in the order
+//! they completed, as Jepsen records it.
+//!
+//! A producer's send is one [`Op::Send`] with its outcome (ok with the offset the broker
+//! acknowledged, failed, or unknown); a consumer's poll is one [`Op::Poll`] with every record it
+//! returned, in the order the client delivered them; [`Op::Assign`] marks a consumer that
+//! (re)starts reading a partition from the beginning; [`Op::ClientError`] is an error a client
+//! reported; [`Op::Nemesis`] is one fault applied or healed. The checker reads sends, polls and
+//! assigns only.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+/// Most operations one run may record; a run that would exceed it stops its workload (see
+/// [`History::push`]) rather than grow without bound.
+pub const HISTORY_OPS_MAX: usize = 50_000_000;
+
+/// The process that reads every partition from its first offset to its end once the cluster
+/// is healed: what its polls hold is the log as it stands at the end of the run.
+pub const FINAL_READER: &str = "final";
+
+/// What a send's client was told.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "kebab-case")]
+pub enum Outcome {
+    /// Acknowledged at this offset.
+    Ok { offset: i64 },
+    /// Refused before it could reach a broker (it was never written).
+    Failed { error: String },
+    /// The client gave up (a timeout, a lost connection, an error after retries): the record
+    /// may or may not be in the log.
+    Unknown { error: String },
+}
+
+/// One record a poll returned.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Read {
+    pub partition: i32,
+    pub offset: i64,
+    pub value: String,
+}
+
+/// One operation of the history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum Op {
+    /// One record sent by `process` to `partition`; `seq` counts the process's sends (the
+    /// order it sent them in).
+    Send {
+        process: String,
+        seq: u64,
+        partition: i32,
+        value: String,
+        invoked_ms: u64,
+        completed_ms: u64,
+        #[serde(flatten)]
+        outcome: Outcome,
+    },
+    /// The records one poll of `process` returned, in delivery order.
+    Poll {
+        process: String,
+        at_ms: u64,
+        records: Vec<Read>,
+    },
+    /// `process` starts reading `partition` from its first offset.
+    Assign {
+        process: String,
+        at_ms: u64,
+        partition: i32,
+    },
+    /// An error a client reported (a consumer's poll error, say): context for the anomalies.
+    ClientError {
+        process: String,
+        at_ms: u64,
+        error: String,
+    },
+    /// A fault applied or healed.
+    Nemesis { at_ms: u64, event: String },
+}
+
+/// The history being recorded, shared by every client thread and the nemesis.
+#[derive(Clone)]
+pub struct History {
+    started: Instant,
+    ops: Arc<Mutex<Vec<Op>>>,
+}
+
+impl Default for History {
+    fn default() -> Self {
+        History::new()
+    }
+}
+
+impl History {
+    pub fn new() -> History {
+        History {
+            started: Instant::now(),
+            ops: Arc::new(Mutex::new(Vec::new())),
+        }
+    }
+
+    /// Milliseconds since the run started: the clock of every op.
+    pub fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    /// Appends `op`; `false` (and nothing recorded) once [`HISTORY_OPS_MAX`] is reached, which
+    /// tells the caller to stop.
+    pub fn push(&self, op: Op) -> bool {
+        let mut ops = self.ops.lock().unwrap();
+        if ops.len() >= HISTORY_OPS_MAX {
+            return false;
+        }
+        ops.push(op);
+        true
+    }
+
+    /// Records a nemesis event and prints it, so a person watching sees the schedule unfold.
+    pub fn nemesis(&self, event: String) {
+        let at_ms = self.now_ms();
+        eprintln!("[{:>7.1}s] nemesis: {event}", at_ms as f64 / 1000.0);
+        self.push(Op::Nemesis { at_ms, event });
+    }
+
+    /// Whether the history is full (see [`History::push`]).
+    pub fn is_full(&self) -> bool {
+        self.ops.lock().unwrap().len() >= HISTORY_OPS_MAX
+    }
+
+    /// A copy of every op so far.
+    pub fn snapshot(&self) -> Vec<Op> {
+        self.ops.lock().unwrap().clone()
+    }
+}

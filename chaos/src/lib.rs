@@ -1,0 +1,42 @@
+//! `brook chaos`: a checker in the spirit of Jepsen's Kafka workload, for Brook and for the
+//! reference Apache Kafka 4.4 cluster alike.
+//!
+//! A run drives a 3-node cluster with real clients (librdkafka: several producers and
+//! consumers at once) and records a [`history`] of every send with its outcome and every poll
+//! with what it returned. Meanwhile a [`nemesis`] applies a [`schedule`] drawn from a seed
+//! (replayable): SIGKILL and restart of a partition's leader under load, SIGSTOP/SIGCONT
+//! pauses, link partitions and delays on replication and controller traffic (so that ISR
+//! changes are pending when kills land), and the crash points of `docs/FAULTS.md`. After
+//! healing, every partition is read back to its end, and the [`checker`] reports Jepsen's
+//! anomalies per partition: lost-write, unseen, duplicate, inconsistent-offsets,
+//! nonmonotonic-poll, poll-skip, reorder. The [`verdict`] states what the configuration
+//! promises: with `acks=all`, idempotence and `min.insync.replicas=2` on RF=3 any anomaly is a
+//! failure (non-zero exit); with `acks=1` or idempotence off, the anomalies Kafka allows there
+//! are reported as expected, by name.
+//!
+//! ```sh
+//! cargo build --release -p brook -p brook-chaos
+//! # a bounded run against a fresh `brook cluster` (temp dir, free ports)
+//! cargo run --release -p brook-chaos -- --seed 42 --steps 20
+//! # the long run: 1,500 steps (about 1,000 leader kills), some hours
+//! cargo run --release -p brook-chaos -- --seed 1 --steps 1500 --rate 50 --out chaos-long.json
+//! # the same schedule against Apache Kafka 4.4 (scripts/kafka-reference fetch first)
+//! cargo run --release -p brook-chaos -- --target kafka --seed 1 --steps 1500 --rate 50
+//! # what acks=1 allows: lost writes, named as expected
+//! cargo run --release -p brook-chaos -- --seed 7 --steps 20 --acks 1
+//! ```
+//!
+//! Output: a table on stdout, the JSON history and verdict in `--out`, the command that
+//! replays the run. Exit status: 0 when the verdict holds, 1 when it does not, 2 when the run
+//! could not be set up.
+#![forbid(unsafe_code)]
+
+pub mod checker;
+pub mod history;
+pub mod nemesis;
+pub mod report;
+pub mod run;
+pub mod schedule;
+pub mod target;
+pub mod verdict;
+pub mod workload;

@@ -1,0 +1,187 @@
+//! `brook-chaos` (also `brook chaos`): see the crate documentation ([`brook_chaos`]).
+#![forbid(unsafe_code)]
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use clap::{Parser, ValueEnum};
+
+use brook_chaos::report;
+use brook_chaos::run::{run, RunConfig};
+use brook_chaos::target::{BrookCluster, KafkaCluster, Target};
+use brook_chaos::workload::ClientSettings;
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum TargetKind {
+    /// A `brook cluster` (started by the run, or `--supervisor`).
+    Brook,
+    /// Apache Kafka 4.4 from `scripts/kafka-reference` (started by the run).
+    Kafka,
+}
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "brook chaos",
+    about = "Drives a 3-node cluster with real clients under a seeded nemesis and checks the history for Jepsen's anomalies"
+)]
+struct Args {
+    #[arg(long, value_enum, default_value = "brook")]
+    target: TargetKind,
+    /// The schedule's seed (default: drawn from the clock, and printed).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Nemesis steps (about 70% of them kill a leader).
+    #[arg(long, default_value_t = 20)]
+    steps: usize,
+    #[arg(long, default_value_t = 3)]
+    partitions: i32,
+    #[arg(long, default_value_t = 2)]
+    producers: usize,
+    #[arg(long, default_value_t = 2)]
+    consumers: usize,
+    /// Records a second, per producer.
+    #[arg(long, default_value_t = 200)]
+    rate: u32,
+    /// The producers' acks: all, 1 or 0.
+    #[arg(long, default_value = "all")]
+    acks: String,
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    idempotence: bool,
+    #[arg(long, default_value_t = 2)]
+    min_insync_replicas: u32,
+    /// The brokers' replica.lag.time.max.ms.
+    #[arg(long, default_value_t = 3000)]
+    replica_lag_ms: u64,
+    /// After each step, how long the cluster may take to have every node up and every ISR
+    /// full before the next step starts anyway.
+    #[arg(long, default_value_t = 60)]
+    settle_secs: u64,
+    /// Stop applying steps after this many seconds (then heal, read back and check).
+    #[arg(long)]
+    time_limit_secs: Option<u64>,
+    /// Only check the history of a JSON file a run wrote, again, and print the verdict.
+    #[arg(long, value_name = "FILE")]
+    check: Option<PathBuf>,
+    /// Where the JSON history and verdict go (default: brook-chaos-<target>-<seed>.json).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// The `brook` binary (default: `brook` next to this program).
+    #[arg(long)]
+    brook_bin: Option<PathBuf>,
+    /// Use the running `brook cluster` whose supervisor listens here, instead of starting one.
+    #[arg(long)]
+    supervisor: Option<String>,
+    /// Keep the started Brook cluster's data here instead of a temp dir.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// `scripts/kafka-reference` (default: found from the current directory).
+    #[arg(long, default_value = "scripts/kafka-reference")]
+    kafka_script: PathBuf,
+}
+
+fn brook_bin(args: &Args) -> PathBuf {
+    args.brook_bin.clone().unwrap_or_else(|| {
+        std::env::current_exe()
+            .ok()
+            .and_then(|p| p.parent().map(|d| d.join("brook")))
+            .unwrap_or_else(|| PathBuf::from("brook"))
+    })
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    if let Some(path) = &args.check {
+        return match report::recheck(path) {
+            Ok((reports, verdict)) => {
+                print!("{}", report::anomalies_table(&reports, &verdict));
+                if verdict.ok {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::FAILURE
+                }
+            }
+            Err(e) => {
+                eprintln!("brook chaos: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
+    let seed = args.seed.unwrap_or_else(|| {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1)
+    });
+    let cfg = RunConfig {
+        seed,
+        steps: args.steps,
+        schedule: None,
+        clients: ClientSettings {
+            partitions: args.partitions,
+            producers: args.producers,
+            consumers: args.consumers,
+            rate: args.rate,
+            acks: args.acks.clone(),
+            idempotence: args.idempotence,
+        },
+        min_insync_replicas: args.min_insync_replicas,
+        replication_factor: 3,
+        replica_lag_ms: args.replica_lag_ms,
+        settle_secs: args.settle_secs,
+        time_limit_secs: args.time_limit_secs,
+    };
+    if let Err(e) = cfg.validate() {
+        eprintln!("brook chaos: {e}");
+        return ExitCode::from(2);
+    }
+    eprintln!("brook chaos: seed {seed}, {} steps", cfg.steps);
+    let overrides = cfg.broker_overrides();
+    let target: Result<Box<dyn Target>, String> = match (args.target, &args.supervisor) {
+        (TargetKind::Brook, Some(s)) => BrookCluster::attach(s).map(|c| Box::new(c) as _),
+        (TargetKind::Brook, None) => {
+            let bin = brook_bin(&args);
+            if !bin.exists() {
+                eprintln!(
+                    "brook chaos: no broker binary at {} (cargo build --release -p brook, or --brook-bin)",
+                    bin.display()
+                );
+                return ExitCode::from(2);
+            }
+            BrookCluster::start(&bin, 3, args.data_dir.clone(), &overrides)
+                .map(|c| Box::new(c) as _)
+        }
+        (TargetKind::Kafka, _) => {
+            KafkaCluster::start(&args.kafka_script, &overrides).map(|c| Box::new(c) as _)
+        }
+    };
+    let mut target = match target {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("brook chaos: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let out = match run(target.as_mut(), &cfg) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("brook chaos: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    drop(target);
+    let path = args
+        .out
+        .unwrap_or_else(|| PathBuf::from(format!("brook-chaos-{}-{seed}.json", out.target)));
+    print!("{}", report::table(&out));
+    match report::write_json(&out, &path) {
+        Ok(()) => println!("history and verdict: {}", path.display()),
+        Err(e) => eprintln!("brook chaos: {e}"),
+    }
+    println!("replay: {}", report::replay(&out));
+    if out.verdict.ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

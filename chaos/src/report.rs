@@ -1,0 +1,150 @@
+//! Output: a short table for people, a JSON file (configuration, schedule, history, per
+//! partition reports, verdict) for machines, and the command that replays the run.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use std::collections::BTreeMap;
+
+use crate::checker::{check, Anomaly, PartitionReport};
+use crate::history::Op;
+use crate::run::RunOutput;
+use crate::verdict::{judge, Guarantees, Verdict};
+
+/// The table printed at the end of a run.
+pub fn table(out: &RunOutput) -> String {
+    let mut s = String::new();
+    let n = &out.nemesis;
+    let _ = writeln!(
+        s,
+        "brook chaos on {}: seed {}, {} steps ({} leader kills, {} ISR cuts, {} crash points, {} pauses, {} link delays, {} mapped), {:.1} s",
+        out.target,
+        out.config.seed,
+        n.steps,
+        n.leader_kills,
+        n.isr_cuts,
+        n.crash_points,
+        n.pauses,
+        n.link_delays,
+        n.mapped,
+        out.wall_ms as f64 / 1000.0
+    );
+    let _ = writeln!(
+        s,
+        "sends: {} acknowledged, {} failed or unknown; producers replaced after a fatal error: {}; steps not settled: {}, skipped: {}",
+        out.acknowledged, out.not_acknowledged, out.producers_replaced, n.unsettled, n.skipped
+    );
+    s.push_str(&anomalies_table(&out.partitions, &out.verdict));
+    s
+}
+
+/// The per-partition rows, the examples, the expected anomalies and the verdict.
+pub fn anomalies_table(partitions: &BTreeMap<i32, PartitionReport>, v: &Verdict) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "promise: {}", v.promise);
+    let _ = write!(
+        s,
+        "{:>9} {:>8} {:>8} {:>8}",
+        "partition", "acked", "unknown", "read"
+    );
+    for a in Anomaly::ALL {
+        let _ = write!(s, " {:>w$}", a.name(), w = a.name().len());
+    }
+    s.push('\n');
+    for (p, r) in partitions {
+        let _ = write!(
+            s,
+            "{p:>9} {:>8} {:>8} {:>8}",
+            r.acknowledged,
+            r.unknown + r.failed,
+            r.offsets_read
+        );
+        for a in Anomaly::ALL {
+            let _ = write!(s, " {:>w$}", r.count(a), w = a.name().len());
+        }
+        s.push('\n');
+    }
+    for (p, r) in partitions {
+        for (kind, found) in &r.anomalies {
+            for e in &found.examples {
+                let _ = writeln!(s, "  partition {p} {}: {e}", kind.name());
+            }
+        }
+    }
+    for (name, count) in &v.expected {
+        let _ = writeln!(s, "expected with these settings: {count} {name}");
+    }
+    for e in &v.run_errors {
+        let _ = writeln!(s, "run error: {e}");
+    }
+    if v.ok {
+        let _ = writeln!(s, "verdict: OK");
+    } else {
+        let failures: Vec<String> = v.failures.iter().map(|(k, c)| format!("{c} {k}")).collect();
+        let _ = writeln!(
+            s,
+            "verdict: FAIL ({})",
+            if failures.is_empty() {
+                "run errors".to_string()
+            } else {
+                failures.join(", ")
+            }
+        );
+    }
+    s
+}
+
+/// The command line that replays this run's schedule.
+pub fn replay(out: &RunOutput) -> String {
+    let c = &out.config;
+    if c.schedule.is_some() {
+        return "the schedule was given explicitly (a test's); it is the JSON's `schedule`".into();
+    }
+    format!(
+        "cargo run --release -p brook-chaos -- --target {} --seed {} --steps {} --partitions {} --producers {} --consumers {} --rate {} --acks {} --idempotence {} --min-insync-replicas {} --replica-lag-ms {} --settle-secs {}",
+        out.target,
+        c.seed,
+        c.steps,
+        c.clients.partitions,
+        c.clients.producers,
+        c.clients.consumers,
+        c.clients.rate,
+        c.clients.acks,
+        c.clients.idempotence,
+        c.min_insync_replicas,
+        c.replica_lag_ms,
+        c.settle_secs
+    )
+}
+
+/// Writes the whole output as JSON.
+pub fn write_json(out: &RunOutput, path: &Path) -> Result<(), String> {
+    let f = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    serde_json::to_writer(std::io::BufWriter::new(f), out)
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Checks the history of a JSON file written by a run again (with this checker), against the
+/// settings the run recorded; the run's own run errors carry over.
+pub fn recheck(path: &Path) -> Result<(BTreeMap<i32, PartitionReport>, Verdict), String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let field = |k: &str| v["config"][k].clone();
+    let g = Guarantees {
+        acks: serde_json::from_value(field("acks")).map_err(|e| format!("config.acks: {e}"))?,
+        idempotence: serde_json::from_value(field("idempotence"))
+            .map_err(|e| format!("config.idempotence: {e}"))?,
+        min_insync_replicas: serde_json::from_value(field("min_insync_replicas"))
+            .map_err(|e| format!("config.min_insync_replicas: {e}"))?,
+        replication_factor: serde_json::from_value(field("replication_factor"))
+            .map_err(|e| format!("config.replication_factor: {e}"))?,
+    };
+    let ops: Vec<Op> =
+        serde_json::from_value(v["history"].clone()).map_err(|e| format!("history: {e}"))?;
+    let run_errors: Vec<String> =
+        serde_json::from_value(v["verdict"]["run_errors"].clone()).unwrap_or_default();
+    let reports = check(&ops);
+    let verdict = judge(&g, &reports, run_errors);
+    Ok((reports, verdict))
+}

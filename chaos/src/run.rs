@@ -1,0 +1,249 @@
+//! One run: create the topic, start the clients, apply the schedule, heal, read everything
+//! back, check the history and judge it against what the configuration promises.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use brook_protocol_tests::errors;
+use brook_protocol_tests::wire::{WireClient, CREATE_TOPICS_V};
+use serde::Serialize;
+
+use crate::checker::{check, PartitionReport};
+use crate::history::{History, Op};
+use crate::nemesis::{Nemesis, NemesisStats, SETTLE_TIMEOUT};
+use crate::schedule::{generate, Shape, Step};
+use crate::target::Target;
+use crate::verdict::{judge, Guarantees, Verdict};
+use crate::workload::{final_read, ClientSettings, Clients, Progress, Workload};
+
+/// How long the final read may take to reach the end of every partition.
+pub const FINAL_READ_TIMEOUT: Duration = Duration::from_secs(120);
+/// Bound on CreateTopics.
+const CREATE_TOPIC_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What a run does.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunConfig {
+    pub seed: u64,
+    /// Steps drawn from the seed (ignored when `schedule` is given).
+    pub steps: usize,
+    /// An explicit schedule instead of the seed's.
+    #[serde(skip)]
+    pub schedule: Option<Vec<Step>>,
+    #[serde(flatten)]
+    pub clients: ClientSettings,
+    pub min_insync_replicas: u32,
+    pub replication_factor: u32,
+    /// The brokers' `replica.lag.time.max.ms`.
+    pub replica_lag_ms: u64,
+    /// How long, after each step, the cluster may take to have every node up and every ISR
+    /// full before the next step starts anyway.
+    pub settle_secs: u64,
+    /// Stop applying steps once the run is this old (then heal, read and check as usual).
+    pub time_limit_secs: Option<u64>,
+}
+
+impl RunConfig {
+    /// The settings a run needs on every broker, Brook or Kafka (the same property names): a
+    /// dead broker fenced after 3 s, a silent follower out of the ISR after `replica_lag_ms`.
+    pub fn broker_overrides(&self) -> Vec<(String, String)> {
+        [
+            (
+                "default.replication.factor",
+                self.replication_factor.to_string(),
+            ),
+            ("min.insync.replicas", self.min_insync_replicas.to_string()),
+            ("replica.lag.time.max.ms", self.replica_lag_ms.to_string()),
+            ("broker.session.timeout.ms", "3000".to_string()),
+            ("broker.heartbeat.interval.ms", "500".to_string()),
+            ("auto.create.topics.enable", "false".to_string()),
+            ("unclean.leader.election.enable", "false".to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+    }
+
+    pub fn guarantees(&self) -> Guarantees {
+        Guarantees {
+            acks: self.clients.acks.clone(),
+            idempotence: self.clients.idempotence,
+            min_insync_replicas: self.min_insync_replicas,
+            replication_factor: self.replication_factor,
+        }
+    }
+
+    /// Refuses settings no client accepts (librdkafka and the Java client alike require
+    /// `acks=all` for idempotence).
+    pub fn validate(&self) -> Result<(), String> {
+        let c = &self.clients;
+        if !["all", "1", "0"].contains(&c.acks.as_str()) {
+            return Err(format!("acks must be all, 1 or 0, not {:?}", c.acks));
+        }
+        if c.idempotence && c.acks != "all" {
+            return Err(format!(
+                "an idempotent producer needs acks=all (acks={}: use --idempotence false)",
+                c.acks
+            ));
+        }
+        if c.partitions < 1 || c.producers < 1 || c.consumers < 1 || c.rate < 1 {
+            return Err("partitions, producers, consumers and rate must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    /// The schedule this run applies.
+    pub fn schedule(&self) -> Vec<Step> {
+        self.schedule.clone().unwrap_or_else(|| {
+            generate(
+                self.seed,
+                self.steps,
+                Shape {
+                    partitions: self.clients.partitions,
+                    replica_lag_ms: self.replica_lag_ms,
+                },
+            )
+        })
+    }
+}
+
+/// Everything a run produced.
+#[derive(Debug, Serialize)]
+pub struct RunOutput {
+    pub target: String,
+    pub topic: String,
+    pub config: RunConfig,
+    pub schedule: Vec<Step>,
+    pub nemesis: NemesisStats,
+    pub acknowledged: u64,
+    pub not_acknowledged: u64,
+    pub producers_replaced: u64,
+    pub wall_ms: u64,
+    pub partitions: BTreeMap<i32, PartitionReport>,
+    pub verdict: Verdict,
+    pub history: Vec<Op>,
+}
+
+/// Creates the topic with a raw CreateTopics (any broker forwards it to the controller), on
+/// the first node that answers; a retry may find what a lost first answer created.
+fn create_topic(bootstrap: &str, topic: &str, cfg: &RunConfig) -> Result<(), String> {
+    let min_isr = cfg.min_insync_replicas.to_string();
+    let req = WireClient::create_topics_request(
+        topic,
+        cfg.clients.partitions,
+        cfg.replication_factor as i16,
+        &[("min.insync.replicas", &min_isr)],
+        CREATE_TOPIC_TIMEOUT,
+    );
+    let mut failures = Vec::new();
+    for (attempt, addr) in bootstrap.split(',').enumerate() {
+        let answer = WireClient::try_connect(addr, CREATE_TOPIC_TIMEOUT)
+            .map_err(|e| e.to_string())
+            .and_then(|mut c| c.try_request(CREATE_TOPICS_V, &req));
+        match answer {
+            Ok(r) => {
+                let code = r.topics.first().map_or(-1, |t| t.error_code);
+                let created =
+                    code == errors::NONE || (attempt > 0 && code == errors::TOPIC_ALREADY_EXISTS);
+                if created {
+                    return Ok(());
+                }
+                return Err(format!("CreateTopics {topic} on {addr}: {r:?}"));
+            }
+            Err(e) => failures.push(format!("{addr}: {e}")),
+        }
+    }
+    Err(format!("CreateTopics {topic}: {}", failures.join("; ")))
+}
+
+/// Runs `cfg` against `target`. `Err` when the run cannot start (no topic, no settled
+/// cluster); problems after that are run errors in the verdict.
+pub fn run(target: &mut dyn Target, cfg: &RunConfig) -> Result<RunOutput, String> {
+    cfg.validate()?;
+    let started = Instant::now();
+    let unique = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or_default();
+    let topic = format!("chaos-{}-{unique}", cfg.seed);
+    let bootstrap = target.bootstrap();
+    let schedule = cfg.schedule();
+    let history = History::new();
+    let progress = Arc::new(Progress::default());
+    let target_name = target.name().to_string();
+    let mut nemesis = Nemesis::new(
+        target,
+        &topic,
+        cfg.clients.partitions,
+        history.clone(),
+        &progress,
+    );
+    nemesis.await_brokers(SETTLE_TIMEOUT)?;
+    create_topic(&bootstrap, &topic, cfg)?;
+    if !nemesis.settle(SETTLE_TIMEOUT) {
+        return Err(format!("topic {topic} has no full ISR on every partition"));
+    }
+    let clients = Clients {
+        bootstrap,
+        topic: topic.clone(),
+        settings: cfg.clients.clone(),
+    };
+    let mut workload = Workload::start(&clients, &history, progress.clone());
+    history.nemesis(format!(
+        "target {target_name}, topic {topic}, seed {}, {} steps",
+        cfg.seed,
+        schedule.len()
+    ));
+    let settle = Duration::from_secs(cfg.settle_secs);
+    for (n, step) in schedule.iter().enumerate() {
+        if let Some(limit) = cfg.time_limit_secs {
+            if started.elapsed() >= Duration::from_secs(limit) {
+                history.nemesis(format!(
+                    "time limit of {limit} s reached: {n} of {} steps applied",
+                    schedule.len()
+                ));
+                break;
+            }
+        }
+        nemesis.run_step(n + 1, step, settle);
+    }
+    nemesis.heal();
+    nemesis.settle(SETTLE_TIMEOUT);
+    history.nemesis("healed; stopping the producers".into());
+    let mut run_errors = nemesis.errors.clone();
+    run_errors.extend(workload.stop_producers());
+    if let Err(e) = final_read(&clients, &history, FINAL_READ_TIMEOUT) {
+        run_errors.push(e);
+    }
+    run_errors.extend(workload.stop_consumers());
+    if progress.acknowledged.load(Relaxed) == 0 {
+        run_errors.push("no send was acknowledged: the run checked nothing".into());
+    }
+    if history.is_full() {
+        run_errors.push(
+            "the history reached its bound (HISTORY_OPS_MAX) and the clients stopped early".into(),
+        );
+    }
+    let stats = nemesis.stats.clone();
+    drop(nemesis);
+    let ops = history.snapshot();
+    let partitions = check(&ops);
+    let verdict = judge(&cfg.guarantees(), &partitions, run_errors);
+    let p = &progress;
+    Ok(RunOutput {
+        target: target_name,
+        topic,
+        config: cfg.clone(),
+        schedule,
+        nemesis: stats,
+        acknowledged: p.acknowledged.load(Relaxed),
+        not_acknowledged: p.not_acknowledged.load(Relaxed),
+        producers_replaced: p.producers_replaced.load(Relaxed),
+        wall_ms: started.elapsed().as_millis() as u64,
+        partitions,
+        verdict,
+        history: ops,
+    })
+}

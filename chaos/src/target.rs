@@ -1,0 +1,569 @@
+//! The clusters a run can target: a `brook cluster` (through its supervisor's HTTP API and the
+//! nodes' fault admin API) or the reference Apache Kafka 4.4 cluster of
+//! `scripts/kafka-reference` (by pid: SIGKILL, SIGSTOP; restarted by running the node's own
+//! command line again).
+
+use std::fs::OpenOptions;
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
+use serde_json::Value;
+
+/// How long a cluster may take to start (a JVM cluster on a loaded machine is slow).
+pub const CLUSTER_START_TIMEOUT: Duration = Duration::from_secs(240);
+/// How long a restarted node may take to be ready again.
+pub const NODE_START_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long a SIGKILLed process may take to be gone.
+pub const KILL_TIMEOUT: Duration = Duration::from_secs(10);
+/// Bound on one HTTP call to a supervisor or an admin listener (a start waits for READY).
+pub const HTTP_TIMEOUT: Duration = Duration::from_secs(130);
+
+/// A cluster the nemesis can break.
+pub trait Target {
+    /// `brook` or `kafka`.
+    fn name(&self) -> &'static str;
+    fn bootstrap(&self) -> String;
+    fn node_ids(&self) -> Vec<i32>;
+    /// The node's pid while it runs.
+    fn pid(&mut self, id: i32) -> Result<Option<u32>, String>;
+    /// SIGKILL; returns once the process is gone.
+    fn kill(&mut self, id: i32) -> Result<(), String>;
+    /// Starts a stopped node with its configuration and data; returns once it serves.
+    fn start(&mut self, id: i32) -> Result<(), String>;
+    /// Installs a fault rule (the JSON of `docs/FAULTS.md`) on node `id`; `Ok(None)` when the
+    /// target has no fault API (Kafka).
+    fn add_rule(&mut self, id: i32, rule: Value) -> Result<Option<u64>, String>;
+    /// Removes rule `rule` of node `id`, if it runs.
+    fn remove_rule(&mut self, id: i32, rule: u64) -> Result<(), String>;
+    /// Removes every fault rule of node `id`, if it runs and has a fault API.
+    fn clear_rules(&mut self, id: i32) -> Result<(), String>;
+}
+
+/// Sends `sig` to `pid`.
+pub fn signal(pid: u32, sig: Signal) -> Result<(), String> {
+    let target = i32::try_from(pid).map_err(|_| format!("pid {pid} out of range"))?;
+    nix::sys::signal::kill(Pid::from_raw(target), sig)
+        .map_err(|e| format!("kill({pid}, {sig}): {e}"))
+}
+
+/// Whether `pid` names a live (not zombie) process.
+fn pid_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the parenthesised command name.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X'])),
+        Err(_) => false,
+    }
+}
+
+fn http_agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(HTTP_TIMEOUT))
+        .build()
+        .into()
+}
+
+/// One JSON call; `Err` with the body's `error` on a non-2xx answer.
+fn http_json(method: &str, url: &str, body: Option<&Value>) -> Result<Value, String> {
+    let agent = http_agent();
+    let resp = match (method, body) {
+        ("POST", Some(b)) => agent.post(url).send_json(b),
+        ("POST", None) => agent.post(url).send_empty(),
+        ("DELETE", _) => agent.delete(url).call(),
+        _ => agent.get(url).call(),
+    }
+    .map_err(|e| format!("{method} {url}: {e}"))?;
+    let status = resp.status();
+    let value: Value = resp
+        .into_body()
+        .read_json()
+        .map_err(|e| format!("{method} {url}: {e}"))?;
+    if !status.is_success() {
+        return Err(format!("{method} {url}: {status}: {}", value["error"]));
+    }
+    Ok(value)
+}
+
+/// Reads `child`'s stdout lines on a thread; returns the first line starting with `prefix`
+/// within `timeout`, or `Err` with the lines seen. Later lines are echoed to stderr with
+/// `echo` in front, so a node that dies on its own shows up in the run's output.
+fn await_line(
+    child: &mut Child,
+    prefix: &'static str,
+    timeout: Duration,
+    echo: &'static str,
+) -> Result<String, String> {
+    let stdout = child.stdout.take().ok_or("child without stdout")?;
+    let (tx, rx) = mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        let mut found = false;
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if found {
+                eprintln!("{echo}{line}");
+            } else if line.starts_with(prefix) {
+                found = true;
+                let _ = tx.send(line);
+            }
+        }
+    });
+    rx.recv_timeout(timeout)
+        .map_err(|_| format!("no `{prefix}` line within {timeout:?}"))
+}
+
+/// The `key=value` field of a line.
+fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    line.split_whitespace()
+        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+}
+
+/// Stops a child we started: SIGTERM, then SIGKILL after `grace`.
+fn stop_child(child: &mut Child, grace: Duration) {
+    let _ = signal(child.id(), Signal::SIGTERM);
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Spawns `cmd` with `--override K=V` for each of `overrides` (the flag of `brook cluster` and
+/// of `scripts/kafka-reference` alike), stdout piped.
+fn spawn_with_overrides(mut cmd: Command, overrides: &[(String, String)]) -> Result<Child, String> {
+    for (k, v) in overrides {
+        cmd.arg("--override").arg(format!("{k}={v}"));
+    }
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped());
+    cmd.spawn()
+        .map_err(|e| format!("spawn {:?}: {e}", cmd.get_program()))
+}
+
+fn temp_dir(prefix: &str) -> Result<tempfile::TempDir, String> {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir()
+        .map_err(|e| format!("temp dir: {e}"))
+}
+
+/// Polls `cond` every 20 ms until it holds or `timeout` passes; the pause only paces the loop.
+pub fn wait_for(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+// ------------------------------------------------------------------------------------ Brook
+
+/// A `brook cluster`, started by this run or already running (`--supervisor`).
+pub struct BrookCluster {
+    supervisor: String,
+    bootstrap: String,
+    ids: Vec<i32>,
+    /// The `brook cluster` process, when this run started it.
+    child: Option<Child>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl BrookCluster {
+    /// Starts `brook cluster --nodes N --base-port 0` (free ports) from `bin` with `overrides`,
+    /// its data in `data_dir` (a temp dir when `None`), and waits for `CLUSTER READY`.
+    pub fn start(
+        bin: &Path,
+        nodes: usize,
+        data_dir: Option<PathBuf>,
+        overrides: &[(String, String)],
+    ) -> Result<BrookCluster, String> {
+        let (dir, tmp) = match data_dir {
+            Some(d) => (d, None),
+            None => {
+                let t = temp_dir("brook-chaos-")?;
+                (t.path().to_path_buf(), Some(t))
+            }
+        };
+        let mut cmd = Command::new(bin);
+        cmd.args(["cluster", "--base-port", "0", "--supervisor-listener"])
+            .arg("127.0.0.1:0")
+            .arg("--nodes")
+            .arg(nodes.to_string())
+            .arg("--data-dir")
+            .arg(&dir);
+        let mut child = spawn_with_overrides(cmd, overrides)?;
+        let line = match await_line(
+            &mut child,
+            "CLUSTER READY",
+            CLUSTER_START_TIMEOUT,
+            "brook cluster: ",
+        ) {
+            Ok(l) => l,
+            Err(e) => {
+                stop_child(&mut child, Duration::from_secs(30));
+                return Err(format!("brook cluster (data in {}): {e}", dir.display()));
+            }
+        };
+        eprintln!("{line} data={}", dir.display());
+        let supervisor = field(&line, "supervisor").ok_or("CLUSTER READY without supervisor=")?;
+        let mut c = BrookCluster::attach(supervisor)?;
+        c.child = Some(child);
+        c._dir = tmp;
+        Ok(c)
+    }
+
+    /// A cluster already run by the supervisor at `supervisor` (HOST:PORT).
+    pub fn attach(supervisor: &str) -> Result<BrookCluster, String> {
+        let mut c = BrookCluster {
+            supervisor: supervisor.to_string(),
+            bootstrap: String::new(),
+            ids: Vec::new(),
+            child: None,
+            _dir: None,
+        };
+        let nodes = c.nodes()?;
+        c.ids = nodes
+            .iter()
+            .filter_map(|n| n["id"].as_i64())
+            .map(|i| i as i32)
+            .collect();
+        c.bootstrap = nodes
+            .iter()
+            .filter_map(|n| n["client"].as_str())
+            .collect::<Vec<_>>()
+            .join(",");
+        if c.ids.is_empty() || c.bootstrap.is_empty() {
+            return Err(format!(
+                "supervisor {supervisor} lists no nodes with a client address"
+            ));
+        }
+        Ok(c)
+    }
+
+    fn nodes(&self) -> Result<Vec<Value>, String> {
+        let v = http_json("GET", &format!("http://{}/nodes", self.supervisor), None)?;
+        v["nodes"]
+            .as_array()
+            .cloned()
+            .ok_or_else(|| format!("GET /nodes: no nodes in {v}"))
+    }
+
+    fn node(&self, id: i32) -> Result<Value, String> {
+        self.nodes()?
+            .into_iter()
+            .find(|n| n["id"].as_i64() == Some(id as i64))
+            .ok_or_else(|| format!("the supervisor has no node {id}"))
+    }
+
+    /// The admin listener of node `id` while it runs.
+    fn admin(&self, id: i32) -> Result<Option<String>, String> {
+        let n = self.node(id)?;
+        if n["alive"].as_bool() != Some(true) {
+            return Ok(None);
+        }
+        Ok(n["admin"].as_str().map(str::to_string))
+    }
+}
+
+impl Target for BrookCluster {
+    fn name(&self) -> &'static str {
+        "brook"
+    }
+
+    fn bootstrap(&self) -> String {
+        self.bootstrap.clone()
+    }
+
+    fn node_ids(&self) -> Vec<i32> {
+        self.ids.clone()
+    }
+
+    fn pid(&mut self, id: i32) -> Result<Option<u32>, String> {
+        let n = self.node(id)?;
+        if n["alive"].as_bool() != Some(true) {
+            return Ok(None);
+        }
+        Ok(n["pid"].as_u64().map(|p| p as u32))
+    }
+
+    fn kill(&mut self, id: i32) -> Result<(), String> {
+        let url = format!("http://{}/nodes/{id}/kill", self.supervisor);
+        http_json("POST", &url, None).map(|_| ())
+    }
+
+    fn start(&mut self, id: i32) -> Result<(), String> {
+        let url = format!("http://{}/nodes/{id}/start", self.supervisor);
+        http_json("POST", &url, None).map(|_| ())
+    }
+
+    fn add_rule(&mut self, id: i32, rule: Value) -> Result<Option<u64>, String> {
+        let admin = self
+            .admin(id)?
+            .ok_or_else(|| format!("node {id} does not run: no admin listener"))?;
+        let v = http_json("POST", &format!("http://{admin}/faults"), Some(&rule))?;
+        Ok(v["id"].as_u64())
+    }
+
+    fn remove_rule(&mut self, id: i32, rule: u64) -> Result<(), String> {
+        match self.admin(id)? {
+            Some(admin) => {
+                http_json("DELETE", &format!("http://{admin}/faults/{rule}"), None).map(|_| ())
+            }
+            None => Ok(()),
+        }
+    }
+
+    fn clear_rules(&mut self, id: i32) -> Result<(), String> {
+        match self.admin(id)? {
+            Some(admin) => http_json("DELETE", &format!("http://{admin}/faults"), None).map(|_| ()),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for BrookCluster {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // The supervisor stops its nodes (SIGTERM, then SIGKILL after 30 s) on SIGTERM.
+            stop_child(&mut c, Duration::from_secs(45));
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------ Kafka
+
+/// One node of the reference cluster.
+struct KafkaNode {
+    pid: Option<u32>,
+    /// The process, when this run (re)started it and must reap it.
+    child: Option<Child>,
+    /// Its command line as `scripts/kafka-reference start` ran it, read from /proc.
+    argv: Vec<String>,
+    client_port: u16,
+}
+
+/// The 3-node Apache Kafka 4.4 cluster of `scripts/kafka-reference`, started by this run.
+pub struct KafkaCluster {
+    script: PathBuf,
+    data: PathBuf,
+    nodes: Vec<KafkaNode>,
+    _dir: tempfile::TempDir,
+}
+
+/// A base port P with P..P+n and P+100..P+100+n all free now.
+fn free_base_port(n: u16) -> Result<u16, String> {
+    for _ in 0..50 {
+        let probe = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+        let base = probe.local_addr().map_err(|e| e.to_string())?.port();
+        drop(probe);
+        if base > 65000 {
+            continue;
+        }
+        let free = (0..n).all(|i| {
+            [base + i, base + 100 + i]
+                .iter()
+                .all(|p| TcpListener::bind(("127.0.0.1", *p)).is_ok())
+        });
+        if free {
+            return Ok(base);
+        }
+    }
+    Err("no free base port for the Kafka cluster".into())
+}
+
+impl KafkaCluster {
+    /// Runs `scripts/kafka-reference start --nodes 3` in a temp dir on free ports with
+    /// `overrides`, and reads each node's pid and command line.
+    pub fn start(script: &Path, overrides: &[(String, String)]) -> Result<KafkaCluster, String> {
+        let dir = temp_dir("kafka-chaos-")?;
+        let data = dir.path().to_path_buf();
+        let base = free_base_port(3)?;
+        let mut cmd = Command::new(script);
+        cmd.args(["start", "--nodes", "3", "--base-port", &base.to_string()])
+            .arg("--data-dir")
+            .arg(&data);
+        let mut child = spawn_with_overrides(cmd, overrides)?;
+        let line = await_line(
+            &mut child,
+            "READY",
+            CLUSTER_START_TIMEOUT,
+            "kafka-reference: ",
+        );
+        let _ = child.wait();
+        let line = line?;
+        eprintln!("kafka-reference: {line}");
+        let pids: Vec<u32> = field(&line, "pids")
+            .ok_or("kafka-reference READY line without pids=")?
+            .split(',')
+            .map(|p| p.parse().map_err(|_| format!("bad pid in {line}")))
+            .collect::<Result<_, _>>()?;
+        let mut nodes = Vec::new();
+        for (i, pid) in pids.iter().enumerate() {
+            let raw = std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map_err(|e| format!("/proc/{pid}/cmdline: {e}"))?;
+            let argv = raw
+                .split(|b| *b == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            nodes.push(KafkaNode {
+                pid: Some(*pid),
+                child: None,
+                argv,
+                client_port: base + i as u16,
+            });
+        }
+        Ok(KafkaCluster {
+            script: script.to_path_buf(),
+            data,
+            nodes,
+            _dir: dir,
+        })
+    }
+
+    fn node_mut(&mut self, id: i32) -> Result<&mut KafkaNode, String> {
+        usize::try_from(id - 1)
+            .ok()
+            .and_then(|i| self.nodes.get_mut(i))
+            .ok_or_else(|| format!("no Kafka node {id}"))
+    }
+
+    fn log_path(&self, id: i32) -> PathBuf {
+        self.data.join(format!("node-{id}.log"))
+    }
+
+    fn started_lines(&self, id: i32) -> usize {
+        std::fs::read_to_string(self.log_path(id))
+            .unwrap_or_default()
+            .matches("Kafka Server started")
+            .count()
+    }
+}
+
+impl Target for KafkaCluster {
+    fn name(&self) -> &'static str {
+        "kafka"
+    }
+
+    fn bootstrap(&self) -> String {
+        self.nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.client_port))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    fn node_ids(&self) -> Vec<i32> {
+        (1..=self.nodes.len() as i32).collect()
+    }
+
+    fn pid(&mut self, id: i32) -> Result<Option<u32>, String> {
+        let n = self.node_mut(id)?;
+        if let Some(c) = n.child.as_mut() {
+            if matches!(c.try_wait(), Ok(Some(_))) {
+                n.child = None;
+                n.pid = None;
+            }
+        }
+        Ok(n.pid.filter(|p| pid_alive(*p)))
+    }
+
+    fn kill(&mut self, id: i32) -> Result<(), String> {
+        let n = self.node_mut(id)?;
+        let pid = n
+            .pid
+            .ok_or_else(|| format!("Kafka node {id} does not run"))?;
+        signal(pid, Signal::SIGKILL)?;
+        if let Some(mut c) = n.child.take() {
+            c.wait()
+                .map_err(|e| format!("wait for Kafka node {id}: {e}"))?;
+        } else if !wait_for(KILL_TIMEOUT, || !pid_alive(pid)) {
+            return Err(format!("Kafka node {id} (pid {pid}) survived SIGKILL"));
+        }
+        n.pid = None;
+        Ok(())
+    }
+
+    fn start(&mut self, id: i32) -> Result<(), String> {
+        let before = self.started_lines(id);
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path(id))
+            .map_err(|e| format!("open the log of Kafka node {id}: {e}"))?;
+        let err = log.try_clone().map_err(|e| e.to_string())?;
+        let pid_file = self.data.join(format!("node-{id}.pid"));
+        let n = self.node_mut(id)?;
+        let (prog, args) = n.argv.split_first().ok_or("empty Kafka command line")?;
+        let mut cmd = Command::new(prog);
+        cmd.args(args).stdin(Stdio::null()).stdout(log).stderr(err);
+        let child = cmd
+            .spawn()
+            .map_err(|e| format!("start Kafka node {id}: {e}"))?;
+        n.pid = Some(child.id());
+        let _ = std::fs::write(&pid_file, child.id().to_string());
+        n.child = Some(child);
+        let port = n.client_port;
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let ready = wait_for(NODE_START_TIMEOUT, || {
+            self.started_lines(id) > before
+                && TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_ok()
+        });
+        if ready {
+            Ok(())
+        } else {
+            Err(format!(
+                "Kafka node {id} not started within {NODE_START_TIMEOUT:?}"
+            ))
+        }
+    }
+
+    fn add_rule(&mut self, _id: i32, _rule: Value) -> Result<Option<u64>, String> {
+        Ok(None)
+    }
+
+    fn remove_rule(&mut self, _id: i32, _rule: u64) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn clear_rules(&mut self, _id: i32) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+impl Drop for KafkaCluster {
+    fn drop(&mut self) {
+        for n in &self.nodes {
+            if let Some(pid) = n.pid {
+                // A paused node would not act on SIGTERM.
+                let _ = signal(pid, Signal::SIGCONT);
+            }
+        }
+        let _ = Command::new(&self.script)
+            .args(["stop", "--timeout", "30", "--data-dir"])
+            .arg(&self.data)
+            .stdout(Stdio::null())
+            .status();
+        for n in &mut self.nodes {
+            if let Some(mut c) = n.child.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+}

@@ -1,0 +1,414 @@
+//! The clients: several producers and consumers at once, librdkafka through the `rdkafka`
+//! crate (the helpers of `brook-protocol-tests`), each on its own thread, recording every send
+//! and every poll into the [`History`].
+//!
+//! Producer `pN` sends `pN-<seq>` round-robin to every partition, at most `rate` records a
+//! second and [`OUTSTANDING_MAX`] unacknowledged. A producer that librdkafka declares fatally
+//! failed (an idempotent producer that lost its sequence) is replaced by a new one, `pN.G`:
+//! a new producer, as far as ordering goes. Consumer `cN` is assigned every partition from the
+//! first offset and polls until the run ends. After the nemesis has healed the cluster,
+//! [`final_read`] reads every partition from the first offset to its end.
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use brook_protocol_tests::rd::{self, RecProducer};
+use rdkafka::consumer::Consumer;
+use rdkafka::error::KafkaError;
+use rdkafka::producer::Producer;
+use rdkafka::{Message, Offset, TopicPartitionList};
+
+use serde::Serialize;
+
+use crate::history::{History, Op, Outcome, Read, FINAL_READER};
+
+/// Unacknowledged sends one producer may have.
+pub const OUTSTANDING_MAX: usize = 500;
+/// Records one poll op may hold (the consumer drains librdkafka's queue up to this many).
+pub const POLL_RECORDS_MAX: usize = 500;
+/// How long a producer may take to flush when the run ends.
+pub const FLUSH_TIMEOUT: Duration = Duration::from_secs(60);
+/// librdkafka's `message.timeout.ms`: a send not acknowledged by then is reported unknown.
+pub const MESSAGE_TIMEOUT_MS: u64 = 30_000;
+
+/// How many clients, how fast, with which producer settings.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClientSettings {
+    pub partitions: i32,
+    pub producers: usize,
+    pub consumers: usize,
+    /// Records a second, per producer.
+    pub rate: u32,
+    pub acks: String,
+    pub idempotence: bool,
+}
+
+/// What the clients are told to do: where, and how.
+#[derive(Debug, Clone)]
+pub struct Clients {
+    pub bootstrap: String,
+    pub topic: String,
+    pub settings: ClientSettings,
+}
+
+/// Counters the nemesis watches (progress before a kill) and the report prints.
+#[derive(Debug, Default)]
+pub struct Progress {
+    pub acknowledged: AtomicU64,
+    pub not_acknowledged: AtomicU64,
+    pub producers_replaced: AtomicU64,
+}
+
+/// The running clients.
+pub struct Workload {
+    stop_producers: Arc<AtomicBool>,
+    stop_consumers: Arc<AtomicBool>,
+    producers: Vec<JoinHandle<()>>,
+    consumers: Vec<JoinHandle<()>>,
+    pub progress: Arc<Progress>,
+}
+
+impl Workload {
+    pub fn start(c: &Clients, history: &History, progress: Arc<Progress>) -> Workload {
+        let stop_producers = Arc::new(AtomicBool::new(false));
+        let stop_consumers = Arc::new(AtomicBool::new(false));
+        let producers = (0..c.settings.producers)
+            .map(|i| {
+                let (c, h, s, p) = (
+                    c.clone(),
+                    history.clone(),
+                    stop_producers.clone(),
+                    progress.clone(),
+                );
+                std::thread::spawn(move || produce(i, &c, &h, &s, &p))
+            })
+            .collect();
+        let consumers = (0..c.settings.consumers)
+            .map(|i| {
+                let (c, h, s) = (c.clone(), history.clone(), stop_consumers.clone());
+                std::thread::spawn(move || consume(&format!("c{i}"), &c, &h, &s))
+            })
+            .collect();
+        Workload {
+            stop_producers,
+            stop_consumers,
+            producers,
+            consumers,
+            progress,
+        }
+    }
+
+    /// Stops the producers; each flushes (bounded) and records what is still unreported as
+    /// unknown. Returns a line per client thread that panicked.
+    pub fn stop_producers(&mut self) -> Vec<String> {
+        self.stop_producers.store(true, Ordering::Relaxed);
+        join_all(&mut self.producers, "producer")
+    }
+
+    pub fn stop_consumers(&mut self) -> Vec<String> {
+        self.stop_consumers.store(true, Ordering::Relaxed);
+        join_all(&mut self.consumers, "consumer")
+    }
+}
+
+fn join_all(handles: &mut Vec<JoinHandle<()>>, what: &str) -> Vec<String> {
+    handles
+        .drain(..)
+        .enumerate()
+        .filter_map(|(i, h)| h.join().err().map(|_| format!("{what} {i} panicked")))
+        .collect()
+}
+
+impl Drop for Workload {
+    fn drop(&mut self) {
+        self.stop_producers();
+        self.stop_consumers();
+    }
+}
+
+fn new_producer(c: &Clients) -> RecProducer {
+    let timeout = MESSAGE_TIMEOUT_MS.to_string();
+    rd::producer(
+        &c.bootstrap,
+        &[
+            ("acks", c.settings.acks.as_str()),
+            (
+                "enable.idempotence",
+                if c.settings.idempotence {
+                    "true"
+                } else {
+                    "false"
+                },
+            ),
+            ("max.in.flight.requests.per.connection", "5"),
+            ("linger.ms", "5"),
+            ("retry.backoff.ms", "50"),
+            ("reconnect.backoff.max.ms", "1000"),
+            // A lost answer (a paused leader) is retried after this, not after librdkafka's 60 s.
+            ("socket.timeout.ms", "10000"),
+            ("message.timeout.ms", timeout.as_str()),
+        ],
+    )
+}
+
+/// A send on its way: what the history needs when its report comes.
+struct InFlight {
+    seq: u64,
+    partition: i32,
+    value: String,
+    invoked_ms: u64,
+}
+
+/// One producer thread: sends until stopped, replacing its client after a fatal error.
+fn produce(index: usize, c: &Clients, history: &History, stop: &AtomicBool, progress: &Progress) {
+    let started = Instant::now();
+    let mut seq: u64 = 0;
+    for generation in 0.. {
+        let process = if generation == 0 {
+            format!("p{index}")
+        } else {
+            format!("p{index}.{generation}")
+        };
+        let fatal = produce_with(&process, c, history, stop, progress, &mut seq, started);
+        if !fatal || stop.load(Ordering::Relaxed) {
+            return;
+        }
+        progress.producers_replaced.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Sends with one client until `stop` (returns false) or a fatal client error (true).
+fn produce_with(
+    process: &str,
+    c: &Clients,
+    history: &History,
+    stop: &AtomicBool,
+    progress: &Progress,
+    seq: &mut u64,
+    started: Instant,
+) -> bool {
+    let p = new_producer(c);
+    let mut in_flight: HashMap<usize, InFlight> = HashMap::new();
+    let mut fatal = None;
+    while !stop.load(Ordering::Relaxed) && fatal.is_none() && !history.is_full() {
+        let allowed = (started.elapsed().as_secs_f64() * c.settings.rate as f64) as u64;
+        if in_flight.len() < OUTSTANDING_MAX && *seq < allowed {
+            let s = *seq;
+            *seq += 1;
+            let partition = (s % c.settings.partitions as u64) as i32;
+            let value = format!("{process}-{s}");
+            let rec = rd::record(
+                &c.topic,
+                s as usize,
+                Some(partition),
+                None,
+                Some(value.as_bytes()),
+            );
+            let invoked_ms = history.now_ms();
+            match p.send(rec) {
+                Ok(()) => {
+                    in_flight.insert(
+                        s as usize,
+                        InFlight {
+                            seq: s,
+                            partition,
+                            value,
+                            invoked_ms,
+                        },
+                    );
+                }
+                Err((e, _)) => {
+                    // QueueFull cannot happen below OUTSTANDING_MAX; anything else never left.
+                    let op = send_op(
+                        process,
+                        InFlight {
+                            seq: s,
+                            partition,
+                            value,
+                            invoked_ms,
+                        },
+                        history,
+                        Outcome::Failed {
+                            error: e.to_string(),
+                        },
+                    );
+                    progress.not_acknowledged.fetch_add(1, Ordering::Relaxed);
+                    history.push(op);
+                }
+            }
+            p.poll(Duration::ZERO);
+        } else {
+            p.poll(Duration::from_millis(5));
+        }
+        record_reports(process, &p, &mut in_flight, history, progress);
+        fatal = p.client().fatal_error();
+    }
+    let _ = p.flush(if fatal.is_some() {
+        Duration::from_secs(1)
+    } else {
+        FLUSH_TIMEOUT
+    });
+    record_reports(process, &p, &mut in_flight, history, progress);
+    let mut left: Vec<InFlight> = in_flight.into_values().collect();
+    left.sort_by_key(|f| f.seq);
+    let why = match &fatal {
+        Some((code, msg)) => format!("producer failed fatally ({code:?}: {msg}) before reporting"),
+        None => "not reported before the run ended".to_string(),
+    };
+    for f in left {
+        progress.not_acknowledged.fetch_add(1, Ordering::Relaxed);
+        history.push(send_op(
+            process,
+            f,
+            history,
+            Outcome::Unknown { error: why.clone() },
+        ));
+    }
+    fatal.is_some()
+}
+
+fn send_op(process: &str, f: InFlight, history: &History, outcome: Outcome) -> Op {
+    Op::Send {
+        process: process.to_string(),
+        seq: f.seq,
+        partition: f.partition,
+        value: f.value,
+        invoked_ms: f.invoked_ms,
+        completed_ms: history.now_ms(),
+        outcome,
+    }
+}
+
+/// Turns the delivery reports received since the last call into send ops.
+fn record_reports(
+    process: &str,
+    p: &RecProducer,
+    in_flight: &mut HashMap<usize, InFlight>,
+    history: &History,
+    progress: &Progress,
+) {
+    let reports = std::mem::take(&mut *p.context().deliveries.lock().unwrap());
+    for d in reports {
+        let Some(f) = in_flight.remove(&d.idx) else {
+            continue;
+        };
+        let outcome = match d.error {
+            None => {
+                progress.acknowledged.fetch_add(1, Ordering::Relaxed);
+                Outcome::Ok { offset: d.offset }
+            }
+            Some(error) => {
+                progress.not_acknowledged.fetch_add(1, Ordering::Relaxed);
+                Outcome::Unknown { error }
+            }
+        };
+        history.push(send_op(process, f, history, outcome));
+    }
+}
+
+fn assign_all(
+    c: &rdkafka::consumer::BaseConsumer,
+    process: &str,
+    clients: &Clients,
+    history: &History,
+) -> Result<(), KafkaError> {
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..clients.settings.partitions {
+        tpl.add_partition_offset(&clients.topic, p, Offset::Beginning)?;
+    }
+    c.assign(&tpl)?;
+    for partition in 0..clients.settings.partitions {
+        history.push(Op::Assign {
+            process: process.to_string(),
+            at_ms: history.now_ms(),
+            partition,
+        });
+    }
+    Ok(())
+}
+
+/// One consumer thread: polls every partition from the first offset until stopped.
+fn consume(process: &str, clients: &Clients, history: &History, stop: &AtomicBool) {
+    let c = rd::consumer(&clients.bootstrap, &[("auto.offset.reset", "earliest")]);
+    if let Err(e) = assign_all(&c, process, clients, history) {
+        history.nemesis(format!("{process}: assign failed: {e}"));
+        return;
+    }
+    while !stop.load(Ordering::Relaxed) && !history.is_full() {
+        let mut records = Vec::new();
+        let mut wait = Duration::from_millis(100);
+        while records.len() < POLL_RECORDS_MAX {
+            match c.poll(wait) {
+                Some(Ok(m)) => records.push(Read {
+                    partition: m.partition(),
+                    offset: m.offset(),
+                    value: String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned(),
+                }),
+                Some(Err(KafkaError::PartitionEOF(_))) => {}
+                // A broker going away, a position reset: librdkafka goes on by itself.
+                Some(Err(e)) => {
+                    history.push(Op::ClientError {
+                        process: process.to_string(),
+                        at_ms: history.now_ms(),
+                        error: e.to_string(),
+                    });
+                }
+                None => break,
+            }
+            wait = Duration::ZERO;
+        }
+        if !records.is_empty() {
+            history.push(Op::Poll {
+                process: process.to_string(),
+                at_ms: history.now_ms(),
+                records,
+            });
+        }
+    }
+}
+
+/// Reads every partition from its first offset to its end (librdkafka's end-of-partition at
+/// the high watermark) as process `final`; `Err` when it cannot get there within `timeout`.
+pub fn final_read(clients: &Clients, history: &History, timeout: Duration) -> Result<(), String> {
+    let partitions: Vec<i32> = (0..clients.settings.partitions).collect();
+    let at_ms = history.now_ms();
+    for &partition in &partitions {
+        history.push(Op::Assign {
+            process: FINAL_READER.into(),
+            at_ms,
+            partition,
+        });
+    }
+    // The helper panics with what it read so far when the end does not come in time.
+    let read = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        rd::read_to_end(&clients.bootstrap, &clients.topic, &partitions, timeout)
+    }))
+    .map_err(|e| {
+        let msg = e
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default();
+        format!("final read: {msg}")
+    })?;
+    for (_, got) in read {
+        let records = got
+            .into_iter()
+            .map(|g| Read {
+                partition: g.partition,
+                offset: g.offset,
+                value: String::from_utf8_lossy(g.value.as_deref().unwrap_or_default()).into_owned(),
+            })
+            .collect();
+        history.push(Op::Poll {
+            process: FINAL_READER.into(),
+            at_ms: history.now_ms(),
+            records,
+        });
+    }
+    Ok(())
+}

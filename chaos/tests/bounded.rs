@@ -1,0 +1,117 @@
+//! The bounded chaos runs CI makes on every change, each against a fresh 3-node
+//! `brook cluster` (`$BROOK_BIN`, else `target/debug/brook`), one at a time.
+//!
+//! - acks=all, idempotence, min.insync.replicas=2, RF=3: seed 4's ten steps (eight leader
+//!   deaths: kills under load, kills while an ISR expansion is pending, crash points; a pause
+//!   and a replication delay), then every anomaly is a failure. About two minutes.
+//! - acks=1 (idempotence off: librdkafka refuses it without acks=all): three leader kills
+//!   while the followers trail by 700 ms; the lost writes Kafka allows there must show up,
+//!   named as expected, and no anomaly it does not allow. About 40 s.
+//!
+//! The JSON history and verdict of each run land in `target/tmp/`; the table is printed.
+
+use std::sync::{Mutex, MutexGuard};
+
+use brook_chaos::report;
+use brook_chaos::run::{run, RunConfig, RunOutput};
+use brook_chaos::schedule::Step;
+use brook_chaos::target::BrookCluster;
+use brook_chaos::workload::ClientSettings;
+use brook_protocol_tests::process::brook_bin;
+
+/// One cluster at a time: the machine is small.
+fn serial() -> MutexGuard<'static, ()> {
+    static TURN: Mutex<()> = Mutex::new(());
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn config(seed: u64, steps: usize, acks: &str, idempotence: bool) -> RunConfig {
+    RunConfig {
+        seed,
+        steps,
+        schedule: None,
+        clients: ClientSettings {
+            partitions: 3,
+            producers: 2,
+            consumers: 2,
+            rate: 100,
+            acks: acks.into(),
+            idempotence,
+        },
+        min_insync_replicas: 2,
+        replication_factor: 3,
+        replica_lag_ms: 3000,
+        settle_secs: 60,
+        time_limit_secs: None,
+    }
+}
+
+fn run_on_brook(cfg: &RunConfig, name: &str) -> RunOutput {
+    let _turn = serial();
+    let mut cluster = BrookCluster::start(&brook_bin(), 3, None, &cfg.broker_overrides())
+        .unwrap_or_else(|e| panic!("start brook cluster: {e}"));
+    let out = run(&mut cluster, cfg).unwrap_or_else(|e| panic!("chaos run: {e}"));
+    drop(cluster);
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}.json"));
+    report::write_json(&out, &path).expect("write the history");
+    eprintln!(
+        "{}history and verdict: {}\nreplay: {}",
+        report::table(&out),
+        path.display(),
+        report::replay(&out)
+    );
+    out
+}
+
+#[test]
+fn acks_all_with_idempotence_loses_duplicates_and_reorders_nothing_under_the_nemesis() {
+    let cfg = config(4, 10, "all", true);
+    let out = run_on_brook(&cfg, "brook-chaos-ci-acks-all");
+    assert!(
+        out.nemesis.leader_kills >= 5,
+        "the schedule must kill leaders: {:?}",
+        out.nemesis
+    );
+    assert!(
+        out.acknowledged >= 1000,
+        "{} acknowledged",
+        out.acknowledged
+    );
+    assert!(
+        out.verdict.ok,
+        "acks=all, idempotence, min.insync.replicas=2, RF=3 promise no anomaly: {:?}\n{}",
+        out.verdict,
+        report::table(&out)
+    );
+}
+
+#[test]
+fn acks_one_loses_acknowledged_writes_when_the_leader_dies_and_says_kafka_allows_it() {
+    let mut cfg = config(0, 3, "1", false);
+    cfg.schedule = Some(
+        (0..3)
+            .map(|partition| Step::KillLeader {
+                partition,
+                lag_ms: Some(700),
+                down_ms: 1000,
+            })
+            .collect(),
+    );
+    let out = run_on_brook(&cfg, "brook-chaos-ci-acks-1");
+    assert_eq!(out.nemesis.leader_kills, 3, "{:?}", out.nemesis);
+    assert!(
+        out.verdict
+            .expected
+            .get("lost-write")
+            .is_some_and(|n| *n > 0),
+        "leaders killed while followers trail by 700 ms lose acks=1 writes: {:?}\n{}",
+        out.verdict,
+        report::table(&out)
+    );
+    assert!(
+        out.verdict.ok,
+        "acks=1 without idempotence allows lost writes, duplicates and reorders, nothing else: {:?}\n{}",
+        out.verdict,
+        report::table(&out)
+    );
+}

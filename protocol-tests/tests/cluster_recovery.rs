@@ -429,3 +429,75 @@ fn sigterm_hands_leadership_over_before_the_leader_exits() {
     ));
     assert_eq!(served, values);
 }
+
+/// The end of `epoch` as node `id` answers OffsetForLeaderEpoch v4 for partition 0, asked as a
+/// consumer (replica id -1, current leader epoch unknown): (error, epoch, end offset).
+fn epoch_end_at(c: &Cluster, id: i32, topic: &str, epoch: i32) -> (i16, i32, i64) {
+    use kafka_protocol::messages::offset_for_leader_epoch_request::{
+        OffsetForLeaderPartition, OffsetForLeaderTopic,
+    };
+    use kafka_protocol::messages::{BrokerId, OffsetForLeaderEpochRequest, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+    let req = OffsetForLeaderEpochRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![OffsetForLeaderTopic::default()
+            .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(vec![OffsetForLeaderPartition::default()
+                .with_partition(0)
+                .with_current_leader_epoch(-1)
+                .with_leader_epoch(epoch)])]);
+    let mut wire = WireClient::connect(&c.address(id));
+    let resp = wire.request(4, &req);
+    let p = &resp.topics[0].partitions[0];
+    (p.error_code, p.leader_epoch, p.end_offset)
+}
+
+/// Consumers detect a truncated log with OffsetForLeaderEpoch (KIP-320): asked about an epoch
+/// that is not the latest, the leader answers where that epoch ends, from its leader epoch
+/// cache, and a follower answers NOT_LEADER_OR_FOLLOWER (Kafka's
+/// `Partition.lastOffsetForLeaderEpoch`). Answering the current epoch and the log end for every
+/// epoch, on any replica, sent librdkafka consumers back to offset 0 after leader changes (the
+/// chaos checker's nonmonotonic-poll).
+#[test]
+fn offset_for_leader_epoch_answers_where_each_epoch_ends_at_the_leader_only() {
+    let _turn = serial();
+    let mut c = Cluster::start(3, &[("auto.leader.rebalance.enable", "false")]);
+    let topic = unique_topic("epochs");
+    c.create_topic(&topic, 1, 3, &[("min.insync.replicas", "2")]);
+    let first = c.await_partition(&topic, 0, "all three in the ISR", ISR_WAIT, |s| {
+        s.leader > 0 && s.isr.len() == 3
+    });
+    produce_batches(&c, first.leader, &topic, &batch_values("first", 3));
+    c.await_identical_replicas(&topic, 0, &first.replicas, ISR_WAIT);
+    c.kill(first.leader);
+    let second = c.await_leader_other_than(&topic, 0, first.leader, FAILOVER_WAIT);
+    produce_batches(&c, second.leader, &topic, &batch_values("second", 2));
+    let follower = *first
+        .replicas
+        .iter()
+        .find(|r| **r != first.leader && **r != second.leader)
+        .expect("a third replica");
+
+    let old = epoch_end_at(&c, second.leader, &topic, first.leader_epoch);
+    let latest = epoch_end_at(&c, second.leader, &topic, second.leader_epoch);
+    let at_follower = epoch_end_at(&c, follower, &topic, second.leader_epoch);
+    say(&format!(
+        "epochs {} then {}: leader answers {old:?} and {latest:?}; follower {at_follower:?}",
+        first.leader_epoch, second.leader_epoch
+    ));
+    assert_eq!(
+        old,
+        (0, first.leader_epoch, 3),
+        "the first epoch ends where the second starts"
+    );
+    assert_eq!(
+        latest,
+        (0, second.leader_epoch, 5),
+        "the latest epoch ends at the log end"
+    );
+    assert_eq!(
+        at_follower.0,
+        kafka_protocol::ResponseError::NotLeaderOrFollower.code(),
+        "a follower does not answer consumers"
+    );
+}

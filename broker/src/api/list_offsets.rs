@@ -110,15 +110,21 @@ pub async fn handle_offset_for_leader_epoch(
                     let Some(part) = broker.replicas.partition(&name, p.partition) else {
                         return base.with_error_code(UNKNOWN_TOPIC_OR_PARTITION);
                     };
+                    // Kafka's `Partition.lastOffsetForLeaderEpoch`: the current epoch is
+                    // checked first, then only the leader answers (consumers and followers
+                    // alike), from its leader epoch cache (`LeaderEpochFileCache.endOffsetFor`):
+                    // an older epoch ends where the next one starts, so a consumer that read
+                    // past that point knows its position was truncated (KIP-320). Answering the
+                    // log end for every epoch made every position look valid, or, on a
+                    // follower, made librdkafka reset its consumers.
                     if let Err(e) = part.check_leader_epoch(p.current_leader_epoch) {
                         return base.with_error_code(e.error_code());
                     }
-                    let current = part.leader_epoch();
-                    if p.leader_epoch > current {
-                        return base;
+                    if !part.is_leader() {
+                        return base.with_error_code(NOT_LEADER_OR_FOLLOWER);
                     }
-                    base.with_leader_epoch(current)
-                        .with_end_offset(part.offsets().1)
+                    let (epoch, end_offset) = part.end_offset_for_epoch(p.leader_epoch);
+                    base.with_leader_epoch(epoch).with_end_offset(end_offset)
                 })
                 .collect();
             OffsetForLeaderTopicResult::default()

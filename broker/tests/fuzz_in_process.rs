@@ -23,6 +23,8 @@ use tokio::task::JoinSet;
 /// Frames of a CI run: about a minute under the debug build on a loaded 2-core machine.
 const FUZZ_FRAMES_DEFAULT: u64 = 60_000;
 const FUZZ_SEED_DEFAULT: u64 = 16;
+/// A long run reports its counts every this many frames.
+const PROGRESS_FRAMES: usize = 1_000_000;
 /// Frames handled at once: a frame that waits (a long-poll fetch, a parked JoinGroup) holds
 /// one slot, not the run.
 const FRAMES_IN_FLIGHT_MAX: usize = 64;
@@ -143,9 +145,16 @@ async fn generated_frames_end_in_an_answer_or_a_close_never_a_panic() {
             }
         }
     };
-    for frame in generator.stream(seed).take(frames as usize) {
+    for (n, frame) in generator.stream(seed).take(frames as usize).enumerate() {
         while tasks.len() >= FRAMES_IN_FLIGHT_MAX {
             reap(tasks.join_next_with_id().await, &mut in_flight);
+        }
+        if n > 0 && n % PROGRESS_FRAMES == 0 {
+            eprintln!(
+                "fuzz_in_process: {n} frames after {:.0} s, peak RSS {} MiB",
+                started.elapsed().as_secs_f64(),
+                peak_rss_mib()
+            );
         }
         let handle = tasks.spawn(run_frame(broker.clone(), frame.clone()));
         in_flight.insert(handle.id(), frame);

@@ -20,7 +20,8 @@ use brook_fuzz::{seeds, ApiRange, FuzzFrame, Generator};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-/// Frames of a CI run: about a minute under the debug build on a loaded 2-core machine.
+/// Frames of a CI run: about a minute under the debug build on a loaded 2-core machine (9 s
+/// on an idle one).
 const FUZZ_FRAMES_DEFAULT: u64 = 60_000;
 const FUZZ_SEED_DEFAULT: u64 = 16;
 /// A long run reports its counts every this many frames.
@@ -165,12 +166,13 @@ async fn generated_frames_end_in_an_answer_or_a_close_never_a_panic() {
     let elapsed = started.elapsed();
     eprintln!(
         "fuzz_in_process: {frames} frames (seed {seed}, {} seed frames) in {:.1} s ({:.0} frames/s): \
-         {ends:?}, {} panics, peak RSS {} MiB",
+         {ends:?}, {} panics, peak RSS {} MiB, {} partitions at the end",
         generator.template_count(),
         elapsed.as_secs_f64(),
         frames as f64 / elapsed.as_secs_f64(),
         panics.len(),
-        peak_rss_mib()
+        peak_rss_mib(),
+        broker.replicas.all_partitions().len()
     );
     assert!(
         panics.is_empty(),

@@ -20,9 +20,12 @@ use brook_fuzz::{seeds, ApiRange, FuzzFrame, Generator};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-/// Frames of a CI run: about a minute under the debug build on a loaded 2-core machine.
+/// Frames of a CI run: about a minute under the debug build on a loaded 2-core machine (9 s
+/// on an idle one).
 const FUZZ_FRAMES_DEFAULT: u64 = 60_000;
 const FUZZ_SEED_DEFAULT: u64 = 16;
+/// A long run reports its counts every this many frames.
+const PROGRESS_FRAMES: usize = 1_000_000;
 /// Frames handled at once: a frame that waits (a long-poll fetch, a parked JoinGroup) holds
 /// one slot, not the run.
 const FRAMES_IN_FLIGHT_MAX: usize = 64;
@@ -143,9 +146,16 @@ async fn generated_frames_end_in_an_answer_or_a_close_never_a_panic() {
             }
         }
     };
-    for frame in generator.stream(seed).take(frames as usize) {
+    for (n, frame) in generator.stream(seed).take(frames as usize).enumerate() {
         while tasks.len() >= FRAMES_IN_FLIGHT_MAX {
             reap(tasks.join_next_with_id().await, &mut in_flight);
+        }
+        if n > 0 && n % PROGRESS_FRAMES == 0 {
+            eprintln!(
+                "fuzz_in_process: {n} frames after {:.0} s, peak RSS {} MiB",
+                started.elapsed().as_secs_f64(),
+                peak_rss_mib()
+            );
         }
         let handle = tasks.spawn(run_frame(broker.clone(), frame.clone()));
         in_flight.insert(handle.id(), frame);
@@ -156,12 +166,13 @@ async fn generated_frames_end_in_an_answer_or_a_close_never_a_panic() {
     let elapsed = started.elapsed();
     eprintln!(
         "fuzz_in_process: {frames} frames (seed {seed}, {} seed frames) in {:.1} s ({:.0} frames/s): \
-         {ends:?}, {} panics, peak RSS {} MiB",
+         {ends:?}, {} panics, peak RSS {} MiB, {} partitions at the end",
         generator.template_count(),
         elapsed.as_secs_f64(),
         frames as f64 / elapsed.as_secs_f64(),
         panics.len(),
-        peak_rss_mib()
+        peak_rss_mib(),
+        broker.replicas.all_partitions().len()
     );
     assert!(
         panics.is_empty(),

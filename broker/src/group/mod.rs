@@ -1032,6 +1032,15 @@ impl GroupCoordinator {
         })
     }
 
+    /// Called once a COMMIT or ABORT marker of `producer_id` is on `__consumer_offsets`
+    /// partition `offsets_partition` (Kafka's `GroupCoordinator.onTransactionCompleted`): the
+    /// offsets that producer committed inside its transaction become the groups' committed
+    /// offsets (commit) or are dropped (abort).
+    /// The transaction work fills this in (TxnOffsetCommit keeps pending offsets).
+    pub fn complete_txn_offsets(&self, offsets_partition: i32, producer_id: i64, commit: bool) {
+        let _ = (offsets_partition, producer_id, commit);
+    }
+
     /// OffsetDelete: removes offsets of topics the group no longer reads. Per-partition
     /// codes in request order, once the tombstones are on every in-sync replica.
     pub async fn delete_offsets(

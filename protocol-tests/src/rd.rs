@@ -200,7 +200,19 @@ pub fn read_to_end(
     partitions: &[i32],
     timeout: Duration,
 ) -> BTreeMap<i32, Vec<Got>> {
-    let c = consumer(bootstrap, &[]);
+    read_to_end_with(bootstrap, topic, partitions, &[], timeout)
+}
+
+/// [`read_to_end`] with consumer settings `extra` (for instance `isolation.level`; librdkafka's
+/// default is read_committed, whose end is the last stable offset).
+pub fn read_to_end_with(
+    bootstrap: &str,
+    topic: &str,
+    partitions: &[i32],
+    extra: &[(&str, &str)],
+    timeout: Duration,
+) -> BTreeMap<i32, Vec<Got>> {
+    let c = consumer(bootstrap, extra);
     let mut tpl = TopicPartitionList::new();
     for p in partitions {
         tpl.add_partition_offset(topic, *p, Offset::Offset(0))

@@ -2,11 +2,19 @@
 # Runs a real Kafka 4.4.0 (KRaft, combined broker+controller, one node) behind Brook's command line,
 # `serve --config FILE`, printing the same READY line. Given as -Dbrook.bin, it lets the tests that start,
 # stop and kill brokers run against Kafka. Needs KAFKA_LIB, a directory holding the Kafka server jars
-# (see ../README.md). Restarts reuse the port, the controller port and log.dirs.
+# (see ../README.md). Restarts reuse the port, the controller port and log.dirs. `--override key=value`
+# arguments after the config file (as the Rust harness passes them) are added to Kafka's properties, so the
+# librdkafka suites can run against Kafka too: BROOK_BIN=$PWD/protocol-tests/java/scripts/kafka-as-brook.sh.
 set -e
 : "${KAFKA_LIB:?set KAFKA_LIB to a directory of Kafka server jars}"
 CP="$KAFKA_LIB/*"
 cfg="$3"
+shift 3
+overrides=()
+while [ $# -gt 0 ]; do
+  [ "$1" = --override ] && overrides+=("$2")
+  shift 2
+done
 get() { grep -E "^$1=" "$cfg" | tail -1 | cut -d= -f2-; }
 logdirs=$(get log.dirs); listeners=$(get listeners); port=${listeners##*:}
 np=$(get num.partitions); ac=$(get auto.create.topics.enable)
@@ -32,6 +40,7 @@ transaction.state.log.replication.factor=1
 transaction.state.log.min.isr=1
 P
 grep -vE '^(#|node.id|listeners|log.dirs|num.partitions|auto.create.topics.enable)' "$cfg" >> "$props" || true
+for o in "${overrides[@]}"; do echo "$o" >> "$props"; done
 # Kafka refuses a group.consumer.heartbeat.interval.ms below group.consumer.min.heartbeat.interval.ms
 # (default 5000), a key Brook does not have: lower the minimum with it.
 hb=$(get group.consumer.heartbeat.interval.ms)

@@ -29,11 +29,9 @@ import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
-import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.clients.admin.TransactionState;
 import org.apache.kafka.common.errors.InvalidTxnStateException;
-import org.apache.kafka.common.errors.ProducerFencedException;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -67,41 +65,10 @@ class TransactionsTest {
         return t;
     }
 
-    static long offset(KafkaProducer<byte[], byte[]> p, String topic, int partition, String value) throws Exception {
-        RecordMetadata md = p.send(record(topic, partition, value)).get(30, TimeUnit.SECONDS);
-        return md.offset();
-    }
-
-    /**
-     * The reliability lab: a transaction of three records (two on partition 0, one on partition 1) commits, one of two
-     * records on partition 0 aborts. Each transaction ends with one control record per partition it wrote, so the
-     * aborted records sit at 3 and 4 after the commit marker at 2, and the abort marker takes 5.
-     */
+    /** The reliability lab ({@link TxnSupport#lab}). */
     @Test
     void labCommittedVisibleAbortedInvisible() throws Exception {
-        String t = topic("txn-lab", 3);
-        List<TopicPartition> tps = partitions(t, 3);
-        List<Long> offsets = new ArrayList<>();
-        try (KafkaProducer<byte[], byte[]> p = TxnSupport.producer(bootstrap, t + "-producer")) {
-            p.initTransactions();
-            p.beginTransaction();
-            offsets.add(offset(p, t, 0, "mid-1"));
-            offsets.add(offset(p, t, 0, "mid-2"));
-            offsets.add(offset(p, t, 1, "mid-3"));
-            p.commitTransaction();
-            p.beginTransaction();
-            offsets.add(offset(p, t, 0, "mid-4"));
-            offsets.add(offset(p, t, 0, "mid-5"));
-            p.abortTransaction();
-        }
-        assertEquals(List.of(0L, 1L, 0L, 3L, 4L), offsets, "acknowledged offsets (the commit marker is at 0:2)");
-        assertEquals(List.of("0:0=mid-1", "0:1=mid-2", "1:0=mid-3"), readAll(bootstrap, READ_COMMITTED, tps),
-            "read_committed: the three committed records, none of the aborted two");
-        assertEquals(List.of("0:0=mid-1", "0:1=mid-2", "0:3=mid-4", "0:4=mid-5", "1:0=mid-3"),
-            readAll(bootstrap, READ_UNCOMMITTED, tps), "read_uncommitted: all five, markers at 0:2, 0:5 and 1:1 skipped");
-        Map<Integer, Long> ends = Map.of(0, 6L, 1, 2L, 2, 0L);
-        assertEquals(ends, endOffsets(bootstrap, READ_COMMITTED, tps), "LSO with no open transaction = high watermark");
-        assertEquals(ends, endOffsets(bootstrap, READ_UNCOMMITTED, tps), "high watermark, markers included");
+        TxnSupport.lab(bootstrap, topic("txn-lab", 3));
     }
 
     /**
@@ -119,31 +86,10 @@ class TransactionsTest {
         TxnSupport.assertCopiedExactlyOnce(bootstrap, in, out, 3);
     }
 
-    /**
-     * A second producer with the same transactional.id fences the first: its InitProducerId aborts the first one's
-     * open transaction and bumps the epoch, so the first producer's commit fails with ProducerFencedException.
-     */
+    /** A zombie fenced ({@link TxnSupport#zombie}). */
     @Test
     void zombieIsFenced() throws Exception {
-        String t = topic("txn-zombie", 1);
-        List<TopicPartition> tps = partitions(t, 1);
-        String id = t + "-producer";
-        try (KafkaProducer<byte[], byte[]> zombie = TxnSupport.producer(bootstrap, id);
-             KafkaProducer<byte[], byte[]> successor = TxnSupport.producer(bootstrap, id)) {
-            zombie.initTransactions();
-            zombie.beginTransaction();
-            assertEquals(0L, offset(zombie, t, 0, "zombie"));
-            successor.initTransactions();
-            assertThrows(ProducerFencedException.class, zombie::commitTransaction, "the zombie's commit");
-            successor.beginTransaction();
-            offset(successor, t, 0, "successor");
-            successor.commitTransaction();
-        }
-        List<String> committed = readAll(bootstrap, READ_COMMITTED, tps);
-        assertEquals(1, committed.size(), "only the successor's record at read_committed: " + committed);
-        assertTrue(committed.get(0).endsWith("=successor"), committed.toString());
-        List<String> all = readAll(bootstrap, READ_UNCOMMITTED, tps);
-        assertEquals("0:0=zombie", all.get(0), "the zombie's record stays in the log, aborted: " + all);
+        TxnSupport.zombie(bootstrap, topic("txn-zombie", 1));
     }
 
     /**
@@ -159,12 +105,12 @@ class TransactionsTest {
              KafkaConsumer<byte[], byte[]> rc = TxnSupport.consumer(bootstrap, READ_COMMITTED)) {
             p.initTransactions();
             p.beginTransaction();
-            offset(p, t, 0, "a");
-            offset(p, t, 0, "b");
+            TxnSupport.offset(p, t, 0, "a");
+            TxnSupport.offset(p, t, 0, "b");
             p.commitTransaction();                       // 0, 1, marker 2
             p.beginTransaction();
-            assertEquals(3L, offset(p, t, 0, "open-1"));
-            assertEquals(4L, offset(p, t, 0, "open-2"));
+            assertEquals(3L, TxnSupport.offset(p, t, 0, "open-1"));
+            assertEquals(4L, TxnSupport.offset(p, t, 0, "open-2"));
             TxnSupport.producePlain(bootstrap, t, 1, 1);  // offset 5, after the open transaction
             assertEquals(Map.of(0, 3L), endOffsets(bootstrap, READ_COMMITTED, tps), "LSO = first offset of the open transaction");
             assertEquals(Map.of(0, 6L), endOffsets(bootstrap, READ_UNCOMMITTED, tps), "high watermark");
@@ -207,8 +153,8 @@ class TransactionsTest {
              Admin admin = Clients.admin(bootstrap)) {
             p.initTransactions();
             p.beginTransaction();
-            offset(p, t, 0, "late-1");
-            offset(p, t, 0, "late-2");
+            TxnSupport.offset(p, t, 0, "late-1");
+            TxnSupport.offset(p, t, 0, "late-2");
             TxnSupport.await("the coordinator to abort the timed-out transaction", Clients.WAIT,
                 () -> endOffsets(bootstrap, READ_COMMITTED, tps).get(0) == 3L,
                 () -> "end offsets at read_committed " + endOffsets(bootstrap, READ_COMMITTED, tps));
@@ -245,9 +191,9 @@ class TransactionsTest {
              Admin admin = Clients.admin(bootstrap)) {
             p.initTransactions();
             p.beginTransaction();
-            offset(p, t, 0, "x-0");
-            offset(p, t, 0, "x-1");
-            offset(p, t, 1, "y-0");
+            TxnSupport.offset(p, t, 0, "x-0");
+            TxnSupport.offset(p, t, 0, "x-1");
+            TxnSupport.offset(p, t, 1, "y-0");
 
             Collection<TransactionListing> listed = admin.listTransactions().all().get(30, TimeUnit.SECONDS);
             List<TransactionListing> mine = listed.stream().filter(l -> l.transactionalId().equals(id)).collect(Collectors.toList());

@@ -2,6 +2,8 @@ package dev.brook.it;
 
 import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
 import java.time.Duration;
@@ -11,6 +13,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -20,8 +23,10 @@ import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.ProducerFencedException;
 
 /** Helpers for the transaction tests: transactional producers, isolation levels, and the consume-transform-produce loop. */
 final class TxnSupport {
@@ -226,5 +231,67 @@ final class TxnSupport {
             m.computeIfAbsent(Integer.parseInt(e.substring(0, colon)), k -> new ArrayList<>()).add(prefix + e.substring(eq + 1));
         }
         return m;
+    }
+
+    static long offset(KafkaProducer<byte[], byte[]> p, String topic, int partition, String value) throws Exception {
+        RecordMetadata md = p.send(record(topic, partition, value)).get(30, TimeUnit.SECONDS);
+        return md.offset();
+    }
+
+    /**
+     * The reliability lab on a topic of three partitions: a transaction of three records (two on partition 0, one on
+     * partition 1) commits, one of two records on partition 0 aborts. Each transaction ends with one control record per
+     * partition it wrote, so the aborted records sit at 3 and 4 after the commit marker at 2, and the abort marker
+     * takes 5.
+     */
+    static void lab(String bootstrap, String t) throws Exception {
+        List<TopicPartition> tps = partitions(t, 3);
+        List<Long> offsets = new ArrayList<>();
+        try (KafkaProducer<byte[], byte[]> p = TxnSupport.producer(bootstrap, t + "-producer")) {
+            p.initTransactions();
+            p.beginTransaction();
+            offsets.add(offset(p, t, 0, "mid-1"));
+            offsets.add(offset(p, t, 0, "mid-2"));
+            offsets.add(offset(p, t, 1, "mid-3"));
+            p.commitTransaction();
+            p.beginTransaction();
+            offsets.add(offset(p, t, 0, "mid-4"));
+            offsets.add(offset(p, t, 0, "mid-5"));
+            p.abortTransaction();
+        }
+        assertEquals(List.of(0L, 1L, 0L, 3L, 4L), offsets, "acknowledged offsets (the commit marker is at 0:2)");
+        assertEquals(List.of("0:0=mid-1", "0:1=mid-2", "1:0=mid-3"), readAll(bootstrap, READ_COMMITTED, tps),
+            "read_committed: the three committed records, none of the aborted two");
+        assertEquals(List.of("0:0=mid-1", "0:1=mid-2", "0:3=mid-4", "0:4=mid-5", "1:0=mid-3"),
+            readAll(bootstrap, READ_UNCOMMITTED, tps), "read_uncommitted: all five, markers at 0:2, 0:5 and 1:1 skipped");
+        Map<Integer, Long> ends = Map.of(0, 6L, 1, 2L, 2, 0L);
+        assertEquals(ends, endOffsets(bootstrap, READ_COMMITTED, tps), "LSO with no open transaction = high watermark");
+        assertEquals(ends, endOffsets(bootstrap, READ_UNCOMMITTED, tps), "high watermark, markers included");
+    }
+
+    /**
+     * A second producer with the same transactional.id fences the first (a topic of one partition): its
+     * InitProducerId aborts the first one's open transaction and bumps the epoch, so the first producer's commit fails
+     * with ProducerFencedException.
+     */
+    static void zombie(String bootstrap, String t) throws Exception {
+        List<TopicPartition> tps = partitions(t, 1);
+        String id = t + "-producer";
+        try (KafkaProducer<byte[], byte[]> zombie = TxnSupport.producer(bootstrap, id);
+             KafkaProducer<byte[], byte[]> successor = TxnSupport.producer(bootstrap, id)) {
+            zombie.initTransactions();
+            zombie.beginTransaction();
+            assertEquals(0L, offset(zombie, t, 0, "zombie"));
+            successor.initTransactions();
+            assertThrows(ProducerFencedException.class, zombie::commitTransaction, "the zombie's commit");
+            successor.beginTransaction();
+            offset(successor, t, 0, "successor");
+            successor.commitTransaction();
+        }
+        List<String> committed = readAll(bootstrap, READ_COMMITTED, tps);
+        assertEquals(1, committed.size(), "only the successor's record at read_committed: " + committed);
+        assertTrue(committed.get(0).endsWith("=successor"), committed.toString());
+        List<String> all = readAll(bootstrap, READ_UNCOMMITTED, tps);
+        assertEquals("0:0=zombie", all.get(0), "the zombie's record stays in the log, aborted: " + all);
     }
 }

@@ -66,6 +66,7 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::LeaveGroup, 0, 5, 0),
     api(ApiKey::OffsetCommit, 2, 9, 2),
     api(ApiKey::OffsetFetch, 1, 9, 1),
+    api(ApiKey::TxnOffsetCommit, 0, 5, 0),
     api(ApiKey::OffsetDelete, 0, 0, 0),
     api(ApiKey::DescribeGroups, 0, 6, 0),
     api(ApiKey::ListGroups, 0, 5, 0),
@@ -333,6 +334,10 @@ async fn process(
         RequestKind::OffsetDelete(r) => {
             respond(ctx, &offsets::handle_offset_delete(broker, ctx, r).await)
         }
+        RequestKind::TxnOffsetCommit(r) => respond(
+            ctx,
+            &offsets::handle_txn_offset_commit(broker, ctx, r).await,
+        ),
         other => Err(CodecError::UnknownApiKey(ctx.api_key as i16)).inspect_err(|_| drop(other)),
     }
 }

@@ -32,6 +32,7 @@ use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use crate::log::batch::AppendOrigin;
 use crate::log::{FetchSlice, LogAppendInfo, LogConfig, LogError, UnifiedLog};
 
 /// Bound on fetch requests parked on one partition; past it the oldest waiters are woken
@@ -444,6 +445,30 @@ impl Partition {
         required_acks: i16,
         now_ms: i64,
     ) -> Result<LogAppendInfo, PartitionError> {
+        self.append_as_leader_with(records, required_acks, now_ms, AppendOrigin::Client)
+    }
+
+    /// Appends a batch written by one of this broker's coordinators (Kafka's
+    /// `AppendOrigin.COORDINATOR`): the group coordinator's transactional offset commits, and
+    /// transaction markers. The producer epoch is checked, sequences are not (the coordinator
+    /// writes every transactional batch of a producer from sequence 0, as Kafka's
+    /// `CoordinatorRuntime` does).
+    pub fn append_records_as_coordinator(
+        &self,
+        records: Bytes,
+        required_acks: i16,
+        now_ms: i64,
+    ) -> Result<LogAppendInfo, PartitionError> {
+        self.append_as_leader_with(records, required_acks, now_ms, AppendOrigin::Coordinator)
+    }
+
+    fn append_as_leader_with(
+        &self,
+        records: Bytes,
+        required_acks: i16,
+        now_ms: i64,
+        origin: AppendOrigin,
+    ) -> Result<LogAppendInfo, PartitionError> {
         let mut log = self.log.lock();
         {
             let st = self.state.lock();
@@ -458,7 +483,12 @@ impl Partition {
                 });
             }
         }
-        let info = log.append_as_leader(records, self.leader_epoch(), now_ms)?;
+        let info = match origin {
+            AppendOrigin::Coordinator => {
+                log.append_as_coordinator(records, self.leader_epoch(), now_ms)?
+            }
+            _ => log.append_as_leader(records, self.leader_epoch(), now_ms)?,
+        };
         if !info.duplicate {
             let mut st = self.state.lock();
             self.maybe_increment_leader_hw(&log, &mut st, now_ms);

@@ -142,6 +142,10 @@ pub fn requests(key: ApiKey) -> Vec<RequestKind> {
                     ]),
             ),
         ],
+        ApiKey::TxnOffsetCommit => vec![
+            R::TxnOffsetCommit(TxnOffsetCommitRequest::default()),
+            R::TxnOffsetCommit(txn_offset_commit()),
+        ],
         ApiKey::DescribeGroups => vec![
             R::DescribeGroups(DescribeGroupsRequest::default()),
             R::DescribeGroups(
@@ -379,6 +383,24 @@ fn offset_commit() -> OffsetCommitRequest {
             .with_name(topic())
             .with_topic_id(topic_id())
             .with_partitions(vec![OffsetCommitRequestPartition::default()
+                .with_partition_index(0)
+                .with_committed_offset(0)
+                .with_committed_leader_epoch(-1)
+                .with_committed_metadata(Some(s("m")))])])
+}
+
+fn txn_offset_commit() -> TxnOffsetCommitRequest {
+    use txn_offset_commit_request::{TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic};
+    TxnOffsetCommitRequest::default()
+        .with_transactional_id(TransactionalId(s("fuzz-t")))
+        .with_group_id(group())
+        .with_producer_id(ProducerId(1))
+        .with_producer_epoch(0)
+        .with_generation_id(-1)
+        .with_member_id(s(""))
+        .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+            .with_name(topic())
+            .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
                 .with_partition_index(0)
                 .with_committed_offset(0)
                 .with_committed_leader_epoch(-1)

@@ -16,7 +16,8 @@
 //! Modules: [`classic`] (JoinGroup/SyncGroup/Heartbeat/LeaveGroup state machine),
 //! [`consumer`] (ConsumerGroupHeartbeat, server-side assignors), [`records`] (the
 //! `__consumer_offsets` record layout), [`store`] (append and replay),
-//! [`consumer_protocol`] (the embedded consumer protocol blobs).
+//! [`consumer_protocol`] (the embedded consumer protocol blobs), [`txn`] (offsets committed
+//! inside transactions, pending until the transaction's marker).
 
 pub mod classic;
 pub mod consumer;

@@ -2,12 +2,15 @@
 //! group's until the transaction commits; OffsetFetch with `require_stable` answers
 //! UNSTABLE_OFFSET_COMMIT for them meanwhile; they survive a restart of the broker and the
 //! death of the coordinator (a new leader of the offsets partition reads them back as
-//! pending); bad input gets Kafka's error codes.
+//! pending); the COMMIT marker written with WriteTxnMarkers makes them the group's, the
+//! ABORT marker drops them; bad input gets Kafka's error codes.
 
 use std::time::Duration;
 
 use brook_protocol_tests::cluster::CALL;
-use brook_protocol_tests::{poll_until_ok, unique_topic, Broker, Cluster, WireClient};
+use brook_protocol_tests::{
+    offsets_partition_of, poll_until_ok, unique_topic, Broker, Cluster, WireClient,
+};
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
@@ -16,6 +19,9 @@ use kafka_protocol::messages::offset_fetch_request::{
 };
 use kafka_protocol::messages::txn_offset_commit_request::{
     TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::write_txn_markers_request::{
+    WritableTxnMarker, WritableTxnMarkerTopic,
 };
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
@@ -31,6 +37,30 @@ const UNSTABLE_OFFSET_COMMIT: i16 = 88;
 
 fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
+}
+
+/// Writes the COMMIT (or ABORT) marker of `producer` on `group`'s offsets partition with
+/// WriteTxnMarkers v1, as a transaction coordinator does; the partition's error code.
+fn marker(
+    c: &mut WireClient,
+    group: &str,
+    offsets_partitions: i32,
+    (producer_id, producer_epoch): (i64, i16),
+    commit: bool,
+) -> i16 {
+    let req = WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
+        .with_producer_id(producer_id.into())
+        .with_producer_epoch(producer_epoch)
+        .with_transaction_result(commit)
+        .with_coordinator_epoch(0)
+        .with_topics(vec![WritableTxnMarkerTopic::default()
+            .with_name(s("__consumer_offsets").into())
+            .with_partition_indexes(vec![offsets_partition_of(
+                group,
+                offsets_partitions,
+            )])])]);
+    let r: WriteTxnMarkersResponse = c.request(1, &req);
+    r.markers[0].topics[0].partitions[0].error_code
 }
 
 /// One TxnOffsetCommit of `offset` for partition 0 of `topic`; the partition's error code.
@@ -195,6 +225,28 @@ fn txn_offsets_are_pending_and_survive_a_restart() {
         fetch(&mut c, 7, &group, &topic, true),
         (UNSTABLE_OFFSET_COMMIT, -1)
     );
+
+    // The transaction commits: its last offset (11, written after the plain commit of 5)
+    // becomes the group's.
+    let bumped = (pid.0, pid.1 + 1);
+    assert_eq!(marker(&mut c, &group, 2, bumped, true), NONE);
+    assert_eq!(fetch(&mut c, 7, &group, &topic, true), (NONE, 11));
+    // The next transaction aborts: nothing changes.
+    assert_eq!(
+        txn_commit(&mut c, 3, &group, bumped, simple, &topic, 12),
+        NONE
+    );
+    assert_eq!(
+        fetch(&mut c, 8, &group, &topic, true),
+        (UNSTABLE_OFFSET_COMMIT, -1)
+    );
+    assert_eq!(marker(&mut c, &group, 2, bumped, false), NONE);
+    assert_eq!(fetch(&mut c, 8, &group, &topic, true), (NONE, 11));
+    // And both decisions hold after another restart.
+    broker.kill9();
+    broker.start_again();
+    let mut c = WireClient::connect(&broker.bootstrap());
+    assert_eq!(fetch(&mut c, 7, &group, &topic, true), (NONE, 11));
 }
 
 #[test]
@@ -248,4 +300,9 @@ fn pending_txn_offsets_survive_the_coordinators_death() {
         },
     );
     assert_eq!(found, ((NONE, 3), (UNSTABLE_OFFSET_COMMIT, -1)));
+
+    // The transaction coordinator's COMMIT marker, written on the new leader, completes it.
+    let mut w = WireClient::connect(&c.address(new_coordinator));
+    assert_eq!(marker(&mut w, &group, 3, pid, true), NONE);
+    assert_eq!(fetch(&mut w, 7, &group, &topic, true), (NONE, 7));
 }

@@ -14,7 +14,9 @@ pub mod metadata;
 pub mod offsets;
 pub mod produce;
 pub mod producer_id;
+pub mod producers;
 pub mod topics;
+pub mod txn_markers;
 
 use bytes::Bytes;
 use kafka_protocol::messages::*;
@@ -73,6 +75,9 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::DeleteGroups, 0, 2, 0),
     api(ApiKey::ConsumerGroupHeartbeat, 0, 1, 0),
     api(ApiKey::ConsumerGroupDescribe, 0, 1, 0),
+    // Transactions, partition side: markers from coordinators, and producer state.
+    api(ApiKey::WriteTxnMarkers, 1, 1, 1),
+    api(ApiKey::DescribeProducers, 0, 0, 0),
 ];
 
 /// Finds an API's row in the table.
@@ -149,6 +154,11 @@ fn request_facts(broker: &Broker, ctx: &RequestContext, req: &RequestKind) -> Re
                         .iter()
                         .map(|p| (t.name.to_string(), p.partition_index)),
                 );
+            }
+        }
+        RequestKind::WriteTxnMarkers(r) => {
+            for t in r.markers.iter().flat_map(|m| &m.topics) {
+                partitions.extend(t.partition_indexes.iter().map(|&p| (t.name.to_string(), p)));
             }
         }
         _ => {}
@@ -338,6 +348,8 @@ async fn process(
             ctx,
             &offsets::handle_txn_offset_commit(broker, ctx, r).await,
         ),
+        RequestKind::WriteTxnMarkers(r) => respond(ctx, &txn_markers::handle(broker, ctx, r).await),
+        RequestKind::DescribeProducers(r) => respond(ctx, &producers::handle(broker, ctx, r).await),
         other => Err(CodecError::UnknownApiKey(ctx.api_key as i16)).inspect_err(|_| drop(other)),
     }
 }

@@ -23,7 +23,7 @@ use crate::cluster::partition::{Partition, PartitionError};
 use crate::cluster::replica_manager::{now_ms, ReplicaError, ReplicaManager};
 use crate::controller::{Controller, ControllerError};
 use crate::log::batch::testutil::{BatchBuilder, TestRecord};
-use crate::log::batch::{decompress_records, RecordBatch, RecordIter};
+use crate::log::batch::{decompress_records, parse_end_txn_marker, RecordBatch, RecordIter};
 use crate::log::{Codec, LogError};
 
 /// The internal topic's name, as in Kafka.
@@ -288,11 +288,15 @@ impl OffsetsStore {
                 let h = batch.header();
                 offset = h.next_offset();
                 if h.is_control() {
-                    if let Some(commit) = marker_is_commit(&batch) {
-                        apply(Replayed::Marker {
+                    // Other control types (none is written here) and broken markers are
+                    // skipped, like undecodable records.
+                    match parse_end_txn_marker(&batch) {
+                        Ok(Some(m)) => apply(Replayed::Marker {
                             producer_id: h.producer_id(),
-                            commit,
-                        });
+                            commit: m.commit,
+                        }),
+                        Ok(None) => {}
+                        Err(e) => tracing::warn!(error = %e, "skipping {OFFSETS_TOPIC} marker"),
                     }
                     continue;
                 }
@@ -323,19 +327,6 @@ fn write_error(e: PartitionError) -> GroupError {
         PartitionError::Log(LogError::InvalidProducerEpoch(_)) => GroupError::InvalidProducerEpoch,
         e if e.error_code() == 10 => GroupError::InvalidCommitOffsetSize,
         e => GroupError::Storage(e.to_string()),
-    }
-}
-
-/// Whether a control batch is a COMMIT marker (`Some(true)`) or an ABORT one (`Some(false)`):
-/// its one record's key is version i16 then type i16 (0 ABORT, 1 COMMIT). `None` for anything
-/// else (Kafka's other control types), which replay ignores.
-fn marker_is_commit(batch: &RecordBatch<'_>) -> Option<bool> {
-    let raw = decompress_records(batch.header().codec()?, batch.records_bytes()).ok()?;
-    let record = RecordIter::new(&raw).next()?.ok()?;
-    match record.key? {
-        [_, _, 0, 0] => Some(false),
-        [_, _, 0, 1] => Some(true),
-        _ => None,
     }
 }
 

@@ -465,7 +465,16 @@ fn fetched(
     group: &str,
     require_stable: bool,
 ) -> Vec<Result<Option<i64>, i16>> {
-    let asked = Some(vec![("t".to_string(), vec![0, 1, 2])]);
+    fetched_partitions(groups, group, vec![0, 1, 2], require_stable)
+}
+
+fn fetched_partitions(
+    groups: &GroupCoordinator,
+    group: &str,
+    partitions: Vec<i32>,
+    require_stable: bool,
+) -> Vec<Result<Option<i64>, i16>> {
+    let asked = Some(vec![("t".to_string(), partitions)]);
     let got = groups
         .fetch_offsets(group, None, asked, require_stable)
         .unwrap();
@@ -706,4 +715,58 @@ async fn deletes_drop_pending_txn_offsets() {
         .fetch_offsets("h", None, None, true)
         .unwrap()
         .is_empty());
+}
+
+/// A KIP-848 member's TxnOffsetCommit is checked against its epoch, and a stale epoch is
+/// ILLEGAL_GENERATION there (OffsetCommit says STALE_MEMBER_EPOCH).
+#[tokio::test]
+async fn txn_offset_commit_of_a_consumer_group_member_checks_its_epoch() {
+    let dir = tempfile::tempdir().unwrap();
+    let (replicas, groups) = open(dir.path());
+    replicas
+        .create_topic("t", 1, 1, Default::default(), false)
+        .unwrap();
+    let r = groups
+        .consumer_heartbeat("g", join_848("", 0, Some(vec!["t".into()])))
+        .unwrap();
+    assert!(r.member_epoch > 0);
+    let member = |epoch: i32, transactional: bool| Committer {
+        member_id: r.member_id.clone(),
+        generation_or_epoch: epoch,
+        transactional,
+        ..txn_committer()
+    };
+    let p = producer(21, 0);
+    let current = r.member_epoch;
+    assert_eq!(
+        groups
+            .commit_offsets("g", &member(current - 1, false), vec![commit("t", 0, 1)])
+            .await,
+        vec![113],
+        "STALE_MEMBER_EPOCH"
+    );
+    assert_eq!(
+        groups
+            .commit_txn_offsets("g", &member(current - 1, true), p, vec![commit("t", 0, 1)])
+            .await,
+        vec![22],
+        "ILLEGAL_GENERATION"
+    );
+    assert_eq!(
+        groups
+            .commit_txn_offsets("g", &member(current + 1, true), p, vec![commit("t", 0, 1)])
+            .await,
+        vec![110],
+        "FENCED_MEMBER_EPOCH"
+    );
+    assert_eq!(
+        groups
+            .commit_txn_offsets("g", &member(current, true), p, vec![commit("t", 0, 1)])
+            .await,
+        vec![0]
+    );
+    assert_eq!(
+        fetched_partitions(&groups, "g", vec![0], true),
+        vec![Err(UNSTABLE)]
+    );
 }

@@ -50,7 +50,10 @@ fn expected(i: usize) -> Expected {
         _ => vec![("single".to_string(), Some(vec![0u8, 1, 2, 255]))],
     };
     if key.is_none() && value.is_none() {
-        headers.push(("pad".to_string(), Some(format!("pad-{i}-").repeat(30).into_bytes())));
+        headers.push((
+            "pad".to_string(),
+            Some(format!("pad-{i}-").repeat(30).into_bytes()),
+        ));
     }
     // Timestamps are explicit and deliberately not monotonic.
     let timestamp = BASE_TS + (i as i64 * 1000) - if i % 10 == 4 { 500_000 } else { 0 };

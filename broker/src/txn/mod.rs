@@ -994,15 +994,12 @@ impl TransactionCoordinator {
         let mut out: Vec<TransactionListing> = st
             .txns
             .values()
+            .filter(|m| m.state != TransactionState::Dead)
             .filter(|m| filter.states.is_empty() || filter.states.contains(m.state.name()))
             .filter(|m| {
                 filter.producer_ids.is_empty() || filter.producer_ids.contains(&m.producer_id)
             })
-            .filter(|m| {
-                filter.duration_ms < 0
-                    || (m.state.has_pending_transaction()
-                        && now - m.txn_start_timestamp > filter.duration_ms)
-            })
+            .filter(|m| filter.duration_ms < 0 || now - m.txn_start_timestamp > filter.duration_ms)
             .filter(|m| {
                 filter
                     .pattern

@@ -14,8 +14,10 @@ pub mod metadata;
 pub mod offsets;
 pub mod produce;
 pub mod producer_id;
+pub mod producers;
 pub mod topics;
 pub mod txn;
+pub mod txn_markers;
 
 use bytes::Bytes;
 use kafka_protocol::messages::*;
@@ -80,6 +82,9 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::EndTxn, 0, 4, 0),
     api(ApiKey::DescribeTransactions, 0, 0, 0),
     api(ApiKey::ListTransactions, 0, 2, 0),
+    // Transactions, partition side: markers from coordinators, and producer state.
+    api(ApiKey::WriteTxnMarkers, 1, 1, 1),
+    api(ApiKey::DescribeProducers, 0, 0, 0),
 ];
 
 /// Finds an API's row in the table.
@@ -156,6 +161,11 @@ fn request_facts(broker: &Broker, ctx: &RequestContext, req: &RequestKind) -> Re
                         .iter()
                         .map(|p| (t.name.to_string(), p.partition_index)),
                 );
+            }
+        }
+        RequestKind::WriteTxnMarkers(r) => {
+            for t in r.markers.iter().flat_map(|m| &m.topics) {
+                partitions.extend(t.partition_indexes.iter().map(|&p| (t.name.to_string(), p)));
             }
         }
         _ => {}
@@ -356,6 +366,8 @@ async fn process(
         RequestKind::ListTransactions(r) => {
             respond(ctx, &txn::handle_list_transactions(broker, ctx, r).await)
         }
+        RequestKind::WriteTxnMarkers(r) => respond(ctx, &txn_markers::handle(broker, ctx, r).await),
+        RequestKind::DescribeProducers(r) => respond(ctx, &producers::handle(broker, ctx, r).await),
         other => Err(CodecError::UnknownApiKey(ctx.api_key as i16)).inspect_err(|_| drop(other)),
     }
 }

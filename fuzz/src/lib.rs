@@ -121,6 +121,10 @@ fn trace_request(key: ApiKey, version: i16, payload: &[u8]) -> Result<(Vec<Field
         ListGroups => ListGroupsRequest, DeleteGroups => DeleteGroupsRequest,
         ConsumerGroupHeartbeat => ConsumerGroupHeartbeatRequest,
         ConsumerGroupDescribe => ConsumerGroupDescribeRequest,
+        AddPartitionsToTxn => AddPartitionsToTxnRequest,
+        AddOffsetsToTxn => AddOffsetsToTxnRequest, EndTxn => EndTxnRequest,
+        DescribeTransactions => DescribeTransactionsRequest,
+        ListTransactions => ListTransactionsRequest,
     )?;
     Ok((buf.fields(payload), buf.remaining_bytes()))
 }

@@ -16,6 +16,7 @@ pub mod produce;
 pub mod producer_id;
 pub mod producers;
 pub mod topics;
+pub mod txn;
 pub mod txn_markers;
 
 use bytes::Bytes;
@@ -75,6 +76,13 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::DeleteGroups, 0, 2, 0),
     api(ApiKey::ConsumerGroupHeartbeat, 0, 1, 0),
     api(ApiKey::ConsumerGroupDescribe, 0, 1, 0),
+    // Transactions, transaction version 1 (no `transaction.version` feature advertised, so
+    // EndTxn stops at v4: v5 is KIP-890 part 2's epoch bump).
+    api(ApiKey::AddPartitionsToTxn, 0, 5, 0),
+    api(ApiKey::AddOffsetsToTxn, 0, 4, 0),
+    api(ApiKey::EndTxn, 0, 4, 0),
+    api(ApiKey::DescribeTransactions, 0, 0, 0),
+    api(ApiKey::ListTransactions, 0, 2, 0),
     // Transactions, partition side: markers from coordinators, and producer state.
     api(ApiKey::WriteTxnMarkers, 1, 1, 1),
     api(ApiKey::DescribeProducers, 0, 0, 0),
@@ -348,6 +356,21 @@ async fn process(
             ctx,
             &offsets::handle_txn_offset_commit(broker, ctx, r).await,
         ),
+        RequestKind::AddPartitionsToTxn(r) => respond(
+            ctx,
+            &txn::handle_add_partitions_to_txn(broker, ctx, r).await,
+        ),
+        RequestKind::AddOffsetsToTxn(r) => {
+            respond(ctx, &txn::handle_add_offsets_to_txn(broker, ctx, r).await)
+        }
+        RequestKind::EndTxn(r) => respond(ctx, &txn::handle_end_txn(broker, ctx, r).await),
+        RequestKind::DescribeTransactions(r) => respond(
+            ctx,
+            &txn::handle_describe_transactions(broker, ctx, r).await,
+        ),
+        RequestKind::ListTransactions(r) => {
+            respond(ctx, &txn::handle_list_transactions(broker, ctx, r).await)
+        }
         RequestKind::WriteTxnMarkers(r) => respond(ctx, &txn_markers::handle(broker, ctx, r).await),
         RequestKind::DescribeProducers(r) => respond(ctx, &producers::handle(broker, ctx, r).await),
         other => Err(CodecError::UnknownApiKey(ctx.api_key as i16)).inspect_err(|_| drop(other)),

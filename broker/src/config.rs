@@ -40,8 +40,6 @@ pub const IGNORED_KAFKA_KEYS: &[&str] = &[
     "socket.receive.buffer.bytes",
     "num.recovery.threads.per.data.dir",
     "log.retention.check.interval.ms",
-    "transaction.state.log.replication.factor",
-    "transaction.state.log.min.isr",
     "inter.broker.listener.name",
     "listener.security.protocol.map",
     // Brook's voters are static (`controller.quorum.voters`); the dynamic-quorum bootstrap
@@ -152,6 +150,22 @@ const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("offsets.commit.timeout.ms", "5000"),
     ("offsets.retention.minutes", "10080"),
     ("offset.metadata.max.bytes", "4096"),
+    // Transaction coordinator (see crate::txn::TxnConfig).
+    ("transaction.state.log.num.partitions", "50"),
+    ("transaction.state.log.replication.factor", "3"),
+    ("transaction.state.log.min.isr", "2"),
+    ("transaction.state.log.segment.bytes", "104857600"),
+    ("transaction.max.timeout.ms", "900000"),
+    (
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        "10000",
+    ),
+    ("transactional.id.expiration.ms", "604800000"),
+    (
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        "3600000",
+    ),
+    ("transaction.partition.verification.enable", "true"),
 ];
 
 /// The parsed broker configuration.

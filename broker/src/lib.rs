@@ -18,3 +18,4 @@ pub mod metadata;
 pub mod net;
 pub mod server;
 pub mod supervisor;
+pub mod txn;

@@ -13,6 +13,7 @@ use crate::config::BrokerConfig;
 use crate::fault::FaultEngine;
 use crate::group::GroupCoordinator;
 use crate::net::memory_pool::RequestMemoryPool;
+use crate::txn::TransactionCoordinator;
 
 /// Everything a request handler can reach.
 pub struct Broker {
@@ -27,6 +28,8 @@ pub struct Broker {
     shutting_down: watch::Sender<bool>,
     /// The group coordinator (consumer groups and committed offsets).
     pub groups: Arc<GroupCoordinator>,
+    /// The transaction coordinator (transactional ids, `__transaction_state`, markers).
+    pub txn: Arc<TransactionCoordinator>,
     /// Bytes of requests being read and in flight, across connections
     /// (`queued.max.request.bytes`).
     pub request_memory: RequestMemoryPool,
@@ -131,6 +134,11 @@ impl Server {
             replicas.attach_controller(controller);
         }
         let request_memory = RequestMemoryPool::new(config.queued_max_request_bytes);
+        let txn = Arc::new(TransactionCoordinator::new(
+            &config,
+            replicas.clone(),
+            format!("{host}:{port}"),
+        )?);
         let broker = Arc::new(Broker {
             config,
             request_memory,
@@ -140,6 +148,7 @@ impl Server {
             faults,
             shutting_down: watch::channel(false).0,
             groups,
+            txn,
         });
         Ok(Server {
             broker,
@@ -221,6 +230,7 @@ impl Server {
             })
         });
         let group_timers = tokio::spawn(broker.groups.clone().run(shutdown.clone()));
+        let txn_timers = tokio::spawn(broker.txn.clone().run(shutdown.clone()));
         let mut connections = JoinSet::new();
         loop {
             tokio::select! {
@@ -256,6 +266,7 @@ impl Server {
         // The group timer task answers parked JoinGroup/SyncGroup requests at shutdown, so
         // the connections waiting on them can finish.
         let _ = group_timers.await;
+        let _ = txn_timers.await;
         while connections.join_next().await.is_some() {}
         let _ = retention.await;
         for c in checkpoints {

@@ -116,10 +116,15 @@ fn trace_request(key: ApiKey, version: i16, payload: &[u8]) -> Result<(Vec<Field
         JoinGroup => JoinGroupRequest, SyncGroup => SyncGroupRequest,
         Heartbeat => HeartbeatRequest, LeaveGroup => LeaveGroupRequest,
         OffsetCommit => OffsetCommitRequest, OffsetFetch => OffsetFetchRequest,
-        OffsetDelete => OffsetDeleteRequest, DescribeGroups => DescribeGroupsRequest,
+        OffsetDelete => OffsetDeleteRequest, TxnOffsetCommit => TxnOffsetCommitRequest,
+        DescribeGroups => DescribeGroupsRequest,
         ListGroups => ListGroupsRequest, DeleteGroups => DeleteGroupsRequest,
         ConsumerGroupHeartbeat => ConsumerGroupHeartbeatRequest,
         ConsumerGroupDescribe => ConsumerGroupDescribeRequest,
+        AddPartitionsToTxn => AddPartitionsToTxnRequest,
+        AddOffsetsToTxn => AddOffsetsToTxnRequest, EndTxn => EndTxnRequest,
+        DescribeTransactions => DescribeTransactionsRequest,
+        ListTransactions => ListTransactionsRequest,
     )?;
     Ok((buf.fields(payload), buf.remaining_bytes()))
 }

@@ -142,6 +142,10 @@ pub fn requests(key: ApiKey) -> Vec<RequestKind> {
                     ]),
             ),
         ],
+        ApiKey::TxnOffsetCommit => vec![
+            R::TxnOffsetCommit(TxnOffsetCommitRequest::default()),
+            R::TxnOffsetCommit(txn_offset_commit()),
+        ],
         ApiKey::DescribeGroups => vec![
             R::DescribeGroups(DescribeGroupsRequest::default()),
             R::DescribeGroups(
@@ -170,6 +174,45 @@ pub fn requests(key: ApiKey) -> Vec<RequestKind> {
             R::ConsumerGroupDescribe(ConsumerGroupDescribeRequest::default()),
             R::ConsumerGroupDescribe(
                 ConsumerGroupDescribeRequest::default().with_group_ids(vec![group()]),
+            ),
+        ],
+        ApiKey::AddPartitionsToTxn => vec![
+            R::AddPartitionsToTxn(AddPartitionsToTxnRequest::default()),
+            R::AddPartitionsToTxn(add_partitions_to_txn()),
+        ],
+        ApiKey::AddOffsetsToTxn => vec![
+            R::AddOffsetsToTxn(AddOffsetsToTxnRequest::default()),
+            R::AddOffsetsToTxn(
+                AddOffsetsToTxnRequest::default()
+                    .with_transactional_id(TransactionalId(s("fuzz-txn")))
+                    .with_producer_id(1.into())
+                    .with_group_id(group()),
+            ),
+        ],
+        ApiKey::EndTxn => vec![
+            R::EndTxn(EndTxnRequest::default()),
+            R::EndTxn(
+                EndTxnRequest::default()
+                    .with_transactional_id(TransactionalId(s("fuzz-txn")))
+                    .with_producer_id(1.into())
+                    .with_committed(true),
+            ),
+        ],
+        ApiKey::DescribeTransactions => vec![
+            R::DescribeTransactions(DescribeTransactionsRequest::default()),
+            R::DescribeTransactions(
+                DescribeTransactionsRequest::default()
+                    .with_transactional_ids(vec![TransactionalId(s("fuzz-txn"))]),
+            ),
+        ],
+        ApiKey::ListTransactions => vec![
+            R::ListTransactions(ListTransactionsRequest::default()),
+            R::ListTransactions(
+                ListTransactionsRequest::default()
+                    .with_state_filters(vec![s("Ongoing"), s("NoSuchState")])
+                    .with_producer_id_filters(vec![1.into()])
+                    .with_duration_filter(1000)
+                    .with_transactional_id_pattern(Some(s("fuzz.*"))),
             ),
         ],
         _ => vec![],
@@ -383,6 +426,40 @@ fn offset_commit() -> OffsetCommitRequest {
                 .with_committed_offset(0)
                 .with_committed_leader_epoch(-1)
                 .with_committed_metadata(Some(s("m")))])])
+}
+
+fn txn_offset_commit() -> TxnOffsetCommitRequest {
+    use txn_offset_commit_request::{TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic};
+    TxnOffsetCommitRequest::default()
+        .with_transactional_id(TransactionalId(s("fuzz-t")))
+        .with_group_id(group())
+        .with_producer_id(ProducerId(1))
+        .with_producer_epoch(0)
+        .with_generation_id(-1)
+        .with_member_id(s(""))
+        .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+            .with_name(topic())
+            .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                .with_partition_index(0)
+                .with_committed_offset(0)
+                .with_committed_leader_epoch(-1)
+                .with_committed_metadata(Some(s("m")))])])
+}
+
+fn add_partitions_to_txn() -> AddPartitionsToTxnRequest {
+    use add_partitions_to_txn_request::{AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction};
+    let topics = vec![AddPartitionsToTxnTopic::default()
+        .with_name(TopicName(s("fuzz-topic")))
+        .with_partitions(vec![0, 1])];
+    AddPartitionsToTxnRequest::default()
+        .with_v3_and_below_transactional_id(TransactionalId(s("fuzz-txn")))
+        .with_v3_and_below_producer_id(1.into())
+        .with_v3_and_below_topics(topics.clone())
+        .with_transactions(vec![AddPartitionsToTxnTransaction::default()
+            .with_transactional_id(TransactionalId(s("fuzz-txn")))
+            .with_producer_id(1.into())
+            .with_verify_only(true)
+            .with_topics(topics)])
 }
 
 fn offset_fetch() -> OffsetFetchRequest {

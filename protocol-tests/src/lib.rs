@@ -66,6 +66,16 @@ pub fn poll_until_ok<T>(
     }
 }
 
+/// The `__consumer_offsets` partition of `group`: Kafka's `Utils.abs(group.hashCode()) %
+/// partitions`, with Java's String.hashCode over UTF-16.
+pub fn offsets_partition_of(group: &str, partitions: i32) -> i32 {
+    let h = group
+        .encode_utf16()
+        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(c as i32));
+    let abs = if h == i32::MIN { 0 } else { h.abs() };
+    abs % partitions
+}
+
 /// A topic name unique within the process (tests of one binary share nothing but this counter).
 pub fn unique_topic(prefix: &str) -> String {
     use std::sync::atomic::{AtomicU32, Ordering};

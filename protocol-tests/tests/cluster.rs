@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 
 use brook_protocol_tests::cluster::{PartitionState, CALL};
 use brook_protocol_tests::rd::{self, Delivery, Got, RecProducer};
-use brook_protocol_tests::{poll_until, poll_until_ok, unique_topic, Cluster};
+use brook_protocol_tests::{
+    offsets_partition_of, poll_until, poll_until_ok, unique_topic, Cluster,
+};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::producer::Producer;
@@ -842,15 +844,6 @@ fn killing_the_active_controller_keeps_produce_and_consume_going() {
 
 const OFFSETS_TOPIC: &str = "__consumer_offsets";
 const OFFSETS_PARTITIONS: i32 = 5;
-
-/// Kafka's `Utils.abs(group.hashCode()) % partitions` (Java's String.hashCode over UTF-16).
-fn offsets_partition_of(group: &str, partitions: i32) -> i32 {
-    let h = group
-        .encode_utf16()
-        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(c as i32));
-    let abs = if h == i32::MIN { 0 } else { h.abs() };
-    abs % partitions
-}
 
 /// Polls a subscribed consumer until every one of `partitions` reported its end; returns the
 /// messages as (partition, offset).

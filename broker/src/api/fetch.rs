@@ -2,6 +2,11 @@
 //! and `min_bytes` on partition events rather than a sleep loop; `min_bytes=0` answers at
 //! once. A follower's fetch (replica id set) is answered by `Partition::fetch_for_follower`.
 //!
+//! At `isolation_level` 1 (read_committed, Kafka's `FetchIsolation.TXN_COMMITTED`) a consumer
+//! reads below the last stable offset, and gets the aborted transactions overlapping what it
+//! read, so it can drop their records. A parked read_committed fetch wakes when the LSO can
+//! move: on every append (a marker) and every high watermark change, the partition's events.
+//!
 //! Fetch sessions (KIP-227) are not kept: every answer carries session id 0, which tells
 //! clients to send full fetch requests. That is a legal broker behaviour.
 
@@ -10,7 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::messages::fetch_response::{
-    EpochEndOffset, FetchableTopicResponse, PartitionData,
+    AbortedTransaction, EpochEndOffset, FetchableTopicResponse, PartitionData,
 };
 use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
 use tokio::sync::Notify;
@@ -18,7 +23,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::{Outcome, RequestContext};
-use crate::cluster::partition::{FollowerFetch, Partition};
+use crate::cluster::partition::{FetchIsolation, FollowerFetch, Partition};
 use crate::fault::{Direction, LinkAction, Traffic};
 use crate::net::codec::{encode_response, CodecError};
 use crate::server::Broker;
@@ -56,6 +61,7 @@ pub async fn handle(
         req.replica_id.0
     };
     let follower = (replica_id >= 0).then_some(replica_id);
+    let isolation = FetchIsolation::from_isolation_level(req.isolation_level);
     if let Some(peer) = follower {
         // A link rule cuts or slows the peer's replication traffic to this node; a cut link
         // looks like a dead connection to the follower.
@@ -115,7 +121,7 @@ pub async fn handle(
     let waiter = Arc::new(Notify::new());
     let mut parked = false;
     let results = loop {
-        let (results, bytes, any_error) = read_all(broker, follower, &wanted, max_bytes);
+        let (results, bytes, any_error) = read_all(broker, follower, isolation, &wanted, max_bytes);
         // Answer once min_bytes are readable (at once for min_bytes=0), on any error or
         // diverging epoch, or at max_wait_ms (Kafka's ReplicaManager.fetchMessages).
         if bytes >= min_bytes || any_error || Instant::now() >= deadline || wanted.is_empty() {
@@ -136,7 +142,7 @@ pub async fn handle(
             .await
             .is_err()
         {
-            let (results, _, _) = read_all(broker, follower, &wanted, max_bytes);
+            let (results, _, _) = read_all(broker, follower, isolation, &wanted, max_bytes);
             break results;
         }
         parked = false;
@@ -172,6 +178,7 @@ pub async fn handle(
 fn read_all(
     broker: &Broker,
     follower: Option<i32>,
+    isolation: FetchIsolation,
     wanted: &[Wanted],
     max_bytes: usize,
 ) -> (Vec<PartitionData>, usize, bool) {
@@ -196,7 +203,7 @@ fn read_all(
         // so that a batch larger than max_bytes never stalls a consumer.
         let min_one = total == 0;
         let read = match follower {
-            None => part.read(w.fetch_offset, budget, min_one),
+            None => part.read(w.fetch_offset, budget, min_one, isolation),
             Some(replica) => match part.fetch_for_follower(
                 replica,
                 w.fetch_offset,
@@ -247,11 +254,20 @@ fn read_all(
                     }
                 };
                 total += records.len();
+                let aborted = read.aborted_within(&records).map(|list| {
+                    list.iter()
+                        .map(|t| {
+                            AbortedTransaction::default()
+                                .with_producer_id(t.producer_id.into())
+                                .with_first_offset(t.first_offset)
+                        })
+                        .collect()
+                });
                 out.push(
                     base.with_high_watermark(read.high_watermark)
                         .with_last_stable_offset(read.last_stable_offset)
                         .with_log_start_offset(read.log_start_offset)
-                        .with_aborted_transactions(Some(Vec::new()))
+                        .with_aborted_transactions(aborted)
                         .with_records(Some(records)),
                 );
             }
@@ -262,7 +278,7 @@ fn read_all(
                 out.push(
                     error_data(base, e.error_code())
                         .with_high_watermark(hw)
-                        .with_last_stable_offset(hw)
+                        .with_last_stable_offset(part.last_stable_offset())
                         .with_log_start_offset(log_start),
                 );
             }

@@ -18,6 +18,7 @@ use crate::group::consumer::HeartbeatParams;
 use crate::group::store::OFFSETS_TOPIC;
 use crate::group::GroupError;
 use crate::server::Broker;
+use crate::txn::log::TRANSACTION_STATE_TOPIC;
 
 /// COORDINATOR_NOT_AVAILABLE: what a waiter gets if its answer was dropped.
 const COORDINATOR_NOT_AVAILABLE: i16 = 15;
@@ -25,7 +26,8 @@ const COORDINATOR_NOT_AVAILABLE: i16 = 15;
 const INVALID_REQUEST: i16 = 42;
 
 /// FindCoordinator: a group's coordinator is the leader of its `__consumer_offsets`
-/// partition (alone, this node); transactions are not served yet.
+/// partition (alone, this node); a transactional id's (key type 1) is the leader of its
+/// `__transaction_state` partition.
 pub async fn handle_find_coordinator(
     broker: &Broker,
     ctx: &RequestContext,
@@ -43,10 +45,14 @@ pub async fn handle_find_coordinator(
                 Ok(()) => group_coordinator(broker, &key),
                 Err(e) => Err((e.error_code(), e.to_string())),
             },
-            1 => Err((
-                COORDINATOR_NOT_AVAILABLE,
-                "transactions are not supported yet".to_string(),
-            )),
+            1 => match broker.txn.ensure_topic().await {
+                Ok(()) => coordinator_of(
+                    broker,
+                    TRANSACTION_STATE_TOPIC,
+                    broker.txn.partition_for(&key),
+                ),
+                Err(e) => Err((e.error_code(), e.to_string())),
+            },
             t => Err((INVALID_REQUEST, format!("unsupported key type {t}"))),
         };
         let c = Coordinator::default().with_key(sb(key));
@@ -468,6 +474,19 @@ pub async fn handle_consumer_group_describe(
 /// group's `__consumer_offsets` partition in the committed image, as in Kafka. A partition
 /// without a live leader is COORDINATOR_NOT_AVAILABLE; the client asks again.
 fn group_coordinator(broker: &Broker, group: &str) -> Result<(i32, String, i32), (i16, String)> {
+    coordinator_of(
+        broker,
+        OFFSETS_TOPIC,
+        broker.groups.offsets_partition_for(group),
+    )
+}
+
+/// The coordinator for partition `index` of an internal topic: its leader (alone, this node).
+fn coordinator_of(
+    broker: &Broker,
+    topic: &str,
+    index: i32,
+) -> Result<(i32, String, i32), (i16, String)> {
     let Some(controller) = broker.replicas.controller() else {
         return Ok((
             broker.node_id(),
@@ -476,21 +495,14 @@ fn group_coordinator(broker: &Broker, group: &str) -> Result<(i32, String, i32),
         ));
     };
     let unavailable = |why: String| (GroupError::CoordinatorNotAvailable.error_code(), why);
-    let index = broker.groups.offsets_partition_for(group);
     let image = controller.image().borrow().clone();
     let leader = image
-        .topic_by_name(OFFSETS_TOPIC)
+        .topic_by_name(topic)
         .and_then(|t| t.partitions.iter().find(|p| p.index == index))
         .map(|p| p.leader)
-        .ok_or_else(|| {
-            unavailable(format!(
-                "{OFFSETS_TOPIC}-{index} is not in the metadata yet"
-            ))
-        })?;
+        .ok_or_else(|| unavailable(format!("{topic}-{index} is not in the metadata yet")))?;
     match image.brokers.get(&leader).filter(|b| !b.fenced) {
         Some(b) => Ok((b.node_id, b.host.clone(), b.port as i32)),
-        None => Err(unavailable(format!(
-            "{OFFSETS_TOPIC}-{index} has no live leader"
-        ))),
+        None => Err(unavailable(format!("{topic}-{index} has no live leader"))),
     }
 }

@@ -1,4 +1,9 @@
 //! ListOffsets and OffsetForLeaderEpoch: offsets by position, by time, and by leader epoch.
+//!
+//! ListOffsets answers within what the asking isolation level may read (Kafka's
+//! `Partition.fetchOffsetForTimestamp`): LATEST is the high watermark at read_uncommitted
+//! and the last stable offset at read_committed, and an offset found by timestamp at or past
+//! that bound is not answered.
 
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
@@ -33,6 +38,7 @@ pub async fn handle(
     ctx: &RequestContext,
     req: ListOffsetsRequest,
 ) -> ListOffsetsResponse {
+    let read_committed = req.isolation_level == 1;
     let topics = req
         .topics
         .into_iter()
@@ -56,16 +62,23 @@ pub async fn handle(
                         return base.with_error_code(e.error_code());
                     }
                     let epoch = part.leader_epoch();
+                    let last_fetchable = if read_committed {
+                        part.last_stable_offset()
+                    } else {
+                        part.high_watermark()
+                    };
                     let found = match p.timestamp {
-                        spec::LATEST => Ok(Some((-1, part.high_watermark()))),
+                        spec::LATEST => Ok(Some((-1, last_fetchable))),
                         spec::EARLIEST | spec::EARLIEST_LOCAL => Ok(Some((-1, part.offsets().0))),
                         spec::MAX_TIMESTAMP => part.max_timestamp(),
                         spec::LATEST_TIERED => Ok(Some((-1, -1))),
                         ts if ts < 0 => return base.with_error_code(UNSUPPORTED_VERSION),
                         // The log answers (offset, timestamp) here; the arms above are (timestamp, offset).
-                        ts => part
-                            .offset_for_timestamp(ts)
-                            .map(|found| found.map(|(offset, ts)| (ts, offset))),
+                        ts => part.offset_for_timestamp(ts).map(|found| {
+                            found
+                                .filter(|(offset, _)| *offset < last_fetchable)
+                                .map(|(offset, ts)| (ts, offset))
+                        }),
                     };
                     match found {
                         Ok(Some((ts, offset))) => base

@@ -14,7 +14,10 @@ pub mod metadata;
 pub mod offsets;
 pub mod produce;
 pub mod producer_id;
+pub mod producers;
 pub mod topics;
+pub mod txn;
+pub mod txn_markers;
 
 use bytes::Bytes;
 use kafka_protocol::messages::*;
@@ -66,12 +69,23 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::LeaveGroup, 0, 5, 0),
     api(ApiKey::OffsetCommit, 2, 9, 2),
     api(ApiKey::OffsetFetch, 1, 9, 1),
+    api(ApiKey::TxnOffsetCommit, 0, 5, 0),
     api(ApiKey::OffsetDelete, 0, 0, 0),
     api(ApiKey::DescribeGroups, 0, 6, 0),
     api(ApiKey::ListGroups, 0, 5, 0),
     api(ApiKey::DeleteGroups, 0, 2, 0),
     api(ApiKey::ConsumerGroupHeartbeat, 0, 1, 0),
     api(ApiKey::ConsumerGroupDescribe, 0, 1, 0),
+    // Transactions, transaction version 1 (no `transaction.version` feature advertised, so
+    // EndTxn stops at v4: v5 is KIP-890 part 2's epoch bump).
+    api(ApiKey::AddPartitionsToTxn, 0, 5, 0),
+    api(ApiKey::AddOffsetsToTxn, 0, 4, 0),
+    api(ApiKey::EndTxn, 0, 4, 0),
+    api(ApiKey::DescribeTransactions, 0, 0, 0),
+    api(ApiKey::ListTransactions, 0, 2, 0),
+    // Transactions, partition side: markers from coordinators, and producer state.
+    api(ApiKey::WriteTxnMarkers, 1, 1, 1),
+    api(ApiKey::DescribeProducers, 0, 0, 0),
 ];
 
 /// Finds an API's row in the table.
@@ -148,6 +162,11 @@ fn request_facts(broker: &Broker, ctx: &RequestContext, req: &RequestKind) -> Re
                         .iter()
                         .map(|p| (t.name.to_string(), p.partition_index)),
                 );
+            }
+        }
+        RequestKind::WriteTxnMarkers(r) => {
+            for t in r.markers.iter().flat_map(|m| &m.topics) {
+                partitions.extend(t.partition_indexes.iter().map(|&p| (t.name.to_string(), p)));
             }
         }
         _ => {}
@@ -333,6 +352,27 @@ async fn process(
         RequestKind::OffsetDelete(r) => {
             respond(ctx, &offsets::handle_offset_delete(broker, ctx, r).await)
         }
+        RequestKind::TxnOffsetCommit(r) => respond(
+            ctx,
+            &offsets::handle_txn_offset_commit(broker, ctx, r).await,
+        ),
+        RequestKind::AddPartitionsToTxn(r) => respond(
+            ctx,
+            &txn::handle_add_partitions_to_txn(broker, ctx, r).await,
+        ),
+        RequestKind::AddOffsetsToTxn(r) => {
+            respond(ctx, &txn::handle_add_offsets_to_txn(broker, ctx, r).await)
+        }
+        RequestKind::EndTxn(r) => respond(ctx, &txn::handle_end_txn(broker, ctx, r).await),
+        RequestKind::DescribeTransactions(r) => respond(
+            ctx,
+            &txn::handle_describe_transactions(broker, ctx, r).await,
+        ),
+        RequestKind::ListTransactions(r) => {
+            respond(ctx, &txn::handle_list_transactions(broker, ctx, r).await)
+        }
+        RequestKind::WriteTxnMarkers(r) => respond(ctx, &txn_markers::handle(broker, ctx, r).await),
+        RequestKind::DescribeProducers(r) => respond(ctx, &producers::handle(broker, ctx, r).await),
         other => Err(CodecError::UnknownApiKey(ctx.api_key as i16)).inspect_err(|_| drop(other)),
     }
 }

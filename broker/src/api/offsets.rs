@@ -1,6 +1,8 @@
-//! Committed offsets: OffsetCommit, OffsetFetch (single group before v8, batched from v8)
-//! and OffsetDelete. Validation and storage live in [`crate::group`].
+//! Committed offsets: OffsetCommit, TxnOffsetCommit (offsets inside a transaction),
+//! OffsetFetch (single group before v8, batched from v8; `require_stable` from v7) and
+//! OffsetDelete. Validation and storage live in [`crate::group`].
 
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
@@ -11,10 +13,14 @@ use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
 use kafka_protocol::messages::*;
 
 use super::{sb, RequestContext};
 use crate::group::records::OffsetValue;
+use crate::group::store::TxnProducer;
 use crate::group::{CommitPartition, Committer, FetchedOffsets, GroupError};
 use crate::server::Broker;
 
@@ -29,49 +35,149 @@ pub async fn handle_offset_commit(
         group_instance_id: req.group_instance_id.as_ref().map(|s| s.to_string()),
         generation_or_epoch: req.generation_id_or_member_epoch,
         api_version: ctx.api_version,
+        transactional: false,
     };
-    let mut shape: Vec<(TopicName, Vec<i32>)> = Vec::new();
-    let mut partitions = Vec::new();
-    for t in &req.topics {
-        let mut idx = Vec::new();
-        for p in &t.partitions {
-            idx.push(p.partition_index);
-            partitions.push(CommitPartition {
-                topic: t.name.to_string(),
-                partition: p.partition_index,
-                offset: p.committed_offset,
-                leader_epoch: if ctx.api_version >= 6 {
-                    p.committed_leader_epoch
-                } else {
-                    -1
-                },
-                metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
-            });
-        }
-        shape.push((t.name.clone(), idx));
-    }
+    let (shape, partitions) = commit_partitions(req.topics.iter().map(|t| {
+        let parts = t.partitions.iter().map(|p| CommitPartition {
+            topic: t.name.to_string(),
+            partition: p.partition_index,
+            offset: p.committed_offset,
+            leader_epoch: if ctx.api_version >= 6 {
+                p.committed_leader_epoch
+            } else {
+                -1
+            },
+            metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
+        });
+        (t.name.clone(), parts.collect())
+    }));
     let codes = broker
         .groups
         .commit_offsets(&req.group_id, &who, partitions)
         .await;
+    let topics = commit_topics(shape, codes, |name, parts| {
+        OffsetCommitResponseTopic::default()
+            .with_name(name)
+            .with_partitions(
+                parts
+                    .into_iter()
+                    .map(|(p, code)| {
+                        OffsetCommitResponsePartition::default()
+                            .with_partition_index(p)
+                            .with_error_code(code)
+                    })
+                    .collect(),
+            )
+    });
+    OffsetCommitResponse::default().with_topics(topics)
+}
+
+/// TxnOffsetCommit v0-5 (Kafka's `KafkaApis.handleTxnOffsetCommitRequest` and
+/// `GroupCoordinatorService.commitTransactionalOffsets`): the offsets are written as the
+/// producer's transactional records and become the group's only when its transaction
+/// commits. Member id, instance id and generation come from v3; the committed leader epoch
+/// from v2.
+pub async fn handle_txn_offset_commit(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: TxnOffsetCommitRequest,
+) -> TxnOffsetCommitResponse {
+    let v = ctx.api_version;
+    let who = Committer {
+        member_id: if v >= 3 {
+            req.member_id.to_string()
+        } else {
+            String::new()
+        },
+        group_instance_id: req
+            .group_instance_id
+            .as_ref()
+            .filter(|_| v >= 3)
+            .map(|s| s.to_string()),
+        generation_or_epoch: if v >= 3 { req.generation_id } else { -1 },
+        api_version: v,
+        transactional: true,
+    };
+    let (shape, partitions) = commit_partitions(req.topics.iter().map(|t| {
+        let parts = t.partitions.iter().map(|p| CommitPartition {
+            topic: t.name.to_string(),
+            partition: p.partition_index,
+            offset: p.committed_offset,
+            leader_epoch: if v >= 2 { p.committed_leader_epoch } else { -1 },
+            metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
+        });
+        (t.name.clone(), parts.collect())
+    }));
+    let producer = TxnProducer {
+        producer_id: req.producer_id.0,
+        producer_epoch: req.producer_epoch,
+    };
+    let codes = if req.group_id.is_empty() {
+        vec![GroupError::InvalidGroupId.error_code(); partitions.len()]
+    } else if producer.producer_id < 0 || producer.producer_epoch < 0 {
+        // No producer to write for: the transaction coordinator's verification would not find
+        // this id in the transaction either.
+        vec![ResponseError::InvalidProducerIdMapping.code(); partitions.len()]
+    } else {
+        broker
+            .groups
+            .commit_txn_offsets(&req.group_id, &who, producer, partitions)
+            .await
+    };
+    let topics = commit_topics(shape, codes, |name, parts| {
+        TxnOffsetCommitResponseTopic::default()
+            .with_name(name)
+            .with_partitions(
+                parts
+                    .into_iter()
+                    .map(|(p, code)| {
+                        TxnOffsetCommitResponsePartition::default()
+                            .with_partition_index(p)
+                            .with_error_code(code)
+                    })
+                    .collect(),
+            )
+    });
+    TxnOffsetCommitResponse::default().with_topics(topics)
+}
+
+/// A commit request's topics as (name, partition indexes) in request order, and its
+/// partitions flattened for the coordinator.
+fn commit_partitions(
+    topics: impl Iterator<Item = (TopicName, Vec<CommitPartition>)>,
+) -> (Vec<(TopicName, Vec<i32>)>, Vec<CommitPartition>) {
+    let mut shape = Vec::new();
+    let mut all = Vec::new();
+    for (name, parts) in topics {
+        shape.push((name, parts.iter().map(|p| p.partition).collect()));
+        all.extend(parts);
+    }
+    (shape, all)
+}
+
+/// The response topics of a commit: the coordinator's codes, in request order, laid back over
+/// the request's shape with the version's own message types.
+fn commit_topics<T>(
+    shape: Vec<(TopicName, Vec<i32>)>,
+    codes: Vec<i16>,
+    topic: impl Fn(TopicName, Vec<(i32, i16)>) -> T,
+) -> Vec<T> {
     let mut codes = codes.into_iter();
-    let topics = shape
+    shape
         .into_iter()
         .map(|(name, idx)| {
-            OffsetCommitResponseTopic::default()
-                .with_name(name)
-                .with_partitions(
-                    idx.into_iter()
-                        .map(|p| {
-                            OffsetCommitResponsePartition::default()
-                                .with_partition_index(p)
-                                .with_error_code(codes.next().unwrap_or(-1))
-                        })
-                        .collect(),
-                )
+            let parts = idx
+                .into_iter()
+                .map(|p| {
+                    let code = codes
+                        .next()
+                        .unwrap_or(ResponseError::UnknownServerError.code());
+                    (p, code)
+                })
+                .collect();
+            topic(name, parts)
         })
-        .collect();
-    OffsetCommitResponse::default().with_topics(topics)
+        .collect()
 }
 
 fn fetch_group(
@@ -79,18 +185,41 @@ fn fetch_group(
     group: &str,
     member: Option<(&str, i32)>,
     topics: Option<Vec<(String, Vec<i32>)>>,
+    require_stable: bool,
 ) -> Result<FetchedOffsets, GroupError> {
     if group.is_empty() {
         return Err(GroupError::InvalidGroupId);
     }
-    broker.groups.fetch_offsets(group, member, topics)
+    broker
+        .groups
+        .fetch_offsets(group, member, topics, require_stable)
 }
 
-/// The (offset, leader epoch, metadata) of a partition; -1, -1, "" when nothing is committed.
-fn fetched_fields(v: Option<OffsetValue>) -> (i64, i32, String) {
+/// What the response says of one partition.
+struct Fetched {
+    offset: i64,
+    leader_epoch: i32,
+    metadata: String,
+    error_code: i16,
+}
+
+/// A partition's committed offset; -1, -1, "" when nothing is committed, or with its error.
+fn fetched_fields(v: Result<Option<OffsetValue>, GroupError>) -> Fetched {
+    let none = |error_code| Fetched {
+        offset: -1,
+        leader_epoch: -1,
+        metadata: String::new(),
+        error_code,
+    };
     match v {
-        Some(v) => (v.offset, v.leader_epoch, v.metadata),
-        None => (-1, -1, String::new()),
+        Ok(Some(v)) => Fetched {
+            offset: v.offset,
+            leader_epoch: v.leader_epoch,
+            metadata: v.metadata,
+            error_code: 0,
+        },
+        Ok(None) => none(0),
+        Err(e) => none(e.error_code()),
     }
 }
 
@@ -99,7 +228,7 @@ fn fetched_fields(v: Option<OffsetValue>) -> (i64, i32, String) {
 fn found_topics<T, P>(
     found: FetchedOffsets,
     topic: impl Fn(TopicName, Vec<P>) -> T,
-    partition: impl Fn(i32, (i64, i32, String)) -> P,
+    partition: impl Fn(i32, Fetched) -> P,
 ) -> Vec<T> {
     found
         .into_iter()
@@ -131,7 +260,7 @@ pub async fn handle_offset_fetch(
                 });
                 let member_id = g.member_id.as_ref().map(|m| m.to_string());
                 let member = member_id.as_deref().map(|m| (m, g.member_epoch));
-                match fetch_group(broker, &g.group_id, member, topics) {
+                match fetch_group(broker, &g.group_id, member, topics, req.require_stable) {
                     Ok(found) => OffsetFetchResponseGroup::default()
                         .with_group_id(g.group_id)
                         .with_topics(found_topics(
@@ -141,12 +270,13 @@ pub async fn handle_offset_fetch(
                                     .with_name(name)
                                     .with_partitions(ps)
                             },
-                            |p, (o, e, m)| {
+                            |p, f| {
                                 OffsetFetchResponsePartitions::default()
                                     .with_partition_index(p)
-                                    .with_committed_offset(o)
-                                    .with_committed_leader_epoch(e)
-                                    .with_metadata(Some(sb(m)))
+                                    .with_committed_offset(f.offset)
+                                    .with_committed_leader_epoch(f.leader_epoch)
+                                    .with_metadata(Some(sb(f.metadata)))
+                                    .with_error_code(f.error_code)
                             },
                         )),
                     Err(e) => OffsetFetchResponseGroup::default()
@@ -163,7 +293,8 @@ pub async fn handle_offset_fetch(
             .collect()
     });
     let req_topics: Vec<(String, Vec<i32>)> = topics.clone().unwrap_or_default();
-    match fetch_group(broker, &req.group_id, None, topics) {
+    // RequireStable exists from v7 (the codec reads false below).
+    match fetch_group(broker, &req.group_id, None, topics, req.require_stable) {
         Ok(found) => OffsetFetchResponse::default().with_topics(found_topics(
             found,
             |name, ps| {
@@ -171,12 +302,13 @@ pub async fn handle_offset_fetch(
                     .with_name(name)
                     .with_partitions(ps)
             },
-            |p, (o, e, m)| {
+            |p, f| {
                 OffsetFetchResponsePartition::default()
                     .with_partition_index(p)
-                    .with_committed_offset(o)
-                    .with_committed_leader_epoch(e)
-                    .with_metadata(Some(sb(m)))
+                    .with_committed_offset(f.offset)
+                    .with_committed_leader_epoch(f.leader_epoch)
+                    .with_metadata(Some(sb(f.metadata)))
+                    .with_error_code(f.error_code)
             },
         )),
         // v1 has no top-level error code: the error goes to every partition asked for.

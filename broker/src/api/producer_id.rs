@@ -1,27 +1,44 @@
-//! InitProducerId: producer ids and epochs for idempotent producers.
+//! InitProducerId: producer ids and epochs for idempotent and transactional producers.
 
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse};
+use kafka_protocol::ResponseError;
 
 use super::RequestContext;
 use crate::server::Broker;
 
-/// COORDINATOR_NOT_AVAILABLE: returned for transactional producers until the transaction
-/// coordinator exists.
-const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+/// InitProducerId knows PRODUCER_FENCED from v4; older clients get INVALID_PRODUCER_EPOCH.
+const PRODUCER_FENCED_FROM_V4: i16 = 4;
 
-/// Hands out a fresh producer id with epoch 0. An idempotent producer that asks to bump its
-/// epoch (it sends its old id and epoch) gets a new id instead, as Kafka does for producers
-/// without a transactional id.
+/// Without a transactional id: a fresh producer id with epoch 0 (an idempotent producer
+/// that asks to bump its epoch gets a new id instead, as Kafka does). With one: the
+/// transaction coordinator's answer (Kafka's `handleInitProducerIdRequest`).
 pub async fn handle(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: InitProducerIdRequest,
 ) -> InitProducerIdResponse {
     let resp = InitProducerIdResponse::default()
         .with_producer_id((-1).into())
         .with_producer_epoch(-1);
-    if req.transactional_id.as_ref().is_some_and(|t| !t.is_empty()) {
-        return resp.with_error_code(COORDINATOR_NOT_AVAILABLE);
+    if let Some(id) = req.transactional_id.as_ref() {
+        // KIP-360: both of producer id and epoch, or neither.
+        let expected = match (req.producer_id.0, req.producer_epoch) {
+            (-1, -1) => None,
+            (-1, _) | (_, -1) => {
+                return resp.with_error_code(ResponseError::InvalidRequest.code());
+            }
+            (pid, epoch) => Some((pid, epoch)),
+        };
+        return match broker
+            .txn
+            .init_producer_id(id, req.transaction_timeout_ms, expected)
+            .await
+        {
+            Ok((pid, epoch)) => resp.with_producer_id(pid.into()).with_producer_epoch(epoch),
+            Err(e) => {
+                resp.with_error_code(e.code_for_version(ctx.api_version, PRODUCER_FENCED_FROM_V4))
+            }
+        };
     }
     match broker.replicas.next_producer_id().await {
         Ok(id) => resp.with_producer_id(id.into()).with_producer_epoch(0),

@@ -32,7 +32,10 @@ use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use crate::log::{FetchSlice, LogAppendInfo, LogConfig, LogError, UnifiedLog};
+use crate::log::{
+    AbortedTxn, AppendOrigin, FetchSlice, LogAppendInfo, LogConfig, LogError, ProducerStateEntry,
+    UnifiedLog,
+};
 
 /// Bound on fetch requests parked on one partition; past it the oldest waiters are woken
 /// early (they re-check and re-park), so a flood of idle consumers cannot grow memory.
@@ -74,6 +77,26 @@ impl PartitionError {
     }
 }
 
+/// How far a consumer's fetch may read (Kafka's `FetchIsolation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FetchIsolation {
+    /// read_uncommitted: up to the high watermark.
+    HighWatermark,
+    /// read_committed: up to the last stable offset, with the aborted transactions.
+    TxnCommitted,
+}
+
+impl FetchIsolation {
+    /// From a Fetch or ListOffsets `isolation_level` (1 = read_committed).
+    pub fn from_isolation_level(level: i8) -> Self {
+        if level == 1 {
+            FetchIsolation::TxnCommitted
+        } else {
+            FetchIsolation::HighWatermark
+        }
+    }
+}
+
 /// What a read found: the bytes to send and the offsets that frame them.
 #[derive(Debug)]
 pub struct PartitionRead {
@@ -81,6 +104,28 @@ pub struct PartitionRead {
     pub high_watermark: i64,
     pub last_stable_offset: i64,
     pub log_start_offset: i64,
+    /// read_committed only: the aborted transactions overlapping the slice's segment from the
+    /// fetch offset on, a superset of those the bytes read will overlap
+    /// ([`PartitionRead::aborted_within`] narrows it once they are read).
+    pub aborted_transactions: Option<Vec<AbortedTxn>>,
+}
+
+impl PartitionRead {
+    /// The aborted transactions overlapping the records actually read (`records`, whole
+    /// batches from the slice): those beginning before the end of the last batch. `None` for
+    /// read_uncommitted, as Kafka leaves the field null then.
+    pub fn aborted_within(&self, records: &[u8]) -> Option<Vec<AbortedTxn>> {
+        let all = self.aborted_transactions.as_ref()?;
+        let Some(end) = crate::log::next_offset_after(records) else {
+            return Some(Vec::new());
+        };
+        Some(
+            all.iter()
+                .filter(|t| t.first_offset < end)
+                .copied()
+                .collect(),
+        )
+    }
 }
 
 /// A follower as the leader sees it, from its fetches (Kafka's `Replica` and `ReplicaState`).
@@ -384,13 +429,17 @@ impl Partition {
     /// The only writer of the high watermark. Checks `log_start <= hw <= leo` against the
     /// log as it is now (the caller holds the log lock, then the state lock) and wakes every
     /// waiter when the value changed.
-    fn set_high_watermark(&self, log: &UnifiedLog, st: &mut ReplicaState, hw: i64) {
+    fn set_high_watermark(&self, log: &mut UnifiedLog, st: &mut ReplicaState, hw: i64) {
         check_offsets(log, hw);
         assert!(
             st.role != Role::Leader || hw >= st.high_watermark,
             "the leader's high watermark went down from {} to {hw}",
             st.high_watermark
         );
+        // Ended transactions whose marker the high watermark passed become stable: the last
+        // stable offset is derived from this value, never stored (Kafka's
+        // `UnifiedLog.updateHighWatermarkMetadata` -> `onHighWatermarkUpdated`).
+        log.on_high_watermark_updated(hw);
         if hw != st.high_watermark {
             st.high_watermark = hw;
             self.changes.send_modify(|v| *v += 1);
@@ -411,7 +460,7 @@ impl Partition {
     /// effective min ISR (`Partition.maybeIncrementLeaderHW`). Returns true if it rose.
     fn maybe_increment_leader_hw(
         &self,
-        log: &UnifiedLog,
+        log: &mut UnifiedLog,
         st: &mut ReplicaState,
         _now_ms: i64,
     ) -> bool {
@@ -444,6 +493,42 @@ impl Partition {
         required_acks: i16,
         now_ms: i64,
     ) -> Result<LogAppendInfo, PartitionError> {
+        self.append_to_leader(records, required_acks, now_ms, AppendOrigin::Client)
+    }
+
+    /// Appends a COMMIT or ABORT marker a transaction coordinator asked for (WriteTxnMarkers),
+    /// with the coordinator origin and acks=all, as Kafka's `KafkaApis` does: at the current
+    /// leader epoch, no sequence check, the marker's producer and coordinator epochs checked.
+    /// The caller waits for the high watermark.
+    pub fn append_marker_to_leader(
+        &self,
+        marker: Bytes,
+        now_ms: i64,
+    ) -> Result<LogAppendInfo, PartitionError> {
+        self.append_to_leader(marker, -1, now_ms, AppendOrigin::Coordinator)
+    }
+
+    /// Appends a batch written by one of this broker's coordinators (Kafka's
+    /// `AppendOrigin.COORDINATOR`): the group coordinator's transactional offset commits. The
+    /// producer epoch is checked, sequences are not (the coordinator writes every
+    /// transactional batch of a producer from sequence 0, as Kafka's `CoordinatorRuntime`
+    /// does).
+    pub fn append_records_as_coordinator(
+        &self,
+        records: Bytes,
+        required_acks: i16,
+        now_ms: i64,
+    ) -> Result<LogAppendInfo, PartitionError> {
+        self.append_to_leader(records, required_acks, now_ms, AppendOrigin::Coordinator)
+    }
+
+    fn append_to_leader(
+        &self,
+        records: Bytes,
+        required_acks: i16,
+        now_ms: i64,
+        origin: AppendOrigin,
+    ) -> Result<LogAppendInfo, PartitionError> {
         let mut log = self.log.lock();
         {
             let st = self.state.lock();
@@ -458,10 +543,15 @@ impl Partition {
                 });
             }
         }
-        let info = log.append_as_leader(records, self.leader_epoch(), now_ms)?;
+        let info = match origin {
+            AppendOrigin::Coordinator => {
+                log.append_as_coordinator(records, self.leader_epoch(), now_ms)?
+            }
+            _ => log.append_as_leader(records, self.leader_epoch(), now_ms)?,
+        };
         if !info.duplicate {
             let mut st = self.state.lock();
-            self.maybe_increment_leader_hw(&log, &mut st, now_ms);
+            self.maybe_increment_leader_hw(&mut log, &mut st, now_ms);
             drop(st);
             self.wake_fetchers();
         }
@@ -548,7 +638,7 @@ impl Partition {
         max_bytes: usize,
         now_ms: i64,
     ) -> Result<FollowerFetch, PartitionError> {
-        let log = self.log.lock();
+        let mut log = self.log.lock();
         let mut st = self.state.lock();
         if st.role != Role::Leader || !st.followers.contains_key(&replica) {
             return Err(PartitionError::NotLeader);
@@ -570,14 +660,15 @@ impl Partition {
             f.update_fetch_state(fetch_offset, now_ms, leo);
         }
         let isr_proposal = self.maybe_expand_isr(&mut st, replica);
-        self.maybe_increment_leader_hw(&log, &mut st, now_ms);
+        self.maybe_increment_leader_hw(&mut log, &mut st, now_ms);
         let hw = st.high_watermark;
         Ok(FollowerFetch::Records {
             read: PartitionRead {
                 slice,
                 high_watermark: hw,
-                last_stable_offset: hw,
+                last_stable_offset: log.last_stable_offset(hw),
                 log_start_offset: log.log_start_offset(),
+                aborted_transactions: None,
             },
             isr_proposal,
         })
@@ -636,7 +727,7 @@ impl Partition {
 
     /// Leader: the controller answered an ISR proposal (`None` when it failed).
     pub fn complete_isr_change(&self, committed: Option<(i32, Vec<i32>)>, now_ms: i64) {
-        let log = self.log.lock();
+        let mut log = self.log.lock();
         let mut st = self.state.lock();
         st.pending_isr = None;
         if let Some((partition_epoch, isr)) = committed {
@@ -645,7 +736,7 @@ impl Partition {
                 st.isr = isr;
             }
         }
-        self.maybe_increment_leader_hw(&log, &mut st, now_ms);
+        self.maybe_increment_leader_hw(&mut log, &mut st, now_ms);
     }
 
     /// Applies the partition's registration from the metadata image: leader, leader epoch,
@@ -693,7 +784,7 @@ impl Partition {
         }
         if st.role == Role::Leader {
             self.track_followers(&mut st, now_ms);
-            self.maybe_increment_leader_hw(&log, &mut st, now_ms);
+            self.maybe_increment_leader_hw(&mut log, &mut st, now_ms);
         }
         drop(st);
         drop(log);
@@ -752,7 +843,7 @@ impl Partition {
         // Never below the log start: a leader's high watermark can trail what this replica's
         // own retention already removed.
         let hw = leader_high_watermark.min(leo).max(log.log_start_offset());
-        self.set_high_watermark(&log, &mut st, hw);
+        self.set_high_watermark(&mut log, &mut st, hw);
         Ok(leo)
     }
 
@@ -767,7 +858,7 @@ impl Partition {
             .high_watermark
             .min(log.log_end_offset())
             .max(log.log_start_offset());
-        self.set_high_watermark(&log, &mut st, hw);
+        self.set_high_watermark(&mut log, &mut st, hw);
         Ok(())
     }
 
@@ -777,7 +868,7 @@ impl Partition {
         self.check_follower()?;
         log.truncate_fully_and_start_at(offset)?;
         let mut st = self.state.lock();
-        self.set_high_watermark(&log, &mut st, offset);
+        self.set_high_watermark(&mut log, &mut st, offset);
         Ok(())
     }
 
@@ -806,8 +897,9 @@ impl Partition {
         Ok(PartitionRead {
             slice,
             high_watermark: hw,
-            last_stable_offset: hw,
+            last_stable_offset: log.last_stable_offset(hw),
             log_start_offset: log.log_start_offset(),
+            aborted_transactions: None,
         })
     }
 
@@ -817,12 +909,16 @@ impl Partition {
         self.changes.subscribe()
     }
 
-    /// Locates up to `max_bytes` from `fetch_offset`, bounded by the high watermark.
+    /// Locates up to `max_bytes` from `fetch_offset`, bounded by the high watermark, or at
+    /// read_committed by the last stable offset, with the aborted transactions that may
+    /// overlap (Kafka's `UnifiedLog.read` with `FetchIsolation.TXN_COMMITTED`). The bytes are
+    /// read after the locks are released; the in-memory `.txnindex` entries are scanned here.
     pub fn read(
         &self,
         fetch_offset: i64,
         max_bytes: usize,
         min_one_message: bool,
+        isolation: FetchIsolation,
     ) -> Result<PartitionRead, PartitionError> {
         let log = self.log.lock();
         let hw = {
@@ -832,13 +928,36 @@ impl Partition {
             }
             st.high_watermark
         };
-        let slice = log.read(fetch_offset, max_bytes, hw, min_one_message)?;
+        let lso = log.last_stable_offset(hw);
+        let max_offset = match isolation {
+            FetchIsolation::HighWatermark => hw,
+            FetchIsolation::TxnCommitted => lso,
+        };
+        let slice = log.read(fetch_offset, max_bytes, max_offset, min_one_message)?;
+        let aborted_transactions = (isolation == FetchIsolation::TxnCommitted).then(|| {
+            let upper = log.read_upper_bound(fetch_offset, max_offset);
+            log.collect_aborted_transactions(fetch_offset, upper)
+        });
         Ok(PartitionRead {
             slice,
             high_watermark: hw,
-            last_stable_offset: hw,
+            last_stable_offset: lso,
             log_start_offset: log.log_start_offset(),
+            aborted_transactions,
         })
+    }
+
+    /// The last stable offset: read_committed consumers read below it. Derived from the high
+    /// watermark and the producer state on every call, never stored.
+    pub fn last_stable_offset(&self) -> i64 {
+        let log = self.log.lock();
+        let hw = self.state.lock().high_watermark;
+        log.last_stable_offset(hw)
+    }
+
+    /// The producers with state on this partition (DescribeProducers), copied under the lock.
+    pub fn active_producers(&self) -> Vec<ProducerStateEntry> {
+        self.log.lock().producer_state().iter().cloned().collect()
     }
 
     /// The end offset of a leader epoch, and the largest epoch at or below it.
@@ -912,10 +1031,10 @@ impl Partition {
     /// a restarted replica that is elected before any follower fetches still serves what was
     /// committed. Called before the partition takes a role.
     pub fn restore_high_watermark(&self, checkpointed: i64) {
-        let log = self.log.lock();
+        let mut log = self.log.lock();
         let mut st = self.state.lock();
         let hw = checkpointed.clamp(log.log_start_offset(), log.log_end_offset());
-        self.set_high_watermark(&log, &mut st, hw);
+        self.set_high_watermark(&mut log, &mut st, hw);
     }
 
     /// Everything below this offset of the log is on disk (for the recovery-point checkpoint).

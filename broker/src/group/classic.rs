@@ -1023,12 +1023,15 @@ impl ClassicGroup {
         member_id: &str,
         group_instance_id: Option<&str>,
         generation_id: i32,
+        transactional: bool,
     ) -> Result<(), GroupError> {
         if self.state == ClassicState::Dead {
             return Err(GroupError::CoordinatorNotAvailable);
         }
         if generation_id < 0 && member_id.is_empty() && group_instance_id.is_none() {
-            if self.state == ClassicState::Empty {
+            // TxnOffsetCommit below v3 carries no member information at all: Kafka accepts it
+            // in any state (ClassicGroup.validateOffsetCommit).
+            if self.state == ClassicState::Empty || transactional {
                 return Ok(());
             }
             return Err(GroupError::UnknownMemberId);
@@ -1040,7 +1043,8 @@ impl ClassicGroup {
         if generation_id != self.generation_id {
             return Err(GroupError::IllegalGeneration);
         }
-        if self.state == ClassicState::CompletingRebalance {
+        // A transactional commit is not refused during a rebalance, as in Kafka.
+        if self.state == ClassicState::CompletingRebalance && !transactional {
             return Err(GroupError::RebalanceInProgress);
         }
         Ok(())
@@ -1310,23 +1314,31 @@ mod tests {
     fn offset_commit_validation() {
         let now = Instant::now();
         let mut g = ClassicGroup::new("g".into());
-        g.validate_offset_commit("", None, -1).unwrap();
+        g.validate_offset_commit("", None, -1, false).unwrap();
         let (m1, mut rx1) = join_new(&mut g, "m1", now);
         rx1.try_recv().unwrap();
         assert_eq!(
-            g.validate_offset_commit(&m1, None, 1),
+            g.validate_offset_commit(&m1, None, 1, false),
             Err(GroupError::RebalanceInProgress)
         );
+        // TxnOffsetCommit: no rebalance check, and no member information is fine.
+        g.validate_offset_commit(&m1, None, 1, true).unwrap();
+        g.validate_offset_commit("", None, -1, true).unwrap();
         waiting(g.sync(&m1, None, 1, None, None, vec![], now).unwrap());
-        g.validate_offset_commit(&m1, None, 1).unwrap();
+        g.validate_offset_commit(&m1, None, 1, false).unwrap();
         assert_eq!(
-            g.validate_offset_commit(&m1, None, 0),
+            g.validate_offset_commit(&m1, None, 0, false),
             Err(GroupError::IllegalGeneration)
         );
         assert_eq!(
-            g.validate_offset_commit("", None, -1),
+            g.validate_offset_commit(&m1, None, 0, true),
+            Err(GroupError::IllegalGeneration)
+        );
+        assert_eq!(
+            g.validate_offset_commit("", None, -1, false),
             Err(GroupError::UnknownMemberId)
         );
+        g.validate_offset_commit("", None, -1, true).unwrap();
     }
 
     #[test]

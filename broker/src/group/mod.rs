@@ -16,18 +16,21 @@
 //! Modules: [`classic`] (JoinGroup/SyncGroup/Heartbeat/LeaveGroup state machine),
 //! [`consumer`] (ConsumerGroupHeartbeat, server-side assignors), [`records`] (the
 //! `__consumer_offsets` record layout), [`store`] (append and replay),
-//! [`consumer_protocol`] (the embedded consumer protocol blobs).
+//! [`consumer_protocol`] (the embedded consumer protocol blobs), [`txn`] (offsets committed
+//! inside transactions, pending until the transaction's marker).
 
 pub mod classic;
 pub mod consumer;
 pub mod consumer_protocol;
 pub mod records;
 pub mod store;
+pub mod txn;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use parking_lot::Mutex;
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
@@ -38,7 +41,7 @@ use self::classic::{
 };
 use self::consumer::{ConsumerGroup, ConsumerLimits, HeartbeatParams, HeartbeatResult};
 use self::records::{OffsetValue, RecordKey};
-use self::store::{OffsetsStore, Record, Written, OFFSETS_TOPIC};
+use self::store::{OffsetsStore, Record, Replayed, TxnProducer, Written, OFFSETS_TOPIC};
 use crate::cluster::replica_manager::{now_ms, ReplicaManager};
 use crate::config::{BrokerConfig, ConfigError};
 
@@ -106,6 +109,10 @@ pub enum GroupError {
     StaleMemberEpoch,
     #[error("invalid regular expression: {0}")]
     InvalidRegularExpression(String),
+    #[error("producer epoch is older than the partition's")]
+    InvalidProducerEpoch,
+    #[error("the partition has offsets of a transaction still open")]
+    UnstableOffsetCommit,
     #[error("offsets topic: {0}")]
     Storage(String),
 }
@@ -136,6 +143,8 @@ impl GroupError {
             GroupError::UnsupportedAssignor(_) => 112,
             GroupError::StaleMemberEpoch => 113,
             GroupError::InvalidRegularExpression(_) => 128,
+            GroupError::InvalidProducerEpoch => ResponseError::InvalidProducerEpoch.code(),
+            GroupError::UnstableOffsetCommit => ResponseError::UnstableOffsetCommit.code(),
         }
     }
 }
@@ -280,12 +289,31 @@ pub enum GroupKind {
     Consumer(ConsumerGroup),
 }
 
+/// A committed (or pending) offset and the log offset of its record in the group's
+/// `__consumer_offsets` partition (Kafka's `OffsetAndMetadata.recordOffset`). When a
+/// transaction commits, its offsets replace committed ones only if their records are later in
+/// the log, so the log order decides between transactional and plain commits, as it will
+/// after compaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredOffset {
+    pub value: OffsetValue,
+    pub record_offset: i64,
+}
+
+/// (topic, partition) → offset.
+pub type OffsetMap = BTreeMap<(String, i32), StoredOffset>;
+
 /// A group and its committed offsets.
 #[derive(Debug)]
 pub struct GroupEntry {
     pub kind: GroupKind,
     /// (topic, partition) → committed offset.
-    pub offsets: BTreeMap<(String, i32), OffsetValue>,
+    pub offsets: OffsetMap,
+    /// Offsets written by TxnOffsetCommit inside transactions still open, by producer id
+    /// (Kafka's `pendingTransactionalOffsets`, per group): they become committed offsets when
+    /// the producer's COMMIT marker reaches the group's offsets partition, and vanish with its
+    /// ABORT marker ([`GroupCoordinator::complete_txn_offsets`]).
+    pub pending_txn: BTreeMap<i64, OffsetMap>,
     /// KIP-848 groups: the records last written for the group (key → value), so that only
     /// changes are written and a key no longer produced gets a tombstone.
     pub persisted: HashMap<Bytes, Bytes>,
@@ -296,6 +324,7 @@ impl GroupEntry {
         GroupEntry {
             kind: GroupKind::Classic(ClassicGroup::new(group_id.to_string())),
             offsets: BTreeMap::new(),
+            pending_txn: BTreeMap::new(),
             persisted: HashMap::new(),
         }
     }
@@ -339,8 +368,9 @@ impl GroupEntry {
     }
 }
 
-/// OffsetFetch's answer for one group: per topic, (partition, committed offset if any).
-pub type FetchedOffsets = Vec<(String, Vec<(i32, Option<OffsetValue>)>)>;
+/// OffsetFetch's answer for one group: per topic, (partition, committed offset if any, or the
+/// partition's error: UNSTABLE_OFFSET_COMMIT while a transaction's offsets are pending).
+pub type FetchedOffsets = Vec<(String, Vec<(i32, Result<Option<OffsetValue>, GroupError>)>)>;
 
 /// One partition's commit request.
 #[derive(Debug, Clone)]
@@ -361,6 +391,9 @@ pub struct Committer {
     /// OffsetCommit v9+ answers GROUP_ID_NOT_FOUND for a missing group, older versions
     /// ILLEGAL_GENERATION.
     pub api_version: i16,
+    /// TxnOffsetCommit: Kafka's looser membership rules (no member information is fine in
+    /// any state, a rebalance does not refuse it) and ILLEGAL_GENERATION for a missing group.
+    pub transactional: bool,
 }
 
 /// A member in a group description.
@@ -448,14 +481,16 @@ impl GroupCoordinator {
             .ok()
             .flatten()
             .is_some();
-        let n = if clustered {
-            0
-        } else {
-            store
-                .replay(|key, value| replay_record(&mut groups, key, value, consumer_session))
-                .map_err(GroupOpenError::Replay)?
-        };
-        note_persisted(&mut groups);
+        let mut n = 0;
+        if !clustered {
+            let partitions = replicas.topic(OFFSETS_TOPIC).map_or(0, |t| t.partitions);
+            for index in 0..partitions {
+                let (loaded, records) = load_partition(&store, index, consumer_session)
+                    .map_err(GroupOpenError::Replay)?;
+                groups.extend(loaded);
+                n += records;
+            }
+        }
         if n > 0 {
             tracing::info!(
                 records = n,
@@ -529,12 +564,7 @@ impl GroupCoordinator {
             Some(e) if st.loaded.get(&index) == Some(&e) => Ok(()),
             Some(e) => {
                 self.unload(st, index);
-                let mut groups: HashMap<String, GroupEntry> = HashMap::new();
-                let session = self.consumer_session();
-                let n = self.store.replay_partition(index, &mut |key, value| {
-                    replay_record(&mut groups, key, value, session)
-                })?;
-                note_persisted(&mut groups);
+                let (groups, n) = load_partition(&self.store, index, self.consumer_session())?;
                 tracing::info!(
                     partition = index,
                     leader_epoch = e,
@@ -812,6 +842,7 @@ impl GroupCoordinator {
             None if joining => st.groups.entry(group_id.to_string()).or_insert(GroupEntry {
                 kind: GroupKind::Consumer(ConsumerGroup::new(group_id.to_string(), 0)),
                 offsets: BTreeMap::new(),
+                pending_txn: BTreeMap::new(),
                 persisted: HashMap::new(),
             }),
             None => return Err(GroupError::UnknownMemberId),
@@ -862,7 +893,19 @@ impl GroupCoordinator {
         who: &Committer,
         partitions: Vec<CommitPartition>,
     ) -> Vec<i16> {
-        let (codes, written) = self.commit_offsets_now(group_id, who, partitions);
+        self.commit(group_id, who, partitions, None).await
+    }
+
+    /// OffsetCommit, or with `txn` TxnOffsetCommit: the offsets are then written as that
+    /// producer's transactional batch and kept pending for the group.
+    async fn commit(
+        &self,
+        group_id: &str,
+        who: &Committer,
+        partitions: Vec<CommitPartition>,
+        txn: Option<TxnProducer>,
+    ) -> Vec<i16> {
+        let (codes, written) = self.commit_offsets_now(group_id, who, partitions, txn);
         match self.wait_committed(written).await {
             Ok(()) => codes,
             Err(e) => codes
@@ -883,12 +926,13 @@ impl GroupCoordinator {
         self.store.wait_committed(&w, timeout).await
     }
 
-    /// The part of OffsetCommit done under the coordinator's lock.
+    /// The part of OffsetCommit (and TxnOffsetCommit) done under the coordinator's lock.
     fn commit_offsets_now(
         &self,
         group_id: &str,
         who: &Committer,
         partitions: Vec<CommitPartition>,
+        txn: Option<TxnProducer>,
     ) -> (Vec<i16>, Option<Written>) {
         let fail = |e: GroupError, n: usize| (vec![e.error_code(); n], None);
         if let Err(e) = Self::check_group_id(group_id) {
@@ -922,7 +966,11 @@ impl GroupCoordinator {
             }
             codes.push(code);
         }
-        let written = match self.store.append(group_id, records) {
+        let appended = match txn {
+            None => self.store.append(group_id, records),
+            Some(p) => self.store.append_transactional(group_id, p, records),
+        };
+        let written = match appended {
             Ok(w) => w,
             Err(e) => {
                 tracing::warn!(group = group_id, error = %e, "offset commit not written");
@@ -934,8 +982,21 @@ impl GroupCoordinator {
                 return (codes, None);
             }
         };
-        if let Some(entry) = st.groups.get_mut(group_id) {
-            entry.offsets.extend(accepted);
+        if let (Some(entry), Some(w)) = (st.groups.get_mut(group_id), &written) {
+            let target = match txn {
+                None => &mut entry.offsets,
+                Some(p) => entry.pending_txn.entry(p.producer_id).or_default(),
+            };
+            // One batch: record i sits at first_offset + i.
+            for ((key, value), record_offset) in accepted.into_iter().zip(w.first_offset..) {
+                target.insert(
+                    key,
+                    StoredOffset {
+                        value,
+                        record_offset,
+                    },
+                );
+            }
         }
         (codes, written)
     }
@@ -968,7 +1029,9 @@ impl GroupCoordinator {
                     .entry(group_id.to_string())
                     .or_insert_with(|| GroupEntry::classic(group_id))
             }
-            None if who.api_version >= 9 => return Err(GroupError::GroupIdNotFound),
+            None if who.api_version >= 9 && !who.transactional => {
+                return Err(GroupError::GroupIdNotFound)
+            }
             None => return Err(GroupError::IllegalGeneration),
         };
         match &entry.kind {
@@ -976,20 +1039,32 @@ impl GroupCoordinator {
                 &who.member_id,
                 who.group_instance_id.as_deref(),
                 who.generation_or_epoch,
+                who.transactional,
             ),
-            GroupKind::Consumer(g) => {
-                g.validate_offset_commit(&who.member_id, who.generation_or_epoch)
-            }
+            // Kafka's TxnOffsetCommit answers a stale member epoch ILLEGAL_GENERATION
+            // (OffsetMetadataManager.validateTransactionalOffsetCommit).
+            GroupKind::Consumer(g) => g
+                .validate_offset_commit(&who.member_id, who.generation_or_epoch)
+                .map_err(|e| match e {
+                    GroupError::StaleMemberEpoch if who.transactional => {
+                        GroupError::IllegalGeneration
+                    }
+                    e => e,
+                }),
         }
     }
 
     /// OffsetFetch for one group. `topics: None` means every committed partition. With a
-    /// member (v9, KIP-848), its epoch is checked. Unknown partitions read offset -1.
+    /// member (v9, KIP-848), its epoch is checked. Unknown partitions read offset -1. With
+    /// `require_stable` (v7+), a partition with transactional offsets still pending answers
+    /// UNSTABLE_OFFSET_COMMIT, and the client asks again (Kafka's
+    /// `OffsetMetadataManager.fetchOffsets`).
     pub fn fetch_offsets(
         &self,
         group_id: &str,
         member: Option<(&str, i32)>,
         topics: Option<Vec<(String, Vec<i32>)>>,
+        require_stable: bool,
     ) -> Result<FetchedOffsets, GroupError> {
         let mut st = self.state.lock();
         self.acquire(&mut st, group_id)?;
@@ -1006,8 +1081,16 @@ impl GroupCoordinator {
                 g.validate_offset_fetch(id, epoch)?;
             }
         }
-        let lookup =
-            |t: &str, p: i32| entry.and_then(|e| e.offsets.get(&(t.to_string(), p)).cloned());
+        let lookup = |t: &str, p: i32| {
+            let key = (t.to_string(), p);
+            match entry {
+                Some(e) if require_stable && e.has_pending_txn_offset(&key) => {
+                    Err(GroupError::UnstableOffsetCommit)
+                }
+                Some(e) => Ok(e.offsets.get(&key).map(|o| o.value.clone())),
+                None => Ok(None),
+            }
+        };
         Ok(match topics {
             Some(list) => list
                 .into_iter()
@@ -1017,28 +1100,19 @@ impl GroupCoordinator {
                 })
                 .collect(),
             None => {
-                let mut by_topic: BTreeMap<String, Vec<(i32, Option<OffsetValue>)>> =
-                    BTreeMap::new();
+                type Found = Result<Option<OffsetValue>, GroupError>;
+                let mut by_topic: BTreeMap<String, Vec<(i32, Found)>> = BTreeMap::new();
                 if let Some(e) = entry {
-                    for ((t, p), v) in &e.offsets {
+                    for (t, p) in e.offsets.keys() {
                         by_topic
                             .entry(t.clone())
                             .or_default()
-                            .push((*p, Some(v.clone())));
+                            .push((*p, lookup(t, *p)));
                     }
                 }
                 by_topic.into_iter().collect()
             }
         })
-    }
-
-    /// Called once a COMMIT or ABORT marker of `producer_id` is on `__consumer_offsets`
-    /// partition `offsets_partition` (Kafka's `GroupCoordinator.onTransactionCompleted`): the
-    /// offsets that producer committed inside its transaction become the groups' committed
-    /// offsets (commit) or are dropped (abort).
-    /// The transaction work fills this in (TxnOffsetCommit keeps pending offsets).
-    pub fn complete_txn_offsets(&self, offsets_partition: i32, producer_id: i64, commit: bool) {
-        let _ = (offsets_partition, producer_id, commit);
     }
 
     /// OffsetDelete: removes offsets of topics the group no longer reads. Per-partition
@@ -1087,15 +1161,18 @@ impl GroupCoordinator {
                 codes.push(GroupError::GroupSubscribedToTopic.error_code());
                 continue;
             }
-            if entry.offsets.contains_key(&(t.clone(), *p)) {
+            // Kafka writes the tombstone for a pending transactional offset too; it drops the
+            // pending one, so a later COMMIT does not bring the offset back.
+            let key = (t.clone(), *p);
+            if entry.offsets.contains_key(&key) || entry.has_pending_txn_offset(&key) {
                 records.push((records::offset_commit_key(group_id, t, *p), None));
-                removed.push((t.clone(), *p));
+                removed.push(key);
             }
             codes.push(0);
         }
         let written = self.store.append(group_id, records)?;
         for k in removed {
-            entry.offsets.remove(&k);
+            entry.remove_offset(&k);
         }
         Ok((codes, written))
     }
@@ -1261,9 +1338,15 @@ impl GroupCoordinator {
         if !entry.is_empty() {
             return Err(GroupError::NonEmptyGroup);
         }
-        let mut records: Vec<Record> = entry
+        // Committed offsets and pending transactional ones alike get a tombstone (Kafka's
+        // `OffsetMetadataManager.deleteAllOffsets`), one per partition.
+        let partitions: BTreeSet<&(String, i32)> = entry
             .offsets
             .keys()
+            .chain(entry.pending_txn.values().flat_map(|o| o.keys()))
+            .collect();
+        let mut records: Vec<Record> = partitions
+            .into_iter()
             .map(|(t, p)| (records::offset_commit_key(group_id, t, *p), None))
             .collect();
         // The group's own record, and every KIP-848 record written for it (its target
@@ -1297,7 +1380,10 @@ impl GroupCoordinator {
             let old: Vec<(String, i32)> = e
                 .offsets
                 .iter()
-                .filter(|(_, v)| now - v.commit_timestamp_ms >= retention)
+                // Kafka keeps an offset while a transaction's offset for it is pending.
+                .filter(|(k, v)| {
+                    now - v.value.commit_timestamp_ms >= retention && !e.has_pending_txn_offset(k)
+                })
                 .map(|(k, _)| k.clone())
                 .collect();
             if old.is_empty() {
@@ -1477,11 +1563,43 @@ fn classic_record(g: &ClassicGroup) -> Bytes {
     })
 }
 
-/// Applies one replayed record to the groups being rebuilt.
+/// Reads offsets partition `index` back: its groups with their members, committed offsets
+/// and the offsets of transactions still open. Returns them and the number of records read.
+fn load_partition(
+    store: &OffsetsStore,
+    index: i32,
+    consumer_session: std::time::Duration,
+) -> Result<(HashMap<String, GroupEntry>, usize), GroupError> {
+    let mut groups: HashMap<String, GroupEntry> = HashMap::new();
+    let n = store.replay_partition(index, &mut |item| match item {
+        Replayed::Record {
+            key,
+            value,
+            offset,
+            txn,
+        } => replay_record(&mut groups, key, value, offset, txn, consumer_session),
+        // Every group read here lives on this partition, where the marker is.
+        Replayed::Marker {
+            producer_id,
+            commit,
+        } => {
+            for e in groups.values_mut() {
+                e.end_txn(producer_id, commit);
+            }
+        }
+    })?;
+    note_persisted(&mut groups);
+    Ok((groups, n))
+}
+
+/// Applies one replayed record (at log offset `offset`, in a transaction of producer `txn`
+/// if set) to the groups being rebuilt.
 fn replay_record(
     groups: &mut HashMap<String, GroupEntry>,
     key: RecordKey,
     value: Option<&[u8]>,
+    offset: i64,
+    txn: Option<i64>,
     consumer_session: std::time::Duration,
 ) {
     match key {
@@ -1491,18 +1609,25 @@ fn replay_record(
             partition,
         } => match value {
             Some(v) => match records::decode_offset_value(v) {
-                Ok(v) => {
-                    groups
+                Ok(value) => {
+                    let e = groups
                         .entry(group.clone())
-                        .or_insert_with(|| GroupEntry::classic(&group))
-                        .offsets
-                        .insert((topic, partition), v);
+                        .or_insert_with(|| GroupEntry::classic(&group));
+                    let stored = StoredOffset {
+                        value,
+                        record_offset: offset,
+                    };
+                    let target = match txn {
+                        None => &mut e.offsets,
+                        Some(producer_id) => e.pending_txn.entry(producer_id).or_default(),
+                    };
+                    target.insert((topic, partition), stored);
                 }
                 Err(e) => tracing::warn!(error = %e, "skipping offset record"),
             },
             None => {
                 if let Some(e) = groups.get_mut(&group) {
-                    e.offsets.remove(&(topic, partition));
+                    e.remove_offset(&(topic, partition));
                 }
             }
         },

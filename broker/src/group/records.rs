@@ -253,7 +253,7 @@ pub fn current_member_assignment_key(group: &str, member: &str) -> Bytes {
 }
 
 // Flexible-version encoding: unsigned varints, lengths + 1 (0 = null), tagged fields.
-fn put_uvarint(out: &mut BytesMut, mut v: u64) {
+pub(crate) fn put_uvarint(out: &mut BytesMut, mut v: u64) {
     while v >= 0x80 {
         out.put_u8((v as u8) | 0x80);
         v >>= 7;
@@ -334,13 +334,21 @@ pub fn current_member_assignment_value(a: &ConsumerMemberAssignment) -> Bytes {
 }
 
 /// A bounds-checked reader over a record key or value.
-struct Reader<'a> {
+/// A bounded reader of Kafka's record encodings (shared with the transaction log records).
+pub(crate) struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
 }
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], RecordError> {
+    pub(crate) fn new(buf: &'a [u8]) -> Self {
+        Reader { buf, pos: 0 }
+    }
+    /// Bytes not read yet.
+    pub(crate) fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], RecordError> {
         if self.buf.len() - self.pos < n {
             return Err(RecordError(format!(
                 "needs {n} bytes at {}, has {}",
@@ -352,15 +360,15 @@ impl<'a> Reader<'a> {
         self.pos += n;
         Ok(s)
     }
-    fn i16(&mut self) -> Result<i16, RecordError> {
+    pub(crate) fn i16(&mut self) -> Result<i16, RecordError> {
         let b = self.take(2)?;
         Ok(i16::from_be_bytes([b[0], b[1]]))
     }
-    fn i32(&mut self) -> Result<i32, RecordError> {
+    pub(crate) fn i32(&mut self) -> Result<i32, RecordError> {
         let b = self.take(4)?;
         Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
     }
-    fn i64(&mut self) -> Result<i64, RecordError> {
+    pub(crate) fn i64(&mut self) -> Result<i64, RecordError> {
         let b = self.take(8)?;
         let mut a = [0u8; 8];
         a.copy_from_slice(b);
@@ -376,7 +384,7 @@ impl<'a> Reader<'a> {
             .map(Some)
             .map_err(|_| RecordError("string is not UTF-8".into()))
     }
-    fn str(&mut self) -> Result<String, RecordError> {
+    pub(crate) fn str(&mut self) -> Result<String, RecordError> {
         self.nullable_str()?
             .ok_or_else(|| RecordError("null where a string is required".into()))
     }
@@ -387,10 +395,10 @@ impl<'a> Reader<'a> {
         }
         Ok(Bytes::copy_from_slice(self.take(len as usize)?))
     }
-    fn i8(&mut self) -> Result<i8, RecordError> {
+    pub(crate) fn i8(&mut self) -> Result<i8, RecordError> {
         Ok(self.take(1)?[0] as i8)
     }
-    fn uvarint(&mut self) -> Result<u64, RecordError> {
+    pub(crate) fn uvarint(&mut self) -> Result<u64, RecordError> {
         let mut v = 0u64;
         for shift in (0..64).step_by(7) {
             let b = self.take(1)?[0];
@@ -402,7 +410,7 @@ impl<'a> Reader<'a> {
         Err(RecordError("varint longer than 10 bytes".into()))
     }
     /// A compact array or string length: `None` for null.
-    fn compact_len(&mut self) -> Result<Option<usize>, RecordError> {
+    pub(crate) fn compact_len(&mut self) -> Result<Option<usize>, RecordError> {
         match self.uvarint()? {
             0 => Ok(None),
             n => usize::try_from(n - 1)
@@ -420,12 +428,12 @@ impl<'a> Reader<'a> {
             .map(Some)
             .map_err(|_| RecordError("string is not UTF-8".into()))
     }
-    fn compact_str(&mut self) -> Result<String, RecordError> {
+    pub(crate) fn compact_str(&mut self) -> Result<String, RecordError> {
         self.compact_nullable_str()?
             .ok_or_else(|| RecordError("null where a string is required".into()))
     }
     /// Skips a tagged-field section.
-    fn tagged_fields(&mut self) -> Result<(), RecordError> {
+    pub(crate) fn tagged_fields(&mut self) -> Result<(), RecordError> {
         let n = self.uvarint()?;
         for _ in 0..n {
             self.uvarint()?; // tag

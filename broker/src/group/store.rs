@@ -5,7 +5,11 @@
 //! and every partition is read back at start-up. In a cluster it is created through the
 //! controller with `offsets.topic.replication.factor` replicas and replicated like any
 //! topic; the coordinator reads a partition back when this node becomes its leader.
-//! Records are appended as non-transactional batches without a producer id.
+//! Records are appended as non-transactional batches without a producer id, except
+//! TxnOffsetCommit's, which are transactional batches of the committing producer (its id and
+//! epoch, base sequence 0, as Kafka's `CoordinatorRuntime` writes them); the COMMIT or ABORT
+//! marker the transaction coordinator later has written to the partition decides their fate,
+//! and replay reads markers as well as records ([`Replayed`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,8 +23,8 @@ use crate::cluster::partition::{Partition, PartitionError};
 use crate::cluster::replica_manager::{now_ms, ReplicaError, ReplicaManager};
 use crate::controller::{Controller, ControllerError};
 use crate::log::batch::testutil::{BatchBuilder, TestRecord};
-use crate::log::batch::{decompress_records, RecordBatch, RecordIter};
-use crate::log::Codec;
+use crate::log::batch::{decompress_records, parse_end_txn_marker, RecordBatch, RecordIter};
+use crate::log::{Codec, LogError};
 
 /// The internal topic's name, as in Kafka.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -40,10 +44,34 @@ pub struct OffsetsStore {
 }
 
 /// Where an append landed: the caller waits for the partition's high watermark to pass
-/// `last_offset` before it tells a client that the write is durable.
+/// `last_offset` before it tells a client that the write is durable. Record `i` of the batch
+/// sits at `first_offset + i`.
 pub struct Written {
     pub partition: Arc<Partition>,
+    pub first_offset: i64,
     pub last_offset: i64,
+}
+
+/// The producer of a transactional write: TxnOffsetCommit's producer id and epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxnProducer {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+}
+
+/// One thing read back from an offsets partition, in log order.
+#[derive(Debug)]
+pub enum Replayed<'a> {
+    /// A coordinator record at log offset `offset`; `txn` is the producer when the record is
+    /// part of a transaction (a transactional batch), pending until its marker.
+    Record {
+        key: RecordKey,
+        value: Option<&'a [u8]>,
+        offset: i64,
+        txn: Option<i64>,
+    },
+    /// A transaction marker (control batch) of `producer_id`: COMMIT or ABORT.
+    Marker { producer_id: i64, commit: bool },
 }
 
 /// How long FindCoordinator waits for a newly created offsets topic to reach this node's
@@ -149,6 +177,28 @@ impl OffsetsStore {
     /// (min.insync.replicas is checked first). Returns where it landed, or `None` when there
     /// was nothing to write.
     pub fn append(&self, group: &str, records: Vec<Record>) -> Result<Option<Written>, GroupError> {
+        self.append_batch(group, records, None)
+    }
+
+    /// Like [`Self::append`], as one transactional batch of `producer` (Kafka's transactional
+    /// coordinator write): its records stay outside the committed offsets until the
+    /// transaction's marker. The partition checks the producer epoch: an older one than the
+    /// partition has seen is refused (INVALID_PRODUCER_EPOCH).
+    pub fn append_transactional(
+        &self,
+        group: &str,
+        producer: TxnProducer,
+        records: Vec<Record>,
+    ) -> Result<Option<Written>, GroupError> {
+        self.append_batch(group, records, Some(producer))
+    }
+
+    fn append_batch(
+        &self,
+        group: &str,
+        records: Vec<Record>,
+        txn: Option<TxnProducer>,
+    ) -> Result<Option<Written>, GroupError> {
         if records.is_empty() {
             return Ok(None);
         }
@@ -169,11 +219,18 @@ impl OffsetsStore {
                 headers: Vec::new(),
             })
             .collect();
-        let info = part
-            .append_records_to_leader(b.build(), -1, now)
-            .map_err(write_error)?;
+        let info = match txn {
+            None => part.append_records_to_leader(b.build(), -1, now),
+            Some(p) => {
+                b = b.idempotent(p.producer_id, p.producer_epoch, 0);
+                b.transactional = true;
+                part.append_records_as_coordinator(b.build(), -1, now)
+            }
+        }
+        .map_err(write_error)?;
         Ok(Some(Written {
             partition: part,
+            first_offset: info.first_offset,
             last_offset: info.last_offset,
         }))
     }
@@ -196,29 +253,14 @@ impl OffsetsStore {
         }
     }
 
-    /// Reads every record of the topic, partition by partition in offset order, and hands
-    /// each (key, value) to `apply`. Undecodable records are logged and skipped.
-    pub fn replay(
-        &self,
-        mut apply: impl FnMut(RecordKey, Option<&[u8]>),
-    ) -> Result<usize, GroupError> {
-        let Some(topic) = self.replicas.topic(OFFSETS_TOPIC) else {
-            return Ok(0);
-        };
-        let mut count = 0;
-        for index in 0..topic.partitions {
-            count += self.replay_partition(index, &mut apply)?;
-        }
-        Ok(count)
-    }
-
-    /// Reads one partition from its log start offset to its log end offset. A new leader
-    /// reads past the high watermark: its log is the one followers will truncate to, so
-    /// every record in it becomes committed once they catch up.
+    /// Reads one partition from its log start offset to its log end offset, handing each
+    /// record and each transaction marker to `apply` in log order. A new leader reads past
+    /// the high watermark: its log is the one followers will truncate to, so every record in
+    /// it becomes committed once they catch up.
     pub fn replay_partition(
         &self,
         index: i32,
-        apply: &mut impl FnMut(RecordKey, Option<&[u8]>),
+        apply: &mut impl FnMut(Replayed<'_>),
     ) -> Result<usize, GroupError> {
         let Some(part) = self.replicas.partition(OFFSETS_TOPIC, index) else {
             return Ok(0);
@@ -246,6 +288,16 @@ impl OffsetsStore {
                 let h = batch.header();
                 offset = h.next_offset();
                 if h.is_control() {
+                    // Other control types (none is written here) and broken markers are
+                    // skipped, like undecodable records.
+                    match parse_end_txn_marker(&batch) {
+                        Ok(Some(m)) => apply(Replayed::Marker {
+                            producer_id: h.producer_id(),
+                            commit: m.commit,
+                        }),
+                        Ok(None) => {}
+                        Err(e) => tracing::warn!(error = %e, "skipping {OFFSETS_TOPIC} marker"),
+                    }
                     continue;
                 }
                 count += apply_batch(&batch, apply);
@@ -270,13 +322,17 @@ fn write_error(e: PartitionError) -> GroupError {
         PartitionError::NotEnoughReplicas { .. }
         | PartitionError::NotEnoughReplicasAfterAppend { .. }
         | PartitionError::RequestTimedOut => GroupError::CoordinatorNotAvailable,
+        // A transactional write of a producer epoch older than the partition has seen: the
+        // producer is a zombie (Kafka answers the error as the log raised it).
+        PartitionError::Log(LogError::InvalidProducerEpoch(_)) => GroupError::InvalidProducerEpoch,
         e if e.error_code() == 10 => GroupError::InvalidCommitOffsetSize,
         e => GroupError::Storage(e.to_string()),
     }
 }
 
-fn apply_batch(batch: &RecordBatch<'_>, apply: &mut impl FnMut(RecordKey, Option<&[u8]>)) -> usize {
+fn apply_batch(batch: &RecordBatch<'_>, apply: &mut impl FnMut(Replayed<'_>)) -> usize {
     let h = batch.header();
+    let txn = h.is_transactional().then(|| h.producer_id());
     let owned;
     let records: &[u8] = match h.codec() {
         Some(Codec::None) => batch.records_bytes(),
@@ -301,7 +357,12 @@ fn apply_batch(batch: &RecordBatch<'_>, apply: &mut impl FnMut(RecordKey, Option
         let Some(key) = r.key else { continue };
         match decode_key(key) {
             Ok(k) => {
-                apply(k, r.value);
+                apply(Replayed::Record {
+                    key: k,
+                    value: r.value,
+                    offset: h.base_offset() + r.offset_delta as i64,
+                    txn,
+                });
                 n += 1;
             }
             Err(e) => tracing::warn!(error = %e, "skipping {OFFSETS_TOPIC} record"),

@@ -27,6 +27,7 @@ fn admin() -> Committer {
         group_instance_id: None,
         generation_or_epoch: -1,
         api_version: 9,
+        transactional: false,
     }
 }
 
@@ -72,17 +73,20 @@ async fn offsets_survive_reopen_and_deletes_stick() {
         replicas.shutdown().unwrap();
     }
     let (_replicas, groups) = open(dir.path());
-    let got = groups.fetch_offsets("g1", None, None).unwrap();
+    let got = groups.fetch_offsets("g1", None, None, false).unwrap();
     assert_eq!(got.len(), 1);
     let (topic, parts) = &got[0];
     assert_eq!(topic, "t");
     let offsets: Vec<(i32, i64)> = parts
         .iter()
-        .map(|(p, v)| (*p, v.as_ref().unwrap().offset))
+        .map(|(p, v)| (*p, v.as_ref().unwrap().as_ref().unwrap().offset))
         .collect();
     assert_eq!(offsets, vec![(0, 6), (1, 7)]);
-    assert_eq!(parts[0].1.as_ref().unwrap().metadata, "m");
-    assert!(groups.fetch_offsets("g2", None, None).unwrap().is_empty());
+    assert_eq!(parts[0].1.as_ref().unwrap().as_ref().unwrap().metadata, "m");
+    assert!(groups
+        .fetch_offsets("g2", None, None, false)
+        .unwrap()
+        .is_empty());
     let listed: Vec<String> = groups
         .list(&[], &[])
         .into_iter()
@@ -103,6 +107,7 @@ async fn commits_are_checked_against_the_generation() {
         group_instance_id: None,
         generation_or_epoch: 3,
         api_version: 9,
+        transactional: false,
     };
     assert_eq!(
         groups
@@ -205,6 +210,7 @@ async fn classic_group_members_are_restored_from_the_group_record() {
         group_instance_id: None,
         generation_or_epoch: 1,
         api_version: 9,
+        transactional: false,
     };
     assert_eq!(
         groups
@@ -278,18 +284,36 @@ async fn offsets_of_empty_groups_expire_with_tombstones() {
             let mut st = groups.state.lock();
             let retention = groups.config.offsets_retention_ms;
             for v in st.groups.get_mut("old").unwrap().offsets.values_mut() {
-                v.commit_timestamp_ms -= retention + 1;
+                v.value.commit_timestamp_ms -= retention + 1;
             }
             groups.expire_offsets(&mut st);
         }
-        assert!(groups.fetch_offsets("old", None, None).unwrap().is_empty());
-        assert_eq!(groups.fetch_offsets("new", None, None).unwrap().len(), 1);
+        assert!(groups
+            .fetch_offsets("old", None, None, false)
+            .unwrap()
+            .is_empty());
+        assert_eq!(
+            groups
+                .fetch_offsets("new", None, None, false)
+                .unwrap()
+                .len(),
+            1
+        );
         replicas.shutdown().unwrap();
     }
     // The expiry was written as tombstones: it holds after a restart.
     let (_r, groups) = open(dir.path());
-    assert!(groups.fetch_offsets("old", None, None).unwrap().is_empty());
-    assert_eq!(groups.fetch_offsets("new", None, None).unwrap().len(), 1);
+    assert!(groups
+        .fetch_offsets("old", None, None, false)
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        groups
+            .fetch_offsets("new", None, None, false)
+            .unwrap()
+            .len(),
+        1
+    );
 }
 
 fn join_848(member_id: &str, epoch: i32, topics: Option<Vec<String>>) -> HeartbeatParams {
@@ -395,4 +419,354 @@ async fn consumer_group_members_are_restored_from_their_records() {
     assert_eq!(r.member_epoch, d.group_epoch);
     let all: usize = r.assignment.unwrap().values().map(|s| s.len()).sum();
     assert_eq!(all, 4, "a takes b's partitions");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Offsets inside transactions (TxnOffsetCommit, markers, replay)
+// ---------------------------------------------------------------------------------------------
+
+use super::store::TxnProducer;
+use crate::log::batch::testutil::build_control_batch;
+
+fn txn_committer() -> Committer {
+    Committer {
+        transactional: true,
+        api_version: 5,
+        ..admin()
+    }
+}
+
+fn producer(producer_id: i64, producer_epoch: i16) -> TxnProducer {
+    TxnProducer {
+        producer_id,
+        producer_epoch,
+    }
+}
+
+/// Writes a COMMIT or ABORT marker of `producer_id` to `group`'s offsets partition, as the
+/// WriteTxnMarkers handler does, then tells the coordinator.
+fn marker(
+    replicas: &ReplicaManager,
+    groups: &GroupCoordinator,
+    group: &str,
+    p: TxnProducer,
+    commit: bool,
+) {
+    let index = groups.offsets_partition_for(group);
+    let part = replicas.partition(OFFSETS_TOPIC, index).unwrap();
+    let batch = build_control_batch(p.producer_id, p.producer_epoch, commit, 0, now_ms());
+    part.append_marker_to_leader(batch, now_ms()).unwrap();
+    groups.complete_txn_offsets(index, p.producer_id, commit);
+}
+
+/// Topic "t" partitions 0..3 as OffsetFetch shows them: the committed offset, or the error.
+fn fetched(
+    groups: &GroupCoordinator,
+    group: &str,
+    require_stable: bool,
+) -> Vec<Result<Option<i64>, i16>> {
+    fetched_partitions(groups, group, vec![0, 1, 2], require_stable)
+}
+
+fn fetched_partitions(
+    groups: &GroupCoordinator,
+    group: &str,
+    partitions: Vec<i32>,
+    require_stable: bool,
+) -> Vec<Result<Option<i64>, i16>> {
+    let asked = Some(vec![("t".to_string(), partitions)]);
+    let got = groups
+        .fetch_offsets(group, None, asked, require_stable)
+        .unwrap();
+    got[0]
+        .1
+        .iter()
+        .map(|(_, r)| {
+            r.as_ref()
+                .map(|v| v.as_ref().map(|v| v.offset))
+                .map_err(|e| e.error_code())
+        })
+        .collect()
+}
+
+const UNSTABLE: i16 = 88;
+
+#[tokio::test]
+async fn txn_offsets_are_pending_until_their_marker() {
+    let dir = tempfile::tempdir().unwrap();
+    let (replicas, groups) = open(dir.path());
+    replicas
+        .create_topic("t", 3, 1, Default::default(), false)
+        .unwrap();
+    let who = txn_committer();
+    let p7 = producer(7, 0);
+    let codes = groups
+        .commit_txn_offsets("g", &who, p7, vec![commit("t", 0, 10), commit("t", 1, 11)])
+        .await;
+    assert_eq!(codes, vec![0, 0]);
+    assert_eq!(
+        fetched(&groups, "g", false),
+        vec![Ok(None), Ok(None), Ok(None)]
+    );
+    assert_eq!(
+        fetched(&groups, "g", true),
+        vec![Err(UNSTABLE), Err(UNSTABLE), Ok(None)],
+        "require_stable: UNSTABLE_OFFSET_COMMIT while the transaction is open"
+    );
+    marker(&replicas, &groups, "g", p7, true);
+    assert_eq!(
+        fetched(&groups, "g", true),
+        vec![Ok(Some(10)), Ok(Some(11)), Ok(None)]
+    );
+
+    // An aborted transaction leaves the committed offsets as they were.
+    let p8 = producer(8, 0);
+    groups
+        .commit_txn_offsets("g", &who, p8, vec![commit("t", 0, 20)])
+        .await;
+    marker(&replicas, &groups, "g", p8, false);
+    assert_eq!(
+        fetched(&groups, "g", true),
+        vec![Ok(Some(10)), Ok(Some(11)), Ok(None)]
+    );
+
+    // Log order decides between a transaction's offset and a plain commit: the plain commit
+    // written after the transactional record stays; the one written before is replaced.
+    let p9 = producer(9, 0);
+    groups
+        .commit_txn_offsets("g", &who, p9, vec![commit("t", 0, 30)])
+        .await;
+    groups
+        .commit_offsets("g", &admin(), vec![commit("t", 0, 31), commit("t", 1, 40)])
+        .await;
+    groups
+        .commit_txn_offsets("g", &who, p9, vec![commit("t", 1, 41)])
+        .await;
+    marker(&replicas, &groups, "g", p9, true);
+    assert_eq!(
+        fetched(&groups, "g", true),
+        vec![Ok(Some(31)), Ok(Some(41)), Ok(None)]
+    );
+
+    // A marker on another offsets partition does not complete this group's transaction.
+    let p10 = producer(10, 0);
+    groups
+        .commit_txn_offsets("g", &who, p10, vec![commit("t", 2, 50)])
+        .await;
+    let index = groups.offsets_partition_for("g");
+    groups.complete_txn_offsets((index + 1) % 3, p10.producer_id, true);
+    assert_eq!(fetched(&groups, "g", true)[2], Err(UNSTABLE));
+    marker(&replicas, &groups, "g", p10, true);
+    assert_eq!(fetched(&groups, "g", true)[2], Ok(Some(50)));
+}
+
+#[tokio::test]
+async fn txn_offset_commit_checks_the_group_and_the_producer_epoch() {
+    let dir = tempfile::tempdir().unwrap();
+    let (replicas, groups) = open(dir.path());
+    replicas
+        .create_topic("t", 3, 1, Default::default(), false)
+        .unwrap();
+    // A missing group with a generation: ILLEGAL_GENERATION at every version (OffsetCommit
+    // v9 would say GROUP_ID_NOT_FOUND).
+    let member = Committer {
+        member_id: "m".into(),
+        generation_or_epoch: 3,
+        ..txn_committer()
+    };
+    let p = producer(3, 1);
+    assert_eq!(
+        groups
+            .commit_txn_offsets("nogroup", &member, p, vec![commit("t", 0, 1)])
+            .await,
+        vec![22]
+    );
+    assert_eq!(
+        groups
+            .commit_txn_offsets(
+                "g",
+                &txn_committer(),
+                p,
+                vec![commit("t", 0, 1), commit("nope", 0, 1)]
+            )
+            .await,
+        vec![0, 3]
+    );
+    // The offsets partition has seen epoch 1 of producer 3: epoch 0 is a zombie.
+    assert_eq!(
+        groups
+            .commit_txn_offsets(
+                "g",
+                &txn_committer(),
+                producer(3, 0),
+                vec![commit("t", 0, 2)]
+            )
+            .await,
+        vec![47],
+        "INVALID_PRODUCER_EPOCH"
+    );
+}
+
+#[tokio::test]
+async fn txn_offsets_are_replayed_with_their_markers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (p1, p2, p3, p4) = (
+        producer(1, 0),
+        producer(2, 0),
+        producer(3, 0),
+        producer(4, 0),
+    );
+    {
+        let (replicas, groups) = open(dir.path());
+        replicas
+            .create_topic("t", 3, 1, Default::default(), false)
+            .unwrap();
+        let who = txn_committer();
+        groups
+            .commit_txn_offsets("g", &who, p1, vec![commit("t", 0, 5)])
+            .await;
+        groups
+            .commit_txn_offsets("g", &who, p2, vec![commit("t", 1, 6)])
+            .await;
+        groups
+            .commit_txn_offsets("g", &who, p3, vec![commit("t", 2, 7)])
+            .await;
+        groups
+            .commit_txn_offsets("g", &who, p4, vec![commit("t", 0, 8)])
+            .await;
+        groups
+            .commit_offsets("g", &admin(), vec![commit("t", 0, 9)])
+            .await;
+        marker(&replicas, &groups, "g", p1, true);
+        marker(&replicas, &groups, "g", p2, false);
+        marker(&replicas, &groups, "g", p4, true);
+        assert_eq!(
+            fetched(&groups, "g", true),
+            vec![Ok(Some(9)), Ok(None), Err(UNSTABLE)]
+        );
+        replicas.shutdown().unwrap();
+    }
+    // Committed applies, aborted is gone, the open transaction is pending again, and the
+    // plain commit written after producer 4's record still wins over it.
+    let (replicas, groups) = open(dir.path());
+    assert_eq!(
+        fetched(&groups, "g", false),
+        vec![Ok(Some(9)), Ok(None), Ok(None)]
+    );
+    assert_eq!(
+        fetched(&groups, "g", true),
+        vec![Ok(Some(9)), Ok(None), Err(UNSTABLE)]
+    );
+    marker(&replicas, &groups, "g", p3, true);
+    assert_eq!(
+        fetched(&groups, "g", true),
+        vec![Ok(Some(9)), Ok(None), Ok(Some(7))]
+    );
+}
+
+#[tokio::test]
+async fn deletes_drop_pending_txn_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let (p5, p6) = (producer(5, 0), producer(6, 0));
+    {
+        let (replicas, groups) = open(dir.path());
+        replicas
+            .create_topic("t", 3, 1, Default::default(), false)
+            .unwrap();
+        let who = txn_committer();
+        // OffsetDelete of a partition with only a pending offset writes its tombstone: the
+        // later COMMIT brings nothing back.
+        groups
+            .commit_txn_offsets("g", &who, p5, vec![commit("t", 0, 1)])
+            .await;
+        assert_eq!(
+            groups.delete_offsets("g", &[("t".into(), 0)]).await,
+            Ok(vec![0])
+        );
+        assert_eq!(fetched(&groups, "g", true)[0], Ok(None));
+        marker(&replicas, &groups, "g", p5, true);
+        assert_eq!(fetched(&groups, "g", true)[0], Ok(None));
+
+        // DeleteGroups of an empty group with a pending offset deletes it with the rest.
+        groups
+            .commit_offsets("h", &admin(), vec![commit("t", 0, 1)])
+            .await;
+        groups
+            .commit_txn_offsets("h", &who, p6, vec![commit("t", 1, 2)])
+            .await;
+        groups.delete_group("h").await.unwrap();
+        marker(&replicas, &groups, "h", p6, true);
+        assert_eq!(
+            fetched(&groups, "h", true),
+            vec![Ok(None), Ok(None), Ok(None)]
+        );
+        replicas.shutdown().unwrap();
+    }
+    let (_r, groups) = open(dir.path());
+    assert_eq!(
+        fetched(&groups, "g", true),
+        vec![Ok(None), Ok(None), Ok(None)]
+    );
+    assert_eq!(
+        fetched(&groups, "h", true),
+        vec![Ok(None), Ok(None), Ok(None)]
+    );
+    assert!(groups
+        .fetch_offsets("h", None, None, true)
+        .unwrap()
+        .is_empty());
+}
+
+/// A KIP-848 member's TxnOffsetCommit is checked against its epoch, and a stale epoch is
+/// ILLEGAL_GENERATION there (OffsetCommit says STALE_MEMBER_EPOCH).
+#[tokio::test]
+async fn txn_offset_commit_of_a_consumer_group_member_checks_its_epoch() {
+    let dir = tempfile::tempdir().unwrap();
+    let (replicas, groups) = open(dir.path());
+    replicas
+        .create_topic("t", 1, 1, Default::default(), false)
+        .unwrap();
+    let r = groups
+        .consumer_heartbeat("g", join_848("", 0, Some(vec!["t".into()])))
+        .unwrap();
+    assert!(r.member_epoch > 0);
+    let member = |epoch: i32, transactional: bool| Committer {
+        member_id: r.member_id.clone(),
+        generation_or_epoch: epoch,
+        transactional,
+        ..txn_committer()
+    };
+    let p = producer(21, 0);
+    let current = r.member_epoch;
+    assert_eq!(
+        groups
+            .commit_offsets("g", &member(current - 1, false), vec![commit("t", 0, 1)])
+            .await,
+        vec![113],
+        "STALE_MEMBER_EPOCH"
+    );
+    assert_eq!(
+        groups
+            .commit_txn_offsets("g", &member(current - 1, true), p, vec![commit("t", 0, 1)])
+            .await,
+        vec![22],
+        "ILLEGAL_GENERATION"
+    );
+    assert_eq!(
+        groups
+            .commit_txn_offsets("g", &member(current + 1, true), p, vec![commit("t", 0, 1)])
+            .await,
+        vec![110],
+        "FENCED_MEMBER_EPOCH"
+    );
+    assert_eq!(
+        groups
+            .commit_txn_offsets("g", &member(current, true), p, vec![commit("t", 0, 1)])
+            .await,
+        vec![0]
+    );
+    assert_eq!(
+        fetched_partitions(&groups, "g", vec![0], true),
+        vec![Err(UNSTABLE)]
+    );
 }

@@ -8,16 +8,20 @@
 //!   `recovery-point-offset-checkpoint`), checking each batch's CRC and offsets, rebuilding the
 //!   indexes, truncating at the first invalid batch and deleting the segments after it.
 //!   Segments wholly below the recovery point were fsynced and are only opened.
-//! - Then rebuild producer state from the newest snapshot, replaying the batches after it.
+//! - Then rebuild producer state from the newest snapshot, replaying the batches after it. The
+//!   aborted transaction indexes (`.txnindex`) of recovered segments are rebuilt by the same
+//!   replay, from the producer state as of the first recovered segment (a transaction aborted
+//!   there may have begun in an earlier segment), as Kafka's `LogSegment.recover` does.
 
 use std::collections::BTreeMap;
 use std::fs;
 use std::io;
 use std::path::Path;
 
-use super::batch::{decompress_records, RecordBatch, RecordIter};
-use super::producer_state::{delete_snapshots_after, ProducerStateManager};
+use super::batch::{parse_end_txn_marker, RecordBatch};
+use super::producer_state::{delete_snapshots_after, CompletedTxn, ProducerStateManager};
 use super::segment::{LogSegment, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
+use super::txn_index::TXN_INDEX_SUFFIX;
 use super::{LogConfig, LogError};
 
 /// Suffixes of files left behind by interrupted operations.
@@ -66,8 +70,9 @@ fn clean_dir(dir: &Path) -> io::Result<Vec<i64>> {
             fs::remove_file(e.path())?;
         } else if let Some(base) = parse_base(name, LOG_SUFFIX) {
             logs.push(base);
-        } else if let Some(base) =
-            parse_base(name, INDEX_SUFFIX).or_else(|| parse_base(name, TIME_INDEX_SUFFIX))
+        } else if let Some(base) = parse_base(name, INDEX_SUFFIX)
+            .or_else(|| parse_base(name, TIME_INDEX_SUFFIX))
+            .or_else(|| parse_base(name, TXN_INDEX_SUFFIX))
         {
             indexes.push((base, e.path()));
         }
@@ -111,6 +116,9 @@ pub fn load(
 
     let mut expected_next: Option<i64> = None;
     let mut truncated_at: Option<i64> = None;
+    // The first segment whose indexes recovery rebuilt: its `.txnindex` and every later one's
+    // are rebuilt from the producer state at its base.
+    let mut first_recovered: Option<i64> = None;
     for (i, &base) in bases.iter().enumerate() {
         if truncated_at.is_some() {
             // Everything after a torn segment is unflushed data from after the tear.
@@ -138,6 +146,7 @@ pub fn load(
         // A segment needs recovery if it may hold unflushed data or its indexes are in doubt.
         let unflushed = !had_clean_shutdown && next_base.is_none_or(|nb| nb > recovery_point);
         if unflushed || !opened.indexes_ok {
+            first_recovered.get_or_insert(base);
             let result = seg.recover(expected_next)?;
             if result.truncated_bytes > 0 {
                 tracing::warn!(
@@ -184,7 +193,18 @@ pub fn load(
         .min(log_end_offset);
     let recovery_point = recovery_point.min(log_end_offset);
 
-    let producer_state = rebuild_producer_state(dir, &segments, log_start_offset, log_end_offset)?;
+    let producer_state = match first_recovered {
+        None => rebuild_producer_state(dir, &mut segments, log_start_offset, log_end_offset)?,
+        Some(from) => {
+            let mut state = rebuild_producer_state(dir, &mut segments, log_start_offset, from)?;
+            for seg in segments.range_mut(from..).map(|(_, s)| s) {
+                seg.txn_index_mut().reset()?;
+            }
+            replay(&mut state, &mut segments, from, log_end_offset, true)?;
+            state.advance_to(log_end_offset);
+            state
+        }
+    };
     Ok(Loaded {
         segments,
         log_start_offset,
@@ -194,18 +214,18 @@ pub fn load(
     })
 }
 
-/// Producer state as of `log_end_offset`: the newest usable snapshot plus a replay of the
-/// batches after it. Snapshots past the log end (truncated data) are deleted.
+/// Producer state as of `end_offset`: the newest usable snapshot at or below it plus a replay
+/// of the batches after it, up to `end_offset`. Snapshots past it are deleted (they describe
+/// truncated data, or data the caller replays itself).
 pub fn rebuild_producer_state(
     dir: &Path,
-    segments: &BTreeMap<i64, LogSegment>,
+    segments: &mut BTreeMap<i64, LogSegment>,
     log_start_offset: i64,
-    log_end_offset: i64,
+    end_offset: i64,
 ) -> Result<ProducerStateManager, LogError> {
-    delete_snapshots_after(dir, log_end_offset)?;
+    delete_snapshots_after(dir, end_offset)?;
     let first_base = segments.keys().next().copied().unwrap_or(log_start_offset);
-    let mut state = match ProducerStateManager::load_latest_snapshot(dir, i64::MIN, log_end_offset)?
-    {
+    let mut state = match ProducerStateManager::load_latest_snapshot(dir, i64::MIN, end_offset)? {
         Some(s) => s,
         None => {
             let mut s = ProducerStateManager::new();
@@ -214,59 +234,84 @@ pub fn rebuild_producer_state(
         }
     };
     let start = state.map_end_offset().max(first_base);
-    for seg in segments.values() {
-        if seg.next_offset() <= start {
-            continue;
-        }
-        seg.for_each_batch_from(start, |_, batch| {
-            if batch.header().base_offset() >= start {
-                apply_to_producer_state(&mut state, &batch);
-            }
-            Ok(true)
-        })?;
-    }
-    state.advance_to(log_end_offset);
+    replay(&mut state, segments, start, end_offset, false)?;
+    state.advance_to(end_offset);
     Ok(state)
 }
 
-/// Replays one stored batch into producer state without sequence checks (recovery and followers).
-pub fn apply_to_producer_state(state: &mut ProducerStateManager, batch: &RecordBatch<'_>) {
+/// Replays the stored batches with base offsets in `[from, to)` into `state`. With
+/// `rebuild_txn_index`, each transaction an ABORT marker ends gets its entry in the
+/// `.txnindex` of the segment holding the marker (whose index the caller emptied).
+fn replay(
+    state: &mut ProducerStateManager,
+    segments: &mut BTreeMap<i64, LogSegment>,
+    from: i64,
+    to: i64,
+    rebuild_txn_index: bool,
+) -> Result<(), LogError> {
+    for seg in segments.values_mut() {
+        if seg.next_offset() <= from || seg.base_offset() >= to {
+            continue;
+        }
+        let mut aborted = Vec::new();
+        seg.for_each_batch_from(from, |_, batch| {
+            let base = batch.header().base_offset();
+            if base >= to {
+                return Ok(false);
+            }
+            if base >= from {
+                if let Some(txn) = apply_to_producer_state(state, &batch) {
+                    if txn.is_aborted {
+                        aborted.push(txn.aborted_txn());
+                    }
+                }
+            }
+            Ok(true)
+        })?;
+        if rebuild_txn_index {
+            for txn in aborted {
+                seg.txn_index_mut().append(txn)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Replays one stored batch into producer state without sequence checks (recovery and
+/// followers). Returns the transaction a COMMIT or ABORT marker ended, if any.
+pub fn apply_to_producer_state(
+    state: &mut ProducerStateManager,
+    batch: &RecordBatch<'_>,
+) -> Option<CompletedTxn> {
     let h = batch.header();
     if !h.has_producer_id() {
         state.advance_to(h.next_offset());
-        return;
-    }
-    if h.is_control() {
-        let coordinator_epoch = control_coordinator_epoch(batch).unwrap_or(-1);
-        state.complete_txn(
-            h.producer_id(),
-            h.producer_epoch(),
-            coordinator_epoch,
-            h.last_offset(),
-            h.max_timestamp(),
-        );
-    } else {
-        state.update(
-            h.producer_id(),
-            h.producer_epoch(),
-            h.base_sequence(),
-            h.last_sequence(),
-            h.base_offset(),
-            h.last_offset(),
-            h.max_timestamp(),
-            h.is_transactional(),
-        );
-    }
-}
-
-/// The coordinator epoch in a transaction marker's value (i16 version, i32 epoch).
-fn control_coordinator_epoch(batch: &RecordBatch<'_>) -> Option<i32> {
-    let codec = batch.header().codec()?;
-    let raw = decompress_records(codec, batch.records_bytes()).ok()?;
-    let record = RecordIter::new(&raw).next()?.ok()?;
-    let v = record.value?;
-    if v.len() < 6 {
         return None;
     }
-    Some(i32::from_be_bytes([v[2], v[3], v[4], v[5]]))
+    if h.is_control() {
+        // Only coordinators write control batches, and their markers are checked then; a
+        // control batch of another kind (or unreadable) ends nothing.
+        let Some(marker) = parse_end_txn_marker(batch).ok().flatten() else {
+            state.advance_to(h.next_offset());
+            return None;
+        };
+        return state.append_marker(
+            h.producer_id(),
+            h.producer_epoch(),
+            marker,
+            h.base_offset(),
+            h.max_timestamp(),
+        );
+    }
+    state.update(
+        h.producer_id(),
+        h.producer_epoch(),
+        h.base_sequence(),
+        h.last_sequence(),
+        h.base_offset(),
+        h.last_offset(),
+        h.max_timestamp(),
+        h.is_transactional(),
+    );
+    None
 }

@@ -28,19 +28,24 @@ pub mod loader;
 pub mod producer_state;
 pub mod segment;
 pub mod time_index;
+pub mod txn_index;
 pub mod unified_log;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod txn_tests;
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use kafka_protocol::ResponseError;
 
 pub use batch::{AppendOrigin, BatchHeader, Codec, RecordBatch};
-pub use producer_state::{BatchMetadata, ProducerStateEntry, ProducerStateManager};
+pub use producer_state::{BatchMetadata, CompletedTxn, ProducerStateEntry, ProducerStateManager};
+pub use txn_index::AbortedTxn;
 pub use unified_log::UnifiedLog;
 
 /// Upper bound of one [`FetchSlice`] read, whatever the caller asks for: fetch.max.bytes and
@@ -65,6 +70,13 @@ pub enum LogError {
     /// INVALID_PRODUCER_EPOCH (47): an epoch older than the producer's current one.
     #[error("invalid producer epoch: {0}")]
     InvalidProducerEpoch(String),
+    /// INVALID_TXN_STATE (48): a non-transactional batch from a producer with an open
+    /// transaction.
+    #[error("invalid transaction state: {0}")]
+    InvalidTxnState(String),
+    /// TRANSACTION_COORDINATOR_FENCED (52): a marker from an older coordinator epoch.
+    #[error("transaction coordinator fenced: {0}")]
+    TransactionCoordinatorFenced(String),
     /// OFFSET_OUT_OF_RANGE (1): outside [log start offset, log end offset].
     #[error("offset {offset} out of range [{log_start_offset}, {log_end_offset}]")]
     OffsetOutOfRange {
@@ -97,6 +109,10 @@ impl LogError {
             LogError::MessageTooLarge { .. } => 10,
             LogError::OutOfOrderSequence(_) => 45,
             LogError::InvalidProducerEpoch(_) => 47,
+            LogError::InvalidTxnState(_) => ResponseError::InvalidTxnState.code(),
+            LogError::TransactionCoordinatorFenced(_) => {
+                ResponseError::TransactionCoordinatorFenced.code()
+            }
             LogError::OffsetOutOfRange { .. } => 1,
             LogError::InvalidTimestamp(_) => 32,
             LogError::UnsupportedCompression(_) => 76,
@@ -234,6 +250,21 @@ impl FetchSlice {
         buf.truncate(keep);
         Ok(Bytes::from(buf))
     }
+}
+
+/// The offset after the last whole batch in `buf` (a fetch's records), `None` if it holds none.
+pub fn next_offset_after(buf: &[u8]) -> Option<i64> {
+    let mut pos = 0;
+    let mut next = None;
+    while let Some(size) = batch::batch_size_at(&buf[pos..]) {
+        if pos + size > buf.len() {
+            break;
+        }
+        let h = BatchHeader::new(&buf[pos..])?;
+        next = Some(h.next_offset());
+        pos += size;
+    }
+    next
 }
 
 /// Length of the prefix of `buf` made of whole batches with base offset < `max_offset_exclusive`.

@@ -7,12 +7,12 @@
 //! rebuilt by replaying batches, and snapshot files (`<20-digit offset>.snapshot`) bound how much
 //! of the log a restart has to replay.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use super::batch::{increment_sequence, AppendOrigin, NO_SEQUENCE};
+use super::batch::{increment_sequence, AppendOrigin, EndTxnMarker, NO_SEQUENCE};
 use super::LogError;
 
 /// Batches remembered per producer (Kafka's NUM_BATCHES_TO_RETAIN).
@@ -133,12 +133,49 @@ pub enum SequenceCheck {
     Duplicate(BatchMetadata),
 }
 
+/// A transaction that a marker just ended (Kafka's `CompletedTxn`), with the last stable
+/// offset its `.txnindex` entry records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompletedTxn {
+    /// The transaction's producer.
+    pub producer_id: i64,
+    /// Offset of its first record.
+    pub first_offset: i64,
+    /// Offset of the marker that ended it.
+    pub last_offset: i64,
+    /// Ended by an ABORT marker.
+    pub is_aborted: bool,
+    /// Kafka's `ProducerStateManager.lastStableOffset(completedTxn)`: the first offset of the
+    /// earliest transaction still open of another producer, else the marker's offset + 1.
+    pub last_stable_offset: i64,
+}
+
+impl CompletedTxn {
+    /// The entry for the aborted transaction index.
+    pub fn aborted_txn(&self) -> super::txn_index::AbortedTxn {
+        super::txn_index::AbortedTxn {
+            producer_id: self.producer_id,
+            first_offset: self.first_offset,
+            last_offset: self.last_offset,
+            last_stable_offset: self.last_stable_offset,
+        }
+    }
+}
+
 /// All producers' state for one partition.
 #[derive(Debug, Default)]
 pub struct ProducerStateManager {
     producers: HashMap<i64, ProducerStateEntry>,
     /// The state reflects every batch below this offset.
     map_end_offset: i64,
+    /// Open transactions: first offset -> producer id (Kafka's `ongoingTxns`). Mirrors each
+    /// entry's `current_txn_first_offset`, ordered so the earliest is found at once.
+    ongoing_txns: BTreeMap<i64, i64>,
+    /// Ended transactions whose marker may not be replicated yet: first offset -> marker
+    /// offset (Kafka's `unreplicatedTxns`). They stay unstable until the high watermark
+    /// passes the marker ([`Self::on_high_watermark_updated`]), so that no reader sees their
+    /// records before every in-sync replica knows how they ended.
+    unreplicated_txns: BTreeMap<i64, i64>,
 }
 
 fn in_sequence(last_seq: i32, next_seq: i32) -> bool {
@@ -176,12 +213,37 @@ impl ProducerStateManager {
         self.producers.values()
     }
 
-    /// The smallest first offset of an open transaction: reads at or past it are not yet stable.
+    /// The earliest offset that is not yet stable (Kafka's `firstUnstableOffset`): the first
+    /// offset of an open transaction, or of an ended one whose marker the high watermark has
+    /// not passed yet. O(log n): two ordered maps.
     pub fn first_unstable_offset(&self) -> Option<i64> {
-        self.producers
-            .values()
-            .filter_map(|p| p.current_txn_first_offset)
-            .min()
+        let ongoing = self.ongoing_txns.keys().next().copied();
+        let unreplicated = self.unreplicated_txns.keys().next().copied();
+        match (ongoing, unreplicated) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The earliest first offset of an open transaction (Kafka's `firstUndecidedOffset`).
+    pub fn first_undecided_offset(&self) -> Option<i64> {
+        self.ongoing_txns.keys().next().copied()
+    }
+
+    /// The high watermark moved: transactions whose marker is below it are stable now.
+    pub fn on_high_watermark_updated(&mut self, high_watermark: i64) {
+        if !self.unreplicated_txns.is_empty() {
+            self.unreplicated_txns
+                .retain(|_, marker| *marker >= high_watermark);
+        }
+    }
+
+    /// The log start offset moved: forget ended transactions below it (Kafka's
+    /// `onLogStartOffsetIncremented`).
+    pub fn on_log_start_offset_incremented(&mut self, log_start_offset: i64) {
+        self.unreplicated_txns
+            .retain(|_, marker| *marker >= log_start_offset);
+        self.map_end_offset = self.map_end_offset.max(log_start_offset);
     }
 
     /// Kafka's duplicate, epoch and sequence rules for a data batch, without changing state.
@@ -193,6 +255,7 @@ impl ProducerStateManager {
         epoch: i16,
         first_seq: i32,
         last_seq: i32,
+        is_transactional: bool,
         origin: AppendOrigin,
     ) -> Result<SequenceCheck, LogError> {
         let Some(entry) = self.producers.get(&producer_id) else {
@@ -211,6 +274,12 @@ impl ProducerStateManager {
             return Err(LogError::InvalidProducerEpoch(format!(
                 "producer {producer_id} epoch {epoch} is older than the current epoch {}",
                 entry.producer_epoch
+            )));
+        }
+        if entry.current_txn_first_offset.is_some() && !is_transactional {
+            // Kafka's `ProducerAppendInfo.appendDataBatch`: no plain write inside a transaction.
+            return Err(LogError::InvalidTxnState(format!(
+                "producer {producer_id} wrote a non-transactional batch while its transaction is open"
             )));
         }
         if origin != AppendOrigin::Client || entry.producer_epoch == NO_PRODUCER_EPOCH {
@@ -259,21 +328,54 @@ impl ProducerStateManager {
             },
         );
         if is_transactional && entry.current_txn_first_offset.is_none() {
+            // The producer's first transactional batch since its last marker begins a transaction.
             entry.current_txn_first_offset = Some(first_offset);
+            self.ongoing_txns.insert(first_offset, producer_id);
         }
         self.map_end_offset = self.map_end_offset.max(last_offset + 1);
     }
 
-    /// Records a transaction marker: the producer's open transaction ends. The epoch may move
-    /// forward (Kafka bumps it on abort after a timeout); the retained batches are then dropped.
-    pub fn complete_txn(
-        &mut self,
+    /// Kafka's checks of a marker a coordinator writes (`ProducerAppendInfo.appendEndTxnMarker`):
+    /// an epoch older than the producer's is INVALID_PRODUCER_EPOCH, a coordinator epoch older
+    /// than the last marker's is TRANSACTION_COORDINATOR_FENCED (a zombie coordinator). A newer
+    /// producer epoch is accepted (the coordinator bumped it, e.g. aborting on a timeout).
+    pub fn check_marker(
+        &self,
         producer_id: i64,
         epoch: i16,
         coordinator_epoch: i32,
+    ) -> Result<(), LogError> {
+        let Some(entry) = self.producers.get(&producer_id) else {
+            return Ok(());
+        };
+        if epoch < entry.producer_epoch {
+            return Err(LogError::InvalidProducerEpoch(format!(
+                "marker epoch {epoch} is older than producer {producer_id}'s epoch {}",
+                entry.producer_epoch
+            )));
+        }
+        if coordinator_epoch < entry.coordinator_epoch {
+            return Err(LogError::TransactionCoordinatorFenced(format!(
+                "marker of producer {producer_id} from coordinator epoch {coordinator_epoch}, \
+                 older than {}",
+                entry.coordinator_epoch
+            )));
+        }
+        Ok(())
+    }
+
+    /// Records a transaction marker at `offset`: the producer's open transaction ends (Kafka's
+    /// `appendEndTxnMarker` then `completeTxn`). The epoch may move forward (a coordinator bumps
+    /// it when it aborts on a timeout); the retained batches are then dropped. Returns the ended
+    /// transaction, `None` for a marker with no transaction open (it changes no offset).
+    pub fn append_marker(
+        &mut self,
+        producer_id: i64,
+        epoch: i16,
+        marker: EndTxnMarker,
         offset: i64,
         timestamp: i64,
-    ) {
+    ) -> Option<CompletedTxn> {
         let entry = self
             .producers
             .entry(producer_id)
@@ -282,10 +384,23 @@ impl ProducerStateManager {
             entry.batches.clear();
             entry.producer_epoch = epoch;
         }
-        entry.coordinator_epoch = coordinator_epoch;
-        entry.current_txn_first_offset = None;
+        entry.coordinator_epoch = marker.coordinator_epoch;
         entry.last_timestamp = timestamp;
+        let first_offset = entry.current_txn_first_offset.take();
         self.map_end_offset = self.map_end_offset.max(offset + 1);
+        let first_offset = first_offset?;
+        self.ongoing_txns.remove(&first_offset);
+        // Computed once this transaction is out of the open set: the earliest open one left
+        // belongs to another producer (a producer has one transaction open at a time).
+        let last_stable_offset = self.first_undecided_offset().unwrap_or(offset + 1);
+        self.unreplicated_txns.insert(first_offset, offset);
+        Some(CompletedTxn {
+            producer_id,
+            first_offset,
+            last_offset: offset,
+            is_aborted: !marker.commit,
+            last_stable_offset,
+        })
     }
 
     /// Marks the state as covering every offset below `offset` (after appends without producers).
@@ -296,6 +411,8 @@ impl ProducerStateManager {
     /// Forgets everything; state will be rebuilt from `offset`.
     pub fn reset(&mut self, offset: i64) {
         self.producers.clear();
+        self.ongoing_txns.clear();
+        self.unreplicated_txns.clear();
         self.map_end_offset = offset;
     }
 
@@ -368,6 +485,7 @@ impl ProducerStateManager {
             return None;
         }
         let mut producers = HashMap::with_capacity(count);
+        let mut ongoing_txns = BTreeMap::new();
         for _ in 0..count {
             let producer_id = r.i64()?;
             let producer_epoch = r.i16()?;
@@ -396,6 +514,9 @@ impl ProducerStateManager {
                 current_txn_first_offset: (txn >= 0).then_some(txn),
                 batches,
             };
+            if let Some(first) = entry.current_txn_first_offset {
+                ongoing_txns.insert(first, producer_id);
+            }
             producers.insert(producer_id, entry);
         }
         if r.pos != body.len() {
@@ -404,6 +525,10 @@ impl ProducerStateManager {
         Some(ProducerStateManager {
             producers,
             map_end_offset,
+            ongoing_txns,
+            // Kafka's snapshots do not keep them either: after a restart the high watermark
+            // starts at the checkpoint, at or above every marker the old run acknowledged.
+            unreplicated_txns: BTreeMap::new(),
         })
     }
 
@@ -544,7 +669,7 @@ mod tests {
         offset: i64,
     ) -> Result<SequenceCheck, LogError> {
         let last = increment_sequence(first, n - 1);
-        let r = m.check(pid, epoch, first, last, C)?;
+        let r = m.check(pid, epoch, first, last, false, C)?;
         if r == SequenceCheck::Accept {
             m.update(
                 pid,
@@ -656,6 +781,70 @@ mod tests {
                 .unwrap()
                 .is_none()
         );
+    }
+
+    fn marker(commit: bool, coordinator_epoch: i32) -> EndTxnMarker {
+        EndTxnMarker {
+            commit,
+            coordinator_epoch,
+        }
+    }
+
+    #[test]
+    fn transactions_open_and_complete_in_first_offset_order() {
+        let mut m = ProducerStateManager::new();
+        m.update(1, 0, 0, 1, 10, 11, 0, true);
+        m.update(2, 0, 0, 0, 12, 12, 0, true);
+        m.update(1, 0, 2, 2, 13, 13, 0, true);
+        assert_eq!(m.get(1).unwrap().current_txn_first_offset, Some(10));
+        assert_eq!(m.first_unstable_offset(), Some(10));
+        let done = m.append_marker(1, 0, marker(false, 3), 14, 0).unwrap();
+        assert_eq!(
+            done,
+            CompletedTxn {
+                producer_id: 1,
+                first_offset: 10,
+                last_offset: 14,
+                is_aborted: true,
+                last_stable_offset: 12,
+            }
+        );
+        assert_eq!(m.first_undecided_offset(), Some(12));
+        assert_eq!(
+            m.first_unstable_offset(),
+            Some(10),
+            "marker not replicated yet"
+        );
+        m.on_high_watermark_updated(15);
+        assert_eq!(m.first_unstable_offset(), Some(12));
+        // A snapshot keeps the open transaction.
+        let back = ProducerStateManager::decode_snapshot(&m.encode_snapshot()).unwrap();
+        assert_eq!(back.first_unstable_offset(), Some(12));
+        assert_eq!(back.get(1).unwrap().coordinator_epoch, 3);
+        let done = m.append_marker(2, 0, marker(true, 3), 15, 0).unwrap();
+        assert_eq!((done.is_aborted, done.last_stable_offset), (false, 16));
+        // A marker with no open transaction ends nothing.
+        assert_eq!(m.append_marker(2, 0, marker(true, 3), 16, 0), None);
+        m.on_high_watermark_updated(17);
+        assert_eq!(m.first_unstable_offset(), None);
+    }
+
+    #[test]
+    fn marker_checks_follow_kafka() {
+        let mut m = ProducerStateManager::new();
+        assert!(m.check_marker(5, 0, 0).is_ok(), "unknown producer");
+        m.update(5, 2, 0, 0, 0, 0, 0, true);
+        m.append_marker(5, 2, marker(false, 4), 1, 0);
+        assert_eq!(m.check_marker(5, 1, 4).unwrap_err().error_code(), 47);
+        assert_eq!(m.check_marker(5, 2, 3).unwrap_err().error_code(), 52);
+        assert!(
+            m.check_marker(5, 3, 4).is_ok(),
+            "a bumped epoch is accepted"
+        );
+        m.update(6, 0, 0, 0, 2, 2, 0, true);
+        let plain = m.check(6, 0, 1, 1, false, C);
+        assert_eq!(plain.unwrap_err().error_code(), 48);
+        assert!(m.check(6, 0, 1, 1, true, C).is_ok());
     }
 
     /// A plain model of Kafka's rules: the full history per producer, scanned naively.

@@ -1,5 +1,5 @@
-//! One log segment: `<base>.log` with its `.index` and `.timeindex`, named by the 20-digit
-//! zero-padded base offset as Kafka names them.
+//! One log segment: `<base>.log` with its `.index`, `.timeindex` and `.txnindex`, named by
+//! the 20-digit zero-padded base offset as Kafka names them.
 //!
 //! The `.log` file is shared as an `Arc<File>` so fetches can read it with positional reads
 //! outside the partition lock; appends use positional writes at `size`, so readers that bound
@@ -14,6 +14,7 @@ use std::sync::Arc;
 use super::batch::{batch_size_at, BatchHeader, RecordBatch, HEADER_LEN, LOG_OVERHEAD, MAGIC_V2};
 use super::index::{OffsetIndex, OffsetPosition};
 use super::time_index::{TimeIndex, TimestampOffset};
+use super::txn_index::{TransactionIndex, TXN_INDEX_SUFFIX};
 use super::LogError;
 
 /// Suffix of segment data files.
@@ -186,6 +187,8 @@ pub struct LogSegment {
     size: u64,
     offset_index: OffsetIndex,
     time_index: TimeIndex,
+    /// Aborted transactions whose ABORT marker is in this segment.
+    txn_index: TransactionIndex,
     index_interval_bytes: u64,
     bytes_since_last_index_entry: u64,
     /// Largest batch maxTimestamp so far, and the last offset of that batch.
@@ -228,6 +231,7 @@ impl LogSegment {
         let (offset_index, _) = OffsetIndex::open(&idx_path, base_offset, index_max_bytes, 0)?;
         let (time_index, _) =
             TimeIndex::open(&tidx_path, base_offset, index_max_bytes, base_offset)?;
+        let txn_index = TransactionIndex::create(segment_file(dir, base_offset, TXN_INDEX_SUFFIX))?;
         Ok(LogSegment {
             base_offset,
             dir: dir.to_path_buf(),
@@ -235,6 +239,7 @@ impl LogSegment {
             size: 0,
             offset_index,
             time_index,
+            txn_index,
             index_interval_bytes,
             bytes_since_last_index_entry: 0,
             max_timestamp_so_far: TimestampOffset {
@@ -276,6 +281,10 @@ impl LogSegment {
             .map(|d| d.as_millis() as i64)
             .unwrap_or(now_ms);
         let (time_index, _) = TimeIndex::open(&tidx_path, base_offset, index_max_bytes, i64::MAX)?;
+        let (txn_index, txn_idx_ok) = TransactionIndex::open(
+            segment_file(dir, base_offset, TXN_INDEX_SUFFIX),
+            base_offset,
+        )?;
         let mut seg = LogSegment {
             base_offset,
             dir: dir.to_path_buf(),
@@ -283,6 +292,7 @@ impl LogSegment {
             size,
             offset_index,
             time_index,
+            txn_index,
             index_interval_bytes,
             bytes_since_last_index_entry: 0,
             max_timestamp_so_far: TimestampOffset {
@@ -293,7 +303,8 @@ impl LogSegment {
             created_ms,
             next_offset: base_offset,
         };
-        let mut ok = idx_ok && (idx_existed || size == 0) && (tidx_existed || size == 0);
+        let mut ok =
+            idx_ok && txn_idx_ok && (idx_existed || size == 0) && (tidx_existed || size == 0);
         if let Some(last) = seg.time_index.last_entry() {
             seg.max_timestamp_so_far = last;
         }
@@ -350,6 +361,15 @@ impl LogSegment {
             if last.offset >= next_offset.max(base_offset + 1) {
                 ok = false;
             }
+        }
+        if seg
+            .txn_index
+            .entries()
+            .last()
+            .is_some_and(|t| t.last_offset >= next_offset)
+        {
+            // An entry for a marker the log does not hold.
+            ok = false;
         }
         Ok(OpenedSegment {
             segment: seg,
@@ -566,9 +586,12 @@ impl LogSegment {
     /// CRC and offsets, and truncates the file at the first invalid batch (a torn tail).
     /// `expected_first_offset` is where the first batch must start (the previous segment's end),
     /// if known.
+    /// The aborted transaction index is emptied; the caller rebuilds it by replaying markers
+    /// through the producer state (it needs the transactions begun in earlier segments).
     pub fn recover(&mut self, expected_first_offset: Option<i64>) -> io::Result<RecoveryResult> {
         self.offset_index.reset()?;
         self.time_index.reset()?;
+        self.txn_index.reset()?;
         self.bytes_since_last_index_entry = 0;
         self.max_timestamp_so_far = TimestampOffset {
             timestamp: -1,
@@ -631,6 +654,7 @@ impl LogSegment {
         self.size = cut;
         self.offset_index.truncate_to_position(cut)?;
         self.time_index.truncate_to(offset)?;
+        self.txn_index.truncate_to(offset)?;
         // Recompute what depends on the removed tail.
         self.max_timestamp_so_far = TimestampOffset {
             timestamp: -1,
@@ -669,16 +693,32 @@ impl LogSegment {
         Ok(removed)
     }
 
-    /// fsync the log and both indexes.
+    /// fsync the log and its indexes.
     pub fn flush(&self) -> io::Result<()> {
         self.log.sync_all()?;
         self.offset_index.flush()?;
-        self.time_index.flush()
+        self.time_index.flush()?;
+        self.txn_index.flush()
     }
 
-    /// Deletes the three files of this segment.
+    /// The aborted transaction index.
+    pub fn txn_index(&self) -> &TransactionIndex {
+        &self.txn_index
+    }
+
+    /// The aborted transaction index, for appends and rebuilds.
+    pub fn txn_index_mut(&mut self) -> &mut TransactionIndex {
+        &mut self.txn_index
+    }
+
+    /// Deletes the files of this segment.
     pub fn delete_files(&self) -> io::Result<()> {
-        for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+        for suffix in [
+            LOG_SUFFIX,
+            INDEX_SUFFIX,
+            TIME_INDEX_SUFFIX,
+            TXN_INDEX_SUFFIX,
+        ] {
             match std::fs::remove_file(segment_file(&self.dir, self.base_offset, suffix)) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}

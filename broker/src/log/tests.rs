@@ -5,9 +5,7 @@ use std::path::Path;
 
 use bytes::Bytes;
 
-use super::batch::testutil::{
-    build_batch, build_control_batch, build_idempotent_batch, BatchBuilder,
-};
+use super::batch::testutil::{build_batch, build_idempotent_batch, BatchBuilder};
 use super::batch::{BatchHeader, Codec, RecordBatch};
 use super::segment::{segment_file, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
 use super::*;
@@ -699,31 +697,6 @@ fn follower_append_copies_batches_and_state() {
             .error_code(),
         2
     );
-}
-
-#[test]
-fn transactions_track_first_unstable_offset() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut log = open(dir.path(), LogConfig::default(), true);
-    let mut b = BatchBuilder::new(NOW).idempotent(3, 0, 0).records(2, 5);
-    b.transactional = true;
-    log.append_as_leader(build_batch(1, 1, NOW), 0, NOW)
-        .unwrap();
-    let info = log.append_as_leader(b.build(), 0, NOW).unwrap();
-    assert_eq!(
-        log.producer_state().first_unstable_offset(),
-        Some(info.first_offset)
-    );
-    assert_eq!(
-        log.append_as_leader(build_control_batch(3, 0, true, 4, NOW), 0, NOW)
-            .unwrap_err()
-            .error_code(),
-        87
-    );
-    log.append_as_coordinator(build_control_batch(3, 0, true, 4, NOW), 0, NOW)
-        .unwrap();
-    assert_eq!(log.producer_state().first_unstable_offset(), None);
-    assert_eq!(log.producer_state().get(3).unwrap().coordinator_epoch, 4);
 }
 
 #[test]

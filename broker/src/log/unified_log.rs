@@ -9,13 +9,14 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::batch::{
-    self, decompress_records, validate_produce, AppendOrigin, RecordBatch, RecordIter,
-    ValidatedBatch, HEADER_LEN,
+    self, decompress_records, parse_end_txn_marker, validate_produce, AppendOrigin, EndTxnMarker,
+    RecordBatch, RecordIter, ValidatedBatch, HEADER_LEN,
 };
 use super::leader_epoch::LeaderEpochCache;
 use super::loader::{self, apply_to_producer_state, fsync_dir, LogCheckpoints};
 use super::producer_state::{ProducerStateManager, SequenceCheck};
 use super::segment::{AppendedBatch, LogSegment};
+use super::txn_index::AbortedTxn;
 use super::{FetchSlice, LogAppendInfo, LogConfig, LogError, TimestampType, FETCH_SLICE_MAX_BYTES};
 
 /// Batches up to this size are copied into a scratch buffer with their patched header and
@@ -243,12 +244,14 @@ impl UnifiedLog {
         self.check_usable()?;
         let v = validate_produce(records, &self.config, now_ms, origin)?;
         let log_append_time = self.config.message_timestamp_type == TimestampType::LogAppendTime;
+        let mut marker = None;
         if v.producer_id >= 0 && !v.is_control {
             let check = self.producer_state.check(
                 v.producer_id,
                 v.producer_epoch,
                 v.base_sequence,
                 v.last_sequence,
+                v.is_transactional,
                 origin,
             )?;
             if let SequenceCheck::Duplicate(b) = check {
@@ -261,17 +264,27 @@ impl UnifiedLog {
                     record_count: b.last_offset_delta as i64 + 1,
                 });
             }
-        } else if v.producer_id >= 0 && v.is_control {
-            if let Some(p) = self.producer_state.get(v.producer_id) {
-                if v.producer_epoch < p.producer_epoch {
-                    return Err(LogError::InvalidProducerEpoch(format!(
-                        "marker epoch {} is older than producer {}'s epoch {}",
-                        v.producer_epoch, v.producer_id, p.producer_epoch
-                    )));
-                }
+        } else if v.is_control {
+            // Only coordinators get here (validation refuses clients' control batches). A
+            // marker is one record, COMMIT or ABORT, of a producer (Kafka's
+            // `EndTransactionMarker.deserialize` and `ProducerAppendInfo.appendEndTxnMarker`).
+            let (parsed, _) = RecordBatch::parse(records)?;
+            let m = parse_end_txn_marker(&parsed)?.ok_or_else(|| {
+                LogError::InvalidRecord("a control batch must hold a COMMIT or ABORT marker".into())
+            })?;
+            if v.producer_id < 0 || v.record_count != 1 {
+                return Err(LogError::InvalidRecord(
+                    "a transaction marker is one record of a producer".into(),
+                ));
             }
+            self.producer_state.check_marker(
+                v.producer_id,
+                v.producer_epoch,
+                m.coordinator_epoch,
+            )?;
+            marker = Some(m);
         }
-        self.write_validated(records, &v, leader_epoch, now_ms, log_append_time)
+        self.write_validated(records, &v, marker, leader_epoch, now_ms, log_append_time)
     }
 
     /// Offset assignment and the write, for a batch that passed validation and producer checks.
@@ -279,6 +292,7 @@ impl UnifiedLog {
         &mut self,
         records: &[u8],
         v: &ValidatedBatch,
+        marker: Option<EndTxnMarker>,
         leader_epoch: i32,
         now_ms: i64,
         log_append_time: bool,
@@ -335,29 +349,26 @@ impl UnifiedLog {
             self.leader_epochs.persist()?;
         }
 
-        if v.producer_id >= 0 {
-            if v.is_control {
-                let (parsed, _) = RecordBatch::parse(records)?;
-                let coordinator_epoch = control_epoch(&parsed);
-                self.producer_state.complete_txn(
-                    v.producer_id,
-                    v.producer_epoch,
-                    coordinator_epoch,
-                    last_offset,
-                    max_timestamp,
-                );
-            } else {
-                self.producer_state.update(
-                    v.producer_id,
-                    v.producer_epoch,
-                    v.base_sequence,
-                    v.last_sequence,
-                    first_offset,
-                    last_offset,
-                    max_timestamp,
-                    v.is_transactional,
-                );
-            }
+        if let Some(marker) = marker {
+            let completed = self.producer_state.append_marker(
+                v.producer_id,
+                v.producer_epoch,
+                marker,
+                first_offset,
+                max_timestamp,
+            );
+            self.index_aborted(completed)?;
+        } else if v.producer_id >= 0 {
+            self.producer_state.update(
+                v.producer_id,
+                v.producer_epoch,
+                v.base_sequence,
+                v.last_sequence,
+                first_offset,
+                last_offset,
+                max_timestamp,
+                v.is_transactional,
+            );
         }
         self.producer_state.advance_to(self.log_end_offset);
         self.after_append(v.record_count as u64)?;
@@ -428,7 +439,8 @@ impl UnifiedLog {
             epochs_changed |= self
                 .leader_epochs
                 .assign(h.partition_leader_epoch(), h.base_offset());
-            apply_to_producer_state(&mut self.producer_state, &b);
+            let completed = apply_to_producer_state(&mut self.producer_state, &b);
+            self.index_aborted(completed)?;
             pos += size;
         }
         if epochs_changed {
@@ -445,6 +457,20 @@ impl UnifiedLog {
             duplicate: false,
             record_count,
         })
+    }
+
+    /// Appends an aborted transaction to the active segment's `.txnindex`: the segment the
+    /// ABORT marker was just written to (Kafka's `LogSegment.updateTxnIndex`).
+    fn index_aborted(&mut self, completed: Option<super::CompletedTxn>) -> Result<(), LogError> {
+        let Some(txn) = completed.filter(|t| t.is_aborted) else {
+            return Ok(());
+        };
+        if let Err(e) = self.active_mut().txn_index_mut().append(txn.aborted_txn()) {
+            // The producer state already moved on: the log must not take more writes.
+            self.failed = true;
+            return Err(e.into());
+        }
+        Ok(())
     }
 
     fn after_append(&mut self, messages: u64) -> Result<(), LogError> {
@@ -515,6 +541,73 @@ impl UnifiedLog {
             return Err(e.into());
         }
         Ok(())
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Transactions: the last stable offset and the aborted transactions
+    // -----------------------------------------------------------------------------------------
+
+    /// The earliest offset not yet stable, never below the log start offset (Kafka's
+    /// `UnifiedLog.firstUnstableOffset`); `None` when every transaction has ended and its
+    /// marker is below the high watermark.
+    pub fn first_unstable_offset(&self) -> Option<i64> {
+        self.producer_state
+            .first_unstable_offset()
+            .map(|o| o.max(self.log_start_offset))
+    }
+
+    /// The last stable offset for a high watermark (Kafka's `UnifiedLog.lastStableOffset`):
+    /// the first unstable offset if below it, else the high watermark. read_committed
+    /// consumers read below it. The high watermark's owner is the caller (`Partition`).
+    pub fn last_stable_offset(&self, high_watermark: i64) -> i64 {
+        match self.first_unstable_offset() {
+            Some(o) if o < high_watermark => o,
+            _ => high_watermark,
+        }
+    }
+
+    /// The high watermark moved (the partition calls this from its one writer of it): ended
+    /// transactions whose marker it passed become stable (`onHighWatermarkUpdated`).
+    pub fn on_high_watermark_updated(&mut self, high_watermark: i64) {
+        self.producer_state
+            .on_high_watermark_updated(high_watermark);
+    }
+
+    /// The aborted transactions overlapping `[start_offset, upper_bound_offset)`, from the
+    /// `.txnindex` of the segment holding `start_offset` on, until an entry's last stable
+    /// offset shows no later one can overlap (Kafka's `LocalLog.collectAbortedTransactions`).
+    pub fn collect_aborted_transactions(
+        &self,
+        start_offset: i64,
+        upper_bound_offset: i64,
+    ) -> Vec<AbortedTxn> {
+        let floor = self
+            .segments
+            .range(..=start_offset)
+            .next_back()
+            .map_or(i64::MIN, |(b, _)| *b);
+        let mut out = Vec::new();
+        for seg in self.segments.range(floor..).map(|(_, s)| s) {
+            if seg
+                .txn_index()
+                .collect(start_offset, upper_bound_offset, &mut out)
+            {
+                break;
+            }
+        }
+        out
+    }
+
+    /// Where a read from `fetch_offset` can end at most: the next segment's base offset (a
+    /// read never crosses a segment) or `max_offset_exclusive`. The aborted transactions up
+    /// to it cover whatever the read returns.
+    pub fn read_upper_bound(&self, fetch_offset: i64, max_offset_exclusive: i64) -> i64 {
+        let next_base = self
+            .segments
+            .range(fetch_offset + 1..)
+            .next()
+            .map_or(self.log_end_offset, |(b, _)| *b);
+        next_base.min(max_offset_exclusive)
     }
 
     // -----------------------------------------------------------------------------------------
@@ -708,6 +801,7 @@ impl UnifiedLog {
             .expect("the active segment remains");
         if first > self.log_start_offset {
             self.log_start_offset = first;
+            self.producer_state.on_log_start_offset_incremented(first);
             if self.leader_epochs.truncate_from_start(first) {
                 self.leader_epochs.persist()?;
             }
@@ -734,6 +828,7 @@ impl UnifiedLog {
             });
         }
         self.log_start_offset = offset;
+        self.producer_state.on_log_start_offset_incremented(offset);
         Ok(true)
     }
 
@@ -776,7 +871,7 @@ impl UnifiedLog {
         }
         self.producer_state = loader::rebuild_producer_state(
             &self.dir,
-            &self.segments,
+            &mut self.segments,
             self.log_start_offset,
             self.log_end_offset,
         )?;
@@ -887,22 +982,6 @@ fn set_max_timestamp_split(
     // set_max_timestamp computed the CRC over the header alone; extend it over the body.
     let crc = crc32c::crc32c_append(crc32c::crc32c(&header[batch::CRC_COVERED_FROM..]), body);
     header[17..21].copy_from_slice(&crc.to_be_bytes());
-}
-
-fn control_epoch(b: &RecordBatch<'_>) -> i32 {
-    let Some(codec) = b.header().codec() else {
-        return -1;
-    };
-    let Ok(raw) = decompress_records(codec, b.records_bytes()) else {
-        return -1;
-    };
-    match RecordIter::new(&raw).next() {
-        Some(Ok(r)) => match r.value {
-            Some(v) if v.len() >= 6 => i32::from_be_bytes([v[2], v[3], v[4], v[5]]),
-            _ => -1,
-        },
-        _ => -1,
-    }
 }
 
 /// The first record of `b` for which `pred(offset, timestamp)` holds, as (offset, timestamp).

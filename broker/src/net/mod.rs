@@ -1,5 +1,6 @@
 //! The network layer: the listener's connections and the frame codec.
 
+pub mod client;
 pub mod codec;
 pub mod connection;
 pub mod memory_pool;

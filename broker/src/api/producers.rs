@@ -1,0 +1,62 @@
+//! DescribeProducers (API 61): the producers with state on each asked partition, as its
+//! leader knows them (Kafka's `ReplicaManager.activeProducerState`): id, epoch, last
+//! sequence, last timestamp, the coordinator epoch of its last marker and the first offset of
+//! its open transaction (-1 if none). `kafka-transactions describe-producers` and
+//! `find-hanging` read it.
+
+use kafka_protocol::messages::describe_producers_response::{
+    PartitionResponse, ProducerState, TopicResponse,
+};
+use kafka_protocol::messages::{DescribeProducersRequest, DescribeProducersResponse};
+use kafka_protocol::ResponseError;
+
+use super::RequestContext;
+use crate::server::Broker;
+
+/// Handles one DescribeProducers request.
+pub async fn handle(
+    broker: &Broker,
+    _ctx: &RequestContext,
+    req: DescribeProducersRequest,
+) -> DescribeProducersResponse {
+    let topics = req
+        .topics
+        .into_iter()
+        .map(|t| {
+            let partitions = t
+                .partition_indexes
+                .iter()
+                .map(|&index| describe_partition(broker, &t.name, index))
+                .collect();
+            TopicResponse::default()
+                .with_name(t.name)
+                .with_partitions(partitions)
+        })
+        .collect();
+    DescribeProducersResponse::default().with_topics(topics)
+}
+
+fn describe_partition(broker: &Broker, topic: &str, index: i32) -> PartitionResponse {
+    let base = PartitionResponse::default().with_partition_index(index);
+    let Some(part) = broker.replicas.partition(topic, index) else {
+        return base.with_error_code(ResponseError::UnknownTopicOrPartition.code());
+    };
+    if !part.is_leader() {
+        return base.with_error_code(ResponseError::NotLeaderOrFollower.code());
+    }
+    let mut producers = part.active_producers();
+    producers.sort_by_key(|p| p.producer_id);
+    let active = producers
+        .iter()
+        .map(|p| {
+            ProducerState::default()
+                .with_producer_id(p.producer_id.into())
+                .with_producer_epoch(p.producer_epoch as i32)
+                .with_last_sequence(p.last_seq())
+                .with_last_timestamp(p.last_timestamp)
+                .with_coordinator_epoch(p.coordinator_epoch)
+                .with_current_txn_start_offset(p.current_txn_first_offset.unwrap_or(-1))
+        })
+        .collect();
+    base.with_active_producers(active)
+}

@@ -120,6 +120,8 @@ fn trace_request(key: ApiKey, version: i16, payload: &[u8]) -> Result<(Vec<Field
         ListGroups => ListGroupsRequest, DeleteGroups => DeleteGroupsRequest,
         ConsumerGroupHeartbeat => ConsumerGroupHeartbeatRequest,
         ConsumerGroupDescribe => ConsumerGroupDescribeRequest,
+        WriteTxnMarkers => WriteTxnMarkersRequest,
+        DescribeProducers => DescribeProducersRequest,
     )?;
     Ok((buf.fields(payload), buf.remaining_bytes()))
 }

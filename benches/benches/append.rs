@@ -82,6 +82,7 @@ fn bench_append(c: &mut Criterion) {
                         v.producer_epoch,
                         v.base_sequence,
                         v.last_sequence,
+                        v.is_transactional,
                         AppendOrigin::Client,
                     )
                     .unwrap();

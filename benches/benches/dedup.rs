@@ -46,6 +46,7 @@ fn bench_dedup(c: &mut Criterion) {
                 0,
                 black_box(next),
                 next + RECORDS_PER_BATCH - 1,
+                false,
                 AppendOrigin::Client,
             )
             .unwrap()
@@ -59,6 +60,7 @@ fn bench_dedup(c: &mut Criterion) {
                     0,
                     black_box(0),
                     RECORDS_PER_BATCH - 1,
+                    false,
                     AppendOrigin::Client,
                 )
                 .unwrap();
@@ -75,6 +77,7 @@ fn bench_dedup(c: &mut Criterion) {
                 0,
                 next,
                 next + RECORDS_PER_BATCH - 1,
+                false,
                 AppendOrigin::Client,
             )
             .unwrap()
@@ -86,7 +89,9 @@ fn bench_dedup(c: &mut Criterion) {
         let mut offset = 1_000_000i64;
         b.iter(|| {
             let last = seq + RECORDS_PER_BATCH - 1;
-            let r = m.check(0, 0, seq, last, AppendOrigin::Client).unwrap();
+            let r = m
+                .check(0, 0, seq, last, false, AppendOrigin::Client)
+                .unwrap();
             m.update(
                 0,
                 0,

@@ -37,9 +37,10 @@ enum Command {
         #[arg(long = "override", value_name = "KEY=VALUE")]
         overrides: Vec<String>,
     },
-    /// Prints the batches of a segment file (or of every segment in a partition directory).
+    /// Prints the batches of a segment file (or of every segment in a partition directory),
+    /// transaction markers, and the aborted transactions of `.txnindex` files.
     DumpLog {
-        /// A `.log` segment or a `<topic>-<partition>` directory.
+        /// A `.log` segment, a `.txnindex` file or a `<topic>-<partition>` directory.
         path: PathBuf,
     },
     /// Adds, lists or clears fault rules on a running node, through its admin listener.
@@ -487,7 +488,7 @@ fn dump_log(path: &std::path::Path) -> ExitCode {
         }
     };
     for f in files {
-        if let Err(e) = brook::dump_log::dump_segment(&f, &mut out) {
+        if let Err(e) = brook::dump_log::dump_file(&f, &mut out) {
             if e.kind() == std::io::ErrorKind::BrokenPipe {
                 return ExitCode::SUCCESS;
             }

@@ -125,6 +125,8 @@ fn trace_request(key: ApiKey, version: i16, payload: &[u8]) -> Result<(Vec<Field
         AddOffsetsToTxn => AddOffsetsToTxnRequest, EndTxn => EndTxnRequest,
         DescribeTransactions => DescribeTransactionsRequest,
         ListTransactions => ListTransactionsRequest,
+        WriteTxnMarkers => WriteTxnMarkersRequest,
+        DescribeProducers => DescribeProducersRequest,
     )?;
     Ok((buf.fields(payload), buf.remaining_bytes()))
 }

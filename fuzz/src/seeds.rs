@@ -215,8 +215,34 @@ pub fn requests(key: ApiKey) -> Vec<RequestKind> {
                     .with_transactional_id_pattern(Some(s("fuzz.*"))),
             ),
         ],
+        ApiKey::WriteTxnMarkers => vec![
+            R::WriteTxnMarkers(WriteTxnMarkersRequest::default()),
+            R::WriteTxnMarkers(write_txn_markers(true)),
+            R::WriteTxnMarkers(write_txn_markers(false)),
+        ],
+        ApiKey::DescribeProducers => vec![
+            R::DescribeProducers(DescribeProducersRequest::default()),
+            R::DescribeProducers(DescribeProducersRequest::default().with_topics(vec![
+                describe_producers_request::TopicRequest::default()
+                    .with_name(topic())
+                    .with_partition_indexes(vec![0, 1]),
+            ])),
+        ],
         _ => vec![],
     }
+}
+
+/// A COMMIT or ABORT marker for producer 1 on partitions 0 and 1 of the seeds' topic.
+fn write_txn_markers(commit: bool) -> WriteTxnMarkersRequest {
+    use write_txn_markers_request::{WritableTxnMarker, WritableTxnMarkerTopic};
+    WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
+        .with_producer_id(ProducerId(1))
+        .with_producer_epoch(0)
+        .with_transaction_result(commit)
+        .with_coordinator_epoch(0)
+        .with_topics(vec![WritableTxnMarkerTopic::default()
+            .with_name(topic())
+            .with_partition_indexes(vec![0, 1])])])
 }
 
 /// Produce requests carrying each of the record batches in [`batch::cases`].

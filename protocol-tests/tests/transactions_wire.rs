@@ -429,3 +429,63 @@ fn a_new_leader_serves_the_same_lso_and_aborted_transactions() {
     });
     assert_eq!(aborted(&pd), Some(vec![(a, 0), (x, 4)]));
 }
+
+/// librdkafka reads read_committed by default: it must skip the records of a transaction the
+/// broker lists as aborted, and the markers, and deliver the committed ones (with an empty
+/// aborted list it delivered aborted records).
+#[test]
+fn librdkafka_read_committed_skips_an_aborted_transaction() {
+    let broker = Broker::start();
+    let mut c = WireClient::connect(&broker.bootstrap());
+    let topic = unique_topic("txn-rd");
+    c.ensure_topic(&topic);
+    let (a, ea) = c.init_producer_id();
+    let (b, eb) = c.init_producer_id();
+    assert_eq!(
+        c.produce(&topic, 0, encode_batch(Producer::NONE, &recs("before", 1)))
+            .error_code,
+        NONE
+    );
+    assert_eq!(
+        c.produce(&topic, 0, txn_batch(a, ea, 0, &recs("aborted", 2)))
+            .error_code,
+        NONE
+    );
+    assert_eq!(
+        c.produce(&topic, 0, txn_batch(b, eb, 0, &recs("committed", 2)))
+            .error_code,
+        NONE
+    );
+    assert_eq!(write_marker(&mut c, &topic, a, ea, false), NONE);
+    assert_eq!(
+        c.produce(&topic, 0, txn_batch(b, eb, 2, &recs("committed-late", 1)))
+            .error_code,
+        NONE
+    );
+    assert_eq!(write_marker(&mut c, &topic, b, eb, true), NONE);
+    assert_eq!(
+        c.produce(&topic, 0, encode_batch(Producer::NONE, &recs("after", 1)))
+            .error_code,
+        NONE
+    );
+    let got = brook_protocol_tests::rd::read_to_end(
+        &broker.bootstrap(),
+        &topic,
+        &[0],
+        Duration::from_secs(30),
+    );
+    let values: Vec<String> = got[&0]
+        .iter()
+        .map(|g| String::from_utf8_lossy(g.value.as_deref().unwrap_or_default()).into_owned())
+        .collect();
+    assert_eq!(
+        values,
+        vec![
+            "before-v0",
+            "committed-v0",
+            "committed-v1",
+            "committed-late-v0",
+            "after-v0"
+        ]
+    );
+}

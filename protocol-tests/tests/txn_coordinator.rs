@@ -1,0 +1,584 @@
+//! The transaction coordinator over the raw wire: FindCoordinator key type 1,
+//! InitProducerId with a transactional id (epoch bumps, fencing, the timeout bound),
+//! AddPartitionsToTxn / EndTxn error codes as Kafka 4.4 answers them, DescribeTransactions
+//! and ListTransactions states, markers making a commit visible at read_committed, the
+//! coordinator aborting a timed-out transaction, and a restart that reloads an open
+//! transaction and finishes a PrepareCommit whose markers were not written.
+
+use std::time::Duration;
+
+use brook_protocol_tests::batch::{encode_batch, parse_batches, Producer, Rec};
+use brook_protocol_tests::process::run_brook;
+use brook_protocol_tests::wire::*;
+use brook_protocol_tests::{poll_until_ok, unique_topic, Broker, WireClient};
+use kafka_protocol::messages::add_partitions_to_txn_request::{
+    AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError as E;
+
+const FIND_COORDINATOR_V3: i16 = 3;
+const FIND_COORDINATOR_V4: i16 = 4;
+const INIT_PRODUCER_ID_V3: i16 = 3;
+const INIT_PRODUCER_ID_V4: i16 = 4;
+const ADD_PARTITIONS_V1: i16 = 1;
+const ADD_PARTITIONS_V3: i16 = 3;
+const ADD_PARTITIONS_V4: i16 = 4;
+const END_TXN_V1: i16 = 1;
+const END_TXN_V3: i16 = 3;
+const DESCRIBE_TRANSACTIONS_V: i16 = 0;
+const LIST_TRANSACTIONS_V: i16 = 1;
+const ADD_OFFSETS_V: i16 = 3;
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+fn tid(v: &str) -> TransactionalId {
+    TransactionalId(s(v))
+}
+
+/// A broker with few `__transaction_state` partitions (fast to load) and an admin listener.
+fn start() -> Broker {
+    Broker::start_with(&[
+        ("transaction.state.log.num.partitions", "5"),
+        ("admin.listener", "127.0.0.1:0"),
+    ])
+}
+
+fn admin(b: &Broker) -> String {
+    b.ready_line()
+        .split_whitespace()
+        .find_map(|f| f.strip_prefix("admin="))
+        .unwrap_or_else(|| panic!("no admin= in {}", b.ready_line()))
+        .to_string()
+}
+
+/// Makes the broker drop every WriteTxnMarkers request: transactions stay prepared.
+fn drop_markers(b: &Broker) {
+    let out = run_brook(
+        &[
+            "fault",
+            "add",
+            "--admin",
+            &admin(b),
+            "--api",
+            "27",
+            "--action",
+            "drop-request",
+            "--times",
+            "1000000",
+        ],
+        Duration::from_secs(20),
+    );
+    assert!(out.status.success(), "brook fault add: {out:?}");
+}
+
+/// FindCoordinator for a transactional id, as clients send it first (it creates
+/// `__transaction_state`); this node is the only one.
+fn find(c: &mut WireClient, id: &str) {
+    let req = FindCoordinatorRequest::default()
+        .with_key(s(id))
+        .with_key_type(1);
+    let r = c.request(FIND_COORDINATOR_V3, &req);
+    assert_eq!(r.error_code, 0, "FindCoordinator {id}: {r:?}");
+}
+
+fn init(c: &mut WireClient, id: &str, timeout_ms: i32, version: i16) -> InitProducerIdResponse {
+    find(c, id);
+    let req = InitProducerIdRequest::default()
+        .with_transactional_id(Some(tid(id)))
+        .with_transaction_timeout_ms(timeout_ms)
+        .with_producer_id((-1).into())
+        .with_producer_epoch(-1);
+    c.request(version, &req)
+}
+
+fn init_ok(c: &mut WireClient, id: &str) -> (i64, i16) {
+    let r = poll_until_ok("InitProducerId", Duration::from_secs(30), || {
+        let r = init(c, id, 60_000, INIT_PRODUCER_ID_V4);
+        if r.error_code == E::ConcurrentTransactions.code() {
+            return Err(format!("{r:?}"));
+        }
+        Ok(r)
+    });
+    assert_eq!(r.error_code, 0, "InitProducerId {id}: {r:?}");
+    (r.producer_id.0, r.producer_epoch)
+}
+
+fn add_partitions(
+    c: &mut WireClient,
+    version: i16,
+    id: &str,
+    (pid, epoch): (i64, i16),
+    partitions: &[(&str, i32)],
+) -> Vec<i16> {
+    let topics: Vec<AddPartitionsToTxnTopic> = partitions
+        .iter()
+        .map(|(t, p)| {
+            AddPartitionsToTxnTopic::default()
+                .with_name(topic_name(t))
+                .with_partitions(vec![*p])
+        })
+        .collect();
+    let req = AddPartitionsToTxnRequest::default()
+        .with_v3_and_below_transactional_id(tid(id))
+        .with_v3_and_below_producer_id(pid.into())
+        .with_v3_and_below_producer_epoch(epoch)
+        .with_v3_and_below_topics(topics);
+    let resp = c.request(version, &req);
+    resp.results_by_topic_v3_and_below
+        .iter()
+        .flat_map(|t| {
+            t.results_by_partition
+                .iter()
+                .map(|p| p.partition_error_code)
+        })
+        .collect()
+}
+
+fn verify_only(
+    c: &mut WireClient,
+    id: &str,
+    (pid, epoch): (i64, i16),
+    partitions: &[(&str, i32)],
+) -> Vec<i16> {
+    let topics = partitions
+        .iter()
+        .map(|(t, p)| {
+            AddPartitionsToTxnTopic::default()
+                .with_name(topic_name(t))
+                .with_partitions(vec![*p])
+        })
+        .collect();
+    let req = AddPartitionsToTxnRequest::default().with_transactions(vec![
+        AddPartitionsToTxnTransaction::default()
+            .with_transactional_id(tid(id))
+            .with_producer_id(pid.into())
+            .with_producer_epoch(epoch)
+            .with_verify_only(true)
+            .with_topics(topics),
+    ]);
+    let resp = c.request(ADD_PARTITIONS_V4, &req);
+    // Answered in the order asked (one partition per topic here).
+    partitions
+        .iter()
+        .map(|(t, _)| {
+            resp.results_by_transaction[0]
+                .topic_results
+                .iter()
+                .find(|r| r.name.as_str() == *t)
+                .map(|r| r.results_by_partition[0].partition_error_code)
+                .unwrap_or_else(|| panic!("no result for {t}: {resp:?}"))
+        })
+        .collect()
+}
+
+fn end_txn(
+    c: &mut WireClient,
+    version: i16,
+    id: &str,
+    (pid, epoch): (i64, i16),
+    commit: bool,
+) -> i16 {
+    let req = EndTxnRequest::default()
+        .with_transactional_id(tid(id))
+        .with_producer_id(pid.into())
+        .with_producer_epoch(epoch)
+        .with_committed(commit);
+    c.request::<EndTxnRequest>(version, &req).error_code
+}
+
+fn describe(c: &mut WireClient, id: &str) -> describe_transactions_response::TransactionState {
+    let req = DescribeTransactionsRequest::default().with_transactional_ids(vec![tid(id)]);
+    let resp = c.request(DESCRIBE_TRANSACTIONS_V, &req);
+    resp.transaction_states[0].clone()
+}
+
+fn state_of(c: &mut WireClient, id: &str) -> String {
+    describe(c, id).transaction_state.to_string()
+}
+
+fn wait_state(c: &mut WireClient, id: &str, want: &str) {
+    poll_until_ok(
+        &format!("{id} to reach {want}"),
+        Duration::from_secs(30),
+        || {
+            let st = state_of(c, id);
+            if st == want {
+                Ok(())
+            } else {
+                Err(st)
+            }
+        },
+    );
+}
+
+#[test]
+fn find_coordinator_key_type_1() {
+    let b = start();
+    let mut c = WireClient::connect(&b.bootstrap());
+    let req = FindCoordinatorRequest::default()
+        .with_key(s("tx-find"))
+        .with_key_type(1);
+    let r = c.request(FIND_COORDINATOR_V3, &req);
+    assert_eq!(r.error_code, 0, "{r:?}");
+    assert_eq!((r.node_id.0, r.port), (1, b.port() as i32), "{r:?}");
+    // Batched keys (v4+): every id answered.
+    let req = FindCoordinatorRequest::default()
+        .with_key_type(1)
+        .with_coordinator_keys(vec![s("tx-a"), s("tx-b")]);
+    let r = c.request(FIND_COORDINATOR_V4, &req);
+    assert_eq!(r.coordinators.len(), 2, "{r:?}");
+    for k in &r.coordinators {
+        assert_eq!((k.error_code, k.node_id.0), (0, 1), "{r:?}");
+    }
+    // The topic exists, compacted, with the configured partitions.
+    let m = c.metadata(&["__transaction_state"], false);
+    assert_eq!(m.topics[0].error_code, 0, "{m:?}");
+    assert_eq!(m.topics[0].partitions.len(), 5, "{m:?}");
+}
+
+#[test]
+fn init_producer_id_bumps_fences_and_bounds_the_timeout() {
+    let b = start();
+    let mut c = WireClient::connect(&b.bootstrap());
+    let first = init_ok(&mut c, "tx-init");
+    assert_eq!(first.1, 0, "a new id starts at epoch 0");
+    let second = init_ok(&mut c, "tx-init");
+    assert_eq!(second, (first.0, 1), "same producer id, epoch bumped");
+
+    let r = init(&mut c, "tx-init", 900_001, INIT_PRODUCER_ID_V4);
+    assert_eq!(r.error_code, E::InvalidTransactionTimeout.code(), "{r:?}");
+    let r = init(&mut c, "", 60_000, INIT_PRODUCER_ID_V4);
+    assert_eq!(r.error_code, E::InvalidRequest.code(), "{r:?}");
+
+    // The first producer is fenced: PRODUCER_FENCED from v2, INVALID_PRODUCER_EPOCH before.
+    let topic = unique_topic("txn-init");
+    c.ensure_topic(&topic);
+    assert_eq!(
+        add_partitions(&mut c, ADD_PARTITIONS_V3, "tx-init", first, &[(&topic, 0)]),
+        vec![E::ProducerFenced.code()]
+    );
+    assert_eq!(
+        add_partitions(&mut c, ADD_PARTITIONS_V1, "tx-init", first, &[(&topic, 0)]),
+        vec![E::InvalidProducerEpoch.code()]
+    );
+
+    // KIP-360: a producer that sends its current id and epoch gets the next epoch; one with
+    // a stale epoch is fenced (INVALID_PRODUCER_EPOCH before v4).
+    let bump = |c: &mut WireClient, (pid, epoch): (i64, i16), v: i16| {
+        let req = InitProducerIdRequest::default()
+            .with_transactional_id(Some(tid("tx-init")))
+            .with_transaction_timeout_ms(60_000)
+            .with_producer_id(pid.into())
+            .with_producer_epoch(epoch);
+        c.request(v, &req)
+    };
+    let r = bump(&mut c, second, INIT_PRODUCER_ID_V4);
+    assert_eq!((r.error_code, r.producer_epoch), (0, 2), "{r:?}");
+    let r = bump(&mut c, (first.0, 0), INIT_PRODUCER_ID_V4);
+    assert_eq!(r.error_code, E::ProducerFenced.code(), "{r:?}");
+    let r = bump(&mut c, (first.0, 0), INIT_PRODUCER_ID_V3);
+    assert_eq!(r.error_code, E::InvalidProducerEpoch.code(), "{r:?}");
+}
+
+#[test]
+fn error_codes_and_states_while_markers_are_pending() {
+    let b = start();
+    drop_markers(&b);
+    let mut c = WireClient::connect(&b.bootstrap());
+    let topic = unique_topic("txn-codes");
+    c.ensure_topic(&topic);
+    let id = "tx-codes";
+    let p = init_ok(&mut c, id);
+
+    assert_eq!(
+        end_txn(&mut c, END_TXN_V3, id, p, true),
+        E::InvalidTxnState.code(),
+        "EndTxn with nothing open"
+    );
+    assert_eq!(
+        add_partitions(
+            &mut c,
+            ADD_PARTITIONS_V3,
+            id,
+            (p.0 + 1000, p.1),
+            &[(&topic, 0)]
+        ),
+        vec![E::InvalidProducerIdMapping.code()]
+    );
+    let mut codes = add_partitions(
+        &mut c,
+        ADD_PARTITIONS_V3,
+        id,
+        p,
+        &[(&topic, 0), ("no-such-topic", 0)],
+    );
+    codes.sort();
+    assert_eq!(
+        codes,
+        vec![
+            E::UnknownTopicOrPartition.code(),
+            E::OperationNotAttempted.code()
+        ]
+    );
+    assert_eq!(state_of(&mut c, id), "Empty", "nothing was added");
+
+    assert_eq!(
+        add_partitions(&mut c, ADD_PARTITIONS_V3, id, p, &[(&topic, 0)]),
+        vec![0]
+    );
+    let d = describe(&mut c, id);
+    assert_eq!(
+        (d.error_code, d.transaction_state.as_str()),
+        (0, "Ongoing"),
+        "{d:?}"
+    );
+    assert_eq!((d.producer_id.0, d.producer_epoch), p);
+    assert_eq!(d.topics.len(), 1);
+    assert_eq!(d.topics[0].partitions, vec![0]);
+    assert!(d.transaction_start_time_ms > 0, "{d:?}");
+    let r = c.request(
+        ADD_OFFSETS_V,
+        &AddOffsetsToTxnRequest::default()
+            .with_transactional_id(tid(id))
+            .with_producer_id(p.0.into())
+            .with_producer_epoch(p.1)
+            .with_group_id(GroupId(s("txn-group"))),
+    );
+    assert_eq!(r.error_code, 0, "AddOffsetsToTxn: {r:?}");
+    assert_eq!(
+        describe(&mut c, id).topics.len(),
+        2,
+        "__consumer_offsets joined"
+    );
+
+    // Verification, as a partition leader asks it (v4, verify only).
+    let other = unique_topic("txn-codes-other");
+    c.ensure_topic(&other);
+    assert_eq!(
+        verify_only(&mut c, id, p, &[(&topic, 0), (&other, 0)]),
+        vec![0, E::TransactionAbortable.code()]
+    );
+
+    // ListTransactions filters.
+    let list = |c: &mut WireClient, states: &[&str], pids: &[i64]| {
+        let req = ListTransactionsRequest::default()
+            .with_state_filters(states.iter().map(|x| s(x)).collect())
+            .with_producer_id_filters(pids.iter().map(|x| (*x).into()).collect())
+            .with_duration_filter(-1);
+        c.request(LIST_TRANSACTIONS_V, &req)
+    };
+    let r = list(&mut c, &["Ongoing", "Bogus"], &[]);
+    assert_eq!(r.unknown_state_filters, vec![s("Bogus")], "{r:?}");
+    assert!(
+        r.transaction_states
+            .iter()
+            .any(|t| t.transactional_id.as_str() == id),
+        "{r:?}"
+    );
+    let r = list(&mut c, &["CompleteCommit"], &[]);
+    assert!(r.transaction_states.is_empty(), "{r:?}");
+    let r = list(&mut c, &[], &[p.0 + 1]);
+    assert!(r.transaction_states.is_empty(), "{r:?}");
+
+    // Commit: PrepareCommit is written, the answer is immediate; the markers are dropped,
+    // so the transaction stays prepared.
+    assert_eq!(end_txn(&mut c, END_TXN_V3, id, p, true), 0);
+    assert_eq!(state_of(&mut c, id), "PrepareCommit");
+    assert_eq!(
+        end_txn(&mut c, END_TXN_V3, id, p, true),
+        E::ConcurrentTransactions.code()
+    );
+    // The completion is already pending (Kafka's prepareComplete runs right after the
+    // PrepareCommit write), so an abort is CONCURRENT_TRANSACTIONS too, as in Kafka.
+    assert_eq!(
+        end_txn(&mut c, END_TXN_V3, id, p, false),
+        E::ConcurrentTransactions.code()
+    );
+    assert_eq!(
+        add_partitions(&mut c, ADD_PARTITIONS_V3, id, p, &[(&topic, 0)]),
+        vec![E::ConcurrentTransactions.code()]
+    );
+    assert_eq!(
+        verify_only(&mut c, id, p, &[(&topic, 0)]),
+        vec![E::ConcurrentTransactions.code()]
+    );
+    let r = init(&mut c, id, 60_000, INIT_PRODUCER_ID_V4);
+    assert_eq!(r.error_code, E::ConcurrentTransactions.code(), "{r:?}");
+    // An old producer's EndTxn: fenced, as INVALID_PRODUCER_EPOCH before v2.
+    assert_eq!(
+        end_txn(&mut c, END_TXN_V1, id, (p.0, p.1 - 1), true),
+        E::InvalidProducerEpoch.code()
+    );
+}
+
+/// A transactional batch: attribute bit 4 set, CRC redone.
+fn txn_batch(pid: i64, epoch: i16, seq: i32, records: &[Rec]) -> Vec<u8> {
+    let mut b = encode_batch(
+        Producer {
+            id: pid,
+            epoch,
+            base_sequence: seq,
+        },
+        records,
+    );
+    b[22] |= 0x10;
+    let crc = crc32c::crc32c(&b[21..]);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    b
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_millis() as i64
+}
+
+fn recs(tag: &str, n: usize) -> Vec<Rec> {
+    (0..n)
+        .map(|i| {
+            Rec::kv(
+                &format!("{tag}-{i}"),
+                &format!("{tag}-v{i}"),
+                now_ms() + i as i64,
+            )
+        })
+        .collect()
+}
+
+fn produce_txn(
+    c: &mut WireClient,
+    id: &str,
+    topic: &str,
+    (pid, epoch): (i64, i16),
+    seq: i32,
+    n: usize,
+) -> i16 {
+    let mut req =
+        WireClient::produce_request(topic, 0, txn_batch(pid, epoch, seq, &recs(id, n)), -1);
+    req.transactional_id = Some(tid(id));
+    let resp = c.request(PRODUCE_V, &req);
+    resp.responses[0].partition_responses[0].error_code
+}
+
+/// Offsets visible at read_committed: the last stable offset, by ListOffsets.
+fn lso(c: &mut WireClient, topic: &str) -> i64 {
+    let mut req = WireClient::list_offsets_request(topic, 0, -1);
+    req.isolation_level = 1;
+    let resp = c.request(LIST_OFFSETS_V, &req);
+    resp.topics[0].partitions[0].offset
+}
+
+fn control_types(c: &mut WireClient, topic: &str) -> Vec<i16> {
+    let pd = c.fetch(topic, 0, 0);
+    parse_batches(&pd.records.unwrap_or_default())
+        .expect("batches parse")
+        .iter()
+        .filter(|b| b.is_control())
+        .map(|b| {
+            let key = b.records[0].key.as_ref().expect("marker key");
+            i16::from_be_bytes([key[2], key[3]])
+        })
+        .collect()
+}
+
+#[test]
+fn commit_markers_make_records_stable_and_a_restart_finishes_a_prepared_commit() {
+    let mut b = start();
+    let mut c = WireClient::connect(&b.bootstrap());
+    let topic = unique_topic("txn-e2e");
+    c.ensure_topic(&topic);
+
+    // A committed transaction: markers written, records below the LSO.
+    let p = init_ok(&mut c, "tx-e2e");
+    assert_eq!(
+        add_partitions(&mut c, ADD_PARTITIONS_V3, "tx-e2e", p, &[(&topic, 0)]),
+        vec![0]
+    );
+    assert_eq!(produce_txn(&mut c, "tx-e2e", &topic, p, 0, 3), 0);
+    assert_eq!(lso(&mut c, &topic), 0, "open transaction holds the LSO");
+    assert_eq!(end_txn(&mut c, END_TXN_V3, "tx-e2e", p, true), 0);
+    wait_state(&mut c, "tx-e2e", "CompleteCommit");
+    assert_eq!(lso(&mut c, &topic), 4, "3 records and the COMMIT marker");
+    assert_eq!(control_types(&mut c, &topic), vec![1]);
+    assert!(describe(&mut c, "tx-e2e").topics.is_empty());
+
+    // A commit whose markers are dropped, and an open transaction, across a restart.
+    drop_markers(&b);
+    let q = init_ok(&mut c, "tx-prepared");
+    assert_eq!(
+        add_partitions(&mut c, ADD_PARTITIONS_V3, "tx-prepared", q, &[(&topic, 0)]),
+        vec![0]
+    );
+    assert_eq!(produce_txn(&mut c, "tx-prepared", &topic, q, 0, 2), 0);
+    assert_eq!(end_txn(&mut c, END_TXN_V3, "tx-prepared", q, true), 0);
+    assert_eq!(state_of(&mut c, "tx-prepared"), "PrepareCommit");
+    let o = init_ok(&mut c, "tx-open");
+    assert_eq!(
+        add_partitions(&mut c, ADD_PARTITIONS_V3, "tx-open", o, &[(&topic, 0)]),
+        vec![0]
+    );
+    assert_eq!(
+        lso(&mut c, &topic),
+        4,
+        "the prepared transaction holds the LSO"
+    );
+
+    b.restart(); // the fault rules are gone with the old process
+    let mut c = WireClient::connect(&b.bootstrap());
+    // The reloaded coordinator sends the PrepareCommit's markers and completes it.
+    wait_state(&mut c, "tx-prepared", "CompleteCommit");
+    assert_eq!(lso(&mut c, &topic), 7, "2 more records and their marker");
+    assert_eq!(control_types(&mut c, &topic), vec![1, 1]);
+    let d = describe(&mut c, "tx-open");
+    assert_eq!(d.transaction_state.as_str(), "Ongoing", "{d:?}");
+    assert_eq!((d.producer_id.0, d.producer_epoch), o);
+    assert_eq!(d.topics[0].partitions, vec![0]);
+    // The reloaded open transaction can still be aborted by its producer.
+    assert_eq!(end_txn(&mut c, END_TXN_V3, "tx-open", o, false), 0);
+    wait_state(&mut c, "tx-open", "CompleteAbort");
+    assert_eq!(control_types(&mut c, &topic), vec![1, 1, 0]);
+}
+
+#[test]
+fn a_timed_out_transaction_is_aborted_and_its_producer_fenced() {
+    let b = Broker::start_with(&[
+        ("transaction.state.log.num.partitions", "5"),
+        (
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            "200",
+        ),
+    ]);
+    let mut c = WireClient::connect(&b.bootstrap());
+    let topic = unique_topic("txn-timeout");
+    c.ensure_topic(&topic);
+    let r = init(&mut c, "tx-slow", 1000, INIT_PRODUCER_ID_V4);
+    assert_eq!(r.error_code, 0, "{r:?}");
+    let p = (r.producer_id.0, r.producer_epoch);
+    assert_eq!(
+        add_partitions(&mut c, ADD_PARTITIONS_V3, "tx-slow", p, &[(&topic, 0)]),
+        vec![0]
+    );
+    assert_eq!(produce_txn(&mut c, "tx-slow", &topic, p, 0, 2), 0);
+    wait_state(&mut c, "tx-slow", "CompleteAbort");
+    let d = describe(&mut c, "tx-slow");
+    assert_eq!(
+        d.producer_epoch,
+        p.1 + 1,
+        "aborted at a bumped epoch: {d:?}"
+    );
+    assert_eq!(control_types(&mut c, &topic), vec![0]);
+    // The zombie's commit is fenced (Kafka 4.4: the producer sees a fenced epoch).
+    assert_eq!(
+        end_txn(&mut c, END_TXN_V3, "tx-slow", p, true),
+        E::ProducerFenced.code()
+    );
+    assert_eq!(
+        produce_txn(&mut c, "tx-slow", &topic, p, 2, 1),
+        E::InvalidProducerEpoch.code()
+    );
+}

@@ -526,8 +526,8 @@ impl ProducerStateManager {
             producers,
             map_end_offset,
             ongoing_txns,
-            // Kafka's snapshots do not keep them either: after a restart the high watermark
-            // starts at the checkpoint, at or above every marker the old run acknowledged.
+            // Not in snapshots, as in Kafka: markers below the snapshot count as stable, and
+            // those replayed after it wait for the restored high watermark again.
             unreplicated_txns: BTreeMap::new(),
         })
     }

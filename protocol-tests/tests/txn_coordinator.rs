@@ -599,7 +599,12 @@ fn a_transactional_produce_outside_the_transaction_is_refused() {
     assert_eq!(produce_txn(&mut c, "tx-verify", &added, p, 0, 1), 0);
     // Never added: the coordinator says the partition is not in the transaction.
     // Produce v9 (PRODUCE_V) predates TRANSACTION_ABORTABLE: Kafka answers INVALID_TXN_STATE.
-    assert!(PRODUCE_V < 11, "the expected code below is for Produce before v11");
+    const {
+        assert!(
+            PRODUCE_V < 11,
+            "the expected code below is for Produce before v11"
+        )
+    };
     let refused = E::InvalidTxnState.code();
     assert_eq!(
         produce_txn(&mut c, "tx-verify", &not_added, p, 0, 1),

@@ -582,3 +582,42 @@ fn a_timed_out_transaction_is_aborted_and_its_producer_fenced() {
         E::InvalidProducerEpoch.code()
     );
 }
+
+#[test]
+fn a_transactional_produce_outside_the_transaction_is_refused() {
+    let b = start();
+    let mut c = WireClient::connect(&b.bootstrap());
+    let added = unique_topic("txn-verify-in");
+    let not_added = unique_topic("txn-verify-out");
+    c.ensure_topic(&added);
+    c.ensure_topic(&not_added);
+    let p = init_ok(&mut c, "tx-verify");
+    assert_eq!(
+        add_partitions(&mut c, ADD_PARTITIONS_V3, "tx-verify", p, &[(&added, 0)]),
+        vec![0]
+    );
+    assert_eq!(produce_txn(&mut c, "tx-verify", &added, p, 0, 1), 0);
+    // Never added: the coordinator says the partition is not in the transaction.
+    // Produce v9 (PRODUCE_V) predates TRANSACTION_ABORTABLE: Kafka answers INVALID_TXN_STATE.
+    const {
+        assert!(
+            PRODUCE_V < 11,
+            "the expected code below is for Produce before v11"
+        )
+    };
+    let refused = E::InvalidTxnState.code();
+    assert_eq!(
+        produce_txn(&mut c, "tx-verify", &not_added, p, 0, 1),
+        refused
+    );
+    assert_eq!(
+        c.list_offsets(&not_added, 0, -1).offset,
+        0,
+        "nothing appended"
+    );
+    // A late write after the commit cannot reopen the transaction on the partition.
+    assert_eq!(end_txn(&mut c, END_TXN_V3, "tx-verify", p, true), 0);
+    wait_state(&mut c, "tx-verify", "CompleteCommit");
+    assert_eq!(produce_txn(&mut c, "tx-verify", &added, p, 1, 1), refused);
+    assert_eq!(lso(&mut c, &added), 2, "one record and its marker");
+}

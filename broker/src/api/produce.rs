@@ -72,11 +72,24 @@ pub async fn handle(
         } else {
             (td.name.to_string(), Uuid::nil())
         };
-        let partitions = td
-            .partition_data
-            .into_iter()
-            .map(|pd| append_partition(broker, ctx, &name, pd, acks, now))
-            .collect();
+        let mut partitions = Vec::with_capacity(td.partition_data.len());
+        for pd in td.partition_data {
+            // KIP-890 part 1: a transactional batch is checked with its coordinator first.
+            let verified = crate::txn::verify::verify_partition_data(
+                broker,
+                ctx.api_version,
+                req.transactional_id.as_ref().map(|t| t.as_str()),
+                &name,
+                &pd,
+            )
+            .await;
+            partitions.push(match verified {
+                Ok(()) => append_partition(broker, ctx, &name, pd, acks, now),
+                Err((code, message)) => {
+                    Appended::Done(partition_error(pd.index, code, Some(message)))
+                }
+            });
+        }
         appended.push((name, id, partitions));
     }
     let mut any_error = None;

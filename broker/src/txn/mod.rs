@@ -18,6 +18,7 @@ pub mod log;
 pub mod markers;
 pub mod metadata;
 pub mod records;
+pub mod verify;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -267,6 +268,8 @@ pub struct TransactionCoordinator {
     /// This node's advertised listener, where markers for its own partitions go.
     self_addr: String,
     state: Mutex<State>,
+    /// Connections for produce verification with other nodes' coordinators.
+    pub verifier: verify::TxnVerifier,
 }
 
 impl TransactionCoordinator {
@@ -291,6 +294,7 @@ impl TransactionCoordinator {
             replicas,
             log,
             state: Mutex::new(State::default()),
+            verifier: verify::TxnVerifier::default(),
         })
     }
 

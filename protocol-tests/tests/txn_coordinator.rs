@@ -621,3 +621,149 @@ fn a_transactional_produce_outside_the_transaction_is_refused() {
     assert_eq!(produce_txn(&mut c, "tx-verify", &added, p, 1, 1), refused);
     assert_eq!(lso(&mut c, &added), 2, "one record and its marker");
 }
+
+/// Produce v12: transaction version 2, where the leader adds the partition to the
+/// transaction itself.
+const PRODUCE_V12: i16 = 12;
+/// EndTxn v5: transaction version 2, the epoch bumped at every end.
+const END_TXN_V5: i16 = 5;
+
+fn produce_txn_v12(
+    c: &mut WireClient,
+    id: &str,
+    topic: &str,
+    (pid, epoch): (i64, i16),
+    seq: i32,
+    n: usize,
+) -> i16 {
+    let mut req =
+        WireClient::produce_request(topic, 0, txn_batch(pid, epoch, seq, &recs(id, n)), -1);
+    req.transactional_id = Some(tid(id));
+    let resp = c.request(PRODUCE_V12, &req);
+    resp.responses[0].partition_responses[0].error_code
+}
+
+/// EndTxn v5: the error and the producer id and epoch the next transaction uses.
+fn end_txn_v5(
+    c: &mut WireClient,
+    id: &str,
+    (pid, epoch): (i64, i16),
+    commit: bool,
+) -> (i16, (i64, i16)) {
+    let req = EndTxnRequest::default()
+        .with_transactional_id(tid(id))
+        .with_producer_id(pid.into())
+        .with_producer_epoch(epoch)
+        .with_committed(commit);
+    let r = c.request::<EndTxnRequest>(END_TXN_V5, &req);
+    (r.error_code, (r.producer_id.0, r.producer_epoch))
+}
+
+#[test]
+fn transaction_version_2_adds_partitions_implicitly_and_bumps_the_epoch_at_every_end() {
+    let b = start();
+    let mut c = WireClient::connect(&b.bootstrap());
+    let features = c.api_versions();
+    let tv = features
+        .finalized_features
+        .iter()
+        .find(|f| f.name.as_str() == "transaction.version")
+        .unwrap_or_else(|| panic!("transaction.version not finalized: {features:?}"));
+    assert_eq!(tv.max_version_level, 2, "Kafka 4.4's default level");
+    let topic = unique_topic("txn-v2");
+    c.ensure_topic(&topic);
+    let (pid, e) = init_ok(&mut c, "tx-v2");
+
+    // No AddPartitionsToTxn: Produce v12 adds the partition.
+    assert_eq!(produce_txn_v12(&mut c, "tx-v2", &topic, (pid, e), 0, 2), 0);
+    let d = describe(&mut c, "tx-v2");
+    assert_eq!(d.transaction_state.as_str(), "Ongoing", "{d:?}");
+    assert_eq!(d.topics[0].partitions, vec![0], "{d:?}");
+    assert_eq!(lso(&mut c, &topic), 0, "the open transaction holds the LSO");
+
+    // The commit bumps the epoch and says so; the marker carries the new epoch.
+    assert_eq!(
+        end_txn_v5(&mut c, "tx-v2", (pid, e), true),
+        (0, (pid, e + 1))
+    );
+    wait_state(&mut c, "tx-v2", "CompleteCommit");
+    assert_eq!(describe(&mut c, "tx-v2").producer_epoch, e + 1);
+    assert_eq!(lso(&mut c, &topic), 3, "2 records and the COMMIT marker");
+    // A retry names the epoch before the bump and succeeds without a second commit.
+    assert_eq!(
+        end_txn_v5(&mut c, "tx-v2", (pid, e), true),
+        (0, (pid, e + 1))
+    );
+    // A retried abort of the committed transaction is not a retry: INVALID_TXN_STATE.
+    assert_eq!(
+        end_txn_v5(&mut c, "tx-v2", (pid, e), false).0,
+        E::InvalidTxnState.code()
+    );
+
+    // The next transaction runs at the new epoch from sequence 0; the old epoch is fenced.
+    assert_eq!(
+        produce_txn_v12(&mut c, "tx-v2", &topic, (pid, e + 1), 0, 1),
+        0
+    );
+    assert_eq!(
+        produce_txn_v12(&mut c, "tx-v2", &topic, (pid, e), 2, 1),
+        E::InvalidProducerEpoch.code(),
+        "a write at the epoch before the bump"
+    );
+    assert_eq!(
+        end_txn_v5(&mut c, "tx-v2", (pid, e + 1), false),
+        (0, (pid, e + 2))
+    );
+    wait_state(&mut c, "tx-v2", "CompleteAbort");
+    assert_eq!(control_types(&mut c, &topic), vec![1, 0]);
+    assert_eq!(lso(&mut c, &topic), 5);
+    // An abort with nothing added is accepted in version 2, and bumps the epoch too.
+    assert_eq!(
+        end_txn_v5(&mut c, "tx-v2", (pid, e + 2), false),
+        (0, (pid, e + 3))
+    );
+    wait_state(&mut c, "tx-v2", "CompleteAbort");
+    assert_eq!(
+        end_txn_v5(&mut c, "tx-v2", (pid, e + 3), true).0,
+        E::InvalidTxnState.code(),
+        "a commit with no transaction open"
+    );
+}
+
+#[test]
+fn transaction_version_2_late_commit_after_a_timeout_abort_is_an_invalid_state() {
+    let b = Broker::start_with(&[
+        ("transaction.state.log.num.partitions", "5"),
+        (
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            "200",
+        ),
+    ]);
+    let mut c = WireClient::connect(&b.bootstrap());
+    let topic = unique_topic("txn-v2-timeout");
+    c.ensure_topic(&topic);
+    let r = init(&mut c, "tx-v2-slow", 1000, INIT_PRODUCER_ID_V4);
+    assert_eq!(r.error_code, 0, "{r:?}");
+    let p = (r.producer_id.0, r.producer_epoch);
+    assert_eq!(produce_txn_v12(&mut c, "tx-v2-slow", &topic, p, 0, 2), 0);
+    wait_state(&mut c, "tx-v2-slow", "CompleteAbort");
+    // One bump for the fence and the abort together.
+    let d = describe(&mut c, "tx-v2-slow");
+    assert_eq!(d.producer_epoch, p.1 + 1, "{d:?}");
+    assert_eq!(control_types(&mut c, &topic), vec![0]);
+    // Kafka 4.4 reads the producer's epoch as a retry of the abort: a commit is an
+    // invalid state (kafka-clients: InvalidTxnStateException), an abort succeeds.
+    assert_eq!(
+        end_txn_v5(&mut c, "tx-v2-slow", p, true).0,
+        E::InvalidTxnState.code()
+    );
+    assert_eq!(
+        end_txn_v5(&mut c, "tx-v2-slow", p, false),
+        (0, (p.0, p.1 + 1))
+    );
+    assert_eq!(
+        produce_txn_v12(&mut c, "tx-v2-slow", &topic, p, 2, 1),
+        E::InvalidProducerEpoch.code(),
+        "the aborted producer's late write"
+    );
+}

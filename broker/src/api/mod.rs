@@ -76,11 +76,12 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::DeleteGroups, 0, 2, 0),
     api(ApiKey::ConsumerGroupHeartbeat, 0, 1, 0),
     api(ApiKey::ConsumerGroupDescribe, 0, 1, 0),
-    // Transactions, transaction version 1 (no `transaction.version` feature advertised, so
-    // EndTxn stops at v4: v5 is KIP-890 part 2's epoch bump).
+    // Transactions: version 1 (AddPartitionsToTxn and AddOffsetsToTxn from clients, EndTxn
+    // up to v4) and version 2 (`transaction.version` finalized at 2 in ApiVersions; EndTxn
+    // v5 bumps the epoch at every transaction).
     api(ApiKey::AddPartitionsToTxn, 0, 5, 0),
     api(ApiKey::AddOffsetsToTxn, 0, 4, 0),
-    api(ApiKey::EndTxn, 0, 4, 0),
+    api(ApiKey::EndTxn, 0, 5, 0),
     api(ApiKey::DescribeTransactions, 0, 0, 0),
     api(ApiKey::ListTransactions, 0, 2, 0),
     // Transactions, partition side: markers from coordinators, and producer state.

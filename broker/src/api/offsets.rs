@@ -2,6 +2,7 @@
 //! OffsetFetch (single group before v8, batched from v8; `require_stable` from v7) and
 //! OffsetDelete. Validation and storage live in [`crate::group`].
 
+use crate::txn::verify::{add_offsets_partition, TXN_OFFSET_COMMIT_ADDS_PARTITION_FROM};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
@@ -119,10 +120,29 @@ pub async fn handle_txn_offset_commit(
         // this id in the transaction either.
         vec![ResponseError::InvalidProducerIdMapping.code(); partitions.len()]
     } else {
-        broker
-            .groups
-            .commit_txn_offsets(&req.group_id, &who, producer, partitions)
+        // Transaction version 2 (v5+): the client sent no AddOffsetsToTxn; the offsets
+        // partition joins the transaction here, before anything is written.
+        let added = if v >= TXN_OFFSET_COMMIT_ADDS_PARTITION_FROM {
+            add_offsets_partition(
+                broker,
+                &req.transactional_id,
+                producer.producer_id,
+                producer.producer_epoch,
+                broker.groups.offsets_partition_for(&req.group_id),
+            )
             .await
+        } else {
+            Ok(())
+        };
+        match added {
+            Ok(()) => {
+                broker
+                    .groups
+                    .commit_txn_offsets(&req.group_id, &who, producer, partitions)
+                    .await
+            }
+            Err(code) => vec![code; partitions.len()],
+        }
     };
     let topics = commit_topics(shape, codes, |name, parts| {
         TxnOffsetCommitResponseTopic::default()

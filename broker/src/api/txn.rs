@@ -17,11 +17,13 @@ use kafka_protocol::ResponseError;
 use super::{sb, RequestContext};
 use crate::group::store::OFFSETS_TOPIC;
 use crate::server::Broker;
-use crate::txn::metadata::TransactionState as TxnState;
+use crate::txn::metadata::{TransactionState as TxnState, TRANSACTION_VERSION_2};
 use crate::txn::{ListFilter, TxnError};
 
 /// AddPartitionsToTxn and AddOffsetsToTxn know PRODUCER_FENCED from v2, EndTxn too.
 const PRODUCER_FENCED_FROM_V2: i16 = 2;
+/// EndTxn v5: KIP-890 part 2's epoch bump at every transaction.
+const END_TXN_EPOCH_BUMP_FROM: i16 = 5;
 
 type Partitions = BTreeSet<(String, i32)>;
 
@@ -93,8 +95,21 @@ async fn add_partitions_for(
             .verify_partitions(transactional_id, producer_id, producer_epoch, &partitions)
             .unwrap_or_else(|e| every(&partitions, e.error_code()));
     }
+    // A broker adding partitions for a client (v4+ without verify-only) does so for a
+    // transaction version 2 client (Kafka's `transactionVersionForAddPartitionsToTxn`).
+    let client_tv = if version >= 4 {
+        TRANSACTION_VERSION_2
+    } else {
+        0
+    };
     let code = match txn
-        .add_partitions(transactional_id, producer_id, producer_epoch, &partitions)
+        .add_partitions(
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            &partitions,
+            client_tv,
+        )
         .await
     {
         Ok(()) => 0,
@@ -163,6 +178,7 @@ pub async fn handle_add_offsets_to_txn(
             req.producer_id.0,
             req.producer_epoch,
             &partitions,
+            0,
         )
         .await
     {
@@ -172,12 +188,19 @@ pub async fn handle_add_offsets_to_txn(
     AddOffsetsToTxnResponse::default().with_error_code(code)
 }
 
-/// EndTxn (transaction version 1: the epoch does not change).
+/// EndTxn. From v5 the client is of transaction version 2 (Kafka's
+/// `transactionVersionForEndTxn`): the epoch is bumped and the response carries the
+/// producer id and epoch the next transaction uses.
 pub async fn handle_end_txn(
     broker: &Broker,
     ctx: &RequestContext,
     req: EndTxnRequest,
 ) -> EndTxnResponse {
+    let client_tv = if ctx.api_version >= END_TXN_EPOCH_BUMP_FROM {
+        TRANSACTION_VERSION_2
+    } else {
+        0
+    };
     let r = broker
         .txn
         .end_transaction(
@@ -185,7 +208,7 @@ pub async fn handle_end_txn(
             req.producer_id.0,
             req.producer_epoch,
             req.committed,
-            true,
+            Some(client_tv),
         )
         .await;
     match r {

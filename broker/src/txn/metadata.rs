@@ -81,7 +81,14 @@ impl TransactionState {
             Empty => &[Empty, CompleteCommit, CompleteAbort],
             Ongoing => &[Ongoing, Empty, CompleteCommit, CompleteAbort],
             PrepareCommit => &[Ongoing],
-            PrepareAbort => &[Ongoing, PrepareEpochFence],
+            // Empty and Complete*: transaction version 2 aborts without a partition added.
+            PrepareAbort => &[
+                Ongoing,
+                PrepareEpochFence,
+                Empty,
+                CompleteCommit,
+                CompleteAbort,
+            ],
             CompleteCommit => &[PrepareCommit],
             CompleteAbort => &[PrepareAbort],
             Dead => &[Empty, CompleteAbort, CompleteCommit],
@@ -125,6 +132,7 @@ pub struct TxnTransit {
     pub partitions: BTreeSet<(String, i32)>,
     pub txn_start_timestamp: i64,
     pub txn_last_update_timestamp: i64,
+    pub client_transaction_version: i16,
 }
 
 /// One transactional id as the coordinator holds it.
@@ -149,6 +157,16 @@ pub struct TransactionMetadata {
     pub pending_state: Option<TransactionState>,
     /// A bumped epoch for fencing was not written: the next fence reuses it.
     pub has_failed_epoch_fence: bool,
+}
+
+/// Kafka's `TransactionVersion` 2 (KIP-890 part 2): the `transaction.version` feature
+/// level from which a client's transactions bump the epoch at every EndTxn and add
+/// partitions implicitly with Produce v12+ and TxnOffsetCommit v5+.
+pub const TRANSACTION_VERSION_2: i16 = 2;
+
+/// Kafka's `TransactionVersion.supportsEpochBump`.
+pub fn supports_epoch_bump(client_transaction_version: i16) -> bool {
+    client_transaction_version >= TRANSACTION_VERSION_2
 }
 
 /// Kafka's `TransactionMetadata.isEpochExhausted`.
@@ -185,49 +203,47 @@ impl TransactionMetadata {
         self.pending_state.is_some()
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn prepare_transition_to(
-        &mut self,
-        state: TransactionState,
-        producer_id: i64,
-        producer_epoch: i16,
-        last_producer_epoch: i16,
-        txn_timeout_ms: i32,
-        partitions: BTreeSet<(String, i32)>,
-        txn_start_timestamp: i64,
-        now_ms: i64,
-    ) -> Result<TxnTransit, IllegalTransition> {
+    /// The current values, as the starting point of a transition to `state` (Kafka's
+    /// `TransitionData`): each `prepare_*` changes only what its transition changes.
+    fn transit_to(&self, state: TransactionState) -> TxnTransit {
+        TxnTransit {
+            producer_id: self.producer_id,
+            previous_producer_id: self.producer_id,
+            next_producer_id: self.next_producer_id,
+            producer_epoch: self.producer_epoch,
+            last_producer_epoch: self.last_producer_epoch,
+            txn_timeout_ms: self.txn_timeout_ms,
+            state,
+            partitions: self.partitions.clone(),
+            txn_start_timestamp: self.txn_start_timestamp,
+            txn_last_update_timestamp: self.txn_last_update_timestamp,
+            client_transaction_version: self.client_transaction_version,
+        }
+    }
+
+    /// Checks a transition and records its target as the pending state (Kafka's
+    /// `prepareTransitionTo`).
+    fn prepare(&mut self, t: TxnTransit) -> Result<TxnTransit, IllegalTransition> {
         let fail = |why| IllegalTransition {
             id: self.transactional_id.clone(),
             from: self.state,
-            to: state,
+            to: t.state,
             why,
         };
         if self.pending_state.is_some() {
             return Err(fail("another transition is pending"));
         }
-        if producer_id < 0 {
+        if t.producer_id < 0 {
             return Err(fail("negative producer id"));
         }
-        if state != Dead && producer_epoch < 0 {
+        if t.state != Dead && t.producer_epoch < 0 {
             return Err(fail("negative producer epoch"));
         }
-        if !state.valid_previous().contains(&self.state) {
+        if !t.state.valid_previous().contains(&self.state) {
             return Err(fail("not a valid previous state"));
         }
-        self.pending_state = Some(state);
-        Ok(TxnTransit {
-            producer_id,
-            previous_producer_id: self.producer_id,
-            next_producer_id: NO_PRODUCER_ID,
-            producer_epoch,
-            last_producer_epoch,
-            txn_timeout_ms,
-            state,
-            partitions,
-            txn_start_timestamp,
-            txn_last_update_timestamp: now_ms,
-        })
+        self.pending_state = Some(t.state);
+        Ok(t)
     }
 
     /// Fencing an open transaction (InitProducerId of a new producer, or the transaction
@@ -243,21 +259,12 @@ impl TransactionMetadata {
                 why: "the epoch would overflow",
             });
         }
-        let bumped = if self.has_failed_epoch_fence {
-            self.producer_epoch
-        } else {
-            self.producer_epoch + 1
-        };
-        self.prepare_transition_to(
-            PrepareEpochFence,
-            self.producer_id,
-            bumped,
-            NO_PRODUCER_EPOCH,
-            self.txn_timeout_ms,
-            self.partitions.clone(),
-            self.txn_start_timestamp,
-            self.txn_last_update_timestamp,
-        )
+        let mut t = self.transit_to(PrepareEpochFence);
+        if !self.has_failed_epoch_fence {
+            t.producer_epoch = self.producer_epoch + 1;
+        }
+        t.last_producer_epoch = NO_PRODUCER_EPOCH;
+        self.prepare(t)
     }
 
     /// InitProducerId on an id without an open transaction: bump the epoch (Kafka's
@@ -281,17 +288,14 @@ impl TransactionMetadata {
             }
             Some(_) => return Err(None),
         };
-        self.prepare_transition_to(
-            Empty,
-            self.producer_id,
-            epoch,
-            last,
-            txn_timeout_ms,
-            BTreeSet::new(),
-            -1,
-            now_ms,
-        )
-        .map_err(Some)
+        let mut t = self.transit_to(Empty);
+        t.producer_epoch = epoch;
+        t.last_producer_epoch = last;
+        t.txn_timeout_ms = txn_timeout_ms;
+        t.partitions = BTreeSet::new();
+        t.txn_start_timestamp = -1;
+        t.txn_last_update_timestamp = now_ms;
+        self.prepare(t).map_err(Some)
     }
 
     /// The epoch is exhausted: a new producer id at epoch 0 (Kafka's
@@ -303,67 +307,73 @@ impl TransactionMetadata {
         now_ms: i64,
         record_last_epoch: bool,
     ) -> Result<TxnTransit, IllegalTransition> {
-        let last = if record_last_epoch {
+        let mut t = self.transit_to(Empty);
+        t.producer_id = new_producer_id;
+        t.producer_epoch = 0;
+        t.last_producer_epoch = if record_last_epoch {
             self.producer_epoch
         } else {
             NO_PRODUCER_EPOCH
         };
-        self.prepare_transition_to(
-            Empty,
-            new_producer_id,
-            0,
-            last,
-            txn_timeout_ms,
-            BTreeSet::new(),
-            -1,
-            now_ms,
-        )
+        t.txn_timeout_ms = txn_timeout_ms;
+        t.partitions = BTreeSet::new();
+        t.txn_start_timestamp = -1;
+        t.txn_last_update_timestamp = now_ms;
+        self.prepare(t)
     }
 
-    /// AddPartitionsToTxn / AddOffsetsToTxn: the transaction starts (or grows).
+    /// AddPartitionsToTxn / AddOffsetsToTxn, or a partition added implicitly by a Produce
+    /// or TxnOffsetCommit of transaction version 2: the transaction starts (or grows). The
+    /// transaction takes the version of the client that adds to it.
     pub fn prepare_add_partitions(
         &mut self,
         added: &BTreeSet<(String, i32)>,
         now_ms: i64,
+        client_transaction_version: i16,
     ) -> Result<TxnTransit, IllegalTransition> {
-        let start = match self.state {
-            Empty | CompleteAbort | CompleteCommit => now_ms,
-            _ => self.txn_start_timestamp,
-        };
-        let partitions = self.partitions.union(added).cloned().collect();
-        self.prepare_transition_to(
-            Ongoing,
-            self.producer_id,
-            self.producer_epoch,
-            self.last_producer_epoch,
-            self.txn_timeout_ms,
-            partitions,
-            start,
-            now_ms,
-        )
+        let mut t = self.transit_to(Ongoing);
+        if matches!(self.state, Empty | CompleteAbort | CompleteCommit) {
+            t.txn_start_timestamp = now_ms;
+        }
+        t.partitions = self.partitions.union(added).cloned().collect();
+        t.txn_last_update_timestamp = now_ms;
+        t.client_transaction_version = client_transaction_version;
+        self.prepare(t)
     }
 
-    /// EndTxn: PrepareCommit or PrepareAbort (transaction version 1: the epoch stays).
+    /// EndTxn: PrepareCommit or PrepareAbort (Kafka's `prepareAbortOrCommit`). From
+    /// transaction version 2 the epoch is bumped with every transaction, and the markers
+    /// carry the bumped epoch, so nothing the producer sent before the end can be appended
+    /// after it; `next_producer_id` is the id that replaces an exhausted one. An abort from
+    /// Empty or Complete* (version 2) has added no partition: it starts now.
     pub fn prepare_abort_or_commit(
         &mut self,
         state: TransactionState,
+        client_transaction_version: i16,
+        next_producer_id: i64,
         now_ms: i64,
+        no_partition_added: bool,
     ) -> Result<TxnTransit, IllegalTransition> {
-        self.prepare_transition_to(
-            state,
-            self.producer_id,
-            self.producer_epoch,
-            self.last_producer_epoch,
-            self.txn_timeout_ms,
-            self.partitions.clone(),
-            self.txn_start_timestamp,
-            now_ms,
-        )
+        let mut t = self.transit_to(state);
+        if supports_epoch_bump(client_transaction_version) {
+            t.producer_epoch = self.producer_epoch.saturating_add(1);
+            t.last_producer_epoch = self.producer_epoch;
+        }
+        if no_partition_added {
+            t.txn_start_timestamp = now_ms;
+        }
+        t.next_producer_id = next_producer_id;
+        t.txn_last_update_timestamp = now_ms;
+        t.client_transaction_version = client_transaction_version;
+        self.prepare(t)
     }
 
-    /// The abort that follows a fence: the bumped epoch replaces the current one in memory
-    /// at once (it is never handed to a client before the abort is written), and the
-    /// PrepareAbort record carries it, so markers fence the old producer.
+    /// The abort that follows a fence. Below transaction version 2 the bumped epoch
+    /// replaces the current one in memory at once (it is never handed to a client before the
+    /// abort is written) and the PrepareAbort record carries it, so markers fence the old
+    /// producer. From version 2 the abort bumps the epoch itself and that is the fence's one
+    /// bump: a late EndTxn of the fenced producer names the epoch just below, which version 2
+    /// reads as a retry, so a late commit gets INVALID_TXN_STATE as from Kafka 4.4.
     pub fn prepare_fenced_abort(
         &mut self,
         bumped_epoch: i16,
@@ -378,12 +388,20 @@ impl TransactionMetadata {
             });
         }
         self.pending_state = None;
-        self.producer_epoch = bumped_epoch;
         self.last_producer_epoch = NO_PRODUCER_EPOCH;
-        self.prepare_abort_or_commit(PrepareAbort, now_ms)
+        let tv = self.client_transaction_version;
+        if supports_epoch_bump(tv) {
+            return self.prepare_abort_or_commit(PrepareAbort, tv, NO_PRODUCER_ID, now_ms, false);
+        }
+        self.producer_epoch = bumped_epoch;
+        let mut t = self.transit_to(PrepareAbort);
+        t.txn_last_update_timestamp = now_ms;
+        self.prepare(t)
     }
 
-    /// Every marker is written: CompleteCommit or CompleteAbort, no partitions.
+    /// Every marker is written: CompleteCommit or CompleteAbort, no partitions (Kafka's
+    /// `prepareComplete`). A version 2 transaction that exhausted its epoch moves to its
+    /// next producer id at epoch 0 here.
     pub fn prepare_complete(&mut self, now_ms: i64) -> Result<TxnTransit, IllegalTransition> {
         let state = if self.state == PrepareCommit {
             CompleteCommit
@@ -391,34 +409,45 @@ impl TransactionMetadata {
             CompleteAbort
         };
         self.has_failed_epoch_fence = false;
-        self.prepare_transition_to(
-            state,
-            self.producer_id,
-            self.producer_epoch,
-            self.producer_epoch,
-            self.txn_timeout_ms,
-            BTreeSet::new(),
-            self.txn_start_timestamp,
-            now_ms,
-        )
+        let mut t = self.transit_to(state);
+        if supports_epoch_bump(self.client_transaction_version)
+            && self.next_producer_id != NO_PRODUCER_ID
+        {
+            t.producer_id = self.next_producer_id;
+            t.producer_epoch = 0;
+        }
+        t.next_producer_id = NO_PRODUCER_ID;
+        t.partitions = BTreeSet::new();
+        t.txn_last_update_timestamp = now_ms;
+        self.prepare(t)
     }
 
     /// The id expired: a tombstone is written, then the metadata removed.
     pub fn prepare_dead(&mut self) -> Result<TxnTransit, IllegalTransition> {
-        self.prepare_transition_to(
-            Dead,
-            self.producer_id,
-            self.producer_epoch,
-            self.last_producer_epoch,
-            self.txn_timeout_ms,
-            BTreeSet::new(),
-            self.txn_start_timestamp,
-            self.txn_last_update_timestamp,
-        )
+        let mut t = self.transit_to(Dead);
+        t.partitions = BTreeSet::new();
+        self.prepare(t)
+    }
+
+    /// Kafka's `validProducerEpoch`: the identity a transition may carry. Version 2 bumps the
+    /// epoch at Prepare* (the last epoch is then the current one) and may move to a new
+    /// producer id at Complete* (the previous id is then the current one).
+    fn valid_producer_epoch(&self, t: &TxnTransit) -> bool {
+        let v2 = supports_epoch_bump(t.client_transaction_version);
+        match t.state {
+            CompleteCommit | CompleteAbort if v2 && t.producer_epoch == 0 => {
+                t.last_producer_epoch == self.last_producer_epoch
+                    && t.previous_producer_id == self.producer_id
+            }
+            PrepareCommit | PrepareAbort if v2 => {
+                t.last_producer_epoch == self.producer_epoch && t.producer_id == self.producer_id
+            }
+            _ => t.producer_epoch == self.producer_epoch && t.producer_id == self.producer_id,
+        }
     }
 
     /// The transition's record is replicated: apply it (Kafka's `completeTransitionTo`, with
-    /// the same consistency checks).
+    /// the same consistency checks, then every field taken from the transition).
     pub fn complete_transition(&mut self, t: &TxnTransit) -> Result<(), IllegalTransition> {
         let fail = |m: &Self, why| IllegalTransition {
             id: m.transactional_id.clone(),
@@ -429,58 +458,51 @@ impl TransactionMetadata {
         if self.pending_state != Some(t.state) {
             return Err(fail(self, "the target is not the pending state"));
         }
-        let same_epoch =
-            t.producer_epoch == self.producer_epoch && t.producer_id == self.producer_id;
-        match t.state {
+        let consistent = match t.state {
             Empty => {
                 let bump = t.producer_epoch == self.producer_epoch.wrapping_add(1)
                     || (t.producer_epoch == 0 && t.producer_id != self.producer_id);
-                if (self.producer_epoch != t.producer_epoch && !bump)
-                    || !t.partitions.is_empty()
-                    || t.txn_start_timestamp != -1
-                {
-                    return Err(fail(self, "inconsistent epoch bump"));
-                }
-                self.txn_timeout_ms = t.txn_timeout_ms;
-                self.producer_epoch = t.producer_epoch;
-                self.last_producer_epoch = t.last_producer_epoch;
-                self.producer_id = t.producer_id;
-                self.previous_producer_id = t.previous_producer_id;
+                (self.producer_epoch == t.producer_epoch || bump)
+                    && t.partitions.is_empty()
+                    && t.txn_start_timestamp == -1
             }
             Ongoing => {
-                if !same_epoch
-                    || !self.partitions.is_subset(&t.partitions)
-                    || self.txn_timeout_ms != t.txn_timeout_ms
-                {
-                    return Err(fail(self, "inconsistent partitions or epoch"));
-                }
-                self.txn_start_timestamp = t.txn_start_timestamp;
-                self.partitions.extend(t.partitions.iter().cloned());
+                self.valid_producer_epoch(t)
+                    && self.partitions.is_subset(&t.partitions)
+                    && self.txn_timeout_ms == t.txn_timeout_ms
             }
             PrepareAbort | PrepareCommit => {
-                if !same_epoch
-                    || self.partitions != t.partitions
-                    || self.txn_timeout_ms != t.txn_timeout_ms
-                    || self.txn_start_timestamp != t.txn_start_timestamp
-                {
-                    return Err(fail(self, "inconsistent prepare"));
-                }
+                // Version 2 aborts from Empty and Complete* with a new start time.
+                let empty_abort = t.state == PrepareAbort
+                    && supports_epoch_bump(t.client_transaction_version)
+                    && matches!(self.state, Empty | CompleteCommit | CompleteAbort);
+                self.valid_producer_epoch(t)
+                    && self.partitions == t.partitions
+                    && self.txn_timeout_ms == t.txn_timeout_ms
+                    && (self.txn_start_timestamp == t.txn_start_timestamp || empty_abort)
             }
             CompleteAbort | CompleteCommit => {
-                if !same_epoch
-                    || self.txn_timeout_ms != t.txn_timeout_ms
-                    || t.txn_start_timestamp == -1
-                {
-                    return Err(fail(self, "inconsistent completion"));
-                }
-                self.txn_start_timestamp = t.txn_start_timestamp;
-                self.partitions.clear();
+                self.valid_producer_epoch(t)
+                    && self.txn_timeout_ms == t.txn_timeout_ms
+                    && t.txn_start_timestamp != -1
             }
             PrepareEpochFence | Dead => {
                 return Err(fail(self, "never completed; only pending"));
             }
+        };
+        if !consistent {
+            return Err(fail(self, "inconsistent with the current metadata"));
         }
+        self.producer_id = t.producer_id;
+        self.previous_producer_id = t.previous_producer_id;
+        self.next_producer_id = t.next_producer_id;
+        self.producer_epoch = t.producer_epoch;
+        self.last_producer_epoch = t.last_producer_epoch;
+        self.txn_timeout_ms = t.txn_timeout_ms;
+        self.partitions = t.partitions.clone();
+        self.txn_start_timestamp = t.txn_start_timestamp;
         self.txn_last_update_timestamp = t.txn_last_update_timestamp;
+        self.client_transaction_version = t.client_transaction_version;
         self.pending_state = None;
         self.state = t.state;
         Ok(())
@@ -519,6 +541,7 @@ impl TransactionMetadata {
         m.partitions = t.partitions.clone();
         m.txn_start_timestamp = t.txn_start_timestamp;
         m.txn_last_update_timestamp = t.txn_last_update_timestamp;
+        m.client_transaction_version = t.client_transaction_version;
         m
     }
 }
@@ -545,20 +568,22 @@ mod tests {
             (m.state, m.producer_epoch, m.last_producer_epoch),
             (Empty, 0, -1)
         );
-        let t = m.prepare_add_partitions(&tp("a", 0), 10).unwrap();
+        let t = m.prepare_add_partitions(&tp("a", 0), 10, 0).unwrap();
         assert_eq!(m.pending_state, Some(Ongoing));
         // A second transition cannot start while one is pending.
-        assert!(m.prepare_add_partitions(&tp("a", 1), 11).is_err());
+        assert!(m.prepare_add_partitions(&tp("a", 1), 11, 0).is_err());
         m.complete_transition(&t).unwrap();
         assert_eq!((m.state, m.txn_start_timestamp), (Ongoing, 10));
-        let t = m.prepare_add_partitions(&tp("b", 0), 12).unwrap();
+        let t = m.prepare_add_partitions(&tp("b", 0), 12, 0).unwrap();
         m.complete_transition(&t).unwrap();
         assert_eq!(m.partitions.len(), 2);
         assert_eq!(
             m.txn_start_timestamp, 10,
             "the start stays with the transaction"
         );
-        let t = m.prepare_abort_or_commit(PrepareCommit, 13).unwrap();
+        let t = m
+            .prepare_abort_or_commit(PrepareCommit, 0, NO_PRODUCER_ID, 13, false)
+            .unwrap();
         m.complete_transition(&t).unwrap();
         let t = m.prepare_complete(14).unwrap();
         assert_eq!(t.state, CompleteCommit);
@@ -568,7 +593,7 @@ mod tests {
             (CompleteCommit, 0, 0)
         );
         // The next transaction starts afresh.
-        let t = m.prepare_add_partitions(&tp("c", 0), 20).unwrap();
+        let t = m.prepare_add_partitions(&tp("c", 0), 20, 0).unwrap();
         assert_eq!(t.txn_start_timestamp, 20);
     }
 
@@ -576,7 +601,8 @@ mod tests {
     fn illegal_transitions_are_refused() {
         let mut m = initialized();
         assert!(
-            m.prepare_abort_or_commit(PrepareCommit, 5).is_err(),
+            m.prepare_abort_or_commit(PrepareCommit, 0, NO_PRODUCER_ID, 5, false)
+                .is_err(),
             "Empty -> PrepareCommit"
         );
         assert_eq!(
@@ -597,7 +623,7 @@ mod tests {
     #[test]
     fn fencing_bumps_the_epoch_once_even_after_a_failed_write() {
         let mut m = initialized();
-        let t = m.prepare_add_partitions(&tp("a", 0), 10).unwrap();
+        let t = m.prepare_add_partitions(&tp("a", 0), 10, 0).unwrap();
         m.complete_transition(&t).unwrap();
         let t = m.prepare_fence_producer_epoch().unwrap();
         assert_eq!((t.state, t.producer_epoch), (PrepareEpochFence, 1));
@@ -651,5 +677,85 @@ mod tests {
             ]
         );
         assert_eq!(TransactionState::from_name("Ongoing"), Some(Ongoing));
+    }
+
+    const V2: i16 = TRANSACTION_VERSION_2;
+
+    #[test]
+    fn version_2_bumps_the_epoch_at_prepare_and_keeps_it_at_complete() {
+        let mut m = initialized(); // epoch 0
+        let t = m.prepare_add_partitions(&tp("a", 0), 10, V2).unwrap();
+        m.complete_transition(&t).unwrap();
+        assert_eq!(m.client_transaction_version, V2);
+        let t = m
+            .prepare_abort_or_commit(PrepareCommit, V2, NO_PRODUCER_ID, 11, false)
+            .unwrap();
+        assert_eq!((t.producer_epoch, t.last_producer_epoch), (1, 0));
+        m.complete_transition(&t).unwrap();
+        let t = m.prepare_complete(12).unwrap();
+        assert_eq!(
+            (t.state, t.producer_id, t.producer_epoch),
+            (CompleteCommit, 1000, 1)
+        );
+        m.complete_transition(&t).unwrap();
+        // An abort with no partition added, from a completed state, starts now.
+        let t = m
+            .prepare_abort_or_commit(PrepareAbort, V2, NO_PRODUCER_ID, 20, true)
+            .unwrap();
+        assert_eq!((t.producer_epoch, t.txn_start_timestamp), (2, 20));
+        m.complete_transition(&t).unwrap();
+        assert!(t.partitions.is_empty());
+    }
+
+    #[test]
+    fn version_2_moves_to_the_next_producer_id_when_the_epoch_runs_out() {
+        let mut m = initialized();
+        m.producer_epoch = i16::MAX - 1;
+        let t = m.prepare_add_partitions(&tp("a", 0), 10, V2).unwrap();
+        m.complete_transition(&t).unwrap();
+        assert!(m.is_producer_epoch_exhausted());
+        let t = m
+            .prepare_abort_or_commit(PrepareCommit, V2, 2000, 11, false)
+            .unwrap();
+        assert_eq!(
+            (t.producer_id, t.producer_epoch, t.next_producer_id),
+            (1000, i16::MAX, 2000)
+        );
+        m.complete_transition(&t).unwrap();
+        let t = m.prepare_complete(12).unwrap();
+        assert_eq!(
+            (
+                t.producer_id,
+                t.producer_epoch,
+                t.previous_producer_id,
+                t.next_producer_id
+            ),
+            (2000, 0, 1000, NO_PRODUCER_ID)
+        );
+        assert_eq!(
+            t.last_producer_epoch,
+            i16::MAX - 1,
+            "the last epoch the client saw"
+        );
+        m.complete_transition(&t).unwrap();
+        assert_eq!((m.producer_id, m.producer_epoch), (2000, 0));
+    }
+
+    #[test]
+    fn version_2_fence_and_abort_bump_the_epoch_once() {
+        let mut m = initialized(); // epoch 0
+        let t = m.prepare_add_partitions(&tp("a", 0), 10, V2).unwrap();
+        m.complete_transition(&t).unwrap();
+        let fence = m.prepare_fence_producer_epoch().unwrap();
+        assert_eq!(fence.producer_epoch, 1);
+        let abort = m.prepare_fenced_abort(fence.producer_epoch, 11).unwrap();
+        assert_eq!(
+            (abort.state, abort.producer_epoch, abort.last_producer_epoch),
+            (PrepareAbort, 1, 0)
+        );
+        m.complete_transition(&abort).unwrap();
+        let t = m.prepare_complete(12).unwrap();
+        m.complete_transition(&t).unwrap();
+        assert_eq!((m.state, m.producer_epoch), (CompleteAbort, 1));
     }
 }

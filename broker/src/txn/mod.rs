@@ -248,6 +248,25 @@ struct State {
     shut_down: bool,
 }
 
+/// An EndTxn as the coordinator checks it (`from_client`: not one of its own aborts).
+#[derive(Clone, Copy)]
+struct EndTxnAsk {
+    producer_id: i64,
+    producer_epoch: i16,
+    commit: bool,
+    from_client: bool,
+}
+
+/// What an EndTxn leads to.
+enum EndStep {
+    /// Write this Prepare* transition.
+    Write(TxnTransit),
+    /// A retry of what is already done: answer success, write nothing.
+    AlreadyDone,
+    /// The epoch is exhausted (version 2): allocate the next producer id, then ask again.
+    NeedProducerId,
+}
+
 /// A transaction whose markers must be (re)sent.
 struct MarkerJob {
     transactional_id: String,
@@ -566,7 +585,7 @@ impl TransactionCoordinator {
                         t.producer_id,
                         t.producer_epoch,
                         false,
-                        false,
+                        None,
                     )
                     .await?;
                     return Err(TxnError::ConcurrentTransactions);
@@ -646,13 +665,16 @@ impl TransactionCoordinator {
     // -----------------------------------------------------------------------------------------
 
     /// Adds partitions to the id's transaction, starting it if none is open (Kafka's
-    /// `handleAddPartitionsToTransaction`).
+    /// `handleAddPartitionsToTransaction`). `client_transaction_version` is 2 where a broker
+    /// adds them for a Produce v12+ or TxnOffsetCommit v5+ (AddPartitionsToTxn v4+ without
+    /// verify-only), 0 for a client's own AddPartitionsToTxn or AddOffsetsToTxn.
     pub async fn add_partitions(
         self: &Arc<Self>,
         transactional_id: &str,
         producer_id: i64,
         producer_epoch: i16,
         partitions: &BTreeSet<(String, i32)>,
+        client_transaction_version: i16,
     ) -> Result<(), TxnError> {
         Self::check_id(transactional_id)?;
         let (coordinator_epoch, t) = {
@@ -677,7 +699,7 @@ impl TransactionCoordinator {
             }
             (
                 coordinator_epoch,
-                m.prepare_add_partitions(partitions, now_ms())?,
+                m.prepare_add_partitions(partitions, now_ms(), client_transaction_version)?,
             )
         };
         self.write_transition(transactional_id, coordinator_epoch, &t)
@@ -730,26 +752,57 @@ impl TransactionCoordinator {
         producer_id: i64,
         producer_epoch: i16,
         commit: bool,
-        from_client: bool,
+        from_client: Option<i16>,
     ) -> Result<(i64, i16), TxnError> {
         Self::check_id(transactional_id)?;
-        let (coordinator_epoch, t, fence) = {
-            let mut st = self.state.lock();
-            let coordinator_epoch = self.acquire(&mut st, transactional_id)?;
-            let m = st
-                .txns
-                .get_mut(transactional_id)
-                .ok_or(TxnError::InvalidProducerIdMapping)?;
-            let fence = m.pending_state == Some(TransactionState::PrepareEpochFence);
-            match Self::prepare_end(m, producer_id, producer_epoch, commit, from_client) {
-                Ok(Some(t)) => (coordinator_epoch, t, fence),
-                Ok(None) => return Ok((m.producer_id, m.producer_epoch)),
-                Err(e) => {
-                    if fence && !from_client {
-                        // The fence will not happen: let the next attempt start afresh.
-                        m.pending_state = None;
+        let mut next_producer_id: Option<i64> = None;
+        let (coordinator_epoch, t, fence) = loop {
+            let step = {
+                let mut st = self.state.lock();
+                let coordinator_epoch = self.acquire(&mut st, transactional_id)?;
+                let m = st
+                    .txns
+                    .get_mut(transactional_id)
+                    .ok_or(TxnError::InvalidProducerIdMapping)?;
+                let fence = m.pending_state == Some(TransactionState::PrepareEpochFence);
+                // A client's transaction version is its EndTxn version's; the coordinator's
+                // own aborts (fences, timeouts) keep the transaction's.
+                let tv = from_client.unwrap_or(m.client_transaction_version);
+                let req = EndTxnAsk {
+                    producer_id,
+                    producer_epoch,
+                    commit,
+                    from_client: from_client.is_some(),
+                };
+                let r = if metadata::supports_epoch_bump(tv) {
+                    Self::prepare_end_v2(m, &req, tv, next_producer_id)
+                } else {
+                    Self::prepare_end(m, &req, tv)
+                };
+                match r {
+                    Ok(EndStep::Write(t)) => Ok((coordinator_epoch, t, fence)),
+                    Ok(EndStep::AlreadyDone) => return Ok((m.producer_id, m.producer_epoch)),
+                    Ok(EndStep::NeedProducerId) => Err(()),
+                    Err(e) => {
+                        if fence && from_client.is_none() {
+                            // The fence will not happen: let the next attempt start afresh.
+                            m.pending_state = None;
+                        }
+                        return Err(e);
                     }
-                    return Err(e);
+                }
+            };
+            match step {
+                Ok(found) => break found,
+                // Transaction version 2 with an exhausted epoch: the transaction ends on
+                // the old id and the next one starts on a new id at epoch 0.
+                Err(()) => {
+                    let pid = self
+                        .replicas
+                        .next_producer_id()
+                        .await
+                        .map_err(TxnError::ProducerIdAllocation)?;
+                    next_producer_id = Some(pid);
                 }
             }
         };
@@ -792,21 +845,30 @@ impl TransactionCoordinator {
                 complete: m.prepare_complete(now_ms())?,
             }
         };
-        let answer = (job.producer_id, job.producer_epoch);
+        // The identity the producer continues with: after a version 2 rotation, the new id.
+        let answer = if job.complete.producer_id != job.producer_id {
+            (job.complete.producer_id, job.complete.producer_epoch)
+        } else {
+            (job.producer_id, job.producer_epoch)
+        };
         tokio::spawn(self.clone().complete_transaction(job));
         Ok(answer)
     }
 
-    /// The checks of Kafka's `endTransaction` before the Prepare* record (transaction
-    /// version 1). `Ok(None)`: already done, answer success (a retried EndTxn).
+    /// The checks of Kafka's `endTransactionWithTV1` before the Prepare* record: the epoch
+    /// is the producer's own, and a retried EndTxn of a completed transaction succeeds.
     fn prepare_end(
         m: &mut TransactionMetadata,
-        producer_id: i64,
-        producer_epoch: i16,
-        commit: bool,
-        from_client: bool,
-    ) -> Result<Option<TxnTransit>, TxnError> {
+        req: &EndTxnAsk,
+        tv: i16,
+    ) -> Result<EndStep, TxnError> {
         use TransactionState::*;
+        let EndTxnAsk {
+            producer_id,
+            producer_epoch,
+            commit,
+            from_client,
+        } = *req;
         if m.producer_id != producer_id {
             return Err(TxnError::InvalidProducerIdMapping);
         }
@@ -819,16 +881,110 @@ impl TransactionCoordinator {
         if m.pending_transition_in_progress() && (from_client || !fence_pending) {
             return Err(TxnError::ConcurrentTransactions);
         }
+        let prepare = |m: &mut TransactionMetadata, s| {
+            m.prepare_abort_or_commit(s, tv, metadata::NO_PRODUCER_ID, now_ms(), false)
+        };
         match (m.state, commit) {
             (Ongoing, _) if fence_pending => {
                 if commit {
                     return Err(TxnError::ConcurrentTransactions);
                 }
-                Ok(Some(m.prepare_fenced_abort(producer_epoch, now_ms())?))
+                Ok(EndStep::Write(
+                    m.prepare_fenced_abort(producer_epoch, now_ms())?,
+                ))
             }
-            (Ongoing, true) => Ok(Some(m.prepare_abort_or_commit(PrepareCommit, now_ms())?)),
-            (Ongoing, false) => Ok(Some(m.prepare_abort_or_commit(PrepareAbort, now_ms())?)),
-            (CompleteCommit, true) | (CompleteAbort, false) => Ok(None),
+            (Ongoing, true) => Ok(EndStep::Write(prepare(m, PrepareCommit)?)),
+            (Ongoing, false) => Ok(EndStep::Write(prepare(m, PrepareAbort)?)),
+            (CompleteCommit, true) | (CompleteAbort, false) => Ok(EndStep::AlreadyDone),
+            (PrepareCommit, true) | (PrepareAbort, false) => Err(TxnError::ConcurrentTransactions),
+            (Dead, _) | (PrepareEpochFence, _) => Err(TxnError::Internal(format!(
+                "transactional id {} found in state {:?}",
+                m.transactional_id, m.state
+            ))),
+            _ => Err(TxnError::InvalidTxnState),
+        }
+    }
+
+    /// The checks of Kafka's `endTransaction` for transaction version 2 (EndTxn v5+), where
+    /// every end bumps the epoch. A retry names the epoch before the bump (or the last epoch
+    /// of the previous producer id after a rotation); an abort is accepted from Empty and
+    /// Complete* too, writing an abort over no partition. The table above Kafka's
+    /// `endTransaction`, with PF = PRODUCER_FENCED and ITS = INVALID_TXN_STATE:
+    ///
+    /// | state          | abort retry | abort current | commit retry | commit current |
+    /// |----------------|-------------|---------------|--------------|----------------|
+    /// | Empty          | PF          | bump          | PF           | ITS            |
+    /// | CompleteAbort  | done        | bump          | ITS          | ITS            |
+    /// | CompleteCommit | ITS         | bump          | done         | ITS            |
+    fn prepare_end_v2(
+        m: &mut TransactionMetadata,
+        req: &EndTxnAsk,
+        tv: i16,
+        next_producer_id: Option<i64>,
+    ) -> Result<EndStep, TxnError> {
+        use TransactionState::*;
+        let EndTxnAsk {
+            producer_id,
+            producer_epoch,
+            commit,
+            from_client,
+        } = *req;
+        let fence = m.pending_state == Some(PrepareEpochFence);
+        let retry_on_overflow = !fence
+            && m.previous_producer_id == producer_id
+            && producer_epoch == i16::MAX - 1
+            && m.producer_epoch == 0;
+        let retry_on_epoch_bump = !fence && m.producer_epoch as i32 == producer_epoch as i32 + 1;
+        let is_retry = retry_on_epoch_bump || retry_on_overflow;
+        let valid_epoch = if fence {
+            (!from_client || producer_epoch == m.producer_epoch)
+                && producer_epoch >= m.producer_epoch
+        } else {
+            match m.state {
+                Ongoing | Empty | Dead | PrepareEpochFence => producer_epoch == m.producer_epoch,
+                PrepareCommit | PrepareAbort => retry_on_epoch_bump,
+                CompleteCommit | CompleteAbort => is_retry || producer_epoch == m.producer_epoch,
+            }
+        };
+        if m.producer_id != producer_id && !retry_on_overflow {
+            return Err(TxnError::InvalidProducerIdMapping);
+        }
+        if !valid_epoch {
+            return Err(TxnError::ProducerFenced);
+        }
+        if m.pending_transition_in_progress() && (from_client || !fence) {
+            return Err(TxnError::ConcurrentTransactions);
+        }
+        // The id the next transaction takes when this one ends at the last epoch.
+        let next_id = if m.is_producer_epoch_exhausted() {
+            match next_producer_id {
+                Some(pid) => pid,
+                None => return Ok(EndStep::NeedProducerId),
+            }
+        } else {
+            metadata::NO_PRODUCER_ID
+        };
+        let prepare = |m: &mut TransactionMetadata, state, no_partition_added| {
+            m.prepare_abort_or_commit(state, tv, next_id, now_ms(), no_partition_added)
+                .map(EndStep::Write)
+                .map_err(TxnError::from)
+        };
+        match (m.state, commit) {
+            (Ongoing, _) if fence => {
+                if commit {
+                    return Err(TxnError::ConcurrentTransactions);
+                }
+                Ok(EndStep::Write(
+                    m.prepare_fenced_abort(producer_epoch, now_ms())?,
+                ))
+            }
+            (Ongoing, true) => prepare(m, PrepareCommit, false),
+            (Ongoing, false) => prepare(m, PrepareAbort, false),
+            (CompleteCommit, true) if is_retry => Ok(EndStep::AlreadyDone),
+            (CompleteCommit, false) if !is_retry => prepare(m, PrepareAbort, true),
+            (CompleteAbort, false) if is_retry => Ok(EndStep::AlreadyDone),
+            (CompleteAbort, false) => prepare(m, PrepareAbort, true),
+            (Empty, false) => prepare(m, PrepareAbort, true),
             (PrepareCommit, true) | (PrepareAbort, false) => Err(TxnError::ConcurrentTransactions),
             (Dead, _) | (PrepareEpochFence, _) => Err(TxnError::Internal(format!(
                 "transactional id {} found in state {:?}",
@@ -1048,7 +1204,7 @@ impl TransactionCoordinator {
             let me = self.clone();
             tokio::spawn(async move {
                 match me
-                    .end_transaction(&id, t.producer_id, t.producer_epoch, false, false)
+                    .end_transaction(&id, t.producer_id, t.producer_epoch, false, None)
                     .await
                 {
                     Ok(_) => {

@@ -1,12 +1,16 @@
-//! Produce verification (KIP-890 part 1; Kafka's `AddPartitionsToTxnManager` and
-//! `ReplicaManager.appendRecords` with `transaction.partition.verification.enable`).
+//! Produce verification and implicit adds (KIP-890; Kafka's `AddPartitionsToTxnManager`
+//! and `ReplicaManager.appendRecords` with `transaction.partition.verification.enable`).
 //!
 //! A transactional batch for a partition where its producer has no open transaction is the
 //! first write of a transaction there — or a late write of a transaction that already
-//! ended. Before appending it the leader asks the coordinator (AddPartitionsToTxn v4,
-//! verify only: in-process when the coordinator is this node, over TCP otherwise) whether
-//! the partition is in the producer's transaction, and refuses the batch if not, so a
-//! delayed write cannot slip into the next transaction or hang the last stable offset.
+//! ended. Before appending it the leader asks the coordinator (in-process when the
+//! coordinator is this node, over TCP otherwise). Below Produce v12 (transaction version 1,
+//! where the client added the partition itself) it only verifies (AddPartitionsToTxn v4,
+//! verify only) and refuses the batch if the partition is not in the producer's
+//! transaction, so a delayed write cannot slip into the next transaction or hang the last
+//! stable offset. From Produce v12 (transaction version 2) it adds the partition
+//! (AddPartitionsToTxn v5), and the coordinator refuses a stale epoch; TxnOffsetCommit v5
+//! adds its `__consumer_offsets` partition the same way ([`add_offsets_partition`]).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -26,6 +30,13 @@ use crate::server::Broker;
 
 /// The AddPartitionsToTxn version brokers verify with.
 pub const VERIFY_VERSION: i16 = 4;
+/// The AddPartitionsToTxn version brokers add partitions with for transaction version 2.
+pub const ADD_VERSION: i16 = 5;
+/// Produce v12+: the partition is added implicitly (Kafka's
+/// `produceRequestVersionToTransactionSupportedOperation`).
+pub const PRODUCE_ADDS_PARTITION_FROM: i16 = 12;
+/// TxnOffsetCommit v5+: the offsets partition is added implicitly.
+pub const TXN_OFFSET_COMMIT_ADDS_PARTITION_FROM: i16 = 5;
 /// Bound on one verification round trip.
 pub const VERIFY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Produce v11+ knows TRANSACTION_ABORTABLE (Kafka's `genericErrorSupported`).
@@ -97,7 +108,9 @@ pub async fn verify_produce(
     let Some(id) = transactional_id.filter(|t| !t.is_empty()) else {
         return Ok(());
     };
-    if !broker.txn.config().partition_verification {
+    // Transaction version 2 depends on the add; version 1 only on the verification's switch.
+    let add = produce_version >= PRODUCE_ADDS_PARTITION_FROM;
+    if !add && !broker.txn.config().partition_verification {
         return Ok(());
     }
     let Some(h) = BatchHeader::new(records) else {
@@ -114,7 +127,7 @@ pub async fn verify_produce(
         return Ok(());
     }
     let tp = (part.topic.clone(), part.index);
-    let code = match ask_coordinator(broker, id, pid, epoch, &tp).await {
+    let code = match ask_coordinator(broker, id, pid, epoch, &tp, add).await {
         Ok(code) => code,
         Err(code) => code,
     };
@@ -125,13 +138,57 @@ pub async fn verify_produce(
     }
 }
 
-/// The coordinator's code for one partition.
+/// TxnOffsetCommit v5+ (transaction version 2): adds the group's `__consumer_offsets`
+/// partition to the producer's transaction before the offsets are written, so the markers
+/// reach them (Kafka's `CoordinatorPartitionWriter.maybeStartTransactionVerification` with
+/// `txnOffsetCommitRequestVersionToTransactionSupportedOperation`). `Err` is the code to
+/// answer, mapped as for a Produce (then as the group coordinator maps write errors).
+pub async fn add_offsets_partition(
+    broker: &Broker,
+    transactional_id: &str,
+    producer_id: i64,
+    producer_epoch: i16,
+    offsets_partition: i32,
+) -> Result<(), i16> {
+    let tp = (
+        crate::group::store::OFFSETS_TOPIC.to_string(),
+        offsets_partition,
+    );
+    let code = match ask_coordinator(
+        broker,
+        transactional_id,
+        producer_id,
+        producer_epoch,
+        &tp,
+        true,
+    )
+    .await
+    {
+        Ok(code) | Err(code) => code,
+    };
+    if code == 0 {
+        return Ok(());
+    }
+    use ResponseError as E;
+    let (mapped, _) = produce_error(code, PRODUCE_ADDS_PARTITION_FROM);
+    // The group coordinator's mapping of a failed write (`handleOperationException`).
+    Err(match E::try_from_code(mapped) {
+        Some(E::NotEnoughReplicas | E::RequestTimedOut | E::UnknownTopicOrPartition) => {
+            E::CoordinatorNotAvailable.code()
+        }
+        _ => mapped,
+    })
+}
+
+/// The coordinator's code for one partition: is it in the transaction (`add == false`), or
+/// add it (`add == true`, transaction version 2).
 async fn ask_coordinator(
     broker: &Broker,
     transactional_id: &str,
     pid: i64,
     epoch: i16,
     tp: &(String, i32),
+    add: bool,
 ) -> Result<i16, i16> {
     let index = broker.txn.partition_for(transactional_id);
     let local = broker
@@ -140,6 +197,20 @@ async fn ask_coordinator(
         .is_some_and(|p| p.is_leader());
     if local || broker.replicas.controller().is_none() {
         let partitions: BTreeSet<(String, i32)> = [tp.clone()].into_iter().collect();
+        if add {
+            return broker
+                .txn
+                .add_partitions(
+                    transactional_id,
+                    pid,
+                    epoch,
+                    &partitions,
+                    super::metadata::TRANSACTION_VERSION_2,
+                )
+                .await
+                .map(|()| 0)
+                .map_err(|e| e.error_code());
+        }
         return broker
             .txn
             .verify_partitions(transactional_id, pid, epoch, &partitions)
@@ -182,12 +253,13 @@ async fn ask_coordinator(
             .with_transactional_id(TransactionalId(crate::api::sb(transactional_id)))
             .with_producer_id(pid.into())
             .with_producer_epoch(epoch)
-            .with_verify_only(true)
+            .with_verify_only(!add)
             .with_topics(vec![AddPartitionsToTxnTopic::default()
                 .with_name(TopicName(crate::api::sb(tp.0.clone())))
                 .with_partitions(vec![tp.1])]),
     ]);
-    let resp = conn.lock().await.send(VERIFY_VERSION, &req).await;
+    let version = if add { ADD_VERSION } else { VERIFY_VERSION };
+    let resp = conn.lock().await.send(version, &req).await;
     let Ok(resp) = resp else {
         // The coordinator moved or is unreachable: the next one has a new connection.
         broker.txn.verifier.conns.lock().remove(&node);

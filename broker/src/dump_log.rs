@@ -6,6 +6,8 @@
 //! reported where it starts instead of failing the whole dump. A transaction marker (control
 //! batch) is followed by a `| offset: ... endTxnMarker: COMMIT|ABORT coordinatorEpoch: ...`
 //! line, and a `.txnindex` file prints one line per aborted transaction, as Kafka's tool does.
+//! A segment of `__transaction_state` (or any, with `--transaction-log-decoder`) also prints
+//! each record's key and value decoded, as Kafka's `--transaction-log-decoder` does.
 
 use std::fs::File;
 use std::io::Write;
@@ -13,7 +15,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::log::batch::{
-    parse_end_txn_marker, BatchHeader, Codec, RecordBatch, HEADER_LEN, LOG_OVERHEAD,
+    parse_end_txn_marker, BatchHeader, Codec, RecordBatch, RecordIter, HEADER_LEN, LOG_OVERHEAD,
 };
 use crate::log::txn_index::{read_entries, TXN_INDEX_SUFFIX};
 use crate::log::TimestampType;
@@ -47,13 +49,51 @@ fn codec_name(id: u8) -> &'static str {
     }
 }
 
-/// Prints one file: a `.txnindex` entry by entry, anything else as a segment.
-pub fn dump_file(path: &Path, out: &mut impl Write) -> std::io::Result<usize> {
+/// Whether a file lies in a `__transaction_state` partition directory.
+fn is_transaction_log(path: &Path) -> bool {
+    path.parent()
+        .and_then(|d| d.file_name())
+        .is_some_and(|n| n.to_string_lossy().starts_with("__transaction_state-"))
+}
+
+/// Prints one file: a `.txnindex` entry by entry, anything else as a segment, its records
+/// decoded as transaction log records when `transaction_log_decoder` is set or the file is
+/// in a `__transaction_state` partition.
+pub fn dump_file(
+    path: &Path,
+    transaction_log_decoder: bool,
+    out: &mut impl Write,
+) -> std::io::Result<usize> {
     if path.to_string_lossy().ends_with(TXN_INDEX_SUFFIX) {
         dump_txn_index(path, out)
     } else {
-        dump_segment(path, out)
+        let decode = transaction_log_decoder || is_transaction_log(path);
+        dump_segment(path, decode, out)
     }
+}
+
+/// The records of an uncompressed data batch as Kafka's `--transaction-log-decoder` prints
+/// them (`TransactionLog.formatRecordKeyAndValue`).
+fn dump_txn_records(batch: &RecordBatch, out: &mut impl Write) -> std::io::Result<()> {
+    let h = batch.header();
+    if h.is_compressed() {
+        return writeln!(out, "| compressed batch: records not decoded");
+    }
+    for r in RecordIter::new(batch.records_bytes()) {
+        match r {
+            Ok(r) => {
+                let (key, payload) =
+                    crate::txn::records::format_record(r.key.unwrap_or_default(), r.value);
+                writeln!(
+                    out,
+                    "| offset: {} key: {key} payload: {payload}",
+                    h.base_offset() + r.offset_delta as i64
+                )?;
+            }
+            Err(e) => return writeln!(out, "| {e}"),
+        }
+    }
+    Ok(())
 }
 
 /// Prints the aborted transactions of a `.txnindex` file. Returns how many.
@@ -71,8 +111,13 @@ pub fn dump_txn_index(path: &Path, out: &mut impl Write) -> std::io::Result<usiz
     Ok(entries.len())
 }
 
-/// Prints one segment file's batches to `out`. Returns the number of valid batches.
-pub fn dump_segment(path: &Path, out: &mut impl Write) -> std::io::Result<usize> {
+/// Prints one segment file's batches to `out`, with each record decoded as a transaction
+/// log record if `decode_txn_log`. Returns the number of valid batches.
+pub fn dump_segment(
+    path: &Path,
+    decode_txn_log: bool,
+    out: &mut impl Write,
+) -> std::io::Result<usize> {
     let file = File::open(path)?;
     let len = file.metadata()?.len();
     writeln!(out, "Dumping {}", path.display())?;
@@ -153,6 +198,8 @@ pub fn dump_segment(path: &Path, out: &mut impl Write) -> std::io::Result<usize>
                 Ok(None) => writeln!(out, "| offset: {} control record", h.base_offset())?,
                 Err(e) => writeln!(out, "| offset: {} bad control record: {e}", h.base_offset())?,
             }
+        } else if decode_txn_log {
+            dump_txn_records(&batch, out)?;
         }
         count += 1;
         position += size as u64;
@@ -184,7 +231,7 @@ mod tests {
         data.extend_from_slice(&b[..20]);
         std::fs::write(&path, &data).unwrap();
         let mut out = Vec::new();
-        assert_eq!(dump_segment(&path, &mut out).unwrap(), 2);
+        assert_eq!(dump_segment(&path, false, &mut out).unwrap(), 2);
         let text = String::from_utf8(out).unwrap();
         assert!(text.contains("baseOffset: 0 lastOffset: 2 count: 3 baseSequence: 0 lastSequence: 2 producerId: 7"), "{text}");
         assert!(
@@ -218,7 +265,7 @@ mod tests {
         assert_eq!(files, vec![log, idx]);
         let mut out = Vec::new();
         for f in &files {
-            dump_file(f, &mut out).unwrap();
+            dump_file(f, false, &mut out).unwrap();
         }
         let text = String::from_utf8(out).unwrap();
         assert!(text.contains("isControl: true"), "{text}");
@@ -232,5 +279,43 @@ mod tests {
             ),
             "{text}"
         );
+    }
+
+    #[test]
+    fn decodes_transaction_state_records() {
+        use crate::log::batch::testutil::TestRecord;
+        use crate::txn::metadata::TransactionMetadata;
+        use crate::txn::records::{txn_key, txn_value, TxnLogValue};
+        let dir = tempfile::tempdir().unwrap();
+        let part = dir.path().join("__transaction_state-3");
+        std::fs::create_dir(&part).unwrap();
+        let m = TransactionMetadata::new("tx-dump", 42, 60_000, 7);
+        let mut b = BatchBuilder::new(1000);
+        b.records = vec![TestRecord {
+            timestamp_delta: 0,
+            key: Some(txn_key("tx-dump").to_vec()),
+            value: Some(txn_value(&TxnLogValue::of(&m)).to_vec()),
+            headers: Vec::new(),
+        }];
+        let log = part.join("00000000000000000000.log");
+        std::fs::write(&log, b.build()).unwrap();
+        let mut out = Vec::new();
+        dump_file(&log, false, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains("| offset: 0 key: transaction_metadata::transactionalId=tx-dump payload: producerId:42,producerEpoch:-1,state=Empty,partitions=[],txnLastUpdateTimestamp=7,txnTimeoutMs=60000"),
+            "{text}"
+        );
+        // Elsewhere only with the flag.
+        let other = dir.path().join("plain-0.log");
+        std::fs::write(&other, b.build()).unwrap();
+        let mut out = Vec::new();
+        dump_file(&other, false, &mut out).unwrap();
+        assert!(!String::from_utf8(out).unwrap().contains("transactionalId"));
+        let mut out = Vec::new();
+        dump_file(&other, true, &mut out).unwrap();
+        assert!(String::from_utf8(out)
+            .unwrap()
+            .contains("transactionalId=tx-dump"));
     }
 }

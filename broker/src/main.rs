@@ -42,6 +42,10 @@ enum Command {
     DumpLog {
         /// A `.log` segment, a `.txnindex` file or a `<topic>-<partition>` directory.
         path: PathBuf,
+        /// Decode records as `__transaction_state` records (automatic for files of that
+        /// topic), as Kafka's kafka-dump-log `--transaction-log-decoder`.
+        #[arg(long)]
+        transaction_log_decoder: bool,
     },
     /// Adds, lists or clears fault rules on a running node, through its admin listener.
     Fault {
@@ -187,7 +191,10 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Serve { config, overrides } => serve(config, overrides),
         Command::Fault { command } => fault(command),
-        Command::DumpLog { path } => dump_log(&path),
+        Command::DumpLog {
+            path,
+            transaction_log_decoder,
+        } => dump_log(&path, transaction_log_decoder),
         Command::Cluster(args) => brook::supervisor::run(args),
         Command::Node { command } => node(command),
         Command::Chaos { args } => chaos(args),
@@ -478,7 +485,7 @@ fn chaos(args: Vec<String>) -> ExitCode {
     ExitCode::FAILURE
 }
 
-fn dump_log(path: &std::path::Path) -> ExitCode {
+fn dump_log(path: &std::path::Path, transaction_log_decoder: bool) -> ExitCode {
     let mut out = std::io::stdout().lock();
     let files = match brook::dump_log::segment_files(path) {
         Ok(f) => f,
@@ -488,7 +495,7 @@ fn dump_log(path: &std::path::Path) -> ExitCode {
         }
     };
     for f in files {
-        if let Err(e) = brook::dump_log::dump_file(&f, &mut out) {
+        if let Err(e) = brook::dump_log::dump_file(&f, transaction_log_decoder, &mut out) {
             if e.kind() == std::io::ErrorKind::BrokenPipe {
                 return ExitCode::SUCCESS;
             }

@@ -138,6 +138,7 @@ impl Server {
             &config,
             replicas.clone(),
             format!("{host}:{port}"),
+            faults.clone(),
         )?);
         let broker = Arc::new(Broker {
             config,

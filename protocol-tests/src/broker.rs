@@ -122,6 +122,11 @@ impl Broker {
         self.process.stop()
     }
 
+    /// Waits up to `timeout` for the process to exit by itself (a crash point); its status.
+    pub fn await_exit(&mut self, timeout: std::time::Duration) -> Option<ExitStatus> {
+        self.process.await_exit(timeout)
+    }
+
     /// SIGKILL and reap.
     pub fn kill9(&mut self) {
         self.process.kill9()

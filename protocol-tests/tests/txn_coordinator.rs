@@ -767,3 +767,72 @@ fn transaction_version_2_late_commit_after_a_timeout_abort_is_an_invalid_state()
         "the aborted producer's late write"
     );
 }
+
+/// Installs a crash rule at `point` on the broker.
+fn crash_at(b: &Broker, point: &str) {
+    let out = run_brook(
+        &[
+            "fault",
+            "add",
+            "--admin",
+            &admin(b),
+            "--action",
+            "crash",
+            "--point",
+            point,
+        ],
+        Duration::from_secs(20),
+    );
+    assert!(out.status.success(), "brook fault add: {out:?}");
+}
+
+/// A commit whose coordinator dies at a crash point, then restarts: the reloaded
+/// coordinator finishes it, and the records become visible exactly once.
+fn crash_and_recover(point: &str, topic_prefix: &str) {
+    let mut b = start();
+    let mut c = WireClient::connect(&b.bootstrap());
+    let topic = unique_topic(topic_prefix);
+    c.ensure_topic(&topic);
+    let id = format!("tx-{topic_prefix}");
+    let p = init_ok(&mut c, &id);
+    assert_eq!(produce_txn_v12(&mut c, &id, &topic, p, 0, 3), 0);
+    crash_at(&b, point);
+    let req = EndTxnRequest::default()
+        .with_transactional_id(tid(&id))
+        .with_producer_id(p.0.into())
+        .with_producer_epoch(p.1)
+        .with_committed(true);
+    // The process exits before it answers or after; either way the connection ends.
+    let _ = c.try_request::<EndTxnRequest>(END_TXN_V5, &req);
+    let exit = b
+        .await_exit(Duration::from_secs(20))
+        .unwrap_or_else(|| panic!("no crash at {point}:\n{}", b.log_tail(40)));
+    assert_eq!(exit.code(), Some(137), "a crash point exits 137");
+    assert!(b.log_tail(40).contains(&format!("point={point}")));
+    b.start_again();
+    let mut c = WireClient::connect(&b.bootstrap());
+    // The PrepareCommit is in the log: the new coordinator sends the markers and completes.
+    wait_state(&mut c, &id, "CompleteCommit");
+    // After txn-after-marker the successor writes the marker again, as Kafka's does after a
+    // coordinator failover: the second one ends no transaction and changes nothing.
+    let markers = control_types(&mut c, &topic);
+    let want = if point == "txn-after-marker" { 2 } else { 1 };
+    assert_eq!(markers, vec![1; want], "COMMIT markers");
+    assert_eq!(
+        lso(&mut c, &topic),
+        3 + want as i64,
+        "3 records and the markers, stable"
+    );
+    let d = describe(&mut c, &id);
+    assert_eq!((d.producer_id.0, d.producer_epoch), (p.0, p.1 + 1), "{d:?}");
+}
+
+#[test]
+fn a_coordinator_crash_after_the_prepare_record_is_finished_by_its_successor() {
+    crash_and_recover("txn-after-prepare-before-markers", "txn-crash-prep");
+}
+
+#[test]
+fn a_coordinator_crash_after_a_marker_is_finished_by_its_successor() {
+    crash_and_recover("txn-after-marker", "txn-crash-mark");
+}

@@ -103,14 +103,24 @@ pub enum CrashPoint {
     AfterReplicationBeforeAck,
     /// A follower received records from the leader, before appending them.
     FollowerAfterFetchBeforeAppend,
+    /// The transaction coordinator wrote PrepareCommit/PrepareAbort (replicated), before it
+    /// answers EndTxn and before any marker; topic and partition are the
+    /// `__transaction_state` partition of the transactional id.
+    TxnAfterPrepareBeforeMarkers,
+    /// The transaction coordinator learnt that a marker is written to a partition, before
+    /// the Complete* record; topic and partition are that data partition. In a transaction
+    /// over several nodes' partitions this stops the coordinator after some markers.
+    TxnAfterMarker,
 }
 
 impl CrashPoint {
     /// Every crash point.
-    pub const ALL: [CrashPoint; 3] = [
+    pub const ALL: [CrashPoint; 5] = [
         CrashPoint::AfterLeaderAppend,
         CrashPoint::AfterReplicationBeforeAck,
         CrashPoint::FollowerAfterFetchBeforeAppend,
+        CrashPoint::TxnAfterPrepareBeforeMarkers,
+        CrashPoint::TxnAfterMarker,
     ];
 
     /// The name used in specs and logs.
@@ -119,6 +129,8 @@ impl CrashPoint {
             CrashPoint::AfterLeaderAppend => "after-leader-append",
             CrashPoint::AfterReplicationBeforeAck => "after-replication-before-ack",
             CrashPoint::FollowerAfterFetchBeforeAppend => "follower-after-fetch-before-append",
+            CrashPoint::TxnAfterPrepareBeforeMarkers => "txn-after-prepare-before-markers",
+            CrashPoint::TxnAfterMarker => "txn-after-marker",
         }
     }
 
@@ -129,9 +141,10 @@ impl CrashPoint {
             .into_iter()
             .find(|p| p.name() == norm)
             .ok_or_else(|| {
+                let names: Vec<&str> = CrashPoint::ALL.iter().map(|p| p.name()).collect();
                 FaultError::Invalid(format!(
-                    "unknown crash point {name:?}; expected after-leader-append, \
-                     after-replication-before-ack or follower-after-fetch-before-append"
+                    "unknown crash point {name:?}; expected one of {}",
+                    names.join(", ")
                 ))
             })
     }

@@ -36,6 +36,7 @@ use self::metadata::{TransactionMetadata, TransactionState, TxnTransit};
 use self::records::{decode_txn_key, decode_txn_value, txn_key, txn_value, TxnLogValue};
 use crate::cluster::replica_manager::{now_ms, ReplicaManager};
 use crate::config::{BrokerConfig, ConfigError};
+use crate::fault::{CrashPoint, FaultEngine};
 
 /// Longest transactional id accepted (the record key's i16 string bounds it).
 pub const MAX_TRANSACTIONAL_ID_BYTES: usize = 4096;
@@ -289,6 +290,8 @@ pub struct TransactionCoordinator {
     state: Mutex<State>,
     /// Connections for produce verification with other nodes' coordinators.
     pub verifier: verify::TxnVerifier,
+    /// The node's fault engine, for the coordinator's crash points.
+    faults: Arc<FaultEngine>,
 }
 
 impl TransactionCoordinator {
@@ -296,6 +299,7 @@ impl TransactionCoordinator {
         broker: &BrokerConfig,
         replicas: Arc<ReplicaManager>,
         self_addr: String,
+        faults: Arc<FaultEngine>,
     ) -> Result<Self, ConfigError> {
         let config = TxnConfig::from_broker(broker)?;
         let log = TransactionLog::new(
@@ -314,6 +318,7 @@ impl TransactionCoordinator {
             log,
             state: Mutex::new(State::default()),
             verifier: verify::TxnVerifier::default(),
+            faults,
         })
     }
 
@@ -817,6 +822,11 @@ impl TransactionCoordinator {
             }
             return Err(e);
         }
+        self.faults.crash_point(
+            CrashPoint::TxnAfterPrepareBeforeMarkers,
+            TRANSACTION_STATE_TOPIC,
+            self.log.partition_for(transactional_id),
+        );
         let job = {
             let mut st = self.state.lock();
             if st.loaded.get(&self.log.partition_for(transactional_id)) != Some(&coordinator_epoch)
@@ -1057,7 +1067,11 @@ impl TransactionCoordinator {
                 };
                 for (tp, outcome) in self.markers.send(node, &addr, &req).await {
                     match outcome {
-                        MarkerOutcome::Written => written.push(tp),
+                        MarkerOutcome::Written => {
+                            self.faults
+                                .crash_point(CrashPoint::TxnAfterMarker, &tp.0, tp.1);
+                            written.push(tp)
+                        }
                         MarkerOutcome::Retry => {}
                         MarkerOutcome::Fenced => fenced = true,
                     }

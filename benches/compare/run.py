@@ -5,12 +5,15 @@
     cargo build --release -p brook
     python3 benches/compare/run.py                      # full: 1,000,000 records, 4 alternations
     python3 benches/compare/run.py --records 200000 --reps 2   # reduced
+    python3 benches/compare/run.py --records 200000 --reps 3 --txn-only   # W7 and W8 alone
 
 Each alternation runs Brook, then Kafka (A B A B ...), each on fresh data directories:
   start one node (timed: process start until the first acks=all produce succeeds; idle RSS),
   W1 produce 1 KiB records acks=1 RF=1 (ProducerPerformance), RSS after W1,
   W4 consume W1's topic (ConsumerPerformance), W3 produce 100-byte records acks=1,
-  W6 end-to-end latency at a fixed rate (E2eLatency.java), stop;
+  W6 end-to-end latency at a fixed rate (E2eLatency.java),
+  W7 produce 1 KiB records acks=all with idempotence, W8 the same records in transactions
+  of --txn-ms each (ProducerPerformance --transactional-id --transaction-duration-ms), stop;
   start three nodes (timed, idle RSS per node), W2 produce 1 KiB acks=all RF=3
   min.insync.replicas=2, stop.
 Broker CPU is utime+stime from /proc/<pid>/stat of every broker process (for Brook's cluster,
@@ -353,12 +356,13 @@ PERF_RE = re.compile(r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/se
                      r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99.9th")
 
 
-def produce(sysm, topic, n, size, acks):
+def produce(sysm, topic, n, size, acks, extra=()):
     pids = sysm.cpu_pids()
     c0 = cpu_seconds(pids)
     out = java("org.apache.kafka.tools.ProducerPerformance",
                ["--bootstrap-server", sysm.bootstrap, "--topic", topic, "--num-records", str(n),
-                "--record-size", str(size), "--throughput", "-1", "--command-property", f"acks={acks}"])
+                "--record-size", str(size), "--throughput", "-1", "--command-property", f"acks={acks}"]
+               + list(extra))
     cpu = cpu_seconds(pids) - c0
     m = PERF_RE.findall(out)
     if not m:
@@ -400,6 +404,26 @@ def e2e(sysm, topic, rate, seconds, warmup, size):
     return {"p50_ms": int(m.group(1)) / 1000, "p99_ms": int(m.group(2)) / 1000, "line": p.stdout.strip()}
 
 
+def transactions(sysm, rep, a, r):
+    """W7 idempotent acks=all, then W8 the same in transactions of a.txn_ms: records/s of
+    each, and what one commit costs (the extra time of W8 over W7, per transaction)."""
+    t7 = f"w7-{rep}"
+    create_topic(sysm.bootstrap, t7, 1)
+    log(sysm.name, rep, "W7 produce", a.records, "x 1 KiB acks=all idempotent")
+    r["w7"] = produce(sysm, t7, a.records, 1024, "all", ["--command-property", "enable.idempotence=true"])
+    t8 = f"w8-{rep}"
+    create_topic(sysm.bootstrap, t8, 1)
+    log(sysm.name, rep, "W8 produce", a.records, "x 1 KiB in transactions of", a.txn_ms, "ms")
+    r["w8"] = produce(sysm, t8, a.records, 1024, "all",
+                      ["--transactional-id", f"perf-{sysm.name}-{rep}-{time.time_ns()}",
+                       "--transaction-duration-ms", str(a.txn_ms)])
+    t_idem = a.records / r["w7"]["records_s"]
+    t_txn = a.records / r["w8"]["records_s"]
+    commits = max(1.0, t_txn * 1000 / a.txn_ms)
+    r["w8"]["commits"] = commits
+    r["w8"]["ms_per_commit"] = (t_txn - t_idem) * 1000 / commits
+
+
 # ---------------------------------------------------------------- one alternation
 
 def one_round(sysm, rep, a):
@@ -407,6 +431,14 @@ def one_round(sysm, rep, a):
     data = os.path.join(WORK, f"{sysm.name}-1")
     log(sysm.name, rep, "start 1 node")
     r["startup1_s"] = sysm.start(1, data)
+    if a.txn_only:
+        try:
+            transactions(sysm, rep, a, r)
+        finally:
+            sysm.stop()
+            shutil.rmtree(data, ignore_errors=True)
+        log(sysm.name, rep, "done", json.dumps(r))
+        return r
     try:
         time.sleep(a.idle_wait)
         r["idle_rss1_mib"] = statistics.mean(rss_mib(p) for p in sysm.node_pids())
@@ -425,6 +457,7 @@ def one_round(sysm, rep, a):
         create_topic(sysm.bootstrap, t6, 1)
         log(sysm.name, rep, "W6 e2e", a.e2e_rate, "records/s for", a.e2e_seconds, "s")
         r["w6"] = e2e(sysm, t6, a.e2e_rate, a.e2e_seconds, a.e2e_warmup, 1024)
+        transactions(sysm, rep, a, r)
     finally:
         sysm.stop()
         shutil.rmtree(data, ignore_errors=True)
@@ -468,6 +501,11 @@ ROWS = [
     ("W5 RSS after W1", lambda r: r["rss_after_w1_mib"], "MiB", "low"),
     ("W6 end-to-end latency p50", lambda r: r["w6"]["p50_ms"], "ms", "low"),
     ("W6 end-to-end latency p99", lambda r: r["w6"]["p99_ms"], "ms", "low"),
+    ("W7 1 node acks=all idempotent 1 KiB: records/s", lambda r: r["w7"]["records_s"], "rec/s", "high"),
+    ("W8 the same in transactions: records/s", lambda r: r["w8"]["records_s"], "rec/s", "high"),
+    ("W8/W7 records/s (same system)", lambda r: r["w8"]["records_s"] / r["w7"]["records_s"], "ratio", "high"),
+    ("W8 extra time per commit", lambda r: r["w8"]["ms_per_commit"], "ms", "low"),
+    ("W8 broker CPU per million records", lambda r: r["w8"]["cpu_s_per_m_records"], "s/M", "low"),
 ]
 
 
@@ -506,6 +544,8 @@ def main():
     ap.add_argument("--e2e-rate", type=int, default=1000, help="W6 records per second (default 1000)")
     ap.add_argument("--e2e-seconds", type=float, default=15, help="W6 duration (default 15)")
     ap.add_argument("--e2e-warmup", type=float, default=3, help="W6 seconds not counted (default 3)")
+    ap.add_argument("--txn-ms", type=int, default=100, help="W8 transaction duration (default 100 ms)")
+    ap.add_argument("--txn-only", action="store_true", help="run only W7 and W8 (and start-up)")
     ap.add_argument("--idle-wait", type=float, default=3, help="seconds after start-up before idle RSS (default 3)")
     ap.add_argument("--brook-bin", default=os.path.join(ROOT, "target", "release", "brook"))
     ap.add_argument("--only", choices=["brook", "kafka"], help="run one system only")

@@ -836,3 +836,35 @@ fn a_coordinator_crash_after_the_prepare_record_is_finished_by_its_successor() {
 fn a_coordinator_crash_after_a_marker_is_finished_by_its_successor() {
     crash_and_recover("txn-after-marker", "txn-crash-mark");
 }
+
+#[test]
+fn clients_cannot_produce_to_the_internal_topics() {
+    let b = start();
+    let mut c = WireClient::connect(&b.bootstrap());
+    let _ = init_ok(&mut c, "tx-internal"); // creates __transaction_state
+    let group = FindCoordinatorRequest::default()
+        .with_key(s("g-internal"))
+        .with_key_type(0);
+    let r = c.request(FIND_COORDINATOR_V3, &group); // creates __consumer_offsets
+    assert_eq!(r.error_code, 0, "{r:?}");
+    for internal in ["__transaction_state", "__consumer_offsets"] {
+        let before = c.list_offsets(internal, 0, -1).offset;
+        let req = WireClient::produce_request(
+            internal,
+            0,
+            encode_batch(Producer::NONE, &recs("x", 1)),
+            -1,
+        );
+        let resp: ProduceResponse = c.request(PRODUCE_V, &req);
+        assert_eq!(
+            resp.responses[0].partition_responses[0].error_code,
+            E::InvalidTopicException.code(),
+            "{internal}: {resp:?}"
+        );
+        assert_eq!(
+            c.list_offsets(internal, 0, -1).offset,
+            before,
+            "{internal}: nothing appended"
+        );
+    }
+}

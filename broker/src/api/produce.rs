@@ -148,8 +148,11 @@ fn append_partition(
     if let Err(msg) = validate_topic_name(name) {
         return refuse(code::INVALID_TOPIC, Some(msg));
     }
-    if name == crate::group::store::OFFSETS_TOPIC {
-        // Internal topics are written by their coordinator only, as in Kafka.
+    if name == crate::group::store::OFFSETS_TOPIC
+        || name == crate::txn::log::TRANSACTION_STATE_TOPIC
+    {
+        // Internal topics are written by their coordinator only, as in Kafka (ReplicaManager
+        // refuses them unless the append is internal).
         let msg = format!("cannot append to internal topic {name}");
         return refuse(code::INVALID_TOPIC, Some(msg));
     }

@@ -38,5 +38,6 @@ pub mod report;
 pub mod run;
 pub mod schedule;
 pub mod target;
+pub mod txn;
 pub mod verdict;
 pub mod workload;

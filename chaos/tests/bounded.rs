@@ -16,7 +16,7 @@ use brook_chaos::report;
 use brook_chaos::run::{run, RunConfig, RunOutput};
 use brook_chaos::schedule::Step;
 use brook_chaos::target::BrookCluster;
-use brook_chaos::workload::ClientSettings;
+use brook_chaos::workload::{ClientSettings, WorkloadKind};
 use brook_protocol_tests::process::brook_bin;
 
 /// One cluster at a time: the machine is small.
@@ -31,6 +31,7 @@ fn config(seed: u64, steps: usize, acks: &str, idempotence: bool) -> RunConfig {
         steps,
         schedule: None,
         clients: ClientSettings {
+            workload: WorkloadKind::Send,
             partitions: 3,
             producers: 2,
             consumers: 2,

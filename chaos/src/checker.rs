@@ -15,6 +15,20 @@
 //! - `reorder`: two records of one producer to one partition are in the log in the opposite of
 //!   the order they were sent in.
 //!
+//! With the transactional workload ([`Op::Txn`]), also:
+//!
+//! - `aborted-read` (Adya's G1a): a read_committed poll, or the final read, returned a record
+//!   of a transaction whose producer never asked to commit it (it was aborted);
+//! - `uncommitted-read`: a poll returned a record before its transaction's commit was even
+//!   sent (the poll was recorded before `commit_transaction` was called; polls are
+//!   time-stamped after they return, so this errs only on the side of missing some);
+//! - `lost-commit`: a record of a committed transaction missing from the final read;
+//! - `partial-transaction`: the final read holds some but not all records of a transaction
+//!   that committed or may have (atomicity).
+//!
+//! A transaction's records count as sends for `duplicate` (of the reads) and `reorder`, not for
+//! `lost-write` or `unseen` (acknowledged means committed there: `lost-commit`).
+//!
 //! Values are unique per send (the workload writes `<process>-<n>`), which is what lets a read
 //! be matched to its send.
 
@@ -22,7 +36,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use crate::history::{Op, Outcome, Read, FINAL_READER};
+use crate::history::{Op, Outcome, Read, TxnOutcome, TxnRecord, FINAL_READER};
 
 /// Examples kept per anomaly kind and partition; the counts are always complete.
 pub const EXAMPLES_MAX: usize = 8;
@@ -38,10 +52,14 @@ pub enum Anomaly {
     NonmonotonicPoll,
     PollSkip,
     Reorder,
+    AbortedRead,
+    UncommittedRead,
+    LostCommit,
+    PartialTransaction,
 }
 
 impl Anomaly {
-    pub const ALL: [Anomaly; 7] = [
+    pub const ALL: [Anomaly; 11] = [
         Anomaly::LostWrite,
         Anomaly::Unseen,
         Anomaly::Duplicate,
@@ -49,7 +67,22 @@ impl Anomaly {
         Anomaly::NonmonotonicPoll,
         Anomaly::PollSkip,
         Anomaly::Reorder,
+        Anomaly::AbortedRead,
+        Anomaly::UncommittedRead,
+        Anomaly::LostCommit,
+        Anomaly::PartialTransaction,
     ];
+
+    /// Whether only the transactional workload can show it.
+    pub fn transactional(self) -> bool {
+        matches!(
+            self,
+            Anomaly::AbortedRead
+                | Anomaly::UncommittedRead
+                | Anomaly::LostCommit
+                | Anomaly::PartialTransaction
+        )
+    }
 
     /// The name Jepsen uses.
     pub fn name(self) -> &'static str {
@@ -61,6 +94,10 @@ impl Anomaly {
             Anomaly::NonmonotonicPoll => "nonmonotonic-poll",
             Anomaly::PollSkip => "poll-skip",
             Anomaly::Reorder => "reorder",
+            Anomaly::AbortedRead => "aborted-read",
+            Anomaly::UncommittedRead => "uncommitted-read",
+            Anomaly::LostCommit => "lost-commit",
+            Anomaly::PartialTransaction => "partial-transaction",
         }
     }
 }
@@ -75,11 +112,15 @@ pub struct Found {
 /// What one partition's history shows.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionReport {
-    /// Sends acknowledged with an offset.
+    /// Sends acknowledged with an offset (records of committed transactions).
     pub acknowledged: u64,
-    /// Sends that failed or whose outcome is unknown.
+    /// Sends that failed or whose outcome is unknown (records of aborted transactions, of
+    /// transactions whose outcome is unknown).
     pub failed: u64,
     pub unknown: u64,
+    /// Records sent in transactions.
+    #[serde(default)]
+    pub txn_records: u64,
     /// Distinct offsets read by any poll.
     pub offsets_read: u64,
     pub anomalies: BTreeMap<Anomaly, Found>,
@@ -108,11 +149,65 @@ struct SendView<'a> {
     acked_at: Option<i64>,
 }
 
+/// A transaction as the checker needs it.
+struct TxnView<'a> {
+    process: &'a str,
+    txn: u64,
+    records: &'a [TxnRecord],
+    commit_invoked_ms: Option<u64>,
+    outcome: &'a TxnOutcome,
+}
+
+impl TxnView<'_> {
+    fn name(&self) -> String {
+        let outcome = match self.outcome {
+            TxnOutcome::Committed => "committed".to_string(),
+            TxnOutcome::Aborted { reason } => format!("aborted: {reason}"),
+            TxnOutcome::Unknown { error } => format!("unknown: {error}"),
+        };
+        format!("transaction {}/{} ({outcome})", self.process, self.txn)
+    }
+}
+
 /// Every partition's report, keyed by partition.
 pub fn check(ops: &[Op]) -> BTreeMap<i32, PartitionReport> {
     let mut sends: BTreeMap<i32, Vec<SendView<'_>>> = BTreeMap::new();
     let mut reports: BTreeMap<i32, PartitionReport> = BTreeMap::new();
+    let mut txns: Vec<TxnView<'_>> = Vec::new();
     for op in ops {
+        if let Op::Txn {
+            process,
+            txn,
+            records,
+            commit_invoked_ms,
+            outcome,
+            ..
+        } = op
+        {
+            for rec in records {
+                let r = reports.entry(rec.partition).or_default();
+                r.txn_records += 1;
+                match outcome {
+                    TxnOutcome::Committed => r.acknowledged += 1,
+                    TxnOutcome::Aborted { .. } => r.failed += 1,
+                    TxnOutcome::Unknown { .. } => r.unknown += 1,
+                }
+                // For `reorder` only: no acknowledged offset, so no lost-write or unseen.
+                sends.entry(rec.partition).or_default().push(SendView {
+                    process,
+                    seq: rec.seq,
+                    value: &rec.value,
+                    acked_at: None,
+                });
+            }
+            txns.push(TxnView {
+                process,
+                txn: *txn,
+                records,
+                commit_invoked_ms: *commit_invoked_ms,
+                outcome,
+            });
+        }
         if let Op::Send {
             process,
             seq,
@@ -159,7 +254,115 @@ pub fn check(ops: &[Op]) -> BTreeMap<i32, PartitionReport> {
         check_producer_order(log, sends, report);
     }
     check_polls(ops, &reads, &mut reports);
+    check_txn_reads(ops, &txns, &mut reports);
+    check_txn_final(&txns, &reads, &mut reports);
     reports
+}
+
+/// `aborted-read` and `uncommitted-read`: every poll (the final read's too) against the
+/// transaction of each record it returned. Each record counts once per kind.
+fn check_txn_reads(ops: &[Op], txns: &[TxnView<'_>], reports: &mut BTreeMap<i32, PartitionReport>) {
+    let of: HashMap<&str, &TxnView<'_>> = txns
+        .iter()
+        .flat_map(|t| t.records.iter().map(move |r| (r.value.as_str(), t)))
+        .collect();
+    let mut noted: BTreeSet<(Anomaly, &str)> = BTreeSet::new();
+    for op in ops {
+        let Op::Poll {
+            process,
+            at_ms,
+            records,
+        } = op
+        else {
+            continue;
+        };
+        for r in records {
+            let Some(t) = of.get(r.value.as_str()) else {
+                continue;
+            };
+            let report = reports.entry(r.partition).or_default();
+            if let TxnOutcome::Aborted { .. } = t.outcome {
+                if noted.insert((Anomaly::AbortedRead, &r.value)) {
+                    report.note(Anomaly::AbortedRead, || {
+                        format!(
+                            "{} of {} read by {process} at offset {}",
+                            r.value,
+                            t.name(),
+                            r.offset
+                        )
+                    });
+                }
+            } else if let Some(commit) = t.commit_invoked_ms.filter(|c| at_ms < c) {
+                if noted.insert((Anomaly::UncommittedRead, &r.value)) {
+                    report.note(Anomaly::UncommittedRead, || {
+                        format!(
+                            "{} of {} read by {process} at offset {} by {at_ms} ms, before its commit was sent at {commit} ms",
+                            r.value,
+                            t.name(),
+                            r.offset
+                        )
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// `lost-commit` and `partial-transaction`: each transaction that committed, or may have,
+/// against the final read of the partitions it wrote to.
+fn check_txn_final(
+    txns: &[TxnView<'_>],
+    reads: &Reads<'_>,
+    reports: &mut BTreeMap<i32, PartitionReport>,
+) {
+    for t in txns {
+        if let TxnOutcome::Aborted { .. } = t.outcome {
+            continue;
+        }
+        let covered: Vec<&TxnRecord> = t
+            .records
+            .iter()
+            .filter(|r| reads.partition(r.partition).final_read)
+            .collect();
+        let (present, missing): (Vec<&TxnRecord>, Vec<&TxnRecord>) =
+            covered.iter().partition(|r| {
+                reads
+                    .partition(r.partition)
+                    .finally
+                    .contains_key(r.value.as_str())
+            });
+        if let TxnOutcome::Committed = t.outcome {
+            for r in &missing {
+                reports
+                    .entry(r.partition)
+                    .or_default()
+                    .note(Anomaly::LostCommit, || {
+                        format!("{} of {} missing from the final read", r.value, t.name())
+                    });
+            }
+        }
+        if let (Some(_), Some(first_missing)) = (present.first(), missing.first()) {
+            let names = |rs: &[&TxnRecord]| {
+                rs.iter()
+                    .map(|r| format!("{} (partition {})", r.value, r.partition))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            reports.entry(first_missing.partition).or_default().note(
+                Anomaly::PartialTransaction,
+                || {
+                    format!(
+                        "the final read holds {} of the {} records of {}: {}; not {}",
+                        present.len(),
+                        covered.len(),
+                        t.name(),
+                        names(&present),
+                        names(&missing)
+                    )
+                },
+            );
+        }
+    }
 }
 
 /// What every poll read, per partition: offset -> values, value -> offsets; and what the
@@ -576,6 +779,198 @@ mod tests {
             poll("c0", &[(0, "p0-0"), (1, "p0-2"), (2, "p0-1"), (3, "p1-0")]),
         ];
         assert_eq!(found(&ops), vec![(Anomaly::Reorder, 1)]);
+    }
+
+    /// A transaction of p0 with records `(partition, seq)`, its commit sent at 10 ms.
+    fn txn(n: u64, records: &[(i32, u64)], outcome: TxnOutcome) -> Op {
+        let aborted = matches!(outcome, TxnOutcome::Aborted { .. });
+        Op::Txn {
+            process: "p0".into(),
+            txn: n,
+            records: records
+                .iter()
+                .map(|(partition, seq)| TxnRecord {
+                    partition: *partition,
+                    seq: *seq,
+                    value: format!("p0-{seq}"),
+                    offset: None,
+                })
+                .collect(),
+            begun_ms: 0,
+            commit_invoked_ms: (!aborted).then_some(10),
+            completed_ms: 20,
+            outcome,
+        }
+    }
+
+    fn aborted() -> TxnOutcome {
+        TxnOutcome::Aborted {
+            reason: "aborted by choice (seed)".into(),
+        }
+    }
+
+    fn unknown() -> TxnOutcome {
+        TxnOutcome::Unknown {
+            error: "timed out".into(),
+        }
+    }
+
+    /// A poll by `process` at `at_ms` of `(partition, offset, value)`.
+    fn poll_at(process: &str, at_ms: u64, records: &[(i32, i64, &str)]) -> Op {
+        Op::Poll {
+            process: process.into(),
+            at_ms,
+            records: records
+                .iter()
+                .map(|(partition, offset, value)| Read {
+                    partition: *partition,
+                    offset: *offset,
+                    value: value.to_string(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Committed t0 (p0-0 on partition 0, p0-1 on 1), aborted t1 (p0-2 on 0, p0-3 on 1),
+    /// unknown t2 (p0-4, p0-5) that did not commit, unknown t3 (p0-6, p0-7) that did; the
+    /// final read assigned to partitions 0 and 1.
+    fn txn_history() -> Vec<Op> {
+        let mut ops = vec![
+            txn(0, &[(0, 0), (1, 1)], TxnOutcome::Committed),
+            txn(1, &[(0, 2), (1, 3)], aborted()),
+            txn(2, &[(0, 4), (1, 5)], unknown()),
+            txn(3, &[(0, 6), (1, 7)], unknown()),
+        ];
+        for partition in 0..2 {
+            ops.push(Op::Assign {
+                process: FINAL_READER.into(),
+                at_ms: 30,
+                partition,
+            });
+        }
+        ops
+    }
+
+    /// What the final read of [`txn_history`] finds when all is well (offsets 1, 3 and 5
+    /// hold the aborted records, 2 and 6 the markers).
+    fn final_reads() -> [Op; 2] {
+        [
+            poll_at(FINAL_READER, 40, &[(0, 0, "p0-0"), (0, 7, "p0-6")]),
+            poll_at(FINAL_READER, 40, &[(1, 0, "p0-1"), (1, 7, "p0-7")]),
+        ]
+    }
+
+    /// Every partition's anomalies, as (partition, kind, count).
+    fn found_all(ops: &[Op]) -> Vec<(i32, Anomaly, u64)> {
+        check(ops)
+            .iter()
+            .flat_map(|(p, r)| r.anomalies.iter().map(|(k, f)| (*p, *k, f.count)))
+            .collect()
+    }
+
+    #[test]
+    fn a_clean_transactional_history_has_no_anomaly() {
+        let mut ops = txn_history();
+        ops.push(poll_at("c0", 15, &[(0, 0, "p0-0"), (1, 0, "p0-1")]));
+        ops.extend(final_reads());
+        assert_eq!(found_all(&ops), vec![]);
+        let r = &check(&ops)[&0];
+        assert_eq!(
+            (r.acknowledged, r.failed, r.unknown, r.txn_records),
+            (1, 1, 2, 4),
+            "aborted records are neither lost writes nor unseen"
+        );
+    }
+
+    #[test]
+    fn a_record_of_an_aborted_transaction_read_is_an_aborted_read() {
+        let mut ops = txn_history();
+        ops.push(poll_at("c0", 15, &[(0, 0, "p0-0"), (0, 1, "p0-2")]));
+        ops.push(poll_at("c1", 16, &[(0, 1, "p0-2")]));
+        // The final read holds both aborted records, where the log has them.
+        ops.push(poll_at(
+            FINAL_READER,
+            40,
+            &[(0, 0, "p0-0"), (0, 1, "p0-2"), (0, 7, "p0-6")],
+        ));
+        ops.push(poll_at(
+            FINAL_READER,
+            40,
+            &[(1, 0, "p0-1"), (1, 3, "p0-3"), (1, 7, "p0-7")],
+        ));
+        assert_eq!(
+            found_all(&ops),
+            vec![(0, Anomaly::AbortedRead, 1), (1, Anomaly::AbortedRead, 1)],
+            "p0-2 read by two consumers and the final read counts once; p0-3 in the final read"
+        );
+    }
+
+    #[test]
+    fn a_record_read_before_its_commit_was_sent_is_an_uncommitted_read() {
+        let mut ops = txn_history();
+        // The commits were sent at 10 ms: reads by 9 ms are too early, by 10 ms they are not.
+        ops.push(poll_at("c0", 9, &[(0, 0, "p0-0")]));
+        ops.push(poll_at("c1", 9, &[(1, 7, "p0-7")]));
+        ops.push(poll_at("c2", 10, &[(0, 7, "p0-6")]));
+        ops.extend(final_reads());
+        assert_eq!(
+            found_all(&ops),
+            vec![
+                (0, Anomaly::UncommittedRead, 1),
+                (1, Anomaly::UncommittedRead, 1)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_committed_record_missing_from_the_final_read_is_a_lost_commit() {
+        let mut ops = txn_history();
+        // t0's p0-0 gone from partition 0: a lost commit and a partial transaction.
+        ops.push(poll_at(FINAL_READER, 40, &[(0, 7, "p0-6")]));
+        ops.push(poll_at(FINAL_READER, 40, &[(1, 0, "p0-1"), (1, 7, "p0-7")]));
+        // t4, committed to partition 1 only, gone whole: lost, not partial.
+        ops.push(txn(4, &[(1, 8), (1, 9)], TxnOutcome::Committed));
+        assert_eq!(
+            found_all(&ops),
+            vec![
+                (0, Anomaly::LostCommit, 1),
+                (0, Anomaly::PartialTransaction, 1),
+                (1, Anomaly::LostCommit, 2)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_transaction_found_in_part_is_a_partial_transaction() {
+        let mut ops = txn_history();
+        // t3 (unknown) only on partition 1; t2 (unknown) nowhere, which is fine.
+        ops.push(poll_at(FINAL_READER, 40, &[(0, 0, "p0-0")]));
+        ops.push(poll_at(FINAL_READER, 40, &[(1, 0, "p0-1"), (1, 7, "p0-7")]));
+        assert_eq!(found_all(&ops), vec![(0, Anomaly::PartialTransaction, 1)]);
+        let r = &check(&ops)[&0];
+        let e = &r.anomalies[&Anomaly::PartialTransaction].examples[0];
+        assert!(e.contains("1 of the 2 records of transaction p0/3"), "{e}");
+    }
+
+    #[test]
+    fn a_committed_record_read_twice_is_a_duplicate() {
+        let mut ops = txn_history();
+        ops.push(poll_at(
+            FINAL_READER,
+            40,
+            &[(0, 0, "p0-0"), (0, 7, "p0-6"), (0, 9, "p0-0")],
+        ));
+        ops.push(poll_at(FINAL_READER, 40, &[(1, 0, "p0-1"), (1, 7, "p0-7")]));
+        assert_eq!(found_all(&ops), vec![(0, Anomaly::Duplicate, 1)]);
+    }
+
+    #[test]
+    fn a_producers_transactions_out_of_order_are_a_reorder() {
+        let mut ops = txn_history();
+        // p0-6 (t3) before p0-0 (t0) on partition 0.
+        ops.push(poll_at(FINAL_READER, 40, &[(0, 0, "p0-6"), (0, 7, "p0-0")]));
+        ops.push(poll_at(FINAL_READER, 40, &[(1, 0, "p0-1"), (1, 7, "p0-7")]));
+        assert_eq!(found_all(&ops), vec![(0, Anomaly::Reorder, 1)]);
     }
 
     #[test]

@@ -5,8 +5,9 @@
 //! acknowledged, failed, or unknown); a consumer's poll is one [`Op::Poll`] with every record it
 //! returned, in the order the client delivered them; [`Op::Assign`] marks a consumer that
 //! (re)starts reading a partition from the beginning; [`Op::ClientError`] is an error a client
-//! reported; [`Op::Nemesis`] is one fault applied or healed. The checker reads sends, polls and
-//! assigns only.
+//! reported; [`Op::Nemesis`] is one fault applied or healed. In the transactional workload a
+//! producer's transaction is one [`Op::Txn`] with its records and its [`TxnOutcome`] instead of
+//! a send per record. The checker reads sends, transactions, polls and assigns only.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -34,6 +35,31 @@ pub enum Outcome {
     Unknown { error: String },
 }
 
+/// How a transaction ended, as far as its producer can tell.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "kebab-case")]
+pub enum TxnOutcome {
+    /// `commit_transaction` returned Ok.
+    Committed,
+    /// Commit was never called: `abort_transaction` returned Ok, or the transaction failed (a
+    /// refused send, a failed delivery, a fatal producer) before the producer asked to commit.
+    /// No EndTxn(commit) was ever sent for it, so none of its records may become visible.
+    Aborted { reason: String },
+    /// `commit_transaction` returned an error: the coordinator may have committed it or not.
+    Unknown { error: String },
+}
+
+/// One record of a transaction.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TxnRecord {
+    pub partition: i32,
+    /// Counts the producer thread's records (as a send's `seq`).
+    pub seq: u64,
+    pub value: String,
+    /// The offset its delivery report gave, when it had one.
+    pub offset: Option<i64>,
+}
+
 /// One record a poll returned.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Read {
@@ -57,6 +83,19 @@ pub enum Op {
         completed_ms: u64,
         #[serde(flatten)]
         outcome: Outcome,
+    },
+    /// One transaction of `process` (a transactional producer): `txn` counts the process's
+    /// transactions. `commit_invoked_ms` is when `commit_transaction` was called, `None` when it
+    /// never was.
+    Txn {
+        process: String,
+        txn: u64,
+        records: Vec<TxnRecord>,
+        begun_ms: u64,
+        commit_invoked_ms: Option<u64>,
+        completed_ms: u64,
+        #[serde(flatten)]
+        outcome: TxnOutcome,
     },
     /// The records one poll of `process` returned, in delivery order.
     Poll {
@@ -132,5 +171,40 @@ impl History {
     /// A copy of every op so far.
     pub fn snapshot(&self) -> Vec<Op> {
         self.ops.lock().unwrap().clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_transaction_survives_json() {
+        for outcome in [
+            TxnOutcome::Committed,
+            TxnOutcome::Aborted {
+                reason: "chosen".into(),
+            },
+            TxnOutcome::Unknown {
+                error: "timed out".into(),
+            },
+        ] {
+            let op = Op::Txn {
+                process: "p0".into(),
+                txn: 3,
+                records: vec![TxnRecord {
+                    partition: 1,
+                    seq: 7,
+                    value: "p0-7".into(),
+                    offset: Some(12),
+                }],
+                begun_ms: 1,
+                commit_invoked_ms: Some(2),
+                completed_ms: 3,
+                outcome,
+            };
+            let json = serde_json::to_string(&op).unwrap();
+            assert_eq!(serde_json::from_str::<Op>(&json).unwrap(), op, "{json}");
+        }
     }
 }

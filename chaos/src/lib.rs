@@ -12,7 +12,9 @@
 //! nonmonotonic-poll, poll-skip, reorder. The [`verdict`] states what the configuration
 //! promises: with `acks=all`, idempotence and `min.insync.replicas=2` on RF=3 any anomaly is a
 //! failure (non-zero exit); with `acks=1` or idempotence off, the anomalies Kafka allows there
-//! are reported as expected, by name.
+//! are reported as expected, by name. The transactional workload ([`txn`], `--workload txn`)
+//! adds `aborted-read` (G1a), `uncommitted-read`, `lost-commit` and `partial-transaction`,
+//! all failures.
 //!
 //! ```sh
 //! cargo build --release -p brook -p brook-chaos
@@ -24,6 +26,8 @@
 //! cargo run --release -p brook-chaos -- --target kafka --seed 1 --steps 1500 --rate 50
 //! # what acks=1 allows: lost writes, named as expected
 //! cargo run --release -p brook-chaos -- --seed 7 --steps 20 --acks 1
+//! # transactional producers, read_committed consumers
+//! cargo run --release -p brook-chaos -- --workload txn --seed 42 --steps 20
 //! ```
 //!
 //! Output: a table on stdout, the JSON history and verdict in `--out`, the command that
@@ -38,5 +42,6 @@ pub mod report;
 pub mod run;
 pub mod schedule;
 pub mod target;
+pub mod txn;
 pub mod verdict;
 pub mod workload;

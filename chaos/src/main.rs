@@ -10,7 +10,7 @@ use clap::{Parser, ValueEnum};
 use brook_chaos::report;
 use brook_chaos::run::{run, RunConfig};
 use brook_chaos::target::{BrookCluster, KafkaCluster, Target};
-use brook_chaos::workload::ClientSettings;
+use brook_chaos::workload::{ClientSettings, WorkloadKind};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum TargetKind {
@@ -18,6 +18,16 @@ enum TargetKind {
     Brook,
     /// Apache Kafka 4.4 from `scripts/kafka-reference` (started by the run).
     Kafka,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Workload {
+    /// Idempotent producers (or not: --idempotence), one send per record.
+    Send,
+    /// Transactional producers: a few records to several partitions per transaction, one
+    /// transaction in four aborted; checks aborted and uncommitted reads, lost commits and
+    /// partial transactions too.
+    Txn,
 }
 
 #[derive(Parser, Debug)]
@@ -28,6 +38,9 @@ enum TargetKind {
 struct Args {
     #[arg(long, value_enum, default_value = "brook")]
     target: TargetKind,
+    /// What the producers do.
+    #[arg(long, value_enum, default_value = "send")]
+    workload: Workload,
     /// The schedule's seed (default: drawn from the clock, and printed).
     #[arg(long)]
     seed: Option<u64>,
@@ -118,6 +131,10 @@ fn main() -> ExitCode {
         steps: args.steps,
         schedule: None,
         clients: ClientSettings {
+            workload: match args.workload {
+                Workload::Send => WorkloadKind::Send,
+                Workload::Txn => WorkloadKind::Txn,
+            },
             partitions: args.partitions,
             producers: args.producers,
             consumers: args.consumers,

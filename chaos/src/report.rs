@@ -10,6 +10,7 @@ use crate::checker::{check, Anomaly, PartitionReport};
 use crate::history::Op;
 use crate::run::RunOutput;
 use crate::verdict::{judge, Guarantees, Verdict};
+use crate::workload::WorkloadKind;
 
 /// The table printed at the end of a run.
 pub fn table(out: &RunOutput) -> String {
@@ -34,12 +35,27 @@ pub fn table(out: &RunOutput) -> String {
         "sends: {} acknowledged, {} failed or unknown; producers replaced after a fatal error: {}; steps not settled: {}, skipped: {}",
         out.acknowledged, out.not_acknowledged, out.producers_replaced, n.unsettled, n.skipped
     );
+    if out.config.clients.workload == WorkloadKind::Txn {
+        let _ = writeln!(
+            s,
+            "transactions: {} committed, {} aborted, {} unknown (their records are the sends above)",
+            out.txns_committed, out.txns_aborted, out.txns_unknown
+        );
+    }
     s.push_str(&anomalies_table(&out.partitions, &out.verdict));
     s
 }
 
 /// The per-partition rows, the examples, the expected anomalies and the verdict.
+/// The transactional anomalies get columns when the history has transactions.
 pub fn anomalies_table(partitions: &BTreeMap<i32, PartitionReport>, v: &Verdict) -> String {
+    let transactional = partitions
+        .values()
+        .any(|r| r.txn_records > 0 || r.anomalies.keys().any(|a| a.transactional()));
+    let columns: Vec<Anomaly> = Anomaly::ALL
+        .into_iter()
+        .filter(|a| transactional || !a.transactional())
+        .collect();
     let mut s = String::new();
     let _ = writeln!(s, "promise: {}", v.promise);
     let _ = write!(
@@ -47,7 +63,7 @@ pub fn anomalies_table(partitions: &BTreeMap<i32, PartitionReport>, v: &Verdict)
         "{:>9} {:>8} {:>8} {:>8}",
         "partition", "acked", "unknown", "read"
     );
-    for a in Anomaly::ALL {
+    for a in &columns {
         let _ = write!(s, " {:>w$}", a.name(), w = a.name().len());
     }
     s.push('\n');
@@ -59,8 +75,8 @@ pub fn anomalies_table(partitions: &BTreeMap<i32, PartitionReport>, v: &Verdict)
             r.unknown + r.failed,
             r.offsets_read
         );
-        for a in Anomaly::ALL {
-            let _ = write!(s, " {:>w$}", r.count(a), w = a.name().len());
+        for a in &columns {
+            let _ = write!(s, " {:>w$}", r.count(*a), w = a.name().len());
         }
         s.push('\n');
     }
@@ -100,8 +116,12 @@ pub fn replay(out: &RunOutput) -> String {
     if c.schedule.is_some() {
         return "the schedule was given explicitly (a test's); it is the JSON's `schedule`".into();
     }
+    let workload = match c.clients.workload {
+        WorkloadKind::Send => "send",
+        WorkloadKind::Txn => "txn",
+    };
     format!(
-        "cargo run --release -p brook-chaos -- --target {} --seed {} --steps {} --partitions {} --producers {} --consumers {} --rate {} --acks {} --idempotence {} --min-insync-replicas {} --replica-lag-ms {} --settle-secs {}",
+        "cargo run --release -p brook-chaos -- --target {} --workload {workload} --seed {} --steps {} --partitions {} --producers {} --consumers {} --rate {} --acks {} --idempotence {} --min-insync-replicas {} --replica-lag-ms {} --settle-secs {}",
         out.target,
         c.seed,
         c.steps,
@@ -139,6 +159,9 @@ pub fn recheck(path: &Path) -> Result<(BTreeMap<i32, PartitionReport>, Verdict),
             .map_err(|e| format!("config.min_insync_replicas: {e}"))?,
         replication_factor: serde_json::from_value(field("replication_factor"))
             .map_err(|e| format!("config.replication_factor: {e}"))?,
+        // Histories written before the transactional workload have no `workload`.
+        transactional: serde_json::from_value::<WorkloadKind>(field("workload"))
+            .is_ok_and(|w| w == WorkloadKind::Txn),
     };
     let ops: Vec<Op> =
         serde_json::from_value(v["history"].clone()).map_err(|e| format!("history: {e}"))?;

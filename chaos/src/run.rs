@@ -15,8 +15,11 @@ use crate::history::{History, Op};
 use crate::nemesis::{Nemesis, NemesisStats, SETTLE_TIMEOUT};
 use crate::schedule::{generate, Shape, Step};
 use crate::target::Target;
+use crate::txn;
 use crate::verdict::{judge, Guarantees, Verdict};
-use crate::workload::{final_read, ClientSettings, Clients, Progress, Workload};
+use crate::workload::{
+    await_stable, final_read, ClientSettings, Clients, Progress, Workload, WorkloadKind,
+};
 
 /// How long the final read may take to reach the end of every partition.
 pub const FINAL_READ_TIMEOUT: Duration = Duration::from_secs(120);
@@ -48,7 +51,15 @@ pub struct RunConfig {
 impl RunConfig {
     /// The settings a run needs on every broker, Brook or Kafka (the same property names): a
     /// dead broker fenced after 3 s, a silent follower out of the ISR after `replica_lag_ms`.
+    /// In the transactional workload the coordinator also looks for timed-out transactions
+    /// every [`txn::TXN_ABORT_CHECK_INTERVAL_MS`].
     pub fn broker_overrides(&self) -> Vec<(String, String)> {
+        let txn_check = (self.clients.workload == WorkloadKind::Txn).then(|| {
+            (
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+                txn::TXN_ABORT_CHECK_INTERVAL_MS.to_string(),
+            )
+        });
         [
             (
                 "default.replication.factor",
@@ -62,6 +73,7 @@ impl RunConfig {
             ("unclean.leader.election.enable", "false".to_string()),
         ]
         .into_iter()
+        .chain(txn_check)
         .map(|(k, v)| (k.to_string(), v))
         .collect()
     }
@@ -72,6 +84,7 @@ impl RunConfig {
             idempotence: self.clients.idempotence,
             min_insync_replicas: self.min_insync_replicas,
             replication_factor: self.replication_factor,
+            transactional: self.clients.workload == WorkloadKind::Txn,
         }
     }
 
@@ -86,6 +99,12 @@ impl RunConfig {
             return Err(format!(
                 "an idempotent producer needs acks=all (acks={}: use --idempotence false)",
                 c.acks
+            ));
+        }
+        if c.workload == WorkloadKind::Txn && !(c.idempotence && c.acks == "all") {
+            return Err(format!(
+                "a transactional producer is idempotent with acks=all (acks={}, idempotence {})",
+                c.acks, c.idempotence
             ));
         }
         if c.partitions < 1 || c.producers < 1 || c.consumers < 1 || c.rate < 1 {
@@ -120,6 +139,10 @@ pub struct RunOutput {
     pub acknowledged: u64,
     pub not_acknowledged: u64,
     pub producers_replaced: u64,
+    /// Transactions by outcome (the transactional workload).
+    pub txns_committed: u64,
+    pub txns_aborted: u64,
+    pub txns_unknown: u64,
     pub wall_ms: u64,
     pub partitions: BTreeMap<i32, PartitionReport>,
     pub verdict: Verdict,
@@ -188,6 +211,7 @@ pub fn run(target: &mut dyn Target, cfg: &RunConfig) -> Result<RunOutput, String
     let clients = Clients {
         bootstrap,
         topic: topic.clone(),
+        seed: cfg.seed,
         settings: cfg.clients.clone(),
     };
     let mut workload = Workload::start(&clients, &history, progress.clone());
@@ -214,6 +238,11 @@ pub fn run(target: &mut dyn Target, cfg: &RunConfig) -> Result<RunOutput, String
     history.nemesis("healed; stopping the producers".into());
     let mut run_errors = nemesis.errors.clone();
     run_errors.extend(workload.stop_producers());
+    if cfg.clients.workload == WorkloadKind::Txn {
+        if let Err(e) = await_stable(&clients, txn::STABLE_TIMEOUT) {
+            run_errors.push(e);
+        }
+    }
     if let Err(e) = final_read(&clients, &history, FINAL_READ_TIMEOUT) {
         run_errors.push(e);
     }
@@ -241,6 +270,9 @@ pub fn run(target: &mut dyn Target, cfg: &RunConfig) -> Result<RunOutput, String
         acknowledged: p.acknowledged.load(Relaxed),
         not_acknowledged: p.not_acknowledged.load(Relaxed),
         producers_replaced: p.producers_replaced.load(Relaxed),
+        txns_committed: p.txns_committed.load(Relaxed),
+        txns_aborted: p.txns_aborted.load(Relaxed),
+        txns_unknown: p.txns_unknown.load(Relaxed),
         wall_ms: started.elapsed().as_millis() as u64,
         partitions,
         verdict,

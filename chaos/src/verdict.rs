@@ -11,7 +11,10 @@
 //! - idempotence off: a retry after a lost answer is appended again (`duplicate`), and with
 //!   several requests in flight a retried one lands after its successors (`reorder`).
 //!
-//! The verdict names the allowed ones as expected, and fails on anything else.
+//! The verdict names the allowed ones as expected, and fails on anything else. The
+//! transactional workload (idempotent, acks=all) allows none of the transactional anomalies
+//! either: read_committed shows no record of an aborted or not yet committed transaction, and
+//! every committed transaction is in the log whole.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -27,6 +30,9 @@ pub struct Guarantees {
     pub idempotence: bool,
     pub min_insync_replicas: u32,
     pub replication_factor: u32,
+    /// Transactional producers and read_committed consumers.
+    #[serde(default)]
+    pub transactional: bool,
 }
 
 impl Guarantees {
@@ -57,7 +63,9 @@ impl Guarantees {
             self.min_insync_replicas,
             self.replication_factor
         );
-        if allowed.is_empty() {
+        if self.transactional {
+            format!("{settings}, transactional producers, read_committed: no record of an aborted or uncommitted transaction may be read, no committed one lost, partial, duplicated or reordered; any anomaly is a failure")
+        } else if allowed.is_empty() {
             format!("{settings}: no acknowledged record may be lost, duplicated or reordered; any anomaly is a failure")
         } else {
             let names: Vec<&str> = allowed.iter().map(|a| a.name()).collect();
@@ -122,6 +130,7 @@ mod tests {
             idempotence,
             min_insync_replicas: 2,
             replication_factor: 3,
+            transactional: false,
         }
     }
 
@@ -169,6 +178,20 @@ mod tests {
         assert!(v.ok, "{v:?}");
         assert!(!judge(&g("all", false), &with(&[Anomaly::LostWrite]), vec![]).ok);
         assert!(!judge(&g("1", false), &with(&[Anomaly::PollSkip]), vec![]).ok);
+    }
+
+    #[test]
+    fn transactional_anomalies_are_failures() {
+        let txn = Guarantees {
+            transactional: true,
+            ..g("all", true)
+        };
+        for kind in Anomaly::ALL.into_iter().filter(|a| a.transactional()) {
+            let v = judge(&txn, &with(&[kind]), vec![]);
+            assert!(!v.ok, "{kind:?}: {v:?}");
+            assert_eq!(v.failures, BTreeMap::from([(kind.name().to_string(), 2)]));
+        }
+        assert!(txn.promise().contains("aborted"), "{}", txn.promise());
     }
 
     #[test]

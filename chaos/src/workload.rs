@@ -8,6 +8,10 @@
 //! a new producer, as far as ordering goes. Consumer `cN` is assigned every partition from the
 //! first offset and polls until the run ends. After the nemesis has healed the cluster,
 //! [`final_read`] reads every partition from the first offset to its end.
+//!
+//! With [`WorkloadKind::Txn`] the producers are transactional instead (see [`crate::txn`]).
+//! Consumers and the final read use `isolation.level=read_committed` in both workloads
+//! (librdkafka's default).
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
@@ -22,9 +26,10 @@ use rdkafka::error::KafkaError;
 use rdkafka::producer::Producer;
 use rdkafka::{Message, Offset, TopicPartitionList};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::history::{History, Op, Outcome, Read, FINAL_READER};
+use crate::txn;
 
 /// Unacknowledged sends one producer may have.
 pub const OUTSTANDING_MAX: usize = 500;
@@ -35,9 +40,25 @@ pub const FLUSH_TIMEOUT: Duration = Duration::from_secs(60);
 /// librdkafka's `message.timeout.ms`: a send not acknowledged by then is reported unknown.
 pub const MESSAGE_TIMEOUT_MS: u64 = 30_000;
 
+/// What the producers do.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkloadKind {
+    /// Each record is one send of an (idempotent) producer.
+    #[default]
+    Send,
+    /// Transactional producers: a few records to several partitions per transaction, then a
+    /// commit or (one in [`txn::TXN_ABORT_ONE_IN`]) an abort.
+    Txn,
+}
+
+/// The consumers' isolation level: every workload reads committed data only.
+pub const ISOLATION_LEVEL: (&str, &str) = ("isolation.level", "read_committed");
+
 /// How many clients, how fast, with which producer settings.
 #[derive(Debug, Clone, Serialize)]
 pub struct ClientSettings {
+    pub workload: WorkloadKind,
     pub partitions: i32,
     pub producers: usize,
     pub consumers: usize,
@@ -52,6 +73,8 @@ pub struct ClientSettings {
 pub struct Clients {
     pub bootstrap: String,
     pub topic: String,
+    /// The run's seed: the transactional workload draws its transactions from it.
+    pub seed: u64,
     pub settings: ClientSettings,
 }
 
@@ -61,6 +84,11 @@ pub struct Progress {
     pub acknowledged: AtomicU64,
     pub not_acknowledged: AtomicU64,
     pub producers_replaced: AtomicU64,
+    /// Transactions by outcome (the transactional workload; its committed records count as
+    /// acknowledged, the others as not acknowledged).
+    pub txns_committed: AtomicU64,
+    pub txns_aborted: AtomicU64,
+    pub txns_unknown: AtomicU64,
 }
 
 /// The running clients.
@@ -84,7 +112,10 @@ impl Workload {
                     stop_producers.clone(),
                     progress.clone(),
                 );
-                std::thread::spawn(move || produce(i, &c, &h, &s, &p))
+                std::thread::spawn(move || match c.settings.workload {
+                    WorkloadKind::Send => produce(i, &c, &h, &s, &p),
+                    WorkloadKind::Txn => txn::produce(i, &c, &h, &s, &p),
+                })
             })
             .collect();
         let consumers = (0..c.settings.consumers)
@@ -333,7 +364,10 @@ fn assign_all(
 
 /// One consumer thread: polls every partition from the first offset until stopped.
 fn consume(process: &str, clients: &Clients, history: &History, stop: &AtomicBool) {
-    let c = rd::consumer(&clients.bootstrap, &[("auto.offset.reset", "earliest")]);
+    let c = rd::consumer(
+        &clients.bootstrap,
+        &[("auto.offset.reset", "earliest"), ISOLATION_LEVEL],
+    );
     if let Err(e) = assign_all(&c, process, clients, history) {
         history.nemesis(format!("{process}: assign failed: {e}"));
         return;
@@ -385,7 +419,13 @@ pub fn final_read(clients: &Clients, history: &History, timeout: Duration) -> Re
     }
     // The helper panics with what it read so far when the end does not come in time.
     let read = std::panic::catch_unwind(AssertUnwindSafe(|| {
-        rd::read_to_end(&clients.bootstrap, &clients.topic, &partitions, timeout)
+        rd::read_to_end_with(
+            &clients.bootstrap,
+            &clients.topic,
+            &partitions,
+            &[ISOLATION_LEVEL],
+            timeout,
+        )
     }))
     .map_err(|e| {
         let msg = e
@@ -411,4 +451,47 @@ pub fn final_read(clients: &Clients, history: &History, timeout: Duration) -> Re
         });
     }
     Ok(())
+}
+
+/// How often [`await_stable`] asks for the offsets again.
+const STABLE_POLL: Duration = Duration::from_millis(500);
+/// Bound on one ListOffsets of [`await_stable`].
+const WATERMARKS_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Waits until no transaction is open on any partition: the last stable offset (a
+/// read_committed ListOffsets) equals the high watermark (read_uncommitted). Until then a
+/// read_committed read to the end stops at the LSO and would miss committed records after it.
+/// `Err` with the partitions still unstable after `timeout`.
+pub fn await_stable(clients: &Clients, timeout: Duration) -> Result<(), String> {
+    let committed = rd::consumer(&clients.bootstrap, &[ISOLATION_LEVEL]);
+    let uncommitted = rd::consumer(
+        &clients.bootstrap,
+        &[("isolation.level", "read_uncommitted")],
+    );
+    let deadline = Instant::now() + timeout;
+    loop {
+        let mut unstable = Vec::new();
+        for p in 0..clients.settings.partitions {
+            let lso = committed.fetch_watermarks(&clients.topic, p, WATERMARKS_TIMEOUT);
+            let hw = uncommitted.fetch_watermarks(&clients.topic, p, WATERMARKS_TIMEOUT);
+            match (lso, hw) {
+                (Ok((_, lso)), Ok((_, hw))) if lso == hw => {}
+                (lso, hw) => unstable.push(format!(
+                    "partition {p}: last stable offset {:?}, high watermark {:?}",
+                    lso.map(|o| o.1),
+                    hw.map(|o| o.1)
+                )),
+            }
+        }
+        if unstable.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "a transaction still open {timeout:?} after the producers stopped: {}",
+                unstable.join("; ")
+            ));
+        }
+        std::thread::sleep(STABLE_POLL);
+    }
 }

@@ -7,16 +7,21 @@
 //! - acks=1 (idempotence off: librdkafka refuses it without acks=all): three leader kills
 //!   while the followers trail by 700 ms; the lost writes Kafka allows there must show up,
 //!   named as expected, and no anomaly it does not allow. About 40 s.
+//! - the transactional workload (`--workload txn`, read_committed consumers): two leader
+//!   kills (one while followers trail by 300 ms), a pause of a leader and a crash point, under
+//!   transactions that commit or abort; no aborted or uncommitted read, no lost or partial
+//!   commit, nothing else either. About a minute.
 //!
 //! The JSON history and verdict of each run land in `target/tmp/`; the table is printed.
 
 use std::sync::{Mutex, MutexGuard};
 
+use brook_chaos::history::{Op, FINAL_READER};
 use brook_chaos::report;
 use brook_chaos::run::{run, RunConfig, RunOutput};
-use brook_chaos::schedule::Step;
+use brook_chaos::schedule::{Role, Step};
 use brook_chaos::target::BrookCluster;
-use brook_chaos::workload::ClientSettings;
+use brook_chaos::workload::{ClientSettings, WorkloadKind};
 use brook_protocol_tests::process::brook_bin;
 
 /// One cluster at a time: the machine is small.
@@ -26,11 +31,22 @@ fn serial() -> MutexGuard<'static, ()> {
 }
 
 fn config(seed: u64, steps: usize, acks: &str, idempotence: bool) -> RunConfig {
+    config_of(WorkloadKind::Send, seed, steps, acks, idempotence)
+}
+
+fn config_of(
+    workload: WorkloadKind,
+    seed: u64,
+    steps: usize,
+    acks: &str,
+    idempotence: bool,
+) -> RunConfig {
     RunConfig {
         seed,
         steps,
         schedule: None,
         clients: ClientSettings {
+            workload,
             partitions: 3,
             producers: 2,
             consumers: 2,
@@ -111,6 +127,57 @@ fn acks_one_loses_acknowledged_writes_when_the_leader_dies_and_says_kafka_allows
     assert!(
         out.verdict.ok,
         "acks=1 without idempotence allows lost writes, duplicates and reorders, nothing else: {:?}\n{}",
+        out.verdict,
+        report::table(&out)
+    );
+}
+
+#[test]
+fn transactions_show_no_aborted_uncommitted_lost_or_partial_data_under_the_nemesis() {
+    let mut cfg = config_of(WorkloadKind::Txn, 11, 4, "all", true);
+    cfg.clients.producers = 3;
+    cfg.schedule = Some(vec![
+        Step::KillLeader {
+            partition: 0,
+            lag_ms: None,
+            down_ms: 1000,
+        },
+        Step::Pause {
+            partition: 1,
+            role: Role::Leader,
+            pause_ms: 1500,
+        },
+        Step::KillLeader {
+            partition: 1,
+            lag_ms: Some(300),
+            down_ms: 1000,
+        },
+        Step::CrashPoint {
+            partition: 2,
+            point: "after-leader-append".into(),
+        },
+    ]);
+    let out = run_on_brook(&cfg, "brook-chaos-ci-txn");
+    assert!(
+        out.nemesis.leader_kills >= 2,
+        "the schedule must kill leaders: {:?}",
+        out.nemesis
+    );
+    assert!(
+        out.txns_committed >= 50 && out.txns_aborted >= 10,
+        "{} committed, {} aborted transactions",
+        out.txns_committed,
+        out.txns_aborted
+    );
+    let finally_read = out
+        .history
+        .iter()
+        .filter(|op| matches!(op, Op::Poll { process, .. } if process == FINAL_READER))
+        .count();
+    assert_eq!(finally_read, 3, "the final read covers every partition");
+    assert!(
+        out.verdict.ok,
+        "transactions at acks=all with read_committed consumers promise no anomaly: {:?}\n{}",
         out.verdict,
         report::table(&out)
     );

@@ -5,13 +5,11 @@ use kafka_protocol::messages::api_versions_response::{
     ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,
 };
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
+use kafka_protocol::ResponseError;
 
 use super::{RequestContext, SUPPORTED_APIS};
 use crate::net::codec::{encode_response, CodecError};
 use crate::server::Broker;
-
-/// UNSUPPORTED_VERSION.
-const UNSUPPORTED_VERSION: i16 = 35;
 
 fn table() -> Vec<ApiVersion> {
     SUPPORTED_APIS
@@ -59,7 +57,7 @@ pub async fn handle(
 /// The answer to an ApiVersions request of a version we do not know: error 35, v0 body.
 pub fn unsupported_version(correlation_id: i32) -> Result<Bytes, CodecError> {
     let resp = ApiVersionsResponse::default()
-        .with_error_code(UNSUPPORTED_VERSION)
+        .with_error_code(ResponseError::UnsupportedVersion.code())
         .with_api_keys(table());
     encode_response(ApiKey::ApiVersions, 0, correlation_id, &resp)
 }

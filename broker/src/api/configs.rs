@@ -11,6 +11,7 @@ use kafka_protocol::messages::{
     DescribeConfigsRequest, DescribeConfigsResponse, IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 };
+use kafka_protocol::ResponseError;
 
 use super::{sb, RequestContext};
 use crate::config::TOPIC_CONFIG_KEYS;
@@ -19,10 +20,6 @@ use crate::server::Broker;
 /// Config resource types.
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
-
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-const INVALID_CONFIG: i16 = 40;
-const INVALID_REQUEST: i16 = 42;
 
 /// Where a config value comes from, as DescribeConfigs reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,7 +175,7 @@ pub async fn handle_describe_configs(
                     Some(t) => topic_config_entries(broker, &t.configs),
                     None => {
                         return result
-                            .with_error_code(UNKNOWN_TOPIC_OR_PARTITION)
+                            .with_error_code(ResponseError::UnknownTopicOrPartition.code())
                             .with_error_message(Some(sb(format!("topic {name} does not exist"))))
                     }
                 },
@@ -187,12 +184,12 @@ pub async fn handle_describe_configs(
                 }
                 RESOURCE_BROKER => {
                     return result
-                        .with_error_code(INVALID_REQUEST)
+                        .with_error_code(ResponseError::InvalidRequest.code())
                         .with_error_message(Some(sb(format!("unknown broker {name}"))))
                 }
                 other => {
                     return result
-                        .with_error_code(INVALID_REQUEST)
+                        .with_error_code(ResponseError::InvalidRequest.code())
                         .with_error_message(Some(sb(format!("unsupported resource type {other}"))))
                 }
             };
@@ -274,14 +271,14 @@ pub async fn handle_incremental_alter_configs(
             .with_resource_name(r.resource_name.clone());
         if r.resource_type != RESOURCE_TOPIC {
             responses.push(
-                resp.with_error_code(INVALID_REQUEST)
+                resp.with_error_code(ResponseError::InvalidRequest.code())
                     .with_error_message(Some(sb("only topic configs can be altered; broker configs are read from server.properties"))),
             );
             continue;
         }
         let Some(topic) = broker.replicas.topic(&name) else {
             responses.push(
-                resp.with_error_code(UNKNOWN_TOPIC_OR_PARTITION)
+                resp.with_error_code(ResponseError::UnknownTopicOrPartition.code())
                     .with_error_message(Some(sb(format!("topic {name} does not exist")))),
             );
             continue;
@@ -301,7 +298,7 @@ pub async fn handle_incremental_alter_configs(
             Ok(n) => n,
             Err(msg) => {
                 responses.push(
-                    resp.with_error_code(INVALID_CONFIG)
+                    resp.with_error_code(ResponseError::InvalidConfig.code())
                         .with_error_message(Some(sb(msg))),
                 );
                 continue;
@@ -309,7 +306,7 @@ pub async fn handle_incremental_alter_configs(
         };
         let outcome = match broker.replicas.controller() {
             Some(controller) => match broker.config.validate_topic_configs(&next) {
-                Err(e) => Err((INVALID_CONFIG, e.to_string())),
+                Err(e) => Err((ResponseError::InvalidConfig.code(), e.to_string())),
                 Ok(()) if req.validate_only => Ok(()),
                 Ok(()) => {
                     // The controller takes changes: new values, and None for removed keys.

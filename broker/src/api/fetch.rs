@@ -18,6 +18,7 @@ use kafka_protocol::messages::fetch_response::{
     AbortedTransaction, EpochEndOffset, FetchableTopicResponse, PartitionData,
 };
 use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::ResponseError;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use uuid::Uuid;
@@ -30,10 +31,6 @@ use crate::server::Broker;
 
 /// Upper bound on how long one fetch may be parked, whatever the client asks.
 pub const FETCH_MAX_WAIT_MS_LIMIT: i32 = 60_000;
-
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-const UNKNOWN_TOPIC_ID: i16 = 100;
-const KAFKA_STORAGE_ERROR: i16 = 56;
 
 /// One requested partition, resolved once per request.
 struct Wanted {
@@ -102,9 +99,9 @@ pub async fn handle(
                 last_fetched_epoch: p.last_fetched_epoch,
                 partition,
                 missing_code: if name.is_none() {
-                    UNKNOWN_TOPIC_ID
+                    ResponseError::UnknownTopicId.code()
                 } else {
-                    UNKNOWN_TOPIC_OR_PARTITION
+                    ResponseError::UnknownTopicOrPartition.code()
                 },
             });
         }
@@ -249,7 +246,7 @@ fn read_all(
                     Err(e) => {
                         tracing::error!(topic = %part.topic, partition = part.index, error = %e, "fetch read failed");
                         any_error = true;
-                        out.push(error_data(base, KAFKA_STORAGE_ERROR));
+                        out.push(error_data(base, ResponseError::KafkaStorageError.code()));
                         continue;
                     }
                 };

@@ -10,6 +10,7 @@ use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::*;
+use kafka_protocol::ResponseError;
 
 use super::cluster::AUTHORIZED_OPERATIONS_OMITTED;
 use super::{sb, RequestContext};
@@ -19,11 +20,6 @@ use crate::group::store::OFFSETS_TOPIC;
 use crate::group::GroupError;
 use crate::server::Broker;
 use crate::txn::log::TRANSACTION_STATE_TOPIC;
-
-/// COORDINATOR_NOT_AVAILABLE: what a waiter gets if its answer was dropped.
-const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-/// INVALID_REQUEST.
-const INVALID_REQUEST: i16 = 42;
 
 /// FindCoordinator: a group's coordinator is the leader of its `__consumer_offsets`
 /// partition (alone, this node); a transactional id's (key type 1) is the leader of its
@@ -53,7 +49,10 @@ pub async fn handle_find_coordinator(
                 ),
                 Err(e) => Err((e.error_code(), e.to_string())),
             },
-            t => Err((INVALID_REQUEST, format!("unsupported key type {t}"))),
+            t => Err((
+                ResponseError::InvalidRequest.code(),
+                format!("unsupported key type {t}"),
+            )),
         };
         let c = Coordinator::default().with_key(sb(key));
         coordinators.push(match found {
@@ -138,9 +137,9 @@ pub async fn handle_join_group(
     };
     let r = match broker.groups.join_group(&req.group_id, params) {
         Ok(Pending::Now(r)) => r,
-        Ok(Pending::Wait(rx)) => rx
-            .await
-            .unwrap_or_else(|_| JoinResponse::error(COORDINATOR_NOT_AVAILABLE, &member_id)),
+        Ok(Pending::Wait(rx)) => rx.await.unwrap_or_else(|_| {
+            JoinResponse::error(ResponseError::CoordinatorNotAvailable.code(), &member_id)
+        }),
         Err(e) => return join_error(e, member_id, ctx.api_version),
     };
     join_response(r, ctx.api_version)
@@ -185,7 +184,7 @@ pub async fn handle_sync_group(
         Ok(Pending::Now(r)) => r,
         Ok(Pending::Wait(rx)) => rx
             .await
-            .unwrap_or_else(|_| SyncResponse::error(COORDINATOR_NOT_AVAILABLE)),
+            .unwrap_or_else(|_| SyncResponse::error(ResponseError::CoordinatorNotAvailable.code())),
         Err(e) => SyncResponse::error(e.error_code()),
     };
     sync_response(r)
@@ -472,7 +471,7 @@ pub async fn handle_consumer_group_describe(
 
 /// The node that coordinates `group`: alone, this node; in a cluster, the leader of the
 /// group's `__consumer_offsets` partition in the committed image, as in Kafka. A partition
-/// without a live leader is COORDINATOR_NOT_AVAILABLE; the client asks again.
+/// without a live leader is ResponseError::CoordinatorNotAvailable.code(); the client asks again.
 fn group_coordinator(broker: &Broker, group: &str) -> Result<(i32, String, i32), (i16, String)> {
     coordinator_of(
         broker,

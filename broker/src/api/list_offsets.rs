@@ -15,6 +15,7 @@ use kafka_protocol::messages::{
     ListOffsetsRequest, ListOffsetsResponse, OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
 };
+use kafka_protocol::ResponseError;
 
 use super::RequestContext;
 use crate::server::Broker;
@@ -27,10 +28,6 @@ pub mod spec {
     pub const EARLIEST_LOCAL: i64 = -4;
     pub const LATEST_TIERED: i64 = -5;
 }
-
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-const UNSUPPORTED_VERSION: i16 = 35;
-const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 
 /// Answers ListOffsets.
 pub async fn handle(
@@ -53,10 +50,10 @@ pub async fn handle(
                         .with_timestamp(-1)
                         .with_offset(-1);
                     let Some(part) = broker.replicas.partition(&name, p.partition_index) else {
-                        return base.with_error_code(UNKNOWN_TOPIC_OR_PARTITION);
+                        return base.with_error_code(ResponseError::UnknownTopicOrPartition.code());
                     };
                     if !part.is_leader() {
-                        return base.with_error_code(NOT_LEADER_OR_FOLLOWER);
+                        return base.with_error_code(ResponseError::NotLeaderOrFollower.code());
                     }
                     if let Err(e) = part.check_leader_epoch(p.current_leader_epoch) {
                         return base.with_error_code(e.error_code());
@@ -72,7 +69,9 @@ pub async fn handle(
                         spec::EARLIEST | spec::EARLIEST_LOCAL => Ok(Some((-1, part.offsets().0))),
                         spec::MAX_TIMESTAMP => part.max_timestamp(),
                         spec::LATEST_TIERED => Ok(Some((-1, -1))),
-                        ts if ts < 0 => return base.with_error_code(UNSUPPORTED_VERSION),
+                        ts if ts < 0 => {
+                            return base.with_error_code(ResponseError::UnsupportedVersion.code())
+                        }
                         // The log answers (offset, timestamp) here; the arms above are (timestamp, offset).
                         ts => part.offset_for_timestamp(ts).map(|found| {
                             found
@@ -121,7 +120,7 @@ pub async fn handle_offset_for_leader_epoch(
                         .with_leader_epoch(-1)
                         .with_end_offset(-1);
                     let Some(part) = broker.replicas.partition(&name, p.partition) else {
-                        return base.with_error_code(UNKNOWN_TOPIC_OR_PARTITION);
+                        return base.with_error_code(ResponseError::UnknownTopicOrPartition.code());
                     };
                     // Kafka's `Partition.lastOffsetForLeaderEpoch`: the current epoch is
                     // checked first, then only the leader answers (consumers and followers
@@ -134,7 +133,7 @@ pub async fn handle_offset_for_leader_epoch(
                         return base.with_error_code(e.error_code());
                     }
                     if !part.is_leader() {
-                        return base.with_error_code(NOT_LEADER_OR_FOLLOWER);
+                        return base.with_error_code(ResponseError::NotLeaderOrFollower.code());
                     }
                     let (epoch, end_offset) = part.end_offset_for_epoch(p.leader_epoch);
                     base.with_leader_epoch(epoch).with_end_offset(end_offset)

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use kafka_protocol::messages::produce_request::PartitionProduceData;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
 use super::{sb, Outcome, RequestContext};
@@ -19,17 +20,6 @@ use crate::log::LogAppendInfo;
 use crate::metadata::validate_topic_name;
 use crate::net::codec::{encode_response, CodecError};
 use crate::server::Broker;
-
-/// Kafka error codes used here.
-mod code {
-    pub const NONE: i16 = 0;
-    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-    pub const INVALID_TOPIC: i16 = 17;
-    pub const INVALID_REQUIRED_ACKS: i16 = 21;
-    pub const INVALID_RECORD: i16 = 87;
-    pub const UNKNOWN_TOPIC_ID: i16 = 100;
-    pub const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
-}
 
 /// One partition of the request after its append: answered, or waiting for acks=all.
 enum Appended {
@@ -98,7 +88,7 @@ pub async fn handle(
         let mut answers = Vec::with_capacity(partitions.len());
         for slot in partitions {
             let resp = complete(&broker.faults, slot, deadline).await;
-            if resp.error_code != code::NONE {
+            if resp.error_code != 0 {
                 tracing::debug!(topic = %name, partition = resp.index, error = resp.error_code, "produce refused");
                 any_error = Some(resp.error_code);
             }
@@ -140,13 +130,13 @@ fn append_partition(
         Appended::Done(partition_error(pd.index, code, message))
     };
     if !matches!(acks, -1..=1) {
-        return refuse(code::INVALID_REQUIRED_ACKS, None);
+        return refuse(ResponseError::InvalidRequiredAcks.code(), None);
     }
     if name.is_empty() && ctx.api_version >= 13 {
-        return refuse(code::UNKNOWN_TOPIC_ID, None);
+        return refuse(ResponseError::UnknownTopicId.code(), None);
     }
     if let Err(msg) = validate_topic_name(name) {
-        return refuse(code::INVALID_TOPIC, Some(msg));
+        return refuse(ResponseError::InvalidTopicException.code(), Some(msg));
     }
     if name == crate::group::store::OFFSETS_TOPIC
         || name == crate::txn::log::TRANSACTION_STATE_TOPIC
@@ -154,18 +144,21 @@ fn append_partition(
         // Internal topics are written by their coordinator only, as in Kafka (ReplicaManager
         // refuses them unless the append is internal).
         let msg = format!("cannot append to internal topic {name}");
-        return refuse(code::INVALID_TOPIC, Some(msg));
+        return refuse(ResponseError::InvalidTopicException.code(), Some(msg));
     }
     let Some(part) = broker.replicas.partition(name, pd.index) else {
-        return refuse(code::UNKNOWN_TOPIC_OR_PARTITION, None);
+        return refuse(ResponseError::UnknownTopicOrPartition.code(), None);
     };
     let Some(records) = pd.records.clone() else {
-        return refuse(code::INVALID_RECORD, Some("records are null".into()));
+        return refuse(
+            ResponseError::InvalidRecord.code(),
+            Some("records are null".into()),
+        );
     };
     // zstd arrived with Produce v7; older requests may not carry it.
     if ctx.api_version < 7 && BatchHeader::new(&records).is_some_and(|h| h.codec_id() == 4) {
         let msg = "zstd needs Produce v7 or later".to_string();
-        return refuse(code::UNSUPPORTED_COMPRESSION_TYPE, Some(msg));
+        return refuse(ResponseError::UnsupportedCompressionType.code(), Some(msg));
     }
     match part.append_records_to_leader(records, acks, now) {
         Err(e) => refuse(e.error_code(), Some(e.to_string())),
@@ -218,7 +211,7 @@ async fn complete(
 fn appended_response(index: i32, info: &LogAppendInfo) -> PartitionProduceResponse {
     PartitionProduceResponse::default()
         .with_index(index)
-        .with_error_code(code::NONE)
+        .with_error_code(0)
         .with_base_offset(info.first_offset)
         .with_log_append_time_ms(info.log_append_time_ms)
         .with_log_start_offset(info.log_start_offset)

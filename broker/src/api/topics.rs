@@ -11,15 +11,12 @@ use kafka_protocol::messages::{
     CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
     DeleteTopicsRequest, DeleteTopicsResponse,
 };
+use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
 use super::configs::{config_source, topic_config_entries};
 use super::{sb, RequestContext};
 use crate::server::Broker;
-
-const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
-const INVALID_REQUEST: i16 = 42;
-const UNKNOWN_TOPIC_ID: i16 = 100;
 
 /// Answers CreateTopics.
 pub async fn handle_create_topics(
@@ -38,7 +35,7 @@ pub async fn handle_create_topics(
         if !seen.insert(name.clone()) {
             topics.push(
                 result
-                    .with_error_code(INVALID_REQUEST)
+                    .with_error_code(ResponseError::InvalidRequest.code())
                     .with_error_message(Some(sb(format!("topic {name} is listed twice")))),
             );
             continue;
@@ -94,7 +91,7 @@ fn create_locally(
     } else {
         if t.num_partitions != -1 || t.replication_factor != -1 {
             return Err((
-                INVALID_REQUEST,
+                ResponseError::InvalidRequest.code(),
                 "both numPartitions or replicationFactor and replicasAssignments were set".into(),
             ));
         }
@@ -105,7 +102,7 @@ fn create_locally(
             .all(|a| a.broker_ids.len() == 1 && a.broker_ids[0].0 == node)
         {
             return Err((
-                INVALID_REPLICA_ASSIGNMENT,
+                ResponseError::InvalidReplicaAssignment.code(),
                 format!("replica assignments may only name broker {node}"),
             ));
         }
@@ -129,7 +126,7 @@ async fn create_in_cluster(
 ) -> Result<crate::metadata::TopicMeta, Refusal> {
     crate::metadata::validate_topic_name(name).map_err(|m| (17, m))?;
     if !t.assignments.is_empty() {
-        return Err((INVALID_REPLICA_ASSIGNMENT, "manual replica assignments are not supported; give a partition count and replication factor".into()));
+        return Err((ResponseError::InvalidReplicaAssignment.code(), "manual replica assignments are not supported; give a partition count and replication factor".into()));
     }
     broker
         .config
@@ -209,7 +206,7 @@ pub async fn handle_delete_topics(
                 responses.push(
                     DeletableTopicResult::default()
                         .with_topic_id(id)
-                        .with_error_code(UNKNOWN_TOPIC_ID),
+                        .with_error_code(ResponseError::UnknownTopicId.code()),
                 );
                 continue;
             }
@@ -252,7 +249,7 @@ pub async fn handle_create_partitions(
         let name = t.name.to_string();
         let outcome = match (broker.replicas.controller(), &t.assignments) {
             (Some(_), Some(_)) => Err((
-                INVALID_REPLICA_ASSIGNMENT,
+                ResponseError::InvalidReplicaAssignment.code(),
                 "manual replica assignments are not supported".to_string(),
             )),
             (Some(_), None) if req.validate_only => Ok(()),
@@ -267,7 +264,7 @@ pub async fn handle_create_partitions(
                         .all(|a| a.broker_ids.len() == 1 && a.broker_ids[0].0 == node)
                 }) {
                     Err((
-                        INVALID_REPLICA_ASSIGNMENT,
+                        ResponseError::InvalidReplicaAssignment.code(),
                         format!("replica assignments may only name broker {node}"),
                     ))
                 } else {

@@ -25,6 +25,7 @@ use kafka_protocol::messages::{
     ApiKey, FetchRequest, FetchResponse, RequestHeader, ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -54,8 +55,6 @@ pub const REPLICA_FETCH_FRAME_MAX_BYTES: usize = 64 * 1024 * 1024;
 pub const REPLICA_FETCH_BACKOFF: Duration = Duration::from_millis(200);
 /// Bound on one request/response exchange.
 pub const REPLICA_FETCH_IO_TIMEOUT: Duration = Duration::from_secs(10);
-
-const OFFSET_OUT_OF_RANGE: i16 = 1;
 
 type PartitionKey = (String, i32);
 
@@ -355,7 +354,8 @@ impl Fetcher {
     fn apply(&self, a: &Asked, data: PartitionData) -> Result<(), FetchRoundError> {
         let part = &a.partition;
         let leo = a.fetch_offset;
-        if data.error_code == OFFSET_OUT_OF_RANGE && data.log_start_offset > leo {
+        if data.error_code == ResponseError::OffsetOutOfRange.code() && data.log_start_offset > leo
+        {
             // This follower fell below the leader's log start: start over from there.
             return part
                 .truncate_fully_and_start_at(data.log_start_offset)

@@ -11,6 +11,7 @@
 //! drives through [`ClassicGroup::on_deadlines`]. Everything here is synchronous and takes
 //! `now` explicitly, so the state machine is tested without a runtime.
 
+use kafka_protocol::ResponseError;
 use std::collections::{HashMap, HashSet};
 
 use bytes::Bytes;
@@ -18,16 +19,6 @@ use tokio::sync::oneshot;
 use tokio::time::{Duration, Instant};
 
 use super::GroupError;
-
-/// Kafka's error codes used in join/sync answers built here.
-mod code {
-    pub const NONE: i16 = 0;
-    pub const UNKNOWN_MEMBER_ID: i16 = 25;
-    pub const REBALANCE_IN_PROGRESS: i16 = 27;
-    pub const MEMBER_ID_REQUIRED: i16 = 79;
-    pub const FENCED_INSTANCE_ID: i16 = 82;
-    pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-}
 
 /// Bound on member ids handed out with MEMBER_ID_REQUIRED and not yet used, per group (each
 /// also expires after its session timeout), so a JoinGroup loop cannot grow a group without
@@ -471,7 +462,7 @@ impl ClassicGroup {
             let deadline = now + Duration::from_millis(p.session_timeout_ms as u64);
             self.pending_members.insert(member_id.clone(), deadline);
             return Ok(Pending::Now(JoinResponse::error(
-                code::MEMBER_ID_REQUIRED,
+                ResponseError::MemberIdRequired.code(),
                 &member_id,
             )));
         }
@@ -529,10 +520,13 @@ impl ClassicGroup {
         };
         let m = &mut self.members[idx];
         if let Some(w) = m.join_waiter.take() {
-            let _ = w.send(JoinResponse::error(code::FENCED_INSTANCE_ID, old_id));
+            let _ = w.send(JoinResponse::error(
+                ResponseError::FencedInstanceId.code(),
+                old_id,
+            ));
         }
         if let Some(w) = m.sync_waiter.take() {
-            let _ = w.send(SyncResponse::error(code::FENCED_INSTANCE_ID));
+            let _ = w.send(SyncResponse::error(ResponseError::FencedInstanceId.code()));
         }
         m.member_id = new_id.to_string();
         if self.leader_id.as_deref() == Some(old_id) {
@@ -594,7 +588,7 @@ impl ClassicGroup {
         if let Some(old) = m.join_waiter.replace(tx) {
             // A second JoinGroup from the same member supersedes the first.
             let _ = old.send(JoinResponse::error(
-                code::REBALANCE_IN_PROGRESS,
+                ResponseError::RebalanceInProgress.code(),
                 &m.member_id,
             ));
         }
@@ -617,7 +611,9 @@ impl ClassicGroup {
             for m in &mut self.members {
                 m.assignment = Bytes::new();
                 if let Some(w) = m.sync_waiter.take() {
-                    let _ = w.send(SyncResponse::error(code::REBALANCE_IN_PROGRESS));
+                    let _ = w.send(SyncResponse::error(
+                        ResponseError::RebalanceInProgress.code(),
+                    ));
                 }
             }
         }
@@ -732,7 +728,7 @@ impl ClassicGroup {
             Vec::new()
         };
         JoinResponse {
-            error_code: code::NONE,
+            error_code: 0,
             generation_id: self.generation_id,
             protocol_type: self.protocol_type.clone(),
             protocol_name: self.protocol_name.clone(),
@@ -783,7 +779,9 @@ impl ClassicGroup {
                 let m = &mut self.members[idx];
                 m.session_deadline = now + Duration::from_millis(m.session_timeout_ms as u64);
                 if let Some(old) = m.sync_waiter.replace(tx) {
-                    let _ = old.send(SyncResponse::error(code::REBALANCE_IN_PROGRESS));
+                    let _ = old.send(SyncResponse::error(
+                        ResponseError::RebalanceInProgress.code(),
+                    ));
                 }
                 if self.leader_id.as_deref() == Some(member_id) {
                     for m in &mut self.members {
@@ -799,7 +797,7 @@ impl ClassicGroup {
                     for m in &mut self.members {
                         if let Some(w) = m.sync_waiter.take() {
                             let _ = w.send(SyncResponse {
-                                error_code: code::NONE,
+                                error_code: 0,
                                 protocol_type: pt.clone(),
                                 protocol_name: pn.clone(),
                                 assignment: m.assignment.clone(),
@@ -814,7 +812,7 @@ impl ClassicGroup {
                 let m = &mut self.members[idx];
                 m.session_deadline = now + Duration::from_millis(m.session_timeout_ms as u64);
                 Ok(Pending::Now(SyncResponse {
-                    error_code: code::NONE,
+                    error_code: 0,
                     protocol_type: self.protocol_type.clone(),
                     protocol_name: self.protocol_name.clone(),
                     assignment: self.members[idx].assignment.clone(),
@@ -882,7 +880,7 @@ impl ClassicGroup {
         if self.member_index(&id).is_none() {
             return Err(GroupError::UnknownMemberId);
         }
-        self.remove_member(&id, code::UNKNOWN_MEMBER_ID, limits, now);
+        self.remove_member(&id, ResponseError::UnknownMemberId.code(), limits, now);
         Ok(())
     }
 
@@ -963,7 +961,7 @@ impl ClassicGroup {
             .collect();
         for id in expired {
             tracing::info!(group = %self.group_id, member = %id, "session timeout: removing member");
-            self.remove_member(&id, code::UNKNOWN_MEMBER_ID, limits, now);
+            self.remove_member(&id, ResponseError::UnknownMemberId.code(), limits, now);
         }
         if self.rebalance_deadline.is_some_and(|d| d <= now)
             && self.state == ClassicState::PreparingRebalance
@@ -991,7 +989,7 @@ impl ClassicGroup {
             {
                 for id in laggards {
                     tracing::info!(group = %self.group_id, member = %id, "no SyncGroup within the rebalance timeout: removing member");
-                    self.remove_member(&id, code::REBALANCE_IN_PROGRESS, limits, now);
+                    self.remove_member(&id, ResponseError::RebalanceInProgress.code(), limits, now);
                 }
             }
         }
@@ -1011,7 +1009,7 @@ impl ClassicGroup {
 
     /// Marks the group deleted.
     pub fn mark_dead(&mut self) {
-        self.fail_waiters(code::COORDINATOR_NOT_AVAILABLE);
+        self.fail_waiters(ResponseError::CoordinatorNotAvailable.code());
         self.state = ClassicState::Dead;
     }
 
@@ -1113,7 +1111,7 @@ mod tests {
         now: Instant,
     ) -> (String, oneshot::Receiver<JoinResponse>) {
         let r = now_answer(g.join(params(""), &LIMITS, now, || id.to_string()).unwrap());
-        assert_eq!(r.error_code, code::MEMBER_ID_REQUIRED);
+        assert_eq!(r.error_code, ResponseError::MemberIdRequired.code());
         assert_eq!(r.member_id, id);
         let rx = waiting(g.join(params(id), &LIMITS, now, || unreachable!()).unwrap());
         (id.to_string(), rx)

@@ -1,6 +1,7 @@
 //! Coordinator tests over a real ReplicaManager in a temporary directory: offsets and group
 //! records go through `__consumer_offsets` and come back after a reopen.
 
+use kafka_protocol::ResponseError;
 use std::sync::Arc;
 
 use super::*;
@@ -489,8 +490,6 @@ fn fetched_partitions(
         .collect()
 }
 
-const UNSTABLE: i16 = 88;
-
 #[tokio::test]
 async fn txn_offsets_are_pending_until_their_marker() {
     let dir = tempfile::tempdir().unwrap();
@@ -510,7 +509,11 @@ async fn txn_offsets_are_pending_until_their_marker() {
     );
     assert_eq!(
         fetched(&groups, "g", true),
-        vec![Err(UNSTABLE), Err(UNSTABLE), Ok(None)],
+        vec![
+            Err(ResponseError::UnstableOffsetCommit.code()),
+            Err(ResponseError::UnstableOffsetCommit.code()),
+            Ok(None)
+        ],
         "require_stable: UNSTABLE_OFFSET_COMMIT while the transaction is open"
     );
     marker(&replicas, &groups, "g", p7, true);
@@ -555,7 +558,10 @@ async fn txn_offsets_are_pending_until_their_marker() {
         .await;
     let index = groups.offsets_partition_for("g");
     groups.complete_txn_offsets((index + 1) % 3, p10.producer_id, true);
-    assert_eq!(fetched(&groups, "g", true)[2], Err(UNSTABLE));
+    assert_eq!(
+        fetched(&groups, "g", true)[2],
+        Err(ResponseError::UnstableOffsetCommit.code())
+    );
     marker(&replicas, &groups, "g", p10, true);
     assert_eq!(fetched(&groups, "g", true)[2], Ok(Some(50)));
 }
@@ -642,7 +648,11 @@ async fn txn_offsets_are_replayed_with_their_markers() {
         marker(&replicas, &groups, "g", p4, true);
         assert_eq!(
             fetched(&groups, "g", true),
-            vec![Ok(Some(9)), Ok(None), Err(UNSTABLE)]
+            vec![
+                Ok(Some(9)),
+                Ok(None),
+                Err(ResponseError::UnstableOffsetCommit.code())
+            ]
         );
         replicas.shutdown().unwrap();
     }
@@ -655,7 +665,11 @@ async fn txn_offsets_are_replayed_with_their_markers() {
     );
     assert_eq!(
         fetched(&groups, "g", true),
-        vec![Ok(Some(9)), Ok(None), Err(UNSTABLE)]
+        vec![
+            Ok(Some(9)),
+            Ok(None),
+            Err(ResponseError::UnstableOffsetCommit.code())
+        ]
     );
     marker(&replicas, &groups, "g", p3, true);
     assert_eq!(
@@ -767,6 +781,6 @@ async fn txn_offset_commit_of_a_consumer_group_member_checks_its_epoch() {
     );
     assert_eq!(
         fetched_partitions(&groups, "g", vec![0], true),
-        vec![Err(UNSTABLE)]
+        vec![Err(ResponseError::UnstableOffsetCommit.code())]
     );
 }

@@ -156,10 +156,14 @@ class ReplicationScenariosTest {
         }
         try {
             // Followers fetch at least every replica.fetch.wait.max.ms (500 ms): a wired rule fires well within 5 s.
-            BrookCluster.await(Duration.ofSeconds(5), "a replication link rule fires", () -> {
-                long sum = c.firedTotal(leader);
-                for (int f : followers) sum += c.firedTotal(f);
-                return sum > 0;
+            // Wait until every follower's own rule has fired: a follower has one fetch outstanding at a time, so
+            // once its next fetch is cut, no fetch of it is parked on the leader any more, and none can still be
+            // answered with a record appended after this (a fetch parked before the cut could be).
+            BrookCluster.await(Duration.ofSeconds(5), "every follower's replication link rule fires", () -> {
+                for (int f : followers) {
+                    if (c.firedTotal(f) == 0) return false;
+                }
+                return true;
             }, () -> "rules on leader " + leader + ": " + c.listFaults(leader));
             return true;
         } catch (AssertionError notWired) {

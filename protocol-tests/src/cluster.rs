@@ -157,11 +157,39 @@ pub struct Cluster {
     dir: Option<TempDir>,
 }
 
-/// Ports the kernel hands out for port 0, released again (a restarted node binds them anew).
+/// Where cluster nodes' fixed ports are chosen: below the kernel's ephemeral range (32768 and
+/// up on Linux), so an outgoing connection of any process cannot take one between the probe
+/// and the node's bind (it did: "Address already in use" on a controller listener), and clear
+/// of the ports Brook, the benchmarks and the reference Kafka use (9092-9646, 19092-19294,
+/// 29092-29294).
+const CLUSTER_PORTS: std::ops::Range<u16> = 21_000..28_000;
+
+/// `n` ports of [`CLUSTER_PORTS`] free right now, from a start that differs per process and
+/// call (tests run in parallel), released again (a restarted node binds them anew).
 fn free_ports(n: usize) -> Vec<u16> {
-    let held: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind a probe port"))
-        .collect();
+    static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let span = (CLUSTER_PORTS.end - CLUSTER_PORTS.start) as u32;
+    let seed = std::process::id()
+        .wrapping_mul(7919)
+        .wrapping_add(CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) * 97)
+        .wrapping_add(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.subsec_nanos())
+                .unwrap_or(0),
+        );
+    let mut held: Vec<TcpListener> = Vec::with_capacity(n);
+    // Bounded: one pass over the range at most.
+    for i in 0..span {
+        if held.len() == n {
+            break;
+        }
+        let port = CLUSTER_PORTS.start + ((seed.wrapping_add(i)) % span) as u16;
+        if let Ok(l) = TcpListener::bind(("127.0.0.1", port)) {
+            held.push(l);
+        }
+    }
+    assert_eq!(held.len(), n, "no {n} free ports in {CLUSTER_PORTS:?}");
     held.iter()
         .map(|l| l.local_addr().unwrap().port())
         .collect()

@@ -265,7 +265,16 @@ fn pending_txn_offsets_survive_the_coordinators_death() {
     );
     let mut w = WireClient::connect(&c.address(coordinator));
     let pid = w.init_producer_id();
-    assert_eq!(plain_commit(&mut w, &group, &topic, 3), NONE);
+    // COORDINATOR_NOT_AVAILABLE is retriable, as clients treat it: the new offsets
+    // partition may still be electing or loading on its coordinator.
+    poll_until_ok(
+        "the first plain commit",
+        Duration::from_secs(30),
+        || match plain_commit(&mut w, &group, &topic, 3) {
+            NONE => Ok(()),
+            code => Err(format!("error {code}")),
+        },
+    );
     assert_eq!(
         txn_commit(&mut w, 3, &group, pid, ("", -1), &topic, 7),
         NONE

@@ -493,6 +493,13 @@ impl TransactionMetadata {
         if !consistent {
             return Err(fail(self, "inconsistent with the current metadata"));
         }
+        self.take_values(t);
+        self.pending_state = None;
+        Ok(())
+    }
+
+    /// Every value of `t`, the state included (the one place a transition's values land).
+    fn take_values(&mut self, t: &TxnTransit) {
         self.producer_id = t.producer_id;
         self.previous_producer_id = t.previous_producer_id;
         self.next_producer_id = t.next_producer_id;
@@ -503,9 +510,7 @@ impl TransactionMetadata {
         self.txn_start_timestamp = t.txn_start_timestamp;
         self.txn_last_update_timestamp = t.txn_last_update_timestamp;
         self.client_transaction_version = t.client_transaction_version;
-        self.pending_state = None;
         self.state = t.state;
-        Ok(())
     }
 
     /// The metadata a loaded record stands for (no pending state).
@@ -531,17 +536,7 @@ impl TransactionMetadata {
     /// The metadata as it will be once `t` is applied, for writing `t` to the log.
     pub fn with_transit(&self, t: &TxnTransit) -> Self {
         let mut m = self.clone();
-        m.producer_id = t.producer_id;
-        m.previous_producer_id = t.previous_producer_id;
-        m.next_producer_id = t.next_producer_id;
-        m.producer_epoch = t.producer_epoch;
-        m.last_producer_epoch = t.last_producer_epoch;
-        m.txn_timeout_ms = t.txn_timeout_ms;
-        m.state = t.state;
-        m.partitions = t.partitions.clone();
-        m.txn_start_timestamp = t.txn_start_timestamp;
-        m.txn_last_update_timestamp = t.txn_last_update_timestamp;
-        m.client_transaction_version = t.client_transaction_version;
+        m.take_values(t);
         m
     }
 }

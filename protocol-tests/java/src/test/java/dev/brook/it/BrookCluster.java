@@ -154,18 +154,33 @@ public final class BrookCluster implements AutoCloseable {
         }
     }
 
+    /**
+     * Fixed ports from {@link #CLUSTER_PORTS_FIRST} to {@link #CLUSTER_PORTS_LAST}, below the kernel's ephemeral
+     * range (32768-60999 by default): a port probed with port 0 comes from the ephemeral range, and between the
+     * probe's close and the node's bind an outgoing connection (a client, a follower's fetch) can take it, so the
+     * node fails with "Address already in use". The Rust harness uses 21000-27999; this range is apart from it.
+     * Each probe is held until all are found so one call never answers the same port twice.
+     */
+    private static final int CLUSTER_PORTS_FIRST = 28000;
+    private static final int CLUSTER_PORTS_LAST = 31999;
+
     private static int[] freePorts(int n) {
+        int span = CLUSTER_PORTS_LAST - CLUSTER_PORTS_FIRST + 1;
+        int start = Math.floorMod((int) (ProcessHandle.current().pid() * 7919 + System.nanoTime()), span);
         List<ServerSocket> held = new ArrayList<>();
         int[] ports = new int[n];
         try {
-            for (int i = 0; i < n; i++) {
-                ServerSocket s = new ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress());
-                s.setReuseAddress(true);
-                held.add(s);
-                ports[i] = s.getLocalPort();
+            // Bounded: one pass over the range at most.
+            for (int i = 0; i < span && held.size() < n; i++) {
+                int port = CLUSTER_PORTS_FIRST + (start + i) % span;
+                try {
+                    ServerSocket s = new ServerSocket(port, 1, java.net.InetAddress.getLoopbackAddress());
+                    ports[held.size()] = port;
+                    held.add(s);
+                } catch (IOException inUse) {
+                    // taken: try the next one
+                }
             }
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
         } finally {
             for (ServerSocket s : held) {
                 try {
@@ -174,6 +189,9 @@ public final class BrookCluster implements AutoCloseable {
                     // closing a probe socket
                 }
             }
+        }
+        if (held.size() < n) {
+            throw new IllegalStateException("no " + n + " free ports in " + CLUSTER_PORTS_FIRST + "-" + CLUSTER_PORTS_LAST);
         }
         return ports;
     }

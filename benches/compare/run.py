@@ -5,7 +5,7 @@
     cargo build --release -p brook
     python3 benches/compare/run.py                      # full: 1,000,000 records, 4 alternations
     python3 benches/compare/run.py --records 200000 --reps 2   # reduced
-    python3 benches/compare/run.py --records 200000 --reps 3 --txn-only   # W7 and W8 alone
+    python3 benches/compare/run.py --records 200000 --reps 3 --txn-only   # W7, W8, W9 alone
 
 Each alternation runs Brook, then Kafka (A B A B ...), each on fresh data directories:
   start one node (timed: process start until the first acks=all produce succeeds; idle RSS),
@@ -13,7 +13,9 @@ Each alternation runs Brook, then Kafka (A B A B ...), each on fresh data direct
   W4 consume W1's topic (ConsumerPerformance), W3 produce 100-byte records acks=1,
   W6 end-to-end latency at a fixed rate (E2eLatency.java),
   W7 produce 1 KiB records acks=all with idempotence, W8 the same records in transactions
-  of --txn-ms each (ProducerPerformance --transactional-id --transaction-duration-ms), stop;
+  of --txn-ms each (ProducerPerformance --transactional-id --transaction-duration-ms),
+  W9 the latency of commitTransaction() itself (TxnCommitLatency.java: transactions of 10
+  records over 3 partitions, each flushed before the commit is timed), stop;
   start three nodes (timed, idle RSS per node), W2 produce 1 KiB acks=all RF=3
   min.insync.replicas=2, stop.
 Broker CPU is utime+stime from /proc/<pid>/stat of every broker process (for Brook's cluster,
@@ -404,6 +406,21 @@ def e2e(sysm, topic, rate, seconds, warmup, size):
     return {"p50_ms": int(m.group(1)) / 1000, "p99_ms": int(m.group(2)) / 1000, "line": p.stdout.strip()}
 
 
+def commit_latency(sysm, topic, partitions, txns, warmup, records, size):
+    cp = os.path.join(LIB, "*")
+    src = os.path.join(ROOT, "benches", "compare", "TxnCommitLatency.java")
+    p = subprocess.run(["java"] + TOOL_JVM + ["-cp", cp, src, sysm.bootstrap, topic, str(partitions), str(txns),
+                                              str(warmup), str(records), str(size)],
+                       capture_output=True, text=True, timeout=900)
+    m = re.search(r"commit_p50_us=(\d+) commit_p99_us=(\d+) commit_max_us=(\d+) txn_p50_us=(\d+) txn_p99_us=(\d+)",
+                  p.stdout)
+    if p.returncode != 0 or not m:
+        raise RuntimeError(f"TxnCommitLatency failed:\n{p.stdout}\n{p.stderr[-3000:]}")
+    g = [int(x) / 1000 for x in m.groups()]
+    return {"commit_p50_ms": g[0], "commit_p99_ms": g[1], "commit_max_ms": g[2], "txn_p50_ms": g[3],
+            "txn_p99_ms": g[4], "line": p.stdout.strip()}
+
+
 def transactions(sysm, rep, a, r):
     """W7 idempotent acks=all, then W8 the same in transactions of a.txn_ms: records/s of
     each, and what one commit costs (the extra time of W8 over W7, per transaction)."""
@@ -430,6 +447,10 @@ def transactions(sysm, rep, a, r):
     commits = max(1.0, t_txn * 1000 / a.txn_ms)
     r["w8"]["commits"] = commits
     r["w8"]["ms_per_commit"] = (t_txn - t_idem) * 1000 / commits
+    t9 = f"w9-{rep}"
+    create_topic(sysm.bootstrap, t9, 3)
+    log(sysm.name, rep, "W9 commit latency:", a.commit_txns, "transactions of 10 x 1 KiB over 3 partitions")
+    r["w9"] = commit_latency(sysm, t9, 3, a.commit_txns, 20, 10, 1024)
 
 
 # ---------------------------------------------------------------- one alternation
@@ -514,6 +535,9 @@ ROWS = [
     ("W8/W7 records/s (same system)", lambda r: r["w8"]["records_s"] / r["w7"]["records_s"], "ratio", "high"),
     ("W8 extra time per commit", lambda r: r["w8"]["ms_per_commit"], "ms", "low"),
     ("W8 broker CPU per million records", lambda r: r["w8"]["cpu_s_per_m_records"], "s/M", "low"),
+    ("W9 commitTransaction() after flush, p50", lambda r: r["w9"]["commit_p50_ms"], "ms", "low"),
+    ("W9 commitTransaction() after flush, p99", lambda r: r["w9"]["commit_p99_ms"], "ms", "low"),
+    ("W9 whole transaction (10 records, 3 partitions), p50", lambda r: r["w9"]["txn_p50_ms"], "ms", "low"),
 ]
 
 
@@ -553,7 +577,9 @@ def main():
     ap.add_argument("--e2e-seconds", type=float, default=15, help="W6 duration (default 15)")
     ap.add_argument("--e2e-warmup", type=float, default=3, help="W6 seconds not counted (default 3)")
     ap.add_argument("--txn-ms", type=int, default=100, help="W8 transaction duration (default 100 ms)")
-    ap.add_argument("--txn-only", action="store_true", help="run only W7 and W8 (and start-up)")
+    ap.add_argument("--txn-only", action="store_true", help="run only W7, W8 and W9 (and start-up)")
+    ap.add_argument("--commit-txns", type=int, default=500,
+                    help="W9 transactions timed (after 20 not counted; default 500)")
     ap.add_argument("--idle-wait", type=float, default=3, help="seconds after start-up before idle RSS (default 3)")
     ap.add_argument("--brook-bin", default=os.path.join(ROOT, "target", "release", "brook"))
     ap.add_argument("--only", choices=["brook", "kafka"], help="run one system only")

@@ -283,7 +283,7 @@ mod tests {
 
     #[test]
     fn decodes_transaction_state_records() {
-        use crate::log::batch::testutil::TestRecord;
+        use crate::log::batch::testutil::SimpleRecord;
         use crate::txn::metadata::TransactionMetadata;
         use crate::txn::records::{txn_key, txn_value, TxnLogValue};
         let dir = tempfile::tempdir().unwrap();
@@ -291,7 +291,7 @@ mod tests {
         std::fs::create_dir(&part).unwrap();
         let m = TransactionMetadata::new("tx-dump", 42, 60_000, 7);
         let mut b = BatchBuilder::new(1000);
-        b.records = vec![TestRecord {
+        b.records = vec![SimpleRecord {
             timestamp_delta: 0,
             key: Some(txn_key("tx-dump").to_vec()),
             value: Some(txn_value(&TxnLogValue::of(&m)).to_vec()),

@@ -22,8 +22,8 @@ use super::GroupError;
 use crate::cluster::partition::{Partition, PartitionError};
 use crate::cluster::replica_manager::{now_ms, ReplicaError, ReplicaManager};
 use crate::controller::{Controller, ControllerError};
-use crate::log::batch::testutil::{BatchBuilder, TestRecord};
 use crate::log::batch::{decompress_records, parse_end_txn_marker, RecordBatch, RecordIter};
+use crate::log::batch_builder::{BatchBuilder, SimpleRecord};
 use crate::log::{Codec, LogError};
 
 /// The internal topic's name, as in Kafka.
@@ -212,7 +212,7 @@ impl OffsetsStore {
         let mut b = BatchBuilder::new(now);
         b.records = records
             .into_iter()
-            .map(|(k, v)| TestRecord {
+            .map(|(k, v)| SimpleRecord {
                 timestamp_delta: 0,
                 key: Some(k.to_vec()),
                 value: v.map(|v| v.to_vec()),

@@ -50,7 +50,7 @@ const BASE_OFFSET_AT: usize = 0;
 const LENGTH_AT: usize = 8;
 const PARTITION_LEADER_EPOCH_AT: usize = 12;
 const MAGIC_AT: usize = 16;
-const CRC_AT: usize = 17;
+pub(crate) const CRC_AT: usize = 17;
 /// The CRC covers everything from the attributes to the end of the batch.
 pub const CRC_COVERED_FROM: usize = 21;
 const ATTRIBUTES_AT: usize = 21;
@@ -63,9 +63,9 @@ const BASE_SEQUENCE_AT: usize = 53;
 const RECORD_COUNT_AT: usize = 57;
 
 const CODEC_MASK: i16 = 0x07;
-const TIMESTAMP_TYPE_BIT: i16 = 0x08;
-const TRANSACTIONAL_BIT: i16 = 0x10;
-const CONTROL_BIT: i16 = 0x20;
+pub(crate) const TIMESTAMP_TYPE_BIT: i16 = 0x08;
+pub(crate) const TRANSACTIONAL_BIT: i16 = 0x10;
+pub(crate) const CONTROL_BIT: i16 = 0x20;
 
 /// The compression codec of a batch (attribute bits 0-2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1023,194 +1023,13 @@ pub fn build_end_txn_marker(
 // ---------------------------------------------------------------------------------------------
 
 pub mod testutil {
-    //! Builds valid v2 batches for tests and benchmarks.
+    //! Valid v2 batches for tests and benchmarks, on top of the production
+    //! [`BatchBuilder`](crate::log::batch_builder::BatchBuilder).
 
-    use bytes::{BufMut, Bytes, BytesMut};
+    use bytes::Bytes;
 
     use super::*;
-
-    fn put_varint(out: &mut Vec<u8>, v: i64) {
-        let mut z = ((v << 1) ^ (v >> 63)) as u64;
-        loop {
-            if z < 0x80 {
-                out.push(z as u8);
-                return;
-            }
-            out.push((z as u8 & 0x7f) | 0x80);
-            z >>= 7;
-        }
-    }
-
-    fn put_nullable(out: &mut Vec<u8>, b: Option<&[u8]>) {
-        match b {
-            None => put_varint(out, -1),
-            Some(b) => {
-                put_varint(out, b.len() as i64);
-                out.extend_from_slice(b);
-            }
-        }
-    }
-
-    /// One record to encode.
-    #[derive(Debug, Clone, Default)]
-    pub struct TestRecord {
-        /// Added to the batch's base timestamp.
-        pub timestamp_delta: i64,
-        /// Key; `None` encodes null.
-        pub key: Option<Vec<u8>>,
-        /// Value; `None` encodes null.
-        pub value: Option<Vec<u8>>,
-        /// Headers (key, value).
-        pub headers: Vec<(Vec<u8>, Option<Vec<u8>>)>,
-    }
-
-    /// Encodes a records section; the offset delta of record i is i.
-    pub fn encode_records(records: &[TestRecord]) -> Vec<u8> {
-        let mut out = Vec::new();
-        let mut body = Vec::new();
-        for (i, r) in records.iter().enumerate() {
-            body.clear();
-            body.push(0);
-            put_varint(&mut body, r.timestamp_delta);
-            put_varint(&mut body, i as i64);
-            put_nullable(&mut body, r.key.as_deref());
-            put_nullable(&mut body, r.value.as_deref());
-            put_varint(&mut body, r.headers.len() as i64);
-            for (k, v) in &r.headers {
-                put_nullable(&mut body, Some(k));
-                put_nullable(&mut body, v.as_deref());
-            }
-            put_varint(&mut out, body.len() as i64);
-            out.extend_from_slice(&body);
-        }
-        out
-    }
-
-    /// A v2 batch under construction. Defaults: offset 0, no producer, CreateTime, no compression.
-    #[derive(Debug, Clone)]
-    pub struct BatchBuilder {
-        pub base_offset: i64,
-        pub partition_leader_epoch: i32,
-        pub producer_id: i64,
-        pub producer_epoch: i16,
-        pub base_sequence: i32,
-        pub base_timestamp: i64,
-        pub codec: Codec,
-        pub transactional: bool,
-        pub control: bool,
-        pub log_append_time: bool,
-        pub records: Vec<TestRecord>,
-    }
-
-    impl BatchBuilder {
-        /// An empty non-idempotent batch with the given base timestamp.
-        pub fn new(base_timestamp: i64) -> Self {
-            BatchBuilder {
-                base_offset: 0,
-                partition_leader_epoch: -1,
-                producer_id: NO_PRODUCER_ID,
-                producer_epoch: -1,
-                base_sequence: NO_SEQUENCE,
-                base_timestamp,
-                codec: Codec::None,
-                transactional: false,
-                control: false,
-                log_append_time: false,
-                records: Vec::new(),
-            }
-        }
-        /// Sets producer id, epoch and base sequence.
-        pub fn idempotent(mut self, producer_id: i64, epoch: i16, base_sequence: i32) -> Self {
-            self.producer_id = producer_id;
-            self.producer_epoch = epoch;
-            self.base_sequence = base_sequence;
-            self
-        }
-        /// Sets the compression codec.
-        pub fn codec(mut self, codec: Codec) -> Self {
-            self.codec = codec;
-            self
-        }
-        /// Adds a record with a value and a timestamp delta.
-        pub fn record(mut self, timestamp_delta: i64, key: Option<&[u8]>, value: &[u8]) -> Self {
-            self.records.push(TestRecord {
-                timestamp_delta,
-                key: key.map(|k| k.to_vec()),
-                value: Some(value.to_vec()),
-                headers: Vec::new(),
-            });
-            self
-        }
-        /// Adds `n` records with `value_len`-byte values, timestamps base+i.
-        pub fn records(mut self, n: usize, value_len: usize) -> Self {
-            for i in 0..n {
-                let value = vec![(i % 251) as u8; value_len];
-                self = self.record(i as i64, None, &value);
-            }
-            self
-        }
-        /// Encodes the batch with a valid CRC.
-        pub fn build(&self) -> Bytes {
-            let raw = encode_records(&self.records);
-            let body: Vec<u8> = match self.codec {
-                Codec::None => raw,
-                codec => compress(codec, &raw),
-            };
-            let count = self.records.len() as i32;
-            let max_ts = self
-                .records
-                .iter()
-                .map(|r| self.base_timestamp + r.timestamp_delta)
-                .max()
-                .unwrap_or(self.base_timestamp);
-            let mut attributes: i16 = self.codec.id() as i16;
-            if self.log_append_time {
-                attributes |= TIMESTAMP_TYPE_BIT;
-            }
-            if self.transactional {
-                attributes |= TRANSACTIONAL_BIT;
-            }
-            if self.control {
-                attributes |= CONTROL_BIT;
-            }
-            let mut b = BytesMut::with_capacity(HEADER_LEN + body.len());
-            b.put_i64(self.base_offset);
-            b.put_i32((HEADER_LEN - LOG_OVERHEAD + body.len()) as i32);
-            b.put_i32(self.partition_leader_epoch);
-            b.put_i8(MAGIC_V2);
-            b.put_u32(0);
-            b.put_i16(attributes);
-            b.put_i32(count - 1);
-            b.put_i64(self.base_timestamp);
-            b.put_i64(max_ts);
-            b.put_i64(self.producer_id);
-            b.put_i16(self.producer_epoch);
-            b.put_i32(self.base_sequence);
-            b.put_i32(count);
-            b.put_slice(&body);
-            let crc = crc32c::crc32c(&b[CRC_COVERED_FROM..]);
-            b[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
-            b.freeze()
-        }
-    }
-
-    fn compress(codec: Codec, raw: &[u8]) -> Vec<u8> {
-        use kafka_protocol::compression::{Compressor, Gzip, Lz4, Snappy, Zstd};
-        let mut out = BytesMut::new();
-        let fill = |tmp: &mut BytesMut| {
-            tmp.put_slice(raw);
-            Ok(())
-        };
-        let res = match codec {
-            Codec::Gzip => Gzip::compress(&mut out, fill),
-            Codec::Snappy => Snappy::compress(&mut out, fill),
-            Codec::Lz4 => Lz4::compress(&mut out, fill),
-            Codec::Zstd => Zstd::compress(&mut out, fill),
-            Codec::None => return raw.to_vec(),
-        };
-        res.expect("test compression");
-        out.to_vec()
-    }
+    pub use crate::log::batch_builder::{BatchBuilder, SimpleRecord};
 
     /// A batch of `n` records with `value_len`-byte values, no producer id.
     pub fn build_batch(n: usize, value_len: usize, base_timestamp: i64) -> Bytes {

@@ -20,6 +20,7 @@
 //! [`FetchSlice::read`] after releasing the lock.
 
 pub mod batch;
+pub mod batch_builder;
 pub mod checkpoint;
 pub mod index;
 pub mod index_file;

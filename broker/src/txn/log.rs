@@ -18,8 +18,8 @@ use super::TxnError;
 use crate::cluster::partition::{Partition, PartitionError};
 use crate::cluster::replica_manager::{now_ms, ReplicaError, ReplicaManager};
 use crate::controller::ControllerError;
-use crate::log::batch::testutil::{BatchBuilder, TestRecord};
 use crate::log::batch::{RecordBatch, RecordIter};
+use crate::log::batch_builder::{BatchBuilder, SimpleRecord};
 use crate::log::Codec;
 
 /// The internal topic's name, as in Kafka.
@@ -159,7 +159,7 @@ impl TransactionLog {
         let part = self.partition(index).ok_or(TxnError::NotCoordinator)?;
         let now = now_ms();
         let mut b = BatchBuilder::new(now);
-        b.records = vec![TestRecord {
+        b.records = vec![SimpleRecord {
             timestamp_delta: 0,
             key: Some(key.to_vec()),
             value: value.map(|v| v.to_vec()),

@@ -346,8 +346,8 @@ def java(cls, args, timeout=1800):
     return p.stdout
 
 
-def create_topic(bootstrap, topic, rf, configs=()):
-    args = ["--bootstrap-server", bootstrap, "--create", "--topic", topic, "--partitions", "1",
+def create_topic(bootstrap, topic, rf, configs=(), partitions=1):
+    args = ["--bootstrap-server", bootstrap, "--create", "--topic", topic, "--partitions", str(partitions),
             "--replication-factor", str(rf)]
     for c in configs:
         args += ["--config", c]
@@ -448,7 +448,7 @@ def transactions(sysm, rep, a, r):
     r["w8"]["commits"] = commits
     r["w8"]["ms_per_commit"] = (t_txn - t_idem) * 1000 / commits
     t9 = f"w9-{rep}"
-    create_topic(sysm.bootstrap, t9, 3)
+    create_topic(sysm.bootstrap, t9, 1, partitions=3)
     log(sysm.name, rep, "W9 commit latency:", a.commit_txns, "transactions of 10 x 1 KiB over 3 partitions")
     r["w9"] = commit_latency(sysm, t9, 3, a.commit_txns, 20, 10, 1024)
 

@@ -49,15 +49,6 @@ pub struct PartitionRegistration {
     /// Bumped on every change of leader or ISR; never goes backwards. AlterPartition requests
     /// must name the current value (INVALID_UPDATE_VERSION otherwise).
     pub partition_epoch: i32,
-    /// Eligible leader replicas (KIP-966, Kafka's `PartitionRegistration.elr`): replicas that
-    /// left the ISR while it was below min ISR and so still hold every committed record; they
-    /// may lead when the ISR is empty. Disjoint from `isr`.
-    #[serde(default)]
-    pub elr: Vec<i32>,
-    /// Kafka's `lastKnownElr`: replicas that left the ISR below min ISR but are no longer
-    /// eligible; kept for an operator's manual recovery only. Disjoint from `isr` and `elr`.
-    #[serde(default)]
-    pub last_known_elr: Vec<i32>,
 }
 
 /// One topic.
@@ -314,8 +305,6 @@ mod tests {
             leader: replicas[0],
             leader_epoch: 0,
             partition_epoch: 0,
-            elr: Vec::new(),
-            last_known_elr: Vec::new(),
         }
     }
 

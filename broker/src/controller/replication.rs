@@ -272,55 +272,6 @@ pub fn elect_leader(
     (NO_LEADER, isr.to_vec())
 }
 
-/// Kafka's `PartitionChangeBuilder.maybePopulateTargetElr` (KIP-966): the ELR and
-/// LastKnownElr that go with moving `old` to `target_isr`. At or above `min_isr` both are
-/// empty (every committed record is on a min-ISR quorum again). Below it, the ELR collects
-/// the old ELR plus the old ISR members that leave, less the new ISR and any replica that
-/// shut down uncleanly (it may have lost unflushed records); LastKnownElr keeps the rest.
-pub fn target_elr(
-    old: &PartitionRegistration,
-    target_isr: &[i32],
-    min_isr: usize,
-    unclean_shutdown: &[i32],
-) -> (Vec<i32>, Vec<i32>) {
-    if target_isr.len() >= min_isr {
-        return (Vec::new(), Vec::new());
-    }
-    let mut candidates: Vec<i32> = Vec::new();
-    for &r in old.elr.iter().chain(&old.isr).chain(&old.last_known_elr) {
-        if !candidates.contains(&r) && !target_isr.contains(&r) {
-            candidates.push(r);
-        }
-    }
-    // LastKnownElr starts from its old members; only the old ELR and ISR can be eligible.
-    let (elr, last_known): (Vec<i32>, Vec<i32>) = candidates.into_iter().partition(|r| {
-        (old.elr.contains(r) || old.isr.contains(r)) && !unclean_shutdown.contains(r)
-    });
-    (elr, last_known)
-}
-
-/// Kafka's clean election with ELR (`PartitionChangeBuilder.isValidNewLeader`): a replica may
-/// lead if it is acceptable (live) and in the ISR, or in the ELR while the ISR is empty. An
-/// ELR member elected becomes the whole ISR and leaves the ELR (`tryElection`). Returns the
-/// leader (or [`NO_LEADER`]), ISR and ELR; unclean election is the caller's last resort.
-pub fn elect_clean_with_elr(
-    replicas: &[i32],
-    isr: &[i32],
-    elr: &[i32],
-    is_live: impl Fn(i32) -> bool,
-) -> (i32, Vec<i32>, Vec<i32>) {
-    let valid = |r: i32| (isr.contains(&r) || (isr.is_empty() && elr.contains(&r))) && is_live(r);
-    match replicas.iter().copied().find(|&r| valid(r)) {
-        Some(r) if elr.contains(&r) && !isr.contains(&r) => (
-            r,
-            vec![r],
-            elr.iter().copied().filter(|&x| x != r).collect(),
-        ),
-        Some(r) => (r, isr.to_vec(), elr.to_vec()),
-        None => (NO_LEADER, isr.to_vec(), elr.to_vec()),
-    }
-}
-
 /// The record moving `old` to (`leader`, `isr`), or `None` if nothing changes. The leader
 /// epoch moves with the leader; the partition epoch with any change.
 fn change_record(
@@ -615,8 +566,6 @@ pub fn assign_replicas(
                 replicas,
                 leader_epoch: 0,
                 partition_epoch: 0,
-                elr: Vec::new(),
-                last_known_elr: Vec::new(),
             }
         })
         .collect())
@@ -998,58 +947,6 @@ mod tests {
                     size: 1000
                 }
             )
-        );
-    }
-
-    fn registration(isr: &[i32], elr: &[i32], last_known_elr: &[i32]) -> PartitionRegistration {
-        PartitionRegistration {
-            index: 0,
-            replicas: vec![1, 2, 3],
-            isr: isr.to_vec(),
-            leader: isr.first().copied().unwrap_or(NO_LEADER),
-            leader_epoch: 0,
-            partition_epoch: 0,
-            elr: elr.to_vec(),
-            last_known_elr: last_known_elr.to_vec(),
-        }
-    }
-
-    #[test]
-    fn isr_shrinking_below_min_isr_moves_replicas_into_elr() {
-        // min ISR 2: shrinking to the minimum keeps no ELR.
-        let p = registration(&[1, 2, 3], &[], &[]);
-        assert_eq!(target_elr(&p, &[1, 2], 2, &[]), (vec![], vec![]));
-        // Below it, the replica that leaves stays eligible.
-        let p = registration(&[1, 2], &[], &[]);
-        assert_eq!(target_elr(&p, &[1], 2, &[]), (vec![2], vec![]));
-        // The last ISR member leaving joins the ELR too.
-        let p = registration(&[1], &[2], &[]);
-        assert_eq!(target_elr(&p, &[], 2, &[]), (vec![2, 1], vec![]));
-        // An unclean shutdown moves a replica from the ELR to LastKnownElr.
-        let p = registration(&[], &[2, 1], &[]);
-        assert_eq!(target_elr(&p, &[], 2, &[1]), (vec![2], vec![1]));
-        // Back at min ISR, both are cleared.
-        let p = registration(&[2], &[], &[1]);
-        assert_eq!(target_elr(&p, &[2, 3], 2, &[]), (vec![], vec![]));
-    }
-
-    #[test]
-    fn election_order_is_isr_then_elr() {
-        let live = |r: i32| r != 1;
-        // An ISR member wins over an ELR member.
-        assert_eq!(
-            elect_clean_with_elr(&[1, 2, 3], &[3], &[2], live),
-            (3, vec![3], vec![2])
-        );
-        // With the ISR empty, the first live ELR member in assignment order leads alone.
-        assert_eq!(
-            elect_clean_with_elr(&[1, 2, 3], &[], &[1, 2], live),
-            (2, vec![2], vec![1])
-        );
-        // No live ISR or ELR member: no leader, nothing changes.
-        assert_eq!(
-            elect_clean_with_elr(&[1, 2, 3], &[], &[1], live),
-            (NO_LEADER, vec![], vec![1])
         );
     }
 

@@ -125,6 +125,7 @@ impl Server {
         // with the advertised (bound) address.
         if let Some(mut cc) = crate::controller::ControllerConfig::from_broker_config(&config)? {
             cc.broker_endpoint = Some((host.clone(), port as u16));
+            cc.previous_broker_epoch = replicas.previous_broker_epoch();
             cc.unclean_leader_election_enable = config
                 .values
                 .get("unclean.leader.election.enable")

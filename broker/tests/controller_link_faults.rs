@@ -28,6 +28,8 @@ fn config(id: i32, voters: &BTreeMap<i32, String>, dir: &std::path::Path) -> Con
         heartbeat_interval_ms: 50,
         session_timeout_ms: 1000,
         unclean_leader_election_enable: false,
+        min_insync_replicas: 1,
+        previous_broker_epoch: None,
         leader_imbalance_check_interval: None,
         election_timeout_ms: 300,
         request_timeout_ms: 10_000,

@@ -42,6 +42,8 @@ fn config(
         heartbeat_interval_ms: 50,
         session_timeout_ms: 1000,
         unclean_leader_election_enable: false,
+        min_insync_replicas: 1,
+        previous_broker_epoch: None,
         leader_imbalance_check_interval: balance,
         election_timeout_ms: 300,
         request_timeout_ms: 10_000,

@@ -228,6 +228,22 @@ pub fn requests(key: ApiKey) -> Vec<RequestKind> {
                     .with_partition_indexes(vec![0, 1]),
             ])),
         ],
+        ApiKey::DescribeTopicPartitions => vec![
+            R::DescribeTopicPartitions(DescribeTopicPartitionsRequest::default()),
+            R::DescribeTopicPartitions(
+                DescribeTopicPartitionsRequest::default()
+                    .with_topics(vec![
+                        describe_topic_partitions_request::TopicRequest::default()
+                            .with_name(topic()),
+                    ])
+                    .with_response_partition_limit(1)
+                    .with_cursor(Some(
+                        describe_topic_partitions_request::Cursor::default()
+                            .with_topic_name(topic())
+                            .with_partition_index(1),
+                    )),
+            ),
+        ],
         _ => vec![],
     }
 }

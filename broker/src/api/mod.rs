@@ -7,6 +7,7 @@
 pub mod api_versions;
 pub mod cluster;
 pub mod configs;
+pub mod describe_topic_partitions;
 pub mod fetch;
 pub mod groups;
 pub mod list_offsets;
@@ -52,6 +53,7 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::Fetch, 4, 18, 4),
     api(ApiKey::ListOffsets, 1, 10, 1),
     api(ApiKey::Metadata, 0, 13, 0),
+    api(ApiKey::DescribeTopicPartitions, 0, 0, 0),
     api(ApiKey::ApiVersions, 0, 4, 0),
     api(ApiKey::CreateTopics, 2, 7, 2),
     api(ApiKey::DeleteTopics, 1, 6, 1),
@@ -293,6 +295,10 @@ async fn process(
         RequestKind::Fetch(r) => fetch::handle(broker, ctx, r).await,
         RequestKind::ApiVersions(r) => respond(ctx, &api_versions::handle(broker, ctx, r).await),
         RequestKind::Metadata(r) => respond(ctx, &metadata::handle(broker, ctx, r).await),
+        RequestKind::DescribeTopicPartitions(r) => respond(
+            ctx,
+            &describe_topic_partitions::handle(broker, ctx, r).await,
+        ),
         RequestKind::ListOffsets(r) => respond(ctx, &list_offsets::handle(broker, ctx, r).await),
         RequestKind::OffsetForLeaderEpoch(r) => respond(
             ctx,

@@ -6,6 +6,7 @@
 //! administration.
 
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -116,6 +117,11 @@ pub struct ReplicaManager {
     /// are opened as metadata images name them, after start-up; without the marker each is
     /// recovered (Kafka's `LogManager.loadLogs` passes the same flag to every `LogLoader`).
     had_clean_shutdown: bool,
+    /// The broker epoch the clean-shutdown marker recorded: the epoch of the incarnation that
+    /// shut down cleanly, which the next registration names so that the controller can tell a
+    /// clean restart from an unclean one (Kafka's `previousBrokerEpoch`, KIP-966). `None` after
+    /// a crash, on a fresh directory, or when the previous run had no broker epoch.
+    previous_broker_epoch: Option<i64>,
     /// The log directory's checkpoints as read at start-up; each partition takes its entries
     /// when it is opened (at start-up on a single node, from the first metadata image in
     /// cluster mode). From then on the partitions own the offsets, and
@@ -219,6 +225,10 @@ impl ReplicaManager {
         // A directory without metadata is new: nothing to recover.
         let fresh = !dir.join(crate::metadata::METADATA_FILE).exists();
         let clean = fresh || marker.exists();
+        let previous_broker_epoch = marker
+            .exists()
+            .then(|| read_clean_shutdown_epoch(&marker))
+            .flatten();
         if marker.exists() {
             // Removed now so that a crash from here on is detected at the next start.
             std::fs::remove_file(&marker)?;
@@ -275,9 +285,15 @@ impl ReplicaManager {
             startup_metadata_offset: AtomicI64::new(i64::MAX),
             quorum_cluster_id: std::sync::OnceLock::new(),
             had_clean_shutdown: clean,
+            previous_broker_epoch,
             startup_checkpoints: Mutex::new(startup_checkpoints),
             checkpoint_write: Mutex::new(()),
         })
+    }
+
+    /// The broker epoch of the incarnation that last shut this log directory down cleanly.
+    pub fn previous_broker_epoch(&self) -> Option<i64> {
+        self.previous_broker_epoch
     }
 
     /// The cluster id.
@@ -846,12 +862,44 @@ impl ReplicaManager {
         }
         if !failed {
             let marker = self.config.log_dir.join(CLEAN_SHUTDOWN_FILE);
-            let f = std::fs::File::create(&marker)?;
+            let epoch = self.controller().and_then(Controller::broker_epoch);
+            let mut f = std::fs::File::create(&marker)?;
+            f.write_all(clean_shutdown_content(epoch).as_bytes())?;
             f.sync_all()?;
             std::fs::File::open(&self.config.log_dir)?.sync_all()?;
         }
         Ok(())
     }
+}
+
+/// Bound on the clean-shutdown marker's size; a larger file is not one Brook wrote.
+const CLEAN_SHUTDOWN_FILE_MAX_BYTES: u64 = 4096;
+
+/// The clean-shutdown marker's content, Kafka's `CleanShutdownFileHandler` format:
+/// `{"version":0,"brokerEpoch":N}`, with -1 when this node had no broker epoch.
+fn clean_shutdown_content(broker_epoch: Option<i64>) -> String {
+    format!(
+        "{{\"version\":0,\"brokerEpoch\":{}}}",
+        broker_epoch.unwrap_or(-1)
+    )
+}
+
+/// The broker epoch recorded in a clean-shutdown marker, if it names one. An empty or
+/// unreadable marker (older Brook versions wrote an empty file) still means a clean
+/// shutdown, of an incarnation whose epoch is unknown.
+fn read_clean_shutdown_epoch(marker: &Path) -> Option<i64> {
+    #[derive(serde::Deserialize)]
+    struct Marker {
+        #[serde(rename = "brokerEpoch")]
+        broker_epoch: i64,
+    }
+    let len = std::fs::metadata(marker).ok()?.len();
+    if len > CLEAN_SHUTDOWN_FILE_MAX_BYTES {
+        return None;
+    }
+    let text = std::fs::read(marker).ok()?;
+    let m: Marker = serde_json::from_slice(&text).ok()?;
+    (m.broker_epoch >= 0).then_some(m.broker_epoch)
 }
 
 /// `<log.dirs>/<topic>-<partition>`, Kafka's layout.

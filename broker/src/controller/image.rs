@@ -28,9 +28,18 @@ pub struct BrokerRegistration {
     /// to here (it knows its own registration) before it is unfenced.
     #[serde(default)]
     pub registration_offset: u64,
-    /// A fenced broker leads nothing and is in no ISR (except as the last member, which Kafka
-    /// keeps so that a clean election stays possible when it comes back).
+    /// The process incarnation that registered (Kafka's `incarnationId`).
+    #[serde(default)]
+    pub incarnation: Uuid,
+    /// A fenced broker leads nothing and is in no ISR (with ELR off, except as the last
+    /// member, which Kafka then keeps so that a clean election stays possible when it comes
+    /// back; with ELR on it moves to the ELR instead).
     pub fenced: bool,
+    /// Set once its controlled shutdown began (Kafka's `inControlledShutdown`): it may no
+    /// longer lead or join an ISR, although it runs until its logs are closed. A new
+    /// registration clears it.
+    #[serde(default)]
+    pub in_controlled_shutdown: bool,
 }
 
 /// One partition's assignment and leadership (Kafka's `PartitionRegistration`).
@@ -39,8 +48,8 @@ pub struct PartitionRegistration {
     pub index: i32,
     /// The assigned replicas, preferred leader first.
     pub replicas: Vec<i32>,
-    /// In-sync replicas: always a non-empty subset of `replicas`; contains `leader` unless the
-    /// partition is leaderless.
+    /// In-sync replicas: a subset of `replicas`; contains `leader` unless the partition is
+    /// leaderless. Empty only with ELR on, when its last member left (KIP-966).
     pub isr: Vec<i32>,
     /// The leader's node id, or [`NO_LEADER`].
     pub leader: i32,
@@ -49,6 +58,16 @@ pub struct PartitionRegistration {
     /// Bumped on every change of leader or ISR; never goes backwards. AlterPartition requests
     /// must name the current value (INVALID_UPDATE_VERSION otherwise).
     pub partition_epoch: i32,
+    /// Eligible leader replicas (KIP-966, Kafka's `PartitionRegistration.elr`): replicas that
+    /// left the ISR while it was below min ISR and so still hold every committed record; they
+    /// may lead when the ISR is empty. Disjoint from `isr`.
+    #[serde(default)]
+    pub elr: Vec<i32>,
+    /// Kafka's `lastKnownElr`, which Kafka 4.4 uses to hold the last known leader: set to the
+    /// leader of the moment when the ISR becomes empty, cleared when the partition has a
+    /// leader again. With the ISR and ELR both empty, that replica may lead once it is back.
+    #[serde(default)]
+    pub last_known_elr: Vec<i32>,
 }
 
 /// One topic.
@@ -87,12 +106,17 @@ pub enum MetadataRecord {
         host: String,
         port: u16,
         epoch: i64,
+        #[serde(default)]
+        incarnation: Uuid,
     },
     /// The broker (at this epoch) is fenced; the ISR and leader changes that go with it are
     /// separate `PartitionChange` records in the same batch.
     FenceBroker { node_id: i32, epoch: i64 },
     /// The broker (at this epoch) is unfenced.
     UnfenceBroker { node_id: i32, epoch: i64 },
+    /// The broker (at this epoch) began a controlled shutdown (Kafka's
+    /// `BrokerRegistrationChangeRecord` with `InControlledShutdown`).
+    BrokerInControlledShutdown { node_id: i32, epoch: i64 },
     /// A topic with its full initial assignment.
     CreateTopic {
         name: String,
@@ -120,6 +144,12 @@ pub enum MetadataRecord {
         leader_epoch: i32,
         isr: Vec<i32>,
         partition_epoch: i32,
+        /// Kafka's `PartitionChangeRecord.eligibleLeaderReplicas`, in full.
+        #[serde(default)]
+        elr: Vec<i32>,
+        /// Kafka's `PartitionChangeRecord.lastKnownElr`, in full.
+        #[serde(default)]
+        last_known_elr: Vec<i32>,
     },
     /// A block of producer ids was handed to `node_id`; `next_block` is the first id after it.
     AllocateProducerIds { node_id: i32, next_block: i64 },
@@ -152,6 +182,14 @@ impl ClusterImage {
         self.brokers.get(&node_id).is_some_and(|b| !b.fenced)
     }
 
+    /// Whether `node_id` may lead and join ISRs: live and not shutting down (Kafka's
+    /// `ClusterControlManager.isActive`).
+    pub fn is_active(&self, node_id: i32) -> bool {
+        self.brokers
+            .get(&node_id)
+            .is_some_and(|b| !b.fenced && !b.in_controlled_shutdown)
+    }
+
     /// Registered, unfenced brokers in id order.
     pub fn live_brokers(&self) -> Vec<i32> {
         self.brokers
@@ -181,6 +219,7 @@ impl ClusterImage {
                 host,
                 port,
                 epoch,
+                incarnation,
             } => {
                 self.brokers.insert(
                     *node_id,
@@ -189,9 +228,11 @@ impl ClusterImage {
                         host: host.clone(),
                         port: *port,
                         epoch: *epoch,
+                        incarnation: *incarnation,
                         // During application `metadata_offset` is this entry's own offset.
                         registration_offset: self.metadata_offset,
                         fenced: true,
+                        in_controlled_shutdown: false,
                     },
                 );
             }
@@ -203,6 +244,13 @@ impl ClusterImage {
                     return Err("stale broker epoch");
                 }
                 b.fenced = fenced;
+            }
+            MetadataRecord::BrokerInControlledShutdown { node_id, epoch } => {
+                let b = self.brokers.get_mut(node_id).ok_or("unknown broker")?;
+                if b.epoch != *epoch {
+                    return Err("stale broker epoch");
+                }
+                b.in_controlled_shutdown = true;
             }
             MetadataRecord::CreateTopic {
                 name,
@@ -263,6 +311,8 @@ impl ClusterImage {
                 leader_epoch,
                 isr,
                 partition_epoch,
+                elr,
+                last_known_elr,
             } => {
                 let t = self.topics.get_mut(topic_id).ok_or("unknown topic id")?;
                 let p = usize::try_from(*partition)
@@ -274,13 +324,19 @@ impl ClusterImage {
                 if *leader_epoch < p.leader_epoch || *partition_epoch <= p.partition_epoch {
                     return Err("partition epochs go backwards");
                 }
-                if isr.is_empty() || isr.iter().any(|r| !p.replicas.contains(r)) {
-                    return Err("ISR is not a non-empty subset of the replicas");
+                let subset = |s: &[i32]| s.iter().all(|r| p.replicas.contains(r));
+                if !subset(isr) || !subset(elr) || elr.iter().any(|r| isr.contains(r)) {
+                    return Err("ISR and ELR are not disjoint subsets of the replicas");
+                }
+                if *leader != NO_LEADER && !isr.contains(leader) {
+                    return Err("the leader is not in the ISR");
                 }
                 p.leader = *leader;
                 p.leader_epoch = *leader_epoch;
                 p.isr = isr.clone();
                 p.partition_epoch = *partition_epoch;
+                p.elr = elr.clone();
+                p.last_known_elr = last_known_elr.clone();
             }
             MetadataRecord::AllocateProducerIds { next_block, .. } => {
                 if *next_block <= self.next_producer_id_block {
@@ -305,6 +361,8 @@ mod tests {
             leader: replicas[0],
             leader_epoch: 0,
             partition_epoch: 0,
+            elr: Vec::new(),
+            last_known_elr: Vec::new(),
         }
     }
 
@@ -318,6 +376,7 @@ mod tests {
                 host: "h".into(),
                 port: 1,
                 epoch: 7,
+                incarnation: Uuid::nil(),
             },
             MetadataRecord::UnfenceBroker {
                 node_id: 1,
@@ -344,6 +403,8 @@ mod tests {
                 leader_epoch: 1,
                 isr: vec![2],
                 partition_epoch: 1,
+                elr: Vec::new(),
+                last_known_elr: Vec::new(),
             },
             MetadataRecord::AllocateProducerIds {
                 node_id: 1,
@@ -368,6 +429,8 @@ mod tests {
             leader_epoch: 0,
             isr: vec![1],
             partition_epoch: 2,
+            elr: Vec::new(),
+            last_known_elr: Vec::new(),
         };
         assert!(img.apply(&stale).is_err());
         assert_eq!(img, before);
@@ -385,6 +448,7 @@ mod tests {
             host: "h".into(),
             port: 1,
             epoch: 2,
+            incarnation: Uuid::nil(),
         })
         .unwrap();
         assert!(!img.is_live(3), "registered brokers start fenced");

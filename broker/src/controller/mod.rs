@@ -113,6 +113,13 @@ pub struct ControllerConfig {
     pub session_timeout_ms: u64,
     /// Broker-level `unclean.leader.election.enable`; topics may override it.
     pub unclean_leader_election_enable: bool,
+    /// Broker-level `min.insync.replicas`; topics may override it. The controller needs it for
+    /// the ELR (KIP-966): a replica leaving an ISR that is below it stays eligible to lead.
+    pub min_insync_replicas: i32,
+    /// With the broker role: the broker epoch that this node's log directory recorded at its
+    /// last clean shutdown, sent with the first registration of this process (Kafka's
+    /// `previousBrokerEpoch`). `None` after a crash.
+    pub previous_broker_epoch: Option<i64>,
     /// `auto.leader.rebalance.enable` and `leader.imbalance.check.interval.seconds`: every
     /// interval, the active controller moves leadership back to each partition's preferred
     /// replica (the first in its assignment) when that replica is live and in the ISR.
@@ -174,6 +181,8 @@ impl ControllerConfig {
             heartbeat_interval_ms: cfg.broker_heartbeat_interval_ms,
             session_timeout_ms: cfg.broker_session_timeout_ms,
             unclean_leader_election_enable: get("unclean.leader.election.enable") == "true",
+            min_insync_replicas: cfg.min_insync_replicas(&BTreeMap::new()),
+            previous_broker_epoch: None,
             leader_imbalance_check_interval: if get("auto.leader.rebalance.enable") == "false" {
                 None
             } else {
@@ -250,6 +259,12 @@ pub(crate) struct Inner {
     shut_down_granted: watch::Sender<bool>,
     /// The node's fault rules: link rules with traffic `controller` act on the quorum's RPCs.
     faults: Option<Arc<FaultEngine>>,
+    /// With the broker role: this process's broker epoch once registered. Written at a clean
+    /// shutdown, so that the next incarnation can prove the shutdown was clean.
+    broker_epoch: watch::Sender<Option<i64>>,
+    /// With the broker role: this process's incarnation (Kafka's `incarnationId`), new at
+    /// every start; a registration under a new one ends the previous incarnation.
+    incarnation: Uuid,
 }
 
 /// A running quorum member. Cheap to clone.
@@ -361,6 +376,8 @@ impl Controller {
             shut_down_wanted: watch::channel(false).0,
             shut_down_granted: watch::channel(false).0,
             faults,
+            broker_epoch: watch::channel(None).0,
+            incarnation: Uuid::new_v4(),
         });
         let router = network::router(inner.clone());
         let mut tasks = vec![tokio::spawn(async move {
@@ -387,6 +404,11 @@ impl Controller {
     /// The bound address of the controller listener.
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// This process's broker epoch, once its broker is registered.
+    pub fn broker_epoch(&self) -> Option<i64> {
+        *self.inner.broker_epoch.borrow()
     }
 
     /// The committed metadata image, updated as this node applies the log.
@@ -499,9 +521,14 @@ impl Controller {
             node_id,
             host: host.to_string(),
             port,
+            incarnation: self.inner.incarnation,
+            previous_epoch: self.inner.config.previous_broker_epoch,
         };
         match self.inner.submit(req).await? {
-            ControllerReply::BrokerRegistered { epoch } => Ok(epoch),
+            ControllerReply::BrokerRegistered { epoch } => {
+                self.inner.broker_epoch.send_replace(Some(epoch));
+                Ok(epoch)
+            }
             other => Err(unexpected(other)),
         }
     }
@@ -581,6 +608,16 @@ fn unexpected(reply: ControllerReply) -> ControllerError {
 }
 
 impl Inner {
+    /// What the decisions depend on besides the image. ELR is on: Kafka 4.4 formats new
+    /// clusters with `eligible.leader.replicas.version` 1.
+    fn policy(&self) -> replication::ElectionPolicy {
+        replication::ElectionPolicy {
+            default_unclean: self.config.unclean_leader_election_enable,
+            default_min_isr: self.config.min_insync_replicas,
+            elr_enabled: true,
+        }
+    }
+
     fn active(&self) -> Option<i32> {
         self.raft
             .metrics()
@@ -718,8 +755,7 @@ impl Inner {
             RaftError::Fatal(f) => internal(f),
         })?;
         let image = self.image_rx.borrow().clone();
-        let (records, reply) =
-            replication::decide(&image, req, self.config.unclean_leader_election_enable)?;
+        let (records, reply) = replication::decide(&image, req, &self.policy())?;
         if !records.is_empty() {
             self.raft
                 .client_write(MetadataBatch(records))
@@ -861,10 +897,13 @@ async fn broker_lifecycle_task(inner: Arc<Inner>) {
                     node_id,
                     host: host.clone(),
                     port,
+                    incarnation: inner.incarnation,
+                    previous_epoch: inner.config.previous_broker_epoch,
                 };
                 match inner.submit(req).await {
                     Ok(ControllerReply::BrokerRegistered { epoch: e }) => {
                         epoch = Some(e);
+                        inner.broker_epoch.send_replace(Some(e));
                         e
                     }
                     Ok(_) => {

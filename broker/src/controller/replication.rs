@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::error::ControllerError;
-use super::image::{ClusterImage, MetadataRecord, PartitionRegistration, NO_LEADER};
+use super::image::{ClusterImage, MetadataRecord, PartitionRegistration, TopicImage, NO_LEADER};
 
 /// Producer ids handed out per AllocateProducerIds, as Kafka's `ProducerIdsBlock` size.
 pub const PRODUCER_ID_BLOCK_SIZE: i64 = 1000;
@@ -52,6 +52,13 @@ pub enum ControllerRequest {
         node_id: i32,
         host: String,
         port: u16,
+        /// New at every start of the broker's process (Kafka's `incarnationId`).
+        #[serde(default)]
+        incarnation: Uuid,
+        /// The broker epoch recorded at the previous clean shutdown (Kafka's
+        /// `previousBrokerEpoch`); `None` after a crash.
+        #[serde(default)]
+        previous_epoch: Option<i64>,
     },
     /// BrokerHeartbeat.
     Heartbeat {
@@ -113,12 +120,11 @@ pub enum ControllerReply {
 /// Records plus reply: what a request turns into.
 pub type Decision = (Vec<MetadataRecord>, ControllerReply);
 
-/// Decides one request against `image`. `default_unclean` is the broker-level
-/// `unclean.leader.election.enable`; a topic override wins.
+/// Decides one request against `image`.
 pub fn decide(
     image: &ClusterImage,
     req: &ControllerRequest,
-    default_unclean: bool,
+    policy: &ElectionPolicy,
 ) -> Result<Decision, ControllerError> {
     match req {
         ControllerRequest::CreateTopic {
@@ -158,30 +164,36 @@ pub fn decide(
                 ControllerReply::Done,
             ))
         }
-        ControllerRequest::AlterPartition(r) => alter_partition(image, r),
+        ControllerRequest::AlterPartition(r) => alter_partition(image, r, policy),
         ControllerRequest::RegisterBroker {
             node_id,
             host,
             port,
+            incarnation,
+            previous_epoch,
         } => Ok(register_broker(
             image,
-            *node_id,
-            host,
-            *port,
-            default_unclean,
+            &Registration {
+                node_id: *node_id,
+                host,
+                port: *port,
+                incarnation: *incarnation,
+                previous_epoch: *previous_epoch,
+            },
+            policy,
         )),
         ControllerRequest::Heartbeat {
             node_id,
             epoch,
             metadata_offset,
             want_shut_down: false,
-        } => heartbeat(image, *node_id, *epoch, *metadata_offset, default_unclean),
+        } => heartbeat(image, *node_id, *epoch, *metadata_offset, policy),
         ControllerRequest::Heartbeat {
             node_id,
             epoch,
             metadata_offset,
             want_shut_down: true,
-        } => shut_down_heartbeat(image, *node_id, *epoch, *metadata_offset, default_unclean),
+        } => shut_down_heartbeat(image, *node_id, *epoch, *metadata_offset, policy),
         ControllerRequest::AllocateProducerIds { node_id } => {
             let first_id = image.next_producer_id_block;
             Ok((
@@ -195,13 +207,13 @@ pub fn decide(
                 },
             ))
         }
-        ControllerRequest::FenceBroker { node_id } => Ok((
-            fence_broker(image, *node_id, default_unclean),
+        ControllerRequest::FenceBroker { node_id } => {
+            Ok((fence_broker(image, *node_id, policy), ControllerReply::Done))
+        }
+        ControllerRequest::ElectPreferredLeaders => Ok((
+            elect_preferred_leaders(image, policy),
             ControllerReply::Done,
         )),
-        ControllerRequest::ElectPreferredLeaders => {
-            Ok((elect_preferred_leaders(image), ControllerReply::Done))
-        }
     }
 }
 
@@ -222,7 +234,11 @@ pub fn has_imbalanced_partitions(image: &ClusterImage) -> bool {
 /// Kafka's preferred election (`PartitionChangeBuilder` with `Election.PREFERRED`), for every
 /// imbalanced partition: leadership moves to the preferred replica when it is live and in the
 /// ISR (leader epoch + 1); otherwise the partition is left as it is.
-pub fn elect_preferred_leaders(image: &ClusterImage) -> Vec<MetadataRecord> {
+pub fn elect_preferred_leaders(
+    image: &ClusterImage,
+    policy: &ElectionPolicy,
+) -> Vec<MetadataRecord> {
+    let acceptable = |x: i32| image.is_active(x);
     let mut records = Vec::new();
     for t in image.topics.values() {
         for p in &t.partitions {
@@ -232,79 +248,281 @@ pub fn elect_preferred_leaders(image: &ClusterImage) -> Vec<MetadataRecord> {
             let Some(&preferred) = p.replicas.first() else {
                 continue;
             };
-            if preferred == p.leader || !p.isr.contains(&preferred) || !image.is_live(preferred) {
+            if preferred == p.leader || !p.isr.contains(&preferred) || !image.is_active(preferred) {
                 continue;
             }
-            records.extend(change_record(t.id, p, preferred, p.isr.clone()));
+            let mut change = PartitionChange::new(policy, t, p, p.isr.clone(), &acceptable);
+            change.election = Election::Preferred;
+            records.extend(change.build(t.id));
         }
     }
     records
 }
 
-/// Whether unclean election is enabled for a topic.
-fn unclean_for(image: &ClusterImage, topic_id: Uuid, default_unclean: bool) -> bool {
-    image
-        .topics
-        .get(&topic_id)
-        .and_then(|t| t.configs.get(UNCLEAN_KEY))
-        .map(|v| v == "true")
-        .unwrap_or(default_unclean)
+/// What the decisions depend on besides the image: the controller's configuration and
+/// finalized features (Kafka's `ConfigurationControlManager` and `FeatureControlManager`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ElectionPolicy {
+    /// Broker-level `unclean.leader.election.enable`; a topic override wins.
+    pub default_unclean: bool,
+    /// Broker-level `min.insync.replicas`; a topic override wins.
+    pub default_min_isr: i32,
+    /// Eligible leader replicas (KIP-966, `eligible.leader.replicas.version` 1).
+    pub elr_enabled: bool,
 }
 
-/// Kafka's election rule (`PartitionChangeBuilder.electLeader`): the first replica, in
-/// assignment order, that is in `isr` and live. Failing that, with unclean election enabled,
-/// the first live replica, and the ISR shrinks to it (it may lack committed data; Kafka
-/// accepts that loss when unclean election is on). Otherwise no leader, ISR unchanged.
-pub fn elect_leader(
-    replicas: &[i32],
-    isr: &[i32],
-    is_live: impl Fn(i32) -> bool,
-    unclean: bool,
-) -> (i32, Vec<i32>) {
-    if let Some(&r) = replicas.iter().find(|&&r| isr.contains(&r) && is_live(r)) {
-        return (r, isr.to_vec());
+impl ElectionPolicy {
+    /// Whether unclean election is enabled for a topic.
+    fn unclean_for(&self, t: &TopicImage) -> bool {
+        t.configs
+            .get(UNCLEAN_KEY)
+            .map(|v| v == "true")
+            .unwrap_or(self.default_unclean)
     }
-    if unclean {
-        if let Some(&r) = replicas.iter().find(|&&r| is_live(r)) {
-            return (r, vec![r]);
+
+    /// Kafka's `getTopicEffectiveMinIsr`: the topic's `min.insync.replicas`, at most its
+    /// replication factor.
+    fn effective_min_isr(&self, t: &TopicImage, p: &PartitionRegistration) -> usize {
+        let configured = t
+            .configs
+            .get("min.insync.replicas")
+            .and_then(|v| v.parse::<i32>().ok())
+            .unwrap_or(self.default_min_isr);
+        usize::try_from(configured)
+            .unwrap_or(0)
+            .min(p.replicas.len())
+    }
+}
+
+/// The kind of election a change runs (Kafka's `PartitionChangeBuilder.Election`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Election {
+    /// The preferred replica (first in the assignment) if it may lead.
+    Preferred,
+    /// Any replica of the ISR (or, with the ISR empty, of the ELR).
+    Online,
+    /// As `Online`, then any live replica (data loss accepted).
+    Unclean,
+}
+
+/// One partition change, decided as Kafka's `PartitionChangeBuilder.build`: the target ISR
+/// moves the ELR, a leader is elected when the current one may no longer lead, then the ELR
+/// and the last known leader are settled. Every change of leader, ISR or ELR goes through
+/// here, so the ELR rules live in one place.
+struct PartitionChange<'a> {
+    old: &'a PartitionRegistration,
+    target_isr: Vec<i32>,
+    target_elr: Vec<i32>,
+    min_isr: usize,
+    elr_enabled: bool,
+    election: Election,
+    /// A replica whose broker restarted after an unclean shutdown: it may have lost
+    /// unflushed records, so it leaves the ELR (Kafka's `uncleanShutdownReplicas`).
+    unclean_shutdown: Option<i32>,
+    /// Whether a replica's broker may lead (live, not the one being removed).
+    acceptable: &'a dyn Fn(i32) -> bool,
+}
+
+impl<'a> PartitionChange<'a> {
+    fn new(
+        policy: &ElectionPolicy,
+        topic: &TopicImage,
+        old: &'a PartitionRegistration,
+        target_isr: Vec<i32>,
+        acceptable: &'a dyn Fn(i32) -> bool,
+    ) -> Self {
+        PartitionChange {
+            old,
+            target_isr,
+            target_elr: old.elr.clone(),
+            min_isr: policy.effective_min_isr(topic, old),
+            elr_enabled: policy.elr_enabled,
+            election: if policy.unclean_for(topic) {
+                Election::Unclean
+            } else {
+                Election::Online
+            },
+            unclean_shutdown: None,
+            acceptable,
         }
     }
-    (NO_LEADER, isr.to_vec())
-}
 
-/// The record moving `old` to (`leader`, `isr`), or `None` if nothing changes. The leader
-/// epoch moves with the leader; the partition epoch with any change.
-fn change_record(
-    topic_id: Uuid,
-    old: &PartitionRegistration,
-    leader: i32,
-    isr: Vec<i32>,
-) -> Option<MetadataRecord> {
-    if leader == old.leader && isr == old.isr {
-        return None;
+    /// Kafka's `maybePopulateTargetElr`: at or above min ISR the ELR is empty (a min-ISR
+    /// quorum holds every committed record again). Below it, the old ISR members that leave
+    /// join the ELR, as long as they did not shut down uncleanly: while the ISR is below min
+    /// ISR the high watermark does not move, so they hold everything committed.
+    fn populate_target_elr(&mut self) {
+        if !self.elr_enabled {
+            return;
+        }
+        if self.target_isr.len() >= self.min_isr {
+            self.target_elr.clear();
+            return;
+        }
+        let mut elr: Vec<i32> = self
+            .target_elr
+            .iter()
+            .chain(&self.old.isr)
+            .copied()
+            .filter(|r| !self.target_isr.contains(r) && self.unclean_shutdown != Some(*r))
+            .collect();
+        elr.sort_unstable();
+        elr.dedup();
+        self.target_elr = elr;
     }
-    Some(MetadataRecord::PartitionChange {
-        topic_id,
-        partition: old.index,
-        leader,
-        leader_epoch: old.leader_epoch + i32::from(leader != old.leader),
-        isr,
-        partition_epoch: old.partition_epoch + 1,
-    })
+
+    /// Kafka's `isValidNewLeader`: in the ISR, or in the ELR while the ISR is empty.
+    fn valid_leader(&self, r: i32) -> bool {
+        (self.target_isr.contains(&r)
+            || (self.target_isr.is_empty() && self.target_elr.contains(&r)))
+            && (self.acceptable)(r)
+    }
+
+    /// Kafka's `canElectLastKnownLeader`: with the ISR and the ELR both empty, the replica
+    /// that led when the ISR emptied may lead again once it is back.
+    fn last_known_leader(&self) -> Option<i32> {
+        match self.old.last_known_elr.as_slice() {
+            [r] if self.elr_enabled
+                && self.target_isr.is_empty()
+                && self.target_elr.is_empty()
+                && (self.acceptable)(*r) =>
+            {
+                Some(*r)
+            }
+            _ => None,
+        }
+    }
+
+    /// Kafka's `electLeader`: the leader, and whether the election was unclean. The current
+    /// leader stays if it may (for a preferred election, only if the preferred one may not).
+    fn elect(&self) -> (i32, bool) {
+        let replicas = &self.old.replicas;
+        let preferred = replicas.first().copied().filter(|&r| self.valid_leader(r));
+        let candidates = match self.election {
+            Election::Preferred => preferred
+                .into_iter()
+                .chain(Some(self.old.leader).filter(|&l| self.valid_leader(l)))
+                .chain(
+                    replicas
+                        .iter()
+                        .skip(1)
+                        .copied()
+                        .filter(|&r| self.valid_leader(r)),
+                )
+                .next(),
+            Election::Online | Election::Unclean => Some(self.old.leader)
+                .filter(|&l| self.valid_leader(l))
+                .or_else(|| replicas.iter().copied().find(|&r| self.valid_leader(r))),
+        };
+        if let Some(r) = candidates {
+            return (r, false);
+        }
+        if let Some(r) = self.last_known_leader() {
+            return (r, true);
+        }
+        if self.election == Election::Unclean {
+            if let Some(&r) = replicas.iter().find(|&&r| (self.acceptable)(r)) {
+                return (r, true);
+            }
+        }
+        (NO_LEADER, false)
+    }
+
+    /// The record of the change, or `None` if nothing changes.
+    fn build(self, topic_id: Uuid) -> Option<MetadataRecord> {
+        self.next().map(|next| change_record(topic_id, &next))
+    }
+
+    /// The partition after the change, or `None` if nothing changes (Kafka's `build`). The
+    /// leader epoch moves with the leader; the partition epoch with any change.
+    fn next(mut self) -> Option<PartitionRegistration> {
+        let old = self.old;
+        self.populate_target_elr();
+        // tryElection: an ELR member elected becomes the whole ISR; an unclean leader too.
+        let (leader, unclean) = self.elect();
+        let mut forced_isr = None;
+        if leader != old.leader {
+            if self.target_elr.contains(&leader) {
+                self.target_isr = vec![leader];
+                self.target_elr.retain(|&r| r != leader);
+            }
+            if unclean {
+                forced_isr = Some(vec![leader]);
+            }
+        }
+        // maybeUpdateRecordElr: an unclean election empties the ELR.
+        if forced_isr.is_some() || !self.elr_enabled {
+            self.target_elr.clear();
+        }
+        // Without ELR the last ISR member stays in the ISR.
+        let isr = match forced_isr {
+            Some(isr) => isr,
+            None if self.target_isr.is_empty() && !self.elr_enabled => old.isr.clone(),
+            None => std::mem::take(&mut self.target_isr),
+        };
+        let last_known_elr = self.settle_last_known_leader(&isr, leader);
+        let elr = self.target_elr;
+        if leader == old.leader
+            && isr == old.isr
+            && elr == old.elr
+            && last_known_elr == old.last_known_elr
+        {
+            return None;
+        }
+        Some(PartitionRegistration {
+            leader,
+            leader_epoch: old.leader_epoch + i32::from(leader != old.leader),
+            isr,
+            partition_epoch: old.partition_epoch + 1,
+            elr,
+            last_known_elr,
+            ..old.clone()
+        })
+    }
+
+    /// Kafka's `maybeUpdateLastKnownLeader`: the first time the ISR empties, the leader of the
+    /// moment is remembered; once the partition has a leader again, it is forgotten.
+    fn settle_last_known_leader(&self, isr: &[i32], leader: i32) -> Vec<i32> {
+        let old = self.old;
+        if !self.elr_enabled {
+            return old.last_known_elr.clone();
+        }
+        if isr.is_empty() && !old.isr.is_empty() && old.last_known_elr != [old.leader] {
+            return vec![old.leader];
+        }
+        if leader != NO_LEADER {
+            return Vec::new();
+        }
+        old.last_known_elr.clone()
+    }
 }
 
-/// Fences a broker (missed heartbeats): it leaves every ISR it is in, unless it is the last
-/// member (Kafka keeps the last one so that a clean election is possible when it returns);
-/// partitions it led get a new leader from the remaining ISR, or none.
+/// The record that moves a partition to `next`, in full.
+fn change_record(topic_id: Uuid, next: &PartitionRegistration) -> MetadataRecord {
+    MetadataRecord::PartitionChange {
+        topic_id,
+        partition: next.index,
+        leader: next.leader,
+        leader_epoch: next.leader_epoch,
+        isr: next.isr.clone(),
+        partition_epoch: next.partition_epoch,
+        elr: next.elr.clone(),
+        last_known_elr: next.last_known_elr.clone(),
+    }
+}
+
+/// Fences a broker (missed heartbeats): it leaves every ISR it is in (with ELR off, except as
+/// the last member, which Kafka then keeps so that a clean election is possible when it
+/// returns); partitions it led get a new leader from the remaining ISR, or the ELR, or none.
 pub fn fence_broker(
     image: &ClusterImage,
     node_id: i32,
-    default_unclean: bool,
+    policy: &ElectionPolicy,
 ) -> Vec<MetadataRecord> {
     let Some(b) = image.brokers.get(&node_id).filter(|b| !b.fenced) else {
         return Vec::new();
     };
-    let mut records = move_replica_away(image, node_id, default_unclean);
+    let mut records = move_replica_away(image, node_id, policy);
     records.push(MetadataRecord::FenceBroker {
         node_id,
         epoch: b.epoch,
@@ -312,33 +530,47 @@ pub fn fence_broker(
     records
 }
 
-/// Takes `node_id` out of every ISR it is in (unless it is the last member) and out of every
-/// leadership, electing from the remaining ISR (or, with unclean election, any other live
-/// replica): what fencing and controlled shutdown share.
+/// Takes `node_id` out of every ISR it is in and out of every leadership, electing from what
+/// remains: what fencing and controlled shutdown share (Kafka's `generateLeaderAndIsrUpdates`
+/// with `brokerToRemove`).
 fn move_replica_away(
     image: &ClusterImage,
     node_id: i32,
-    default_unclean: bool,
+    policy: &ElectionPolicy,
 ) -> Vec<MetadataRecord> {
-    let is_live = |x: i32| x != node_id && image.is_live(x);
+    let acceptable = |x: i32| x != node_id && image.is_active(x);
     let mut records = Vec::new();
     for t in image.topics.values() {
-        let unclean = unclean_for(image, t.id, default_unclean);
         for p in &t.partitions {
             if !p.isr.contains(&node_id) && p.leader != node_id {
                 continue;
             }
-            let isr: Vec<i32> = if p.isr.len() > 1 {
-                p.isr.iter().copied().filter(|&r| r != node_id).collect()
-            } else {
-                p.isr.clone()
-            };
-            let (leader, isr) = if p.leader == node_id || p.leader == NO_LEADER {
-                elect_leader(&p.replicas, &isr, is_live, unclean)
-            } else {
-                (p.leader, isr)
-            };
-            records.extend(change_record(t.id, p, leader, isr));
+            let isr = p.isr.iter().copied().filter(|&r| r != node_id).collect();
+            records.extend(PartitionChange::new(policy, t, p, isr, &acceptable).build(t.id));
+        }
+    }
+    records
+}
+
+/// A broker restarted after an unclean shutdown (Kafka's `handleBrokerShutdown` with
+/// `isCleanShutdown` false, ELR on): it leaves every ISR and every ELR, since it may have lost
+/// records it had acknowledged as a follower.
+fn remove_unclean_replica(
+    image: &ClusterImage,
+    node_id: i32,
+    policy: &ElectionPolicy,
+) -> Vec<MetadataRecord> {
+    let acceptable = |x: i32| x != node_id && image.is_active(x);
+    let mut records = Vec::new();
+    for t in image.topics.values() {
+        for p in &t.partitions {
+            if !p.isr.contains(&node_id) && !p.elr.contains(&node_id) {
+                continue;
+            }
+            let isr = p.isr.iter().copied().filter(|&r| r != node_id).collect();
+            let mut change = PartitionChange::new(policy, t, p, isr, &acceptable);
+            change.unclean_shutdown = Some(node_id);
+            records.extend(change.build(t.id));
         }
     }
     records
@@ -348,24 +580,32 @@ fn move_replica_away(
 pub fn unfence_broker(
     image: &ClusterImage,
     node_id: i32,
-    default_unclean: bool,
+    policy: &ElectionPolicy,
 ) -> Vec<MetadataRecord> {
     let Some(b) = image.brokers.get(&node_id).filter(|b| b.fenced) else {
         return Vec::new();
     };
-    let is_live = |x: i32| x == node_id || image.is_live(x);
+    let acceptable = |x: i32| x == node_id || image.is_active(x);
     let mut records = vec![MetadataRecord::UnfenceBroker {
         node_id,
         epoch: b.epoch,
     }];
     for t in image.topics.values() {
-        let unclean = unclean_for(image, t.id, default_unclean);
         for p in t.partitions.iter().filter(|p| p.leader == NO_LEADER) {
-            let (leader, isr) = elect_leader(&p.replicas, &p.isr, is_live, unclean);
-            records.extend(change_record(t.id, p, leader, isr));
+            let change = PartitionChange::new(policy, t, p, p.isr.clone(), &acceptable);
+            records.extend(change.build(t.id));
         }
     }
     records
+}
+
+/// What a broker registers with (Kafka's `BrokerRegistrationRequest`).
+pub struct Registration<'a> {
+    pub node_id: i32,
+    pub host: &'a str,
+    pub port: u16,
+    pub incarnation: Uuid,
+    pub previous_epoch: Option<i64>,
 }
 
 /// A (re-)registration. The new epoch is above every epoch handed out before: the metadata
@@ -373,23 +613,44 @@ pub fn unfence_broker(
 ///
 /// A broker that registers again while its previous incarnation is still unfenced restarted
 /// without being noticed (faster than the session timeout). Its previous incarnation is
-/// fenced first, so it leaves the ISRs and gives up leadership, as Kafka 4 does on an
-/// unclean restart (KIP-966): what it had not flushed may be gone.
+/// fenced first, so it leaves the ISRs and gives up leadership.
+///
+/// A new incarnation then ends the previous one (Kafka's `ClusterControlManager.registerBroker`
+/// and `ReplicationControlManager.handleBrokerShutdown`): its shutdown was clean only if it
+/// names the epoch it was registered with. After an unclean one, with ELR on, it leaves every
+/// ISR and ELR (it may have lost records it had acknowledged); after a clean one it leaves
+/// the ISRs only, as at fencing.
 pub fn register_broker(
     image: &ClusterImage,
-    node_id: i32,
-    host: &str,
-    port: u16,
-    default_unclean: bool,
+    reg: &Registration<'_>,
+    policy: &ElectionPolicy,
 ) -> Decision {
     let epoch = image.metadata_offset as i64 + 1;
-    debug_assert!(image.brokers.get(&node_id).is_none_or(|b| b.epoch < epoch));
-    let mut records = fence_broker(image, node_id, default_unclean);
+    let node_id = reg.node_id;
+    let existing = image.brokers.get(&node_id);
+    debug_assert!(existing.is_none_or(|b| b.epoch < epoch));
+    let mut records = fence_broker(image, node_id, policy);
+    if existing.is_none_or(|b| b.incarnation != reg.incarnation) {
+        let clean = existing.is_some_and(|b| reg.previous_epoch == Some(b.epoch));
+        // The shutdown's changes are decided on the image as fencing leaves it.
+        let mut fenced = image.clone();
+        for r in &records {
+            if let Err(reason) = fenced.apply(r) {
+                tracing::warn!(?r, reason, "fencing record does not apply");
+            }
+        }
+        records.extend(if clean || !policy.elr_enabled {
+            move_replica_away(&fenced, node_id, policy)
+        } else {
+            remove_unclean_replica(&fenced, node_id, policy)
+        });
+    }
     records.push(MetadataRecord::RegisterBroker {
         node_id,
-        host: host.to_string(),
-        port,
+        host: reg.host.to_string(),
+        port: reg.port,
         epoch,
+        incarnation: reg.incarnation,
     });
     (records, ControllerReply::BrokerRegistered { epoch })
 }
@@ -402,7 +663,7 @@ pub fn heartbeat(
     node_id: i32,
     epoch: i64,
     metadata_offset: u64,
-    default_unclean: bool,
+    policy: &ElectionPolicy,
 ) -> Result<Decision, ControllerError> {
     let b = image
         .brokers
@@ -418,7 +679,7 @@ pub fn heartbeat(
         return Ok((Vec::new(), heartbeat_reply(true, false)));
     }
     let records = if b.fenced {
-        unfence_broker(image, node_id, default_unclean)
+        unfence_broker(image, node_id, policy)
     } else {
         Vec::new()
     };
@@ -443,33 +704,40 @@ pub fn shut_down_heartbeat(
     node_id: i32,
     epoch: i64,
     metadata_offset: u64,
-    default_unclean: bool,
+    policy: &ElectionPolicy,
 ) -> Result<Decision, ControllerError> {
     // The usual checks (registered, current epoch); a fenced broker is not unfenced.
-    heartbeat(image, node_id, epoch, metadata_offset, default_unclean)?;
-    if image.brokers.get(&node_id).is_some_and(|b| b.fenced) {
+    heartbeat(image, node_id, epoch, metadata_offset, policy)?;
+    let Some(b) = image.brokers.get(&node_id).filter(|b| !b.fenced) else {
         return Ok((Vec::new(), heartbeat_reply(true, true)));
+    };
+    // Marked first, so that no later election (an ELR one above all) picks it while it stops.
+    let mut records = Vec::new();
+    if !b.in_controlled_shutdown {
+        records.push(MetadataRecord::BrokerInControlledShutdown { node_id, epoch });
     }
-    Ok((
-        move_replica_away(image, node_id, default_unclean),
-        heartbeat_reply(false, true),
-    ))
+    records.extend(move_replica_away(image, node_id, policy));
+    Ok((records, heartbeat_reply(false, true)))
 }
 
-/// Kafka's AlterPartition validation (`validateAlterPartitionData`), in Kafka's order.
+/// Kafka's AlterPartition validation (`validateAlterPartitionData`), in Kafka's order, then
+/// the change through the same rules as every other (`PartitionChangeBuilder`): an ISR
+/// shrinking below min ISR moves the replicas that leave into the ELR.
 pub fn alter_partition(
     image: &ClusterImage,
     r: &AlterPartitionRequest,
+    policy: &ElectionPolicy,
 ) -> Result<Decision, ControllerError> {
-    let p = match image.topics.get(&r.topic_id) {
-        None => return Err(ControllerError::UnknownTopicId(r.topic_id)),
-        Some(t) => usize::try_from(r.partition)
-            .ok()
-            .and_then(|i| t.partitions.get(i))
-            .ok_or_else(|| {
-                ControllerError::UnknownTopicOrPartition(format!("{}-{}", t.name, r.partition))
-            })?,
-    };
+    let t = image
+        .topics
+        .get(&r.topic_id)
+        .ok_or(ControllerError::UnknownTopicId(r.topic_id))?;
+    let p = usize::try_from(r.partition)
+        .ok()
+        .and_then(|i| t.partitions.get(i))
+        .ok_or_else(|| {
+            ControllerError::UnknownTopicOrPartition(format!("{}-{}", t.name, r.partition))
+        })?;
     // A leader that knows newer epochs than ours talked to a newer controller.
     if r.leader_epoch > p.leader_epoch || r.partition_epoch > p.partition_epoch {
         return Err(ControllerError::NotController { active: None });
@@ -510,26 +778,22 @@ pub fn alter_partition(
             r.new_isr, p.leader
         )));
     }
-    if let Some(x) = r.new_isr.iter().find(|&&x| !image.is_live(x)) {
+    if let Some(x) = r.new_isr.iter().find(|&&x| !image.is_active(x)) {
         return Err(ControllerError::IneligibleReplica(format!(
-            "replica {x} is fenced or not registered"
+            "replica {x} is fenced, shutting down or not registered"
         )));
     }
-    // Only the partition epoch moves: the leader stays.
-    let next = PartitionRegistration {
-        isr: r.new_isr.clone(),
-        partition_epoch: p.partition_epoch + 1,
-        ..p.clone()
+    // The leader is in the new ISR and live, so it stays: only the partition epoch moves.
+    let acceptable = |x: i32| image.is_active(x);
+    let change = PartitionChange::new(policy, t, p, r.new_isr.clone(), &acceptable);
+    let Some(next) = change.next() else {
+        // Nothing changes: the partition as it is (Kafka answers with the current state).
+        return Ok((Vec::new(), ControllerReply::Partition(p.clone())));
     };
-    let record = MetadataRecord::PartitionChange {
-        topic_id: r.topic_id,
-        partition: r.partition,
-        leader: next.leader,
-        leader_epoch: next.leader_epoch,
-        isr: next.isr.clone(),
-        partition_epoch: next.partition_epoch,
-    };
-    Ok((vec![record], ControllerReply::Partition(next)))
+    Ok((
+        vec![change_record(r.topic_id, &next)],
+        ControllerReply::Partition(next),
+    ))
 }
 
 /// Rack-unaware round-robin assignment (Kafka's `StripedReplicaPlacer` without racks): the
@@ -566,6 +830,8 @@ pub fn assign_replicas(
                 replicas,
                 leader_epoch: 0,
                 partition_epoch: 0,
+                elr: Vec::new(),
+                last_known_elr: Vec::new(),
             }
         })
         .collect())
@@ -662,6 +928,7 @@ mod tests {
                 host: "127.0.0.1".into(),
                 port: 9000 + id as u16,
                 epoch: 1,
+                incarnation: Uuid::nil(),
             })
             .unwrap();
             img.apply(&MetadataRecord::UnfenceBroker {
@@ -679,9 +946,40 @@ mod tests {
         }
     }
 
+    /// The rules without ELR (Kafka with `eligible.leader.replicas.version` 0), min ISR 1.
+    fn no_elr(unclean: bool) -> ElectionPolicy {
+        ElectionPolicy {
+            default_unclean: unclean,
+            default_min_isr: 1,
+            elr_enabled: false,
+        }
+    }
+
+    /// Kafka 4.4's rules for a new cluster (ELR on), with `min.insync.replicas=2`.
+    const ELR: ElectionPolicy = ElectionPolicy {
+        default_unclean: false,
+        default_min_isr: 2,
+        elr_enabled: true,
+    };
+
     fn fence(img: &mut ClusterImage, node_id: i32, unclean: bool) {
-        let records = fence_broker(img, node_id, unclean);
+        fence_with(img, node_id, &no_elr(unclean));
+    }
+
+    fn fence_with(img: &mut ClusterImage, node_id: i32, policy: &ElectionPolicy) {
+        let records = fence_broker(img, node_id, policy);
         apply(img, &records);
+    }
+
+    /// A registration of broker `node_id` from a new process.
+    fn restart(node_id: i32, previous_epoch: Option<i64>) -> Registration<'static> {
+        Registration {
+            node_id,
+            host: "127.0.0.1",
+            port: 9000 + node_id as u16,
+            incarnation: Uuid::new_v4(),
+            previous_epoch,
+        }
     }
 
     fn with_topic(img: &mut ClusterImage, partitions: i32, rf: i16) -> Uuid {
@@ -729,7 +1027,7 @@ mod tests {
                 .count()
         };
         assert_eq!(led_by_1(&img), 1);
-        let (records, reply) = shut_down_heartbeat(&img, 1, 1, 0, false).unwrap();
+        let (records, reply) = shut_down_heartbeat(&img, 1, 1, 0, &no_elr(false)).unwrap();
         apply(&mut img, &records);
         assert_eq!(reply, heartbeat_reply(false, true));
         assert_eq!(led_by_1(&img), 0, "every leadership moved");
@@ -741,7 +1039,7 @@ mod tests {
         assert!(img.is_live(1));
         // A stale broker epoch is refused as in any heartbeat.
         assert_eq!(
-            shut_down_heartbeat(&img, 1, 7, 0, false)
+            shut_down_heartbeat(&img, 1, 7, 0, &no_elr(false))
                 .unwrap_err()
                 .code(),
             77
@@ -752,7 +1050,7 @@ mod tests {
     fn fencing_moves_leadership_within_the_isr() {
         let mut img = cluster(3);
         let id = with_topic(&mut img, 1, 3);
-        let records = fence_broker(&img, 1, false);
+        let records = fence_broker(&img, 1, &no_elr(false));
         apply(&mut img, &records);
         let p = img.partition(id, 0).unwrap();
         assert_eq!(p.leader, 2);
@@ -773,11 +1071,11 @@ mod tests {
         assert_eq!(p.isr, vec![2]);
 
         // A broker outside the ISR coming back does not lead (clean election only)...
-        let (records, _) = heartbeat(&img, 1, 1, 0, false).unwrap();
+        let (records, _) = heartbeat(&img, 1, 1, 0, &no_elr(false)).unwrap();
         apply(&mut img, &records);
         assert_eq!(img.partition(id, 0).unwrap().leader, NO_LEADER);
         // ...the last ISR member coming back does.
-        let (records, _) = heartbeat(&img, 2, 1, 0, false).unwrap();
+        let (records, _) = heartbeat(&img, 2, 1, 0, &no_elr(false)).unwrap();
         apply(&mut img, &records);
         let p = img.partition(id, 0).unwrap();
         assert_eq!((p.leader, p.leader_epoch), (2, 3));
@@ -789,7 +1087,7 @@ mod tests {
         let id = with_topic(&mut img, 1, 3);
         assert_eq!(img.partition(id, 0).unwrap().leader, 1);
         img.metadata_offset = 10;
-        let (records, reply) = register_broker(&img, 1, "127.0.0.1", 9001, false);
+        let (records, reply) = register_broker(&img, &restart(1, None), &no_elr(false));
         apply(&mut img, &records);
         assert_eq!(reply, ControllerReply::BrokerRegistered { epoch: 11 });
         let p = img.partition(id, 0).unwrap();
@@ -798,13 +1096,18 @@ mod tests {
         assert!(!img.is_live(1));
         assert_eq!(img.brokers[&1].epoch, 11);
         // Its old epoch is refused; the new one unfences it.
-        assert_eq!(heartbeat(&img, 1, 1, 20, false).unwrap_err().code(), 77);
+        assert_eq!(
+            heartbeat(&img, 1, 1, 20, &no_elr(false))
+                .unwrap_err()
+                .code(),
+            77
+        );
         // Registered at offset 10: a broker that has not applied that far stays fenced.
         assert_eq!(img.brokers[&1].registration_offset, 10);
-        let (records, reply) = heartbeat(&img, 1, 11, 9, false).unwrap();
+        let (records, reply) = heartbeat(&img, 1, 11, 9, &no_elr(false)).unwrap();
         assert!(records.is_empty());
         assert_eq!(reply, heartbeat_reply(true, false));
-        let (records, _) = heartbeat(&img, 1, 11, 10, false).unwrap();
+        let (records, _) = heartbeat(&img, 1, 11, 10, &no_elr(false)).unwrap();
         apply(&mut img, &records);
         assert!(img.is_live(1));
     }
@@ -814,7 +1117,7 @@ mod tests {
         let mut img = cluster(3);
         let id = with_topic(&mut img, 3, 3);
         assert!(!has_imbalanced_partitions(&img));
-        assert!(elect_preferred_leaders(&img).is_empty());
+        assert!(elect_preferred_leaders(&img, &no_elr(false)).is_empty());
         let preferred: Vec<i32> = img.topics[&id]
             .partitions
             .iter()
@@ -824,13 +1127,13 @@ mod tests {
         fence(&mut img, 1, false);
         assert!(has_imbalanced_partitions(&img));
         assert!(
-            elect_preferred_leaders(&img).is_empty(),
+            elect_preferred_leaders(&img, &no_elr(false)).is_empty(),
             "a fenced preferred replica is not elected"
         );
         // Back, but not in sync yet: still nothing.
-        let d = unfence_broker(&img, 1, false);
+        let d = unfence_broker(&img, 1, &no_elr(false));
         apply(&mut img, &d);
-        assert!(elect_preferred_leaders(&img).is_empty());
+        assert!(elect_preferred_leaders(&img, &no_elr(false)).is_empty());
         // It catches up and rejoins the ISRs: leadership goes back, epoch + 1.
         for p in img.topics[&id].partitions.clone() {
             if !p.isr.contains(&1) {
@@ -845,6 +1148,8 @@ mod tests {
                         leader_epoch: p.leader_epoch,
                         isr,
                         partition_epoch: p.partition_epoch + 1,
+                        elr: Vec::new(),
+                        last_known_elr: Vec::new(),
                     }],
                 );
             }
@@ -854,7 +1159,7 @@ mod tests {
             .iter()
             .map(|p| p.leader_epoch)
             .collect();
-        let d = elect_preferred_leaders(&img);
+        let d = elect_preferred_leaders(&img, &no_elr(false));
         assert!(!d.is_empty());
         apply(&mut img, &d);
         let t = &img.topics[&id];
@@ -877,7 +1182,7 @@ mod tests {
         fence(&mut img, 1, false);
         assert_eq!(img.partition(id, 0).unwrap().leader, NO_LEADER);
         // Broker 2 returns; it is not in the ISR, so only an unclean election makes it leader.
-        let (records, _) = heartbeat(&img, 2, 1, 0, true).unwrap();
+        let (records, _) = heartbeat(&img, 2, 1, 0, &no_elr(true)).unwrap();
         apply(&mut img, &records);
         let p = img.partition(id, 0).unwrap();
         assert_eq!((p.leader, p.isr.clone()), (2, vec![2]));
@@ -896,14 +1201,16 @@ mod tests {
                 partition_epoch,
                 new_isr: new_isr.to_vec(),
             };
-        let (records, reply) = alter_partition(&img, &req(1, 0, 0, &[1, 2])).unwrap();
+        let (records, reply) =
+            alter_partition(&img, &req(1, 0, 0, &[1, 2]), &no_elr(false)).unwrap();
         apply(&mut img, &records);
         let p = img.partition(id, 0).unwrap().clone();
         assert_eq!(reply, ControllerReply::Partition(p.clone()));
         assert_eq!((p.leader_epoch, p.partition_epoch), (0, 1));
         assert_eq!(p.isr, vec![1, 2]);
 
-        let code_in = |img: &ClusterImage, r| alter_partition(img, &r).unwrap_err().code();
+        let code_in =
+            |img: &ClusterImage, r| alter_partition(img, &r, &no_elr(false)).unwrap_err().code();
         let code = |r| code_in(&img, r);
         assert_eq!(code(req(1, 0, 0, &[1])), 108, "stale partition epoch");
         assert_eq!(code(req(2, 0, 1, &[2])), 42, "not the leader");
@@ -932,9 +1239,9 @@ mod tests {
     fn producer_id_blocks_do_not_overlap() {
         let mut img = cluster(1);
         let req = ControllerRequest::AllocateProducerIds { node_id: 1 };
-        let (r1, a) = decide(&img, &req, false).unwrap();
+        let (r1, a) = decide(&img, &req, &no_elr(false)).unwrap();
         apply(&mut img, &r1);
-        let (_, b) = decide(&img, &req, false).unwrap();
+        let (_, b) = decide(&img, &req, &no_elr(false)).unwrap();
         assert_eq!(
             (a, b),
             (
@@ -950,11 +1257,150 @@ mod tests {
         );
     }
 
+    /// The ISR of partition 0 as its leader proposes it (AlterPartition).
+    fn shrink_or_expand(
+        img: &mut ClusterImage,
+        id: Uuid,
+        new_isr: &[i32],
+        policy: &ElectionPolicy,
+    ) {
+        let p = img.partition(id, 0).unwrap().clone();
+        let r = AlterPartitionRequest {
+            topic_id: id,
+            partition: 0,
+            leader_id: p.leader,
+            leader_epoch: p.leader_epoch,
+            partition_epoch: p.partition_epoch,
+            new_isr: new_isr.to_vec(),
+        };
+        let (records, _) = alter_partition(img, &r, policy).unwrap();
+        apply(img, &records);
+    }
+
+    fn state(img: &ClusterImage, id: Uuid) -> (i32, Vec<i32>, Vec<i32>, Vec<i32>) {
+        let p = img.partition(id, 0).unwrap();
+        (
+            p.leader,
+            p.isr.clone(),
+            p.elr.clone(),
+            p.last_known_elr.clone(),
+        )
+    }
+
+    /// Registers `node_id` from a new process, then unfences it.
+    fn come_back(img: &mut ClusterImage, node_id: i32, clean: bool) {
+        let previous = clean.then(|| img.brokers[&node_id].epoch);
+        img.metadata_offset += 1;
+        let (records, reply) = register_broker(img, &restart(node_id, previous), &ELR);
+        apply(img, &records);
+        let ControllerReply::BrokerRegistered { epoch } = reply else {
+            panic!("{reply:?}");
+        };
+        let (records, _) = heartbeat(img, node_id, epoch, img.metadata_offset, &ELR).unwrap();
+        apply(img, &records);
+        assert!(img.is_live(node_id));
+    }
+
+    /// Kafka's PartitionChangeBuilderTest ELR cases: shrinking below min ISR keeps the replica
+    /// that leaves eligible; back at min ISR the ELR is empty again.
+    #[test]
+    fn isr_below_min_isr_keeps_the_replicas_that_leave_eligible() {
+        let mut img = cluster(3);
+        let id = with_topic(&mut img, 1, 3);
+        shrink_or_expand(&mut img, id, &[1, 2], &ELR);
+        assert_eq!(
+            state(&img, id),
+            (1, vec![1, 2], vec![], vec![]),
+            "at min ISR"
+        );
+        shrink_or_expand(&mut img, id, &[1], &ELR);
+        assert_eq!(state(&img, id), (1, vec![1], vec![2], vec![]));
+        shrink_or_expand(&mut img, id, &[1, 3], &ELR);
+        assert_eq!(state(&img, id), (1, vec![1, 3], vec![], vec![]));
+        // Without ELR the same shrink keeps nothing.
+        shrink_or_expand(&mut img, id, &[1], &no_elr(false));
+        assert_eq!(state(&img, id), (1, vec![1], vec![], vec![]));
+    }
+
+    /// The last ISR member leaves the ISR when fenced (into the ELR); a replica that shut down
+    /// cleanly while the ISR was below min ISR leads when it is back, before the last leader.
+    #[test]
+    fn a_clean_elr_member_leads_when_the_isr_is_empty() {
+        let mut img = cluster(3);
+        let id = with_topic(&mut img, 1, 3);
+        fence_with(&mut img, 3, &ELR);
+        assert_eq!(state(&img, id), (1, vec![1, 2], vec![], vec![]));
+        let (records, _) = shut_down_heartbeat(&img, 2, 1, 0, &ELR).unwrap();
+        apply(&mut img, &records);
+        assert_eq!(state(&img, id), (1, vec![1], vec![2], vec![]));
+        // Broker 2 is still unfenced (its session has not ended) but shutting down: the leader
+        // dying now must not make it lead.
+        assert!(img.is_live(2) && !img.is_active(2));
+        fence_with(&mut img, 1, &ELR);
+        let p = img.partition(id, 0).unwrap().clone();
+        assert_eq!(state(&img, id), (NO_LEADER, vec![], vec![1, 2], vec![1]));
+        come_back(&mut img, 2, true);
+        let q = img.partition(id, 0).unwrap();
+        assert_eq!(state(&img, id), (2, vec![2], vec![1], vec![]));
+        assert_eq!(q.leader_epoch, p.leader_epoch + 1);
+        // Broker 3 was out of the ISR and the ELR: it never becomes eligible by coming back.
+        come_back(&mut img, 3, true);
+        assert_eq!(state(&img, id), (2, vec![2], vec![1], vec![]));
+        // It catches up: the ISR is back at min ISR and the ELR empties.
+        shrink_or_expand(&mut img, id, &[2, 3], &ELR);
+        assert_eq!(state(&img, id), (2, vec![2, 3], vec![], vec![]));
+    }
+
+    /// A broker that restarts after a crash may have lost what it acknowledged: it leaves the
+    /// ELR. With the ISR and ELR empty, the last known leader leads again once it is back.
+    #[test]
+    fn an_unclean_restart_leaves_the_elr() {
+        let mut img = cluster(3);
+        let id = with_topic(&mut img, 1, 3);
+        fence_with(&mut img, 3, &ELR);
+        fence_with(&mut img, 2, &ELR);
+        assert_eq!(state(&img, id), (1, vec![1], vec![2], vec![]));
+        fence_with(&mut img, 1, &ELR);
+        assert_eq!(state(&img, id), (NO_LEADER, vec![], vec![1, 2], vec![1]));
+        come_back(&mut img, 2, false);
+        assert_eq!(state(&img, id), (NO_LEADER, vec![], vec![1], vec![1]));
+        come_back(&mut img, 1, false);
+        assert_eq!(state(&img, id), (1, vec![1], vec![], vec![]));
+    }
+
+    /// A second registration of the same process (after STALE_BROKER_EPOCH) is no restart:
+    /// the epoch it names is no longer the registered one, and that must not count as unclean.
+    #[test]
+    fn re_registering_the_same_incarnation_keeps_the_elr() {
+        let mut img = cluster(3);
+        let id = with_topic(&mut img, 1, 3);
+        fence_with(&mut img, 3, &ELR);
+        fence_with(&mut img, 2, &ELR);
+        assert_eq!(state(&img, id), (1, vec![1], vec![2], vec![]));
+        let reg = restart(2, Some(1));
+        for offset in [10, 20] {
+            img.metadata_offset = offset;
+            let (records, _) = register_broker(&img, &reg, &ELR);
+            apply(&mut img, &records);
+            assert_eq!(
+                state(&img, id),
+                (1, vec![1], vec![2], vec![]),
+                "at {offset}"
+            );
+        }
+        // The same epoch from a new process after a crash would have been unclean.
+        img.metadata_offset = 30;
+        let (records, _) = register_broker(&img, &restart(2, Some(1)), &ELR);
+        apply(&mut img, &records);
+        assert_eq!(state(&img, id), (1, vec![1], vec![], vec![]));
+    }
+
     #[derive(Debug, Clone)]
     enum Op {
         Fence(i32),
         Heartbeat(i32),
         Shrink(i32),
+        Restart(i32, bool),
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -962,51 +1408,93 @@ mod tests {
             (1..=4i32).prop_map(Op::Fence),
             (1..=4i32).prop_map(Op::Heartbeat),
             (1..=4i32).prop_map(Op::Shrink),
+            (1..=4i32, any::<bool>()).prop_map(|(n, clean)| Op::Restart(n, clean)),
         ]
     }
 
+    fn decide_op(
+        img: &ClusterImage,
+        id: Uuid,
+        op: &Op,
+        policy: &ElectionPolicy,
+    ) -> Vec<MetadataRecord> {
+        match *op {
+            Op::Fence(n) => fence_broker(img, n, policy),
+            Op::Heartbeat(n) => {
+                let epoch = img.brokers[&n].epoch;
+                heartbeat(img, n, epoch, img.metadata_offset, policy)
+                    .unwrap()
+                    .0
+            }
+            Op::Shrink(keep) => {
+                // The leader of partition 0 drops every follower except `keep`.
+                let p = &img.topics[&id].partitions[0];
+                let isr: Vec<i32> = p
+                    .isr
+                    .iter()
+                    .copied()
+                    .filter(|&r| r == p.leader || r == keep)
+                    .collect();
+                let r = AlterPartitionRequest {
+                    topic_id: id,
+                    partition: 0,
+                    leader_id: p.leader,
+                    leader_epoch: p.leader_epoch,
+                    partition_epoch: p.partition_epoch,
+                    new_isr: isr,
+                };
+                alter_partition(img, &r, policy)
+                    .map(|d| d.0)
+                    .unwrap_or_default()
+            }
+            Op::Restart(n, clean) => {
+                let previous = clean.then(|| img.brokers[&n].epoch);
+                register_broker(img, &restart(n, previous), policy).0
+            }
+        }
+    }
+
     proptest! {
-        /// Leader epochs and partition epochs never go backwards; a new leader always comes
-        /// from the ISR before the change unless unclean election is on; the leader is in the
-        /// ISR; the ISR is never empty.
+        /// Leader epochs and partition epochs never go backwards; the leader is live and in the
+        /// ISR; ISR and ELR are disjoint, and the ELR is empty at or above min ISR; a new leader
+        /// comes from the ISR, the ELR or the last known leader unless unclean election is on;
+        /// the ISR is empty only with ELR on.
         #[test]
-        fn election_invariants(ops in proptest::collection::vec(op(), 1..60), unclean: bool) {
+        fn election_invariants(
+            ops in proptest::collection::vec(op(), 1..60),
+            unclean: bool,
+            elr: bool,
+        ) {
+            let policy = ElectionPolicy { elr_enabled: elr, ..if elr { ELR } else { no_elr(false) } };
+            let policy = ElectionPolicy { default_unclean: unclean, ..policy };
             let mut img = cluster(4);
             let id = with_topic(&mut img, 4, 3);
             for op in ops {
                 let before = img.topics[&id].partitions.clone();
-                let records = match op {
-                    Op::Fence(n) => fence_broker(&img, n, unclean),
-                    Op::Heartbeat(n) => heartbeat(&img, n, 1, 0, unclean).unwrap().0,
-                    Op::Shrink(keep) => {
-                        // The leader of partition 0 drops every follower except `keep`.
-                        let p = &before[0];
-                        let isr: Vec<i32> = p.isr.iter().copied()
-                            .filter(|&r| r == p.leader || r == keep).collect();
-                        let r = AlterPartitionRequest {
-                            topic_id: id, partition: 0, leader_id: p.leader,
-                            leader_epoch: p.leader_epoch, partition_epoch: p.partition_epoch,
-                            new_isr: isr,
-                        };
-                        alter_partition(&img, &r).map(|d| d.0).unwrap_or_default()
-                    }
-                };
+                img.metadata_offset += 1;
+                let records = decide_op(&img, id, &op, &policy);
                 for r in &records {
                     prop_assert!(img.apply(r).is_ok(), "record refused: {:?}", r);
                 }
                 for (old, new) in before.iter().zip(&img.topics[&id].partitions) {
                     prop_assert!(new.leader_epoch >= old.leader_epoch);
                     prop_assert!(new.partition_epoch >= old.partition_epoch);
-                    prop_assert!(!new.isr.is_empty());
+                    prop_assert!(elr || !new.isr.is_empty());
+                    prop_assert!(new.elr.iter().all(|r| !new.isr.contains(r)), "{:?}", new);
+                    if new.isr.len() >= policy.default_min_isr as usize {
+                        prop_assert!(new.elr.is_empty(), "{:?}", new);
+                    }
                     if new.leader != NO_LEADER {
                         prop_assert!(new.isr.contains(&new.leader));
                         prop_assert!(img.is_live(new.leader));
                     }
                     if new.leader != old.leader {
                         prop_assert!(new.leader_epoch == old.leader_epoch + 1);
+                        let eligible = old.isr.contains(&new.leader)
+                            || old.elr.contains(&new.leader)
+                            || old.last_known_elr.contains(&new.leader);
                         if new.leader != NO_LEADER && !unclean {
-                            prop_assert!(old.isr.contains(&new.leader),
-                                "leader {} not from ISR {:?}", new.leader, old.isr);
+                            prop_assert!(eligible, "leader {} not eligible in {:?}", new.leader, old);
                         }
                     }
                 }

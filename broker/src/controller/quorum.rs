@@ -1,0 +1,195 @@
+//! The metadata quorum as DescribeQuorum shows it (Kafka's `LeaderState.describeQuorum` and
+//! `RaftUtil.singletonDescribeQuorumResponse`).
+//!
+//! Only the Raft leader knows its followers' progress, so only the leader describes the
+//! quorum ([`describe_as_leader`]); other nodes forward to it, as a Kafka broker forwards
+//! DescribeQuorum to the active controller.
+//!
+//! Offsets: Kafka offsets of the metadata log are Brook's Raft log indexes (the first entry,
+//! the initial membership, is index 0). A log end offset is the last index plus one, and the
+//! high watermark the committed index plus one, so both count entries as Kafka's do.
+//!
+//! Timestamps: openraft pushes AppendEntries rather than being fetched from, so a follower's
+//! "fetch" is an AppendEntries (or heartbeat) it accepted. [`FollowerClocks`] records, per
+//! follower and leader term, when that last happened and when the follower last reached the
+//! leader's log end offset as it was when the request was sent (Kafka's `lastCaughtUpTimestamp`).
+
+use std::collections::HashMap;
+
+use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse};
+use openraft::ServerState;
+use serde::{Deserialize, Serialize};
+
+use super::{ControllerError, Inner, NodeId, TypeConfig};
+use crate::cluster::replica_manager::now_ms;
+
+/// Kafka's "unknown" for offsets and timestamps of a replica.
+pub const UNKNOWN: i64 = -1;
+
+/// One replica of the metadata log as the leader sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuorumReplica {
+    pub replica_id: i32,
+    /// [`UNKNOWN`] until the follower has matched an entry in this term.
+    pub log_end_offset: i64,
+    /// Leader wall clock, ms; [`UNKNOWN`] if not seen in this term.
+    pub last_fetch_timestamp_ms: i64,
+    /// Leader wall clock, ms; [`UNKNOWN`] if not caught up in this term.
+    pub last_caught_up_timestamp_ms: i64,
+}
+
+/// A voter's controller listener.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuorumEndpoint {
+    pub node_id: i32,
+    pub listener: String,
+    pub host: String,
+    pub port: u16,
+}
+
+/// The leader's description of the metadata quorum.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuorumDescription {
+    pub leader_id: i32,
+    /// The Raft term.
+    pub leader_epoch: i32,
+    pub high_watermark: i64,
+    pub voters: Vec<QuorumReplica>,
+    /// Raft learners (none in Brook's combined mode today).
+    pub observers: Vec<QuorumReplica>,
+    pub endpoints: Vec<QuorumEndpoint>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct FollowerClock {
+    term: u64,
+    last_fetch_ms: i64,
+    last_caught_up_ms: i64,
+}
+
+impl FollowerClock {
+    fn unknown(term: u64) -> Self {
+        FollowerClock {
+            term,
+            last_fetch_ms: UNKNOWN,
+            last_caught_up_ms: UNKNOWN,
+        }
+    }
+}
+
+/// When each follower last accepted the leader's AppendEntries, and last caught up. One entry
+/// per Raft peer: bounded by the membership, never by traffic.
+#[derive(Default)]
+pub struct FollowerClocks {
+    by_node: parking_lot::Mutex<HashMap<NodeId, FollowerClock>>,
+}
+
+impl FollowerClocks {
+    /// Records the answer to one AppendEntries sent at `sent_ms`, when the leader's log ended
+    /// at index `leader_last_index`.
+    pub fn record(
+        &self,
+        target: NodeId,
+        rpc: &AppendEntriesRequest<TypeConfig>,
+        sent_ms: i64,
+        leader_last_index: Option<u64>,
+        answer: &AppendEntriesResponse<NodeId>,
+    ) {
+        let matched = match answer {
+            AppendEntriesResponse::Success => rpc
+                .entries
+                .last()
+                .map(|e| e.log_id.index)
+                .or(rpc.prev_log_id.map(|l| l.index)),
+            AppendEntriesResponse::PartialSuccess(m) => m.map(|l| l.index),
+            AppendEntriesResponse::Conflict | AppendEntriesResponse::HigherVote(_) => return,
+        };
+        let term = rpc.vote.leader_id().term;
+        let mut clocks = self.by_node.lock();
+        let clock = clocks
+            .entry(target)
+            .or_insert_with(|| FollowerClock::unknown(term));
+        if clock.term != term {
+            // A new leadership starts every follower unknown, as Kafka's new LeaderState does.
+            *clock = FollowerClock::unknown(term);
+        }
+        clock.last_fetch_ms = clock.last_fetch_ms.max(now_ms());
+        if matched >= leader_last_index {
+            clock.last_caught_up_ms = clock.last_caught_up_ms.max(sent_ms);
+        }
+    }
+
+    /// `(last fetch, last caught up)` of `node` in `term`.
+    fn get(&self, node: NodeId, term: u64) -> (i64, i64) {
+        match self.by_node.lock().get(&node) {
+            Some(c) if c.term == term => (c.last_fetch_ms, c.last_caught_up_ms),
+            _ => (UNKNOWN, UNKNOWN),
+        }
+    }
+}
+
+/// Kafka offset after Raft index `index`.
+fn offset_after(index: Option<u64>) -> i64 {
+    index.map_or(0, |i| {
+        i64::try_from(i).unwrap_or(i64::MAX).saturating_add(1)
+    })
+}
+
+/// Describes the quorum from this node's Raft state; NOT_CONTROLLER unless it is the leader.
+pub(super) fn describe_as_leader(inner: &Inner) -> Result<QuorumDescription, ControllerError> {
+    let metrics = inner.raft.metrics().borrow().clone();
+    let own = inner.config.node_id as NodeId;
+    if metrics.state != ServerState::Leader || metrics.current_leader != Some(own) {
+        return Err(inner.not_controller());
+    }
+    let term = metrics.current_term;
+    let now = now_ms();
+    let replication = metrics.replication.unwrap_or_default();
+    let replica = |id: NodeId| {
+        if id == own {
+            // Kafka reports the leader as fetched and caught up now.
+            return QuorumReplica {
+                replica_id: id as i32,
+                log_end_offset: offset_after(metrics.last_log_index),
+                last_fetch_timestamp_ms: now,
+                last_caught_up_timestamp_ms: now,
+            };
+        }
+        let (fetch, caught_up) = inner.clocks.get(id, term);
+        QuorumReplica {
+            replica_id: id as i32,
+            log_end_offset: match replication.get(&id) {
+                Some(Some(matched)) => offset_after(Some(matched.index)),
+                _ => UNKNOWN,
+            },
+            last_fetch_timestamp_ms: fetch,
+            last_caught_up_timestamp_ms: caught_up,
+        }
+    };
+    let membership = metrics.membership_config.membership();
+    let voters: Vec<QuorumReplica> = membership.voter_ids().map(replica).collect();
+    let observers = membership.learner_ids().map(replica).collect();
+    Ok(QuorumDescription {
+        leader_id: inner.config.node_id,
+        leader_epoch: i32::try_from(term).unwrap_or(i32::MAX),
+        high_watermark: offset_after(inner.log.committed_index()),
+        endpoints: voters
+            .iter()
+            .filter_map(|v| endpoint(inner, v.replica_id))
+            .collect(),
+        voters,
+        observers,
+    })
+}
+
+/// A voter's controller listener, from `controller.quorum.voters`.
+fn endpoint(inner: &Inner, node_id: i32) -> Option<QuorumEndpoint> {
+    let addr = inner.config.voters.get(&node_id)?;
+    let (host, port) = addr.rsplit_once(':')?;
+    Some(QuorumEndpoint {
+        node_id,
+        listener: inner.config.listener_name.clone(),
+        host: host.to_string(),
+        port: port.parse().ok()?,
+    })
+}

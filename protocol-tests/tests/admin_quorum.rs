@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use brook_protocol_tests::batch::{encode_batch, Producer, Rec};
 use brook_protocol_tests::cluster::CALL;
-use brook_protocol_tests::errors::NONE;
+use brook_protocol_tests::errors::{NONE, UNKNOWN_TOPIC_OR_PARTITION};
 use brook_protocol_tests::wire::topic_name;
 use brook_protocol_tests::{poll_until_ok, unique_topic, Broker, Cluster, WireClient};
 use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
@@ -149,6 +149,30 @@ fn describe_quorum_from_every_node_and_after_leader_kill() {
         |v| v.leader != before.leader && v.epoch > before.epoch && v.voters == before.voters,
     );
     println!("[admin-quorum] after killing {}: {after:?}", before.leader);
+    // The new leader has never heard from the dead voter in its term (Kafka's fresh LeaderState).
+    let r = describe_quorum(&c.address(after.leader)).unwrap();
+    let dead = r.topics[0].partitions[0]
+        .current_voters
+        .iter()
+        .find(|v| v.replica_id.0 == before.leader)
+        .cloned()
+        .unwrap_or_else(|| panic!("the dead voter is still a voter: {r:?}"));
+    assert_eq!(
+        (dead.last_fetch_timestamp, dead.last_caught_up_timestamp),
+        (-1, -1),
+        "{r:?}"
+    );
+
+    // Kafka's hasValidTopicPartition: any other partition is unknown.
+    let mut req = quorum_request();
+    req.topics[0].partitions[0].partition_index = 1;
+    let r = client(&c.address(after.leader))
+        .unwrap()
+        .request(DESCRIBE_QUORUM_V, &req);
+    assert_eq!(
+        r.topics[0].partitions[0].error_code, UNKNOWN_TOPIC_OR_PARTITION,
+        "{r:?}"
+    );
 }
 
 /// Sum of the `.log` files in a partition directory.

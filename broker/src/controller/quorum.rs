@@ -193,3 +193,85 @@ fn endpoint(inner: &Inner, node_id: i32) -> Option<QuorumEndpoint> {
         port: port.parse().ok()?,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, Vote};
+
+    fn log_id(term: u64, index: u64) -> LogId<NodeId> {
+        LogId::new(CommittedLeaderId::new(term, 1), index)
+    }
+
+    /// An AppendEntries of leader 1 in `term`, after `prev` and carrying entries up to `last`.
+    fn append(term: u64, prev: Option<u64>, last: Option<u64>) -> AppendEntriesRequest<TypeConfig> {
+        let first = prev.map_or(0, |p| p + 1);
+        let entries = last
+            .map(|l| {
+                (first..=l)
+                    .map(|i| Entry {
+                        log_id: log_id(term, i),
+                        payload: EntryPayload::Blank,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        AppendEntriesRequest {
+            vote: Vote::new_committed(term, 1),
+            prev_log_id: prev.map(|p| log_id(term, p)),
+            entries,
+            leader_commit: None,
+        }
+    }
+
+    #[test]
+    fn accepted_appends_set_fetch_and_caught_up_times() {
+        let clocks = FollowerClocks::default();
+        assert_eq!(clocks.get(2, 1), (UNKNOWN, UNKNOWN));
+        // Reaches the leader's end (index 5) as it was at send time: caught up at send time.
+        let ok = AppendEntriesResponse::Success;
+        clocks.record(2, &append(1, Some(3), Some(5)), 1_000, Some(5), &ok);
+        let (fetch, caught_up) = clocks.get(2, 1);
+        assert!(fetch >= 1_000, "{fetch}");
+        assert_eq!(caught_up, 1_000);
+        // Accepted but short of the leader's end (a capped batch): fetched, not caught up.
+        clocks.record(2, &append(1, Some(5), Some(6)), 2_000, Some(9), &ok);
+        assert_eq!(clocks.get(2, 1).1, 1_000);
+        // A heartbeat at the end: caught up again.
+        clocks.record(2, &append(1, Some(9), None), 3_000, Some(9), &ok);
+        assert_eq!(clocks.get(2, 1).1, 3_000);
+        // A partial success counts what it matched.
+        let partial = AppendEntriesResponse::PartialSuccess(Some(log_id(1, 9)));
+        clocks.record(2, &append(1, Some(9), Some(12)), 4_000, Some(9), &partial);
+        assert_eq!(clocks.get(2, 1).1, 4_000);
+    }
+
+    #[test]
+    fn refused_appends_and_new_terms_do_not_count() {
+        let clocks = FollowerClocks::default();
+        clocks.record(
+            3,
+            &append(1, Some(1), Some(2)),
+            1_000,
+            Some(2),
+            &AppendEntriesResponse::Conflict,
+        );
+        assert_eq!(clocks.get(3, 1), (UNKNOWN, UNKNOWN));
+        let ok = AppendEntriesResponse::Success;
+        clocks.record(3, &append(1, Some(1), Some(2)), 1_000, Some(2), &ok);
+        assert_ne!(clocks.get(3, 1), (UNKNOWN, UNKNOWN));
+        // Another term's leader knows nothing of this follower yet.
+        assert_eq!(clocks.get(3, 2), (UNKNOWN, UNKNOWN));
+        clocks.record(3, &append(2, Some(2), None), 5_000, Some(4), &ok);
+        let (fetch, caught_up) = clocks.get(3, 2);
+        assert!(fetch >= 5_000);
+        assert_eq!(caught_up, UNKNOWN, "index 2 is behind the leader's end 4");
+    }
+
+    #[test]
+    fn offsets_count_entries() {
+        assert_eq!(offset_after(None), 0);
+        assert_eq!(offset_after(Some(0)), 1);
+        assert_eq!(offset_after(Some(u64::MAX)), i64::MAX);
+    }
+}

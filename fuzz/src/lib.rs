@@ -127,6 +127,7 @@ fn trace_request(key: ApiKey, version: i16, payload: &[u8]) -> Result<(Vec<Field
         ListTransactions => ListTransactionsRequest,
         WriteTxnMarkers => WriteTxnMarkersRequest,
         DescribeProducers => DescribeProducersRequest,
+        DescribeLogDirs => DescribeLogDirsRequest, DescribeQuorum => DescribeQuorumRequest,
     )?;
     Ok((buf.fields(payload), buf.remaining_bytes()))
 }

@@ -1003,6 +1003,7 @@ mod tests {
         .unwrap();
         assert_eq!(c.node_id, 2);
         assert_eq!(c.voters.len(), 3);
+        assert_eq!(c.listener_name, "CONTROLLER");
         assert_eq!(c.listen.port(), 9193);
         assert_eq!(
             c.metadata_dir,

@@ -76,6 +76,14 @@ class OpsToolsTest {
 
     /** Runs {@code mainClass --bootstrap-server bootstrap args...}; asserts exit status 0. */
     static Run tool(String mainClass, String bootstrap, String... args) throws Exception {
+        Run r = run(mainClass, bootstrap, args);
+        assertEquals(0, r.exit(), mainClass + " " + String.join(" ", args) + "\nstdout:\n" + r.out()
+            + "\nstderr:\n" + r.err());
+        return r;
+    }
+
+    /** Runs {@code mainClass --bootstrap-server bootstrap args...}, bounded by {@link #TOOL_RUN_MS_MAX}. */
+    static Run run(String mainClass, String bootstrap, String... args) throws Exception {
         List<String> cmd = new ArrayList<>();
         cmd.add(Paths.get(System.getProperty("java.home"), "bin", "java").toString());
         cmd.add("-cp");
@@ -94,8 +102,7 @@ class OpsToolsTest {
             throw new AssertionError(what + " did not finish in " + TOOL_RUN_MS_MAX + " ms");
         }
         Run r = new Run(p.exitValue(), out.get(10, TimeUnit.SECONDS), err.get(10, TimeUnit.SECONDS));
-        System.out.println(what + " printed:\n" + r.out());
-        assertEquals(0, r.exit(), what + "\nstdout:\n" + r.out() + "\nstderr:\n" + r.err());
+        System.out.println(what + " printed:\n" + r.out() + r.err());
         return r;
     }
 
@@ -166,6 +173,18 @@ class OpsToolsTest {
             assertTrue(Long.parseLong(row.get("LogEndOffset")) > 0, rows.toString());
             assertTrue(Long.parseLong(row.get("Lag")) >= 0, rows.toString());
             assertNotEquals("-1", row.get("LastFetchTimestamp"), "the leader has heard from every voter: " + rows);
+        }
+    }
+
+    /** A single node has no metadata quorum: the tool fails at once with the broker's reason, without retrying. */
+    @Test
+    void describeStatusOnASingleNodeFailsWithTheReason() throws Exception {
+        try (BrookBroker single = BrookBroker.start("ops-tools-single")) {
+            Run r = run("MetadataQuorumCommand", single.bootstrap(), "describe", "--status");
+            assertNotEquals(0, r.exit(), r.out() + r.err());
+            String printed = r.out() + r.err();
+            assertTrue(printed.contains("InvalidRequestException"), printed);
+            assertTrue(printed.contains("without a metadata quorum"), printed);
         }
     }
 

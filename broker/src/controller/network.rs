@@ -5,6 +5,8 @@
 //!   InstallSnapshot (chunked), answered with `Result<reply, RaftError>` as JSON;
 //! - `POST /controller/request`: a [`ControllerRequest`] forwarded by a non-active node,
 //!   answered with `Result<ControllerReply, ControllerError>`.
+//! - `POST /controller/quorum`: DescribeQuorum from a follower, answered by the Raft leader
+//!   with `Result<QuorumDescription, ControllerError>` (NOT_CONTROLLER from any other node).
 //!
 //! Client side: a deliberately tiny HTTP/1.1 client on `tokio::net::TcpStream` (one
 //! connection per call, `Connection: close`, body read to EOF with a bound), so the quorum

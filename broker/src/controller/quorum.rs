@@ -2,7 +2,7 @@
 //! `RaftUtil.singletonDescribeQuorumResponse`).
 //!
 //! Only the Raft leader knows its followers' progress, so only the leader describes the
-//! quorum ([`describe_as_leader`]); other nodes forward to it, as a Kafka broker forwards
+//! quorum (`describe_as_leader`); other nodes forward to it, as a Kafka broker forwards
 //! DescribeQuorum to the active controller.
 //!
 //! Offsets: Kafka offsets of the metadata log are Brook's Raft log indexes (the first entry,

@@ -22,6 +22,7 @@ fn config(id: i32, voters: &BTreeMap<i32, String>, dir: &std::path::Path) -> Con
     ControllerConfig {
         node_id: id,
         voters: voters.clone(),
+        listener_name: "CONTROLLER".into(),
         listen: voters[&id].parse().unwrap(),
         metadata_dir: dir.join("__cluster_metadata"),
         broker_endpoint: None,

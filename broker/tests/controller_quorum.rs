@@ -36,6 +36,7 @@ fn config(
     ControllerConfig {
         node_id: id,
         voters: voters.clone(),
+        listener_name: "CONTROLLER".into(),
         listen: voters[&id].parse().unwrap(),
         metadata_dir: dir.join("__cluster_metadata"),
         broker_endpoint: Some(("127.0.0.1".into(), 19_000 + id as u16)),

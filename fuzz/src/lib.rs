@@ -128,6 +128,7 @@ fn trace_request(key: ApiKey, version: i16, payload: &[u8]) -> Result<(Vec<Field
         WriteTxnMarkers => WriteTxnMarkersRequest,
         DescribeProducers => DescribeProducersRequest,
         DescribeTopicPartitions => DescribeTopicPartitionsRequest,
+        DescribeLogDirs => DescribeLogDirsRequest, DescribeQuorum => DescribeQuorumRequest,
     )?;
     Ok((buf.fields(payload), buf.remaining_bytes()))
 }

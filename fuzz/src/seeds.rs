@@ -244,6 +244,24 @@ pub fn requests(key: ApiKey) -> Vec<RequestKind> {
                     )),
             ),
         ],
+        ApiKey::DescribeLogDirs => vec![
+            R::DescribeLogDirs(DescribeLogDirsRequest::default()),
+            R::DescribeLogDirs(DescribeLogDirsRequest::default().with_topics(Some(vec![
+                describe_log_dirs_request::DescribableLogDirTopic::default()
+                    .with_topic(topic())
+                    .with_partitions(vec![0, 1]),
+            ]))),
+        ],
+        ApiKey::DescribeQuorum => vec![
+            R::DescribeQuorum(DescribeQuorumRequest::default()),
+            R::DescribeQuorum(DescribeQuorumRequest::default().with_topics(vec![
+                describe_quorum_request::TopicData::default()
+                    .with_topic_name(TopicName(s("__cluster_metadata")))
+                    .with_partitions(vec![
+                        describe_quorum_request::PartitionData::default().with_partition_index(0),
+                    ]),
+            ])),
+        ],
         _ => vec![],
     }
 }

@@ -11,11 +11,13 @@ pub mod describe_topic_partitions;
 pub mod fetch;
 pub mod groups;
 pub mod list_offsets;
+pub mod log_dirs;
 pub mod metadata;
 pub mod offsets;
 pub mod produce;
 pub mod producer_id;
 pub mod producers;
+pub mod quorum;
 pub mod topics;
 pub mod txn;
 pub mod txn_markers;
@@ -89,6 +91,10 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     // Transactions, partition side: markers from coordinators, and producer state.
     api(ApiKey::WriteTxnMarkers, 1, 1, 1),
     api(ApiKey::DescribeProducers, 0, 0, 0),
+    // Operations tools: kafka-log-dirs and kafka-metadata-quorum (v0 of DescribeLogDirs was
+    // removed in Kafka 4.0).
+    api(ApiKey::DescribeLogDirs, 1, 4, 1),
+    api(ApiKey::DescribeQuorum, 0, 2, 0),
 ];
 
 /// Finds an API's row in the table.
@@ -380,6 +386,8 @@ async fn process(
         }
         RequestKind::WriteTxnMarkers(r) => respond(ctx, &txn_markers::handle(broker, ctx, r).await),
         RequestKind::DescribeProducers(r) => respond(ctx, &producers::handle(broker, ctx, r).await),
+        RequestKind::DescribeLogDirs(r) => respond(ctx, &log_dirs::handle(broker, ctx, r).await),
+        RequestKind::DescribeQuorum(r) => respond(ctx, &quorum::handle(broker, ctx, r).await),
         other => Err(CodecError::UnknownApiKey(ctx.api_key as i16)).inspect_err(|_| drop(other)),
     }
 }

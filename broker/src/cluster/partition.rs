@@ -408,6 +408,11 @@ impl Partition {
         self.state.lock().high_watermark
     }
 
+    /// Bytes in the log's segment files (`UnifiedLog::size_in_bytes`), for DescribeLogDirs.
+    pub fn size_in_bytes(&self) -> u64 {
+        self.log.lock().size_in_bytes()
+    }
+
     /// Log start offset and log end offset.
     pub fn offsets(&self) -> (i64, i64) {
         let log = self.log.lock();

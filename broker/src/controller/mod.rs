@@ -23,6 +23,7 @@
 pub mod error;
 pub mod image;
 mod network;
+pub mod quorum;
 pub mod replication;
 mod storage;
 
@@ -46,6 +47,7 @@ pub use image::{
     BrokerRegistration, ClusterImage, MetadataBatch, MetadataRecord, PartitionRegistration,
     TopicImage, NO_LEADER,
 };
+pub use quorum::QuorumDescription;
 pub use replication::{AlterPartitionRequest, ControllerReply, ControllerRequest};
 pub use storage::METADATA_DIR;
 
@@ -92,6 +94,12 @@ pub const MAX_SAME_LEADER_REFUSALS: usize = 4;
 /// refused with REQUEST_TIMED_OUT rather than queued without bound.
 pub const MAX_PENDING_WRITES: usize = 1024;
 
+/// The controller listener's name when `controller.listener.names` is empty (Kafka's usual one).
+pub const DEFAULT_LISTENER_NAME: &str = "CONTROLLER";
+
+/// How long DescribeQuorum waits for a Raft leader to be known, and for its forwarded answer.
+pub const DESCRIBE_QUORUM_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Settings of the quorum and of the active controller's broker liveness checks.
 #[derive(Debug, Clone)]
 pub struct ControllerConfig {
@@ -99,6 +107,9 @@ pub struct ControllerConfig {
     pub node_id: i32,
     /// `controller.quorum.voters`: id → `host:port` of each voter's controller listener.
     pub voters: BTreeMap<i32, String>,
+    /// The controller listener's name (the first of `controller.listener.names`), which
+    /// DescribeQuorum shows with each voter's address.
+    pub listener_name: String,
     /// Where this node's controller listener binds (the CONTROLLER entry of `listeners`).
     pub listen: SocketAddr,
     /// `<log.dirs>/__cluster_metadata`.
@@ -172,9 +183,16 @@ impl ControllerConfig {
                 .clone()
                 .unwrap_or_else(|| (cfg.listener.ip().to_string(), cfg.listener.port()))
         });
+        let listener_name = get("controller.listener.names")
+            .split(',')
+            .map(str::trim)
+            .find(|n| !n.is_empty())
+            .unwrap_or(DEFAULT_LISTENER_NAME)
+            .to_string();
         Ok(Some(ControllerConfig {
             node_id: cfg.node_id,
             voters,
+            listener_name,
             listen,
             metadata_dir: cfg.log_dir.join(METADATA_DIR),
             broker_endpoint,
@@ -245,6 +263,10 @@ struct Liveness {
 pub(crate) struct Inner {
     config: ControllerConfig,
     raft: Raft<TypeConfig>,
+    /// A handle on the Raft log (shared with openraft): the owner of the commit index.
+    log: storage::LogStore,
+    /// The followers' last AppendEntries, while this node leads.
+    clocks: Arc<quorum::FollowerClocks>,
     image_rx: watch::Receiver<Arc<ClusterImage>>,
     /// Serialises decisions on the active controller, as Kafka's single controller thread.
     write_lock: tokio::sync::Mutex<()>,
@@ -324,6 +346,8 @@ impl Controller {
         }
         let local_addr = listener.local_addr().map_err(internal)?;
         let log_store = storage::LogStore::open(&config.metadata_dir).map_err(internal)?;
+        let log = log_store.clone();
+        let clocks = Arc::new(quorum::FollowerClocks::default());
         let (state_machine, image_rx) =
             storage::StateMachine::open(&config.metadata_dir).map_err(internal)?;
         let election = config.election_timeout_ms.max(10);
@@ -348,6 +372,8 @@ impl Controller {
             network::NetworkFactory {
                 node_id: config.node_id,
                 faults: faults.clone(),
+                log: log.clone(),
+                clocks: clocks.clone(),
             },
             log_store,
             state_machine,
@@ -368,6 +394,8 @@ impl Controller {
         let inner = Arc::new(Inner {
             config,
             raft,
+            log,
+            clocks,
             image_rx,
             write_lock: tokio::sync::Mutex::new(()),
             pending_writes: tokio::sync::Semaphore::new(MAX_PENDING_WRITES),
@@ -424,6 +452,38 @@ impl Controller {
     /// The active controller as this node knows it.
     pub fn active_controller_id(&self) -> Option<i32> {
         self.inner.active()
+    }
+
+    /// DescribeQuorum: the Raft leader's view of the quorum. A follower asks the leader over
+    /// the controller listener, as a Kafka broker forwards DescribeQuorum to the active
+    /// controller, so every node gives the same answer. NOT_CONTROLLER while no leader is
+    /// known or the leader cannot be reached within [`DESCRIBE_QUORUM_TIMEOUT`].
+    pub async fn describe_quorum(&self) -> Result<QuorumDescription, ControllerError> {
+        let inner = &self.inner;
+        let deadline = Instant::now() + DESCRIBE_QUORUM_TIMEOUT;
+        let active = inner.wait_for_active(deadline).await?;
+        if active == inner.config.node_id {
+            return quorum::describe_as_leader(inner);
+        }
+        let addr = inner
+            .config
+            .voters
+            .get(&active)
+            .ok_or(ControllerError::NotController { active: None })?;
+        let link = network::Link {
+            from: inner.config.node_id,
+            to: active,
+            faults: inner.faults.clone(),
+        };
+        let timeout = deadline.saturating_duration_since(Instant::now());
+        network::post_json(&link, addr, "/controller/quorum", &(), timeout)
+            .await
+            .unwrap_or_else(|e| {
+                tracing::debug!(error = %e, active, "DescribeQuorum: leader unreachable");
+                Err(ControllerError::NotController {
+                    active: Some(active),
+                })
+            })
     }
 
     /// Waits until some active controller is known, up to `timeout`.
@@ -982,6 +1042,7 @@ mod tests {
         .unwrap();
         assert_eq!(c.node_id, 2);
         assert_eq!(c.voters.len(), 3);
+        assert_eq!(c.listener_name, "CONTROLLER");
         assert_eq!(c.listen.port(), 9193);
         assert_eq!(
             c.metadata_dir,

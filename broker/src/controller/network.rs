@@ -5,6 +5,8 @@
 //!   InstallSnapshot (chunked), answered with `Result<reply, RaftError>` as JSON;
 //! - `POST /controller/request`: a [`ControllerRequest`] forwarded by a non-active node,
 //!   answered with `Result<ControllerReply, ControllerError>`.
+//! - `POST /controller/quorum`: DescribeQuorum from a follower, answered by the Raft leader
+//!   with `Result<QuorumDescription, ControllerError>` (NOT_CONTROLLER from any other node).
 //!
 //! Client side: a deliberately tiny HTTP/1.1 client on `tokio::net::TcpStream` (one
 //! connection per call, `Connection: close`, body read to EOF with a bound), so the quorum
@@ -41,8 +43,11 @@ use serde::{de::DeserializeOwned, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::error::ControllerError;
+use super::quorum::{self, FollowerClocks, QuorumDescription};
 use super::replication::{ControllerReply, ControllerRequest};
+use super::storage::LogStore;
 use super::{Inner, NodeId, TypeConfig};
+use crate::cluster::replica_manager::now_ms;
 use crate::fault::{Direction, FaultEngine, LinkAction, Traffic};
 
 /// Largest request or response body on the controller listener. Bounds what a peer can make
@@ -171,6 +176,7 @@ pub(super) fn router(inner: Arc<Inner>) -> Router {
         .route("/raft/vote", post(vote))
         .route("/raft/snapshot", post(snapshot))
         .route("/controller/request", post(forwarded))
+        .route("/controller/quorum", post(describe_quorum))
         .layer(DefaultBodyLimit::max(MAX_RPC_BODY_BYTES))
         .layer(axum::middleware::from_fn_with_state(
             inner.clone(),
@@ -242,12 +248,23 @@ async fn forwarded(
     Json(inner.handle_locally(req).await)
 }
 
+/// DescribeQuorum forwarded by a follower: answered only by the leader, never forwarded.
+async fn describe_quorum(
+    State(inner): State<Arc<Inner>>,
+) -> Json<Result<QuorumDescription, ControllerError>> {
+    Json(quorum::describe_as_leader(&inner))
+}
+
 /// Creates a [`PeerClient`] per Raft peer.
 pub struct NetworkFactory {
     /// This node's id, sent in [`NODE_ID_HEADER`].
     pub node_id: i32,
     /// This node's fault rules, for link faults.
     pub faults: Option<Arc<FaultEngine>>,
+    /// The local Raft log: its last index when an AppendEntries is sent.
+    pub log: LogStore,
+    /// Where accepted AppendEntries are recorded for DescribeQuorum.
+    pub clocks: Arc<FollowerClocks>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
@@ -262,6 +279,8 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
                 to: i32::try_from(target).unwrap_or(i32::MAX),
                 faults: self.faults.clone(),
             },
+            log: self.log.clone(),
+            clocks: self.clocks.clone(),
         }
     }
 }
@@ -271,6 +290,8 @@ pub struct PeerClient {
     target: NodeId,
     addr: String,
     link: Link,
+    log: LogStore,
+    clocks: Arc<FollowerClocks>,
 }
 
 impl PeerClient {
@@ -303,7 +324,14 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
-        self.call("/raft/append", &rpc, &option).await
+        let sent_ms = now_ms();
+        let leader_last_index = self.log.last_index();
+        let answer = self.call("/raft/append", &rpc, &option).await;
+        if let Ok(a) = &answer {
+            self.clocks
+                .record(self.target, &rpc, sent_ms, leader_last_index, a);
+        }
+        answer
     }
 
     async fn install_snapshot(

@@ -201,6 +201,24 @@ impl LogStore {
     }
 }
 
+impl LogStore {
+    /// The index of the last committed entry, as openraft last saved it.
+    pub fn committed_index(&self) -> Option<u64> {
+        self.inner.lock().committed.map(|c| c.index)
+    }
+
+    /// The index of the last entry in the log (or of the last purged one, if the log is empty).
+    pub fn last_index(&self) -> Option<u64> {
+        let inner = self.inner.lock();
+        inner
+            .entries
+            .keys()
+            .next_back()
+            .copied()
+            .or(inner.last_purged.map(|l| l.index))
+    }
+}
+
 impl RaftLogReader<TypeConfig> for LogStore {
     async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + Send>(
         &mut self,

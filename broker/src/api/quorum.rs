@@ -1,0 +1,131 @@
+//! DescribeQuorum (API 55): the metadata quorum, `__cluster_metadata` partition 0, as
+//! `kafka-metadata-quorum describe --status` and `--replication` show it (Kafka's
+//! `KafkaRaftClient.handleDescribeQuorumRequest` and `RaftUtil.singletonDescribeQuorumResponse`).
+//!
+//! In Kafka a broker forwards DescribeQuorum to the active controller, which is the Raft leader,
+//! so the tool gets the leader's view from any bootstrap address. Brook does the same: a node
+//! that is not the Raft leader asks the leader ([`Controller::describe_quorum`]).
+//!
+//! Voter directory ids: Brook has none, so `replica_directory_id` is the zero uuid (the tool
+//! prints `null`). Nodes (v2) carry each voter's controller listener from
+//! `controller.quorum.voters`.
+//!
+//! A single node (`brook serve` without `process.roles`) has no Raft log: it answers
+//! INVALID_REQUEST (not retriable) with a message saying so, rather than inventing a quorum.
+//!
+//! [`Controller::describe_quorum`]: crate::controller::Controller::describe_quorum
+
+use kafka_protocol::messages::describe_quorum_response::{
+    Listener, Node, PartitionData, ReplicaState, TopicData,
+};
+use kafka_protocol::messages::{DescribeQuorumRequest, DescribeQuorumResponse};
+use kafka_protocol::ResponseError;
+
+use super::{sb, RequestContext};
+use crate::controller::quorum::QuorumReplica;
+use crate::controller::QuorumDescription;
+use crate::server::Broker;
+
+/// The metadata log's topic, Kafka's `Topic.CLUSTER_METADATA_TOPIC_NAME`.
+pub const CLUSTER_METADATA_TOPIC: &str = "__cluster_metadata";
+
+/// What a single node answers: there is no quorum to describe.
+pub const NO_QUORUM_MESSAGE: &str =
+    "this Brook node runs without a metadata quorum (no process.roles): there is no \
+     __cluster_metadata Raft log to describe";
+
+/// Handles one DescribeQuorum request.
+pub async fn handle(
+    broker: &Broker,
+    _ctx: &RequestContext,
+    req: DescribeQuorumRequest,
+) -> DescribeQuorumResponse {
+    let Some(controller) = broker.replicas.controller() else {
+        return DescribeQuorumResponse::default()
+            .with_error_code(ResponseError::InvalidRequest.code())
+            .with_error_message(Some(sb(NO_QUORUM_MESSAGE)));
+    };
+    if !asks_for_metadata_partition(&req) {
+        return partition_errors(&req, ResponseError::UnknownTopicOrPartition);
+    }
+    match controller.describe_quorum().await {
+        Ok(d) => describe(&d),
+        Err(e) => {
+            tracing::debug!(error = %e, "DescribeQuorum: no leader answer");
+            single_partition(
+                PartitionData::default()
+                    .with_error_code(ResponseError::NotLeaderOrFollower.code())
+                    .with_error_message(Some(sb(e.to_string())))
+                    .with_leader_id((-1).into())
+                    .with_leader_epoch(-1)
+                    .with_high_watermark(-1),
+            )
+        }
+    }
+}
+
+/// Kafka's `hasValidTopicPartition`: exactly `__cluster_metadata` partition 0.
+fn asks_for_metadata_partition(req: &DescribeQuorumRequest) -> bool {
+    matches!(req.topics.as_slice(), [t] if t.topic_name.as_str() == CLUSTER_METADATA_TOPIC
+        && matches!(t.partitions.as_slice(), [p] if p.partition_index == 0))
+}
+
+/// Every asked partition answered with `error` (Kafka's `getPartitionLevelErrorResponse`).
+fn partition_errors(req: &DescribeQuorumRequest, error: ResponseError) -> DescribeQuorumResponse {
+    let topics = req
+        .topics
+        .iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    PartitionData::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(error.code())
+                })
+                .collect();
+            TopicData::default()
+                .with_topic_name(t.topic_name.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    DescribeQuorumResponse::default().with_topics(topics)
+}
+
+fn single_partition(partition: PartitionData) -> DescribeQuorumResponse {
+    DescribeQuorumResponse::default().with_topics(vec![TopicData::default()
+        .with_topic_name(sb(CLUSTER_METADATA_TOPIC).into())
+        .with_partitions(vec![partition.with_partition_index(0)])])
+}
+
+fn replica_state(r: &QuorumReplica) -> ReplicaState {
+    ReplicaState::default()
+        .with_replica_id(r.replica_id.into())
+        .with_log_end_offset(r.log_end_offset)
+        .with_last_fetch_timestamp(r.last_fetch_timestamp_ms)
+        .with_last_caught_up_timestamp(r.last_caught_up_timestamp_ms)
+}
+
+/// The leader's description in Kafka's shape; the encoder drops the fields a version lacks.
+fn describe(d: &QuorumDescription) -> DescribeQuorumResponse {
+    let partition = PartitionData::default()
+        .with_leader_id(d.leader_id.into())
+        .with_leader_epoch(d.leader_epoch)
+        .with_high_watermark(d.high_watermark)
+        .with_current_voters(d.voters.iter().map(replica_state).collect())
+        .with_observers(d.observers.iter().map(replica_state).collect());
+    let nodes = d
+        .endpoints
+        .iter()
+        .map(|e| {
+            Node::default()
+                .with_node_id(e.node_id.into())
+                .with_listeners(vec![Listener::default()
+                    .with_name(sb(e.listener.clone()))
+                    .with_host(sb(e.host.clone()))
+                    .with_port(e.port)])
+        })
+        .collect();
+    single_partition(partition).with_nodes(nodes)
+}

@@ -1,0 +1,296 @@
+//! DescribeQuorum and DescribeLogDirs over the raw wire, against a 3-node cluster of
+//! `brook serve` processes and a single node: the same answers `kafka-metadata-quorum` and
+//! `kafka-log-dirs` print (the Java `OpsToolsTest` runs those tools).
+//!
+//! The cluster tests run one at a time (one 3-node cluster on the machine at once). Every wait
+//! is a condition polled against a deadline.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use brook_protocol_tests::batch::{encode_batch, Producer, Rec};
+use brook_protocol_tests::cluster::CALL;
+use brook_protocol_tests::errors::{NONE, UNKNOWN_TOPIC_OR_PARTITION};
+use brook_protocol_tests::wire::topic_name;
+use brook_protocol_tests::{poll_until_ok, unique_topic, Broker, Cluster, WireClient};
+use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
+use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
+use kafka_protocol::messages::describe_quorum_response::DescribeQuorumResponse;
+use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse};
+use kafka_protocol::messages::{DescribeQuorumRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+const DESCRIBE_QUORUM_V: i16 = 2;
+const DESCRIBE_LOG_DIRS_V: i16 = 4;
+const INVALID_REQUEST: i16 = 42;
+const FAILOVER_WAIT: Duration = Duration::from_secs(45);
+const REPLICATE_WAIT: Duration = Duration::from_secs(30);
+
+/// One 3-node cluster at a time: the tests of this file take turns.
+fn serial() -> MutexGuard<'static, ()> {
+    static CLUSTER: Mutex<()> = Mutex::new(());
+    CLUSTER.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn client(addr: &str) -> Result<WireClient, String> {
+    WireClient::try_connect(addr, CALL).map_err(|e| format!("connect {addr}: {e}"))
+}
+
+/// What `Admin.describeMetadataQuorum` sends: `__cluster_metadata` partition 0.
+fn quorum_request() -> DescribeQuorumRequest {
+    DescribeQuorumRequest::default().with_topics(vec![TopicData::default()
+        .with_topic_name(TopicName(StrBytes::from_static_str("__cluster_metadata")))
+        .with_partitions(vec![PartitionData::default().with_partition_index(0)])])
+}
+
+fn describe_quorum(addr: &str) -> Result<DescribeQuorumResponse, String> {
+    client(addr)?.try_request(DESCRIBE_QUORUM_V, &quorum_request())
+}
+
+/// The parts of one node's answer that every node must agree on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct QuorumView {
+    leader: i32,
+    epoch: i32,
+    voters: BTreeSet<i32>,
+}
+
+/// Node `addr`'s answer, checked for shape: no error, one partition, the leader among the
+/// voters with log end offset >= high watermark > 0.
+fn quorum_view(addr: &str) -> Result<QuorumView, String> {
+    let r = describe_quorum(addr)?;
+    let p = match (r.error_code, r.topics.as_slice()) {
+        (NONE, [t]) if t.topic_name.0.as_str() == "__cluster_metadata" => {
+            match t.partitions.as_slice() {
+                [p] if p.partition_index == 0 && p.error_code == NONE => p,
+                _ => return Err(format!("{addr}: {r:?}")),
+            }
+        }
+        _ => return Err(format!("{addr}: {r:?}")),
+    };
+    let leader = p
+        .current_voters
+        .iter()
+        .find(|v| v.replica_id == p.leader_id)
+        .ok_or_else(|| format!("{addr}: leader not among the voters: {r:?}"))?;
+    if !(leader.log_end_offset >= p.high_watermark && p.high_watermark > 0) {
+        return Err(format!("{addr}: want LEO >= HW > 0: {r:?}"));
+    }
+    // v2: each voter's controller listener.
+    let listed: BTreeSet<i32> = r.nodes.iter().map(|n| n.node_id.0).collect();
+    let voters: BTreeSet<i32> = p.current_voters.iter().map(|v| v.replica_id.0).collect();
+    if listed != voters
+        || !r
+            .nodes
+            .iter()
+            .all(|n| n.listeners.iter().any(|l| l.name.as_str() == "CONTROLLER"))
+    {
+        return Err(format!("{addr}: nodes do not match the voters: {r:?}"));
+    }
+    Ok(QuorumView {
+        leader: p.leader_id.0,
+        epoch: p.leader_epoch,
+        voters,
+    })
+}
+
+/// Polls until every node in `ids` answers the same view; returns it.
+fn agreed_view(
+    c: &Cluster,
+    ids: &[i32],
+    what: &str,
+    ok: impl Fn(&QuorumView) -> bool,
+) -> QuorumView {
+    poll_until_ok(what, FAILOVER_WAIT, || {
+        let views: Vec<(i32, QuorumView)> = ids
+            .iter()
+            .map(|id| quorum_view(&c.address(*id)).map(|v| (*id, v)))
+            .collect::<Result<_, _>>()?;
+        let first = views[0].1.clone();
+        if views.iter().all(|(_, v)| *v == first) && ok(&first) {
+            Ok(first)
+        } else {
+            Err(format!("{views:?}"))
+        }
+    })
+}
+
+#[test]
+fn describe_quorum_from_every_node_and_after_leader_kill() {
+    let _turn = serial();
+    let mut c = Cluster::start(3, &[]);
+    let ids = c.ids();
+    let before = agreed_view(&c, &ids, "every node reports the same quorum", |v| {
+        v.voters == BTreeSet::from([1, 2, 3])
+    });
+    println!("[admin-quorum] before: {before:?}");
+
+    // The leader knows its followers: each has a log end offset and fetched recently.
+    poll_until_ok("the followers' progress is known", REPLICATE_WAIT, || {
+        let r = describe_quorum(&c.address(ids[0]))?;
+        let p = &r.topics[0].partitions[0];
+        let known = p.current_voters.iter().all(|v| {
+            v.log_end_offset > 0 && v.last_fetch_timestamp > 0 && v.last_caught_up_timestamp > 0
+        });
+        known.then_some(()).ok_or_else(|| format!("{r:?}"))
+    });
+
+    c.kill(before.leader);
+    let survivors: Vec<i32> = ids
+        .iter()
+        .copied()
+        .filter(|id| *id != before.leader)
+        .collect();
+    let after = agreed_view(
+        &c,
+        &survivors,
+        "the survivors report a new leader at a higher epoch",
+        |v| v.leader != before.leader && v.epoch > before.epoch && v.voters == before.voters,
+    );
+    println!("[admin-quorum] after killing {}: {after:?}", before.leader);
+    // The new leader has never heard from the dead voter in its term (Kafka's fresh LeaderState).
+    let r = describe_quorum(&c.address(after.leader)).unwrap();
+    let dead = r.topics[0].partitions[0]
+        .current_voters
+        .iter()
+        .find(|v| v.replica_id.0 == before.leader)
+        .cloned()
+        .unwrap_or_else(|| panic!("the dead voter is still a voter: {r:?}"));
+    assert_eq!(
+        (dead.last_fetch_timestamp, dead.last_caught_up_timestamp),
+        (-1, -1),
+        "{r:?}"
+    );
+
+    // Kafka's hasValidTopicPartition: any other partition is unknown.
+    let mut req = quorum_request();
+    req.topics[0].partitions[0].partition_index = 1;
+    let r = client(&c.address(after.leader))
+        .unwrap()
+        .request(DESCRIBE_QUORUM_V, &req);
+    assert_eq!(
+        r.topics[0].partitions[0].error_code, UNKNOWN_TOPIC_OR_PARTITION,
+        "{r:?}"
+    );
+}
+
+/// Sum of the `.log` files in a partition directory.
+fn segment_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter(|e| e.path().extension().is_some_and(|x| x == "log"))
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// Node `addr`'s partitions of `topic` in its one log dir: index → size.
+fn log_dir_sizes(
+    addr: &str,
+    topics: Option<Vec<DescribableLogDirTopic>>,
+    topic: &str,
+) -> Result<BTreeMap<i32, i64>, String> {
+    let req = DescribeLogDirsRequest::default().with_topics(topics);
+    let r: DescribeLogDirsResponse = client(addr)?.try_request(DESCRIBE_LOG_DIRS_V, &req)?;
+    let [dir] = r.results.as_slice() else {
+        return Err(format!("{addr}: want one log dir: {r:?}"));
+    };
+    if r.error_code != NONE
+        || dir.error_code != NONE
+        || dir.total_bytes <= 0
+        || dir.usable_bytes < 0
+    {
+        return Err(format!("{addr}: {r:?}"));
+    }
+    let mut sizes = BTreeMap::new();
+    for t in dir.topics.iter().filter(|t| t.name.0.as_str() == topic) {
+        for p in &t.partitions {
+            if p.offset_lag != 0 || p.is_future_key {
+                return Err(format!("{addr}: {p:?}"));
+            }
+            sizes.insert(p.partition_index, p.partition_size);
+        }
+    }
+    Ok(sizes)
+}
+
+#[test]
+fn describe_log_dirs_lists_each_hosted_replica_with_its_size() {
+    let _turn = serial();
+    let c = Cluster::start(3, &[]);
+    let topic = unique_topic("logdirs");
+    // RF 2 over 3 nodes: every node hosts a different subset of the 3 partitions.
+    c.create_topic(&topic, 3, 2, &[("min.insync.replicas", "1")]);
+    let mut hosted: BTreeMap<i32, BTreeSet<i32>> = BTreeMap::new();
+    for p in 0..3 {
+        let s = c.partition_state(&topic, p);
+        for r in &s.replicas {
+            hosted.entry(*r).or_default().insert(p);
+        }
+        let mut w = client(&c.address(s.leader)).unwrap();
+        let batch = encode_batch(Producer::NONE, &[Rec::kv("k", &"v".repeat(100), 1_000)]);
+        let resp = w.produce(&topic, p, batch);
+        assert_eq!(resp.error_code, NONE, "{resp:?}");
+    }
+    for id in c.ids() {
+        let want = hosted.get(&id).cloned().unwrap_or_default();
+        poll_until_ok(
+            &format!("node {id} lists {want:?} of {topic}, each with its size on disk"),
+            REPLICATE_WAIT,
+            || {
+                let sizes = log_dir_sizes(&c.address(id), None, &topic)?;
+                let listed: BTreeSet<i32> = sizes.keys().copied().collect();
+                let on_disk = |p: i32| segment_bytes(&c.partition_dir(id, &topic, p)) as i64;
+                if listed == want && sizes.iter().all(|(p, s)| *s > 0 && *s == on_disk(*p)) {
+                    Ok(())
+                } else {
+                    Err(format!("{sizes:?}"))
+                }
+            },
+        );
+    }
+    // The topics filter: one partition asked, only it answered.
+    let (id, first) = hosted
+        .iter()
+        .find_map(|(id, ps)| ps.iter().next().map(|p| (*id, *p)))
+        .expect("some node hosts a partition");
+    let filter = vec![DescribableLogDirTopic::default()
+        .with_topic(topic_name(&topic))
+        .with_partitions(vec![first])];
+    let sizes = log_dir_sizes(&c.address(id), Some(filter), &topic).unwrap();
+    assert_eq!(
+        sizes.keys().copied().collect::<Vec<_>>(),
+        vec![first],
+        "{sizes:?}"
+    );
+}
+
+#[test]
+fn single_node_answers_describe_quorum_with_a_clear_error() {
+    let b = Broker::start();
+    let r = describe_quorum(&b.bootstrap()).unwrap();
+    assert_eq!(r.error_code, INVALID_REQUEST, "{r:?}");
+    let msg = r
+        .error_message
+        .as_ref()
+        .map(|m| m.to_string())
+        .unwrap_or_default();
+    assert!(msg.contains("without a metadata quorum"), "{r:?}");
+    // DescribeLogDirs works alone too.
+    let topic = unique_topic("logdirs-single");
+    let mut w = client(&b.bootstrap()).unwrap();
+    w.ensure_topic(&topic);
+    let resp = w.produce(
+        &topic,
+        0,
+        encode_batch(Producer::NONE, &[Rec::kv("k", "v", 1)]),
+    );
+    assert_eq!(resp.error_code, NONE, "{resp:?}");
+    let sizes = log_dir_sizes(&b.bootstrap(), None, &topic).unwrap();
+    assert!(sizes.get(&0).is_some_and(|s| *s > 0), "{sizes:?}");
+}

@@ -32,6 +32,7 @@ const DELETE_RECORDS_V: i16 = 2;
 const FIND_COORDINATOR_V: i16 = 3;
 const POLICY_VIOLATION: i16 = 44;
 const REQUEST_TIMED_OUT: i16 = 7;
+const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 const EARLIEST: i64 = -2;
 const LATEST: i64 = -1;
 /// Small enough that every two or three one-record batches roll a segment.
@@ -291,6 +292,20 @@ fn delete_records_reaches_every_replica_of_a_cluster() {
     }
     let mut wire = WireClient::connect(&c.address(leader));
 
+    let follower = *all.iter().find(|id| **id != leader).expect("a follower");
+    let r = delete_records(
+        &mut WireClient::connect(&c.address(follower)),
+        &topic,
+        4,
+        DELETE_TIMEOUT_MS,
+    );
+    assert_eq!(
+        (r.error_code, r.low_watermark),
+        (NOT_LEADER_OR_FOLLOWER, -1),
+        "sent to follower {follower}: {r:?}"
+    );
+    assert_eq!(earliest(&mut wire, &topic), 0, "a follower moves nothing");
+
     // Answered once every live replica reported the new start: each has deleted its own
     // segments below it by then.
     let start = 6;
@@ -309,7 +324,7 @@ fn delete_records_reaches_every_replica_of_a_cluster() {
 
     // A follower cut off from replication never reports a higher start: the answer waits
     // for it until the request's timeout, as Kafka's DelayedDeleteRecords.
-    let cut = *all.iter().find(|id| **id != leader).expect("a follower");
+    let cut = follower;
     let rule = c.isolate_replication(cut);
     let r = delete_records(&mut wire, &topic, 8, 1_500);
     assert_eq!(

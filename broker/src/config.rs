@@ -462,6 +462,9 @@ impl BrokerConfig {
                 "message.timestamp.after.max.ms",
                 &val("message.timestamp.after.max.ms"),
             )?,
+            cleanup_policy_delete: val("cleanup.policy")
+                .split(',')
+                .any(|p| p.trim() == "delete"),
         })
     }
 

@@ -108,6 +108,7 @@ fn trace_request(key: ApiKey, version: i16, payload: &[u8]) -> Result<(Vec<Field
         Produce => ProduceRequest, Fetch => FetchRequest, ListOffsets => ListOffsetsRequest,
         Metadata => MetadataRequest, ApiVersions => ApiVersionsRequest,
         CreateTopics => CreateTopicsRequest, DeleteTopics => DeleteTopicsRequest,
+        DeleteRecords => DeleteRecordsRequest,
         InitProducerId => InitProducerIdRequest,
         OffsetForLeaderEpoch => OffsetForLeaderEpochRequest,
         DescribeConfigs => DescribeConfigsRequest, CreatePartitions => CreatePartitionsRequest,

@@ -58,6 +58,23 @@ pub fn requests(key: ApiKey) -> Vec<RequestKind> {
                     .with_timeout_ms(1000),
             ),
         ],
+        ApiKey::DeleteRecords => vec![
+            R::DeleteRecords(DeleteRecordsRequest::default()),
+            R::DeleteRecords(
+                DeleteRecordsRequest::default()
+                    .with_topics(vec![delete_records_request::DeleteRecordsTopic::default()
+                        .with_name(topic())
+                        .with_partitions(vec![
+                            delete_records_request::DeleteRecordsPartition::default()
+                                .with_partition_index(0)
+                                .with_offset(0),
+                            delete_records_request::DeleteRecordsPartition::default()
+                                .with_partition_index(1)
+                                .with_offset(-1),
+                        ])])
+                    .with_timeout_ms(1000),
+            ),
+        ],
         ApiKey::InitProducerId => vec![
             R::InitProducerId(InitProducerIdRequest::default()),
             R::InitProducerId(

@@ -40,6 +40,8 @@ struct Wanted {
     partition_max_bytes: usize,
     current_leader_epoch: i32,
     last_fetched_epoch: i32,
+    /// A follower's own log start offset (Kafka's `FetchPartition.logStartOffset`).
+    log_start_offset: i64,
     partition: Option<Arc<Partition>>,
     missing_code: i16,
 }
@@ -97,6 +99,7 @@ pub async fn handle(
                 partition_max_bytes: p.partition_max_bytes.max(0) as usize,
                 current_leader_epoch: p.current_leader_epoch,
                 last_fetched_epoch: p.last_fetched_epoch,
+                log_start_offset: p.log_start_offset,
                 partition,
                 missing_code: if name.is_none() {
                     ResponseError::UnknownTopicId.code()
@@ -203,7 +206,7 @@ fn read_all(
             None => part.read(w.fetch_offset, budget, min_one, isolation),
             Some(replica) => match part.fetch_for_follower(
                 replica,
-                w.fetch_offset,
+                (w.fetch_offset, w.log_start_offset),
                 w.last_fetched_epoch,
                 budget,
                 now,

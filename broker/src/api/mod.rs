@@ -7,6 +7,7 @@
 pub mod api_versions;
 pub mod cluster;
 pub mod configs;
+pub mod delete_records;
 pub mod describe_topic_partitions;
 pub mod fetch;
 pub mod groups;
@@ -59,6 +60,7 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::ApiVersions, 0, 4, 0),
     api(ApiKey::CreateTopics, 2, 7, 2),
     api(ApiKey::DeleteTopics, 1, 6, 1),
+    api(ApiKey::DeleteRecords, 0, 2, 0),
     api(ApiKey::InitProducerId, 0, 5, 0),
     api(ApiKey::OffsetForLeaderEpoch, 2, 4, 2),
     api(ApiKey::DescribeConfigs, 1, 4, 1),
@@ -165,6 +167,15 @@ fn request_facts(broker: &Broker, ctx: &RequestContext, req: &RequestKind) -> Re
             }
         }
         RequestKind::ListOffsets(r) => {
+            for t in &r.topics {
+                partitions.extend(
+                    t.partitions
+                        .iter()
+                        .map(|p| (t.name.to_string(), p.partition_index)),
+                );
+            }
+        }
+        RequestKind::DeleteRecords(r) => {
             for t in &r.topics {
                 partitions.extend(
                     t.partitions
@@ -316,6 +327,9 @@ async fn process(
         }
         RequestKind::DeleteTopics(r) => {
             respond(ctx, &topics::handle_delete_topics(broker, ctx, r).await)
+        }
+        RequestKind::DeleteRecords(r) => {
+            respond(ctx, &delete_records::handle(broker, ctx, r).await)
         }
         RequestKind::CreatePartitions(r) => {
             respond(ctx, &topics::handle_create_partitions(broker, ctx, r).await)

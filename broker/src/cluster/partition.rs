@@ -27,6 +27,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
@@ -58,8 +59,10 @@ pub enum PartitionError {
     NotFollower,
     #[error("ISR shrank to {isr} below min.insync.replicas={min_isr} after the append")]
     NotEnoughReplicasAfterAppend { isr: usize, min_isr: i32 },
-    #[error("the high watermark did not reach the batch within the request timeout")]
+    #[error("the request's wait did not complete within its timeout")]
     RequestTimedOut,
+    #[error("the topic's cleanup.policy does not include delete")]
+    PolicyViolation,
 }
 
 impl PartitionError {
@@ -73,6 +76,7 @@ impl PartitionError {
             PartitionError::NotLeader | PartitionError::NotFollower => 6,
             PartitionError::NotEnoughReplicasAfterAppend { .. } => 20,
             PartitionError::RequestTimedOut => 7,
+            PartitionError::PolicyViolation => ResponseError::PolicyViolation.code(),
         }
     }
 }
@@ -139,6 +143,9 @@ pub struct FollowerState {
     pub last_fetch_time_ms: i64,
     /// The latest time at which the follower was known to have everything the leader had.
     pub last_caught_up_ms: i64,
+    /// The follower's log start offset as its last fetch reported it, -1 until it fetches
+    /// (Kafka's `ReplicaState.logStartOffset`): the leader's low watermark counts it.
+    pub log_start_offset: i64,
 }
 
 impl FollowerState {
@@ -151,6 +158,7 @@ impl FollowerState {
             last_fetch_leader_log_end_offset: -1,
             last_fetch_time_ms: 0,
             last_caught_up_ms: if in_isr { now_ms } else { 0 },
+            log_start_offset: -1,
         }
     }
 
@@ -158,14 +166,21 @@ impl FollowerState {
     /// ended at `leader_log_end_offset` (`Replica.updateFetchStateOrThrow`). The follower was
     /// caught up now if it reached the leader's current log end, or at its previous fetch if
     /// it reached the log end of that moment: under continuous produce a fetch never reaches
-    /// the current end, since records arrive during every round trip.
-    fn update_fetch_state(&mut self, fetch_offset: i64, now_ms: i64, leader_log_end_offset: i64) {
+    /// the current end, since records arrive during every round trip. `log_start_offset` is
+    /// the one the follower reported in the same fetch.
+    fn update_fetch_state(
+        &mut self,
+        (fetch_offset, log_start_offset): (i64, i64),
+        now_ms: i64,
+        leader_log_end_offset: i64,
+    ) {
         if fetch_offset >= leader_log_end_offset {
             self.last_caught_up_ms = self.last_caught_up_ms.max(now_ms);
         } else if fetch_offset >= self.last_fetch_leader_log_end_offset {
             self.last_caught_up_ms = self.last_caught_up_ms.max(self.last_fetch_time_ms);
         }
         self.log_end_offset = fetch_offset;
+        self.log_start_offset = log_start_offset;
         self.last_fetch_leader_log_end_offset = self
             .last_fetch_leader_log_end_offset
             .max(leader_log_end_offset);
@@ -249,6 +264,22 @@ pub enum FollowerFetch {
     },
 }
 
+/// DeleteRecords' offset that stands for the high watermark (Kafka's
+/// `DeleteRecordsRequest.HIGH_WATERMARK`).
+pub const DELETE_RECORDS_HIGH_WATERMARK: i64 = -1;
+
+/// What a DeleteRecords did on the leader (Kafka's `LogDeleteRecordsResult`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeleteRecordsResult {
+    /// The offset asked for, [`DELETE_RECORDS_HIGH_WATERMARK`] resolved: the answer waits until
+    /// the low watermark reaches it.
+    pub requested_offset: i64,
+    /// The low watermark just after the log start offset moved.
+    pub low_watermark: i64,
+    /// Whether this log's start offset moved (so the log start checkpoint is due).
+    pub log_start_moved: bool,
+}
+
 /// One partition of one topic hosted by this node.
 pub struct Partition {
     pub topic: String,
@@ -266,9 +297,11 @@ pub struct Partition {
     waiters: Mutex<Vec<Arc<Notify>>>,
     /// Role, ISR, followers and the high watermark. Taken after the log lock, never before.
     state: Mutex<ReplicaState>,
-    /// Bumped, under the state lock, on every high watermark, role or leader epoch change:
-    /// acks=all produce requests wait on it (Kafka's DelayedProduce purgatory) and re-read the
-    /// state. It carries no copy of the high watermark.
+    /// Bumped, under the state lock, on every high watermark, role or leader epoch change, and
+    /// when a log start offset the low watermark counts rises (this log's, or on the leader a
+    /// follower's): acks=all produce requests (Kafka's DelayedProduce purgatory) and
+    /// DeleteRecords (DelayedDeleteRecords) wait on it and re-read the state. It carries no
+    /// copy of either watermark.
     changes: watch::Sender<u64>,
 }
 
@@ -634,11 +667,12 @@ impl Partition {
     /// Kafka's `Partition.fetchRecords`): the diverging epoch if the follower's log has
     /// diverged, else the records from `fetch_offset` up to the log end. A fetch that reads
     /// updates the follower's state (`updateFollowerFetchState`), which may raise the high
-    /// watermark and bring the follower back into the ISR.
+    /// watermark, bring the follower back into the ISR, and, with the follower's
+    /// `log_start_offset`, raise the low watermark a DeleteRecords waits for.
     pub fn fetch_for_follower(
         &self,
         replica: i32,
-        fetch_offset: i64,
+        (fetch_offset, log_start_offset): (i64, i64),
         last_fetched_epoch: i32,
         max_bytes: usize,
         now_ms: i64,
@@ -661,11 +695,17 @@ impl Partition {
         }
         let leo = log.log_end_offset();
         let slice = log.read(fetch_offset, max_bytes, leo, true)?;
+        let mut start_rose = false;
         if let Some(f) = st.followers.get_mut(&replica) {
-            f.update_fetch_state(fetch_offset, now_ms, leo);
+            start_rose = log_start_offset > f.log_start_offset;
+            f.update_fetch_state((fetch_offset, log_start_offset), now_ms, leo);
         }
         let isr_proposal = self.maybe_expand_isr(&mut st, replica);
-        self.maybe_increment_leader_hw(&mut log, &mut st, now_ms);
+        let hw_rose = self.maybe_increment_leader_hw(&mut log, &mut st, now_ms);
+        if start_rose && !hw_rose {
+            // A DeleteRecords may be waiting for this follower's log start.
+            self.changes.send_modify(|v| *v += 1);
+        }
         let hw = st.high_watermark;
         Ok(FollowerFetch::Records {
             read: PartitionRead {
@@ -832,11 +872,16 @@ impl Partition {
 
     /// Follower: appends batches fetched from the leader and takes the leader's high
     /// watermark, bounded by this log: `min(leader's HW, own log end offset)`, which can go
-    /// down as well as up (Kafka's follower `updateHighWatermark`).
+    /// down as well as up (Kafka's follower `updateHighWatermark`). Then takes the leader's log
+    /// start offset (`ReplicaFetcherThread.processPartitionData`), so records a client deleted
+    /// on the leader go here too; this replica's next fetch reports its new start, which the
+    /// leader's low watermark counts. `leader` is the answer's (high watermark, log start
+    /// offset).
     pub fn append_as_follower(
         &self,
         records: Bytes,
-        leader_high_watermark: i64,
+        (leader_high_watermark, leader_log_start_offset): (i64, i64),
+        now_ms: i64,
     ) -> Result<i64, PartitionError> {
         let mut log = self.log.lock();
         self.check_follower()?;
@@ -849,7 +894,146 @@ impl Partition {
         // own retention already removed.
         let hw = leader_high_watermark.min(leo).max(log.log_start_offset());
         self.set_high_watermark(&mut log, &mut st, hw);
+        drop(st);
+        // Bounded by this replica's high watermark, which the log start may not pass; a
+        // follower behind it takes the rest at a later fetch.
+        let start = leader_log_start_offset.min(hw);
+        if log.maybe_increment_log_start_offset(start, hw)? {
+            self.delete_segments_below_log_start(&mut log, now_ms, hw);
+            let _st = self.state.lock();
+            self.changes.send_modify(|v| *v += 1);
+        }
         Ok(leo)
+    }
+
+    /// Deletes the segments wholly below a log start offset that just moved, at once rather
+    /// than at the next retention run (Kafka leaves them to it), so that DeleteRecords frees
+    /// the disk it names. A failure leaves them to retention: the start offset has moved
+    /// either way, and nothing below it is served.
+    fn delete_segments_below_log_start(&self, log: &mut UnifiedLog, now_ms: i64, hw: i64) {
+        if let Err(e) = log.delete_log_start_offset_breached_segments(now_ms, hw) {
+            tracing::warn!(topic = %self.topic, partition = self.index, error = %e, "could not delete segments below the log start offset");
+        }
+    }
+
+    /// Leader: a client's DeleteRecords (Kafka's `Partition.deleteRecordsOnLeader`). Moves the
+    /// log start offset to `offset` ([`DELETE_RECORDS_HIGH_WATERMARK`]: to the high
+    /// watermark), never past the high watermark and never backwards, and deletes the segments
+    /// wholly below it. Refused unless this node leads (NOT_LEADER_OR_FOLLOWER), unless the
+    /// topic's cleanup.policy includes delete (POLICY_VIOLATION), and for an offset below 0
+    /// or above the high watermark (OFFSET_OUT_OF_RANGE). The caller waits for the low
+    /// watermark ([`Self::wait_for_low_watermark_until`]); `alive` says which brokers count.
+    pub fn delete_records_on_leader(
+        &self,
+        offset: i64,
+        now_ms: i64,
+        alive: impl Fn(i32) -> bool,
+    ) -> Result<DeleteRecordsResult, PartitionError> {
+        let mut log = self.log.lock();
+        // The role cannot change while the log lock is held (`apply_registration` takes it).
+        let hw = {
+            let st = self.state.lock();
+            if st.role != Role::Leader {
+                return Err(PartitionError::NotLeader);
+            }
+            st.high_watermark
+        };
+        if !log.config().cleanup_policy_delete {
+            return Err(PartitionError::PolicyViolation);
+        }
+        let requested_offset = if offset == DELETE_RECORDS_HIGH_WATERMARK {
+            hw
+        } else {
+            offset
+        };
+        if requested_offset < 0 {
+            return Err(PartitionError::Log(LogError::OffsetOutOfRange {
+                offset: requested_offset,
+                log_start_offset: log.log_start_offset(),
+                log_end_offset: log.log_end_offset(),
+            }));
+        }
+        let log_start_moved = log.maybe_increment_log_start_offset(requested_offset, hw)?;
+        if log_start_moved {
+            tracing::info!(topic = %self.topic, partition = self.index, log_start_offset = requested_offset, "log start offset moved by DeleteRecords");
+            self.delete_segments_below_log_start(&mut log, now_ms, hw);
+        }
+        let st = self.state.lock();
+        if log_start_moved {
+            self.changes.send_modify(|v| *v += 1);
+        }
+        Ok(DeleteRecordsResult {
+            requested_offset,
+            low_watermark: Self::low_watermark(&log, &st, alive),
+            log_start_moved,
+        })
+    }
+
+    /// The smallest log start offset over this log and the followers on live brokers, -1 for
+    /// one that has not fetched since this node became leader (Kafka's
+    /// `Partition.lowWatermarkIfLeader`). Every replica counts, not only the ISR: a replica
+    /// outside it still serves its log once it returns, so it must drop the records too.
+    fn low_watermark(log: &UnifiedLog, st: &ReplicaState, alive: impl Fn(i32) -> bool) -> i64 {
+        st.followers
+            .iter()
+            .filter(|(id, _)| alive(**id))
+            .map(|(_, f)| f.log_start_offset)
+            .fold(log.log_start_offset(), i64::min)
+    }
+
+    /// Leader: the low watermark ([`Self::low_watermark`]); NOT_LEADER_OR_FOLLOWER elsewhere.
+    pub fn low_watermark_if_leader(
+        &self,
+        alive: impl Fn(i32) -> bool,
+    ) -> Result<i64, PartitionError> {
+        let log = self.log.lock();
+        let st = self.state.lock();
+        if st.role != Role::Leader {
+            return Err(PartitionError::NotLeader);
+        }
+        Ok(Self::low_watermark(&log, &st, alive))
+    }
+
+    /// Waits until the low watermark reaches `required_offset`, until `deadline` (Kafka's
+    /// `DelayedDeleteRecords`): it rises when a follower reports a higher log start in its
+    /// fetch. `liveness` changes when the set of live brokers may have (a metadata image was
+    /// applied), so a replica fenced meanwhile stops counting. Returns the low watermark
+    /// reached; REQUEST_TIMED_OUT at the deadline, NOT_LEADER_OR_FOLLOWER if leadership moved.
+    pub async fn wait_for_low_watermark_until(
+        &self,
+        required_offset: i64,
+        deadline: Instant,
+        alive: impl Fn(i32) -> bool,
+        mut liveness: watch::Receiver<u64>,
+    ) -> Result<i64, PartitionError> {
+        // Subscribed before the first check, so a change between check and await is seen.
+        let mut changes = self.changes.subscribe();
+        let mut liveness_open = true;
+        loop {
+            let low_watermark = self.low_watermark_if_leader(&alive)?;
+            if low_watermark >= required_offset {
+                return Ok(low_watermark);
+            }
+            tokio::select! {
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        return Err(PartitionError::NotLeader);
+                    }
+                }
+                changed = liveness.changed(), if liveness_open => {
+                    liveness_open = changed.is_ok();
+                }
+                _ = tokio::time::sleep_until(deadline) => {
+                    // One last look: the answer is the state at the deadline.
+                    let low_watermark = self.low_watermark_if_leader(&alive)?;
+                    return if low_watermark >= required_offset {
+                        Ok(low_watermark)
+                    } else {
+                        Err(PartitionError::RequestTimedOut)
+                    };
+                }
+            }
+        }
     }
 
     /// Follower: removes everything at or after `offset` (divergence from the leader).
@@ -1109,7 +1293,7 @@ mod tests {
     }
 
     fn fetch(p: &Partition, replica: i32, offset: i64, now_ms: i64) -> Option<Vec<i32>> {
-        match p.fetch_for_follower(replica, offset, -1, 1 << 20, now_ms) {
+        match p.fetch_for_follower(replica, (offset, 0), -1, 1 << 20, now_ms) {
             Ok(FollowerFetch::Records { isr_proposal, .. }) => isr_proposal,
             other => panic!("fetch of replica {replica} at {offset}: {other:?}"),
         }
@@ -1160,16 +1344,104 @@ mod tests {
     }
 
     #[test]
+    fn delete_records_answers_once_every_live_replica_reports_the_new_log_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = leader(dir.path(), vec![1, 2, 3]);
+        p.append_records_to_leader(build_batch(10, 10, 0), -1, 0)
+            .unwrap();
+        fetch(&p, 2, 10, 1);
+        fetch(&p, 3, 10, 1);
+        assert_eq!(p.high_watermark(), 10);
+        let all = |_: i32| true;
+        let r = p.delete_records_on_leader(4, 2, all).unwrap();
+        assert_eq!((r.requested_offset, r.log_start_moved), (4, true));
+        assert_eq!(p.offsets().0, 4, "the leader's log start moved");
+        assert_eq!(r.low_watermark, 0, "the followers still report 0");
+        let fetch_with_start = |replica: i32, start: i64| {
+            p.fetch_for_follower(replica, (10, start), -1, 1 << 20, 3)
+                .unwrap();
+        };
+        fetch_with_start(2, 4);
+        assert_eq!(p.low_watermark_if_leader(all).unwrap(), 0, "replica 3 lags");
+        assert_eq!(
+            p.low_watermark_if_leader(|id| id != 3).unwrap(),
+            4,
+            "a fenced replica does not count"
+        );
+        fetch_with_start(3, 4);
+        assert_eq!(p.low_watermark_if_leader(all).unwrap(), 4);
+    }
+
+    #[test]
+    fn delete_records_resolves_minus_one_refuses_bad_offsets_and_never_moves_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = Partition::new(
+            "t".into(),
+            Uuid::new_v4(),
+            0,
+            1,
+            1,
+            LAG_MS,
+            UnifiedLog::open(dir.path().join("t-0"), LogConfig::default(), true, 0).unwrap(),
+        );
+        p.append_records_to_leader(build_batch(10, 10, 0), -1, 0)
+            .unwrap();
+        let out_of_range = ResponseError::OffsetOutOfRange.code();
+        for bad in [11, -2] {
+            let e = p.delete_records_on_leader(bad, 1, |_| true).unwrap_err();
+            assert_eq!(e.error_code(), out_of_range, "offset {bad}");
+        }
+        let r = p.delete_records_on_leader(7, 1, |_| true).unwrap();
+        assert_eq!((r.requested_offset, r.low_watermark), (7, 7));
+        let r = p.delete_records_on_leader(3, 1, |_| true).unwrap();
+        assert!(!r.log_start_moved);
+        assert_eq!((r.requested_offset, r.low_watermark), (3, 7));
+        let r = p
+            .delete_records_on_leader(DELETE_RECORDS_HIGH_WATERMARK, 1, |_| true)
+            .unwrap();
+        assert_eq!((r.requested_offset, r.low_watermark), (10, 10));
+        assert_eq!(p.offsets(), (10, 10));
+    }
+
+    #[test]
+    fn delete_records_refuses_compacted_topics_and_followers() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = follower(&dir.path().join("f"));
+        let e = f.delete_records_on_leader(0, 0, |_| true).unwrap_err();
+        assert_eq!(e.error_code(), ResponseError::NotLeaderOrFollower.code());
+        let config = LogConfig {
+            cleanup_policy_delete: false,
+            ..LogConfig::default()
+        };
+        let log = UnifiedLog::open(dir.path().join("c-0"), config, true, 0).unwrap();
+        let p = Partition::new("c".into(), Uuid::new_v4(), 0, 1, 1, LAG_MS, log);
+        let e = p.delete_records_on_leader(0, 0, |_| true).unwrap_err();
+        assert_eq!(e.error_code(), ResponseError::PolicyViolation.code());
+    }
+
+    #[test]
+    fn a_follower_takes_the_leaders_log_start_within_its_high_watermark() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = follower(dir.path());
+        p.append_as_follower(fetched(0, 10), (4, 6), 0).unwrap();
+        assert_eq!(p.offsets().0, 4, "not past this replica's high watermark");
+        p.append_as_follower(Bytes::new(), (10, 6), 0).unwrap();
+        assert_eq!(p.offsets().0, 6);
+        p.append_as_follower(Bytes::new(), (10, 2), 0).unwrap();
+        assert_eq!(p.offsets().0, 6, "the log start never goes back");
+    }
+
+    #[test]
     fn follower_high_watermark_follows_the_leaders_down_and_stays_within_its_log() {
         let dir = tempfile::tempdir().unwrap();
         let p = follower(dir.path());
-        p.append_as_follower(fetched(0, 10), 8).unwrap();
+        p.append_as_follower(fetched(0, 10), (8, 0), 0).unwrap();
         assert_eq!(p.high_watermark(), 8);
         // The leader's answer is bounded by what this replica has.
-        p.append_as_follower(Bytes::new(), 50).unwrap();
+        p.append_as_follower(Bytes::new(), (50, 0), 0).unwrap();
         assert_eq!(p.high_watermark(), 10);
         // A new leader whose high watermark is lower: the follower's goes down with it.
-        p.append_as_follower(Bytes::new(), 6).unwrap();
+        p.append_as_follower(Bytes::new(), (6, 0), 0).unwrap();
         assert_eq!(p.high_watermark(), 6);
     }
 }

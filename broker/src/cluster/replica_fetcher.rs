@@ -385,9 +385,14 @@ impl Fetcher {
                 part.index,
             );
         }
-        part.append_as_follower(records, data.high_watermark)
-            .map(|_| ())
-            .map_err(|e| FetchRoundError::Local(e.to_string()))
+        let now_ms = super::replica_manager::now_ms();
+        part.append_as_follower(
+            records,
+            (data.high_watermark, data.log_start_offset),
+            now_ms,
+        )
+        .map(|_| ())
+        .map_err(|e| FetchRoundError::Local(e.to_string()))
     }
 
     async fn exchange(&mut self, req: &FetchRequest) -> Result<FetchResponse, FetchRoundError> {

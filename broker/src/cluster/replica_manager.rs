@@ -569,6 +569,20 @@ impl ReplicaManager {
         tokio::time::timeout(timeout, wait).await.is_ok() && done(self)
     }
 
+    /// Whether broker `id` is registered and unfenced in the committed metadata image (Kafka's
+    /// `MetadataCache.hasAliveBroker`); a single node has no other brokers to ask about.
+    pub fn is_broker_alive(&self, id: i32) -> bool {
+        match self.controller.get() {
+            Some(c) => c
+                .image()
+                .borrow()
+                .brokers
+                .get(&id)
+                .is_some_and(|b| !b.fenced),
+            None => id == self.config.node_id,
+        }
+    }
+
     /// Changes after each applied metadata image (the group coordinator follows leadership
     /// of the offsets topic with it).
     pub fn metadata_applied(&self) -> watch::Receiver<u64> {

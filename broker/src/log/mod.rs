@@ -157,6 +157,9 @@ pub struct LogConfig {
     pub message_timestamp_before_max_ms: i64,
     /// message.timestamp.after.max.ms: how far in the future a CreateTime timestamp may be.
     pub message_timestamp_after_max_ms: i64,
+    /// cleanup.policy includes `delete` (Kafka's `LogConfig.delete`): only such logs let a
+    /// client delete records (DeleteRecords); a compact-only log refuses with POLICY_VIOLATION.
+    pub cleanup_policy_delete: bool,
 }
 
 impl Default for LogConfig {
@@ -173,6 +176,7 @@ impl Default for LogConfig {
             max_message_bytes: 1_048_588,
             message_timestamp_before_max_ms: i64::MAX,
             message_timestamp_after_max_ms: 3_600_000,
+            cleanup_policy_delete: true,
         }
     }
 }

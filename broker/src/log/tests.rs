@@ -385,6 +385,43 @@ fn retention_respects_high_watermark() {
 }
 
 #[test]
+fn a_raised_log_start_deletes_the_segments_wholly_below_it_but_never_the_active_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), small_config(), true);
+    append_n(&mut log, 60, 5, 40);
+    let bases = log.segment_base_offsets();
+    assert!(bases.len() >= 4, "{bases:?}");
+    let leo = log.log_end_offset();
+    // Inside the third segment: the first two go, the third (holding the new start) stays.
+    let start = bases[2] + 1;
+    assert!(matches!(
+        log.maybe_increment_log_start_offset(leo + 1, leo),
+        Err(LogError::OffsetOutOfRange { .. })
+    ));
+    assert!(log.maybe_increment_log_start_offset(start, leo).unwrap());
+    assert!(!log
+        .maybe_increment_log_start_offset(start - 1, leo)
+        .unwrap());
+    assert_eq!(
+        log.delete_log_start_offset_breached_segments(NOW, leo)
+            .unwrap(),
+        2
+    );
+    assert_eq!(log.segment_base_offsets(), bases[2..].to_vec());
+    assert_eq!(log.log_start_offset(), start);
+    assert!(matches!(
+        log.read(start - 1, 1 << 20, leo, true),
+        Err(LogError::OffsetOutOfRange { .. })
+    ));
+    // Up to the log end: every segment but the active one goes, and nothing rolls.
+    assert!(log.maybe_increment_log_start_offset(leo, leo).unwrap());
+    log.delete_log_start_offset_breached_segments(NOW, leo)
+        .unwrap();
+    assert_eq!(log.segment_base_offsets(), vec![*bases.last().unwrap()]);
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (leo, leo));
+}
+
+#[test]
 fn recovery_of_torn_tail() {
     let dir = tempfile::tempdir().unwrap();
     let mut log = open(dir.path(), small_config(), true);

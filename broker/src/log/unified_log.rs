@@ -755,9 +755,24 @@ impl UnifiedLog {
                 }
             })?;
         }
-        let lso = self.log_start_offset;
-        deleted += self.delete_segments_while(now_ms, high_watermark, |_, upper| upper <= lso)?;
+        deleted += self.delete_log_start_offset_breached_segments(now_ms, high_watermark)?;
         Ok(deleted)
+    }
+
+    /// Deletes the segments wholly below the log start offset: those whose next segment
+    /// starts at or below it (Kafka's `deleteLogStartOffsetBreachedSegments`). The active
+    /// segment always stays, so this never rolls. Returns segments deleted.
+    pub fn delete_log_start_offset_breached_segments(
+        &mut self,
+        now_ms: i64,
+        high_watermark: i64,
+    ) -> Result<usize, LogError> {
+        self.check_usable()?;
+        let lso = self.log_start_offset;
+        let active_base = self.active().base_offset();
+        self.delete_segments_while(now_ms, high_watermark, |seg, upper| {
+            seg.base_offset() != active_base && upper <= lso
+        })
     }
 
     /// Deletes segments from the oldest while `predicate(segment, its upper offset bound)` holds.
@@ -810,16 +825,18 @@ impl UnifiedLog {
         Ok(doomed.len())
     }
 
-    /// Moves the log start offset forward (DeleteRecords). Whole segments below it are deleted
-    /// by the next [`Self::delete_old_segments`].
+    /// Moves the log start offset forward to `offset` (Kafka's `maybeIncrementLogStartOffset`):
+    /// a client's DeleteRecords on the leader, or a follower taking its leader's log start.
+    /// Never past the high watermark (OFFSET_OUT_OF_RANGE), never backwards (a lower offset
+    /// changes nothing). Leader epochs and producer markers below it are forgotten. Whole
+    /// segments below it stay until [`Self::delete_log_start_offset_breached_segments`].
+    /// Returns true if it moved.
     pub fn maybe_increment_log_start_offset(
         &mut self,
         offset: i64,
         high_watermark: i64,
     ) -> Result<bool, LogError> {
-        if offset <= self.log_start_offset {
-            return Ok(false);
-        }
+        self.check_usable()?;
         if offset > high_watermark.min(self.log_end_offset) {
             return Err(LogError::OffsetOutOfRange {
                 offset,
@@ -827,8 +844,15 @@ impl UnifiedLog {
                 log_end_offset: self.log_end_offset,
             });
         }
+        if offset <= self.log_start_offset {
+            return Ok(false);
+        }
         self.log_start_offset = offset;
         self.producer_state.on_log_start_offset_incremented(offset);
+        if self.leader_epochs.truncate_from_start(offset) {
+            self.leader_epochs.persist()?;
+        }
+        self.check_invariants();
         Ok(true)
     }
 

@@ -294,7 +294,7 @@ async fn silent_broker_is_fenced_and_leadership_moves() {
         .alter_partition(shrink(p0.leader_epoch, p0.partition_epoch - 1))
         .await
         .unwrap_err();
-    assert_eq!(e.code(), 108, "{e}");
+    assert_eq!(e.code(), 95, "INVALID_UPDATE_VERSION: {e}");
     // Epochs newer than the controller's: NOT_CONTROLLER, after a bounded number of retries.
     let e = via
         .alter_partition(shrink(p0.leader_epoch + 1, p0.partition_epoch))

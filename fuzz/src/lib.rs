@@ -129,6 +129,7 @@ fn trace_request(key: ApiKey, version: i16, payload: &[u8]) -> Result<(Vec<Field
         WriteTxnMarkers => WriteTxnMarkersRequest,
         DescribeProducers => DescribeProducersRequest,
         DescribeTopicPartitions => DescribeTopicPartitionsRequest,
+        ElectLeaders => ElectLeadersRequest,
         DescribeLogDirs => DescribeLogDirsRequest, DescribeQuorum => DescribeQuorumRequest,
     )?;
     Ok((buf.fields(payload), buf.remaining_bytes()))

@@ -245,6 +245,18 @@ pub fn requests(key: ApiKey) -> Vec<RequestKind> {
                     .with_partition_indexes(vec![0, 1]),
             ])),
         ],
+        ApiKey::ElectLeaders => vec![
+            R::ElectLeaders(ElectLeadersRequest::default()),
+            R::ElectLeaders(
+                ElectLeadersRequest::default()
+                    .with_election_type(1)
+                    .with_topic_partitions(Some(vec![
+                        elect_leaders_request::TopicPartitions::default()
+                            .with_topic(topic())
+                            .with_partitions(vec![0, 1, 7]),
+                    ])),
+            ),
+        ],
         ApiKey::DescribeTopicPartitions => vec![
             R::DescribeTopicPartitions(DescribeTopicPartitionsRequest::default()),
             R::DescribeTopicPartitions(

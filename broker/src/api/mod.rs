@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod configs;
 pub mod delete_records;
 pub mod describe_topic_partitions;
+pub mod elect_leaders;
 pub mod fetch;
 pub mod groups;
 pub mod list_offsets;
@@ -67,6 +68,7 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::CreatePartitions, 0, 3, 0),
     api(ApiKey::IncrementalAlterConfigs, 0, 1, 0),
     api(ApiKey::DescribeCluster, 0, 2, 0),
+    api(ApiKey::ElectLeaders, 0, 2, 0),
     // librdkafka enables lz4 only when FindCoordinator is advertised.
     api(ApiKey::FindCoordinator, 0, 6, 0),
     api(ApiKey::JoinGroup, 0, 9, 0),
@@ -312,6 +314,7 @@ async fn process(
         RequestKind::Fetch(r) => fetch::handle(broker, ctx, r).await,
         RequestKind::ApiVersions(r) => respond(ctx, &api_versions::handle(broker, ctx, r).await),
         RequestKind::Metadata(r) => respond(ctx, &metadata::handle(broker, ctx, r).await),
+        RequestKind::ElectLeaders(r) => respond(ctx, &elect_leaders::handle(broker, ctx, r).await),
         RequestKind::DescribeTopicPartitions(r) => respond(
             ctx,
             &describe_topic_partitions::handle(broker, ctx, r).await,

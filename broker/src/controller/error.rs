@@ -1,5 +1,6 @@
 //! The controller's error enum and its Kafka error codes.
 
+use kafka_protocol::ResponseError;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -42,25 +43,30 @@ pub enum ControllerError {
 }
 
 impl ControllerError {
-    /// The Kafka error code (`org.apache.kafka.common.protocol.Errors`).
-    pub fn code(&self) -> i16 {
+    /// The Kafka error (`org.apache.kafka.common.protocol.Errors`) this answers as.
+    pub fn response_error(&self) -> ResponseError {
         match self {
-            ControllerError::NotController { .. } => 41,
-            ControllerError::InvalidReplicationFactor(_) => 38,
-            ControllerError::InvalidPartitions(_) => 37,
-            ControllerError::TopicAlreadyExists(_) => 36,
-            ControllerError::InvalidTopic(_) => 17,
-            ControllerError::UnknownTopicOrPartition(_) => 3,
-            ControllerError::UnknownTopicId(_) => 100,
-            ControllerError::FencedLeaderEpoch { .. } => 74,
-            ControllerError::InvalidUpdateVersion { .. } => 108,
-            ControllerError::InvalidRequest(_) => 42,
-            ControllerError::IneligibleReplica(_) => 107,
-            ControllerError::StaleBrokerEpoch { .. } => 77,
-            ControllerError::BrokerIdNotRegistered(_) => 102,
-            ControllerError::RequestTimedOut(_) => 7,
-            ControllerError::Internal(_) => -1,
+            ControllerError::NotController { .. } => ResponseError::NotController,
+            ControllerError::InvalidReplicationFactor(_) => ResponseError::InvalidReplicationFactor,
+            ControllerError::InvalidPartitions(_) => ResponseError::InvalidPartitions,
+            ControllerError::TopicAlreadyExists(_) => ResponseError::TopicAlreadyExists,
+            ControllerError::InvalidTopic(_) => ResponseError::InvalidTopicException,
+            ControllerError::UnknownTopicOrPartition(_) => ResponseError::UnknownTopicOrPartition,
+            ControllerError::UnknownTopicId(_) => ResponseError::UnknownTopicId,
+            ControllerError::FencedLeaderEpoch { .. } => ResponseError::FencedLeaderEpoch,
+            ControllerError::InvalidUpdateVersion { .. } => ResponseError::InvalidUpdateVersion,
+            ControllerError::InvalidRequest(_) => ResponseError::InvalidRequest,
+            ControllerError::IneligibleReplica(_) => ResponseError::IneligibleReplica,
+            ControllerError::StaleBrokerEpoch { .. } => ResponseError::StaleBrokerEpoch,
+            ControllerError::BrokerIdNotRegistered(_) => ResponseError::BrokerIdNotRegistered,
+            ControllerError::RequestTimedOut(_) => ResponseError::RequestTimedOut,
+            ControllerError::Internal(_) => ResponseError::UnknownServerError,
         }
+    }
+
+    /// The Kafka error code of [`Self::response_error`].
+    pub fn code(&self) -> i16 {
+        self.response_error().code()
     }
 
     /// Whether the caller should retry, possibly against another node.
@@ -105,7 +111,8 @@ mod tests {
                 current: 1
             }
             .code(),
-            108
+            95,
+            "INVALID_UPDATE_VERSION (108 is NEW_LEADER_ELECTED)"
         );
     }
 }

@@ -48,7 +48,9 @@ pub use image::{
     TopicImage, NO_LEADER,
 };
 pub use quorum::QuorumDescription;
-pub use replication::{AlterPartitionRequest, ControllerReply, ControllerRequest};
+pub use replication::{
+    AlterPartitionRequest, ControllerReply, ControllerRequest, ElectionOutcome, ElectionType,
+};
 pub use storage::METADATA_DIR;
 
 /// Raft node ids are Kafka node ids (`node.id`), widened.
@@ -552,6 +554,23 @@ impl Controller {
             configs,
         };
         self.inner.submit(req).await.map(|_| ())
+    }
+
+    /// ElectLeaders: elections through the active controller; per topic and partition what
+    /// was done.
+    pub async fn elect_leaders(
+        &self,
+        election: replication::ElectionType,
+        partitions: Option<Vec<(String, Vec<i32>)>>,
+    ) -> Result<replication::ElectionResults, ControllerError> {
+        let req = ControllerRequest::ElectLeaders {
+            election,
+            partitions,
+        };
+        match self.inner.submit(req).await? {
+            ControllerReply::Elections(r) => Ok(r),
+            other => Err(unexpected(other)),
+        }
     }
 
     /// AlterPartition: the partition leader's ISR change. Returns the new partition state.

@@ -78,7 +78,53 @@ pub enum ControllerRequest {
     /// Issued by the active controller every `leader.imbalance.check.interval.seconds`
     /// (with `auto.leader.rebalance.enable`): preferred-leader elections.
     ElectPreferredLeaders,
+    /// ElectLeaders from a client (Kafka's `kafka-leader-election`): the named partitions, or
+    /// every partition when `None`.
+    ElectLeaders {
+        election: ElectionType,
+        partitions: Option<Vec<(String, Vec<i32>)>>,
+    },
 }
+
+/// ElectLeaders' election type (Kafka's `ElectionType`: 0 preferred, 1 unclean).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ElectionType {
+    /// Move leadership to the preferred replica if it is active and in the ISR.
+    Preferred,
+    /// Give a leaderless partition a leader, from outside the ISR if need be.
+    Unclean,
+}
+
+/// What ElectLeaders did for one partition (Kafka's `electLeader` results).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ElectionOutcome {
+    /// A change was recorded.
+    Elected,
+    /// The preferred replica leads already (preferred), or there is a leader (unclean).
+    NotNeeded,
+    UnknownTopicOrPartition,
+    /// The preferred replica cannot lead (fenced, shutting down or out of the ISR).
+    PreferredLeaderNotAvailable,
+    /// No replica can lead.
+    EligibleLeadersNotAvailable,
+}
+
+impl ElectionOutcome {
+    /// The Kafka error this outcome answers, `None` for success.
+    pub fn error(self) -> Option<kafka_protocol::ResponseError> {
+        use kafka_protocol::ResponseError as E;
+        match self {
+            ElectionOutcome::Elected => None,
+            ElectionOutcome::NotNeeded => Some(E::ElectionNotNeeded),
+            ElectionOutcome::UnknownTopicOrPartition => Some(E::UnknownTopicOrPartition),
+            ElectionOutcome::PreferredLeaderNotAvailable => Some(E::PreferredLeaderNotAvailable),
+            ElectionOutcome::EligibleLeadersNotAvailable => Some(E::EligibleLeadersNotAvailable),
+        }
+    }
+}
+
+/// Per topic, per partition: what ElectLeaders did.
+pub type ElectionResults = Vec<(String, Vec<(i32, ElectionOutcome)>)>;
 
 /// Kafka's AlterPartition for one partition: the leader proposes a new ISR.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -115,6 +161,8 @@ pub enum ControllerReply {
     },
     /// Producer ids `first_id..first_id + size`.
     ProducerIds { first_id: i64, size: i64 },
+    /// ElectLeaders' results.
+    Elections(ElectionResults),
 }
 
 /// Records plus reply: what a request turns into.
@@ -210,6 +258,10 @@ pub fn decide(
         ControllerRequest::FenceBroker { node_id } => {
             Ok((fence_broker(image, *node_id, policy), ControllerReply::Done))
         }
+        ControllerRequest::ElectLeaders {
+            election,
+            partitions,
+        } => elect_leaders(image, *election, partitions.as_deref(), policy),
         ControllerRequest::ElectPreferredLeaders => Ok((
             elect_preferred_leaders(image, policy),
             ControllerReply::Done,
@@ -508,6 +560,92 @@ fn change_record(topic_id: Uuid, next: &PartitionRegistration) -> MetadataRecord
         partition_epoch: next.partition_epoch,
         elr: next.elr.clone(),
         last_known_elr: next.last_known_elr.clone(),
+    }
+}
+
+/// ElectLeaders (Kafka's `ReplicationControlManager.electLeaders`): one election per named
+/// partition, or for every partition when none is named (then partitions needing none are left
+/// out of the answer).
+pub fn elect_leaders(
+    image: &ClusterImage,
+    election: ElectionType,
+    partitions: Option<&[(String, Vec<i32>)]>,
+    policy: &ElectionPolicy,
+) -> Result<Decision, ControllerError> {
+    let mut records = Vec::new();
+    let mut results = Vec::new();
+    let named = partitions.is_some();
+    let wanted: Vec<(String, Vec<i32>)> = match partitions {
+        Some(p) => p.to_vec(),
+        None => image
+            .topics
+            .values()
+            .map(|t| {
+                (
+                    t.name.clone(),
+                    t.partitions.iter().map(|p| p.index).collect(),
+                )
+            })
+            .collect(),
+    };
+    for (topic, mut indexes) in wanted {
+        indexes.sort_unstable();
+        indexes.dedup();
+        let mut outcomes = Vec::new();
+        for index in indexes {
+            let outcome = elect_one(image, &topic, index, election, policy, &mut records);
+            if named || outcome != ElectionOutcome::NotNeeded {
+                outcomes.push((index, outcome));
+            }
+        }
+        if records.len() > MAX_PARTITIONS_PER_REQUEST as usize {
+            return Err(ControllerError::InvalidRequest(format!(
+                "more than {MAX_PARTITIONS_PER_REQUEST} elections in one request"
+            )));
+        }
+        results.push((topic, outcomes));
+    }
+    Ok((records, ControllerReply::Elections(results)))
+}
+
+/// Kafka's `electLeader` for one partition.
+fn elect_one(
+    image: &ClusterImage,
+    topic: &str,
+    index: i32,
+    election: ElectionType,
+    policy: &ElectionPolicy,
+    records: &mut Vec<MetadataRecord>,
+) -> ElectionOutcome {
+    let Some(t) = image.topic_by_name(topic) else {
+        return ElectionOutcome::UnknownTopicOrPartition;
+    };
+    let Some(p) = usize::try_from(index)
+        .ok()
+        .and_then(|i| t.partitions.get(i))
+    else {
+        return ElectionOutcome::UnknownTopicOrPartition;
+    };
+    let not_needed = match election {
+        ElectionType::Preferred => p.replicas.first() == Some(&p.leader),
+        ElectionType::Unclean => p.leader != NO_LEADER,
+    };
+    if not_needed {
+        return ElectionOutcome::NotNeeded;
+    }
+    let acceptable = |x: i32| image.is_active(x);
+    let mut change = PartitionChange::new(policy, t, p, p.isr.clone(), &acceptable);
+    change.election = match election {
+        ElectionType::Preferred => Election::Preferred,
+        ElectionType::Unclean => Election::Unclean,
+    };
+    match change.build(t.id) {
+        Some(record) => {
+            records.push(record);
+            ElectionOutcome::Elected
+        }
+        None if election == ElectionType::Preferred => ElectionOutcome::PreferredLeaderNotAvailable,
+        None => ElectionOutcome::EligibleLeadersNotAvailable,
     }
 }
 
@@ -1212,7 +1350,11 @@ mod tests {
         let code_in =
             |img: &ClusterImage, r| alter_partition(img, &r, &no_elr(false)).unwrap_err().code();
         let code = |r| code_in(&img, r);
-        assert_eq!(code(req(1, 0, 0, &[1])), 108, "stale partition epoch");
+        assert_eq!(
+            code(req(1, 0, 0, &[1])),
+            95,
+            "stale partition epoch: INVALID_UPDATE_VERSION"
+        );
         assert_eq!(code(req(2, 0, 1, &[2])), 42, "not the leader");
         assert_eq!(code(req(1, 0, 1, &[2])), 42, "ISR without the leader");
         assert_eq!(code(req(1, 0, 1, &[1, 4])), 42, "ISR outside the replicas");
@@ -1393,6 +1535,72 @@ mod tests {
         let (records, _) = register_broker(&img, &restart(2, Some(1)), &ELR);
         apply(&mut img, &records);
         assert_eq!(state(&img, id), (1, vec![1], vec![], vec![]));
+    }
+
+    fn elect(
+        img: &mut ClusterImage,
+        election: ElectionType,
+        partitions: Option<&[(String, Vec<i32>)]>,
+    ) -> ElectionResults {
+        let (records, reply) = elect_leaders(img, election, partitions, &ELR).unwrap();
+        apply(img, &records);
+        let ControllerReply::Elections(r) = reply else {
+            panic!("{reply:?}")
+        };
+        r
+    }
+
+    /// Kafka's `electLeader` outcomes, preferred and unclean.
+    #[test]
+    fn elect_leaders_preferred_and_unclean() {
+        use ElectionOutcome::*;
+        let mut img = cluster(3);
+        let id = with_topic(&mut img, 1, 3);
+        let t0 = vec![("t".to_string(), vec![0, 5])];
+        let preferred = |img: &mut ClusterImage| elect(img, ElectionType::Preferred, Some(&t0));
+        assert_eq!(
+            preferred(&mut img),
+            vec![(
+                "t".into(),
+                vec![(0, NotNeeded), (5, UnknownTopicOrPartition)]
+            )]
+        );
+        // Leadership moves away from the preferred replica, which comes back into the ISR.
+        fence_with(&mut img, 1, &ELR);
+        assert_eq!(state(&img, id).0, 2);
+        assert_eq!(
+            preferred(&mut img)[0].1[0],
+            (0, PreferredLeaderNotAvailable)
+        );
+        come_back(&mut img, 1, true);
+        shrink_or_expand(&mut img, id, &[2, 3, 1], &ELR);
+        let epoch = img.partition(id, 0).unwrap().leader_epoch;
+        assert_eq!(preferred(&mut img)[0].1[0], (0, Elected));
+        assert_eq!(state(&img, id).0, 1);
+        assert_eq!(img.partition(id, 0).unwrap().leader_epoch, epoch + 1);
+        // Every partition: those needing no election are left out.
+        assert_eq!(
+            elect(&mut img, ElectionType::Preferred, None),
+            vec![("t".into(), vec![])]
+        );
+
+        // Unclean: only for a leaderless partition, from any active replica.
+        let unclean = |img: &mut ClusterImage| elect(img, ElectionType::Unclean, Some(&t0));
+        assert_eq!(unclean(&mut img)[0].1[0], (0, NotNeeded));
+        fence_with(&mut img, 3, &ELR);
+        fence_with(&mut img, 2, &ELR);
+        fence_with(&mut img, 1, &ELR);
+        assert_eq!(state(&img, id).0, NO_LEADER);
+        come_back(&mut img, 3, false);
+        assert_eq!(
+            state(&img, id).0,
+            NO_LEADER,
+            "a crashed replica outside the ELR"
+        );
+        assert_eq!(unclean(&mut img)[0].1[0], (0, Elected));
+        assert_eq!(state(&img, id), (3, vec![3], vec![], vec![]));
+        fence_with(&mut img, 3, &ELR);
+        assert_eq!(unclean(&mut img)[0].1[0], (0, EligibleLeadersNotAvailable));
     }
 
     #[derive(Debug, Clone)]

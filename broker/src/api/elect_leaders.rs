@@ -1,0 +1,127 @@
+//! ElectLeaders (Kafka's `kafka-leader-election`, Admin `electLeaders`): preferred and unclean
+//! elections, decided by the active controller (`replication::elect_leaders`, Kafka's
+//! `ReplicationControlManager.electLeaders`). A single node is the only replica of each of its
+//! partitions, so every election there is already done (ELECTION_NOT_NEEDED).
+
+use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
+use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse};
+use kafka_protocol::ResponseError;
+
+use super::{sb, RequestContext};
+use crate::controller::{ElectionOutcome, ElectionType};
+use crate::server::Broker;
+
+/// Kafka's `ElectionType` values on the wire.
+const ELECTION_PREFERRED: i8 = 0;
+const ELECTION_UNCLEAN: i8 = 1;
+
+/// Answers ElectLeaders. v0 has no election type (preferred only) and no top-level error.
+pub async fn handle(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: ElectLeadersRequest,
+) -> ElectLeadersResponse {
+    let election = match req.election_type {
+        _ if ctx.api_version == 0 => ElectionType::Preferred,
+        ELECTION_PREFERRED => ElectionType::Preferred,
+        ELECTION_UNCLEAN => ElectionType::Unclean,
+        _ => return error_response(&req, ResponseError::InvalidRequest),
+    };
+    let partitions: Option<Vec<(String, Vec<i32>)>> = req.topic_partitions.as_ref().map(|tps| {
+        tps.iter()
+            .map(|t| (t.topic.to_string(), t.partitions.clone()))
+            .collect()
+    });
+    let results = match broker.replicas.controller() {
+        Some(c) => match c.elect_leaders(election, partitions).await {
+            Ok(r) => r,
+            Err(e) => return error_response(&req, e.response_error()),
+        },
+        None => single_node_results(broker, partitions),
+    };
+    ElectLeadersResponse::default().with_replica_election_results(
+        results
+            .into_iter()
+            .map(|(topic, parts)| {
+                ReplicaElectionResult::default()
+                    .with_topic(sb(topic).into())
+                    .with_partition_result(
+                        parts
+                            .into_iter()
+                            .map(|(index, outcome)| partition_result(index, outcome))
+                            .collect(),
+                    )
+            })
+            .collect(),
+    )
+}
+
+/// On a single node every existing partition has its only replica as leader.
+fn single_node_results(
+    broker: &Broker,
+    partitions: Option<Vec<(String, Vec<i32>)>>,
+) -> Vec<(String, Vec<(i32, ElectionOutcome)>)> {
+    let Some(named) = partitions else {
+        // Every partition needs no election, and those are left out of the answer.
+        return broker
+            .replicas
+            .topics()
+            .into_iter()
+            .map(|t| (t.name, Vec::new()))
+            .collect();
+    };
+    named
+        .into_iter()
+        .map(|(topic, indexes)| {
+            let count = broker.replicas.topic(&topic).map_or(0, |t| t.partitions);
+            let outcomes = indexes
+                .into_iter()
+                .map(|i| {
+                    let exists = (0..count).contains(&i);
+                    let outcome = if exists {
+                        ElectionOutcome::NotNeeded
+                    } else {
+                        ElectionOutcome::UnknownTopicOrPartition
+                    };
+                    (i, outcome)
+                })
+                .collect();
+            (topic, outcomes)
+        })
+        .collect()
+}
+
+fn partition_result(index: i32, outcome: ElectionOutcome) -> PartitionResult {
+    let error = outcome.error();
+    PartitionResult::default()
+        .with_partition_id(index)
+        .with_error_code(error.map_or(0, |e| e.code()))
+        .with_error_message(error.map(|e| sb(e.to_string())))
+}
+
+/// The error on every named partition (and at the top level from v1), as Kafka's
+/// `ElectLeadersRequest.getErrorResponse` answers a request it could not carry out.
+fn error_response(req: &ElectLeadersRequest, error: ResponseError) -> ElectLeadersResponse {
+    let results = req
+        .topic_partitions
+        .iter()
+        .flatten()
+        .map(|t| {
+            ReplicaElectionResult::default()
+                .with_topic(t.topic.clone())
+                .with_partition_result(
+                    t.partitions
+                        .iter()
+                        .map(|&i| {
+                            PartitionResult::default()
+                                .with_partition_id(i)
+                                .with_error_code(error.code())
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    ElectLeadersResponse::default()
+        .with_error_code(error.code())
+        .with_replica_election_results(results)
+}

@@ -29,6 +29,7 @@ mod storage;
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -250,6 +251,9 @@ pub(crate) struct Inner {
     shut_down_granted: watch::Sender<bool>,
     /// The node's fault rules: link rules with traffic `controller` act on the quorum's RPCs.
     faults: Option<Arc<FaultEngine>>,
+    /// Leader changes this node committed as active controller (Kafka's `ControllerStats`
+    /// leader election rate), for `/metrics`.
+    leader_elections: AtomicU64,
 }
 
 /// A running quorum member. Cheap to clone.
@@ -361,6 +365,7 @@ impl Controller {
             shut_down_wanted: watch::channel(false).0,
             shut_down_granted: watch::channel(false).0,
             faults,
+            leader_elections: AtomicU64::new(0),
         });
         let router = network::router(inner.clone());
         let mut tasks = vec![tokio::spawn(async move {
@@ -392,6 +397,11 @@ impl Controller {
     /// The committed metadata image, updated as this node applies the log.
     pub fn image(&self) -> watch::Receiver<Arc<ClusterImage>> {
         self.inner.image_rx.clone()
+    }
+
+    /// Partition leader changes this node decided and committed as active controller.
+    pub fn leader_elections(&self) -> u64 {
+        self.inner.leader_elections.load(Ordering::Relaxed)
     }
 
     /// Whether this node is the active controller (the Raft leader).
@@ -720,6 +730,7 @@ impl Inner {
         let image = self.image_rx.borrow().clone();
         let (records, reply) =
             replication::decide(&image, req, self.config.unclean_leader_election_enable)?;
+        let elections = leader_changes(&image, &records);
         if !records.is_empty() {
             self.raft
                 .client_write(MetadataBatch(records))
@@ -730,6 +741,8 @@ impl Inner {
                     }
                     other => internal(other),
                 })?;
+            self.leader_elections
+                .fetch_add(elections, Ordering::Relaxed);
         }
         if let ControllerRequest::Heartbeat { node_id, .. } = req {
             self.liveness
@@ -760,6 +773,33 @@ impl Inner {
         }
         expired
     }
+}
+
+/// The partition changes in `records` that give a partition a new leader (a leader moved,
+/// or a leaderless partition got one): Kafka's leader elections. A change to no leader, or
+/// of the ISR only, is not an election.
+fn leader_changes(image: &ClusterImage, records: &[MetadataRecord]) -> u64 {
+    let elected = |r: &MetadataRecord| match r {
+        MetadataRecord::PartitionChange {
+            topic_id,
+            partition,
+            leader,
+            ..
+        } => {
+            let before = image
+                .topics
+                .get(topic_id)
+                .and_then(|t| {
+                    usize::try_from(*partition)
+                        .ok()
+                        .and_then(|i| t.partitions.get(i))
+                })
+                .map(|p| p.leader);
+            *leader != NO_LEADER && before != Some(*leader)
+        }
+        _ => false,
+    };
+    records.iter().filter(|r| elected(r)).count() as u64
 }
 
 /// How often the active controller looks for expired sessions: a quarter of the session

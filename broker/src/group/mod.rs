@@ -1315,6 +1315,20 @@ impl GroupCoordinator {
         out
     }
 
+    /// The groups held in memory, counted by (type, state), for `/metrics`. Unlike
+    /// [`Self::list`] it loads nothing: a scrape must not change what the node holds.
+    pub fn count_by_state(&self) -> BTreeMap<(&'static str, &'static str), usize> {
+        let st = self.state.lock();
+        let mut out = BTreeMap::new();
+        for e in st.groups.values() {
+            if matches!(&e.kind, GroupKind::Classic(g) if g.state == ClassicState::Dead) {
+                continue;
+            }
+            *out.entry((e.type_str(), e.state_str())).or_insert(0) += 1;
+        }
+        out
+    }
+
     /// DeleteGroups for one group: only empty groups; their offsets go too. Answered once
     /// the tombstones are on every in-sync replica.
     pub async fn delete_group(&self, group_id: &str) -> Result<(), GroupError> {

@@ -326,6 +326,29 @@ fn await_scrape(admin: &str, what: &str, f: impl Fn(&Scrape) -> bool) -> Scrape 
     })
 }
 
+/// Requests are counted once their answer is written (Kafka's `RequestsPerSec` and
+/// `TotalTimeMs` too), a moment after the client may read it: polls until `name` rose by at
+/// least `want` from `before`, then requires exactly `want`.
+fn await_rise(
+    admin: &str,
+    before: &Scrape,
+    name: &str,
+    labels: &[(&str, &str)],
+    want: f64,
+) -> Scrape {
+    let base = before.value(name, labels);
+    let after = await_scrape(admin, &format!("{name}{labels:?} up by {want}"), |s| {
+        s.value(name, labels) - base >= want
+    });
+    assert_eq!(
+        after.value(name, labels) - base,
+        want,
+        "{name}{labels:?}:\n{}",
+        after.text
+    );
+    after
+}
+
 // ---------------------------------------------------------------------------- single node
 
 const PRODUCE: [(&str, &str); 2] = [("request", "Produce"), ("version", "9")];
@@ -357,17 +380,20 @@ fn produce_requests_and_topic_bytes_in_are_counted_exactly() {
         let p = c.produce(&topic, 0, batch);
         assert_eq!(p.error_code, errors::NONE, "produce {i}: {p:?}");
     }
-    let after = scrape(&admin);
+    await_rise(&admin, &before, "brook_requests_total", &PRODUCE, N as f64);
+    let after = await_rise(
+        &admin,
+        &before,
+        "brook_request_duration_seconds_count",
+        &PRODUCE,
+        N as f64,
+    );
 
     let delta = |name: &str, labels: &[(&str, &str)]| {
         after.value(name, labels) - before.value(name, labels)
     };
     let t = [("topic", topic.as_str())];
     assert_eq!(delta("brook_requests_total", &PRODUCE), N as f64);
-    assert_eq!(
-        delta("brook_request_duration_seconds_count", &PRODUCE),
-        N as f64
-    );
     assert_eq!(delta("brook_topic_bytes_in_total", &t), bytes as f64);
     assert_eq!(delta("brook_topic_records_in_total", &t), records as f64);
     assert_eq!(
@@ -401,14 +427,16 @@ fn an_error_answer_is_counted_under_its_kafka_name() {
     let batch = encode_batch(Producer::NONE, &[Rec::kv("k", "v", 1_700_000_000_000)]);
     let p = c.produce(&missing, 0, batch);
     assert_eq!(p.error_code, errors::UNKNOWN_TOPIC_OR_PARTITION, "{p:?}");
-    let after = scrape(&admin);
-
-    assert_eq!(after.value("brook_request_errors_total", &error), 1.0);
+    // The error codes are counted before the answer is sent.
+    let counted = scrape(&admin);
     assert_eq!(
-        after.value("brook_requests_total", &PRODUCE)
-            - before.value("brook_requests_total", &PRODUCE),
-        1.0
+        counted.value("brook_request_errors_total", &error),
+        1.0,
+        "{}",
+        counted.text
     );
+    let after = await_rise(&admin, &before, "brook_requests_total", &PRODUCE, 1.0);
+    assert_eq!(after.value("brook_request_errors_total", &error), 1.0);
     // Nothing was appended, and a topic that does not exist is no label.
     assert!(
         !after.text.contains(&missing),

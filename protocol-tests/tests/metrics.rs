@@ -492,6 +492,28 @@ fn consumer_fetch_bytes_out_connections_and_parked_fetches() {
     });
 }
 
+#[test]
+fn producer_ids_are_read_from_the_partitions_producer_state() {
+    let (broker, admin) = start_broker();
+    let mut c = WireClient::connect(&broker.bootstrap());
+    let topic = unique_topic("metrics-pid");
+    c.ensure_topic(&topic);
+    let plain = encode_batch(Producer::NONE, &[Rec::kv("k", "v", 1_700_000_000_000)]);
+    assert_eq!(c.produce(&topic, 0, plain).error_code, errors::NONE);
+    assert_eq!(scrape(&admin).value("brook_producer_ids", &[]), 0.0);
+    for _ in 0..2 {
+        let (id, epoch) = c.init_producer_id();
+        let producer = Producer {
+            id,
+            epoch,
+            base_sequence: 0,
+        };
+        let batch = encode_batch(producer, &[Rec::kv("k", "v", 1_700_000_000_000)]);
+        assert_eq!(c.produce(&topic, 0, batch).error_code, errors::NONE);
+    }
+    assert_eq!(scrape(&admin).value("brook_producer_ids", &[]), 2.0);
+}
+
 // -------------------------------------------------------------------------------- cluster
 
 #[test]
@@ -507,7 +529,8 @@ fn a_dead_follower_shrinks_the_isr_and_its_return_expands_it() {
         ],
     );
     let topic = unique_topic("metrics-isr");
-    cluster.create_topic(&topic, 1, 3, &[]);
+    // min.insync.replicas=3: one replica out of the ISR puts the partition under min ISR.
+    cluster.create_topic(&topic, 1, 3, &[("min.insync.replicas", "3")]);
     let state = cluster.await_isr(&topic, 0, &[1, 2, 3], METRIC_TIMEOUT);
     let leader = state.leader;
     let controller = cluster.await_controller(None, METRIC_TIMEOUT);
@@ -521,6 +544,7 @@ fn a_dead_follower_shrinks_the_isr_and_its_return_expands_it() {
     let before = await_scrape(&admin, "a fully replicated partition", |s| {
         s.value("brook_under_replicated_partitions", &[]) == 0.0
     });
+    assert_eq!(before.value("brook_under_min_isr_partitions", &[]), 0.0);
     let shrinks = before.value("brook_isr_shrinks_total", &[]);
     let expands = before.value("brook_isr_expands_total", &[]);
 
@@ -531,8 +555,7 @@ fn a_dead_follower_shrinks_the_isr_and_its_return_expands_it() {
     });
     assert_eq!(shrunk.value("brook_isr_shrinks_total", &[]), shrinks + 1.0);
     assert_eq!(shrunk.value("brook_isr_expands_total", &[]), expands);
-    // Two of three replicas still meet min.insync.replicas=2.
-    assert_eq!(shrunk.value("brook_under_min_isr_partitions", &[]), 0.0);
+    assert_eq!(shrunk.value("brook_under_min_isr_partitions", &[]), 1.0);
 
     cluster.start_node(follower);
     let healed = await_scrape(&admin, "the partition fully replicated again", |s| {
@@ -541,4 +564,71 @@ fn a_dead_follower_shrinks_the_isr_and_its_return_expands_it() {
     });
     assert_eq!(healed.value("brook_isr_expands_total", &[]), expands + 1.0);
     assert_eq!(healed.value("brook_isr_shrinks_total", &[]), shrinks + 1.0);
+    assert_eq!(healed.value("brook_under_min_isr_partitions", &[]), 0.0);
+}
+
+/// The sum of `name` over the scrapes of every live node.
+fn sum_over(cluster: &Cluster, name: &str) -> f64 {
+    cluster
+        .live_ids()
+        .into_iter()
+        .map(|id| scrape(&cluster.admin_address(id)).value(name, &[]))
+        .sum()
+}
+
+#[test]
+fn fencing_a_leader_is_one_election_and_its_lone_replicas_go_offline() {
+    let mut cluster = Cluster::start(3, &[("controlled.shutdown.enable", "false")]);
+    let replicated = unique_topic("metrics-elect");
+    cluster.create_topic(&replicated, 1, 3, &[]);
+    let victim = cluster
+        .await_isr(&replicated, 0, &[1, 2, 3], METRIC_TIMEOUT)
+        .leader;
+    // One replica per partition, spread over the nodes: the victim's go offline with it.
+    let lone = unique_topic("metrics-offline");
+    cluster.create_topic(&lone, 3, 1, &[("min.insync.replicas", "1")]);
+    let offline = (0..3)
+        .filter(|&p| cluster.leader_of(&lone, p) == victim)
+        .count() as f64;
+    assert!(offline > 0.0, "no partition of {lone} on node {victim}");
+    let elections: BTreeMap<i32, f64> = cluster
+        .live_ids()
+        .into_iter()
+        .map(|id| {
+            let s = scrape(&cluster.admin_address(id));
+            assert_eq!(s.value("brook_offline_partitions", &[]), 0.0, "node {id}");
+            (id, s.value("brook_leader_elections_total", &[]))
+        })
+        .collect();
+
+    cluster.kill(victim);
+    // The controller fences the victim after broker.session.timeout.ms: the replicated
+    // partition elects a new leader from its ISR; the lone ones have nobody to elect.
+    cluster.await_leader_other_than(&replicated, 0, victim, METRIC_TIMEOUT);
+    poll_until_ok(
+        "the offline partitions on the active controller",
+        METRIC_TIMEOUT,
+        || {
+            let n = sum_over(&cluster, "brook_offline_partitions");
+            (n == offline)
+                .then_some(())
+                .ok_or(format!("offline partitions: {n}"))
+        },
+    );
+    // Counted by whichever node is active controller now (a new one if the victim was).
+    let risen = || -> f64 {
+        cluster
+            .live_ids()
+            .into_iter()
+            .map(|id| {
+                let s = scrape(&cluster.admin_address(id));
+                s.value("brook_leader_elections_total", &[]) - elections[&id]
+            })
+            .sum()
+    };
+    let n = poll_until_ok("the election counted", METRIC_TIMEOUT, || {
+        let n = risen();
+        (n >= 1.0).then_some(n).ok_or(format!("elections: {n}"))
+    });
+    assert_eq!(n, 1.0, "leader elections after fencing node {victim}");
 }

@@ -353,12 +353,18 @@ fn await_rise(
 
 const PRODUCE: [(&str, &str); 2] = [("request", "Produce"), ("version", "9")];
 
-#[test]
-fn produce_requests_and_topic_bytes_in_are_counted_exactly() {
+/// A broker with an admin listener, its admin address, a client and a new topic.
+fn broker_with_topic(prefix: &str) -> (Broker, String, WireClient, String) {
     let (broker, admin) = start_broker();
     let mut c = WireClient::connect(&broker.bootstrap());
-    let topic = unique_topic("metrics-in");
+    let topic = unique_topic(prefix);
     c.ensure_topic(&topic);
+    (broker, admin, c, topic)
+}
+
+#[test]
+fn produce_requests_and_topic_bytes_in_are_counted_exactly() {
+    let (_broker, admin, mut c, topic) = broker_with_topic("metrics-in");
     let before = scrape(&admin);
 
     const N: usize = 7;
@@ -447,10 +453,7 @@ fn an_error_answer_is_counted_under_its_kafka_name() {
 
 #[test]
 fn consumer_fetch_bytes_out_connections_and_parked_fetches() {
-    let (broker, admin) = start_broker();
-    let topic = unique_topic("metrics-out");
-    let mut c = WireClient::connect(&broker.bootstrap());
-    c.ensure_topic(&topic);
+    let (broker, admin, mut c, topic) = broker_with_topic("metrics-out");
     let batch = encode_batch(Producer::NONE, &[Rec::kv("k", "v", 1_700_000_000_000)]);
     assert_eq!(c.produce(&topic, 0, batch).error_code, errors::NONE);
     let t = [("topic", topic.as_str())];
@@ -494,10 +497,7 @@ fn consumer_fetch_bytes_out_connections_and_parked_fetches() {
 
 #[test]
 fn producer_ids_are_read_from_the_partitions_producer_state() {
-    let (broker, admin) = start_broker();
-    let mut c = WireClient::connect(&broker.bootstrap());
-    let topic = unique_topic("metrics-pid");
-    c.ensure_topic(&topic);
+    let (_broker, admin, mut c, topic) = broker_with_topic("metrics-pid");
     let plain = encode_batch(Producer::NONE, &[Rec::kv("k", "v", 1_700_000_000_000)]);
     assert_eq!(c.produce(&topic, 0, plain).error_code, errors::NONE);
     assert_eq!(scrape(&admin).value("brook_producer_ids", &[]), 0.0);

@@ -14,7 +14,7 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use brook_protocol_tests::batch::{encode_batch, Producer, Rec};
-use brook_protocol_tests::wire::FETCH_V;
+use brook_protocol_tests::wire::{FETCH_V, PRODUCE_V};
 use brook_protocol_tests::{errors, poll_until_ok, unique_topic, Broker, Cluster, WireClient};
 use kafka_protocol::messages::FetchRequest;
 
@@ -631,4 +631,54 @@ fn fencing_a_leader_is_one_election_and_its_lone_replicas_go_offline() {
         (n >= 1.0).then_some(n).ok_or(format!("elections: {n}"))
     });
     assert_eq!(n, 1.0, "leader elections after fencing node {victim}");
+}
+
+/// One record with acks=1 to partition 0 of `topic` at `addr`; the partition's error code.
+fn produce_acks1(addr: &str, topic: &str) -> i16 {
+    let batch = encode_batch(Producer::NONE, &[Rec::kv("k", "v", 1_700_000_000_000)]);
+    let req = WireClient::produce_request(topic, 0, batch, 1);
+    let mut c = WireClient::connect(addr);
+    c.request(PRODUCE_V, &req).responses[0].partition_responses[0].error_code
+}
+
+#[test]
+fn a_returning_leader_counts_its_truncation_to_the_new_leaders_log() {
+    let mut cluster = Cluster::start(3, &[("controlled.shutdown.enable", "false")]);
+    let topic = unique_topic("metrics-truncate");
+    cluster.create_topic(&topic, 1, 3, &[("min.insync.replicas", "1")]);
+    let old = cluster
+        .await_isr(&topic, 0, &[1, 2, 3], METRIC_TIMEOUT)
+        .leader;
+    // A record only the old leader has: replication cut, acks=1, then the leader dies
+    // before its lag check could take the followers out of the ISR.
+    cluster.isolate_replication(old);
+    // A follower fetch parked before the cut would still carry the record: wait for the
+    // old leader's Fetch purgatory to drain (new follower fetches are refused at once).
+    await_scrape(
+        &cluster.admin_address(old),
+        "no parked follower fetch",
+        |s| s.value("brook_purgatory_size", &[("operation", "Fetch")]) == 0.0,
+    );
+    assert_eq!(produce_acks1(&cluster.address(old), &topic), errors::NONE);
+    cluster.kill(old);
+    let new = cluster
+        .await_leader_other_than(&topic, 0, old, METRIC_TIMEOUT)
+        .leader;
+    poll_until_ok("a record on the new leader", METRIC_TIMEOUT, || {
+        let code = produce_acks1(&cluster.address(new), &topic);
+        (code == errors::NONE)
+            .then_some(())
+            .ok_or(format!("error {code}"))
+    });
+
+    // Back as a follower, the old leader's log diverges at the new epoch: it truncates.
+    cluster.start_node(old);
+    await_scrape(&cluster.admin_address(old), "a follower truncation", |s| {
+        s.value("brook_follower_truncations_total", &[]) >= 1.0
+    });
+    assert_eq!(
+        scrape(&cluster.admin_address(new)).value("brook_follower_truncations_total", &[]),
+        0.0,
+        "the new leader truncated nothing"
+    );
 }

@@ -15,8 +15,9 @@ use std::time::Duration;
 
 use brook_protocol_tests::batch::{encode_batch, Producer, Rec};
 use brook_protocol_tests::wire::{FETCH_V, PRODUCE_V};
-use brook_protocol_tests::{errors, poll_until_ok, unique_topic, Broker, Cluster, WireClient};
+use brook_protocol_tests::{errors, poll_until_ok, rd, unique_topic, Broker, Cluster, WireClient};
 use kafka_protocol::messages::FetchRequest;
+use rdkafka::consumer::Consumer;
 
 /// Bound on one scrape's HTTP exchange.
 const SCRAPE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -512,6 +513,36 @@ fn producer_ids_are_read_from_the_partitions_producer_state() {
         assert_eq!(c.produce(&topic, 0, batch).error_code, errors::NONE);
     }
     assert_eq!(scrape(&admin).value("brook_producer_ids", &[]), 2.0);
+}
+
+#[test]
+fn groups_are_reported_by_type_and_state() {
+    let broker = Broker::start_with(&[
+        ("admin.listener", "127.0.0.1:0"),
+        ("group.initial.rebalance.delay.ms", "0"),
+        ("offsets.topic.num.partitions", "3"),
+    ]);
+    let admin = admin_of(&broker);
+    let topic = unique_topic("metrics-group");
+    WireClient::connect(&broker.bootstrap()).ensure_topic(&topic);
+    let stable = [("type", "classic"), ("state", "Stable")];
+    let empty = [("type", "classic"), ("state", "Empty")];
+    assert_eq!(scrape(&admin).value("brook_groups", &stable), 0.0);
+    {
+        let c = rd::group_consumer(&broker.bootstrap(), &format!("{topic}-g"), &[]);
+        c.subscribe(&[&topic]).expect("subscribe");
+        poll_until_ok("a stable classic group", METRIC_TIMEOUT, || {
+            let _ = c.poll(Duration::from_millis(50));
+            let s = scrape(&admin);
+            (s.value("brook_groups", &stable) == 1.0)
+                .then_some(())
+                .ok_or(s.text)
+        });
+        // Dropping the consumer leaves the group.
+    }
+    await_scrape(&admin, "the group empty once its member left", |s| {
+        s.value("brook_groups", &empty) == 1.0 && s.value("brook_groups", &stable) == 0.0
+    });
 }
 
 // -------------------------------------------------------------------------------- cluster

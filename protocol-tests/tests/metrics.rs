@@ -531,13 +531,18 @@ fn groups_are_reported_by_type_and_state() {
     {
         let c = rd::group_consumer(&broker.bootstrap(), &format!("{topic}-g"), &[]);
         c.subscribe(&[&topic]).expect("subscribe");
-        poll_until_ok("a stable classic group", METRIC_TIMEOUT, || {
+        let s = poll_until_ok("a stable classic group", METRIC_TIMEOUT, || {
             let _ = c.poll(Duration::from_millis(50));
             let s = scrape(&admin);
-            (s.value("brook_groups", &stable) == 1.0)
-                .then_some(())
-                .ok_or(s.text)
+            if s.value("brook_groups", &stable) == 1.0 {
+                Ok(s)
+            } else {
+                Err(s.text)
+            }
         });
+        // One member joined: one rebalance, generation 1.
+        let classic = [("type", "classic")];
+        assert_eq!(s.value("brook_group_rebalances_total", &classic), 1.0);
         // Dropping the consumer leaves the group.
     }
     await_scrape(&admin, "the group empty once its member left", |s| {

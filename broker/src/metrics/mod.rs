@@ -485,16 +485,28 @@ fn encode_gauges(broker: &Broker, enc: &mut DescriptorEncoder) -> Result<(), fmt
             .map(|(op, v)| (vec![("operation", op.to_string())], v)),
         gauge_sample,
     )?;
-    let groups = broker.groups.count_by_state();
+    let groups = broker.groups.counts();
     family(
         enc,
         "brook_groups",
         "Groups this node coordinates, by type and state (Kafka: group-coordinator-metrics group-count, classic-group-count, consumer-group-count).",
         MetricType::Gauge,
         groups
+            .by_state
             .into_iter()
             .map(|((t, s), n)| (vec![("type", t.to_string()), ("state", s.to_string())], n as i64)),
         gauge_sample,
+    )?;
+    family(
+        enc,
+        "brook_group_rebalances",
+        "Rebalances of the groups this node coordinates over their lifetime: classic generations, consumer group epochs (Kafka: group-coordinator-metrics group-rebalance-count, consumer-group-rebalance-count).",
+        MetricType::Counter,
+        groups
+            .rebalances
+            .into_iter()
+            .map(|(t, n)| (vec![("type", t.to_string())], n)),
+        counter_sample,
     )
 }
 

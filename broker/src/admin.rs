@@ -4,6 +4,7 @@
 //! - `POST /faults` with a JSON [`FaultSpec`]: installs a rule (a request, crash or link rule,
 //!   see [`crate::fault`]), answers `{"id": N}`.
 //! - `DELETE /faults`: removes every rule; `DELETE /faults/{id}`: removes one.
+//! - `GET /metrics`: every metric in the Prometheus text format (docs/METRICS.md).
 //!
 //! Bad input (malformed JSON, an unknown action or API) is answered 400 with a message that
 //! says what is wrong; the broker itself is unaffected.
@@ -13,6 +14,7 @@ use std::sync::Arc;
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
+use axum::http::header::CONTENT_TYPE;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get};
@@ -22,6 +24,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::fault::{FaultEngine, FaultSpec};
+use crate::server::Broker;
 
 fn bad_request(msg: String) -> Response {
     (StatusCode::BAD_REQUEST, Json(json!({ "error": msg }))).into_response()
@@ -63,15 +66,27 @@ async fn clear_fault(State(engine): State<Arc<FaultEngine>>, Path(id): Path<Stri
     }
 }
 
+/// `GET /metrics`: rendered from the broker's state at this moment.
+async fn metrics(State(broker): State<Arc<Broker>>) -> Response {
+    match crate::metrics::render(broker) {
+        Ok(text) => ([(CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], text).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
 /// The admin routes.
-pub fn router(faults: Arc<FaultEngine>) -> Router {
-    Router::new()
+pub fn router(broker: Arc<Broker>) -> Router {
+    let faults = Router::new()
         .route(
             "/faults",
             get(list_faults).post(add_fault).delete(clear_faults),
         )
         .route("/faults/{id}", delete(clear_fault))
-        .with_state(faults)
+        .with_state(broker.faults.clone());
+    let metrics = Router::new()
+        .route("/metrics", get(metrics))
+        .with_state(broker);
+    faults.merge(metrics)
 }
 
 /// Binds the admin listener.
@@ -82,10 +97,10 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
 /// Serves the admin API until shutdown.
 pub async fn serve(
     listener: TcpListener,
-    faults: Arc<FaultEngine>,
+    broker: Arc<Broker>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let app = router(faults);
+    let app = router(broker);
     let stop = async move {
         let _ = shutdown.changed().await;
     };

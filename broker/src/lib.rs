@@ -15,6 +15,7 @@ pub mod fault;
 pub mod group;
 pub mod log;
 pub mod metadata;
+pub mod metrics;
 pub mod net;
 pub mod server;
 pub mod supervisor;

@@ -12,6 +12,7 @@ use crate::cluster::replica_manager::{OffsetCheckpoint, ReplicaError, ReplicaMan
 use crate::config::BrokerConfig;
 use crate::fault::FaultEngine;
 use crate::group::GroupCoordinator;
+use crate::metrics::BrokerMetrics;
 use crate::net::memory_pool::RequestMemoryPool;
 use crate::txn::TransactionCoordinator;
 
@@ -33,6 +34,8 @@ pub struct Broker {
     /// Bytes of requests being read and in flight, across connections
     /// (`queued.max.request.bytes`).
     pub request_memory: RequestMemoryPool,
+    /// Request, connection and purgatory metrics (`GET /metrics` on the admin listener).
+    pub metrics: BrokerMetrics,
 }
 
 impl Broker {
@@ -151,6 +154,7 @@ impl Server {
             shutting_down: watch::channel(false).0,
             groups,
             txn,
+            metrics: BrokerMetrics::new(crate::api::SUPPORTED_APIS),
         });
         Ok(Server {
             broker,
@@ -200,13 +204,9 @@ impl Server {
                 },
             ))
         });
-        let admin = self.admin.map(|l| {
-            tokio::spawn(crate::admin::serve(
-                l,
-                broker.faults.clone(),
-                shutdown.clone(),
-            ))
-        });
+        let admin = self
+            .admin
+            .map(|l| tokio::spawn(crate::admin::serve(l, broker.clone(), shutdown.clone())));
         let replication = broker.replicas.controller().cloned().map(|controller| {
             let broker = broker.clone();
             let mut stop = shutdown.clone();

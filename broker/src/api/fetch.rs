@@ -26,7 +26,8 @@ use uuid::Uuid;
 use super::{Outcome, RequestContext};
 use crate::cluster::partition::{FetchIsolation, FollowerFetch, Partition};
 use crate::fault::{Direction, LinkAction, Traffic};
-use crate::net::codec::{encode_response, CodecError};
+use crate::metrics::GaugeGuard;
+use crate::net::codec::CodecError;
 use crate::server::Broker;
 
 /// Upper bound on how long one fetch may be parked, whatever the client asks.
@@ -120,6 +121,8 @@ pub async fn handle(
 
     let waiter = Arc::new(Notify::new());
     let mut parked = false;
+    // Raised from the first wait to the answer (Kafka's Fetch purgatory).
+    let mut delayed: Option<GaugeGuard> = None;
     let results = loop {
         let (results, bytes, any_error) = read_all(broker, follower, isolation, &wanted, max_bytes);
         // Answer once min_bytes are readable (at once for min_bytes=0), on any error or
@@ -138,6 +141,7 @@ pub async fn handle(
             parked = true;
             continue;
         }
+        delayed.get_or_insert_with(|| GaugeGuard::new(&broker.metrics.delayed_fetches));
         if tokio::time::timeout_at(deadline, waiter.notified())
             .await
             .is_err()
@@ -147,6 +151,10 @@ pub async fn handle(
         }
         parked = false;
     };
+    drop(delayed);
+    if follower.is_none() {
+        count_bytes_out(&wanted, &results);
+    }
 
     let mut responses: Vec<FetchableTopicResponse> = topic_keys
         .into_iter()
@@ -165,12 +173,18 @@ pub async fn handle(
     let resp = FetchResponse::default()
         .with_session_id(0)
         .with_responses(responses);
-    Ok(Outcome::Respond(encode_response(
-        ctx.api_key,
-        ctx.api_version,
-        ctx.correlation_id,
-        &resp,
-    )?))
+    super::respond(broker, ctx, &resp)
+}
+
+/// Counts the record bytes a consumer is answered, per partition (Kafka's BytesOutPerSec;
+/// follower fetches are replication, not client traffic). Counted once, on the answer: a
+/// parked fetch reads several times.
+fn count_bytes_out(wanted: &[Wanted], results: &[PartitionData]) {
+    for (w, data) in wanted.iter().zip(results) {
+        if let (Some(p), Some(records)) = (&w.partition, &data.records) {
+            p.traffic.record_out(records.len());
+        }
+    }
 }
 
 /// Reads every wanted partition once. Returns the answers, the bytes found, and whether any

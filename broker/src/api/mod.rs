@@ -29,6 +29,7 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Message, StrBytes};
 
 use crate::fault::{FaultAction, RequestFacts, When};
+use crate::metrics::response_errors::ResponseErrors;
 use crate::net::codec::{decode_header, encode_response, peek_prefix, CodecError};
 use crate::server::Broker;
 
@@ -130,11 +131,16 @@ pub fn sb(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
 }
 
-/// Encodes a handler's response.
-fn respond<T: kafka_protocol::protocol::Encodable>(
+/// Counts a handler's response's error codes, then encodes it.
+pub(crate) fn respond<T: kafka_protocol::protocol::Encodable + ResponseErrors>(
+    broker: &Broker,
     ctx: &RequestContext,
     resp: &T,
 ) -> Result<Outcome, CodecError> {
+    broker
+        .metrics
+        .requests
+        .record_errors(ctx.api_key, ctx.api_version, resp);
     Ok(Outcome::Respond(encode_response(
         ctx.api_key,
         ctx.api_version,
@@ -263,7 +269,7 @@ pub async fn handle_frame(
                     ));
                 }
             }
-            let outcome = error_response(&ctx, &req, *error_code)?;
+            let outcome = error_response(broker, &ctx, &req, *error_code)?;
             return Ok((ctx, outcome));
         }
         Some(FaultAction::Delay {
@@ -312,99 +318,163 @@ async fn process(
     match req {
         RequestKind::Produce(r) => produce::handle(broker, ctx, r).await,
         RequestKind::Fetch(r) => fetch::handle(broker, ctx, r).await,
-        RequestKind::ApiVersions(r) => respond(ctx, &api_versions::handle(broker, ctx, r).await),
-        RequestKind::Metadata(r) => respond(ctx, &metadata::handle(broker, ctx, r).await),
-        RequestKind::ElectLeaders(r) => respond(ctx, &elect_leaders::handle(broker, ctx, r).await),
+        RequestKind::ApiVersions(r) => {
+            respond(broker, ctx, &api_versions::handle(broker, ctx, r).await)
+        }
+        RequestKind::Metadata(r) => respond(broker, ctx, &metadata::handle(broker, ctx, r).await),
+        RequestKind::ElectLeaders(r) => {
+            respond(broker, ctx, &elect_leaders::handle(broker, ctx, r).await)
+        }
         RequestKind::DescribeTopicPartitions(r) => respond(
+            broker,
             ctx,
             &describe_topic_partitions::handle(broker, ctx, r).await,
         ),
-        RequestKind::ListOffsets(r) => respond(ctx, &list_offsets::handle(broker, ctx, r).await),
+        RequestKind::DeleteRecords(r) => {
+            respond(broker, ctx, &delete_records::handle(broker, ctx, r).await)
+        }
+        RequestKind::DescribeLogDirs(r) => {
+            respond(broker, ctx, &log_dirs::handle(broker, ctx, r).await)
+        }
+        RequestKind::DescribeQuorum(r) => {
+            respond(broker, ctx, &quorum::handle(broker, ctx, r).await)
+        }
+        RequestKind::ListOffsets(r) => {
+            respond(broker, ctx, &list_offsets::handle(broker, ctx, r).await)
+        }
         RequestKind::OffsetForLeaderEpoch(r) => respond(
+            broker,
             ctx,
             &list_offsets::handle_offset_for_leader_epoch(broker, ctx, r).await,
         ),
-        RequestKind::InitProducerId(r) => respond(ctx, &producer_id::handle(broker, ctx, r).await),
-        RequestKind::CreateTopics(r) => {
-            respond(ctx, &topics::handle_create_topics(broker, ctx, r).await)
+        RequestKind::InitProducerId(r) => {
+            respond(broker, ctx, &producer_id::handle(broker, ctx, r).await)
         }
-        RequestKind::DeleteTopics(r) => {
-            respond(ctx, &topics::handle_delete_topics(broker, ctx, r).await)
-        }
-        RequestKind::DeleteRecords(r) => {
-            respond(ctx, &delete_records::handle(broker, ctx, r).await)
-        }
-        RequestKind::CreatePartitions(r) => {
-            respond(ctx, &topics::handle_create_partitions(broker, ctx, r).await)
-        }
-        RequestKind::DescribeConfigs(r) => {
-            respond(ctx, &configs::handle_describe_configs(broker, ctx, r).await)
-        }
+        RequestKind::CreateTopics(r) => respond(
+            broker,
+            ctx,
+            &topics::handle_create_topics(broker, ctx, r).await,
+        ),
+        RequestKind::DeleteTopics(r) => respond(
+            broker,
+            ctx,
+            &topics::handle_delete_topics(broker, ctx, r).await,
+        ),
+        RequestKind::CreatePartitions(r) => respond(
+            broker,
+            ctx,
+            &topics::handle_create_partitions(broker, ctx, r).await,
+        ),
+        RequestKind::DescribeConfigs(r) => respond(
+            broker,
+            ctx,
+            &configs::handle_describe_configs(broker, ctx, r).await,
+        ),
         RequestKind::IncrementalAlterConfigs(r) => respond(
+            broker,
             ctx,
             &configs::handle_incremental_alter_configs(broker, ctx, r).await,
         ),
-        RequestKind::DescribeCluster(r) => {
-            respond(ctx, &cluster::handle_describe_cluster(broker, ctx, r).await)
+        RequestKind::DescribeCluster(r) => respond(
+            broker,
+            ctx,
+            &cluster::handle_describe_cluster(broker, ctx, r).await,
+        ),
+        RequestKind::FindCoordinator(r) => respond(
+            broker,
+            ctx,
+            &groups::handle_find_coordinator(broker, ctx, r).await,
+        ),
+        RequestKind::JoinGroup(r) => respond(
+            broker,
+            ctx,
+            &groups::handle_join_group(broker, ctx, r).await,
+        ),
+        RequestKind::SyncGroup(r) => respond(
+            broker,
+            ctx,
+            &groups::handle_sync_group(broker, ctx, r).await,
+        ),
+        RequestKind::Heartbeat(r) => {
+            respond(broker, ctx, &groups::handle_heartbeat(broker, ctx, r).await)
         }
-        RequestKind::FindCoordinator(r) => {
-            respond(ctx, &groups::handle_find_coordinator(broker, ctx, r).await)
-        }
-        RequestKind::JoinGroup(r) => respond(ctx, &groups::handle_join_group(broker, ctx, r).await),
-        RequestKind::SyncGroup(r) => respond(ctx, &groups::handle_sync_group(broker, ctx, r).await),
-        RequestKind::Heartbeat(r) => respond(ctx, &groups::handle_heartbeat(broker, ctx, r).await),
-        RequestKind::LeaveGroup(r) => {
-            respond(ctx, &groups::handle_leave_group(broker, ctx, r).await)
-        }
+        RequestKind::LeaveGroup(r) => respond(
+            broker,
+            ctx,
+            &groups::handle_leave_group(broker, ctx, r).await,
+        ),
         RequestKind::ConsumerGroupHeartbeat(r) => respond(
+            broker,
             ctx,
             &groups::handle_consumer_group_heartbeat(broker, ctx, r).await,
         ),
         RequestKind::ConsumerGroupDescribe(r) => respond(
+            broker,
             ctx,
             &groups::handle_consumer_group_describe(broker, ctx, r).await,
         ),
-        RequestKind::DescribeGroups(r) => {
-            respond(ctx, &groups::handle_describe_groups(broker, ctx, r).await)
-        }
-        RequestKind::ListGroups(r) => {
-            respond(ctx, &groups::handle_list_groups(broker, ctx, r).await)
-        }
-        RequestKind::DeleteGroups(r) => {
-            respond(ctx, &groups::handle_delete_groups(broker, ctx, r).await)
-        }
-        RequestKind::OffsetCommit(r) => {
-            respond(ctx, &offsets::handle_offset_commit(broker, ctx, r).await)
-        }
-        RequestKind::OffsetFetch(r) => {
-            respond(ctx, &offsets::handle_offset_fetch(broker, ctx, r).await)
-        }
-        RequestKind::OffsetDelete(r) => {
-            respond(ctx, &offsets::handle_offset_delete(broker, ctx, r).await)
-        }
+        RequestKind::DescribeGroups(r) => respond(
+            broker,
+            ctx,
+            &groups::handle_describe_groups(broker, ctx, r).await,
+        ),
+        RequestKind::ListGroups(r) => respond(
+            broker,
+            ctx,
+            &groups::handle_list_groups(broker, ctx, r).await,
+        ),
+        RequestKind::DeleteGroups(r) => respond(
+            broker,
+            ctx,
+            &groups::handle_delete_groups(broker, ctx, r).await,
+        ),
+        RequestKind::OffsetCommit(r) => respond(
+            broker,
+            ctx,
+            &offsets::handle_offset_commit(broker, ctx, r).await,
+        ),
+        RequestKind::OffsetFetch(r) => respond(
+            broker,
+            ctx,
+            &offsets::handle_offset_fetch(broker, ctx, r).await,
+        ),
+        RequestKind::OffsetDelete(r) => respond(
+            broker,
+            ctx,
+            &offsets::handle_offset_delete(broker, ctx, r).await,
+        ),
         RequestKind::TxnOffsetCommit(r) => respond(
+            broker,
             ctx,
             &offsets::handle_txn_offset_commit(broker, ctx, r).await,
         ),
         RequestKind::AddPartitionsToTxn(r) => respond(
+            broker,
             ctx,
             &txn::handle_add_partitions_to_txn(broker, ctx, r).await,
         ),
-        RequestKind::AddOffsetsToTxn(r) => {
-            respond(ctx, &txn::handle_add_offsets_to_txn(broker, ctx, r).await)
-        }
-        RequestKind::EndTxn(r) => respond(ctx, &txn::handle_end_txn(broker, ctx, r).await),
+        RequestKind::AddOffsetsToTxn(r) => respond(
+            broker,
+            ctx,
+            &txn::handle_add_offsets_to_txn(broker, ctx, r).await,
+        ),
+        RequestKind::EndTxn(r) => respond(broker, ctx, &txn::handle_end_txn(broker, ctx, r).await),
         RequestKind::DescribeTransactions(r) => respond(
+            broker,
             ctx,
             &txn::handle_describe_transactions(broker, ctx, r).await,
         ),
-        RequestKind::ListTransactions(r) => {
-            respond(ctx, &txn::handle_list_transactions(broker, ctx, r).await)
+        RequestKind::ListTransactions(r) => respond(
+            broker,
+            ctx,
+            &txn::handle_list_transactions(broker, ctx, r).await,
+        ),
+        RequestKind::WriteTxnMarkers(r) => {
+            respond(broker, ctx, &txn_markers::handle(broker, ctx, r).await)
         }
-        RequestKind::WriteTxnMarkers(r) => respond(ctx, &txn_markers::handle(broker, ctx, r).await),
-        RequestKind::DescribeProducers(r) => respond(ctx, &producers::handle(broker, ctx, r).await),
-        RequestKind::DescribeLogDirs(r) => respond(ctx, &log_dirs::handle(broker, ctx, r).await),
-        RequestKind::DescribeQuorum(r) => respond(ctx, &quorum::handle(broker, ctx, r).await),
+        RequestKind::DescribeProducers(r) => {
+            respond(broker, ctx, &producers::handle(broker, ctx, r).await)
+        }
         other => Err(CodecError::UnknownApiKey(ctx.api_key as i16)).inspect_err(|_| drop(other)),
     }
 }
@@ -420,6 +490,7 @@ pub const ERROR_FAULT_APIS: &[ApiKey] = &[
 
 /// Answers a request with `code` in every partition (or at the top level), unprocessed.
 fn error_response(
+    broker: &Broker,
     ctx: &RequestContext,
     req: &RequestKind,
     code: i16,
@@ -428,17 +499,18 @@ fn error_response(
         RequestKind::Produce(r) if r.acks == 0 => Ok(Outcome::Close(format!(
             "fault rule: acks=0 produce failed with error {code}"
         ))),
-        RequestKind::Produce(r) => respond(ctx, &produce::error_response(r, code)),
-        RequestKind::Fetch(r) => respond(ctx, &fetch::error_response(ctx, r, code)),
-        RequestKind::ListOffsets(r) => respond(ctx, &list_offsets::error_response(r, code)),
+        RequestKind::Produce(r) => respond(broker, ctx, &produce::error_response(r, code)),
+        RequestKind::Fetch(r) => respond(broker, ctx, &fetch::error_response(ctx, r, code)),
+        RequestKind::ListOffsets(r) => respond(broker, ctx, &list_offsets::error_response(r, code)),
         RequestKind::InitProducerId(_) => respond(
+            broker,
             ctx,
             &InitProducerIdResponse::default()
                 .with_error_code(code)
                 .with_producer_id((-1).into())
                 .with_producer_epoch(-1),
         ),
-        RequestKind::Metadata(r) => respond(ctx, &metadata::error_response(r, code)),
+        RequestKind::Metadata(r) => respond(broker, ctx, &metadata::error_response(r, code)),
         _ => Ok(Outcome::Close(format!(
             "fault rule: no error form for {:?}; closing",
             ctx.api_key

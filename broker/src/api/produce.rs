@@ -18,7 +18,8 @@ use crate::fault::{CrashPoint, FaultEngine};
 use crate::log::batch::BatchHeader;
 use crate::log::LogAppendInfo;
 use crate::metadata::validate_topic_name;
-use crate::net::codec::{encode_response, CodecError};
+use crate::metrics::GaugeGuard;
+use crate::net::codec::CodecError;
 use crate::server::Broker;
 
 /// One partition of the request after its append: answered, or waiting for acks=all.
@@ -82,6 +83,11 @@ pub async fn handle(
         }
         appended.push((name, id, partitions));
     }
+    // One parked operation per request, as Kafka's DelayedProduce.
+    let waits = appended
+        .iter()
+        .any(|(_, _, ps)| ps.iter().any(|p| matches!(p, Appended::Waiting { .. })));
+    let _delayed = waits.then(|| GaugeGuard::new(&broker.metrics.delayed_produces));
     let mut any_error = None;
     let mut topics = Vec::with_capacity(appended.len());
     for (name, id, partitions) in appended {
@@ -109,12 +115,7 @@ pub async fn handle(
         });
     }
     let resp = ProduceResponse::default().with_responses(topics);
-    Ok(Outcome::Respond(encode_response(
-        ctx.api_key,
-        ctx.api_version,
-        ctx.correlation_id,
-        &resp,
-    )?))
+    super::respond(broker, ctx, &resp)
 }
 
 /// Validates and appends one partition's batch; acks=all leaves it waiting.
@@ -160,9 +161,14 @@ fn append_partition(
         let msg = "zstd needs Produce v7 or later".to_string();
         return refuse(ResponseError::UnsupportedCompressionType.code(), Some(msg));
     }
+    let batch_bytes = records.len();
     match part.append_records_to_leader(records, acks, now) {
         Err(e) => refuse(e.error_code(), Some(e.to_string())),
         Ok(info) => {
+            if !info.duplicate {
+                // The count comes from the batch header, already parsed by the append.
+                part.traffic.record_in(batch_bytes, info.record_count);
+            }
             broker
                 .faults
                 .crash_point(CrashPoint::AfterLeaderAppend, &part.topic, part.index);

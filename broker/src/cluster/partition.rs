@@ -23,7 +23,7 @@
 //! positional read after releasing it.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -303,6 +303,51 @@ pub struct Partition {
     /// DeleteRecords (DelayedDeleteRecords) wait on it and re-read the state. It carries no
     /// copy of either watermark.
     changes: watch::Sender<u64>,
+    /// Client traffic through this partition, for `/metrics` (summed there by topic).
+    pub traffic: PartitionTraffic,
+}
+
+/// Client traffic through one partition, counted where it happens: Produce appends on the
+/// leader and consumer Fetch answers (Kafka's `BrokerTopicMetrics`, kept per partition so
+/// that a topic's counts go when its partitions go, and labels stay bounded by what exists).
+#[derive(Debug, Default)]
+pub struct PartitionTraffic {
+    bytes_in: AtomicU64,
+    records_in: AtomicU64,
+    bytes_out: AtomicU64,
+}
+
+impl PartitionTraffic {
+    /// A Produce batch appended (not a deduplicated retry): its bytes and header count.
+    pub fn record_in(&self, bytes: usize, records: i64) {
+        self.bytes_in.fetch_add(bytes as u64, Ordering::Relaxed);
+        self.records_in
+            .fetch_add(records.max(0) as u64, Ordering::Relaxed);
+    }
+
+    /// Record bytes answered to a consumer's Fetch.
+    pub fn record_out(&self, bytes: usize) {
+        self.bytes_out.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// Bytes in, records in, bytes out.
+    pub fn snapshot(&self) -> [u64; 3] {
+        [
+            self.bytes_in.load(Ordering::Relaxed),
+            self.records_in.load(Ordering::Relaxed),
+            self.bytes_out.load(Ordering::Relaxed),
+        ]
+    }
+}
+
+/// A leader's replication health, as Kafka's `Partition.isUnderReplicated` and
+/// `isUnderMinIsr` define it; both false unless this node leads the partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicationHealth {
+    /// The ISR is smaller than the replica set.
+    pub under_replicated: bool,
+    /// The ISR is below the effective min.insync.replicas.
+    pub under_min_isr: bool,
 }
 
 impl Partition {
@@ -389,6 +434,7 @@ impl Partition {
             waiters: Mutex::new(Vec::new()),
             state: Mutex::new(state),
             changes: watch::channel(0).0,
+            traffic: PartitionTraffic::default(),
         }
     }
 
@@ -434,6 +480,21 @@ impl Partition {
     /// The in-sync replicas.
     pub fn isr(&self) -> Vec<i32> {
         self.state.lock().isr.clone()
+    }
+
+    /// Under-replicated and under-min-ISR, read under the state lock (for `/metrics`).
+    pub fn replication_health(&self) -> ReplicationHealth {
+        let st = self.state.lock();
+        let leader = st.role == Role::Leader;
+        ReplicationHealth {
+            under_replicated: leader && st.isr.len() < st.replicas.len(),
+            under_min_isr: leader && (st.isr.len() as i32) < self.effective_min_isr(&st),
+        }
+    }
+
+    /// The number of producers with state in this partition's log.
+    pub fn producer_count(&self) -> usize {
+        self.log.lock().producer_state().len()
     }
 
     /// The high watermark.

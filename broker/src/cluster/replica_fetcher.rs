@@ -27,6 +27,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
+use prometheus_client::metrics::counter::Counter;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{watch, Notify};
@@ -78,13 +79,23 @@ struct SourceFetcher {
 }
 
 /// This node's fetchers, one per leader it follows partitions from.
-#[derive(Default)]
 pub struct ReplicaFetchers {
     by_leader: HashMap<i32, SourceFetcher>,
     leader_of: HashMap<PartitionKey, i32>,
+    /// Counts truncations to a diverging epoch (owned by `ReplicationStats`).
+    truncations: Counter,
 }
 
 impl ReplicaFetchers {
+    /// No fetchers yet; every one started will count its truncations in `truncations`.
+    pub fn new(truncations: Counter) -> ReplicaFetchers {
+        ReplicaFetchers {
+            by_leader: HashMap::new(),
+            leader_of: HashMap::new(),
+            truncations,
+        }
+    }
+
     /// Follows `partition` from `leader`, starting that leader's fetcher if needed. A
     /// partition followed from another leader before is moved.
     pub fn follow(
@@ -97,6 +108,7 @@ impl ReplicaFetchers {
     ) {
         let key = (partition.topic.clone(), partition.index);
         self.unfollow(&key);
+        let truncations = self.truncations.clone();
         let fetcher = self.by_leader.entry(leader).or_insert_with(|| {
             let shared = Arc::new(FetcherShared {
                 partitions: Mutex::new(HashMap::new()),
@@ -109,6 +121,7 @@ impl ReplicaFetchers {
                     image,
                     faults,
                     shared: shared.clone(),
+                    truncations,
                     conn: None,
                     correlation_id: 0,
                 }
@@ -170,6 +183,7 @@ struct Fetcher {
     image: watch::Receiver<Arc<ClusterImage>>,
     faults: Arc<FaultEngine>,
     shared: Arc<FetcherShared>,
+    truncations: Counter,
     conn: Option<TcpStream>,
     correlation_id: i32,
 }
@@ -373,9 +387,10 @@ impl Fetcher {
                 part.high_watermark(),
             );
             tracing::info!(topic = %part.topic, partition = part.index, from = leo, to = t.offset, epoch = leader.0, leader_end_offset = leader.1, completed = t.completed, "truncating to the leader's log");
-            return part
-                .truncate_to(t.offset)
-                .map_err(|e| FetchRoundError::Local(e.to_string()));
+            part.truncate_to(t.offset)
+                .map_err(|e| FetchRoundError::Local(e.to_string()))?;
+            self.truncations.inc();
+            return Ok(());
         }
         let records = data.records.unwrap_or_default();
         if !records.is_empty() {
@@ -648,7 +663,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let image = watch::channel(Arc::new(ClusterImage::default())).1;
         let faults = Arc::new(FaultEngine::new(1));
-        let mut fetchers = ReplicaFetchers::default();
+        let mut fetchers = ReplicaFetchers::new(Counter::default());
         let t0 = replica(dir.path(), "t", 0);
         let t1 = replica(dir.path(), "t", 1);
         let u0 = replica(dir.path(), "u", 0);

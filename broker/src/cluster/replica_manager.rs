@@ -14,6 +14,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use dashmap::DashMap;
 use parking_lot::{Mutex, RwLock};
+use prometheus_client::metrics::counter::Counter;
 use tokio::sync::watch;
 use uuid::Uuid;
 
@@ -88,9 +89,23 @@ pub fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
+/// Replication events on this node, counted where they happen (Kafka's `ReplicaManager`
+/// meters `IsrShrinksPerSec` and `IsrExpandsPerSec`), read by `/metrics`.
+#[derive(Debug, Default)]
+pub struct ReplicationStats {
+    /// ISR shrinks of partitions this node leads, once the controller committed them.
+    pub isr_shrinks: Counter,
+    /// ISR expansions of partitions this node leads, once the controller committed them.
+    pub isr_expands: Counter,
+    /// Follower truncations to a leader's diverging epoch (shared with the fetchers).
+    pub follower_truncations: Counter,
+}
+
 /// All partitions of this node and the metadata that names them.
 pub struct ReplicaManager {
     pub config: Arc<BrokerConfig>,
+    /// Replication events, for `/metrics`.
+    pub stats: ReplicationStats,
     partitions: DashMap<(String, i32), Arc<Partition>>,
     /// Topic id to name, for Produce v13 and Fetch v13+ which name topics by id.
     topic_names: DashMap<Uuid, String>,
@@ -270,8 +285,11 @@ impl ReplicaManager {
             .values()
             .map(|t| (t.id, t.name.clone()))
             .collect();
+        let stats = ReplicationStats::default();
+        let fetchers = ReplicaFetchers::new(stats.follower_truncations.clone());
         Ok(ReplicaManager {
             config,
+            stats,
             partitions,
             topic_names,
             image: RwLock::new(image),
@@ -279,7 +297,7 @@ impl ReplicaManager {
             next_producer_id: AtomicI64::new(next_pid),
             producer_id_block_end: Mutex::new(next_pid),
             controller: std::sync::OnceLock::new(),
-            fetchers: Mutex::new(ReplicaFetchers::default()),
+            fetchers: Mutex::new(fetchers),
             applied: watch::channel(0).0,
             quorum_pid_block: tokio::sync::Mutex::new((0, 0)),
             startup_metadata_offset: AtomicI64::new(i64::MAX),
@@ -784,10 +802,20 @@ impl ReplicaManager {
             partition_epoch: part.partition_epoch(),
             new_isr: isr,
         };
+        // Kafka marks a shrink or an expansion by the kind of change proposed, once committed.
+        let shrink = req.new_isr.len() < part.isr().len();
+        let counter = if shrink {
+            self.stats.isr_shrinks.clone()
+        } else {
+            self.stats.isr_expands.clone()
+        };
         let part = part.clone();
         tokio::spawn(async move {
             match controller.alter_partition(req).await {
-                Ok(reg) => part.complete_isr_change(Some((reg.partition_epoch, reg.isr)), now_ms()),
+                Ok(reg) => {
+                    counter.inc();
+                    part.complete_isr_change(Some((reg.partition_epoch, reg.isr)), now_ms())
+                }
                 Err(e) => {
                     tracing::info!(topic = %part.topic, partition = part.index, error = %e, "ISR change refused");
                     part.complete_isr_change(None, now_ms());

@@ -30,6 +30,7 @@ mod storage;
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -289,6 +290,9 @@ pub(crate) struct Inner {
     /// With the broker role: this process's incarnation (Kafka's `incarnationId`), new at
     /// every start; a registration under a new one ends the previous incarnation.
     incarnation: Uuid,
+    /// Leader changes this node committed as active controller (Kafka's `ControllerStats`
+    /// leader election rate), for `/metrics`.
+    leader_elections: AtomicU64,
 }
 
 /// A running quorum member. Cheap to clone.
@@ -408,6 +412,7 @@ impl Controller {
             faults,
             broker_epoch: watch::channel(None).0,
             incarnation: Uuid::new_v4(),
+            leader_elections: AtomicU64::new(0),
         });
         let router = network::router(inner.clone());
         let mut tasks = vec![tokio::spawn(async move {
@@ -444,6 +449,11 @@ impl Controller {
     /// The committed metadata image, updated as this node applies the log.
     pub fn image(&self) -> watch::Receiver<Arc<ClusterImage>> {
         self.inner.image_rx.clone()
+    }
+
+    /// Partition leader changes this node decided and committed as active controller.
+    pub fn leader_elections(&self) -> u64 {
+        self.inner.leader_elections.load(Ordering::Relaxed)
     }
 
     /// Whether this node is the active controller (the Raft leader).
@@ -835,6 +845,7 @@ impl Inner {
         })?;
         let image = self.image_rx.borrow().clone();
         let (records, reply) = replication::decide(&image, req, &self.policy())?;
+        let elections = leader_changes(&image, &records);
         if !records.is_empty() {
             self.raft
                 .client_write(MetadataBatch(records))
@@ -845,6 +856,8 @@ impl Inner {
                     }
                     other => internal(other),
                 })?;
+            self.leader_elections
+                .fetch_add(elections, Ordering::Relaxed);
         }
         if let ControllerRequest::Heartbeat { node_id, .. } = req {
             self.liveness
@@ -875,6 +888,33 @@ impl Inner {
         }
         expired
     }
+}
+
+/// The partition changes in `records` that give a partition a new leader (a leader moved,
+/// or a leaderless partition got one): Kafka's leader elections. A change to no leader, or
+/// of the ISR only, is not an election.
+fn leader_changes(image: &ClusterImage, records: &[MetadataRecord]) -> u64 {
+    let elected = |r: &MetadataRecord| match r {
+        MetadataRecord::PartitionChange {
+            topic_id,
+            partition,
+            leader,
+            ..
+        } => {
+            let before = image
+                .topics
+                .get(topic_id)
+                .and_then(|t| {
+                    usize::try_from(*partition)
+                        .ok()
+                        .and_then(|i| t.partitions.get(i))
+                })
+                .map(|p| p.leader);
+            *leader != NO_LEADER && before != Some(*leader)
+        }
+        _ => false,
+    };
+    records.iter().filter(|r| elected(r)).count() as u64
 }
 
 /// How often the active controller looks for expired sessions: a quarter of the session

@@ -435,6 +435,16 @@ pub struct ListedGroup {
     pub group_type: String,
 }
 
+/// What `/metrics` reports of the groups this node holds.
+#[derive(Debug, Default)]
+pub struct GroupCounts {
+    /// Groups by (type, state).
+    pub by_state: BTreeMap<(&'static str, &'static str), usize>,
+    /// By type, the sum of the groups' generations (classic) or group epochs (consumer):
+    /// their rebalances over their lifetime.
+    pub rebalances: BTreeMap<&'static str, u64>,
+}
+
 /// The group coordinator of this node.
 pub struct GroupCoordinator {
     config: GroupConfig,
@@ -1312,6 +1322,26 @@ impl GroupCoordinator {
             })
             .collect();
         out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+        out
+    }
+
+    /// The groups held in memory, for `/metrics`. Unlike [`Self::list`] it loads nothing:
+    /// a scrape must not change what the node holds.
+    pub fn counts(&self) -> GroupCounts {
+        let st = self.state.lock();
+        let mut out = GroupCounts::default();
+        for e in st.groups.values() {
+            // Each completed rebalance is a new classic generation or consumer group epoch.
+            let rebalances = match &e.kind {
+                GroupKind::Classic(g) if g.state == ClassicState::Dead => continue,
+                GroupKind::Classic(g) => g.generation_id,
+                GroupKind::Consumer(g) => g.group_epoch,
+            };
+            *out.by_state
+                .entry((e.type_str(), e.state_str()))
+                .or_insert(0) += 1;
+            *out.rebalances.entry(e.type_str()).or_insert(0) += rebalances.max(0) as u64;
+        }
         out
     }
 

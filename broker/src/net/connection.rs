@@ -6,12 +6,14 @@
 //! is buffered, so those arrive with few syscalls.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use crate::api::{handle_frame, Outcome};
+use crate::metrics::GaugeGuard;
 use crate::net::codec::{read_frame, CodecError, Frame};
 use crate::server::Broker;
 
@@ -21,6 +23,7 @@ pub const CONNECTION_READ_BUFFER_BYTES: usize = 64 * 1024;
 /// Serves one connection until the peer closes it, a protocol error closes it, or the
 /// broker shuts down (the request being handled is finished and answered first).
 pub async fn serve(broker: Arc<Broker>, stream: TcpStream, mut shutdown: watch::Receiver<bool>) {
+    let _open = GaugeGuard::new(&broker.metrics.connections);
     let peer = stream.peer_addr().ok();
     let _ = stream.set_nodelay(true);
     let (r, mut w) = stream.into_split();
@@ -39,22 +42,35 @@ pub async fn serve(broker: Arc<Broker>, stream: TcpStream, mut shutdown: watch::
                 break;
             }
         };
-        match handle_frame(&broker, bytes).await {
-            Ok((_, Outcome::Respond(bytes))) => {
-                if let Err(e) = w.write_all(&bytes).await {
-                    tracing::debug!(?peer, error = %e, "write failed");
-                    break;
-                }
-            }
-            Ok((_, Outcome::NoResponse)) => {}
-            Ok((ctx, Outcome::Close(reason))) => {
-                tracing::info!(?peer, api = ?ctx.api_key, %reason, "closing connection");
-                break;
-            }
+        let started = Instant::now();
+        let (ctx, outcome) = match handle_frame(&broker, bytes).await {
+            Ok(handled) => handled,
             Err(e) => {
                 tracing::info!(?peer, error = %e, "closing connection");
                 break;
             }
+        };
+        let open = match outcome {
+            Outcome::Respond(bytes) => match w.write_all(&bytes).await {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::debug!(?peer, error = %e, "write failed");
+                    false
+                }
+            },
+            Outcome::NoResponse => true,
+            Outcome::Close(reason) => {
+                tracing::info!(?peer, api = ?ctx.api_key, %reason, "closing connection");
+                false
+            }
+        };
+        // Kafka's TotalTimeMs also ends when the answer is sent.
+        broker
+            .metrics
+            .requests
+            .record(ctx.api_key, ctx.api_version, started.elapsed());
+        if !open {
+            break;
         }
         // The request's pool bytes go back only now that its answer has been written, as
         // Kafka's request handler releases the buffer after handling.

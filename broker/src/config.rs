@@ -78,6 +78,18 @@ pub const TOPIC_CONFIG_KEYS: &[(&str, &str)] = &[
     ),
 ];
 
+/// Topic-level keys Kafka defines as internal (`ConfigDef.defineInternal`): accepted on a
+/// topic but not listed by DescribeConfigs, and with no broker-level default.
+/// `internal.segment.bytes` overrides `segment.bytes` without its 1 MiB minimum, for tests
+/// that need many small segments (Kafka's `LogConfig.INTERNAL_SEGMENT_BYTES_CONFIG`).
+pub const INTERNAL_TOPIC_CONFIG_KEYS: &[&str] = &["internal.segment.bytes"];
+
+/// The smallest topic `segment.bytes` (Kafka 4.4's `LogConfig`: `atLeast(1024 * 1024)`).
+pub const TOPIC_SEGMENT_BYTES_MIN: i32 = 1024 * 1024;
+/// The smallest `log.segment.bytes` (Kafka's `atLeast(LegacyRecord.RECORD_OVERHEAD_V0)`), also
+/// the floor for `internal.segment.bytes` and for the effective value of a log.
+pub const LOG_SEGMENT_BYTES_MIN: i32 = 14;
+
 /// Broker keys with their Kafka 4.4 defaults. The table is the single source of truth for
 /// which keys are known; `BrokerConfig` reads typed values out of the merged map.
 const BROKER_DEFAULTS: &[(&str, &str)] = &[
@@ -93,6 +105,9 @@ const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("delete.topic.enable", "true"),
     ("socket.request.max.bytes", "104857600"),
     ("queued.max.request.bytes", "-1"),
+    // Connection limits (crate::net::connection_quotas), Kafka's defaults: no limit.
+    ("max.connections", "2147483647"),
+    ("max.connections.per.ip", "2147483647"),
     ("message.max.bytes", "1048588"),
     ("log.segment.bytes", "1073741824"),
     ("log.roll.ms", ""),
@@ -187,6 +202,12 @@ pub struct BrokerConfig {
     /// Bound on the bytes of requests being read and in flight across all connections;
     /// `None` for Kafka's default -1 (unbounded; Kafka treats any value <= 0 so).
     pub queued_max_request_bytes: Option<usize>,
+    /// `max.connections`: open client connections across the broker listener; at the limit
+    /// the listener stops accepting until one closes.
+    pub max_connections: usize,
+    /// `max.connections.per.ip`: open connections from one address; one more is closed
+    /// right after accept.
+    pub max_connections_per_ip: usize,
     pub retention_check_interval_ms: u64,
     /// How often the high watermarks are checkpointed
     /// (replica.high.watermark.checkpoint.interval.ms).
@@ -295,6 +316,12 @@ impl BrokerConfig {
                     .map_err(|_| invalid("admin.listener", v, "expected HOST:PORT"))?,
             ),
         };
+        // Kafka's INT type: a segment position is 32 bits, so the value must fit an i32.
+        int_at_least(
+            "log.segment.bytes",
+            &get("log.segment.bytes"),
+            LOG_SEGMENT_BYTES_MIN,
+        )?;
         let cfg = BrokerConfig {
             node_id,
             listener,
@@ -317,6 +344,8 @@ impl BrokerConfig {
                 &get("queued.max.request.bytes"),
                 &get("socket.request.max.bytes"),
             )?,
+            max_connections: at_least_zero_int("max.connections", &get("max.connections"))?,
+            max_connections_per_ip: max_connections_per_ip(&get("max.connections.per.ip"))?,
             retention_check_interval_ms: positive::<i64>(
                 "log.retention.check.interval.ms",
                 &get("log.retention.check.interval.ms"),
@@ -438,7 +467,7 @@ impl BrokerConfig {
         };
         let flush = parse_num::<i64>("flush.messages", &val("flush.messages"))?;
         Ok(LogConfig {
-            segment_bytes: positive::<i64>("segment.bytes", &val("segment.bytes"))? as u64,
+            segment_bytes: effective_segment_bytes(overrides, &val("segment.bytes"))?,
             segment_ms: positive("segment.ms", &val("segment.ms"))?,
             segment_index_bytes: positive::<i64>(
                 "segment.index.bytes",
@@ -465,6 +494,9 @@ impl BrokerConfig {
             cleanup_policy_delete: val("cleanup.policy")
                 .split(',')
                 .any(|p| p.trim() == "delete"),
+            cleanup_policy_compact: val("cleanup.policy")
+                .split(',')
+                .any(|p| p.trim() == "compact"),
         })
     }
 
@@ -474,10 +506,14 @@ impl BrokerConfig {
         overrides: &BTreeMap<String, String>,
     ) -> Result<(), ConfigError> {
         for (k, v) in overrides {
-            if !TOPIC_CONFIG_KEYS.iter().any(|(t, _)| t == k) {
+            let internal = INTERNAL_TOPIC_CONFIG_KEYS.contains(&k.as_str());
+            if !internal && !TOPIC_CONFIG_KEYS.iter().any(|(t, _)| t == k) {
                 return Err(ConfigError::UnknownKey(k.clone()));
             }
             match k.as_str() {
+                "segment.bytes" => {
+                    int_at_least(k, v, TOPIC_SEGMENT_BYTES_MIN)?;
+                }
                 "cleanup.policy"
                     if !v
                         .split(',')
@@ -552,6 +588,54 @@ fn queued_max_request_bytes(
         ));
     }
     Ok(Some(n as usize))
+}
+
+/// An INT config with Kafka's `atLeast(0)` validator.
+fn at_least_zero_int(key: &str, v: &str) -> Result<usize, ConfigError> {
+    let n: i32 = parse_num(key, v)?;
+    if n < 0 {
+        return Err(invalid(key, v, "must be 0 or more"));
+    }
+    Ok(n as usize)
+}
+
+/// `max.connections.per.ip`: Kafka accepts 0 only together with
+/// `max.connections.per.ip.overrides` (`KafkaConfig.validateValues`), which Brook does not
+/// offer, so here it must be at least 1.
+fn max_connections_per_ip(v: &str) -> Result<usize, ConfigError> {
+    const KEY: &str = "max.connections.per.ip";
+    match at_least_zero_int(KEY, v)? {
+        0 => Err(invalid(
+            KEY,
+            v,
+            "0 needs max.connections.per.ip.overrides, which Brook does not support",
+        )),
+        n => Ok(n),
+    }
+}
+
+/// An INT config (it must fit an i32, as Kafka's `ConfigDef.Type.INT`) of at least `min`.
+fn int_at_least(key: &str, v: &str, min: i32) -> Result<i32, ConfigError> {
+    let n: i32 = parse_num(key, v)?;
+    if n < min {
+        return Err(invalid(key, v, &format!("must be at least {min}")));
+    }
+    Ok(n)
+}
+
+/// The segment size a log rolls at: `internal.segment.bytes` when the topic sets it, else
+/// `segment.bytes` (the topic's or the broker's `log.segment.bytes`), as Kafka's
+/// `LogConfig.segmentSize()` chooses. Either must fit an i32: positions in a segment and its
+/// index are 32-bit.
+fn effective_segment_bytes(
+    overrides: &BTreeMap<String, String>,
+    segment_bytes: &str,
+) -> Result<u64, ConfigError> {
+    let n = match overrides.get("internal.segment.bytes") {
+        Some(v) => int_at_least("internal.segment.bytes", v, LOG_SEGMENT_BYTES_MIN)?,
+        None => int_at_least("segment.bytes", segment_bytes, LOG_SEGMENT_BYTES_MIN)?,
+    };
+    Ok(n as u64)
 }
 
 fn at_least_minus_one(key: &str, v: &str) -> Result<i64, ConfigError> {
@@ -752,6 +836,47 @@ mod tests {
         assert_eq!(c.topic_default("retention.ms").unwrap(), "3600000");
         let c = load(&["log.retention.minutes=2", "log.retention.hours=1"]).unwrap();
         assert_eq!(c.topic_default("retention.ms").unwrap(), "120000");
+    }
+
+    #[test]
+    fn segment_bytes_bounds_are_kafkas() {
+        let e = load(&["log.segment.bytes=2147483648"]).unwrap_err();
+        assert!(e.to_string().contains("log.segment.bytes"), "{e}");
+        let e = load(&["log.segment.bytes=13"]).unwrap_err();
+        assert!(e.to_string().contains("log.segment.bytes"), "{e}");
+        let c = load(&["log.segment.bytes=14"]).unwrap();
+        assert_eq!(c.log_config(&BTreeMap::new()).unwrap().segment_bytes, 14);
+        let c = load(&["log.segment.bytes=2147483647"]).unwrap();
+        let check = |k: &str, v: &str| {
+            let o = BTreeMap::from([(k.to_string(), v.to_string())]);
+            c.validate_topic_configs(&o)
+        };
+        assert!(check("segment.bytes", "2147483648").is_err());
+        assert!(check("segment.bytes", "1048575").is_err());
+        assert!(check("segment.bytes", "1048576").is_ok());
+        assert!(check("segment.bytes", "2147483647").is_ok());
+        assert!(check("internal.segment.bytes", "200").is_ok());
+        assert!(check("internal.segment.bytes", "2147483648").is_err());
+        let o = BTreeMap::from([("internal.segment.bytes".to_string(), "200".to_string())]);
+        assert_eq!(c.log_config(&o).unwrap().segment_bytes, 200);
+    }
+
+    #[test]
+    fn connection_limits_are_kafkas() {
+        let c = load(&[]).unwrap();
+        assert_eq!(c.max_connections, i32::MAX as usize);
+        assert_eq!(c.max_connections_per_ip, i32::MAX as usize);
+        let c = load(&["max.connections=0", "max.connections.per.ip=2"]).unwrap();
+        assert_eq!((c.max_connections, c.max_connections_per_ip), (0, 2));
+        for bad in [
+            "max.connections=-1",
+            "max.connections.per.ip=0",
+            "max.connections.per.ip=2147483648",
+        ] {
+            let key = bad.split('=').next().unwrap();
+            let e = load(&[bad]).unwrap_err();
+            assert!(e.to_string().contains(key), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -13,6 +13,7 @@ use crate::config::BrokerConfig;
 use crate::fault::FaultEngine;
 use crate::group::GroupCoordinator;
 use crate::metrics::BrokerMetrics;
+use crate::net::connection_quotas::{Accepted, ConnectionQuotas};
 use crate::net::memory_pool::RequestMemoryPool;
 use crate::txn::TransactionCoordinator;
 
@@ -234,12 +235,26 @@ impl Server {
         let group_timers = tokio::spawn(broker.groups.clone().run(shutdown.clone()));
         let txn_timers = tokio::spawn(broker.txn.clone().run(shutdown.clone()));
         let mut connections = JoinSet::new();
+        let quotas = ConnectionQuotas::new(
+            broker.config.max_connections,
+            broker.config.max_connections_per_ip,
+        );
         loop {
             tokio::select! {
-                accepted = self.listener.accept() => match accepted {
-                    Ok((stream, _)) => {
-                        connections.spawn(crate::net::connection::serve(broker.clone(), stream, shutdown.clone()));
+                // Waits while max.connections are open; refuses an address at its limit.
+                accepted = quotas.accept(&self.listener) => match accepted {
+                    Ok(Accepted::Connection(stream, slot)) => {
+                        let serve = crate::net::connection::serve(broker.clone(), stream, shutdown.clone());
+                        // The slot lives as long as the connection's task, however it ends.
+                        connections.spawn(async move {
+                            serve.await;
+                            drop(slot);
+                        });
                     }
+                    Ok(Accepted::Refused { ip, max_connections_per_ip }) => tracing::info!(
+                        %ip, max_connections_per_ip,
+                        "rejected connection: the address already has the configured maximum of connections"
+                    ),
                     Err(e) => tracing::warn!(error = %e, "accept failed"),
                 },
                 // Reap finished connection tasks so the set stays bounded by live connections.

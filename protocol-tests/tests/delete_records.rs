@@ -35,7 +35,8 @@ const REQUEST_TIMED_OUT: i16 = 7;
 const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 const EARLIEST: i64 = -2;
 const LATEST: i64 = -1;
-/// Small enough that every two or three one-record batches roll a segment.
+/// Small enough that every two or three one-record batches roll a segment: set through
+/// `internal.segment.bytes`, as `segment.bytes` must be at least 1 MiB (Kafka 4.4).
 const SEGMENT_BYTES: &str = "200";
 const RECORDS: i64 = 12;
 const WAIT: Duration = Duration::from_secs(45);
@@ -191,7 +192,7 @@ fn delete_records_moves_the_log_start_on_a_single_node_and_survives_restarts() {
     let mut c = WireClient::connect(&broker.bootstrap());
     c.require_versions(&[(ApiKey::DeleteRecords, DELETE_RECORDS_V)]);
     let topic = unique_topic("delrec-single");
-    create_topic(&mut c, &topic, &[("segment.bytes", SEGMENT_BYTES)]);
+    create_topic(&mut c, &topic, &[("internal.segment.bytes", SEGMENT_BYTES)]);
     produce_records(&mut c, &topic);
     let dir = broker.data_dir().join(format!("{topic}-0"));
     let before = segment_bases(&dir);
@@ -280,7 +281,7 @@ fn produce_to_leader(c: &Cluster, leader: i32, topic: &str) {
 fn delete_records_reaches_every_replica_of_a_cluster() {
     let mut c = Cluster::start(3, &[]);
     let topic = unique_topic("delrec-cluster");
-    c.create_topic(&topic, 1, 3, &[("segment.bytes", SEGMENT_BYTES)]);
+    c.create_topic(&topic, 1, 3, &[("internal.segment.bytes", SEGMENT_BYTES)]);
     let all = c.ids();
     let state = c.await_isr(&topic, 0, &all, WAIT);
     let leader = state.leader;

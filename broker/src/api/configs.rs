@@ -75,6 +75,8 @@ fn config_type(key: &str) -> i8 {
         | "node.id"
         | "num.partitions"
         | "message.max.bytes"
+        | "max.connections"
+        | "max.connections.per.ip"
         | "log.segment.bytes" => 3,
         _ => 2,
     }

@@ -6,17 +6,19 @@
 use std::sync::Arc;
 
 use kafka_protocol::messages::produce_request::PartitionProduceData;
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
 use super::{sb, Outcome, RequestContext};
-use crate::cluster::partition::Partition;
+use crate::cluster::partition::{Partition, PartitionError};
 use crate::cluster::replica_manager::now_ms;
 use crate::fault::{CrashPoint, FaultEngine};
 use crate::log::batch::BatchHeader;
-use crate::log::LogAppendInfo;
+use crate::log::{LogAppendInfo, LogError};
 use crate::metadata::validate_topic_name;
 use crate::metrics::GaugeGuard;
 use crate::net::codec::CodecError;
@@ -163,6 +165,15 @@ fn append_partition(
     }
     let batch_bytes = records.len();
     match part.append_records_to_leader(records, acks, now) {
+        Err(PartitionError::Log(LogError::KeylessRecordsOnCompactedTopic {
+            record_indices,
+            count,
+        })) => Appended::Done(keyless_records_response(
+            pd.index,
+            name,
+            &record_indices,
+            count,
+        )),
         Err(e) => refuse(e.error_code(), Some(e.to_string())),
         Ok(info) => {
             if !info.duplicate {
@@ -185,6 +196,40 @@ fn append_partition(
             }
         }
     }
+}
+
+/// INVALID_RECORD with one record error per keyless record, as Kafka answers a compacted
+/// topic (`LogValidator.validateKey`, then `processRecordErrors`): the partition's message
+/// counts the errors and repeats the first three. Fields of Produce v8+; older versions drop
+/// them in encoding.
+fn keyless_records_response(
+    index: i32,
+    topic: &str,
+    record_indices: &[i32],
+    count: usize,
+) -> PartitionProduceResponse {
+    let reason = format!(
+        "Compacted topic cannot accept message without key in topic partition {topic}-{index}"
+    );
+    let shown: Vec<String> = record_indices
+        .iter()
+        .take(3)
+        .map(|i| format!("RecordError(batchIndex={i}, message='{reason}')"))
+        .collect();
+    let message = format!(
+        "One or more records have been rejected due to {count} record errors in total, and only showing the first three errors at most: [{}]",
+        shown.join(", ")
+    );
+    let errors = record_indices
+        .iter()
+        .map(|&i| {
+            BatchIndexAndErrorMessage::default()
+                .with_batch_index(i)
+                .with_batch_index_error_message(Some(sb(reason.clone())))
+        })
+        .collect();
+    partition_error(index, ResponseError::InvalidRecord.code(), Some(message))
+        .with_record_errors(errors)
 }
 
 /// The answer for one partition: at once, or once the high watermark passed its batch

@@ -23,7 +23,7 @@
 //! |     57 | recordCount i32      |
 //! |     61 | records...           |
 
-use super::{LogConfig, LogError, TimestampType};
+use super::{LogConfig, LogError, TimestampType, KEYLESS_RECORDS_LISTED_MAX};
 
 /// Size of the v2 batch header; the records follow it.
 pub const HEADER_LEN: usize = 61;
@@ -696,15 +696,19 @@ impl TimestampRule {
 }
 
 /// The produce-time walk over an uncompressed records section: checks each record's framing
-/// (as [`RecordIter`] does), that offset deltas run 0..n-1, and each timestamp. Returns the
-/// number of records and the largest timestamp. A separate loop from `RecordIter` because this
-/// is the hot path: it builds no record views.
-fn walk_records_for_validation(
+/// (as [`RecordIter`] does), that offset deltas run 0..n-1, and each timestamp; with
+/// `COMPACTED`, also that each record has a key (Kafka's `LogValidator.validateKey`, which
+/// only compacted topics pay for). Returns the number of records and the largest timestamp.
+/// A separate loop from `RecordIter` because this is the hot path: it builds no record views.
+/// `COMPACTED` is a const parameter so that the loop other topics run has no key check at all.
+fn walk_records_for_validation<const COMPACTED: bool>(
     records: &[u8],
     count: i32,
     base_timestamp: i64,
     rule: &TimestampRule,
 ) -> Result<(i32, i64), LogError> {
+    let mut keyless = Vec::new();
+    let mut keyless_count = 0usize;
     let framing = || LogError::InvalidRecord("malformed record framing".into());
     let mut c = Cursor {
         buf: records,
@@ -730,7 +734,14 @@ fn walk_records_for_validation(
         }; // skip attributes
         let ts_delta = r.varlong().ok_or_else(framing)?;
         let offset_delta = r.varint().ok_or_else(framing)?;
-        r.nullable_bytes().ok_or_else(framing)?; // key
+        let key = r.nullable_bytes().ok_or_else(framing)?;
+        if COMPACTED && key.is_none() {
+            // Every keyless record is reported, as Kafka reports each as a record error.
+            if keyless.len() < KEYLESS_RECORDS_LISTED_MAX {
+                keyless.push(n);
+            }
+            keyless_count += 1;
+        }
         r.nullable_bytes().ok_or_else(framing)?; // value
         let headers = r.varint().ok_or_else(framing)?;
         if headers < 0 {
@@ -753,6 +764,12 @@ fn walk_records_for_validation(
         max_ts = max_ts.max(ts);
         n += 1;
         c.pos = end;
+    }
+    if keyless_count > 0 {
+        return Err(LogError::KeylessRecordsOnCompactedTopic {
+            record_indices: keyless,
+            count: keyless_count,
+        });
     }
     Ok((n, max_ts))
 }
@@ -881,7 +898,11 @@ pub fn validate_produce(
         decompressed = decompress_records(codec, batch.records_bytes())?;
         &decompressed[..]
     };
-    let (n, seen_max) = walk_records_for_validation(records, count, h.base_timestamp(), &rule)?;
+    let (n, seen_max) = if config.cleanup_policy_compact {
+        walk_records_for_validation::<true>(records, count, h.base_timestamp(), &rule)?
+    } else {
+        walk_records_for_validation::<false>(records, count, h.base_timestamp(), &rule)?
+    };
     if n != count {
         return Err(LogError::InvalidRecord(format!(
             "declared {count} records, found {n}"
@@ -1088,6 +1109,51 @@ mod tests {
 
     fn validate(b: &[u8]) -> Result<ValidatedBatch, LogError> {
         validate_produce(b, &cfg(), NOW, AppendOrigin::Client)
+    }
+
+    #[test]
+    fn compacted_logs_refuse_keyless_records() {
+        let compacted = LogConfig {
+            cleanup_policy_compact: true,
+            ..cfg()
+        };
+        for codec in [Codec::None, Codec::Gzip, Codec::Zstd] {
+            let b = BatchBuilder::new(NOW)
+                .codec(codec)
+                .record(0, Some(b"k"), b"a")
+                .record(0, None, b"b")
+                .record(0, Some(b""), b"c")
+                .record(0, None, b"d")
+                .build();
+            assert!(validate(&b).is_ok(), "{codec:?}: a delete log takes them");
+            match validate_produce(&b, &compacted, NOW, AppendOrigin::Client) {
+                Err(LogError::KeylessRecordsOnCompactedTopic {
+                    record_indices,
+                    count,
+                }) => {
+                    assert_eq!((record_indices, count), (vec![1, 3], 2), "{codec:?}");
+                }
+                other => panic!("{codec:?}: {other:?}"),
+            }
+            let keyed = BatchBuilder::new(NOW)
+                .codec(codec)
+                .record(0, Some(b"k"), b"a")
+                .build();
+            assert!(validate_produce(&keyed, &compacted, NOW, AppendOrigin::Client).is_ok());
+        }
+        // The answer lists a bounded number of record errors but counts them all.
+        let many = KEYLESS_RECORDS_LISTED_MAX + 5;
+        let b = BatchBuilder::new(NOW).records(many, 0).build();
+        match validate_produce(&b, &compacted, NOW, AppendOrigin::Client) {
+            Err(LogError::KeylessRecordsOnCompactedTopic {
+                record_indices,
+                count,
+            }) => {
+                assert_eq!(record_indices.len(), KEYLESS_RECORDS_LISTED_MAX);
+                assert_eq!(count, many);
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -53,6 +53,12 @@ pub use unified_log::UnifiedLog;
 /// max.message.bytes are far below it, so it only guards against nonsense sizes.
 pub const FETCH_SLICE_MAX_BYTES: usize = 128 * 1024 * 1024;
 
+/// How many keyless records of one batch a produce answer lists in `record_errors`. Kafka
+/// lists every one; a batch of tiny keyless records holds tens of thousands, and the client
+/// fails the whole batch either way (records past the list get the batch's error), so the
+/// list is cut here and the error message still gives the full count.
+pub const KEYLESS_RECORDS_LISTED_MAX: usize = 1000;
+
 /// Errors of the storage engine, each mapping to one Kafka error code.
 #[derive(Debug, thiserror::Error)]
 pub enum LogError {
@@ -62,6 +68,14 @@ pub enum LogError {
     /// INVALID_RECORD (87): a well-formed batch that breaks a produce rule.
     #[error("invalid record: {0}")]
     InvalidRecord(String),
+    /// INVALID_RECORD (87) with one record error per keyless record: a compacted topic takes
+    /// only keyed records (Kafka's `LogValidator.validateKey`). `record_indices` holds the
+    /// first [`KEYLESS_RECORDS_LISTED_MAX`] of the `count` keyless records.
+    #[error("One or more records have been rejected due to {count} record errors: a compacted topic cannot accept a record without a key")]
+    KeylessRecordsOnCompactedTopic {
+        record_indices: Vec<i32>,
+        count: usize,
+    },
     /// MESSAGE_TOO_LARGE (10): the batch exceeds max.message.bytes.
     #[error("record batch of {size} bytes exceeds max.message.bytes {max}")]
     MessageTooLarge { size: usize, max: usize },
@@ -107,6 +121,7 @@ impl LogError {
         match self {
             LogError::CorruptMessage(_) => 2,
             LogError::InvalidRecord(_) => 87,
+            LogError::KeylessRecordsOnCompactedTopic { .. } => ResponseError::InvalidRecord.code(),
             LogError::MessageTooLarge { .. } => 10,
             LogError::OutOfOrderSequence(_) => 45,
             LogError::InvalidProducerEpoch(_) => 47,
@@ -160,6 +175,9 @@ pub struct LogConfig {
     /// cleanup.policy includes `delete` (Kafka's `LogConfig.delete`): only such logs let a
     /// client delete records (DeleteRecords); a compact-only log refuses with POLICY_VIOLATION.
     pub cleanup_policy_delete: bool,
+    /// cleanup.policy includes `compact` (Kafka's `LogConfig.compact`): produce refuses
+    /// records without a key, which takes a per-record key check that other logs skip.
+    pub cleanup_policy_compact: bool,
 }
 
 impl Default for LogConfig {
@@ -177,6 +195,7 @@ impl Default for LogConfig {
             message_timestamp_before_max_ms: i64::MAX,
             message_timestamp_after_max_ms: 3_600_000,
             cleanup_policy_delete: true,
+            cleanup_policy_compact: false,
         }
     }
 }

@@ -3,4 +3,5 @@
 pub mod client;
 pub mod codec;
 pub mod connection;
+pub mod connection_quotas;
 pub mod memory_pool;

@@ -4,6 +4,8 @@
 //! - `POST /faults` with a JSON [`FaultSpec`]: installs a rule (a request, crash or link rule,
 //!   see [`crate::fault`]), answers `{"id": N}`.
 //! - `DELETE /faults`: removes every rule; `DELETE /faults/{id}`: removes one.
+//! - `GET /v1/cluster`, `/v1/partitions`, `/v1/producers`, `/v1/groups`: read-only JSON views
+//!   of the node's state ([`crate::state_views`], `docs/STATE-VIEWS.md`).
 //!
 //! Bad input (malformed JSON, an unknown action or API) is answered 400 with a message that
 //! says what is wrong; the broker itself is unaffected.
@@ -22,6 +24,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::fault::{FaultEngine, FaultSpec};
+use crate::server::Broker;
 
 fn bad_request(msg: String) -> Response {
     (StatusCode::BAD_REQUEST, Json(json!({ "error": msg }))).into_response()
@@ -82,10 +85,10 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
 /// Serves the admin API until shutdown.
 pub async fn serve(
     listener: TcpListener,
-    faults: Arc<FaultEngine>,
+    broker: Arc<Broker>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let app = router(faults);
+    let app = router(broker.faults.clone()).merge(crate::state_views::router(broker));
     let stop = async move {
         let _ = shutdown.changed().await;
     };

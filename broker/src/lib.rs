@@ -17,5 +17,6 @@ pub mod log;
 pub mod metadata;
 pub mod net;
 pub mod server;
+pub mod state_views;
 pub mod supervisor;
 pub mod txn;

@@ -200,13 +200,9 @@ impl Server {
                 },
             ))
         });
-        let admin = self.admin.map(|l| {
-            tokio::spawn(crate::admin::serve(
-                l,
-                broker.faults.clone(),
-                shutdown.clone(),
-            ))
-        });
+        let admin = self
+            .admin
+            .map(|l| tokio::spawn(crate::admin::serve(l, broker.clone(), shutdown.clone())));
         let replication = broker.replicas.controller().cloned().map(|controller| {
             let broker = broker.clone();
             let mut stop = shutdown.clone();

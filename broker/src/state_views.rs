@@ -81,6 +81,17 @@ fn not_found(msg: String) -> ViewError {
     }
 }
 
+/// The first `max` of `items` mapped by `f`, and whether any were left out: how every list of
+/// an answer is bounded. Only the kept items are mapped.
+fn bounded<T, U>(
+    items: impl ExactSizeIterator<Item = T>,
+    max: usize,
+    f: impl FnMut(T) -> U,
+) -> (Vec<U>, bool) {
+    let truncated = items.len() > max;
+    (items.take(max).map(f).collect(), truncated)
+}
+
 /// The query string as key → value, accepting only the `allowed` keys. Topic names use only
 /// `[a-zA-Z0-9._-]`, so values are taken as written: a percent-encoded value cannot name a
 /// topic and ends as an unknown one.
@@ -225,17 +236,14 @@ async fn partitions(
         .filter(|p| topic.is_none_or(|t| &p.topic == t))
         .collect();
     hosted.sort_by(|a, b| (&a.topic, a.index).cmp(&(&b.topic, b.index)));
-    let truncated = hosted.len() > PARTITIONS_PER_ANSWER_MAX;
     let image = broker
         .replicas
         .controller()
         .map(|c| c.image().borrow().clone());
     let node_id = broker.node_id();
-    let partitions = hosted
-        .iter()
-        .take(PARTITIONS_PER_ANSWER_MAX)
-        .map(|p| partition_view(p, node_id, image.as_deref()))
-        .collect();
+    let (partitions, truncated) = bounded(hosted.iter(), PARTITIONS_PER_ANSWER_MAX, |p| {
+        partition_view(p, node_id, image.as_deref())
+    });
     Ok(Json(PartitionsView {
         partitions,
         truncated,
@@ -365,12 +373,7 @@ async fn producers(
     // The copy DescribeProducers takes under the log lock.
     let mut all = part.active_producers();
     all.sort_by_key(|p| p.producer_id);
-    let truncated = all.len() > PRODUCERS_PER_ANSWER_MAX;
-    let producers = all
-        .iter()
-        .take(PRODUCERS_PER_ANSWER_MAX)
-        .map(producer_view)
-        .collect();
+    let (producers, truncated) = bounded(all.iter(), PRODUCERS_PER_ANSWER_MAX, producer_view);
     Ok(Json(ProducersView {
         topic: part.topic.clone(),
         partition: part.index,
@@ -458,12 +461,10 @@ async fn groups(
             .map(|(id, _)| id)
             .collect();
         ids.sort();
-        let views = ids
-            .iter()
-            .take(GROUPS_PER_ANSWER_MAX)
-            .filter_map(|id| Some(group_view(id, all.get(*id)?, &topic_name)))
-            .collect();
-        (views, ids.len() > GROUPS_PER_ANSWER_MAX)
+        let (views, truncated) = bounded(ids.into_iter(), GROUPS_PER_ANSWER_MAX, |id| {
+            all.get(id).map(|e| group_view(id, e, &topic_name))
+        });
+        (views.into_iter().flatten().collect(), truncated)
     });
     Ok(Json(GroupsView { groups, truncated }))
 }
@@ -473,14 +474,12 @@ fn group_view(
     entry: &GroupEntry,
     topic_name: &dyn Fn(uuid::Uuid) -> String,
 ) -> GroupView {
-    let (mut view, members) = match &entry.kind {
+    let mut view = match &entry.kind {
         GroupKind::Classic(g) => classic_view(g),
         GroupKind::Consumer(g) => consumer_view(g, topic_name),
     };
     view.group_id = id.to_string();
     view.state = entry.state_str();
-    view.members_truncated = members.len() > MEMBERS_PER_GROUP_MAX;
-    view.members = members.into_iter().take(MEMBERS_PER_GROUP_MAX).collect();
     view
 }
 
@@ -499,15 +498,13 @@ fn empty_group(protocol: &'static str, generation: i32) -> GroupView {
     }
 }
 
-fn classic_view(g: &ClassicGroup) -> (GroupView, Vec<MemberView>) {
+fn classic_view(g: &ClassicGroup) -> GroupView {
     let mut view = empty_group("classic", g.generation_id);
     view.protocol_type = g.protocol_type.clone();
     view.protocol_name = g.protocol_name.clone();
     view.leader_id = g.leader_id.clone();
-    let members = g
-        .members
-        .iter()
-        .map(|m| MemberView {
+    (view.members, view.members_truncated) =
+        bounded(g.members.iter(), MEMBERS_PER_GROUP_MAX, |m| MemberView {
             member_id: m.member_id.clone(),
             group_instance_id: m.group_instance_id.clone(),
             client_id: m.client_id.clone(),
@@ -520,22 +517,16 @@ fn classic_view(g: &ClassicGroup) -> (GroupView, Vec<MemberView>) {
                     .map(|(topic, partitions)| TopicAssignment { topic, partitions })
                     .collect()
             }),
-        })
-        .collect();
-    (view, members)
+        });
+    view
 }
 
-fn consumer_view(
-    g: &ConsumerGroup,
-    topic_name: &dyn Fn(uuid::Uuid) -> String,
-) -> (GroupView, Vec<MemberView>) {
+fn consumer_view(g: &ConsumerGroup, topic_name: &dyn Fn(uuid::Uuid) -> String) -> GroupView {
     let mut view = empty_group("consumer", g.group_epoch);
     view.assignment_epoch = Some(g.assignment_epoch);
     view.protocol_type = Some("consumer".into());
-    let members = g
-        .members
-        .values()
-        .map(|m| MemberView {
+    (view.members, view.members_truncated) =
+        bounded(g.members.values(), MEMBERS_PER_GROUP_MAX, |m| MemberView {
             member_id: m.member_id.clone(),
             group_instance_id: m.instance_id.clone(),
             client_id: m.client_id.clone(),
@@ -551,7 +542,45 @@ fn consumer_view(
                     })
                     .collect(),
             ),
-        })
-        .collect();
-    (view, members)
+        });
+    view
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounded_keeps_the_first_max_and_says_so() {
+        assert_eq!(bounded(1..4, 3, |i| i * 10), (vec![10, 20, 30], false));
+        assert_eq!(bounded(1..5, 3, |i| i * 10), (vec![10, 20, 30], true));
+        assert_eq!(
+            bounded(std::iter::empty::<i32>(), 3, |i| i),
+            (vec![], false)
+        );
+        let mut mapped = 0;
+        let _ = bounded(0..1000, 2, |_| mapped += 1);
+        assert_eq!(mapped, 2, "only kept items are mapped");
+    }
+
+    #[test]
+    fn query_accepts_only_known_keys() {
+        let uri: Uri = "/v1/producers?topic=t&partition=3".parse().expect("uri");
+        let q = query(&uri, &["topic", "partition"])
+            .ok()
+            .expect("known keys");
+        assert_eq!(q.get("topic").map(String::as_str), Some("t"));
+        assert_eq!(q.get("partition").map(String::as_str), Some("3"));
+        let uri: Uri = "/v1/groups?x=1".parse().expect("uri");
+        let refused = query(&uri, &[]).expect_err("unknown key refused");
+        assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+        let many = format!(
+            "/v1/partitions?{}",
+            ["topic=a"; QUERY_PARAMS_MAX + 1].join("&")
+        );
+        let uri: Uri = many.parse().expect("uri");
+        assert!(query(&uri, &["topic"]).is_err(), "too many parameters");
+        let uri: Uri = "/v1/partitions".parse().expect("uri");
+        assert!(query(&uri, &["topic"]).is_ok_and(|q| q.is_empty()));
+    }
 }

@@ -15,6 +15,7 @@ use brook_protocol_tests::cluster::{DumpedBatch, CALL};
 use brook_protocol_tests::process::run_brook;
 use brook_protocol_tests::rd::{self, record};
 use brook_protocol_tests::{poll_until_ok, unique_topic, Broker, Cluster};
+use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use serde_json::Value;
 
@@ -157,8 +158,7 @@ fn producers_view_shows_the_last_five_batches_of_the_log() {
     }
 }
 
-/// The first member of a classic group found in `/v1/groups`, once the group is Stable with
-/// `members` members.
+/// Group `group` as `/v1/groups` shows it, once it is Stable with `members` members.
 fn stable_group(admin: &str, group: &str, members: usize) -> Result<Value, String> {
     let v = get_ok(admin, "/v1/groups");
     let g = v["groups"]
@@ -235,6 +235,62 @@ fn groups_view_shows_generation_and_members() {
     assert_eq!(partitions, vec![0, 1], "{g2}");
     let want: BTreeSet<String> = ["sv-first".into(), "sv-second".into()].into();
     assert_eq!(clients, want, "{g2}");
+}
+
+/// A KIP-848 consumer group (librdkafka with `group.protocol=consumer`): `/v1/groups` shows
+/// it as a consumer group whose group epoch, target assignment epoch and member epoch agree
+/// once Stable, with the member holding both partitions by topic name.
+#[test]
+fn groups_view_shows_a_consumer_protocol_group() {
+    let broker = Broker::start_with(&[
+        ("admin.listener", "127.0.0.1:0"),
+        ("num.partitions", "2"),
+        ("offsets.topic.num.partitions", "3"),
+        ("group.consumer.heartbeat.interval.ms", "500"),
+        ("group.consumer.min.heartbeat.interval.ms", "500"),
+    ]);
+    let admin = broker.admin_address();
+    let topic = unique_topic("sv-848");
+    let group = unique_topic("sv-848-group");
+    let p = rd::producer(&broker.bootstrap(), &[]);
+    rd::send(&p, record(&topic, 0, Some(0), None, Some(b"v")));
+    rd::assert_all_delivered(&rd::flush(&p, 1, Duration::from_secs(30)));
+    // Not `rd::group_consumer`: librdkafka refuses session and heartbeat settings with the
+    // consumer protocol (the coordinator owns them).
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", broker.bootstrap())
+        .set("group.id", &group)
+        .set("group.protocol", "consumer")
+        .set("client.id", "sv-848")
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("create KIP-848 consumer");
+    c.subscribe(&[&topic]).expect("subscribe");
+    let g = poll_until_ok(
+        "a Stable consumer group holding both partitions",
+        SETTLE,
+        || {
+            poll_both(&c, None);
+            let g = stable_group(&admin, &group, 1)?;
+            let held = g["members"][0]["assignment"]
+                .as_array()
+                .and_then(|a| a.first())
+                .map(|a| ints(&a["partitions"]));
+            if held != Some(vec![0, 1]) {
+                return Err(format!("{g}"));
+            }
+            Ok(g)
+        },
+    );
+    assert_eq!(g["protocol"], "consumer", "{g}");
+    let m = &g["members"][0];
+    assert_eq!(m["client_id"], "sv-848", "{g}");
+    assert_eq!(m["assignment"][0]["topic"], topic.as_str(), "{g}");
+    assert_eq!(m["member_state"], "Stable", "{g}");
+    let epoch = g["generation"].as_i64().expect("generation");
+    assert!(epoch >= 1, "{g}");
+    assert_eq!(g["assignment_epoch"], epoch, "{g}");
+    assert_eq!(m["member_epoch"], epoch, "{g}");
 }
 
 /// The leader's `/v1/partitions` entry for `topic`-0.

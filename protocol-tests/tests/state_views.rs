@@ -17,6 +17,7 @@ use brook_protocol_tests::rd::{self, record};
 use brook_protocol_tests::{poll_until_ok, unique_topic, Broker, Cluster};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::Producer;
 use serde_json::Value;
 
 /// How long a group may take to settle, an ISR to shrink or a broker to be fenced.
@@ -156,6 +157,42 @@ fn producers_view_shows_the_last_five_batches_of_the_log() {
         assert_eq!(got, status, "GET {path}: {body}");
         assert!(body["error"].is_string(), "GET {path}: {body}");
     }
+}
+
+/// A transactional librdkafka producer: while its transaction is open `/v1/producers` shows
+/// the transaction's first offset (that of its first record), and once the COMMIT marker is
+/// written, none.
+#[test]
+fn producers_view_shows_the_open_transaction() {
+    let broker = Broker::start_with(&[
+        ("admin.listener", "127.0.0.1:0"),
+        ("transaction.state.log.num.partitions", "3"),
+    ]);
+    let admin = broker.admin_address();
+    let topic = unique_topic("sv-txn");
+    let p = rd::producer(&broker.bootstrap(), &[("transactional.id", &topic)]);
+    p.init_transactions(CALL).expect("init_transactions");
+    p.begin_transaction().expect("begin");
+    for i in 0..3 {
+        rd::send(&p, record(&topic, i, Some(0), None, Some(b"v")));
+    }
+    let d = rd::flush(&p, 3, Duration::from_secs(30));
+    rd::assert_all_delivered(&d);
+    let path = format!("/v1/producers?topic={topic}&partition=0");
+    let open = get_ok(&admin, &path);
+    let first = d.iter().map(|d| d.offset).min().expect("an offset");
+    assert_eq!(
+        open["producers"][0]["current_txn_first_offset"], first,
+        "{open}"
+    );
+    p.commit_transaction(CALL).expect("commit");
+    // EndTxn is answered once the commit is decided; the marker that closes the transaction
+    // on the partition follows.
+    poll_until_ok("the COMMIT marker closes the transaction", SETTLE, || {
+        let done = get_ok(&admin, &path);
+        let closed = done["producers"][0]["current_txn_first_offset"].is_null();
+        closed.then_some(()).ok_or_else(|| format!("{done}"))
+    });
 }
 
 /// Group `group` as `/v1/groups` shows it, once it is Stable with `members` members.

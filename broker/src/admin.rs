@@ -5,6 +5,8 @@
 //!   see [`crate::fault`]), answers `{"id": N}`.
 //! - `DELETE /faults`: removes every rule; `DELETE /faults/{id}`: removes one.
 //! - `GET /metrics`: every metric in the Prometheus text format (docs/METRICS.md).
+//! - `GET /v1/cluster`, `/v1/partitions`, `/v1/producers`, `/v1/groups`: read-only JSON views
+//!   of the node's state ([`crate::state_views`], `docs/STATE-VIEWS.md`).
 //!
 //! Bad input (malformed JSON, an unknown action or API) is answered 400 with a message that
 //! says what is wrong; the broker itself is unaffected.
@@ -100,7 +102,7 @@ pub async fn serve(
     broker: Arc<Broker>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let app = router(broker);
+    let app = router(broker.clone()).merge(crate::state_views::router(broker));
     let stop = async move {
         let _ = shutdown.changed().await;
     };

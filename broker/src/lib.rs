@@ -18,5 +18,6 @@ pub mod metadata;
 pub mod metrics;
 pub mod net;
 pub mod server;
+pub mod state_views;
 pub mod supervisor;
 pub mod txn;

@@ -66,6 +66,16 @@ impl Broker {
         &self.ready_line
     }
 
+    /// The admin listener (HOST:PORT) of the current run, from its READY line; the broker
+    /// must have been started with `admin.listener`.
+    pub fn admin_address(&self) -> String {
+        self.ready_line
+            .split_whitespace()
+            .find_map(|kv| kv.strip_prefix("admin="))
+            .unwrap_or_else(|| panic!("READY line without admin=: {}", self.ready_line))
+            .to_string()
+    }
+
     pub fn is_running(&mut self) -> bool {
         self.process.is_running()
     }

@@ -84,7 +84,8 @@ pub struct DumpedBatch {
 }
 
 impl DumpedBatch {
-    fn parse(line: &str) -> DumpedBatch {
+    /// Parses one `baseOffset: ...` line of `brook dump-log`.
+    pub fn parse(line: &str) -> DumpedBatch {
         let parts: Vec<&str> = line.split_whitespace().collect();
         let mut fields = BTreeMap::new();
         for w in parts.windows(2) {

@@ -47,14 +47,6 @@ fn start() -> Broker {
     ])
 }
 
-fn admin(b: &Broker) -> String {
-    b.ready_line()
-        .split_whitespace()
-        .find_map(|f| f.strip_prefix("admin="))
-        .unwrap_or_else(|| panic!("no admin= in {}", b.ready_line()))
-        .to_string()
-}
-
 /// Makes the broker drop every WriteTxnMarkers request: transactions stay prepared.
 fn drop_markers(b: &Broker) {
     let out = run_brook(
@@ -62,7 +54,7 @@ fn drop_markers(b: &Broker) {
             "fault",
             "add",
             "--admin",
-            &admin(b),
+            &b.admin_address(),
             "--api",
             "27",
             "--action",
@@ -775,7 +767,7 @@ fn crash_at(b: &Broker, point: &str) {
             "fault",
             "add",
             "--admin",
-            &admin(b),
+            &b.admin_address(),
             "--action",
             "crash",
             "--point",

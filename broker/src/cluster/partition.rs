@@ -280,6 +280,25 @@ pub struct DeleteRecordsResult {
     pub log_start_moved: bool,
 }
 
+/// One consistent reading of a partition's state, taken under both locks at once (log, then
+/// state) for the admin state views. Nothing keeps it: it is built per request.
+#[derive(Debug, Clone)]
+pub struct PartitionStatus {
+    pub role: Role,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+    /// An ISR change sent to the controller and not yet answered.
+    pub pending_isr: Option<Vec<i32>>,
+    /// Leader only: each other replica's fetch progress, by replica id.
+    pub followers: Vec<(i32, FollowerState)>,
+    pub log_start_offset: i64,
+    pub log_end_offset: i64,
+    pub high_watermark: i64,
+    pub last_stable_offset: i64,
+}
+
 /// One partition of one topic hosted by this node.
 pub struct Partition {
     pub topic: String,
@@ -500,6 +519,29 @@ impl Partition {
     /// The high watermark.
     pub fn high_watermark(&self) -> i64 {
         self.state.lock().high_watermark
+    }
+
+    /// Role, epochs, replicas, ISR, followers and offsets read together, so that the offsets
+    /// agree with each other (`hw <= leo`) as they did at one instant.
+    pub fn status(&self) -> PartitionStatus {
+        let log = self.log.lock();
+        let st = self.state.lock();
+        let mut followers: Vec<(i32, FollowerState)> =
+            st.followers.iter().map(|(id, f)| (*id, *f)).collect();
+        followers.sort_by_key(|(id, _)| *id);
+        PartitionStatus {
+            role: st.role.clone(),
+            leader_epoch: self.leader_epoch(),
+            partition_epoch: st.partition_epoch,
+            replicas: st.replicas.clone(),
+            isr: st.isr.clone(),
+            pending_isr: st.pending_isr.clone(),
+            followers,
+            log_start_offset: log.log_start_offset(),
+            log_end_offset: log.log_end_offset(),
+            high_watermark: st.high_watermark,
+            last_stable_offset: log.last_stable_offset(st.high_watermark),
+        }
     }
 
     /// Bytes in the log's segment files (`UnifiedLog::size_in_bytes`), for DescribeLogDirs.

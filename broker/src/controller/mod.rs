@@ -466,6 +466,14 @@ impl Controller {
         self.inner.active()
     }
 
+    /// The Raft leader as this node knows it, and this node's current Raft term (from
+    /// openraft's metrics: their only owner).
+    pub fn raft_leader_and_term(&self) -> (Option<i32>, u64) {
+        let m = self.inner.raft.metrics();
+        let m = m.borrow();
+        (m.current_leader.map(|id| id as i32), m.current_term)
+    }
+
     /// DescribeQuorum: the Raft leader's view of the quorum. A follower asks the leader over
     /// the controller listener, as a Kafka broker forwards DescribeQuorum to the active
     /// controller, so every node gives the same answer. NOT_CONTROLLER while no leader is

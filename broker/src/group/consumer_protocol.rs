@@ -67,9 +67,79 @@ pub fn encode_assignment(assignment: &[(String, Vec<i32>)]) -> Bytes {
     out.freeze()
 }
 
+/// Bound on topics and on partitions per topic read from one assignment blob.
+pub const MAX_ASSIGNMENT_ENTRIES: usize = 100_000;
+
+/// The (topic, partitions) of a `ConsumerProtocolAssignment` (versions 0-3 share this
+/// prefix: version, then the topic list), or `None` if the blob is malformed or empty.
+pub fn assignment_partitions(blob: &[u8]) -> Option<Vec<(String, Vec<i32>)>> {
+    let mut r = BlobReader { blob, pos: 2 };
+    r.i16_at(0)?;
+    let topics = r.count()?;
+    let mut out = Vec::new();
+    for _ in 0..topics {
+        let name = r.string()?;
+        let parts = r.count()?;
+        let mut partitions = Vec::new();
+        for _ in 0..parts {
+            partitions.push(r.i32()?);
+        }
+        out.push((name, partitions));
+    }
+    Some(out)
+}
+
+/// A cursor over a blob in the classic (non-flexible) encoding; every read is checked.
+struct BlobReader<'a> {
+    blob: &'a [u8],
+    pos: usize,
+}
+
+impl BlobReader<'_> {
+    fn i16_at(&self, p: usize) -> Option<i16> {
+        Some(i16::from_be_bytes(
+            self.blob.get(p..p + 2)?.try_into().ok()?,
+        ))
+    }
+
+    fn i32(&mut self) -> Option<i32> {
+        let v = i32::from_be_bytes(self.blob.get(self.pos..self.pos + 4)?.try_into().ok()?);
+        self.pos += 4;
+        Some(v)
+    }
+
+    /// An array length: refused when negative or above [`MAX_ASSIGNMENT_ENTRIES`].
+    fn count(&mut self) -> Option<usize> {
+        let n = self.i32()?;
+        (0..=MAX_ASSIGNMENT_ENTRIES as i32)
+            .contains(&n)
+            .then_some(n as usize)
+    }
+
+    fn string(&mut self) -> Option<String> {
+        let len = usize::try_from(self.i16_at(self.pos)?).ok()?;
+        self.pos += 2;
+        let bytes = self.blob.get(self.pos..self.pos + len)?;
+        self.pos += len;
+        String::from_utf8(bytes.to_vec()).ok()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn assignment_round_trip_and_garbage() {
+        let a = vec![("t".to_string(), vec![0, 2]), ("u".to_string(), vec![])];
+        let b = encode_assignment(&a);
+        assert_eq!(assignment_partitions(&b), Some(a));
+        // Every cut inside the topic list is refused (the trailing user data is not read).
+        for n in 0..b.len() - 4 {
+            assert_eq!(assignment_partitions(&b[..n]), None, "prefix {n}");
+        }
+        assert_eq!(assignment_partitions(&[0, 0, 0x7f, 0xff, 0xff, 0xff]), None);
+    }
 
     #[test]
     fn subscription_round_trip_and_garbage() {

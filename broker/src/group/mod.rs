@@ -1296,6 +1296,15 @@ impl GroupCoordinator {
         })
     }
 
+    /// Runs `f` over the groups this node coordinates (their partitions loaded first, as
+    /// ListGroups does), under the coordinator's lock: the admin state views read the groups
+    /// where they live instead of keeping a copy. `f` must not block.
+    pub fn inspect<R>(&self, f: impl FnOnce(&HashMap<String, GroupEntry>) -> R) -> R {
+        let mut st = self.state.lock();
+        self.acquire_all(&mut st);
+        f(&st.groups)
+    }
+
     /// ListGroups, filtered by state and type names (case-insensitive; empty = all). In a
     /// cluster: the groups this node coordinates, as in Kafka (the admin client asks every
     /// broker).

@@ -251,7 +251,8 @@ async fn silent_broker_is_fenced_and_leadership_moves() {
         assert_eq!(new.partition_epoch, old.partition_epoch + 1);
     }
     step("victim fenced");
-    // The rf=1 partition on the victim has no other ISR member: leaderless, ISR kept.
+    // The rf=1 partition on the victim has no other ISR member: leaderless, its ISR emptied
+    // into the ELR (KIP-966), the victim remembered as the last known leader.
     let stranded = before.topics[&solo]
         .partitions
         .iter()
@@ -260,7 +261,11 @@ async fn silent_broker_is_fenced_and_leadership_moves() {
         .index;
     let p = after.partition(solo, stranded).unwrap();
     assert_eq!(p.leader, NO_LEADER);
-    assert_eq!(p.isr, vec![victim]);
+    assert!(p.isr.is_empty(), "{p:?}");
+    assert_eq!(
+        (p.elr.clone(), p.last_known_elr.clone()),
+        (vec![victim], vec![victim])
+    );
 
     // Heartbeats resume: unfenced, and it leads its stranded partition again.
     c.nodes[&victim].set_broker_heartbeats(true);

@@ -833,8 +833,9 @@ fn heartbeat_reply(fenced: bool, should_shut_down: bool) -> ControllerReply {
 
 /// A heartbeat with `want_shut_down` (Kafka's controlled shutdown,
 /// `ReplicationControlManager.processBrokerHeartbeat` entering `CONTROLLED_SHUTDOWN`): the
-/// broker leaves every ISR it is in (but the last member's place) and every partition it leads
-/// gets a new leader from the rest of the ISR, as when it is fenced, but while it still runs,
+/// broker is marked as in controlled shutdown (it may no longer lead or join an ISR), leaves
+/// every ISR it is in and every partition it leads gets a new leader, as when it is fenced
+/// (`PartitionChange`: into the ELR where the ISR is below min ISR), but while it still runs,
 /// so clients move before it stops. Once the records are committed it leads nothing, and the
 /// reply lets it shut down. A fenced broker leads nothing already.
 pub fn shut_down_heartbeat(

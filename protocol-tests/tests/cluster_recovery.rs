@@ -321,6 +321,10 @@ fn checkpointed_high_watermark(c: &Cluster, id: i32, topic: &str) -> Option<i64>
 /// is elected before any follower has fetched from it, clients read the committed records at
 /// once. Without the checkpoint it starts at the log start offset and, with no follower to
 /// raise it (the other replica is down, the ISR below min.insync.replicas), serves nothing.
+///
+/// With ELR (KIP-966) the dead first leader stays eligible (it left the ISR below min ISR), so
+/// the restarted replica, out of the ELR after its crash, can only lead before that one is back
+/// through an unclean election: the topic enables it.
 #[test]
 fn restarted_replica_serves_up_to_its_checkpointed_high_watermark() {
     let _turn = serial();
@@ -332,7 +336,15 @@ fn restarted_replica_serves_up_to_its_checkpointed_high_watermark() {
         ],
     );
     let topic = unique_topic("hwckpt");
-    c.create_topic(&topic, 1, 2, &[("min.insync.replicas", "2")]);
+    c.create_topic(
+        &topic,
+        1,
+        2,
+        &[
+            ("min.insync.replicas", "2"),
+            ("unclean.leader.election.enable", "true"),
+        ],
+    );
     let s = c.await_partition(&topic, 0, "both replicas in the ISR", ISR_WAIT, |s| {
         s.leader > 0 && s.isr.len() == 2
     });
@@ -348,17 +360,18 @@ fn restarted_replica_serves_up_to_its_checkpointed_high_watermark() {
         },
     );
     c.kill(leader);
-    c.await_partition(&topic, 0, &format!("node {x} leads"), FAILOVER_WAIT, |s| {
+    let first = c.await_partition(&topic, 0, &format!("node {x} leads"), FAILOVER_WAIT, |s| {
         s.leader == x
     });
     c.kill(x);
     c.start_node(x);
+    // A later epoch: the state from before its death also names it as leader.
     let after = c.await_partition(
         &topic,
         0,
         &format!("node {x} leads again"),
         FAILOVER_WAIT,
-        |s| s.leader == x,
+        |s| s.leader == x && s.leader_epoch > first.leader_epoch,
     );
     let (served, hw) = poll_until_ok(
         &format!("node {x} serves {} records after its restart", values.len()),

@@ -48,7 +48,8 @@ pub struct ConfigEntry {
     pub default: Option<(String, Source)>,
 }
 
-/// Kafka's config type codes (BOOLEAN 1, STRING 2, INT 3, LONG 5, LIST 7).
+/// Kafka's config type codes (BOOLEAN 1, STRING 2, INT 3, LONG 5, LIST 7), as `ConfigDef` declares
+/// each key in `ServerConfigs`/`SocketServerConfigs` and `LogConfig` (`max.connections*` are INT).
 fn config_type(key: &str) -> i8 {
     match key {
         "unclean.leader.election.enable" | "auto.create.topics.enable" | "delete.topic.enable" => 1,

@@ -676,18 +676,7 @@ fn move_replica_away(
     node_id: i32,
     policy: &ElectionPolicy,
 ) -> Vec<MetadataRecord> {
-    let acceptable = |x: i32| x != node_id && image.is_active(x);
-    let mut records = Vec::new();
-    for t in image.topics.values() {
-        for p in &t.partitions {
-            if !p.isr.contains(&node_id) && p.leader != node_id {
-                continue;
-            }
-            let isr = p.isr.iter().copied().filter(|&r| r != node_id).collect();
-            records.extend(PartitionChange::new(policy, t, p, isr, &acceptable).build(t.id));
-        }
-    }
-    records
+    remove_replica(image, node_id, policy, false)
 }
 
 /// A broker restarted after an unclean shutdown (Kafka's `handleBrokerShutdown` with
@@ -698,16 +687,33 @@ fn remove_unclean_replica(
     node_id: i32,
     policy: &ElectionPolicy,
 ) -> Vec<MetadataRecord> {
+    remove_replica(image, node_id, policy, true)
+}
+
+/// Kafka's `generateLeaderAndIsrUpdates` for one broker that may not lead: every partition
+/// whose ISR holds it (and, after an unclean shutdown, whose ELR holds it; else that it leads)
+/// moves to the ISR without it, through [`PartitionChange`].
+fn remove_replica(
+    image: &ClusterImage,
+    node_id: i32,
+    policy: &ElectionPolicy,
+    unclean_shutdown: bool,
+) -> Vec<MetadataRecord> {
     let acceptable = |x: i32| x != node_id && image.is_active(x);
     let mut records = Vec::new();
     for t in image.topics.values() {
         for p in &t.partitions {
-            if !p.isr.contains(&node_id) && !p.elr.contains(&node_id) {
+            let also = if unclean_shutdown {
+                p.elr.contains(&node_id)
+            } else {
+                p.leader == node_id
+            };
+            if !p.isr.contains(&node_id) && !also {
                 continue;
             }
             let isr = p.isr.iter().copied().filter(|&r| r != node_id).collect();
             let mut change = PartitionChange::new(policy, t, p, isr, &acceptable);
-            change.unclean_shutdown = Some(node_id);
+            change.unclean_shutdown = unclean_shutdown.then_some(node_id);
             records.extend(change.build(t.id));
         }
     }

@@ -311,7 +311,15 @@ async fn silent_broker_is_fenced_and_leadership_moves() {
         .await
         .unwrap();
     assert_eq!(done.isr, vec![p0.leader]);
-    assert_eq!(done.partition_epoch, p0.partition_epoch + 1);
+    // An ISR already equal to the proposal is no change (Kafka's PartitionChangeBuilder builds
+    // no record): the partition epoch moves only when the ISR does. Whether the victim was in
+    // this partition's ISR depends on which node the test picked.
+    let changed = p0.isr != vec![p0.leader];
+    assert_eq!(
+        done.partition_epoch,
+        p0.partition_epoch + i32::from(changed),
+        "{p0:?}"
+    );
     assert_eq!(done.leader_epoch, p0.leader_epoch);
     c.wait_all("ISR shrink everywhere", |i| {
         i.partition(t, 0).is_some_and(|p| p.isr.len() == 1)

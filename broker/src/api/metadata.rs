@@ -5,6 +5,7 @@ use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use kafka_protocol::messages::{MetadataRequest, MetadataResponse};
+use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
 use super::cluster::AUTHORIZED_OPERATIONS_OMITTED;
@@ -12,6 +13,9 @@ use super::{sb, RequestContext};
 use crate::cluster::replica_manager::ReplicaError;
 use crate::metadata::TopicMeta;
 use crate::server::Broker;
+
+const NONE: i16 = 0;
+const UNKNOWN_TOPIC: i16 = ResponseError::UnknownTopicOrPartition.code();
 
 /// Answers Metadata for the listed topics (all topics when the list is null).
 pub async fn handle(
@@ -47,16 +51,16 @@ pub async fn handle(
                                     // A concurrent request created it first.
                                     Err(ReplicaError::TopicExists(_)) => match rm.topic(&name) {
                                         Some(t) => topic_response(broker, &t),
-                                        None => error_topic(Some(name), Uuid::nil(), 3),
+                                        None => error_topic(Some(name), Uuid::nil(), UNKNOWN_TOPIC),
                                     },
                                     Err(e) => error_topic(Some(name), Uuid::nil(), e.error_code()),
                                 }
                             }
                             None => {
                                 let code = if crate::metadata::validate_topic_name(&name).is_err() {
-                                    17
+                                    ResponseError::InvalidTopicException.code()
                                 } else {
-                                    3
+                                    UNKNOWN_TOPIC
                                 };
                                 error_topic(Some(name), Uuid::nil(), code)
                             }
@@ -64,7 +68,9 @@ pub async fn handle(
                     }
                     None => match rm.topic_by_id(rt.topic_id) {
                         Some(t) => topic_response(broker, &t),
-                        None => error_topic(None, rt.topic_id, 100),
+                        None => {
+                            error_topic(None, rt.topic_id, ResponseError::UnknownTopicId.code())
+                        }
                     },
                 },
             )
@@ -105,7 +111,7 @@ fn topic_response(broker: &Broker, t: &TopicMeta) -> MetadataResponseTopic {
             }
             None => MetadataResponsePartition::default()
                 .with_partition_index(p)
-                .with_error_code(5)
+                .with_error_code(ResponseError::LeaderNotAvailable.code())
                 .with_leader_id((-1).into()),
         })
         .collect();
@@ -191,9 +197,11 @@ async fn cluster_metadata(
             };
             let Some(t) = topic else {
                 let code = match &name {
-                    Some(n) if crate::metadata::validate_topic_name(n).is_err() => 17,
-                    Some(_) => 3,
-                    None => 100,
+                    Some(n) if crate::metadata::validate_topic_name(n).is_err() => {
+                        ResponseError::InvalidTopicException.code()
+                    }
+                    Some(_) => UNKNOWN_TOPIC,
+                    None => ResponseError::UnknownTopicId.code(),
                 };
                 return error_topic(name, id, code);
             };
@@ -210,7 +218,11 @@ async fn cluster_metadata(
                     let leader_known = p.leader >= 0 && live.contains(&p.leader);
                     MetadataResponsePartition::default()
                         .with_partition_index(p.index)
-                        .with_error_code(if leader_known { 0 } else { 5 })
+                        .with_error_code(if leader_known {
+                            NONE
+                        } else {
+                            ResponseError::LeaderNotAvailable.code()
+                        })
                         .with_leader_id(if leader_known { p.leader } else { -1 }.into())
                         .with_leader_epoch(p.leader_epoch)
                         .with_replica_nodes(p.replicas.iter().map(|r| (*r).into()).collect())

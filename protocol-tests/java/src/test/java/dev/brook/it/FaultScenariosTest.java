@@ -55,6 +55,7 @@ import org.apache.kafka.common.requests.ProduceResponse;
 import org.apache.kafka.common.requests.RequestHeader;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
@@ -96,8 +97,10 @@ class FaultScenariosTest {
 
     /** Lost ack, idempotence off (acks=all, default retries): the retry is appended again, the log holds two copies. */
     @Test
+    @Tag(Lab.TAG)
     void lostAckWithoutIdempotenceDuplicatesTheRecord() throws Exception {
         LostOutcome o = sendOnceUnder("drop-response", false);
+        lostAckReport(o, false).finish();
         assertEquals(List.of("order-1", "order-1"), o.values, "lost ack without idempotence: the retry is a duplicate");
         assertEquals(1, o.metadata.offset(), "the client is told the offset of the retry, the second copy");
         List<Batch> batches = o.batches;
@@ -111,8 +114,10 @@ class FaultScenariosTest {
 
     /** Lost ack, default (idempotent) producer: the retry is recognised as a duplicate and answered offset 0. */
     @Test
+    @Tag(Lab.TAG)
     void lostAckWithIdempotenceKeepsOneCopy() throws Exception {
         LostOutcome o = sendOnceUnder("drop-response", true);
+        lostAckReport(o, true).producersView(faults.hostPort(), o.topic, 0).finish();
         assertEquals(List.of("order-1"), o.values, "lost ack with idempotence: one copy");
         assertEquals(0, o.metadata.offset(), "the retry is answered with the offset of the original append");
         assertEquals(1, o.batches.size(), "one batch on disk: " + o.batches);
@@ -145,7 +150,21 @@ class FaultScenariosTest {
         assertEquals(0, o.batches.get(0).baseSequence);
     }
 
+    /** The lab report of a lost-ack scenario: the fault command, what the client saw, the log and its batches. */
+    private static Lab lostAckReport(LostOutcome o, boolean idempotence) {
+        Lab lab = Lab.start().name(o.topic, "$TOPIC");
+        lab.say("$ brook fault add --admin $ADMIN " + String.join(" ", o.faultArgs));
+        lab.say("producer (enable.idempotence=" + idempotence + ", acks=all): send(order-1); the answer is lost, "
+            + "the client retries; send() returns offset " + o.metadata.offset());
+        lab.say("consumer, from the beginning: " + o.values);
+        lab.say("$ brook dump-log $DATA/$TOPIC-0");
+        for (Batch b : o.batches) lab.dumpLogLine(b);
+        return lab;
+    }
+
     static final class LostOutcome {
+        String topic;
+        List<String> faultArgs;
         RecordMetadata metadata;
         List<String> values;
         List<Batch> batches;
@@ -158,7 +177,13 @@ class FaultScenariosTest {
     private LostOutcome sendOnceUnder(String action, boolean idempotence) throws Exception {
         String topic = Clients.uniqueTopic(action + (idempotence ? "-idem" : "-plain"));
         Clients.createTopic(broker.bootstrap(), topic, 1);
-        long rule = faults.add(Rule.of(action).api("produce").topic(topic).times(1));
+        LostOutcome o = new LostOutcome();
+        o.topic = topic;
+        // Through the CLI, as docs/LABS.md tells the reader to.
+        o.faultArgs = List.of("--api", "produce", "--action", action, "--topic", topic, "--times", "1");
+        FaultAdmin.Run add = faults.cli("add", o.faultArgs.toArray(new String[0]));
+        assertEquals(0, add.exit, add.toString());
+        long rule = Long.parseLong(add.stdout.trim());
 
         Map<String, Object> cfg = new HashMap<>();
         cfg.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, String.valueOf(idempotence));
@@ -166,7 +191,6 @@ class FaultScenariosTest {
         cfg.put(ProducerConfig.LINGER_MS_CONFIG, 0);
         cfg.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, REQUEST_TIMEOUT_MS);
         cfg.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, 15_000);
-        LostOutcome o = new LostOutcome();
         try (KafkaProducer<byte[], byte[]> producer = Clients.producer(broker.bootstrap(), cfg)) {
             CompletableFuture<RecordMetadata> callback = new CompletableFuture<>();
             Future<RecordMetadata> f = producer.send(new ProducerRecord<>(topic, 0, null, "order-1".getBytes(UTF_8)),
@@ -199,8 +223,10 @@ class FaultScenariosTest {
      * (sent after retry.backoff.ms on the same connection) can arrive.
      */
     @Test
+    @Tag(Lab.TAG)
     void retriableErrorWithFiveInFlightReordersWithoutIdempotence() throws Exception {
         InFlightOutcome o = fiveInFlightFirstFails(false);
+        inFlightReport(o, false).finish();
         assertEquals(List.of("w", "m1", "m2", "m3", "m4", "m0"), o.values,
             "without idempotence the retried m0 is appended after m1..m4");
         assertEquals(List.of(5L, 1L, 2L, 3L, 4L), o.offsets, "offsets of m0..m4 as the client saw them");
@@ -213,8 +239,10 @@ class FaultScenariosTest {
      * the client retries them after m0, in sequence order, and the log keeps the send order.
      */
     @Test
+    @Tag(Lab.TAG)
     void retriableErrorWithFiveInFlightKeepsOrderWithIdempotence() throws Exception {
         InFlightOutcome o = fiveInFlightFirstFails(true);
+        inFlightReport(o, true).finish();
         assertEquals(List.of("w", "m0", "m1", "m2", "m3", "m4"), o.values, "with idempotence the send order is kept");
         assertEquals(List.of(1L, 2L, 3L, 4L, 5L), o.offsets);
         // m0 after the error, m1..m4 after OUT_OF_ORDER_SEQUENCE_NUMBER: proof that all five were in flight.
@@ -229,7 +257,24 @@ class FaultScenariosTest {
         }
     }
 
+    private static Lab inFlightReport(InFlightOutcome o, boolean idempotence) {
+        Lab lab = Lab.start().name(o.topic, "$TOPIC");
+        lab.say("producer (enable.idempotence=" + idempotence + ", max.in.flight.requests.per.connection=5, "
+            + "batch.size=1): send(w) and wait, to warm up");
+        lab.say("$ brook fault add --admin $ADMIN " + String.join(" ", o.faultArgs));
+        lab.say("producer: send(m0) .. send(m4) without waiting; m0 is answered error 6 (NOT_LEADER_OR_FOLLOWER) "
+            + "after 500 ms");
+        lab.say("records retried (record-retry-total): " + (long) o.retries);
+        lab.say("offsets send() returned for m0..m4: " + o.offsets);
+        lab.say("consumer, from the beginning: " + o.values);
+        lab.say("$ brook dump-log $DATA/$TOPIC-0");
+        for (Batch b : o.batches) lab.dumpLogLine(b);
+        return lab;
+    }
+
     static final class InFlightOutcome {
+        String topic;
+        List<String> faultArgs;
         List<String> values;
         List<Long> offsets = new ArrayList<>();
         List<Batch> batches;
@@ -251,12 +296,17 @@ class FaultScenariosTest {
         cfg.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, 5_000);
         cfg.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, 20_000);
         InFlightOutcome o = new InFlightOutcome();
+        o.topic = topic;
         long rule;
         try (KafkaProducer<byte[], byte[]> producer = Clients.producer(broker.bootstrap(), cfg)) {
             // Warm up: metadata, the connection and, for the idempotent producer, its state on the broker (the
             // broker accepts any sequence from a producer it has no state for).
             producer.send(record(topic, padded("w"))).get(Clients.WAIT.toMillis(), TimeUnit.MILLISECONDS);
-            rule = faults.add(Rule.of("error").api("produce").topic(topic).errorCode(6).delayMs(500).times(1));
+            o.faultArgs = List.of("--api", "produce", "--action", "error", "--error", "6", "--delay-ms", "500",
+                "--topic", topic, "--times", "1");
+            FaultAdmin.Run add = faults.cli("add", o.faultArgs.toArray(new String[0]));
+            assertEquals(0, add.exit, add.toString());
+            rule = Long.parseLong(add.stdout.trim());
             List<Future<RecordMetadata>> fs = new ArrayList<>();
             for (int i = 0; i < 5; i++) fs.add(producer.send(record(topic, padded("m" + i))));
             for (Future<RecordMetadata> f : fs) {
@@ -281,6 +331,7 @@ class FaultScenariosTest {
 
     /** acks=0: offsets are -1, a dropped request loses its record and nothing tells the client. */
     @Test
+    @Tag(Lab.TAG)
     void acksZeroLosesADroppedRecordSilently() throws Exception {
         String topic = Clients.uniqueTopic("acks0");
         Clients.createTopic(broker.bootstrap(), topic, 1);
@@ -289,13 +340,17 @@ class FaultScenariosTest {
         List<RecordMetadata> mds = new ArrayList<>();
         List<Exception> callbackErrors = new ArrayList<>();
         long rule;
+        List<String> faultArgs;
         try (KafkaProducer<byte[], byte[]> producer = Clients.producer(broker.bootstrap(), cfg);
              KafkaConsumer<byte[], byte[]> consumer = Clients.consumer(broker.bootstrap())) {
             consumer.assign(List.of(tp));
             for (int i = 0; i < 2; i++) mds.add(send(producer, topic, "r" + i, callbackErrors));
             // acks=0 gives no completion signal: the rule must not catch r0 or r1, so wait until both are in.
             awaitEndOffset(consumer, tp, 2);
-            rule = faults.add(Rule.of("drop-request").api("produce").topic(topic).times(1));
+            faultArgs = List.of("--api", "produce", "--action", "drop-request", "--topic", topic, "--times", "1");
+            FaultAdmin.Run add = faults.cli("add", faultArgs.toArray(new String[0]));
+            assertEquals(0, add.exit, add.toString());
+            rule = Long.parseLong(add.stdout.trim());
             mds.add(send(producer, topic, "r2", callbackErrors));
             faults.awaitFired(rule, 1, Clients.WAIT);
             for (int i = 3; i < 5; i++) mds.add(send(producer, topic, "r" + i, callbackErrors));
@@ -316,6 +371,17 @@ class FaultScenariosTest {
         assertAllValid(batches);
         assertEquals(List.of(0L, 1L, 2L, 3L), batches.stream().map(b -> b.baseOffset).collect(Collectors.toList()),
             "four batches, no gap in offsets (the lost record never got one): " + batches);
+
+        Lab lab = Lab.start().name(topic, "$TOPIC");
+        lab.say("producer (acks=0): send(r0), send(r1); both reach the log");
+        lab.say("$ brook fault add --admin $ADMIN " + String.join(" ", faultArgs));
+        lab.say("producer: send(r2), send(r3), send(r4)");
+        lab.say("errors reported to the callbacks: " + callbackErrors);
+        lab.say("offsets send() returned: " + mds.stream().map(RecordMetadata::offset).collect(Collectors.toList()));
+        lab.say("consumer, from the beginning: " + values);
+        lab.say("$ brook dump-log $DATA/$TOPIC-0");
+        for (Batch b : batches) lab.dumpLogLine(b);
+        lab.finish();
     }
 
     private static RecordMetadata send(KafkaProducer<byte[], byte[]> producer, String topic, String value,

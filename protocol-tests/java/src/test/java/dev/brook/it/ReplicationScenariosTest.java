@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
+import com.fasterxml.jackson.databind.JsonNode;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -41,6 +42,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.extension.ExtendWith;
@@ -87,6 +89,17 @@ class ReplicationScenariosTest {
         KafkaProducer<byte[], byte[]> prod = new KafkaProducer<>(p);
         closeables.add(() -> prod.close(Duration.ofSeconds(5)));
         return prod;
+    }
+
+    /** A producer that sends each record once (no idempotence, no retries, no linger), so an error reaches the test. */
+    private KafkaProducer<byte[], byte[]> oneShotProducer(BrookCluster c, String acks) {
+        return producer(c, Map.of(
+            ProducerConfig.ACKS_CONFIG, acks,
+            ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, false,
+            ProducerConfig.RETRIES_CONFIG, 0,
+            ProducerConfig.LINGER_MS_CONFIG, 0,
+            ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, 10_000,
+            ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, 20_000));
     }
 
     /** Every record of a partition, from the log start to the high watermark (bounded). */
@@ -178,6 +191,7 @@ class ReplicationScenariosTest {
     // ---------------------------------------------------------------------------------------------------------
 
     @Test
+    @Tag(Lab.TAG)
     @Timeout(value = 4, unit = TimeUnit.MINUTES)
     void minInsyncReplicasRefusesAcksAllWhenFollowersAreCutOff() throws Exception {
         BrookCluster c = cluster("minisr", 3, Map.of());
@@ -207,13 +221,7 @@ class ReplicationScenariosTest {
         System.out.println("[replication-observed] scenario 1 cut-off: " + mode);
         final BrookCluster cl = c;
 
-        KafkaProducer<byte[], byte[]> p = producer(c, Map.of(
-            ProducerConfig.ACKS_CONFIG, "all",
-            ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, false,
-            ProducerConfig.RETRIES_CONFIG, 0,
-            ProducerConfig.LINGER_MS_CONFIG, 0,
-            ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, 10_000,
-            ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, 20_000));
+        KafkaProducer<byte[], byte[]> p = oneShotProducer(c, "all");
 
         long t0 = System.nanoTime();
         c.awaitIsr(topic, 0, set(leader), ISR_WAIT);
@@ -258,6 +266,74 @@ class ReplicationScenariosTest {
             assertTrue(v.contains("after-heal"), String.valueOf(v));
         }
         assertEquals(v.indexOf("after-heal"), ok.offset());
+        Lab.start()
+            .say("3 nodes; topic: replication.factor=3, min.insync.replicas=2")
+            .say("replication between the leader and both followers cut; the ISR shrinks to the leader alone")
+            .say("producer (acks=all, retries=0): send(during-cutoff) fails with " + refused.getClass().getSimpleName())
+            .say("healed: the ISR grows back to " + all.size() + " replicas")
+            .say("send(after-heal) acknowledged at offset " + ok.offset())
+            .say("consumer, from the beginning: " + v)
+            .finish();
+    }
+
+    // ---------------------------------------------------------------------------------------------------------
+    // 1b. min.insync.replicas=1, acks=all: the ISR shrinks to the leader, produce still succeeds, with one copy
+    // ---------------------------------------------------------------------------------------------------------
+
+    /**
+     * acks=all waits for the current ISR, whatever its size (Kafka's Partition#checkEnoughReplicasReachOffset):
+     * with min.insync.replicas=1 an ISR of the leader alone still acknowledges, and the record exists on one broker.
+     */
+    @Test
+    @Tag(Lab.TAG)
+    @Timeout(value = 4, unit = TimeUnit.MINUTES)
+    void minInsyncReplicasOneAcknowledgesAcksAllWithOneCopy() throws Exception {
+        BrookCluster c = cluster("minisr1", 3, Map.of());
+        String topic = uniqueTopic("minisr1");
+        c.createTopic(topic, 1, 3, Map.of("min.insync.replicas", "1"));
+        BrookCluster.PartitionState s = c.partitionState(topic, 0);
+        int leader = s.leader;
+        List<Integer> followers = followersOf(s);
+        KafkaProducer<byte[], byte[]> p = oneShotProducer(c, "all");
+        RecordMetadata r1 = p.send(rec(topic, 0, "r1-three-copies")).get(30, TimeUnit.SECONDS);
+        // acks=all with the full ISR: every follower has r1 when the ack comes (it fetched past it).
+        for (int f : followers) {
+            assertEquals(1, Lab.partitionView(c.adminAddress(f), topic, 0).get("log_end_offset").asLong(),
+                "follower " + f + " has r1 once acks=all acknowledged it");
+        }
+
+        assertTrue(cutReplicationWithLinkFaults(c, leader, followers), "this lab needs link faults on replication");
+        c.awaitIsr(topic, 0, set(leader), ISR_WAIT);
+        RecordMetadata r2 = p.send(rec(topic, 0, "r2-one-copy")).get(30, TimeUnit.SECONDS);
+
+        JsonNode onLeader = Lab.partitionView(c.adminAddress(leader), topic, 0);
+        assertEquals(List.of(leader), ints(onLeader.get("isr")), "the leader's ISR: " + onLeader);
+        assertEquals(2, onLeader.get("high_watermark").asLong(), "r2 is committed with one copy: " + onLeader);
+        List<Long> followerEnds = new ArrayList<>();
+        for (int f : followers) {
+            followerEnds.add(Lab.partitionView(c.adminAddress(f), topic, 0).get("log_end_offset").asLong());
+        }
+        assertEquals(List.of(1L, 1L), followerEnds, "neither follower has r2");
+        Lab.start()
+            .say("3 nodes; topic: replication.factor=3, min.insync.replicas=1")
+            .say("producer (acks=all, retries=0): send(r1-three-copies) acknowledged at offset " + r1.offset()
+                + "; both followers' log_end_offset: 1")
+            .say("replication between the leader and both followers cut; the ISR shrinks to the leader alone")
+            .say("send(r2-one-copy) acknowledged at offset " + r2.offset() + ", no error")
+            .say("$ curl -s http://$LEADER_ADMIN/v1/partitions?topic=$TOPIC")
+            .say("  isr: " + onLeader.get("isr").size() + " replica (the leader), high_watermark: "
+                + onLeader.get("high_watermark").asLong() + ", log_end_offset: "
+                + onLeader.get("log_end_offset").asLong())
+            .say("$ curl -s http://$FOLLOWER_ADMIN/v1/partitions?topic=$TOPIC   (each follower)")
+            .say("  log_end_offset: " + followerEnds.get(0) + " and " + followerEnds.get(1)
+                + ": the acknowledged r2 exists on one broker only")
+            .finish();
+    }
+
+    private static List<Integer> ints(JsonNode array) {
+        List<Integer> out = new ArrayList<>();
+        for (JsonNode n : array) out.add(n.asInt());
+        return out;
     }
 
     // ---------------------------------------------------------------------------------------------------------
@@ -265,6 +341,7 @@ class ReplicationScenariosTest {
     // ---------------------------------------------------------------------------------------------------------
 
     @Test
+    @Tag(Lab.TAG)
     @Timeout(value = 4, unit = TimeUnit.MINUTES)
     void acksOneRecordAcknowledgedBeforeReplicationIsLostOnFailover() throws Exception {
         // Followers must stay in the ISR while they copy nothing: a long replica lag, and a session timeout
@@ -279,13 +356,7 @@ class ReplicationScenariosTest {
         List<Integer> followers = followersOf(s);
         TopicPartition tp = new TopicPartition(topic, 0);
 
-        KafkaProducer<byte[], byte[]> p = producer(c, Map.of(
-            ProducerConfig.ACKS_CONFIG, "1",
-            ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, false,
-            ProducerConfig.RETRIES_CONFIG, 0,
-            ProducerConfig.LINGER_MS_CONFIG, 0,
-            ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, 10_000,
-            ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, 20_000));
+        KafkaProducer<byte[], byte[]> p = oneShotProducer(c, "1");
         RecordMetadata r1 = p.send(rec(topic, 0, 1111L, "r1-replicated")).get(30, TimeUnit.SECONDS);
         try (KafkaConsumer<byte[], byte[]> probe = plainConsumer(c)) {
             BrookCluster.await(Duration.ofSeconds(20), "r1 committed (high watermark past it)",
@@ -353,6 +424,19 @@ class ReplicationScenariosTest {
         }
         System.out.println("[replication-observed] scenario 2: old leader " + leader + " rejoined the ISR; its log "
             + "equals the new leader's (r2 truncated); truncation log lines: " + c.logLines(leader, "truncat").size());
+        Lab.start()
+            .say("3 nodes; topic: replication.factor=3, min.insync.replicas=2")
+            .say("producer (acks=1, retries=0): send(r1-replicated) acknowledged at offset " + r1.offset()
+                + ", copied by both followers")
+            .say("the followers stop copying (they stay in the ISR)")
+            .say("send(r2-acked-then-lost) acknowledged at offset " + r2.offset() + " by the leader alone; high "
+                + "watermark " + hwAtAck)
+            .say("the leader is killed (SIGKILL); a follower becomes leader, with a higher leader epoch")
+            .say("consumer, from the beginning: " + v)
+            .say("send(r3-after-failover) acknowledged at offset " + r3.offset() + ", where r2 had been acknowledged")
+            .say("the old leader restarts, rejoins the ISR and truncates r2 away: every replica holds "
+                + values(readAll(c, topic, 0)))
+            .finish();
     }
 
     private static KafkaConsumer<byte[], byte[]> plainConsumer(BrookCluster c) {
@@ -410,13 +494,7 @@ class ReplicationScenariosTest {
         c.createTopic(topic, 1, 3, Map.of());
         BrookCluster.PartitionState s = c.partitionState(topic, 0);
         int leader = s.leader;
-        KafkaProducer<byte[], byte[]> p = producer(c, Map.of(
-            ProducerConfig.ACKS_CONFIG, "1",
-            ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, false,
-            ProducerConfig.RETRIES_CONFIG, 0,
-            ProducerConfig.LINGER_MS_CONFIG, 0,
-            ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, 10_000,
-            ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, 20_000));
+        KafkaProducer<byte[], byte[]> p = oneShotProducer(c, "1");
         p.send(rec(topic, 0, "r1")).get(30, TimeUnit.SECONDS);
         c.addFault(leader, "{\"action\":\"crash\",\"point\":\"after-leader-append\",\"topic\":\"" + topic
             + "\",\"partition\":0}");

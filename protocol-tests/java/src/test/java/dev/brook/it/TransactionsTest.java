@@ -34,6 +34,7 @@ import org.apache.kafka.clients.admin.TransactionState;
 import org.apache.kafka.common.errors.InvalidTxnStateException;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
@@ -67,8 +68,12 @@ class TransactionsTest {
 
     /** The reliability lab ({@link TxnSupport#lab}). */
     @Test
+    @Tag(Lab.TAG)
     void labCommittedVisibleAbortedInvisible() throws Exception {
-        TxnSupport.lab(bootstrap, topic("txn-lab", 3));
+        String t = topic("txn-lab", 3);
+        Lab lab = Lab.start().name(t, "$TOPIC");
+        TxnSupport.lab(bootstrap, t, lab::say);
+        lab.finish();
     }
 
     /**

@@ -14,6 +14,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Consumer;
 import java.util.function.Supplier;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -245,6 +246,11 @@ final class TxnSupport {
      * takes 5.
      */
     static void lab(String bootstrap, String t) throws Exception {
+        lab(bootstrap, t, line -> {});
+    }
+
+    /** {@link #lab(String, String)}, telling {@code report} what happened, in lines that are the same on every run. */
+    static void lab(String bootstrap, String t, Consumer<String> report) throws Exception {
         List<TopicPartition> tps = partitions(t, 3);
         List<Long> offsets = new ArrayList<>();
         try (KafkaProducer<byte[], byte[]> p = TxnSupport.producer(bootstrap, t + "-producer")) {
@@ -260,13 +266,23 @@ final class TxnSupport {
             p.abortTransaction();
         }
         assertEquals(List.of(0L, 1L, 0L, 3L, 4L), offsets, "acknowledged offsets (the commit marker is at 0:2)");
-        assertEquals(List.of("0:0=mid-1", "0:1=mid-2", "1:0=mid-3"), readAll(bootstrap, READ_COMMITTED, tps),
+        List<String> committed = readAll(bootstrap, READ_COMMITTED, tps);
+        assertEquals(List.of("0:0=mid-1", "0:1=mid-2", "1:0=mid-3"), committed,
             "read_committed: the three committed records, none of the aborted two");
-        assertEquals(List.of("0:0=mid-1", "0:1=mid-2", "0:3=mid-4", "0:4=mid-5", "1:0=mid-3"),
-            readAll(bootstrap, READ_UNCOMMITTED, tps), "read_uncommitted: all five, markers at 0:2, 0:5 and 1:1 skipped");
+        List<String> uncommitted = readAll(bootstrap, READ_UNCOMMITTED, tps);
+        assertEquals(List.of("0:0=mid-1", "0:1=mid-2", "0:3=mid-4", "0:4=mid-5", "1:0=mid-3"), uncommitted,
+            "read_uncommitted: all five, markers at 0:2, 0:5 and 1:1 skipped");
         Map<Integer, Long> ends = Map.of(0, 6L, 1, 2L, 2, 0L);
-        assertEquals(ends, endOffsets(bootstrap, READ_COMMITTED, tps), "LSO with no open transaction = high watermark");
+        Map<Integer, Long> lso = endOffsets(bootstrap, READ_COMMITTED, tps);
+        assertEquals(ends, lso, "LSO with no open transaction = high watermark");
         assertEquals(ends, endOffsets(bootstrap, READ_UNCOMMITTED, tps), "high watermark, markers included");
+        report.accept("transaction 1: mid-1, mid-2 to partition 0 and mid-3 to partition 1, at offsets "
+            + offsets.subList(0, 3) + "; commitTransaction()");
+        report.accept("transaction 2: mid-4, mid-5 to partition 0, at offsets " + offsets.subList(3, 5)
+            + "; abortTransaction()");
+        report.accept("read_committed consumer (partition:offset=value): " + committed);
+        report.accept("read_uncommitted consumer: " + uncommitted);
+        report.accept("end offsets by partition, transaction markers included: " + new TreeMap<>(lso));
     }
 
     /**

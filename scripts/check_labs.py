@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Checks that docs/LABS.md and the lab tests name each other.
+
+A lab is a JUnit test under protocol-tests/java tagged `@Tag(Lab.TAG)` (the tag "lab"). The document
+runs each one with a line `scripts/lab Class#method` followed by a ```text block: the report the test
+prints, which the test itself compares with that block (`Lab.finish`). This script checks the names:
+
+- every `scripts/lab Class#method` line names a tagged test method of that class, once;
+- every tagged test method is in the document;
+- every such line is followed by a ```text block before the next lab.
+
+Exit status 1 and one line per problem.
+"""
+
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "LABS.md"
+JAVA = ROOT / "protocol-tests" / "java" / "src" / "test" / "java"
+
+# A @Tag(Lab.TAG) (or @Tag("lab")) among the annotations right before a method declaration.
+TAGGED = re.compile(
+    r'@Tag\((?:Lab\.TAG|"lab")\)\s*(?:@\w+(?:\([^)]*\))?\s*)*void\s+(\w+)\s*\(', re.S
+)
+RUN = re.compile(r"^\s*scripts/lab\s+(\S+)\s*$")
+
+
+def lab_tests():
+    """{'Class#method'} of every tagged test method."""
+    out = set()
+    for path in JAVA.rglob("*.java"):
+        for m in TAGGED.finditer(path.read_text(errors="replace")):
+            out.add(f"{path.stem}#{m.group(1)}")
+    return out
+
+
+def documented(lines):
+    """[(line number, 'Class#method', has a text block)] for every `scripts/lab` line."""
+    runs = [(i, RUN.match(l).group(1)) for i, l in enumerate(lines) if RUN.match(l)]
+    out = []
+    for k, (i, name) in enumerate(runs):
+        end = runs[k + 1][0] if k + 1 < len(runs) else len(lines)
+        has_block = any(l.strip() == "```text" for l in lines[i + 1 : end])
+        out.append((i + 1, name, has_block))
+    return out
+
+
+def main():
+    lines = DOC.read_text().splitlines()
+    tests = lab_tests()
+    problems = []
+    seen = {}
+    for lineno, name, has_block in documented(lines):
+        if name in seen:
+            problems.append(f"docs/LABS.md:{lineno}: {name} is already run at line {seen[name]}")
+        seen[name] = lineno
+        if name not in tests:
+            problems.append(f"docs/LABS.md:{lineno}: {name} is not a @Tag(Lab.TAG) test method")
+        if not has_block:
+            problems.append(f"docs/LABS.md:{lineno}: no ```text report block after `scripts/lab {name}`")
+    for name in sorted(tests - set(seen)):
+        problems.append(f"{name} is tagged as a lab but docs/LABS.md has no `scripts/lab {name}` line")
+    for p in problems:
+        print(p)
+    if problems:
+        return 1
+    print(f"docs/LABS.md: {len(seen)} labs, each a tagged test")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

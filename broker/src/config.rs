@@ -84,6 +84,22 @@ pub const TOPIC_CONFIG_KEYS: &[(&str, &str)] = &[
 /// that need many small segments (Kafka's `LogConfig.INTERNAL_SEGMENT_BYTES_CONFIG`).
 pub const INTERNAL_TOPIC_CONFIG_KEYS: &[&str] = &["internal.segment.bytes"];
 
+/// The topic keys `kafka-reassign-partitions --throttle` sets (Kafka's `QuotaConfig`
+/// `leader/follower.replication.throttled.replicas`): accepted and stored, but Brook does not
+/// throttle replication, so they change nothing.
+pub const REPLICATION_THROTTLE_TOPIC_KEYS: &[&str] = &[
+    "leader.replication.throttled.replicas",
+    "follower.replication.throttled.replicas",
+];
+
+/// The broker keys the same tool sets and clears (Kafka's `QuotaConfig` rates, bytes per
+/// second): accepted by IncrementalAlterConfigs, not acted on.
+pub const REPLICATION_THROTTLE_BROKER_KEYS: &[&str] = &[
+    "leader.replication.throttled.rate",
+    "follower.replication.throttled.rate",
+    "replica.alter.log.dirs.io.max.bytes.per.second",
+];
+
 /// The smallest topic `segment.bytes` (Kafka 4.4's `LogConfig`: `atLeast(1024 * 1024)`).
 pub const TOPIC_SEGMENT_BYTES_MIN: i32 = 1024 * 1024;
 /// The smallest `log.segment.bytes` (Kafka's `atLeast(LegacyRecord.RECORD_OVERHEAD_V0)`), also
@@ -506,7 +522,8 @@ impl BrokerConfig {
         overrides: &BTreeMap<String, String>,
     ) -> Result<(), ConfigError> {
         for (k, v) in overrides {
-            let internal = INTERNAL_TOPIC_CONFIG_KEYS.contains(&k.as_str());
+            let internal = INTERNAL_TOPIC_CONFIG_KEYS.contains(&k.as_str())
+                || REPLICATION_THROTTLE_TOPIC_KEYS.contains(&k.as_str());
             if !internal && !TOPIC_CONFIG_KEYS.iter().any(|(t, _)| t == k) {
                 return Err(ConfigError::UnknownKey(k.clone()));
             }
@@ -534,6 +551,9 @@ impl BrokerConfig {
                 }
                 "unclean.leader.election.enable" => {
                     parse_bool(k, v)?;
+                }
+                k if REPLICATION_THROTTLE_TOPIC_KEYS.contains(&k) => {
+                    throttled_replicas(k, v)?;
                 }
                 _ => {}
             }
@@ -615,6 +635,34 @@ fn max_connections_per_ip(v: &str) -> Result<usize, ConfigError> {
 }
 
 /// An INT config (it must fit an i32, as Kafka's `ConfigDef.Type.INT`) of at least `min`.
+/// Kafka's `ThrottledReplicaListValidator`: `*`, or `partition:broker` pairs separated by
+/// commas (empty for none).
+fn throttled_replicas(key: &str, v: &str) -> Result<(), ConfigError> {
+    let pair = |p: &str| {
+        p.split_once(':').is_some_and(|(a, b)| {
+            a.trim().parse::<i32>().is_ok() && b.trim().parse::<i32>().is_ok()
+        })
+    };
+    let v = v.trim();
+    if v == "*" || v.is_empty() || v.split(',').all(pair) {
+        return Ok(());
+    }
+    Err(invalid(
+        key,
+        v,
+        "must be the literal '*' or a list of replicas as [partitionId]:[brokerId],...",
+    ))
+}
+
+/// A replication throttle rate (bytes per second), Kafka's LONG with `atLeast(0)`.
+pub fn validate_throttle_rate(key: &str, v: &str) -> Result<(), ConfigError> {
+    let n: i64 = parse_num(key, v)?;
+    if n < 0 {
+        return Err(invalid(key, v, "must be at least 0"));
+    }
+    Ok(())
+}
+
 fn int_at_least(key: &str, v: &str, min: i32) -> Result<i32, ConfigError> {
     let n: i32 = parse_num(key, v)?;
     if n < min {

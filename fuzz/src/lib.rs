@@ -130,6 +130,8 @@ fn trace_request(key: ApiKey, version: i16, payload: &[u8]) -> Result<(Vec<Field
         DescribeProducers => DescribeProducersRequest,
         DescribeTopicPartitions => DescribeTopicPartitionsRequest,
         ElectLeaders => ElectLeadersRequest,
+        AlterPartitionReassignments => AlterPartitionReassignmentsRequest,
+        ListPartitionReassignments => ListPartitionReassignmentsRequest,
         DescribeLogDirs => DescribeLogDirsRequest, DescribeQuorum => DescribeQuorumRequest,
     )?;
     Ok((buf.fields(payload), buf.remaining_bytes()))

@@ -257,6 +257,32 @@ pub fn requests(key: ApiKey) -> Vec<RequestKind> {
                     ])),
             ),
         ],
+        ApiKey::AlterPartitionReassignments => vec![
+            R::AlterPartitionReassignments(AlterPartitionReassignmentsRequest::default()),
+            R::AlterPartitionReassignments(
+                AlterPartitionReassignmentsRequest::default()
+                    .with_allow_replication_factor_change(false)
+                    .with_topics(vec![alter_partition_reassignments_request::ReassignableTopic::default()
+                        .with_name(topic())
+                        .with_partitions(vec![
+                            alter_partition_reassignments_request::ReassignablePartition::default()
+                                .with_partition_index(0)
+                                .with_replicas(Some(vec![BrokerId(1), BrokerId(2)])),
+                            alter_partition_reassignments_request::ReassignablePartition::default()
+                                .with_partition_index(7),
+                        ])]),
+            ),
+        ],
+        ApiKey::ListPartitionReassignments => vec![
+            R::ListPartitionReassignments(ListPartitionReassignmentsRequest::default()),
+            R::ListPartitionReassignments(
+                ListPartitionReassignmentsRequest::default().with_topics(Some(vec![
+                    list_partition_reassignments_request::ListPartitionReassignmentsTopics::default()
+                        .with_name(topic())
+                        .with_partition_indexes(vec![0, 1]),
+                ])),
+            ),
+        ],
         ApiKey::DescribeTopicPartitions => vec![
             R::DescribeTopicPartitions(DescribeTopicPartitionsRequest::default()),
             R::DescribeTopicPartitions(

@@ -260,6 +260,27 @@ fn apply_ops(
     Ok(next)
 }
 
+/// Whether a broker resource's changes are only the replication throttles that
+/// `kafka-reassign-partitions` sets and clears.
+fn only_replication_throttles(
+    configs: &[kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig],
+) -> bool {
+    use crate::config::REPLICATION_THROTTLE_BROKER_KEYS as KEYS;
+    !configs.is_empty() && configs.iter().all(|c| KEYS.contains(&c.name.as_str()))
+}
+
+/// Replication throttle rates are validated as Kafka does (a LONG of at least 0) and
+/// accepted; Brook does not throttle replication, so nothing is stored.
+fn accept_replication_throttles(
+    configs: &[kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig],
+) -> Result<(), String> {
+    for c in configs.iter().filter(|c| c.config_operation == 0) {
+        let v = c.value.as_deref().unwrap_or_default();
+        crate::config::validate_throttle_rate(&c.name, v).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
 /// Answers IncrementalAlterConfigs for topics. Broker configs are static in Brook.
 pub async fn handle_incremental_alter_configs(
     broker: &Broker,
@@ -272,6 +293,15 @@ pub async fn handle_incremental_alter_configs(
         let resp = AlterConfigsResourceResponse::default()
             .with_resource_type(r.resource_type)
             .with_resource_name(r.resource_name.clone());
+        if r.resource_type == RESOURCE_BROKER && only_replication_throttles(&r.configs) {
+            responses.push(match accept_replication_throttles(&r.configs) {
+                Ok(()) => resp,
+                Err(msg) => resp
+                    .with_error_code(ResponseError::InvalidConfig.code())
+                    .with_error_message(Some(sb(msg))),
+            });
+            continue;
+        }
         if r.resource_type != RESOURCE_TOPIC {
             responses.push(
                 resp.with_error_code(ResponseError::InvalidRequest.code())

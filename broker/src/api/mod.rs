@@ -20,6 +20,7 @@ pub mod produce;
 pub mod producer_id;
 pub mod producers;
 pub mod quorum;
+pub mod reassignments;
 pub mod topics;
 pub mod txn;
 pub mod txn_markers;
@@ -70,6 +71,8 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::IncrementalAlterConfigs, 0, 1, 0),
     api(ApiKey::DescribeCluster, 0, 2, 0),
     api(ApiKey::ElectLeaders, 0, 2, 0),
+    api(ApiKey::AlterPartitionReassignments, 0, 1, 0),
+    api(ApiKey::ListPartitionReassignments, 0, 0, 0),
     // librdkafka enables lz4 only when FindCoordinator is advertised.
     api(ApiKey::FindCoordinator, 0, 6, 0),
     api(ApiKey::JoinGroup, 0, 9, 0),
@@ -325,6 +328,16 @@ async fn process(
         RequestKind::ElectLeaders(r) => {
             respond(broker, ctx, &elect_leaders::handle(broker, ctx, r).await)
         }
+        RequestKind::AlterPartitionReassignments(r) => respond(
+            broker,
+            ctx,
+            &reassignments::handle_alter(broker, ctx, r).await,
+        ),
+        RequestKind::ListPartitionReassignments(r) => respond(
+            broker,
+            ctx,
+            &reassignments::handle_list(broker, ctx, r).await,
+        ),
         RequestKind::DescribeTopicPartitions(r) => respond(
             broker,
             ctx,

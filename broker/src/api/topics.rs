@@ -114,8 +114,9 @@ fn create_locally(
         .map_err(|e| (e.error_code(), e.to_string()))
 }
 
-/// Cluster mode: the controller assigns replicas and commits the topic; the answer waits
-/// until this node's image has it, so a Metadata request right after sees it.
+/// Cluster mode: the controller validates the request (manual assignments included) and
+/// assigns and commits the topic, or for `validate_only` only answers; the answer waits
+/// until this node's image has the topic, so a Metadata request right after sees it.
 async fn create_in_cluster(
     broker: &Broker,
     controller: &crate::controller::Controller,
@@ -124,60 +125,58 @@ async fn create_in_cluster(
     configs: BTreeMap<String, String>,
     validate_only: bool,
 ) -> Result<crate::metadata::TopicMeta, Refusal> {
-    crate::metadata::validate_topic_name(name).map_err(|m| (17, m))?;
-    if !t.assignments.is_empty() {
-        return Err((ResponseError::InvalidReplicaAssignment.code(), "manual replica assignments are not supported; give a partition count and replication factor".into()));
-    }
+    crate::metadata::validate_topic_name(name)
+        .map_err(|m| (ResponseError::InvalidTopicException.code(), m))?;
     broker
         .config
         .validate_topic_configs(&configs)
-        .map_err(|e| (40, e.to_string()))?;
-    let partitions = if t.num_partitions == -1 {
-        broker.config.num_partitions
-    } else {
-        t.num_partitions
+        .map_err(|e| (ResponseError::InvalidConfig.code(), e.to_string()))?;
+    // -1 takes the broker's default, except with manual assignments, where the controller
+    // requires -1.
+    let manual = !t.assignments.is_empty();
+    let partitions = match t.num_partitions {
+        -1 if !manual => broker.config.num_partitions,
+        p => p,
     };
-    let rf = if t.replication_factor == -1 {
-        broker.config.default_replication_factor
-    } else {
-        t.replication_factor
+    let rf = match t.replication_factor {
+        -1 if !manual => broker.config.default_replication_factor,
+        rf => rf,
     };
-    if partitions <= 0 {
-        return Err((
-            37,
-            format!("number of partitions must be positive, got {partitions}"),
-        ));
-    }
-    if rf <= 0 {
-        return Err((38, format!("replication factor must be positive, got {rf}")));
-    }
-    if validate_only {
-        if controller.image().borrow().topic_by_name(name).is_some() {
-            return Err((36, format!("topic {name} already exists")));
-        }
-        return Ok(crate::metadata::TopicMeta {
-            name: name.into(),
-            id: Uuid::nil(),
-            partitions,
-            replication_factor: rf,
-            configs,
-        });
-    }
-    let (id, _) = controller
-        .create_topic(name, partitions, rf, configs.clone())
-        .await
-        .map_err(|e| (e.code(), e.to_string()))?;
-    broker
-        .replicas
-        .wait_for_metadata(std::time::Duration::from_secs(10), |rm| {
-            rm.topic(name).is_some()
-        })
-        .await;
-    Ok(crate::metadata::TopicMeta {
-        name: name.into(),
-        id,
+    let req = crate::controller::ControllerRequest::CreateTopic {
+        name: name.to_string(),
         partitions,
         replication_factor: rf,
+        configs: configs.clone(),
+        assignments: t
+            .assignments
+            .iter()
+            .map(|a| {
+                (
+                    a.partition_index,
+                    a.broker_ids.iter().map(|b| b.0).collect(),
+                )
+            })
+            .collect(),
+        validate_only,
+    };
+    let (id, parts) = controller
+        .submit_create_topic(req)
+        .await
+        .map_err(|e| (e.code(), e.to_string()))?;
+    if !validate_only {
+        broker
+            .replicas
+            .wait_for_metadata(std::time::Duration::from_secs(10), |rm| {
+                rm.topic(name).is_some()
+            })
+            .await;
+    }
+    Ok(crate::metadata::TopicMeta {
+        name: name.into(),
+        // A validate-only answer names no topic that exists.
+        id: if validate_only { Uuid::nil() } else { id },
+        partitions: parts.len() as i32,
+        replication_factor: parts.first().map_or(0, |p| p.replicas.len() as i16),
         configs,
     })
 }
@@ -248,15 +247,16 @@ pub async fn handle_create_partitions(
         let result = CreatePartitionsTopicResult::default().with_name(t.name.clone());
         let name = t.name.to_string();
         let outcome = match (broker.replicas.controller(), &t.assignments) {
-            (Some(_), Some(_)) => Err((
-                ResponseError::InvalidReplicaAssignment.code(),
-                "manual replica assignments are not supported".to_string(),
-            )),
-            (Some(_), None) if req.validate_only => Ok(()),
-            (Some(c), None) => c
-                .create_partitions(&name, t.count)
-                .await
-                .map_err(|e| (e.code(), e.to_string())),
+            (Some(c), assignments) => {
+                let assignments = assignments.as_ref().map(|a| {
+                    a.iter()
+                        .map(|a| a.broker_ids.iter().map(|b| b.0).collect())
+                        .collect()
+                });
+                c.create_partitions(&name, t.count, assignments, req.validate_only)
+                    .await
+                    .map_err(|e| (e.code(), e.to_string()))
+            }
             (None, assignments) => {
                 let node = broker.node_id();
                 if assignments.as_ref().is_some_and(|a| {

@@ -37,6 +37,15 @@ pub enum ControllerError {
     BrokerIdNotRegistered(i32),
     #[error("request timed out: {0}")]
     RequestTimedOut(String),
+    #[error("invalid replica assignment: {0}")]
+    InvalidReplicaAssignment(String),
+    #[error("no partition reassignment is in progress for {0}")]
+    NoReassignmentInProgress(String),
+    /// An AlterPartition was applied, but it completed a reassignment that moved the
+    /// leadership away from the node that sent it (Kafka answers the leader this error while
+    /// writing the change).
+    #[error("the ISR change completed a reassignment and elected a new leader")]
+    NewLeaderElected,
     /// Storage, network set-up or an internal Raft failure.
     #[error("controller failure: {0}")]
     Internal(String),
@@ -60,6 +69,9 @@ impl ControllerError {
             ControllerError::StaleBrokerEpoch { .. } => ResponseError::StaleBrokerEpoch,
             ControllerError::BrokerIdNotRegistered(_) => ResponseError::BrokerIdNotRegistered,
             ControllerError::RequestTimedOut(_) => ResponseError::RequestTimedOut,
+            ControllerError::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
+            ControllerError::NoReassignmentInProgress(_) => ResponseError::NoReassignmentInProgress,
+            ControllerError::NewLeaderElected => ResponseError::NewLeaderElected,
             ControllerError::Internal(_) => ResponseError::UnknownServerError,
         }
     }

@@ -68,6 +68,24 @@ pub struct PartitionRegistration {
     /// leader again. With the ISR and ELR both empty, that replica may lead once it is back.
     #[serde(default)]
     pub last_known_elr: Vec<i32>,
+    /// Replicas a reassignment is adding (Kafka's `PartitionRegistration.addingReplicas`):
+    /// part of `replicas` already, they fetch like any follower; the reassignment completes
+    /// once all of them are in the ISR.
+    #[serde(default)]
+    pub adding_replicas: Vec<i32>,
+    /// Replicas a reassignment is removing (Kafka's `removingReplicas`): still in `replicas`
+    /// (after the target ones) until the reassignment completes. Disjoint from
+    /// `adding_replicas`.
+    #[serde(default)]
+    pub removing_replicas: Vec<i32>,
+}
+
+impl PartitionRegistration {
+    /// Whether a reassignment is under way (Kafka's
+    /// `PartitionReassignmentReplicas.isReassignmentInProgress`).
+    pub fn is_reassigning(&self) -> bool {
+        !self.adding_replicas.is_empty() || !self.removing_replicas.is_empty()
+    }
 }
 
 /// One topic.
@@ -150,6 +168,16 @@ pub enum MetadataRecord {
         /// Kafka's `PartitionChangeRecord.lastKnownElr`, in full.
         #[serde(default)]
         last_known_elr: Vec<i32>,
+        /// The assignment, in full (Kafka's `PartitionChangeRecord.replicas`); `None` only in
+        /// records written before reassignments existed, which left it unchanged.
+        #[serde(default)]
+        replicas: Option<Vec<i32>>,
+        /// Kafka's `PartitionChangeRecord.addingReplicas`, in full.
+        #[serde(default)]
+        adding_replicas: Vec<i32>,
+        /// Kafka's `PartitionChangeRecord.removingReplicas`, in full.
+        #[serde(default)]
+        removing_replicas: Vec<i32>,
     },
     /// A block of producer ids was handed to `node_id`; `next_block` is the first id after it.
     AllocateProducerIds { node_id: i32, next_block: i64 },
@@ -313,6 +341,9 @@ impl ClusterImage {
                 partition_epoch,
                 elr,
                 last_known_elr,
+                replicas,
+                adding_replicas,
+                removing_replicas,
             } => {
                 let t = self.topics.get_mut(topic_id).ok_or("unknown topic id")?;
                 let p = usize::try_from(*partition)
@@ -324,7 +355,9 @@ impl ClusterImage {
                 if *leader_epoch < p.leader_epoch || *partition_epoch <= p.partition_epoch {
                     return Err("partition epochs go backwards");
                 }
-                let subset = |s: &[i32]| s.iter().all(|r| p.replicas.contains(r));
+                let assignment = replicas.as_ref().unwrap_or(&p.replicas);
+                check_assignment(assignment, adding_replicas, removing_replicas)?;
+                let subset = |s: &[i32]| s.iter().all(|r| assignment.contains(r));
                 if !subset(isr) || !subset(elr) || elr.iter().any(|r| isr.contains(r)) {
                     return Err("ISR and ELR are not disjoint subsets of the replicas");
                 }
@@ -337,6 +370,11 @@ impl ClusterImage {
                 p.partition_epoch = *partition_epoch;
                 p.elr = elr.clone();
                 p.last_known_elr = last_known_elr.clone();
+                if let Some(r) = replicas {
+                    p.replicas = r.clone();
+                }
+                p.adding_replicas = adding_replicas.clone();
+                p.removing_replicas = removing_replicas.clone();
             }
             MetadataRecord::AllocateProducerIds { next_block, .. } => {
                 if *next_block <= self.next_producer_id_block {
@@ -347,6 +385,26 @@ impl ClusterImage {
         }
         Ok(())
     }
+}
+
+/// A reassignment's replica lists are consistent: the assignment names each broker once and
+/// is not empty; the adding and removing replicas are disjoint parts of it.
+fn check_assignment(
+    replicas: &[i32],
+    adding: &[i32],
+    removing: &[i32],
+) -> Result<(), &'static str> {
+    let mut sorted = replicas.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    if sorted.is_empty() || sorted.len() != replicas.len() {
+        return Err("the assignment is empty or names a replica twice");
+    }
+    let subset = |s: &[i32]| s.iter().all(|r| replicas.contains(r));
+    if !subset(adding) || !subset(removing) || adding.iter().any(|r| removing.contains(r)) {
+        return Err("adding and removing replicas are not disjoint parts of the assignment");
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -363,6 +421,8 @@ mod tests {
             partition_epoch: 0,
             elr: Vec::new(),
             last_known_elr: Vec::new(),
+            adding_replicas: Vec::new(),
+            removing_replicas: Vec::new(),
         }
     }
 
@@ -405,6 +465,9 @@ mod tests {
                 partition_epoch: 1,
                 elr: Vec::new(),
                 last_known_elr: Vec::new(),
+                replicas: None,
+                adding_replicas: Vec::new(),
+                removing_replicas: Vec::new(),
             },
             MetadataRecord::AllocateProducerIds {
                 node_id: 1,
@@ -431,6 +494,9 @@ mod tests {
             partition_epoch: 2,
             elr: Vec::new(),
             last_known_elr: Vec::new(),
+            replicas: None,
+            adding_replicas: Vec::new(),
+            removing_replicas: Vec::new(),
         };
         assert!(img.apply(&stale).is_err());
         assert_eq!(img, before);

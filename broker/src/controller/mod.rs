@@ -50,7 +50,8 @@ pub use image::{
 };
 pub use quorum::QuorumDescription;
 pub use replication::{
-    AlterPartitionRequest, ControllerReply, ControllerRequest, ElectionOutcome, ElectionType,
+    list_partition_reassignments, AlterPartitionRequest, ControllerReply, ControllerRequest,
+    ElectionOutcome, ElectionType, ReassignmentResults,
 };
 pub use storage::METADATA_DIR;
 
@@ -532,7 +533,18 @@ impl Controller {
             partitions,
             replication_factor,
             configs,
+            assignments: Vec::new(),
+            validate_only: false,
         };
+        self.submit_create_topic(req).await
+    }
+
+    /// CreateTopics for one topic as a client asked it (manual assignments, validate-only);
+    /// `req` must be a [`ControllerRequest::CreateTopic`].
+    pub async fn submit_create_topic(
+        &self,
+        req: ControllerRequest,
+    ) -> Result<(Uuid, Vec<PartitionRegistration>), ControllerError> {
         match self.inner.submit(req).await? {
             ControllerReply::TopicCreated { id, partitions } => Ok((id, partitions)),
             other => Err(unexpected(other)),
@@ -547,17 +559,39 @@ impl Controller {
         self.inner.submit(req).await.map(|_| ())
     }
 
-    /// CreatePartitions: grows `name` to `total_count` partitions.
+    /// CreatePartitions: grows `name` to `total_count` partitions, placed by the controller or
+    /// as `assignments` says; `validate_only` records nothing.
     pub async fn create_partitions(
         &self,
         name: &str,
         total_count: i32,
+        assignments: Option<Vec<Vec<i32>>>,
+        validate_only: bool,
     ) -> Result<(), ControllerError> {
         let req = ControllerRequest::CreatePartitions {
             name: name.to_string(),
             total_count,
+            assignments,
+            validate_only,
         };
         self.inner.submit(req).await.map(|_| ())
+    }
+
+    /// AlterPartitionReassignments through the active controller: per topic and partition
+    /// whether the reassignment (or its cancellation, for `None`) was accepted.
+    pub async fn alter_partition_reassignments(
+        &self,
+        topics: Vec<(String, Vec<(i32, Option<Vec<i32>>)>)>,
+        allow_replication_factor_change: bool,
+    ) -> Result<replication::ReassignmentResults, ControllerError> {
+        let req = ControllerRequest::AlterPartitionReassignments {
+            topics,
+            allow_replication_factor_change,
+        };
+        match self.inner.submit(req).await? {
+            ControllerReply::Reassignments(r) => Ok(r),
+            other => Err(unexpected(other)),
+        }
     }
 
     /// Sets (`Some`) or removes (`None`) topic config overrides; the caller has validated
@@ -596,11 +630,18 @@ impl Controller {
         &self,
         req: AlterPartitionRequest,
     ) -> Result<PartitionRegistration, ControllerError> {
+        let leader_id = req.leader_id;
         match self
             .inner
             .submit(ControllerRequest::AlterPartition(req))
             .await?
         {
+            // The change completed a reassignment that moved the leadership: it is written,
+            // but the sender must learn its new role from the metadata (Kafka's
+            // NEW_LEADER_ELECTED).
+            ControllerReply::Partition(p) if p.leader != leader_id => {
+                Err(ControllerError::NewLeaderElected)
+            }
             ControllerReply::Partition(p) => Ok(p),
             other => Err(unexpected(other)),
         }

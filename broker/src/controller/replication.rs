@@ -34,11 +34,27 @@ pub enum ControllerRequest {
         partitions: i32,
         replication_factor: i16,
         configs: BTreeMap<String, String>,
+        /// Manual replica assignments (CreateTopics `Assignments`) by partition index;
+        /// empty for the placer's.
+        #[serde(default)]
+        assignments: Vec<(i32, Vec<i32>)>,
+        /// Validate and answer, record nothing (CreateTopics `validateOnly`).
+        #[serde(default)]
+        validate_only: bool,
     },
     /// DeleteTopics for one topic.
     DeleteTopic { name: String },
     /// Grows the topic to `total_count` partitions (Kafka's CreatePartitions semantics).
-    CreatePartitions { name: String, total_count: i32 },
+    CreatePartitions {
+        name: String,
+        total_count: i32,
+        /// The new partitions' replicas (CreatePartitions `Assignments`), or the placer's.
+        #[serde(default)]
+        assignments: Option<Vec<Vec<i32>>>,
+        /// Validate and answer, record nothing.
+        #[serde(default)]
+        validate_only: bool,
+    },
     /// Sets (`Some`) or removes (`None`) topic config overrides. The caller validates keys and
     /// values (`BrokerConfig::validate_topic_configs`); the controller stores them.
     AlterConfigs {
@@ -84,7 +100,17 @@ pub enum ControllerRequest {
         election: ElectionType,
         partitions: Option<Vec<(String, Vec<i32>)>>,
     },
+    /// AlterPartitionReassignments: per topic and partition the target replicas, or `None`
+    /// to cancel the reassignment in progress.
+    AlterPartitionReassignments {
+        topics: Vec<(String, Vec<(i32, Option<Vec<i32>>)>)>,
+        /// v1's `AllowReplicationFactorChange` (KIP-860); true below v1.
+        allow_replication_factor_change: bool,
+    },
 }
+
+/// Per topic, per partition: what AlterPartitionReassignments did.
+pub type ReassignmentResults = Vec<(String, Vec<(i32, Result<(), ControllerError>)>)>;
 
 /// ElectLeaders' election type (Kafka's `ElectionType`: 0 preferred, 1 unclean).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -163,6 +189,8 @@ pub enum ControllerReply {
     ProducerIds { first_id: i64, size: i64 },
     /// ElectLeaders' results.
     Elections(ElectionResults),
+    /// AlterPartitionReassignments' results.
+    Reassignments(ReassignmentResults),
 }
 
 /// Records plus reply: what a request turns into.
@@ -180,14 +208,18 @@ pub fn decide(
             partitions,
             replication_factor,
             configs,
-        } => create_topic(
-            image,
-            name,
-            *partitions,
-            *replication_factor,
-            configs,
-            Uuid::new_v4(),
-        ),
+            assignments,
+            validate_only,
+        } => {
+            let spec = TopicSpec {
+                name,
+                partitions: *partitions,
+                replication_factor: *replication_factor,
+                assignments,
+                configs,
+            };
+            only_validated(create_topic(image, &spec, Uuid::new_v4()), *validate_only)
+        }
         ControllerRequest::DeleteTopic { name } => {
             let t = image
                 .topic_by_name(name)
@@ -197,9 +229,15 @@ pub fn decide(
                 ControllerReply::Done,
             ))
         }
-        ControllerRequest::CreatePartitions { name, total_count } => {
-            create_partitions(image, name, *total_count)
-        }
+        ControllerRequest::CreatePartitions {
+            name,
+            total_count,
+            assignments,
+            validate_only,
+        } => only_validated(
+            create_partitions(image, name, *total_count, assignments.as_deref()),
+            *validate_only,
+        ),
         ControllerRequest::AlterConfigs { name, configs } => {
             let t = image
                 .topic_by_name(name)
@@ -266,7 +304,26 @@ pub fn decide(
             elect_preferred_leaders(image, policy),
             ControllerReply::Done,
         )),
+        ControllerRequest::AlterPartitionReassignments {
+            topics,
+            allow_replication_factor_change,
+        } => Ok(alter_partition_reassignments(
+            image,
+            topics,
+            *allow_replication_factor_change,
+            policy,
+        )),
     }
+}
+
+/// A validate-only request is decided in full and answered as if done, but records nothing
+/// (Kafka's `validateOnly`).
+fn only_validated(
+    decision: Result<Decision, ControllerError>,
+    validate_only: bool,
+) -> Result<Decision, ControllerError> {
+    let (records, reply) = decision?;
+    Ok((if validate_only { Vec::new() } else { records }, reply))
 }
 
 /// Bound on preferred-leader elections in one metadata write (Kafka's
@@ -364,6 +421,11 @@ enum Election {
 struct PartitionChange<'a> {
     old: &'a PartitionRegistration,
     target_isr: Vec<i32>,
+    /// The assignment and the reassignment's adding and removing replicas after the change
+    /// (Kafka's `targetReplicas`, `targetAdding`, `targetRemoving`).
+    target_replicas: Vec<i32>,
+    target_adding: Vec<i32>,
+    target_removing: Vec<i32>,
     target_elr: Vec<i32>,
     min_isr: usize,
     elr_enabled: bool,
@@ -386,6 +448,9 @@ impl<'a> PartitionChange<'a> {
         PartitionChange {
             old,
             target_isr,
+            target_replicas: old.replicas.clone(),
+            target_adding: old.adding_replicas.clone(),
+            target_removing: old.removing_replicas.clone(),
             target_elr: old.elr.clone(),
             min_isr: policy.effective_min_isr(topic, old),
             elr_enabled: policy.elr_enabled,
@@ -448,7 +513,7 @@ impl<'a> PartitionChange<'a> {
     /// Kafka's `electLeader`: the leader, and whether the election was unclean. The current
     /// leader stays if it may (for a preferred election, only if the preferred one may not).
     fn elect(&self) -> (i32, bool) {
-        let replicas = &self.old.replicas;
+        let replicas = &self.target_replicas;
         let preferred = replicas.first().copied().filter(|&r| self.valid_leader(r));
         let candidates = match self.election {
             Election::Preferred => preferred
@@ -489,6 +554,7 @@ impl<'a> PartitionChange<'a> {
     /// leader epoch moves with the leader; the partition epoch with any change.
     fn next(mut self) -> Option<PartitionRegistration> {
         let old = self.old;
+        self.complete_reassignment();
         self.populate_target_elr();
         // tryElection: an ELR member elected becomes the whole ISR; an unclean leader too.
         let (leader, unclean) = self.elect();
@@ -513,23 +579,66 @@ impl<'a> PartitionChange<'a> {
             None => std::mem::take(&mut self.target_isr),
         };
         let last_known_elr = self.settle_last_known_leader(&isr, leader);
-        let elr = self.target_elr;
-        if leader == old.leader
-            && isr == old.isr
-            && elr == old.elr
-            && last_known_elr == old.last_known_elr
-        {
-            return None;
-        }
-        Some(PartitionRegistration {
+        let next = PartitionRegistration {
             leader,
-            leader_epoch: old.leader_epoch + i32::from(leader != old.leader),
+            leader_epoch: old.leader_epoch + i32::from(self.bumps_leader_epoch(leader)),
             isr,
             partition_epoch: old.partition_epoch + 1,
-            elr,
+            elr: self.target_elr,
             last_known_elr,
-            ..old.clone()
-        })
+            replicas: self.target_replicas,
+            adding_replicas: self.target_adding,
+            removing_replicas: self.target_removing,
+            index: old.index,
+        };
+        let unchanged = PartitionRegistration {
+            partition_epoch: old.partition_epoch,
+            leader_epoch: old.leader_epoch,
+            ..next.clone()
+        };
+        (unchanged != *old).then_some(next)
+    }
+
+    /// Kafka's `completeReassignmentIfNeeded` (`PartitionReassignmentReplicas.
+    /// maybeCompleteReassignment`): once the target ISR holds every replica the reassignment
+    /// keeps, the removed replicas leave the ISR and the assignment, and it is over. With
+    /// nothing of the target in the ISR yet, nothing happens.
+    fn complete_reassignment(&mut self) {
+        if self.target_adding.is_empty() && self.target_removing.is_empty() {
+            return;
+        }
+        let removing = &self.target_removing;
+        let isr: Vec<i32> = self
+            .target_isr
+            .iter()
+            .copied()
+            .filter(|r| !removing.contains(r))
+            .collect();
+        let replicas: Vec<i32> = self
+            .target_replicas
+            .iter()
+            .copied()
+            .filter(|r| !removing.contains(r))
+            .collect();
+        if isr.is_empty() || replicas.is_empty() || !replicas.iter().all(|r| isr.contains(r)) {
+            return;
+        }
+        self.target_isr = isr;
+        self.target_replicas = replicas;
+        self.target_adding.clear();
+        self.target_removing.clear();
+    }
+
+    /// The leader epoch moves with the leader, and also when a replica leaves the
+    /// assignment (Kafka's `triggerLeaderEpochBumpForReplicaReassignmentIfNeeded`), so the
+    /// removed replica's fetches are fenced.
+    fn bumps_leader_epoch(&self, leader: i32) -> bool {
+        leader != self.old.leader
+            || !self
+                .old
+                .replicas
+                .iter()
+                .all(|r| self.target_replicas.contains(r))
     }
 
     /// Kafka's `maybeUpdateLastKnownLeader`: the first time the ISR empties, the leader of the
@@ -560,6 +669,9 @@ fn change_record(topic_id: Uuid, next: &PartitionRegistration) -> MetadataRecord
         partition_epoch: next.partition_epoch,
         elr: next.elr.clone(),
         last_known_elr: next.last_known_elr.clone(),
+        replicas: Some(next.replicas.clone()),
+        adding_replicas: next.adding_replicas.clone(),
+        removing_replicas: next.removing_replicas.clone(),
     }
 }
 
@@ -977,42 +1089,48 @@ pub fn assign_replicas(
                 partition_epoch: 0,
                 elr: Vec::new(),
                 last_known_elr: Vec::new(),
+                adding_replicas: Vec::new(),
+                removing_replicas: Vec::new(),
             }
         })
         .collect())
 }
 
-/// CreateTopics for one topic.
+/// What CreateTopics asks for one topic.
+pub struct TopicSpec<'a> {
+    pub name: &'a str,
+    /// -1 with manual assignments.
+    pub partitions: i32,
+    /// -1 with manual assignments.
+    pub replication_factor: i16,
+    /// Manual replica assignments by partition index; empty for the placer's.
+    pub assignments: &'a [(i32, Vec<i32>)],
+    pub configs: &'a BTreeMap<String, String>,
+}
+
+/// CreateTopics for one topic (Kafka's `ReplicationControlManager.createTopic`): the
+/// placer's assignment, or a manual one validated as Kafka does.
 pub fn create_topic(
     image: &ClusterImage,
-    name: &str,
-    partitions: i32,
-    replication_factor: i16,
-    configs: &BTreeMap<String, String>,
+    spec: &TopicSpec<'_>,
     id: Uuid,
 ) -> Result<Decision, ControllerError> {
+    let name = spec.name;
     crate::metadata::validate_topic_name(name).map_err(ControllerError::InvalidTopic)?;
     if image.topic_ids.contains_key(name) {
         return Err(ControllerError::TopicAlreadyExists(name.to_string()));
     }
-    if partitions <= 0 || partitions > MAX_PARTITIONS_PER_REQUEST {
-        return Err(ControllerError::InvalidPartitions(format!(
-            "number of partitions must be in 1..={MAX_PARTITIONS_PER_REQUEST}, got {partitions}"
-        )));
-    }
-    let parts = assign_replicas(
-        &image.live_brokers(),
-        0,
-        partitions,
-        replication_factor,
-        image.topics.len(),
-    )?;
+    let parts = if spec.assignments.is_empty() {
+        placed_partitions(image, spec.partitions, spec.replication_factor)?
+    } else {
+        manual_partitions(image, spec)?
+    };
     Ok((
         vec![MetadataRecord::CreateTopic {
             name: name.to_string(),
             id,
             partitions: parts.clone(),
-            configs: configs.clone(),
+            configs: spec.configs.clone(),
         }],
         ControllerReply::TopicCreated {
             id,
@@ -1021,35 +1139,192 @@ pub fn create_topic(
     ))
 }
 
-/// CreatePartitions: grows a topic to `total_count`, with the first partition's replication
-/// factor.
+/// A new topic's partitions from the placer.
+fn placed_partitions(
+    image: &ClusterImage,
+    partitions: i32,
+    replication_factor: i16,
+) -> Result<Vec<PartitionRegistration>, ControllerError> {
+    // Kafka checks the replication factor first.
+    if replication_factor <= 0 {
+        return Err(ControllerError::InvalidReplicationFactor(
+            "replication factor must be larger than 0, or -1 for the default".into(),
+        ));
+    }
+    if partitions <= 0 || partitions > MAX_PARTITIONS_PER_REQUEST {
+        return Err(ControllerError::InvalidPartitions(format!(
+            "number of partitions must be in 1..={MAX_PARTITIONS_PER_REQUEST}, got {partitions}"
+        )));
+    }
+    assign_replicas(
+        &image.live_brokers(),
+        0,
+        partitions,
+        replication_factor,
+        image.topics.len(),
+    )
+}
+
+/// A new topic's partitions from manual assignments (Kafka's `createTopic` with
+/// `Assignments`): partition count and replication factor -1, each partition once, the
+/// indexes 0.., every assignment valid and of one size, some replica of each active.
+fn manual_partitions(
+    image: &ClusterImage,
+    spec: &TopicSpec<'_>,
+) -> Result<Vec<PartitionRegistration>, ControllerError> {
+    if spec.replication_factor != -1 {
+        return Err(ControllerError::InvalidRequest(
+            "a manual partition assignment was given, but the replication factor is not -1".into(),
+        ));
+    }
+    if spec.partitions != -1 {
+        return Err(ControllerError::InvalidRequest(
+            "a manual partition assignment was given, but the partition count is not -1".into(),
+        ));
+    }
+    if spec.assignments.len() > MAX_PARTITIONS_PER_REQUEST as usize {
+        return Err(ControllerError::InvalidPartitions(format!(
+            "at most {MAX_PARTITIONS_PER_REQUEST} partitions per request"
+        )));
+    }
+    let mut parts: BTreeMap<i32, PartitionRegistration> = BTreeMap::new();
+    let mut rf = None;
+    for (index, replicas) in spec.assignments {
+        if parts.contains_key(index) {
+            return Err(ControllerError::InvalidReplicaAssignment(format!(
+                "partition {index} has more than one manual assignment"
+            )));
+        }
+        validate_manual_assignment(image, replicas, rf)?;
+        rf = Some(replicas.len());
+        parts.insert(*index, manual_partition(image, *index, replicas)?);
+    }
+    if parts.keys().copied().ne(0..parts.len() as i32) {
+        return Err(ControllerError::InvalidReplicaAssignment(
+            "partitions must be numbered 0, 1, 2, ... without gaps".into(),
+        ));
+    }
+    Ok(parts.into_values().collect())
+}
+
+/// One manually assigned partition: its ISR is its active replicas, its leader the first of
+/// them (Kafka's `buildPartitionRegistration`).
+fn manual_partition(
+    image: &ClusterImage,
+    index: i32,
+    replicas: &[i32],
+) -> Result<PartitionRegistration, ControllerError> {
+    let isr: Vec<i32> = replicas
+        .iter()
+        .copied()
+        .filter(|&r| image.is_active(r))
+        .collect();
+    let Some(&leader) = isr.first() else {
+        return Err(ControllerError::InvalidReplicaAssignment(format!(
+            "every broker of the manual assignment of partition {index} is fenced or in \
+             controlled shutdown"
+        )));
+    };
+    Ok(PartitionRegistration {
+        index,
+        replicas: replicas.to_vec(),
+        isr,
+        leader,
+        leader_epoch: 0,
+        partition_epoch: 0,
+        elr: Vec::new(),
+        last_known_elr: Vec::new(),
+        adding_replicas: Vec::new(),
+        removing_replicas: Vec::new(),
+    })
+}
+
+/// Kafka's `validateManualPartitionAssignment`: not empty, registered brokers only, each
+/// once, and (when given) as many replicas as the other partitions have.
+fn validate_manual_assignment(
+    image: &ClusterImage,
+    replicas: &[i32],
+    replication_factor: Option<usize>,
+) -> Result<(), ControllerError> {
+    let refuse = |m: String| Err(ControllerError::InvalidReplicaAssignment(m));
+    if replicas.is_empty() {
+        return refuse("the manual partition assignment has an empty replica list".into());
+    }
+    let mut sorted = replicas.to_vec();
+    sorted.sort_unstable();
+    for (i, b) in sorted.iter().enumerate() {
+        if !image.brokers.contains_key(b) {
+            return refuse(format!(
+                "the manual partition assignment names broker {b}, which is not registered"
+            ));
+        }
+        if i > 0 && sorted[i - 1] == *b {
+            return refuse(format!(
+                "the manual partition assignment names broker {b} more than once"
+            ));
+        }
+    }
+    match replication_factor {
+        Some(rf) if rf != replicas.len() => refuse(format!(
+            "the manual partition assignment has {} replicas, but the other partitions have {rf}",
+            replicas.len()
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// CreatePartitions (Kafka's `ReplicationControlManager.createPartitions`): grows a topic to
+/// `total_count`, with the first partition's replication factor, placed or manual.
 pub fn create_partitions(
     image: &ClusterImage,
     name: &str,
     total_count: i32,
+    assignments: Option<&[Vec<i32>]>,
 ) -> Result<Decision, ControllerError> {
     let t = image
         .topic_by_name(name)
         .ok_or_else(|| ControllerError::UnknownTopicOrPartition(name.to_string()))?;
     let current = t.partitions.len() as i32;
-    if total_count <= current {
+    if total_count == current {
         return Err(ControllerError::InvalidPartitions(format!(
-            "topic has {current} partitions; the new count {total_count} must be larger"
+            "topic already has {current} partitions"
         )));
     }
-    if total_count - current > MAX_PARTITIONS_PER_REQUEST {
+    if total_count < current {
+        return Err(ControllerError::InvalidPartitions(format!(
+            "topic {name} has {current} partitions; {total_count} would not be an increase"
+        )));
+    }
+    let additional = total_count - current;
+    if additional > MAX_PARTITIONS_PER_REQUEST {
         return Err(ControllerError::InvalidPartitions(format!(
             "at most {MAX_PARTITIONS_PER_REQUEST} partitions per request"
         )));
     }
-    let rf = t.partitions.first().map_or(1, |p| p.replicas.len()) as i16;
-    let parts = assign_replicas(
-        &image.live_brokers(),
-        current,
-        total_count - current,
-        rf,
-        image.topics.len(),
-    )?;
+    let rf = t.partitions.first().map_or(1, |p| p.replicas.len());
+    let parts = match assignments {
+        Some(a) if a.len() != additional as usize => {
+            return Err(ControllerError::InvalidReplicaAssignment(format!(
+                "{additional} partitions are added, but {} assignments were given",
+                a.len()
+            )))
+        }
+        Some(a) => a
+            .iter()
+            .zip(current..)
+            .map(|(replicas, index)| {
+                validate_manual_assignment(image, replicas, Some(rf))?;
+                manual_partition(image, index, replicas)
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+        None => assign_replicas(
+            &image.live_brokers(),
+            current,
+            additional,
+            rf as i16,
+            image.topics.len(),
+        )?,
+    };
     Ok((
         vec![MetadataRecord::CreatePartitions {
             id: t.id,
@@ -1057,6 +1332,196 @@ pub fn create_partitions(
         }],
         ControllerReply::Done,
     ))
+}
+
+/// AlterPartitionReassignments (Kafka's `ReplicationControlManager.
+/// alterPartitionReassignments`): each partition is decided on its own and answers its own
+/// error; the records of those that succeed are written together.
+pub fn alter_partition_reassignments(
+    image: &ClusterImage,
+    topics: &[(String, Vec<(i32, Option<Vec<i32>>)>)],
+    allow_replication_factor_change: bool,
+    policy: &ElectionPolicy,
+) -> Decision {
+    let mut records = Vec::new();
+    let mut results = Vec::with_capacity(topics.len());
+    for (topic, partitions) in topics {
+        let mut outcomes = Vec::with_capacity(partitions.len());
+        for (index, target) in partitions {
+            let outcome = reassign_one(
+                image,
+                topic,
+                *index,
+                target.as_deref(),
+                allow_replication_factor_change,
+                policy,
+            )
+            .map(|record| records.extend(record));
+            outcomes.push((*index, outcome));
+        }
+        results.push((topic.clone(), outcomes));
+    }
+    (records, ControllerReply::Reassignments(results))
+}
+
+/// Kafka's `alterPartitionReassignment` for one partition: a target starts (or replaces) a
+/// reassignment, `None` cancels the one in progress.
+fn reassign_one(
+    image: &ClusterImage,
+    topic: &str,
+    index: i32,
+    target: Option<&[i32]>,
+    allow_replication_factor_change: bool,
+    policy: &ElectionPolicy,
+) -> Result<Option<MetadataRecord>, ControllerError> {
+    let unknown = || ControllerError::UnknownTopicOrPartition(format!("{topic}-{index}"));
+    let t = image.topic_by_name(topic).ok_or_else(unknown)?;
+    let p = usize::try_from(index)
+        .ok()
+        .and_then(|i| t.partitions.get(i))
+        .ok_or_else(unknown)?;
+    let acceptable = |x: i32| image.is_active(x);
+    let change = match target {
+        None => cancel_reassignment(policy, t, p, &acceptable)?,
+        Some(target) => {
+            validate_manual_assignment(image, target, None)?;
+            if !allow_replication_factor_change {
+                check_replication_factor_unchanged(p, target)?;
+            }
+            change_reassignment(policy, t, p, target, &acceptable)
+        }
+    };
+    Ok(change.build(t.id))
+}
+
+/// KIP-860 (Kafka's `validatePartitionReplicationFactorUnchanged`): the target has as many
+/// replicas as the partition has once any reassignment in progress is over.
+fn check_replication_factor_unchanged(
+    p: &PartitionRegistration,
+    target: &[i32],
+) -> Result<(), ControllerError> {
+    let current = p
+        .replicas
+        .iter()
+        .filter(|r| !p.removing_replicas.contains(r))
+        .count();
+    if current == target.len() {
+        return Ok(());
+    }
+    Err(ControllerError::InvalidReplicationFactor(format!(
+        "the replication factor is changed from {current} to {}",
+        target.len()
+    )))
+}
+
+/// Kafka's `changePartitionReassignment` (`PartitionReassignmentReplicas`): the assignment
+/// becomes the target followed by the current replicas that leave; those that join are
+/// `adding`, those that leave `removing`. The change builder completes it at once when the
+/// ISR already holds every target replica (a reordering, or a shrink).
+fn change_reassignment<'a>(
+    policy: &ElectionPolicy,
+    t: &TopicImage,
+    p: &'a PartitionRegistration,
+    target: &[i32],
+    acceptable: &'a dyn Fn(i32) -> bool,
+) -> PartitionChange<'a> {
+    let mut removing: Vec<i32> = p
+        .replicas
+        .iter()
+        .copied()
+        .filter(|r| !target.contains(r))
+        .collect();
+    removing.sort_unstable();
+    let mut adding: Vec<i32> = target
+        .iter()
+        .copied()
+        .filter(|r| !p.replicas.contains(r))
+        .collect();
+    adding.sort_unstable();
+    let mut change = PartitionChange::new(policy, t, p, p.isr.clone(), acceptable);
+    change.target_replicas = target.iter().chain(&removing).copied().collect();
+    change.target_adding = adding;
+    change.target_removing = removing;
+    change
+}
+
+/// Kafka's `cancelPartitionReassignment` (`PartitionReassignmentRevert`): the replicas being
+/// added leave the assignment and the ISR; those being removed stay. If the ISR held only
+/// added replicas, the first original replica becomes the ISR, which is an unclean election
+/// and so needs `unclean.leader.election.enable`.
+fn cancel_reassignment<'a>(
+    policy: &ElectionPolicy,
+    t: &TopicImage,
+    p: &'a PartitionRegistration,
+    acceptable: &'a dyn Fn(i32) -> bool,
+) -> Result<PartitionChange<'a>, ControllerError> {
+    if !p.is_reassigning() {
+        return Err(ControllerError::NoReassignmentInProgress(format!(
+            "{}-{}",
+            t.name, p.index
+        )));
+    }
+    let original: Vec<i32> = p
+        .replicas
+        .iter()
+        .copied()
+        .filter(|r| !p.adding_replicas.contains(r))
+        .collect();
+    let mut isr: Vec<i32> = p
+        .isr
+        .iter()
+        .copied()
+        .filter(|r| !p.adding_replicas.contains(r))
+        .collect();
+    if isr.is_empty() {
+        let Some(&first) = original.first() else {
+            return Err(ControllerError::InvalidReplicaAssignment(
+                "the reassignment is adding every replica".into(),
+            ));
+        };
+        if !policy.unclean_for(t) {
+            return Err(ControllerError::InvalidReplicaAssignment(format!(
+                "reverting the reassignment of {}-{} would need an unclean leader election",
+                t.name, p.index
+            )));
+        }
+        isr.push(first);
+    }
+    let mut change = PartitionChange::new(policy, t, p, isr, acceptable);
+    change.target_replicas = original;
+    change.target_adding.clear();
+    change.target_removing.clear();
+    Ok(change)
+}
+
+/// ListPartitionReassignments (Kafka's `listPartitionReassignments`): the named partitions,
+/// or every partition, that are being reassigned.
+pub fn list_partition_reassignments<'a>(
+    image: &'a ClusterImage,
+    topics: Option<&[(String, Vec<i32>)]>,
+) -> Vec<(&'a str, Vec<&'a PartitionRegistration>)> {
+    let reassigning = |t: &'a TopicImage, indexes: Option<&[i32]>| {
+        let parts: Vec<&PartitionRegistration> = match indexes {
+            None => t.partitions.iter().filter(|p| p.is_reassigning()).collect(),
+            Some(ix) => ix
+                .iter()
+                .filter_map(|&i| usize::try_from(i).ok().and_then(|i| t.partitions.get(i)))
+                .filter(|p| p.is_reassigning())
+                .collect(),
+        };
+        (!parts.is_empty()).then_some((t.name.as_str(), parts))
+    };
+    match topics {
+        None => image
+            .topics
+            .values()
+            .filter_map(|t| reassigning(t, None))
+            .collect(),
+        Some(named) => named
+            .iter()
+            .filter_map(|(name, ix)| reassigning(image.topic_by_name(name)?, Some(ix)))
+            .collect(),
+    }
 }
 
 #[cfg(test)]
@@ -1127,9 +1592,27 @@ mod tests {
         }
     }
 
+    /// CreateTopics with the placer's assignment.
+    fn create(
+        img: &ClusterImage,
+        name: &str,
+        partitions: i32,
+        rf: i16,
+        id: Uuid,
+    ) -> Result<Decision, ControllerError> {
+        let spec = TopicSpec {
+            name,
+            partitions,
+            replication_factor: rf,
+            assignments: &[],
+            configs: &BTreeMap::new(),
+        };
+        create_topic(img, &spec, id)
+    }
+
     fn with_topic(img: &mut ClusterImage, partitions: i32, rf: i16) -> Uuid {
         let id = Uuid::new_v4();
-        let (records, _) = create_topic(img, "t", partitions, rf, &BTreeMap::new(), id).unwrap();
+        let (records, _) = create(img, "t", partitions, rf, id).unwrap();
         apply(img, &records);
         id
     }
@@ -1147,15 +1630,11 @@ mod tests {
             assert_eq!((p.leader_epoch, p.partition_epoch), (0, 0));
         }
         assert_eq!(
-            create_topic(&img, "t", 1, 1, &BTreeMap::new(), Uuid::new_v4())
-                .unwrap_err()
-                .code(),
+            create(&img, "t", 1, 1, Uuid::new_v4()).unwrap_err().code(),
             36
         );
         assert_eq!(
-            create_topic(&img, "u", 1, 4, &BTreeMap::new(), Uuid::new_v4())
-                .unwrap_err()
-                .code(),
+            create(&img, "u", 1, 4, Uuid::new_v4()).unwrap_err().code(),
             38
         );
     }
@@ -1295,6 +1774,9 @@ mod tests {
                         partition_epoch: p.partition_epoch + 1,
                         elr: Vec::new(),
                         last_known_elr: Vec::new(),
+                        replicas: None,
+                        adding_replicas: Vec::new(),
+                        removing_replicas: Vec::new(),
                     }],
                 );
             }
@@ -1407,6 +1889,287 @@ mod tests {
     }
 
     /// The ISR of partition 0 as its leader proposes it (AlterPartition).
+    /// AlterPartitionReassignments of partition 0 of topic "t" to `target` (`None` cancels);
+    /// applies what succeeded and returns that partition's outcome.
+    fn reassign(
+        img: &mut ClusterImage,
+        target: Option<&[i32]>,
+        allow_rf_change: bool,
+        policy: &ElectionPolicy,
+    ) -> Result<(), ControllerError> {
+        let topics = vec![("t".to_string(), vec![(0, target.map(<[i32]>::to_vec))])];
+        let (records, reply) = alter_partition_reassignments(img, &topics, allow_rf_change, policy);
+        apply(img, &records);
+        let ControllerReply::Reassignments(mut results) = reply else {
+            panic!("unexpected reply {reply:?}");
+        };
+        results.remove(0).1.remove(0).1
+    }
+
+    fn assignment(img: &ClusterImage, id: Uuid) -> (Vec<i32>, Vec<i32>, Vec<i32>, Vec<i32>) {
+        let p = img.partition(id, 0).unwrap();
+        let (r, a, rm, isr) = (
+            &p.replicas,
+            &p.adding_replicas,
+            &p.removing_replicas,
+            &p.isr,
+        );
+        (r.clone(), a.clone(), rm.clone(), isr.clone())
+    }
+
+    #[test]
+    fn a_reassignment_adds_then_completes_when_the_new_replicas_are_in_sync() {
+        let mut img = cluster(4);
+        let id = with_topic(&mut img, 1, 3);
+        assert_eq!(img.partition(id, 0).unwrap().replicas, vec![1, 2, 3]);
+        reassign(&mut img, Some(&[2, 3, 4]), true, &ELR).unwrap();
+        // Stage 1: the target first, then the replicas that leave; nobody has left yet.
+        assert_eq!(
+            assignment(&img, id),
+            (vec![2, 3, 4, 1], vec![4], vec![1], vec![1, 2, 3])
+        );
+        let p = img.partition(id, 0).unwrap().clone();
+        assert_eq!((p.leader, p.leader_epoch, p.partition_epoch), (1, 0, 1));
+        let listed = list_partition_reassignments(&img, None);
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].1[0].adding_replicas, vec![4]);
+
+        // The leader adds 4 to the ISR: that completes it. 1 leaves the assignment and the
+        // ISR, and since it led, the first target replica in the ISR leads (epoch + 1).
+        let r = AlterPartitionRequest {
+            topic_id: id,
+            partition: 0,
+            leader_id: 1,
+            leader_epoch: 0,
+            partition_epoch: 1,
+            new_isr: vec![1, 2, 3, 4],
+        };
+        let (records, reply) = alter_partition(&img, &r, &ELR).unwrap();
+        apply(&mut img, &records);
+        assert_eq!(
+            assignment(&img, id),
+            (vec![2, 3, 4], vec![], vec![], vec![2, 3, 4])
+        );
+        let p = img.partition(id, 0).unwrap().clone();
+        assert_eq!((p.leader, p.leader_epoch, p.partition_epoch), (2, 1, 2));
+        assert_eq!(reply, ControllerReply::Partition(p));
+        assert!(list_partition_reassignments(&img, None).is_empty());
+    }
+
+    #[test]
+    fn a_reordering_or_a_shrink_completes_at_once() {
+        let mut img = cluster(3);
+        let id = with_topic(&mut img, 1, 3);
+        reassign(&mut img, Some(&[3, 2, 1]), true, &ELR).unwrap();
+        assert_eq!(
+            assignment(&img, id),
+            (vec![3, 2, 1], vec![], vec![], vec![1, 2, 3])
+        );
+        assert_eq!(img.partition(id, 0).unwrap().leader_epoch, 0, "nobody left");
+        reassign(&mut img, Some(&[3, 2]), true, &ELR).unwrap();
+        assert_eq!(
+            assignment(&img, id),
+            (vec![3, 2], vec![], vec![], vec![2, 3])
+        );
+        let p = img.partition(id, 0).unwrap();
+        assert_eq!((p.leader, p.leader_epoch), (3, 1), "1 led and left");
+        assert_eq!(
+            reassign(&mut img, Some(&[3, 2]), true, &ELR),
+            Ok(()),
+            "the same target again changes nothing"
+        );
+        assert_eq!(img.partition(id, 0).unwrap().partition_epoch, 2);
+    }
+
+    #[test]
+    fn a_cancelled_reassignment_reverts() {
+        let mut img = cluster(4);
+        let id = with_topic(&mut img, 1, 3);
+        reassign(&mut img, Some(&[2, 3, 4]), true, &ELR).unwrap();
+        reassign(&mut img, None, true, &ELR).unwrap();
+        // Kafka's revert keeps the assignment's order without the added replicas; 4 leaves,
+        // so the leader epoch moves.
+        assert_eq!(
+            assignment(&img, id),
+            (vec![2, 3, 1], vec![], vec![], vec![1, 2, 3])
+        );
+        let p = img.partition(id, 0).unwrap();
+        assert_eq!((p.leader, p.leader_epoch, p.partition_epoch), (1, 1, 2));
+        assert_eq!(
+            reassign(&mut img, None, true, &ELR).unwrap_err().code(),
+            85,
+            "NO_REASSIGNMENT_IN_PROGRESS"
+        );
+    }
+
+    #[test]
+    fn reverting_to_replicas_outside_the_isr_needs_unclean_election() {
+        let mut img = cluster(4);
+        let id = with_topic(&mut img, 1, 1);
+        reassign(&mut img, Some(&[4]), true, &no_elr(false)).unwrap();
+        assert_eq!(
+            assignment(&img, id),
+            (vec![4, 1], vec![4], vec![1], vec![1])
+        );
+        // 4 catches up, then 1 drops out: only the added replica is in sync.
+        let p = img.partition(id, 0).unwrap().clone();
+        let change = MetadataRecord::PartitionChange {
+            topic_id: id,
+            partition: 0,
+            leader: 4,
+            leader_epoch: p.leader_epoch + 1,
+            isr: vec![4],
+            partition_epoch: p.partition_epoch + 1,
+            elr: Vec::new(),
+            last_known_elr: Vec::new(),
+            replicas: Some(vec![4, 1]),
+            adding_replicas: vec![4],
+            removing_replicas: vec![1],
+        };
+        apply(&mut img, &[change]);
+        assert_eq!(
+            reassign(&mut img, None, true, &no_elr(false))
+                .unwrap_err()
+                .code(),
+            39,
+            "INVALID_REPLICA_ASSIGNMENT without unclean election"
+        );
+        reassign(&mut img, None, true, &no_elr(true)).unwrap();
+        assert_eq!(assignment(&img, id), (vec![1], vec![], vec![], vec![1]));
+        assert_eq!(img.partition(id, 0).unwrap().leader, 1);
+    }
+
+    #[test]
+    fn reassignment_targets_are_validated_as_kafka_does() {
+        let mut img = cluster(4);
+        with_topic(&mut img, 1, 3);
+        let code = |img: &mut ClusterImage, t: &[i32], allow: bool| {
+            reassign(img, Some(t), allow, &ELR).unwrap_err().code()
+        };
+        assert_eq!(code(&mut img, &[], true), 39, "empty");
+        assert_eq!(code(&mut img, &[1, 2, 9], true), 39, "unregistered broker");
+        assert_eq!(code(&mut img, &[1, 2, 2], true), 39, "a broker twice");
+        assert_eq!(
+            code(&mut img, &[1, 2], false),
+            38,
+            "RF change not allowed (KIP-860)"
+        );
+        reassign(&mut img, Some(&[1, 2]), true, &ELR).unwrap();
+        reassign(&mut img, Some(&[2, 3, 4]), true, &ELR).unwrap();
+        // In progress: the factor counted is the target's (3), not the assignment's (4).
+        reassign(&mut img, Some(&[2, 3, 1]), false, &ELR).unwrap();
+        let topics = vec![
+            ("t".to_string(), vec![(5, None)]),
+            ("nope".to_string(), vec![(0, None)]),
+        ];
+        let (records, reply) = alter_partition_reassignments(&img, &topics, true, &ELR);
+        assert!(records.is_empty());
+        let ControllerReply::Reassignments(results) = reply else {
+            panic!("unexpected reply");
+        };
+        for (_, parts) in results {
+            assert_eq!(parts[0].1.as_ref().unwrap_err().code(), 3);
+        }
+    }
+
+    fn manual(
+        img: &ClusterImage,
+        partitions: i32,
+        rf: i16,
+        assignments: &[(i32, Vec<i32>)],
+    ) -> Result<Decision, ControllerError> {
+        let spec = TopicSpec {
+            name: "m",
+            partitions,
+            replication_factor: rf,
+            assignments,
+            configs: &BTreeMap::new(),
+        };
+        create_topic(img, &spec, Uuid::new_v4())
+    }
+
+    #[test]
+    fn manual_replica_assignments() {
+        let mut img = cluster(4);
+        fence(&mut img, 4, false);
+        let a = |v: &[(i32, &[i32])]| v.iter().map(|(i, r)| (*i, r.to_vec())).collect::<Vec<_>>();
+        let (records, _) = manual(&img, -1, -1, &a(&[(1, &[4, 1]), (0, &[3, 2])])).unwrap();
+        let MetadataRecord::CreateTopic { partitions, .. } = &records[0] else {
+            panic!("unexpected record");
+        };
+        assert_eq!(partitions[0].replicas, vec![3, 2]);
+        assert_eq!(
+            (partitions[1].leader, partitions[1].isr.clone()),
+            (1, vec![1]),
+            "4 is fenced"
+        );
+        let code = |p, rf, v: &[(i32, &[i32])]| manual(&img, p, rf, &a(v)).unwrap_err().code();
+        assert_eq!(code(3, -1, &[(0, &[1])]), 42, "partition count not -1");
+        assert_eq!(code(-1, 1, &[(0, &[1])]), 42, "replication factor not -1");
+        assert_eq!(
+            code(-1, -1, &[(0, &[1]), (0, &[2])]),
+            39,
+            "a partition twice"
+        );
+        assert_eq!(code(-1, -1, &[(0, &[1]), (2, &[2])]), 39, "a gap");
+        assert_eq!(code(-1, -1, &[(0, &[1, 9])]), 39, "unregistered broker");
+        assert_eq!(code(-1, -1, &[(0, &[1, 1])]), 39, "a broker twice");
+        assert_eq!(code(-1, -1, &[(0, &[1, 2]), (1, &[3])]), 39, "sizes differ");
+        assert_eq!(code(-1, -1, &[(0, &[4])]), 39, "only fenced brokers");
+
+        let id = with_topic(&mut img, 1, 2);
+        let grow = |a: &[Vec<i32>]| create_partitions(&img, "t", 3, Some(a));
+        assert_eq!(
+            grow(&[vec![1, 2]]).unwrap_err().code(),
+            39,
+            "one assignment for two"
+        );
+        assert_eq!(
+            grow(&[vec![1, 2], vec![3]]).unwrap_err().code(),
+            39,
+            "RF 1, not 2"
+        );
+        let (records, _) = grow(&[vec![3, 1], vec![2, 3]]).unwrap();
+        apply(&mut img, &records);
+        assert_eq!(img.topics[&id].partitions[2].replicas, vec![2, 3]);
+    }
+
+    #[test]
+    fn validate_only_records_nothing() {
+        let img = cluster(3);
+        let create = ControllerRequest::CreateTopic {
+            name: "v".into(),
+            partitions: 2,
+            replication_factor: 3,
+            configs: BTreeMap::new(),
+            assignments: Vec::new(),
+            validate_only: true,
+        };
+        let (records, reply) = decide(&img, &create, &ELR).unwrap();
+        assert!(records.is_empty());
+        assert!(
+            matches!(reply, ControllerReply::TopicCreated { partitions, .. } if partitions.len() == 2)
+        );
+        let too_many = ControllerRequest::CreateTopic {
+            name: "v".into(),
+            partitions: 2,
+            replication_factor: 4,
+            configs: BTreeMap::new(),
+            assignments: Vec::new(),
+            validate_only: true,
+        };
+        assert_eq!(decide(&img, &too_many, &ELR).unwrap_err().code(), 38);
+        let mut img = img;
+        with_topic(&mut img, 1, 1);
+        let grow = ControllerRequest::CreatePartitions {
+            name: "t".into(),
+            total_count: 3,
+            assignments: None,
+            validate_only: true,
+        };
+        assert!(decide(&img, &grow, &ELR).unwrap().0.is_empty());
+    }
+
     fn shrink_or_expand(
         img: &mut ClusterImage,
         id: Uuid,

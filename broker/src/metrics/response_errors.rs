@@ -174,6 +174,21 @@ impl ResponseErrors for ElectLeadersResponse {
     }
 }
 
+impl ResponseErrors for AlterPartitionReassignmentsResponse {
+    fn error_codes(&self, f: &mut dyn FnMut(i16)) {
+        f(self.error_code);
+        for t in &self.responses {
+            t.partitions.iter().for_each(|p| f(p.error_code));
+        }
+    }
+}
+
+impl ResponseErrors for ListPartitionReassignmentsResponse {
+    fn error_codes(&self, f: &mut dyn FnMut(i16)) {
+        f(self.error_code);
+    }
+}
+
 impl ResponseErrors for DescribeTopicPartitionsResponse {
     fn error_codes(&self, f: &mut dyn FnMut(i16)) {
         for t in &self.topics {

@@ -54,12 +54,13 @@ pub async fn handle_create_topics(
         };
         topics.push(match outcome {
             Ok(meta) => {
-                let entries = topic_config_entries(broker, &meta.configs)
+                let dynamic = broker.replicas.dynamic_broker_configs();
+                let entries = topic_config_entries(broker, &dynamic, &meta.configs)
                     .into_iter()
                     .map(|e| {
                         CreatableTopicConfigs::default()
                             .with_name(sb(e.name))
-                            .with_value(Some(sb(e.value)))
+                            .with_value(e.value.map(sb))
                             .with_config_source(config_source(e.source))
                     })
                     .collect();
@@ -130,7 +131,7 @@ async fn create_in_cluster(
     }
     broker
         .config
-        .validate_topic_configs(&configs)
+        .validate_topic_configs(&broker.replicas.dynamic_broker_configs(), &configs)
         .map_err(|e| (40, e.to_string()))?;
     let partitions = if t.num_partitions == -1 {
         broker.config.num_partitions

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use crate::config_def;
 use crate::log::{LogConfig, TimestampType};
 
 /// Errors found while reading the configuration.
@@ -24,7 +25,13 @@ pub enum ConfigError {
     Syntax { line: usize, text: String },
     #[error("unknown config key {0:?}")]
     UnknownKey(String),
-    #[error("invalid value {value:?} for {key}: {reason}")]
+    /// A topic key Kafka does not define (the message is Kafka's `LogConfig.validateNames`).
+    #[error("Unknown topic config name: {0}")]
+    UnknownTopicConfig(String),
+    /// A value refused with the message Kafka's `ConfigDef` validation gives.
+    #[error("{0}")]
+    Invalid(String),
+    #[error("Invalid value {value} for configuration {key}: {reason}")]
     InvalidValue {
         key: String,
         value: String,
@@ -49,48 +56,11 @@ pub const IGNORED_KAFKA_KEYS: &[&str] = &[
     "share.coordinator.state.topic.min.isr",
 ];
 
-/// Topic-level keys and the broker-level keys that supply their defaults.
-/// (topic key, broker key)
-pub const TOPIC_CONFIG_KEYS: &[(&str, &str)] = &[
-    ("cleanup.policy", "log.cleanup.policy"),
-    ("compression.type", "compression.type"),
-    ("max.message.bytes", "message.max.bytes"),
-    ("message.timestamp.type", "log.message.timestamp.type"),
-    (
-        "message.timestamp.before.max.ms",
-        "log.message.timestamp.before.max.ms",
-    ),
-    (
-        "message.timestamp.after.max.ms",
-        "log.message.timestamp.after.max.ms",
-    ),
-    ("min.insync.replicas", "min.insync.replicas"),
-    ("retention.bytes", "log.retention.bytes"),
-    ("retention.ms", "log.retention.ms"),
-    ("segment.bytes", "log.segment.bytes"),
-    ("segment.ms", "log.roll.ms"),
-    ("segment.index.bytes", "log.index.size.max.bytes"),
-    ("index.interval.bytes", "log.index.interval.bytes"),
-    ("flush.messages", "log.flush.interval.messages"),
-    (
-        "unclean.leader.election.enable",
-        "unclean.leader.election.enable",
-    ),
-];
-
 /// Topic-level keys Kafka defines as internal (`ConfigDef.defineInternal`): accepted on a
 /// topic but not listed by DescribeConfigs, and with no broker-level default.
 /// `internal.segment.bytes` overrides `segment.bytes` without its 1 MiB minimum, for tests
 /// that need many small segments (Kafka's `LogConfig.INTERNAL_SEGMENT_BYTES_CONFIG`).
 pub const INTERNAL_TOPIC_CONFIG_KEYS: &[&str] = &["internal.segment.bytes"];
-
-/// The topic keys `kafka-reassign-partitions --throttle` sets (Kafka's `QuotaConfig`
-/// `leader/follower.replication.throttled.replicas`): accepted and stored, but Brook does not
-/// throttle replication, so they change nothing.
-pub const REPLICATION_THROTTLE_TOPIC_KEYS: &[&str] = &[
-    "leader.replication.throttled.replicas",
-    "follower.replication.throttled.replicas",
-];
 
 /// The broker keys the same tool sets and clears (Kafka's `QuotaConfig` rates, bytes per
 /// second): accepted by IncrementalAlterConfigs, not acted on.
@@ -108,7 +78,7 @@ pub const LOG_SEGMENT_BYTES_MIN: i32 = 14;
 
 /// Broker keys with their Kafka 4.4 defaults. The table is the single source of truth for
 /// which keys are known; `BrokerConfig` reads typed values out of the merged map.
-const BROKER_DEFAULTS: &[(&str, &str)] = &[
+pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("node.id", "1"),
     ("listeners", "PLAINTEXT://127.0.0.1:9092"),
     ("advertised.listeners", ""),
@@ -141,6 +111,26 @@ const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("log.message.timestamp.after.max.ms", "3600000"),
     ("compression.type", "producer"),
     ("unclean.leader.election.enable", "false"),
+    // Defaults of topic keys Brook accepts and describes but does not act on (docs/CONFIGS.md);
+    // Kafka 4.4's values.
+    ("log.roll.jitter.ms", ""),
+    ("log.roll.jitter.hours", "0"),
+    ("log.flush.interval.ms", ""),
+    ("log.flush.scheduler.interval.ms", "9223372036854775807"),
+    ("max.decompressed.message.bytes", "2147483639"),
+    ("log.cleaner.delete.retention.ms", "86400000"),
+    ("log.cleaner.min.compaction.lag.ms", "0"),
+    ("log.cleaner.max.compaction.lag.ms", "9223372036854775807"),
+    ("log.segment.delete.delay.ms", "60000"),
+    ("log.cleaner.min.cleanable.ratio", "0.5"),
+    ("compression.gzip.level", "-1"),
+    ("compression.lz4.level", "9"),
+    ("compression.zstd.level", "3"),
+    ("log.preallocate", "false"),
+    ("log.local.retention.ms", "-2"),
+    ("log.local.retention.bytes", "-2"),
+    ("log.remote.copy.lag.ms", "0"),
+    ("log.remote.copy.lag.bytes", "-1"),
     ("log.retention.check.interval.ms", "300000"),
     // Log directory checkpoints (crate::log::checkpoint).
     ("replica.high.watermark.checkpoint.interval.ms", "5000"),
@@ -198,6 +188,11 @@ const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ),
     ("transaction.partition.verification.enable", "true"),
 ];
+
+/// Dynamic broker configs by resource name: a node id for one broker, "" for the cluster-wide
+/// default (Kafka's `DynamicBrokerConfig` layers). The metadata owns them
+/// (`MetadataImage::broker_configs`, `ClusterImage::broker_configs`).
+pub type DynamicBrokerConfigs = BTreeMap<String, BTreeMap<String, String>>;
 
 /// The parsed broker configuration.
 #[derive(Debug, Clone)]
@@ -291,6 +286,7 @@ impl BrokerConfig {
             explicit.insert(k.clone());
             values.insert(k, v);
         }
+        validate_broker_values(&values, &explicit)?;
         let get = |k: &str| values.get(k).cloned().unwrap_or_default();
         let node_id = parse_num::<i32>("node.id", &get("node.id"))?;
         let controller_names: Vec<String> = get("controller.listener.names")
@@ -410,56 +406,53 @@ impl BrokerConfig {
         };
         // Validate the topic-config defaults once at start-up so that a bad broker default
         // is a start-up error rather than a failure on the first topic creation.
-        cfg.log_config(&BTreeMap::new())?;
+        cfg.log_config(&DynamicBrokerConfigs::new(), &BTreeMap::new())?;
         Ok(cfg)
     }
 
-    /// The broker-level default for a topic config key, as Kafka reports it in DescribeConfigs.
-    pub fn topic_default(&self, topic_key: &str) -> Option<String> {
-        let broker_key = TOPIC_CONFIG_KEYS.iter().find(|(t, _)| *t == topic_key)?.1;
-        Some(match topic_key {
-            "retention.ms" => self.retention_ms().to_string(),
-            "segment.ms" => self.roll_ms().to_string(),
-            _ => self.values.get(broker_key).cloned().unwrap_or_default(),
-        })
+    /// A broker key's effective value: this node's dynamic config, else the cluster-wide
+    /// dynamic default, else server.properties or the default (Kafka's `DynamicBrokerConfig`
+    /// precedence). `None` for an unset key (a null default).
+    pub fn broker_value(&self, dynamic: &DynamicBrokerConfigs, key: &str) -> Option<String> {
+        let layer = |name: &str| dynamic.get(name).and_then(|l| l.get(key)).cloned();
+        layer(&self.node_id.to_string())
+            .or_else(|| layer(""))
+            .or_else(|| self.values.get(key).cloned())
+            .filter(|v| !v.is_empty())
     }
 
-    fn retention_ms(&self) -> i64 {
-        let v = |k: &str| {
-            self.values
-                .get(k)
-                .filter(|s| !s.is_empty())
-                .and_then(|s| s.parse::<i64>().ok())
-        };
-        v("log.retention.ms")
-            .or_else(|| v("log.retention.minutes").map(|m| m * 60_000))
-            .or_else(|| v("log.retention.hours").map(|h| h * 3_600_000))
-            .unwrap_or(7 * 24 * 3_600_000)
-    }
-
-    fn roll_ms(&self) -> i64 {
-        let v = |k: &str| {
-            self.values
-                .get(k)
-                .filter(|s| !s.is_empty())
-                .and_then(|s| s.parse::<i64>().ok())
-        };
-        v("log.roll.ms")
-            .or_else(|| v("log.roll.hours").map(|h| h * 3_600_000))
-            .unwrap_or(7 * 24 * 3_600_000)
+    /// The broker-level default for a topic config key, as Kafka reports it in DescribeConfigs:
+    /// the first of the key's broker synonyms that is set, in the topic key's unit, else
+    /// `LogConfig`'s own default (Kafka's `KafkaConfig.extractLogConfigMap`).
+    pub fn topic_default(&self, dynamic: &DynamicBrokerConfigs, topic_key: &str) -> Option<String> {
+        let key = config_def::topic_key(topic_key)?;
+        let from_broker = key.synonyms.iter().find_map(|syn| {
+            let v = self.broker_value(dynamic, syn)?;
+            config_def::synonym_to_topic_value(syn, &v)
+        });
+        Some(from_broker.unwrap_or_else(|| key.default.to_string()))
     }
 
     /// The effective value of a topic config: the topic's override, else the broker default.
-    pub fn topic_value(&self, overrides: &BTreeMap<String, String>, key: &str) -> Option<String> {
+    pub fn topic_value(
+        &self,
+        dynamic: &DynamicBrokerConfigs,
+        overrides: &BTreeMap<String, String>,
+        key: &str,
+    ) -> Option<String> {
         overrides
             .get(key)
             .cloned()
-            .or_else(|| self.topic_default(key))
+            .or_else(|| self.topic_default(dynamic, key))
     }
 
     /// The min.insync.replicas in force for a topic.
-    pub fn min_insync_replicas(&self, overrides: &BTreeMap<String, String>) -> i32 {
-        self.topic_value(overrides, "min.insync.replicas")
+    pub fn min_insync_replicas(
+        &self,
+        dynamic: &DynamicBrokerConfigs,
+        overrides: &BTreeMap<String, String>,
+    ) -> i32 {
+        self.topic_value(dynamic, overrides, "min.insync.replicas")
             .and_then(|v| v.parse().ok())
             .unwrap_or(1)
     }
@@ -467,9 +460,10 @@ impl BrokerConfig {
     /// Builds a log's settings from the broker defaults and a topic's overrides.
     pub fn log_config(
         &self,
+        dynamic: &DynamicBrokerConfigs,
         overrides: &BTreeMap<String, String>,
     ) -> Result<LogConfig, ConfigError> {
-        let val = |k: &str| self.topic_value(overrides, k).unwrap_or_default();
+        let val = |k: &str| self.topic_value(dynamic, overrides, k).unwrap_or_default();
         let ts_type = match val("message.timestamp.type").as_str() {
             "CreateTime" => TimestampType::CreateTime,
             "LogAppendTime" => TimestampType::LogAppendTime,
@@ -516,50 +510,87 @@ impl BrokerConfig {
         })
     }
 
-    /// Checks a set of topic config overrides (CreateTopics, IncrementalAlterConfigs).
+    /// Checks a set of topic config overrides (CreateTopics, IncrementalAlterConfigs) as
+    /// Kafka's `LogConfig.validate` does: known names, each value's type and range, the
+    /// cross-key rules, and that Brook can build the log's settings from them.
     pub fn validate_topic_configs(
         &self,
+        dynamic: &DynamicBrokerConfigs,
         overrides: &BTreeMap<String, String>,
     ) -> Result<(), ConfigError> {
         for (k, v) in overrides {
-            let internal = INTERNAL_TOPIC_CONFIG_KEYS.contains(&k.as_str())
-                || REPLICATION_THROTTLE_TOPIC_KEYS.contains(&k.as_str());
-            if !internal && !TOPIC_CONFIG_KEYS.iter().any(|(t, _)| t == k) {
-                return Err(ConfigError::UnknownKey(k.clone()));
+            if INTERNAL_TOPIC_CONFIG_KEYS.contains(&k.as_str()) {
+                continue;
             }
-            match k.as_str() {
-                "segment.bytes" => {
-                    int_at_least(k, v, TOPIC_SEGMENT_BYTES_MIN)?;
-                }
-                "cleanup.policy"
-                    if !v
-                        .split(',')
-                        .all(|p| matches!(p.trim(), "delete" | "compact")) =>
-                {
-                    return Err(invalid(k, v, "expected delete and/or compact"));
-                }
-                "compression.type"
-                    if !matches!(
-                        v.as_str(),
-                        "producer" | "uncompressed" | "gzip" | "snappy" | "lz4" | "zstd"
-                    ) =>
-                {
-                    return Err(invalid(k, v, "unknown compression type"));
-                }
-                "min.insync.replicas" => {
-                    positive::<i32>(k, v)?;
-                }
-                "unclean.leader.election.enable" => {
-                    parse_bool(k, v)?;
-                }
-                k if REPLICATION_THROTTLE_TOPIC_KEYS.contains(&k) => {
-                    throttled_replicas(k, v)?;
-                }
-                _ => {}
-            }
+            let key = config_def::topic_key(k)
+                .ok_or_else(|| ConfigError::UnknownTopicConfig(k.clone()))?;
+            config_def::validate(key.name, key.ty, key.validator, v)
+                .map_err(ConfigError::Invalid)?;
         }
-        self.log_config(overrides).map(|_| ())
+        validate_topic_cross_keys(overrides, |k| self.topic_value(dynamic, overrides, k))?;
+        self.log_config(dynamic, &canonical_topic_configs(overrides))
+            .map(|_| ())
     }
+}
+
+/// The rules of Kafka's `LogConfig.validateValues` and `validateTopicLogConfigValues` that
+/// span keys: the compaction lags' order, and tiered storage, which a broker without
+/// `remote.log.storage.system.enable` refuses (Brook has no tiered storage).
+fn validate_topic_cross_keys(
+    overrides: &BTreeMap<String, String>,
+    value: impl Fn(&str) -> Option<String>,
+) -> Result<(), ConfigError> {
+    let long = |k: &str| value(k).and_then(|v| v.trim().parse::<i64>().ok());
+    if let (Some(min), Some(max)) = (long("min.compaction.lag.ms"), long("max.compaction.lag.ms")) {
+        if min > max {
+            return Err(ConfigError::Invalid(format!(
+                "conflict topic config setting min.compaction.lag.ms ({min}) > max.compaction.lag.ms ({max})"
+            )));
+        }
+    }
+    let remote = overrides
+        .get("remote.storage.enable")
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    if remote {
+        return Err(ConfigError::Invalid(
+            "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage.".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Topic overrides as Kafka prints them back (`config_def::canonical`): stored so, they
+/// describe as Kafka's parsed values do and parse the same in `BrokerConfig::log_config`.
+pub fn canonical_topic_configs(overrides: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    overrides
+        .iter()
+        .map(|(k, v)| {
+            let v = match config_def::topic_key(k) {
+                Some(key) => config_def::canonical(key.ty, v),
+                None => v.clone(),
+            };
+            (k.clone(), v)
+        })
+        .collect()
+}
+
+/// Checks each key set in the file against Kafka's type and validator for it
+/// (`config_def::broker_key`). `log.segment.bytes` is Brook's exception: it keeps the floor of
+/// [`LOG_SEGMENT_BYTES_MIN`] so that tests can roll tiny segments.
+fn validate_broker_values(
+    values: &BTreeMap<String, String>,
+    explicit: &std::collections::BTreeSet<String>,
+) -> Result<(), ConfigError> {
+    for k in explicit.iter().filter(|k| *k != "log.segment.bytes") {
+        let (Some(key), Some(v)) = (config_def::broker_key(k), values.get(k)) else {
+            continue;
+        };
+        if !v.is_empty() {
+            config_def::validate(key.name, key.ty, key.validator, v)
+                .map_err(ConfigError::Invalid)?;
+        }
+    }
+    Ok(())
 }
 
 fn invalid(key: &str, value: &str, reason: &str) -> ConfigError {
@@ -634,26 +665,6 @@ fn max_connections_per_ip(v: &str) -> Result<usize, ConfigError> {
     }
 }
 
-/// An INT config (it must fit an i32, as Kafka's `ConfigDef.Type.INT`) of at least `min`.
-/// Kafka's `ThrottledReplicaListValidator`: `*`, or `partition:broker` pairs separated by
-/// commas (empty for none).
-fn throttled_replicas(key: &str, v: &str) -> Result<(), ConfigError> {
-    let pair = |p: &str| {
-        p.split_once(':').is_some_and(|(a, b)| {
-            a.trim().parse::<i32>().is_ok() && b.trim().parse::<i32>().is_ok()
-        })
-    };
-    let v = v.trim();
-    if v == "*" || v.is_empty() || v.split(',').all(pair) {
-        return Ok(());
-    }
-    Err(invalid(
-        key,
-        v,
-        "must be the literal '*' or a list of replicas as [partitionId]:[brokerId],...",
-    ))
-}
-
 /// A replication throttle rate (bytes per second), Kafka's LONG with `atLeast(0)`.
 pub fn validate_throttle_rate(key: &str, v: &str) -> Result<(), ConfigError> {
     let n: i64 = parse_num(key, v)?;
@@ -663,6 +674,7 @@ pub fn validate_throttle_rate(key: &str, v: &str) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// An INT config (it must fit an i32, as Kafka's `ConfigDef.Type.INT`) of at least `min`.
 fn int_at_least(key: &str, v: &str, min: i32) -> Result<i32, ConfigError> {
     let n: i32 = parse_num(key, v)?;
     if n < min {
@@ -792,12 +804,13 @@ mod tests {
 
     #[test]
     fn defaults_match_kafka() {
+        let none = DynamicBrokerConfigs::new();
         let c = load(&[]).unwrap();
         assert_eq!(c.listener.port(), 9092);
-        assert_eq!(c.topic_default("retention.ms").unwrap(), "604800000");
-        assert_eq!(c.topic_default("min.insync.replicas").unwrap(), "1");
-        assert_eq!(c.topic_default("cleanup.policy").unwrap(), "delete");
-        let lc = c.log_config(&BTreeMap::new()).unwrap();
+        assert_eq!(c.topic_default(&none, "retention.ms").unwrap(), "604800000");
+        assert_eq!(c.topic_default(&none, "min.insync.replicas").unwrap(), "1");
+        assert_eq!(c.topic_default(&none, "cleanup.policy").unwrap(), "delete");
+        let lc = c.log_config(&none, &BTreeMap::new()).unwrap();
         assert_eq!(lc.segment_bytes, 1 << 30);
         assert_eq!(lc.flush_interval_messages, i64::MAX as u64);
     }
@@ -880,24 +893,29 @@ mod tests {
 
     #[test]
     fn retention_hours_and_minutes() {
+        let none = DynamicBrokerConfigs::new();
         let c = load(&["log.retention.hours=1"]).unwrap();
-        assert_eq!(c.topic_default("retention.ms").unwrap(), "3600000");
+        assert_eq!(c.topic_default(&none, "retention.ms").unwrap(), "3600000");
         let c = load(&["log.retention.minutes=2", "log.retention.hours=1"]).unwrap();
-        assert_eq!(c.topic_default("retention.ms").unwrap(), "120000");
+        assert_eq!(c.topic_default(&none, "retention.ms").unwrap(), "120000");
     }
 
     #[test]
     fn segment_bytes_bounds_are_kafkas() {
+        let none = DynamicBrokerConfigs::new();
         let e = load(&["log.segment.bytes=2147483648"]).unwrap_err();
         assert!(e.to_string().contains("log.segment.bytes"), "{e}");
         let e = load(&["log.segment.bytes=13"]).unwrap_err();
         assert!(e.to_string().contains("log.segment.bytes"), "{e}");
         let c = load(&["log.segment.bytes=14"]).unwrap();
-        assert_eq!(c.log_config(&BTreeMap::new()).unwrap().segment_bytes, 14);
+        assert_eq!(
+            c.log_config(&none, &BTreeMap::new()).unwrap().segment_bytes,
+            14
+        );
         let c = load(&["log.segment.bytes=2147483647"]).unwrap();
         let check = |k: &str, v: &str| {
             let o = BTreeMap::from([(k.to_string(), v.to_string())]);
-            c.validate_topic_configs(&o)
+            c.validate_topic_configs(&none, &o)
         };
         assert!(check("segment.bytes", "2147483648").is_err());
         assert!(check("segment.bytes", "1048575").is_err());
@@ -906,7 +924,7 @@ mod tests {
         assert!(check("internal.segment.bytes", "200").is_ok());
         assert!(check("internal.segment.bytes", "2147483648").is_err());
         let o = BTreeMap::from([("internal.segment.bytes".to_string(), "200".to_string())]);
-        assert_eq!(c.log_config(&o).unwrap().segment_bytes, 200);
+        assert_eq!(c.log_config(&none, &o).unwrap().segment_bytes, 200);
     }
 
     #[test]
@@ -929,16 +947,17 @@ mod tests {
 
     #[test]
     fn topic_overrides_are_validated() {
+        let none = DynamicBrokerConfigs::new();
         let c = load(&[]).unwrap();
         let mut o = BTreeMap::new();
         o.insert("retention.ms".to_string(), "-5".to_string());
-        assert!(c.validate_topic_configs(&o).is_err());
+        assert!(c.validate_topic_configs(&none, &o).is_err());
         o.insert("retention.ms".to_string(), "1000".to_string());
-        assert!(c.validate_topic_configs(&o).is_ok());
+        assert!(c.validate_topic_configs(&none, &o).is_ok());
         o.insert("bogus".to_string(), "1".to_string());
         assert!(matches!(
-            c.validate_topic_configs(&o),
-            Err(ConfigError::UnknownKey(_))
+            c.validate_topic_configs(&none, &o),
+            Err(ConfigError::UnknownTopicConfig(_))
         ));
     }
 }

@@ -9,6 +9,7 @@ pub mod admin;
 pub mod api;
 pub mod cluster;
 pub mod config;
+pub mod config_def;
 pub mod controller;
 pub mod dump_log;
 pub mod fault;

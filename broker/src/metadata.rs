@@ -48,6 +48,11 @@ pub struct MetadataImage {
     /// The first producer id not yet handed out in a block; ids below it may exist in logs.
     #[serde(default)]
     pub next_producer_id_block: i64,
+    /// Dynamic broker configs by resource name (a node id, or "" for the cluster default).
+    /// On a single node this file owns them; in a cluster they are a copy of the quorum
+    /// image's, refreshed with every applied image.
+    #[serde(default)]
+    pub broker_configs: crate::config::DynamicBrokerConfigs,
 }
 
 impl MetadataImage {
@@ -67,6 +72,7 @@ impl MetadataImage {
                     cluster_id: id,
                     topics: BTreeMap::new(),
                     next_producer_id_block: 0,
+                    broker_configs: Default::default(),
                 };
                 image.persist(dir)?;
                 Ok(image)

@@ -9,6 +9,26 @@ use crate::server::Broker;
 /// Kafka's "authorized operations not requested" marker.
 pub const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
 
+/// What Kafka answers, with no authorizer configured, for authorized operations on a topic:
+/// every operation the resource type supports (`AuthHelper.authorizedOperations` with
+/// `AclEntry.supportedOperations(TOPIC)`: READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE,
+/// DESCRIBE_CONFIGS, ALTER_CONFIGS), one bit per `AclOperation` code.
+pub const TOPIC_AUTHORIZED_OPERATIONS: i32 = 3576;
+/// The same for the cluster: CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS,
+/// ALTER_CONFIGS, IDEMPOTENT_WRITE.
+pub const CLUSTER_AUTHORIZED_OPERATIONS: i32 = 8096;
+/// The same for a group: READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS.
+pub const GROUP_AUTHORIZED_OPERATIONS: i32 = 3400;
+
+/// `all` when the client asked for authorized operations, else Kafka's "not requested".
+pub fn authorized_operations(requested: bool, all: i32) -> i32 {
+    if requested {
+        all
+    } else {
+        AUTHORIZED_OPERATIONS_OMITTED
+    }
+}
+
 /// Answers DescribeCluster with this node as the only broker and the controller.
 pub async fn handle_describe_cluster(
     broker: &Broker,
@@ -17,7 +37,10 @@ pub async fn handle_describe_cluster(
 ) -> DescribeClusterResponse {
     // endpoint_type 1 = brokers; 2 (controllers) is answered the same way, since every node
     // plays both roles.
-    let _ = req;
+    let cluster_ops = authorized_operations(
+        req.include_cluster_authorized_operations,
+        CLUSTER_AUTHORIZED_OPERATIONS,
+    );
     let (brokers, controller_id) = match broker.replicas.controller() {
         Some(controller) => {
             // Every unfenced broker of the cluster, and the active controller when it is a
@@ -55,5 +78,5 @@ pub async fn handle_describe_cluster(
         .with_cluster_id(sb(broker.replicas.cluster_id()))
         .with_controller_id(controller_id.into())
         .with_brokers(brokers)
-        .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
+        .with_cluster_authorized_operations(cluster_ops)
 }

@@ -1,5 +1,12 @@
-//! DescribeConfigs and IncrementalAlterConfigs for topic configs (and read-only broker
-//! configs).
+//! DescribeConfigs and IncrementalAlterConfigs for topic, broker and group configs, answered
+//! as Kafka 4.4's `ConfigHelper` (describe) and `ConfigurationControlManager` with
+//! `ControllerConfigurationValidator` (alter) do.
+//!
+//! A broker key's value comes from four layers, highest precedence first (Kafka's
+//! `DynamicBrokerConfig`): the per-broker dynamic config (resource name = node id), the
+//! cluster-wide dynamic default (resource name ""), server.properties, and the default. The
+//! dynamic layers live in the metadata ([`DynamicBrokerConfigs`]: brook-metadata.json on a
+//! single node, the quorum image in a cluster).
 
 use std::collections::BTreeMap;
 
@@ -14,149 +21,316 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 
 use super::{sb, RequestContext};
-use crate::config::TOPIC_CONFIG_KEYS;
+use crate::config::{DynamicBrokerConfigs, BROKER_DEFAULTS};
+use crate::config_def::{self, ConfigType};
 use crate::server::Broker;
 
-/// Config resource types.
+/// Config resource types (Kafka's `ConfigResource.Type`).
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
+pub const RESOURCE_GROUP: i8 = 32;
 
-/// Where a config value comes from, as DescribeConfigs reports it.
+/// Where a config value comes from (Kafka's `DescribeConfigsResponse.ConfigSource`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
     TopicOverride,
+    DynamicBroker,
+    DynamicDefaultBroker,
     StaticBroker,
     Default,
+    GroupOverride,
 }
 
 /// The wire code of a [`Source`].
 pub fn config_source(s: Source) -> i8 {
     match s {
         Source::TopicOverride => 1,
+        Source::DynamicBroker => 2,
+        Source::DynamicDefaultBroker => 3,
         Source::StaticBroker => 4,
         Source::Default => 5,
+        Source::GroupOverride => 8,
     }
 }
 
-/// One effective config value.
+/// One layer's value of a key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Synonym {
+    pub name: String,
+    pub value: Option<String>,
+    pub source: Source,
+}
+
+/// One described config (Kafka's `DescribeConfigsResourceResult` before encoding).
 #[derive(Debug, Clone)]
 pub struct ConfigEntry {
     pub name: String,
-    pub value: String,
+    /// `None` for a key without a value (a broker key whose default is null).
+    pub value: Option<String>,
     pub source: Source,
-    /// The value the entry would have without the override, when there is one.
-    pub default: Option<(String, Source)>,
+    pub ty: ConfigType,
+    pub read_only: bool,
+    /// Every layer that sets the key or its synonyms, highest precedence first.
+    pub synonyms: Vec<Synonym>,
+    pub doc: &'static str,
 }
 
-/// Kafka's config type codes (BOOLEAN 1, STRING 2, INT 3, LONG 5, LIST 7), as `ConfigDef` declares
-/// each key in `ServerConfigs`/`SocketServerConfigs` and `LogConfig` (`max.connections*` are INT).
-fn config_type(key: &str) -> i8 {
-    match key {
-        "unclean.leader.election.enable" | "auto.create.topics.enable" | "delete.topic.enable" => 1,
-        "cleanup.policy"
-        | "log.cleanup.policy"
-        | "listeners"
-        | "advertised.listeners"
-        | "log.dirs" => 7,
-        "retention.bytes"
-        | "retention.ms"
-        | "segment.ms"
-        | "flush.messages"
-        | "message.timestamp.before.max.ms"
-        | "message.timestamp.after.max.ms"
-        | "log.retention.bytes"
-        | "log.retention.ms"
-        | "log.roll.ms"
-        | "log.flush.interval.messages" => 5,
-        "max.message.bytes"
-        | "min.insync.replicas"
-        | "segment.bytes"
-        | "segment.index.bytes"
-        | "index.interval.bytes"
-        | "node.id"
-        | "num.partitions"
-        | "message.max.bytes"
-        | "max.connections"
-        | "max.connections.per.ip"
-        | "log.segment.bytes" => 3,
-        _ => 2,
+/// The broker-key layers a node resolves values from.
+struct BrokerLayers<'a> {
+    broker: &'a Broker,
+    per_broker: BTreeMap<String, String>,
+    cluster_default: BTreeMap<String, String>,
+}
+
+impl<'a> BrokerLayers<'a> {
+    fn new(broker: &'a Broker, dynamic: &DynamicBrokerConfigs) -> Self {
+        let layer = |name: &str| dynamic.get(name).cloned().unwrap_or_default();
+        BrokerLayers {
+            broker,
+            per_broker: layer(&broker.node_id().to_string()),
+            cluster_default: layer(""),
+        }
+    }
+
+    /// Kafka's `ConfigHelper.configSynonyms`: for each layer in precedence order, each of
+    /// `names` that the layer sets; then everything before the first entry for `name` is
+    /// dropped (so `log.retention.hours` does not list `log.retention.ms` above itself).
+    fn synonyms(&self, name: &str, names: &[&str]) -> Vec<Synonym> {
+        let config = &self.broker.config;
+        let static_value = |k: &str| {
+            config
+                .explicit
+                .contains(k)
+                .then(|| config.values.get(k).cloned())
+                .flatten()
+        };
+        let default_value = |k: &str| {
+            BROKER_DEFAULTS
+                .iter()
+                .find(|(d, v)| *d == k && !v.is_empty())
+                .map(|(_, v)| v.to_string())
+        };
+        let mut out = Vec::new();
+        for source in [
+            Source::DynamicBroker,
+            Source::DynamicDefaultBroker,
+            Source::StaticBroker,
+            Source::Default,
+        ] {
+            for n in names {
+                let value = match source {
+                    Source::DynamicBroker => self.per_broker.get(*n).cloned(),
+                    Source::DynamicDefaultBroker => self.cluster_default.get(*n).cloned(),
+                    Source::StaticBroker => static_value(n),
+                    _ => default_value(n),
+                };
+                if let Some(v) = value {
+                    out.push(Synonym {
+                        name: n.to_string(),
+                        value: Some(v),
+                        source,
+                    });
+                }
+            }
+        }
+        let first = out.iter().position(|s| s.name == name).unwrap_or(out.len());
+        out.split_off(first)
     }
 }
 
-/// Every topic config with its effective value for a topic with these overrides.
+/// Every topic config Kafka 4.4 lists, with its effective value for a topic with these
+/// overrides (Kafka's `ConfigHelper.createTopicConfigEntry`).
 pub fn topic_config_entries(
     broker: &Broker,
+    dynamic: &DynamicBrokerConfigs,
     overrides: &BTreeMap<String, String>,
 ) -> Vec<ConfigEntry> {
-    TOPIC_CONFIG_KEYS
+    let layers = BrokerLayers::new(broker, dynamic);
+    config_def::TOPIC_CONFIGS
         .iter()
-        .map(|(topic_key, broker_key)| {
-            let default_source = if broker.config.explicit.contains(*broker_key) {
-                Source::StaticBroker
-            } else {
-                Source::Default
-            };
-            let default_value = broker.config.topic_default(topic_key).unwrap_or_default();
-            match overrides.get(*topic_key) {
-                Some(v) => ConfigEntry {
-                    name: topic_key.to_string(),
-                    value: v.clone(),
+        .map(|key| {
+            let value = broker.config.topic_value(dynamic, overrides, key.name);
+            let value = value.map(|v| config_def::canonical(key.ty, &v));
+            let mut synonyms = Vec::new();
+            if overrides.contains_key(key.name) {
+                synonyms.push(Synonym {
+                    name: key.name.to_string(),
+                    value: value.clone(),
                     source: Source::TopicOverride,
-                    default: Some((default_value, default_source)),
-                },
-                None => ConfigEntry {
-                    name: topic_key.to_string(),
-                    value: default_value,
-                    source: default_source,
-                    default: None,
-                },
+                });
+            }
+            if let Some(first) = key.synonyms.first() {
+                synonyms.extend(layers.synonyms(first, &config_def::broker_config_synonyms(first)));
+            }
+            ConfigEntry {
+                name: key.name.to_string(),
+                value,
+                source: synonyms.first().map_or(Source::Default, |s| s.source),
+                ty: key.ty,
+                read_only: false,
+                synonyms,
+                doc: key.doc,
             }
         })
         .collect()
 }
 
-fn broker_config_entries(broker: &Broker) -> Vec<ConfigEntry> {
-    broker
-        .config
-        .values
-        .iter()
-        .map(|(k, v)| ConfigEntry {
-            name: k.clone(),
-            value: v.clone(),
-            source: if broker.config.explicit.contains(k) {
-                Source::StaticBroker
-            } else {
-                Source::Default
-            },
-            default: None,
+/// The broker keys Kafka defines, with their effective values (Kafka's
+/// `ConfigHelper.createBrokerConfigEntry`). For the cluster default resource (`per_broker`
+/// false), only keys set at that level, each with only that layer as synonym.
+fn broker_config_entries(
+    broker: &Broker,
+    dynamic: &DynamicBrokerConfigs,
+    per_broker: bool,
+) -> Vec<ConfigEntry> {
+    let layers = BrokerLayers::new(broker, dynamic);
+    let names: Vec<String> = if per_broker {
+        BROKER_DEFAULTS
+            .iter()
+            .map(|(k, _)| k.to_string())
+            .filter(|k| !config_def::BROOK_ONLY_BROKER_KEYS.contains(&k.as_str()))
+            .collect()
+    } else {
+        layers.cluster_default.keys().cloned().collect()
+    };
+    names
+        .into_iter()
+        .filter_map(|name| {
+            let key = config_def::broker_key(&name)?;
+            let mut synonyms = layers.synonyms(&name, &config_def::broker_config_synonyms(&name));
+            if !per_broker {
+                synonyms.retain(|s| s.source == Source::DynamicDefaultBroker);
+            }
+            let value = match synonyms.iter().find(|s| s.name == name) {
+                Some(s) => s.value.clone(),
+                None => broker
+                    .config
+                    .values
+                    .get(&name)
+                    .filter(|v| !v.is_empty())
+                    .cloned(),
+            };
+            Some(ConfigEntry {
+                value: value.map(|v| config_def::canonical(key.ty, &v)),
+                source: synonyms.first().map_or(Source::Default, |s| s.source),
+                ty: key.ty,
+                read_only: !key.dynamic,
+                synonyms,
+                doc: key.doc,
+                name,
+            })
         })
         .collect()
 }
 
-fn to_result(e: ConfigEntry, include_synonyms: bool) -> DescribeConfigsResourceResult {
-    let mut synonyms = Vec::new();
-    if include_synonyms {
-        synonyms.push(
-            DescribeConfigsSynonym::default()
-                .with_name(sb(e.name.clone()))
-                .with_value(Some(sb(e.value.clone())))
-                .with_source(config_source(e.source)),
-        );
-        if let Some((v, s)) = &e.default {
-            synonyms.push(
+/// The group configs with their values for a group with these overrides (Kafka's
+/// `ConfigHelper.createGroupConfigEntry`: the group's own entry, then the broker layers).
+fn group_config_entries(
+    broker: &Broker,
+    dynamic: &DynamicBrokerConfigs,
+    overrides: &BTreeMap<String, String>,
+) -> Vec<ConfigEntry> {
+    let layers = BrokerLayers::new(broker, dynamic);
+    config_def::GROUP_CONFIGS
+        .iter()
+        .map(|key| {
+            let broker_layers = layers.synonyms(key.broker_synonym, &[key.broker_synonym]);
+            let value = overrides
+                .get(key.name)
+                .cloned()
+                .or_else(|| broker_layers.first().and_then(|s| s.value.clone()));
+            let own = Synonym {
+                name: key.name.to_string(),
+                value: value.clone(),
+                source: if overrides.contains_key(key.name) {
+                    Source::GroupOverride
+                } else {
+                    Source::Default
+                },
+            };
+            let mut synonyms = vec![own];
+            synonyms.extend(broker_layers);
+            ConfigEntry {
+                name: key.name.to_string(),
+                value,
+                source: synonyms[0].source,
+                ty: key.ty,
+                read_only: false,
+                synonyms,
+                doc: key.doc,
+            }
+        })
+        .collect()
+}
+
+fn to_result(
+    e: ConfigEntry,
+    include_synonyms: bool,
+    include_documentation: bool,
+) -> DescribeConfigsResourceResult {
+    let synonyms = if include_synonyms {
+        e.synonyms
+            .into_iter()
+            .map(|s| {
                 DescribeConfigsSynonym::default()
-                    .with_name(sb(e.name.clone()))
-                    .with_value(Some(sb(v.clone())))
-                    .with_source(config_source(*s)),
-            );
-        }
-    }
+                    .with_name(sb(s.name))
+                    .with_value(s.value.map(sb))
+                    .with_source(config_source(s.source))
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     DescribeConfigsResourceResult::default()
-        .with_config_type(config_type(&e.name))
+        .with_config_type(e.ty.code())
         .with_name(sb(e.name))
-        .with_value(Some(sb(e.value)))
+        .with_value(e.value.filter(|_| !e.ty.is_sensitive()).map(sb))
         .with_config_source(config_source(e.source))
+        .with_read_only(e.read_only)
+        .with_is_sensitive(e.ty.is_sensitive())
+        .with_documentation(include_documentation.then(|| sb(e.doc)))
         .with_synonyms(synonyms)
+}
+
+/// Kafka's `ConfigHelper.resourceNameToBrokerId` and its check against this node.
+fn check_broker_name(broker: &Broker, name: &str) -> Result<bool, String> {
+    if name.is_empty() {
+        return Ok(false);
+    }
+    let id: i32 = name
+        .parse()
+        .map_err(|_| format!("Broker id must be an integer, but it is: {name}"))?;
+    if id != broker.node_id() {
+        return Err(format!(
+            "Unexpected broker id, expected {} or empty string, but received {name}",
+            broker.node_id()
+        ));
+    }
+    Ok(true)
+}
+
+/// The entries of one resource, or its error.
+fn describe_resource(
+    broker: &Broker,
+    dynamic: &DynamicBrokerConfigs,
+    resource_type: i8,
+    name: &str,
+) -> Result<Vec<ConfigEntry>, (ResponseError, Option<String>)> {
+    let invalid = |m: String| (ResponseError::InvalidRequest, Some(m));
+    match resource_type {
+        RESOURCE_TOPIC => match broker.replicas.topic(name) {
+            Some(t) => Ok(topic_config_entries(broker, dynamic, &t.configs)),
+            None => Err((ResponseError::UnknownTopicOrPartition, None)),
+        },
+        RESOURCE_BROKER => {
+            let per_broker = check_broker_name(broker, name).map_err(invalid)?;
+            Ok(broker_config_entries(broker, dynamic, per_broker))
+        }
+        RESOURCE_GROUP if name.is_empty() => Err(invalid("Group name must not be empty".into())),
+        // Brook stores no per-group overrides: every group has the broker's values.
+        RESOURCE_GROUP => Ok(group_config_entries(broker, dynamic, &BTreeMap::new())),
+        other => Err(invalid(format!("Unsupported resource type: {other}"))),
+    }
 }
 
 /// Answers DescribeConfigs.
@@ -165,52 +339,44 @@ pub async fn handle_describe_configs(
     _ctx: &RequestContext,
     req: DescribeConfigsRequest,
 ) -> DescribeConfigsResponse {
+    let dynamic = broker.replicas.dynamic_broker_configs();
     let results = req
         .resources
         .into_iter()
         .map(|r| {
-            let name = r.resource_name.to_string();
             let result = DescribeConfigsResult::default()
                 .with_resource_type(r.resource_type)
                 .with_resource_name(r.resource_name.clone());
-            let entries = match r.resource_type {
-                RESOURCE_TOPIC => match broker.replicas.topic(&name) {
-                    Some(t) => topic_config_entries(broker, &t.configs),
-                    None => {
-                        return result
-                            .with_error_code(ResponseError::UnknownTopicOrPartition.code())
-                            .with_error_message(Some(sb(format!("topic {name} does not exist"))))
-                    }
-                },
-                RESOURCE_BROKER if name.is_empty() || name == broker.node_id().to_string() => {
-                    broker_config_entries(broker)
+            match describe_resource(broker, &dynamic, r.resource_type, &r.resource_name) {
+                Err((e, message)) => result
+                    .with_error_code(e.code())
+                    .with_error_message(message.map(sb)),
+                Ok(entries) => {
+                    let wanted: Option<Vec<String>> = r
+                        .configuration_keys
+                        .filter(|ks| !ks.is_empty())
+                        .map(|ks| ks.iter().map(|k| k.to_string()).collect());
+                    let configs = entries
+                        .into_iter()
+                        .filter(|e| wanted.as_ref().is_none_or(|w| w.contains(&e.name)))
+                        .map(|e| to_result(e, req.include_synonyms, req.include_documentation))
+                        .collect();
+                    result.with_configs(configs)
                 }
-                RESOURCE_BROKER => {
-                    return result
-                        .with_error_code(ResponseError::InvalidRequest.code())
-                        .with_error_message(Some(sb(format!("unknown broker {name}"))))
-                }
-                other => {
-                    return result
-                        .with_error_code(ResponseError::InvalidRequest.code())
-                        .with_error_message(Some(sb(format!("unsupported resource type {other}"))))
-                }
-            };
-            let wanted: Option<Vec<String>> = r
-                .configuration_keys
-                .map(|ks| ks.iter().map(|k| k.to_string()).collect());
-            let configs = entries
-                .into_iter()
-                .filter(|e| wanted.as_ref().is_none_or(|w| w.contains(&e.name)))
-                .map(|e| to_result(e, req.include_synonyms))
-                .collect();
-            result.with_configs(configs)
+            }
         })
         .collect();
     DescribeConfigsResponse::default().with_results(results)
 }
 
-/// Applies SET (0), DELETE (1), APPEND (2) and SUBTRACT (3) to a topic's overrides.
+/// The type of a key for APPEND and SUBTRACT: a topic key, else a broker key.
+fn key_type(name: &str) -> Option<ConfigType> {
+    config_def::topic_key(name)
+        .map(|k| k.ty)
+        .or_else(|| config_def::broker_key(name).map(|k| k.ty))
+}
+
+/// Applies SET (0), DELETE (1), APPEND (2) and SUBTRACT (3) to a resource's overrides.
 fn apply_ops(
     current: &BTreeMap<String, String>,
     ops: &[(String, i8, Option<String>)],
@@ -228,7 +394,7 @@ fn apply_ops(
                 next.remove(name);
             }
             2 | 3 => {
-                if config_type(name) != 7 {
+                if key_type(name) != Some(ConfigType::List) {
                     return Err(format!(
                         "{name} is not a list; APPEND and SUBTRACT apply to lists only"
                     ));
@@ -237,13 +403,13 @@ fn apply_ops(
                 let mut items: Vec<String> = next
                     .get(name)
                     .map(|s| {
-                        s.split(',')
-                            .map(|x| x.trim().to_string())
-                            .filter(|x| !x.is_empty())
+                        config_def::list_items(s)
+                            .into_iter()
+                            .map(String::from)
                             .collect()
                     })
                     .unwrap_or_default();
-                for item in v.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+                for item in config_def::list_items(&v) {
                     if *op == 2 {
                         if !items.iter().any(|i| i == item) {
                             items.push(item.to_string());
@@ -281,7 +447,140 @@ fn accept_replication_throttles(
     Ok(())
 }
 
-/// Answers IncrementalAlterConfigs for topics. Broker configs are static in Brook.
+/// Sets (`Some`) or removes (`None`): what changed from `current` to `next`.
+fn diff(
+    current: &BTreeMap<String, String>,
+    next: &BTreeMap<String, String>,
+) -> BTreeMap<String, Option<String>> {
+    let mut d: BTreeMap<String, Option<String>> = next
+        .iter()
+        .filter(|(k, v)| current.get(*k) != Some(*v))
+        .map(|(k, v)| (k.clone(), Some(v.clone())))
+        .collect();
+    for k in current.keys().filter(|k| !next.contains_key(*k)) {
+        d.insert(k.clone(), None);
+    }
+    d
+}
+
+type AlterOutcome = Result<(), (i16, String)>;
+
+fn invalid_config(msg: impl Into<String>) -> (i16, String) {
+    (ResponseError::InvalidConfig.code(), msg.into())
+}
+
+/// A topic resource: validated as Kafka's `ControllerConfigurationValidator` does, stored
+/// canonical (see `config::canonical_topic_configs`).
+async fn alter_topic(
+    broker: &Broker,
+    name: &str,
+    ops: &[(String, i8, Option<String>)],
+    validate_only: bool,
+) -> AlterOutcome {
+    let Some(topic) = broker.replicas.topic(name) else {
+        return Err((
+            ResponseError::UnknownTopicOrPartition.code(),
+            format!("topic {name} does not exist"),
+        ));
+    };
+    let next = apply_ops(&topic.configs, ops).map_err(invalid_config)?;
+    let dynamic = broker.replicas.dynamic_broker_configs();
+    broker
+        .config
+        .validate_topic_configs(&dynamic, &next)
+        .map_err(|e| invalid_config(e.to_string()))?;
+    let next = crate::config::canonical_topic_configs(&next);
+    match broker.replicas.controller() {
+        Some(_) if validate_only => Ok(()),
+        Some(controller) => controller
+            .alter_configs(name, diff(&topic.configs, &next))
+            .await
+            .map_err(|e| (e.code(), e.to_string())),
+        None => broker
+            .replicas
+            .set_topic_configs(name, next, validate_only)
+            .map_err(|e| (e.error_code(), e.to_string())),
+    }
+}
+
+/// Checks broker keys being set as Kafka's `DynamicBrokerConfig.validateConfigs` does
+/// (static keys refused, values typed and ranged), plus Brook's own limit: only the keys it
+/// applies at run time (`config_def::dynamic_key_applied`).
+fn validate_broker_changes(
+    per_broker: bool,
+    changes: &BTreeMap<String, Option<String>>,
+) -> Result<(), (i16, String)> {
+    let set = || changes.keys().map(String::as_str);
+    let not_dynamic: Vec<&str> = set()
+        .filter(|k| config_def::broker_key(k).is_none_or(|d| !d.dynamic))
+        .collect();
+    if !not_dynamic.is_empty() {
+        return Err(invalid_config(format!(
+            "Cannot update these configs dynamically: [{}]",
+            not_dynamic.join(", ")
+        )));
+    }
+    if !per_broker {
+        if let Some(k) = set().find(|k| *k == "listeners") {
+            return Err(invalid_config(format!(
+                "Cannot update these configs at default cluster level, broker id must be specified: [{k}]"
+            )));
+        }
+    }
+    if let Some(k) = set().find(|k| !config_def::dynamic_key_applied(k)) {
+        return Err(invalid_config(format!(
+            "Brook does not apply {k} at run time; set it in server.properties"
+        )));
+    }
+    for (k, v) in changes {
+        let (Some(key), Some(v)) = (config_def::broker_key(k), v) else {
+            continue;
+        };
+        config_def::validate(key.name, key.ty, key.validator, v).map_err(invalid_config)?;
+    }
+    Ok(())
+}
+
+/// A broker resource: this node's id, or "" for the cluster default. Stored in the metadata
+/// of the mode (brook-metadata.json, or a quorum record every node applies).
+async fn alter_broker(
+    broker: &Broker,
+    name: &str,
+    ops: &[(String, i8, Option<String>)],
+    validate_only: bool,
+) -> AlterOutcome {
+    let per_broker =
+        check_broker_name(broker, name).map_err(|m| (ResponseError::InvalidRequest.code(), m))?;
+    let dynamic = broker.replicas.dynamic_broker_configs();
+    let current = dynamic.get(name).cloned().unwrap_or_default();
+    let next = apply_ops(&current, ops).map_err(invalid_config)?;
+    let changes = diff(&current, &next);
+    validate_broker_changes(per_broker, &changes)?;
+    let mut proposed = dynamic.clone();
+    proposed.insert(name.to_string(), next.clone());
+    for t in broker.replicas.topics() {
+        broker
+            .config
+            .log_config(&proposed, &t.configs)
+            .map_err(|e| invalid_config(e.to_string()))?;
+    }
+    if validate_only {
+        return Ok(());
+    }
+    match broker.replicas.controller() {
+        Some(controller) => controller
+            .alter_broker_configs(name, changes)
+            .await
+            .map_err(|e| (e.code(), e.to_string())),
+        None => broker
+            .replicas
+            .set_broker_configs(name, next)
+            .map_err(|e| (e.error_code(), e.to_string())),
+    }
+}
+
+/// Answers IncrementalAlterConfigs for topics and brokers. Group configs are described with
+/// their broker defaults but not stored, so altering them is refused.
 pub async fn handle_incremental_alter_configs(
     broker: &Broker,
     _ctx: &RequestContext,
@@ -302,20 +601,6 @@ pub async fn handle_incremental_alter_configs(
             });
             continue;
         }
-        if r.resource_type != RESOURCE_TOPIC {
-            responses.push(
-                resp.with_error_code(ResponseError::InvalidRequest.code())
-                    .with_error_message(Some(sb("only topic configs can be altered; broker configs are read from server.properties"))),
-            );
-            continue;
-        }
-        let Some(topic) = broker.replicas.topic(&name) else {
-            responses.push(
-                resp.with_error_code(ResponseError::UnknownTopicOrPartition.code())
-                    .with_error_message(Some(sb(format!("topic {name} does not exist")))),
-            );
-            continue;
-        };
         let ops: Vec<_> = r
             .configs
             .iter()
@@ -327,39 +612,16 @@ pub async fn handle_incremental_alter_configs(
                 )
             })
             .collect();
-        let next = match apply_ops(&topic.configs, &ops) {
-            Ok(n) => n,
-            Err(msg) => {
-                responses.push(
-                    resp.with_error_code(ResponseError::InvalidConfig.code())
-                        .with_error_message(Some(sb(msg))),
-                );
-                continue;
-            }
-        };
-        let outcome = match broker.replicas.controller() {
-            Some(controller) => match broker.config.validate_topic_configs(&next) {
-                Err(e) => Err((ResponseError::InvalidConfig.code(), e.to_string())),
-                Ok(()) if req.validate_only => Ok(()),
-                Ok(()) => {
-                    // The controller takes changes: new values, and None for removed keys.
-                    let mut diff: BTreeMap<String, Option<String>> = next
-                        .iter()
-                        .map(|(k, v)| (k.clone(), Some(v.clone())))
-                        .collect();
-                    for k in topic.configs.keys().filter(|k| !next.contains_key(*k)) {
-                        diff.insert(k.clone(), None);
-                    }
-                    controller
-                        .alter_configs(&name, diff)
-                        .await
-                        .map_err(|e| (e.code(), e.to_string()))
-                }
-            },
-            None => broker
-                .replicas
-                .set_topic_configs(&name, next, req.validate_only)
-                .map_err(|e| (e.error_code(), e.to_string())),
+        let outcome = match r.resource_type {
+            RESOURCE_TOPIC => alter_topic(broker, &name, &ops, req.validate_only).await,
+            RESOURCE_BROKER => alter_broker(broker, &name, &ops, req.validate_only).await,
+            RESOURCE_GROUP => Err(invalid_config(
+                "Brook does not store group config overrides; the broker's group.consumer.* keys apply",
+            )),
+            other => Err((
+                ResponseError::InvalidRequest.code(),
+                format!("Unsupported resource type: {other}"),
+            )),
         };
         responses.push(match outcome {
             Ok(()) => resp,
@@ -391,5 +653,26 @@ mod tests {
         assert!(apply_ops(&cur, &[("retention.ms".into(), 2, Some("1".into()))]).is_err());
         let next = apply_ops(&cur, &[("cleanup.policy".into(), 1, None)]).unwrap();
         assert!(next.is_empty());
+    }
+
+    #[test]
+    fn broker_changes_are_checked_as_kafka_does() {
+        let set = |k: &str, v: &str| BTreeMap::from([(k.to_string(), Some(v.to_string()))]);
+        let e = validate_broker_changes(true, &set("node.id", "2")).unwrap_err();
+        assert_eq!(e.1, "Cannot update these configs dynamically: [node.id]");
+        let e = validate_broker_changes(false, &set("listeners", "PLAINTEXT://:1")).unwrap_err();
+        assert!(
+            e.1.starts_with("Cannot update these configs at default cluster level"),
+            "{}",
+            e.1
+        );
+        let e = validate_broker_changes(true, &set("log.retention.ms", "-5")).unwrap_err();
+        assert_eq!(
+            e.1,
+            "Invalid value -5 for configuration log.retention.ms: Value must be at least -1"
+        );
+        assert!(validate_broker_changes(true, &set("log.retention.ms", "1000")).is_ok());
+        assert!(validate_broker_changes(true, &set("max.connections", "5")).is_err());
+        assert_eq!(e.0, ResponseError::InvalidConfig.code());
     }
 }

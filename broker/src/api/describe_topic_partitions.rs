@@ -210,7 +210,9 @@ fn topic_response(
         .with_topic_id(view.id)
         .with_is_internal(view.name.starts_with("__"))
         .with_partitions(partitions)
-        .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
+        // DescribeTopicPartitions has no flag: Kafka always fills in the operations, all of
+        // them without an authorizer (`DescribeTopicPartitionsRequestHandler`).
+        .with_topic_authorized_operations(super::cluster::TOPIC_AUTHORIZED_OPERATIONS)
 }
 
 fn unknown_topic(name: &str) -> DescribeTopicPartitionsResponseTopic {

@@ -12,7 +12,6 @@ use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::*;
 use kafka_protocol::ResponseError;
 
-use super::cluster::AUTHORIZED_OPERATIONS_OMITTED;
 use super::{sb, RequestContext};
 use crate::group::classic::{JoinParams, JoinResponse, Pending, SyncResponse};
 use crate::group::consumer::HeartbeatParams;
@@ -313,7 +312,10 @@ pub async fn handle_describe_groups(
         .map(|g| {
             let base = DescribedGroup::default()
                 .with_group_id(g.clone())
-                .with_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
+                .with_authorized_operations(super::cluster::authorized_operations(
+                    req.include_authorized_operations,
+                    super::cluster::GROUP_AUTHORIZED_OPERATIONS,
+                ));
             match broker.groups.describe(g) {
                 Err(e) => base
                     .with_group_state(sb(""))
@@ -426,7 +428,10 @@ pub async fn handle_consumer_group_describe(
         .map(|g| {
             let base = cgd::DescribedGroup::default()
                 .with_group_id(g.clone())
-                .with_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
+                .with_authorized_operations(super::cluster::authorized_operations(
+                    req.include_authorized_operations,
+                    super::cluster::GROUP_AUTHORIZED_OPERATIONS,
+                ));
             match broker.groups.describe_consumer_group(g) {
                 Err(e) => base
                     .with_error_code(e.error_code())

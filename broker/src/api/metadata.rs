@@ -23,6 +23,35 @@ pub async fn handle(
     ctx: &RequestContext,
     req: MetadataRequest,
 ) -> MetadataResponse {
+    let (topic_ops, cluster_ops) = (
+        req.include_topic_authorized_operations,
+        req.include_cluster_authorized_operations,
+    );
+    let resp = metadata(broker, ctx, req).await;
+    with_authorized_operations(resp, topic_ops, cluster_ops)
+}
+
+/// Fills in authorized operations as Kafka does without an authorizer
+/// (`KafkaApis.handleTopicMetadataRequest`): every supported operation on each topic found
+/// and on the cluster, when the client asked (Metadata v8+).
+fn with_authorized_operations(
+    mut resp: MetadataResponse,
+    topic_ops: bool,
+    cluster_ops: bool,
+) -> MetadataResponse {
+    use super::cluster::{
+        authorized_operations, CLUSTER_AUTHORIZED_OPERATIONS, TOPIC_AUTHORIZED_OPERATIONS,
+    };
+    for t in resp.topics.iter_mut().filter(|t| t.error_code == 0) {
+        t.topic_authorized_operations =
+            authorized_operations(topic_ops, TOPIC_AUTHORIZED_OPERATIONS);
+    }
+    resp.cluster_authorized_operations =
+        authorized_operations(cluster_ops, CLUSTER_AUTHORIZED_OPERATIONS);
+    resp
+}
+
+async fn metadata(broker: &Broker, ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
     let rm = &broker.replicas;
     if let Some(controller) = rm.controller() {
         return cluster_metadata(broker, ctx, req, controller).await;

@@ -54,12 +54,13 @@ pub async fn handle_create_topics(
         };
         topics.push(match outcome {
             Ok(meta) => {
-                let entries = topic_config_entries(broker, &meta.configs)
+                let dynamic = broker.replicas.dynamic_broker_configs();
+                let entries = topic_config_entries(broker, &dynamic, &meta.configs)
                     .into_iter()
                     .map(|e| {
                         CreatableTopicConfigs::default()
                             .with_name(sb(e.name))
-                            .with_value(Some(sb(e.value)))
+                            .with_value(e.value.map(sb))
                             .with_config_source(config_source(e.source))
                     })
                     .collect();
@@ -129,7 +130,7 @@ async fn create_in_cluster(
         .map_err(|m| (ResponseError::InvalidTopicException.code(), m))?;
     broker
         .config
-        .validate_topic_configs(&configs)
+        .validate_topic_configs(&broker.replicas.dynamic_broker_configs(), &configs)
         .map_err(|e| (ResponseError::InvalidConfig.code(), e.to_string()))?;
     // -1 takes the broker's default, except with manual assignments, where the controller
     // requires -1.

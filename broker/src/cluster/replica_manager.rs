@@ -256,7 +256,7 @@ impl ReplicaManager {
         let partitions = DashMap::new();
         let now = now_ms();
         for topic in image.topics.values() {
-            let log_config = config.log_config(&topic.configs)?;
+            let log_config = config.log_config(&image.broker_configs, &topic.configs)?;
             for p in 0..topic.partitions {
                 // A single node's high watermark is its log end offset: it is the only replica.
                 let (checkpoints, _) = startup_checkpoints.take(&topic.name, p);
@@ -272,7 +272,7 @@ impl ReplicaManager {
                     topic.id,
                     p,
                     config.node_id,
-                    config.min_insync_replicas(&topic.configs),
+                    config.min_insync_replicas(&image.broker_configs, &topic.configs),
                     config.replica_lag_time_max_ms,
                     log,
                 );
@@ -389,7 +389,8 @@ impl ReplicaManager {
                 "replication factor {rf} is larger than the number of available brokers: 1"
             )));
         }
-        self.config.validate_topic_configs(&configs)?;
+        self.config
+            .validate_topic_configs(&self.dynamic_broker_configs(), &configs)?;
         let _admin = self.admin.lock();
         if self.image.read().topics.contains_key(name) {
             return Err(ReplicaError::TopicExists(name.to_string()));
@@ -427,8 +428,9 @@ impl ReplicaManager {
         meta: &TopicMeta,
         range: std::ops::Range<i32>,
     ) -> Result<(), ReplicaError> {
-        let log_config = self.config.log_config(&meta.configs)?;
-        let min_isr = self.config.min_insync_replicas(&meta.configs);
+        let dynamic = self.dynamic_broker_configs();
+        let log_config = self.config.log_config(&dynamic, &meta.configs)?;
+        let min_isr = self.config.min_insync_replicas(&dynamic, &meta.configs);
         let now = now_ms();
         for p in range {
             let log = UnifiedLog::open(
@@ -521,23 +523,67 @@ impl ReplicaManager {
         let meta = self
             .topic(name)
             .ok_or_else(|| ReplicaError::UnknownTopicOrPartition(name.to_string()))?;
-        self.config.validate_topic_configs(&configs)?;
+        let dynamic = self.dynamic_broker_configs();
+        self.config.validate_topic_configs(&dynamic, &configs)?;
         if validate_only {
             return Ok(());
         }
-        let log_config = self.config.log_config(&configs)?;
-        for p in 0..meta.partitions {
-            if let Some(part) = self.partition(name, p) {
-                part.update_config(
-                    log_config.clone(),
-                    self.config.min_insync_replicas(&configs),
-                );
-            }
-        }
+        self.reconfigure_topic(&dynamic, name, meta.partitions, &configs)?;
         let mut image = self.image.write();
         if let Some(t) = image.topics.get_mut(name) {
             t.configs = configs;
         }
+        image.persist(&self.config.log_dir)?;
+        Ok(())
+    }
+
+    /// Applies a topic's effective configs to the logs of its partitions here.
+    fn reconfigure_topic(
+        &self,
+        dynamic: &crate::config::DynamicBrokerConfigs,
+        name: &str,
+        partitions: i32,
+        configs: &BTreeMap<String, String>,
+    ) -> Result<(), ReplicaError> {
+        let log_config = self.config.log_config(dynamic, configs)?;
+        let min_isr = self.config.min_insync_replicas(dynamic, configs);
+        for p in 0..partitions {
+            if let Some(part) = self.partition(name, p) {
+                part.update_config(log_config.clone(), min_isr);
+            }
+        }
+        Ok(())
+    }
+
+    /// The dynamic broker configs in force (from brook-metadata.json on a single node, a copy
+    /// of the quorum image's in a cluster).
+    pub fn dynamic_broker_configs(&self) -> crate::config::DynamicBrokerConfigs {
+        self.image.read().broker_configs.clone()
+    }
+
+    /// Single node: replaces the dynamic configs of one broker resource (a node id, or "" for
+    /// the cluster default), persists them, and re-applies every topic's log settings, since
+    /// topic defaults derive from them (Kafka's `DynamicLogConfig.reconfigure`).
+    pub fn set_broker_configs(
+        &self,
+        resource: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), ReplicaError> {
+        let _admin = self.admin.lock();
+        let mut dynamic = self.dynamic_broker_configs();
+        if configs.is_empty() {
+            dynamic.remove(resource);
+        } else {
+            dynamic.insert(resource.to_string(), configs);
+        }
+        for t in self.topics() {
+            self.config.log_config(&dynamic, &t.configs)?;
+        }
+        for t in self.topics() {
+            self.reconfigure_topic(&dynamic, &t.name, t.partitions, &t.configs)?;
+        }
+        let mut image = self.image.write();
+        image.broker_configs = dynamic;
         image.persist(&self.config.log_dir)?;
         Ok(())
     }
@@ -663,14 +709,16 @@ impl ReplicaManager {
         }
         for t in image.topics.values() {
             self.topic_names.insert(t.id, t.name.clone());
-            let log_config = match self.config.log_config(&t.configs) {
+            let log_config = match self.config.log_config(&image.broker_configs, &t.configs) {
                 Ok(c) => c,
                 Err(e) => {
                     tracing::error!(topic = %t.name, error = %e, "topic configs are invalid; keeping the old ones");
                     continue;
                 }
             };
-            let min_isr = self.config.min_insync_replicas(&t.configs);
+            let min_isr = self
+                .config
+                .min_insync_replicas(&image.broker_configs, &t.configs);
             for reg in &t.partitions {
                 if !reg.replicas.contains(&me) {
                     continue;
@@ -734,6 +782,7 @@ impl ReplicaManager {
         {
             let mut img = self.image.write();
             img.topics = topics;
+            img.broker_configs = image.broker_configs.clone();
             img.next_producer_id_block = image.next_producer_id_block;
         }
         // Every partition this node hosts is open now; entries of others are stale.

@@ -113,6 +113,10 @@ pub struct ClusterImage {
     pub next_producer_id_block: i64,
     /// Raft log index of the last applied entry (Kafka's metadata offset).
     pub metadata_offset: u64,
+    /// Dynamic broker configs by resource name: a node id, or "" for the cluster default
+    /// (Kafka's `ConfigRecord`s of resource type BROKER).
+    #[serde(default)]
+    pub broker_configs: crate::config::DynamicBrokerConfigs,
 }
 
 /// A change to the cluster metadata. Serialized into the Raft log.
@@ -152,6 +156,12 @@ pub enum MetadataRecord {
     /// Sets (`Some`) or removes (`None`) topic config overrides.
     AlterConfigs {
         id: Uuid,
+        configs: BTreeMap<String, Option<String>>,
+    },
+    /// Sets (`Some`) or removes (`None`) dynamic broker configs of one resource: a node id, or
+    /// "" for the cluster default (Kafka's `ConfigRecord` with resource type BROKER).
+    AlterBrokerConfigs {
+        resource: String,
         configs: BTreeMap<String, Option<String>>,
     },
     /// The new leadership state of one partition, in full.
@@ -330,6 +340,18 @@ impl ClusterImage {
                         Some(v) => t.configs.insert(k.clone(), v.clone()),
                         None => t.configs.remove(k),
                     };
+                }
+            }
+            MetadataRecord::AlterBrokerConfigs { resource, configs } => {
+                let layer = self.broker_configs.entry(resource.clone()).or_default();
+                for (k, v) in configs {
+                    match v {
+                        Some(v) => layer.insert(k.clone(), v.clone()),
+                        None => layer.remove(k),
+                    };
+                }
+                if layer.is_empty() {
+                    self.broker_configs.remove(resource);
                 }
             }
             MetadataRecord::PartitionChange {

@@ -203,7 +203,7 @@ impl ControllerConfig {
             heartbeat_interval_ms: cfg.broker_heartbeat_interval_ms,
             session_timeout_ms: cfg.broker_session_timeout_ms,
             unclean_leader_election_enable: get("unclean.leader.election.enable") == "true",
-            min_insync_replicas: cfg.min_insync_replicas(&BTreeMap::new()),
+            min_insync_replicas: cfg.min_insync_replicas(&Default::default(), &BTreeMap::new()),
             previous_broker_epoch: None,
             leader_imbalance_check_interval: if get("auto.leader.rebalance.enable") == "false" {
                 None
@@ -603,6 +603,20 @@ impl Controller {
     ) -> Result<(), ControllerError> {
         let req = ControllerRequest::AlterConfigs {
             name: name.to_string(),
+            configs,
+        };
+        self.inner.submit(req).await.map(|_| ())
+    }
+
+    /// Sets (`Some`) or removes (`None`) dynamic broker configs of a resource: a node id or
+    /// "" for the cluster default.
+    pub async fn alter_broker_configs(
+        &self,
+        resource: &str,
+        configs: BTreeMap<String, Option<String>>,
+    ) -> Result<(), ControllerError> {
+        let req = ControllerRequest::AlterBrokerConfigs {
+            resource: resource.to_string(),
             configs,
         };
         self.inner.submit(req).await.map(|_| ())

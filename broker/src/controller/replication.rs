@@ -61,6 +61,12 @@ pub enum ControllerRequest {
         name: String,
         configs: BTreeMap<String, Option<String>>,
     },
+    /// Sets (`Some`) or removes (`None`) dynamic broker configs of a resource (a node id or
+    /// "" for the cluster default); the caller validates them (`api::configs`).
+    AlterBrokerConfigs {
+        resource: String,
+        configs: BTreeMap<String, Option<String>>,
+    },
     /// An ISR change proposed by a partition leader.
     AlterPartition(AlterPartitionRequest),
     /// BrokerRegistration.
@@ -250,6 +256,13 @@ pub fn decide(
                 ControllerReply::Done,
             ))
         }
+        ControllerRequest::AlterBrokerConfigs { resource, configs } => Ok((
+            vec![MetadataRecord::AlterBrokerConfigs {
+                resource: resource.clone(),
+                configs: configs.clone(),
+            }],
+            ControllerReply::Done,
+        )),
         ControllerRequest::AlterPartition(r) => alter_partition(image, r, policy),
         ControllerRequest::RegisterBroker {
             node_id,

@@ -1,0 +1,962 @@
+//! The typed definition of every config key Brook answers for, as Kafka 4.4 declares it:
+//! topic keys (Kafka's `LogConfig` with `TopicConfig`'s names and `ServerTopicConfigSynonyms`),
+//! broker keys (`KafkaConfig`'s `ConfigDef`, with `DynamicBrokerConfig.ALL_DYNAMIC_CONFIGS`
+//! for which of them Kafka can change at run time) and group keys (`GroupConfig`).
+//!
+//! Each key carries its `ConfigDef` type, default and validator, so that validation answers
+//! with the same INVALID_CONFIG message a Kafka broker gives
+//! (`Invalid value V for configuration K: REASON`), and DescribeConfigs reports the same type,
+//! default and synonyms. Broker defaults themselves live in `config::BROKER_DEFAULTS`; this
+//! module only adds what a key is.
+
+/// Kafka's `ConfigDef.Type`; [`ConfigType::code`] is DescribeConfigs' `config_type`
+/// (`DescribeConfigsResponse.ConfigType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigType {
+    Boolean,
+    String,
+    Int,
+    Short,
+    Long,
+    Double,
+    List,
+    Class,
+    Password,
+}
+
+impl ConfigType {
+    /// The wire id of the type in DescribeConfigs v3+.
+    pub fn code(self) -> i8 {
+        match self {
+            ConfigType::Boolean => 1,
+            ConfigType::String => 2,
+            ConfigType::Int => 3,
+            ConfigType::Short => 4,
+            ConfigType::Long => 5,
+            ConfigType::Double => 6,
+            ConfigType::List => 7,
+            ConfigType::Class => 8,
+            ConfigType::Password => 9,
+        }
+    }
+
+    /// The name Kafka's parse errors use ("Not a number of type LONG").
+    fn kafka_name(self) -> &'static str {
+        match self {
+            ConfigType::Boolean => "BOOLEAN",
+            ConfigType::String => "STRING",
+            ConfigType::Int => "INT",
+            ConfigType::Short => "SHORT",
+            ConfigType::Long => "LONG",
+            ConfigType::Double => "DOUBLE",
+            ConfigType::List => "LIST",
+            ConfigType::Class => "CLASS",
+            ConfigType::Password => "PASSWORD",
+        }
+    }
+
+    /// Kafka's `KafkaConfig.maybeSensitive`: only passwords are hidden.
+    pub fn is_sensitive(self) -> bool {
+        self == ConfigType::Password
+    }
+}
+
+/// The validators of Kafka's `ConfigDef` that the keys below use.
+#[derive(Debug, Clone, Copy)]
+pub enum Validator {
+    None,
+    /// `Range.atLeast`.
+    AtLeast(i64),
+    /// `Range.between` (inclusive).
+    Between(i64, i64),
+    /// `ValidString.in`.
+    OneOf(&'static [&'static str]),
+    /// `ValidList.in`: every item of a list must be one of these.
+    ListOf(&'static [&'static str]),
+    /// gzip's level: 1 to 9, or -1 for the codec's default (`GzipCompression.LevelValidator`).
+    GzipLevel,
+    /// `ThrottledReplicaListValidator`: `*` or `partition:broker` pairs.
+    ThrottledReplicas,
+}
+
+/// One topic config key (Kafka's `LogConfig` definition of it).
+#[derive(Debug, Clone, Copy)]
+pub struct TopicConfigKey {
+    pub name: &'static str,
+    pub ty: ConfigType,
+    /// `LogConfig`'s own default, used when no broker key supplies one.
+    pub default: &'static str,
+    pub validator: Validator,
+    /// The broker keys that supply the default, highest precedence first
+    /// (`ServerTopicConfigSynonyms.ALL_TOPIC_CONFIG_SYNONYMS`); empty for keys without a
+    /// broker-level default.
+    pub synonyms: &'static [&'static str],
+    /// Whether Brook acts on the key; the others are accepted, stored and described only
+    /// (see docs/CONFIGS.md).
+    pub applied: bool,
+    pub doc: &'static str,
+}
+
+const LONG_MAX: &str = "9223372036854775807";
+
+macro_rules! topic_key {
+    ($name:expr, $ty:ident, $default:expr, $validator:expr, [$($syn:expr),*], $applied:expr, $doc:expr) => {
+        TopicConfigKey {
+            name: $name,
+            ty: ConfigType::$ty,
+            default: $default,
+            validator: $validator,
+            synonyms: &[$($syn),*],
+            applied: $applied,
+            doc: $doc,
+        }
+    };
+}
+
+/// Every topic config key of Kafka 4.4 that DescribeConfigs lists, in `LogConfig`'s order.
+/// (`internal.segment.bytes`, an internal key, is in `config::INTERNAL_TOPIC_CONFIG_KEYS`.)
+pub const TOPIC_CONFIGS: &[TopicConfigKey] = &[
+    topic_key!("segment.bytes", Int, "1073741824", Validator::AtLeast(1024 * 1024), ["log.segment.bytes"], true,
+        "Size in bytes at which the active segment of a partition is rolled."),
+    topic_key!("segment.ms", Long, "604800000", Validator::AtLeast(1), ["log.roll.ms", "log.roll.hours"], true,
+        "Age in milliseconds of the active segment after which it is rolled, even if not full."),
+    topic_key!("segment.jitter.ms", Long, "0", Validator::AtLeast(0), ["log.roll.jitter.ms", "log.roll.jitter.hours"], false,
+        "Random amount up to which segment.ms is shortened per segment, to spread rolls."),
+    topic_key!("segment.index.bytes", Int, "10485760", Validator::AtLeast(4), ["log.index.size.max.bytes"], true,
+        "Size in bytes preallocated for a segment's offset and time indexes."),
+    topic_key!("flush.messages", Long, LONG_MAX, Validator::AtLeast(1), ["log.flush.interval.messages"], true,
+        "Number of appended records after which the log is fsynced."),
+    topic_key!("flush.ms", Long, LONG_MAX, Validator::AtLeast(0), ["log.flush.interval.ms", "log.flush.scheduler.interval.ms"], false,
+        "Time in milliseconds after which unflushed records are fsynced."),
+    topic_key!("retention.bytes", Long, "-1", Validator::None, ["log.retention.bytes"], true,
+        "Size in bytes a partition may reach before its oldest segments are deleted; -1 for no limit."),
+    topic_key!("retention.ms", Long, "604800000", Validator::AtLeast(-1), ["log.retention.ms", "log.retention.minutes", "log.retention.hours"], true,
+        "Age in milliseconds after which a segment is deleted; -1 for no limit."),
+    topic_key!("max.message.bytes", Int, "1048588", Validator::AtLeast(0), ["message.max.bytes"], true,
+        "Largest record batch in bytes the topic accepts."),
+    topic_key!("max.decompressed.message.bytes", Int, "2147483639", Validator::Between(1, 2147483639), ["max.decompressed.message.bytes"], false,
+        "Largest size in bytes a compressed batch may have once decompressed."),
+    topic_key!("index.interval.bytes", Int, "4096", Validator::AtLeast(0), ["log.index.interval.bytes"], true,
+        "Bytes of log between two offset-index entries."),
+    topic_key!("delete.retention.ms", Long, "86400000", Validator::AtLeast(0), ["log.cleaner.delete.retention.ms"], false,
+        "How long tombstones of a compacted topic are kept after compaction."),
+    topic_key!("min.compaction.lag.ms", Long, "0", Validator::AtLeast(0), ["log.cleaner.min.compaction.lag.ms"], false,
+        "Minimum age of a record before compaction may remove it."),
+    topic_key!("max.compaction.lag.ms", Long, LONG_MAX, Validator::AtLeast(1), ["log.cleaner.max.compaction.lag.ms"], false,
+        "Maximum age of a record before its segment must be compacted."),
+    topic_key!("file.delete.delay.ms", Long, "60000", Validator::AtLeast(0), ["log.segment.delete.delay.ms"], false,
+        "Delay between marking a segment deleted and removing its files."),
+    topic_key!("min.cleanable.dirty.ratio", Double, "0.5", Validator::Between(0, 1), ["log.cleaner.min.cleanable.ratio"], false,
+        "Share of uncompacted log above which the cleaner compacts a partition."),
+    topic_key!("cleanup.policy", List, "delete", Validator::ListOf(&["compact", "delete"]), ["log.cleanup.policy"], true,
+        "delete (drop old segments), compact (keep the last record per key), or both."),
+    topic_key!("unclean.leader.election.enable", Boolean, "false", Validator::None, ["unclean.leader.election.enable"], true,
+        "Whether a replica outside the ISR and ELR may become leader, at the cost of data loss."),
+    topic_key!("min.insync.replicas", Int, "1", Validator::AtLeast(1), ["min.insync.replicas"], true,
+        "Fewest in-sync replicas for an acks=all produce to succeed."),
+    topic_key!("compression.type", String, "producer", Validator::OneOf(&["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"]), ["compression.type"], true,
+        "Codec batches are stored with; producer keeps the producer's codec."),
+    topic_key!("compression.gzip.level", Int, "-1", Validator::GzipLevel, ["compression.gzip.level"], false,
+        "Level used when the broker compresses with gzip."),
+    topic_key!("compression.lz4.level", Int, "9", Validator::Between(1, 17), ["compression.lz4.level"], false,
+        "Level used when the broker compresses with lz4."),
+    topic_key!("compression.zstd.level", Int, "3", Validator::Between(-131072, 22), ["compression.zstd.level"], false,
+        "Level used when the broker compresses with zstd."),
+    topic_key!("preallocate", Boolean, "false", Validator::None, ["log.preallocate"], false,
+        "Whether a new segment file is preallocated on disk."),
+    topic_key!("message.timestamp.type", String, "CreateTime", Validator::OneOf(&["CreateTime", "LogAppendTime"]), ["log.message.timestamp.type"], true,
+        "CreateTime keeps the producer's timestamps; LogAppendTime stamps batches on append."),
+    topic_key!("message.timestamp.before.max.ms", Long, LONG_MAX, Validator::AtLeast(0), ["log.message.timestamp.before.max.ms"], true,
+        "How far in the past a CreateTime timestamp may be, against the broker's clock."),
+    topic_key!("message.timestamp.after.max.ms", Long, "3600000", Validator::AtLeast(0), ["log.message.timestamp.after.max.ms"], true,
+        "How far in the future a CreateTime timestamp may be, against the broker's clock."),
+    topic_key!("leader.replication.throttled.replicas", List, "", Validator::ThrottledReplicas, [], false,
+        "Replicas (partition:broker, or *) whose leader-side replication is throttled."),
+    topic_key!("follower.replication.throttled.replicas", List, "", Validator::ThrottledReplicas, [], false,
+        "Replicas (partition:broker, or *) whose follower-side replication is throttled."),
+    topic_key!("remote.storage.enable", Boolean, "false", Validator::None, [], false,
+        "Tiered storage for the topic; Brook has none, so only false is accepted."),
+    topic_key!("local.retention.ms", Long, "-2", Validator::AtLeast(-2), ["log.local.retention.ms"], false,
+        "Local retention by age with tiered storage; -2 means retention.ms."),
+    topic_key!("local.retention.bytes", Long, "-2", Validator::AtLeast(-2), ["log.local.retention.bytes"], false,
+        "Local retention by size with tiered storage; -2 means retention.bytes."),
+    topic_key!("remote.log.copy.disable", Boolean, "false", Validator::None, [], false,
+        "Stops copying segments to tiered storage."),
+    topic_key!("remote.copy.lag.ms", Long, "0", Validator::AtLeast(-1), ["log.remote.copy.lag.ms"], false,
+        "Age a rolled segment reaches before it is copied to tiered storage."),
+    topic_key!("remote.copy.lag.bytes", Long, "-1", Validator::AtLeast(-1), ["log.remote.copy.lag.bytes"], false,
+        "Bytes of rolled segments kept before they are copied to tiered storage."),
+    topic_key!("remote.log.delete.on.disable", Boolean, "false", Validator::None, [], false,
+        "Whether tiered data is deleted when tiered storage is turned off for the topic."),
+    topic_key!("errors.deadletterqueue.group.enable", Boolean, "false", Validator::None, [], false,
+        "Whether groups may write failed records of this topic to a dead-letter queue."),
+];
+
+/// The topic key named `name`, if Kafka 4.4 defines it.
+pub fn topic_key(name: &str) -> Option<&'static TopicConfigKey> {
+    TOPIC_CONFIGS.iter().find(|k| k.name == name)
+}
+
+/// One broker key: its type, whether Kafka can change it at run time, and what it does.
+#[derive(Debug, Clone, Copy)]
+pub struct BrokerConfigKey {
+    pub name: &'static str,
+    pub ty: ConfigType,
+    pub validator: Validator,
+    /// In Kafka's `DynamicBrokerConfig.ALL_DYNAMIC_CONFIGS`: DescribeConfigs reports it as not
+    /// read-only.
+    pub dynamic: bool,
+    pub doc: &'static str,
+}
+
+macro_rules! broker_key {
+    ($name:expr, $ty:ident, $validator:expr, $dynamic:expr, $doc:expr) => {
+        BrokerConfigKey {
+            name: $name,
+            ty: ConfigType::$ty,
+            validator: $validator,
+            dynamic: $dynamic,
+            doc: $doc,
+        }
+    };
+}
+
+const DYNAMIC: bool = true;
+const STATIC: bool = false;
+
+/// Broker keys whose definition is not a topic key's synonym (those are derived from
+/// [`TOPIC_CONFIGS`] by [`broker_key`]).
+const BROKER_KEYS: &[BrokerConfigKey] = &[
+    broker_key!(
+        "node.id",
+        Int,
+        Validator::AtLeast(0),
+        STATIC,
+        "Id of this node in the cluster."
+    ),
+    broker_key!(
+        "listeners",
+        List,
+        Validator::None,
+        DYNAMIC,
+        "Addresses the node listens on, one per listener name."
+    ),
+    broker_key!(
+        "advertised.listeners",
+        List,
+        Validator::None,
+        STATIC,
+        "Addresses published to clients in Metadata."
+    ),
+    broker_key!(
+        "log.dirs",
+        List,
+        Validator::None,
+        STATIC,
+        "Directory holding the partition logs and metadata."
+    ),
+    broker_key!(
+        "log.dir",
+        List,
+        Validator::None,
+        STATIC,
+        "The log directory when log.dirs is not set."
+    ),
+    broker_key!(
+        "num.partitions",
+        Int,
+        Validator::AtLeast(1),
+        STATIC,
+        "Partitions of an auto-created topic."
+    ),
+    broker_key!(
+        "default.replication.factor",
+        Int,
+        Validator::None,
+        STATIC,
+        "Replication factor of an auto-created topic."
+    ),
+    broker_key!(
+        "auto.create.topics.enable",
+        Boolean,
+        Validator::None,
+        STATIC,
+        "Whether Metadata for an unknown topic creates it."
+    ),
+    broker_key!(
+        "delete.topic.enable",
+        Boolean,
+        Validator::None,
+        STATIC,
+        "Whether DeleteTopics is allowed."
+    ),
+    broker_key!(
+        "socket.request.max.bytes",
+        Int,
+        Validator::AtLeast(1),
+        STATIC,
+        "Largest request frame in bytes."
+    ),
+    broker_key!(
+        "queued.max.request.bytes",
+        Long,
+        Validator::None,
+        STATIC,
+        "Bytes of requests read and in flight across connections; -1 for no bound."
+    ),
+    broker_key!(
+        "max.connections",
+        Int,
+        Validator::AtLeast(0),
+        DYNAMIC,
+        "Most open client connections on the broker listener."
+    ),
+    broker_key!(
+        "max.connections.per.ip",
+        Int,
+        Validator::AtLeast(0),
+        DYNAMIC,
+        "Most open connections from one address."
+    ),
+    broker_key!(
+        "log.roll.hours",
+        Int,
+        Validator::AtLeast(1),
+        STATIC,
+        "segment.ms default in hours, when log.roll.ms is not set."
+    ),
+    broker_key!(
+        "log.roll.jitter.hours",
+        Int,
+        Validator::AtLeast(0),
+        STATIC,
+        "segment.jitter.ms default in hours, when log.roll.jitter.ms is not set."
+    ),
+    broker_key!(
+        "log.retention.minutes",
+        Int,
+        Validator::None,
+        STATIC,
+        "retention.ms default in minutes, when log.retention.ms is not set."
+    ),
+    broker_key!(
+        "log.retention.hours",
+        Int,
+        Validator::None,
+        STATIC,
+        "retention.ms default in hours, when neither log.retention.ms nor minutes is set."
+    ),
+    broker_key!(
+        "log.flush.scheduler.interval.ms",
+        Long,
+        Validator::None,
+        STATIC,
+        "flush.ms default when log.flush.interval.ms is not set."
+    ),
+    broker_key!(
+        "log.retention.check.interval.ms",
+        Long,
+        Validator::AtLeast(1),
+        STATIC,
+        "How often retention is enforced."
+    ),
+    broker_key!(
+        "replica.high.watermark.checkpoint.interval.ms",
+        Long,
+        Validator::None,
+        STATIC,
+        "How often high watermarks are checkpointed."
+    ),
+    broker_key!(
+        "log.flush.offset.checkpoint.interval.ms",
+        Int,
+        Validator::AtLeast(0),
+        STATIC,
+        "How often recovery points are checkpointed."
+    ),
+    broker_key!(
+        "log.flush.start.offset.checkpoint.interval.ms",
+        Int,
+        Validator::AtLeast(0),
+        STATIC,
+        "How often log start offsets are checkpointed."
+    ),
+    broker_key!(
+        "producer.id.expiration.ms",
+        Int,
+        Validator::AtLeast(1),
+        DYNAMIC,
+        "Idle time after which a producer's dedup state is dropped."
+    ),
+    broker_key!(
+        "replica.lag.time.max.ms",
+        Long,
+        Validator::None,
+        STATIC,
+        "Time a follower may stay behind before it leaves the ISR."
+    ),
+    broker_key!(
+        "process.roles",
+        List,
+        Validator::ListOf(&["broker", "controller"]),
+        STATIC,
+        "Roles of this node in KRaft mode."
+    ),
+    broker_key!(
+        "controller.quorum.voters",
+        List,
+        Validator::None,
+        STATIC,
+        "The static metadata quorum: id@host:port entries."
+    ),
+    broker_key!(
+        "controller.listener.names",
+        List,
+        Validator::None,
+        STATIC,
+        "Listener names used by the controller quorum."
+    ),
+    broker_key!(
+        "controller.quorum.election.timeout.ms",
+        Int,
+        Validator::AtLeast(0),
+        STATIC,
+        "Time without a quorum leader before an election starts."
+    ),
+    broker_key!(
+        "auto.leader.rebalance.enable",
+        Boolean,
+        Validator::None,
+        STATIC,
+        "Whether the controller moves leadership back to preferred replicas."
+    ),
+    broker_key!(
+        "leader.imbalance.check.interval.seconds",
+        Long,
+        Validator::AtLeast(1),
+        STATIC,
+        "How often leader imbalance is checked."
+    ),
+    broker_key!(
+        "broker.heartbeat.interval.ms",
+        Int,
+        Validator::None,
+        STATIC,
+        "How often a broker heartbeats to the controller."
+    ),
+    broker_key!(
+        "controlled.shutdown.enable",
+        Boolean,
+        Validator::None,
+        STATIC,
+        "Whether a stopping broker hands its leaderships over first."
+    ),
+    broker_key!(
+        "broker.session.timeout.ms",
+        Int,
+        Validator::None,
+        STATIC,
+        "Time without heartbeats after which a broker is fenced."
+    ),
+    broker_key!(
+        "group.min.session.timeout.ms",
+        Int,
+        Validator::None,
+        STATIC,
+        "Smallest session timeout of a classic group member."
+    ),
+    broker_key!(
+        "group.max.session.timeout.ms",
+        Int,
+        Validator::None,
+        STATIC,
+        "Largest session timeout of a classic group member."
+    ),
+    broker_key!(
+        "group.initial.rebalance.delay.ms",
+        Int,
+        Validator::None,
+        STATIC,
+        "Wait before the first rebalance of an empty classic group."
+    ),
+    broker_key!(
+        "group.max.size",
+        Int,
+        Validator::AtLeast(1),
+        STATIC,
+        "Most members of a classic group."
+    ),
+    broker_key!(
+        "group.consumer.heartbeat.interval.ms",
+        Int,
+        Validator::AtLeast(1),
+        STATIC,
+        "Heartbeat interval of consumer-protocol group members."
+    ),
+    broker_key!(
+        "group.consumer.min.heartbeat.interval.ms",
+        Int,
+        Validator::AtLeast(1),
+        STATIC,
+        "Smallest heartbeat interval a consumer group may set."
+    ),
+    broker_key!(
+        "group.consumer.max.heartbeat.interval.ms",
+        Int,
+        Validator::AtLeast(1),
+        STATIC,
+        "Largest heartbeat interval a consumer group may set."
+    ),
+    broker_key!(
+        "group.consumer.session.timeout.ms",
+        Int,
+        Validator::AtLeast(1),
+        STATIC,
+        "Session timeout of consumer-protocol group members."
+    ),
+    broker_key!(
+        "group.consumer.min.session.timeout.ms",
+        Int,
+        Validator::AtLeast(1),
+        STATIC,
+        "Smallest session timeout a consumer group may set."
+    ),
+    broker_key!(
+        "group.consumer.max.session.timeout.ms",
+        Int,
+        Validator::AtLeast(1),
+        STATIC,
+        "Largest session timeout a consumer group may set."
+    ),
+    broker_key!(
+        "group.consumer.max.size",
+        Int,
+        Validator::AtLeast(1),
+        STATIC,
+        "Most members of a consumer group."
+    ),
+    broker_key!(
+        "offsets.topic.num.partitions",
+        Int,
+        Validator::AtLeast(1),
+        STATIC,
+        "Partitions of __consumer_offsets."
+    ),
+    broker_key!(
+        "offsets.topic.replication.factor",
+        Short,
+        Validator::AtLeast(1),
+        STATIC,
+        "Replication factor of __consumer_offsets."
+    ),
+    broker_key!(
+        "offsets.commit.timeout.ms",
+        Int,
+        Validator::AtLeast(1),
+        STATIC,
+        "How long an offset commit waits for replication."
+    ),
+    broker_key!(
+        "offsets.retention.minutes",
+        Int,
+        Validator::AtLeast(1),
+        STATIC,
+        "How long committed offsets of an empty group are kept."
+    ),
+    broker_key!(
+        "offset.metadata.max.bytes",
+        Int,
+        Validator::None,
+        STATIC,
+        "Largest metadata string of a committed offset."
+    ),
+    broker_key!(
+        "transaction.state.log.num.partitions",
+        Int,
+        Validator::AtLeast(1),
+        STATIC,
+        "Partitions of __transaction_state."
+    ),
+    broker_key!(
+        "transaction.state.log.replication.factor",
+        Short,
+        Validator::AtLeast(1),
+        STATIC,
+        "Replication factor of __transaction_state."
+    ),
+    broker_key!(
+        "transaction.state.log.min.isr",
+        Int,
+        Validator::AtLeast(1),
+        STATIC,
+        "min.insync.replicas of __transaction_state."
+    ),
+    broker_key!(
+        "transaction.state.log.segment.bytes",
+        Int,
+        Validator::AtLeast(1),
+        STATIC,
+        "segment.bytes of __transaction_state."
+    ),
+    broker_key!(
+        "transaction.max.timeout.ms",
+        Int,
+        Validator::AtLeast(1),
+        STATIC,
+        "Largest transaction timeout a producer may ask for."
+    ),
+    broker_key!(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        Int,
+        Validator::AtLeast(1),
+        STATIC,
+        "How often timed-out transactions are aborted."
+    ),
+    broker_key!(
+        "transactional.id.expiration.ms",
+        Int,
+        Validator::AtLeast(1),
+        STATIC,
+        "Idle time after which a transactional id is forgotten."
+    ),
+    broker_key!(
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        Int,
+        Validator::AtLeast(1),
+        STATIC,
+        "How often expired transactional ids are removed."
+    ),
+    broker_key!(
+        "transaction.partition.verification.enable",
+        Boolean,
+        Validator::None,
+        DYNAMIC,
+        "Whether a transactional produce is verified with the coordinator first."
+    ),
+];
+
+/// Brook's own keys, which Kafka does not define: accepted in server.properties and not
+/// listed by DescribeConfigs.
+pub const BROOK_ONLY_BROKER_KEYS: &[&str] = &[
+    "admin.listener",
+    "cluster.id",
+    "leader.imbalance.per.broker.percentage",
+];
+
+/// Kafka 4.4's dynamic broker keys that are topic-default synonyms
+/// (`DynamicLogConfig.ReconfigurableConfigs`): the first synonym of each topic key, plus
+/// `log.roll.jitter.ms` and `log.flush.interval.ms`, which are first synonyms too.
+fn synonym_is_dynamic(name: &str) -> bool {
+    TOPIC_CONFIGS
+        .iter()
+        .any(|k| k.synonyms.first() == Some(&name))
+}
+
+/// The definition of broker key `name`: its own entry, or the one derived from the topic key
+/// it is a synonym of (the topic key's type, except the hour/minute forms, which are INT).
+pub fn broker_key(name: &str) -> Option<BrokerConfigKey> {
+    if let Some(k) = BROKER_KEYS.iter().find(|k| k.name == name) {
+        return Some(*k);
+    }
+    let topic = TOPIC_CONFIGS.iter().find(|k| k.synonyms.contains(&name))?;
+    Some(BrokerConfigKey {
+        name: topic.synonyms.iter().find(|s| **s == name).copied()?,
+        ty: topic.ty,
+        validator: topic.validator,
+        dynamic: synonym_is_dynamic(name),
+        doc: topic.doc,
+    })
+}
+
+/// Kafka's `DynamicBrokerConfig.brokerConfigSynonyms` (without listener prefixes, which
+/// Brook has none of): the keys that define the same setting, highest precedence first.
+pub fn broker_config_synonyms(name: &str) -> Vec<&'static str> {
+    const GROUPS: &[&[&str]] = &[
+        &["log.roll.ms", "log.roll.hours"],
+        &["log.roll.jitter.ms", "log.roll.jitter.hours"],
+        &["log.flush.interval.ms", "log.flush.scheduler.interval.ms"],
+        &[
+            "log.retention.ms",
+            "log.retention.minutes",
+            "log.retention.hours",
+        ],
+    ];
+    // `log.flush.scheduler.interval.ms` on its own has only itself as a synonym in Kafka:
+    // the pair is listed under `log.flush.interval.ms` only.
+    match GROUPS
+        .iter()
+        .find(|g| g.contains(&name) && name != "log.flush.scheduler.interval.ms")
+    {
+        Some(g) => g.to_vec(),
+        None => broker_key(name).map(|k| vec![k.name]).unwrap_or_default(),
+    }
+}
+
+/// How a broker synonym's value turns into the topic key's unit (Kafka's `ConfigSynonym`
+/// converters: hours and minutes to milliseconds).
+pub fn synonym_to_topic_value(synonym: &str, value: &str) -> Option<String> {
+    let factor = if synonym.ends_with(".hours") {
+        3_600_000
+    } else if synonym.ends_with(".minutes") {
+        60_000
+    } else {
+        return Some(value.to_string());
+    };
+    let n: i64 = value.trim().parse().ok()?;
+    Some(n.saturating_mul(factor).to_string())
+}
+
+/// Whether Brook applies a dynamic broker key at run time: the defaults of the topic keys
+/// (each topic's log settings are rebuilt when they change), except the two the controller
+/// reads from server.properties only (`min.insync.replicas` for ELR,
+/// `unclean.leader.election.enable` for elections).
+pub fn dynamic_key_applied(name: &str) -> bool {
+    synonym_is_dynamic(name)
+        && !matches!(
+            name,
+            "min.insync.replicas" | "unclean.leader.election.enable"
+        )
+}
+
+/// One group config key (Kafka's `GroupConfig`) and the broker key that supplies its default.
+#[derive(Debug, Clone, Copy)]
+pub struct GroupConfigKey {
+    pub name: &'static str,
+    pub ty: ConfigType,
+    pub validator: Validator,
+    pub broker_synonym: &'static str,
+    pub doc: &'static str,
+}
+
+/// The KIP-848 consumer-group keys Brook's group coordinator applies (`GroupConfig`'s
+/// `consumer.*` keys whose broker default Brook has; share and streams groups are not
+/// served).
+pub const GROUP_CONFIGS: &[GroupConfigKey] = &[
+    GroupConfigKey {
+        name: "consumer.session.timeout.ms",
+        ty: ConfigType::Int,
+        validator: Validator::AtLeast(1),
+        broker_synonym: "group.consumer.session.timeout.ms",
+        doc: "Session timeout of this group's members, within the broker's min and max.",
+    },
+    GroupConfigKey {
+        name: "consumer.heartbeat.interval.ms",
+        ty: ConfigType::Int,
+        validator: Validator::AtLeast(1),
+        broker_synonym: "group.consumer.heartbeat.interval.ms",
+        doc: "Heartbeat interval of this group's members, within the broker's min and max.",
+    },
+];
+
+/// Checks `value` against a key's type and validator, answering Kafka's `ConfigException`
+/// message on failure: `Invalid value V for configuration K: REASON`, where V is the value,
+/// the offending item of a `ValidList`, or the parsed list of a throttled-replica list.
+pub fn validate(
+    name: &str,
+    ty: ConfigType,
+    validator: Validator,
+    value: &str,
+) -> Result<(), String> {
+    let failure = match parse_typed(ty, value) {
+        Err(reason) => Some((value.to_string(), reason)),
+        Ok(number) => check(name, validator, value, number.unwrap_or(0.0)),
+    };
+    match failure {
+        None => Ok(()),
+        Some((shown, reason)) => Err(format!(
+            "Invalid value {shown} for configuration {name}: {reason}"
+        )),
+    }
+}
+
+/// A parsed number for range checks, or nothing for non-numeric types.
+fn parse_typed(ty: ConfigType, value: &str) -> Result<Option<f64>, String> {
+    let v = value.trim();
+    let nan = || format!("Not a number of type {}", ty.kafka_name());
+    match ty {
+        ConfigType::Int => v.parse::<i32>().map(|n| Some(n as f64)).map_err(|_| nan()),
+        ConfigType::Short => v.parse::<i16>().map(|n| Some(n as f64)).map_err(|_| nan()),
+        ConfigType::Long => v.parse::<i64>().map(|n| Some(n as f64)).map_err(|_| nan()),
+        ConfigType::Double => v.parse::<f64>().map(Some).map_err(|_| nan()),
+        ConfigType::Boolean
+            if v.eq_ignore_ascii_case("true") || v.eq_ignore_ascii_case("false") =>
+        {
+            Ok(None)
+        }
+        ConfigType::Boolean => Err("Expected value to be either true or false".into()),
+        _ => Ok(None),
+    }
+}
+
+/// The shown value and the reason of a validator's refusal, if it refuses.
+fn check(name: &str, validator: Validator, value: &str, n: f64) -> Option<(String, String)> {
+    let plain = |reason: String| Some((value.to_string(), reason));
+    match validator {
+        Validator::None => None,
+        Validator::AtLeast(min) if n < min as f64 => plain(format!("Value must be at least {min}")),
+        Validator::Between(min, _) if n < min as f64 => {
+            plain(format!("Value must be at least {min}"))
+        }
+        Validator::Between(_, max) if n > max as f64 => {
+            plain(format!("Value must be no more than {max}"))
+        }
+        Validator::OneOf(allowed) if !allowed.contains(&value.trim()) => {
+            plain(format!("String must be one of: {}", allowed.join(", ")))
+        }
+        Validator::ListOf(allowed) => list_items(value)
+            .into_iter()
+            .find(|i| !allowed.contains(i))
+            .map(|bad| {
+                (
+                    bad.to_string(),
+                    format!("String must be one of: {}", allowed.join(", ")),
+                )
+            }),
+        Validator::GzipLevel if n != -1.0 && !(1.0..=9.0).contains(&n) => {
+            plain("Value must be between 1 and 9 or equal to -1".into())
+        }
+        Validator::ThrottledReplicas if !throttled_replicas_valid(value) => Some((
+            format!("[{}]", list_items(value).join(", ")),
+            format!(
+                "{name} must be the literal '*' or a list of replicas in the following format: \
+                 [partitionId]:[brokerId],[partitionId]:[brokerId],..."
+            ),
+        )),
+        _ => None,
+    }
+}
+
+/// `*`, or comma-separated `partition:broker` pairs of integers (Kafka's
+/// `ThrottledReplicaListValidator`).
+fn throttled_replicas_valid(value: &str) -> bool {
+    let items = list_items(value);
+    if items == ["*"] {
+        return true;
+    }
+    items.iter().all(|i| {
+        i.split_once(':').is_some_and(|(p, b)| {
+            p.trim().parse::<i32>().is_ok() && b.trim().parse::<i32>().is_ok()
+        })
+    })
+}
+
+/// The items of a LIST value, trimmed, empty ones dropped (Kafka's `ConfigDef.parseType`).
+pub fn list_items(value: &str) -> Vec<&str> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// A value as Kafka prints it back (`ConfigDef.convertToString` of the parsed value):
+/// numbers and booleans normalised, list items joined by commas.
+pub fn canonical(ty: ConfigType, value: &str) -> String {
+    let v = value.trim();
+    match ty {
+        ConfigType::Boolean => v.to_ascii_lowercase(),
+        ConfigType::List => list_items(value).join(","),
+        ConfigType::Int | ConfigType::Short | ConfigType::Long => v
+            .parse::<i64>()
+            .map(|n| n.to_string())
+            .unwrap_or_else(|_| v.to_string()),
+        ConfigType::Double => v
+            .parse::<f64>()
+            .map(java_number)
+            .unwrap_or_else(|_| v.to_string()),
+        _ => v.to_string(),
+    }
+}
+
+/// A double as Java's `Double.toString` prints ordinary values: `0.5`, `1.0`.
+fn java_number(n: f64) -> String {
+    if n.fract() == 0.0 && n.abs() < 1e7 {
+        format!("{n:.1}")
+    } else {
+        n.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn topic(name: &str, value: &str) -> Result<(), String> {
+        let k = topic_key(name).unwrap();
+        validate(k.name, k.ty, k.validator, value)
+    }
+
+    #[test]
+    fn messages_are_kafkas() {
+        // Each expected text is what Kafka 4.4's LogConfig.validate answers.
+        let cases = [
+            ("retention.ms", "-5", "Invalid value -5 for configuration retention.ms: Value must be at least -1"),
+            ("retention.ms", "abc", "Invalid value abc for configuration retention.ms: Not a number of type LONG"),
+            ("segment.bytes", "3000000000", "Invalid value 3000000000 for configuration segment.bytes: Not a number of type INT"),
+            ("min.cleanable.dirty.ratio", "1.5", "Invalid value 1.5 for configuration min.cleanable.dirty.ratio: Value must be no more than 1"),
+            ("cleanup.policy", "foo", "Invalid value foo for configuration cleanup.policy: String must be one of: compact, delete"),
+            ("compression.type", "brotli", "Invalid value brotli for configuration compression.type: String must be one of: uncompressed, zstd, lz4, snappy, gzip, producer"),
+            ("preallocate", "yes", "Invalid value yes for configuration preallocate: Expected value to be either true or false"),
+            ("compression.gzip.level", "0", "Invalid value 0 for configuration compression.gzip.level: Value must be between 1 and 9 or equal to -1"),
+            ("compression.zstd.level", "23", "Invalid value 23 for configuration compression.zstd.level: Value must be no more than 22"),
+            ("local.retention.ms", "-3", "Invalid value -3 for configuration local.retention.ms: Value must be at least -2"),
+            ("max.compaction.lag.ms", "0", "Invalid value 0 for configuration max.compaction.lag.ms: Value must be at least 1"),
+        ];
+        for (k, v, want) in cases {
+            assert_eq!(topic(k, v).unwrap_err(), want, "{k}={v}");
+        }
+        for (k, v) in [
+            ("retention.bytes", "-7"),
+            ("cleanup.policy", "compact, delete"),
+            ("cleanup.policy", ""),
+            ("unclean.leader.election.enable", "True"),
+            ("segment.ms", " 5 "),
+            ("leader.replication.throttled.replicas", "*"),
+            ("follower.replication.throttled.replicas", "0:1,1:2"),
+            ("min.cleanable.dirty.ratio", "0.25"),
+        ] {
+            assert!(topic(k, v).is_ok(), "{k}={v}");
+        }
+        assert_eq!(
+            topic("leader.replication.throttled.replicas", "abc").unwrap_err(),
+            "Invalid value [abc] for configuration leader.replication.throttled.replicas: \
+             leader.replication.throttled.replicas must be the literal '*' or a list of replicas \
+             in the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],..."
+        );
+    }
+
+    #[test]
+    fn canonical_values_are_kafkas() {
+        assert_eq!(canonical(ConfigType::Boolean, "True"), "true");
+        assert_eq!(
+            canonical(ConfigType::List, "compact, delete"),
+            "compact,delete"
+        );
+        assert_eq!(canonical(ConfigType::Double, "1"), "1.0");
+        assert_eq!(canonical(ConfigType::Long, " 5 "), "5");
+    }
+
+    #[test]
+    fn broker_keys_and_synonyms() {
+        assert_eq!(broker_key("log.retention.ms").unwrap().ty, ConfigType::Long);
+        assert!(broker_key("log.retention.ms").unwrap().dynamic);
+        assert!(!broker_key("log.retention.hours").unwrap().dynamic);
+        assert_eq!(
+            broker_key("log.retention.hours").unwrap().ty,
+            ConfigType::Int
+        );
+        assert!(!broker_key("node.id").unwrap().dynamic);
+        assert_eq!(
+            broker_config_synonyms("log.retention.hours"),
+            [
+                "log.retention.ms",
+                "log.retention.minutes",
+                "log.retention.hours"
+            ]
+        );
+        assert_eq!(
+            synonym_to_topic_value("log.roll.hours", "2").unwrap(),
+            "7200000"
+        );
+    }
+}

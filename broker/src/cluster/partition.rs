@@ -952,7 +952,8 @@ impl Partition {
 
     /// Puts `isr_shrink` / `isr_expand` on the event stream for a committed ISR change. Only
     /// the leader after the change reports it, so each change appears once in a cluster; a
-    /// first registration (no ISR known before) is no change.
+    /// first registration (no ISR known before) is no change. The same points where Kafka's
+    /// `Partition` logs an ISR update: an AlterPartition answer and a new registration.
     fn report_isr_change(&self, old: &[i32], st: &ReplicaState) {
         if st.role != Role::Leader || old.is_empty() || old == st.isr.as_slice() {
             return;

@@ -236,7 +236,7 @@ impl UnifiedLog {
 
     /// Puts a `duplicate_batch` event on the stream: the producer state matched a retry with
     /// one of its retained batches. The partition is the directory's name, split at its last
-    /// `-` as Kafka's `UnifiedLog.parseTopicPartitionName` does.
+    /// `-` as Kafka's `LocalLog.parseTopicPartitionName` does.
     fn report_duplicate(&self, v: &ValidatedBatch, b: &BatchMetadata) {
         crate::events::emit(|| {
             let name = self

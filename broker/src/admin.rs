@@ -7,6 +7,9 @@
 //! - `GET /metrics`: every metric in the Prometheus text format (docs/METRICS.md).
 //! - `GET /v1/cluster`, `/v1/partitions`, `/v1/producers`, `/v1/groups`: read-only JSON views
 //!   of the node's state ([`crate::state_views`], `docs/STATE-VIEWS.md`).
+//! - `GET /v1/events[?since=N]`: the node's event stream, server-sent events
+//!   ([`crate::events`], `docs/EVENTS.md`).
+//! - `GET /`: the live page (`docs/LIVE-PAGE.md`), compiled into the binary.
 //!
 //! Bad input (malformed JSON, an unknown action or API) is answered 400 with a message that
 //! says what is wrong; the broker itself is unaffected.
@@ -17,7 +20,8 @@ use std::sync::Arc;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::header::CONTENT_TYPE;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get};
 use axum::{Json, Router};
@@ -76,6 +80,49 @@ async fn metrics(State(broker): State<Arc<Broker>>) -> Response {
     }
 }
 
+/// `GET /v1/events[?since=N]`. A browser's reconnect sends `Last-Event-ID` instead of `since`.
+async fn events(State(broker): State<Arc<Broker>>, headers: HeaderMap, uri: Uri) -> Response {
+    let since = match since_param(uri.query(), &headers) {
+        Ok(s) => s,
+        Err(msg) => return bad_request(msg),
+    };
+    Sse::new(broker.events.stream(since))
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+/// The `since` of an event stream request: `?since=N`, else a `Last-Event-ID` header.
+pub fn since_param(query: Option<&str>, headers: &HeaderMap) -> Result<Option<u64>, String> {
+    let mut since = None;
+    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("since", v)) => {
+                since = Some(
+                    v.parse::<u64>()
+                        .map_err(|_| format!("since={v:?} is not a sequence number"))?,
+                )
+            }
+            _ => return Err(format!("unknown parameter {pair:?}; only since=N")),
+        }
+    }
+    if since.is_none() {
+        since = headers
+            .get("last-event-id")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok());
+    }
+    Ok(since)
+}
+
+/// `GET /`: the live page, the same file the supervisor serves.
+pub async fn live_page() -> Response {
+    (
+        [(CONTENT_TYPE, "text/html; charset=utf-8")],
+        crate::live_page::HTML,
+    )
+        .into_response()
+}
+
 /// The admin routes.
 pub fn router(broker: Arc<Broker>) -> Router {
     let faults = Router::new()
@@ -87,6 +134,8 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .with_state(broker.faults.clone());
     let metrics = Router::new()
         .route("/metrics", get(metrics))
+        .route("/v1/events", get(events))
+        .route("/", get(live_page))
         .with_state(broker);
     faults.merge(metrics)
 }
@@ -102,9 +151,12 @@ pub async fn serve(
     broker: Arc<Broker>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    let events = broker.events.clone();
     let app = router(broker.clone()).merge(crate::state_views::router(broker));
     let stop = async move {
         let _ = shutdown.changed().await;
+        // Open event streams would hold the graceful shutdown forever.
+        events.close();
     };
     if let Err(e) = axum::serve(listener, app)
         .with_graceful_shutdown(stop)

@@ -140,6 +140,8 @@ pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("producer.id.expiration.ms", "86400000"),
     ("replica.lag.time.max.ms", "30000"),
     ("admin.listener", ""),
+    // Brook's own: how many events `/v1/events` keeps for replay (crate::events).
+    ("admin.event.buffer.len.max", "10000"),
     // KRaft (read by `controller::ControllerConfig::from_broker_config`).
     ("process.roles", ""),
     ("controller.quorum.voters", ""),
@@ -235,6 +237,8 @@ pub struct BrokerConfig {
     pub cluster_id: Option<String>,
     /// The admin HTTP listener (`admin.listener=127.0.0.1:PORT`), if any.
     pub admin_listener: Option<SocketAddr>,
+    /// `admin.event.buffer.len.max`: the event stream's ring buffer ([`crate::events`]).
+    pub admin_event_buffer_len_max: usize,
     /// The `listeners` entry named by `controller.listener.names` (KRaft), if any.
     pub controller_listener: Option<SocketAddr>,
     /// `broker.heartbeat.interval.ms`.
@@ -384,6 +388,10 @@ impl BrokerConfig {
             )?,
             cluster_id: Some(get("cluster.id")).filter(|s| !s.is_empty()),
             admin_listener,
+            admin_event_buffer_len_max: positive::<i64>(
+                "admin.event.buffer.len.max",
+                &get("admin.event.buffer.len.max"),
+            )? as usize,
             controller_listener,
             controlled_shutdown_enable: parse_bool(
                 "controlled.shutdown.enable",

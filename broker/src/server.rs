@@ -10,6 +10,7 @@ use tokio::task::JoinSet;
 
 use crate::cluster::replica_manager::{OffsetCheckpoint, ReplicaError, ReplicaManager};
 use crate::config::BrokerConfig;
+use crate::controller::image::ClusterImage;
 use crate::fault::FaultEngine;
 use crate::group::GroupCoordinator;
 use crate::metrics::BrokerMetrics;
@@ -37,6 +38,31 @@ pub struct Broker {
     pub request_memory: RequestMemoryPool,
     /// Request, connection and purgatory metrics (`GET /metrics` on the admin listener).
     pub metrics: BrokerMetrics,
+    /// The process's event log (`GET /v1/events`, [`crate::events`]).
+    pub events: Arc<crate::events::EventLog>,
+}
+
+/// Puts `broker_fenced` / `broker_unfenced` on the event stream for brokers whose fencing
+/// changed between two committed images. Only the active controller reports it (it decided
+/// it), so a cluster's stream has each change once.
+fn report_fencing(previous: &ClusterImage, current: &ClusterImage) {
+    for (id, b) in &current.brokers {
+        let was_fenced = previous.brokers.get(id).is_none_or(|p| p.fenced);
+        if was_fenced == b.fenced {
+            continue;
+        }
+        let (broker, broker_epoch) = (*id, b.registration_offset);
+        crate::events::emit(|| match b.fenced {
+            true => crate::events::EventKind::BrokerFenced {
+                broker,
+                broker_epoch,
+            },
+            false => crate::events::EventKind::BrokerUnfenced {
+                broker,
+                broker_epoch,
+            },
+        });
+    }
 }
 
 impl Broker {
@@ -113,6 +139,10 @@ impl Server {
             }
         };
         let faults = Arc::new(FaultEngine::new(config.node_id));
+        let events = crate::events::install(crate::events::EventLog::new(
+            config.node_id,
+            config.admin_event_buffer_len_max,
+        ));
         let (admin, admin_addr) = match config.admin_listener {
             Some(addr) => {
                 let l = crate::admin::bind(addr)
@@ -156,6 +186,7 @@ impl Server {
             groups,
             txn,
             metrics: BrokerMetrics::new(crate::api::SUPPORTED_APIS),
+            events,
         });
         Ok(Server {
             broker,
@@ -215,7 +246,7 @@ impl Server {
                 let mut image = controller.image();
                 let lag = broker.config.replica_lag_time_max_ms.max(200) as u64;
                 let mut isr_tick = tokio::time::interval(Duration::from_millis(lag / 2));
-                let current = image.borrow_and_update().clone();
+                let mut current = image.borrow_and_update().clone();
                 broker.replicas.apply_image(&current, &broker.faults);
                 loop {
                     tokio::select! {
@@ -223,8 +254,11 @@ impl Server {
                             if r.is_err() {
                                 break;
                             }
-                            let current = image.borrow_and_update().clone();
+                            let previous = std::mem::replace(&mut current, image.borrow_and_update().clone());
                             broker.replicas.apply_image(&current, &broker.faults);
+                            if controller.is_active() {
+                                report_fencing(&previous, &current);
+                            }
                         }
                         _ = isr_tick.tick() => broker.replicas.shrink_isrs(),
                         _ = stop.changed() => break,

@@ -19,7 +19,14 @@
 //!   has exited;
 //! - `POST /nodes/{id}/restart`: stops the node if it runs (SIGTERM, then SIGKILL after
 //!   [`STOP_GRACE`]), starts it with the same configuration and data, answers once `READY`;
-//! - `POST /nodes/{id}/start`: starts a stopped node, answers once `READY` (409 if it runs).
+//! - `POST /nodes/{id}/start`: starts a stopped node, answers once `READY` (409 if it runs);
+//! - `POST /nodes/{id}/pause`, `/resume`: SIGSTOP and SIGCONT (a paused node keeps its
+//!   connections but answers nothing, as a stalled process would);
+//! - `GET|POST|DELETE /nodes/{id}/faults[/{rule}]`: the node's fault API, forwarded;
+//! - `GET /v1/cluster`, `/v1/partitions`, `/v1/producers`, `/v1/groups`: every node's view
+//!   under its id; `GET /v1/events`: every node's event stream merged with the supervisor's
+//!   own events (node started, killed, paused, resumed, exited); `GET /`: the live page
+//!   ([`crate::supervisor_views`], docs/EVENTS.md).
 //!
 //! SIGTERM or Ctrl-C stops the cluster: every child gets SIGTERM, the supervisor waits for
 //! them ([`STOP_GRACE`], then SIGKILL), then exits. Children run in their own process group,
@@ -51,12 +58,14 @@ use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use parking_lot::Mutex;
 use serde::Serialize;
-use serde_json::json;
+use serde_json::{json, Map, Value};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::config::BrokerConfig;
+use crate::events::EventLog;
+use crate::supervisor_views::NodeTarget;
 
 /// Nodes started when `--nodes` is not given.
 pub const DEFAULT_NODES: usize = 3;
@@ -111,6 +120,9 @@ pub struct ClusterArgs {
     /// How long each node may take to print READY, at start and on restart.
     #[arg(long, default_value_t = 60)]
     pub ready_timeout_secs: u64,
+    /// How many events the merged `/v1/events` stream keeps for replay.
+    #[arg(long, default_value_t = 10_000)]
+    pub event_buffer_len_max: usize,
 }
 
 /// How one node is started; fixed for the life of the supervisor, except that ports picked
@@ -339,6 +351,21 @@ pub fn parse_ready(line: &str) -> Option<ReadyLine> {
 enum Sig {
     Kill,
     Term,
+    /// SIGSTOP: pause.
+    Stop,
+    /// SIGCONT: resume.
+    Cont,
+}
+
+impl Sig {
+    fn name(self) -> &'static str {
+        match self {
+            Sig::Kill => "kill",
+            Sig::Term => "term",
+            Sig::Stop => "stop",
+            Sig::Cont => "cont",
+        }
+    }
 }
 
 /// A child process that has not been reaped yet.
@@ -349,6 +376,8 @@ struct Running {
     exited: watch::Receiver<Option<String>>,
     /// The supervisor asked it to stop: its exit is not reported as unexpected.
     stopping: bool,
+    /// SIGSTOPped by the supervisor and not resumed since.
+    paused: bool,
 }
 
 struct NodeSlot {
@@ -364,6 +393,7 @@ struct NodeView {
     id: i32,
     pid: Option<u32>,
     alive: bool,
+    paused: bool,
     client: Option<String>,
     controller: Option<String>,
     admin: Option<String>,
@@ -374,12 +404,22 @@ struct NodeView {
 }
 
 impl NodeSlot {
+    fn target(&self) -> NodeTarget {
+        NodeTarget {
+            id: self.plan.id,
+            admin: self.plan.admin,
+            alive: self.running.is_some(),
+            starts: self.starts,
+        }
+    }
+
     fn view(&self) -> NodeView {
         let s = |a: Option<SocketAddr>| a.map(|a| a.to_string());
         NodeView {
             id: self.plan.id,
             pid: self.running.as_ref().map(|r| r.pid),
             alive: self.running.is_some(),
+            paused: self.running.as_ref().is_some_and(|r| r.paused),
             client: s(self.plan.client),
             controller: s(self.plan.controller),
             admin: s(self.plan.admin),
@@ -397,6 +437,8 @@ struct Supervisor {
     ready_timeout: Duration,
     /// Set once the cluster is stopping: exits are expected, and nothing may start.
     shutting_down: watch::Sender<bool>,
+    /// The merged event stream: every node's events and the supervisor's own.
+    events: Arc<EventLog>,
 }
 
 /// Why a node operation failed, with the HTTP status it is answered with.
@@ -425,6 +467,8 @@ fn send_signal(pid: u32, sig: Sig) {
     let signal = match sig {
         Sig::Kill => Signal::SIGKILL,
         Sig::Term => Signal::SIGTERM,
+        Sig::Stop => Signal::SIGSTOP,
+        Sig::Cont => Signal::SIGCONT,
     };
     let Ok(raw) = i32::try_from(pid) else {
         return;
@@ -432,6 +476,13 @@ fn send_signal(pid: u32, sig: Sig) {
     if let Err(e) = nix::sys::signal::kill(Pid::from_raw(raw), signal) {
         tracing::warn!(pid, ?signal, error = %e, "cannot signal child");
     }
+}
+
+fn unix_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }
 
 fn unix_secs() -> u64 {
@@ -474,6 +525,7 @@ impl Supervisor {
             slot.starts += 1;
             (ready_rx, exited)
         };
+        self.note("node_starting", id, json!({}));
         let log = self.log_file(id);
         let outcome = tokio::time::timeout(self.ready_timeout, async {
             tokio::select! {
@@ -499,7 +551,10 @@ impl Supervisor {
                         ports.admin = a.port();
                     }
                 }
-                Ok(slot.view())
+                let view = slot.view();
+                drop(nodes);
+                self.note("node_started", id, json!({ "pid": view.pid }));
+                Ok(view)
             }
             Ok(None) => Err(OpError(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -576,6 +631,7 @@ impl Supervisor {
                 signals: sig_tx,
                 exited: exit_rx,
                 stopping: false,
+                paused: false,
             },
         ))
     }
@@ -600,7 +656,7 @@ impl Supervisor {
                             tracing::warn!(node = id, error = %e, "SIGKILL failed");
                         }
                     }
-                    Sig::Term => send_signal(pid, Sig::Term),
+                    other => send_signal(pid, other),
                 },
             }
         };
@@ -620,6 +676,11 @@ impl Supervisor {
             tracing::info!(node = id, pid, %status, "node stopped");
         } else {
             tracing::warn!(node = id, pid, %status, "node exited unexpectedly; it stays down");
+            self.note(
+                "node_exited",
+                id,
+                json!({ "status": status, "unexpected": true }),
+            );
             // Not println!: a closed stdout must not bring the supervisor down.
             let mut out = std::io::stdout().lock();
             let _ = writeln!(
@@ -631,25 +692,37 @@ impl Supervisor {
         let _ = exited.send(Some(status));
     }
 
+    /// `f` on node `id`'s running process, under the nodes' lock. No such node: 404; not
+    /// running: 409.
+    fn with_running<T>(&self, id: i32, f: impl FnOnce(&mut Running) -> T) -> Result<T, OpError> {
+        let mut nodes = self.nodes.lock();
+        let slot = nodes
+            .get_mut(&id)
+            .ok_or_else(|| OpError(StatusCode::NOT_FOUND, format!("no node {id}")))?;
+        let r = slot
+            .running
+            .as_mut()
+            .ok_or_else(|| OpError(StatusCode::CONFLICT, format!("node {id} is not running")))?;
+        Ok(f(r))
+    }
+
     /// Sends `sig` to node `id` and waits (bounded) for it to exit. Not running: 409.
     async fn signal(&self, id: i32, sig: Sig) -> Result<NodeView, OpError> {
-        let (signals, mut exited) = {
-            let mut nodes = self.nodes.lock();
-            let slot = nodes
-                .get_mut(&id)
-                .ok_or_else(|| OpError(StatusCode::NOT_FOUND, format!("no node {id}")))?;
-            let r = slot.running.as_mut().ok_or_else(|| {
-                OpError(StatusCode::CONFLICT, format!("node {id} is not running"))
-            })?;
+        let (signals, mut exited, resume) = self.with_running(id, |r| {
             r.stopping = true;
-            (r.signals.clone(), r.exited.clone())
-        };
+            // A stopped process acts on SIGTERM only once it runs again.
+            let resume = std::mem::take(&mut r.paused) && sig == Sig::Term;
+            (r.signals.clone(), r.exited.clone(), resume)
+        })?;
         let wait = match sig {
             Sig::Kill => KILL_WAIT,
-            Sig::Term => STOP_GRACE,
+            _ => STOP_GRACE,
         };
         // The reaper may have just finished: then there is nobody to send to, and nothing to.
         let _ = signals.send(sig).await;
+        if resume {
+            let _ = signals.send(Sig::Cont).await;
+        }
         let done = tokio::time::timeout(wait, exited.wait_for(|e| e.is_some())).await;
         if !matches!(done, Ok(Ok(_))) {
             return Err(OpError(
@@ -657,7 +730,39 @@ impl Supervisor {
                 format!("node {id} did not exit within {wait:?} of {sig:?}"),
             ));
         }
+        self.note("node_killed", id, json!({ "signal": sig.name() }));
         self.view(id)
+    }
+
+    /// SIGSTOP (`pause`) or SIGCONT; not running: 409.
+    async fn pause(&self, id: i32, pause: bool) -> Result<NodeView, OpError> {
+        let signals = self.with_running(id, |r| {
+            r.paused = pause;
+            r.signals.clone()
+        })?;
+        let sig = if pause { Sig::Stop } else { Sig::Cont };
+        let _ = signals.send(sig).await;
+        let kind = if pause { "node_paused" } else { "node_resumed" };
+        self.note(kind, id, json!({}));
+        self.view(id)
+    }
+
+    /// Puts one of the supervisor's own events on the merged stream.
+    fn note(&self, kind: &str, node: i32, fields: Value) {
+        let mut obj = match fields {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        };
+        obj.insert("type".into(), json!(kind));
+        obj.insert("node".into(), json!(node));
+        obj.insert("source".into(), json!("supervisor"));
+        obj.insert("time_ms".into(), json!(unix_ms()));
+        self.events.push_object(obj);
+    }
+
+    /// Where each node's admin listener is now.
+    fn targets(&self) -> Vec<NodeTarget> {
+        self.nodes.lock().values().map(NodeSlot::target).collect()
     }
 
     /// SIGTERM, then SIGKILL if the node has not exited after [`STOP_GRACE`].
@@ -799,13 +904,123 @@ async fn start_node(
     sup.start(id).await.map(Json)
 }
 
+async fn pause_node(
+    State(sup): State<Arc<Supervisor>>,
+    UrlPath(id): UrlPath<String>,
+) -> Result<Json<NodeView>, OpError> {
+    sup.pause(node_id(&id)?, true).await.map(Json)
+}
+
+async fn resume_node(
+    State(sup): State<Arc<Supervisor>>,
+    UrlPath(id): UrlPath<String>,
+) -> Result<Json<NodeView>, OpError> {
+    sup.pause(node_id(&id)?, false).await.map(Json)
+}
+
+/// `GET /v1/{view}`: the same view of every node, under its id.
+async fn merged_view(State(sup): State<Arc<Supervisor>>, uri: Uri) -> Response {
+    let targets = sup.targets();
+    let path = uri
+        .path_and_query()
+        .map_or_else(|| uri.path().to_string(), |p| p.to_string());
+    match tokio::task::spawn_blocking(move || crate::supervisor_views::merged_get(&targets, &path))
+        .await
+    {
+        Ok(v) => Json(v).into_response(),
+        Err(e) => OpError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+/// `GET /v1/events[?since=N]`: the merged stream.
+async fn merged_events(
+    State(sup): State<Arc<Supervisor>>,
+    headers: axum::http::HeaderMap,
+    uri: Uri,
+) -> Response {
+    match crate::admin::since_param(uri.query(), &headers) {
+        Ok(since) => axum::response::sse::Sse::new(sup.events.stream(since))
+            .keep_alive(axum::response::sse::KeepAlive::default())
+            .into_response(),
+        Err(msg) => OpError(StatusCode::BAD_REQUEST, msg).into_response(),
+    }
+}
+
+/// `/nodes/{id}/faults[/{rule}]`: forwarded to the node's admin listener as it came.
+async fn node_faults(
+    State(sup): State<Arc<Supervisor>>,
+    method: axum::http::Method,
+    uri: Uri,
+    body: Option<Json<Value>>,
+) -> Result<Response, OpError> {
+    let rest = uri.path().strip_prefix("/nodes/").unwrap_or("");
+    let (raw_id, tail) = rest.split_once('/').unwrap_or((rest, ""));
+    let id = node_id(raw_id)?;
+    let admin = sup
+        .view(id)?
+        .admin
+        .and_then(|a| a.parse::<SocketAddr>().ok())
+        .ok_or_else(|| {
+            OpError(
+                StatusCode::CONFLICT,
+                format!("node {id} has no admin listener"),
+            )
+        })?;
+    let path = format!("/{tail}");
+    let method = method.as_str().to_string();
+    let body = body.map(|Json(b)| b);
+    let answer = tokio::task::spawn_blocking(move || {
+        crate::supervisor_views::forward(&method, admin, &path, body)
+    })
+    .await
+    .map_err(|e| OpError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    match answer {
+        Ok((status, v)) => Ok((status, Json(v)).into_response()),
+        Err(e) => Err(OpError(StatusCode::BAD_GATEWAY, e)),
+    }
+}
+
 fn router(sup: Arc<Supervisor>) -> Router {
+    let faults = get(node_faults).post(node_faults).delete(node_faults);
     Router::new()
+        .route("/", get(crate::admin::live_page))
         .route("/nodes", get(list_nodes))
         .route("/nodes/{id}/kill", post(kill_node))
         .route("/nodes/{id}/restart", post(restart_node))
         .route("/nodes/{id}/start", post(start_node))
+        .route("/nodes/{id}/pause", post(pause_node))
+        .route("/nodes/{id}/resume", post(resume_node))
+        .route("/nodes/{id}/faults", faults.clone())
+        .route("/nodes/{id}/faults/{rule}", faults)
+        .route("/v1/events", get(merged_events))
+        .route("/v1/cluster", get(merged_view))
+        .route("/v1/partitions", get(merged_view))
+        .route("/v1/producers", get(merged_view))
+        .route("/v1/groups", get(merged_view))
         .with_state(sup)
+}
+
+/// One thread per node copies its event stream into the supervisor's, for the cluster's
+/// life (blocking HTTP; at most [`MAX_NODES`] threads).
+fn follow_events(sup: &Arc<Supervisor>) {
+    let ids: Vec<i32> = sup.nodes.lock().keys().copied().collect();
+    for id in ids {
+        let sup = sup.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("events-node-{id}"))
+            .spawn(move || {
+                let log = sup.events.clone();
+                crate::supervisor_views::follow_node_events(
+                    id,
+                    || sup.nodes.lock().get(&id).map(NodeSlot::target),
+                    || *sup.shutting_down.borrow(),
+                    log,
+                )
+            });
+        if let Err(e) = spawned {
+            tracing::warn!(node = id, error = %e, "cannot follow the node's events");
+        }
+    }
 }
 
 async fn wait_for_signal() {
@@ -891,7 +1106,9 @@ async fn supervise(args: ClusterArgs) -> ExitCode {
         ),
         ready_timeout: Duration::from_secs(args.ready_timeout_secs.max(1)),
         shutting_down: watch::channel(false).0,
+        events: Arc::new(EventLog::new(0, args.event_buffer_len_max)),
     });
+    follow_events(&sup);
     let (stop_tx, mut stop_rx) = watch::channel(false);
     tokio::spawn(async move {
         wait_for_signal().await;

@@ -99,6 +99,7 @@ pub async fn handle(
             if resp.error_code != 0 {
                 tracing::debug!(topic = %name, partition = resp.index, error = resp.error_code, "produce refused");
                 any_error = Some(resp.error_code);
+                report_error(&name, &resp);
             }
             answers.push(resp);
         }
@@ -118,6 +119,28 @@ pub async fn handle(
     }
     let resp = ProduceResponse::default().with_responses(topics);
     super::respond(broker, ctx, &resp)
+}
+
+/// Puts a `produce_error` event on the stream for the answers worth watching: a sequence
+/// gap, or too few in-sync replicas (before or after the append).
+fn report_error(topic: &str, resp: &PartitionProduceResponse) {
+    if !matches!(
+        ResponseError::try_from_code(resp.error_code),
+        Some(
+            ResponseError::OutOfOrderSequenceNumber
+                | ResponseError::NotEnoughReplicas
+                | ResponseError::NotEnoughReplicasAfterAppend
+        )
+    ) {
+        return;
+    }
+    crate::events::emit(|| crate::events::EventKind::ProduceError {
+        topic: topic.to_string(),
+        partition: resp.index,
+        error: crate::metrics::error_name(resp.error_code),
+        error_code: resp.error_code,
+        message: resp.error_message.as_ref().map(|m| m.to_string()),
+    });
 }
 
 /// Validates and appends one partition's batch; acks=all leaves it waiting.

@@ -62,10 +62,21 @@ pub async fn handle(
                 let slot = match broker.replicas.partition(&t.name, index) {
                     None => Slot::Done(ResponseError::UnknownTopicOrPartition.code()),
                     Some(part) => match part.append_marker_to_leader(batch.clone(), now) {
-                        Ok(info) => Slot::Waiting {
-                            part,
-                            last_offset: info.last_offset,
-                        },
+                        Ok(info) => {
+                            crate::events::emit(|| crate::events::EventKind::TxnMarker {
+                                topic: t.name.to_string(),
+                                partition: index,
+                                producer_id: m.producer_id.0,
+                                producer_epoch: m.producer_epoch,
+                                committed: m.transaction_result,
+                                coordinator_epoch: m.coordinator_epoch,
+                                offset: info.last_offset,
+                            });
+                            Slot::Waiting {
+                                part,
+                                last_offset: info.last_offset,
+                            }
+                        }
                         Err(e) => Slot::Done(e.error_code()),
                     },
                 };

@@ -881,7 +881,8 @@ impl Partition {
         if let Some((partition_epoch, isr)) = committed {
             if partition_epoch >= st.partition_epoch {
                 st.partition_epoch = partition_epoch;
-                st.isr = isr;
+                let old = std::mem::replace(&mut st.isr, isr);
+                self.report_isr_change(&old, &st);
             }
         }
         self.maybe_increment_leader_hw(&mut log, &mut st, now_ms);
@@ -915,8 +916,11 @@ impl Partition {
             Role::Follower { leader }
         };
         let role_changed = role != st.role || leader_epoch != current_epoch;
+        if role == Role::Leader && leader_epoch != current_epoch {
+            self.report_leader_elected(&st.role, leader_epoch, &isr);
+        }
         st.replicas = replicas;
-        st.isr = isr;
+        let old_isr = std::mem::replace(&mut st.isr, isr);
         st.partition_epoch = partition_epoch;
         if role_changed {
             st.role = role.clone();
@@ -931,6 +935,7 @@ impl Partition {
             }
         }
         if st.role == Role::Leader {
+            self.report_isr_change(&old_isr, &st);
             self.track_followers(&mut st, now_ms);
             self.maybe_increment_leader_hw(&mut log, &mut st, now_ms);
         }
@@ -943,6 +948,62 @@ impl Partition {
             return Some(role);
         }
         None
+    }
+
+    /// Puts `isr_shrink` / `isr_expand` on the event stream for a committed ISR change. Only
+    /// the leader after the change reports it, so each change appears once in a cluster; a
+    /// first registration (no ISR known before) is no change. The same points where Kafka's
+    /// `Partition` logs an ISR update: an AlterPartition answer and a new registration.
+    fn report_isr_change(&self, old: &[i32], st: &ReplicaState) {
+        if st.role != Role::Leader || old.is_empty() || old == st.isr.as_slice() {
+            return;
+        }
+        let removed: Vec<i32> = old
+            .iter()
+            .filter(|r| !st.isr.contains(r))
+            .copied()
+            .collect();
+        let added: Vec<i32> = st
+            .isr
+            .iter()
+            .filter(|r| !old.contains(r))
+            .copied()
+            .collect();
+        if !removed.is_empty() {
+            crate::events::emit(|| crate::events::EventKind::IsrShrink {
+                topic: self.topic.clone(),
+                partition: self.index,
+                isr: st.isr.clone(),
+                removed,
+                partition_epoch: st.partition_epoch,
+            });
+        }
+        if !added.is_empty() {
+            crate::events::emit(|| crate::events::EventKind::IsrExpand {
+                topic: self.topic.clone(),
+                partition: self.index,
+                isr: st.isr.clone(),
+                added,
+                partition_epoch: st.partition_epoch,
+            });
+        }
+    }
+
+    /// Puts `leader_elected` on the event stream: this node leads at a new leader epoch.
+    fn report_leader_elected(&self, before: &Role, leader_epoch: i32, isr: &[i32]) {
+        let previous_leader = match before {
+            Role::Leader => self.node_id,
+            Role::Follower { leader } => *leader,
+            Role::None => -1,
+        };
+        crate::events::emit(|| crate::events::EventKind::LeaderElected {
+            topic: self.topic.clone(),
+            partition: self.index,
+            leader: self.node_id,
+            leader_epoch,
+            previous_leader,
+            isr: isr.to_vec(),
+        });
     }
 
     /// Leader: one follower state per other replica; a new replica starts reset, a removed

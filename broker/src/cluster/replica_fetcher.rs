@@ -371,9 +371,10 @@ impl Fetcher {
         if data.error_code == ResponseError::OffsetOutOfRange.code() && data.log_start_offset > leo
         {
             // This follower fell below the leader's log start: start over from there.
-            return part
-                .truncate_fully_and_start_at(data.log_start_offset)
-                .map_err(|e| FetchRoundError::Local(e.to_string()));
+            part.truncate_fully_and_start_at(data.log_start_offset)
+                .map_err(|e| FetchRoundError::Local(e.to_string()))?;
+            report_truncation(part, leo, data.log_start_offset, true);
+            return Ok(());
         }
         if data.error_code != 0 {
             return Err(FetchRoundError::Leader(data.error_code));
@@ -390,6 +391,7 @@ impl Fetcher {
             part.truncate_to(t.offset)
                 .map_err(|e| FetchRoundError::Local(e.to_string()))?;
             self.truncations.inc();
+            report_truncation(part, leo, t.offset, false);
             return Ok(());
         }
         let records = data.records.unwrap_or_default();
@@ -535,6 +537,18 @@ pub fn offset_truncation(
         offset: offset.min(log_end_offset).max(0),
         completed,
     }
+}
+
+/// Puts a `follower_truncation` event on the stream.
+fn report_truncation(part: &Partition, from: i64, to: i64, full: bool) {
+    crate::events::emit(|| crate::events::EventKind::FollowerTruncation {
+        topic: part.topic.clone(),
+        partition: part.index,
+        leader: part.leader_id(),
+        from_log_end_offset: from,
+        to_offset: to,
+        full,
+    });
 }
 
 #[cfg(test)]

@@ -626,6 +626,16 @@ impl FaultRule {
             })
     }
 
+    /// Puts a `fault_fired` event on the stream (the fault engine owns the fact).
+    fn report_fired(&self, kind: &'static str, api_key: Option<i16>) {
+        crate::events::emit(|| crate::events::EventKind::FaultFired {
+            rule: self.id,
+            kind,
+            action: format!("{:?}", self.action),
+            api_key,
+        });
+    }
+
     /// Decides whether this rule fires for one matching request, and counts it.
     fn try_fire(&self) -> bool {
         if let Some(p) = self.probability {
@@ -741,6 +751,7 @@ impl FaultEngine {
         for r in rules.iter() {
             if r.matches(self.node_id, req) && r.try_fire() {
                 tracing::info!(rule = r.id, action = ?r.action, api = req.api_key, "fault fired");
+                r.report_fired("request", Some(req.api_key));
                 return Some(r.action.clone());
             }
         }
@@ -757,7 +768,10 @@ impl FaultEngine {
         rules
             .iter()
             .find(|r| r.matches_crash(self.node_id, point, topic, partition) && r.try_fire())
-            .map(|r| r.id)
+            .map(|r| {
+                r.report_fired("crash", None);
+                r.id
+            })
     }
 
     /// A crash point in the broker code: if an armed crash rule matches `point`, `topic` and
@@ -803,6 +817,10 @@ impl FaultEngine {
             .iter()
             .find(|r| r.matches_link(self.node_id, peer, traffic, direction) && r.try_fire())?;
         tracing::debug!(rule = r.id, peer, ?traffic, ?direction, action = ?r.action, "link fault");
+        // A link rule fires on every message it touches: the stream reports its first firing.
+        if r.fired.load(Ordering::Relaxed) == 1 {
+            r.report_fired("link", None);
+        }
         match r.action {
             FaultAction::Delay { delay_ms, .. } => {
                 Some(LinkAction::Delay(Duration::from_millis(delay_ms)))

@@ -604,6 +604,17 @@ impl ClassicGroup {
         }
     }
 
+    /// Puts a `group_rebalance` event on the stream: the group entered `self.state`.
+    fn report_phase(&self) {
+        crate::events::emit(|| crate::events::EventKind::GroupRebalance {
+            group_id: self.group_id.clone(),
+            protocol: "classic",
+            phase: self.state.as_str(),
+            generation: self.generation_id,
+            members: self.members.len(),
+        });
+    }
+
     /// Moves to `PreparingRebalance`: pending syncs are answered REBALANCE_IN_PROGRESS and
     /// the join phase gets its deadline.
     fn prepare_rebalance(&mut self, limits: &ClassicLimits, now: Instant) {
@@ -621,6 +632,7 @@ impl ClassicGroup {
         self.sync_deadline = None;
         let was_empty = self.state == ClassicState::Empty;
         self.state = ClassicState::PreparingRebalance;
+        self.report_phase();
         let timeout = self.max_rebalance_timeout();
         let delay = Duration::from_millis(limits.initial_rebalance_delay_ms.max(0) as u64);
         if was_empty && !delay.is_zero() {
@@ -690,10 +702,12 @@ impl ClassicGroup {
             self.protocol_name = None;
             self.leader_id = None;
             self.needs_persist = true;
+            self.report_phase();
             return;
         }
         self.protocol_name = self.select_protocol();
         self.state = ClassicState::CompletingRebalance;
+        self.report_phase();
         for idx in 0..self.members.len() {
             if let Some(w) = self.members[idx].join_waiter.take() {
                 let mut r = self.join_response_for(idx);
@@ -793,6 +807,7 @@ impl ClassicGroup {
                     }
                     self.state = ClassicState::Stable;
                     self.needs_persist = true;
+                    self.report_phase();
                     let (pt, pn) = (self.protocol_type.clone(), self.protocol_name.clone());
                     for m in &mut self.members {
                         if let Some(w) = m.sync_waiter.take() {

@@ -357,8 +357,17 @@ impl ConsumerGroup {
         changed
     }
 
+    /// A new group epoch: the target assignment is computed anew (Kafka's `Assigning`), which
+    /// the event stream reports.
     fn bump_epoch(&mut self) {
         self.group_epoch = self.group_epoch.wrapping_add(1).max(1);
+        crate::events::emit(|| crate::events::EventKind::GroupRebalance {
+            group_id: self.group_id.clone(),
+            protocol: "consumer",
+            phase: "Assigning",
+            generation: self.group_epoch,
+            members: self.members.len(),
+        });
     }
 
     /// Handles a ConsumerGroupHeartbeat. `topics` resolves topic names to (id, partitions),

@@ -14,7 +14,7 @@ use super::batch::{
 };
 use super::leader_epoch::LeaderEpochCache;
 use super::loader::{self, apply_to_producer_state, fsync_dir, LogCheckpoints};
-use super::producer_state::{ProducerStateManager, SequenceCheck};
+use super::producer_state::{BatchMetadata, ProducerStateManager, SequenceCheck};
 use super::segment::{AppendedBatch, LogSegment};
 use super::txn_index::AbortedTxn;
 use super::{FetchSlice, LogAppendInfo, LogConfig, LogError, TimestampType, FETCH_SLICE_MAX_BYTES};
@@ -234,6 +234,33 @@ impl UnifiedLog {
         self.append_with_origin(&records, leader_epoch, now_ms, AppendOrigin::Coordinator)
     }
 
+    /// Puts a `duplicate_batch` event on the stream: the producer state matched a retry with
+    /// one of its retained batches. The partition is the directory's name, split at its last
+    /// `-` as Kafka's `LocalLog.parseTopicPartitionName` does.
+    fn report_duplicate(&self, v: &ValidatedBatch, b: &BatchMetadata) {
+        crate::events::emit(|| {
+            let name = self
+                .dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned());
+            let (topic, partition) = name
+                .as_deref()
+                .and_then(|n| n.rsplit_once('-'))
+                .map_or((String::new(), -1), |(t, p)| {
+                    (t.to_string(), p.parse().unwrap_or(-1))
+                });
+            crate::events::EventKind::DuplicateBatch {
+                topic,
+                partition,
+                producer_id: v.producer_id,
+                producer_epoch: v.producer_epoch,
+                first_sequence: v.base_sequence,
+                last_sequence: v.last_sequence,
+                first_offset: b.first_offset,
+            }
+        });
+    }
+
     fn append_with_origin(
         &mut self,
         records: &[u8],
@@ -255,6 +282,7 @@ impl UnifiedLog {
                 origin,
             )?;
             if let SequenceCheck::Duplicate(b) = check {
+                self.report_duplicate(&v, &b);
                 return Ok(LogAppendInfo {
                     first_offset: b.first_offset,
                     last_offset: b.last_offset(),

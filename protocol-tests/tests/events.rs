@@ -1,0 +1,406 @@
+//! The event stream (`GET /v1/events`, docs/EVENTS.md) of real `brook serve` processes and of
+//! a real `brook cluster` supervisor: a killed follower turns into an `isr_shrink` event from
+//! the partition's leader; a bounded ring drops its oldest events and tells a late reader how
+//! many it lost; the supervisor serves every node's views under its id and merges every
+//! node's stream with its own node events.
+//!
+//! Streams are read over plain HTTP/1.0 on a std `TcpStream` (the server then ends the body
+//! by closing, no chunking), on a thread that hands each event to the test through a channel;
+//! every wait is a receive or a poll with a deadline.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use brook_protocol_tests::process::brook_bin;
+use brook_protocol_tests::wire::WireClient;
+use brook_protocol_tests::{poll_until_ok, unique_topic, Broker, Cluster};
+use serde_json::{json, Value};
+
+/// How long an ISR may take to shrink after a follower dies (the controller fences it after
+/// `broker.session.timeout.ms`, the harness's 3 s).
+const SETTLE: Duration = Duration::from_secs(40);
+/// Bound on one HTTP call.
+const CALL: Duration = Duration::from_secs(15);
+/// Bound on one answer's size.
+const ANSWER_BYTES_MAX: u64 = 16 << 20;
+/// Bound on `brook cluster` printing `CLUSTER READY`.
+const START_WAIT: Duration = Duration::from_secs(90);
+
+/// One server-sent event: its `event:` name (`message` by default) and its JSON data.
+#[derive(Debug, Clone)]
+struct Sse {
+    event: String,
+    data: Value,
+}
+
+/// An open event stream; the reader thread ends when the connection does.
+struct EventStream {
+    rx: mpsc::Receiver<Sse>,
+    conn: TcpStream,
+}
+
+impl Drop for EventStream {
+    fn drop(&mut self) {
+        let _ = self.conn.shutdown(std::net::Shutdown::Both);
+    }
+}
+
+/// Subscribes to `GET /v1/events{query}` on `addr`; returns once the answer's head (200) has
+/// arrived, so the server counts the reader from then on.
+fn subscribe(addr: &str, query: &str) -> EventStream {
+    let mut s = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+    let req = format!("GET /v1/events{query} HTTP/1.0\r\nHost: {addr}\r\n\r\n");
+    s.write_all(req.as_bytes()).expect("send request");
+    s.set_read_timeout(Some(CALL)).expect("read timeout");
+    let mut reader = BufReader::new(s.try_clone().expect("clone stream"));
+    let mut status = String::new();
+    reader.read_line(&mut status).expect("status line");
+    assert!(status.contains(" 200 "), "GET /v1/events{query}: {status}");
+    loop {
+        let mut h = String::new();
+        reader.read_line(&mut h).expect("header");
+        if h.trim().is_empty() {
+            break;
+        }
+    }
+    // Events may be minutes apart; keep-alive comments come every 15 s.
+    s.set_read_timeout(None).expect("no read timeout");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let (mut event, mut data) = (String::from("message"), String::new());
+        for line in reader.lines().map_while(Result::ok) {
+            if let Some(v) = line.strip_prefix("data:") {
+                data.push_str(v.trim_start());
+            } else if let Some(v) = line.strip_prefix("event:") {
+                event = v.trim().to_string();
+            } else if line.is_empty() && !data.is_empty() {
+                let parsed = serde_json::from_str(&data).unwrap_or(Value::Null);
+                let sent = tx.send(Sse {
+                    event: std::mem::replace(&mut event, "message".into()),
+                    data: parsed,
+                });
+                if sent.is_err() {
+                    return;
+                }
+                data.clear();
+            }
+        }
+    });
+    EventStream { rx, conn: s }
+}
+
+impl EventStream {
+    /// The next event, within `within`.
+    fn next(&self, within: Duration) -> Sse {
+        self.rx
+            .recv_timeout(within)
+            .unwrap_or_else(|e| panic!("no event within {within:?}: {e}"))
+    }
+
+    /// The first event `matches` accepts, within `within`; the others are passed over.
+    fn await_event(&self, what: &str, within: Duration, matches: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + within;
+        let mut seen = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(e) if matches(&e.data) => return e.data,
+                Ok(e) => seen.push(e.data.to_string()),
+                Err(e) => panic!("no {what} within {within:?} ({e}); saw {seen:#?}"),
+            }
+        }
+    }
+}
+
+/// One HTTP/1.1 call with `Connection: close`: status and JSON answer.
+fn http(method: &str, addr: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+    let mut s = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+    s.set_read_timeout(Some(CALL)).expect("read timeout");
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).expect("send request");
+    let mut raw = String::new();
+    s.take(ANSWER_BYTES_MAX)
+        .read_to_string(&mut raw)
+        .expect("read answer");
+    let (head, body) = raw
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("no HTTP header end in {raw:?}"));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {head:?}"));
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+fn ints(v: &Value) -> Vec<i64> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("not an array: {v}"))
+        .iter()
+        .filter_map(Value::as_i64)
+        .collect()
+}
+
+/// A follower is killed: the leader's stream says `isr_shrink` for that partition, removing
+/// exactly that follower, with the ISR the controller committed.
+#[test]
+fn a_killed_follower_shows_as_an_isr_shrink_of_its_partition() {
+    let mut cluster = Cluster::start(3, &[]);
+    let topic = unique_topic("ev-isr");
+    cluster.create_topic(&topic, 2, 3, &[]);
+    let leader = cluster.leader_of(&topic, 1);
+    let events = subscribe(&cluster.admin_address(leader), "");
+    let victim = cluster
+        .ids()
+        .into_iter()
+        .find(|id| *id != leader)
+        .expect("a follower");
+    cluster.kill(victim);
+    let e = events.await_event("isr_shrink of partition 1", SETTLE, |e| {
+        e["type"] == "isr_shrink" && e["topic"] == topic.as_str() && e["partition"] == 1
+    });
+    assert_eq!(ints(&e["removed"]), [victim as i64], "{e}");
+    assert!(!ints(&e["isr"]).contains(&(victim as i64)), "{e}");
+    assert_eq!(e["node"], leader, "{e}");
+    assert!(e["seq"].as_u64().is_some_and(|s| s >= 1), "{e}");
+    assert!(e["time_ms"].as_i64().is_some_and(|t| t > 0), "{e}");
+    // What the state view shows agrees.
+    let (_, v) = http(
+        "GET",
+        &cluster.admin_address(leader),
+        &format!("/v1/partitions?topic={topic}"),
+        None,
+    );
+    let p1 = v["partitions"]
+        .as_array()
+        .and_then(|ps| ps.iter().find(|p| p["partition"] == 1))
+        .cloned()
+        .unwrap_or(Value::Null);
+    assert_eq!(ints(&p1["isr"]), ints(&e["isr"]), "{v}");
+}
+
+/// With `admin.event.buffer.len.max=5`, twelve fault firings: a reader that was there sees
+/// all twelve in order; a reader asking from 0 afterwards is told 7 were dropped, then gets
+/// the last five; one asking from 10 gets 11 and 12 only. Bad `since` is 400.
+#[test]
+fn a_bounded_buffer_drops_the_oldest_and_tells_a_late_reader() {
+    let broker = Broker::start_with(&[
+        ("admin.listener", "127.0.0.1:0"),
+        ("admin.event.buffer.len.max", "5"),
+    ]);
+    let admin = broker.admin_address();
+    let live = subscribe(&admin, "");
+    let rule = json!({"action": "delay", "api": "metadata", "delay_ms": 1, "times": 12});
+    let (status, v) = http("POST", &admin, "/faults", Some(&rule));
+    assert_eq!(status, 201, "{v}");
+    let mut client = WireClient::connect(&broker.bootstrap());
+    for _ in 0..12 {
+        client.metadata(&[], false);
+    }
+    let seqs: Vec<u64> = (0..12)
+        .map(|_| {
+            let e = live.next(CALL);
+            assert_eq!(e.data["type"], "fault_fired", "{:?}", e);
+            assert_eq!(e.data["kind"], "request", "{:?}", e);
+            e.data["seq"].as_u64().expect("seq")
+        })
+        .collect();
+    assert_eq!(seqs, (1..=12).collect::<Vec<u64>>());
+
+    let late = subscribe(&admin, "?since=0");
+    let first = late.next(CALL);
+    assert_eq!(first.event, "dropped", "{first:?}");
+    assert_eq!(first.data["dropped"], 7, "{first:?}");
+    assert_eq!(first.data["next_seq"], 8, "{first:?}");
+    let rest: Vec<u64> = (0..5)
+        .map(|_| late.next(CALL).data["seq"].as_u64().expect("seq"))
+        .collect();
+    assert_eq!(rest, [8, 9, 10, 11, 12]);
+
+    let recent = subscribe(&admin, "?since=10");
+    let e = recent.next(CALL);
+    assert_eq!(
+        (e.event.as_str(), e.data["seq"].as_u64()),
+        ("message", Some(11))
+    );
+    assert_eq!(recent.next(CALL).data["seq"], 12);
+
+    let (status, v) = http("GET", &admin, "/v1/events?since=soon", None);
+    assert_eq!(status, 400, "{v}");
+}
+
+/// The `brook cluster` process; SIGTERMed (which stops its nodes) when dropped.
+struct Supervised {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Supervised {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) with our own child's pid; no memory is involved.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn field<'a>(line: &'a str, key: &str) -> &'a str {
+    line.split_whitespace()
+        .find_map(|f| f.strip_prefix(&format!("{key}=")))
+        .unwrap_or_else(|| panic!("no {key}= in {line:?}"))
+}
+
+/// Starts `brook cluster` (3 nodes, free ports); returns it with its `CLUSTER READY` line.
+fn start_supervised() -> (Supervised, String) {
+    let dir = tempfile::Builder::new()
+        .prefix("brook-events-")
+        .tempdir()
+        .expect("temp dir");
+    let mut child = Command::new(brook_bin())
+        .args([
+            "cluster",
+            "--base-port",
+            "0",
+            "--supervisor-listener",
+            "127.0.0.1:0",
+        ])
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["--override", "broker.session.timeout.ms=3000"])
+        .args(["--override", "broker.heartbeat.interval.ms=500"])
+        .args(["--override", "replica.lag.time.max.ms=3000"])
+        .args(["--override", "default.replication.factor=3"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn brook cluster");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let sup = Supervised {
+        child,
+        lines: rx,
+        _dir: dir,
+    };
+    let deadline = Instant::now() + START_WAIT;
+    let ready = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match sup.lines.recv_timeout(left) {
+            Ok(l) if l.starts_with("CLUSTER READY") => break l,
+            Ok(_) => {}
+            Err(e) => panic!("no CLUSTER READY within {START_WAIT:?}: {e}"),
+        }
+    };
+    (sup, ready)
+}
+
+/// The leader of `topic`-0 and its ISR, from the supervisor's merged partitions view.
+fn merged_leader(sup: &str, topic: &str) -> Result<(i64, Vec<i64>), String> {
+    let (_, v) = http("GET", sup, &format!("/v1/partitions?topic={topic}"), None);
+    let nodes = v["nodes"].as_object().ok_or_else(|| format!("{v}"))?;
+    for (id, view) in nodes {
+        for p in view["partitions"].as_array().into_iter().flatten() {
+            if p["role"] == "leader" && p["partition"] == 0 {
+                let isr = ints(&p["isr"]);
+                if isr.len() == 3 {
+                    return Ok((id.parse().map_err(|_| id.clone())?, isr));
+                }
+            }
+        }
+    }
+    Err(format!("no leader with a full ISR yet: {v}"))
+}
+
+/// The supervisor answers `/v1/cluster` with each node's view under its id, and its
+/// `/v1/events` carries its own node events and the nodes' events: killing a follower through
+/// the supervisor shows `node_killed` and the leader's `isr_shrink`; pause and resume show up
+/// in `/nodes` and on the stream.
+#[test]
+fn the_supervisor_merges_node_views_and_event_streams() {
+    let (sup, ready) = start_supervised();
+    let addr = field(&ready, "supervisor").to_string();
+    let bootstrap = field(&ready, "bootstrap")
+        .split(',')
+        .next()
+        .expect("a node")
+        .to_string();
+    let events = subscribe(&addr, "");
+
+    let (status, v) = http("GET", &addr, "/v1/cluster", None);
+    assert_eq!(status, 200, "{v}");
+    for id in 1..=3 {
+        assert_eq!(v["nodes"][id.to_string()]["node_id"], id, "{v}");
+        assert_eq!(v["nodes"][id.to_string()]["mode"], "cluster", "{v}");
+    }
+
+    let topic = unique_topic("ev-sup");
+    let mut client = WireClient::connect(&bootstrap);
+    client.ensure_topic(&topic);
+    let (leader, _) = poll_until_ok("a leader with a full ISR", SETTLE, || {
+        merged_leader(&addr, &topic)
+    });
+    let victim = (1..=3).find(|id| *id != leader).expect("a follower");
+    let (status, v) = http("POST", &addr, &format!("/nodes/{victim}/kill"), None);
+    assert_eq!(status, 200, "{v}");
+    events.await_event("the supervisor's node_killed", SETTLE, |e| {
+        e["type"] == "node_killed" && e["node"] == victim && e["source"] == "supervisor"
+    });
+    let shrink = events.await_event("the leader's isr_shrink", SETTLE, |e| {
+        e["type"] == "isr_shrink" && e["topic"] == topic.as_str() && e["source"] == "node"
+    });
+    assert_eq!(shrink["node"], leader, "{shrink}");
+    assert_eq!(ints(&shrink["removed"]), [victim], "{shrink}");
+    assert!(shrink["node_seq"].as_u64().is_some(), "{shrink}");
+
+    let other = (1..=3)
+        .find(|id| *id != victim && *id != leader)
+        .expect("a third node");
+    let (status, v) = http("POST", &addr, &format!("/nodes/{other}/pause"), None);
+    assert_eq!((status, &v["paused"]), (200, &json!(true)), "{v}");
+    events.await_event("node_paused", CALL, |e| {
+        e["type"] == "node_paused" && e["node"] == other
+    });
+    let (status, v) = http("POST", &addr, &format!("/nodes/{other}/resume"), None);
+    assert_eq!((status, &v["paused"]), (200, &json!(false)), "{v}");
+    events.await_event("node_resumed", CALL, |e| {
+        e["type"] == "node_resumed" && e["node"] == other
+    });
+
+    // A dead node's view is an error under its id, the others still answer.
+    let (_, v) = http("GET", &addr, "/v1/cluster", None);
+    assert!(v["nodes"][victim.to_string()]["error"].is_string(), "{v}");
+    assert_eq!(v["nodes"][leader.to_string()]["node_id"], leader, "{v}");
+    // The page is served from the binary.
+    let mut s = TcpStream::connect(&addr).expect("connect");
+    s.write_all(format!("GET / HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .expect("send");
+    let mut page = String::new();
+    s.take(ANSWER_BYTES_MAX)
+        .read_to_string(&mut page)
+        .expect("page");
+    assert!(page.contains("<title>Brook live</title>"), "{page}");
+    drop(sup);
+}

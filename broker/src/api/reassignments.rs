@@ -110,7 +110,7 @@ async fn wait_until_visible(
 }
 
 fn topic_response(
-    (name, parts): (String, Vec<(i32, Result<(), ControllerError>)>),
+    (name, parts): crate::controller::replication::TopicReassignmentResults,
 ) -> ReassignableTopicResponse {
     ReassignableTopicResponse::default()
         .with_name(sb(name).into())

@@ -581,7 +581,7 @@ impl Controller {
     /// whether the reassignment (or its cancellation, for `None`) was accepted.
     pub async fn alter_partition_reassignments(
         &self,
-        topics: Vec<(String, Vec<(i32, Option<Vec<i32>>)>)>,
+        topics: replication::ReassignmentTargets,
         allow_replication_factor_change: bool,
     ) -> Result<replication::ReassignmentResults, ControllerError> {
         let req = ControllerRequest::AlterPartitionReassignments {

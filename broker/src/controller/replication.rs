@@ -109,14 +109,24 @@ pub enum ControllerRequest {
     /// AlterPartitionReassignments: per topic and partition the target replicas, or `None`
     /// to cancel the reassignment in progress.
     AlterPartitionReassignments {
-        topics: Vec<(String, Vec<(i32, Option<Vec<i32>>)>)>,
+        topics: ReassignmentTargets,
         /// v1's `AllowReplicationFactorChange` (KIP-860); true below v1.
         allow_replication_factor_change: bool,
     },
 }
 
+/// Per topic, per partition: the target replicas of AlterPartitionReassignments, or `None` to
+/// cancel.
+pub type ReassignmentTargets = Vec<(String, Vec<(i32, Option<Vec<i32>>)>)>;
+
+/// One topic's part of [`ReassignmentTargets`].
+pub type TopicReassignmentTargets = (String, Vec<(i32, Option<Vec<i32>>)>);
+
 /// Per topic, per partition: what AlterPartitionReassignments did.
-pub type ReassignmentResults = Vec<(String, Vec<(i32, Result<(), ControllerError>)>)>;
+pub type ReassignmentResults = Vec<TopicReassignmentResults>;
+
+/// One topic's part of [`ReassignmentResults`].
+pub type TopicReassignmentResults = (String, Vec<(i32, Result<(), ControllerError>)>);
 
 /// ElectLeaders' election type (Kafka's `ElectionType`: 0 preferred, 1 unclean).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -1352,7 +1362,7 @@ pub fn create_partitions(
 /// error; the records of those that succeed are written together.
 pub fn alter_partition_reassignments(
     image: &ClusterImage,
-    topics: &[(String, Vec<(i32, Option<Vec<i32>>)>)],
+    topics: &[TopicReassignmentTargets],
     allow_replication_factor_change: bool,
     policy: &ElectionPolicy,
 ) -> Decision {

@@ -4,17 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeFalse;
 
-import java.io.ByteArrayOutputStream;
-import java.io.IOException;
-import java.io.InputStream;
-import java.io.UncheckedIOException;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Paths;
-import java.util.ArrayList;
-import java.util.List;
 import java.util.Map;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -28,8 +18,6 @@ import org.junit.jupiter.api.extension.ExtendWith;
  */
 @ExtendWith(BrokerLogOnFailure.class)
 class ConfigsToolTest {
-    /** Bound on one run of the tool (a JVM start and a few admin requests). */
-    static final long TOOL_RUN_MS_MAX = 60_000;
 
     static BrookBroker broker;
     static String bootstrap;
@@ -48,40 +36,7 @@ class ConfigsToolTest {
 
     /** Runs {@code kafka-configs.sh --bootstrap-server <broker> args...}; its standard output. */
     static String tool(String... args) throws Exception {
-        List<String> cmd = new ArrayList<>();
-        cmd.add(Paths.get(System.getProperty("java.home"), "bin", "java").toString());
-        cmd.add("-cp");
-        cmd.add(System.getProperty("surefire.test.class.path", System.getProperty("java.class.path")));
-        cmd.add("org.apache.kafka.tools.ConfigCommand");
-        cmd.add("--bootstrap-server");
-        cmd.add(bootstrap);
-        cmd.addAll(List.of(args));
-        Process p = new ProcessBuilder(cmd).start();
-        CompletableFuture<String> out = drain(p.getInputStream());
-        CompletableFuture<String> err = drain(p.getErrorStream());
-        if (!p.waitFor(TOOL_RUN_MS_MAX, TimeUnit.MILLISECONDS)) {
-            p.destroyForcibly();
-            throw new AssertionError("kafka-configs " + String.join(" ", args) + " did not finish in "
-                + TOOL_RUN_MS_MAX + " ms");
-        }
-        String o = out.get(10, TimeUnit.SECONDS);
-        String e = err.get(10, TimeUnit.SECONDS);
-        System.out.println("kafka-configs " + String.join(" ", args) + " printed:\n" + o);
-        assertEquals(0, p.exitValue(), "kafka-configs " + String.join(" ", args) + "\nstdout:\n" + o
-            + "\nstderr:\n" + e);
-        return o;
-    }
-
-    private static CompletableFuture<String> drain(InputStream in) {
-        return CompletableFuture.supplyAsync(() -> {
-            try (in) {
-                ByteArrayOutputStream buf = new ByteArrayOutputStream();
-                in.transferTo(buf);
-                return buf.toString(StandardCharsets.UTF_8);
-            } catch (IOException e) {
-                throw new UncheckedIOException(e);
-            }
-        });
+        return KafkaTool.tool("ConfigCommand", bootstrap, args).out();
     }
 
     /** The line the tool prints for {@code key}, trimmed. */

@@ -4,19 +4,11 @@ import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.io.ByteArrayOutputStream;
-import java.io.IOException;
-import java.io.InputStream;
-import java.io.UncheckedIOException;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.Paths;
-import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Collectors;
 import org.apache.kafka.clients.admin.Admin;
@@ -42,8 +34,6 @@ import org.junit.jupiter.api.io.TempDir;
  */
 @ExtendWith(BrokerLogOnFailure.class)
 class DeleteRecordsToolTest {
-    /** Bound on one run of the tool (a JVM start and a few admin requests). */
-    static final long TOOL_RUN_MS_MAX = 60_000;
     static final int RECORDS_P0 = 10;
     static final int RECORDS_P1 = 6;
 
@@ -69,39 +59,8 @@ class DeleteRecordsToolTest {
     Run tool(String bootstrap, String json) throws Exception {
         Path file = Files.createTempFile(tmp, "offsets", ".json");
         Files.writeString(file, json);
-        List<String> cmd = new ArrayList<>();
-        cmd.add(Paths.get(System.getProperty("java.home"), "bin", "java").toString());
-        cmd.add("-cp");
-        // Surefire's forked JVM names its whole test classpath here (java.class.path may be a manifest-only jar).
-        cmd.add(System.getProperty("surefire.test.class.path", System.getProperty("java.class.path")));
-        cmd.add("org.apache.kafka.tools.DeleteRecordsCommand");
-        cmd.add("--bootstrap-server");
-        cmd.add(bootstrap);
-        cmd.add("--offset-json-file");
-        cmd.add(file.toString());
-        Process p = new ProcessBuilder(cmd).start();
-        CompletableFuture<String> out = drain(p.getInputStream());
-        CompletableFuture<String> err = drain(p.getErrorStream());
-        if (!p.waitFor(TOOL_RUN_MS_MAX, TimeUnit.MILLISECONDS)) {
-            p.destroyForcibly();
-            throw new AssertionError("kafka-delete-records did not finish in " + TOOL_RUN_MS_MAX + " ms");
-        }
-        Run r = new Run(p.exitValue(), out.get(10, TimeUnit.SECONDS), err.get(10, TimeUnit.SECONDS));
-        System.out.println("kafka-delete-records " + json + " printed:\n" + r.out());
-        assertEquals(0, r.exit(), "kafka-delete-records " + json + "\nstdout:\n" + r.out() + "\nstderr:\n" + r.err());
-        return r;
-    }
-
-    private static CompletableFuture<String> drain(InputStream in) {
-        return CompletableFuture.supplyAsync(() -> {
-            try (in) {
-                ByteArrayOutputStream buf = new ByteArrayOutputStream();
-                in.transferTo(buf);
-                return buf.toString(StandardCharsets.UTF_8);
-            } catch (IOException e) {
-                throw new UncheckedIOException(e);
-            }
-        });
+        KafkaTool.Run r = KafkaTool.tool("DeleteRecordsCommand", bootstrap, "--offset-json-file", file.toString());
+        return new Run(r.exit(), r.out(), r.err());
     }
 
     static String offsetJson(String topic, long offset0, long offset1) {

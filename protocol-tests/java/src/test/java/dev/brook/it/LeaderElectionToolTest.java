@@ -55,26 +55,26 @@ class LeaderElectionToolTest {
         assertNotEquals(preferred, cluster.leaderOf(topic, 0), "leadership does not come back by itself");
 
         String tp = topic + "-0";
-        String out = OpsToolsTest.tool("LeaderElectionCommand", cluster.bootstrap(),
+        String out = KafkaTool.tool("LeaderElectionCommand", cluster.bootstrap(),
             "--election-type", "preferred", "--topic", topic, "--partition", "0").out();
         assertTrue(out.contains("Successfully completed leader election (PREFERRED) for partitions " + tp), out);
         assertEquals(preferred, cluster.leaderOf(topic, 0));
 
-        out = OpsToolsTest.tool("LeaderElectionCommand", cluster.bootstrap(),
+        out = KafkaTool.tool("LeaderElectionCommand", cluster.bootstrap(),
             "--election-type", "preferred", "--topic", topic, "--partition", "0").out();
         assertTrue(out.contains("Valid replica already elected for partitions " + tp), out);
         // Asked for every partition, the controller leaves out those that need no election.
-        out = OpsToolsTest.tool("LeaderElectionCommand", cluster.bootstrap(),
+        out = KafkaTool.tool("LeaderElectionCommand", cluster.bootstrap(),
             "--election-type", "preferred", "--all-topic-partitions").out();
         assertEquals("", out.strip(), "nothing was elected and nothing failed");
-        out = OpsToolsTest.tool("LeaderElectionCommand", cluster.bootstrap(),
+        out = KafkaTool.tool("LeaderElectionCommand", cluster.bootstrap(),
             "--election-type", "unclean", "--topic", topic, "--partition", "0").out();
         assertTrue(out.contains("Valid replica already elected for partitions " + tp), out);
     }
 
     @Test
     void anUnknownPartitionIsAnError() throws Exception {
-        OpsToolsTest.Run r = OpsToolsTest.run("LeaderElectionCommand", cluster.bootstrap(),
+        KafkaTool.Run r = KafkaTool.run("LeaderElectionCommand", cluster.bootstrap(),
             "--election-type", "preferred", "--topic", "no-such-topic", "--partition", "0");
         assertEquals(1, r.exit(), r.out() + r.err());
         assertTrue((r.out() + r.err()).contains("UnknownTopicOrPartitionException"), r.out() + r.err());

@@ -5,15 +5,12 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
+import static dev.brook.it.KafkaTool.run;
+import static dev.brook.it.KafkaTool.tool;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import dev.brook.it.KafkaTool.Run;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import java.io.ByteArrayOutputStream;
-import java.io.IOException;
-import java.io.InputStream;
-import java.io.UncheckedIOException;
-import java.nio.file.Paths;
-import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
@@ -22,7 +19,6 @@ import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.TreeSet;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Collectors;
 import org.apache.kafka.clients.producer.KafkaProducer;
@@ -44,8 +40,6 @@ import org.junit.jupiter.api.extension.ExtendWith;
  */
 @ExtendWith(BrookCluster.LogOnFailure.class)
 class OpsToolsTest {
-    /** Bound on one run of a tool (a JVM start and a few admin requests). */
-    static final long TOOL_RUN_MS_MAX = 60_000;
     static final int PARTITIONS = 3;
     static final int RECORDS_PER_PARTITION = 10;
 
@@ -70,52 +64,6 @@ class OpsToolsTest {
     @AfterAll
     static void stop() {
         if (cluster != null) cluster.close();
-    }
-
-    record Run(int exit, String out, String err) {}
-
-    /** Runs {@code mainClass --bootstrap-server bootstrap args...}; asserts exit status 0. */
-    static Run tool(String mainClass, String bootstrap, String... args) throws Exception {
-        Run r = run(mainClass, bootstrap, args);
-        assertEquals(0, r.exit(), mainClass + " " + String.join(" ", args) + "\nstdout:\n" + r.out()
-            + "\nstderr:\n" + r.err());
-        return r;
-    }
-
-    /** Runs {@code mainClass --bootstrap-server bootstrap args...}, bounded by {@link #TOOL_RUN_MS_MAX}. */
-    static Run run(String mainClass, String bootstrap, String... args) throws Exception {
-        List<String> cmd = new ArrayList<>();
-        cmd.add(Paths.get(System.getProperty("java.home"), "bin", "java").toString());
-        cmd.add("-cp");
-        // Surefire's forked JVM names its whole test classpath here (java.class.path may be a manifest-only jar).
-        cmd.add(System.getProperty("surefire.test.class.path", System.getProperty("java.class.path")));
-        cmd.add("org.apache.kafka.tools." + mainClass);
-        cmd.add("--bootstrap-server");
-        cmd.add(bootstrap);
-        cmd.addAll(List.of(args));
-        String what = mainClass + " --bootstrap-server " + bootstrap + " " + String.join(" ", args);
-        Process p = new ProcessBuilder(cmd).start();
-        CompletableFuture<String> out = drain(p.getInputStream());
-        CompletableFuture<String> err = drain(p.getErrorStream());
-        if (!p.waitFor(TOOL_RUN_MS_MAX, TimeUnit.MILLISECONDS)) {
-            p.destroyForcibly();
-            throw new AssertionError(what + " did not finish in " + TOOL_RUN_MS_MAX + " ms");
-        }
-        Run r = new Run(p.exitValue(), out.get(10, TimeUnit.SECONDS), err.get(10, TimeUnit.SECONDS));
-        System.out.println(what + " printed:\n" + r.out() + r.err());
-        return r;
-    }
-
-    private static CompletableFuture<String> drain(InputStream in) {
-        return CompletableFuture.supplyAsync(() -> {
-            try (in) {
-                ByteArrayOutputStream buf = new ByteArrayOutputStream();
-                in.transferTo(buf);
-                return buf.toString(UTF_8);
-            } catch (IOException e) {
-                throw new UncheckedIOException(e);
-            }
-        });
     }
 
     /** The {@code Key: value} lines of {@code describe --status}. */

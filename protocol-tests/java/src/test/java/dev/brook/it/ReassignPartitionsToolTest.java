@@ -59,7 +59,7 @@ class ReassignPartitionsToolTest {
     @Test
     void executeThenVerifyMovesThePartition(@TempDir Path dir) throws Exception {
         String topic = Clients.uniqueTopic("reassign-tool");
-        String created = OpsToolsTest.tool("TopicCommand", cluster.bootstrap(),
+        String created = KafkaTool.tool("TopicCommand", cluster.bootstrap(),
             "--create", "--topic", topic, "--replica-assignment", "1:2:3").out();
         assertTrue(created.contains("Created topic " + topic + "."), created);
         cluster.awaitIsr(topic, 0, Set.of(1, 2, 3), WAIT);
@@ -75,7 +75,7 @@ class ReassignPartitionsToolTest {
         Files.writeString(plan, "{\"version\":1,\"partitions\":[{\"topic\":\"" + topic
             + "\",\"partition\":0,\"replicas\":[2,3,4],\"log_dirs\":[\"any\",\"any\",\"any\"]}]}");
         String tp = topic + "-0";
-        String out = OpsToolsTest.tool("reassign.ReassignPartitionsCommand", cluster.bootstrap(),
+        String out = KafkaTool.tool("reassign.ReassignPartitionsCommand", cluster.bootstrap(),
             "--execute", "--reassignment-json-file", plan.toString(), "--throttle", "50000000").out();
         assertTrue(out.contains("Current partition replica assignment"), out);
         assertTrue(out.contains("\"replicas\":[1,2,3]"), out);
@@ -86,7 +86,7 @@ class ReassignPartitionsToolTest {
         String[] last = {""};
         BrookCluster.await(WAIT, "--verify reports the reassignment completed", () -> {
             try {
-                last[0] = OpsToolsTest.tool("reassign.ReassignPartitionsCommand", cluster.bootstrap(),
+                last[0] = KafkaTool.tool("reassign.ReassignPartitionsCommand", cluster.bootstrap(),
                     "--verify", "--reassignment-json-file", plan.toString()).out();
             } catch (Exception e) {
                 throw new AssertionError(e);
@@ -106,7 +106,7 @@ class ReassignPartitionsToolTest {
     @Test
     void manualAssignmentsAreValidated() throws Exception {
         String topic = Clients.uniqueTopic("assigned-tool");
-        OpsToolsTest.Run r = OpsToolsTest.run("TopicCommand", cluster.bootstrap(),
+        KafkaTool.Run r = KafkaTool.run("TopicCommand", cluster.bootstrap(),
             "--create", "--topic", topic, "--replica-assignment", "1:9");
         assertEquals(1, r.exit(), r.out() + r.err());
         assertTrue((r.out() + r.err()).contains("InvalidReplicaAssignmentException"), r.out() + r.err());

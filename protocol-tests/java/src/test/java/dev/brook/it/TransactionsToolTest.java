@@ -7,18 +7,10 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeFalse;
 
-import java.io.ByteArrayOutputStream;
-import java.io.IOException;
-import java.io.InputStream;
-import java.io.UncheckedIOException;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Paths;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.TimeUnit;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.common.TopicPartition;
 import org.junit.jupiter.api.AfterAll;
@@ -35,8 +27,6 @@ import org.junit.jupiter.api.extension.ExtendWith;
  */
 @ExtendWith(BrokerLogOnFailure.class)
 class TransactionsToolTest {
-    /** Bound on one run of the tool (a JVM start and a few admin requests). */
-    static final long TOOL_RUN_MS_MAX = 60_000;
 
     static BrookBroker broker;
     static String bootstrap;
@@ -54,6 +44,12 @@ class TransactionsToolTest {
     }
 
     /** What one run of the tool printed, and its exit status. */
+    /** Runs {@code kafka-transactions.sh --bootstrap-server <broker> args...}; asserts exit status 0. */
+    static Run tool(String... args) throws Exception {
+        KafkaTool.Run r = KafkaTool.tool("TransactionsCommand", bootstrap, args);
+        return new Run(r.exit(), r.out(), r.err());
+    }
+
     record Run(int exit, String out, String err) {
         /** The rows of the tab-separated table the tool prints, each as column name to value. */
         List<Map<String, String>> table() {
@@ -69,44 +65,6 @@ class TransactionsToolTest {
             }
             return rows;
         }
-    }
-
-    /** Runs {@code kafka-transactions.sh --bootstrap-server <broker> args...}, bounded by {@link #TOOL_RUN_MS_MAX}. */
-    static Run tool(String... args) throws Exception {
-        List<String> cmd = new ArrayList<>();
-        cmd.add(Paths.get(System.getProperty("java.home"), "bin", "java").toString());
-        cmd.add("-cp");
-        // Surefire's forked JVM names its whole test classpath here (java.class.path may be a manifest-only jar).
-        cmd.add(System.getProperty("surefire.test.class.path", System.getProperty("java.class.path")));
-        cmd.add("org.apache.kafka.tools.TransactionsCommand");
-        cmd.add("--bootstrap-server");
-        cmd.add(bootstrap);
-        cmd.addAll(List.of(args));
-        Process p = new ProcessBuilder(cmd).start();
-        CompletableFuture<String> out = drain(p.getInputStream());
-        CompletableFuture<String> err = drain(p.getErrorStream());
-        if (!p.waitFor(TOOL_RUN_MS_MAX, TimeUnit.MILLISECONDS)) {
-            p.destroyForcibly();
-            throw new AssertionError("kafka-transactions " + String.join(" ", args) + " did not finish in "
-                + TOOL_RUN_MS_MAX + " ms");
-        }
-        Run r = new Run(p.exitValue(), out.get(10, TimeUnit.SECONDS), err.get(10, TimeUnit.SECONDS));
-        System.out.println("kafka-transactions " + String.join(" ", args) + " printed:\n" + r.out());
-        assertEquals(0, r.exit(), "kafka-transactions " + String.join(" ", args) + "\nstdout:\n" + r.out()
-            + "\nstderr:\n" + r.err());
-        return r;
-    }
-
-    private static CompletableFuture<String> drain(InputStream in) {
-        return CompletableFuture.supplyAsync(() -> {
-            try (in) {
-                ByteArrayOutputStream buf = new ByteArrayOutputStream();
-                in.transferTo(buf);
-                return buf.toString(StandardCharsets.UTF_8);
-            } catch (IOException e) {
-                throw new UncheckedIOException(e);
-            }
-        });
     }
 
     static Map<String, String> only(List<Map<String, String>> rows, String column, String value) {

@@ -1,0 +1,76 @@
+package dev.brook.it;
+
+import static java.nio.charset.StandardCharsets.UTF_8;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.UncheckedIOException;
+import java.nio.file.Paths;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * Runs one of Kafka 4.4's command-line tools (a main class of {@code kafka-tools}, as its
+ * {@code kafka-*.sh} script runs it) in a child JVM on the test classpath, against a bootstrap
+ * address. One runner for every tool test, so each test states only the tool's arguments and
+ * what it must print.
+ */
+final class KafkaTool {
+    /** How long one tool run may take before the test fails. */
+    static final long TOOL_RUN_MS_MAX = 60_000;
+
+    private KafkaTool() {}
+
+    record Run(int exit, String out, String err) {}
+
+    /** Runs {@code mainClass --bootstrap-server bootstrap args...}; asserts exit status 0. */
+    static Run tool(String mainClass, String bootstrap, String... args) throws Exception {
+        Run r = run(mainClass, bootstrap, args);
+        assertEquals(0, r.exit(), mainClass + " " + String.join(" ", args) + "\nstdout:\n" + r.out()
+            + "\nstderr:\n" + r.err());
+        return r;
+    }
+
+    /**
+     * Runs {@code org.apache.kafka.tools.<mainClass> --bootstrap-server bootstrap args...},
+     * bounded by {@link #TOOL_RUN_MS_MAX}.
+     */
+    static Run run(String mainClass, String bootstrap, String... args) throws Exception {
+        List<String> cmd = new ArrayList<>();
+        cmd.add(Paths.get(System.getProperty("java.home"), "bin", "java").toString());
+        cmd.add("-cp");
+        // Surefire's forked JVM names its whole test classpath here (java.class.path may be a manifest-only jar).
+        cmd.add(System.getProperty("surefire.test.class.path", System.getProperty("java.class.path")));
+        cmd.add("org.apache.kafka.tools." + mainClass);
+        cmd.add("--bootstrap-server");
+        cmd.add(bootstrap);
+        cmd.addAll(List.of(args));
+        String what = mainClass + " --bootstrap-server " + bootstrap + " " + String.join(" ", args);
+        Process p = new ProcessBuilder(cmd).start();
+        CompletableFuture<String> out = drain(p.getInputStream());
+        CompletableFuture<String> err = drain(p.getErrorStream());
+        if (!p.waitFor(TOOL_RUN_MS_MAX, TimeUnit.MILLISECONDS)) {
+            p.destroyForcibly();
+            throw new AssertionError(what + " did not finish in " + TOOL_RUN_MS_MAX + " ms");
+        }
+        Run r = new Run(p.exitValue(), out.get(10, TimeUnit.SECONDS), err.get(10, TimeUnit.SECONDS));
+        System.out.println(what + " printed:\n" + r.out() + r.err());
+        return r;
+    }
+
+    private static CompletableFuture<String> drain(InputStream in) {
+        return CompletableFuture.supplyAsync(() -> {
+            try (in) {
+                ByteArrayOutputStream buf = new ByteArrayOutputStream();
+                in.transferTo(buf);
+                return buf.toString(UTF_8);
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
+        });
+    }
+}

@@ -87,6 +87,14 @@ pub fn anomalies_table(partitions: &BTreeMap<i32, PartitionReport>, v: &Verdict)
             }
         }
     }
+    for (p, r) in partitions {
+        for e in &r.client_restarts.examples {
+            let _ = writeln!(
+                s,
+                "  partition {p} client restart (not an anomaly; checked again from there): {e}"
+            );
+        }
+    }
     for (name, count) in &v.expected {
         let _ = writeln!(s, "expected with these settings: {count} {name}");
     }

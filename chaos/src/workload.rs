@@ -21,10 +21,11 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use brook_protocol_tests::rd::{self, RecProducer};
-use rdkafka::consumer::Consumer;
+use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::KafkaError;
 use rdkafka::producer::Producer;
-use rdkafka::{Message, Offset, TopicPartitionList};
+use rdkafka::{ClientContext, Message, Offset, TopicPartitionList};
 
 use serde::{Deserialize, Serialize};
 
@@ -342,7 +343,7 @@ fn record_reports(
 }
 
 fn assign_all(
-    c: &rdkafka::consumer::BaseConsumer,
+    c: &BaseConsumer<ConsumerLog>,
     process: &str,
     clients: &Clients,
     history: &History,
@@ -362,12 +363,89 @@ fn assign_all(
     Ok(())
 }
 
+/// librdkafka's warnings and errors of one consumer, into the history as
+/// [`Op::ClientError`]s. An automatic position reset (`auto.offset.reset`) is reported only
+/// there, under the `OFFSET` facility, with librdkafka's reason (a fetch answered
+/// OFFSET_OUT_OF_RANGE, or an OffsetForLeaderEpoch answer with no epoch at or below the
+/// position's): the evidence a `nonmonotonic-poll` needs, so those lines are printed too.
+pub struct ConsumerLog {
+    process: String,
+    history: History,
+    /// [`CLIENT_DEBUG_ENV`] is set: every line goes to stderr too.
+    debug: bool,
+}
+
+/// Set to librdkafka `debug` contexts (`topic,fetch`, say), every consumer prints librdkafka's
+/// debug lines to stderr: how its position moved (epoch validation, seeks, resets) when a poll
+/// anomaly needs explaining. It changes the timing it observes, so a race may hide under it.
+pub const CLIENT_DEBUG_ENV: &str = "BROOK_CHAOS_CLIENT_DEBUG";
+
+impl ClientContext for ConsumerLog {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
+        let at_ms = self.history.now_ms();
+        if self.debug {
+            eprintln!(
+                "[{:>8.3}s] client {}: {fac}: {log_message}",
+                at_ms as f64 / 1000.0,
+                self.process
+            );
+        }
+        if (level as i32) > (RDKafkaLogLevel::Warning as i32) {
+            return;
+        }
+        if fac == "OFFSET" && !self.debug {
+            eprintln!(
+                "[{:>7.1}s] client {}: {fac}: {log_message}",
+                at_ms as f64 / 1000.0,
+                self.process
+            );
+        }
+        self.history.push(Op::ClientError {
+            process: self.process.clone(),
+            at_ms,
+            error: format!("librdkafka {fac}: {log_message}"),
+        });
+    }
+}
+
+impl ConsumerContext for ConsumerLog {}
+
+/// An assign-only consumer like [`rd::consumer`]'s, reading from the earliest offset when its
+/// position is out of range, with its librdkafka log going to the history.
+fn consumer_with_log(
+    process: &str,
+    clients: &Clients,
+    history: &History,
+) -> Result<BaseConsumer<ConsumerLog>, KafkaError> {
+    let mut cfg = ClientConfig::new();
+    cfg.set("bootstrap.servers", &clients.bootstrap)
+        .set("group.id", "brook-chaos-unused")
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("enable.partition.eof", "true")
+        .set("auto.offset.reset", "earliest")
+        .set(ISOLATION_LEVEL.0, ISOLATION_LEVEL.1);
+    let debug = std::env::var(CLIENT_DEBUG_ENV).ok();
+    if let Some(contexts) = &debug {
+        cfg.set("debug", contexts)
+            .set_log_level(RDKafkaLogLevel::Debug);
+    }
+    cfg.create_with_context(ConsumerLog {
+        process: process.to_string(),
+        history: history.clone(),
+        debug: debug.is_some(),
+    })
+}
+
 /// One consumer thread: polls every partition from the first offset until stopped.
 fn consume(process: &str, clients: &Clients, history: &History, stop: &AtomicBool) {
-    let c = rd::consumer(
-        &clients.bootstrap,
-        &[("auto.offset.reset", "earliest"), ISOLATION_LEVEL],
-    );
+    let c = match consumer_with_log(process, clients, history) {
+        Ok(c) => c,
+        Err(e) => {
+            history.nemesis(format!("{process}: create consumer failed: {e}"));
+            return;
+        }
+    };
     if let Err(e) = assign_all(&c, process, clients, history) {
         history.nemesis(format!("{process}: assign failed: {e}"));
         return;

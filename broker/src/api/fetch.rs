@@ -217,7 +217,10 @@ fn read_all(
         // so that a batch larger than max_bytes never stalls a consumer.
         let min_one = total == 0;
         let read = match follower {
-            None => part.read(w.fetch_offset, budget, min_one, isolation),
+            None => {
+                tracing::trace!(topic = %part.topic, partition = part.index, fetch_offset = w.fetch_offset, current_leader_epoch = w.current_leader_epoch, "consumer fetch");
+                part.read(w.fetch_offset, budget, min_one, isolation)
+            }
             Some(replica) => match part.fetch_for_follower(
                 replica,
                 (w.fetch_offset, w.log_start_offset),

@@ -136,6 +136,12 @@ pub async fn handle_offset_for_leader_epoch(
                         return base.with_error_code(ResponseError::NotLeaderOrFollower.code());
                     }
                     let (epoch, end_offset) = part.end_offset_for_epoch(p.leader_epoch);
+                    tracing::debug!(
+                        topic = %name, partition = p.partition, replica = req.replica_id.0,
+                        current_leader_epoch = p.current_leader_epoch,
+                        requested_epoch = p.leader_epoch, epoch, end_offset,
+                        "OffsetForLeaderEpoch answered"
+                    );
                     base.with_leader_epoch(epoch).with_end_offset(end_offset)
                 })
                 .collect();

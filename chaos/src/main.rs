@@ -186,6 +186,14 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if !out.verdict.ok {
+        if let Some(dir) = target.keep_data() {
+            eprintln!(
+                "brook chaos: the nodes' data and logs are kept in {}",
+                dir.display()
+            );
+        }
+    }
     drop(target);
     let path = args
         .out

@@ -43,6 +43,13 @@ pub trait Target {
     fn remove_rule(&mut self, id: i32, rule: u64) -> Result<(), String>;
     /// Removes every fault rule of node `id`, if it runs and has a fault API.
     fn clear_rules(&mut self, id: i32) -> Result<(), String>;
+    /// Keeps the nodes' data directory after the run, when the run made one (it is deleted
+    /// otherwise), and says where it is: a failed run's logs are its evidence. `brook dump-log`
+    /// on a partition directory there shows each batch's producer id, epoch and sequences, which
+    /// tell a broker that failed to deduplicate from a client that re-sent under a new epoch.
+    fn keep_data(&mut self) -> Option<PathBuf> {
+        None
+    }
 }
 
 /// Sends `sig` to `pid`.
@@ -281,6 +288,10 @@ impl BrookCluster {
 }
 
 impl Target for BrookCluster {
+    fn keep_data(&mut self) -> Option<PathBuf> {
+        self._dir.take().map(|t| t.keep())
+    }
+
     fn name(&self) -> &'static str {
         "brook"
     }

@@ -12,7 +12,9 @@
 //!   transactions that commit or abort; no aborted or uncommitted read, no lost or partial
 //!   commit, nothing else either. About a minute.
 //!
-//! The JSON history and verdict of each run land in `target/tmp/`; the table is printed.
+//! The JSON history and verdict of each run land in `target/tmp/`; the table is printed. A
+//! failed run keeps the nodes' data and logs and says where (`Target::keep_data`, tested
+//! last).
 
 use std::sync::{Mutex, MutexGuard};
 
@@ -20,7 +22,7 @@ use brook_chaos::history::{Op, FINAL_READER};
 use brook_chaos::report;
 use brook_chaos::run::{run, RunConfig, RunOutput};
 use brook_chaos::schedule::{Role, Step};
-use brook_chaos::target::BrookCluster;
+use brook_chaos::target::{BrookCluster, Target};
 use brook_chaos::workload::{ClientSettings, WorkloadKind};
 use brook_protocol_tests::process::brook_bin;
 
@@ -67,6 +69,11 @@ fn run_on_brook(cfg: &RunConfig, name: &str) -> RunOutput {
     let mut cluster = BrookCluster::start(&brook_bin(), 3, None, &cfg.broker_overrides())
         .unwrap_or_else(|e| panic!("start brook cluster: {e}"));
     let out = run(&mut cluster, cfg).unwrap_or_else(|e| panic!("chaos run: {e}"));
+    if !out.verdict.ok {
+        if let Some(dir) = cluster.keep_data() {
+            eprintln!("the nodes' data and logs are kept in {}", dir.display());
+        }
+    }
     drop(cluster);
     let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}.json"));
     report::write_json(&out, &path).expect("write the history");
@@ -181,4 +188,23 @@ fn transactions_show_no_aborted_uncommitted_lost_or_partial_data_under_the_nemes
         out.verdict,
         report::table(&out)
     );
+}
+
+/// A failed run keeps the nodes' data and logs (they are its evidence); otherwise the temp
+/// directory goes with the cluster.
+#[test]
+fn a_kept_data_directory_outlives_the_cluster() {
+    let _turn = serial();
+    let mut cluster = BrookCluster::start(&brook_bin(), 3, None, &[])
+        .unwrap_or_else(|e| panic!("start brook cluster: {e}"));
+    let kept = cluster
+        .keep_data()
+        .expect("a started cluster has a temp data dir");
+    assert!(cluster.keep_data().is_none(), "kept once");
+    drop(cluster);
+    let log = kept.join("node-1.log");
+    let text = std::fs::read_to_string(&log)
+        .unwrap_or_else(|e| panic!("{} after the cluster stopped: {e}", log.display()));
+    assert!(!text.is_empty(), "node 1 logged nothing");
+    std::fs::remove_dir_all(&kept).expect("remove the kept dir");
 }

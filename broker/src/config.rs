@@ -94,6 +94,11 @@ pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
     // Connection limits (crate::net::connection_quotas), Kafka's defaults: no limit.
     ("max.connections", "2147483647"),
     ("max.connections.per.ip", "2147483647"),
+    // A connection with no bytes read or written for this long is closed
+    // (crate::net::connection); negative: never.
+    ("connections.max.idle.ms", "600000"),
+    // The most record bytes one Fetch answer holds, whatever the request asks (55 MiB).
+    ("fetch.max.bytes", "57671680"),
     ("message.max.bytes", "1048588"),
     ("log.segment.bytes", "1073741824"),
     ("log.roll.ms", ""),
@@ -221,6 +226,12 @@ pub struct BrokerConfig {
     /// `max.connections.per.ip`: open connections from one address; one more is closed
     /// right after accept.
     pub max_connections_per_ip: usize,
+    /// `connections.max.idle.ms`: a connection that reads and writes nothing for this long is
+    /// closed (Kafka's `Selector` idle expiry); `None` for a negative value (never).
+    pub connections_max_idle_ms: Option<u64>,
+    /// `fetch.max.bytes`: the broker's cap on one Fetch answer's record bytes, applied to
+    /// the request's `max_bytes` (Kafka's `KafkaApis.handleFetchRequest`).
+    pub fetch_max_bytes: usize,
     pub retention_check_interval_ms: u64,
     /// How often the high watermarks are checkpointed
     /// (replica.high.watermark.checkpoint.interval.ms).
@@ -362,6 +373,13 @@ impl BrokerConfig {
             )?,
             max_connections: at_least_zero_int("max.connections", &get("max.connections"))?,
             max_connections_per_ip: max_connections_per_ip(&get("max.connections.per.ip"))?,
+            connections_max_idle_ms: {
+                let ms: i64 =
+                    parse_num("connections.max.idle.ms", &get("connections.max.idle.ms"))?;
+                u64::try_from(ms).ok()
+            },
+            fetch_max_bytes: int_at_least("fetch.max.bytes", &get("fetch.max.bytes"), 1024)?
+                as usize,
             retention_check_interval_ms: positive::<i64>(
                 "log.retention.check.interval.ms",
                 &get("log.retention.check.interval.ms"),

@@ -319,6 +319,20 @@ const BROKER_KEYS: &[BrokerConfigKey] = &[
         "Most open connections from one address."
     ),
     broker_key!(
+        "connections.max.idle.ms",
+        Long,
+        Validator::None,
+        STATIC,
+        "Idle connections timeout: a connection with no bytes read or written for this long is closed."
+    ),
+    broker_key!(
+        "fetch.max.bytes",
+        Int,
+        Validator::AtLeast(1024),
+        STATIC,
+        "The maximum number of bytes the broker returns for a fetch request."
+    ),
+    broker_key!(
         "log.roll.hours",
         Int,
         Validator::AtLeast(1),

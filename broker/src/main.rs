@@ -201,6 +201,24 @@ fn main() -> ExitCode {
     }
 }
 
+/// Raises the soft limit on open files to the hard limit, as the JVM does for a Kafka broker
+/// on Linux (HotSpot's `MaxFDLimit`, on by default): every connection, segment and index
+/// holds a descriptor, and a soft limit of 1,024 would refuse connections long before
+/// `max.connections`.
+fn raise_open_file_limit() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let raised = getrlimit(Resource::RLIMIT_NOFILE).and_then(|(soft, hard)| {
+        if soft < hard {
+            setrlimit(Resource::RLIMIT_NOFILE, hard, hard)?;
+        }
+        Ok((soft, hard))
+    });
+    match raised {
+        Ok((soft, hard)) => tracing::debug!(was = soft, now = hard, "open file soft limit"),
+        Err(e) => tracing::warn!(error = %e, "cannot raise the open file limit"),
+    }
+}
+
 fn serve(config: Option<PathBuf>, overrides: Vec<String>) -> ExitCode {
     let config = match BrokerConfig::load(config.as_deref(), &overrides) {
         Ok(c) => c,
@@ -209,6 +227,7 @@ fn serve(config: Option<PathBuf>, overrides: Vec<String>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    raise_open_file_limit();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -18,6 +18,10 @@ use crate::net::connection_quotas::{Accepted, ConnectionQuotas};
 use crate::net::memory_pool::RequestMemoryPool;
 use crate::txn::TransactionCoordinator;
 
+/// How long the listener pauses after a failed accept (out of descriptors, say) before it
+/// tries again.
+const ACCEPT_ERROR_BACKOFF_MS: u64 = 100;
+
 /// Everything a request handler can reach.
 pub struct Broker {
     pub config: Arc<BrokerConfig>,
@@ -289,7 +293,12 @@ impl Server {
                         %ip, max_connections_per_ip,
                         "rejected connection: the address already has the configured maximum of connections"
                     ),
-                    Err(e) => tracing::warn!(error = %e, "accept failed"),
+                    Err(e) => {
+                        // EMFILE and the like stay until a descriptor frees: pause instead of
+                        // spinning on the same error.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(ACCEPT_ERROR_BACKOFF_MS)).await;
+                    }
                 },
                 // Reap finished connection tasks so the set stays bounded by live connections.
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}

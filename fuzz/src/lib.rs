@@ -112,6 +112,7 @@ fn trace_request(key: ApiKey, version: i16, payload: &[u8]) -> Result<(Vec<Field
         InitProducerId => InitProducerIdRequest,
         OffsetForLeaderEpoch => OffsetForLeaderEpochRequest,
         DescribeConfigs => DescribeConfigsRequest, CreatePartitions => CreatePartitionsRequest,
+        AlterConfigs => AlterConfigsRequest,
         IncrementalAlterConfigs => IncrementalAlterConfigsRequest,
         DescribeCluster => DescribeClusterRequest, FindCoordinator => FindCoordinatorRequest,
         JoinGroup => JoinGroupRequest, SyncGroup => SyncGroupRequest,

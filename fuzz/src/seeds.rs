@@ -96,6 +96,10 @@ pub fn requests(key: ApiKey) -> Vec<RequestKind> {
             R::CreatePartitions(CreatePartitionsRequest::default()),
             R::CreatePartitions(create_partitions()),
         ],
+        ApiKey::AlterConfigs => vec![
+            R::AlterConfigs(AlterConfigsRequest::default()),
+            R::AlterConfigs(alter_configs()),
+        ],
         ApiKey::IncrementalAlterConfigs => vec![
             R::IncrementalAlterConfigs(IncrementalAlterConfigsRequest::default()),
             R::IncrementalAlterConfigs(incremental_alter_configs()),
@@ -489,6 +493,18 @@ fn incremental_alter_configs() -> IncrementalAlterConfigsRequest {
             .with_configs(vec![AlterableConfig::default()
                 .with_name(s("retention.ms"))
                 .with_config_operation(0)
+                .with_value(Some(s("120000")))])])
+        .with_validate_only(true)
+}
+
+fn alter_configs() -> AlterConfigsRequest {
+    use alter_configs_request::{AlterConfigsResource, AlterableConfig};
+    AlterConfigsRequest::default()
+        .with_resources(vec![AlterConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(s(TOPIC))
+            .with_configs(vec![AlterableConfig::default()
+                .with_name(s("retention.ms"))
                 .with_value(Some(s("120000")))])])
         .with_validate_only(true)
 }

@@ -19,6 +19,21 @@ pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a broker may take to exit after SIGTERM.
 pub const STOP_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// A `/proc/<pid>/status` field in bytes (VmRSS now, VmHWM the peak).
+pub fn proc_status_bytes(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status
+        .lines()
+        .find(|l| l.starts_with(field))
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"));
+    let kb: u64 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    kb * 1024
+}
+
 /// The broker binary: `$BROOK_BIN`, else `<workspace>/target/debug/brook`.
 pub fn brook_bin() -> PathBuf {
     match std::env::var_os("BROOK_BIN") {

@@ -2,7 +2,8 @@
 //! `ConfigHelper` and `ConfigurationControlManager` answer: every 4.4 topic key, broker keys
 //! with their sources, read-only flags, types and synonyms, dynamic broker configs (per
 //! broker and cluster default) in both modes, and ApiVersions' features and Metadata's
-//! authorized operations as Kafka gives them without an authorizer.
+//! authorized operations as Kafka gives them without an authorizer. The legacy AlterConfigs
+//! (API 33) through librdkafka's `alter_configs`, which replaces a resource's overrides.
 
 use std::time::{Duration, Instant};
 
@@ -438,4 +439,149 @@ fn cluster_default_configs_reach_every_node() {
             std::thread::sleep(Duration::from_millis(100));
         }
     }
+}
+
+/// librdkafka's `alter_configs` sends the legacy AlterConfigs (API 33), whose keys replace a
+/// resource's whole set of overrides (Kafka's `legacyAlterConfigResource`): what the request
+/// leaves out goes back to its default. Bad values and unknown topics get Kafka's errors, as do
+/// the checks of `ConfigAdminManager.preprocess` (a resource twice, a null value).
+#[test]
+fn legacy_alter_configs_replaces_the_overrides() {
+    use futures_executor::block_on;
+    use rdkafka::admin::{
+        AdminClient, AdminOptions, AlterConfig, OwnedResourceSpecifier, ResourceSpecifier,
+    };
+    use rdkafka::client::DefaultClientContext;
+    use rdkafka::ClientConfig;
+
+    let broker = Broker::start();
+    let mut c = WireClient::connect(&broker.bootstrap());
+    let topic = unique_topic("legacy-alter");
+    let req = WireClient::create_topics_request(
+        &topic,
+        1,
+        1,
+        &[("cleanup.policy", "compact"), ("retention.ms", "1000")],
+        Duration::from_secs(10),
+    );
+    assert_eq!(c.request(CREATE_TOPICS_V, &req).topics[0].error_code, NONE);
+
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", broker.bootstrap())
+        .create()
+        .expect("admin client");
+    let opts = AdminOptions::new().request_timeout(Some(Duration::from_secs(10)));
+    let alter = |configs: &[AlterConfig<'_>]| {
+        block_on(admin.alter_configs(configs, &opts)).expect("AlterConfigs answered")
+    };
+
+    let set = AlterConfig::new(ResourceSpecifier::Topic(&topic)).set("retention.ms", "5000");
+    assert_eq!(
+        alter(&[set]),
+        [Ok(OwnedResourceSpecifier::Topic(topic.clone()))]
+    );
+    let configs = describe(&mut c, TOPIC, &topic).unwrap();
+    let retention = entry(&configs, "retention.ms");
+    assert_eq!(
+        (retention.value.as_deref(), retention.config_source),
+        (Some("5000"), TOPIC_CONFIG)
+    );
+    // cleanup.policy was left out of the new set, so it is back to the broker's default.
+    let policy = entry(&configs, "cleanup.policy");
+    assert_eq!(
+        (policy.value.as_deref(), policy.config_source),
+        (Some("delete"), DEFAULT)
+    );
+
+    let configs = describe(&mut c, TOPIC, &topic).unwrap();
+    assert_eq!(
+        entry(&configs, "retention.ms").value.as_deref(),
+        Some("5000")
+    );
+
+    // A broker key Brook applies at run time, on this node.
+    let node = AlterConfig::new(ResourceSpecifier::Broker(1)).set("log.retention.ms", "60000");
+    assert_eq!(alter(&[node]), [Ok(OwnedResourceSpecifier::Broker(1))]);
+    let ms = entry(&describe(&mut c, BROKER, "1").unwrap(), "log.retention.ms");
+    assert_eq!(
+        (ms.value.as_deref(), ms.config_source),
+        (Some("60000"), DYNAMIC_BROKER)
+    );
+    // An empty set deletes every override of the node.
+    let clear = AlterConfig::new(ResourceSpecifier::Broker(1));
+    assert_eq!(alter(&[clear]), [Ok(OwnedResourceSpecifier::Broker(1))]);
+    let ms = entry(&describe(&mut c, BROKER, "1").unwrap(), "log.retention.ms");
+    assert_ne!(ms.config_source, DYNAMIC_BROKER, "{ms:?}");
+
+    // Errors, on the wire: the rdkafka crate reports every AlterConfigs resource as a success
+    // (it does not read librdkafka's per-resource error), so they are checked here.
+    use kafka_protocol::messages::alter_configs_request::{
+        AlterConfigsResource as LegacyResource, AlterableConfig as LegacyConfig,
+    };
+    use kafka_protocol::messages::AlterConfigsRequest;
+    let resource_of = |name: &str, value: Option<&str>| {
+        LegacyResource::default()
+            .with_resource_type(TOPIC)
+            .with_resource_name(StrBytes::from_string(name.to_string()))
+            .with_configs(vec![LegacyConfig::default()
+                .with_name(StrBytes::from_static_str("retention.ms"))
+                .with_value(value.map(|v| StrBytes::from_string(v.to_string())))])
+    };
+    let resource = |value: Option<&str>| resource_of(&topic, value);
+    let bad_and_missing = AlterConfigsRequest::default().with_resources(vec![
+        resource(Some("-5")),
+        resource_of("no-such-topic", Some("5000")),
+    ]);
+    let answers: Vec<_> = c
+        .request(2, &bad_and_missing)
+        .responses
+        .iter()
+        .map(|r| (r.error_code, r.error_message.as_deref().map(str::to_string)))
+        .collect();
+    assert_eq!(
+        answers,
+        [
+            (
+                ResponseError::InvalidConfig.code(),
+                Some(
+                    "Invalid value -5 for configuration retention.ms: Value must be at least -1"
+                        .to_string()
+                )
+            ),
+            (
+                ResponseError::UnknownTopicOrPartition.code(),
+                Some("The topic 'no-such-topic' does not exist.".to_string())
+            ),
+        ]
+    );
+    let twice = AlterConfigsRequest::default()
+        .with_resources(vec![resource(Some("1")), resource(Some("2"))]);
+    let resp = c.request(2, &twice);
+    let answers: Vec<_> = resp
+        .responses
+        .iter()
+        .map(|r| (r.error_code, r.error_message.as_deref().map(str::to_string)))
+        .collect();
+    let once = Some("Each resource must appear at most once.".to_string());
+    assert_eq!(
+        answers,
+        [
+            (ResponseError::InvalidRequest.code(), once.clone()),
+            (ResponseError::InvalidRequest.code(), once)
+        ]
+    );
+    let null = AlterConfigsRequest::default().with_resources(vec![resource(None)]);
+    let r = c.request(2, &null).responses.remove(0);
+    assert_eq!(
+        (r.error_code, r.error_message.as_deref()),
+        (
+            ResponseError::InvalidRequest.code(),
+            Some("Null value not supported for : retention.ms")
+        )
+    );
+    let configs = describe(&mut c, TOPIC, &topic).unwrap();
+    assert_eq!(
+        entry(&configs, "retention.ms").value.as_deref(),
+        Some("5000")
+    );
 }

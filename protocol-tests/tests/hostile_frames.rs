@@ -11,6 +11,7 @@ use brook_fuzz::Generator;
 use brook_protocol_tests::batch::{encode_batch, Producer, Rec};
 use brook_protocol_tests::errors::NONE;
 use brook_protocol_tests::fuzz_live::served_apis;
+use brook_protocol_tests::process::proc_status_bytes;
 use brook_protocol_tests::{unique_topic, Broker, WireClient};
 
 const CLOSE_WITHIN: Duration = Duration::from_secs(10);
@@ -128,21 +129,6 @@ const CONNECTIONS: usize = 10;
 /// Slack over the idle broker's RSS besides the pool: allocator rounding while one frame's
 /// buffer grows, and the per-connection read buffers.
 const RSS_MARGIN_BYTES: u64 = 64 << 20;
-
-/// A `/proc/<pid>/status` field in bytes (VmRSS now, VmHWM the peak).
-fn proc_status_bytes(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status
-        .lines()
-        .find(|l| l.starts_with(field))
-        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"));
-    let kb: u64 = line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("{line}"));
-    kb * 1024
-}
 
 /// Writes a 100 MiB prefix and up to `PARTIAL_FRAME_BYTES` of body; a connection the broker
 /// does not read stops at the write timeout. Returns the stream (kept open) and bytes sent.

@@ -12,6 +12,13 @@
 //! - `max.connections.per.ip`: one connection more from an address is closed right after
 //!   accept; `max.connections`: the listener stops accepting until a connection ends (Kafka's
 //!   `ConnectionQuotas`).
+//! - `connections.max.idle.ms`: a connection that moves no bytes for that long is closed; one
+//!   that keeps talking, or sends a frame slowly, is not (Kafka's `Selector` idle expiry).
+//! - `fetch.max.bytes`: one Fetch answer holds at most that many record bytes across its
+//!   partitions, whatever the request asks, except a first batch larger than it (KIP-74).
+//! - 10,000 idle connections stay open and served while a librdkafka producer writes, and
+//!   the broker raises its own soft limit on open files to get there; the RSS per connection
+//!   is printed.
 //!
 //! Every wait is bounded. Lines starting `[limits]` say what a scenario observed.
 
@@ -19,7 +26,7 @@ use std::time::Duration;
 
 use brook_protocol_tests::batch::{encode_batch, Producer, Rec};
 use brook_protocol_tests::errors::*;
-use brook_protocol_tests::process::run_brook;
+use brook_protocol_tests::process::{proc_status_bytes, run_brook};
 use brook_protocol_tests::rd;
 use brook_protocol_tests::wire::*;
 use brook_protocol_tests::{poll_until_ok, unique_topic, Broker, WireClient};
@@ -349,4 +356,237 @@ fn max_connections_holds_new_connections_until_one_closes() {
         .try_receive::<kafka_protocol::messages::ApiVersionsRequest>(API_VERSIONS_V, cid)
         .expect("the waiting connection is served once the first closed");
     say("max.connections=1: the second connection waited, then was served");
+}
+
+/// One ApiVersions answered on `c`.
+fn api_versions_request() -> kafka_protocol::messages::ApiVersionsRequest {
+    kafka_protocol::messages::ApiVersionsRequest::default()
+        .with_client_software_name(StrBytes::from_static_str("limits"))
+        .with_client_software_version(StrBytes::from_static_str("1"))
+}
+
+/// The idle limit of the idle test: long enough that a loaded machine's scheduling never
+/// looks like idleness between the test's own steps, which are at most `IDLE_STEP` apart.
+const IDLE_MAX_MS: u64 = 3_000;
+const IDLE_STEP: Duration = Duration::from_millis(600);
+
+#[test]
+fn idle_connections_close_after_connections_max_idle_ms() {
+    let b = Broker::start_with(&[("connections.max.idle.ms", &IDLE_MAX_MS.to_string())]);
+    let addr = b.bootstrap();
+    let mut idle = WireClient::connect(&addr);
+    answers(&mut idle).expect("idle connection's first request");
+    let idle_since = std::time::Instant::now();
+
+    // One connection keeps talking for longer than the limit: it stays open.
+    let mut busy = WireClient::connect(&addr);
+    let talk_until = idle_since + Duration::from_millis(IDLE_MAX_MS * 3 / 2);
+    let mut requests = 0;
+    while std::time::Instant::now() < talk_until {
+        answers(&mut busy).expect("a connection that keeps talking is served");
+        requests += 1;
+        std::thread::sleep(IDLE_STEP);
+    }
+
+    // The idle one was closed, and not before the limit.
+    idle.expect_closed(Duration::from_millis(IDLE_MAX_MS) + CLOSE_WITHIN)
+        .expect("the idle connection is closed");
+    let closed_after = idle_since.elapsed();
+    assert!(
+        closed_after >= Duration::from_millis(IDLE_MAX_MS),
+        "closed after {closed_after:?}, before connections.max.idle.ms={IDLE_MAX_MS}"
+    );
+
+    // A frame sent a few bytes at a time over longer than the limit is read and answered:
+    // every byte read restarts the clock.
+    let mut slow = WireClient::connect(&addr);
+    let key = ApiKey::ApiVersions;
+    let header_v = key.request_header_version(API_VERSIONS_V);
+    let (cid, payload) = slow.encode_request(
+        key,
+        API_VERSIONS_V,
+        header_v,
+        &api_versions_request(),
+        API_VERSIONS_V,
+    );
+    let mut frame = (payload.len() as i32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&payload);
+    let chunks: Vec<&[u8]> = frame.chunks(frame.len().div_ceil(8)).collect();
+    let started = std::time::Instant::now();
+    for chunk in &chunks {
+        std::io::Write::write_all(slow.stream(), chunk).expect("slow frame chunk");
+        std::thread::sleep(IDLE_STEP);
+    }
+    let spread = started.elapsed();
+    assert!(
+        spread > Duration::from_millis(IDLE_MAX_MS),
+        "sent in {spread:?}"
+    );
+    slow.try_receive::<kafka_protocol::messages::ApiVersionsRequest>(API_VERSIONS_V, cid)
+        .expect("a frame sent slowly is answered");
+    // Meanwhile the busy connection said nothing for longer than the limit.
+    busy.expect_closed(CLOSE_WITHIN)
+        .expect("the once busy connection, idle during the slow frame, is closed");
+    say(&format!(
+        "connections.max.idle.ms={IDLE_MAX_MS}: idle closed after {closed_after:?}, \
+         {requests} requests kept one open, a frame spread over {spread:?} answered"
+    ));
+}
+
+/// The broker cap of the fetch test, and the batches it reads.
+const FETCH_MAX_BYTES: usize = 64 * 1024;
+const FETCH_BATCH_BYTES: usize = 10_000;
+const FETCH_PARTITIONS: i32 = 4;
+const FETCH_BATCHES_PER_PARTITION: usize = 4;
+
+#[test]
+fn fetch_answers_hold_at_most_fetch_max_bytes() {
+    let b = Broker::start_with(&[("fetch.max.bytes", &FETCH_MAX_BYTES.to_string())]);
+    let mut c = WireClient::connect(&b.bootstrap());
+    let topic = unique_topic("fetch-max");
+    let req = WireClient::create_topics_request(&topic, FETCH_PARTITIONS, 1, &[], WAIT);
+    assert_eq!(c.request(CREATE_TOPICS_V, &req).topics[0].error_code, NONE);
+    for p in 0..FETCH_PARTITIONS {
+        for _ in 0..FETCH_BATCHES_PER_PARTITION {
+            let r = c.produce(&topic, p, batch_of_size(FETCH_BATCH_BYTES));
+            assert_eq!(r.error_code, NONE, "{r:?}");
+        }
+    }
+    // Every partition at once, each allowed 1 MiB, the whole answer 4 MiB: the broker's cap
+    // applies instead.
+    let mut fetch = WireClient::fetch_request(&topic, 0, 0, 500);
+    let first = fetch.topics[0].partitions[0].clone();
+    fetch.topics[0].partitions = (0..FETCH_PARTITIONS)
+        .map(|p| first.clone().with_partition(p))
+        .collect();
+    let resp = c.request(FETCH_V, &fetch);
+    let sizes: Vec<usize> = resp.responses[0]
+        .partitions
+        .iter()
+        .map(|p| {
+            assert_eq!(p.error_code, NONE, "{p:?}");
+            p.records.as_ref().map_or(0, |r| r.len())
+        })
+        .collect();
+    let total: usize = sizes.iter().sum();
+    assert!(
+        total > 0 && total <= FETCH_MAX_BYTES,
+        "fetch.max.bytes={FETCH_MAX_BYTES}: answered {total} record bytes ({sizes:?})"
+    );
+
+    // A batch larger than the cap still comes back alone, or the consumer would stall.
+    let big = unique_topic("fetch-max-big");
+    create_topic_ok(&mut c, &big, &[]);
+    let r = c.produce(&big, 0, batch_of_size(FETCH_MAX_BYTES * 2));
+    assert_eq!(r.error_code, NONE, "{r:?}");
+    let p = c.fetch(&big, 0, 0);
+    assert_eq!(
+        p.records.as_ref().map_or(0, |r| r.len()),
+        FETCH_MAX_BYTES * 2,
+        "the one oversize batch: {p:?}"
+    );
+    say(&format!(
+        "fetch.max.bytes={FETCH_MAX_BYTES}: {total} bytes of {} stored answered ({sizes:?}); \
+         a {} byte batch answered whole",
+        FETCH_BATCH_BYTES * FETCH_BATCHES_PER_PARTITION * FETCH_PARTITIONS as usize,
+        FETCH_MAX_BYTES * 2
+    ));
+}
+
+const IDLE_CONNECTIONS: usize = 10_000;
+/// Descriptors the test process needs beyond its connections.
+const SPARE_DESCRIPTORS: u64 = 200;
+/// The soft limit the broker is started with: a common default, far below its connections.
+const STARTING_SOFT_LIMIT: u64 = 1_024;
+const IDLE_PRODUCER_RECORDS: usize = 1_000;
+
+fn open_file_limits() -> (u64, u64) {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct it is given.
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) }, 0);
+    (l.rlim_cur, l.rlim_max)
+}
+
+fn set_soft_open_file_limit(soft: u64) {
+    let (_, hard) = open_file_limits();
+    let l = libc::rlimit {
+        rlim_cur: soft,
+        rlim_max: hard,
+    };
+    // SAFETY: setrlimit reads the struct it is given.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &l) }, 0);
+}
+
+/// Sends ApiVersions on every connection, then reads every answer.
+fn every_connection_answers(conns: &mut [WireClient], when: &str) {
+    let cids: Vec<i32> = conns
+        .iter_mut()
+        .enumerate()
+        .map(|(i, c)| {
+            c.try_send(API_VERSIONS_V, &api_versions_request())
+                .unwrap_or_else(|e| panic!("{when}: connection {i}: {e}"))
+        })
+        .collect();
+    for (i, (c, cid)) in conns.iter_mut().zip(cids).enumerate() {
+        c.try_receive::<kafka_protocol::messages::ApiVersionsRequest>(API_VERSIONS_V, cid)
+            .unwrap_or_else(|e| panic!("{when}: connection {i}: {e}"));
+    }
+}
+
+#[test]
+fn ten_thousand_idle_connections_stay_served_while_a_producer_writes() {
+    let (_, hard) = open_file_limits();
+    let needed = IDLE_CONNECTIONS as u64 + SPARE_DESCRIPTORS;
+    assert!(
+        hard >= needed,
+        "the hard limit on open files is {hard}; this test needs {needed} (ulimit -Hn)"
+    );
+    // The broker starts with a low soft limit, as a shell's default gives it, and must raise
+    // its own; this process needs the hard one for its side of the connections.
+    set_soft_open_file_limit(STARTING_SOFT_LIMIT);
+    let b = Broker::start();
+    set_soft_open_file_limit(hard);
+    let pid = b.pid().expect("broker pid");
+    let addr = b.bootstrap();
+    let topic = unique_topic("many-conns");
+    create_topic_ok(&mut WireClient::connect(&addr), &topic, &[]);
+    let rss_before = proc_status_bytes(pid, "VmRSS:");
+
+    let mut conns: Vec<WireClient> = (0..IDLE_CONNECTIONS)
+        .map(|i| {
+            WireClient::try_connect(&addr, IO_TIMEOUT)
+                .unwrap_or_else(|e| panic!("connection {i}: {e}"))
+        })
+        .collect();
+    every_connection_answers(&mut conns, "once connected");
+    let rss_connected = proc_status_bytes(pid, "VmRSS:");
+
+    let producer = rd::producer(&addr, &[("acks", "all"), ("enable.idempotence", "true")]);
+    for i in 0..IDLE_PRODUCER_RECORDS {
+        let value = i.to_string();
+        rd::send(
+            &producer,
+            rd::record(&topic, i, Some(0), None, Some(value.as_bytes())),
+        );
+    }
+    let delivered = rd::flush(&producer, IDLE_PRODUCER_RECORDS, WAIT);
+    rd::assert_all_delivered(&delivered);
+    assert_eq!(
+        log_end(&mut WireClient::connect(&addr), &topic),
+        IDLE_PRODUCER_RECORDS as i64
+    );
+
+    every_connection_answers(&mut conns, "after the producer");
+    let per_connection = rss_connected.saturating_sub(rss_before) / IDLE_CONNECTIONS as u64;
+    say(&format!(
+        "{IDLE_CONNECTIONS} idle connections (broker started with a soft limit of \
+         {STARTING_SOFT_LIMIT}): RSS {} MiB before, {} MiB with them ({} KiB each); \
+         {IDLE_PRODUCER_RECORDS} acks=all records delivered meanwhile",
+        rss_before >> 20,
+        rss_connected >> 20,
+        per_connection >> 10
+    ));
 }

@@ -1,6 +1,7 @@
-//! DescribeConfigs and IncrementalAlterConfigs for topic, broker and group configs, answered
-//! as Kafka 4.4's `ConfigHelper` (describe) and `ConfigurationControlManager` with
-//! `ControllerConfigurationValidator` (alter) do.
+//! DescribeConfigs, IncrementalAlterConfigs and the legacy AlterConfigs for topic, broker and
+//! group configs, answered as Kafka 4.4's `ConfigHelper` (describe), `ConfigAdminManager`
+//! (request checks) and `ConfigurationControlManager` with `ControllerConfigurationValidator`
+//! (alter) do.
 //!
 //! A broker key's value comes from four layers, highest precedence first (Kafka's
 //! `DynamicBrokerConfig`): the per-broker dynamic config (resource name = node id), the
@@ -10,15 +11,18 @@
 
 use std::collections::BTreeMap;
 
+use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse as LegacyAlterConfigsResourceResponse;
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
 };
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{
-    DescribeConfigsRequest, DescribeConfigsResponse, IncrementalAlterConfigsRequest,
-    IncrementalAlterConfigsResponse,
+    AlterConfigsRequest, AlterConfigsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
 };
 use kafka_protocol::ResponseError;
+
+use kafka_protocol::protocol::StrBytes;
 
 use super::{sb, RequestContext};
 use crate::config::{DynamicBrokerConfigs, BROKER_DEFAULTS};
@@ -379,21 +383,21 @@ fn key_type(name: &str) -> Option<ConfigType> {
 /// Applies SET (0), DELETE (1), APPEND (2) and SUBTRACT (3) to a resource's overrides.
 fn apply_ops(
     current: &BTreeMap<String, String>,
-    ops: &[(String, i8, Option<String>)],
+    ops: &[ConfigOp],
 ) -> Result<BTreeMap<String, String>, String> {
     let mut next = current.clone();
     for (name, op, value) in ops {
-        match op {
-            0 => {
+        match *op {
+            OP_SET => {
                 let v = value
                     .clone()
                     .ok_or_else(|| format!("SET of {name} needs a value"))?;
                 next.insert(name.clone(), v);
             }
-            1 => {
+            OP_DELETE => {
                 next.remove(name);
             }
-            2 | 3 => {
+            OP_APPEND | OP_SUBTRACT => {
                 if key_type(name) != Some(ConfigType::List) {
                     return Err(format!(
                         "{name} is not a list; APPEND and SUBTRACT apply to lists only"
@@ -410,7 +414,7 @@ fn apply_ops(
                     })
                     .unwrap_or_default();
                 for item in config_def::list_items(&v) {
-                    if *op == 2 {
+                    if *op == OP_APPEND {
                         if !items.iter().any(|i| i == item) {
                             items.push(item.to_string());
                         }
@@ -428,21 +432,17 @@ fn apply_ops(
 
 /// Whether a broker resource's changes are only the replication throttles that
 /// `kafka-reassign-partitions` sets and clears.
-fn only_replication_throttles(
-    configs: &[kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig],
-) -> bool {
+fn only_replication_throttles(ops: &[ConfigOp]) -> bool {
     use crate::config::REPLICATION_THROTTLE_BROKER_KEYS as KEYS;
-    !configs.is_empty() && configs.iter().all(|c| KEYS.contains(&c.name.as_str()))
+    !ops.is_empty() && ops.iter().all(|(name, _, _)| KEYS.contains(&name.as_str()))
 }
 
 /// Replication throttle rates are validated as Kafka does (a LONG of at least 0) and
 /// accepted; Brook does not throttle replication, so nothing is stored.
-fn accept_replication_throttles(
-    configs: &[kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig],
-) -> Result<(), String> {
-    for c in configs.iter().filter(|c| c.config_operation == 0) {
-        let v = c.value.as_deref().unwrap_or_default();
-        crate::config::validate_throttle_rate(&c.name, v).map_err(|e| e.to_string())?;
+fn accept_replication_throttles(ops: &[ConfigOp]) -> Result<(), String> {
+    for (name, _, value) in ops.iter().filter(|(_, op, _)| *op == OP_SET) {
+        let v = value.as_deref().unwrap_or_default();
+        crate::config::validate_throttle_rate(name, v).map_err(|e| e.to_string())?;
     }
     Ok(())
 }
@@ -465,6 +465,13 @@ fn diff(
 
 type AlterOutcome = Result<(), (i16, String)>;
 
+/// One operation on a config key: its name, IncrementalAlterConfigs' operation code (`OP_*`)
+/// and the value.
+type ConfigOp = (String, i8, Option<String>);
+
+/// One resource's type, name and error (none when it was altered).
+type ResourceAnswer = (i8, StrBytes, Option<(i16, String)>);
+
 fn invalid_config(msg: impl Into<String>) -> (i16, String) {
     (ResponseError::InvalidConfig.code(), msg.into())
 }
@@ -474,13 +481,14 @@ fn invalid_config(msg: impl Into<String>) -> (i16, String) {
 async fn alter_topic(
     broker: &Broker,
     name: &str,
-    ops: &[(String, i8, Option<String>)],
+    ops: &[ConfigOp],
     validate_only: bool,
 ) -> AlterOutcome {
     let Some(topic) = broker.replicas.topic(name) else {
         return Err((
             ResponseError::UnknownTopicOrPartition.code(),
-            format!("topic {name} does not exist"),
+            // QuorumController.ConfigResourceExistenceChecker's message.
+            format!("The topic '{name}' does not exist."),
         ));
     };
     let next = apply_ops(&topic.configs, ops).map_err(invalid_config)?;
@@ -546,7 +554,7 @@ fn validate_broker_changes(
 async fn alter_broker(
     broker: &Broker,
     name: &str,
-    ops: &[(String, i8, Option<String>)],
+    ops: &[ConfigOp],
     validate_only: bool,
 ) -> AlterOutcome {
     let per_broker =
@@ -579,6 +587,113 @@ async fn alter_broker(
     }
 }
 
+/// IncrementalAlterConfigs' operations (Kafka's `AlterConfigOp.OpType`).
+const OP_SET: i8 = 0;
+const OP_DELETE: i8 = 1;
+const OP_APPEND: i8 = 2;
+const OP_SUBTRACT: i8 = 3;
+
+/// Marks every resource that appears more than once in a request (Kafka's
+/// `ConfigAdminManager.preprocess`: each copy is refused, none is applied).
+fn repeated_resources(keys: &[(i8, &str)]) -> Vec<bool> {
+    keys.iter()
+        .map(|k| keys.iter().filter(|o| *o == k).count() > 1)
+        .collect()
+}
+
+/// The checks `ConfigAdminManager.preprocess` makes on one resource's config list before it
+/// goes to the controller: no key twice, and a value for every key that is not deleted.
+fn check_config_list<'a>(
+    names: impl Iterator<Item = &'a str> + Clone,
+    without_value: impl Iterator<Item = &'a str>,
+) -> AlterOutcome {
+    let invalid = |m: String| Err((ResponseError::InvalidRequest.code(), m));
+    let mut seen = std::collections::BTreeSet::new();
+    if !names.clone().all(|n| seen.insert(n)) {
+        return invalid("Error due to duplicate config keys".into());
+    }
+    let nulls: Vec<&str> = without_value.collect();
+    if !nulls.is_empty() {
+        return invalid(format!(
+            "Null value not supported for : {}",
+            nulls.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+/// Applies one resource's operations, whichever API they came from.
+async fn alter_resource(
+    broker: &Broker,
+    resource_type: i8,
+    name: &str,
+    ops: &[ConfigOp],
+    validate_only: bool,
+) -> AlterOutcome {
+    match resource_type {
+        RESOURCE_TOPIC => alter_topic(broker, name, ops, validate_only).await,
+        RESOURCE_BROKER if only_replication_throttles(ops) => {
+            accept_replication_throttles(ops).map_err(invalid_config)
+        }
+        RESOURCE_BROKER => alter_broker(broker, name, ops, validate_only).await,
+        RESOURCE_GROUP => Err(invalid_config(
+            "Brook does not store group config overrides; the broker's group.consumer.* keys apply",
+        )),
+        other => Err((
+            ResponseError::InvalidRequest.code(),
+            format!("Unknown resource type {other}"),
+        )),
+    }
+}
+
+/// One resource's answer, in either API's response type (the two have the same fields).
+macro_rules! resource_response {
+    ($ty:ty, $resource_type:expr, $name:expr, $error:expr) => {{
+        let resp = <$ty>::default()
+            .with_resource_type($resource_type)
+            .with_resource_name($name);
+        match $error {
+            None => resp,
+            Some((code, msg)) => resp.with_error_code(code).with_error_message(Some(sb(msg))),
+        }
+    }};
+}
+
+/// One resource of an alter request after its own checks: its operations, or its error.
+struct Planned {
+    resource_type: i8,
+    name: StrBytes,
+    ops: Result<Vec<ConfigOp>, (i16, String)>,
+}
+
+/// Refuses every resource named twice, then applies the others in request order; each
+/// resource's type, name and error (Kafka's `ConfigAdminManager.preprocess`, then the
+/// controller).
+async fn alter_all(
+    broker: &Broker,
+    planned: Vec<Planned>,
+    validate_only: bool,
+) -> Vec<ResourceAnswer> {
+    let keys: Vec<(i8, &str)> = planned
+        .iter()
+        .map(|p| (p.resource_type, p.name.as_str()))
+        .collect();
+    let repeated = repeated_resources(&keys);
+    let mut out = Vec::with_capacity(planned.len());
+    for (p, repeated) in planned.into_iter().zip(repeated) {
+        let outcome = match p.ops {
+            _ if repeated => Err((
+                ResponseError::InvalidRequest.code(),
+                "Each resource must appear at most once.".into(),
+            )),
+            Err(e) => Err(e),
+            Ok(ops) => alter_resource(broker, p.resource_type, &p.name, &ops, validate_only).await,
+        };
+        out.push((p.resource_type, p.name, outcome.err()));
+    }
+    out
+}
+
 /// Answers IncrementalAlterConfigs for topics and brokers. Group configs are described with
 /// their broker defaults but not stored, so altering them is refused.
 pub async fn handle_incremental_alter_configs(
@@ -586,49 +701,149 @@ pub async fn handle_incremental_alter_configs(
     _ctx: &RequestContext,
     req: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
-    let mut responses = Vec::with_capacity(req.resources.len());
-    for r in req.resources {
-        let name = r.resource_name.to_string();
-        let resp = AlterConfigsResourceResponse::default()
-            .with_resource_type(r.resource_type)
-            .with_resource_name(r.resource_name.clone());
-        if r.resource_type == RESOURCE_BROKER && only_replication_throttles(&r.configs) {
-            responses.push(match accept_replication_throttles(&r.configs) {
-                Ok(()) => resp,
-                Err(msg) => resp
-                    .with_error_code(ResponseError::InvalidConfig.code())
-                    .with_error_message(Some(sb(msg))),
-            });
-            continue;
-        }
-        let ops: Vec<_> = r
-            .configs
-            .iter()
-            .map(|c| {
-                (
-                    c.name.to_string(),
-                    c.config_operation,
-                    c.value.as_ref().map(|v| v.to_string()),
-                )
-            })
-            .collect();
-        let outcome = match r.resource_type {
-            RESOURCE_TOPIC => alter_topic(broker, &name, &ops, req.validate_only).await,
-            RESOURCE_BROKER => alter_broker(broker, &name, &ops, req.validate_only).await,
-            RESOURCE_GROUP => Err(invalid_config(
-                "Brook does not store group config overrides; the broker's group.consumer.* keys apply",
-            )),
-            other => Err((
-                ResponseError::InvalidRequest.code(),
-                format!("Unsupported resource type: {other}"),
-            )),
-        };
-        responses.push(match outcome {
-            Ok(()) => resp,
-            Err((code, msg)) => resp.with_error_code(code).with_error_message(Some(sb(msg))),
-        });
-    }
+    let planned = req
+        .resources
+        .into_iter()
+        .map(|r| {
+            let ops: Vec<_> = r
+                .configs
+                .iter()
+                .map(|c| {
+                    (
+                        c.name.to_string(),
+                        c.config_operation,
+                        c.value.as_ref().map(|v| v.to_string()),
+                    )
+                })
+                .collect();
+            let names = ops.iter().map(|(n, _, _)| n.as_str());
+            let without_value = ops
+                .iter()
+                .filter(|(_, op, v)| *op != OP_DELETE && v.is_none())
+                .map(|(n, _, _)| n.as_str());
+            let checked = check_config_list(names, without_value);
+            Planned {
+                resource_type: r.resource_type,
+                name: r.resource_name,
+                ops: checked.map(|()| ops),
+            }
+        })
+        .collect();
+    let responses = alter_all(broker, planned, req.validate_only)
+        .await
+        .into_iter()
+        .map(|(resource_type, name, error)| {
+            resource_response!(AlterConfigsResourceResponse, resource_type, name, error)
+        })
+        .collect();
     IncrementalAlterConfigsResponse::default().with_responses(responses)
+}
+
+/// The resource's current overrides: a topic's configs, or the dynamic broker configs stored
+/// under the name (a node id, or "" for the cluster default).
+fn current_overrides(broker: &Broker, resource_type: i8, name: &str) -> BTreeMap<String, String> {
+    match resource_type {
+        RESOURCE_TOPIC => broker
+            .replicas
+            .topic(name)
+            .map(|t| t.configs.clone())
+            .unwrap_or_default(),
+        RESOURCE_BROKER => broker
+            .replicas
+            .dynamic_broker_configs()
+            .get(name)
+            .cloned()
+            .unwrap_or_default(),
+        _ => BTreeMap::new(),
+    }
+}
+
+/// The legacy AlterConfigs request's keys are the resource's whole new set of overrides:
+/// each is set, and every current override it leaves out is deleted (Kafka's
+/// `ConfigurationControlManager.legacyAlterConfigResource`).
+fn replace_ops(current: &BTreeMap<String, String>, new: &[(String, String)]) -> Vec<ConfigOp> {
+    let mut ops: Vec<_> = new
+        .iter()
+        .map(|(k, v)| (k.clone(), OP_SET, Some(v.clone())))
+        .collect();
+    for k in current.keys().filter(|k| !new.iter().any(|(n, _)| n == *k)) {
+        ops.push((k.clone(), OP_DELETE, None));
+    }
+    ops
+}
+
+/// Answers the legacy AlterConfigs (API 33, which librdkafka's and kafka-python's
+/// `alter_configs` send): Kafka's `ConfigAdminManager.preprocess(AlterConfigsRequestData)`
+/// checks, then each resource's overrides replaced as a whole through the same validation and
+/// storage as IncrementalAlterConfigs.
+pub async fn handle_alter_configs(
+    broker: &Broker,
+    _ctx: &RequestContext,
+    req: AlterConfigsRequest,
+) -> AlterConfigsResponse {
+    let planned = req
+        .resources
+        .into_iter()
+        .map(|r| {
+            let names = r.configs.iter().map(|c| c.name.as_str());
+            let without_value = r
+                .configs
+                .iter()
+                .filter(|c| c.value.is_none())
+                .map(|c| c.name.as_str());
+            let ops = check_config_list(names, without_value).map(|()| {
+                let new: Vec<(String, String)> = r
+                    .configs
+                    .iter()
+                    .map(|c| {
+                        (
+                            c.name.to_string(),
+                            c.value.as_deref().unwrap_or_default().to_string(),
+                        )
+                    })
+                    .collect();
+                legacy_ops(broker, r.resource_type, &r.resource_name, &new)
+            });
+            Planned {
+                resource_type: r.resource_type,
+                name: r.resource_name,
+                ops,
+            }
+        })
+        .collect();
+    let responses = alter_all(broker, planned, req.validate_only)
+        .await
+        .into_iter()
+        .map(|(resource_type, name, error)| {
+            resource_response!(
+                LegacyAlterConfigsResourceResponse,
+                resource_type,
+                name,
+                error
+            )
+        })
+        .collect();
+    AlterConfigsResponse::default().with_responses(responses)
+}
+
+/// The operations of a legacy AlterConfigs resource: replace its overrides with `new`.
+/// Replication throttles alone are accepted and not stored, so they replace nothing.
+fn legacy_ops(
+    broker: &Broker,
+    resource_type: i8,
+    name: &str,
+    new: &[(String, String)],
+) -> Vec<ConfigOp> {
+    use crate::config::REPLICATION_THROTTLE_BROKER_KEYS as THROTTLES;
+    let only_throttles =
+        !new.is_empty() && new.iter().all(|(k, _)| THROTTLES.contains(&k.as_str()));
+    if resource_type == RESOURCE_BROKER && only_throttles {
+        return new
+            .iter()
+            .map(|(k, v)| (k.clone(), OP_SET, Some(v.clone())))
+            .collect();
+    }
+    replace_ops(&current_overrides(broker, resource_type, name), new)
 }
 
 #[cfg(test)]

@@ -112,12 +112,11 @@ pub async fn handle(
     }
     let max_wait = Duration::from_millis(req.max_wait_ms.clamp(0, FETCH_MAX_WAIT_MS_LIMIT) as u64);
     let deadline = Instant::now() + max_wait;
-    let min_bytes = req.min_bytes.max(0) as usize;
-    let max_bytes = if req.max_bytes <= 0 {
-        i32::MAX as usize
-    } else {
-        req.max_bytes as usize
-    };
+    // The broker's fetch.max.bytes caps what the request asks, for consumers and followers
+    // alike, and min_bytes cannot exceed the cap (Kafka's `KafkaApis.handleFetchRequest`). A
+    // max_bytes of 0 or less still answers the first batch (KIP-74's one-batch minimum below).
+    let max_bytes = (req.max_bytes.max(0) as usize).min(broker.config.fetch_max_bytes);
+    let min_bytes = (req.min_bytes.max(0) as usize).min(max_bytes);
 
     let waiter = Arc::new(Notify::new());
     let mut parked = false;

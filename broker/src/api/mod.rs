@@ -68,6 +68,7 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::OffsetForLeaderEpoch, 2, 4, 2),
     api(ApiKey::DescribeConfigs, 1, 4, 1),
     api(ApiKey::CreatePartitions, 0, 3, 0),
+    api(ApiKey::AlterConfigs, 0, 2, 0),
     api(ApiKey::IncrementalAlterConfigs, 0, 1, 0),
     api(ApiKey::DescribeCluster, 0, 2, 0),
     api(ApiKey::ElectLeaders, 0, 2, 0),
@@ -382,6 +383,11 @@ async fn process(
             broker,
             ctx,
             &configs::handle_describe_configs(broker, ctx, r).await,
+        ),
+        RequestKind::AlterConfigs(r) => respond(
+            broker,
+            ctx,
+            &configs::handle_alter_configs(broker, ctx, r).await,
         ),
         RequestKind::IncrementalAlterConfigs(r) => respond(
             broker,

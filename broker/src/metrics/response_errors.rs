@@ -54,6 +54,7 @@ per_element!(
     DeleteTopicsResponse => responses,
     CreatePartitionsResponse => results,
     DescribeConfigsResponse => results,
+    AlterConfigsResponse => responses,
     IncrementalAlterConfigsResponse => responses,
     ConsumerGroupDescribeResponse => groups,
     DescribeGroupsResponse => groups,

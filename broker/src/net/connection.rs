@@ -4,11 +4,18 @@
 //! while a request is in flight), so answers always leave in request order. Clients still
 //! pipeline: up to five requests wait in the socket buffer while one is handled. The reader
 //! is buffered, so those arrive with few syscalls.
+//!
+//! A connection that reads and writes nothing for `connections.max.idle.ms` is closed, as
+//! Kafka's `Selector` expires idle channels: the clock restarts at every byte read and every
+//! answer written, so a slow but live frame is not cut off.
 
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncWriteExt, BufReader, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
@@ -27,12 +34,25 @@ pub async fn serve(broker: Arc<Broker>, stream: TcpStream, mut shutdown: watch::
     let peer = stream.peer_addr().ok();
     let _ = stream.set_nodelay(true);
     let (r, mut w) = stream.into_split();
-    let mut reader = BufReader::with_capacity(CONNECTION_READ_BUFFER_BYTES, r);
+    let activity = Arc::new(Activity::new());
+    let tracked = Tracked {
+        inner: r,
+        activity: activity.clone(),
+    };
+    let mut reader = BufReader::with_capacity(CONNECTION_READ_BUFFER_BYTES, tracked);
     let max = broker.config.socket_request_max_bytes;
+    let idle = broker
+        .config
+        .connections_max_idle_ms
+        .map(Duration::from_millis);
     loop {
         let frame = tokio::select! {
             f = read_frame(&mut reader, max, &broker.request_memory) => f,
             _ = shutdown.changed() => break,
+            _ = idle_expired(&activity, idle) => {
+                tracing::debug!(?peer, "closing idle connection (connections.max.idle.ms)");
+                break;
+            }
         };
         let Frame { bytes, memory } = match frame {
             Ok(f) => f,
@@ -52,7 +72,10 @@ pub async fn serve(broker: Arc<Broker>, stream: TcpStream, mut shutdown: watch::
         };
         let open = match outcome {
             Outcome::Respond(bytes) => match w.write_all(&bytes).await {
-                Ok(()) => true,
+                Ok(()) => {
+                    activity.touch();
+                    true
+                }
                 Err(e) => {
                     tracing::debug!(?peer, error = %e, "write failed");
                     false
@@ -77,4 +100,63 @@ pub async fn serve(broker: Arc<Broker>, stream: TcpStream, mut shutdown: watch::
         drop(memory);
     }
     let _ = w.shutdown().await;
+}
+
+/// When the connection last moved bytes, in milliseconds since it opened.
+struct Activity {
+    opened: Instant,
+    last_ms: AtomicU64,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Activity {
+            opened: Instant::now(),
+            last_ms: AtomicU64::new(0),
+        }
+    }
+
+    fn touch(&self) {
+        let ms = self.opened.elapsed().as_millis() as u64;
+        self.last_ms.fetch_max(ms, Ordering::Relaxed);
+    }
+
+    fn last(&self) -> Instant {
+        self.opened + Duration::from_millis(self.last_ms.load(Ordering::Relaxed))
+    }
+}
+
+/// The socket's read half, noting each read that brings bytes.
+struct Tracked<R> {
+    inner: R,
+    activity: Arc<Activity>,
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for Tracked<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.activity.touch();
+        }
+        polled
+    }
+}
+
+/// Resolves once the connection has been idle for `idle` (never when `None`).
+async fn idle_expired(activity: &Activity, idle: Option<Duration>) {
+    let Some(idle) = idle else {
+        return std::future::pending().await;
+    };
+    loop {
+        let deadline = activity.last() + idle;
+        if Instant::now() >= deadline {
+            return;
+        }
+        tokio::time::sleep_until(deadline.into()).await;
+    }
 }

@@ -2,7 +2,11 @@
 //! a real `brook cluster` supervisor: a killed follower turns into an `isr_shrink` event from
 //! the partition's leader; a bounded ring drops its oldest events and tells a late reader how
 //! many it lost; the supervisor serves every node's views under its id and merges every
-//! node's stream with its own node events.
+//! node's stream with its own node events. Each other kind is emitted by the part that owns
+//! the fact: `duplicate_batch` and `produce_error` by the partition's log and the produce
+//! handler, `group_rebalance` by the group coordinator, `txn_marker` by the marker writer;
+//! in a cluster `broker_fenced` and `broker_unfenced` by the active controller,
+//! `isr_expand` by the leader and `leader_elected` by the new leader.
 //!
 //! Streams are read over plain HTTP/1.0 on a std `TcpStream` (the server then ends the body
 //! by closing, no chunking), on a thread that hands each event to the test through a channel;
@@ -14,7 +18,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use brook_protocol_tests::batch::{encode_batch, Producer, Rec};
+use brook_protocol_tests::errors::NONE;
 use brook_protocol_tests::process::brook_bin;
+use brook_protocol_tests::rd;
 use brook_protocol_tests::wire::WireClient;
 use brook_protocol_tests::{poll_until_ok, unique_topic, Broker, Cluster};
 use serde_json::{json, Value};
@@ -403,4 +410,219 @@ fn the_supervisor_merges_node_views_and_event_streams() {
         .expect("page");
     assert!(page.contains("<title>Brook live</title>"), "{page}");
     drop(sup);
+}
+
+/// Kafka's OUT_OF_ORDER_SEQUENCE_NUMBER.
+const OUT_OF_ORDER_SEQUENCE_NUMBER: i64 = 45;
+
+/// On one node: a produce retry of an idempotent batch is `duplicate_batch` (with the offsets
+/// it was answered with), a sequence gap is `produce_error` OUT_OF_ORDER_SEQUENCE_NUMBER, a
+/// classic group's join walks `group_rebalance` to Stable, and a librdkafka transaction's
+/// commit is a `txn_marker` on the partition it wrote.
+#[test]
+fn producer_group_and_transaction_events_come_from_their_owners() {
+    let broker = Broker::start_with(&[
+        ("admin.listener", "127.0.0.1:0"),
+        ("group.initial.rebalance.delay.ms", "0"),
+        ("offsets.topic.num.partitions", "1"),
+        ("transaction.state.log.num.partitions", "1"),
+    ]);
+    let events = subscribe(&broker.admin_address(), "");
+    let mut c = WireClient::connect(&broker.bootstrap());
+    let topic = unique_topic("ev-kinds");
+    c.ensure_topic(&topic);
+
+    let (id, epoch) = c.init_producer_id();
+    let first = Producer {
+        id,
+        epoch,
+        base_sequence: 0,
+    };
+    let records = [Rec::kv("a", "1", 1_000), Rec::kv("b", "2", 1_000)];
+    let batch = encode_batch(first, &records);
+    assert_eq!(c.produce(&topic, 0, batch.clone()).error_code, NONE);
+    let retry = c.produce(&topic, 0, batch);
+    assert_eq!(
+        (retry.error_code, retry.base_offset),
+        (NONE, 0),
+        "{retry:?}"
+    );
+    let e = events.await_event("duplicate_batch", CALL, |e| e["type"] == "duplicate_batch");
+    assert_eq!(
+        (
+            &e["topic"],
+            &e["partition"],
+            &e["producer_id"],
+            &e["producer_epoch"]
+        ),
+        (&json!(topic), &json!(0), &json!(id), &json!(epoch)),
+        "{e}"
+    );
+    assert_eq!(
+        (
+            &e["first_sequence"],
+            &e["last_sequence"],
+            &e["first_offset"]
+        ),
+        (&json!(0), &json!(1), &json!(0)),
+        "{e}"
+    );
+
+    let gap = Producer {
+        base_sequence: 10,
+        ..first
+    };
+    let refused = c.produce(&topic, 0, encode_batch(gap, &records));
+    assert_eq!(
+        refused.error_code as i64, OUT_OF_ORDER_SEQUENCE_NUMBER,
+        "{refused:?}"
+    );
+    let e = events.await_event("produce_error", CALL, |e| e["type"] == "produce_error");
+    assert_eq!(
+        (&e["error"], &e["error_code"], &e["topic"]),
+        (
+            &json!("OUT_OF_ORDER_SEQUENCE_NUMBER"),
+            &json!(OUT_OF_ORDER_SEQUENCE_NUMBER),
+            &json!(topic)
+        ),
+        "{e}"
+    );
+
+    let group = unique_topic("ev-group");
+    let consumer = rd::group_consumer(&broker.bootstrap(), &group, &[]);
+    rdkafka::consumer::Consumer::subscribe(&consumer, &[topic.as_str()]).expect("subscribe");
+    let mut phases = Vec::new();
+    let deadline = Instant::now() + SETTLE;
+    let stable = loop {
+        // Polling drives librdkafka's join; the events say where the group is.
+        let _ = consumer.poll(Duration::from_millis(100));
+        match events.rx.try_recv() {
+            Ok(ev)
+                if ev.data["type"] == "group_rebalance"
+                    && ev.data["group_id"] == group.as_str() =>
+            {
+                phases.push(ev.data["phase"].as_str().unwrap_or_default().to_string());
+                if ev.data["phase"] == "Stable" {
+                    break ev.data;
+                }
+            }
+            Ok(_) | Err(mpsc::TryRecvError::Empty) => {}
+            Err(e) => panic!("event stream ended: {e}"),
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no Stable within {SETTLE:?}: {phases:?}"
+        );
+    };
+    assert_eq!(
+        phases.first().map(String::as_str),
+        Some("PreparingRebalance"),
+        "{phases:?}"
+    );
+    assert!(
+        phases.iter().any(|p| p == "CompletingRebalance"),
+        "{phases:?}"
+    );
+    assert_eq!(
+        (
+            &stable["protocol"],
+            &stable["generation"],
+            &stable["members"]
+        ),
+        (&json!("classic"), &json!(1), &json!(1)),
+        "{stable}"
+    );
+    drop(consumer);
+
+    let txn = rd::producer(
+        &broker.bootstrap(),
+        &[("transactional.id", &unique_topic("ev-txn"))],
+    );
+    use rdkafka::producer::Producer as _;
+    txn.init_transactions(CALL).expect("init_transactions");
+    txn.begin_transaction().expect("begin_transaction");
+    rd::send(
+        &txn,
+        rd::record(&topic, 0, Some(0), None, Some(b"in a transaction")),
+    );
+    txn.commit_transaction(CALL).expect("commit_transaction");
+    let e = events.await_event("txn_marker", CALL, |e| {
+        e["type"] == "txn_marker" && e["topic"] == topic.as_str()
+    });
+    assert_eq!(
+        (&e["partition"], &e["committed"]),
+        (&json!(0), &json!(true)),
+        "{e}"
+    );
+    // The marker follows the idempotent batch's two records and the transaction's one.
+    assert_eq!(e["offset"], json!(3), "{e}");
+}
+
+/// In a 3-node cluster: a killed follower (not the controller) is `broker_fenced` on the
+/// active controller's stream and `broker_unfenced` once back; the leader reports the
+/// `isr_expand` that re-admits it; and when the leader is killed, the new leader reports
+/// `leader_elected` at a higher leader epoch, naming the leader it followed.
+#[test]
+fn fencing_isr_expansion_and_election_come_from_their_owners() {
+    let mut cluster = Cluster::start(3, &[]);
+    let topic = unique_topic("ev-owners");
+    cluster.create_topic(&topic, 1, 3, &[]);
+    let mut streams: std::collections::BTreeMap<i32, EventStream> = cluster
+        .ids()
+        .into_iter()
+        .map(|id| (id, subscribe(&cluster.admin_address(id), "")))
+        .collect();
+    let before = cluster.partition_state(&topic, 0);
+    let leader = before.leader;
+    let controller = cluster.await_controller(None, SETTLE);
+    let victim = cluster
+        .ids()
+        .into_iter()
+        .find(|id| *id != leader && *id != controller)
+        .expect("a follower that is not the controller");
+
+    cluster.kill(victim);
+    let fenced = streams[&controller].await_event("broker_fenced", SETTLE, |e| {
+        e["type"] == "broker_fenced" && e["broker"] == victim
+    });
+    assert_eq!(fenced["node"], controller, "{fenced}");
+    cluster.start_node(victim);
+    // The killed process's stream ended with it; the new run has its own.
+    streams.insert(victim, subscribe(&cluster.admin_address(victim), ""));
+    let unfenced = streams[&controller].await_event("broker_unfenced", SETTLE, |e| {
+        e["type"] == "broker_unfenced" && e["broker"] == victim
+    });
+    assert!(
+        unfenced["broker_epoch"].as_u64() > fenced["broker_epoch"].as_u64(),
+        "a new registration: {fenced} then {unfenced}"
+    );
+    let expand =
+        streams[&leader].await_event("isr_expand re-admitting the follower", SETTLE, |e| {
+            e["type"] == "isr_expand"
+                && e["topic"] == topic.as_str()
+                && ints(&e["added"]) == [victim as i64]
+        });
+    assert_eq!(expand["node"], leader, "{expand}");
+    assert_eq!(ints(&expand["isr"]).len(), 3, "{expand}");
+
+    cluster.kill(leader);
+    let after = cluster.await_leader_other_than(&topic, 0, leader, SETTLE);
+    let elected = streams[&after.leader].await_event("leader_elected", SETTLE, |e| {
+        e["type"] == "leader_elected" && e["topic"] == topic.as_str() && e["partition"] == 0
+    });
+    assert_eq!(
+        (&elected["leader"], &elected["previous_leader"]),
+        (&json!(after.leader), &json!(leader)),
+        "{elected}"
+    );
+    assert!(
+        elected["leader_epoch"].as_i64() > Some(before.leader_epoch as i64),
+        "epoch {} before: {elected}",
+        before.leader_epoch
+    );
+    assert_eq!(
+        elected["leader_epoch"],
+        json!(after.leader_epoch),
+        "{elected}"
+    );
 }

@@ -131,7 +131,7 @@ pub async fn handle_join_group(
             req.session_timeout_ms
         },
         client_id: ctx.client_id.clone().unwrap_or_default(),
-        client_host: String::new(),
+        client_host: ctx.client_host(),
         require_known_member_id: ctx.api_version >= 4,
     };
     let r = match broker.groups.join_group(&req.group_id, params) {
@@ -273,7 +273,7 @@ pub async fn handle_consumer_group_heartbeat(
                 .collect()
         }),
         client_id: ctx.client_id.clone().unwrap_or_default(),
-        client_host: String::new(),
+        client_host: ctx.client_host(),
     };
     match broker.groups.consumer_heartbeat(&req.group_id, params) {
         Ok(r) => ConsumerGroupHeartbeatResponse::default()

@@ -128,6 +128,19 @@ pub struct RequestContext {
     pub api_version: i16,
     pub correlation_id: i32,
     pub client_id: Option<String>,
+    /// The connection's peer address (Kafka's `RequestContext.clientAddress`).
+    pub client_address: Option<std::net::IpAddr>,
+}
+
+impl RequestContext {
+    /// The client host groups record for a member: the address as Java's
+    /// `InetAddress.toString` prints one without a host name (`/127.0.0.1`), what Kafka's
+    /// group coordinators store and DescribeGroups and ConsumerGroupDescribe answer.
+    pub fn client_host(&self) -> String {
+        self.client_address
+            .map(|ip| format!("/{ip}"))
+            .unwrap_or_default()
+    }
 }
 
 /// Turns a `String` into the codec's string type.
@@ -214,6 +227,7 @@ fn request_facts(broker: &Broker, ctx: &RequestContext, req: &RequestKind) -> Re
 pub async fn handle_frame(
     broker: &Broker,
     frame: Bytes,
+    client_address: Option<std::net::IpAddr>,
 ) -> Result<(RequestContext, Outcome), CodecError> {
     let prefix = peek_prefix(&frame);
     let key =
@@ -225,6 +239,7 @@ pub async fn handle_frame(
         api_version: version,
         correlation_id: prefix.correlation_id,
         client_id: None,
+        client_address,
     };
     if version < row.decode_min || version > row.max {
         if key == ApiKey::ApiVersions {

@@ -63,7 +63,7 @@ pub async fn serve(broker: Arc<Broker>, stream: TcpStream, mut shutdown: watch::
             }
         };
         let started = Instant::now();
-        let (ctx, outcome) = match handle_frame(&broker, bytes).await {
+        let (ctx, outcome) = match handle_frame(&broker, bytes, peer.map(|a| a.ip())).await {
             Ok(handled) => handled,
             Err(e) => {
                 tracing::info!(?peer, error = %e, "closing connection");

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
+import java.io.OutputStream;
 import java.io.UncheckedIOException;
 import java.nio.file.Paths;
 import java.util.ArrayList;
@@ -17,7 +18,10 @@ import java.util.concurrent.TimeUnit;
  * Runs one of Kafka 4.4's command-line tools (a main class of {@code kafka-tools}, as its
  * {@code kafka-*.sh} script runs it) in a child JVM on the test classpath, against a bootstrap
  * address. One runner for every tool test, so each test states only the tool's arguments and
- * what it must print.
+ * what it must print. The class is named relative to {@code org.apache.kafka.tools}
+ * ({@code "GetOffsetShell"}, {@code "consumer.ConsoleConsumer"}); a null bootstrap runs a tool
+ * that takes none ({@code DumpLogSegments}); the tool's standard input gets the bytes given (none:
+ * closed at once, so a tool reading it sees end of input).
  */
 final class KafkaTool {
     /** How long one tool run may take before the test fails. */
@@ -29,7 +33,12 @@ final class KafkaTool {
 
     /** Runs {@code mainClass --bootstrap-server bootstrap args...}; asserts exit status 0. */
     static Run tool(String mainClass, String bootstrap, String... args) throws Exception {
-        Run r = run(mainClass, bootstrap, args);
+        return tool(mainClass, bootstrap, new byte[0], args);
+    }
+
+    /** As {@link #tool(String, String, String...)}, with {@code stdin} written to the tool's standard input. */
+    static Run tool(String mainClass, String bootstrap, byte[] stdin, String... args) throws Exception {
+        Run r = run(mainClass, bootstrap, stdin, args);
         assertEquals(0, r.exit(), mainClass + " " + String.join(" ", args) + "\nstdout:\n" + r.out()
             + "\nstderr:\n" + r.err());
         return r;
@@ -40,19 +49,36 @@ final class KafkaTool {
      * bounded by {@link #TOOL_RUN_MS_MAX}.
      */
     static Run run(String mainClass, String bootstrap, String... args) throws Exception {
+        return run(mainClass, bootstrap, new byte[0], args);
+    }
+
+    /**
+     * Runs {@code org.apache.kafka.tools.<mainClass> [--bootstrap-server bootstrap] args...} with {@code stdin} on
+     * its standard input, then end of input; bounded by {@link #TOOL_RUN_MS_MAX}.
+     */
+    static Run run(String mainClass, String bootstrap, byte[] stdin, String... args) throws Exception {
         List<String> cmd = new ArrayList<>();
         cmd.add(Paths.get(System.getProperty("java.home"), "bin", "java").toString());
         cmd.add("-cp");
         // Surefire's forked JVM names its whole test classpath here (java.class.path may be a manifest-only jar).
         cmd.add(System.getProperty("surefire.test.class.path", System.getProperty("java.class.path")));
         cmd.add("org.apache.kafka.tools." + mainClass);
-        cmd.add("--bootstrap-server");
-        cmd.add(bootstrap);
+        if (bootstrap != null) {
+            cmd.add("--bootstrap-server");
+            cmd.add(bootstrap);
+        }
         cmd.addAll(List.of(args));
-        String what = mainClass + " --bootstrap-server " + bootstrap + " " + String.join(" ", args);
+        String what = mainClass + (bootstrap == null ? "" : " --bootstrap-server " + bootstrap) + " "
+            + String.join(" ", args);
         Process p = new ProcessBuilder(cmd).start();
         CompletableFuture<String> out = drain(p.getInputStream());
         CompletableFuture<String> err = drain(p.getErrorStream());
+        // Both outputs are drained already, so the tool cannot block on them while this writes.
+        try (OutputStream in = p.getOutputStream()) {
+            in.write(stdin);
+        } catch (IOException e) {
+            // The tool exited without reading all of it: its exit status and output tell why.
+        }
         if (!p.waitFor(TOOL_RUN_MS_MAX, TimeUnit.MILLISECONDS)) {
             p.destroyForcibly();
             throw new AssertionError(what + " did not finish in " + TOOL_RUN_MS_MAX + " ms");

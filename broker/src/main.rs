@@ -157,9 +157,10 @@ enum FaultCommand {
         /// For delay.
         #[arg(long)]
         delay_ms: Option<u64>,
-        /// For error: the Kafka error code to answer.
+        /// For error: the Kafka error to answer, by name (NOT_ENOUGH_REPLICAS, any case) or
+        /// by code (19).
         #[arg(long)]
-        error: Option<i16>,
+        error: Option<String>,
         /// For delay and close: before or after processing.
         #[arg(long)]
         when: Option<String>,
@@ -328,6 +329,14 @@ fn fault(command: FaultCommand) -> ExitCode {
                 Some("link") => Some(RuleKind::Link),
                 Some(other) => {
                     eprintln!("brook: --kind must be request, crash or link, not {other:?}");
+                    return ExitCode::from(2);
+                }
+            };
+            let error = match error.as_deref().map(parse_error) {
+                None => None,
+                Some(Ok(code)) => Some(code),
+                Some(Err(e)) => {
+                    eprintln!("brook: {e}");
                     return ExitCode::from(2);
                 }
             };
@@ -523,6 +532,16 @@ fn dump_log(path: &std::path::Path, transaction_log_decoder: bool) -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+/// `--error`: a Kafka error name (any case) or a numeric code.
+fn parse_error(v: &str) -> Result<i16, String> {
+    v.parse::<i16>()
+        .ok()
+        .or_else(|| brook::metrics::error_code_by_name(v))
+        .ok_or_else(|| {
+            format!("--error {v:?} is neither a Kafka error name (NOT_ENOUGH_REPLICAS) nor a code")
+        })
 }
 
 /// Writes one line to stdout. A closed pipe (`brook fault list | head`) is not an error

@@ -90,7 +90,8 @@ async fn run_frame(broker: Arc<Broker>, frame: FuzzFrame) -> End {
         let Ok(f) = read_frame(&mut &wire[..], max, &broker.request_memory).await else {
             return End::Framing;
         };
-        match handle_frame(&broker, f.bytes).await {
+        let client = Some(std::net::IpAddr::from([127, 0, 0, 1]));
+        match handle_frame(&broker, f.bytes, client).await {
             Ok((_, Outcome::Respond(_))) => End::Answered,
             Ok((_, Outcome::NoResponse)) => End::NoAnswer,
             Ok((_, Outcome::Close(_))) | Err(_) => End::Closed,

@@ -276,6 +276,7 @@ pub async fn handle_frame(
         Some(FaultAction::Error {
             error_code,
             delay_ms,
+            ..
         }) => {
             if let Some(ms) = delay_ms {
                 if !broker

@@ -67,6 +67,8 @@ pub enum FaultAction {
     /// requests pipelined behind this one are already in flight when the error arrives).
     Error {
         error_code: i16,
+        /// Kafka's name of the code (`NOT_ENOUGH_REPLICAS`), for `brook fault list` and logs.
+        error: String,
         delay_ms: Option<u64>,
     },
     /// Close the connection.
@@ -411,12 +413,16 @@ impl FaultRule {
                 }
                 FaultAction::Delay { delay_ms, when }
             }
-            "error" => FaultAction::Error {
-                error_code: spec
+            "error" => {
+                let error_code = spec
                     .error_code
-                    .ok_or_else(|| FaultError::Invalid("error needs error_code".into()))?,
-                delay_ms: spec.delay_ms,
-            },
+                    .ok_or_else(|| FaultError::Invalid("error needs error_code".into()))?;
+                FaultAction::Error {
+                    error_code,
+                    error: crate::metrics::error_name(error_code),
+                    delay_ms: spec.delay_ms,
+                }
+            }
             "close" => FaultAction::Close { when },
             other => return Err(FaultError::UnknownAction(other.into())),
         };

@@ -180,6 +180,19 @@ pub fn error_name(code: i16) -> String {
     out
 }
 
+/// Above every code Kafka 4.4 defines (its last is in the 130s): the search bound of
+/// [`error_code_by_name`].
+const ERROR_CODE_MAX: i16 = 256;
+
+/// The code of Kafka's error `name`, any case (`NOT_ENOUGH_REPLICAS`, `not_leader_or_follower`):
+/// the inverse of [`error_name`] over the codes `ResponseError` knows.
+pub fn error_code_by_name(name: &str) -> Option<i16> {
+    (-1..=ERROR_CODE_MAX).find(|&code| {
+        let n = error_name(code);
+        n != "UNKNOWN" && n.eq_ignore_ascii_case(name)
+    })
+}
+
 /// Keeps a gauge raised while it lives (a connection, a parked request).
 pub struct GaugeGuard(Gauge);
 
@@ -537,6 +550,16 @@ mod tests {
             .collect();
         v.sort_unstable();
         v
+    }
+
+    #[test]
+    fn error_names_map_back_to_their_codes() {
+        assert_eq!(error_code_by_name("NOT_ENOUGH_REPLICAS"), Some(19));
+        assert_eq!(error_code_by_name("not_leader_or_follower"), Some(6));
+        assert_eq!(error_code_by_name("UNKNOWN_SERVER_ERROR"), Some(-1));
+        assert_eq!(error_code_by_name("NONE"), Some(0));
+        assert_eq!(error_code_by_name("NO_SUCH_ERROR"), None);
+        assert_eq!(error_code_by_name("UNKNOWN"), None);
     }
 
     #[test]

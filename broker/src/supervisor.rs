@@ -1183,8 +1183,12 @@ async fn supervise(args: ClusterArgs) -> ExitCode {
 
     let app = router(sup.clone());
     let mut stop = stop_rx.clone();
+    let events = sup.events.clone();
     let server = axum::serve(listener, app).with_graceful_shutdown(async move {
         let _ = stop.wait_for(|s| *s).await;
+        // An open event stream (the live page in a browser tab) would otherwise hold the
+        // graceful shutdown, and so the nodes, forever; the nodes' admin listeners do the same.
+        events.close();
     });
     if let Err(e) = server.await {
         tracing::error!(error = %e, "supervisor listener failed");

@@ -252,6 +252,9 @@ struct Supervised {
 
 impl Drop for Supervised {
     fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(Some(_))) {
+            return;
+        }
         // SAFETY: kill(2) with our own child's pid; no memory is involved.
         unsafe {
             libc::kill(self.child.id() as i32, libc::SIGTERM);
@@ -409,7 +412,60 @@ fn the_supervisor_merges_node_views_and_event_streams() {
         .read_to_string(&mut page)
         .expect("page");
     assert!(page.contains("<title>Brook live</title>"), "{page}");
-    drop(sup);
+
+    // Ctrl-C with a reader still on the merged stream (the live page left open): the stream
+    // ends, the nodes stop and the supervisor exits. Its graceful shutdown used to wait for
+    // the stream forever.
+    let pids = node_pids(&sup);
+    let mut sup = sup;
+    // SAFETY: kill(2) with our own child's pid; no memory is involved.
+    unsafe {
+        libc::kill(sup.child.id() as i32, libc::SIGTERM);
+    }
+    loop {
+        match events.rx.recv_timeout(STOP_WAIT) {
+            Ok(_) => continue,
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                panic!("the event stream still open {STOP_WAIT:?} after SIGTERM")
+            }
+        }
+    }
+    let stopped = poll_until_ok("brook cluster exits after SIGTERM", STOP_WAIT, || {
+        sup.child
+            .try_wait()
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| "still running".to_string())
+    });
+    assert!(stopped.success(), "brook cluster exit: {stopped:?}");
+    for pid in pids {
+        // SAFETY: signal 0 only checks whether the process exists.
+        let alive = unsafe { libc::kill(pid, 0) } == 0;
+        assert!(!alive, "node pid {pid} outlived its supervisor");
+    }
+}
+
+/// How long `brook cluster` may take to stop its nodes and exit after SIGTERM.
+const STOP_WAIT: Duration = Duration::from_secs(45);
+
+/// The node pids `brook cluster` printed after its READY line (`  node N: pid P, ...`).
+fn node_pids(sup: &Supervised) -> Vec<i32> {
+    let mut pids = Vec::new();
+    while pids.len() < 3 {
+        let line = sup
+            .lines
+            .recv_timeout(CALL)
+            .unwrap_or_else(|e| panic!("node lines after CLUSTER READY: {e}"));
+        if let Some(rest) = line.trim_start().strip_prefix("node ") {
+            let pid = rest
+                .split_once("pid ")
+                .and_then(|(_, p)| p.split(',').next())
+                .and_then(|p| p.parse().ok())
+                .unwrap_or_else(|| panic!("no pid in {line:?}"));
+            pids.push(pid);
+        }
+    }
+    pids
 }
 
 /// Kafka's OUT_OF_ORDER_SEQUENCE_NUMBER.

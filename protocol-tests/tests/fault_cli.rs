@@ -47,10 +47,7 @@ fn fault_errors_are_named_as_kafka_names_them() {
     let list = run_brook(&["fault", "list", "--admin", &admin], CLI);
     assert!(list.status.success(), "brook fault list: {list:?}");
     let rules: serde_json::Value = serde_json::from_str(&list.stdout).expect("rules as JSON");
-    assert_eq!(
-        rules[0]["error"], "NOT_ENOUGH_REPLICAS",
-        "{rules}"
-    );
+    assert_eq!(rules[0]["error"], "NOT_ENOUGH_REPLICAS", "{rules}");
     assert_eq!(rules[0]["error_code"], 19, "{rules}");
 
     // A code works as before; a name Kafka does not have is refused with exit status 2.
@@ -61,8 +58,5 @@ fn fault_errors_are_named_as_kafka_names_them() {
     let list = run_brook(&["fault", "list", "--admin", &admin], CLI);
     let rules: serde_json::Value = serde_json::from_str(&list.stdout).expect("rules as JSON");
     assert_eq!(rules.as_array().map(Vec::len), Some(2), "{rules}");
-    assert_eq!(
-        rules[1]["error"], "NOT_LEADER_OR_FOLLOWER",
-        "{rules}"
-    );
+    assert_eq!(rules[1]["error"], "NOT_LEADER_OR_FOLLOWER", "{rules}");
 }

@@ -183,7 +183,9 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("BROOK_LOG")
-                .unwrap_or_else(|_| "info".into()),
+                // The Raft library logs every vote and append at INFO; the controller logs
+                // quorum leader changes itself (controller::quorum_leader_log_task).
+                .unwrap_or_else(|_| "info,openraft=warn".into()),
         )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

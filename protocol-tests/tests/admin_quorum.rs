@@ -149,6 +149,25 @@ fn describe_quorum_from_every_node_and_after_leader_kill() {
         |v| v.leader != before.leader && v.epoch > before.epoch && v.voters == before.voters,
     );
     println!("[admin-quorum] after killing {}: {after:?}", before.leader);
+    // Each survivor's log says who leads the quorum now, in one line of Brook's own; the Raft
+    // library's per-vote and per-append INFO lines are not there.
+    for id in &survivors {
+        let want = format!("leader={} term={}", after.leader, after.epoch);
+        poll_until_ok(
+            "the new quorum leader in the node's log",
+            REPLICATE_WAIT,
+            || {
+                let lines = c.log_lines(*id, "metadata quorum leader");
+                lines
+                    .iter()
+                    .any(|l| l.contains(&want))
+                    .then_some(())
+                    .ok_or_else(|| format!("node {id}: no {want:?} in {lines:#?}"))
+            },
+        );
+        let raft_info = c.log_lines(*id, "INFO openraft");
+        assert!(raft_info.is_empty(), "node {id}: {raft_info:#?}");
+    }
     // The new leader has never heard from the dead voter in its term (Kafka's fresh LeaderState).
     let r = describe_quorum(&c.address(after.leader)).unwrap();
     let dead = r.topics[0].partitions[0]

@@ -422,6 +422,7 @@ impl Controller {
             }
         })];
         tasks.push(tokio::spawn(liveness_task(inner.clone())));
+        tasks.push(tokio::spawn(quorum_leader_log_task(inner.clone())));
         if inner.config.broker_endpoint.is_some() {
             tasks.push(tokio::spawn(broker_lifecycle_task(inner.clone())));
         }
@@ -984,6 +985,32 @@ fn leader_changes(image: &ClusterImage, records: &[MetadataRecord]) -> u64 {
 /// timeout, within bounds, so a dead broker is fenced at most 25% late.
 fn liveness_check_interval(session_timeout_ms: u64) -> Duration {
     Duration::from_millis((session_timeout_ms / 4).clamp(10, 1000))
+}
+
+/// Logs each change of the metadata quorum's leader or term, one line each (Kafka's
+/// `KafkaRaftClient` logs its state transitions at INFO): the Raft library's own per-vote
+/// and per-append lines are kept at WARN by default, so a node's log reads as the cluster's
+/// story rather than the library's internals.
+async fn quorum_leader_log_task(inner: Arc<Inner>) {
+    let mut metrics = inner.raft.metrics();
+    let mut seen = None;
+    loop {
+        let now = {
+            let m = metrics.borrow_and_update();
+            (m.current_leader, m.current_term)
+        };
+        if seen != Some(now) {
+            let (leader, term) = now;
+            match leader {
+                Some(leader) => tracing::info!(leader, term, "metadata quorum leader"),
+                None => tracing::info!(term, "metadata quorum has no leader"),
+            }
+            seen = Some(now);
+        }
+        if metrics.changed().await.is_err() {
+            return;
+        }
+    }
 }
 
 /// Runs on every node; acts only while the node is the active controller.

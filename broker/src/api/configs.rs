@@ -596,9 +596,12 @@ const OP_SUBTRACT: i8 = 3;
 /// Marks every resource that appears more than once in a request (Kafka's
 /// `ConfigAdminManager.preprocess`: each copy is refused, none is applied).
 fn repeated_resources(keys: &[(i8, &str)]) -> Vec<bool> {
-    keys.iter()
-        .map(|k| keys.iter().filter(|o| *o == k).count() > 1)
-        .collect()
+    // Counted once: a request may name very many resources.
+    let mut counts: BTreeMap<(i8, &str), usize> = BTreeMap::new();
+    for k in keys {
+        *counts.entry(*k).or_default() += 1;
+    }
+    keys.iter().map(|k| counts[k] > 1).collect()
 }
 
 /// The checks `ConfigAdminManager.preprocess` makes on one resource's config list before it
@@ -759,17 +762,20 @@ fn current_overrides(broker: &Broker, resource_type: i8, name: &str) -> BTreeMap
 }
 
 /// The legacy AlterConfigs request's keys are the resource's whole new set of overrides:
-/// each is set, and every current override it leaves out is deleted (Kafka's
-/// `ConfigurationControlManager.legacyAlterConfigResource`).
-fn replace_ops(current: &BTreeMap<String, String>, new: &[(String, String)]) -> Vec<ConfigOp> {
-    let mut ops: Vec<_> = new
-        .iter()
-        .map(|(k, v)| (k.clone(), OP_SET, Some(v.clone())))
-        .collect();
-    for k in current.keys().filter(|k| !new.iter().any(|(n, _)| n == *k)) {
-        ops.push((k.clone(), OP_DELETE, None));
-    }
-    ops
+/// each changed one is set, and every current override it leaves out is deleted (Kafka's
+/// `ConfigurationControlManager.legacyAlterConfigResource`, which also rewrites unchanged
+/// broker keys to make brokers reload them; Brook applies the image directly).
+fn replace_ops(
+    current: &BTreeMap<String, String>,
+    new: &BTreeMap<String, String>,
+) -> Vec<ConfigOp> {
+    diff(current, new)
+        .into_iter()
+        .map(|(k, v)| match v {
+            Some(v) => (k, OP_SET, Some(v)),
+            None => (k, OP_DELETE, None),
+        })
+        .collect()
 }
 
 /// Answers the legacy AlterConfigs (API 33, which librdkafka's and kafka-python's
@@ -792,7 +798,8 @@ pub async fn handle_alter_configs(
                 .filter(|c| c.value.is_none())
                 .map(|c| c.name.as_str());
             let ops = check_config_list(names, without_value).map(|()| {
-                let new: Vec<(String, String)> = r
+                // No key twice and every value present: checked just above.
+                let new: BTreeMap<String, String> = r
                     .configs
                     .iter()
                     .map(|c| {
@@ -802,7 +809,7 @@ pub async fn handle_alter_configs(
                         )
                     })
                     .collect();
-                legacy_ops(broker, r.resource_type, &r.resource_name, &new)
+                legacy_ops(broker, r.resource_type, &r.resource_name, new)
             });
             Planned {
                 resource_type: r.resource_type,
@@ -832,18 +839,16 @@ fn legacy_ops(
     broker: &Broker,
     resource_type: i8,
     name: &str,
-    new: &[(String, String)],
+    new: BTreeMap<String, String>,
 ) -> Vec<ConfigOp> {
-    use crate::config::REPLICATION_THROTTLE_BROKER_KEYS as THROTTLES;
-    let only_throttles =
-        !new.is_empty() && new.iter().all(|(k, _)| THROTTLES.contains(&k.as_str()));
-    if resource_type == RESOURCE_BROKER && only_throttles {
-        return new
-            .iter()
-            .map(|(k, v)| (k.clone(), OP_SET, Some(v.clone())))
-            .collect();
+    let sets: Vec<ConfigOp> = new
+        .iter()
+        .map(|(k, v)| (k.clone(), OP_SET, Some(v.clone())))
+        .collect();
+    if resource_type == RESOURCE_BROKER && only_replication_throttles(&sets) {
+        return sets;
     }
-    replace_ops(&current_overrides(broker, resource_type, name), new)
+    replace_ops(&current_overrides(broker, resource_type, name), &new)
 }
 
 #[cfg(test)]

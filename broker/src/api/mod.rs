@@ -135,7 +135,8 @@ pub struct RequestContext {
 impl RequestContext {
     /// The client host groups record for a member: the address as Java's
     /// `InetAddress.toString` prints one without a host name (`/127.0.0.1`), what Kafka's
-    /// group coordinators store and DescribeGroups and ConsumerGroupDescribe answer.
+    /// `GroupMetadataManager` stores (`context.clientAddress.toString()`) for classic and
+    /// consumer-protocol members, and DescribeGroups and ConsumerGroupDescribe answer.
     pub fn client_host(&self) -> String {
         self.client_address
             .map(|ip| format!("/{ip}"))

@@ -988,7 +988,7 @@ fn liveness_check_interval(session_timeout_ms: u64) -> Duration {
 }
 
 /// Logs each change of the metadata quorum's leader or term, one line each (Kafka's
-/// `KafkaRaftClient` logs its state transitions at INFO): the Raft library's own per-vote
+/// `QuorumState.transitionTo` logs "Completed transition to ..." at INFO): the Raft library's own per-vote
 /// and per-append lines are kept at WARN by default, so a node's log reads as the cluster's
 /// story rather than the library's internals.
 async fn quorum_leader_log_task(inner: Arc<Inner>) {

@@ -1,5 +1,6 @@
 //! `GET /metrics` on the admin listener: exact counts against real `brook` processes, and
-//! a strict parse of the Prometheus text format (version 0.0.4) on every scrape.
+//! a strict parse of the Prometheus text format (version 0.0.4) on every scrape, which one
+//! test checks against the official Python client's parser.
 //!
 //! Single node: N Produce requests raise the Produce request counter by exactly N and the
 //! topic's bytes-in by exactly the batch bytes sent; an error answer raises the error
@@ -552,6 +553,94 @@ fn groups_are_reported_by_type_and_state() {
 }
 
 // -------------------------------------------------------------------------------- cluster
+
+/// What the official Python client's parser (`prometheus_client.parser`, run by
+/// `scripts/prometheus_parse.py`) reads from `text`: each family's type, and every sample.
+fn parse_with_prometheus_client(
+    text: &str,
+) -> (BTreeMap<String, String>, BTreeMap<SeriesKey, f64>) {
+    use std::process::{Command, Stdio};
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/prometheus_parse.py");
+    let mut child = Command::new("python3")
+        .arg(script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3 (scripts/test installs prometheus_client)");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("write the scrape to the parser");
+    let out = child.wait_with_output().expect("parser output");
+    assert!(
+        out.status.success(),
+        "prometheus_client refused the scrape: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let families: serde_json::Value = serde_json::from_slice(&out.stdout).expect("parser JSON");
+    let (mut types, mut samples) = (BTreeMap::new(), BTreeMap::new());
+    for f in families.as_array().expect("a list of families") {
+        // The client names a counter family without `_total`; its samples keep it.
+        let name = f["name"].as_str().expect("family name").to_string();
+        let kind = f["type"].as_str().expect("family type").to_string();
+        let declared = if kind == "counter" {
+            format!("{name}_total")
+        } else {
+            name
+        };
+        types.insert(declared, kind);
+        for s in f["samples"].as_array().expect("samples") {
+            let mut labels: Labels = s[1]
+                .as_object()
+                .expect("labels")
+                .iter()
+                .map(|(k, v)| (k.clone(), v.as_str().expect("label value").to_string()))
+                .collect();
+            labels.sort();
+            let value = s[2].as_f64().expect("sample value");
+            samples.insert(
+                (s[0].as_str().expect("sample name").to_string(), labels),
+                value,
+            );
+        }
+    }
+    (types, samples)
+}
+
+/// Every family kind on the page (counters, gauges, labelled families, histograms) has a
+/// sample, and the official Python client's parser reads the same families, types and
+/// samples as this file's strict parser.
+#[test]
+fn a_real_prometheus_parser_reads_the_scrape_as_we_do() {
+    let (broker, admin, mut c, topic) = broker_with_topic("metrics-promparse");
+    let batch = encode_batch(Producer::NONE, &[Rec::kv("k", "v", 1_000)]);
+    assert_eq!(c.produce(&topic, 0, batch.clone()).error_code, errors::NONE);
+    assert_eq!(
+        c.produce(&unique_topic("metrics-promparse-missing"), 0, batch)
+            .error_code,
+        errors::UNKNOWN_TOPIC_OR_PARTITION
+    );
+    let ours = await_scrape(&admin, "the produce counted", |s| {
+        s.value("brook_requests_total", &PRODUCE) >= 2.0
+    });
+    let (types, samples) = parse_with_prometheus_client(&ours.text);
+    assert_eq!(types, ours.types, "family types");
+    assert_eq!(samples, ours.samples, "samples");
+    for kind in ["counter", "gauge", "histogram"] {
+        assert!(
+            types.values().any(|t| t == kind),
+            "no {kind} family:\n{}",
+            ours.text
+        );
+    }
+    assert!(samples
+        .keys()
+        .any(|(n, _)| n == "brook_request_duration_seconds_bucket"));
+    drop(broker);
+}
 
 #[test]
 fn fault_rules_and_their_firings_are_counted_by_kind() {

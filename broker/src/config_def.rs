@@ -40,6 +40,23 @@ impl ConfigType {
         }
     }
 
+    /// The type a Kafka name (`ConfigDef.Type`'s) stands for.
+    pub fn from_kafka_name(name: &str) -> Option<ConfigType> {
+        [
+            ConfigType::Boolean,
+            ConfigType::String,
+            ConfigType::Int,
+            ConfigType::Short,
+            ConfigType::Long,
+            ConfigType::Double,
+            ConfigType::List,
+            ConfigType::Class,
+            ConfigType::Password,
+        ]
+        .into_iter()
+        .find(|t| t.kafka_name() == name)
+    }
+
     /// The name Kafka's parse errors use ("Not a number of type LONG").
     fn kafka_name(self) -> &'static str {
         match self {
@@ -652,6 +669,7 @@ const BROKER_KEYS: &[BrokerConfigKey] = &[
 /// Brook's own keys, which Kafka does not define: accepted in server.properties and not
 /// listed by DescribeConfigs.
 pub const BROOK_ONLY_BROKER_KEYS: &[&str] = &[
+    "admin.event.buffer.len.max",
     "admin.listener",
     "cluster.id",
     "leader.imbalance.per.broker.percentage",
@@ -667,8 +685,26 @@ fn synonym_is_dynamic(name: &str) -> bool {
 }
 
 /// The definition of broker key `name`: its own entry, or the one derived from the topic key
-/// it is a synonym of (the topic key's type, except the hour/minute forms, which are INT).
+/// it is a synonym of (the topic key's type, except the hour/minute forms, which are INT), or
+/// else Kafka's declaration of a key Brook does not act on.
 pub fn broker_key(name: &str) -> Option<BrokerConfigKey> {
+    brook_broker_key(name).or_else(|| {
+        kafka_broker_key(name).map(|k| BrokerConfigKey {
+            name: k.name,
+            ty: k.ty,
+            validator: Validator::None,
+            dynamic: k.dynamic,
+            doc: NOT_ACTED_ON_DOC,
+        })
+    })
+}
+
+/// The documentation DescribeConfigs gives a Kafka broker key Brook does not act on.
+pub const NOT_ACTED_ON_DOC: &str =
+    "A Kafka broker key that Brook accepts and describes with Kafka's default but does not act on.";
+
+/// A broker key Brook defines itself or through a topic key.
+fn brook_broker_key(name: &str) -> Option<BrokerConfigKey> {
     if let Some(k) = BROKER_KEYS.iter().find(|k| k.name == name) {
         return Some(*k);
     }
@@ -679,6 +715,55 @@ pub fn broker_key(name: &str) -> Option<BrokerConfigKey> {
         validator: topic.validator,
         dynamic: synonym_is_dynamic(name),
         doc: topic.doc,
+    })
+}
+
+/// One broker key as Kafka 4.4's `KafkaConfig` declares it (`kafka_broker_keys.tsv`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KafkaBrokerKey {
+    pub name: &'static str,
+    pub ty: ConfigType,
+    /// `None` for a null default or a required key (`process.roles`, `node.id`).
+    pub default: Option<&'static str>,
+    /// In `DynamicBrokerConfig.ALL_DYNAMIC_CONFIGS`.
+    pub dynamic: bool,
+}
+
+/// Kafka 4.4's broker keys (non-internal), generated from the reference jars by
+/// `scripts/gen-kafka-broker-keys`. Compiled in; parsed once.
+const KAFKA_BROKER_KEYS_TSV: &str = include_str!("kafka_broker_keys.tsv");
+
+/// Every broker key Kafka 4.4 declares, by name.
+pub fn kafka_broker_keys() -> &'static [KafkaBrokerKey] {
+    static KEYS: std::sync::LazyLock<Vec<KafkaBrokerKey>> = std::sync::LazyLock::new(|| {
+        KAFKA_BROKER_KEYS_TSV
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .map(|l| {
+                parse_kafka_broker_key(l)
+                    .unwrap_or_else(|| panic!("kafka_broker_keys.tsv: bad row {l:?}"))
+            })
+            .collect()
+    });
+    &KEYS
+}
+
+/// Kafka 4.4's declaration of broker key `name`.
+pub fn kafka_broker_key(name: &str) -> Option<&'static KafkaBrokerKey> {
+    let keys = kafka_broker_keys();
+    keys.binary_search_by(|k| k.name.cmp(name))
+        .ok()
+        .map(|i| &keys[i])
+}
+
+fn parse_kafka_broker_key(row: &'static str) -> Option<KafkaBrokerKey> {
+    let mut f = row.split('\t');
+    let (name, ty, default, dynamic) = (f.next()?, f.next()?, f.next()?, f.next()?);
+    Some(KafkaBrokerKey {
+        name,
+        ty: ConfigType::from_kafka_name(ty)?,
+        default: (!matches!(default, "<null>" | "<none>")).then_some(default),
+        dynamic: dynamic.parse().ok()?,
     })
 }
 
@@ -894,6 +979,67 @@ fn java_number(n: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kafkas_broker_keys_are_read_sorted_and_whole() {
+        let keys = kafka_broker_keys();
+        assert!(keys.len() >= 340, "{} keys", keys.len());
+        assert!(
+            keys.windows(2).all(|w| w[0].name < w[1].name),
+            "sorted by name"
+        );
+        let fetchers = kafka_broker_key("num.replica.fetchers").unwrap();
+        assert_eq!(
+            (fetchers.ty, fetchers.default, fetchers.dynamic),
+            (ConfigType::Int, Some("1"), true)
+        );
+        assert_eq!(kafka_broker_key("process.roles").unwrap().default, None);
+        assert!(kafka_broker_key("min.insync.replica").is_none());
+    }
+
+    /// Brook's own definitions of Kafka keys say what Kafka's say: type and dynamic flag.
+    #[test]
+    fn brooks_broker_keys_agree_with_kafkas_declarations() {
+        let names = BROKER_KEYS.iter().map(|k| k.name).chain(
+            TOPIC_CONFIGS
+                .iter()
+                .flat_map(|t| t.synonyms.iter().copied()),
+        );
+        let mut checked = 0;
+        for name in names {
+            let brook = brook_broker_key(name).unwrap();
+            let Some(kafka) = kafka_broker_key(name) else {
+                panic!("{name}: not a Kafka 4.4 broker key");
+            };
+            assert_eq!(
+                (brook.ty, brook.dynamic),
+                (kafka.ty, kafka.dynamic),
+                "{name}: Brook's (type, dynamic) against Kafka's"
+            );
+            checked += 1;
+        }
+        assert!(checked > 90, "{checked} keys checked");
+    }
+
+    /// Brook's defaults are Kafka's, except where Brook's own start-up needs another value.
+    /// An empty string stands for a null default (and for Kafka's empty `controller.quorum.voters`).
+    #[test]
+    fn brooks_broker_defaults_are_kafkas() {
+        const OWN: &[&str] = &["node.id", "listeners", "log.dirs", "log.dir"];
+        for (name, brook) in crate::config::BROKER_DEFAULTS {
+            if OWN.contains(name) || BROOK_ONLY_BROKER_KEYS.contains(name) {
+                continue;
+            }
+            let Some(kafka) = kafka_broker_key(name) else {
+                panic!("{name}: not a Kafka 4.4 broker key (or add it to BROOK_ONLY_BROKER_KEYS)");
+            };
+            assert_eq!(
+                Some(*brook).filter(|v| !v.is_empty()),
+                kafka.default.filter(|v| !v.is_empty()),
+                "{name}: Brook's default against Kafka's"
+            );
+        }
+    }
 
     fn topic(name: &str, value: &str) -> Result<(), String> {
         let k = topic_key(name).unwrap();

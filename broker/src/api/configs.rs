@@ -108,12 +108,7 @@ impl<'a> BrokerLayers<'a> {
                 .then(|| config.values.get(k).cloned())
                 .flatten()
         };
-        let default_value = |k: &str| {
-            BROKER_DEFAULTS
-                .iter()
-                .find(|(d, v)| *d == k && !v.is_empty())
-                .map(|(_, v)| v.to_string())
-        };
+        let default_value = |k: &str| broker_default(k).map(str::to_string);
         let mut out = Vec::new();
         for source in [
             Source::DynamicBroker,
@@ -140,6 +135,27 @@ impl<'a> BrokerLayers<'a> {
         let first = out.iter().position(|s| s.name == name).unwrap_or(out.len());
         out.split_off(first)
     }
+}
+
+/// A broker key's default: Brook's (`BROKER_DEFAULTS`, equal to Kafka's for the keys Brook
+/// acts on), else Kafka 4.4's declared default. `None` for a null default.
+fn broker_default(name: &str) -> Option<&'static str> {
+    match BROKER_DEFAULTS.iter().find(|(d, _)| *d == name) {
+        Some((_, v)) => Some(*v).filter(|v| !v.is_empty()),
+        None => config_def::kafka_broker_key(name).and_then(|k| k.default),
+    }
+}
+
+/// The broker keys DescribeConfigs lists for a broker: every key Kafka 4.4 declares and those
+/// Brook defines (its own keys, `BROOK_ONLY_BROKER_KEYS`, are not listed), sorted by name.
+fn described_broker_keys() -> Vec<String> {
+    let brook = BROKER_DEFAULTS.iter().map(|(k, _)| *k);
+    let kafka = config_def::kafka_broker_keys().iter().map(|k| k.name);
+    let names: std::collections::BTreeSet<&str> = brook
+        .chain(kafka)
+        .filter(|k| !config_def::BROOK_ONLY_BROKER_KEYS.contains(k))
+        .collect();
+    names.into_iter().map(str::to_string).collect()
 }
 
 /// Every topic config Kafka 4.4 lists, with its effective value for a topic with these
@@ -189,11 +205,7 @@ fn broker_config_entries(
 ) -> Vec<ConfigEntry> {
     let layers = BrokerLayers::new(broker, dynamic);
     let names: Vec<String> = if per_broker {
-        BROKER_DEFAULTS
-            .iter()
-            .map(|(k, _)| k.to_string())
-            .filter(|k| !config_def::BROOK_ONLY_BROKER_KEYS.contains(&k.as_str()))
-            .collect()
+        described_broker_keys()
     } else {
         layers.cluster_default.keys().cloned().collect()
     };
@@ -211,8 +223,10 @@ fn broker_config_entries(
                     .config
                     .values
                     .get(&name)
+                    .map(String::as_str)
+                    .or_else(|| broker_default(&name))
                     .filter(|v| !v.is_empty())
-                    .cloned(),
+                    .map(str::to_string),
             };
             Some(ConfigEntry {
                 value: value.map(|v| config_def::canonical(key.ty, &v)),
@@ -272,13 +286,16 @@ fn to_result(
     include_synonyms: bool,
     include_documentation: bool,
 ) -> DescribeConfigsResourceResult {
+    let sensitive = e.ty.is_sensitive();
     let synonyms = if include_synonyms {
         e.synonyms
             .into_iter()
             .map(|s| {
+                // Kafka's `ConfigHelper.configSynonyms` hides a sensitive key's values in
+                // every layer, as the entry's own.
                 DescribeConfigsSynonym::default()
                     .with_name(sb(s.name))
-                    .with_value(s.value.map(sb))
+                    .with_value(s.value.filter(|_| !sensitive).map(sb))
                     .with_source(config_source(s.source))
             })
             .collect()
@@ -288,10 +305,10 @@ fn to_result(
     DescribeConfigsResourceResult::default()
         .with_config_type(e.ty.code())
         .with_name(sb(e.name))
-        .with_value(e.value.filter(|_| !e.ty.is_sensitive()).map(sb))
+        .with_value(e.value.filter(|_| !sensitive).map(sb))
         .with_config_source(config_source(e.source))
         .with_read_only(e.read_only)
-        .with_is_sensitive(e.ty.is_sensitive())
+        .with_is_sensitive(sensitive)
         .with_documentation(include_documentation.then(|| sb(e.doc)))
         .with_synonyms(synonyms)
 }

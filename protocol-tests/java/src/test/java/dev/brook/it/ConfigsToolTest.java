@@ -53,6 +53,14 @@ class ConfigsToolTest {
         assertEquals("log.retention.hours=24 sensitive=false synonyms={STATIC_BROKER_CONFIG:log.retention.hours=24, "
             + "DEFAULT_CONFIG:log.retention.hours=168}", line(out, "log.retention.hours"));
         assertEquals("log.retention.ms=null sensitive=false synonyms={}", line(out, "log.retention.ms"));
+        // Every broker key Kafka 4.4 declares is listed, those Brook does not act on with Kafka's default.
+        assertEquals("background.threads=10 sensitive=false synonyms={DEFAULT_CONFIG:background.threads=10}",
+            line(out, "background.threads"));
+        assertEquals("num.replica.fetchers=1 sensitive=false synonyms={DEFAULT_CONFIG:num.replica.fetchers=1}",
+            line(out, "num.replica.fetchers"));
+        assertEquals("ssl.keystore.password=null sensitive=true synonyms={}", line(out, "ssl.keystore.password"));
+        long listed = out.lines().filter(l -> l.contains(" sensitive=")).count();
+        assertTrue(listed >= 340, listed + " keys listed:\n" + out);
     }
 
     @Test

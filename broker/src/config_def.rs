@@ -823,30 +823,202 @@ pub struct GroupConfigKey {
     pub name: &'static str,
     pub ty: ConfigType,
     pub validator: Validator,
-    pub broker_synonym: &'static str,
+    /// The broker key that supplies the default (`GroupConfig.brokerSynonym`), if any.
+    pub broker_synonym: Option<&'static str>,
+    /// The group key's own default, for keys without a broker synonym.
+    pub default: &'static str,
     pub doc: &'static str,
 }
 
-/// The KIP-848 consumer-group keys Brook's group coordinator applies (`GroupConfig`'s
-/// `consumer.*` keys whose broker default Brook has; share and streams groups are not
-/// served).
-pub const GROUP_CONFIGS: &[GroupConfigKey] = &[
-    GroupConfigKey {
-        name: "consumer.session.timeout.ms",
-        ty: ConfigType::Int,
-        validator: Validator::AtLeast(1),
-        broker_synonym: "group.consumer.session.timeout.ms",
-        doc: "Session timeout of this group's members, within the broker's min and max.",
-    },
-    GroupConfigKey {
-        name: "consumer.heartbeat.interval.ms",
-        ty: ConfigType::Int,
-        validator: Validator::AtLeast(1),
-        broker_synonym: "group.consumer.heartbeat.interval.ms",
-        doc: "Heartbeat interval of this group's members, within the broker's min and max.",
-    },
-];
+/// Documentation of the share and streams group keys: Brook serves neither kind of group.
+const NOT_SERVED_GROUP_DOC: &str =
+    "A Kafka share or streams group key; Brook serves no such groups and describes it with Kafka's default.";
 
+macro_rules! group_key {
+    ($name:expr, $ty:ident, $validator:expr, $synonym:expr, $default:expr, $doc:expr) => {
+        GroupConfigKey {
+            name: $name,
+            ty: ConfigType::$ty,
+            validator: $validator,
+            broker_synonym: $synonym,
+            default: $default,
+            doc: $doc,
+        }
+    };
+}
+
+/// Kafka 4.4's group keys (`GroupConfig`, without its internal ones), in name order. Brook's
+/// group coordinator reads the `consumer.*` ones through their broker synonyms.
+pub const GROUP_CONFIGS: &[GroupConfigKey] = &[
+    group_key!(
+        "consumer.assignment.interval.ms",
+        Int,
+        Validator::AtLeast(0),
+        Some("group.consumer.assignment.interval.ms"),
+        "",
+        "Minimum time between two target assignments of this consumer group."
+    ),
+    group_key!(
+        "consumer.heartbeat.interval.ms",
+        Int,
+        Validator::AtLeast(1),
+        Some("group.consumer.heartbeat.interval.ms"),
+        "",
+        "Heartbeat interval of this group's members, within the broker's min and max."
+    ),
+    group_key!(
+        "consumer.session.timeout.ms",
+        Int,
+        Validator::AtLeast(1),
+        Some("group.consumer.session.timeout.ms"),
+        "",
+        "Session timeout of this group's members, within the broker's min and max."
+    ),
+    group_key!(
+        "errors.deadletterqueue.copy.record.enable",
+        Boolean,
+        Validator::None,
+        None,
+        "false",
+        "Whether a dead-letter record of this group copies the original record."
+    ),
+    group_key!(
+        "errors.deadletterqueue.topic.name",
+        String,
+        Validator::None,
+        None,
+        "",
+        "The dead-letter topic of this group, empty for none."
+    ),
+    group_key!(
+        "share.assignment.interval.ms",
+        Int,
+        Validator::AtLeast(0),
+        Some("group.share.assignment.interval.ms"),
+        "",
+        NOT_SERVED_GROUP_DOC
+    ),
+    group_key!(
+        "share.auto.offset.reset",
+        String,
+        Validator::None,
+        None,
+        "latest",
+        NOT_SERVED_GROUP_DOC
+    ),
+    group_key!(
+        "share.delivery.count.limit",
+        Int,
+        Validator::AtLeast(2),
+        Some("group.share.delivery.count.limit"),
+        "",
+        NOT_SERVED_GROUP_DOC
+    ),
+    group_key!(
+        "share.heartbeat.interval.ms",
+        Int,
+        Validator::AtLeast(1),
+        Some("group.share.heartbeat.interval.ms"),
+        "",
+        NOT_SERVED_GROUP_DOC
+    ),
+    group_key!(
+        "share.isolation.level",
+        String,
+        Validator::OneOf(&["read_committed", "read_uncommitted"]),
+        None,
+        "read_uncommitted",
+        NOT_SERVED_GROUP_DOC
+    ),
+    group_key!(
+        "share.partition.max.record.locks",
+        Int,
+        Validator::AtLeast(100),
+        Some("group.share.partition.max.record.locks"),
+        "",
+        NOT_SERVED_GROUP_DOC
+    ),
+    group_key!(
+        "share.record.lock.duration.ms",
+        Int,
+        Validator::AtLeast(1000),
+        Some("group.share.record.lock.duration.ms"),
+        "",
+        NOT_SERVED_GROUP_DOC
+    ),
+    group_key!(
+        "share.renew.acknowledge.enable",
+        Boolean,
+        Validator::None,
+        None,
+        "true",
+        NOT_SERVED_GROUP_DOC
+    ),
+    group_key!(
+        "share.session.timeout.ms",
+        Int,
+        Validator::AtLeast(1),
+        Some("group.share.session.timeout.ms"),
+        "",
+        NOT_SERVED_GROUP_DOC
+    ),
+    group_key!(
+        "streams.assignment.interval.ms",
+        Int,
+        Validator::AtLeast(0),
+        Some("group.streams.assignment.interval.ms"),
+        "",
+        NOT_SERVED_GROUP_DOC
+    ),
+    group_key!(
+        "streams.assignor.name",
+        String,
+        Validator::None,
+        Some("group.streams.assignors"),
+        "",
+        NOT_SERVED_GROUP_DOC
+    ),
+    group_key!(
+        "streams.heartbeat.interval.ms",
+        Int,
+        Validator::AtLeast(1),
+        Some("group.streams.heartbeat.interval.ms"),
+        "",
+        NOT_SERVED_GROUP_DOC
+    ),
+    group_key!(
+        "streams.initial.rebalance.delay.ms",
+        Int,
+        Validator::AtLeast(0),
+        Some("group.streams.initial.rebalance.delay.ms"),
+        "",
+        NOT_SERVED_GROUP_DOC
+    ),
+    group_key!(
+        "streams.num.standby.replicas",
+        Int,
+        Validator::AtLeast(0),
+        Some("group.streams.num.standby.replicas"),
+        "",
+        NOT_SERVED_GROUP_DOC
+    ),
+    group_key!(
+        "streams.rack.aware.assignment.tags",
+        List,
+        Validator::None,
+        Some("group.streams.rack.aware.assignment.tags"),
+        "",
+        NOT_SERVED_GROUP_DOC
+    ),
+    group_key!(
+        "streams.session.timeout.ms",
+        Int,
+        Validator::AtLeast(1),
+        Some("group.streams.session.timeout.ms"),
+        "",
+        NOT_SERVED_GROUP_DOC
+    ),
+];
 /// Checks `value` against a key's type and validator, answering Kafka's `ConfigException`
 /// message on failure: `Invalid value V for configuration K: REASON`, where V is the value,
 /// the offending item of a `ValidList`, or the parsed list of a throttled-replica list.

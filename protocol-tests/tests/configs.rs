@@ -427,13 +427,20 @@ fn group_configs_are_described_with_broker_defaults() {
     let configs = describe(&mut c, GROUP, "g1").unwrap();
     let session = entry(&configs, "consumer.session.timeout.ms");
     assert_eq!(session.value.as_deref(), Some("50000"));
+    assert_eq!(session.config_source, STATIC_BROKER);
     assert_eq!(
         synonyms(&session),
         [
-            syn("consumer.session.timeout.ms", "50000", DEFAULT),
             syn("group.consumer.session.timeout.ms", "50000", STATIC_BROKER),
             syn("group.consumer.session.timeout.ms", "45000", DEFAULT)
         ]
+    );
+    // Every group key Kafka 4.4 declares, share and streams ones with Kafka's defaults.
+    assert_eq!(configs.len(), 21);
+    let isolation = entry(&configs, "share.isolation.level");
+    assert_eq!(
+        synonyms(&isolation),
+        [syn("share.isolation.level", "read_uncommitted", DEFAULT)]
     );
     let e = describe(&mut c, GROUP, "").unwrap_err();
     assert_eq!(e.0, ResponseError::InvalidRequest.code());

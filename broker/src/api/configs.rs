@@ -138,11 +138,14 @@ impl<'a> BrokerLayers<'a> {
 }
 
 /// A broker key's default: Brook's (`BROKER_DEFAULTS`, equal to Kafka's for the keys Brook
-/// acts on), else Kafka 4.4's declared default. `None` for a null default.
+/// acts on), else Kafka 4.4's declared default. `None` for a null default; an empty value in
+/// `BROKER_DEFAULTS` is Kafka's default (null, or an empty list such as
+/// `controller.quorum.voters`).
 fn broker_default(name: &str) -> Option<&'static str> {
+    let kafka = || config_def::kafka_broker_key(name).and_then(|k| k.default);
     match BROKER_DEFAULTS.iter().find(|(d, _)| *d == name) {
-        Some((_, v)) => Some(*v).filter(|v| !v.is_empty()),
-        None => config_def::kafka_broker_key(name).and_then(|k| k.default),
+        Some((_, v)) if !v.is_empty() => Some(*v),
+        _ => kafka(),
     }
 }
 
@@ -242,7 +245,8 @@ fn broker_config_entries(
 }
 
 /// The group configs with their values for a group with these overrides (Kafka's
-/// `ConfigHelper.createGroupConfigEntry`: the group's own entry, then the broker layers).
+/// `ConfigHelper.createGroupConfigEntry`): an override first, then the broker layers of the
+/// key's broker synonym, or the group key's own default when it has none.
 fn group_config_entries(
     broker: &Broker,
     dynamic: &DynamicBrokerConfigs,
@@ -252,26 +256,26 @@ fn group_config_entries(
     config_def::GROUP_CONFIGS
         .iter()
         .map(|key| {
-            let broker_layers = layers.synonyms(key.broker_synonym, &[key.broker_synonym]);
-            let value = overrides
-                .get(key.name)
-                .cloned()
-                .or_else(|| broker_layers.first().and_then(|s| s.value.clone()));
-            let own = Synonym {
-                name: key.name.to_string(),
-                value: value.clone(),
-                source: if overrides.contains_key(key.name) {
-                    Source::GroupOverride
-                } else {
-                    Source::Default
-                },
-            };
-            let mut synonyms = vec![own];
-            synonyms.extend(broker_layers);
+            let mut synonyms = Vec::new();
+            if let Some(v) = overrides.get(key.name) {
+                synonyms.push(Synonym {
+                    name: key.name.to_string(),
+                    value: Some(v.clone()),
+                    source: Source::GroupOverride,
+                });
+            }
+            match key.broker_synonym {
+                Some(b) => synonyms.extend(layers.synonyms(b, &[b])),
+                None => synonyms.push(Synonym {
+                    name: key.name.to_string(),
+                    value: Some(key.default.to_string()),
+                    source: Source::Default,
+                }),
+            }
             ConfigEntry {
                 name: key.name.to_string(),
-                value,
-                source: synonyms[0].source,
+                value: synonyms.first().and_then(|s| s.value.clone()),
+                source: synonyms.first().map_or(Source::Default, |s| s.source),
                 ty: key.ty,
                 read_only: false,
                 synonyms,

@@ -703,6 +703,12 @@ pub fn broker_key(name: &str) -> Option<BrokerConfigKey> {
 pub const NOT_ACTED_ON_DOC: &str =
     "A Kafka broker key that Brook accepts and describes with Kafka's default but does not act on.";
 
+/// Whether Brook acts on broker key `name` at all (its own definition, or a topic key's
+/// synonym); the other Kafka keys are only accepted and described.
+pub fn brook_acts_on(name: &str) -> bool {
+    brook_broker_key(name).is_some()
+}
+
 /// A broker key Brook defines itself or through a topic key.
 fn brook_broker_key(name: &str) -> Option<BrokerConfigKey> {
     if let Some(k) = BROKER_KEYS.iter().find(|k| k.name == name) {

@@ -556,6 +556,11 @@ fn validate_broker_changes(
             )));
         }
     }
+    if let Some(k) = set().find(|k| !config_def::brook_acts_on(k)) {
+        return Err(invalid_config(format!(
+            "Brook does not act on {k}; it is accepted and described only"
+        )));
+    }
     if let Some(k) = set().find(|k| !config_def::dynamic_key_applied(k)) {
         return Err(invalid_config(format!(
             "Brook does not apply {k} at run time; set it in server.properties"
@@ -915,5 +920,16 @@ mod tests {
         assert!(validate_broker_changes(true, &set("log.retention.ms", "1000")).is_ok());
         assert!(validate_broker_changes(true, &set("max.connections", "5")).is_err());
         assert_eq!(e.0, ResponseError::InvalidConfig.code());
+        // Dynamic in Kafka, not acted on by Brook: refused as such, not as a static key.
+        let e = validate_broker_changes(true, &set("background.threads", "4")).unwrap_err();
+        assert_eq!(
+            e.1,
+            "Brook does not act on background.threads; it is accepted and described only"
+        );
+        let e = validate_broker_changes(true, &set("no.such.key", "4")).unwrap_err();
+        assert_eq!(
+            e.1,
+            "Cannot update these configs dynamically: [no.such.key]"
+        );
     }
 }

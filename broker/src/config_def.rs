@@ -368,6 +368,41 @@ const BROKER_KEYS: &[BrokerConfigKey] = &[
         "flush.ms default when log.flush.interval.ms is not set."
     ),
     broker_key!(
+        "log.cleaner.enable",
+        Boolean,
+        Validator::None,
+        STATIC,
+        "Whether logs with cleanup.policy=compact are cleaned."
+    ),
+    broker_key!(
+        "log.cleaner.threads",
+        Int,
+        Validator::AtLeast(0),
+        STATIC,
+        "Number of log cleaner threads."
+    ),
+    broker_key!(
+        "log.cleaner.backoff.ms",
+        Long,
+        Validator::AtLeast(0),
+        STATIC,
+        "How long a cleaner thread sleeps when no log is due for cleaning."
+    ),
+    broker_key!(
+        "log.cleaner.dedupe.buffer.size",
+        Long,
+        Validator::None,
+        STATIC,
+        "Memory for the cleaners' offset maps, over all cleaner threads."
+    ),
+    broker_key!(
+        "offsets.topic.segment.bytes",
+        Int,
+        Validator::AtLeast(1),
+        STATIC,
+        "segment.bytes of __consumer_offsets, kept small for faster compaction."
+    ),
+    broker_key!(
         "log.retention.check.interval.ms",
         Long,
         Validator::AtLeast(1),

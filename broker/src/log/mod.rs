@@ -11,7 +11,7 @@
 //! ([`loader::LogCheckpoints`]).
 //!
 //! Modules: [`batch`] (the v2 batch view and produce validation), [`checkpoint`] (offset
-//! checkpoint files), [`index`] and [`time_index`]
+//! checkpoint files), [`cleaner`] (log compaction), [`index`] and [`time_index`]
 //! (sparse indexes), [`segment`], [`producer_state`] (idempotence), [`loader`] (open and
 //! crash recovery) and [`unified_log`] (the per-partition log the broker calls).
 //!

@@ -198,6 +198,8 @@ fn a_crash_mid_clean_leaves_a_whole_log_after_restart() {
         alter_topic_config(&mut c, &topic, "min.cleanable.dirty.ratio", "0.5");
         let status = b.await_exit(WAIT);
         assert!(status.is_some(), "no crash at {point}:\n{}", b.log_tail(30));
+        // Restarted without the cleaner, the log is what recovery made of the crash.
+        b.set_override("log.cleaner.enable", "false");
         b.start_again();
         let dir = b.data_dir().join(format!("{topic}-0"));
         let left: Vec<String> = std::fs::read_dir(&dir)
@@ -213,6 +215,14 @@ fn a_crash_mid_clean_leaves_a_whole_log_after_restart() {
             recs.len()
         ));
         assert_latest_per_key(&recs, &latest);
+        let dense = recs.last().map_or(0, |r| r.0 + 1) == recs.len() as i64;
+        match point {
+            "cleaner-after-cleaned" => assert!(dense, "the old segments stay whole"),
+            _ => assert!(
+                !dense,
+                "the .swap took the place of the segments it cleaned"
+            ),
+        }
     }
 }
 

@@ -40,6 +40,9 @@ pub struct LogCleaner {
     faults: Arc<FaultEngine>,
     /// Partitions a thread is cleaning (Kafka's `inProgress`).
     in_progress: Mutex<HashSet<(String, i32)>>,
+    /// Partitions whose clean panicked: skipped until restart (Kafka's uncleanable
+    /// partitions), so that one bad log does not stop the thread cleaning the others.
+    uncleanable: Mutex<HashSet<(String, i32)>>,
     /// The first dirty offset per partition, as in `cleaner-offset-checkpoint`.
     checkpoints: Mutex<OffsetMap>,
     stop: AtomicBool,
@@ -71,6 +74,7 @@ impl LogCleaner {
             replicas,
             faults,
             in_progress: Mutex::new(HashSet::new()),
+            uncleanable: Mutex::new(HashSet::new()),
             checkpoints: Mutex::new(checkpoints),
             stop: AtomicBool::new(false),
             wake: (Mutex::new(()), Condvar::new()),
@@ -140,11 +144,17 @@ impl LogCleaner {
             return false;
         };
         let key = (picked.partition.topic.clone(), picked.partition.index);
-        let result = self.clean_log(cleaner, &picked, now);
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.clean_log(cleaner, &picked, now)
+        }));
         match result {
-            Ok(outcome) => self.done_cleaning(&picked, &outcome),
-            Err(e) => {
+            Ok(Ok(outcome)) => self.done_cleaning(&picked, &outcome),
+            Ok(Err(e)) => {
                 tracing::warn!(topic = %key.0, partition = key.1, error = %e, "log cleaning failed")
+            }
+            Err(_) => {
+                tracing::error!(topic = %key.0, partition = key.1, "log cleaning panicked; the partition is no longer cleaned");
+                self.uncleanable.lock().insert(key.clone());
             }
         }
         self.in_progress.lock().remove(&key);
@@ -157,7 +167,9 @@ impl LogCleaner {
         let mut best: Option<Picked> = None;
         for p in self.replicas.all_partitions() {
             let key = (p.topic.clone(), p.index);
-            if !p.is_compacted() || self.in_progress.lock().contains(&key) {
+            let skipped =
+                self.in_progress.lock().contains(&key) || self.uncleanable.lock().contains(&key);
+            if skipped || !p.is_compacted() {
                 continue;
             }
             let view = p.cleaner_view();

@@ -183,6 +183,8 @@ pub struct CleanerView {
     pub log_start_offset: i64,
     /// The active segment's base offset; the cleaner never reaches it.
     pub active_base_offset: i64,
+    /// The log end offset.
+    pub log_end_offset: i64,
     /// The last stable offset (at most the high watermark).
     pub last_stable_offset: i64,
     /// The non-active segments, oldest first.
@@ -256,15 +258,11 @@ impl LogToClean {
 /// checkpoint is below it or past the log end (Kafka's `cleanableOffsets`).
 fn first_dirty_offset(view: &CleanerView, checkpoint: Option<i64>) -> (i64, bool) {
     let start = view.log_start_offset;
-    let end = view
-        .segments
-        .last()
-        .map_or(view.active_base_offset, |s| s.next_offset)
-        .max(view.active_base_offset);
     match checkpoint {
         None => (start, false),
         Some(c) if c < start => (start, true),
-        Some(c) if c > end.max(view.last_stable_offset) => (start, true),
+        // Past the log end: the log was truncated below it; clean it all again.
+        Some(c) if c > view.log_end_offset => (start, true),
         Some(c) => (c, false),
     }
 }
@@ -916,13 +914,29 @@ fn delete_horizon(h: &BatchHeader<'_>) -> Option<i64> {
     (h.attributes() & DELETE_HORIZON_BIT != 0).then(|| h.base_timestamp())
 }
 
+/// A batch's records section: borrowed from the batch, or decompressed.
+enum Records<'a> {
+    Plain(&'a [u8]),
+    Decompressed(bytes::Bytes),
+}
+
+impl std::ops::Deref for Records<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Records::Plain(b) => b,
+            Records::Decompressed(b) => b,
+        }
+    }
+}
+
 /// The batch's records section, decompressed if needed (bounded by
 /// `MAX_DECOMPRESSED_BATCH_BYTES`).
-fn records_of(batch: &RecordBatch<'_>) -> Result<bytes::Bytes, LogError> {
+fn records_of<'a>(batch: &RecordBatch<'a>) -> Result<Records<'a>, LogError> {
     let h = batch.header();
     match h.codec() {
-        Some(Codec::None) => Ok(bytes::Bytes::copy_from_slice(batch.records_bytes())),
-        Some(codec) => decompress_records(codec, batch.records_bytes()),
+        Some(Codec::None) => Ok(Records::Plain(batch.records_bytes())),
+        Some(codec) => decompress_records(codec, batch.records_bytes()).map(Records::Decompressed),
         None => Err(LogError::CorruptMessage(format!(
             "unknown compression codec id {}",
             h.codec_id()

@@ -900,6 +900,7 @@ impl UnifiedLog {
             config: self.config.clone(),
             log_start_offset: self.log_start_offset,
             active_base_offset: active_base,
+            log_end_offset: self.log_end_offset,
             last_stable_offset: self.last_stable_offset(high_watermark),
             segments,
             aborted,

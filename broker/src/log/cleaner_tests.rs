@@ -576,3 +576,50 @@ fn count_files_with(dir: &Path, suffix: &str) -> usize {
         })
         .count()
 }
+
+#[test]
+fn a_second_clean_merges_the_small_cleaned_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), true);
+    write_updates(&mut log, 5, 40);
+    let first = clean_at(&mut log, None, NOW, true).unwrap();
+    let after_first = log.segment_count();
+    write_updates(&mut log, 5, 40);
+    let new_segments = log.segment_count() - after_first;
+    clean_at(&mut log, Some(first.next_dirty_offset), NOW, true).unwrap();
+    // The cleaned segments are small now, so groupSegmentsBySize puts them in one group; the
+    // full new ones are a group each, and the active segment stays.
+    assert!(after_first > 3, "{after_first}");
+    assert_eq!(log.segment_count(), new_segments + 2);
+    assert_eq!(records(&log).len(), 5);
+}
+
+#[test]
+fn a_follower_copies_a_cleaned_leaders_log_with_its_gaps() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut leader = open(&dir.path().join("leader"), true);
+    let latest = write_updates(&mut leader, 4, 30);
+    clean_at(&mut leader, None, NOW, true).unwrap();
+    let mut follower = open(&dir.path().join("follower"), true);
+    let mut offset = 0;
+    while offset < leader.log_end_offset() {
+        let bytes = leader
+            .read(offset, 1 << 20, i64::MAX, true)
+            .unwrap()
+            .read()
+            .unwrap();
+        let info = follower.append_as_follower(bytes).unwrap();
+        offset = follower.log_end_offset();
+        assert!(info.record_count > 0 || offset == leader.log_end_offset());
+    }
+    assert_eq!(follower.log_end_offset(), leader.log_end_offset());
+    assert_eq!(records(&follower), records(&leader));
+    let after = latest_per_key(&records(&follower));
+    for (k, (o, v)) in latest {
+        assert_eq!(after[&k], (o, Some(v)));
+    }
+    // And it recovers that log after a crash: the gaps are not a torn tail.
+    drop(follower);
+    let follower = open(&dir.path().join("follower"), false);
+    assert_eq!(records(&follower), records(&leader));
+}

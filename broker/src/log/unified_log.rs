@@ -942,6 +942,9 @@ impl UnifiedLog {
             let c = &self.config;
             let opened =
                 LogSegment::open(&dir, base, c.index_interval_bytes, c.segment_index_bytes, 0)?;
+            // The cleaner wrote and flushed these indexes a moment ago. (A rebuild here could
+            // not restore the `.txnindex`: that takes the producer state of the whole log.)
+            debug_assert!(opened.indexes_ok, "a cleaned segment's indexes must check");
             Ok(opened.segment)
         })();
         match result {

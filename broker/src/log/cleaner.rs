@@ -1078,6 +1078,30 @@ fn set_mtime(file: &File, ms: i64) -> std::io::Result<()> {
     file.set_modified(t)
 }
 
+/// Cleans a log the caller holds directly, with no partition around it (tests, benchmarks):
+/// the view at a high watermark of the log end, the clean, and each swap on `log`. `None`
+/// when the log is not due and `force` is false.
+pub fn clean_in_place(
+    cleaner: &mut Cleaner,
+    log: &mut super::UnifiedLog,
+    checkpoint: Option<i64>,
+    now_ms: i64,
+    force: bool,
+) -> Result<Option<CleanOutcome>, LogError> {
+    let view = log.cleaner_view(log.log_end_offset());
+    let ltc = cleanable_offsets(&view, checkpoint, now_ms);
+    if !force && !ltc.is_due(view.config.min_cleanable_dirty_ratio) {
+        return Ok(None);
+    }
+    let stop = || false;
+    let mut swap = |g: &CleanedGroup| log.replace_segments(g, &|| {});
+    let mut ctx = CleanContext {
+        stop: &stop,
+        swap: &mut swap,
+    };
+    cleaner.clean(&view, &ltc, now_ms, &mut ctx).map(Some)
+}
+
 /// Removes `<base>.*.cleaned` (an aborted clean).
 pub fn delete_cleaned_files(dir: &Path, base: i64) -> Result<(), LogError> {
     for suffix in SEGMENT_FILE_SUFFIXES {

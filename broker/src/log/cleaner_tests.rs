@@ -10,7 +10,9 @@ use bytes::Bytes;
 
 use super::batch::testutil::{build_control_batch, BatchBuilder};
 use super::batch::{decompress_records, Codec, RecordBatch, RecordIter};
-use super::cleaner::{cleanable_offsets, CleanContext, CleanOutcome, CleanedGroup, Cleaner};
+use super::cleaner::{
+    clean_in_place, cleanable_offsets, CleanContext, CleanOutcome, CleanedGroup, Cleaner,
+};
 use super::loader::{CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX};
 use super::*;
 
@@ -98,19 +100,7 @@ fn clean_at(
     now: i64,
     force: bool,
 ) -> Option<CleanOutcome> {
-    let view = log.cleaner_view(log.log_end_offset());
-    let ltc = cleanable_offsets(&view, checkpoint, now);
-    if !force && !ltc.is_due(view.config.min_cleanable_dirty_ratio) {
-        return None;
-    }
-    let mut cleaner = Cleaner::new(DEDUPE_BYTES);
-    let stop = || false;
-    let mut swap = |g: &CleanedGroup| log.replace_segments(g, &|| {});
-    let mut ctx = CleanContext {
-        stop: &stop,
-        swap: &mut swap,
-    };
-    Some(cleaner.clean(&view, &ltc, now, &mut ctx).unwrap())
+    clean_in_place(&mut Cleaner::new(DEDUPE_BYTES), log, checkpoint, now, force).unwrap()
 }
 
 /// Writes `rounds` updates of `keys` keys, then rolls so that all of them can be cleaned.
@@ -457,13 +447,9 @@ fn a_full_offset_map_cleans_up_to_where_it_got() {
     let ltc = cleanable_offsets(&view, None, NOW);
     // Room for about ten keys.
     let mut cleaner = Cleaner::new(10 * (cleaner::OFFSET_MAP_ENTRY_OVERHEAD_BYTES + 3));
-    let stop = || false;
-    let mut swap = |g: &CleanedGroup| log.replace_segments(g, &|| {});
-    let mut ctx = CleanContext {
-        stop: &stop,
-        swap: &mut swap,
-    };
-    let outcome = cleaner.clean(&view, &ltc, NOW, &mut ctx).unwrap();
+    let outcome = clean_in_place(&mut cleaner, &mut log, None, NOW, true)
+        .unwrap()
+        .unwrap();
     assert!(outcome.completed);
     assert!(
         outcome.next_dirty_offset > 0 && outcome.next_dirty_offset < ltc.first_uncleanable_offset,

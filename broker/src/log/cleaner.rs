@@ -630,7 +630,7 @@ impl Cleaner {
         stats: &mut CleanerStats,
     ) -> Result<MapProgress, LogError> {
         let mut scanner = BatchScanner::new(&seg.log, 0, seg.size, true);
-        while let Scanned::Batch { bytes, .. } = scanner.next_batch()? {
+        while let Some(bytes) = next_whole_batch(&mut scanner, seg)? {
             if stop() {
                 return Ok(MapProgress::Stopped);
             }
@@ -764,7 +764,7 @@ impl CleanInto<'_> {
     /// Filters every batch of `seg` into the destination; false if stopped.
     fn segment(&mut self, seg: &SegmentView, stop: &dyn Fn() -> bool) -> Result<bool, LogError> {
         let mut scanner = BatchScanner::new(&seg.log, 0, seg.size, true);
-        while let Scanned::Batch { bytes, .. } = scanner.next_batch()? {
+        while let Some(bytes) = next_whole_batch(&mut scanner, seg)? {
             if stop() {
                 return Ok(false);
             }
@@ -905,6 +905,22 @@ impl CleanInto<'_> {
         self.stats.messages_written += records as u64;
         self.stats.bytes_written += out.len() as u64;
         Ok(())
+    }
+}
+
+/// The next batch of a non-active segment, `None` at its end. Bytes that are not a whole
+/// batch are an error: a clean that stopped there would swap in a segment without the rest.
+fn next_whole_batch<'s>(
+    scanner: &'s mut BatchScanner<'_>,
+    seg: &SegmentView,
+) -> Result<Option<&'s [u8]>, LogError> {
+    match scanner.next_batch()? {
+        Scanned::Batch { bytes, .. } => Ok(Some(bytes)),
+        Scanned::End => Ok(None),
+        Scanned::Invalid { position, reason } => Err(LogError::CorruptMessage(format!(
+            "segment {} at byte {position}: {reason}; not cleaned",
+            seg.base_offset
+        ))),
     }
 }
 

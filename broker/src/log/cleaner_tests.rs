@@ -609,3 +609,27 @@ fn a_follower_copies_a_cleaned_leaders_log_with_its_gaps() {
     let follower = open(&dir.path().join("follower"), false);
     assert_eq!(records(&follower), records(&leader));
 }
+
+#[test]
+fn a_damaged_segment_is_not_cleaned() {
+    use std::os::unix::fs::FileExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), true);
+    write_updates(&mut log, 4, 30);
+    let bases = log.segment_base_offsets();
+    // The second batch of the first segment gets a bad magic byte: not a batch any more.
+    let first = std::fs::OpenOptions::new()
+        .write(true)
+        .open(segment::segment_file(dir.path(), 0, segment::LOG_SUFFIX))
+        .unwrap();
+    let batch_len = kv("k0", Some("v0-0"), Codec::None).len() as u64;
+    first.write_all_at(&[9], batch_len + 16).unwrap();
+    let result = clean_in_place(&mut Cleaner::new(DEDUPE_BYTES), &mut log, None, NOW, true);
+    assert!(
+        matches!(result, Err(LogError::CorruptMessage(_))),
+        "{:?}",
+        result.map(|_| ())
+    );
+    assert_eq!(log.segment_base_offsets(), bases, "nothing swapped");
+    assert_eq!(count_files_with(dir.path(), CLEANED_FILE_SUFFIX), 0);
+}

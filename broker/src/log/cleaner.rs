@@ -635,7 +635,7 @@ impl Cleaner {
                 return Ok(MapProgress::Stopped);
             }
             stats.map_bytes_read += bytes.len() as u64;
-            let (batch, _) = RecordBatch::parse(bytes)?;
+            let batch = parse_checked(bytes)?;
             let h = batch.header();
             if h.is_control() {
                 txns.on_control_batch_read(&batch);
@@ -768,7 +768,7 @@ impl CleanInto<'_> {
             if stop() {
                 return Ok(false);
             }
-            let (batch, _) = RecordBatch::parse(bytes)?;
+            let batch = parse_checked(bytes)?;
             self.stats.bytes_read += bytes.len() as u64;
             self.batch(&batch)?;
         }
@@ -922,6 +922,19 @@ fn next_whole_batch<'s>(
             seg.base_offset
         ))),
     }
+}
+
+/// A stored batch whose CRC holds. A rebuilt batch gets a new CRC, so cleaning a damaged
+/// one would hide the damage for good.
+fn parse_checked(bytes: &[u8]) -> Result<RecordBatch<'_>, LogError> {
+    let (batch, _) = RecordBatch::parse(bytes)?;
+    if !batch.is_crc_valid() {
+        return Err(LogError::CorruptMessage(format!(
+            "batch at offset {} fails its CRC; not cleaned",
+            batch.header().base_offset()
+        )));
+    }
+    Ok(batch)
 }
 
 /// The batch's delete horizon, if the cleaner set one (KIP-534: attribute bit 6, stored in the

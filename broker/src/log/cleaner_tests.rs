@@ -623,13 +623,20 @@ fn a_damaged_segment_is_not_cleaned() {
         .open(segment::segment_file(dir.path(), 0, segment::LOG_SUFFIX))
         .unwrap();
     let batch_len = kv("k0", Some("v0-0"), Codec::None).len() as u64;
+    let mut refused = || {
+        let result = clean_in_place(&mut Cleaner::new(DEDUPE_BYTES), &mut log, None, NOW, true);
+        assert!(
+            matches!(result, Err(LogError::CorruptMessage(_))),
+            "{:?}",
+            result.map(|_| ())
+        );
+        assert_eq!(log.segment_base_offsets(), bases, "nothing swapped");
+        assert_eq!(count_files_with(dir.path(), CLEANED_FILE_SUFFIX), 0);
+    };
     first.write_all_at(&[9], batch_len + 16).unwrap();
-    let result = clean_in_place(&mut Cleaner::new(DEDUPE_BYTES), &mut log, None, NOW, true);
-    assert!(
-        matches!(result, Err(LogError::CorruptMessage(_))),
-        "{:?}",
-        result.map(|_| ())
-    );
-    assert_eq!(log.segment_base_offsets(), bases, "nothing swapped");
-    assert_eq!(count_files_with(dir.path(), CLEANED_FILE_SUFFIX), 0);
+    refused();
+    // With the magic byte back, a changed byte of the first batch fails its CRC instead.
+    first.write_all_at(&[2], batch_len + 16).unwrap();
+    first.write_all_at(b"X", batch_len - 10).unwrap();
+    refused();
 }

@@ -1,10 +1,11 @@
 //! Broker configuration, read from a Kafka-style `server.properties` file.
 //!
 //! Brook accepts Kafka's own property names so that a user can carry a config file between a
-//! real Kafka and Brook. Every key Brook acts on is parsed and range-checked here; a handful of
-//! Kafka keys that only tune the JVM broker's internals are accepted and ignored (listed in
-//! [`IGNORED_KAFKA_KEYS`]); anything else is a start-up error that names the key, because a
-//! silently ignored typo (`min.insync.replica=2`) would change the semantics a test relies on.
+//! real Kafka and Brook. Every key Brook acts on is parsed and range-checked here; any other
+//! broker key Kafka 4.4 declares (`config_def::kafka_broker_keys`: thread counts, socket
+//! buffers, security settings) is type-checked, logged as not acted on, and kept for
+//! DescribeConfigs; anything else is a start-up error that names the key, because a silently
+//! ignored typo (`min.insync.replica=2`) would change the semantics a test relies on.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -51,23 +52,6 @@ pub struct LogCleanerConfig {
     /// `log.cleaner.dedupe.buffer.size`: the offset maps' memory over all threads.
     pub dedupe_buffer_bytes: u64,
 }
-
-/// Kafka broker keys that Brook accepts for compatibility but does not act on.
-pub const IGNORED_KAFKA_KEYS: &[&str] = &[
-    "num.network.threads",
-    "num.io.threads",
-    "socket.send.buffer.bytes",
-    "socket.receive.buffer.bytes",
-    "num.recovery.threads.per.data.dir",
-    "log.retention.check.interval.ms",
-    "inter.broker.listener.name",
-    "listener.security.protocol.map",
-    // Brook's voters are static (`controller.quorum.voters`); the dynamic-quorum bootstrap
-    // list is accepted so that Kafka 4 config files load.
-    "controller.quorum.bootstrap.servers",
-    "share.coordinator.state.topic.replication.factor",
-    "share.coordinator.state.topic.min.isr",
-];
 
 /// Topic-level keys Kafka defines as internal (`ConfigDef.defineInternal`): accepted on a
 /// topic but not listed by DescribeConfigs, and with no broker-level default.
@@ -315,12 +299,17 @@ impl BrokerConfig {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         for (k, v) in raw {
-            if IGNORED_KAFKA_KEYS.contains(&k.as_str()) {
-                tracing::debug!(key = %k, "accepted Kafka config key that Brook does not use");
-                continue;
-            }
             if !values.contains_key(&k) {
-                return Err(ConfigError::UnknownKey(k));
+                let Some(kafka) = config_def::kafka_broker_key(&k) else {
+                    return Err(ConfigError::UnknownKey(k));
+                };
+                // A password is never logged (DescribeConfigs hides it too).
+                let shown = if kafka.ty.is_sensitive() {
+                    "[hidden]"
+                } else {
+                    v.as_str()
+                };
+                tracing::info!(key = %k, value = shown, "Kafka broker key accepted; Brook does not act on it");
             }
             explicit.insert(k.clone());
             values.insert(k, v);
@@ -924,6 +913,20 @@ mod tests {
     fn unknown_key_is_named() {
         let e = load(&["min.insync.replica=2"]).unwrap_err();
         assert!(e.to_string().contains("min.insync.replica"), "{e}");
+    }
+
+    /// A Kafka server.properties loads: keys Brook does not act on are kept, type-checked as
+    /// Kafka checks them, and reported as set in the file.
+    #[test]
+    fn kafka_keys_brook_does_not_act_on_are_accepted_and_type_checked() {
+        let c = load(&["num.replica.fetchers=4", "ssl.keystore.password=secret"]).unwrap();
+        assert_eq!(c.values["num.replica.fetchers"], "4");
+        assert!(c.explicit.contains("num.replica.fetchers"));
+        let e = load(&["num.replica.fetchers=four"]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "Invalid value four for configuration num.replica.fetchers: Not a number of type INT"
+        );
     }
 
     #[test]

@@ -40,6 +40,23 @@ impl ConfigType {
         }
     }
 
+    /// The type a Kafka name (`ConfigDef.Type`'s) stands for.
+    pub fn from_kafka_name(name: &str) -> Option<ConfigType> {
+        [
+            ConfigType::Boolean,
+            ConfigType::String,
+            ConfigType::Int,
+            ConfigType::Short,
+            ConfigType::Long,
+            ConfigType::Double,
+            ConfigType::List,
+            ConfigType::Class,
+            ConfigType::Password,
+        ]
+        .into_iter()
+        .find(|t| t.kafka_name() == name)
+    }
+
     /// The name Kafka's parse errors use ("Not a number of type LONG").
     fn kafka_name(self) -> &'static str {
         match self {
@@ -378,21 +395,21 @@ const BROKER_KEYS: &[BrokerConfigKey] = &[
         "log.cleaner.threads",
         Int,
         Validator::AtLeast(0),
-        STATIC,
+        DYNAMIC,
         "Number of log cleaner threads."
     ),
     broker_key!(
         "log.cleaner.backoff.ms",
         Long,
         Validator::AtLeast(0),
-        STATIC,
+        DYNAMIC,
         "How long a cleaner thread sleeps when no log is due for cleaning."
     ),
     broker_key!(
         "log.cleaner.dedupe.buffer.size",
         Long,
         Validator::None,
-        STATIC,
+        DYNAMIC,
         "Memory for the cleaners' offset maps, over all cleaner threads."
     ),
     broker_key!(
@@ -687,6 +704,7 @@ const BROKER_KEYS: &[BrokerConfigKey] = &[
 /// Brook's own keys, which Kafka does not define: accepted in server.properties and not
 /// listed by DescribeConfigs.
 pub const BROOK_ONLY_BROKER_KEYS: &[&str] = &[
+    "admin.event.buffer.len.max",
     "admin.listener",
     "cluster.id",
     "leader.imbalance.per.broker.percentage",
@@ -702,8 +720,26 @@ fn synonym_is_dynamic(name: &str) -> bool {
 }
 
 /// The definition of broker key `name`: its own entry, or the one derived from the topic key
-/// it is a synonym of (the topic key's type, except the hour/minute forms, which are INT).
+/// it is a synonym of (the topic key's type, except the hour/minute forms, which are INT), or
+/// else Kafka's declaration of a key Brook does not act on.
 pub fn broker_key(name: &str) -> Option<BrokerConfigKey> {
+    brook_broker_key(name).or_else(|| {
+        kafka_broker_key(name).map(|k| BrokerConfigKey {
+            name: k.name,
+            ty: k.ty,
+            validator: Validator::None,
+            dynamic: k.dynamic,
+            doc: NOT_ACTED_ON_DOC,
+        })
+    })
+}
+
+/// The documentation DescribeConfigs gives a Kafka broker key Brook does not act on.
+pub const NOT_ACTED_ON_DOC: &str =
+    "A Kafka broker key that Brook accepts and describes with Kafka's default but does not act on.";
+
+/// A broker key Brook defines itself or through a topic key.
+fn brook_broker_key(name: &str) -> Option<BrokerConfigKey> {
     if let Some(k) = BROKER_KEYS.iter().find(|k| k.name == name) {
         return Some(*k);
     }
@@ -714,6 +750,55 @@ pub fn broker_key(name: &str) -> Option<BrokerConfigKey> {
         validator: topic.validator,
         dynamic: synonym_is_dynamic(name),
         doc: topic.doc,
+    })
+}
+
+/// One broker key as Kafka 4.4's `KafkaConfig` declares it (`kafka_broker_keys.tsv`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KafkaBrokerKey {
+    pub name: &'static str,
+    pub ty: ConfigType,
+    /// `None` for a null default or a required key (`process.roles`, `node.id`).
+    pub default: Option<&'static str>,
+    /// In `DynamicBrokerConfig.ALL_DYNAMIC_CONFIGS`.
+    pub dynamic: bool,
+}
+
+/// Kafka 4.4's broker keys (non-internal), generated from the reference jars by
+/// `scripts/gen-kafka-broker-keys`. Compiled in; parsed once.
+const KAFKA_BROKER_KEYS_TSV: &str = include_str!("kafka_broker_keys.tsv");
+
+/// Every broker key Kafka 4.4 declares, by name.
+pub fn kafka_broker_keys() -> &'static [KafkaBrokerKey] {
+    static KEYS: std::sync::LazyLock<Vec<KafkaBrokerKey>> = std::sync::LazyLock::new(|| {
+        KAFKA_BROKER_KEYS_TSV
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .map(|l| {
+                parse_kafka_broker_key(l)
+                    .unwrap_or_else(|| panic!("kafka_broker_keys.tsv: bad row {l:?}"))
+            })
+            .collect()
+    });
+    &KEYS
+}
+
+/// Kafka 4.4's declaration of broker key `name`.
+pub fn kafka_broker_key(name: &str) -> Option<&'static KafkaBrokerKey> {
+    let keys = kafka_broker_keys();
+    keys.binary_search_by(|k| k.name.cmp(name))
+        .ok()
+        .map(|i| &keys[i])
+}
+
+fn parse_kafka_broker_key(row: &'static str) -> Option<KafkaBrokerKey> {
+    let mut f = row.split('\t');
+    let (name, ty, default, dynamic) = (f.next()?, f.next()?, f.next()?, f.next()?);
+    Some(KafkaBrokerKey {
+        name,
+        ty: ConfigType::from_kafka_name(ty)?,
+        default: (!matches!(default, "<null>" | "<none>")).then_some(default),
+        dynamic: dynamic.parse().ok()?,
     })
 }
 
@@ -773,30 +858,202 @@ pub struct GroupConfigKey {
     pub name: &'static str,
     pub ty: ConfigType,
     pub validator: Validator,
-    pub broker_synonym: &'static str,
+    /// The broker key that supplies the default (`GroupConfig.brokerSynonym`), if any.
+    pub broker_synonym: Option<&'static str>,
+    /// The group key's own default, for keys without a broker synonym.
+    pub default: &'static str,
     pub doc: &'static str,
 }
 
-/// The KIP-848 consumer-group keys Brook's group coordinator applies (`GroupConfig`'s
-/// `consumer.*` keys whose broker default Brook has; share and streams groups are not
-/// served).
-pub const GROUP_CONFIGS: &[GroupConfigKey] = &[
-    GroupConfigKey {
-        name: "consumer.session.timeout.ms",
-        ty: ConfigType::Int,
-        validator: Validator::AtLeast(1),
-        broker_synonym: "group.consumer.session.timeout.ms",
-        doc: "Session timeout of this group's members, within the broker's min and max.",
-    },
-    GroupConfigKey {
-        name: "consumer.heartbeat.interval.ms",
-        ty: ConfigType::Int,
-        validator: Validator::AtLeast(1),
-        broker_synonym: "group.consumer.heartbeat.interval.ms",
-        doc: "Heartbeat interval of this group's members, within the broker's min and max.",
-    },
-];
+/// Documentation of the share and streams group keys: Brook serves neither kind of group.
+const NOT_SERVED_GROUP_DOC: &str =
+    "A Kafka share or streams group key; Brook serves no such groups and describes it with Kafka's default.";
 
+macro_rules! group_key {
+    ($name:expr, $ty:ident, $validator:expr, $synonym:expr, $default:expr, $doc:expr) => {
+        GroupConfigKey {
+            name: $name,
+            ty: ConfigType::$ty,
+            validator: $validator,
+            broker_synonym: $synonym,
+            default: $default,
+            doc: $doc,
+        }
+    };
+}
+
+/// Kafka 4.4's group keys (`GroupConfig`, without its internal ones), in name order. Brook's
+/// group coordinator reads the `consumer.*` ones through their broker synonyms.
+pub const GROUP_CONFIGS: &[GroupConfigKey] = &[
+    group_key!(
+        "consumer.assignment.interval.ms",
+        Int,
+        Validator::AtLeast(0),
+        Some("group.consumer.assignment.interval.ms"),
+        "",
+        "Minimum time between two target assignments of this consumer group."
+    ),
+    group_key!(
+        "consumer.heartbeat.interval.ms",
+        Int,
+        Validator::AtLeast(1),
+        Some("group.consumer.heartbeat.interval.ms"),
+        "",
+        "Heartbeat interval of this group's members, within the broker's min and max."
+    ),
+    group_key!(
+        "consumer.session.timeout.ms",
+        Int,
+        Validator::AtLeast(1),
+        Some("group.consumer.session.timeout.ms"),
+        "",
+        "Session timeout of this group's members, within the broker's min and max."
+    ),
+    group_key!(
+        "errors.deadletterqueue.copy.record.enable",
+        Boolean,
+        Validator::None,
+        None,
+        "false",
+        "Whether a dead-letter record of this group copies the original record."
+    ),
+    group_key!(
+        "errors.deadletterqueue.topic.name",
+        String,
+        Validator::None,
+        None,
+        "",
+        "The dead-letter topic of this group, empty for none."
+    ),
+    group_key!(
+        "share.assignment.interval.ms",
+        Int,
+        Validator::AtLeast(0),
+        Some("group.share.assignment.interval.ms"),
+        "",
+        NOT_SERVED_GROUP_DOC
+    ),
+    group_key!(
+        "share.auto.offset.reset",
+        String,
+        Validator::None,
+        None,
+        "latest",
+        NOT_SERVED_GROUP_DOC
+    ),
+    group_key!(
+        "share.delivery.count.limit",
+        Int,
+        Validator::AtLeast(2),
+        Some("group.share.delivery.count.limit"),
+        "",
+        NOT_SERVED_GROUP_DOC
+    ),
+    group_key!(
+        "share.heartbeat.interval.ms",
+        Int,
+        Validator::AtLeast(1),
+        Some("group.share.heartbeat.interval.ms"),
+        "",
+        NOT_SERVED_GROUP_DOC
+    ),
+    group_key!(
+        "share.isolation.level",
+        String,
+        Validator::OneOf(&["read_committed", "read_uncommitted"]),
+        None,
+        "read_uncommitted",
+        NOT_SERVED_GROUP_DOC
+    ),
+    group_key!(
+        "share.partition.max.record.locks",
+        Int,
+        Validator::AtLeast(100),
+        Some("group.share.partition.max.record.locks"),
+        "",
+        NOT_SERVED_GROUP_DOC
+    ),
+    group_key!(
+        "share.record.lock.duration.ms",
+        Int,
+        Validator::AtLeast(1000),
+        Some("group.share.record.lock.duration.ms"),
+        "",
+        NOT_SERVED_GROUP_DOC
+    ),
+    group_key!(
+        "share.renew.acknowledge.enable",
+        Boolean,
+        Validator::None,
+        None,
+        "true",
+        NOT_SERVED_GROUP_DOC
+    ),
+    group_key!(
+        "share.session.timeout.ms",
+        Int,
+        Validator::AtLeast(1),
+        Some("group.share.session.timeout.ms"),
+        "",
+        NOT_SERVED_GROUP_DOC
+    ),
+    group_key!(
+        "streams.assignment.interval.ms",
+        Int,
+        Validator::AtLeast(0),
+        Some("group.streams.assignment.interval.ms"),
+        "",
+        NOT_SERVED_GROUP_DOC
+    ),
+    group_key!(
+        "streams.assignor.name",
+        String,
+        Validator::None,
+        Some("group.streams.assignors"),
+        "",
+        NOT_SERVED_GROUP_DOC
+    ),
+    group_key!(
+        "streams.heartbeat.interval.ms",
+        Int,
+        Validator::AtLeast(1),
+        Some("group.streams.heartbeat.interval.ms"),
+        "",
+        NOT_SERVED_GROUP_DOC
+    ),
+    group_key!(
+        "streams.initial.rebalance.delay.ms",
+        Int,
+        Validator::AtLeast(0),
+        Some("group.streams.initial.rebalance.delay.ms"),
+        "",
+        NOT_SERVED_GROUP_DOC
+    ),
+    group_key!(
+        "streams.num.standby.replicas",
+        Int,
+        Validator::AtLeast(0),
+        Some("group.streams.num.standby.replicas"),
+        "",
+        NOT_SERVED_GROUP_DOC
+    ),
+    group_key!(
+        "streams.rack.aware.assignment.tags",
+        List,
+        Validator::None,
+        Some("group.streams.rack.aware.assignment.tags"),
+        "",
+        NOT_SERVED_GROUP_DOC
+    ),
+    group_key!(
+        "streams.session.timeout.ms",
+        Int,
+        Validator::AtLeast(1),
+        Some("group.streams.session.timeout.ms"),
+        "",
+        NOT_SERVED_GROUP_DOC
+    ),
+];
 /// Checks `value` against a key's type and validator, answering Kafka's `ConfigException`
 /// message on failure: `Invalid value V for configuration K: REASON`, where V is the value,
 /// the offending item of a `ValidList`, or the parsed list of a throttled-replica list.
@@ -929,6 +1186,67 @@ fn java_number(n: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kafkas_broker_keys_are_read_sorted_and_whole() {
+        let keys = kafka_broker_keys();
+        assert!(keys.len() >= 340, "{} keys", keys.len());
+        assert!(
+            keys.windows(2).all(|w| w[0].name < w[1].name),
+            "sorted by name"
+        );
+        let fetchers = kafka_broker_key("num.replica.fetchers").unwrap();
+        assert_eq!(
+            (fetchers.ty, fetchers.default, fetchers.dynamic),
+            (ConfigType::Int, Some("1"), true)
+        );
+        assert_eq!(kafka_broker_key("process.roles").unwrap().default, None);
+        assert!(kafka_broker_key("min.insync.replica").is_none());
+    }
+
+    /// Brook's own definitions of Kafka keys say what Kafka's say: type and dynamic flag.
+    #[test]
+    fn brooks_broker_keys_agree_with_kafkas_declarations() {
+        let names = BROKER_KEYS.iter().map(|k| k.name).chain(
+            TOPIC_CONFIGS
+                .iter()
+                .flat_map(|t| t.synonyms.iter().copied()),
+        );
+        let mut checked = 0;
+        for name in names {
+            let brook = brook_broker_key(name).unwrap();
+            let Some(kafka) = kafka_broker_key(name) else {
+                panic!("{name}: not a Kafka 4.4 broker key");
+            };
+            assert_eq!(
+                (brook.ty, brook.dynamic),
+                (kafka.ty, kafka.dynamic),
+                "{name}: Brook's (type, dynamic) against Kafka's"
+            );
+            checked += 1;
+        }
+        assert!(checked > 90, "{checked} keys checked");
+    }
+
+    /// Brook's defaults are Kafka's, except where Brook's own start-up needs another value.
+    /// An empty string stands for a null default (and for Kafka's empty `controller.quorum.voters`).
+    #[test]
+    fn brooks_broker_defaults_are_kafkas() {
+        const OWN: &[&str] = &["node.id", "listeners", "log.dirs", "log.dir"];
+        for (name, brook) in crate::config::BROKER_DEFAULTS {
+            if OWN.contains(name) || BROOK_ONLY_BROKER_KEYS.contains(name) {
+                continue;
+            }
+            let Some(kafka) = kafka_broker_key(name) else {
+                panic!("{name}: not a Kafka 4.4 broker key (or add it to BROOK_ONLY_BROKER_KEYS)");
+            };
+            assert_eq!(
+                Some(*brook).filter(|v| !v.is_empty()),
+                kafka.default.filter(|v| !v.is_empty()),
+                "{name}: Brook's default against Kafka's"
+            );
+        }
+    }
 
     fn topic(name: &str, value: &str) -> Result<(), String> {
         let k = topic_key(name).unwrap();

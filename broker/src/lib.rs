@@ -25,3 +25,4 @@ pub mod state_views;
 pub mod supervisor;
 pub mod supervisor_views;
 pub mod txn;
+pub mod wait;

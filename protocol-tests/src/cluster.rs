@@ -24,10 +24,11 @@ use kafka_protocol::messages::metadata_response::MetadataResponse;
 use kafka_protocol::protocol::StrBytes;
 use tempfile::TempDir;
 
+use crate::batch::{encode_batch, Producer, Rec};
 use crate::errors;
 use crate::poll_until_ok;
 use crate::process::{keep_on_panic, run_brook, BrookProcess, READY_TIMEOUT};
-use crate::wire::{WireClient, CREATE_TOPICS_V, LIST_OFFSETS_V, METADATA_V};
+use crate::wire::{WireClient, CREATE_TOPICS_V, LIST_OFFSETS_V, METADATA_V, PRODUCE_V};
 
 /// Bound on one raw request to a node, or one `brook` CLI call.
 pub const CALL: Duration = Duration::from_secs(10);
@@ -796,6 +797,45 @@ impl Cluster {
         }
     }
 
+    /// One record with acks=1 to partition `partition` of `topic` on node `id`: the error code.
+    pub fn produce_acks1(&self, id: i32, topic: &str, partition: i32) -> i16 {
+        let batch = encode_batch(Producer::NONE, &[Rec::kv("k", "v", 1_700_000_000_000)]);
+        let req = WireClient::produce_request(topic, partition, batch, 1);
+        let mut c = WireClient::connect(&self.address(id));
+        c.request(PRODUCE_V, &req).responses[0].partition_responses[0].error_code
+    }
+
+    /// Makes partition 0 of `topic` (replicated to every node, `min.insync.replicas=1`, all in
+    /// the ISR) diverge: its leader takes an acks=1 record no follower fetched, dies, and a
+    /// new leader takes a record of its own at the next leader epoch. The old leader is left
+    /// down; started again, it must truncate that record as a follower. Returns (old leader,
+    /// new leader).
+    pub fn diverge_partition_leader(&mut self, topic: &str, timeout: Duration) -> (i32, i32) {
+        let all = self.ids();
+        let old = self.await_isr(topic, 0, &all, timeout).leader;
+        self.isolate_replication(old);
+        // A follower fetch parked before the cut would still carry the record: wait until
+        // the old leader's Fetch purgatory is empty (new follower fetches are refused at once).
+        poll_until_ok("no parked follower fetch", timeout, || {
+            let text = admin_get(&self.admin_address(old), "/metrics")?;
+            text.lines()
+                .any(|l| l == "brook_purgatory_size{operation=\"Fetch\"} 0")
+                .then_some(())
+                .ok_or(text)
+        });
+        let code = self.produce_acks1(old, topic, 0);
+        assert_eq!(code, errors::NONE, "acks=1 produce to node {old}");
+        self.kill(old);
+        let new = self.await_leader_other_than(topic, 0, old, timeout).leader;
+        poll_until_ok("a record on the new leader", timeout, || {
+            let code = self.produce_acks1(new, topic, 0);
+            (code == errors::NONE)
+                .then_some(())
+                .ok_or(format!("error {code}"))
+        });
+        (old, new)
+    }
+
     /// `brook dump-log` of node `id`'s copy of a partition (empty when it has none).
     pub fn dump_log(&self, id: i32, topic: &str, partition: i32) -> Vec<DumpedBatch> {
         let dir = self.partition_dir(id, topic, partition);
@@ -894,3 +934,27 @@ impl Drop for Cluster {
         // before the temp dir goes.
     }
 }
+
+/// `GET path` on an admin listener over HTTP/1.1 with `Connection: close`: the body of a 200
+/// answer, or what went wrong.
+pub fn admin_get(admin: &str, path: &str) -> Result<String, String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(admin).map_err(|e| format!("connect {admin}: {e}"))?;
+    s.set_read_timeout(Some(CALL)).map_err(|e| e.to_string())?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n"
+    )
+    .map_err(|e| format!("send to {admin}: {e}"))?;
+    let mut raw = String::new();
+    s.take(ADMIN_ANSWER_BYTES_MAX)
+        .read_to_string(&mut raw)
+        .map_err(|e| format!("read from {admin}: {e}"))?;
+    match raw.split_once("\r\n\r\n") {
+        Some((head, body)) if head.starts_with("HTTP/1.1 200") => Ok(body.to_string()),
+        _ => Err(format!("GET {path} on {admin}: {raw}")),
+    }
+}
+
+/// Bound on an admin answer [`admin_get`] reads.
+const ADMIN_ANSWER_BYTES_MAX: u64 = 16 << 20;

@@ -141,6 +141,9 @@ fn broker_configs_have_kafkas_sources_types_and_synonyms() {
     assert!(node.read_only && !node.is_sensitive);
     // Brook's own keys are not Kafka's, so they are not listed.
     assert!(configs.iter().all(|c| c.name.as_str() != "admin.listener"));
+    assert!(configs
+        .iter()
+        .all(|c| c.name.as_str() != "admin.event.buffer.len.max"));
 
     let e = describe(&mut c, BROKER, "2").unwrap_err();
     assert_eq!(e.0, ResponseError::InvalidRequest.code());
@@ -150,6 +153,78 @@ fn broker_configs_have_kafkas_sources_types_and_synonyms() {
     );
     // Nothing set at the cluster-default level yet.
     assert!(describe(&mut c, BROKER, "").unwrap().is_empty());
+}
+
+/// Every broker key Kafka 4.4 declares is described, as Kafka describes it; those Brook does
+/// not act on have Kafka's default, type and dynamic flag, can be set in server.properties
+/// (then STATIC_BROKER_CONFIG), and a password's value is hidden in every layer.
+#[test]
+fn every_kafka_broker_key_is_described_with_kafkas_default() {
+    let broker = Broker::start_with(&[
+        ("num.replica.fetchers", "3"),
+        ("ssl.keystore.password", "secret"),
+    ]);
+    let mut c = WireClient::connect(&broker.bootstrap());
+    let configs = describe(&mut c, BROKER, "1").unwrap();
+    let names: std::collections::BTreeSet<&str> = configs.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names.len(), configs.len(), "each key once");
+    assert!(configs.len() >= 340, "{} keys", configs.len());
+    for key in [
+        "background.threads",
+        "queued.max.requests",
+        "sasl.enabled.mechanisms",
+        "socket.request.max.bytes",
+        "log.cleaner.threads",
+        "quota.window.num",
+    ] {
+        assert!(names.contains(key), "{key} not described");
+    }
+
+    let threads = entry(&configs, "background.threads");
+    assert_eq!(threads.value.as_deref(), Some("10"));
+    assert_eq!(
+        (
+            threads.config_source,
+            threads.read_only,
+            threads.config_type
+        ),
+        (DEFAULT, false, 3),
+        "Kafka's default, dynamic, INT"
+    );
+    assert_eq!(
+        synonyms(&threads),
+        [syn("background.threads", "10", DEFAULT)]
+    );
+    let queued = entry(&configs, "queued.max.requests");
+    assert_eq!(
+        (queued.value.as_deref(), queued.read_only),
+        (Some("500"), true)
+    );
+
+    let fetchers = entry(&configs, "num.replica.fetchers");
+    assert_eq!(fetchers.value.as_deref(), Some("3"));
+    assert_eq!(
+        synonyms(&fetchers),
+        [
+            syn("num.replica.fetchers", "3", STATIC_BROKER),
+            syn("num.replica.fetchers", "1", DEFAULT)
+        ]
+    );
+
+    let password = entry(&configs, "ssl.keystore.password");
+    assert!(password.is_sensitive, "{password:?}");
+    assert_eq!(
+        (
+            password.value.as_ref(),
+            password.config_source,
+            password.config_type
+        ),
+        (None, STATIC_BROKER, 9)
+    );
+    assert_eq!(
+        synonyms(&password),
+        [("ssl.keystore.password".to_string(), None, STATIC_BROKER)]
+    );
 }
 
 #[test]
@@ -352,13 +427,20 @@ fn group_configs_are_described_with_broker_defaults() {
     let configs = describe(&mut c, GROUP, "g1").unwrap();
     let session = entry(&configs, "consumer.session.timeout.ms");
     assert_eq!(session.value.as_deref(), Some("50000"));
+    assert_eq!(session.config_source, STATIC_BROKER);
     assert_eq!(
         synonyms(&session),
         [
-            syn("consumer.session.timeout.ms", "50000", DEFAULT),
             syn("group.consumer.session.timeout.ms", "50000", STATIC_BROKER),
             syn("group.consumer.session.timeout.ms", "45000", DEFAULT)
         ]
+    );
+    // Every group key Kafka 4.4 declares, share and streams ones with Kafka's defaults.
+    assert_eq!(configs.len(), 21);
+    let isolation = entry(&configs, "share.isolation.level");
+    assert_eq!(
+        synonyms(&isolation),
+        [syn("share.isolation.level", "read_uncommitted", DEFAULT)]
     );
     let e = describe(&mut c, GROUP, "").unwrap_err();
     assert_eq!(e.0, ResponseError::InvalidRequest.code());

@@ -6,7 +6,8 @@
 //! the fact: `duplicate_batch` and `produce_error` by the partition's log and the produce
 //! handler, `group_rebalance` by the group coordinator, `txn_marker` by the marker writer;
 //! in a cluster `broker_fenced` and `broker_unfenced` by the active controller,
-//! `isr_expand` by the leader and `leader_elected` by the new leader.
+//! `isr_expand` by the leader, `leader_elected` by the new leader and `follower_truncation` by
+//! a returning leader whose log diverged.
 //!
 //! Streams are read over plain HTTP/1.0 on a std `TcpStream` (the server then ends the body
 //! by closing, no chunking), on a thread that hands each event to the test through a channel;
@@ -680,5 +681,45 @@ fn fencing_isr_expansion_and_election_come_from_their_owners() {
         elected["leader_epoch"],
         json!(after.leader_epoch),
         "{elected}"
+    );
+}
+
+/// A returning leader whose last record no one else has: its stream says
+/// `follower_truncation`, from its log end offset back to where the new leader's epoch
+/// starts. The new leader keeps it from fetching until someone listens, since nothing is
+/// recorded while nobody does.
+#[test]
+fn a_returning_leader_reports_its_truncation_as_a_follower() {
+    let mut cluster = Cluster::start(3, &[("controlled.shutdown.enable", "false")]);
+    let topic = unique_topic("ev-truncate");
+    cluster.create_topic(&topic, 1, 3, &[("min.insync.replicas", "1")]);
+    let (old, new) = cluster.diverge_partition_leader(&topic, SETTLE);
+    let cut = cluster.cut_link(new, &old.to_string(), "replication");
+
+    cluster.start_node(old);
+    let stream = subscribe(&cluster.admin_address(old), "");
+    cluster.fault_clear(new);
+    let truncated = stream.await_event("follower_truncation", SETTLE, |e| {
+        e["type"] == "follower_truncation" && e["topic"] == topic.as_str()
+    });
+    // The old leader had one record at offset 0, the new leader's epoch starts at 0.
+    assert_eq!(
+        (
+            &truncated["node"],
+            &truncated["partition"],
+            &truncated["leader"],
+            &truncated["from_log_end_offset"],
+            &truncated["to_offset"],
+            &truncated["full"],
+        ),
+        (
+            &json!(old),
+            &json!(0),
+            &json!(new),
+            &json!(1),
+            &json!(0),
+            &json!(false)
+        ),
+        "{truncated} (cut rule {cut})"
     );
 }

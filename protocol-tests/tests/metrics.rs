@@ -1,5 +1,6 @@
 //! `GET /metrics` on the admin listener: exact counts against real `brook` processes, and
-//! a strict parse of the Prometheus text format (version 0.0.4) on every scrape.
+//! a strict parse of the Prometheus text format (version 0.0.4) on every scrape, which one
+//! test checks against the official Python client's parser.
 //!
 //! Single node: N Produce requests raise the Produce request counter by exactly N and the
 //! topic's bytes-in by exactly the batch bytes sent; an error answer raises the error
@@ -14,7 +15,8 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use brook_protocol_tests::batch::{encode_batch, Producer, Rec};
-use brook_protocol_tests::wire::{FETCH_V, PRODUCE_V};
+use brook_protocol_tests::process::run_brook;
+use brook_protocol_tests::wire::FETCH_V;
 use brook_protocol_tests::{errors, poll_until_ok, rd, unique_topic, Broker, Cluster, WireClient};
 use kafka_protocol::messages::FetchRequest;
 use rdkafka::consumer::Consumer;
@@ -552,6 +554,163 @@ fn groups_are_reported_by_type_and_state() {
 
 // -------------------------------------------------------------------------------- cluster
 
+/// What the official Python client's parser (`prometheus_client.parser`, run by
+/// `scripts/prometheus_parse.py`) reads from `text`: each family's type, and every sample.
+fn parse_with_prometheus_client(
+    text: &str,
+) -> (BTreeMap<String, String>, BTreeMap<SeriesKey, f64>) {
+    use std::process::{Command, Stdio};
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/prometheus_parse.py");
+    let mut child = Command::new("python3")
+        .arg(script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3 (scripts/test installs prometheus_client)");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("write the scrape to the parser");
+    let out = child.wait_with_output().expect("parser output");
+    assert!(
+        out.status.success(),
+        "prometheus_client refused the scrape: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let families: serde_json::Value = serde_json::from_slice(&out.stdout).expect("parser JSON");
+    let (mut types, mut samples) = (BTreeMap::new(), BTreeMap::new());
+    for f in families.as_array().expect("a list of families") {
+        // The client names a counter family without `_total`; its samples keep it.
+        let name = f["name"].as_str().expect("family name").to_string();
+        let kind = f["type"].as_str().expect("family type").to_string();
+        let declared = if kind == "counter" {
+            format!("{name}_total")
+        } else {
+            name
+        };
+        types.insert(declared, kind);
+        for s in f["samples"].as_array().expect("samples") {
+            let mut labels: Labels = s[1]
+                .as_object()
+                .expect("labels")
+                .iter()
+                .map(|(k, v)| (k.clone(), v.as_str().expect("label value").to_string()))
+                .collect();
+            labels.sort();
+            let value = s[2].as_f64().expect("sample value");
+            samples.insert(
+                (s[0].as_str().expect("sample name").to_string(), labels),
+                value,
+            );
+        }
+    }
+    (types, samples)
+}
+
+/// Every family kind on the page (counters, gauges, labelled families, histograms) has a
+/// sample, and the official Python client's parser reads the same families, types and
+/// samples as this file's strict parser.
+#[test]
+fn a_real_prometheus_parser_reads_the_scrape_as_we_do() {
+    let (broker, admin, mut c, topic) = broker_with_topic("metrics-promparse");
+    let batch = encode_batch(Producer::NONE, &[Rec::kv("k", "v", 1_000)]);
+    assert_eq!(c.produce(&topic, 0, batch.clone()).error_code, errors::NONE);
+    assert_eq!(
+        c.produce(&unique_topic("metrics-promparse-missing"), 0, batch)
+            .error_code,
+        errors::UNKNOWN_TOPIC_OR_PARTITION
+    );
+    let ours = await_scrape(&admin, "the produce counted", |s| {
+        s.value("brook_requests_total", &PRODUCE) >= 2.0
+    });
+    let (types, samples) = parse_with_prometheus_client(&ours.text);
+    assert_eq!(types, ours.types, "family types");
+    assert_eq!(samples, ours.samples, "samples");
+    for kind in ["counter", "gauge", "histogram"] {
+        assert!(
+            types.values().any(|t| t == kind),
+            "no {kind} family:\n{}",
+            ours.text
+        );
+    }
+    assert!(samples
+        .keys()
+        .any(|(n, _)| n == "brook_request_duration_seconds_bucket"));
+    drop(broker);
+}
+
+#[test]
+fn fault_rules_and_their_firings_are_counted_by_kind() {
+    let (broker, admin, mut c, topic) = broker_with_topic("metrics-faults");
+    let before = scrape(&admin);
+    // A single node is its own controller and has no metadata quorum.
+    assert_eq!(before.value("brook_active_controller", &[]), 1.0);
+    assert!(before.family_of("brook_metadata_quorum_leader").is_none());
+    assert_eq!(
+        before.value("brook_fault_rules", &[("kind", "request")]),
+        0.0
+    );
+
+    let cli = |args: &[&str]| {
+        let out = run_brook(args, SCRAPE_TIMEOUT);
+        assert!(out.status.success(), "brook {args:?}: {out:?}");
+    };
+    cli(&[
+        "fault",
+        "add",
+        "--admin",
+        &admin,
+        "--api",
+        "produce",
+        "--action",
+        "error",
+        "--error",
+        "NOT_ENOUGH_REPLICAS",
+        "--times",
+        "2",
+    ]);
+    let installed = scrape(&admin);
+    assert_eq!(
+        installed.value("brook_fault_rules", &[("kind", "request")]),
+        1.0
+    );
+    assert_eq!(
+        installed.value("brook_fault_rules", &[("kind", "link")]),
+        0.0
+    );
+    let batch = encode_batch(Producer::NONE, &[Rec::kv("k", "v", 1_000)]);
+    let not_enough = kafka_protocol::ResponseError::NotEnoughReplicas.code();
+    let codes: Vec<i16> = (0..3)
+        .map(|_| c.produce(&topic, 0, batch.clone()).error_code)
+        .collect();
+    assert_eq!(codes, [not_enough, not_enough, errors::NONE]);
+    let fired = scrape(&admin);
+    assert_eq!(
+        fired.value("brook_fault_fires_total", &[("kind", "request")]),
+        2.0
+    );
+    assert_eq!(
+        fired.value("brook_fault_fires_total", &[("kind", "crash")]),
+        0.0
+    );
+
+    // Clearing the rule takes it off the gauge; its firings stay counted.
+    cli(&["fault", "clear", "--admin", &admin]);
+    let cleared = scrape(&admin);
+    assert_eq!(
+        cleared.value("brook_fault_rules", &[("kind", "request")]),
+        0.0
+    );
+    assert_eq!(
+        cleared.value("brook_fault_fires_total", &[("kind", "request")]),
+        2.0
+    );
+    drop(broker);
+}
+
 #[test]
 fn a_dead_follower_shrinks_the_isr_and_its_return_expands_it() {
     // The leader's lag check (replica.lag.time.max.ms=3000) must remove the dead follower,
@@ -669,43 +828,12 @@ fn fencing_a_leader_is_one_election_and_its_lone_replicas_go_offline() {
     assert_eq!(n, 1.0, "leader elections after fencing node {victim}");
 }
 
-/// One record with acks=1 to partition 0 of `topic` at `addr`; the partition's error code.
-fn produce_acks1(addr: &str, topic: &str) -> i16 {
-    let batch = encode_batch(Producer::NONE, &[Rec::kv("k", "v", 1_700_000_000_000)]);
-    let req = WireClient::produce_request(topic, 0, batch, 1);
-    let mut c = WireClient::connect(addr);
-    c.request(PRODUCE_V, &req).responses[0].partition_responses[0].error_code
-}
-
 #[test]
 fn a_returning_leader_counts_its_truncation_to_the_new_leaders_log() {
     let mut cluster = Cluster::start(3, &[("controlled.shutdown.enable", "false")]);
     let topic = unique_topic("metrics-truncate");
     cluster.create_topic(&topic, 1, 3, &[("min.insync.replicas", "1")]);
-    let old = cluster
-        .await_isr(&topic, 0, &[1, 2, 3], METRIC_TIMEOUT)
-        .leader;
-    // A record only the old leader has: replication cut, acks=1, then the leader dies
-    // before its lag check could take the followers out of the ISR.
-    cluster.isolate_replication(old);
-    // A follower fetch parked before the cut would still carry the record: wait for the
-    // old leader's Fetch purgatory to drain (new follower fetches are refused at once).
-    await_scrape(
-        &cluster.admin_address(old),
-        "no parked follower fetch",
-        |s| s.value("brook_purgatory_size", &[("operation", "Fetch")]) == 0.0,
-    );
-    assert_eq!(produce_acks1(&cluster.address(old), &topic), errors::NONE);
-    cluster.kill(old);
-    let new = cluster
-        .await_leader_other_than(&topic, 0, old, METRIC_TIMEOUT)
-        .leader;
-    poll_until_ok("a record on the new leader", METRIC_TIMEOUT, || {
-        let code = produce_acks1(&cluster.address(new), &topic);
-        (code == errors::NONE)
-            .then_some(())
-            .ok_or(format!("error {code}"))
-    });
+    let (old, new) = cluster.diverge_partition_leader(&topic, METRIC_TIMEOUT);
 
     // Back as a follower, the old leader's log diverges at the new epoch: it truncates.
     cluster.start_node(old);
@@ -717,4 +845,70 @@ fn a_returning_leader_counts_its_truncation_to_the_new_leaders_log() {
         0.0,
         "the new leader truncated nothing"
     );
+}
+
+/// Node `id`'s view of the metadata quorum: (state, leader, epoch, log end offset, high
+/// watermark, active controller).
+fn quorum_view(cluster: &Cluster, id: i32) -> (String, f64, f64, f64, f64, f64) {
+    let s = scrape(&cluster.admin_address(id));
+    let states = ["leader", "candidate", "follower", "observer", "shutdown"];
+    let current: Vec<&str> = states
+        .into_iter()
+        .filter(|st| s.value("brook_metadata_quorum_state", &[("state", st)]) == 1.0)
+        .collect();
+    assert_eq!(
+        current.len(),
+        1,
+        "node {id}: one current state:\n{}",
+        s.text
+    );
+    (
+        current[0].to_string(),
+        s.value("brook_metadata_quorum_leader", &[]),
+        s.value("brook_metadata_quorum_epoch", &[]),
+        s.value("brook_metadata_quorum_log_end_offset", &[]),
+        s.value("brook_metadata_quorum_high_watermark", &[]),
+        s.value("brook_active_controller", &[]),
+    )
+}
+
+/// Waits until the live nodes agree on a quorum leader other than `not`; returns it and the
+/// epoch.
+fn await_quorum_agreement(cluster: &Cluster, not: Option<i32>) -> (i32, f64) {
+    poll_until_ok("the nodes agree on a quorum leader", METRIC_TIMEOUT, || {
+        let views: Vec<(i32, _)> = cluster
+            .live_ids()
+            .into_iter()
+            .map(|id| (id, quorum_view(cluster, id)))
+            .collect();
+        let (_, first) = &views[0];
+        let leader = first.1 as i32;
+        let agreed = leader >= 1
+            && Some(leader) != not
+            && views.iter().all(|(id, v)| {
+                let role = if *id == leader { "leader" } else { "follower" };
+                v.0 == role
+                    && v.1 == first.1
+                    && v.2 == first.2
+                    && v.4 <= v.3
+                    && v.4 >= 1.0
+                    && v.5 == f64::from(*id == leader)
+            });
+        agreed
+            .then_some((leader, first.2))
+            .ok_or(format!("{views:?}"))
+    })
+}
+
+#[test]
+fn the_metadata_quorum_is_seen_alike_by_every_node_and_moves_on_a_leader_kill() {
+    let mut cluster = Cluster::start(3, &[]);
+    let (leader, epoch) = await_quorum_agreement(&cluster, None);
+    // Metadata's controller id is the same node: the active controller is the quorum leader.
+    assert_eq!(cluster.await_controller(None, METRIC_TIMEOUT), leader);
+
+    cluster.kill(leader);
+    let (next, next_epoch) = await_quorum_agreement(&cluster, Some(leader));
+    assert_ne!(next, leader);
+    assert!(next_epoch > epoch, "epoch {epoch} -> {next_epoch}");
 }

@@ -108,12 +108,7 @@ impl<'a> BrokerLayers<'a> {
                 .then(|| config.values.get(k).cloned())
                 .flatten()
         };
-        let default_value = |k: &str| {
-            BROKER_DEFAULTS
-                .iter()
-                .find(|(d, v)| *d == k && !v.is_empty())
-                .map(|(_, v)| v.to_string())
-        };
+        let default_value = |k: &str| broker_default(k).map(str::to_string);
         let mut out = Vec::new();
         for source in [
             Source::DynamicBroker,
@@ -140,6 +135,30 @@ impl<'a> BrokerLayers<'a> {
         let first = out.iter().position(|s| s.name == name).unwrap_or(out.len());
         out.split_off(first)
     }
+}
+
+/// A broker key's default: Brook's (`BROKER_DEFAULTS`, equal to Kafka's for the keys Brook
+/// acts on), else Kafka 4.4's declared default. `None` for a null default; an empty value in
+/// `BROKER_DEFAULTS` is Kafka's default (null, or an empty list such as
+/// `controller.quorum.voters`).
+fn broker_default(name: &str) -> Option<&'static str> {
+    let kafka = || config_def::kafka_broker_key(name).and_then(|k| k.default);
+    match BROKER_DEFAULTS.iter().find(|(d, _)| *d == name) {
+        Some((_, v)) if !v.is_empty() => Some(*v),
+        _ => kafka(),
+    }
+}
+
+/// The broker keys DescribeConfigs lists for a broker: every key Kafka 4.4 declares and those
+/// Brook defines (its own keys, `BROOK_ONLY_BROKER_KEYS`, are not listed), sorted by name.
+fn described_broker_keys() -> Vec<String> {
+    let brook = BROKER_DEFAULTS.iter().map(|(k, _)| *k);
+    let kafka = config_def::kafka_broker_keys().iter().map(|k| k.name);
+    let names: std::collections::BTreeSet<&str> = brook
+        .chain(kafka)
+        .filter(|k| !config_def::BROOK_ONLY_BROKER_KEYS.contains(k))
+        .collect();
+    names.into_iter().map(str::to_string).collect()
 }
 
 /// Every topic config Kafka 4.4 lists, with its effective value for a topic with these
@@ -189,11 +208,7 @@ fn broker_config_entries(
 ) -> Vec<ConfigEntry> {
     let layers = BrokerLayers::new(broker, dynamic);
     let names: Vec<String> = if per_broker {
-        BROKER_DEFAULTS
-            .iter()
-            .map(|(k, _)| k.to_string())
-            .filter(|k| !config_def::BROOK_ONLY_BROKER_KEYS.contains(&k.as_str()))
-            .collect()
+        described_broker_keys()
     } else {
         layers.cluster_default.keys().cloned().collect()
     };
@@ -211,8 +226,10 @@ fn broker_config_entries(
                     .config
                     .values
                     .get(&name)
+                    .map(String::as_str)
+                    .or_else(|| broker_default(&name))
                     .filter(|v| !v.is_empty())
-                    .cloned(),
+                    .map(str::to_string),
             };
             Some(ConfigEntry {
                 value: value.map(|v| config_def::canonical(key.ty, &v)),
@@ -228,7 +245,8 @@ fn broker_config_entries(
 }
 
 /// The group configs with their values for a group with these overrides (Kafka's
-/// `ConfigHelper.createGroupConfigEntry`: the group's own entry, then the broker layers).
+/// `ConfigHelper.createGroupConfigEntry`): an override first, then the broker layers of the
+/// key's broker synonym, or the group key's own default when it has none.
 fn group_config_entries(
     broker: &Broker,
     dynamic: &DynamicBrokerConfigs,
@@ -238,26 +256,26 @@ fn group_config_entries(
     config_def::GROUP_CONFIGS
         .iter()
         .map(|key| {
-            let broker_layers = layers.synonyms(key.broker_synonym, &[key.broker_synonym]);
-            let value = overrides
-                .get(key.name)
-                .cloned()
-                .or_else(|| broker_layers.first().and_then(|s| s.value.clone()));
-            let own = Synonym {
-                name: key.name.to_string(),
-                value: value.clone(),
-                source: if overrides.contains_key(key.name) {
-                    Source::GroupOverride
-                } else {
-                    Source::Default
-                },
-            };
-            let mut synonyms = vec![own];
-            synonyms.extend(broker_layers);
+            let mut synonyms = Vec::new();
+            if let Some(v) = overrides.get(key.name) {
+                synonyms.push(Synonym {
+                    name: key.name.to_string(),
+                    value: Some(v.clone()),
+                    source: Source::GroupOverride,
+                });
+            }
+            match key.broker_synonym {
+                Some(b) => synonyms.extend(layers.synonyms(b, &[b])),
+                None => synonyms.push(Synonym {
+                    name: key.name.to_string(),
+                    value: Some(key.default.to_string()),
+                    source: Source::Default,
+                }),
+            }
             ConfigEntry {
                 name: key.name.to_string(),
-                value,
-                source: synonyms[0].source,
+                value: synonyms.first().and_then(|s| s.value.clone()),
+                source: synonyms.first().map_or(Source::Default, |s| s.source),
                 ty: key.ty,
                 read_only: false,
                 synonyms,
@@ -272,13 +290,16 @@ fn to_result(
     include_synonyms: bool,
     include_documentation: bool,
 ) -> DescribeConfigsResourceResult {
+    let sensitive = e.ty.is_sensitive();
     let synonyms = if include_synonyms {
         e.synonyms
             .into_iter()
             .map(|s| {
+                // Kafka's `ConfigHelper.configSynonyms` hides a sensitive key's values in
+                // every layer, as the entry's own.
                 DescribeConfigsSynonym::default()
                     .with_name(sb(s.name))
-                    .with_value(s.value.map(sb))
+                    .with_value(s.value.filter(|_| !sensitive).map(sb))
                     .with_source(config_source(s.source))
             })
             .collect()
@@ -288,10 +309,10 @@ fn to_result(
     DescribeConfigsResourceResult::default()
         .with_config_type(e.ty.code())
         .with_name(sb(e.name))
-        .with_value(e.value.filter(|_| !e.ty.is_sensitive()).map(sb))
+        .with_value(e.value.filter(|_| !sensitive).map(sb))
         .with_config_source(config_source(e.source))
         .with_read_only(e.read_only)
-        .with_is_sensitive(e.ty.is_sensitive())
+        .with_is_sensitive(sensitive)
         .with_documentation(include_documentation.then(|| sb(e.doc)))
         .with_synonyms(synonyms)
 }

@@ -476,6 +476,11 @@ impl Controller {
         (m.current_leader.map(|id| id as i32), m.current_term)
     }
 
+    /// This node's own view of the metadata quorum (for `/metrics`).
+    pub fn local_quorum_state(&self) -> quorum::LocalQuorumState {
+        quorum::local_state(&self.inner)
+    }
+
     /// DescribeQuorum: the Raft leader's view of the quorum. A follower asks the leader over
     /// the controller listener, as a Kafka broker forwards DescribeQuorum to the active
     /// controller, so every node gives the same answer. NOT_CONTROLLER while no leader is

@@ -135,6 +135,42 @@ fn offset_after(index: Option<u64>) -> i64 {
     })
 }
 
+/// This node's own view of the metadata quorum, as Kafka's `raft-metrics` group shows it
+/// on every node (`current-state`, `current-leader`, `current-epoch`, `log-end-offset`,
+/// `high-watermark`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalQuorumState {
+    /// Kafka's state names: `leader`, `candidate`, `follower`, `observer` (a learner);
+    /// `shutdown` once openraft stopped.
+    pub state: &'static str,
+    pub leader: Option<i32>,
+    pub epoch: i64,
+    pub log_end_offset: i64,
+    pub high_watermark: i64,
+}
+
+/// The states [`LocalQuorumState::state`] takes, for a gauge per state.
+pub const QUORUM_STATES: [&str; 5] = ["leader", "candidate", "follower", "observer", "shutdown"];
+
+/// Reads [`LocalQuorumState`] from openraft's metrics and the Raft log (their only owners).
+pub(super) fn local_state(inner: &Inner) -> LocalQuorumState {
+    let m = inner.raft.metrics().borrow().clone();
+    let state = match m.state {
+        ServerState::Leader => "leader",
+        ServerState::Candidate => "candidate",
+        ServerState::Follower => "follower",
+        ServerState::Learner => "observer",
+        ServerState::Shutdown => "shutdown",
+    };
+    LocalQuorumState {
+        state,
+        leader: m.current_leader.map(|id| id as i32),
+        epoch: i64::try_from(m.current_term).unwrap_or(i64::MAX),
+        log_end_offset: offset_after(m.last_log_index),
+        high_watermark: offset_after(inner.log.committed_index()),
+    }
+}
+
 /// Describes the quorum from this node's Raft state; NOT_CONTROLLER unless it is the leader.
 pub(super) fn describe_as_leader(inner: &Inner) -> Result<QuorumDescription, ControllerError> {
     let metrics = inner.raft.metrics().borrow().clone();

@@ -95,6 +95,19 @@ pub enum RuleKind {
     Link,
 }
 
+impl RuleKind {
+    pub const ALL: [RuleKind; 3] = [RuleKind::Request, RuleKind::Crash, RuleKind::Link];
+
+    /// The name a spec's `kind` takes, and the `kind` label of the fault metrics.
+    pub fn name(self) -> &'static str {
+        match self {
+            RuleKind::Request => "request",
+            RuleKind::Crash => "crash",
+            RuleKind::Link => "link",
+        }
+    }
+}
+
 /// Named places in the produce and replication paths where a crash rule can stop the process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -643,10 +656,10 @@ impl FaultRule {
     }
 
     /// Puts a `fault_fired` event on the stream (the fault engine owns the fact).
-    fn report_fired(&self, kind: &'static str, api_key: Option<i16>) {
+    fn report_fired(&self, api_key: Option<i16>) {
         crate::events::emit(|| crate::events::EventKind::FaultFired {
             rule: self.id,
-            kind,
+            kind: self.kind.name(),
             action: format!("{:?}", self.action),
             api_key,
         });
@@ -711,6 +724,9 @@ pub struct FaultEngine {
     node_id: i32,
     rules: RwLock<Vec<Arc<FaultRule>>>,
     next_id: AtomicU64,
+    /// Firings since start, per [`RuleKind`]: they outlive the rules that fired (a cleared
+    /// rule takes its own `fired` count along), so `/metrics` can show a counter.
+    fires: [AtomicU64; RuleKind::ALL.len()],
 }
 
 impl FaultEngine {
@@ -720,7 +736,24 @@ impl FaultEngine {
             node_id,
             rules: RwLock::new(Vec::new()),
             next_id: AtomicU64::new(1),
+            fires: Default::default(),
         }
+    }
+
+    /// Rule firings since the process started, by kind (a crash firing is counted before the
+    /// exit, so only tests calling [`FaultEngine::crash_decision`] see it).
+    pub fn fires(&self) -> [(RuleKind, u64); RuleKind::ALL.len()] {
+        RuleKind::ALL.map(|k| (k, self.fires[k as usize].load(Ordering::Relaxed)))
+    }
+
+    /// Installed rules, by kind.
+    pub fn rule_counts(&self) -> [(RuleKind, usize); RuleKind::ALL.len()] {
+        let rules = self.rules.read();
+        RuleKind::ALL.map(|k| (k, rules.iter().filter(|r| r.kind == k).count()))
+    }
+
+    fn count_fire(&self, kind: RuleKind) {
+        self.fires[kind as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Installs a rule; returns its id.
@@ -766,8 +799,9 @@ impl FaultEngine {
         let rules = self.rules.read();
         for r in rules.iter() {
             if r.matches(self.node_id, req) && r.try_fire() {
+                self.count_fire(RuleKind::Request);
                 tracing::info!(rule = r.id, action = ?r.action, api = req.api_key, "fault fired");
-                r.report_fired("request", Some(req.api_key));
+                r.report_fired(Some(req.api_key));
                 return Some(r.action.clone());
             }
         }
@@ -785,7 +819,8 @@ impl FaultEngine {
             .iter()
             .find(|r| r.matches_crash(self.node_id, point, topic, partition) && r.try_fire())
             .map(|r| {
-                r.report_fired("crash", None);
+                self.count_fire(RuleKind::Crash);
+                r.report_fired(None);
                 r.id
             })
     }
@@ -832,10 +867,11 @@ impl FaultEngine {
         let r = rules
             .iter()
             .find(|r| r.matches_link(self.node_id, peer, traffic, direction) && r.try_fire())?;
+        self.count_fire(RuleKind::Link);
         tracing::debug!(rule = r.id, peer, ?traffic, ?direction, action = ?r.action, "link fault");
         // A link rule fires on every message it touches: the stream reports its first firing.
         if r.fired.load(Ordering::Relaxed) == 1 {
-            r.report_fired("link", None);
+            r.report_fired(None);
         }
         match r.action {
             FaultAction::Delay { delay_ms, .. } => {
@@ -999,6 +1035,11 @@ mod tests {
         assert_eq!(e.crash_decision(p, "orders", 2), Some(1));
         assert_eq!(e.crash_decision(p, "orders", 2), None, "budget used up");
         assert_eq!(e.list()[0].fired.load(Ordering::Relaxed), 2);
+        assert_eq!(e.fires()[RuleKind::Crash as usize], (RuleKind::Crash, 2));
+        assert_eq!(
+            e.rule_counts()[RuleKind::Crash as usize],
+            (RuleKind::Crash, 1)
+        );
         // Crash rules never act on requests, request rules never crash.
         assert_eq!(e.decide(&produce("orders", 2)), None);
         e.add(spec("drop-request")).unwrap();
@@ -1063,6 +1104,19 @@ mod tests {
         );
         e.clear(None);
         assert_eq!(e.link_fault(2, Traffic::Replication, out), None);
+        // The firings outlive the cleared rule; nothing else was counted.
+        assert_eq!(
+            e.fires(),
+            [
+                (RuleKind::Request, 0),
+                (RuleKind::Crash, 0),
+                (RuleKind::Link, 5)
+            ]
+        );
+        assert_eq!(
+            e.rule_counts()[RuleKind::Link as usize],
+            (RuleKind::Link, 0)
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@
 //! histogram observation (a short uncontended lock), with no allocation: every label set is
 //! created at start-up from `SUPPORTED_APIS`, so a client cannot create label values.
 
+mod control;
 pub mod response_errors;
 
 use std::collections::BTreeMap;
@@ -261,7 +262,9 @@ impl Collector for Scrape {
         encode_requests(&self.broker.metrics.requests, &mut enc)?;
         encode_partitions(&self.broker, &mut enc)?;
         encode_events(&self.broker, &mut enc)?;
-        encode_gauges(&self.broker, &mut enc)
+        encode_gauges(&self.broker, &mut enc)?;
+        control::encode_controller(&self.broker, &mut enc)?;
+        control::encode_faults(&self.broker, &mut enc)
     }
 }
 

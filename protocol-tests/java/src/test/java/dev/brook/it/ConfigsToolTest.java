@@ -13,7 +13,7 @@ import org.junit.jupiter.api.extension.ExtendWith;
 /**
  * Kafka 4.4's own {@code kafka-configs.sh} against a broker: {@code org.apache.kafka.tools.ConfigCommand} from
  * {@code kafka-tools} 4.4.0, run as a child process with the test classpath as the script runs it. It describes a
- * broker and a topic with {@code --all} (every key with its source and synonyms, as Kafka's {@code ConfigHelper}
+ * broker, a group and a topic with {@code --all} (every key with its source and synonyms, as Kafka's {@code ConfigHelper}
  * lists them) and alters a topic and a dynamic broker key with {@code --add-config}.
  */
 @ExtendWith(BrokerLogOnFailure.class)
@@ -53,6 +53,35 @@ class ConfigsToolTest {
         assertEquals("log.retention.hours=24 sensitive=false synonyms={STATIC_BROKER_CONFIG:log.retention.hours=24, "
             + "DEFAULT_CONFIG:log.retention.hours=168}", line(out, "log.retention.hours"));
         assertEquals("log.retention.ms=null sensitive=false synonyms={}", line(out, "log.retention.ms"));
+        // Every broker key Kafka 4.4 declares is listed, those Brook does not act on with Kafka's default.
+        assertEquals("background.threads=10 sensitive=false synonyms={DEFAULT_CONFIG:background.threads=10}",
+            line(out, "background.threads"));
+        assertEquals("num.replica.fetchers=1 sensitive=false synonyms={DEFAULT_CONFIG:num.replica.fetchers=1}",
+            line(out, "num.replica.fetchers"));
+        assertEquals("ssl.keystore.password=null sensitive=true synonyms={}", line(out, "ssl.keystore.password"));
+        long listed = out.lines().filter(l -> l.contains(" sensitive=")).count();
+        assertTrue(listed >= 340, listed + " keys listed:\n" + out);
+    }
+
+    @Test
+    void describesEveryGroupKey() throws Exception {
+        String out = tool("--describe", "--entity-type", "groups", "--entity-name", "configs-tool-group", "--all");
+        assertTrue(out.contains("All configs for group configs-tool-group are:"), out);
+        // A key's default comes from its broker synonym, or from the group key itself when it has none.
+        assertEquals("consumer.session.timeout.ms=45000 sensitive=false "
+            + "synonyms={DEFAULT_CONFIG:group.consumer.session.timeout.ms=45000}", line(out, "consumer.session.timeout.ms"));
+        assertEquals("share.delivery.count.limit=5 sensitive=false "
+            + "synonyms={DEFAULT_CONFIG:group.share.delivery.count.limit=5}", line(out, "share.delivery.count.limit"));
+        assertEquals("streams.assignor.name=sticky sensitive=false "
+            + "synonyms={DEFAULT_CONFIG:group.streams.assignors=sticky}", line(out, "streams.assignor.name"));
+        assertEquals("share.isolation.level=read_uncommitted sensitive=false "
+            + "synonyms={DEFAULT_CONFIG:share.isolation.level=read_uncommitted}", line(out, "share.isolation.level"));
+        assertEquals("errors.deadletterqueue.topic.name= sensitive=false "
+            + "synonyms={DEFAULT_CONFIG:errors.deadletterqueue.topic.name=}", line(out, "errors.deadletterqueue.topic.name"));
+        assertEquals("streams.rack.aware.assignment.tags= sensitive=false "
+            + "synonyms={DEFAULT_CONFIG:group.streams.rack.aware.assignment.tags=}",
+            line(out, "streams.rack.aware.assignment.tags"));
+        assertEquals(21, out.lines().filter(l -> l.contains(" sensitive=")).count(), out);
     }
 
     @Test

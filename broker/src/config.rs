@@ -40,6 +40,19 @@ pub enum ConfigError {
     },
 }
 
+/// The log cleaner's broker settings (Kafka's `CleanerConfig`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogCleanerConfig {
+    /// `log.cleaner.enable`: compacted logs are cleaned.
+    pub enable: bool,
+    /// `log.cleaner.threads`: cleaner threads; 0 runs none.
+    pub threads: usize,
+    /// `log.cleaner.backoff.ms`: how long a thread sleeps when no log is due.
+    pub backoff_ms: u64,
+    /// `log.cleaner.dedupe.buffer.size`: the offset maps' memory over all threads.
+    pub dedupe_buffer_bytes: u64,
+}
+
 /// Topic-level keys Kafka defines as internal (`ConfigDef.defineInternal`): accepted on a
 /// topic but not listed by DescribeConfigs, and with no broker-level default.
 /// `internal.segment.bytes` overrides `segment.bytes` without its 1 MiB minimum, for tests
@@ -107,11 +120,7 @@ pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("log.flush.interval.ms", ""),
     ("log.flush.scheduler.interval.ms", "9223372036854775807"),
     ("max.decompressed.message.bytes", "2147483639"),
-    ("log.cleaner.delete.retention.ms", "86400000"),
-    ("log.cleaner.min.compaction.lag.ms", "0"),
-    ("log.cleaner.max.compaction.lag.ms", "9223372036854775807"),
     ("log.segment.delete.delay.ms", "60000"),
-    ("log.cleaner.min.cleanable.ratio", "0.5"),
     ("compression.gzip.level", "-1"),
     ("compression.lz4.level", "9"),
     ("compression.zstd.level", "3"),
@@ -121,6 +130,16 @@ pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("log.remote.copy.lag.ms", "0"),
     ("log.remote.copy.lag.bytes", "-1"),
     ("log.retention.check.interval.ms", "300000"),
+    // The log cleaner (crate::cluster::log_cleaner), Kafka 4.4's defaults.
+    ("log.cleaner.enable", "true"),
+    ("log.cleaner.threads", "1"),
+    ("log.cleaner.backoff.ms", "15000"),
+    ("log.cleaner.dedupe.buffer.size", "134217728"),
+    ("log.cleaner.delete.retention.ms", "86400000"),
+    ("log.cleaner.min.compaction.lag.ms", "0"),
+    ("log.cleaner.max.compaction.lag.ms", "9223372036854775807"),
+    ("log.cleaner.min.cleanable.ratio", "0.5"),
+    ("offsets.topic.segment.bytes", "104857600"),
     // Log directory checkpoints (crate::log::checkpoint).
     ("replica.high.watermark.checkpoint.interval.ms", "5000"),
     ("log.flush.offset.checkpoint.interval.ms", "60000"),
@@ -217,6 +236,11 @@ pub struct BrokerConfig {
     /// the request's `max_bytes` (Kafka's `KafkaApis.handleFetchRequest`).
     pub fetch_max_bytes: usize,
     pub retention_check_interval_ms: u64,
+    /// The log cleaner's settings (Kafka's `log.cleaner.*` broker keys).
+    pub log_cleaner: LogCleanerConfig,
+    /// `offsets.topic.segment.bytes`: segment.bytes of `__consumer_offsets`, so that its
+    /// segments roll and get compacted (Kafka's `GroupCoordinatorConfig`).
+    pub offsets_topic_segment_bytes: i32,
     /// How often the high watermarks are checkpointed
     /// (replica.high.watermark.checkpoint.interval.ms).
     pub high_watermark_checkpoint_interval_ms: u64,
@@ -369,6 +393,23 @@ impl BrokerConfig {
             },
             fetch_max_bytes: int_at_least("fetch.max.bytes", &get("fetch.max.bytes"), 1024)?
                 as usize,
+            log_cleaner: LogCleanerConfig {
+                enable: parse_bool("log.cleaner.enable", &get("log.cleaner.enable"))?,
+                threads: at_least_zero_int("log.cleaner.threads", &get("log.cleaner.threads"))?,
+                backoff_ms: parse_num::<u64>(
+                    "log.cleaner.backoff.ms",
+                    &get("log.cleaner.backoff.ms"),
+                )?,
+                dedupe_buffer_bytes: parse_num::<u64>(
+                    "log.cleaner.dedupe.buffer.size",
+                    &get("log.cleaner.dedupe.buffer.size"),
+                )?,
+            },
+            offsets_topic_segment_bytes: int_at_least(
+                "offsets.topic.segment.bytes",
+                &get("offsets.topic.segment.bytes"),
+                LOG_SEGMENT_BYTES_MIN,
+            )?,
             retention_check_interval_ms: positive::<i64>(
                 "log.retention.check.interval.ms",
                 &get("log.retention.check.interval.ms"),
@@ -522,6 +563,19 @@ impl BrokerConfig {
             cleanup_policy_compact: val("cleanup.policy")
                 .split(',')
                 .any(|p| p.trim() == "compact"),
+            delete_retention_ms: parse_num("delete.retention.ms", &val("delete.retention.ms"))?,
+            min_compaction_lag_ms: parse_num(
+                "min.compaction.lag.ms",
+                &val("min.compaction.lag.ms"),
+            )?,
+            max_compaction_lag_ms: parse_num(
+                "max.compaction.lag.ms",
+                &val("max.compaction.lag.ms"),
+            )?,
+            min_cleanable_dirty_ratio: parse_num(
+                "min.cleanable.dirty.ratio",
+                &val("min.cleanable.dirty.ratio"),
+            )?,
         })
     }
 

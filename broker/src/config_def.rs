@@ -155,15 +155,15 @@ pub const TOPIC_CONFIGS: &[TopicConfigKey] = &[
         "Largest size in bytes a compressed batch may have once decompressed."),
     topic_key!("index.interval.bytes", Int, "4096", Validator::AtLeast(0), ["log.index.interval.bytes"], true,
         "Bytes of log between two offset-index entries."),
-    topic_key!("delete.retention.ms", Long, "86400000", Validator::AtLeast(0), ["log.cleaner.delete.retention.ms"], false,
+    topic_key!("delete.retention.ms", Long, "86400000", Validator::AtLeast(0), ["log.cleaner.delete.retention.ms"], true,
         "How long tombstones of a compacted topic are kept after compaction."),
-    topic_key!("min.compaction.lag.ms", Long, "0", Validator::AtLeast(0), ["log.cleaner.min.compaction.lag.ms"], false,
+    topic_key!("min.compaction.lag.ms", Long, "0", Validator::AtLeast(0), ["log.cleaner.min.compaction.lag.ms"], true,
         "Minimum age of a record before compaction may remove it."),
-    topic_key!("max.compaction.lag.ms", Long, LONG_MAX, Validator::AtLeast(1), ["log.cleaner.max.compaction.lag.ms"], false,
+    topic_key!("max.compaction.lag.ms", Long, LONG_MAX, Validator::AtLeast(1), ["log.cleaner.max.compaction.lag.ms"], true,
         "Maximum age of a record before its segment must be compacted."),
     topic_key!("file.delete.delay.ms", Long, "60000", Validator::AtLeast(0), ["log.segment.delete.delay.ms"], false,
         "Delay between marking a segment deleted and removing its files."),
-    topic_key!("min.cleanable.dirty.ratio", Double, "0.5", Validator::Between(0, 1), ["log.cleaner.min.cleanable.ratio"], false,
+    topic_key!("min.cleanable.dirty.ratio", Double, "0.5", Validator::Between(0, 1), ["log.cleaner.min.cleanable.ratio"], true,
         "Share of uncompacted log above which the cleaner compacts a partition."),
     topic_key!("cleanup.policy", List, "delete", Validator::ListOf(&["compact", "delete"]), ["log.cleanup.policy"], true,
         "delete (drop old segments), compact (keep the last record per key), or both."),
@@ -383,6 +383,41 @@ const BROKER_KEYS: &[BrokerConfigKey] = &[
         Validator::None,
         STATIC,
         "flush.ms default when log.flush.interval.ms is not set."
+    ),
+    broker_key!(
+        "log.cleaner.enable",
+        Boolean,
+        Validator::None,
+        STATIC,
+        "Whether logs with cleanup.policy=compact are cleaned."
+    ),
+    broker_key!(
+        "log.cleaner.threads",
+        Int,
+        Validator::AtLeast(0),
+        DYNAMIC,
+        "Number of log cleaner threads."
+    ),
+    broker_key!(
+        "log.cleaner.backoff.ms",
+        Long,
+        Validator::AtLeast(0),
+        DYNAMIC,
+        "How long a cleaner thread sleeps when no log is due for cleaning."
+    ),
+    broker_key!(
+        "log.cleaner.dedupe.buffer.size",
+        Long,
+        Validator::None,
+        DYNAMIC,
+        "Memory for the cleaners' offset maps, over all cleaner threads."
+    ),
+    broker_key!(
+        "offsets.topic.segment.bytes",
+        Int,
+        Validator::AtLeast(1),
+        STATIC,
+        "segment.bytes of __consumer_offsets, kept small for faster compaction."
     ),
     broker_key!(
         "log.retention.check.interval.ms",

@@ -120,8 +120,9 @@ enum FaultCommand {
         /// request, crash or link (inferred from the action when omitted).
         #[arg(long)]
         kind: Option<String>,
-        /// For crash: after-leader-append, after-replication-before-ack or
-        /// follower-after-fetch-before-append.
+        /// For crash: after-leader-append, after-replication-before-ack,
+        /// follower-after-fetch-before-append, txn-after-prepare-before-markers,
+        /// txn-after-marker, cleaner-after-cleaned or cleaner-after-swap.
         #[arg(long)]
         point: Option<String>,
         /// For link rules: this node's id (default any).

@@ -213,6 +213,10 @@ impl Server {
                 move || b.replicas.run_retention(),
             ))
         };
+        let cleaner = crate::cluster::log_cleaner::LogCleaner::start(
+            broker.replicas.clone(),
+            broker.faults.clone(),
+        );
         let checkpoints = [
             (
                 OffsetCheckpoint::HighWatermark,
@@ -342,9 +346,13 @@ impl Server {
             let _ = a.await;
         }
         let b = broker.clone();
-        tokio::task::spawn_blocking(move || b.replicas.shutdown())
-            .await
-            .map_err(|e| ReplicaError::Io(std::io::Error::other(e)))??;
+        tokio::task::spawn_blocking(move || {
+            // The cleaner stops before the logs close: no swap after the final flush.
+            cleaner.shutdown();
+            b.replicas.shutdown()
+        })
+        .await
+        .map_err(|e| ReplicaError::Io(std::io::Error::other(e)))??;
         tracing::info!("shutdown complete");
         Ok(())
     }

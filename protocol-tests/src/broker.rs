@@ -127,6 +127,28 @@ impl Broker {
         self.ready_line = line;
     }
 
+    /// Sets `key=value` for the next start (`start_again`, `restart`), replacing an earlier
+    /// override of the key.
+    pub fn set_override(&mut self, key: &str, value: &str) {
+        let prefix = format!("{key}=");
+        self.overrides.retain(|o| !o.starts_with(&prefix));
+        self.overrides.push(format!("{key}={value}"));
+    }
+
+    /// Installs a crash rule at `point` (`brook fault add --action crash`), for one topic's
+    /// partitions when `topic` is given; the broker must have an `admin.listener`.
+    pub fn add_crash_rule(&self, point: &str, topic: Option<&str>) {
+        let admin = self.admin_address();
+        let mut args = vec![
+            "fault", "add", "--admin", &admin, "--action", "crash", "--point", point,
+        ];
+        if let Some(t) = topic {
+            args.extend(["--topic", t]);
+        }
+        let out = crate::process::run_brook(&args, std::time::Duration::from_secs(20));
+        assert!(out.status.success(), "brook fault add: {out:?}");
+    }
+
     /// SIGTERM, then waits (bounded) for the process to exit. Panics if it does not exit in time.
     pub fn stop(&mut self) -> ExitStatus {
         self.process.stop()

@@ -760,24 +760,6 @@ fn transaction_version_2_late_commit_after_a_timeout_abort_is_an_invalid_state()
     );
 }
 
-/// Installs a crash rule at `point` on the broker.
-fn crash_at(b: &Broker, point: &str) {
-    let out = run_brook(
-        &[
-            "fault",
-            "add",
-            "--admin",
-            &b.admin_address(),
-            "--action",
-            "crash",
-            "--point",
-            point,
-        ],
-        Duration::from_secs(20),
-    );
-    assert!(out.status.success(), "brook fault add: {out:?}");
-}
-
 /// A commit whose coordinator dies at a crash point, then restarts: the reloaded
 /// coordinator finishes it, and the records become visible exactly once.
 fn crash_and_recover(point: &str, topic_prefix: &str) {
@@ -788,7 +770,7 @@ fn crash_and_recover(point: &str, topic_prefix: &str) {
     let id = format!("tx-{topic_prefix}");
     let p = init_ok(&mut c, &id);
     assert_eq!(produce_txn_v12(&mut c, &id, &topic, p, 0, 3), 0);
-    crash_at(&b, point);
+    b.add_crash_rule(point, None);
     let req = EndTxnRequest::default()
         .with_transactional_id(tid(&id))
         .with_producer_id(p.0.into())

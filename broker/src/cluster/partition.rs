@@ -1346,6 +1346,28 @@ impl Partition {
         Ok(log.delete_old_segments(now_ms, hw)?)
     }
 
+    /// Whether the log is compacted (`cleanup.policy` includes `compact`).
+    pub fn is_compacted(&self) -> bool {
+        self.log.lock().config().cleanup_policy_compact
+    }
+
+    /// The log as the cleaner sees it; the segment files are read after the lock is released.
+    pub fn cleaner_view(&self) -> crate::log::cleaner::CleanerView {
+        let log = self.log.lock();
+        let hw = self.state.lock().high_watermark;
+        log.cleaner_view(hw)
+    }
+
+    /// Swaps a cleaned segment in under the partition lock, a few renames and deletes long
+    /// (`UnifiedLog::replace_segments`); false if the log changed since the clean began.
+    pub fn replace_cleaned_segments(
+        &self,
+        group: &crate::log::cleaner::CleanedGroup,
+        after_swap: &dyn Fn(),
+    ) -> Result<bool, PartitionError> {
+        Ok(self.log.lock().replace_segments(group, after_swap)?)
+    }
+
     /// Forgets producers idle for longer than `expiration_ms`.
     pub fn remove_expired_producers(&self, now_ms: i64, expiration_ms: i64) -> usize {
         self.log

@@ -126,16 +126,24 @@ pub enum CrashPoint {
     /// the Complete* record; topic and partition are that data partition. In a transaction
     /// over several nodes' partitions this stops the coordinator after some markers.
     TxnAfterMarker,
+    /// The log cleaner wrote and flushed `<base>.log.cleaned`, before the swap: a restart
+    /// deletes the cleaned files and keeps the old segments.
+    CleanerAfterCleaned,
+    /// The log cleaner renamed the cleaned files to `.swap` and deleted the segments they
+    /// replace, before the `.swap` files take their final names: a restart completes the swap.
+    CleanerAfterSwap,
 }
 
 impl CrashPoint {
     /// Every crash point.
-    pub const ALL: [CrashPoint; 5] = [
+    pub const ALL: [CrashPoint; 7] = [
         CrashPoint::AfterLeaderAppend,
         CrashPoint::AfterReplicationBeforeAck,
         CrashPoint::FollowerAfterFetchBeforeAppend,
         CrashPoint::TxnAfterPrepareBeforeMarkers,
         CrashPoint::TxnAfterMarker,
+        CrashPoint::CleanerAfterCleaned,
+        CrashPoint::CleanerAfterSwap,
     ];
 
     /// The name used in specs and logs.
@@ -146,6 +154,8 @@ impl CrashPoint {
             CrashPoint::FollowerAfterFetchBeforeAppend => "follower-after-fetch-before-append",
             CrashPoint::TxnAfterPrepareBeforeMarkers => "txn-after-prepare-before-markers",
             CrashPoint::TxnAfterMarker => "txn-after-marker",
+            CrashPoint::CleanerAfterCleaned => "cleaner-after-cleaned",
+            CrashPoint::CleanerAfterSwap => "cleaner-after-swap",
         }
     }
 

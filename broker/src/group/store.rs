@@ -106,13 +106,15 @@ impl OffsetsStore {
     }
 
     /// The topic's configs, as Kafka sets them for its offsets topic.
-    fn topic_configs() -> BTreeMap<String, String> {
+    fn topic_configs(&self) -> BTreeMap<String, String> {
         let mut configs = BTreeMap::new();
+        // The log cleaner keeps the latest record per key; a compact-only log is never cut
+        // by time (`retention.ms` applies to `delete` logs only).
         configs.insert("cleanup.policy".to_string(), "compact".to_string());
-        // Brook has no log cleaner yet, and time-based retention would delete committed
-        // offsets of idle groups: keep the segments until compaction exists.
-        configs.insert("retention.ms".to_string(), "-1".to_string());
-        configs.insert("segment.bytes".to_string(), "104857600".to_string());
+        configs.insert(
+            "segment.bytes".to_string(),
+            self.replicas.config.offsets_topic_segment_bytes.to_string(),
+        );
         configs
     }
 
@@ -129,7 +131,7 @@ impl OffsetsStore {
             OFFSETS_TOPIC,
             self.configured_partitions,
             1,
-            Self::topic_configs(),
+            self.topic_configs(),
             false,
         ) {
             Ok(_) | Err(ReplicaError::TopicExists(_)) => Ok(()),
@@ -150,7 +152,7 @@ impl OffsetsStore {
                 OFFSETS_TOPIC,
                 self.configured_partitions,
                 self.replication_factor,
-                Self::topic_configs(),
+                self.topic_configs(),
             )
             .await
         {

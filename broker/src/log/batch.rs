@@ -66,6 +66,9 @@ const CODEC_MASK: i16 = 0x07;
 pub(crate) const TIMESTAMP_TYPE_BIT: i16 = 0x08;
 pub(crate) const TRANSACTIONAL_BIT: i16 = 0x10;
 pub(crate) const CONTROL_BIT: i16 = 0x20;
+/// Attribute bit 6: the base timestamp is the delete horizon the cleaner set (KIP-534, Kafka's
+/// `DELETE_HORIZON_FLAG_MASK`).
+pub(crate) const DELETE_HORIZON_BIT: i16 = 0x40;
 
 /// The compression codec of a batch (attribute bits 0-2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,7 +10,8 @@ use super::batch::{
     NO_PRODUCER_ID, NO_SEQUENCE, TIMESTAMP_TYPE_BIT, TRANSACTIONAL_BIT,
 };
 
-fn put_varint(out: &mut Vec<u8>, v: i64) {
+/// Appends `v` as a zig-zag varint (Kafka's `ByteUtils.writeVarlong`).
+pub(crate) fn put_varint(out: &mut Vec<u8>, v: i64) {
     let mut z = ((v << 1) ^ (v >> 63)) as u64;
     loop {
         if z < 0x80 {
@@ -175,7 +176,8 @@ impl BatchBuilder {
     }
 }
 
-fn compress(codec: Codec, raw: &[u8]) -> Vec<u8> {
+/// `raw` compressed with `codec` in memory (the cleaner re-compresses rebuilt batches with it).
+pub(crate) fn compress(codec: Codec, raw: &[u8]) -> Vec<u8> {
     use kafka_protocol::compression::{Compressor, Gzip, Lz4, Snappy, Zstd};
     let mut out = BytesMut::new();
     let fill = |tmp: &mut BytesMut| {

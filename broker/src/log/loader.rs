@@ -1,8 +1,10 @@
 //! Opening a partition directory and crash recovery (Kafka's `LogLoader`).
 //!
 //! The caller tells us whether the last shutdown was clean (it owns the marker file).
-//! - Always: delete leftover `.deleted`, `.cleaned`, `.swap` and `.tmp` files and indexes without a
-//!   log, and rebuild any index that is missing or fails its sanity check (indexes are derived data).
+//! - Always: finish the cleaner's interrupted swaps (a `<base>.log.swap` replaces the segments
+//!   it overlaps and is then recovered), delete leftover `.deleted`, `.cleaned`, `.swap` and
+//!   `.tmp` files and indexes without a log, and rebuild any index that is missing or fails its
+//!   sanity check (indexes are derived data).
 //! - After an unclean shutdown: recover every segment from the recovery point on (the segment
 //!   holding it and all later ones; the caller reads it from the log directory's
 //!   `recovery-point-offset-checkpoint`), checking each batch's CRC and offsets, rebuilding the
@@ -18,9 +20,13 @@ use std::fs;
 use std::io;
 use std::path::Path;
 
+use super::batch::BatchHeader;
 use super::batch::{parse_end_txn_marker, RecordBatch};
 use super::producer_state::{delete_snapshots_after, CompletedTxn, ProducerStateManager};
-use super::segment::{LogSegment, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
+use super::segment::{
+    remove_if_exists, rename_segment_files, segment_file, suffixed_file, BatchScanner, LogSegment,
+    Scanned, INDEX_SUFFIX, LOG_SUFFIX, SEGMENT_FILE_SUFFIXES, TIME_INDEX_SUFFIX,
+};
 use super::txn_index::TXN_INDEX_SUFFIX;
 use super::{LogConfig, LogError};
 
@@ -53,6 +59,73 @@ fn parse_base(name: &str, suffix: &str) -> Option<i64> {
     stem.parse().ok()
 }
 
+/// Suffix of a segment file the cleaner is writing (Kafka's `LogFileUtils.CLEANED_FILE_SUFFIX`).
+pub const CLEANED_FILE_SUFFIX: &str = ".cleaned";
+/// Suffix of a cleaned segment about to replace the segments it was made from (Kafka's
+/// `SWAP_FILE_SUFFIX`).
+pub const SWAP_FILE_SUFFIX: &str = ".swap";
+
+/// Finishes the cleaner's interrupted swaps, as Kafka's `LogLoader` does: a `<base>.log.swap`
+/// is a complete cleaned segment (it is renamed only after being flushed), so the segments it
+/// overlaps go and it takes its final name. `.cleaned` files are left for [`clean_dir`] to
+/// delete: the segments they were made from are all still there. Returns the swapped bases,
+/// which the caller recovers (their indexes may be missing).
+fn complete_swaps(dir: &Path) -> Result<Vec<i64>, LogError> {
+    let mut swaps = Vec::new();
+    let mut logs = Vec::new();
+    for e in fs::read_dir(dir)? {
+        let e = e?;
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if let Some(base) = name
+            .strip_suffix(SWAP_FILE_SUFFIX)
+            .and_then(|n| parse_base(n, LOG_SUFFIX))
+        {
+            swaps.push(base);
+        } else if let Some(base) = parse_base(name, LOG_SUFFIX) {
+            logs.push(base);
+        }
+    }
+    swaps.sort_unstable();
+    for &base in &swaps {
+        let Some(next) = swap_next_offset(dir, base)? else {
+            // Bytes but not one whole batch: not a segment the cleaner flushed; junk for
+            // `clean_dir`. (An empty one is: every record of its group went.)
+            continue;
+        };
+        for &old in logs.iter().filter(|&&b| b > base && b < next) {
+            tracing::info!(
+                base = old,
+                "deleting a segment a cleaned .swap segment replaces"
+            );
+            for suffix in SEGMENT_FILE_SUFFIXES {
+                remove_if_exists(&segment_file(dir, old, suffix))?;
+            }
+        }
+        tracing::info!(base, "completing an interrupted swap of a cleaned segment");
+        rename_segment_files(dir, base, SWAP_FILE_SUFFIX, "")?;
+    }
+    if !swaps.is_empty() {
+        fsync_dir(dir)?;
+    }
+    Ok(swaps)
+}
+
+/// The offset after the last whole batch of `<base>.log.swap`: `base` for an empty file,
+/// `None` for bytes that hold no whole batch.
+fn swap_next_offset(dir: &Path, base: i64) -> Result<Option<i64>, LogError> {
+    let file = fs::File::open(suffixed_file(dir, base, LOG_SUFFIX, SWAP_FILE_SUFFIX))?;
+    let size = file.metadata()?.len();
+    let mut scanner = BatchScanner::new(&file, 0, size, false);
+    let mut next = (size == 0).then_some(base);
+    while let Scanned::Batch { bytes, .. } = scanner.next_batch()? {
+        if let Some(h) = BatchHeader::new(bytes) {
+            next = Some(h.next_offset());
+        }
+    }
+    Ok(next)
+}
+
 /// Deletes junk files and orphan indexes; returns the base offsets of the `.log` files.
 fn clean_dir(dir: &Path) -> io::Result<Vec<i64>> {
     let mut logs = Vec::new();
@@ -64,8 +137,8 @@ fn clean_dir(dir: &Path) -> io::Result<Vec<i64>> {
         if JUNK_SUFFIXES.iter().any(|s| name.ends_with(s))
             || LEGACY_CHECKPOINT_FILES.contains(&name)
         {
-            // We never write .swap or .cleaned files (no compaction yet), so nothing of ours
-            // needs a rename to finish: they are removed like the rest.
+            // Interrupted swaps were completed before this (`complete_swaps`): what is left
+            // is a clean that had not finished, or index files of a swap already done.
             tracing::info!(file = name, "deleting leftover file");
             fs::remove_file(e.path())?;
         } else if let Some(base) = parse_base(name, LOG_SUFFIX) {
@@ -109,6 +182,7 @@ pub fn load(
     now_ms: i64,
 ) -> Result<Loaded, LogError> {
     fs::create_dir_all(dir)?;
+    let swapped = complete_swaps(dir)?;
     let bases = clean_dir(dir)?;
     let lso_checkpoint = checkpoints.log_start_offset;
     let recovery_point = checkpoints.recovery_point.unwrap_or(0);
@@ -145,7 +219,7 @@ pub fn load(
         let mut seg = opened.segment;
         // A segment needs recovery if it may hold unflushed data or its indexes are in doubt.
         let unflushed = !had_clean_shutdown && next_base.is_none_or(|nb| nb > recovery_point);
-        if unflushed || !opened.indexes_ok {
+        if unflushed || !opened.indexes_ok || swapped.contains(&base) {
             first_recovered.get_or_insert(base);
             let result = seg.recover(expected_next)?;
             if result.truncated_bytes > 0 {

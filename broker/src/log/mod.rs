@@ -11,7 +11,7 @@
 //! ([`loader::LogCheckpoints`]).
 //!
 //! Modules: [`batch`] (the v2 batch view and produce validation), [`checkpoint`] (offset
-//! checkpoint files), [`index`] and [`time_index`]
+//! checkpoint files), [`cleaner`] (log compaction), [`index`] and [`time_index`]
 //! (sparse indexes), [`segment`], [`producer_state`] (idempotence), [`loader`] (open and
 //! crash recovery) and [`unified_log`] (the per-partition log the broker calls).
 //!
@@ -22,6 +22,7 @@
 pub mod batch;
 pub mod batch_builder;
 pub mod checkpoint;
+pub mod cleaner;
 pub mod index;
 pub mod index_file;
 pub mod leader_epoch;
@@ -32,6 +33,8 @@ pub mod time_index;
 pub mod txn_index;
 pub mod unified_log;
 
+#[cfg(test)]
+mod cleaner_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -178,6 +181,17 @@ pub struct LogConfig {
     /// cleanup.policy includes `compact` (Kafka's `LogConfig.compact`): produce refuses
     /// records without a key, which takes a per-record key check that other logs skip.
     pub cleanup_policy_compact: bool,
+    /// delete.retention.ms: how long the cleaner keeps a tombstone (and an ended
+    /// transaction's marker) after the clean that first saw it (Kafka's delete horizon).
+    pub delete_retention_ms: i64,
+    /// min.compaction.lag.ms: a segment whose newest record is younger is not cleaned.
+    pub min_compaction_lag_ms: i64,
+    /// max.compaction.lag.ms: a dirty segment whose first batch is older is cleaned whatever
+    /// the dirty ratio.
+    pub max_compaction_lag_ms: i64,
+    /// min.cleanable.dirty.ratio: the cleaner takes a log once dirty bytes / all cleanable
+    /// bytes exceed it.
+    pub min_cleanable_dirty_ratio: f64,
 }
 
 impl Default for LogConfig {
@@ -196,6 +210,10 @@ impl Default for LogConfig {
             message_timestamp_after_max_ms: 3_600_000,
             cleanup_policy_delete: true,
             cleanup_policy_compact: false,
+            delete_retention_ms: 86_400_000,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
+            min_cleanable_dirty_ratio: 0.5,
         }
     }
 }

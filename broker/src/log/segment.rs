@@ -37,6 +37,49 @@ pub fn segment_file(dir: &Path, base_offset: i64, suffix: &str) -> PathBuf {
     dir.join(format!("{base_offset:020}{suffix}"))
 }
 
+/// `<dir>/<20-digit base><suffix><file_suffix>`: a segment file in one of the cleaner's
+/// temporary states (`file_suffix` is `.cleaned` or `.swap`, or empty for the final name).
+pub fn suffixed_file(dir: &Path, base_offset: i64, suffix: &str, file_suffix: &str) -> PathBuf {
+    dir.join(format!("{base_offset:020}{suffix}{file_suffix}"))
+}
+
+/// The four files of a segment, the `.log` last: a rename in this order leaves a renamed
+/// `.log` only once its indexes are renamed too (the loader relies on it for `.swap`).
+pub const SEGMENT_FILE_SUFFIXES: [&str; 4] = [
+    INDEX_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    LOG_SUFFIX,
+];
+
+/// Renames the files of segment `base_offset` from `from` to `to` file suffix (Kafka's
+/// `LogSegment.changeFileSuffixes`). A missing index is skipped (an empty `.txnindex` is never
+/// created); a missing `.log` is an error. The caller fsyncs the directory.
+pub fn rename_segment_files(dir: &Path, base_offset: i64, from: &str, to: &str) -> io::Result<()> {
+    for suffix in SEGMENT_FILE_SUFFIXES {
+        let src = suffixed_file(dir, base_offset, suffix, from);
+        let dst = suffixed_file(dir, base_offset, suffix, to);
+        match std::fs::rename(&src, &dst) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound && suffix != LOG_SUFFIX => {
+                // No such index: the destination must not keep another segment's index.
+                remove_if_exists(&dst)?;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Removes `path`; a missing file is not an error.
+pub fn remove_if_exists(path: &Path) -> io::Result<()> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// The outcome of a step of [`BatchScanner`].
 pub enum Scanned<'a> {
     /// A batch starting at `position`; `bytes` holds the whole batch in full mode, otherwise at
@@ -217,21 +260,43 @@ impl LogSegment {
         index_max_bytes: u64,
         now_ms: i64,
     ) -> io::Result<LogSegment> {
-        let log_path = segment_file(dir, base_offset, LOG_SUFFIX);
+        Self::create_with_suffix(
+            dir,
+            base_offset,
+            "",
+            index_interval_bytes,
+            index_max_bytes,
+            now_ms,
+        )
+    }
+
+    /// Creates an empty segment whose files carry `file_suffix` after their usual names, as
+    /// the cleaner writes `<base>.log.cleaned` (Kafka's `LogSegment.open` with a file suffix).
+    /// Such a segment is written, flushed and dropped; [`rename_segment_files`] moves it.
+    pub fn create_with_suffix(
+        dir: &Path,
+        base_offset: i64,
+        file_suffix: &str,
+        index_interval_bytes: u64,
+        index_max_bytes: u64,
+        now_ms: i64,
+    ) -> io::Result<LogSegment> {
+        let file = |suffix: &str| suffixed_file(dir, base_offset, suffix, file_suffix);
+        let log_path = file(LOG_SUFFIX);
         let log = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(true)
             .open(&log_path)?;
-        let idx_path = segment_file(dir, base_offset, INDEX_SUFFIX);
-        let tidx_path = segment_file(dir, base_offset, TIME_INDEX_SUFFIX);
+        let idx_path = file(INDEX_SUFFIX);
+        let tidx_path = file(TIME_INDEX_SUFFIX);
         let _ = std::fs::remove_file(&idx_path);
         let _ = std::fs::remove_file(&tidx_path);
         let (offset_index, _) = OffsetIndex::open(&idx_path, base_offset, index_max_bytes, 0)?;
         let (time_index, _) =
             TimeIndex::open(&tidx_path, base_offset, index_max_bytes, base_offset)?;
-        let txn_index = TransactionIndex::create(segment_file(dir, base_offset, TXN_INDEX_SUFFIX))?;
+        let txn_index = TransactionIndex::create(file(TXN_INDEX_SUFFIX))?;
         Ok(LogSegment {
             base_offset,
             dir: dir.to_path_buf(),
@@ -414,6 +479,24 @@ impl LogSegment {
     pub fn offset_index_entries(&self) -> usize {
         self.offset_index.len()
     }
+    /// Number of time index entries.
+    pub fn time_index_entries(&self) -> usize {
+        self.time_index.len()
+    }
+    /// The first batch's maxTimestamp, if known (max.compaction.lag.ms counts from it, as
+    /// Kafka's `getFirstBatchTimestampForSegments`).
+    pub fn first_batch_timestamp(&self) -> Option<i64> {
+        self.rolling_based_timestamp
+    }
+    /// The `.log` file's last-modified time in ms (Kafka's `LogSegment.lastModified`).
+    pub fn last_modified_ms(&self) -> i64 {
+        self.log
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(self.created_ms, |d| d.as_millis() as i64)
+    }
 
     /// Kafka's `shouldRoll`: size, age (segment.ms from the first batch's timestamp), full
     /// indexes, or an offset that no longer fits a u32 relative offset.
@@ -584,8 +667,8 @@ impl LogSegment {
 
     /// Rebuilds both indexes and the in-memory state from the `.log` file, checking each batch's
     /// CRC and offsets, and truncates the file at the first invalid batch (a torn tail).
-    /// `expected_first_offset` is where the first batch must start (the previous segment's end),
-    /// if known.
+    /// `expected_first_offset` is where the first batch may start at the earliest (the previous
+    /// segment's end), if known.
     /// The aborted transaction index is emptied; the caller rebuilds it by replaying markers
     /// through the producer state (it needs the transactions begun in earlier segments).
     pub fn recover(&mut self, expected_first_offset: Option<i64>) -> io::Result<RecoveryResult> {
@@ -617,7 +700,9 @@ impl LogSegment {
             let offsets_ok = h.base_offset() >= self.base_offset
                 && h.last_offset_delta() >= 0
                 && h.last_offset() - self.base_offset <= u32::MAX as i64
-                && expected.is_none_or(|e| h.base_offset() == e);
+                // A cleaned log has gaps between batches (Kafka's `LogSegment.recover` does
+                // not ask for dense offsets), so a batch may start past the previous end.
+                && expected.is_none_or(|e| h.base_offset() >= e);
             if !offsets_ok || !batch.is_crc_valid() {
                 break;
             }

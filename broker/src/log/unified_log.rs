@@ -12,10 +12,13 @@ use super::batch::{
     self, decompress_records, parse_end_txn_marker, validate_produce, AppendOrigin, EndTxnMarker,
     RecordBatch, RecordIter, ValidatedBatch, HEADER_LEN,
 };
+use super::cleaner::{CleanedGroup, CleanerView, LastRecord, SegmentView};
 use super::leader_epoch::LeaderEpochCache;
-use super::loader::{self, apply_to_producer_state, fsync_dir, LogCheckpoints};
+use super::loader::{
+    self, apply_to_producer_state, fsync_dir, LogCheckpoints, CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX,
+};
 use super::producer_state::{BatchMetadata, ProducerStateManager, SequenceCheck};
-use super::segment::{AppendedBatch, LogSegment};
+use super::segment::{rename_segment_files, AppendedBatch, LogSegment};
 use super::txn_index::AbortedTxn;
 use super::{FetchSlice, LogAppendInfo, LogConfig, LogError, TimestampType, FETCH_SLICE_MAX_BYTES};
 
@@ -412,8 +415,8 @@ impl UnifiedLog {
     }
 
     /// Appends batches copied from the leader. They already carry offsets and leader epochs and
-    /// are written unchanged after a CRC check; the first must start at the log end offset and
-    /// the rest must follow without gaps. Producer state is updated without sequence checks.
+    /// are written unchanged after a CRC check; none may start below the end of what precedes
+    /// it (gaps are a compacted leader's). Producer state is updated without sequence checks.
     pub fn append_as_follower(&mut self, records: Bytes) -> Result<LogAppendInfo, LogError> {
         self.check_usable()?;
         // Validate the whole set first so that a bad batch in the middle writes nothing.
@@ -429,7 +432,9 @@ impl UnifiedLog {
                     h.base_offset()
                 )));
             }
-            if h.base_offset() != expected || h.last_offset_delta() < 0 {
+            // A gap is a cleaned leader's log (compaction removes batches); going back is not
+            // allowed (Kafka's `UnexpectedAppendOffsetException`).
+            if h.base_offset() < expected || h.last_offset_delta() < 0 {
                 return Err(LogError::UnexpectedAppendOffset {
                     expected,
                     actual: h.base_offset(),
@@ -765,13 +770,20 @@ impl UnifiedLog {
     ) -> Result<usize, LogError> {
         self.check_usable()?;
         let mut deleted = 0;
-        let retention_ms = self.config.retention_ms;
+        // Time and size retention apply to `delete` logs only; a compact-only log loses only
+        // what the log start offset passed (Kafka's `UnifiedLog.deleteOldSegments`).
+        let delete = self.config.cleanup_policy_delete;
+        let retention_ms = if delete { self.config.retention_ms } else { -1 };
         if retention_ms >= 0 {
             deleted += self.delete_segments_while(now_ms, high_watermark, |seg, _| {
                 now_ms.saturating_sub(seg.largest_timestamp()) > retention_ms
             })?;
         }
-        let retention_bytes = self.config.retention_bytes;
+        let retention_bytes = if delete {
+            self.config.retention_bytes
+        } else {
+            -1
+        };
         if retention_bytes >= 0 {
             let mut excess = self.size_in_bytes() as i64 - retention_bytes;
             deleted += self.delete_segments_while(now_ms, high_watermark, |seg, _| {
@@ -851,6 +863,115 @@ impl UnifiedLog {
         }
         self.check_invariants();
         Ok(doomed.len())
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Compaction: what the cleaner reads, and the swap
+    // -----------------------------------------------------------------------------------------
+
+    /// The log as the cleaner sees it (`high_watermark` is the partition's): the non-active
+    /// segments' files and sizes, every aborted transaction, and each producer's last write.
+    /// Short: no file is read here.
+    pub fn cleaner_view(&self, high_watermark: i64) -> CleanerView {
+        let active_base = self.active().base_offset();
+        let segments = self
+            .segments
+            .range(..active_base)
+            .map(|(_, s)| segment_view(s))
+            .collect();
+        let aborted = self
+            .segments
+            .values()
+            .flat_map(|s| s.txn_index().entries().iter().copied())
+            .collect();
+        let active_producers = self
+            .producer_state
+            .iter()
+            .map(|e| {
+                let last = LastRecord {
+                    last_data_offset: e.batches().last().map(|b| b.last_offset()),
+                    producer_epoch: e.producer_epoch,
+                };
+                (e.producer_id, last)
+            })
+            .collect();
+        CleanerView {
+            dir: self.dir.clone(),
+            config: self.config.clone(),
+            log_start_offset: self.log_start_offset,
+            active_base_offset: active_base,
+            log_end_offset: self.log_end_offset,
+            last_stable_offset: self.last_stable_offset(high_watermark),
+            segments,
+            aborted,
+            active_producers,
+        }
+    }
+
+    /// Swaps the cleaned segment `<base>.*.cleaned` in for `group.replaced` (Kafka's
+    /// `UnifiedLog.replaceSegments`), in Kafka's crash-safe order: the cleaned files are
+    /// renamed to `.swap`, the replaced segments deleted, then the `.swap` files take their
+    /// final names; a crash anywhere leaves either the old segments (and junk the loader
+    /// deletes) or a `.swap` the loader completes. `after_swap` runs once the old segments are
+    /// gone and only the `.swap` holds the data (a crash point). Returns false, touching
+    /// nothing, if a replaced segment is gone or changed since the clean began (retention,
+    /// truncation): the caller deletes the cleaned files.
+    pub fn replace_segments(
+        &mut self,
+        group: &CleanedGroup,
+        after_swap: &dyn Fn(),
+    ) -> Result<bool, LogError> {
+        self.check_usable()?;
+        if !self.still_holds(&group.replaced) {
+            return Ok(false);
+        }
+        let base = group.base_offset;
+        let dir = self.dir.clone();
+        let result = (|| -> Result<LogSegment, LogError> {
+            rename_segment_files(&dir, base, CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)?;
+            fsync_dir(&dir)?;
+            for old in &group.replaced {
+                if let Some(seg) = self.segments.remove(&old.base_offset) {
+                    seg.delete_files()?;
+                }
+            }
+            fsync_dir(&dir)?;
+            after_swap();
+            rename_segment_files(&dir, base, SWAP_FILE_SUFFIX, "")?;
+            fsync_dir(&dir)?;
+            let c = &self.config;
+            let opened =
+                LogSegment::open(&dir, base, c.index_interval_bytes, c.segment_index_bytes, 0)?;
+            // The cleaner wrote and flushed these indexes a moment ago. (A rebuild here could
+            // not restore the `.txnindex`: that takes the producer state of the whole log.)
+            debug_assert!(opened.indexes_ok, "a cleaned segment's indexes must check");
+            Ok(opened.segment)
+        })();
+        match result {
+            Ok(seg) => {
+                self.segments.insert(base, seg);
+                self.check_invariants();
+                Ok(true)
+            }
+            Err(e) => {
+                // Half-swapped: the files on disk are what a restart must sort out (the
+                // loader completes a .swap); this process must not write over them.
+                self.failed = true;
+                Err(e)
+            }
+        }
+    }
+
+    /// Whether every segment of `replaced` is still here, non-active, same file, same size.
+    fn still_holds(&self, replaced: &[SegmentView]) -> bool {
+        let active_base = self.active().base_offset();
+        replaced.iter().all(|v| {
+            v.base_offset < active_base
+                && self
+                    .segments
+                    .get(&v.base_offset)
+                    .is_some_and(|s| Arc::ptr_eq(s.log_file(), &v.log) && s.size() == v.size)
+        })
     }
 
     /// Moves the log start offset forward to `offset` (Kafka's `maybeIncrementLogStartOffset`):
@@ -1103,4 +1224,20 @@ fn load_leader_epochs(
         cache.persist()?;
     }
     Ok(cache)
+}
+
+/// What the cleaner needs of one segment.
+fn segment_view(s: &LogSegment) -> SegmentView {
+    SegmentView {
+        base_offset: s.base_offset(),
+        next_offset: s.next_offset(),
+        log: Arc::clone(s.log_file()),
+        size: s.size(),
+        offset_index_bytes: s.offset_index_entries() as u64
+            * super::index::OFFSET_INDEX_ENTRY_BYTES,
+        time_index_bytes: s.time_index_entries() as u64 * super::time_index::TIME_INDEX_ENTRY_BYTES,
+        largest_timestamp: s.largest_timestamp(),
+        first_batch_timestamp: s.first_batch_timestamp(),
+        last_modified_ms: s.last_modified_ms(),
+    }
 }

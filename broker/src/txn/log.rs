@@ -85,8 +85,8 @@ impl TransactionLog {
         c.insert("cleanup.policy".to_string(), "compact".to_string());
         c.insert("compression.type".to_string(), "uncompressed".to_string());
         c.insert("segment.bytes".to_string(), self.segment_bytes.to_string());
-        // Brook has no log cleaner yet: keep every segment rather than lose live ids.
-        c.insert("retention.ms".to_string(), "-1".to_string());
+        // Compact only: the log cleaner keeps each transactional id's latest record, and
+        // time retention, which applies to `delete` logs only, never cuts it.
         c.insert(
             "unclean.leader.election.enable".to_string(),
             "false".to_string(),

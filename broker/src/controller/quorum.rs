@@ -135,7 +135,8 @@ fn offset_after(index: Option<u64>) -> i64 {
     })
 }
 
-/// This node's own view of the metadata quorum, as Kafka's `raft-metrics` group shows it
+/// This node's own view of the metadata quorum, as Kafka's `raft-metrics` group
+/// (`KafkaRaftMetrics`) shows it
 /// on every node (`current-state`, `current-leader`, `current-epoch`, `log-end-offset`,
 /// `high-watermark`).
 #[derive(Debug, Clone, PartialEq, Eq)]

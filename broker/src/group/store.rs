@@ -105,7 +105,8 @@ impl OffsetsStore {
         partition_for(group, self.partitions())
     }
 
-    /// The topic's configs, as Kafka sets them for its offsets topic.
+    /// The topic's configs, as Kafka sets them for its offsets topic
+    /// (`GroupCoordinator.offsetsTopicConfigs`).
     fn topic_configs(&self) -> BTreeMap<String, String> {
         let mut configs = BTreeMap::new();
         // The log cleaner keeps the latest record per key; a compact-only log is never cut

@@ -155,6 +155,7 @@ pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("controller.quorum.voters", ""),
     ("controller.listener.names", ""),
     ("controller.quorum.election.timeout.ms", "1000"),
+    ("controller.quorum.fetch.timeout.ms", "2000"),
     // Automatic preferred-leader election by the active controller.
     ("auto.leader.rebalance.enable", "true"),
     ("leader.imbalance.check.interval.seconds", "300"),
@@ -268,6 +269,8 @@ pub struct BrokerConfig {
     pub broker_session_timeout_ms: u64,
     /// `controller.quorum.election.timeout.ms`.
     pub controller_election_timeout_ms: u64,
+    /// `controller.quorum.fetch.timeout.ms`.
+    pub controller_fetch_timeout_ms: u64,
 }
 
 impl BrokerConfig {
@@ -456,6 +459,10 @@ impl BrokerConfig {
             controller_election_timeout_ms: positive::<i64>(
                 "controller.quorum.election.timeout.ms",
                 &get("controller.quorum.election.timeout.ms"),
+            )? as u64,
+            controller_fetch_timeout_ms: positive::<i64>(
+                "controller.quorum.fetch.timeout.ms",
+                &get("controller.quorum.fetch.timeout.ms"),
             )? as u64,
             values,
             explicit,

@@ -487,7 +487,14 @@ const BROKER_KEYS: &[BrokerConfigKey] = &[
         Int,
         Validator::AtLeast(0),
         STATIC,
-        "Time without a quorum leader before an election starts."
+        "How long a candidate waits for votes before a new election (the random part of the election timer)."
+    ),
+    broker_key!(
+        "controller.quorum.fetch.timeout.ms",
+        Int,
+        Validator::AtLeast(0),
+        STATIC,
+        "Time without hearing from the quorum leader before a voter starts an election."
     ),
     broker_key!(
         "auto.leader.rebalance.enable",

@@ -1,7 +1,8 @@
 //! Link fault rules on the metadata quorum: a three-node quorum on loopback, each node with
 //! its own fault engine. Partitioning the active controller from both peers (controller
 //! traffic, both directions) makes the other two elect a new leader; clearing the rule lets
-//! the old one rejoin as a follower and catch up.
+//! the old one rejoin as a follower and catch up. A link that is slow but well within
+//! Kafka's quorum timeouts changes nothing: the leader stays and writes commit.
 //!
 //! Every wait is on an event (a write that needs a quorum, or the committed image's watch
 //! channel) with a timeout; nothing sleeps.
@@ -18,7 +19,22 @@ use tokio::net::TcpListener;
 /// Upper bound on any single wait; generous because CI machines are shared.
 const WAIT: Duration = Duration::from_secs(20);
 
-fn config(id: i32, voters: &BTreeMap<i32, String>, dir: &std::path::Path) -> ControllerConfig {
+/// Timers of the quorum under test: (`controller.quorum.fetch.timeout.ms`,
+/// `controller.quorum.election.timeout.ms`).
+type Timing = (u64, u64);
+
+/// Short timers, so that the partition test elects quickly.
+const FAST: Timing = (300, 300);
+
+/// Kafka's defaults (`QuorumConfig`).
+const KAFKA_DEFAULTS: Timing = (2000, 1000);
+
+fn config(
+    id: i32,
+    voters: &BTreeMap<i32, String>,
+    dir: &std::path::Path,
+    (fetch_timeout_ms, election_timeout_ms): Timing,
+) -> ControllerConfig {
     ControllerConfig {
         node_id: id,
         voters: voters.clone(),
@@ -32,44 +48,69 @@ fn config(id: i32, voters: &BTreeMap<i32, String>, dir: &std::path::Path) -> Con
         min_insync_replicas: 1,
         previous_broker_epoch: None,
         leader_imbalance_check_interval: None,
-        election_timeout_ms: 300,
+        election_timeout_ms,
+        fetch_timeout_ms,
         request_timeout_ms: 10_000,
         snapshot_interval_entries: 1000,
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn partitioned_active_controller_is_replaced_and_rejoins() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
-    let mut listeners = BTreeMap::new();
-    for id in 1..=3 {
-        listeners.insert(id, TcpListener::bind("127.0.0.1:0").await.unwrap());
-    }
-    let voters: BTreeMap<i32, String> = listeners
-        .iter()
-        .map(|(id, l)| (*id, l.local_addr().unwrap().to_string()))
-        .collect();
-    let mut dirs = Vec::new();
-    let mut nodes = BTreeMap::new();
-    let mut engines = BTreeMap::new();
-    for (id, l) in listeners {
-        let dir = tempfile::tempdir().unwrap();
-        let faults = Arc::new(FaultEngine::new(id));
-        let node = Controller::start_with_listener_and_faults(
-            config(id, &voters, dir.path()),
-            l,
-            Some(faults.clone()),
-        )
-        .await
-        .unwrap();
-        dirs.push(dir);
-        nodes.insert(id, node);
-        engines.insert(id, faults);
+/// Three voters, each with its own fault engine.
+struct Quorum {
+    nodes: BTreeMap<i32, Controller>,
+    engines: BTreeMap<i32, Arc<FaultEngine>>,
+    _dirs: Vec<tempfile::TempDir>,
+}
+
+impl Quorum {
+    async fn start(timing: Timing) -> Quorum {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+        let mut listeners = BTreeMap::new();
+        for id in 1..=3 {
+            listeners.insert(id, TcpListener::bind("127.0.0.1:0").await.unwrap());
+        }
+        let voters: BTreeMap<i32, String> = listeners
+            .iter()
+            .map(|(id, l)| (*id, l.local_addr().unwrap().to_string()))
+            .collect();
+        let mut dirs = Vec::new();
+        let mut nodes = BTreeMap::new();
+        let mut engines = BTreeMap::new();
+        for (id, l) in listeners {
+            let dir = tempfile::tempdir().unwrap();
+            let faults = Arc::new(FaultEngine::new(id));
+            let node = Controller::start_with_listener_and_faults(
+                config(id, &voters, dir.path(), timing),
+                l,
+                Some(faults.clone()),
+            )
+            .await
+            .unwrap();
+            dirs.push(dir);
+            nodes.insert(id, node);
+            engines.insert(id, faults);
+        }
+        Quorum {
+            nodes,
+            engines,
+            _dirs: dirs,
+        }
     }
 
+    async fn shutdown(self) {
+        for n in self.nodes.values() {
+            n.shutdown().await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitioned_active_controller_is_replaced_and_rejoins() {
+    let q = Quorum::start(FAST).await;
+    let (nodes, engines) = (&q.nodes, &q.engines);
     let old = nodes[&1].wait_for_active(WAIT).await.unwrap();
     let (first, _) = nodes[&old].allocate_producer_id_block(old).await.unwrap();
 
@@ -111,7 +152,58 @@ async fn partitioned_active_controller_is_replaced_and_rejoins() {
     assert_eq!(nodes[&old].active_controller_id(), Some(new));
     assert!(!nodes[&old].is_active());
 
-    for n in nodes.values() {
-        n.shutdown().await;
+    q.shutdown().await;
+}
+
+/// A controller link that answers in 250 ms, both ways on every node: slower than Brook's
+/// old 100 ms bound on an AppendEntries (a tenth of the election timeout), far inside Kafka's
+/// `controller.quorum.request.timeout.ms` (2 s). With Kafka's default timers the quorum keeps
+/// its leader and epoch, and every write commits; with the old bound no write committed and
+/// the voters kept electing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_controller_link_keeps_the_leader_and_commits() {
+    let q = Quorum::start(KAFKA_DEFAULTS).await;
+    let nodes = &q.nodes;
+    let active = nodes[&1].wait_for_active(WAIT).await.unwrap();
+    let (mut last, _) = nodes[&active]
+        .allocate_producer_id_block(active)
+        .await
+        .unwrap();
+    let epoch = nodes[&active].local_quorum_state().epoch;
+    for e in q.engines.values() {
+        e.add(FaultSpec {
+            action: "delay".into(),
+            delay_ms: Some(250),
+            probability: Some(1.0),
+            seed: Some(1),
+            to: Some(PeerSpec::Text("*".into())),
+            direction: Some("in".into()),
+            traffic: Some("controller".into()),
+            ..Default::default()
+        })
+        .unwrap();
     }
+    for id in [1, 2, 3, 1, 2, 3] {
+        let (block, _) = tokio::time::timeout(WAIT, nodes[&id].allocate_producer_id_block(id))
+            .await
+            .expect("a write did not commit in time over the slow link")
+            .expect("write over the slow link failed");
+        assert!(block > last);
+        last = block;
+    }
+    let fired: u64 = q
+        .engines
+        .values()
+        .map(|e| e.list()[0].fired.load(Ordering::Relaxed))
+        .sum();
+    assert!(fired > 0, "the delay rule never fired");
+    for n in nodes.values() {
+        let s = n.local_quorum_state();
+        assert_eq!(s.leader, Some(active), "the leader moved over a slow link");
+        assert_eq!(
+            s.epoch, epoch,
+            "the quorum held an election over a slow link"
+        );
+    }
+    q.shutdown().await;
 }

@@ -47,6 +47,7 @@ fn config(
         previous_broker_epoch: None,
         leader_imbalance_check_interval: balance,
         election_timeout_ms: 300,
+        fetch_timeout_ms: 300,
         request_timeout_ms: 10_000,
         snapshot_interval_entries: SNAPSHOT_INTERVAL_ENTRIES,
     }

@@ -140,9 +140,12 @@ pub struct ControllerConfig {
     /// replica (the first in its assignment) when that replica is live and in the ISR.
     /// `None` when disabled.
     pub leader_imbalance_check_interval: Option<Duration>,
-    /// `controller.quorum.election.timeout.ms`: the Raft election timeout (randomised between
-    /// it and twice it); Raft heartbeats go at a tenth of it.
+    /// `controller.quorum.election.timeout.ms`: how long a candidate waits for votes; the
+    /// random part of the election timer (see [`raft_timing`]).
     pub election_timeout_ms: u64,
+    /// `controller.quorum.fetch.timeout.ms`: how long a voter goes without hearing from the
+    /// leader before it starts an election (see [`raft_timing`]).
+    pub fetch_timeout_ms: u64,
     /// Bound on one write, including waiting for an election.
     pub request_timeout_ms: u64,
     /// A snapshot is taken every this many applied entries, and the log before it purged
@@ -220,6 +223,7 @@ impl ControllerConfig {
                 }
             },
             election_timeout_ms: cfg.controller_election_timeout_ms,
+            fetch_timeout_ms: cfg.controller_fetch_timeout_ms,
             request_timeout_ms: 30_000,
             snapshot_interval_entries: SNAPSHOT_LOGS_SINCE_LAST,
         }))
@@ -357,13 +361,13 @@ impl Controller {
         let clocks = Arc::new(quorum::FollowerClocks::default());
         let (state_machine, image_rx) =
             storage::StateMachine::open(&config.metadata_dir).map_err(internal)?;
-        let election = config.election_timeout_ms.max(10);
+        let timing = raft_timing(config.fetch_timeout_ms, config.election_timeout_ms);
         let raft_config = openraft::Config {
             cluster_name: "brook".into(),
-            election_timeout_min: election,
-            election_timeout_max: election * 2,
-            heartbeat_interval: (election / 10).max(1),
-            install_snapshot_timeout: election.max(1000),
+            election_timeout_min: timing.election_timeout_min,
+            election_timeout_max: timing.election_timeout_max,
+            heartbeat_interval: timing.heartbeat_interval,
+            install_snapshot_timeout: timing.election_timeout_min.max(1000),
             max_payload_entries: MAX_ENTRIES_PER_APPEND,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(config.snapshot_interval_entries.max(1)),
             max_in_snapshot_log_to_keep: LOGS_KEPT_AFTER_SNAPSHOT
@@ -984,6 +988,40 @@ fn leader_changes(image: &ClusterImage, records: &[MetadataRecord]) -> u64 {
         _ => false,
     };
     records.iter().filter(|r| elected(r)).count() as u64
+}
+
+/// An idle follower hears from the leader at least this often: KRaft's leader answers a
+/// follower's parked Fetch after at most `KafkaRaftClient.MAX_FETCH_WAIT_MS` (500 ms).
+pub const RAFT_HEARTBEAT_INTERVAL_MS_MAX: u64 = 500;
+
+/// The Raft library's timers, from Kafka's quorum settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RaftTiming {
+    pub election_timeout_min: u64,
+    pub election_timeout_max: u64,
+    /// Also the bound on one AppendEntries call: openraft times each one out after a
+    /// heartbeat interval, so this is what a slow follower (a stalled fsync, a busy machine)
+    /// must answer within.
+    pub heartbeat_interval: u64,
+}
+
+/// Maps KRaft's timers onto openraft's single randomised election timer, as
+/// `KafkaRaftClient` and `QuorumConfig` define them: a voter that has not heard from the
+/// leader for `controller.quorum.fetch.timeout.ms` becomes a candidate, and a candidate's
+/// wait for votes is randomised over `controller.quorum.election.timeout.ms`; so the timer
+/// fires between the fetch timeout and the fetch timeout plus the election timeout. The
+/// leader contacts each follower every [`RAFT_HEARTBEAT_INTERVAL_MS_MAX`] (or a quarter of
+/// the fetch timeout, if that is shorter), so a follower misses several heartbeats before it
+/// campaigns. Deriving the heartbeat from the election timeout alone (a tenth of it) gave
+/// each AppendEntries 100 ms at Kafka's defaults: a busy machine then failed every commit
+/// and the quorum changed leader over and over.
+pub fn raft_timing(fetch_timeout_ms: u64, election_timeout_ms: u64) -> RaftTiming {
+    let fetch = fetch_timeout_ms.max(10);
+    RaftTiming {
+        election_timeout_min: fetch,
+        election_timeout_max: fetch + election_timeout_ms.max(1),
+        heartbeat_interval: (fetch / 4).clamp(1, RAFT_HEARTBEAT_INTERVAL_MS_MAX),
+    }
 }
 
 /// How often the active controller looks for expired sessions: a quarter of the session

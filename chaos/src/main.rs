@@ -9,6 +9,7 @@ use clap::{Parser, ValueEnum};
 
 use brook_chaos::report;
 use brook_chaos::run::{run, RunConfig};
+use brook_chaos::schedule::Weights;
 use brook_chaos::target::{BrookCluster, KafkaCluster, Target};
 use brook_chaos::workload::{ClientSettings, WorkloadKind};
 
@@ -44,9 +45,14 @@ struct Args {
     /// The schedule's seed (default: drawn from the clock, and printed).
     #[arg(long)]
     seed: Option<u64>,
-    /// Nemesis steps (about 70% of them kill a leader).
+    /// Nemesis steps (about 70% of them kill a leader, with the default weights).
     #[arg(long, default_value_t = 20)]
     steps: usize,
+    /// How often each kind of step is drawn, relative to the others: `kill-leader=60,isr-churn=15,...`
+    /// (kinds: kill-leader, isr-churn, crash-point, pause, delay-replication; one not named is
+    /// never drawn). Default: kill-leader=35,isr-churn=20,crash-point=15,pause=15,delay-replication=15.
+    #[arg(long, value_parser = Weights::parse)]
+    weights: Option<Weights>,
     #[arg(long, default_value_t = 3)]
     partitions: i32,
     #[arg(long, default_value_t = 2)]
@@ -129,6 +135,7 @@ fn main() -> ExitCode {
     let cfg = RunConfig {
         seed,
         steps: args.steps,
+        weights: args.weights.unwrap_or_default(),
         schedule: None,
         clients: ClientSettings {
             workload: match args.workload {

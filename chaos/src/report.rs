@@ -129,10 +129,11 @@ pub fn replay(out: &RunOutput) -> String {
         WorkloadKind::Txn => "txn",
     };
     format!(
-        "cargo run --release -p brook-chaos -- --target {} --workload {workload} --seed {} --steps {} --partitions {} --producers {} --consumers {} --rate {} --acks {} --idempotence {} --min-insync-replicas {} --replica-lag-ms {} --settle-secs {}",
+        "cargo run --release -p brook-chaos -- --target {} --workload {workload} --seed {} --steps {} --weights {} --partitions {} --producers {} --consumers {} --rate {} --acks {} --idempotence {} --min-insync-replicas {} --replica-lag-ms {} --settle-secs {}",
         out.target,
         c.seed,
         c.steps,
+        c.weights,
         c.clients.partitions,
         c.clients.producers,
         c.clients.consumers,

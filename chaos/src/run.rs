@@ -13,7 +13,7 @@ use serde::Serialize;
 use crate::checker::{check, PartitionReport};
 use crate::history::{History, Op};
 use crate::nemesis::{Nemesis, NemesisStats, SETTLE_TIMEOUT};
-use crate::schedule::{generate, Shape, Step};
+use crate::schedule::{generate, Shape, Step, Weights};
 use crate::target::Target;
 use crate::txn;
 use crate::verdict::{judge, Guarantees, Verdict};
@@ -32,6 +32,8 @@ pub struct RunConfig {
     pub seed: u64,
     /// Steps drawn from the seed (ignored when `schedule` is given).
     pub steps: usize,
+    /// How often each kind of step is drawn.
+    pub weights: Weights,
     /// An explicit schedule instead of the seed's.
     #[serde(skip)]
     pub schedule: Option<Vec<Step>>,
@@ -123,6 +125,7 @@ impl RunConfig {
                     partitions: self.clients.partitions,
                     replica_lag_ms: self.replica_lag_ms,
                 },
+                self.weights,
             )
         })
     }

@@ -95,31 +95,132 @@ pub struct Shape {
     pub replica_lag_ms: u64,
 }
 
-/// `steps` steps drawn from `seed`. Weights: kill-leader 35%, isr-churn 20%, crash-point 15%,
-/// pause 15%, delay-replication 15%.
-pub fn generate(seed: u64, steps: usize, shape: Shape) -> Vec<Step> {
+/// How often each kind of step is drawn, relative to the others (`--weights`). The default
+/// (35, 20, 15, 15, 15) sums to 100, and a schedule drawn with it is the one every earlier
+/// run of the same seed applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Weights {
+    pub kill_leader: u32,
+    pub isr_churn: u32,
+    pub crash_point: u32,
+    pub pause: u32,
+    pub delay_replication: u32,
+}
+
+impl Default for Weights {
+    fn default() -> Weights {
+        Weights {
+            kill_leader: 35,
+            isr_churn: 20,
+            crash_point: 15,
+            pause: 15,
+            delay_replication: 15,
+        }
+    }
+}
+
+/// The step kinds' names, in the order of [`Weights`]' fields and of the draw.
+pub const STEP_KINDS: [&str; 5] = [
+    "kill-leader",
+    "isr-churn",
+    "crash-point",
+    "pause",
+    "delay-replication",
+];
+
+impl Weights {
+    fn as_array(&self) -> [u32; 5] {
+        [
+            self.kill_leader,
+            self.isr_churn,
+            self.crash_point,
+            self.pause,
+            self.delay_replication,
+        ]
+    }
+
+    /// Parses `kill-leader=60,pause=10,...`; a kind not named gets weight 0.
+    pub fn parse(s: &str) -> Result<Weights, String> {
+        let mut w = [0u32; 5];
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (name, value) = part
+                .split_once('=')
+                .ok_or_else(|| format!("weight `{part}`: expected kind=number"))?;
+            let i = STEP_KINDS
+                .iter()
+                .position(|k| *k == name.trim())
+                .ok_or_else(|| format!("weight `{part}`: kinds are {}", STEP_KINDS.join(", ")))?;
+            w[i] = value
+                .trim()
+                .parse()
+                .map_err(|_| format!("weight `{part}`: not a whole number"))?;
+        }
+        let parsed = Weights {
+            kill_leader: w[0],
+            isr_churn: w[1],
+            crash_point: w[2],
+            pause: w[3],
+            delay_replication: w[4],
+        };
+        if parsed.total() == 0 {
+            return Err("the weights sum to 0".into());
+        }
+        Ok(parsed)
+    }
+
+    fn total(&self) -> u64 {
+        self.as_array().iter().map(|w| u64::from(*w)).sum()
+    }
+
+    /// The kind (an index into [`STEP_KINDS`]) a draw in `0..total` falls on.
+    fn kind_of(&self, draw: u64) -> usize {
+        let mut upper = 0u64;
+        for (i, w) in self.as_array().iter().enumerate() {
+            upper += u64::from(*w);
+            if draw < upper {
+                return i;
+            }
+        }
+        STEP_KINDS.len() - 1
+    }
+}
+
+impl std::fmt::Display for Weights {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts: Vec<String> = STEP_KINDS
+            .iter()
+            .zip(self.as_array())
+            .map(|(k, w)| format!("{k}={w}"))
+            .collect();
+        f.write_str(&parts.join(","))
+    }
+}
+
+/// `steps` steps drawn from `seed`, each kind as often as `weights` says.
+pub fn generate(seed: u64, steps: usize, shape: Shape, weights: Weights) -> Vec<Step> {
     let mut rng = SplitMix64::new(seed);
     (0..steps)
         .map(|_| {
             let partition = rng.range(0, shape.partitions.max(1) as u64 - 1) as i32;
-            match rng.range(0, 99) {
-                0..=34 => Step::KillLeader {
+            match weights.kind_of(rng.range(0, weights.total() - 1)) {
+                0 => Step::KillLeader {
                     partition,
                     lag_ms: (rng.range(0, 1) == 1).then(|| rng.range(100, 800)),
                     down_ms: rng.range(0, 3000),
                 },
-                35..=54 => Step::IsrChurn {
+                1 => Step::IsrChurn {
                     partition,
                     cut_ms: shape.replica_lag_ms + rng.range(500, 2500),
                     controller_delay_ms: rng.range(200, 2000),
                     kill_after_ms: rng.range(0, 500),
                 },
-                55..=69 => Step::CrashPoint {
+                2 => Step::CrashPoint {
                     partition,
                     point: CRASH_POINTS[rng.range(0, CRASH_POINTS.len() as u64 - 1) as usize]
                         .to_string(),
                 },
-                70..=84 => Step::Pause {
+                3 => Step::Pause {
                     partition,
                     role: if rng.range(0, 1) == 0 {
                         Role::Leader
@@ -149,13 +250,57 @@ mod tests {
 
     #[test]
     fn a_seed_replays_the_same_schedule() {
-        assert_eq!(generate(7, 50, SHAPE), generate(7, 50, SHAPE));
-        assert_ne!(generate(7, 50, SHAPE), generate(8, 50, SHAPE));
+        let w = Weights::default();
+        assert_eq!(generate(7, 50, SHAPE, w), generate(7, 50, SHAPE, w));
+        assert_ne!(generate(7, 50, SHAPE, w), generate(8, 50, SHAPE, w));
+    }
+
+    /// Seed 12's first steps as a run before `--weights` wrote them in its JSON (the long
+    /// runs' schedule): the default weights must keep drawing exactly these.
+    #[test]
+    fn the_default_weights_draw_the_schedules_of_earlier_runs() {
+        let earlier = [
+            r#"{"step":"kill-leader","partition":0,"lag_ms":null,"down_ms":950}"#,
+            r#"{"step":"pause","partition":1,"role":"follower","pause_ms":3425}"#,
+            r#"{"step":"isr-churn","partition":2,"cut_ms":4810,"controller_delay_ms":1817,"kill_after_ms":66}"#,
+            r#"{"step":"kill-leader","partition":2,"lag_ms":435,"down_ms":825}"#,
+        ];
+        let drawn: Vec<String> = generate(12, 4, SHAPE, Weights::default())
+            .iter()
+            .map(|st| serde_json::to_string(st).unwrap())
+            .collect();
+        assert_eq!(drawn, earlier);
+    }
+
+    #[test]
+    fn weights_parse_and_steer_the_draw() {
+        let w = Weights::parse("kill-leader=3, pause=1").unwrap();
+        assert_eq!(
+            w.to_string(),
+            "kill-leader=3,isr-churn=0,crash-point=0,pause=1,delay-replication=0"
+        );
+        assert_eq!(
+            Weights::parse(&Weights::default().to_string()),
+            Ok(Weights::default())
+        );
+        assert!(Weights::parse("kill=1").is_err());
+        assert!(Weights::parse("pause=0").is_err());
+        let s = generate(3, 400, SHAPE, w);
+        let kills = s
+            .iter()
+            .filter(|st| matches!(st, Step::KillLeader { .. }))
+            .count();
+        let pauses = s
+            .iter()
+            .filter(|st| matches!(st, Step::Pause { .. }))
+            .count();
+        assert_eq!(kills + pauses, 400);
+        assert!(kills > 2 * pauses, "{kills} kills, {pauses} pauses");
     }
 
     #[test]
     fn every_kind_of_step_comes_up() {
-        let s = generate(1, 200, SHAPE);
+        let s = generate(1, 200, SHAPE, Weights::default());
         let kinds: std::collections::BTreeSet<String> = s
             .iter()
             .map(|st| serde_json::to_value(st).unwrap()["step"].to_string())

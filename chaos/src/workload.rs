@@ -162,9 +162,29 @@ impl Drop for Workload {
     }
 }
 
-fn new_producer(c: &Clients) -> RecProducer {
+/// Which librdkafka `debug` contexts a chaos producer logs: the idempotent producer's own
+/// (producer id, epoch bumps, drains), which explain a duplicate or a sequence error. They
+/// come a few lines per state change, not per record.
+pub const PRODUCER_DEBUG_CONTEXTS: &str = "eos";
+
+/// librdkafka's warnings and errors of producer `process`, and its `eos` debug lines, into
+/// the history as [`Op::ClientError`]s: an epoch bump (`DRAIN`) is why a record can be
+/// written twice by an idempotent producer, so a `duplicate` needs these lines beside it.
+fn producer_log(process: &str, history: &History) -> rd::LogSink {
+    let process = process.to_string();
+    let history = history.clone();
+    Box::new(move |_level, fac, message| {
+        history.push(Op::ClientError {
+            process: process.clone(),
+            at_ms: history.now_ms(),
+            error: format!("librdkafka {fac}: {message}"),
+        });
+    })
+}
+
+fn new_producer(c: &Clients, process: &str, history: &History) -> RecProducer {
     let timeout = MESSAGE_TIMEOUT_MS.to_string();
-    rd::producer(
+    rd::producer_with_log(
         &c.bootstrap,
         &[
             ("acks", c.settings.acks.as_str()),
@@ -183,7 +203,10 @@ fn new_producer(c: &Clients) -> RecProducer {
             // A lost answer (a paused leader) is retried after this, not after librdkafka's 60 s.
             ("socket.timeout.ms", "10000"),
             ("message.timeout.ms", timeout.as_str()),
+            // Debug lines come only from these contexts; warnings and errors from all.
+            ("debug", PRODUCER_DEBUG_CONTEXTS),
         ],
+        Some(producer_log(process, history)),
     )
 }
 
@@ -223,7 +246,7 @@ fn produce_with(
     seq: &mut u64,
     started: Instant,
 ) -> bool {
-    let p = new_producer(c);
+    let p = new_producer(c, process, history);
     let mut in_flight: HashMap<usize, InFlight> = HashMap::new();
     let mut fatal = None;
     while !stop.load(Ordering::Relaxed) && fatal.is_none() && !history.is_full() {

@@ -46,6 +46,7 @@ fn config_of(
     RunConfig {
         seed,
         steps,
+        weights: Default::default(),
         schedule: None,
         clients: ClientSettings {
             workload,

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use rdkafka::config::ClientConfig;
+use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{BorrowedMessage, DeliveryResult, Headers, Message, Timestamp};
@@ -27,13 +27,25 @@ pub struct Delivery {
     pub at: Instant,
 }
 
-/// A producer context that keeps every delivery report.
+/// Where a producer's librdkafka log lines go: (level, facility, message).
+pub type LogSink = Box<dyn Fn(RDKafkaLogLevel, &str, &str) + Send + Sync>;
+
+/// A producer context that keeps every delivery report, and hands librdkafka's log lines to
+/// `log` when one is set (nothing installs a `log` logger in these tests, so the `rdkafka`
+/// crate's default would drop them).
 #[derive(Default)]
 pub struct Recorder {
     pub deliveries: Mutex<Vec<Delivery>>,
+    pub log: Option<LogSink>,
 }
 
-impl ClientContext for Recorder {}
+impl ClientContext for Recorder {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
+        if let Some(sink) = &self.log {
+            sink(level, fac, log_message);
+        }
+    }
+}
 
 impl ProducerContext for Recorder {
     type DeliveryOpaque = usize;
@@ -64,14 +76,30 @@ pub type RecProducer = BaseProducer<Recorder>;
 
 /// A producer with default librdkafka settings plus `extra`.
 pub fn producer(bootstrap: &str, extra: &[(&str, &str)]) -> RecProducer {
+    producer_with_log(bootstrap, extra, None)
+}
+
+/// [`producer`], with librdkafka's log lines (those its `log_level` and `debug` settings let
+/// through) handed to `log`.
+pub fn producer_with_log(
+    bootstrap: &str,
+    extra: &[(&str, &str)],
+    log: Option<LogSink>,
+) -> RecProducer {
     let mut cfg = ClientConfig::new();
     cfg.set("bootstrap.servers", bootstrap);
     cfg.set("message.timeout.ms", "60000");
     for (k, v) in extra {
         cfg.set(*k, *v);
     }
-    cfg.create_with_context(Recorder::default())
-        .expect("create rdkafka producer")
+    if log.is_some() {
+        cfg.set_log_level(RDKafkaLogLevel::Debug);
+    }
+    cfg.create_with_context(Recorder {
+        deliveries: Mutex::default(),
+        log,
+    })
+    .expect("create rdkafka producer")
 }
 
 /// Sends one record, polling while the local queue is full (bounded).

@@ -7,6 +7,15 @@
 //! - `unseen`: acknowledged, never read, and no poll got as far as its offset (with the final
 //!   read-to-the-end that every run does, this too means the record is gone);
 //! - `duplicate`: one value read at two or more offsets;
+//! - `duplicate-after-epoch-bump` (not Jepsen's): a `duplicate` whose copies the batch headers
+//!   of the final log ([`Op::ProducerRun`]) place under successive epochs of one producer id,
+//!   where the producer logged that it bumped each earlier copy's epoch because messages timed
+//!   out. The client sent the record again: librdkafka drains, bumps its epoch and renumbers
+//!   what it still holds from sequence 0 (KIP-360), and no broker can match those to the first
+//!   copies (Kafka's `ProducerStateManager` takes sequence 0 under a new epoch as a fresh
+//!   start). Reported as expected in every configuration. Copies under one epoch, or under
+//!   epochs bumped for another reason (UNKNOWN_PRODUCER_ID, a sequence gap: answers of the
+//!   broker), stay `duplicate`, with the epochs and the reason in the example;
 //! - `inconsistent-offsets`: one offset read with two different values, or a value read at an
 //!   offset other than the one its send was acknowledged at;
 //! - `nonmonotonic-poll`: one consumer read an offset at or below the one it read before (on
@@ -55,6 +64,7 @@ pub enum Anomaly {
     LostWrite,
     Unseen,
     Duplicate,
+    DuplicateAfterEpochBump,
     InconsistentOffsets,
     NonmonotonicPoll,
     PollSkip,
@@ -66,10 +76,11 @@ pub enum Anomaly {
 }
 
 impl Anomaly {
-    pub const ALL: [Anomaly; 11] = [
+    pub const ALL: [Anomaly; 12] = [
         Anomaly::LostWrite,
         Anomaly::Unseen,
         Anomaly::Duplicate,
+        Anomaly::DuplicateAfterEpochBump,
         Anomaly::InconsistentOffsets,
         Anomaly::NonmonotonicPoll,
         Anomaly::PollSkip,
@@ -97,6 +108,7 @@ impl Anomaly {
             Anomaly::LostWrite => "lost-write",
             Anomaly::Unseen => "unseen",
             Anomaly::Duplicate => "duplicate",
+            Anomaly::DuplicateAfterEpochBump => "duplicate-after-epoch-bump",
             Anomaly::InconsistentOffsets => "inconsistent-offsets",
             Anomaly::NonmonotonicPoll => "nonmonotonic-poll",
             Anomaly::PollSkip => "poll-skip",
@@ -252,6 +264,7 @@ pub fn check(ops: &[Op]) -> BTreeMap<i32, PartitionReport> {
         }
     }
     let reads = Reads::of(ops);
+    let writers = Writers::of(ops, &sends);
     for p in reads.partitions() {
         reports.entry(p).or_default();
     }
@@ -260,7 +273,7 @@ pub fn check(ops: &[Op]) -> BTreeMap<i32, PartitionReport> {
         report.offsets_read = log.by_offset.len() as u64;
         let no_sends = Vec::new();
         let sends = sends.get(p).unwrap_or(&no_sends);
-        check_reads(log, report);
+        check_reads(log, &writers.partition(*p), report);
         check_sends(log, sends, report);
         check_producer_order(log, sends, report);
     }
@@ -437,8 +450,132 @@ impl<'a> Reads<'a> {
     }
 }
 
-/// `inconsistent-offsets` between reads, and `duplicate`.
-fn check_reads(log: &PartitionReads<'_>, report: &mut PartitionReport) {
+/// Who wrote what, for telling a client's re-send from a broker duplicate: the final log's
+/// producer runs, each producer process's epoch bumps (from librdkafka's `DRAIN` lines), and
+/// which process sent each value.
+struct Writers<'a> {
+    /// Per partition, (first offset, last offset, producer id, epoch), by first offset.
+    runs: BTreeMap<i32, Vec<(i64, i64, i64, i16)>>,
+    /// (process, producer id, epoch bumped from) -> the reason the producer logged.
+    bumps: HashMap<(&'a str, i64, i16), &'a str>,
+    /// Value -> the process that sent it.
+    sender: HashMap<&'a str, &'a str>,
+}
+
+/// One partition's view of [`Writers`].
+struct PartitionWriters<'w, 'a> {
+    runs: &'w [(i64, i64, i64, i16)],
+    bumps: &'w HashMap<(&'a str, i64, i16), &'a str>,
+    sender: &'w HashMap<&'a str, &'a str>,
+}
+
+impl<'a> Writers<'a> {
+    fn of(ops: &'a [Op], sends: &BTreeMap<i32, Vec<SendView<'a>>>) -> Writers<'a> {
+        let mut runs: BTreeMap<i32, Vec<(i64, i64, i64, i16)>> = BTreeMap::new();
+        let mut bumps = HashMap::new();
+        for op in ops {
+            match op {
+                Op::ProducerRun {
+                    partition,
+                    first_offset,
+                    last_offset,
+                    producer_id,
+                    producer_epoch,
+                } => runs.entry(*partition).or_default().push((
+                    *first_offset,
+                    *last_offset,
+                    *producer_id,
+                    *producer_epoch,
+                )),
+                Op::ClientError { process, error, .. } => {
+                    if let Some((id, epoch, reason)) = parse_epoch_bump(error) {
+                        bumps.insert((process.as_str(), id, epoch), reason);
+                    }
+                }
+                _ => {}
+            }
+        }
+        for r in runs.values_mut() {
+            r.sort_unstable();
+        }
+        let sender = sends
+            .values()
+            .flatten()
+            .map(|s| (s.value, s.process))
+            .collect();
+        Writers {
+            runs,
+            bumps,
+            sender,
+        }
+    }
+
+    fn partition<'w>(&'w self, p: i32) -> PartitionWriters<'w, 'a> {
+        PartitionWriters {
+            runs: self.runs.get(&p).map_or(&[], |r| r.as_slice()),
+            bumps: &self.bumps,
+            sender: &self.sender,
+        }
+    }
+}
+
+impl PartitionWriters<'_, '_> {
+    /// The producer id and epoch of the batch holding `offset`.
+    fn writer_of(&self, offset: i64) -> Option<(i64, i16)> {
+        let i = self
+            .runs
+            .partition_point(|r| r.0 <= offset)
+            .checked_sub(1)?;
+        let (first, last, id, epoch) = self.runs[i];
+        (first..=last).contains(&offset).then_some((id, epoch))
+    }
+
+    /// Whether `value`, read at `offsets`, was re-sent by its producer after a message-timeout
+    /// epoch bump (`Ok`), or not (`Err`, with what the headers and the producer's log say).
+    fn resent(&self, value: &str, offsets: &BTreeSet<i64>) -> Result<String, String> {
+        let writers: Vec<Option<(i64, i16)>> = offsets.iter().map(|o| self.writer_of(*o)).collect();
+        let Some(writers) = writers.into_iter().collect::<Option<Vec<(i64, i16)>>>() else {
+            return Err("no batch headers for every copy".into());
+        };
+        let described = format!("producer (id, epoch) {writers:?}");
+        let one_id = writers.iter().all(|w| w.0 == writers[0].0 && w.0 >= 0);
+        let rising = writers.windows(2).all(|w| w[0].1 < w[1].1);
+        if !one_id || !rising {
+            return Err(described);
+        }
+        let process = self.sender.get(value).copied().unwrap_or_default();
+        let mut reasons = Vec::new();
+        for (id, epoch) in &writers[..writers.len() - 1] {
+            match self.bumps.get(&(process, *id, *epoch)) {
+                Some(reason) if reason.contains("timed out") => reasons.push(*reason),
+                Some(reason) => return Err(format!("{described}; epoch {epoch} bumped: {reason}")),
+                None => return Err(format!("{described}; no bump of epoch {epoch} logged")),
+            }
+        }
+        Ok(format!("{described}; bumped: {}", reasons.join("; ")))
+    }
+}
+
+/// (producer id, epoch, reason) of librdkafka's line for the start of an epoch bump:
+/// `... drain in state S for PID{Id:7,Epoch:0} epoch bump for N partition(s) with in-flight
+/// requests: REASON`.
+fn parse_epoch_bump(line: &str) -> Option<(i64, i16, &str)> {
+    let (_, rest) = line.split_once("for PID{Id:")?;
+    let (id, rest) = rest.split_once(",Epoch:")?;
+    let (epoch, rest) = rest.split_once('}')?;
+    if !rest.starts_with(" epoch bump ") {
+        return None;
+    }
+    let (_, reason) = rest.split_once("in-flight requests: ")?;
+    Some((id.parse().ok()?, epoch.parse().ok()?, reason.trim()))
+}
+
+/// `inconsistent-offsets` between reads, `duplicate` and `duplicate-after-epoch-bump`.
+fn check_reads(
+    log: &PartitionReads<'_>,
+    writers: &PartitionWriters<'_, '_>,
+    report: &mut PartitionReport,
+) {
     for (offset, values) in &log.by_offset {
         if values.len() > 1 {
             report.note(Anomaly::InconsistentOffsets, || {
@@ -450,9 +587,14 @@ fn check_reads(log: &PartitionReads<'_>, report: &mut PartitionReport) {
         log.by_value.iter().filter(|(_, o)| o.len() > 1).collect();
     dups.sort_by_key(|(_, offsets)| offsets.first().copied());
     for (value, offsets) in dups {
-        report.note(Anomaly::Duplicate, || {
-            format!("{value} read at offsets {offsets:?}")
-        });
+        match writers.resent(value, offsets) {
+            Ok(why) => report.note(Anomaly::DuplicateAfterEpochBump, || {
+                format!("{value} read at offsets {offsets:?}: {why}")
+            }),
+            Err(why) => report.note(Anomaly::Duplicate, || {
+                format!("{value} read at offsets {offsets:?}: {why}")
+            }),
+        }
     }
 }
 
@@ -726,6 +868,11 @@ mod tests {
 
     #[test]
     fn one_value_at_two_offsets_is_a_duplicate() {
+        assert_eq!(found(&one_duplicate()), vec![(Anomaly::Duplicate, 1)]);
+    }
+
+    /// p0-2 read at offsets 2 and 3.
+    fn one_duplicate() -> Vec<Op> {
         let mut ops = three_sends();
         ops.push(send("p0", 3, 0, Some(4)));
         ops.push(poll(
@@ -738,7 +885,68 @@ mod tests {
                 (4, "p0-3"),
             ],
         ));
-        assert_eq!(found(&ops), vec![(Anomaly::Duplicate, 1)]);
+        ops
+    }
+
+    /// The duplicate of the test above, with the final log's batch headers and `p0`'s
+    /// librdkafka lines: offsets 0-2 under epoch 0, 3-4 under epoch 1.
+    fn duplicate_with_writers(bump_reason: Option<&str>, second_epoch: i16) -> Vec<Op> {
+        let mut ops = one_duplicate();
+        if let Some(reason) = bump_reason {
+            ops.push(Op::ClientError {
+                process: "p0".into(),
+                at_ms: 5,
+                error: format!("librdkafka DRAIN: [thrd:main]: Beginning partition drain in state Assigned for PID{{Id:7,Epoch:0}} epoch bump for 1 partition(s) with in-flight requests: {reason}"),
+            });
+        }
+        for (first, last, epoch) in [(0, 2, 0), (3, 4, second_epoch)] {
+            ops.push(Op::ProducerRun {
+                partition: 0,
+                first_offset: first,
+                last_offset: last,
+                producer_id: 7,
+                producer_epoch: epoch,
+            });
+        }
+        ops
+    }
+
+    #[test]
+    fn a_copy_under_an_epoch_bumped_for_timed_out_messages_is_a_client_resend() {
+        let ops = duplicate_with_writers(Some("2 message(s) timed out on chaos [0]"), 1);
+        assert_eq!(found(&ops), vec![(Anomaly::DuplicateAfterEpochBump, 1)]);
+        let example = &check(&ops)[&0].anomalies[&Anomaly::DuplicateAfterEpochBump].examples[0];
+        assert!(
+            example.contains("[(7, 0), (7, 1)]") && example.contains("timed out"),
+            "{example}"
+        );
+    }
+
+    #[test]
+    fn copies_under_one_epoch_or_a_broker_caused_bump_stay_duplicates() {
+        // Same epoch twice: the broker failed to deduplicate.
+        let same = duplicate_with_writers(Some("2 message(s) timed out on chaos [0]"), 0);
+        assert_eq!(found(&same), vec![(Anomaly::Duplicate, 1)]);
+        // A bump the broker's answer caused.
+        let unknown = duplicate_with_writers(Some("unknown producer id"), 1);
+        assert_eq!(found(&unknown), vec![(Anomaly::Duplicate, 1)]);
+        let example = &check(&unknown)[&0].anomalies[&Anomaly::Duplicate].examples[0];
+        assert!(example.contains("unknown producer id"), "{example}");
+        // No bump in the producer's log.
+        assert_eq!(
+            found(&duplicate_with_writers(None, 1)),
+            vec![(Anomaly::Duplicate, 1)]
+        );
+    }
+
+    #[test]
+    fn librdkafkas_epoch_bump_line_is_parsed() {
+        let line = "librdkafka DRAIN: [thrd:main]: Beginning partition drain in state Assigned for PID{Id:1000,Epoch:3} epoch bump for 2 partition(s) with in-flight requests: 5 message(s) timed out on t [1]";
+        assert_eq!(
+            parse_epoch_bump(line),
+            Some((1000, 3, "5 message(s) timed out on t [1]"))
+        );
+        assert_eq!(parse_epoch_bump("Beginning partition drain for PID{Id:1,Epoch:0} reset for 1 partition(s) with in-flight requests: x"), None);
     }
 
     #[test]

@@ -117,6 +117,16 @@ pub enum Op {
     },
     /// A fault applied or healed.
     Nemesis { at_ms: u64, event: String },
+    /// Offsets `first_offset..=last_offset` of the final log were written by one producer id
+    /// under one epoch (control batches left out): read from the batch headers after the
+    /// final read (see [`crate::producer_runs`]).
+    ProducerRun {
+        partition: i32,
+        first_offset: i64,
+        last_offset: i64,
+        producer_id: i64,
+        producer_epoch: i16,
+    },
 }
 
 /// The history being recorded, shared by every client thread and the nemesis.

@@ -9,7 +9,9 @@
 //! changes are pending when kills land), and the crash points of `docs/FAULTS.md`. After
 //! healing, every partition is read back to its end, and the [`checker`] reports Jepsen's
 //! anomalies per partition: lost-write, unseen, duplicate, inconsistent-offsets,
-//! nonmonotonic-poll, poll-skip, reorder. The [`verdict`] states what the configuration
+//! nonmonotonic-poll, poll-skip, reorder; the final log's batch headers
+//! ([`producer_runs`]) tell a client's re-send under a bumped producer epoch
+//! (`duplicate-after-epoch-bump`) from a broker duplicate. The [`verdict`] states what the configuration
 //! promises: with `acks=all`, idempotence and `min.insync.replicas=2` on RF=3 any anomaly is a
 //! failure (non-zero exit); with `acks=1` or idempotence off, the anomalies Kafka allows there
 //! are reported as expected, by name. The transactional workload ([`txn`], `--workload txn`)
@@ -38,6 +40,7 @@
 pub mod checker;
 pub mod history;
 pub mod nemesis;
+pub mod producer_runs;
 pub mod report;
 pub mod run;
 pub mod schedule;

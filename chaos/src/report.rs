@@ -47,7 +47,8 @@ pub fn table(out: &RunOutput) -> String {
 }
 
 /// The per-partition rows, the examples, the expected anomalies and the verdict.
-/// The transactional anomalies get columns when the history has transactions.
+/// The transactional anomalies get columns when the history has transactions, and
+/// `duplicate-after-epoch-bump` when there are some.
 pub fn anomalies_table(partitions: &BTreeMap<i32, PartitionReport>, v: &Verdict) -> String {
     let transactional = partitions
         .values()
@@ -55,6 +56,10 @@ pub fn anomalies_table(partitions: &BTreeMap<i32, PartitionReport>, v: &Verdict)
     let columns: Vec<Anomaly> = Anomaly::ALL
         .into_iter()
         .filter(|a| transactional || !a.transactional())
+        // A client behaviour, not a broker anomaly: a column only when it happened.
+        .filter(|a| {
+            *a != Anomaly::DuplicateAfterEpochBump || partitions.values().any(|r| r.count(*a) > 0)
+        })
         .collect();
     let mut s = String::new();
     let _ = writeln!(s, "promise: {}", v.promise);

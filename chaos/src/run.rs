@@ -13,6 +13,7 @@ use serde::Serialize;
 use crate::checker::{check, PartitionReport};
 use crate::history::{History, Op};
 use crate::nemesis::{Nemesis, NemesisStats, SETTLE_TIMEOUT};
+use crate::producer_runs;
 use crate::schedule::{generate, Shape, Step, Weights};
 use crate::target::Target;
 use crate::txn;
@@ -248,6 +249,15 @@ pub fn run(target: &mut dyn Target, cfg: &RunConfig) -> Result<RunOutput, String
     }
     if let Err(e) = final_read(&clients, &history, FINAL_READ_TIMEOUT) {
         run_errors.push(e);
+    }
+    // Without the runs a duplicate stays unclassified (a failure): noted, not a run error.
+    match producer_runs::read(&clients.bootstrap, &clients.topic, cfg.clients.partitions) {
+        Ok(runs) => {
+            for op in runs {
+                history.push(op);
+            }
+        }
+        Err(e) => history.nemesis(format!("batch headers not read: {e}")),
     }
     run_errors.extend(workload.stop_consumers());
     if progress.acknowledged.load(Relaxed) == 0 {

@@ -43,7 +43,8 @@ impl Guarantees {
 
     /// The anomalies Kafka allows with these settings.
     pub fn allowed(&self) -> BTreeSet<Anomaly> {
-        let mut allowed = BTreeSet::new();
+        // A record the client itself sent again under a new epoch: no setting prevents it.
+        let mut allowed = BTreeSet::from([Anomaly::DuplicateAfterEpochBump]);
         if !self.durable_acks() {
             allowed.extend([Anomaly::LostWrite, Anomaly::Unseen]);
         }
@@ -55,7 +56,9 @@ impl Guarantees {
 
     /// One sentence for people: what this configuration promises.
     pub fn promise(&self) -> String {
-        let allowed = self.allowed();
+        let mut allowed = self.allowed();
+        allowed.remove(&Anomaly::DuplicateAfterEpochBump);
+        let resend = "; a record the producer sent again itself, under an epoch it bumped after a message timeout, is reported as expected (duplicate-after-epoch-bump)";
         let settings = format!(
             "acks={}, idempotence {}, min.insync.replicas={}, replication factor {}",
             self.acks,
@@ -64,13 +67,13 @@ impl Guarantees {
             self.replication_factor
         );
         if self.transactional {
-            format!("{settings}, transactional producers, read_committed: no record of an aborted or uncommitted transaction may be read, no committed one lost, partial, duplicated or reordered; any anomaly is a failure")
+            format!("{settings}, transactional producers, read_committed: no record of an aborted or uncommitted transaction may be read, no committed one lost, partial, duplicated or reordered; any anomaly is a failure{resend}")
         } else if allowed.is_empty() {
-            format!("{settings}: no acknowledged record may be lost, duplicated or reordered; any anomaly is a failure")
+            format!("{settings}: no acknowledged record may be lost, duplicated or reordered; any anomaly is a failure{resend}")
         } else {
             let names: Vec<&str> = allowed.iter().map(|a| a.name()).collect();
             format!(
-                "{settings}: Kafka allows {} here (reported as expected); anything else is a failure",
+                "{settings}: Kafka allows {} here (reported as expected); anything else is a failure{resend}",
                 names.join(", ")
             )
         }
@@ -149,11 +152,24 @@ mod tests {
     }
 
     #[test]
-    fn acks_all_with_idempotence_allows_nothing() {
-        assert!(g("all", true).allowed().is_empty());
-        let v = judge(&g("all", true), &with(&[Anomaly::LostWrite]), vec![]);
+    fn acks_all_with_idempotence_allows_nothing_but_client_resends() {
+        let all = g("all", true);
+        assert_eq!(
+            all.allowed(),
+            BTreeSet::from([Anomaly::DuplicateAfterEpochBump])
+        );
+        let v = judge(&all, &with(&[Anomaly::LostWrite]), vec![]);
         assert!(!v.ok);
         assert_eq!(v.failures, BTreeMap::from([("lost-write".to_string(), 2)]));
+        assert!(!judge(&all, &with(&[Anomaly::Duplicate]), vec![]).ok);
+        let resent = judge(&all, &with(&[Anomaly::DuplicateAfterEpochBump]), vec![]);
+        assert!(resent.ok, "{resent:?}");
+        assert!(
+            all.promise()
+                .contains("any anomaly is a failure; a record the producer sent again"),
+            "{}",
+            all.promise()
+        );
     }
 
     #[test]

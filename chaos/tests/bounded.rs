@@ -18,7 +18,7 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use brook_chaos::history::{Op, FINAL_READER};
+use brook_chaos::history::{Op, Outcome, FINAL_READER};
 use brook_chaos::report;
 use brook_chaos::run::{run, RunConfig, RunOutput};
 use brook_chaos::schedule::{Role, Step};
@@ -87,6 +87,54 @@ fn run_on_brook(cfg: &RunConfig, name: &str) -> RunOutput {
     out
 }
 
+/// Every acknowledged offset lies in a run of the final log's batch headers (what the checker
+/// tells a client's re-send from a broker duplicate by), written by a producer id when the
+/// producers are idempotent and by none (-1) when they are not.
+fn assert_runs_cover_the_acknowledged_offsets(out: &RunOutput, idempotent: bool) {
+    let runs: Vec<(i32, i64, i64, i64)> = out
+        .history
+        .iter()
+        .filter_map(|op| match op {
+            Op::ProducerRun {
+                partition,
+                first_offset,
+                last_offset,
+                producer_id,
+                ..
+            } => Some((*partition, *first_offset, *last_offset, *producer_id)),
+            _ => None,
+        })
+        .collect();
+    let mut checked = 0;
+    for op in &out.history {
+        let Op::Send {
+            partition,
+            outcome: Outcome::Ok { offset },
+            value,
+            ..
+        } = op
+        else {
+            continue;
+        };
+        if *offset < 0 {
+            continue;
+        }
+        let run = runs
+            .iter()
+            .find(|r| r.0 == *partition && (r.1..=r.2).contains(offset));
+        let Some(run) = run else {
+            panic!("{value} at {partition}/{offset}: in no producer run of {runs:?}");
+        };
+        assert_eq!(
+            run.3 >= 0,
+            idempotent,
+            "{value} at {partition}/{offset} in {run:?}"
+        );
+        checked += 1;
+    }
+    assert!(checked > 0, "no acknowledged send to check");
+}
+
 #[test]
 fn acks_all_with_idempotence_loses_duplicates_and_reorders_nothing_under_the_nemesis() {
     let cfg = config(4, 10, "all", true);
@@ -107,6 +155,7 @@ fn acks_all_with_idempotence_loses_duplicates_and_reorders_nothing_under_the_nem
         out.verdict,
         report::table(&out)
     );
+    assert_runs_cover_the_acknowledged_offsets(&out, true);
 }
 
 #[test]
@@ -138,6 +187,7 @@ fn acks_one_loses_acknowledged_writes_when_the_leader_dies_and_says_kafka_allows
         out.verdict,
         report::table(&out)
     );
+    assert_runs_cover_the_acknowledged_offsets(&out, false);
 }
 
 #[test]

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use brook::controller::{Controller, ControllerConfig};
 use brook::fault::{FaultEngine, FaultSpec, PeerSpec};
@@ -107,15 +107,9 @@ impl Quorum {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn partitioned_active_controller_is_replaced_and_rejoins() {
-    let q = Quorum::start(FAST).await;
-    let (nodes, engines) = (&q.nodes, &q.engines);
-    let old = nodes[&1].wait_for_active(WAIT).await.unwrap();
-    let (first, _) = nodes[&old].allocate_producer_id_block(old).await.unwrap();
-
-    // Cut the active controller off from everyone, both ways.
-    engines[&old]
+/// Cuts a node's controller traffic off from everyone, both ways.
+fn cut_off(engine: &FaultEngine) {
+    engine
         .add(FaultSpec {
             action: "partition".into(),
             to: Some(PeerSpec::Text("*".into())),
@@ -124,6 +118,16 @@ async fn partitioned_active_controller_is_replaced_and_rejoins() {
             ..Default::default()
         })
         .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitioned_active_controller_is_replaced_and_rejoins() {
+    let q = Quorum::start(FAST).await;
+    let (nodes, engines) = (&q.nodes, &q.engines);
+    let old = nodes[&1].wait_for_active(WAIT).await.unwrap();
+    let (first, _) = nodes[&old].allocate_producer_id_block(old).await.unwrap();
+
+    cut_off(&engines[&old]);
 
     // A write through another node succeeds only once the two others have a new leader.
     let other = *nodes.keys().find(|id| **id != old).unwrap();
@@ -152,6 +156,37 @@ async fn partitioned_active_controller_is_replaced_and_rejoins() {
     assert_eq!(nodes[&old].active_controller_id(), Some(new));
     assert!(!nodes[&old].is_active());
 
+    q.shutdown().await;
+}
+
+/// With Kafka's default timers (`controller.quorum.fetch.timeout.ms` 2000,
+/// `controller.quorum.election.timeout.ms` 1000) a voter campaigns 2 to 3 s after it last
+/// heard from the leader, so a write through the majority commits within about 3 s of the
+/// leader being cut off. With openraft's leader lease on top of a timer set to the fetch
+/// timeout (the first mapping of these settings) nobody campaigned before 5 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_off_leader_is_replaced_within_kafkas_quorum_timeouts() {
+    let q = Quorum::start(KAFKA_DEFAULTS).await;
+    let nodes = &q.nodes;
+    let old = nodes[&1].wait_for_active(WAIT).await.unwrap();
+    nodes[&old].allocate_producer_id_block(old).await.unwrap();
+    let cut = Instant::now();
+    cut_off(&q.engines[&old]);
+    let other = *nodes.keys().find(|id| **id != old).unwrap();
+    tokio::time::timeout(WAIT, nodes[&other].allocate_producer_id_block(other))
+        .await
+        .expect("no new active controller in time")
+        .expect("write through the majority side failed");
+    let elapsed = cut.elapsed();
+    let (fetch, election) = KAFKA_DEFAULTS;
+    // The slack covers the forwarded write's retry and a loaded machine's timers; the old
+    // mapping needed at least 5 s.
+    let bound = Duration::from_millis(fetch + election + 1500);
+    assert!(
+        elapsed < bound,
+        "a new leader committed {elapsed:?} after the cut, over {bound:?}"
+    );
+    assert_ne!(nodes[&other].active_controller_id(), Some(old));
     q.shutdown().await;
 }
 

@@ -1005,23 +1005,47 @@ pub struct RaftTiming {
     pub heartbeat_interval: u64,
 }
 
-/// Maps KRaft's timers onto openraft's single randomised election timer, as
-/// `KafkaRaftClient` and `QuorumConfig` define them: a voter that has not heard from the
-/// leader for `controller.quorum.fetch.timeout.ms` becomes a candidate, and a candidate's
-/// wait for votes is randomised over `controller.quorum.election.timeout.ms`; so the timer
-/// fires between the fetch timeout and the fetch timeout plus the election timeout. The
-/// leader contacts each follower every [`RAFT_HEARTBEAT_INTERVAL_MS_MAX`] (or a quarter of
-/// the fetch timeout, if that is shorter), so a follower misses several heartbeats before it
-/// campaigns. Deriving the heartbeat from the election timeout alone (a tenth of it) gave
-/// each AppendEntries 100 ms at Kafka's defaults: a busy machine then failed every commit
-/// and the quorum changed leader over and over.
+/// Maps KRaft's timers onto openraft's, as `KafkaRaftClient`, `FollowerState` and
+/// `QuorumConfig` define them: a voter that has not heard from the leader for
+/// `controller.quorum.fetch.timeout.ms` becomes a candidate, and until then refuses to vote
+/// for anyone else; a candidate's wait for votes is randomised over
+/// `controller.quorum.election.timeout.ms`. So an election starts between the fetch timeout
+/// and the fetch timeout plus the election timeout after the leader's last contact.
+///
+/// openraft 0.9 has one randomised timer, `[election_timeout_min, election_timeout_max)`,
+/// and a leader lease of `election_timeout_max`: a follower refuses votes for the lease after
+/// the leader's last contact, and campaigns only after the lease *plus* its timer. Setting
+/// the timer to the fetch timeout (as a first mapping did) made a follower campaign 5 to 6 s
+/// after the leader died, at Kafka's defaults, where Kafka's campaigns after 2 to 3 s. Here
+/// `max + min = fetch` and `max - min = election`, so lease plus timer spans
+/// `[fetch, fetch + election)`, and the lease (`max`) ends before any follower campaigns. An
+/// election timeout over half the fetch timeout is cut to half, so that `min` keeps room
+/// above the heartbeat.
+///
+/// The leader contacts each follower every [`RAFT_HEARTBEAT_INTERVAL_MS_MAX`] (or a fifth of
+/// the fetch timeout, if that is shorter: openraft wants it below `min`), so a follower
+/// misses several heartbeats before it campaigns. Deriving the heartbeat from the election
+/// timeout alone (a tenth of it) gave each AppendEntries 100 ms at Kafka's defaults: a busy
+/// machine then failed every commit and the quorum changed leader over and over.
 pub fn raft_timing(fetch_timeout_ms: u64, election_timeout_ms: u64) -> RaftTiming {
-    let fetch = fetch_timeout_ms.max(10);
+    let fetch = fetch_timeout_ms.max(20);
+    let election = election_timeout_ms.clamp(1, fetch / 2);
     RaftTiming {
-        election_timeout_min: fetch,
-        election_timeout_max: fetch + election_timeout_ms.max(1),
-        heartbeat_interval: (fetch / 4).clamp(1, RAFT_HEARTBEAT_INTERVAL_MS_MAX),
+        election_timeout_min: (fetch - election) / 2,
+        election_timeout_max: (fetch + election) / 2,
+        heartbeat_interval: (fetch / 5).clamp(1, RAFT_HEARTBEAT_INTERVAL_MS_MAX),
     }
+}
+
+/// When a follower of openraft 0.9 campaigns after the leader's last contact, given its
+/// timers: the leader lease (`election_timeout_max`) plus its randomised election timer
+/// (`RaftCore::handle_tick_election`). The range's bounds, in milliseconds.
+#[cfg(test)]
+fn campaign_after_ms(t: RaftTiming) -> (u64, u64) {
+    (
+        t.election_timeout_max + t.election_timeout_min,
+        2 * t.election_timeout_max,
+    )
 }
 
 /// How often the active controller looks for expired sessions: a quarter of the session
@@ -1204,6 +1228,33 @@ async fn broker_lifecycle_task(inner: Arc<Inner>) {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_quorum_campaigns_after_kafkas_fetch_timeout_as_openraft_counts_it() {
+        // Kafka's defaults: campaign 2 to 3 s after the leader's last contact; votes refused
+        // until 1.5 s; a heartbeat every 400 ms, below openraft's minimum timer.
+        let t = raft_timing(2000, 1000);
+        assert_eq!(campaign_after_ms(t), (2000, 3000));
+        assert!(
+            t.election_timeout_max < 2000,
+            "{t:?}: the lease outlasts the fetch timeout"
+        );
+        assert!(t.heartbeat_interval < t.election_timeout_min, "{t:?}");
+        assert_eq!(t.heartbeat_interval, 400);
+        for (fetch, election) in [(300, 300), (20, 1), (10_000, 100), (1, 1), (2000, 0)] {
+            let t = raft_timing(fetch, election);
+            let (from, to) = campaign_after_ms(t);
+            assert!(
+                from >= fetch.max(20) - 1 && from < to,
+                "{fetch}/{election}: {t:?}"
+            );
+            assert!(t.election_timeout_max < from, "{fetch}/{election}: {t:?}");
+            assert!(
+                0 < t.heartbeat_interval && t.heartbeat_interval < t.election_timeout_min,
+                "{fetch}/{election}: {t:?}"
+            );
+        }
+    }
     use super::*;
 
     #[test]

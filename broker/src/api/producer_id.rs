@@ -42,9 +42,9 @@ pub async fn handle(
     }
     match broker.replicas.next_producer_id().await {
         Ok(id) => resp.with_producer_id(id.into()).with_producer_epoch(0),
-        Err(code) => {
-            tracing::error!(code, "could not allocate a producer id");
-            resp.with_error_code(code)
+        Err(e) => {
+            tracing::error!(error = ?e, "could not allocate a producer id");
+            resp.with_error_code(e.code())
         }
     }
 }

@@ -66,18 +66,27 @@ pub enum PartitionError {
 }
 
 impl PartitionError {
-    /// The Kafka error code for this error.
-    pub fn error_code(&self) -> i16 {
+    /// The Kafka error a client sees for this error.
+    pub fn response_error(&self) -> ResponseError {
         match self {
-            PartitionError::Log(e) => e.error_code(),
-            PartitionError::NotEnoughReplicas { .. } => 19,
-            PartitionError::FencedLeaderEpoch { .. } => 74,
-            PartitionError::UnknownLeaderEpoch { .. } => 75,
-            PartitionError::NotLeader | PartitionError::NotFollower => 6,
-            PartitionError::NotEnoughReplicasAfterAppend { .. } => 20,
-            PartitionError::RequestTimedOut => 7,
-            PartitionError::PolicyViolation => ResponseError::PolicyViolation.code(),
+            PartitionError::Log(e) => e.response_error(),
+            PartitionError::NotEnoughReplicas { .. } => ResponseError::NotEnoughReplicas,
+            PartitionError::FencedLeaderEpoch { .. } => ResponseError::FencedLeaderEpoch,
+            PartitionError::UnknownLeaderEpoch { .. } => ResponseError::UnknownLeaderEpoch,
+            PartitionError::NotLeader | PartitionError::NotFollower => {
+                ResponseError::NotLeaderOrFollower
+            }
+            PartitionError::NotEnoughReplicasAfterAppend { .. } => {
+                ResponseError::NotEnoughReplicasAfterAppend
+            }
+            PartitionError::RequestTimedOut => ResponseError::RequestTimedOut,
+            PartitionError::PolicyViolation => ResponseError::PolicyViolation,
         }
+    }
+
+    /// Its code on the wire.
+    pub fn error_code(&self) -> i16 {
+        self.response_error().code()
     }
 }
 

@@ -5,6 +5,7 @@
 //! metadata image behind its `RwLock` is read on Metadata requests and written only by topic
 //! administration.
 
+use kafka_protocol::ResponseError;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -65,19 +66,24 @@ pub enum ReplicaError {
 }
 
 impl ReplicaError {
-    /// The Kafka error code for this error.
-    pub fn error_code(&self) -> i16 {
+    /// The Kafka error a client sees for this error.
+    pub fn response_error(&self) -> ResponseError {
         match self {
-            ReplicaError::UnknownTopicOrPartition(_) => 3,
-            ReplicaError::UnknownTopicId(_) => 100,
-            ReplicaError::TopicExists(_) => 36,
-            ReplicaError::InvalidTopic(_) => 17,
-            ReplicaError::InvalidPartitions(_) => 37,
-            ReplicaError::InvalidReplicationFactor(_) => 38,
-            ReplicaError::InvalidConfig(_) => 40,
-            ReplicaError::Log(e) => e.error_code(),
-            ReplicaError::Metadata(_) | ReplicaError::Io(_) => 56,
+            ReplicaError::UnknownTopicOrPartition(_) => ResponseError::UnknownTopicOrPartition,
+            ReplicaError::UnknownTopicId(_) => ResponseError::UnknownTopicId,
+            ReplicaError::TopicExists(_) => ResponseError::TopicAlreadyExists,
+            ReplicaError::InvalidTopic(_) => ResponseError::InvalidTopicException,
+            ReplicaError::InvalidPartitions(_) => ResponseError::InvalidPartitions,
+            ReplicaError::InvalidReplicationFactor(_) => ResponseError::InvalidReplicationFactor,
+            ReplicaError::InvalidConfig(_) => ResponseError::InvalidConfig,
+            ReplicaError::Log(e) => e.response_error(),
+            ReplicaError::Metadata(_) | ReplicaError::Io(_) => ResponseError::KafkaStorageError,
         }
+    }
+
+    /// Its code on the wire.
+    pub fn error_code(&self) -> i16 {
+        self.response_error().code()
     }
 }
 
@@ -886,16 +892,16 @@ impl ReplicaManager {
 
     /// Hands out a producer id: from the local block file on a single node, from blocks the
     /// controller allocates in cluster mode (so ids are unique across nodes).
-    pub async fn next_producer_id(&self) -> Result<i64, i16> {
+    pub async fn next_producer_id(&self) -> Result<i64, ResponseError> {
         let Some(controller) = self.controller.get() else {
-            return self.allocate_producer_id().map_err(|e| e.error_code());
+            return self.allocate_producer_id().map_err(|e| e.response_error());
         };
         let mut block = self.quorum_pid_block.lock().await;
         if block.0 >= block.1 {
             let (first, size) = controller
                 .allocate_producer_id_block(self.config.node_id)
                 .await
-                .map_err(|e| e.code())?;
+                .map_err(|e| e.response_error())?;
             *block = (first, first + size);
         }
         let id = block.0;

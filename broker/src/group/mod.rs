@@ -118,34 +118,41 @@ pub enum GroupError {
 }
 
 impl GroupError {
-    /// The Kafka error code.
-    pub fn error_code(&self) -> i16 {
+    /// The Kafka error a client sees for this error.
+    pub fn response_error(&self) -> ResponseError {
         match self {
-            GroupError::UnknownTopicOrPartition => 3,
-            GroupError::OffsetMetadataTooLarge => 12,
-            GroupError::CoordinatorNotAvailable | GroupError::Storage(_) => 15,
-            GroupError::NotCoordinator => 16,
-            GroupError::IllegalGeneration => 22,
-            GroupError::InconsistentGroupProtocol => 23,
-            GroupError::InvalidGroupId => 24,
-            GroupError::UnknownMemberId => 25,
-            GroupError::InvalidSessionTimeout => 26,
-            GroupError::RebalanceInProgress => 27,
-            GroupError::InvalidCommitOffsetSize => 28,
-            GroupError::InvalidRequest(_) => 42,
-            GroupError::NonEmptyGroup => 68,
-            GroupError::GroupIdNotFound => 69,
-            GroupError::GroupMaxSizeReached => 81,
-            GroupError::FencedInstanceId => 82,
-            GroupError::GroupSubscribedToTopic => 86,
-            GroupError::FencedMemberEpoch => 110,
-            GroupError::UnreleasedInstanceId => 111,
-            GroupError::UnsupportedAssignor(_) => 112,
-            GroupError::StaleMemberEpoch => 113,
-            GroupError::InvalidRegularExpression(_) => 128,
-            GroupError::InvalidProducerEpoch => ResponseError::InvalidProducerEpoch.code(),
-            GroupError::UnstableOffsetCommit => ResponseError::UnstableOffsetCommit.code(),
+            GroupError::UnknownTopicOrPartition => ResponseError::UnknownTopicOrPartition,
+            GroupError::OffsetMetadataTooLarge => ResponseError::OffsetMetadataTooLarge,
+            GroupError::CoordinatorNotAvailable | GroupError::Storage(_) => {
+                ResponseError::CoordinatorNotAvailable
+            }
+            GroupError::NotCoordinator => ResponseError::NotCoordinator,
+            GroupError::IllegalGeneration => ResponseError::IllegalGeneration,
+            GroupError::InconsistentGroupProtocol => ResponseError::InconsistentGroupProtocol,
+            GroupError::InvalidGroupId => ResponseError::InvalidGroupId,
+            GroupError::UnknownMemberId => ResponseError::UnknownMemberId,
+            GroupError::InvalidSessionTimeout => ResponseError::InvalidSessionTimeout,
+            GroupError::RebalanceInProgress => ResponseError::RebalanceInProgress,
+            GroupError::InvalidCommitOffsetSize => ResponseError::InvalidCommitOffsetSize,
+            GroupError::InvalidRequest(_) => ResponseError::InvalidRequest,
+            GroupError::NonEmptyGroup => ResponseError::NonEmptyGroup,
+            GroupError::GroupIdNotFound => ResponseError::GroupIdNotFound,
+            GroupError::GroupMaxSizeReached => ResponseError::GroupMaxSizeReached,
+            GroupError::FencedInstanceId => ResponseError::FencedInstanceId,
+            GroupError::GroupSubscribedToTopic => ResponseError::GroupSubscribedToTopic,
+            GroupError::FencedMemberEpoch => ResponseError::FencedMemberEpoch,
+            GroupError::UnreleasedInstanceId => ResponseError::UnreleasedInstanceId,
+            GroupError::UnsupportedAssignor(_) => ResponseError::UnsupportedAssignor,
+            GroupError::StaleMemberEpoch => ResponseError::StaleMemberEpoch,
+            GroupError::InvalidRegularExpression(_) => ResponseError::InvalidRegularExpression,
+            GroupError::InvalidProducerEpoch => ResponseError::InvalidProducerEpoch,
+            GroupError::UnstableOffsetCommit => ResponseError::UnstableOffsetCommit,
         }
+    }
+
+    /// Its code on the wire.
+    pub fn error_code(&self) -> i16 {
+        self.response_error().code()
     }
 }
 

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use kafka_protocol::ResponseError;
 
 use super::records::{decode_key, partition_for, RecordKey};
 use super::GroupError;
@@ -328,7 +329,9 @@ fn write_error(e: PartitionError) -> GroupError {
         // A transactional write of a producer epoch older than the partition has seen: the
         // producer is a zombie (Kafka answers the error as the log raised it).
         PartitionError::Log(LogError::InvalidProducerEpoch(_)) => GroupError::InvalidProducerEpoch,
-        e if e.error_code() == 10 => GroupError::InvalidCommitOffsetSize,
+        e if e.response_error() == ResponseError::MessageTooLarge => {
+            GroupError::InvalidCommitOffsetSize
+        }
         e => GroupError::Storage(e.to_string()),
     }
 }

@@ -119,25 +119,30 @@ pub enum LogError {
 }
 
 impl LogError {
-    /// The Kafka error code a client sees for this error.
-    pub fn error_code(&self) -> i16 {
+    /// The Kafka error a client sees for this error.
+    pub fn response_error(&self) -> ResponseError {
         match self {
-            LogError::CorruptMessage(_) => 2,
-            LogError::InvalidRecord(_) => 87,
-            LogError::KeylessRecordsOnCompactedTopic { .. } => ResponseError::InvalidRecord.code(),
-            LogError::MessageTooLarge { .. } => 10,
-            LogError::OutOfOrderSequence(_) => 45,
-            LogError::InvalidProducerEpoch(_) => 47,
-            LogError::InvalidTxnState(_) => ResponseError::InvalidTxnState.code(),
+            LogError::CorruptMessage(_) => ResponseError::CorruptMessage,
+            LogError::InvalidRecord(_) => ResponseError::InvalidRecord,
+            LogError::KeylessRecordsOnCompactedTopic { .. } => ResponseError::InvalidRecord,
+            LogError::MessageTooLarge { .. } => ResponseError::MessageTooLarge,
+            LogError::OutOfOrderSequence(_) => ResponseError::OutOfOrderSequenceNumber,
+            LogError::InvalidProducerEpoch(_) => ResponseError::InvalidProducerEpoch,
+            LogError::InvalidTxnState(_) => ResponseError::InvalidTxnState,
             LogError::TransactionCoordinatorFenced(_) => {
-                ResponseError::TransactionCoordinatorFenced.code()
+                ResponseError::TransactionCoordinatorFenced
             }
-            LogError::OffsetOutOfRange { .. } => 1,
-            LogError::InvalidTimestamp(_) => 32,
-            LogError::UnsupportedCompression(_) => 76,
-            LogError::Io(_) => 56,
-            LogError::UnexpectedAppendOffset { .. } => -1,
+            LogError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+            LogError::InvalidTimestamp(_) => ResponseError::InvalidTimestamp,
+            LogError::UnsupportedCompression(_) => ResponseError::UnsupportedCompressionType,
+            LogError::Io(_) => ResponseError::KafkaStorageError,
+            LogError::UnexpectedAppendOffset { .. } => ResponseError::UnknownServerError,
         }
+    }
+
+    /// Its code on the wire.
+    pub fn error_code(&self) -> i16 {
+        self.response_error().code()
     }
 }
 

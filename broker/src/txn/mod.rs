@@ -67,8 +67,8 @@ pub enum TxnError {
     InvalidRequest(String),
     #[error("transactional id not found")]
     TransactionalIdNotFound,
-    #[error("producer id allocation failed with error {0}")]
-    ProducerIdAllocation(i16),
+    #[error("producer id allocation failed: {0:?}")]
+    ProducerIdAllocation(ResponseError),
     #[error("transaction state log: {0}")]
     Storage(String),
     #[error("internal error: {0}")]
@@ -76,9 +76,9 @@ pub enum TxnError {
 }
 
 impl TxnError {
-    /// The Kafka error code.
-    pub fn error_code(&self) -> i16 {
-        let e = match self {
+    /// The Kafka error a client sees for this error.
+    pub fn response_error(&self) -> ResponseError {
+        match self {
             TxnError::NotCoordinator => ResponseError::NotCoordinator,
             TxnError::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
             TxnError::ConcurrentTransactions => ResponseError::ConcurrentTransactions,
@@ -88,10 +88,14 @@ impl TxnError {
             TxnError::InvalidTransactionTimeout => ResponseError::InvalidTransactionTimeout,
             TxnError::InvalidRequest(_) => ResponseError::InvalidRequest,
             TxnError::TransactionalIdNotFound => ResponseError::TransactionalIdNotFound,
-            TxnError::ProducerIdAllocation(code) => return *code,
+            TxnError::ProducerIdAllocation(e) => *e,
             TxnError::Storage(_) | TxnError::Internal(_) => ResponseError::UnknownServerError,
-        };
-        e.code()
+        }
+    }
+
+    /// Its code on the wire.
+    pub fn error_code(&self) -> i16 {
+        self.response_error().code()
     }
 
     /// PRODUCER_FENCED as clients older than `fenced_from` know it: INVALID_PRODUCER_EPOCH

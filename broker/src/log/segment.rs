@@ -527,10 +527,7 @@ impl LogSegment {
     /// every `index.interval.bytes`, as Kafka does: the entry maps the batch's last offset to
     /// the batch's start position.
     pub fn append(&mut self, bytes: &[u8], info: AppendedBatch) -> io::Result<()> {
-        debug_assert!(
-            info.last_offset >= self.next_offset,
-            "offsets must increase"
-        );
+        self.check_offsets(bytes, info);
         let position = self.size;
         self.log.write_all_at(bytes, position)?;
         self.after_write(bytes.len() as u64, position, info)
@@ -544,15 +541,30 @@ impl LogSegment {
         body: &[u8],
         info: AppendedBatch,
     ) -> io::Result<()> {
-        debug_assert!(
-            info.last_offset >= self.next_offset,
-            "offsets must increase"
-        );
+        self.check_offsets(header, info);
         let position = self.size;
         self.log.write_all_at(header, position)?;
         self.log
             .write_all_at(body, position + header.len() as u64)?;
         self.after_write((header.len() + body.len()) as u64, position, info)
+    }
+
+    /// A batch starts at or after this segment's next offset (at it on a leader; a compacted
+    /// leader's follower may see a gap) and ends at or after its start, as Kafka's
+    /// `LogSegment.append` and `UnifiedLog`'s offset checks require; asserted in release
+    /// builds too, before anything is written. `header` begins with the batch's base offset.
+    fn check_offsets(&self, header: &[u8], info: AppendedBatch) {
+        let base = header
+            .get(..8)
+            .and_then(|b| b.try_into().ok())
+            .map(i64::from_be_bytes);
+        assert!(
+            base.is_some_and(|b| b >= self.next_offset && b <= info.last_offset),
+            "batch offsets {base:?}..={} do not continue segment {} at {}",
+            info.last_offset,
+            self.base_offset,
+            self.next_offset
+        );
     }
 
     fn after_write(&mut self, len: u64, position: u64, info: AppendedBatch) -> io::Result<()> {

@@ -948,3 +948,21 @@ fn follower_appends_record_the_leaders_epochs() {
     );
     assert_eq!(follower.end_offset_for_epoch(1), (1, 3));
 }
+
+/// A segment refuses, in release builds too, a batch that does not continue it: one that
+/// starts below its next offset, even when it ends past it (offsets 2..=4 after 0..=2).
+#[test]
+#[should_panic(expected = "do not continue segment")]
+fn a_segment_asserts_that_offsets_go_forward() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut seg = segment::LogSegment::create(dir.path(), 0, 4096, 1 << 20, NOW).unwrap();
+    let batch = build_batch(3, 10, NOW);
+    let info = |last_offset| segment::AppendedBatch {
+        last_offset,
+        max_timestamp: NOW,
+    };
+    seg.append(&batch, info(2)).unwrap();
+    let mut overlapping = batch.to_vec();
+    batch::set_base_offset(&mut overlapping, 2);
+    seg.append(&overlapping, info(4)).unwrap();
+}

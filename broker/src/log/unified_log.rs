@@ -112,16 +112,27 @@ impl UnifiedLog {
         Ok(log)
     }
 
+    /// The log's shape after every append, truncation and segment change, checked in release
+    /// builds too (a few comparisons; `benches/RESULTS.md` has their cost): a violation is a
+    /// bug that would otherwise serve or replicate wrong offsets, so the broker stops.
     fn check_invariants(&self) {
-        debug_assert!(
+        assert!(
             self.log_start_offset <= self.log_end_offset,
             "log start {} > log end {}",
             self.log_start_offset,
             self.log_end_offset
         );
-        debug_assert!(!self.segments.is_empty());
-        debug_assert!(*self.segments.keys().next().unwrap_or(&0) <= self.log_start_offset);
-        debug_assert_eq!(self.active().next_offset(), self.log_end_offset);
+        let first_base = self.segments.keys().next().copied();
+        assert!(
+            first_base.is_some_and(|b| b <= self.log_start_offset),
+            "first segment {first_base:?} starts above the log start {}",
+            self.log_start_offset
+        );
+        assert_eq!(
+            self.active().next_offset(),
+            self.log_end_offset,
+            "the active segment's end is the log end offset"
+        );
     }
 
     /// The latest leader epoch written to this log, if any.
@@ -1033,7 +1044,7 @@ impl UnifiedLog {
         }
         self.active_mut().truncate_to(offset)?;
         self.log_end_offset = self.active().next_offset();
-        debug_assert!(
+        assert!(
             self.log_end_offset <= offset,
             "truncation must not leave offsets >= {offset}"
         );

@@ -14,7 +14,8 @@
 use std::hint::black_box;
 
 use brook::log::batch::testutil::BatchBuilder;
-use brook::log::batch::{self, validate_produce, AppendOrigin};
+use brook::log::batch::{self};
+use brook::log::validator::{validate_produce, AppendOrigin};
 use brook::log::Codec;
 use brook::log::{LogConfig, ProducerStateManager, RecordBatch, UnifiedLog};
 use bytes::Bytes;

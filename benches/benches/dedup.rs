@@ -3,8 +3,9 @@
 
 use std::hint::black_box;
 
-use brook::log::batch::{increment_sequence, AppendOrigin};
+use brook::log::batch::increment_sequence;
 use brook::log::producer_state::SequenceCheck;
+use brook::log::validator::AppendOrigin;
 use brook::log::ProducerStateManager;
 use criterion::{criterion_group, criterion_main, Criterion};
 

@@ -14,9 +14,9 @@ use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use crate::log::batch::{
-    parse_end_txn_marker, BatchHeader, Codec, RecordBatch, RecordIter, HEADER_LEN, LOG_OVERHEAD,
-};
+use crate::log::batch::{BatchHeader, Codec, RecordBatch, HEADER_LEN, LOG_OVERHEAD};
+use crate::log::control::parse_end_txn_marker;
+use crate::log::records::RecordIter;
 use crate::log::txn_index::{read_entries, TXN_INDEX_SUFFIX};
 use crate::log::TimestampType;
 

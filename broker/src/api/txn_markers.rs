@@ -26,7 +26,7 @@ use super::RequestContext;
 use crate::cluster::partition::Partition;
 use crate::cluster::replica_manager::now_ms;
 use crate::group::store::OFFSETS_TOPIC;
-use crate::log::batch::{build_end_txn_marker, EndTxnMarker};
+use crate::log::control::{build_end_txn_marker, EndTxnMarker};
 use crate::server::Broker;
 
 /// How long the markers of one request may wait for replication: Kafka uses the broker's

@@ -23,8 +23,10 @@ use super::GroupError;
 use crate::cluster::partition::{Partition, PartitionError};
 use crate::cluster::replica_manager::{now_ms, ReplicaError, ReplicaManager};
 use crate::controller::{Controller, ControllerError};
-use crate::log::batch::{decompress_records, parse_end_txn_marker, RecordBatch, RecordIter};
+use crate::log::batch::RecordBatch;
 use crate::log::batch_builder::{BatchBuilder, SimpleRecord};
+use crate::log::control::parse_end_txn_marker;
+use crate::log::records::{decompress_records, RecordIter};
 use crate::log::{Codec, LogError};
 
 /// The internal topic's name, as in Kafka.

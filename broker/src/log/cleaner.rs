@@ -34,12 +34,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::batch::{
-    decompress_records, parse_end_txn_marker, BatchHeader, Codec, RecordBatch, RecordIter,
-    CONTROL_BIT, CRC_AT, CRC_COVERED_FROM, DELETE_HORIZON_BIT, HEADER_LEN, LOG_OVERHEAD, MAGIC_V2,
-    TIMESTAMP_TYPE_BIT, TRANSACTIONAL_BIT,
+    BatchHeader, Codec, RecordBatch, CONTROL_BIT, CRC_AT, CRC_COVERED_FROM, DELETE_HORIZON_BIT,
+    HEADER_LEN, LOG_OVERHEAD, MAGIC_V2, TIMESTAMP_TYPE_BIT, TRANSACTIONAL_BIT,
 };
 use super::batch_builder::{compress, put_varint};
+use super::control::parse_end_txn_marker;
 use super::loader::CLEANED_FILE_SUFFIX;
+use super::records::{decompress_records, RecordIter};
 use super::segment::{
     remove_if_exists, suffixed_file, AppendedBatch, BatchScanner, LogSegment, Scanned,
     SEGMENT_FILE_SUFFIXES,

@@ -9,11 +9,12 @@ use std::path::Path;
 use bytes::Bytes;
 
 use super::batch::testutil::{build_control_batch, BatchBuilder};
-use super::batch::{decompress_records, Codec, RecordBatch, RecordIter};
+use super::batch::{Codec, RecordBatch};
 use super::cleaner::{
     clean_in_place, cleanable_offsets, CleanContext, CleanOutcome, CleanedGroup, Cleaner,
 };
 use super::loader::{CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX};
+use super::records::{decompress_records, RecordIter};
 use super::*;
 
 const NOW: i64 = 1_700_000_000_000;

@@ -21,7 +21,8 @@ use std::io;
 use std::path::Path;
 
 use super::batch::BatchHeader;
-use super::batch::{parse_end_txn_marker, RecordBatch};
+use super::batch::RecordBatch;
+use super::control::parse_end_txn_marker;
 use super::producer_state::{delete_snapshots_after, CompletedTxn, ProducerStateManager};
 use super::segment::{
     remove_if_exists, rename_segment_files, segment_file, suffixed_file, BatchScanner, LogSegment,

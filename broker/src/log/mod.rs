@@ -23,15 +23,18 @@ pub mod batch;
 pub mod batch_builder;
 pub mod checkpoint;
 pub mod cleaner;
+pub mod control;
 pub mod index;
 pub mod index_file;
 pub mod leader_epoch;
 pub mod loader;
 pub mod producer_state;
+pub mod records;
 pub mod segment;
 pub mod time_index;
 pub mod txn_index;
 pub mod unified_log;
+pub mod validator;
 
 #[cfg(test)]
 mod cleaner_tests;
@@ -47,10 +50,11 @@ use std::sync::Arc;
 use bytes::Bytes;
 use kafka_protocol::ResponseError;
 
-pub use batch::{AppendOrigin, BatchHeader, Codec, RecordBatch};
+pub use batch::{BatchHeader, Codec, RecordBatch};
 pub use producer_state::{BatchMetadata, CompletedTxn, ProducerStateEntry, ProducerStateManager};
 pub use txn_index::AbortedTxn;
 pub use unified_log::UnifiedLog;
+pub use validator::AppendOrigin;
 
 /// Upper bound of one [`FetchSlice`] read, whatever the caller asks for: fetch.max.bytes and
 /// max.message.bytes are far below it, so it only guards against nonsense sizes.

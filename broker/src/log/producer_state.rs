@@ -12,7 +12,9 @@ use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use super::batch::{increment_sequence, AppendOrigin, EndTxnMarker, NO_SEQUENCE};
+use super::batch::{increment_sequence, NO_SEQUENCE};
+use super::control::EndTxnMarker;
+use super::validator::AppendOrigin;
 use super::LogError;
 
 /// Batches remembered per producer (Kafka's NUM_BATCHES_TO_RETAIN).

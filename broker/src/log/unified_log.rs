@@ -8,18 +8,18 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::batch::{
-    self, decompress_records, parse_end_txn_marker, validate_produce, AppendOrigin, EndTxnMarker,
-    RecordBatch, RecordIter, ValidatedBatch, HEADER_LEN,
-};
+use super::batch::{self, RecordBatch, HEADER_LEN};
 use super::cleaner::{CleanedGroup, CleanerView, LastRecord, SegmentView};
+use super::control::{parse_end_txn_marker, EndTxnMarker};
 use super::leader_epoch::LeaderEpochCache;
 use super::loader::{
     self, apply_to_producer_state, fsync_dir, LogCheckpoints, CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX,
 };
 use super::producer_state::{BatchMetadata, ProducerStateManager, SequenceCheck};
+use super::records::{decompress_records, RecordIter};
 use super::segment::{rename_segment_files, AppendedBatch, LogSegment};
 use super::txn_index::AbortedTxn;
+use super::validator::{validate_produce, AppendOrigin, ValidatedBatch};
 use super::{FetchSlice, LogAppendInfo, LogConfig, LogError, TimestampType, FETCH_SLICE_MAX_BYTES};
 
 /// Batches up to this size are copied into a scratch buffer with their patched header and

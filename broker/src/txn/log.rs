@@ -18,8 +18,9 @@ use super::TxnError;
 use crate::cluster::partition::{Partition, PartitionError};
 use crate::cluster::replica_manager::{now_ms, ReplicaError, ReplicaManager};
 use crate::controller::ControllerError;
-use crate::log::batch::{RecordBatch, RecordIter};
+use crate::log::batch::RecordBatch;
 use crate::log::batch_builder::{BatchBuilder, SimpleRecord};
+use crate::log::records::RecordIter;
 use crate::log::Codec;
 
 /// The internal topic's name, as in Kafka.

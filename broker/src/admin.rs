@@ -29,8 +29,8 @@ use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::broker::Broker;
 use crate::fault::{FaultEngine, FaultSpec};
-use crate::server::Broker;
 
 fn bad_request(msg: String) -> Response {
     (StatusCode::BAD_REQUEST, Json(json!({ "error": msg }))).into_response()

@@ -7,6 +7,7 @@
 
 pub mod admin;
 pub mod api;
+pub mod broker;
 pub mod cluster;
 pub mod config;
 pub mod config_def;

@@ -1,4 +1,5 @@
-//! The broker process: its state, the listener, background tasks and graceful shutdown.
+//! The broker process: the listener, background tasks and graceful shutdown of a
+//! [`Broker`].
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -8,6 +9,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::broker::Broker;
 use crate::cluster::replica_manager::{OffsetCheckpoint, ReplicaError, ReplicaManager};
 use crate::config::BrokerConfig;
 use crate::controller::image::ClusterImage;
@@ -21,30 +23,6 @@ use crate::txn::TransactionCoordinator;
 /// How long the listener pauses after a failed accept (out of descriptors, say) before it
 /// tries again.
 const ACCEPT_ERROR_BACKOFF_MS: u64 = 100;
-
-/// Everything a request handler can reach.
-pub struct Broker {
-    pub config: Arc<BrokerConfig>,
-    pub replicas: Arc<ReplicaManager>,
-    /// Host and port published in Metadata (the advertised listener).
-    pub advertised_host: String,
-    pub advertised_port: i32,
-    /// Protocol-level fault rules for this node.
-    pub faults: Arc<FaultEngine>,
-    /// Turns true when shutdown starts, so that long waits (fault delays) end early.
-    shutting_down: watch::Sender<bool>,
-    /// The group coordinator (consumer groups and committed offsets).
-    pub groups: Arc<GroupCoordinator>,
-    /// The transaction coordinator (transactional ids, `__transaction_state`, markers).
-    pub txn: Arc<TransactionCoordinator>,
-    /// Bytes of requests being read and in flight, across connections
-    /// (`queued.max.request.bytes`).
-    pub request_memory: RequestMemoryPool,
-    /// Request, connection and purgatory metrics (`GET /metrics` on the admin listener).
-    pub metrics: BrokerMetrics,
-    /// The process's event log (`GET /v1/events`, [`crate::events`]).
-    pub events: Arc<crate::events::EventLog>,
-}
 
 /// Puts `broker_fenced` / `broker_unfenced` on the event stream for brokers whose fencing
 /// changed between two committed images. Only the active controller reports it (it decided
@@ -66,22 +44,6 @@ fn report_fencing(previous: &ClusterImage, current: &ClusterImage) {
                 broker_epoch,
             },
         });
-    }
-}
-
-impl Broker {
-    /// This node's id.
-    pub fn node_id(&self) -> i32 {
-        self.config.node_id
-    }
-
-    /// Sleeps for a fault rule's delay; returns false if shutdown cut it short.
-    pub async fn fault_sleep(&self, delay: Duration) -> bool {
-        let mut rx = self.shutting_down.subscribe();
-        tokio::select! {
-            _ = tokio::time::sleep(delay) => true,
-            _ = rx.wait_for(|stopping| *stopping) => false,
-        }
     }
 }
 

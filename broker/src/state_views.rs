@@ -24,6 +24,7 @@ use axum::{Json, Router};
 use serde::Serialize;
 use serde_json::json;
 
+use crate::broker::Broker;
 use crate::cluster::partition::{FollowerState, Partition, PartitionStatus, Role};
 use crate::cluster::replica_manager::now_ms;
 use crate::controller::image::ClusterImage;
@@ -32,7 +33,6 @@ use crate::group::consumer::ConsumerGroup;
 use crate::group::consumer_protocol::assignment_partitions;
 use crate::group::{GroupEntry, GroupKind};
 use crate::log::ProducerStateEntry;
-use crate::server::Broker;
 
 /// Bound on the partitions one `/v1/partitions` answer lists.
 pub const PARTITIONS_PER_ANSWER_MAX: usize = 1_000;

@@ -13,10 +13,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
+use brook::broker::Broker;
 use brook::config::BrokerConfig;
 use brook::fault::FaultSpec;
 use brook::log::batch::testutil::build_idempotent_batch;
-use brook::server::{Broker, Server};
+use brook::server::Server;
 
 /// Sends one request and reads its response; `None` when the broker closed the connection.
 async fn call<Req: Encodable + kafka_protocol::protocol::HeaderVersion, Resp: Decodable>(

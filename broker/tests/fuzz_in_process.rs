@@ -13,9 +13,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use brook::api::{handle_frame, Outcome, SUPPORTED_APIS};
+use brook::broker::Broker;
 use brook::config::BrokerConfig;
 use brook::net::codec::read_frame;
-use brook::server::{Broker, Server};
+use brook::server::Server;
 use brook_fuzz::{seeds, ApiRange, FuzzFrame, Generator};
 use tokio::sync::watch;
 use tokio::task::JoinSet;

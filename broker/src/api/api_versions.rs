@@ -8,8 +8,8 @@ use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 use kafka_protocol::ResponseError;
 
 use super::{RequestContext, SUPPORTED_APIS};
+use crate::broker::Broker;
 use crate::net::codec::{encode_response, CodecError};
-use crate::server::Broker;
 
 fn table() -> Vec<ApiVersion> {
     SUPPORTED_APIS

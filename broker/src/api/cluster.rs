@@ -4,7 +4,7 @@ use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{DescribeClusterRequest, DescribeClusterResponse};
 
 use super::{sb, RequestContext};
-use crate::server::Broker;
+use crate::broker::Broker;
 
 /// Kafka's "authorized operations not requested" marker.
 pub const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;

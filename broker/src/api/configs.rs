@@ -25,9 +25,9 @@ use kafka_protocol::ResponseError;
 use kafka_protocol::protocol::StrBytes;
 
 use super::{sb, RequestContext};
+use crate::broker::Broker;
 use crate::config::{DynamicBrokerConfigs, BROKER_DEFAULTS};
 use crate::config_def::{self, ConfigType};
-use crate::server::Broker;
 
 /// Config resource types (Kafka's `ConfigResource.Type`).
 pub const RESOURCE_TOPIC: i8 = 2;

@@ -25,10 +25,10 @@ use kafka_protocol::ResponseError;
 use tokio::time::Instant;
 
 use super::RequestContext;
+use crate::broker::Broker;
 use crate::cluster::partition::{DeleteRecordsResult, PartitionError};
 use crate::cluster::replica_manager::{now_ms, OffsetCheckpoint};
 use crate::group::store::OFFSETS_TOPIC;
-use crate::server::Broker;
 use crate::txn::log::TRANSACTION_STATE_TOPIC;
 
 /// Kafka's `DeleteRecordsResponse.INVALID_LOW_WATERMARK`: the low watermark of a refused

@@ -14,8 +14,8 @@ use uuid::Uuid;
 
 use super::cluster::AUTHORIZED_OPERATIONS_OMITTED;
 use super::{sb, RequestContext};
+use crate::broker::Broker;
 use crate::controller::ClusterImage;
-use crate::server::Broker;
 
 /// Kafka's `max.request.partition.size.limit` default: the most partitions one answer holds,
 /// whatever the request's `response_partition_limit`.

@@ -8,8 +8,8 @@ use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse};
 use kafka_protocol::ResponseError;
 
 use super::{sb, RequestContext};
+use crate::broker::Broker;
 use crate::controller::{ElectionOutcome, ElectionType};
-use crate::server::Broker;
 
 /// Kafka's `ElectionType` values on the wire.
 const ELECTION_PREFERRED: i8 = 0;

@@ -24,11 +24,11 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::{Outcome, RequestContext};
+use crate::broker::Broker;
 use crate::cluster::partition::{FetchIsolation, FollowerFetch, Partition};
 use crate::fault::{Direction, LinkAction, Traffic};
 use crate::metrics::GaugeGuard;
 use crate::net::codec::CodecError;
-use crate::server::Broker;
 
 /// Upper bound on how long one fetch may be parked, whatever the client asks.
 pub const FETCH_MAX_WAIT_MS_LIMIT: i32 = 60_000;

@@ -13,11 +13,11 @@ use kafka_protocol::messages::*;
 use kafka_protocol::ResponseError;
 
 use super::{sb, RequestContext};
+use crate::broker::Broker;
 use crate::group::classic::{JoinParams, JoinResponse, Pending, SyncResponse};
 use crate::group::consumer::HeartbeatParams;
 use crate::group::store::OFFSETS_TOPIC;
 use crate::group::GroupError;
-use crate::server::Broker;
 use crate::txn::log::TRANSACTION_STATE_TOPIC;
 
 /// FindCoordinator: a group's coordinator is the leader of its `__consumer_offsets`

@@ -18,7 +18,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 
 use super::RequestContext;
-use crate::server::Broker;
+use crate::broker::Broker;
 
 /// Special timestamps of ListOffsets.
 pub mod spec {

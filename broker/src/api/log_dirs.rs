@@ -19,8 +19,8 @@ use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse};
 use kafka_protocol::ResponseError;
 
 use super::{sb, RequestContext};
+use crate::broker::Broker;
 use crate::cluster::partition::Partition;
-use crate::server::Broker;
 
 /// Handles one DescribeLogDirs request.
 pub async fn handle(

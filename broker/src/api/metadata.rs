@@ -10,9 +10,9 @@ use uuid::Uuid;
 
 use super::cluster::AUTHORIZED_OPERATIONS_OMITTED;
 use super::{sb, RequestContext};
+use crate::broker::Broker;
 use crate::cluster::replica_manager::ReplicaError;
 use crate::metadata::TopicMeta;
-use crate::server::Broker;
 
 const NONE: i16 = 0;
 const UNKNOWN_TOPIC: i16 = ResponseError::UnknownTopicOrPartition.code();

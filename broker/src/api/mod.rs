@@ -29,10 +29,10 @@ use bytes::Bytes;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Message, StrBytes};
 
+use crate::broker::Broker;
 use crate::fault::{FaultAction, RequestFacts, When};
 use crate::metrics::response_errors::ResponseErrors;
 use crate::net::codec::{decode_header, encode_response, peek_prefix, CodecError};
-use crate::server::Broker;
 
 /// One row of the ApiVersions table: what Brook advertises, and the lowest version it can
 /// decode (Produce is advertised from 0 for old clients' sake but decoded from 3, as in Kafka).

@@ -20,10 +20,10 @@ use kafka_protocol::messages::txn_offset_commit_response::{
 use kafka_protocol::messages::*;
 
 use super::{sb, RequestContext};
+use crate::broker::Broker;
 use crate::group::records::OffsetValue;
 use crate::group::store::TxnProducer;
 use crate::group::{CommitPartition, Committer, FetchedOffsets, GroupError};
-use crate::server::Broker;
 
 /// OffsetCommit v2-9.
 pub async fn handle_offset_commit(

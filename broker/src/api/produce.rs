@@ -14,6 +14,7 @@ use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
 use super::{sb, Outcome, RequestContext};
+use crate::broker::Broker;
 use crate::cluster::partition::{Partition, PartitionError};
 use crate::cluster::replica_manager::now_ms;
 use crate::fault::{CrashPoint, FaultEngine};
@@ -22,7 +23,6 @@ use crate::log::{LogAppendInfo, LogError};
 use crate::metadata::validate_topic_name;
 use crate::metrics::GaugeGuard;
 use crate::net::codec::CodecError;
-use crate::server::Broker;
 
 /// One partition of the request after its append: answered, or waiting for acks=all.
 enum Appended {

@@ -4,7 +4,7 @@ use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse};
 use kafka_protocol::ResponseError;
 
 use super::RequestContext;
-use crate::server::Broker;
+use crate::broker::Broker;
 
 /// InitProducerId knows PRODUCER_FENCED from v4; older clients get INVALID_PRODUCER_EPOCH.
 const PRODUCER_FENCED_FROM_V4: i16 = 4;

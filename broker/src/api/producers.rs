@@ -11,7 +11,7 @@ use kafka_protocol::messages::{DescribeProducersRequest, DescribeProducersRespon
 use kafka_protocol::ResponseError;
 
 use super::RequestContext;
-use crate::server::Broker;
+use crate::broker::Broker;
 
 /// Handles one DescribeProducers request.
 pub async fn handle(

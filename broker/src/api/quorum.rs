@@ -22,9 +22,9 @@ use kafka_protocol::messages::{DescribeQuorumRequest, DescribeQuorumResponse};
 use kafka_protocol::ResponseError;
 
 use super::{sb, RequestContext};
+use crate::broker::Broker;
 use crate::controller::quorum::QuorumReplica;
 use crate::controller::QuorumDescription;
-use crate::server::Broker;
 
 /// The metadata log's topic, Kafka's `Topic.CLUSTER_METADATA_TOPIC_NAME`.
 pub const CLUSTER_METADATA_TOPIC: &str = "__cluster_metadata";

@@ -19,8 +19,8 @@ use kafka_protocol::messages::{
 };
 
 use super::{sb, RequestContext};
+use crate::broker::Broker;
 use crate::controller::{list_partition_reassignments, ControllerError, ReassignmentResults};
-use crate::server::Broker;
 
 /// How long an accepted reassignment waits for this node's image to show it, so a
 /// ListPartitionReassignments sent here right after sees it (as after CreateTopics).

@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use super::configs::{config_source, topic_config_entries};
 use super::{sb, RequestContext};
-use crate::server::Broker;
+use crate::broker::Broker;
 
 /// Answers CreateTopics.
 pub async fn handle_create_topics(

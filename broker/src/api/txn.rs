@@ -15,8 +15,8 @@ use kafka_protocol::messages::*;
 use kafka_protocol::ResponseError;
 
 use super::{sb, RequestContext};
+use crate::broker::Broker;
 use crate::group::store::OFFSETS_TOPIC;
-use crate::server::Broker;
 use crate::txn::metadata::{TransactionState as TxnState, TRANSACTION_VERSION_2};
 use crate::txn::{ListFilter, TxnError};
 

@@ -23,11 +23,11 @@ use kafka_protocol::messages::{TopicName, WriteTxnMarkersRequest, WriteTxnMarker
 use kafka_protocol::ResponseError;
 
 use super::RequestContext;
+use crate::broker::Broker;
 use crate::cluster::partition::Partition;
 use crate::cluster::replica_manager::now_ms;
 use crate::group::store::OFFSETS_TOPIC;
 use crate::log::control::{build_end_txn_marker, EndTxnMarker};
-use crate::server::Broker;
 
 /// How long the markers of one request may wait for replication: Kafka uses the broker's
 /// `request.timeout.ms` (default 30000).

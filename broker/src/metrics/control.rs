@@ -8,8 +8,8 @@ use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::MetricType;
 
 use super::{counter_sample, family, gauge, gauge_sample};
+use crate::broker::Broker;
 use crate::controller::quorum::QUORUM_STATES;
-use crate::server::Broker;
 
 /// The quorum families (a node without a Raft controller, the single node, has none) and
 /// the active-controller gauge.

@@ -33,7 +33,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 use crate::api::ApiSupport;
-use crate::server::Broker;
+use crate::broker::Broker;
 use response_errors::ResponseErrors;
 
 /// Slots in the per-API table, indexed by API key number; Kafka's keys stay well below it.

@@ -20,9 +20,9 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use crate::api::{handle_frame, Outcome};
+use crate::broker::Broker;
 use crate::metrics::GaugeGuard;
 use crate::net::codec::{read_frame, CodecError, Frame};
-use crate::server::Broker;
 
 /// Read buffer per connection.
 pub const CONNECTION_READ_BUFFER_BYTES: usize = 64 * 1024;

@@ -23,10 +23,10 @@ use kafka_protocol::messages::{AddPartitionsToTxnRequest, TopicName, Transaction
 use kafka_protocol::ResponseError;
 
 use super::log::TRANSACTION_STATE_TOPIC;
+use crate::broker::Broker;
 use crate::cluster::partition::Partition;
 use crate::log::batch::BatchHeader;
 use crate::net::client::BrokerConnection;
-use crate::server::Broker;
 
 /// The AddPartitionsToTxn version brokers verify with.
 pub const VERIFY_VERSION: i16 = 4;

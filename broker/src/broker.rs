@@ -1,0 +1,56 @@
+//! The state every request handler reaches: the node's config, its replicas, coordinators,
+//! fault rules, metrics and events. `server.rs` builds it and runs the listener; the API
+//! handlers (`api/*`) take it and never the server.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::cluster::replica_manager::ReplicaManager;
+use crate::config::BrokerConfig;
+use crate::fault::FaultEngine;
+use crate::group::GroupCoordinator;
+use crate::metrics::BrokerMetrics;
+use crate::net::memory_pool::RequestMemoryPool;
+use crate::txn::TransactionCoordinator;
+
+/// Everything a request handler can reach.
+pub struct Broker {
+    pub config: Arc<BrokerConfig>,
+    pub replicas: Arc<ReplicaManager>,
+    /// Host and port published in Metadata (the advertised listener).
+    pub advertised_host: String,
+    pub advertised_port: i32,
+    /// Protocol-level fault rules for this node.
+    pub faults: Arc<FaultEngine>,
+    /// Turns true when shutdown starts, so that long waits (fault delays) end early.
+    pub(crate) shutting_down: watch::Sender<bool>,
+    /// The group coordinator (consumer groups and committed offsets).
+    pub groups: Arc<GroupCoordinator>,
+    /// The transaction coordinator (transactional ids, `__transaction_state`, markers).
+    pub txn: Arc<TransactionCoordinator>,
+    /// Bytes of requests being read and in flight, across connections
+    /// (`queued.max.request.bytes`).
+    pub request_memory: RequestMemoryPool,
+    /// Request, connection and purgatory metrics (`GET /metrics` on the admin listener).
+    pub metrics: BrokerMetrics,
+    /// The process's event log (`GET /v1/events`, [`crate::events`]).
+    pub events: Arc<crate::events::EventLog>,
+}
+
+impl Broker {
+    /// This node's id.
+    pub fn node_id(&self) -> i32 {
+        self.config.node_id
+    }
+
+    /// Sleeps for a fault rule's delay; returns false if shutdown cut it short.
+    pub async fn fault_sleep(&self, delay: Duration) -> bool {
+        let mut rx = self.shutting_down.subscribe();
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => true,
+            _ = rx.wait_for(|stopping| *stopping) => false,
+        }
+    }
+}

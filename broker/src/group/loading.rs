@@ -1,0 +1,283 @@
+//! Loading and unloading groups as this node gains and loses the leadership of
+//! `__consumer_offsets` partitions (Kafka's `GroupMetadataManager.loadGroupsAndOffsets` and
+//! `removeGroupsForPartition`): a partition's records are replayed into groups and offsets
+//! before the node serves any group that hashes to it.
+
+use super::*;
+
+impl GroupCoordinator {
+    /// Cluster mode: this node coordinates a group only while it leads the group's offsets
+    /// partition. Single node: every group, read back at start-up.
+    pub(super) fn acquire(&self, st: &mut State, group_id: &str) -> Result<(), GroupError> {
+        if !self.clustered {
+            return Ok(());
+        }
+        let Some(topic) = self.replicas.topic(OFFSETS_TOPIC) else {
+            return Err(GroupError::CoordinatorNotAvailable);
+        };
+        self.acquire_partition(st, records::partition_for(group_id, topic.partitions))
+    }
+
+    /// Checks this node's leadership of offsets partition `index`. Led at a leader epoch not
+    /// loaded yet: the partition's groups are read back from the log first (leadership moved
+    /// here, or away and back, so what is in memory may be stale). Not led: its groups are
+    /// dropped, their parked requests answered NOT_COORDINATOR, and so is this request.
+    pub(super) fn acquire_partition(&self, st: &mut State, index: i32) -> Result<(), GroupError> {
+        let epoch = self
+            .replicas
+            .partition(OFFSETS_TOPIC, index)
+            .filter(|p| p.is_leader())
+            .map(|p| p.leader_epoch());
+        match epoch {
+            None => {
+                self.unload(st, index);
+                Err(GroupError::NotCoordinator)
+            }
+            Some(e) if st.loaded.get(&index) == Some(&e) => Ok(()),
+            Some(e) => {
+                self.unload(st, index);
+                let (groups, n) = load_partition(&self.store, index, self.consumer_session())?;
+                tracing::info!(
+                    partition = index,
+                    leader_epoch = e,
+                    records = n,
+                    groups = groups.len(),
+                    "loaded groups of {OFFSETS_TOPIC}-{index}"
+                );
+                // Restored members have session deadlines: make the timer see them.
+                let earliest = groups.values().filter_map(|g| g.next_deadline()).min();
+                st.groups.extend(groups);
+                st.loaded.insert(index, e);
+                if let Some(d) = earliest {
+                    if st.timer_at.is_none_or(|t| d < t) {
+                        st.timer_at = Some(d);
+                        self.timer.notify_one();
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Drops the groups of offsets partition `index` from memory (this node no longer leads
+    /// it); their parked JoinGroup/SyncGroup requests are answered NOT_COORDINATOR, which
+    /// sends the clients to look up the new coordinator.
+    pub(super) fn unload(&self, st: &mut State, index: i32) {
+        if st.loaded.remove(&index).is_none() {
+            return;
+        }
+        let partitions = self.store.partitions();
+        let gone: Vec<String> = st
+            .groups
+            .keys()
+            .filter(|g| records::partition_for(g, partitions) == index)
+            .cloned()
+            .collect();
+        for g in &gone {
+            if let Some(mut e) = st.groups.remove(g) {
+                if let GroupKind::Classic(c) = &mut e.kind {
+                    c.fail_waiters(GroupError::NotCoordinator.error_code());
+                }
+            }
+        }
+        tracing::info!(
+            partition = index,
+            groups = gone.len(),
+            "unloaded groups of {OFFSETS_TOPIC}-{index}"
+        );
+    }
+
+    /// Cluster mode: brings every offsets partition in line with this node's leadership
+    /// (loads newly led ones, drops lost ones). Run after each metadata image and before
+    /// ListGroups, so that groups are known without waiting for a client to touch them.
+    pub(super) fn acquire_all(&self, st: &mut State) {
+        if !self.clustered {
+            return;
+        }
+        let Some(topic) = self.replicas.topic(OFFSETS_TOPIC) else {
+            return;
+        };
+        for index in 0..topic.partitions {
+            if let Err(e) = self.acquire_partition(st, index) {
+                if e != GroupError::NotCoordinator {
+                    tracing::warn!(partition = index, error = %e, "could not load groups");
+                }
+            }
+        }
+    }
+}
+
+/// Reads offsets partition `index` back: its groups with their members, committed offsets
+/// and the offsets of transactions still open. Returns them and the number of records read.
+pub(super) fn load_partition(
+    store: &OffsetsStore,
+    index: i32,
+    consumer_session: std::time::Duration,
+) -> Result<(HashMap<String, GroupEntry>, usize), GroupError> {
+    let mut groups: HashMap<String, GroupEntry> = HashMap::new();
+    let n = store.replay_partition(index, &mut |item| match item {
+        Replayed::Record {
+            key,
+            value,
+            offset,
+            txn,
+        } => replay_record(&mut groups, key, value, offset, txn, consumer_session),
+        // Every group read here lives on this partition, where the marker is.
+        Replayed::Marker {
+            producer_id,
+            commit,
+        } => {
+            for e in groups.values_mut() {
+                e.end_txn(producer_id, commit);
+            }
+        }
+    })?;
+    note_persisted(&mut groups);
+    Ok((groups, n))
+}
+
+/// Applies one replayed record (at log offset `offset`, in a transaction of producer `txn`
+/// if set) to the groups being rebuilt.
+pub(super) fn replay_record(
+    groups: &mut HashMap<String, GroupEntry>,
+    key: RecordKey,
+    value: Option<&[u8]>,
+    offset: i64,
+    txn: Option<i64>,
+    consumer_session: std::time::Duration,
+) {
+    match key {
+        RecordKey::OffsetCommit {
+            group,
+            topic,
+            partition,
+        } => match value {
+            Some(v) => match records::decode_offset_value(v) {
+                Ok(value) => {
+                    let e = groups
+                        .entry(group.clone())
+                        .or_insert_with(|| GroupEntry::classic(&group));
+                    let stored = StoredOffset {
+                        value,
+                        record_offset: offset,
+                    };
+                    let target = match txn {
+                        None => &mut e.offsets,
+                        Some(producer_id) => e.pending_txn.entry(producer_id).or_default(),
+                    };
+                    target.insert((topic, partition), stored);
+                }
+                Err(e) => tracing::warn!(error = %e, "skipping offset record"),
+            },
+            None => {
+                if let Some(e) = groups.get_mut(&group) {
+                    e.remove_offset(&(topic, partition));
+                }
+            }
+        },
+        RecordKey::GroupMetadata { group } => match value {
+            Some(v) => match records::decode_group_metadata_value(v) {
+                Ok(meta) => {
+                    let e = groups
+                        .entry(group.clone())
+                        .or_insert_with(|| GroupEntry::classic(&group));
+                    e.kind = GroupKind::Classic(ClassicGroup::from_record(
+                        group.clone(),
+                        meta,
+                        Instant::now(),
+                    ));
+                }
+                Err(e) => tracing::warn!(error = %e, "skipping group record"),
+            },
+            None => {
+                groups.remove(&group);
+            }
+        },
+        RecordKey::ConsumerGroupMetadata { group } => match value {
+            Some(v) => match records::decode_consumer_group_metadata_value(v) {
+                Ok(epoch) => consumer_for_replay(groups, &group).group_epoch = epoch,
+                Err(e) => tracing::warn!(error = %e, "skipping consumer group record"),
+            },
+            None => {
+                groups.remove(&group);
+            }
+        },
+        RecordKey::ConsumerMemberMetadata { group, member } => match value {
+            Some(v) => match records::decode_consumer_member_metadata_value(v) {
+                Ok(meta) => consumer_for_replay(groups, &group).restore_member_metadata(
+                    &member,
+                    meta,
+                    Instant::now() + consumer_session,
+                ),
+                Err(e) => tracing::warn!(error = %e, "skipping consumer member record"),
+            },
+            None => {
+                if let Some(GroupKind::Consumer(g)) = groups.get_mut(&group).map(|e| &mut e.kind) {
+                    g.restore_member_removed(&member);
+                }
+            }
+        },
+        RecordKey::CurrentMemberAssignment { group, member } => {
+            if let Some(v) = value {
+                match records::decode_current_member_assignment_value(v) {
+                    Ok(a) => consumer_for_replay(groups, &group).restore_member_assignment(
+                        &member,
+                        a,
+                        Instant::now() + consumer_session,
+                    ),
+                    Err(e) => tracing::warn!(error = %e, "skipping member assignment record"),
+                }
+            }
+        }
+        RecordKey::TargetAssignmentMember { group, member } => match value {
+            Some(v) => match records::decode_target_assignment_member_value(v) {
+                Ok(t) => {
+                    consumer_for_replay(groups, &group).target.insert(member, t);
+                }
+                Err(e) => tracing::warn!(error = %e, "skipping target assignment record"),
+            },
+            None => {
+                if let Some(GroupKind::Consumer(g)) = groups.get_mut(&group).map(|e| &mut e.kind) {
+                    g.target.remove(&member);
+                }
+            }
+        },
+        RecordKey::TargetAssignmentMetadata { group } => {
+            if let Some(v) = value {
+                match records::decode_target_assignment_metadata_value(v) {
+                    Ok(epoch) => consumer_for_replay(groups, &group).assignment_epoch = epoch,
+                    Err(e) => tracing::warn!(error = %e, "skipping target assignment record"),
+                }
+            }
+        }
+        RecordKey::Other(_) => {}
+    }
+}
+
+/// The KIP-848 group a replayed record belongs to: created if new, converted (keeping its
+/// offsets) if it was only an offsets holder so far.
+pub(super) fn consumer_for_replay<'a>(
+    groups: &'a mut HashMap<String, GroupEntry>,
+    group: &str,
+) -> &'a mut ConsumerGroup {
+    let e = groups
+        .entry(group.to_string())
+        .or_insert_with(|| GroupEntry::classic(group));
+    if !matches!(e.kind, GroupKind::Consumer(_)) {
+        e.kind = GroupKind::Consumer(ConsumerGroup::new(group.to_string(), 0));
+    }
+    match &mut e.kind {
+        GroupKind::Consumer(g) => g,
+        GroupKind::Classic(_) => unreachable!("converted just above"),
+    }
+}
+
+/// After replay: what each KIP-848 group's records are now, so that the next change writes
+/// only differences (and tombstones for members that go).
+pub(super) fn note_persisted(groups: &mut HashMap<String, GroupEntry>) {
+    for e in groups.values_mut() {
+        if let GroupKind::Consumer(g) = &e.kind {
+            e.persisted = g.records().into_iter().collect();
+        }
+    }
+}

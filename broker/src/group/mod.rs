@@ -14,13 +14,15 @@
 //! earliest deadline of any group and is woken when a request sets an earlier one.
 //!
 //! Modules: [`classic`] (JoinGroup/SyncGroup/Heartbeat/LeaveGroup state machine),
-//! [`consumer`] (ConsumerGroupHeartbeat, server-side assignors), [`offsets`] (OffsetCommit,
+//! [`consumer`] (ConsumerGroupHeartbeat, reconciliation), [`assignors`] (the server-side
+//! `uniform` and `range` assignors), [`offsets`] (OffsetCommit,
 //! OffsetFetch, OffsetDelete, expiry), [`loading`] (loading and unloading offsets
 //! partitions), [`config`] (the coordinator's settings), [`records`] (the
 //! `__consumer_offsets` record layout), [`store`] (append and replay),
 //! [`consumer_protocol`] (the embedded consumer protocol blobs), [`txn`] (offsets committed
 //! inside transactions, pending until the transaction's marker).
 
+pub mod assignors;
 pub mod classic;
 mod config;
 pub mod consumer;

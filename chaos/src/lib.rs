@@ -22,10 +22,12 @@
 //! cargo build --release -p brook -p brook-chaos
 //! # a bounded run against a fresh `brook cluster` (temp dir, free ports)
 //! cargo run --release -p brook-chaos -- --seed 42 --steps 20
-//! # the long run: 1,500 steps (about 1,000 leader kills), some hours
-//! cargo run --release -p brook-chaos -- --seed 1 --steps 1500 --rate 50 --out chaos-long.json
+//! # the long run: 1,000 leader kills among ISR churn, crash points and pauses, about 2 hours
+//! cargo run --release -p brook-chaos -- --seed 12 --steps 1100 --rate 50 --out chaos-long.json \
+//!     --weights kill-leader=65,isr-churn=20,crash-point=10,pause=5
 //! # the same schedule against Apache Kafka 4.4 (scripts/kafka-reference fetch first)
-//! cargo run --release -p brook-chaos -- --target kafka --seed 1 --steps 1500 --rate 50
+//! cargo run --release -p brook-chaos -- --target kafka --seed 12 --steps 1100 --rate 50 \
+//!     --weights kill-leader=65,isr-churn=20,crash-point=10,pause=5
 //! # what acks=1 allows: lost writes, named as expected
 //! cargo run --release -p brook-chaos -- --seed 7 --steps 20 --acks 1
 //! # transactional producers, read_committed consumers

@@ -1228,6 +1228,7 @@ async fn broker_lifecycle_task(inner: Arc<Inner>) {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     #[test]
     fn the_quorum_campaigns_after_kafkas_fetch_timeout_as_openraft_counts_it() {
@@ -1255,7 +1256,6 @@ mod tests {
             );
         }
     }
-    use super::*;
 
     #[test]
     fn config_from_kafka_keys() {

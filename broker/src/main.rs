@@ -264,7 +264,7 @@ fn serve(config: Option<PathBuf>, overrides: Vec<String>) -> ExitCode {
         }
         let (tx, rx) = watch::channel(false);
         tokio::spawn(async move {
-            wait_for_signal().await;
+            brook::server::wait_for_shutdown_signal().await;
             tracing::info!("signal received");
             let _ = tx.send(true);
         });
@@ -276,21 +276,6 @@ fn serve(config: Option<PathBuf>, overrides: Vec<String>) -> ExitCode {
             }
         }
     })
-}
-
-async fn wait_for_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-        }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
 }
 
 fn fault(command: FaultCommand) -> ExitCode {

@@ -336,3 +336,19 @@ where
         }
     }
 }
+
+/// Returns on SIGTERM or Ctrl-C: what stops `brook serve` and `brook cluster` gracefully.
+pub async fn wait_for_shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

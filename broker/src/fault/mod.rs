@@ -316,6 +316,90 @@ pub struct FaultSpec {
     pub traffic: Option<String>,
 }
 
+/// A spec as its kind takes it: each kind's fields and no others (serde refuses a field of
+/// another kind by name), after the kind is read or inferred ([`infer_kind`]).
+#[derive(Debug, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+enum RuleSpec {
+    Request(RequestRuleSpec),
+    Crash(CrashRuleSpec),
+    Link(LinkRuleSpec),
+}
+
+/// The fields every kind takes: which node, how often, with which probability and seed.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+struct Budget {
+    node: Option<i32>,
+    times: Option<u64>,
+    probability: Option<f64>,
+    seed: Option<u64>,
+}
+
+impl Budget {
+    /// Request and crash rules fire once unless `times` or a probability says otherwise.
+    fn once_by_default(mut self) -> Budget {
+        if self.times.is_none() && self.probability.is_none() {
+            self.times = Some(1);
+        }
+        self
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RequestRuleSpec {
+    action: String,
+    api: Option<String>,
+    client_id: Option<String>,
+    topic: Option<String>,
+    partition: Option<i32>,
+    delay_ms: Option<u64>,
+    error_code: Option<i16>,
+    when: Option<When>,
+    #[serde(flatten)]
+    budget: Budget,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CrashRuleSpec {
+    action: String,
+    point: String,
+    topic: Option<String>,
+    partition: Option<i32>,
+    #[serde(flatten)]
+    budget: Budget,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LinkRuleSpec {
+    action: String,
+    from: Option<i32>,
+    to: Option<PeerSpec>,
+    direction: Option<String>,
+    traffic: Option<String>,
+    delay_ms: Option<u64>,
+    #[serde(flatten)]
+    budget: Budget,
+}
+
+impl RuleSpec {
+    /// The kind's spec from the flat one users write: fields left out are dropped, the kind
+    /// is inferred when absent, and a field the kind does not take is refused by name.
+    fn of(spec: FaultSpec) -> Result<RuleSpec, FaultError> {
+        let kind = spec.kind.unwrap_or_else(|| infer_kind(&spec));
+        let flat = serde_json::to_value(&spec).map_err(|e| FaultError::Invalid(e.to_string()))?;
+        let mut fields: serde_json::Map<String, serde_json::Value> = match flat {
+            serde_json::Value::Object(m) => m.into_iter().filter(|(_, v)| !v.is_null()).collect(),
+            _ => serde_json::Map::new(),
+        };
+        fields.insert("kind".into(), kind.name().into());
+        serde_json::from_value(serde_json::Value::Object(fields))
+            .map_err(|e| FaultError::Invalid(format!("{} rules: {e}", kind.name())))
+    }
+}
+
 /// An installed rule.
 #[derive(Debug, Serialize)]
 pub struct FaultRule {
@@ -396,46 +480,24 @@ pub fn parse_api(name: &str) -> Result<i16, FaultError> {
 }
 
 impl FaultRule {
-    fn from_spec(id: u64, spec: FaultSpec) -> Result<FaultRule, FaultError> {
-        let kind = spec.kind.unwrap_or_else(|| infer_kind(&spec));
-        match kind {
-            RuleKind::Request => {
-                let link_fields = spec.point.is_some()
-                    || spec.from.is_some()
-                    || spec.to.is_some()
-                    || spec.direction.is_some()
-                    || spec.traffic.is_some();
-                if link_fields {
-                    return Err(FaultError::Invalid(
-                        "point, from, to, direction and traffic belong to crash and link rules"
-                            .into(),
-                    ));
-                }
-                if spec.action == "crash" || spec.action == "partition" {
-                    return Err(FaultError::Invalid(format!(
-                        "{} is not an action of request rules",
-                        spec.action
-                    )));
-                }
-            }
-            RuleKind::Crash => return Self::crash_from_spec(id, spec),
-            RuleKind::Link => return Self::link_from_spec(id, spec),
+    fn from_spec(spec: FaultSpec) -> Result<FaultRule, FaultError> {
+        match RuleSpec::of(spec)? {
+            RuleSpec::Request(r) => Self::request_rule(r),
+            RuleSpec::Crash(c) => Self::crash_rule(c),
+            RuleSpec::Link(l) => Self::link_rule(l),
         }
+    }
+
+    /// A request rule: drop-request, drop-response, delay, error or close.
+    fn request_rule(spec: RequestRuleSpec) -> Result<FaultRule, FaultError> {
         let when = spec.when.unwrap_or_default();
         let action = match spec.action.as_str() {
             "drop-request" | "drop_request" => FaultAction::DropRequest,
             "drop-response" | "drop_response" => FaultAction::DropResponse,
-            "delay" => {
-                let delay_ms = spec
-                    .delay_ms
-                    .ok_or_else(|| FaultError::Invalid("delay needs delay_ms".into()))?;
-                if delay_ms > MAX_FAULT_DELAY_MS {
-                    return Err(FaultError::Invalid(format!(
-                        "delay_ms is capped at {MAX_FAULT_DELAY_MS}"
-                    )));
-                }
-                FaultAction::Delay { delay_ms, when }
-            }
+            "delay" => FaultAction::Delay {
+                delay_ms: required_delay(spec.delay_ms)?,
+                when,
+            },
             "error" => {
                 let error_code = spec
                     .error_code
@@ -449,143 +511,63 @@ impl FaultRule {
             "close" => FaultAction::Close { when },
             other => return Err(FaultError::UnknownAction(other.into())),
         };
-        if spec.delay_ms.is_some_and(|d| d > MAX_FAULT_DELAY_MS) {
-            return Err(FaultError::Invalid(format!(
-                "delay_ms is capped at {MAX_FAULT_DELAY_MS}"
-            )));
+        if spec.delay_ms.is_some() {
+            required_delay(spec.delay_ms)?;
         }
-        check_probability(spec.probability)?;
+        check_probability(spec.budget.probability)?;
         let api_key = spec.api.as_deref().map(parse_api).transpose()?;
-        let times = match (spec.times, spec.probability) {
-            (Some(t), _) => Some(t),
-            (None, Some(_)) => None,
-            (None, None) => Some(1),
-        };
         Ok(FaultRule {
-            id,
-            kind: RuleKind::Request,
-            action,
-            point: None,
-            from: None,
-            to: None,
-            direction: None,
-            traffic: None,
             api: spec.api,
             api_key,
-            node: spec.node,
             client_id: spec.client_id,
             topic: spec.topic,
             partition: spec.partition,
-            times,
-            probability: spec.probability,
-            seed: spec.seed,
-            fired: AtomicU64::new(0),
-            rng: Mutex::new(SplitMix64(spec.seed.unwrap_or(id))),
+            ..FaultRule::new(RuleKind::Request, action, spec.budget.once_by_default())
         })
     }
 
-    /// A crash rule: `action: crash`, a `point`, optional topic, partition, node, budget.
-    fn crash_from_spec(id: u64, spec: FaultSpec) -> Result<FaultRule, FaultError> {
+    /// A crash rule: `action: crash` at a `point`, optionally only for a topic, partition
+    /// and node.
+    fn crash_rule(spec: CrashRuleSpec) -> Result<FaultRule, FaultError> {
         if spec.action != "crash" {
             return Err(FaultError::Invalid(format!(
                 "crash rules have action \"crash\", not {:?}",
                 spec.action
             )));
         }
-        let point = spec
-            .point
-            .as_deref()
-            .ok_or_else(|| FaultError::Invalid("crash needs a point".into()))
-            .and_then(CrashPoint::parse)?;
-        let stray = spec.api.is_some()
-            || spec.client_id.is_some()
-            || spec.delay_ms.is_some()
-            || spec.error_code.is_some()
-            || spec.when.is_some()
-            || spec.from.is_some()
-            || spec.to.is_some()
-            || spec.direction.is_some()
-            || spec.traffic.is_some();
-        if stray {
-            return Err(FaultError::Invalid(
-                "crash rules take point, topic, partition, node, times, probability and seed"
-                    .into(),
-            ));
-        }
-        check_probability(spec.probability)?;
-        let times = match (spec.times, spec.probability) {
-            (Some(t), _) => Some(t),
-            (None, Some(_)) => None,
-            (None, None) => Some(1),
-        };
+        let point = CrashPoint::parse(&spec.point)?;
+        check_probability(spec.budget.probability)?;
         Ok(FaultRule {
-            id,
-            kind: RuleKind::Crash,
-            action: FaultAction::Crash,
             point: Some(point),
-            from: None,
-            to: None,
-            direction: None,
-            traffic: None,
-            api: None,
-            api_key: None,
-            node: spec.node,
-            client_id: None,
             topic: spec.topic,
             partition: spec.partition,
-            times,
-            probability: spec.probability,
-            seed: spec.seed,
-            fired: AtomicU64::new(0),
-            rng: Mutex::new(SplitMix64(spec.seed.unwrap_or(id))),
+            ..FaultRule::new(
+                RuleKind::Crash,
+                FaultAction::Crash,
+                spec.budget.once_by_default(),
+            )
         })
     }
 
-    /// A link rule: `partition`, or `delay` with `delay_ms`; `from`, `to`, `direction`,
-    /// `traffic`; unlimited unless `times` is set.
-    fn link_from_spec(id: u64, spec: FaultSpec) -> Result<FaultRule, FaultError> {
+    /// A link rule: `partition`, or `delay` with `delay_ms`, between this node (`from`) and
+    /// a peer (`to`), by direction and traffic; unlimited unless `times` is set.
+    fn link_rule(spec: LinkRuleSpec) -> Result<FaultRule, FaultError> {
         let action = match spec.action.as_str() {
-            "partition" => {
-                if spec.delay_ms.is_some() {
-                    return Err(FaultError::Invalid("partition takes no delay_ms".into()));
-                }
-                FaultAction::Partition
+            "partition" if spec.delay_ms.is_some() => {
+                return Err(FaultError::Invalid("partition takes no delay_ms".into()))
             }
-            "delay" => {
-                let delay_ms = spec
-                    .delay_ms
-                    .ok_or_else(|| FaultError::Invalid("delay needs delay_ms".into()))?;
-                if delay_ms > MAX_FAULT_DELAY_MS {
-                    return Err(FaultError::Invalid(format!(
-                        "delay_ms is capped at {MAX_FAULT_DELAY_MS}"
-                    )));
-                }
-                FaultAction::Delay {
-                    delay_ms,
-                    when: When::Before,
-                }
-            }
+            "partition" => FaultAction::Partition,
+            "delay" => FaultAction::Delay {
+                delay_ms: required_delay(spec.delay_ms)?,
+                when: When::Before,
+            },
             other => {
                 return Err(FaultError::Invalid(format!(
                     "link rules have action partition or delay, not {other:?}"
                 )))
             }
         };
-        let stray = spec.api.is_some()
-            || spec.client_id.is_some()
-            || spec.topic.is_some()
-            || spec.partition.is_some()
-            || spec.error_code.is_some()
-            || spec.when.is_some()
-            || spec.point.is_some();
-        if stray {
-            return Err(FaultError::Invalid(
-                "link rules take from, to, direction, traffic, node, delay_ms, times, \
-                 probability and seed"
-                    .into(),
-            ));
-        }
-        check_probability(spec.probability)?;
+        check_probability(spec.budget.probability)?;
         let to = spec.to.as_ref().map(PeerSpec::parse).transpose()?;
         let direction = spec
             .direction
@@ -594,27 +576,39 @@ impl FaultRule {
             .transpose()?;
         let traffic = spec.traffic.as_deref().map(Traffic::parse).transpose()?;
         Ok(FaultRule {
-            id,
-            kind: RuleKind::Link,
-            action,
-            point: None,
             from: spec.from,
             to: Some(to.unwrap_or(Peer::Any)),
             direction: Some(direction.unwrap_or(Direction::Both)),
             traffic: Some(traffic.unwrap_or(Traffic::Both)),
+            // Until cleared, unless a budget is given.
+            ..FaultRule::new(RuleKind::Link, action, spec.budget)
+        })
+    }
+
+    /// A rule of `kind` doing `action` within `budget`, matching every request, point or
+    /// link until the kind's builder narrows it. Its id is set when it is installed.
+    fn new(kind: RuleKind, action: FaultAction, budget: Budget) -> FaultRule {
+        FaultRule {
+            id: 0,
+            kind,
+            action,
+            point: None,
+            from: None,
+            to: None,
+            direction: None,
+            traffic: None,
             api: None,
             api_key: None,
-            node: spec.node,
+            node: budget.node,
             client_id: None,
             topic: None,
             partition: None,
-            // Until cleared, unless a budget is given.
-            times: spec.times,
-            probability: spec.probability,
-            seed: spec.seed,
+            times: budget.times,
+            probability: budget.probability,
+            seed: budget.seed,
             fired: AtomicU64::new(0),
-            rng: Mutex::new(SplitMix64(spec.seed.unwrap_or(id))),
-        })
+            rng: Mutex::new(SplitMix64(budget.seed.unwrap_or(0))),
+        }
     }
 
     fn matches_crash(&self, node: i32, point: CrashPoint, topic: &str, partition: i32) -> bool {
@@ -700,6 +694,17 @@ fn infer_kind(spec: &FaultSpec) -> RuleKind {
     }
 }
 
+/// A delay's `delay_ms`, present and within [`MAX_FAULT_DELAY_MS`].
+fn required_delay(delay_ms: Option<u64>) -> Result<u64, FaultError> {
+    match delay_ms {
+        None => Err(FaultError::Invalid("delay needs delay_ms".into())),
+        Some(d) if d > MAX_FAULT_DELAY_MS => Err(FaultError::Invalid(format!(
+            "delay_ms is capped at {MAX_FAULT_DELAY_MS}"
+        ))),
+        Some(d) => Ok(d),
+    }
+}
+
 fn check_probability(p: Option<f64>) -> Result<(), FaultError> {
     match p {
         Some(p) if !(0.0..=1.0).contains(&p) => Err(FaultError::Invalid(format!(
@@ -759,7 +764,7 @@ impl FaultEngine {
     /// Installs a rule; returns its id.
     pub fn add(&self, spec: FaultSpec) -> Result<u64, FaultError> {
         // Validate before taking an id, so refused rules leave no gaps in the numbering.
-        let mut rule = FaultRule::from_spec(0, spec)?;
+        let mut rule = FaultRule::from_spec(spec)?;
         let mut rules = self.rules.write();
         if rules.len() >= MAX_FAULT_RULES {
             return Err(FaultError::TooManyRules);
@@ -1181,6 +1186,20 @@ mod tests {
         let kinds: Vec<RuleKind> = e.list().iter().map(|r| r.kind).collect();
         use RuleKind::*;
         assert_eq!(kinds, [Link, Link, Link, Crash, Crash, Request]);
+    }
+
+    #[test]
+    fn a_field_of_another_kind_is_refused_by_name() {
+        let refused = |j: &str| {
+            let spec: FaultSpec = serde_json::from_str(j).unwrap();
+            FaultEngine::new(1).add(spec).unwrap_err().to_string()
+        };
+        let crash = r#"{"action":"crash","point":"after-leader-append","api":"produce"}"#;
+        assert_eq!(refused(crash), "crash rules: unknown field `api`");
+        let link = r#"{"action":"partition","topic":"t"}"#;
+        assert_eq!(refused(link), "link rules: unknown field `topic`");
+        let request = r#"{"action":"close","point":"after-leader-append"}"#;
+        assert_eq!(refused(request), "request rules: unknown field `point`");
     }
 
     #[test]

@@ -165,6 +165,9 @@ pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
     // Cluster mode: SIGTERM hands leaderships over first (crate::server).
     ("controlled.shutdown.enable", "true"),
     ("broker.session.timeout.ms", "9000"),
+    // Cluster mode: how long a starting broker may take to register, catch up and be
+    // unfenced before it gives up (crate::server).
+    ("initial.broker.registration.timeout.ms", "60000"),
     // Group coordinator (see crate::group::GroupConfig).
     ("group.min.session.timeout.ms", "6000"),
     ("group.max.session.timeout.ms", "1800000"),
@@ -267,6 +270,9 @@ pub struct BrokerConfig {
     pub controlled_shutdown_enable: bool,
     /// `broker.session.timeout.ms`.
     pub broker_session_timeout_ms: u64,
+    /// `initial.broker.registration.timeout.ms`: the longest a starting cluster node waits
+    /// to be registered and unfenced before it exits.
+    pub initial_broker_registration_timeout_ms: u64,
     /// `controller.quorum.election.timeout.ms`.
     pub controller_election_timeout_ms: u64,
     /// `controller.quorum.fetch.timeout.ms`.
@@ -455,6 +461,10 @@ impl BrokerConfig {
             broker_session_timeout_ms: positive::<i64>(
                 "broker.session.timeout.ms",
                 &get("broker.session.timeout.ms"),
+            )? as u64,
+            initial_broker_registration_timeout_ms: positive::<i64>(
+                "initial.broker.registration.timeout.ms",
+                &get("initial.broker.registration.timeout.ms"),
             )? as u64,
             controller_election_timeout_ms: positive::<i64>(
                 "controller.quorum.election.timeout.ms",

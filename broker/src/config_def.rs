@@ -532,6 +532,13 @@ const BROKER_KEYS: &[BrokerConfigKey] = &[
         "Time without heartbeats after which a broker is fenced."
     ),
     broker_key!(
+        "initial.broker.registration.timeout.ms",
+        Int,
+        Validator::None,
+        STATIC,
+        "How long a starting broker waits to be registered and unfenced before it exits."
+    ),
+    broker_key!(
         "group.min.session.timeout.ms",
         Int,
         Validator::None,

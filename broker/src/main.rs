@@ -251,24 +251,22 @@ fn serve(config: Option<PathBuf>, overrides: Vec<String>) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        // The one line tests and scripts wait for: an event, so nobody has to sleep.
-        match server.admin_addr {
-            Some(admin) => print_line(&format!(
-                "READY node.id={node_id} listener={} admin={admin}",
-                server.local_addr
-            )),
-            None => print_line(&format!(
-                "READY node.id={node_id} listener={}",
-                server.local_addr
-            )),
-        }
         let (tx, rx) = watch::channel(false);
         tokio::spawn(async move {
             brook::server::wait_for_shutdown_signal().await;
             tracing::info!("signal received");
             let _ = tx.send(true);
         });
-        match server.run(rx).await {
+        // The one line tests and scripts wait for: an event, so nobody has to sleep. It comes
+        // when the node serves clients (a cluster node: once registered and unfenced).
+        let admin = server.admin_addr;
+        let ready = move |listener: std::net::SocketAddr| match admin {
+            Some(admin) => print_line(&format!(
+                "READY node.id={node_id} listener={listener} admin={admin}"
+            )),
+            None => print_line(&format!("READY node.id={node_id} listener={listener}")),
+        };
+        match server.run_with(rx, ready).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("brook: {e}");

@@ -63,12 +63,19 @@ pub enum ServerError {
     Controller(#[from] crate::controller::ControllerError),
     #[error(transparent)]
     Groups(#[from] crate::group::GroupOpenError),
+    #[error(
+        "not registered and unfenced by the metadata quorum within {timeout_ms} ms \
+         (initial.broker.registration.timeout.ms); is a majority of controller.quorum.voters up?"
+    )]
+    NotRegistered { timeout_ms: u64 },
 }
 
-/// A started broker: bound, logs recovered, ready to accept.
+/// A started broker: logs recovered, the listener bound (or, for a cluster node on a fixed
+/// port, to be bound once the node may serve).
 pub struct Server {
     pub broker: Arc<Broker>,
-    listener: TcpListener,
+    listener: Option<TcpListener>,
+    /// The client listener's address: bound, or the configured one while binding waits.
     pub local_addr: SocketAddr,
     admin: Option<TcpListener>,
     /// The bound admin HTTP address, when `admin.listener` is set.
@@ -77,21 +84,26 @@ pub struct Server {
 
 impl Server {
     /// Opens the logs and binds the listener. With port 0, the bound port is advertised.
+    ///
+    /// A cluster node on a fixed port binds only in [`Server::run_with`], once it may serve:
+    /// Kafka's `SocketServer` acceptor likewise opens a configured port only when
+    /// `BrokerServer.startup` enables request processing, so a client meanwhile gets a refused
+    /// connection, not answers from a node that has not yet learnt its partitions.
     pub async fn start(config: BrokerConfig) -> Result<Server, ServerError> {
         let config = Arc::new(config);
         let replicas = Arc::new(ReplicaManager::open(config.clone())?);
         let groups = Arc::new(GroupCoordinator::open(&config, replicas.clone())?);
-        let listener =
-            TcpListener::bind(config.listener)
-                .await
-                .map_err(|source| ServerError::Bind {
-                    addr: config.listener,
-                    source,
-                })?;
-        let local_addr = listener.local_addr().map_err(|source| ServerError::Bind {
-            addr: config.listener,
-            source,
-        })?;
+        let controller_config = crate::controller::ControllerConfig::from_broker_config(&config)?;
+        let (listener, local_addr) = if controller_config.is_some() && config.listener.port() != 0 {
+            (None, config.listener)
+        } else {
+            let l = bind(config.listener).await?;
+            let addr = l.local_addr().map_err(|source| ServerError::Bind {
+                addr: config.listener,
+                source,
+            })?;
+            (Some(l), addr)
+        };
         let (host, port) = match &config.advertised {
             Some((h, p)) => (h.clone(), *p as i32),
             None => {
@@ -123,7 +135,7 @@ impl Server {
         };
         // Cluster mode: this node is a voter of the metadata quorum and registers its broker
         // with the advertised (bound) address.
-        if let Some(mut cc) = crate::controller::ControllerConfig::from_broker_config(&config)? {
+        if let Some(mut cc) = controller_config {
             cc.broker_endpoint = Some((host.clone(), port as u16));
             cc.previous_broker_epoch = replicas.previous_broker_epoch();
             cc.unclean_leader_election_enable = config
@@ -163,9 +175,20 @@ impl Server {
         })
     }
 
+    /// [`Server::run_with`], with nothing to do when serving starts.
+    pub async fn run(self, shutdown: watch::Receiver<bool>) -> Result<(), ServerError> {
+        self.run_with(shutdown, |_| {}).await
+    }
+
     /// Accepts connections until `shutdown` turns true, then waits for in-flight requests,
-    /// flushes every log and writes the clean-shutdown marker.
-    pub async fn run(self, mut shutdown: watch::Receiver<bool>) -> Result<(), ServerError> {
+    /// flushes every log and writes the clean-shutdown marker. A cluster node first waits
+    /// until it may serve ([`await_serving`]); `serving` gets the listener's address when
+    /// accepting starts.
+    pub async fn run_with(
+        self,
+        mut shutdown: watch::Receiver<bool>,
+        serving: impl FnOnce(SocketAddr),
+    ) -> Result<(), ServerError> {
         let broker = self.broker.clone();
         let retention = {
             let b = broker.clone();
@@ -243,39 +266,31 @@ impl Server {
             broker.config.max_connections,
             broker.config.max_connections_per_ip,
         );
-        loop {
-            tokio::select! {
-                // Waits while max.connections are open; refuses an address at its limit.
-                accepted = quotas.accept(&self.listener) => match accepted {
-                    Ok(Accepted::Connection(stream, slot)) => {
-                        let serve = crate::net::connection::serve(broker.clone(), stream, shutdown.clone());
-                        // The slot lives as long as the connection's task, however it ends.
-                        connections.spawn(async move {
-                            serve.await;
-                            drop(slot);
-                        });
-                    }
-                    Ok(Accepted::Refused { ip, max_connections_per_ip }) => tracing::info!(
-                        %ip, max_connections_per_ip,
-                        "rejected connection: the address already has the configured maximum of connections"
-                    ),
-                    Err(e) => {
-                        // EMFILE and the like stay until a descriptor frees: pause instead of
-                        // spinning on the same error.
-                        tracing::warn!(error = %e, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(ACCEPT_ERROR_BACKOFF_MS)).await;
-                    }
+        let (listener, startup_error) = match await_serving(&broker, &mut shutdown).await {
+            Ok(true) => match self.listener {
+                Some(l) => (Some(l), None),
+                None => match bind(broker.config.listener).await {
+                    Ok(l) => (Some(l), None),
+                    Err(e) => (None, Some(e)),
                 },
-                // Reap finished connection tasks so the set stays bounded by live connections.
-                Some(_) = connections.join_next(), if !connections.is_empty() => {}
-                _ = shutdown.changed() => break,
-            }
+            },
+            Ok(false) => (None, None),
+            Err(e) => (None, Some(e)),
+        };
+        if let Some(e) = &startup_error {
+            tracing::error!(error = %e, "cannot serve clients; stopping");
         }
-        drop(self.listener);
+        let served = listener.is_some();
+        if let Some(listener) = listener {
+            serving(self.local_addr);
+            accept_until_shutdown(&broker, listener, &quotas, &mut connections, &mut shutdown)
+                .await;
+        }
         // Before the logs close, this node's leaderships move to other ISR members (Kafka's
         // controlled shutdown), so clients find a new leader at once instead of after the
-        // session timeout; past that timeout the controller would fence it anyway.
-        let controlled = broker.config.controlled_shutdown_enable;
+        // session timeout; past that timeout the controller would fence it anyway. A node that
+        // never served was given no leaderships.
+        let controlled = broker.config.controlled_shutdown_enable && served;
         if let Some(c) = broker.replicas.controller().filter(|_| controlled) {
             let timeout = Duration::from_millis(broker.config.broker_session_timeout_ms);
             if c.controlled_shutdown(timeout).await {
@@ -316,7 +331,85 @@ impl Server {
         .await
         .map_err(|e| ReplicaError::Io(std::io::Error::other(e)))??;
         tracing::info!("shutdown complete");
-        Ok(())
+        match startup_error {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+async fn bind(addr: SocketAddr) -> Result<TcpListener, ServerError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServerError::Bind { addr, source })
+}
+
+/// Waits until this node may serve clients. A single node may at once. A cluster node waits,
+/// as Kafka's `BrokerServer.startup` does before it enables request processing, until the
+/// metadata quorum has committed its registration and unfenced it and the image that says
+/// so is applied: until then it does not know which partitions it leads, and an answer such
+/// as UNKNOWN_TOPIC_OR_PARTITION would tell an idempotent producer that a batch it sent was
+/// not written, which it then re-sequences under a new epoch. `Ok(false)`: shutdown came
+/// first.
+async fn await_serving(
+    broker: &Broker,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Result<bool, ServerError> {
+    if broker.replicas.ready_to_serve() {
+        return Ok(true);
+    }
+    let timeout_ms = broker.config.initial_broker_registration_timeout_ms;
+    tracing::info!(
+        timeout_ms,
+        "waiting to be registered and unfenced before serving clients"
+    );
+    let ready = broker
+        .replicas
+        .wait_for_metadata(Duration::from_millis(timeout_ms), |r| r.ready_to_serve());
+    tokio::select! {
+        ok = ready => match ok {
+            true => Ok(true),
+            false => Err(ServerError::NotRegistered { timeout_ms }),
+        },
+        _ = shutdown.changed() => Ok(false),
+    }
+}
+
+/// The accept loop: one task per connection, within the connection quotas, until shutdown.
+async fn accept_until_shutdown(
+    broker: &Arc<Broker>,
+    listener: TcpListener,
+    quotas: &Arc<ConnectionQuotas>,
+    connections: &mut JoinSet<()>,
+    shutdown: &mut watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            // Waits while max.connections are open; refuses an address at its limit.
+            accepted = quotas.accept(&listener) => match accepted {
+                Ok(Accepted::Connection(stream, slot)) => {
+                    let serve = crate::net::connection::serve(broker.clone(), stream, shutdown.clone());
+                    // The slot lives as long as the connection's task, however it ends.
+                    connections.spawn(async move {
+                        serve.await;
+                        drop(slot);
+                    });
+                }
+                Ok(Accepted::Refused { ip, max_connections_per_ip }) => tracing::info!(
+                    %ip, max_connections_per_ip,
+                    "rejected connection: the address already has the configured maximum of connections"
+                ),
+                Err(e) => {
+                    // EMFILE and the like stay until a descriptor frees: pause instead of
+                    // spinning on the same error.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(ACCEPT_ERROR_BACKOFF_MS)).await;
+                }
+            },
+            // Reap finished connection tasks so the set stays bounded by live connections.
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            _ = shutdown.changed() => break,
+        }
     }
 }
 

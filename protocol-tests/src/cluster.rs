@@ -247,7 +247,7 @@ impl Cluster {
         for id in &ids {
             c.await_ready(*id);
         }
-        // READY comes before the broker's registration commits.
+        // READY means this node is registered; the others may not have applied that yet.
         c.await_brokers_listed(&ids, REGISTER_TIMEOUT);
         c
     }
@@ -384,6 +384,18 @@ impl Cluster {
         self.spawn(id);
         self.await_ready(id);
         self.await_brokers_listed(&[id], REGISTER_TIMEOUT);
+    }
+
+    /// Starts node `id`'s process again without waiting for anything; see
+    /// [`Cluster::await_node_ready`].
+    pub fn spawn_node(&mut self, id: i32) {
+        self.spawn(id);
+    }
+
+    /// Waits for the READY line of node `id` (started with [`Cluster::spawn_node`]): the
+    /// node serves clients from then on.
+    pub fn await_node_ready(&mut self, id: i32) {
+        self.await_ready(id);
     }
 
     /// Writes a line of the harness's own into node `id`'s log.

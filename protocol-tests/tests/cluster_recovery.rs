@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use brook_protocol_tests::batch::{encode_batch, parse_batches, Producer, Rec};
 use brook_protocol_tests::wire::PRODUCE_V;
-use brook_protocol_tests::{poll_until_ok, unique_topic, Cluster, WireClient};
+use brook_protocol_tests::{errors, poll_until_ok, unique_topic, Cluster, WireClient};
 
 const ISR_WAIT: Duration = Duration::from_secs(45);
 const FAILOVER_WAIT: Duration = Duration::from_secs(45);
@@ -512,5 +512,79 @@ fn offset_for_leader_epoch_answers_where_each_epoch_ends_at_the_leader_only() {
         at_follower.0,
         kafka_protocol::ResponseError::NotLeaderOrFollower.code(),
         "a follower does not answer consumers"
+    );
+}
+
+/// A cluster node serves clients only once the metadata quorum has registered and unfenced
+/// it (Kafka's `BrokerServer.startup` opens the listeners last). Before, a restarted node
+/// answered requests while it had not yet learnt its partitions: a Produce got
+/// UNKNOWN_TOPIC_OR_PARTITION, which librdkafka takes as "not written" and, for the batches
+/// after it, as skipped sequence numbers; it then bumps the epoch and re-sends batches of
+/// other partitions that were written, under the new epoch, as duplicates. Here node 3 is
+/// started alone, with no quorum to register with: its controller runs, its client port
+/// stays closed. With a second voter back, it registers, and its first answers know the
+/// topic.
+#[test]
+fn a_node_serves_clients_only_once_registered_and_unfenced() {
+    let _turn = serial();
+    let mut c = Cluster::start(3, &[]);
+    let topic = unique_topic("serve-gate");
+    c.create_topic(&topic, 1, 3, &[]);
+    let s = c.await_partition(&topic, 0, "every replica in the ISR", ISR_WAIT, |s| {
+        s.isr.len() == 3
+    });
+    let values = batch_values("gate", 3);
+    produce_batches(&c, s.leader, &topic, &values);
+    for id in c.ids() {
+        c.kill(id);
+    }
+
+    let quorum_lines = c.log_lines(3, "metadata quorum").len();
+    c.spawn_node(3);
+    poll_until_ok("node 3's controller runs", FAILOVER_WAIT, || {
+        match c.log_lines(3, "metadata quorum").len() > quorum_lines {
+            true => Ok(()),
+            false => Err("no quorum line yet".into()),
+        }
+    });
+    // Alone it cannot be registered: its client port must refuse connections.
+    let connect = std::net::TcpStream::connect(c.address(3));
+    say(&format!(
+        "node 3 started alone; its controller runs; connecting to its client port: {connect:?}"
+    ));
+    match connect {
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {}
+        other => panic!(
+            "node 3 has not been registered (no quorum), yet its client port answered: {other:?}"
+        ),
+    }
+
+    c.spawn_node(2);
+    c.await_node_ready(3);
+    c.await_node_ready(2);
+    // The first answers of a node that serves know the topic and its leader.
+    let md = c.metadata(3, &[&topic]).expect("Metadata from node 3");
+    let t = &md.topics[0];
+    let leader = t.partitions.first().map(|p| p.leader_id.0);
+    say(&format!(
+        "node 3 serves: Metadata error {}, leader {leader:?}",
+        t.error_code
+    ));
+    assert_eq!(
+        t.error_code,
+        errors::NONE,
+        "topic error on node 3's first Metadata"
+    );
+    // Node 1 may still be named: it stays unfenced for a session timeout after the new
+    // controller starts, as in Kafka.
+    assert!(
+        matches!(leader, Some(1..=3)),
+        "node 3's first Metadata names the partition's leader: {leader:?}"
+    );
+    let code = c.produce_acks1(3, &topic, 0);
+    assert_ne!(
+        code,
+        errors::UNKNOWN_TOPIC_OR_PARTITION,
+        "node 3's first Produce knows the partition"
     );
 }

@@ -9,7 +9,7 @@ use kafka_protocol::ResponseError;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -130,6 +130,9 @@ pub struct ReplicaManager {
     /// are only taken from an image that holds this process's own registration (recorded
     /// after it), so a restarted node never acts on the stale leadership it remembers.
     startup_metadata_offset: AtomicI64,
+    /// Cluster mode: an applied image held this process's registration, unfenced, so every
+    /// partition it hosts has its role. Clients are served only from then on.
+    roles_applied: AtomicBool,
     /// Cluster mode: one cluster id for every node, derived from the voter set.
     quorum_cluster_id: std::sync::OnceLock<String>,
     /// Cluster mode: the producer id block this node hands out from (next, end).
@@ -307,6 +310,7 @@ impl ReplicaManager {
             applied: watch::channel(0).0,
             quorum_pid_block: tokio::sync::Mutex::new((0, 0)),
             startup_metadata_offset: AtomicI64::new(i64::MAX),
+            roles_applied: AtomicBool::new(false),
             quorum_cluster_id: std::sync::OnceLock::new(),
             had_clean_shutdown: clean,
             previous_broker_epoch,
@@ -639,6 +643,13 @@ impl ReplicaManager {
         tokio::time::timeout(timeout, wait).await.is_ok() && done(self)
     }
 
+    /// Whether this node may serve clients: always on a single node; in cluster mode once an
+    /// applied image held its own registration, unfenced, and gave every hosted partition its
+    /// role (what Kafka's `BrokerServer.startup` waits for before it opens the listeners).
+    pub fn ready_to_serve(&self) -> bool {
+        self.controller.get().is_none() || self.roles_applied.load(Ordering::Acquire)
+    }
+
     /// Whether broker `id` is registered and unfenced in the committed metadata image (Kafka's
     /// `MetadataCache.hasAliveBroker`); a single node has no other brokers to ask about.
     pub fn is_broker_alive(&self, id: i32) -> bool {
@@ -793,6 +804,9 @@ impl ReplicaManager {
         }
         // Every partition this node hosts is open now; entries of others are stale.
         *self.startup_checkpoints.lock() = StartupCheckpoints::default();
+        if registered {
+            self.roles_applied.store(true, Ordering::Release);
+        }
         self.applied.send_modify(|v| *v += 1);
     }
 

@@ -400,35 +400,17 @@ impl RuleSpec {
     }
 }
 
-/// An installed rule.
+/// An installed rule: what it matches (one variant per [`RuleKind`], each with only its
+/// kind's fields), what it does, and its budget.
 #[derive(Debug, Serialize)]
 pub struct FaultRule {
     pub id: u64,
-    pub kind: RuleKind,
+    #[serde(flatten)]
+    pub matcher: RuleMatch,
     #[serde(flatten)]
     pub action: FaultAction,
-    /// Crash rules: where.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub point: Option<CrashPoint>,
-    /// Link rules: this node (None: any).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub from: Option<i32>,
-    /// Link rules: the peer.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub to: Option<Peer>,
-    /// Link rules: which direction.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub direction: Option<Direction>,
-    /// Link rules: which traffic.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub traffic: Option<Traffic>,
-    pub api: Option<String>,
-    #[serde(skip)]
-    pub api_key: Option<i16>,
+    /// Only on this node (None: any).
     pub node: Option<i32>,
-    pub client_id: Option<String>,
-    pub topic: Option<String>,
-    pub partition: Option<i32>,
     pub times: Option<u64>,
     pub probability: Option<f64>,
     pub seed: Option<u64>,
@@ -437,6 +419,46 @@ pub struct FaultRule {
     pub fired: AtomicU64,
     #[serde(skip)]
     rng: Mutex<SplitMix64>,
+}
+
+/// What an installed rule matches, by kind; serialised under `kind` with its fields flat.
+#[derive(Debug, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum RuleMatch {
+    /// Kafka requests on a connection ([`FaultEngine::decide`]); every field left out
+    /// matches anything.
+    Request {
+        api: Option<String>,
+        #[serde(skip)]
+        api_key: Option<i16>,
+        client_id: Option<String>,
+        topic: Option<String>,
+        partition: Option<i32>,
+    },
+    /// A crash point, optionally only for a topic and partition
+    /// ([`FaultEngine::crash_point`]).
+    Crash {
+        point: CrashPoint,
+        topic: Option<String>,
+        partition: Option<i32>,
+    },
+    /// Traffic between this node (`from`, None: any) and a peer ([`FaultEngine::link_fault`]).
+    Link {
+        from: Option<i32>,
+        to: Peer,
+        direction: Direction,
+        traffic: Traffic,
+    },
+}
+
+impl RuleMatch {
+    pub fn kind(&self) -> RuleKind {
+        match self {
+            RuleMatch::Request { .. } => RuleKind::Request,
+            RuleMatch::Crash { .. } => RuleKind::Crash,
+            RuleMatch::Link { .. } => RuleKind::Link,
+        }
+    }
 }
 
 fn ser_atomic<S: serde::Serializer>(v: &AtomicU64, s: S) -> Result<S::Ok, S::Error> {
@@ -516,14 +538,18 @@ impl FaultRule {
         }
         check_probability(spec.budget.probability)?;
         let api_key = spec.api.as_deref().map(parse_api).transpose()?;
-        Ok(FaultRule {
+        let matcher = RuleMatch::Request {
             api: spec.api,
             api_key,
             client_id: spec.client_id,
             topic: spec.topic,
             partition: spec.partition,
-            ..FaultRule::new(RuleKind::Request, action, spec.budget.once_by_default())
-        })
+        };
+        Ok(FaultRule::new(
+            matcher,
+            action,
+            spec.budget.once_by_default(),
+        ))
     }
 
     /// A crash rule: `action: crash` at a `point`, optionally only for a topic, partition
@@ -537,16 +563,16 @@ impl FaultRule {
         }
         let point = CrashPoint::parse(&spec.point)?;
         check_probability(spec.budget.probability)?;
-        Ok(FaultRule {
-            point: Some(point),
+        let matcher = RuleMatch::Crash {
+            point,
             topic: spec.topic,
             partition: spec.partition,
-            ..FaultRule::new(
-                RuleKind::Crash,
-                FaultAction::Crash,
-                spec.budget.once_by_default(),
-            )
-        })
+        };
+        Ok(FaultRule::new(
+            matcher,
+            FaultAction::Crash,
+            spec.budget.once_by_default(),
+        ))
     }
 
     /// A link rule: `partition`, or `delay` with `delay_ms`, between this node (`from`) and
@@ -575,34 +601,24 @@ impl FaultRule {
             .map(Direction::parse)
             .transpose()?;
         let traffic = spec.traffic.as_deref().map(Traffic::parse).transpose()?;
-        Ok(FaultRule {
+        let matcher = RuleMatch::Link {
             from: spec.from,
-            to: Some(to.unwrap_or(Peer::Any)),
-            direction: Some(direction.unwrap_or(Direction::Both)),
-            traffic: Some(traffic.unwrap_or(Traffic::Both)),
-            // Until cleared, unless a budget is given.
-            ..FaultRule::new(RuleKind::Link, action, spec.budget)
-        })
+            to: to.unwrap_or(Peer::Any),
+            direction: direction.unwrap_or(Direction::Both),
+            traffic: traffic.unwrap_or(Traffic::Both),
+        };
+        // Until cleared, unless a budget is given.
+        Ok(FaultRule::new(matcher, action, spec.budget))
     }
 
-    /// A rule of `kind` doing `action` within `budget`, matching every request, point or
-    /// link until the kind's builder narrows it. Its id is set when it is installed.
-    fn new(kind: RuleKind, action: FaultAction, budget: Budget) -> FaultRule {
+    /// A rule matching `matcher`, doing `action` within `budget`. Its id is set when it is
+    /// installed.
+    fn new(matcher: RuleMatch, action: FaultAction, budget: Budget) -> FaultRule {
         FaultRule {
             id: 0,
-            kind,
+            matcher,
             action,
-            point: None,
-            from: None,
-            to: None,
-            direction: None,
-            traffic: None,
-            api: None,
-            api_key: None,
             node: budget.node,
-            client_id: None,
-            topic: None,
-            partition: None,
             times: budget.times,
             probability: budget.probability,
             seed: budget.seed,
@@ -611,41 +627,72 @@ impl FaultRule {
         }
     }
 
-    fn matches_crash(&self, node: i32, point: CrashPoint, topic: &str, partition: i32) -> bool {
-        self.kind == RuleKind::Crash
-            && self.point == Some(point)
-            && self.node.is_none_or(|n| n == node)
-            && self.topic.as_ref().is_none_or(|t| t == topic)
-            && self.partition.is_none_or(|p| p == partition)
+    /// The rule's kind.
+    pub fn kind(&self) -> RuleKind {
+        self.matcher.kind()
     }
 
-    fn matches_link(&self, node: i32, peer: i32, traffic: Traffic, direction: Direction) -> bool {
-        self.kind == RuleKind::Link
-            && self.node.is_none_or(|n| n == node)
-            && self.from.is_none_or(|n| n == node)
-            && self
-                .to
-                .is_none_or(|p| p == Peer::Any || p == Peer::Node(peer))
-            && self.traffic.is_none_or(|t| t.covers(traffic))
-            && self.direction.is_none_or(|d| d.covers(direction))
+    fn on_this_node(&self, node: i32) -> bool {
+        self.node.is_none_or(|n| n == node)
+    }
+
+    fn matches_crash(&self, node: i32, at: CrashPoint, at_topic: &str, at_partition: i32) -> bool {
+        match &self.matcher {
+            RuleMatch::Crash {
+                point,
+                topic,
+                partition,
+            } => {
+                self.on_this_node(node)
+                    && *point == at
+                    && topic.as_ref().is_none_or(|t| t == at_topic)
+                    && partition.is_none_or(|p| p == at_partition)
+            }
+            _ => false,
+        }
+    }
+
+    fn matches_link(&self, node: i32, peer: i32, kind: Traffic, way: Direction) -> bool {
+        match &self.matcher {
+            RuleMatch::Link {
+                from,
+                to,
+                direction,
+                traffic,
+            } => {
+                self.on_this_node(node)
+                    && from.is_none_or(|n| n == node)
+                    && (*to == Peer::Any || *to == Peer::Node(peer))
+                    && traffic.covers(kind)
+                    && direction.covers(way)
+            }
+            _ => false,
+        }
     }
 
     fn matches(&self, node: i32, req: &RequestFacts) -> bool {
-        self.kind == RuleKind::Request
-            && self.node.is_none_or(|n| n == node)
-            && self.api_key.is_none_or(|k| k == req.api_key)
-            && self
-                .client_id
+        let RuleMatch::Request {
+            api_key,
+            client_id,
+            topic,
+            partition,
+            ..
+        } = &self.matcher
+        else {
+            return false;
+        };
+        self.on_this_node(node)
+            && api_key.is_none_or(|k| k == req.api_key)
+            && client_id
                 .as_ref()
                 .is_none_or(|c| req.client_id.as_deref() == Some(c.as_str()))
-            && self
-                .topic
+            && topic
                 .as_ref()
                 .is_none_or(|t| req.partitions.iter().any(|(rt, _)| rt == t))
-            && self.partition.is_none_or(|p| {
+            && partition.is_none_or(|p| {
                 req.partitions
                     .iter()
-                    .any(|(rt, rp)| *rp == p && self.topic.as_ref().is_none_or(|t| t == rt))
+                    .any(|(rt, rp)| *rp == p && topic.as_ref().is_none_or(|t| t == rt))
             })
     }
 
@@ -653,7 +700,7 @@ impl FaultRule {
     fn report_fired(&self, api_key: Option<i16>) {
         crate::events::emit(|| crate::events::EventKind::FaultFired {
             rule: self.id,
-            kind: self.kind.name(),
+            kind: self.kind().name(),
             action: format!("{:?}", self.action),
             api_key,
         });
@@ -754,7 +801,7 @@ impl FaultEngine {
     /// Installed rules, by kind.
     pub fn rule_counts(&self) -> [(RuleKind, usize); RuleKind::ALL.len()] {
         let rules = self.rules.read();
-        RuleKind::ALL.map(|k| (k, rules.iter().filter(|r| r.kind == k).count()))
+        RuleKind::ALL.map(|k| (k, rules.iter().filter(|r| r.kind() == k).count()))
     }
 
     fn count_fire(&self, kind: RuleKind) {
@@ -1183,7 +1230,7 @@ mod tests {
         ] {
             e.add(parse(j)).unwrap_or_else(|err| panic!("{j}: {err}"));
         }
-        let kinds: Vec<RuleKind> = e.list().iter().map(|r| r.kind).collect();
+        let kinds: Vec<RuleKind> = e.list().iter().map(|r| r.kind()).collect();
         use RuleKind::*;
         assert_eq!(kinds, [Link, Link, Link, Crash, Crash, Request]);
     }
@@ -1200,6 +1247,90 @@ mod tests {
         assert_eq!(refused(link), "link rules: unknown field `topic`");
         let request = r#"{"action":"close","point":"after-leader-append"}"#;
         assert_eq!(refused(request), "request rules: unknown field `point`");
+    }
+
+    /// An installed rule lists its kind's fields only, flat, under `kind` and `action`, and
+    /// reads back as the spec it was made from.
+    #[test]
+    fn a_listed_rule_carries_its_kinds_fields_only() {
+        let e = FaultEngine::new(1);
+        for j in [
+            r#"{"action":"crash","point":"after-leader-append","topic":"t","partition":0}"#,
+            r#"{"action":"delay","delay_ms":5,"to":2,"direction":"in","traffic":"replication"}"#,
+            r#"{"action":"error","api":"produce","error_code":6,"client_id":"c"}"#,
+        ] {
+            e.add(serde_json::from_str(j).unwrap()).unwrap();
+        }
+        let listed: Vec<serde_json::Value> = e
+            .list()
+            .iter()
+            .map(|r| serde_json::to_value(r.as_ref()).unwrap())
+            .collect();
+        let keys = |v: &serde_json::Value| -> Vec<String> {
+            let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+            k.sort();
+            k
+        };
+        let budget = ["fired", "id", "node", "probability", "seed", "times"];
+        let with_budget = |own: &[&str]| -> Vec<String> {
+            let mut k: Vec<String> = own.iter().chain(&budget).map(|s| s.to_string()).collect();
+            k.sort();
+            k
+        };
+        assert_eq!(listed[0]["kind"], "crash");
+        assert_eq!(
+            keys(&listed[0]),
+            with_budget(&["action", "kind", "partition", "point", "topic"])
+        );
+        assert_eq!(listed[1]["kind"], "link");
+        assert_eq!(listed[1]["to"], 2);
+        assert_eq!(
+            keys(&listed[1]),
+            with_budget(&[
+                "action",
+                "delay_ms",
+                "direction",
+                "from",
+                "kind",
+                "to",
+                "traffic",
+                "when"
+            ])
+        );
+        assert_eq!(listed[2]["kind"], "request");
+        assert_eq!(listed[2]["error"], "NOT_LEADER_OR_FOLLOWER");
+        assert_eq!(
+            keys(&listed[2]),
+            with_budget(&[
+                "action",
+                "api",
+                "client_id",
+                "delay_ms",
+                "error",
+                "error_code",
+                "kind",
+                "partition",
+                "topic"
+            ])
+        );
+        // What was listed installs again as the same rule (the admin API's round trip).
+        for v in &listed {
+            let mut spec = v.as_object().unwrap().clone();
+            for k in ["id", "fired", "error"] {
+                spec.remove(k);
+            }
+            if v["kind"] == "link" {
+                // A link delay is always before the traffic; its spec takes no `when`.
+                spec.remove("when");
+            }
+            let again = FaultEngine::new(1);
+            again
+                .add(serde_json::from_value(serde_json::Value::Object(spec)).unwrap())
+                .unwrap();
+            let mut back = serde_json::to_value(again.list()[0].as_ref()).unwrap();
+            back["id"] = v["id"].clone();
+            assert_eq!(&back, v);
+        }
     }
 
     #[test]

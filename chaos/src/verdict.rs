@@ -58,7 +58,7 @@ impl Guarantees {
     pub fn promise(&self) -> String {
         let mut allowed = self.allowed();
         allowed.remove(&Anomaly::DuplicateAfterEpochBump);
-        let resend = "; a record the producer sent again itself, under an epoch it bumped after a message timeout, is reported as expected (duplicate-after-epoch-bump)";
+        let resend = "; a record the producer sent again itself, under an epoch it bumped after a message timeout or a failover's sequence gap, is reported as expected (duplicate-after-epoch-bump)";
         let settings = format!(
             "acks={}, idempotence {}, min.insync.replicas={}, replication factor {}",
             self.acks,

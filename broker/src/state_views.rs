@@ -144,7 +144,9 @@ struct BrokerView {
 }
 
 async fn cluster(State(broker): State<Arc<Broker>>) -> Json<ClusterView> {
-    let controller = broker.replicas.controller().map(|c| {
+    // A single node's one-voter quorum is its own business: it is shown as no quorum.
+    let quorum = Some(broker.replicas.controller()).filter(|c| !c.is_single_voter());
+    let controller = quorum.map(|c| {
         let image = c.image().borrow().clone();
         // KRaft combined mode: the active controller is the Raft leader, one fact read once.
         let (leader, term) = c.raft_leader_and_term();
@@ -236,9 +238,8 @@ async fn partitions(
         .filter(|p| topic.is_none_or(|t| &p.topic == t))
         .collect();
     hosted.sort_by(|a, b| (&a.topic, a.index).cmp(&(&b.topic, b.index)));
-    let image = broker
-        .replicas
-        .controller()
+    let image = Some(broker.replicas.controller())
+        .filter(|c| !c.is_single_voter())
         .map(|c| c.image().borrow().clone());
     let node_id = broker.node_id();
     let (partitions, truncated) = bounded(hosted.iter(), PARTITIONS_PER_ANSWER_MAX, |p| {

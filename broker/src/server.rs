@@ -12,7 +12,7 @@ use tokio::task::JoinSet;
 use crate::broker::Broker;
 use crate::cluster::replica_manager::{OffsetCheckpoint, ReplicaError, ReplicaManager};
 use crate::config::BrokerConfig;
-use crate::controller::image::ClusterImage;
+use crate::controller::image::MetadataImage;
 use crate::fault::FaultEngine;
 use crate::group::GroupCoordinator;
 use crate::metrics::BrokerMetrics;
@@ -27,7 +27,7 @@ const ACCEPT_ERROR_BACKOFF_MS: u64 = 100;
 /// Puts `broker_fenced` / `broker_unfenced` on the event stream for brokers whose fencing
 /// changed between two committed images. Only the active controller reports it (it decided
 /// it), so a cluster's stream has each change once.
-fn report_fencing(previous: &ClusterImage, current: &ClusterImage) {
+fn report_fencing(previous: &MetadataImage, current: &MetadataImage) {
     for (id, b) in &current.brokers {
         let was_fenced = previous.brokers.get(id).is_none_or(|p| p.fenced);
         if was_fenced == b.fenced {

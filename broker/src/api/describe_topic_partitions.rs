@@ -15,7 +15,7 @@ use uuid::Uuid;
 use super::cluster::AUTHORIZED_OPERATIONS_OMITTED;
 use super::{sb, RequestContext};
 use crate::broker::Broker;
-use crate::controller::ClusterImage;
+use crate::controller::MetadataImage;
 
 /// Kafka's `max.request.partition.size.limit` default: the most partitions one answer holds,
 /// whatever the request's `response_partition_limit`.
@@ -117,7 +117,7 @@ fn topic_view(broker: &Broker, name: &str) -> Option<TopicView> {
     image_topic_view(&broker.replicas.controller().image().borrow(), name)
 }
 
-fn image_topic_view(image: &ClusterImage, name: &str) -> Option<TopicView> {
+fn image_topic_view(image: &MetadataImage, name: &str) -> Option<TopicView> {
     let t = image.topic_by_name(name)?;
     let partitions = t
         .partitions

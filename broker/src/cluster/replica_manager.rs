@@ -24,7 +24,7 @@ use super::partition::{Partition, Role};
 use super::replica_fetcher::ReplicaFetchers;
 use crate::config::{BrokerConfig, ConfigError};
 use crate::controller::{
-    AlterPartitionRequest, ClusterImage, Controller, ControllerConfig, ControllerError,
+    AlterPartitionRequest, Controller, ControllerConfig, ControllerError, MetadataImage,
     MetadataRecord, PartitionRegistration,
 };
 use crate::fault::FaultEngine;
@@ -121,7 +121,7 @@ pub struct ReplicaManager {
     /// Topic id to name, for Produce v13 and Fetch v13+ which name topics by id.
     topic_names: DashMap<Uuid, String>,
     /// The last metadata image applied here (see [`Self::apply_image`]).
-    image: RwLock<Arc<ClusterImage>>,
+    image: RwLock<Arc<MetadataImage>>,
     /// The metadata quorum: this node's voter, of a cluster or of its own one-voter quorum.
     controller: Controller,
     /// Follower fetchers, one per source broker.
@@ -311,13 +311,6 @@ impl ReplicaManager {
                     .cluster_id
                     .clone()
                     .unwrap_or_else(|| crate::metadata::cluster_id_from_seed(&voters));
-                if state.legacy.is_some() {
-                    tracing::info!(
-                        file = crate::metadata::LEGACY_METADATA_FILE,
-                        "ignoring the metadata file of an earlier version: a cluster node \
-                         takes its metadata from the quorum"
-                    );
-                }
                 (Controller::start_with_faults(cc, faults).await?, id)
             }
             None => {
@@ -364,9 +357,11 @@ impl ReplicaManager {
         };
         if single_voter {
             rm.take_single_node_roles().await?;
-            if state.legacy.is_some() {
-                crate::metadata::LegacyMetadataFile::retire(&dir)?;
-            }
+        }
+        // Imported (a single node), or a cluster node's, which held no topics: either way the
+        // quorum has what it said.
+        if state.legacy.is_some() {
+            LegacyMetadataFile::retire(&dir)?;
         }
         Ok(rm)
     }
@@ -406,7 +401,7 @@ impl ReplicaManager {
         self: &Arc<Self>,
         faults: Arc<FaultEngine>,
         mut stop: watch::Receiver<bool>,
-        on_change: impl Fn(&ClusterImage, &ClusterImage) + Send + 'static,
+        on_change: impl Fn(&MetadataImage, &MetadataImage) + Send + 'static,
     ) -> tokio::task::JoinHandle<()> {
         let rm = self.clone();
         tokio::spawn(async move {
@@ -447,7 +442,7 @@ impl ReplicaManager {
     }
 
     /// The last metadata image applied on this node.
-    pub fn image(&self) -> Arc<ClusterImage> {
+    pub fn image(&self) -> Arc<MetadataImage> {
         self.image.read().clone()
     }
 
@@ -584,7 +579,7 @@ impl ReplicaManager {
 
     /// Applies a committed metadata image: topics, and this node's role for every partition
     /// it hosts (leader, follower with a fetcher, or gone).
-    pub fn apply_image(&self, image: &Arc<ClusterImage>, faults: &Arc<FaultEngine>) {
+    pub fn apply_image(&self, image: &Arc<MetadataImage>, faults: &Arc<FaultEngine>) {
         let controller = &self.controller;
         let me = self.config.node_id;
         let now = now_ms();

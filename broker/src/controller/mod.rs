@@ -2,7 +2,7 @@
 //!
 //! Every node listed in `controller.quorum.voters` is a Raft voter. The Raft log (openraft) is
 //! the metadata log: entries are [`MetadataBatch`]es of [`MetadataRecord`]s, applied on every
-//! node to a [`ClusterImage`] that is published on a watch channel ([`Controller::image`]).
+//! node to a [`MetadataImage`] that is published on a watch channel ([`Controller::image`]).
 //! The Raft leader is the **active controller**: it alone decides metadata changes
 //! ([`replication`]), fences brokers that stop heartbeating, and elects partition leaders.
 //!
@@ -45,7 +45,7 @@ use crate::config::{BrokerConfig, ConfigError};
 use crate::fault::FaultEngine;
 pub use error::ControllerError;
 pub use image::{
-    BrokerRegistration, ClusterImage, MetadataBatch, MetadataRecord, PartitionRegistration,
+    BrokerRegistration, MetadataBatch, MetadataImage, MetadataRecord, PartitionRegistration,
     TopicImage, NO_LEADER,
 };
 pub use quorum::QuorumDescription;
@@ -308,7 +308,7 @@ pub(crate) struct Inner {
     log: storage::LogStore,
     /// The followers' last AppendEntries, while this node leads.
     clocks: Arc<quorum::FollowerClocks>,
-    image_rx: watch::Receiver<Arc<ClusterImage>>,
+    image_rx: watch::Receiver<Arc<MetadataImage>>,
     /// Serialises decisions on the active controller, as Kafka's single controller thread.
     write_lock: tokio::sync::Mutex<()>,
     /// Bounds the writes waiting for `write_lock` ([`MAX_PENDING_WRITES`]).
@@ -540,7 +540,7 @@ impl Controller {
     }
 
     /// The committed metadata image, updated as this node applies the log.
-    pub fn image(&self) -> watch::Receiver<Arc<ClusterImage>> {
+    pub fn image(&self) -> watch::Receiver<Arc<MetadataImage>> {
         self.inner.image_rx.clone()
     }
 
@@ -1052,7 +1052,7 @@ impl Inner {
 
     /// Brokers the active controller should fence now: unfenced, and silent for longer than
     /// the session timeout. Starts the bookkeeping afresh in a new term.
-    fn expired_brokers(&self, term: u64, image: &ClusterImage) -> Vec<i32> {
+    fn expired_brokers(&self, term: u64, image: &MetadataImage) -> Vec<i32> {
         let now = Instant::now();
         let session = Duration::from_millis(self.config.session_timeout_ms);
         let mut l = self.liveness.lock();
@@ -1075,7 +1075,7 @@ impl Inner {
 /// The partition changes in `records` that give a partition a new leader (a leader moved,
 /// or a leaderless partition got one): Kafka's leader elections. A change to no leader, or
 /// of the ISR only, is not an election.
-fn leader_changes(image: &ClusterImage, records: &[MetadataRecord]) -> u64 {
+fn leader_changes(image: &MetadataImage, records: &[MetadataRecord]) -> u64 {
     let elected = |r: &MetadataRecord| match r {
         MetadataRecord::PartitionChange {
             topic_id,

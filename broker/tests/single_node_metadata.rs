@@ -131,3 +131,39 @@ async fn an_earlier_versions_metadata_file_is_imported_once() {
         node.stop().await;
     }
 }
+
+/// Log lines written through `tracing`, kept for a test to read.
+#[derive(Clone, Default)]
+struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A restart does not ask the quorum to take its first membership again: openraft refuses
+/// and logs that as an error on every start.
+#[tokio::test]
+async fn a_restart_logs_no_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let (node, _) = start(dir.path()).await;
+    node.stop().await;
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::WARN)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    // The runtime has one thread, so every task of the node logs through this subscriber.
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let (node, _) = start(dir.path()).await;
+    node.stop().await;
+    let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    assert!(!text.contains("ERROR"), "{text}");
+}

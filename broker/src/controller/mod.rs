@@ -455,17 +455,22 @@ impl Controller {
         )
         .await
         .map_err(internal)?;
-        // Every voter initialises the same membership; only a node with an empty log and no
-        // vote accepts it, so on restart this is a no-op (NotAllowed).
+        // Every voter initialises the same membership on its first start.
         let members: BTreeMap<NodeId, BasicNode> = config
             .voters
             .iter()
             .map(|(id, addr)| (*id as NodeId, BasicNode::new(addr)))
             .collect();
-        let initialized = match raft.initialize(members).await {
-            Ok(()) => true,
-            Err(RaftError::APIError(InitializeError::NotAllowed(_))) => false,
-            Err(e) => return Err(internal(e)),
+        // Only a node with an empty log and no vote takes the membership; asking a restarted
+        // one makes openraft log an error.
+        let initialized = if raft.is_initialized().await.map_err(internal)? {
+            false
+        } else {
+            match raft.initialize(members).await {
+                Ok(()) => true,
+                Err(RaftError::APIError(InitializeError::NotAllowed(_))) => false,
+                Err(e) => return Err(internal(e)),
+            }
         };
         if config.voters.len() == 1 {
             become_leader_alone(&raft, &config, initialized).await?;

@@ -205,7 +205,7 @@ pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
 
 /// Dynamic broker configs by resource name: a node id for one broker, "" for the cluster-wide
 /// default (Kafka's `DynamicBrokerConfig` layers). The metadata owns them
-/// (`MetadataImage::broker_configs`, `ClusterImage::broker_configs`).
+/// (`MetadataImage::broker_configs`, `MetadataImage::broker_configs`).
 pub type DynamicBrokerConfigs = BTreeMap<String, BTreeMap<String, String>>;
 
 /// The parsed broker configuration.

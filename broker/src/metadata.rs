@@ -1,11 +1,11 @@
-//! The metadata image of a single node: which topics exist, their ids, partition counts and
-//! config overrides.
+//! Topic metadata as the broker reads it, cluster ids, topic names, and the metadata file of
+//! earlier versions.
 //!
-//! It is persisted as one JSON file in the log directory, rewritten atomically (write a temp
-//! file, fsync, rename, fsync the directory) on every change, so that topic ids are stable
-//! across restarts, as Kafka clients require (Produce v13 and Fetch v13+ name topics by id).
-//! The replicated metadata quorum will replace this file; the shape of [`TopicMeta`] is what
-//! its records will carry.
+//! Every node keeps its metadata in the quorum's Raft log (`controller`); [`TopicMeta`] is
+//! one topic of the applied image as the API handlers use it. Before that, a single node
+//! kept its metadata in `brook-metadata.json`; [`LegacyMetadataFile`] reads such a file once,
+//! so that its topics (with their ids), configs and producer id watermark are imported into
+//! the node's new one-voter quorum on its first start, and then renames it.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -14,10 +14,18 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-/// File name of the persisted image inside the log directory.
-pub const METADATA_FILE: &str = "brook-metadata.json";
+use crate::controller::TopicImage;
 
-/// Errors of the metadata store.
+/// File name of the metadata that single nodes of earlier versions kept in the log directory.
+pub const LEGACY_METADATA_FILE: &str = "brook-metadata.json";
+
+/// What [`LEGACY_METADATA_FILE`] is renamed to once its content is in the quorum.
+pub const LEGACY_METADATA_FILE_IMPORTED: &str = "brook-metadata.json.imported";
+
+/// Kafka's per-directory properties file; a single node keeps its cluster id there.
+pub const META_PROPERTIES_FILE: &str = "meta.properties";
+
+/// Errors of the metadata files.
 #[derive(Debug, thiserror::Error)]
 pub enum MetadataError {
     #[error("metadata file {path}: {source}")]
@@ -25,11 +33,15 @@ pub enum MetadataError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("metadata file {path} is corrupt: {reason}")]
+    #[error(
+        "metadata file {path} of an earlier Brook version cannot be imported: {reason}. \
+         Repair or move the file away (its topics' data stays in the log directory; without \
+         the file they are not known), then start again"
+    )]
     Corrupt { path: PathBuf, reason: String },
 }
 
-/// One topic.
+/// One topic, as the API handlers read it from the applied metadata image.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TopicMeta {
     pub name: String,
@@ -40,70 +52,113 @@ pub struct TopicMeta {
     pub configs: BTreeMap<String, String>,
 }
 
-/// The whole persisted image.
+impl TopicMeta {
+    /// The view of one topic of the image; its replication factor is its first partition's.
+    pub fn from_image(t: &TopicImage) -> Self {
+        TopicMeta {
+            name: t.name.clone(),
+            id: t.id,
+            partitions: t.partitions.len() as i32,
+            replication_factor: t.partitions.first().map_or(0, |p| p.replicas.len() as i16),
+            configs: t.configs.clone(),
+        }
+    }
+}
+
+/// A single node's metadata as versions before the one-voter quorum kept it.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct MetadataImage {
+pub struct LegacyMetadataFile {
     pub cluster_id: String,
     pub topics: BTreeMap<String, TopicMeta>,
-    /// The first producer id not yet handed out in a block; ids below it may exist in logs.
+    /// The first producer id not yet handed out in a block.
     #[serde(default)]
     pub next_producer_id_block: i64,
     /// Dynamic broker configs by resource name (a node id, or "" for the cluster default).
-    /// On a single node this file owns them; in a cluster they are a copy of the quorum
-    /// image's, refreshed with every applied image.
     #[serde(default)]
     pub broker_configs: crate::config::DynamicBrokerConfigs,
 }
 
-impl MetadataImage {
-    /// Loads the image from `dir`, or starts an empty one with a fresh cluster id.
-    pub fn load_or_create(dir: &Path, cluster_id: Option<&str>) -> Result<Self, MetadataError> {
-        let path = dir.join(METADATA_FILE);
+impl LegacyMetadataFile {
+    /// Reads the file in `dir`, if there is one.
+    pub fn read(dir: &Path) -> Result<Option<Self>, MetadataError> {
+        let path = dir.join(LEGACY_METADATA_FILE);
         match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| MetadataError::Corrupt {
-                path,
-                reason: e.to_string(),
-            }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let id = cluster_id
-                    .map(str::to_string)
-                    .unwrap_or_else(new_cluster_id);
-                let image = MetadataImage {
-                    cluster_id: id,
-                    topics: BTreeMap::new(),
-                    next_producer_id_block: 0,
-                    broker_configs: Default::default(),
-                };
-                image.persist(dir)?;
-                Ok(image)
+            Ok(bytes) => {
+                serde_json::from_slice(&bytes)
+                    .map(Some)
+                    .map_err(|e| MetadataError::Corrupt {
+                        path,
+                        reason: e.to_string(),
+                    })
             }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(source) => Err(MetadataError::Io { path, source }),
         }
     }
 
-    /// Writes the image atomically.
-    pub fn persist(&self, dir: &Path) -> Result<(), MetadataError> {
-        let path = dir.join(METADATA_FILE);
-        let tmp = dir.join(format!("{METADATA_FILE}.tmp"));
+    /// Renames the file once its content is committed to the quorum, so that it is not read
+    /// again (a crash before the rename imports nothing twice: the quorum then has topics).
+    pub fn retire(dir: &Path) -> Result<(), MetadataError> {
+        let path = dir.join(LEGACY_METADATA_FILE);
         let io = |source| MetadataError::Io {
             path: path.clone(),
             source,
         };
-        let body = serde_json::to_vec_pretty(self).map_err(|e| io(std::io::Error::other(e)))?;
-        let mut f = std::fs::File::create(&tmp).map_err(io)?;
-        f.write_all(&body).map_err(io)?;
-        f.sync_all().map_err(io)?;
-        std::fs::rename(&tmp, &path).map_err(io)?;
+        std::fs::rename(&path, dir.join(LEGACY_METADATA_FILE_IMPORTED)).map_err(io)?;
         std::fs::File::open(dir)
             .and_then(|d| d.sync_all())
             .map_err(io)?;
+        tracing::info!(
+            from = LEGACY_METADATA_FILE,
+            to = LEGACY_METADATA_FILE_IMPORTED,
+            "imported the metadata of an earlier version into the metadata quorum"
+        );
         Ok(())
     }
+}
 
-    /// Finds a topic by id.
-    pub fn topic_by_id(&self, id: Uuid) -> Option<&TopicMeta> {
-        self.topics.values().find(|t| t.id == id)
+/// A single node's cluster id: the one its `meta.properties` records; on a first start
+/// `configured` (`cluster.id`), an earlier version's (`legacy`) or a new one, then recorded.
+pub fn single_node_cluster_id(
+    dir: &Path,
+    node_id: i32,
+    configured: Option<&str>,
+    legacy: Option<&str>,
+) -> Result<String, MetadataError> {
+    let path = dir.join(META_PROPERTIES_FILE);
+    let io = |source| MetadataError::Io {
+        path: path.clone(),
+        source,
+    };
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            let recorded = text
+                .lines()
+                .filter_map(|l| l.split_once('='))
+                .find(|(k, _)| k.trim() == "cluster.id")
+                .map(|(_, v)| v.trim().to_string())
+                .filter(|v| !v.is_empty());
+            if let Some(id) = recorded {
+                return Ok(id);
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io(e)),
     }
+    let id = configured
+        .or(legacy)
+        .map(str::to_string)
+        .unwrap_or_else(new_cluster_id);
+    let tmp = dir.join(format!("{META_PROPERTIES_FILE}.tmp"));
+    let body = format!("version=1\nnode.id={node_id}\ncluster.id={id}\n");
+    let mut f = std::fs::File::create(&tmp).map_err(io)?;
+    f.write_all(body.as_bytes()).map_err(io)?;
+    f.sync_all().map_err(io)?;
+    std::fs::rename(&tmp, &path).map_err(io)?;
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io)?;
+    Ok(id)
 }
 
 /// Kafka cluster ids are 16 random bytes in URL-safe base64 without padding (22 characters).
@@ -188,22 +243,33 @@ mod tests {
     }
 
     #[test]
-    fn persist_round_trip() {
+    fn a_single_nodes_cluster_id_is_recorded_once() {
         let dir = tempfile::tempdir().unwrap();
-        let mut img = MetadataImage::load_or_create(dir.path(), None).unwrap();
-        img.topics.insert(
-            "t".into(),
-            TopicMeta {
-                name: "t".into(),
-                id: Uuid::new_v4(),
-                partitions: 3,
-                replication_factor: 1,
-                configs: BTreeMap::new(),
-            },
+        let first = single_node_cluster_id(dir.path(), 1, None, Some("legacy-id")).unwrap();
+        assert_eq!(first, "legacy-id");
+        let again = single_node_cluster_id(dir.path(), 1, Some("other"), None).unwrap();
+        assert_eq!(again, "legacy-id");
+        let fresh = tempfile::tempdir().unwrap();
+        assert_eq!(
+            single_node_cluster_id(fresh.path(), 1, None, None)
+                .unwrap()
+                .len(),
+            22
         );
-        img.persist(dir.path()).unwrap();
-        let again = MetadataImage::load_or_create(dir.path(), None).unwrap();
-        assert_eq!(again.cluster_id, img.cluster_id);
-        assert_eq!(again.topics, img.topics);
+    }
+
+    #[test]
+    fn a_corrupt_legacy_file_says_how_to_go_on() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(LEGACY_METADATA_FILE), b"{not json").unwrap();
+        let e = LegacyMetadataFile::read(dir.path())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("move the file away"), "{e}");
+        assert!(
+            LegacyMetadataFile::read(tempfile::tempdir().unwrap().path())
+                .unwrap()
+                .is_none()
+        );
     }
 }

@@ -12,7 +12,7 @@ use tokio::task::JoinSet;
 use crate::broker::Broker;
 use crate::cluster::replica_manager::{OffsetCheckpoint, ReplicaError, ReplicaManager};
 use crate::config::BrokerConfig;
-use crate::controller::image::ClusterImage;
+use crate::controller::image::MetadataImage;
 use crate::fault::FaultEngine;
 use crate::group::GroupCoordinator;
 use crate::metrics::BrokerMetrics;
@@ -27,7 +27,7 @@ const ACCEPT_ERROR_BACKOFF_MS: u64 = 100;
 /// Puts `broker_fenced` / `broker_unfenced` on the event stream for brokers whose fencing
 /// changed between two committed images. Only the active controller reports it (it decided
 /// it), so a cluster's stream has each change once.
-fn report_fencing(previous: &ClusterImage, current: &ClusterImage) {
+fn report_fencing(previous: &MetadataImage, current: &MetadataImage) {
     for (id, b) in &current.brokers {
         let was_fenced = previous.brokers.get(id).is_none_or(|p| p.fenced);
         if was_fenced == b.fenced {
@@ -91,10 +91,9 @@ impl Server {
     /// connection, not answers from a node that has not yet learnt its partitions.
     pub async fn start(config: BrokerConfig) -> Result<Server, ServerError> {
         let config = Arc::new(config);
-        let replicas = Arc::new(ReplicaManager::open(config.clone())?);
-        let groups = Arc::new(GroupCoordinator::open(&config, replicas.clone())?);
-        let controller_config = crate::controller::ControllerConfig::from_broker_config(&config)?;
-        let (listener, local_addr) = if controller_config.is_some() && config.listener.port() != 0 {
+        // A cluster node on a fixed port binds once it may serve (`run_with`).
+        let clustered = crate::controller::ControllerConfig::from_broker_config(&config)?.is_some();
+        let (listener, local_addr) = if clustered && config.listener.port() != 0 {
             (None, config.listener)
         } else {
             let l = bind(config.listener).await?;
@@ -133,24 +132,21 @@ impl Server {
             }
             None => (None, None),
         };
-        // Cluster mode: this node is a voter of the metadata quorum and registers its broker
-        // with the advertised (bound) address.
-        if let Some(mut cc) = controller_config {
-            cc.broker_endpoint = Some((host.clone(), port as u16));
-            cc.previous_broker_epoch = replicas.previous_broker_epoch();
-            cc.unclean_leader_election_enable = config
-                .values
-                .get("unclean.leader.election.enable")
-                .is_some_and(|v| v == "true");
-            let controller =
-                crate::controller::Controller::start_with_faults(cc, Some(faults.clone())).await?;
-            replicas.attach_controller(controller);
-        }
+        // Every node is a voter of a metadata quorum (a cluster's, or alone its own) and
+        // registers its broker with the advertised (bound) address.
+        let replicas = Arc::new(
+            ReplicaManager::start(
+                config.clone(),
+                (host.clone(), port as u16),
+                Some(faults.clone()),
+            )
+            .await?,
+        );
+        let groups = Arc::new(GroupCoordinator::open(&config, replicas.clone())?);
         let request_memory = RequestMemoryPool::new(config.queued_max_request_bytes);
         let txn = Arc::new(TransactionCoordinator::new(
             &config,
             replicas.clone(),
-            format!("{host}:{port}"),
             faults.clone(),
         )?);
         let broker = Arc::new(Broker {
@@ -232,33 +228,18 @@ impl Server {
         let admin = self
             .admin
             .map(|l| tokio::spawn(crate::admin::serve(l, broker.clone(), shutdown.clone())));
-        let replication = broker.replicas.controller().cloned().map(|controller| {
-            let broker = broker.clone();
-            let mut stop = shutdown.clone();
-            tokio::spawn(async move {
-                let mut image = controller.image();
-                let lag = broker.config.replica_lag_time_max_ms.max(200) as u64;
-                let mut isr_tick = tokio::time::interval(Duration::from_millis(lag / 2));
-                let mut current = image.borrow_and_update().clone();
-                broker.replicas.apply_image(&current, &broker.faults);
-                loop {
-                    tokio::select! {
-                        r = image.changed() => {
-                            if r.is_err() {
-                                break;
-                            }
-                            let previous = std::mem::replace(&mut current, image.borrow_and_update().clone());
-                            broker.replicas.apply_image(&current, &broker.faults);
-                            if controller.is_active() {
-                                report_fencing(&previous, &current);
-                            }
-                        }
-                        _ = isr_tick.tick() => broker.replicas.shrink_isrs(),
-                        _ = stop.changed() => break,
+        let replication = {
+            let controller = broker.replicas.controller().clone();
+            broker.replicas.follow_metadata(
+                broker.faults.clone(),
+                shutdown.clone(),
+                move |previous, current| {
+                    if controller.is_active() {
+                        report_fencing(previous, current);
                     }
-                }
-            })
-        });
+                },
+            )
+        };
         let group_timers = tokio::spawn(broker.groups.clone().run(shutdown.clone()));
         let txn_timers = tokio::spawn(broker.txn.clone().run(shutdown.clone()));
         let mut connections = JoinSet::new();
@@ -288,10 +269,11 @@ impl Server {
         }
         // Before the logs close, this node's leaderships move to other ISR members (Kafka's
         // controlled shutdown), so clients find a new leader at once instead of after the
-        // session timeout; past that timeout the controller would fence it anyway. A node that
-        // never served was given no leaderships.
-        let controlled = broker.config.controlled_shutdown_enable && served;
-        if let Some(c) = broker.replicas.controller().filter(|_| controlled) {
+        // session timeout; past that timeout the controller would fence it anyway. A single
+        // node has no other member to hand them to; a node that never served was given no
+        // leaderships.
+        let c = broker.replicas.controller();
+        if broker.config.controlled_shutdown_enable && served && !c.is_single_voter() {
             let timeout = Duration::from_millis(broker.config.broker_session_timeout_ms);
             if c.controlled_shutdown(timeout).await {
                 tracing::info!("controlled shutdown: the controller moved this node's leaderships");
@@ -313,12 +295,8 @@ impl Server {
         for c in checkpoints {
             let _ = c.await;
         }
-        if let Some(r) = replication {
-            let _ = r.await;
-        }
-        if let Some(c) = broker.replicas.controller() {
-            c.shutdown().await;
-        }
+        let _ = replication.await;
+        broker.replicas.controller().shutdown().await;
         if let Some(a) = admin {
             let _ = a.await;
         }

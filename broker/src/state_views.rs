@@ -2,7 +2,7 @@
 //! node while things happen (`docs/STATE-VIEWS.md` documents every field):
 //!
 //! - `GET /v1/cluster`: this node, its mode and, in a cluster, the quorum and the registered
-//!   brokers (from the controller's committed `ClusterImage` and openraft's metrics).
+//!   brokers (from the controller's committed `MetadataImage` and openraft's metrics).
 //! - `GET /v1/partitions[?topic=T]`: the partitions this node hosts (`Partition::status`), with
 //!   each replica's progress on the leader and the ELRs of the image.
 //! - `GET /v1/producers?topic=T&partition=P`: the producers with state on one hosted
@@ -27,7 +27,7 @@ use serde_json::json;
 use crate::broker::Broker;
 use crate::cluster::partition::{FollowerState, Partition, PartitionStatus, Role};
 use crate::cluster::replica_manager::now_ms;
-use crate::controller::image::ClusterImage;
+use crate::controller::image::MetadataImage;
 use crate::group::classic::ClassicGroup;
 use crate::group::consumer::ConsumerGroup;
 use crate::group::consumer_protocol::assignment_partitions;
@@ -144,7 +144,9 @@ struct BrokerView {
 }
 
 async fn cluster(State(broker): State<Arc<Broker>>) -> Json<ClusterView> {
-    let controller = broker.replicas.controller().map(|c| {
+    // A single node's one-voter quorum is its own business: it is shown as no quorum.
+    let quorum = Some(broker.replicas.controller()).filter(|c| !c.is_single_voter());
+    let controller = quorum.map(|c| {
         let image = c.image().borrow().clone();
         // KRaft combined mode: the active controller is the Raft leader, one fact read once.
         let (leader, term) = c.raft_leader_and_term();
@@ -236,9 +238,8 @@ async fn partitions(
         .filter(|p| topic.is_none_or(|t| &p.topic == t))
         .collect();
     hosted.sort_by(|a, b| (&a.topic, a.index).cmp(&(&b.topic, b.index)));
-    let image = broker
-        .replicas
-        .controller()
+    let image = Some(broker.replicas.controller())
+        .filter(|c| !c.is_single_voter())
         .map(|c| c.image().borrow().clone());
     let node_id = broker.node_id();
     let (partitions, truncated) = bounded(hosted.iter(), PARTITIONS_PER_ANSWER_MAX, |p| {
@@ -258,7 +259,7 @@ fn role_name(role: &Role) -> (&'static str, Option<i32>) {
     }
 }
 
-fn partition_view(p: &Partition, node_id: i32, image: Option<&ClusterImage>) -> PartitionView {
+fn partition_view(p: &Partition, node_id: i32, image: Option<&MetadataImage>) -> PartitionView {
     let s = p.status();
     let (role, leader) = role_name(&s.role);
     let registration = image.and_then(|i| i.partition(p.topic_id, p.index));

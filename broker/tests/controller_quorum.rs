@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use brook::controller::{
-    AlterPartitionRequest, ClusterImage, Controller, ControllerConfig, NO_LEADER,
+    AlterPartitionRequest, Controller, ControllerConfig, MetadataImage, NO_LEADER,
 };
 use tokio::net::TcpListener;
 
@@ -111,8 +111,8 @@ impl Cluster {
         &self,
         id: i32,
         what: &str,
-        cond: impl Fn(&ClusterImage) -> bool,
-    ) -> Arc<ClusterImage> {
+        cond: impl Fn(&MetadataImage) -> bool,
+    ) -> Arc<MetadataImage> {
         let mut rx = self.nodes[&id].image();
         let r = tokio::time::timeout(WAIT, rx.wait_for(|i| cond(i))).await;
         match r {
@@ -124,7 +124,7 @@ impl Cluster {
         }
     }
 
-    async fn wait_all(&self, what: &str, cond: impl Fn(&ClusterImage) -> bool + Copy) {
+    async fn wait_all(&self, what: &str, cond: impl Fn(&MetadataImage) -> bool + Copy) {
         for &id in self.nodes.keys() {
             self.wait(id, what, cond).await;
         }
@@ -137,7 +137,7 @@ impl Cluster {
     }
 }
 
-fn all_live(img: &ClusterImage, ids: &[i32]) -> bool {
+fn all_live(img: &MetadataImage, ids: &[i32]) -> bool {
     ids.iter().all(|&id| img.is_live(id))
 }
 

@@ -89,6 +89,7 @@ async fn lost_ack_then_retry_returns_the_original_offset() {
     broker
         .replicas
         .create_topic("lost-ack", 1, 1, Default::default(), false)
+        .await
         .unwrap();
     let rule = broker
         .faults
@@ -160,6 +161,7 @@ async fn injected_error_is_not_processed_and_fires_once() {
     broker
         .replicas
         .create_topic("dropped", 1, 1, Default::default(), false)
+        .await
         .unwrap();
     broker
         .faults
@@ -211,6 +213,7 @@ async fn produce_to_the_offsets_topic_is_refused() {
     broker
         .replicas
         .create_topic("__consumer_offsets", 1, 1, Default::default(), false)
+        .await
         .unwrap();
     let mut s = TcpStream::connect(addr).await.unwrap();
     let resp: ProduceResponse = call(

@@ -67,6 +67,7 @@ async fn start() -> (Arc<Broker>, watch::Sender<bool>, tempfile::TempDir) {
     broker
         .replicas
         .create_topic(seeds::TOPIC, 1, 1, Default::default(), false)
+        .await
         .unwrap();
     (broker, tx, dir)
 }

@@ -29,7 +29,7 @@ pub fn authorized_operations(requested: bool, all: i32) -> i32 {
     }
 }
 
-/// Answers DescribeCluster with this node as the only broker and the controller.
+/// Answers DescribeCluster with the live brokers of the applied image and the controller.
 pub async fn handle_describe_cluster(
     broker: &Broker,
     _ctx: &RequestContext,
@@ -41,38 +41,27 @@ pub async fn handle_describe_cluster(
         req.include_cluster_authorized_operations,
         CLUSTER_AUTHORIZED_OPERATIONS,
     );
-    let (brokers, controller_id) = match broker.replicas.controller() {
-        Some(controller) => {
-            // Every unfenced broker of the cluster, and the active controller when it is a
-            // live broker (the same rule Metadata follows).
-            let image = controller.image().borrow().clone();
-            let live = image.live_brokers();
-            let brokers = image
-                .brokers
-                .values()
-                .filter(|b| !b.fenced)
-                .map(|b| {
-                    DescribeClusterBroker::default()
-                        .with_broker_id(b.node_id.into())
-                        .with_host(sb(b.host.clone()))
-                        .with_port(b.port as i32)
-                })
-                .collect();
-            let id = controller
-                .active_controller_id()
-                .filter(|id| live.contains(id))
-                .or_else(|| live.first().copied())
-                .unwrap_or(broker.node_id());
-            (brokers, id)
-        }
-        None => {
-            let node = DescribeClusterBroker::default()
-                .with_broker_id(broker.node_id().into())
-                .with_host(sb(broker.advertised_host.clone()))
-                .with_port(broker.advertised_port);
-            (vec![node], broker.node_id())
-        }
-    };
+    // Every unfenced broker of the cluster, and the active controller when it is a live
+    // broker (the same rule Metadata follows).
+    let controller = broker.replicas.controller();
+    let image = controller.image().borrow().clone();
+    let live = image.live_brokers();
+    let brokers = image
+        .brokers
+        .values()
+        .filter(|b| !b.fenced)
+        .map(|b| {
+            DescribeClusterBroker::default()
+                .with_broker_id(b.node_id.into())
+                .with_host(sb(b.host.clone()))
+                .with_port(b.port as i32)
+        })
+        .collect();
+    let controller_id = controller
+        .active_controller_id()
+        .filter(|id| live.contains(id))
+        .or_else(|| live.first().copied())
+        .unwrap_or(broker.node_id());
     DescribeClusterResponse::default()
         .with_endpoint_type(1)
         .with_cluster_id(sb(broker.replicas.cluster_id()))

@@ -517,17 +517,17 @@ async fn alter_topic(
         .validate_topic_configs(&dynamic, &next)
         .map_err(|e| invalid_config(e.to_string()))?;
     let next = crate::config::canonical_topic_configs(&next);
-    match broker.replicas.controller() {
-        Some(_) if validate_only => Ok(()),
-        Some(controller) => controller
-            .alter_configs(name, diff(&topic.configs, &next))
-            .await
-            .map_err(|e| (e.code(), e.to_string())),
-        None => broker
-            .replicas
-            .set_topic_configs(name, next, validate_only)
-            .map_err(|e| (e.error_code(), e.to_string())),
+    if validate_only {
+        return Ok(());
     }
+    broker
+        .replicas
+        .controller()
+        .alter_configs(name, diff(&topic.configs, &next))
+        .await
+        .map_err(|e| (e.code(), e.to_string()))?;
+    broker.replicas.wait_caught_up().await;
+    Ok(())
 }
 
 /// Checks broker keys being set as Kafka's `DynamicBrokerConfig.validateConfigs` does
@@ -574,7 +574,7 @@ fn validate_broker_changes(
 }
 
 /// A broker resource: this node's id, or "" for the cluster default. Stored in the metadata
-/// of the mode (brook-metadata.json, or a quorum record every node applies).
+/// quorum, as a record every node applies.
 async fn alter_broker(
     broker: &Broker,
     name: &str,
@@ -599,16 +599,14 @@ async fn alter_broker(
     if validate_only {
         return Ok(());
     }
-    match broker.replicas.controller() {
-        Some(controller) => controller
-            .alter_broker_configs(name, changes)
-            .await
-            .map_err(|e| (e.code(), e.to_string())),
-        None => broker
-            .replicas
-            .set_broker_configs(name, next)
-            .map_err(|e| (e.error_code(), e.to_string())),
-    }
+    broker
+        .replicas
+        .controller()
+        .alter_broker_configs(name, changes)
+        .await
+        .map_err(|e| (e.code(), e.to_string()))?;
+    broker.replicas.wait_caught_up().await;
+    Ok(())
 }
 
 /// IncrementalAlterConfigs' operations (Kafka's `AlterConfigOp.OpType`).

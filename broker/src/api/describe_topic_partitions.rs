@@ -15,7 +15,7 @@ use uuid::Uuid;
 use super::cluster::AUTHORIZED_OPERATIONS_OMITTED;
 use super::{sb, RequestContext};
 use crate::broker::Broker;
-use crate::controller::ClusterImage;
+use crate::controller::MetadataImage;
 
 /// Kafka's `max.request.partition.size.limit` default: the most partitions one answer holds,
 /// whatever the request's `response_partition_limit`.
@@ -107,50 +107,17 @@ pub async fn handle(
 
 /// Every topic's name, from the metadata this node serves.
 fn topic_names(broker: &Broker) -> Vec<String> {
-    match broker.replicas.controller() {
-        Some(c) => c.image().borrow().topic_ids.keys().cloned().collect(),
-        None => broker
-            .replicas
-            .topics()
-            .into_iter()
-            .map(|t| t.name)
-            .collect(),
-    }
+    let image = broker.replicas.controller().image();
+    let names = image.borrow().topic_ids.keys().cloned().collect();
+    names
 }
 
-/// One topic as the quorum's image (cluster) or this node's own partitions (single node)
-/// describe it.
+/// One topic as the quorum's committed image describes it.
 fn topic_view(broker: &Broker, name: &str) -> Option<TopicView> {
-    let rm = &broker.replicas;
-    if let Some(c) = rm.controller() {
-        return cluster_topic_view(&c.image().borrow(), name);
-    }
-    let t = rm.topic(name)?;
-    let partitions = (0..t.partitions)
-        .map(|index| {
-            let part = rm.partition(&t.name, index);
-            let isr = part.as_ref().map(|p| p.isr()).unwrap_or_default();
-            PartitionView {
-                index,
-                leader: part.as_ref().map_or(-1, |p| p.leader_id()),
-                leader_epoch: part.as_ref().map_or(-1, |p| p.leader_epoch()),
-                // A single node is the only replica of each of its partitions.
-                replicas: vec![broker.node_id()],
-                isr,
-                elr: Vec::new(),
-                last_known_elr: Vec::new(),
-                offline: Vec::new(),
-            }
-        })
-        .collect();
-    Some(TopicView {
-        name: t.name,
-        id: t.id,
-        partitions,
-    })
+    image_topic_view(&broker.replicas.controller().image().borrow(), name)
 }
 
-fn cluster_topic_view(image: &ClusterImage, name: &str) -> Option<TopicView> {
+fn image_topic_view(image: &MetadataImage, name: &str) -> Option<TopicView> {
     let t = image.topic_by_name(name)?;
     let partitions = t
         .partitions

@@ -32,13 +32,16 @@ pub async fn handle(
             .map(|t| (t.topic.to_string(), t.partitions.clone()))
             .collect()
     });
-    let results = match broker.replicas.controller() {
-        Some(c) => match c.elect_leaders(election, partitions).await {
-            Ok(r) => r,
-            Err(e) => return error_response(&req, e.response_error()),
-        },
-        None => single_node_results(broker, partitions),
+    let results = match broker
+        .replicas
+        .controller()
+        .elect_leaders(election, partitions)
+        .await
+    {
+        Ok(r) => r,
+        Err(e) => return error_response(&req, e.response_error()),
     };
+    broker.replicas.wait_caught_up().await;
     ElectLeadersResponse::default().with_replica_election_results(
         results
             .into_iter()
@@ -54,41 +57,6 @@ pub async fn handle(
             })
             .collect(),
     )
-}
-
-/// On a single node every existing partition has its only replica as leader.
-fn single_node_results(
-    broker: &Broker,
-    partitions: Option<Vec<(String, Vec<i32>)>>,
-) -> Vec<(String, Vec<(i32, ElectionOutcome)>)> {
-    let Some(named) = partitions else {
-        // Every partition needs no election, and those are left out of the answer.
-        return broker
-            .replicas
-            .topics()
-            .into_iter()
-            .map(|t| (t.name, Vec::new()))
-            .collect();
-    };
-    named
-        .into_iter()
-        .map(|(topic, indexes)| {
-            let count = broker.replicas.topic(&topic).map_or(0, |t| t.partitions);
-            let outcomes = indexes
-                .into_iter()
-                .map(|i| {
-                    let exists = (0..count).contains(&i);
-                    let outcome = if exists {
-                        ElectionOutcome::NotNeeded
-                    } else {
-                        ElectionOutcome::UnknownTopicOrPartition
-                    };
-                    (i, outcome)
-                })
-                .collect();
-            (topic, outcomes)
-        })
-        .collect()
 }
 
 fn partition_result(index: i32, outcome: ElectionOutcome) -> PartitionResult {

@@ -134,6 +134,7 @@ pub async fn handle_join_group(
         client_host: ctx.client_host(),
         require_known_member_id: ctx.api_version >= 4,
     };
+    broker.groups.prepare_write().await;
     let r = match broker.groups.join_group(&req.group_id, params) {
         Ok(Pending::Now(r)) => r,
         Ok(Pending::Wait(rx)) => rx.await.unwrap_or_else(|_| {
@@ -275,6 +276,7 @@ pub async fn handle_consumer_group_heartbeat(
         client_id: ctx.client_id.clone().unwrap_or_default(),
         client_host: ctx.client_host(),
     };
+    broker.groups.prepare_write().await;
     match broker.groups.consumer_heartbeat(&req.group_id, params) {
         Ok(r) => ConsumerGroupHeartbeatResponse::default()
             .with_member_id(Some(sb(r.member_id)))
@@ -474,8 +476,8 @@ pub async fn handle_consumer_group_describe(
     ConsumerGroupDescribeResponse::default().with_groups(groups)
 }
 
-/// The node that coordinates `group`: alone, this node; in a cluster, the leader of the
-/// group's `__consumer_offsets` partition in the committed image, as in Kafka. A partition
+/// The node that coordinates `group`: the leader of the group's `__consumer_offsets`
+/// partition in the committed image, as in Kafka. A partition
 /// without a live leader is ResponseError::CoordinatorNotAvailable.code(); the client asks again.
 fn group_coordinator(broker: &Broker, group: &str) -> Result<(i32, String, i32), (i16, String)> {
     coordinator_of(
@@ -485,19 +487,13 @@ fn group_coordinator(broker: &Broker, group: &str) -> Result<(i32, String, i32),
     )
 }
 
-/// The coordinator for partition `index` of an internal topic: its leader (alone, this node).
+/// The coordinator for partition `index` of an internal topic: its leader.
 fn coordinator_of(
     broker: &Broker,
     topic: &str,
     index: i32,
 ) -> Result<(i32, String, i32), (i16, String)> {
-    let Some(controller) = broker.replicas.controller() else {
-        return Ok((
-            broker.node_id(),
-            broker.advertised_host.clone(),
-            broker.advertised_port,
-        ));
-    };
+    let controller = broker.replicas.controller();
     let unavailable = |why: String| (GroupError::CoordinatorNotAvailable.error_code(), why);
     let image = controller.image().borrow().clone();
     let leader = image

@@ -11,8 +11,6 @@ use uuid::Uuid;
 use super::cluster::AUTHORIZED_OPERATIONS_OMITTED;
 use super::{sb, RequestContext};
 use crate::broker::Broker;
-use crate::cluster::replica_manager::ReplicaError;
-use crate::metadata::TopicMeta;
 
 const NONE: i16 = 0;
 const UNKNOWN_TOPIC: i16 = ResponseError::UnknownTopicOrPartition.code();
@@ -51,104 +49,11 @@ fn with_authorized_operations(
     resp
 }
 
-async fn metadata(broker: &Broker, ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
-    let rm = &broker.replicas;
-    if let Some(controller) = rm.controller() {
-        return cluster_metadata(broker, ctx, req, controller).await;
-    }
-    // Before v4 there is no flag and auto-creation is always allowed.
-    let allow_auto_create =
-        (ctx.api_version < 4 || req.allow_auto_topic_creation) && broker.config.auto_create_topics;
-    let topics: Vec<MetadataResponseTopic> = match req.topics {
-        None => rm
-            .topics()
-            .iter()
-            .map(|t| topic_response(broker, t))
-            .collect(),
-        Some(list) => list
-            .into_iter()
-            // Java names topics by id with an empty (not null) name: a non-zero id wins.
-            .map(
-                |rt| match rt.name.filter(|n| rt.topic_id.is_nil() || !n.is_empty()) {
-                    Some(name) => {
-                        let name = name.to_string();
-                        match rm.topic(&name) {
-                            Some(t) => topic_response(broker, &t),
-                            None if allow_auto_create => {
-                                match rm.create_topic(&name, -1, -1, Default::default(), false) {
-                                    Ok(t) => topic_response(broker, &t),
-                                    // A concurrent request created it first.
-                                    Err(ReplicaError::TopicExists(_)) => match rm.topic(&name) {
-                                        Some(t) => topic_response(broker, &t),
-                                        None => error_topic(Some(name), Uuid::nil(), UNKNOWN_TOPIC),
-                                    },
-                                    Err(e) => error_topic(Some(name), Uuid::nil(), e.error_code()),
-                                }
-                            }
-                            None => {
-                                let code = if crate::metadata::validate_topic_name(&name).is_err() {
-                                    ResponseError::InvalidTopicException.code()
-                                } else {
-                                    UNKNOWN_TOPIC
-                                };
-                                error_topic(Some(name), Uuid::nil(), code)
-                            }
-                        }
-                    }
-                    None => match rm.topic_by_id(rt.topic_id) {
-                        Some(t) => topic_response(broker, &t),
-                        None => {
-                            error_topic(None, rt.topic_id, ResponseError::UnknownTopicId.code())
-                        }
-                    },
-                },
-            )
-            .collect(),
-    };
-    let node = MetadataResponseBroker::default()
-        .with_node_id(broker.node_id().into())
-        .with_host(sb(broker.advertised_host.clone()))
-        .with_port(broker.advertised_port);
-    MetadataResponse::default()
-        .with_brokers(vec![node])
-        .with_cluster_id(Some(sb(rm.cluster_id())))
-        // Must be a live broker in this response, or Java Admin waits forever (KAFKA-FACTS §5).
-        .with_controller_id(broker.node_id().into())
-        .with_topics(topics)
-        .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
-}
-
 fn error_topic(name: Option<String>, id: Uuid, code: i16) -> MetadataResponseTopic {
     MetadataResponseTopic::default()
         .with_error_code(code)
         .with_name(name.map(|n| sb(n).into()))
         .with_topic_id(id)
-        .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
-}
-
-fn topic_response(broker: &Broker, t: &TopicMeta) -> MetadataResponseTopic {
-    let partitions = (0..t.partitions)
-        .map(|p| match broker.replicas.partition(&t.name, p) {
-            Some(part) => {
-                let isr: Vec<_> = part.isr().into_iter().map(Into::into).collect();
-                MetadataResponsePartition::default()
-                    .with_partition_index(p)
-                    .with_leader_id(part.leader_id().into())
-                    .with_leader_epoch(part.leader_epoch())
-                    .with_replica_nodes(isr.clone())
-                    .with_isr_nodes(isr)
-            }
-            None => MetadataResponsePartition::default()
-                .with_partition_index(p)
-                .with_error_code(ResponseError::LeaderNotAvailable.code())
-                .with_leader_id((-1).into()),
-        })
-        .collect();
-    MetadataResponseTopic::default()
-        .with_name(Some(sb(t.name.clone()).into()))
-        .with_topic_id(t.id)
-        .with_is_internal(t.name.starts_with("__"))
-        .with_partitions(partitions)
         .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
 }
 
@@ -165,14 +70,10 @@ pub fn error_response(req: &MetadataRequest, code: i16) -> MetadataResponse {
         .with_controller_id((-1).into())
 }
 
-/// Metadata in cluster mode, from the committed metadata image: live brokers, leaders,
-/// leader epochs, replicas and ISRs as the controller decided them.
-async fn cluster_metadata(
-    broker: &Broker,
-    ctx: &RequestContext,
-    req: MetadataRequest,
-    controller: &crate::controller::Controller,
-) -> MetadataResponse {
+/// Metadata from the committed metadata image: live brokers, leaders, leader epochs,
+/// replicas and ISRs as the controller decided them.
+async fn metadata(broker: &Broker, ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
+    let controller = broker.replicas.controller();
     let allow_auto_create =
         (ctx.api_version < 4 || req.allow_auto_topic_creation) && broker.config.auto_create_topics;
     let mut image = controller.image().borrow().clone();
@@ -195,7 +96,7 @@ async fn cluster_metadata(
             .collect(),
     };
     // Auto-create what is missing, then answer from the image that includes it.
-    let mut created = false;
+    let mut created = Vec::new();
     for (name, _) in &wanted {
         if let Some(name) = name {
             if allow_auto_create
@@ -207,13 +108,20 @@ async fn cluster_metadata(
                     .create_topic(name, broker.config.num_partitions, rf, Default::default())
                     .await
                 {
-                    Ok(_) => created = true,
+                    Ok(_) => created.push(name.clone()),
                     Err(e) => tracing::info!(topic = %name, error = %e, "auto-creation failed"),
                 }
             }
         }
     }
-    if created {
+    if !created.is_empty() {
+        // A produce right after this answer finds the new partitions open here.
+        broker
+            .replicas
+            .wait_for_metadata(std::time::Duration::from_secs(10), |rm| {
+                created.iter().all(|n| rm.topic(n).is_some())
+            })
+            .await;
         image = controller.image().borrow().clone();
     }
     let live: Vec<i32> = image.live_brokers();

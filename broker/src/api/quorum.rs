@@ -29,10 +29,11 @@ use crate::controller::QuorumDescription;
 /// The metadata log's topic, Kafka's `Topic.CLUSTER_METADATA_TOPIC_NAME`.
 pub const CLUSTER_METADATA_TOPIC: &str = "__cluster_metadata";
 
-/// What a single node answers: there is no quorum to describe.
+/// What a single node answers: its one-voter quorum has no other voter and no controller
+/// listener, so there is nothing to describe.
 pub const NO_QUORUM_MESSAGE: &str =
-    "this Brook node runs without a metadata quorum (no process.roles): there is no \
-     __cluster_metadata Raft log to describe";
+    "this Brook node runs without a metadata quorum of other voters (no process.roles): its \
+     __cluster_metadata log has this node as its only voter and no controller listener";
 
 /// Handles one DescribeQuorum request.
 pub async fn handle(
@@ -40,7 +41,8 @@ pub async fn handle(
     _ctx: &RequestContext,
     req: DescribeQuorumRequest,
 ) -> DescribeQuorumResponse {
-    let Some(controller) = broker.replicas.controller() else {
+    let controller = broker.replicas.controller();
+    if controller.is_single_voter() {
         return DescribeQuorumResponse::default()
             .with_error_code(ResponseError::InvalidRequest.code())
             .with_error_message(Some(sb(NO_QUORUM_MESSAGE)));

@@ -52,18 +52,16 @@ pub async fn handle_alter(
             (t.name.to_string(), parts)
         })
         .collect();
-    let results = match broker.replicas.controller() {
-        Some(c) => match c
-            .alter_partition_reassignments(targets.clone(), allow_rf_change)
-            .await
-        {
-            Ok(results) => {
-                wait_until_visible(broker, c, &targets, &results).await;
-                results
-            }
-            Err(e) => return alter_error(&req, &e),
-        },
-        None => single_node_alter(broker, targets),
+    let c = broker.replicas.controller();
+    let results = match c
+        .alter_partition_reassignments(targets.clone(), allow_rf_change)
+        .await
+    {
+        Ok(results) => {
+            wait_until_visible(broker, c, &targets, &results).await;
+            results
+        }
+        Err(e) => return alter_error(&req, &e),
     };
     AlterPartitionReassignmentsResponse::default()
         .with_allow_replication_factor_change(allow_rf_change)
@@ -161,62 +159,6 @@ fn alter_error(
         .with_responses(responses)
 }
 
-/// A one-broker cluster's answers: an unknown partition, a target naming another broker (not
-/// registered: INVALID_REPLICA_ASSIGNMENT) or this one twice, a replication factor change when
-/// not allowed, a cancellation (nothing is in progress); else nothing to do.
-fn single_node_alter(broker: &Broker, targets: Targets) -> ReassignmentResults {
-    let me = broker.node_id();
-    targets
-        .into_iter()
-        .map(|(topic, parts)| {
-            let count = broker.replicas.topic(&topic).map_or(0, |t| t.partitions);
-            let outcomes = parts
-                .into_iter()
-                .map(|(index, target)| {
-                    let outcome = if !(0..count).contains(&index) {
-                        Err(ControllerError::UnknownTopicOrPartition(format!(
-                            "{topic}-{index}"
-                        )))
-                    } else {
-                        single_node_target(me, target.as_deref(), &topic, index)
-                    };
-                    (index, outcome)
-                })
-                .collect();
-            (topic, outcomes)
-        })
-        .collect()
-}
-
-fn single_node_target(
-    me: i32,
-    target: Option<&[i32]>,
-    topic: &str,
-    index: i32,
-) -> Result<(), ControllerError> {
-    let invalid = |m: String| Err(ControllerError::InvalidReplicaAssignment(m));
-    match target {
-        None => Err(ControllerError::NoReassignmentInProgress(format!(
-            "{topic}-{index}"
-        ))),
-        Some([]) => invalid("the manual partition assignment has an empty replica list".into()),
-        Some(t) => {
-            if let Some(b) = t.iter().find(|&&b| b != me) {
-                return invalid(format!(
-                    "the manual partition assignment names broker {b}, which is not registered"
-                ));
-            }
-            if t.len() > 1 {
-                return invalid(format!(
-                    "the manual partition assignment names broker {me} more than once"
-                ));
-            }
-            // The only valid target is this node alone: the factor stays 1.
-            Ok(())
-        }
-    }
-}
-
 /// Answers ListPartitionReassignments v0 from this node's committed image: every
 /// reassigning partition, or those of the named ones (Kafka's
 /// `ReplicationControlManager.listPartitionReassignments`).
@@ -225,9 +167,7 @@ pub async fn handle_list(
     _ctx: &RequestContext,
     req: ListPartitionReassignmentsRequest,
 ) -> ListPartitionReassignmentsResponse {
-    let Some(c) = broker.replicas.controller() else {
-        return ListPartitionReassignmentsResponse::default();
-    };
+    let c = broker.replicas.controller();
     let named: Option<Vec<(String, Vec<i32>)>> = req.topics.as_ref().map(|ts| {
         ts.iter()
             .map(|t| (t.name.to_string(), t.partition_indexes.clone()))

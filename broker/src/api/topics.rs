@@ -46,12 +46,7 @@ pub async fn handle_create_topics(
                 configs.insert(c.name.to_string(), v.to_string());
             }
         }
-        let outcome = match broker.replicas.controller() {
-            Some(controller) => {
-                create_in_cluster(broker, controller, &name, &t, configs, req.validate_only).await
-            }
-            None => create_locally(broker, &name, &t, configs, req.validate_only),
-        };
+        let outcome = create_topic(broker, &name, &t, configs, req.validate_only).await;
         topics.push(match outcome {
             Ok(meta) => {
                 let dynamic = broker.replicas.dynamic_broker_configs();
@@ -80,47 +75,11 @@ pub async fn handle_create_topics(
 
 type Refusal = (i16, String);
 
-fn create_locally(
+/// The controller validates the request (manual assignments included) and assigns and
+/// commits the topic, or for `validate_only` only answers; the answer waits until this
+/// node's image has the topic, so a Metadata request right after sees it.
+async fn create_topic(
     broker: &Broker,
-    name: &str,
-    t: &kafka_protocol::messages::create_topics_request::CreatableTopic,
-    configs: BTreeMap<String, String>,
-    validate_only: bool,
-) -> Result<crate::metadata::TopicMeta, Refusal> {
-    let (partitions, rf) = if t.assignments.is_empty() {
-        (t.num_partitions, t.replication_factor)
-    } else {
-        if t.num_partitions != -1 || t.replication_factor != -1 {
-            return Err((
-                ResponseError::InvalidRequest.code(),
-                "both numPartitions or replicationFactor and replicasAssignments were set".into(),
-            ));
-        }
-        let node = broker.node_id();
-        if !t
-            .assignments
-            .iter()
-            .all(|a| a.broker_ids.len() == 1 && a.broker_ids[0].0 == node)
-        {
-            return Err((
-                ResponseError::InvalidReplicaAssignment.code(),
-                format!("replica assignments may only name broker {node}"),
-            ));
-        }
-        (t.assignments.len() as i32, 1)
-    };
-    broker
-        .replicas
-        .create_topic(name, partitions, rf, configs, validate_only)
-        .map_err(|e| (e.error_code(), e.to_string()))
-}
-
-/// Cluster mode: the controller validates the request (manual assignments included) and
-/// assigns and commits the topic, or for `validate_only` only answers; the answer waits
-/// until this node's image has the topic, so a Metadata request right after sees it.
-async fn create_in_cluster(
-    broker: &Broker,
-    controller: &crate::controller::Controller,
     name: &str,
     t: &kafka_protocol::messages::create_topics_request::CreatableTopic,
     configs: BTreeMap<String, String>,
@@ -160,7 +119,9 @@ async fn create_in_cluster(
             .collect(),
         validate_only,
     };
-    let (id, parts) = controller
+    let (id, parts) = broker
+        .replicas
+        .controller()
         .submit_create_topic(req)
         .await
         .map_err(|e| (e.code(), e.to_string()))?;
@@ -212,20 +173,17 @@ pub async fn handle_delete_topics(
             }
         };
         let result = DeletableTopicResult::default().with_name(Some(sb(name.clone()).into()));
-        let outcome = match broker.replicas.controller() {
-            Some(c) => {
-                let known = broker.replicas.topic(&name).map(|t| t.id).unwrap_or(id);
-                c.delete_topic(&name)
-                    .await
-                    .map(|_| known)
-                    .map_err(|e| (e.code(), e.to_string()))
-            }
-            None => broker
-                .replicas
-                .delete_topic(&name)
-                .map(|m| m.id)
-                .map_err(|e| (e.error_code(), e.to_string())),
-        };
+        let known = broker.replicas.topic(&name).map(|t| t.id).unwrap_or(id);
+        let outcome = broker
+            .replicas
+            .controller()
+            .delete_topic(&name)
+            .await
+            .map(|_| known)
+            .map_err(|e| (e.code(), e.to_string()));
+        if outcome.is_ok() {
+            broker.replicas.wait_caught_up().await;
+        }
         responses.push(match outcome {
             Ok(id) => result.with_topic_id(id),
             Err((code, msg)) => result
@@ -247,35 +205,20 @@ pub async fn handle_create_partitions(
     for t in req.topics {
         let result = CreatePartitionsTopicResult::default().with_name(t.name.clone());
         let name = t.name.to_string();
-        let outcome = match (broker.replicas.controller(), &t.assignments) {
-            (Some(c), assignments) => {
-                let assignments = assignments.as_ref().map(|a| {
-                    a.iter()
-                        .map(|a| a.broker_ids.iter().map(|b| b.0).collect())
-                        .collect()
-                });
-                c.create_partitions(&name, t.count, assignments, req.validate_only)
-                    .await
-                    .map_err(|e| (e.code(), e.to_string()))
-            }
-            (None, assignments) => {
-                let node = broker.node_id();
-                if assignments.as_ref().is_some_and(|a| {
-                    !a.iter()
-                        .all(|a| a.broker_ids.len() == 1 && a.broker_ids[0].0 == node)
-                }) {
-                    Err((
-                        ResponseError::InvalidReplicaAssignment.code(),
-                        format!("replica assignments may only name broker {node}"),
-                    ))
-                } else {
-                    broker
-                        .replicas
-                        .create_partitions(&name, t.count, req.validate_only)
-                        .map_err(|e| (e.error_code(), e.to_string()))
-                }
-            }
-        };
+        let assignments = t.assignments.as_ref().map(|a| {
+            a.iter()
+                .map(|a| a.broker_ids.iter().map(|b| b.0).collect())
+                .collect()
+        });
+        let outcome = broker
+            .replicas
+            .controller()
+            .create_partitions(&name, t.count, assignments, req.validate_only)
+            .await
+            .map_err(|e| (e.code(), e.to_string()));
+        if outcome.is_ok() && !req.validate_only {
+            broker.replicas.wait_caught_up().await;
+        }
         results.push(match outcome {
             Ok(()) => result,
             Err((code, msg)) => result

@@ -34,7 +34,7 @@ use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
 use super::partition::{Partition, Role};
-use crate::controller::ClusterImage;
+use crate::controller::MetadataImage;
 use crate::fault::{CrashPoint, Direction, FaultEngine, LinkAction, Traffic};
 
 /// The Fetch version followers send: the last one with the replica id in the body and
@@ -103,7 +103,7 @@ impl ReplicaFetchers {
         partition: Arc<Partition>,
         leader: i32,
         node_id: i32,
-        image: watch::Receiver<Arc<ClusterImage>>,
+        image: watch::Receiver<Arc<MetadataImage>>,
         faults: Arc<FaultEngine>,
     ) {
         let key = (partition.topic.clone(), partition.index);
@@ -180,7 +180,7 @@ impl Drop for ReplicaFetchers {
 struct Fetcher {
     leader: i32,
     node_id: i32,
-    image: watch::Receiver<Arc<ClusterImage>>,
+    image: watch::Receiver<Arc<MetadataImage>>,
     faults: Arc<FaultEngine>,
     shared: Arc<FetcherShared>,
     truncations: Counter,
@@ -675,7 +675,7 @@ mod tests {
     #[tokio::test]
     async fn one_fetcher_per_source_broker() {
         let dir = tempfile::tempdir().unwrap();
-        let image = watch::channel(Arc::new(ClusterImage::default())).1;
+        let image = watch::channel(Arc::new(MetadataImage::default())).1;
         let faults = Arc::new(FaultEngine::new(1));
         let mut fetchers = ReplicaFetchers::new(Counter::default());
         let t0 = replica(dir.path(), "t", 0);

@@ -1,15 +1,17 @@
-//! The ReplicaManager owns every partition on this node and the topic metadata that names
-//! them. The API handlers go through it for appends, reads and topic changes.
+//! The ReplicaManager owns every partition on this node and the latest metadata image it
+//! applied, which names them. The API handlers go through it for appends and reads, and
+//! through its [`Controller`] for topic changes.
 //!
+//! Every node, alone or in a cluster, takes its topics and roles from the metadata quorum: a
+//! single node (`brook serve` without `process.roles`) is the one voter of its own quorum.
 //! Hot paths (produce, fetch) only touch the `DashMap` of partitions, which is sharded; the
-//! metadata image behind its `RwLock` is read on Metadata requests and written only by topic
-//! administration.
+//! applied image behind its `RwLock` is read on Metadata requests and replaced only when a
+//! newer one is applied.
 
 use kafka_protocol::ResponseError;
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -22,7 +24,10 @@ use uuid::Uuid;
 use super::partition::{Partition, Role};
 use super::replica_fetcher::ReplicaFetchers;
 use crate::config::{BrokerConfig, ConfigError};
-use crate::controller::{AlterPartitionRequest, ClusterImage, Controller};
+use crate::controller::{
+    AlterPartitionRequest, Controller, ControllerConfig, ControllerError, MetadataImage,
+    MetadataRecord, PartitionRegistration,
+};
 use crate::fault::FaultEngine;
 use crate::log::checkpoint::{
     self, OffsetMap, HIGH_WATERMARK_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
@@ -30,15 +35,13 @@ use crate::log::checkpoint::{
 };
 use crate::log::loader::LogCheckpoints;
 use crate::log::{LogError, UnifiedLog};
-use crate::metadata::{validate_topic_name, MetadataError, MetadataImage, TopicMeta};
+use crate::metadata::{LegacyMetadataFile, MetadataError, TopicMeta};
 
 /// Written at clean shutdown; its absence at start-up means the logs need recovery.
 pub const CLEAN_SHUTDOWN_FILE: &str = ".brook_cleanshutdown";
-/// Producer ids are handed out in blocks; one metadata write per block.
-pub const PRODUCER_ID_BLOCK_SIZE: i64 = 1000;
-/// Upper bound on partitions in one topic (Kafka has none, but a typo should not create
-/// a million directories).
-pub const MAX_PARTITIONS_PER_TOPIC: i32 = 10_000;
+/// How long a single node waits at start-up for its own quorum to register and unfence its
+/// broker (two local commits, normally a few milliseconds).
+pub const SINGLE_NODE_STARTUP_TIMEOUT_MS: u64 = 30_000;
 
 /// Errors of topic administration and partition lookup.
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +64,8 @@ pub enum ReplicaError {
     Log(#[from] LogError),
     #[error(transparent)]
     Metadata(#[from] MetadataError),
+    #[error("metadata quorum: {0}")]
+    Controller(#[from] ControllerError),
     #[error("storage error: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -77,6 +82,7 @@ impl ReplicaError {
             ReplicaError::InvalidReplicationFactor(_) => ResponseError::InvalidReplicationFactor,
             ReplicaError::InvalidConfig(_) => ResponseError::InvalidConfig,
             ReplicaError::Log(e) => e.response_error(),
+            ReplicaError::Controller(e) => e.response_error(),
             ReplicaError::Metadata(_) | ReplicaError::Io(_) => ResponseError::KafkaStorageError,
         }
     }
@@ -115,31 +121,29 @@ pub struct ReplicaManager {
     partitions: DashMap<(String, i32), Arc<Partition>>,
     /// Topic id to name, for Produce v13 and Fetch v13+ which name topics by id.
     topic_names: DashMap<Uuid, String>,
-    image: RwLock<MetadataImage>,
-    /// Serialises topic administration so that create/delete/alter see a consistent image.
-    admin: Mutex<()>,
-    next_producer_id: AtomicI64,
-    producer_id_block_end: Mutex<i64>,
-    /// The metadata quorum, in cluster mode (`process.roles` includes controller).
-    controller: std::sync::OnceLock<Controller>,
+    /// The last metadata image applied here (see [`Self::apply_image`]).
+    image: RwLock<Arc<MetadataImage>>,
+    /// The metadata quorum: this node's voter, of a cluster or of its own one-voter quorum.
+    controller: Controller,
     /// Follower fetchers, one per source broker.
     fetchers: Mutex<ReplicaFetchers>,
     /// Bumped after each metadata image is applied, for callers waiting to see their change.
     applied: watch::Sender<u64>,
-    /// Cluster mode: the metadata offset this node had replayed locally at start-up. Roles
-    /// are only taken from an image that holds this process's own registration (recorded
-    /// after it), so a restarted node never acts on the stale leadership it remembers.
-    startup_metadata_offset: AtomicI64,
-    /// Cluster mode: an applied image held this process's registration, unfenced, so every
-    /// partition it hosts has its role. Clients are served only from then on.
+    /// The metadata offset this node had replayed locally at start-up. Roles are only taken
+    /// from an image that holds this process's own registration (recorded after it), so a
+    /// restarted node never acts on the stale leadership it remembers.
+    startup_metadata_offset: i64,
+    /// The cluster id: a cluster's is derived from its voter set; a single node's is kept in
+    /// `meta.properties` in its log directory.
+    cluster_id: String,
+    /// An applied image held this process's registration, unfenced, so every partition it
+    /// hosts has its role. Clients are served only from then on.
     roles_applied: AtomicBool,
-    /// Cluster mode: one cluster id for every node, derived from the voter set.
-    quorum_cluster_id: std::sync::OnceLock<String>,
-    /// Cluster mode: the producer id block this node hands out from (next, end).
+    /// The producer id block this node hands out from (next, end).
     quorum_pid_block: tokio::sync::Mutex<(i64, i64)>,
-    /// Whether the clean-shutdown marker was there at start-up. In cluster mode partition logs
-    /// are opened as metadata images name them, after start-up; without the marker each is
-    /// recovered (Kafka's `LogManager.loadLogs` passes the same flag to every `LogLoader`).
+    /// Whether the clean-shutdown marker was there at start-up. Partition logs are opened as
+    /// metadata images name them, after start-up; without the marker each is recovered
+    /// (Kafka's `LogManager.loadLogs` passes the same flag to every `LogLoader`).
     had_clean_shutdown: bool,
     /// The broker epoch the clean-shutdown marker recorded: the epoch of the incarnation that
     /// shut down cleanly, which the next registration names so that the controller can tell a
@@ -147,8 +151,8 @@ pub struct ReplicaManager {
     /// a crash, on a fresh directory, or when the previous run had no broker epoch.
     previous_broker_epoch: Option<i64>,
     /// The log directory's checkpoints as read at start-up; each partition takes its entries
-    /// when it is opened (at start-up on a single node, from the first metadata image in
-    /// cluster mode). From then on the partitions own the offsets, and
+    /// when the first metadata image that names it opens it. From then on the partitions own
+    /// the offsets, and
     /// [`Self::write_checkpoint`] writes them back.
     startup_checkpoints: Mutex<StartupCheckpoints>,
     /// Serialises checkpoint writes (the periodic task and shutdown).
@@ -239,83 +243,196 @@ fn read_or_empty(dir: &Path, name: &str) -> OffsetMap {
     })
 }
 
-impl ReplicaManager {
-    /// Opens the log directory: loads metadata, recovers every partition's log.
-    pub fn open(config: Arc<BrokerConfig>) -> Result<Self, ReplicaError> {
-        let dir = config.log_dir.clone();
-        std::fs::create_dir_all(&dir)?;
-        remove_deleted_dirs(&dir);
+/// What a log directory held at start-up, read before the quorum starts.
+struct StartupState {
+    clean: bool,
+    previous_broker_epoch: Option<i64>,
+    checkpoints: StartupCheckpoints,
+    /// A single node's metadata as an earlier Brook version kept it, to import.
+    legacy: Option<LegacyMetadataFile>,
+}
+
+impl StartupState {
+    /// Reads the clean-shutdown marker (and removes it, so that a crash from here on is seen
+    /// at the next start), the checkpoints, and a legacy metadata file.
+    fn read(dir: &Path) -> Result<Self, ReplicaError> {
+        std::fs::create_dir_all(dir)?;
+        remove_deleted_dirs(dir);
         let marker = dir.join(CLEAN_SHUTDOWN_FILE);
+        let legacy = LegacyMetadataFile::read(dir)?;
         // A directory without metadata is new: nothing to recover.
-        let fresh = !dir.join(crate::metadata::METADATA_FILE).exists();
+        let fresh = legacy.is_none() && !dir.join(crate::controller::METADATA_DIR).exists();
         let clean = fresh || marker.exists();
         let previous_broker_epoch = marker
             .exists()
             .then(|| read_clean_shutdown_epoch(&marker))
             .flatten();
         if marker.exists() {
-            // Removed now so that a crash from here on is detected at the next start.
             std::fs::remove_file(&marker)?;
         }
         if !clean {
             tracing::info!(dir = %dir.display(), "no clean-shutdown marker: recovering logs");
         }
-        let image = MetadataImage::load_or_create(&dir, config.cluster_id.as_deref())?;
-        let mut startup_checkpoints = StartupCheckpoints::read(&dir);
-        let partitions = DashMap::new();
-        let now = now_ms();
-        for topic in image.topics.values() {
-            let log_config = config.log_config(&image.broker_configs, &topic.configs)?;
-            for p in 0..topic.partitions {
-                // A single node's high watermark is its log end offset: it is the only replica.
-                let (checkpoints, _) = startup_checkpoints.take(&topic.name, p);
-                let log = UnifiedLog::open_at(
-                    partition_dir(&dir, &topic.name, p),
-                    log_config.clone(),
-                    clean,
-                    checkpoints,
-                    now,
-                )?;
-                let part = Partition::new(
-                    topic.name.clone(),
-                    topic.id,
-                    p,
-                    config.node_id,
-                    config.min_insync_replicas(&image.broker_configs, &topic.configs),
-                    config.replica_lag_time_max_ms,
-                    log,
-                );
-                partitions.insert((topic.name.clone(), p), Arc::new(part));
+        Ok(StartupState {
+            clean,
+            previous_broker_epoch,
+            checkpoints: StartupCheckpoints::read(dir),
+            legacy,
+        })
+    }
+}
+
+impl ReplicaManager {
+    /// Opens the log directory and starts this node's voter of the metadata quorum: a
+    /// cluster's (`process.roles` includes `controller`) or, alone, its own one-voter quorum.
+    /// `broker_endpoint` is the advertised address the broker registers with.
+    ///
+    /// A single node is ready when this returns: its broker is registered and unfenced and
+    /// every partition of the image is open and led here. A cluster node takes its roles
+    /// from the first image that holds its registration, later ([`Self::apply_image`]).
+    pub async fn start(
+        config: Arc<BrokerConfig>,
+        broker_endpoint: (String, u16),
+        faults: Option<Arc<FaultEngine>>,
+    ) -> Result<Self, ReplicaError> {
+        let dir = config.log_dir.clone();
+        let state = StartupState::read(&dir)?;
+        let unclean = config
+            .values
+            .get("unclean.leader.election.enable")
+            .is_some_and(|v| v == "true");
+        let (controller, cluster_id) = match ControllerConfig::from_broker_config(&config)? {
+            Some(mut cc) => {
+                cc.broker_endpoint = Some(broker_endpoint);
+                cc.previous_broker_epoch = state.previous_broker_epoch;
+                cc.unclean_leader_election_enable = unclean;
+                let voters = config
+                    .values
+                    .get("controller.quorum.voters")
+                    .cloned()
+                    .unwrap_or_default();
+                let id = config
+                    .cluster_id
+                    .clone()
+                    .unwrap_or_else(|| crate::metadata::cluster_id_from_seed(&voters));
+                (Controller::start_with_faults(cc, faults).await?, id)
             }
-        }
-        let next_pid = image.next_producer_id_block;
-        let topic_names = image
-            .topics
-            .values()
-            .map(|t| (t.id, t.name.clone()))
-            .collect();
+            None => {
+                let mut cc = ControllerConfig::single_voter(&config, broker_endpoint);
+                cc.previous_broker_epoch = state.previous_broker_epoch;
+                let legacy_id = state.legacy.as_ref().map(|l| l.cluster_id.as_str());
+                let id = crate::metadata::single_node_cluster_id(
+                    &dir,
+                    config.node_id,
+                    config.cluster_id.as_deref(),
+                    legacy_id,
+                )?;
+                let import = state
+                    .legacy
+                    .as_ref()
+                    .map(|l| legacy_import_records(l, config.node_id))
+                    .unwrap_or_default();
+                (
+                    Controller::start_single_voter(cc, faults, import).await?,
+                    id,
+                )
+            }
+        };
+        let startup_metadata_offset = controller.image().borrow().metadata_offset as i64;
         let stats = ReplicationStats::default();
         let fetchers = ReplicaFetchers::new(stats.follower_truncations.clone());
-        Ok(ReplicaManager {
+        let single_voter = controller.is_single_voter();
+        let rm = ReplicaManager {
             config,
             stats,
-            partitions,
-            topic_names,
-            image: RwLock::new(image),
-            admin: Mutex::new(()),
-            next_producer_id: AtomicI64::new(next_pid),
-            producer_id_block_end: Mutex::new(next_pid),
-            controller: std::sync::OnceLock::new(),
+            partitions: DashMap::new(),
+            topic_names: DashMap::new(),
+            image: RwLock::new(Arc::default()),
+            controller,
             fetchers: Mutex::new(fetchers),
             applied: watch::channel(0).0,
             quorum_pid_block: tokio::sync::Mutex::new((0, 0)),
-            startup_metadata_offset: AtomicI64::new(i64::MAX),
+            startup_metadata_offset,
+            cluster_id,
             roles_applied: AtomicBool::new(false),
-            quorum_cluster_id: std::sync::OnceLock::new(),
-            had_clean_shutdown: clean,
-            previous_broker_epoch,
-            startup_checkpoints: Mutex::new(startup_checkpoints),
+            had_clean_shutdown: state.clean,
+            previous_broker_epoch: state.previous_broker_epoch,
+            startup_checkpoints: Mutex::new(state.checkpoints),
             checkpoint_write: Mutex::new(()),
+        };
+        if single_voter {
+            rm.take_single_node_roles().await?;
+        }
+        // Imported (a single node), or a cluster node's, which held no topics: either way the
+        // quorum has what it said.
+        if state.legacy.is_some() {
+            LegacyMetadataFile::retire(&dir)?;
+        }
+        Ok(rm)
+    }
+
+    /// A single node: waits until its quorum has registered and unfenced its broker, then
+    /// applies that image, so that the node leads every partition before it serves.
+    async fn take_single_node_roles(&self) -> Result<(), ReplicaError> {
+        let me = self.config.node_id;
+        let startup = self.startup_metadata_offset;
+        let mut images = self.controller.image();
+        let ready = images.wait_for(|image| {
+            image
+                .brokers
+                .get(&me)
+                .is_some_and(|b| !b.fenced && b.registration_offset as i64 > startup)
+        });
+        let timeout = std::time::Duration::from_millis(SINGLE_NODE_STARTUP_TIMEOUT_MS);
+        let image = match tokio::time::timeout(timeout, ready).await {
+            Ok(Ok(image)) => image.clone(),
+            _ => {
+                return Err(ReplicaError::Controller(ControllerError::Internal(
+                    format!(
+                        "the single node's quorum did not register its broker within {timeout:?}"
+                    ),
+                )))
+            }
+        };
+        self.apply_image(&image, &Arc::new(FaultEngine::new(me)));
+        Ok(())
+    }
+
+    /// Applies every committed image from now on (and the current one) until `stop` turns
+    /// true or the quorum stops (a `stop` whose sender is gone never stops it); every `lag / 2`
+    /// a leader also drops lagging followers from its ISRs. `on_change` sees each new image
+    /// with the one before it.
+    pub fn follow_metadata(
+        self: &Arc<Self>,
+        faults: Arc<FaultEngine>,
+        mut stop: watch::Receiver<bool>,
+        on_change: impl Fn(&MetadataImage, &MetadataImage) + Send + 'static,
+    ) -> tokio::task::JoinHandle<()> {
+        let rm = self.clone();
+        tokio::spawn(async move {
+            let mut image = rm.controller.image();
+            let lag = rm.config.replica_lag_time_max_ms.max(200) as u64;
+            let mut isr_tick = tokio::time::interval(std::time::Duration::from_millis(lag / 2));
+            let mut current = image.borrow_and_update().clone();
+            rm.apply_image(&current, &faults);
+            let mut stoppable = true;
+            loop {
+                tokio::select! {
+                    r = image.changed() => {
+                        if r.is_err() {
+                            break;
+                        }
+                        let previous = std::mem::replace(&mut current, image.borrow_and_update().clone());
+                        rm.apply_image(&current, &faults);
+                        on_change(&previous, &current);
+                    }
+                    _ = isr_tick.tick() => rm.shrink_isrs(),
+                    r = stop.changed(), if stoppable => match r {
+                        Ok(()) => break,
+                        Err(_) => stoppable = false,
+                    },
+                }
+            }
         })
     }
 
@@ -326,20 +443,24 @@ impl ReplicaManager {
 
     /// The cluster id.
     pub fn cluster_id(&self) -> String {
-        if let Some(id) = self.quorum_cluster_id.get() {
-            return id.clone();
-        }
-        self.image.read().cluster_id.clone()
+        self.cluster_id.clone()
+    }
+
+    /// The last metadata image applied on this node.
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.image.read().clone()
     }
 
     /// A copy of one topic's metadata.
     pub fn topic(&self, name: &str) -> Option<TopicMeta> {
-        self.image.read().topics.get(name).cloned()
+        let image = self.image.read();
+        let id = image.topic_ids.get(name)?;
+        image.topics.get(id).map(TopicMeta::from_image)
     }
 
     /// A copy of one topic's metadata, by id.
     pub fn topic_by_id(&self, id: Uuid) -> Option<TopicMeta> {
-        self.image.read().topic_by_id(id).cloned()
+        self.image.read().topics.get(&id).map(TopicMeta::from_image)
     }
 
     /// A topic's name, by id, without touching the metadata image.
@@ -347,9 +468,15 @@ impl ReplicaManager {
         self.topic_names.get(&id).map(|n| n.clone())
     }
 
-    /// Copies of all topics' metadata.
+    /// Copies of all topics' metadata, in name order.
     pub fn topics(&self) -> Vec<TopicMeta> {
-        self.image.read().topics.values().cloned().collect()
+        let image = self.image.read();
+        image
+            .topic_ids
+            .values()
+            .filter_map(|id| image.topics.get(id))
+            .map(TopicMeta::from_image)
+            .collect()
     }
 
     /// Looks up a partition.
@@ -364,263 +491,49 @@ impl ReplicaManager {
         self.partitions.iter().map(|e| e.value().clone()).collect()
     }
 
-    /// Creates a topic. `partitions`/`replication_factor` of -1 mean the broker defaults.
-    pub fn create_topic(
+    /// CreateTopics for one topic with the controller's placement, answered once this node
+    /// has applied it (`validate_only` only checks). For tools and tests; the CreateTopics
+    /// handler submits the client's request as it is.
+    pub async fn create_topic(
         &self,
         name: &str,
         partitions: i32,
         replication_factor: i16,
-        configs: BTreeMap<String, String>,
+        configs: std::collections::BTreeMap<String, String>,
         validate_only: bool,
     ) -> Result<TopicMeta, ReplicaError> {
-        validate_topic_name(name).map_err(ReplicaError::InvalidTopic)?;
-        let partitions = if partitions == -1 {
-            self.config.num_partitions
-        } else {
-            partitions
-        };
-        if partitions <= 0 || partitions > MAX_PARTITIONS_PER_TOPIC {
-            return Err(ReplicaError::InvalidPartitions(format!(
-                "number of partitions must be between 1 and {MAX_PARTITIONS_PER_TOPIC}, got {partitions}"
-            )));
-        }
-        let rf = if replication_factor == -1 {
-            self.config.default_replication_factor
-        } else {
-            replication_factor
-        };
-        if rf <= 0 {
-            return Err(ReplicaError::InvalidReplicationFactor(format!(
-                "replication factor must be larger than 0, got {rf}"
-            )));
-        }
-        if rf > 1 {
-            return Err(ReplicaError::InvalidReplicationFactor(format!(
-                "replication factor {rf} is larger than the number of available brokers: 1"
-            )));
-        }
-        self.config
-            .validate_topic_configs(&self.dynamic_broker_configs(), &configs)?;
-        let _admin = self.admin.lock();
-        if self.image.read().topics.contains_key(name) {
-            return Err(ReplicaError::TopicExists(name.to_string()));
-        }
-        // Kafka refuses names that collide once '.' and '_' are treated alike (metric names).
-        let collides = |a: &str| a.replace('.', "_") == name.replace('.', "_");
-        if let Some(other) = self.image.read().topics.keys().find(|t| collides(t)) {
-            return Err(ReplicaError::InvalidTopic(format!(
-                "topic {name:?} collides with existing topic {other:?}"
-            )));
-        }
-        let meta = TopicMeta {
+        let req = crate::controller::ControllerRequest::CreateTopic {
             name: name.to_string(),
-            id: Uuid::new_v4(),
             partitions,
-            replication_factor: rf,
+            replication_factor,
+            configs: configs.clone(),
+            assignments: Vec::new(),
+            validate_only,
+        };
+        let (id, parts) = self.controller.submit_create_topic(req).await?;
+        if !validate_only {
+            self.wait_for_metadata(std::time::Duration::from_secs(10), |rm| {
+                rm.topic(name).is_some()
+            })
+            .await;
+        }
+        Ok(TopicMeta {
+            name: name.to_string(),
+            id,
+            partitions: parts.len() as i32,
+            replication_factor: parts.first().map_or(0, |p| p.replicas.len() as i16),
             configs,
-        };
-        if validate_only {
-            return Ok(meta);
-        }
-        self.open_local_partitions(&meta, 0..partitions)?;
-        self.topic_names.insert(meta.id, name.to_string());
-        let mut image = self.image.write();
-        image.topics.insert(name.to_string(), meta.clone());
-        image.persist(&self.config.log_dir)?;
-        tracing::info!(topic = name, partitions, "created topic");
-        Ok(meta)
+        })
     }
 
-    /// Opens (creating if needed) the logs of a single-node topic's partitions in `range`,
-    /// led by this node.
-    fn open_local_partitions(
-        &self,
-        meta: &TopicMeta,
-        range: std::ops::Range<i32>,
-    ) -> Result<(), ReplicaError> {
-        let dynamic = self.dynamic_broker_configs();
-        let log_config = self.config.log_config(&dynamic, &meta.configs)?;
-        let min_isr = self.config.min_insync_replicas(&dynamic, &meta.configs);
-        let now = now_ms();
-        for p in range {
-            let log = UnifiedLog::open(
-                partition_dir(&self.config.log_dir, &meta.name, p),
-                log_config.clone(),
-                true,
-                now,
-            )?;
-            let part = Partition::new(
-                meta.name.clone(),
-                meta.id,
-                p,
-                self.config.node_id,
-                min_isr,
-                self.config.replica_lag_time_max_ms,
-                log,
-            );
-            self.partitions
-                .insert((meta.name.clone(), p), Arc::new(part));
-        }
-        Ok(())
-    }
-
-    /// Deletes a topic and its data.
-    pub fn delete_topic(&self, name: &str) -> Result<TopicMeta, ReplicaError> {
-        let _admin = self.admin.lock();
-        let meta = {
-            let mut image = self.image.write();
-            let meta = image
-                .topics
-                .remove(name)
-                .ok_or_else(|| ReplicaError::UnknownTopicOrPartition(name.to_string()))?;
-            image.persist(&self.config.log_dir)?;
-            meta
-        };
-        self.topic_names.remove(&meta.id);
-        for p in 0..meta.partitions {
-            if let Some((_, part)) = self.partitions.remove(&(name.to_string(), p)) {
-                if let Err(e) = part.delete_dir() {
-                    tracing::warn!(topic = name, partition = p, error = %e, "could not delete partition directory");
-                }
-            }
-        }
-        tracing::info!(topic = name, "deleted topic");
-        Ok(meta)
-    }
-
-    /// Adds partitions to a topic (CreatePartitions).
-    pub fn create_partitions(
-        &self,
-        name: &str,
-        new_total: i32,
-        validate_only: bool,
-    ) -> Result<(), ReplicaError> {
-        let _admin = self.admin.lock();
-        let meta = self
-            .topic(name)
-            .ok_or_else(|| ReplicaError::UnknownTopicOrPartition(name.to_string()))?;
-        if new_total <= meta.partitions {
-            return Err(ReplicaError::InvalidPartitions(format!(
-                "topic currently has {} partitions, {new_total} would not be an increase",
-                meta.partitions
-            )));
-        }
-        if new_total > MAX_PARTITIONS_PER_TOPIC {
-            return Err(ReplicaError::InvalidPartitions(format!(
-                "at most {MAX_PARTITIONS_PER_TOPIC} partitions"
-            )));
-        }
-        if validate_only {
-            return Ok(());
-        }
-        self.open_local_partitions(&meta, meta.partitions..new_total)?;
-        let mut image = self.image.write();
-        if let Some(t) = image.topics.get_mut(name) {
-            t.partitions = new_total;
-        }
-        image.persist(&self.config.log_dir)?;
-        Ok(())
-    }
-
-    /// Replaces a topic's config overrides and applies them to its logs.
-    pub fn set_topic_configs(
-        &self,
-        name: &str,
-        configs: BTreeMap<String, String>,
-        validate_only: bool,
-    ) -> Result<(), ReplicaError> {
-        let _admin = self.admin.lock();
-        let meta = self
-            .topic(name)
-            .ok_or_else(|| ReplicaError::UnknownTopicOrPartition(name.to_string()))?;
-        let dynamic = self.dynamic_broker_configs();
-        self.config.validate_topic_configs(&dynamic, &configs)?;
-        if validate_only {
-            return Ok(());
-        }
-        self.reconfigure_topic(&dynamic, name, meta.partitions, &configs)?;
-        let mut image = self.image.write();
-        if let Some(t) = image.topics.get_mut(name) {
-            t.configs = configs;
-        }
-        image.persist(&self.config.log_dir)?;
-        Ok(())
-    }
-
-    /// Applies a topic's effective configs to the logs of its partitions here.
-    fn reconfigure_topic(
-        &self,
-        dynamic: &crate::config::DynamicBrokerConfigs,
-        name: &str,
-        partitions: i32,
-        configs: &BTreeMap<String, String>,
-    ) -> Result<(), ReplicaError> {
-        let log_config = self.config.log_config(dynamic, configs)?;
-        let min_isr = self.config.min_insync_replicas(dynamic, configs);
-        for p in 0..partitions {
-            if let Some(part) = self.partition(name, p) {
-                part.update_config(log_config.clone(), min_isr);
-            }
-        }
-        Ok(())
-    }
-
-    /// The dynamic broker configs in force (from brook-metadata.json on a single node, a copy
-    /// of the quorum image's in a cluster).
+    /// The dynamic broker configs in force, from the applied image.
     pub fn dynamic_broker_configs(&self) -> crate::config::DynamicBrokerConfigs {
         self.image.read().broker_configs.clone()
     }
 
-    /// Single node: replaces the dynamic configs of one broker resource (a node id, or "" for
-    /// the cluster default), persists them, and re-applies every topic's log settings, since
-    /// topic defaults derive from them (Kafka's `DynamicLogConfig.reconfigure`).
-    pub fn set_broker_configs(
-        &self,
-        resource: &str,
-        configs: BTreeMap<String, String>,
-    ) -> Result<(), ReplicaError> {
-        let _admin = self.admin.lock();
-        let mut dynamic = self.dynamic_broker_configs();
-        if configs.is_empty() {
-            dynamic.remove(resource);
-        } else {
-            dynamic.insert(resource.to_string(), configs);
-        }
-        for t in self.topics() {
-            self.config.log_config(&dynamic, &t.configs)?;
-        }
-        for t in self.topics() {
-            self.reconfigure_topic(&dynamic, &t.name, t.partitions, &t.configs)?;
-        }
-        let mut image = self.image.write();
-        image.broker_configs = dynamic;
-        image.persist(&self.config.log_dir)?;
-        Ok(())
-    }
-
-    /// The metadata quorum, in cluster mode.
-    pub fn controller(&self) -> Option<&Controller> {
-        self.controller.get()
-    }
-
-    /// Switches to cluster mode: topics, leaders and ISRs come from the quorum from now on.
-    pub fn attach_controller(&self, controller: Controller) {
-        let offset = controller.image().borrow().metadata_offset;
-        self.startup_metadata_offset
-            .store(offset as i64, Ordering::Release);
-        let voters = self
-            .config
-            .values
-            .get("controller.quorum.voters")
-            .cloned()
-            .unwrap_or_default();
-        let id = self
-            .config
-            .cluster_id
-            .clone()
-            .unwrap_or_else(|| crate::metadata::cluster_id_from_seed(&voters));
-        let _ = self.quorum_cluster_id.set(id);
-        let _ = self.controller.set(controller);
+    /// The metadata quorum.
+    pub fn controller(&self) -> &Controller {
+        &self.controller
     }
 
     /// Waits (bounded) until the applied metadata satisfies `done`.
@@ -643,25 +556,31 @@ impl ReplicaManager {
         tokio::time::timeout(timeout, wait).await.is_ok() && done(self)
     }
 
-    /// Whether this node may serve clients: always on a single node; in cluster mode once an
-    /// applied image held its own registration, unfenced, and gave every hosted partition its
-    /// role (what Kafka's `BrokerServer.startup` waits for before it opens the listeners).
+    /// Whether this node may serve clients: once an applied image held its own registration,
+    /// unfenced, and gave every hosted partition its role (what Kafka's `BrokerServer.startup`
+    /// waits for before it opens the listeners).
     pub fn ready_to_serve(&self) -> bool {
-        self.controller.get().is_none() || self.roles_applied.load(Ordering::Acquire)
+        self.roles_applied.load(Ordering::Acquire)
+    }
+
+    /// Waits (bounded) until this node has applied every record its quorum voter has, so that
+    /// an answer to a metadata change is followed by reads that see it here.
+    pub async fn wait_caught_up(&self) {
+        let target = self.controller.image().borrow().metadata_offset;
+        let timeout = std::time::Duration::from_secs(10);
+        self.wait_for_metadata(timeout, |rm| rm.image.read().metadata_offset >= target)
+            .await;
     }
 
     /// Whether broker `id` is registered and unfenced in the committed metadata image (Kafka's
-    /// `MetadataCache.hasAliveBroker`); a single node has no other brokers to ask about.
+    /// `MetadataCache.hasAliveBroker`).
     pub fn is_broker_alive(&self, id: i32) -> bool {
-        match self.controller.get() {
-            Some(c) => c
-                .image()
-                .borrow()
-                .brokers
-                .get(&id)
-                .is_some_and(|b| !b.fenced),
-            None => id == self.config.node_id,
-        }
+        self.controller
+            .image()
+            .borrow()
+            .brokers
+            .get(&id)
+            .is_some_and(|b| !b.fenced)
     }
 
     /// Changes after each applied metadata image (the group coordinator follows leadership
@@ -672,35 +591,15 @@ impl ReplicaManager {
 
     /// Applies a committed metadata image: topics, and this node's role for every partition
     /// it hosts (leader, follower with a fetcher, or gone).
-    pub fn apply_image(&self, image: &ClusterImage, faults: &Arc<FaultEngine>) {
-        let Some(controller) = self.controller.get() else {
-            return;
-        };
+    pub fn apply_image(&self, image: &Arc<MetadataImage>, faults: &Arc<FaultEngine>) {
+        let controller = &self.controller;
         let me = self.config.node_id;
         let now = now_ms();
-        let startup = self.startup_metadata_offset.load(Ordering::Acquire);
+        let startup = self.startup_metadata_offset;
         let registered = image
             .brokers
             .get(&me)
             .is_some_and(|b| !b.fenced && b.registration_offset as i64 > startup);
-        let mut topics = BTreeMap::new();
-        for t in image.topics.values() {
-            let rf = t
-                .partitions
-                .first()
-                .map(|p| p.replicas.len() as i16)
-                .unwrap_or(0);
-            topics.insert(
-                t.name.clone(),
-                TopicMeta {
-                    name: t.name.clone(),
-                    id: t.id,
-                    partitions: t.partitions.len() as i32,
-                    replication_factor: rf,
-                    configs: t.configs.clone(),
-                },
-            );
-        }
         // Partitions this node should no longer host: deleted topics, moved replicas.
         let stale: Vec<(String, i32)> = self
             .partitions
@@ -796,12 +695,7 @@ impl ReplicaManager {
                 }
             }
         }
-        {
-            let mut img = self.image.write();
-            img.topics = topics;
-            img.broker_configs = image.broker_configs.clone();
-            img.next_producer_id_block = image.next_producer_id_block;
-        }
+        *self.image.write() = image.clone();
         // Every partition this node hosts is open now; entries of others are stale.
         *self.startup_checkpoints.lock() = StartupCheckpoints::default();
         if registered {
@@ -859,10 +753,7 @@ impl ReplicaManager {
     /// Sends an ISR change for a partition this node leads to the controller, in the
     /// background; the partition learns the outcome when it completes.
     pub fn propose_isr(&self, part: &Arc<Partition>, isr: Vec<i32>) {
-        let Some(controller) = self.controller.get().cloned() else {
-            part.complete_isr_change(None, now_ms());
-            return;
-        };
+        let controller = self.controller.clone();
         let req = AlterPartitionRequest {
             topic_id: part.topic_id,
             partition: part.index,
@@ -904,12 +795,10 @@ impl ReplicaManager {
         }
     }
 
-    /// Hands out a producer id: from the local block file on a single node, from blocks the
-    /// controller allocates in cluster mode (so ids are unique across nodes).
+    /// Hands out a producer id, from blocks the controller allocates (so ids are unique
+    /// across nodes and never reused after a restart).
     pub async fn next_producer_id(&self) -> Result<i64, ResponseError> {
-        let Some(controller) = self.controller.get() else {
-            return self.allocate_producer_id().map_err(|e| e.response_error());
-        };
+        let controller = &self.controller;
         let mut block = self.quorum_pid_block.lock().await;
         if block.0 >= block.1 {
             let (first, size) = controller
@@ -920,22 +809,6 @@ impl ReplicaManager {
         }
         let id = block.0;
         block.0 += 1;
-        Ok(id)
-    }
-
-    /// Hands out a producer id for an idempotent producer.
-    pub fn allocate_producer_id(&self) -> Result<i64, ReplicaError> {
-        let mut end = self.producer_id_block_end.lock();
-        let id = self.next_producer_id.fetch_add(1, Ordering::AcqRel);
-        if id >= *end {
-            // Persist the end of a new block before handing out ids from it, so ids are
-            // never reused after a crash.
-            let new_end = id + PRODUCER_ID_BLOCK_SIZE;
-            let mut image = self.image.write();
-            image.next_producer_id_block = new_end;
-            image.persist(&self.config.log_dir)?;
-            *end = new_end;
-        }
         Ok(id)
     }
 
@@ -973,7 +846,7 @@ impl ReplicaManager {
         }
         if !failed {
             let marker = self.config.log_dir.join(CLEAN_SHUTDOWN_FILE);
-            let epoch = self.controller().and_then(Controller::broker_epoch);
+            let epoch = self.controller.broker_epoch();
             let mut f = std::fs::File::create(&marker)?;
             f.write_all(clean_shutdown_content(epoch).as_bytes())?;
             f.sync_all()?;
@@ -1028,4 +901,50 @@ fn remove_deleted_dirs(dir: &Path) {
             let _ = std::fs::remove_dir_all(e.path());
         }
     }
+}
+
+/// The records that import a single node's legacy metadata file into its new quorum: each
+/// topic with its id, partitions (led by this node at leader epoch 0, the epoch its logs
+/// were written at) and configs, the dynamic broker configs, and the producer id block
+/// watermark, so that no id handed out before is handed out again.
+fn legacy_import_records(legacy: &LegacyMetadataFile, node_id: i32) -> Vec<MetadataRecord> {
+    let mut records: Vec<MetadataRecord> = legacy
+        .topics
+        .values()
+        .map(|t| MetadataRecord::CreateTopic {
+            name: t.name.clone(),
+            id: t.id,
+            partitions: (0..t.partitions)
+                .map(|index| PartitionRegistration {
+                    index,
+                    replicas: vec![node_id],
+                    isr: vec![node_id],
+                    leader: node_id,
+                    leader_epoch: 0,
+                    partition_epoch: 0,
+                    elr: Vec::new(),
+                    last_known_elr: Vec::new(),
+                    adding_replicas: Vec::new(),
+                    removing_replicas: Vec::new(),
+                })
+                .collect(),
+            configs: t.configs.clone(),
+        })
+        .collect();
+    records.extend(legacy.broker_configs.iter().map(|(resource, configs)| {
+        MetadataRecord::AlterBrokerConfigs {
+            resource: resource.clone(),
+            configs: configs
+                .iter()
+                .map(|(k, v)| (k.clone(), Some(v.clone())))
+                .collect(),
+        }
+    }));
+    if legacy.next_producer_id_block > 0 {
+        records.push(MetadataRecord::AllocateProducerIds {
+            node_id,
+            next_block: legacy.next_producer_id_block,
+        });
+    }
+    records
 }

@@ -1,4 +1,4 @@
-//! Metadata records and the [`ClusterImage`] they build.
+//! Metadata records and the [`MetadataImage`] they build.
 //!
 //! The metadata log is a sequence of [`MetadataBatch`]es; each batch is applied atomically,
 //! like Kafka's atomic record batches in `__cluster_metadata`. Records carry the *result* of a
@@ -100,9 +100,10 @@ pub struct TopicImage {
     pub configs: BTreeMap<String, String>,
 }
 
-/// The committed metadata, identical on every node once it has applied the same log prefix.
+/// The committed metadata, identical on every node once it has applied the same log prefix
+/// (Kafka's `MetadataImage`). A single node's comes from its own one-voter quorum.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ClusterImage {
+pub struct MetadataImage {
     /// Registered brokers by node id, fenced or not.
     pub brokers: BTreeMap<i32, BrokerRegistration>,
     /// Topics by id.
@@ -203,7 +204,7 @@ impl std::fmt::Display for MetadataBatch {
     }
 }
 
-impl ClusterImage {
+impl MetadataImage {
     /// The topic named `name`.
     pub fn topic_by_name(&self, name: &str) -> Option<&TopicImage> {
         self.topic_ids.get(name).and_then(|id| self.topics.get(id))
@@ -450,7 +451,7 @@ mod tests {
 
     #[test]
     fn records_build_the_image() {
-        let mut img = ClusterImage::default();
+        let mut img = MetadataImage::default();
         let id = Uuid::new_v4();
         img.apply_batch(&MetadataBatch(vec![
             MetadataRecord::RegisterBroker {
@@ -530,7 +531,7 @@ mod tests {
 
     #[test]
     fn fencing_needs_the_current_epoch() {
-        let mut img = ClusterImage::default();
+        let mut img = MetadataImage::default();
         img.apply(&MetadataRecord::RegisterBroker {
             node_id: 3,
             host: "h".into(),

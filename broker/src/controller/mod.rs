@@ -2,7 +2,7 @@
 //!
 //! Every node listed in `controller.quorum.voters` is a Raft voter. The Raft log (openraft) is
 //! the metadata log: entries are [`MetadataBatch`]es of [`MetadataRecord`]s, applied on every
-//! node to a [`ClusterImage`] that is published on a watch channel ([`Controller::image`]).
+//! node to a [`MetadataImage`] that is published on a watch channel ([`Controller::image`]).
 //! The Raft leader is the **active controller**: it alone decides metadata changes
 //! ([`replication`]), fences brokers that stop heartbeating, and elects partition leaders.
 //!
@@ -45,7 +45,7 @@ use crate::config::{BrokerConfig, ConfigError};
 use crate::fault::FaultEngine;
 pub use error::ControllerError;
 pub use image::{
-    BrokerRegistration, ClusterImage, MetadataBatch, MetadataRecord, PartitionRegistration,
+    BrokerRegistration, MetadataBatch, MetadataImage, MetadataRecord, PartitionRegistration,
     TopicImage, NO_LEADER,
 };
 pub use quorum::QuorumDescription;
@@ -103,6 +103,10 @@ pub const DEFAULT_LISTENER_NAME: &str = "CONTROLLER";
 
 /// How long DescribeQuorum waits for a Raft leader to be known, and for its forwarded answer.
 pub const DESCRIBE_QUORUM_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The address a single node's one voter is recorded under in the quorum's membership: it
+/// has no controller listener, since no other voter ever calls it.
+pub const SINGLE_VOTER_ADDRESS: &str = "127.0.0.1:0";
 
 /// Settings of the quorum and of the active controller's broker liveness checks.
 #[derive(Debug, Clone)]
@@ -230,6 +234,35 @@ impl ControllerConfig {
     }
 }
 
+impl ControllerConfig {
+    /// The quorum of a single node (`brook serve` without `process.roles`): this node is its
+    /// only voter, with no controller listener, and its broker registers with `endpoint`.
+    /// Like a one-node KRaft cluster, it keeps every piece of metadata in the Raft log under
+    /// `<log.dirs>/__cluster_metadata`.
+    pub fn single_voter(cfg: &BrokerConfig, endpoint: (String, u16)) -> Self {
+        let get = |k: &str| cfg.values.get(k).cloned().unwrap_or_default();
+        ControllerConfig {
+            node_id: cfg.node_id,
+            voters: BTreeMap::from([(cfg.node_id, SINGLE_VOTER_ADDRESS.to_string())]),
+            listener_name: DEFAULT_LISTENER_NAME.to_string(),
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            metadata_dir: cfg.log_dir.join(METADATA_DIR),
+            broker_endpoint: Some(endpoint),
+            heartbeat_interval_ms: cfg.broker_heartbeat_interval_ms,
+            session_timeout_ms: cfg.broker_session_timeout_ms,
+            unclean_leader_election_enable: get("unclean.leader.election.enable") == "true",
+            min_insync_replicas: cfg.min_insync_replicas(&Default::default(), &BTreeMap::new()),
+            previous_broker_epoch: None,
+            // One broker: every partition's preferred replica is its only one.
+            leader_imbalance_check_interval: None,
+            election_timeout_ms: cfg.controller_election_timeout_ms,
+            fetch_timeout_ms: cfg.controller_fetch_timeout_ms,
+            request_timeout_ms: 30_000,
+            snapshot_interval_entries: SNAPSHOT_LOGS_SINCE_LAST,
+        }
+    }
+}
+
 /// Parses Kafka's `controller.quorum.voters`: `1@host:9093,2@host:9094`.
 pub fn parse_voters(s: &str) -> Result<BTreeMap<i32, String>, String> {
     let mut out = BTreeMap::new();
@@ -275,7 +308,7 @@ pub(crate) struct Inner {
     log: storage::LogStore,
     /// The followers' last AppendEntries, while this node leads.
     clocks: Arc<quorum::FollowerClocks>,
-    image_rx: watch::Receiver<Arc<ClusterImage>>,
+    image_rx: watch::Receiver<Arc<MetadataImage>>,
     /// Serialises decisions on the active controller, as Kafka's single controller thread.
     write_lock: tokio::sync::Mutex<()>,
     /// Bounds the writes waiting for `write_lock` ([`MAX_PENDING_WRITES`]).
@@ -305,7 +338,8 @@ pub(crate) struct Inner {
 pub struct Controller {
     inner: Arc<Inner>,
     tasks: Arc<parking_lot::Mutex<Vec<JoinHandle<()>>>>,
-    local_addr: SocketAddr,
+    /// The controller listener's bound address; `None` for a single voter, which has none.
+    local_addr: Option<SocketAddr>,
 }
 
 fn internal(e: impl std::fmt::Display) -> ControllerError {
@@ -333,6 +367,23 @@ impl Controller {
         Self::start_with_listener_and_faults(config, listener, faults).await
     }
 
+    /// Starts a single voter without a controller listener (see
+    /// [`ControllerConfig::single_voter`]). It is the active controller once this returns:
+    /// a one-voter quorum elects itself at once rather than after an election timeout.
+    /// `import` (metadata an earlier version kept outside the quorum) is committed first, as
+    /// one batch, if the quorum holds no broker and no topic yet; otherwise it was imported
+    /// before and is ignored.
+    pub async fn start_single_voter(
+        config: ControllerConfig,
+        faults: Option<Arc<FaultEngine>>,
+        import: Vec<MetadataRecord>,
+    ) -> Result<Controller, ControllerError> {
+        if config.voters.len() != 1 {
+            return Err(internal("a single voter's quorum lists exactly one voter"));
+        }
+        Self::start_node(config, None, faults, import).await
+    }
+
     /// Starts the node on an already bound controller listener (tests bind port 0 first to
     /// learn the addresses they put in `voters`).
     pub async fn start_with_listener(
@@ -349,13 +400,26 @@ impl Controller {
         listener: tokio::net::TcpListener,
         faults: Option<Arc<FaultEngine>>,
     ) -> Result<Controller, ControllerError> {
+        Self::start_node(config, Some(listener), faults, Vec::new()).await
+    }
+
+    /// Starts the node; `listener` serves the other voters' RPCs and forwarded writes.
+    async fn start_node(
+        config: ControllerConfig,
+        listener: Option<tokio::net::TcpListener>,
+        faults: Option<Arc<FaultEngine>>,
+        import: Vec<MetadataRecord>,
+    ) -> Result<Controller, ControllerError> {
         if !config.voters.contains_key(&config.node_id) {
             return Err(internal(format!(
                 "node {} is not in controller.quorum.voters",
                 config.node_id
             )));
         }
-        let local_addr = listener.local_addr().map_err(internal)?;
+        let local_addr = match &listener {
+            Some(l) => Some(l.local_addr().map_err(internal)?),
+            None => None,
+        };
         let log_store = storage::LogStore::open(&config.metadata_dir).map_err(internal)?;
         let log = log_store.clone();
         let clocks = Arc::new(quorum::FollowerClocks::default());
@@ -391,16 +455,34 @@ impl Controller {
         )
         .await
         .map_err(internal)?;
-        // Every voter initialises the same membership; only a node with an empty log and no
-        // vote accepts it, so on restart this is a no-op (NotAllowed).
+        // Every voter initialises the same membership on its first start.
         let members: BTreeMap<NodeId, BasicNode> = config
             .voters
             .iter()
             .map(|(id, addr)| (*id as NodeId, BasicNode::new(addr)))
             .collect();
-        match raft.initialize(members).await {
-            Ok(()) | Err(RaftError::APIError(InitializeError::NotAllowed(_))) => {}
-            Err(e) => return Err(internal(e)),
+        // Only a node with an empty log and no vote takes the membership; asking a restarted
+        // one makes openraft log an error.
+        let initialized = if raft.is_initialized().await.map_err(internal)? {
+            false
+        } else {
+            match raft.initialize(members).await {
+                Ok(()) => true,
+                Err(RaftError::APIError(InitializeError::NotAllowed(_))) => false,
+                Err(e) => return Err(internal(e)),
+            }
+        };
+        if config.voters.len() == 1 {
+            become_leader_alone(&raft, &config, initialized).await?;
+            let empty = {
+                let image = image_rx.borrow();
+                image.brokers.is_empty() && image.topics.is_empty()
+            };
+            if empty && !import.is_empty() {
+                raft.client_write(MetadataBatch(import))
+                    .await
+                    .map_err(internal)?;
+            }
         }
         let inner = Arc::new(Inner {
             config,
@@ -419,12 +501,15 @@ impl Controller {
             incarnation: Uuid::new_v4(),
             leader_elections: AtomicU64::new(0),
         });
-        let router = network::router(inner.clone());
-        let mut tasks = vec![tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, router).await {
-                tracing::error!(error = %e, "controller listener failed");
-            }
-        })];
+        let mut tasks = Vec::new();
+        if let Some(listener) = listener {
+            let router = network::router(inner.clone());
+            tasks.push(tokio::spawn(async move {
+                if let Err(e) = axum::serve(listener, router).await {
+                    tracing::error!(error = %e, "controller listener failed");
+                }
+            }));
+        }
         tasks.push(tokio::spawn(liveness_task(inner.clone())));
         tasks.push(tokio::spawn(quorum_leader_log_task(inner.clone())));
         if inner.config.broker_endpoint.is_some() {
@@ -442,9 +527,16 @@ impl Controller {
         self.inner.config.node_id
     }
 
-    /// The bound address of the controller listener.
-    pub fn local_addr(&self) -> SocketAddr {
+    /// The bound address of the controller listener; `None` for a single voter, which has
+    /// no listener.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
         self.local_addr
+    }
+
+    /// Whether this quorum is a single node's own (one voter, no controller listener), which
+    /// has no other voter to describe or to hand leaderships to.
+    pub fn is_single_voter(&self) -> bool {
+        self.local_addr.is_none()
     }
 
     /// This process's broker epoch, once its broker is registered.
@@ -453,7 +545,7 @@ impl Controller {
     }
 
     /// The committed metadata image, updated as this node applies the log.
-    pub fn image(&self) -> watch::Receiver<Arc<ClusterImage>> {
+    pub fn image(&self) -> watch::Receiver<Arc<MetadataImage>> {
         self.inner.image_rx.clone()
     }
 
@@ -765,6 +857,28 @@ impl Controller {
     }
 }
 
+/// A one-voter quorum needs no votes but its own. On a fresh log `initialize` has already
+/// started the election. After a restart openraft resumes as leader when its last vote was
+/// committed; otherwise (it stopped mid-election) the node campaigns now rather than after
+/// openraft's election timer (`controller.quorum.fetch.timeout.ms` and more, see
+/// [`raft_timing`]). A leader ignores the trigger. Either way it wins at once.
+async fn become_leader_alone(
+    raft: &Raft<TypeConfig>,
+    config: &ControllerConfig,
+    initialized: bool,
+) -> Result<(), ControllerError> {
+    let me = config.node_id as NodeId;
+    if !initialized {
+        raft.trigger().elect().await.map_err(internal)?;
+    }
+    let timeout = Duration::from_millis(config.request_timeout_ms);
+    raft.wait(Some(timeout))
+        .metrics(|m| m.current_leader == Some(me), "the single voter leads")
+        .await
+        .map_err(|e| internal(format!("the single voter did not become leader: {e}")))?;
+    Ok(())
+}
+
 fn unexpected(reply: ControllerReply) -> ControllerError {
     internal(format!("unexpected controller reply {reply:?}"))
 }
@@ -943,7 +1057,7 @@ impl Inner {
 
     /// Brokers the active controller should fence now: unfenced, and silent for longer than
     /// the session timeout. Starts the bookkeeping afresh in a new term.
-    fn expired_brokers(&self, term: u64, image: &ClusterImage) -> Vec<i32> {
+    fn expired_brokers(&self, term: u64, image: &MetadataImage) -> Vec<i32> {
         let now = Instant::now();
         let session = Duration::from_millis(self.config.session_timeout_ms);
         let mut l = self.liveness.lock();
@@ -966,7 +1080,7 @@ impl Inner {
 /// The partition changes in `records` that give a partition a new leader (a leader moved,
 /// or a leaderless partition got one): Kafka's leader elections. A change to no leader, or
 /// of the ISR only, is not an election.
-fn leader_changes(image: &ClusterImage, records: &[MetadataRecord]) -> u64 {
+fn leader_changes(image: &MetadataImage, records: &[MetadataRecord]) -> u64 {
     let elected = |r: &MetadataRecord| match r {
         MetadataRecord::PartitionChange {
             topic_id,

@@ -1,4 +1,4 @@
-//! The active controller's decisions, as pure functions of the committed [`ClusterImage`]:
+//! The active controller's decisions, as pure functions of the committed [`MetadataImage`]:
 //! Kafka's `ReplicationControlManager`, `ClusterControlManager` and `PartitionChangeBuilder`
 //! reduced to what Brook needs.
 //!
@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::error::ControllerError;
-use super::image::{ClusterImage, MetadataRecord, PartitionRegistration, TopicImage, NO_LEADER};
+use super::image::{MetadataImage, MetadataRecord, PartitionRegistration, TopicImage, NO_LEADER};
 
 /// Producer ids handed out per AllocateProducerIds, as Kafka's `ProducerIdsBlock` size.
 pub const PRODUCER_ID_BLOCK_SIZE: i64 = 1000;
@@ -214,7 +214,7 @@ pub type Decision = (Vec<MetadataRecord>, ControllerReply);
 
 /// Decides one request against `image`.
 pub fn decide(
-    image: &ClusterImage,
+    image: &MetadataImage,
     req: &ControllerRequest,
     policy: &ElectionPolicy,
 ) -> Result<Decision, ControllerError> {
@@ -355,7 +355,7 @@ pub const MAX_ELECTIONS_PER_IMBALANCE: usize = 1_000;
 
 /// Whether some partition is led by a replica other than its preferred one (the first in
 /// its assignment).
-pub fn has_imbalanced_partitions(image: &ClusterImage) -> bool {
+pub fn has_imbalanced_partitions(image: &MetadataImage) -> bool {
     image
         .topics
         .values()
@@ -367,7 +367,7 @@ pub fn has_imbalanced_partitions(image: &ClusterImage) -> bool {
 /// imbalanced partition: leadership moves to the preferred replica when it is live and in the
 /// ISR (leader epoch + 1); otherwise the partition is left as it is.
 pub fn elect_preferred_leaders(
-    image: &ClusterImage,
+    image: &MetadataImage,
     policy: &ElectionPolicy,
 ) -> Vec<MetadataRecord> {
     let acceptable = |x: i32| image.is_active(x);
@@ -702,7 +702,7 @@ fn change_record(topic_id: Uuid, next: &PartitionRegistration) -> MetadataRecord
 /// partition, or for every partition when none is named (then partitions needing none are left
 /// out of the answer).
 pub fn elect_leaders(
-    image: &ClusterImage,
+    image: &MetadataImage,
     election: ElectionType,
     partitions: Option<&[(String, Vec<i32>)]>,
     policy: &ElectionPolicy,
@@ -745,7 +745,7 @@ pub fn elect_leaders(
 
 /// Kafka's `electLeader` for one partition.
 fn elect_one(
-    image: &ClusterImage,
+    image: &MetadataImage,
     topic: &str,
     index: i32,
     election: ElectionType,
@@ -788,7 +788,7 @@ fn elect_one(
 /// the last member, which Kafka then keeps so that a clean election is possible when it
 /// returns); partitions it led get a new leader from the remaining ISR, or the ELR, or none.
 pub fn fence_broker(
-    image: &ClusterImage,
+    image: &MetadataImage,
     node_id: i32,
     policy: &ElectionPolicy,
 ) -> Vec<MetadataRecord> {
@@ -807,7 +807,7 @@ pub fn fence_broker(
 /// remains: what fencing and controlled shutdown share (Kafka's `generateLeaderAndIsrUpdates`
 /// with `brokerToRemove`).
 fn move_replica_away(
-    image: &ClusterImage,
+    image: &MetadataImage,
     node_id: i32,
     policy: &ElectionPolicy,
 ) -> Vec<MetadataRecord> {
@@ -818,7 +818,7 @@ fn move_replica_away(
 /// `isCleanShutdown` false, ELR on): it leaves every ISR and every ELR, since it may have lost
 /// records it had acknowledged as a follower.
 fn remove_unclean_replica(
-    image: &ClusterImage,
+    image: &MetadataImage,
     node_id: i32,
     policy: &ElectionPolicy,
 ) -> Vec<MetadataRecord> {
@@ -829,7 +829,7 @@ fn remove_unclean_replica(
 /// whose ISR holds it (and, after an unclean shutdown, whose ELR holds it; else that it leads)
 /// moves to the ISR without it, through [`PartitionChange`].
 fn remove_replica(
-    image: &ClusterImage,
+    image: &MetadataImage,
     node_id: i32,
     policy: &ElectionPolicy,
     unclean_shutdown: bool,
@@ -857,7 +857,7 @@ fn remove_replica(
 
 /// Unfences a broker; leaderless partitions that can now elect a leader do so.
 pub fn unfence_broker(
-    image: &ClusterImage,
+    image: &MetadataImage,
     node_id: i32,
     policy: &ElectionPolicy,
 ) -> Vec<MetadataRecord> {
@@ -900,7 +900,7 @@ pub struct Registration<'a> {
 /// ISR and ELR (it may have lost records it had acknowledged); after a clean one it leaves
 /// the ISRs only, as at fencing.
 pub fn register_broker(
-    image: &ClusterImage,
+    image: &MetadataImage,
     reg: &Registration<'_>,
     policy: &ElectionPolicy,
 ) -> Decision {
@@ -938,7 +938,7 @@ pub fn register_broker(
 /// the metadata log as far as its own registration (Kafka's BrokerHeartbeatManager: a broker
 /// that does not yet know the current partition states must not lead).
 pub fn heartbeat(
-    image: &ClusterImage,
+    image: &MetadataImage,
     node_id: i32,
     epoch: i64,
     metadata_offset: u64,
@@ -980,7 +980,7 @@ fn heartbeat_reply(fenced: bool, should_shut_down: bool) -> ControllerReply {
 /// so clients move before it stops. Once the records are committed it leads nothing, and the
 /// reply lets it shut down. A fenced broker leads nothing already.
 pub fn shut_down_heartbeat(
-    image: &ClusterImage,
+    image: &MetadataImage,
     node_id: i32,
     epoch: i64,
     metadata_offset: u64,
@@ -1004,7 +1004,7 @@ pub fn shut_down_heartbeat(
 /// the change through the same rules as every other (`PartitionChangeBuilder`): an ISR
 /// shrinking below min ISR moves the replicas that leave into the ELR.
 pub fn alter_partition(
-    image: &ClusterImage,
+    image: &MetadataImage,
     r: &AlterPartitionRequest,
     policy: &ElectionPolicy,
 ) -> Result<Decision, ControllerError> {
@@ -1134,7 +1134,7 @@ pub struct TopicSpec<'a> {
 /// CreateTopics for one topic (Kafka's `ReplicationControlManager.createTopic`): the
 /// placer's assignment, or a manual one validated as Kafka does.
 pub fn create_topic(
-    image: &ClusterImage,
+    image: &MetadataImage,
     spec: &TopicSpec<'_>,
     id: Uuid,
 ) -> Result<Decision, ControllerError> {
@@ -1142,6 +1142,18 @@ pub fn create_topic(
     crate::metadata::validate_topic_name(name).map_err(ControllerError::InvalidTopic)?;
     if image.topic_ids.contains_key(name) {
         return Err(ControllerError::TopicAlreadyExists(name.to_string()));
+    }
+    // Kafka refuses names that collide once '.' and '_' are treated alike (its metric
+    // names), as `ReplicationControlManager.validateNewTopicNames` does.
+    let metric_name = |n: &str| n.replace('.', "_");
+    if let Some(other) = image
+        .topic_ids
+        .keys()
+        .find(|t| metric_name(t) == metric_name(name))
+    {
+        return Err(ControllerError::InvalidTopic(format!(
+            "topic {name:?} collides with existing topic {other:?}"
+        )));
     }
     let parts = if spec.assignments.is_empty() {
         placed_partitions(image, spec.partitions, spec.replication_factor)?
@@ -1164,7 +1176,7 @@ pub fn create_topic(
 
 /// A new topic's partitions from the placer.
 fn placed_partitions(
-    image: &ClusterImage,
+    image: &MetadataImage,
     partitions: i32,
     replication_factor: i16,
 ) -> Result<Vec<PartitionRegistration>, ControllerError> {
@@ -1192,7 +1204,7 @@ fn placed_partitions(
 /// `Assignments`): partition count and replication factor -1, each partition once, the
 /// indexes 0.., every assignment valid and of one size, some replica of each active.
 fn manual_partitions(
-    image: &ClusterImage,
+    image: &MetadataImage,
     spec: &TopicSpec<'_>,
 ) -> Result<Vec<PartitionRegistration>, ControllerError> {
     if spec.replication_factor != -1 {
@@ -1233,7 +1245,7 @@ fn manual_partitions(
 /// One manually assigned partition: its ISR is its active replicas, its leader the first of
 /// them (Kafka's `buildPartitionRegistration`).
 fn manual_partition(
-    image: &ClusterImage,
+    image: &MetadataImage,
     index: i32,
     replicas: &[i32],
 ) -> Result<PartitionRegistration, ControllerError> {
@@ -1265,7 +1277,7 @@ fn manual_partition(
 /// Kafka's `validateManualPartitionAssignment`: not empty, registered brokers only, each
 /// once, and (when given) as many replicas as the other partitions have.
 fn validate_manual_assignment(
-    image: &ClusterImage,
+    image: &MetadataImage,
     replicas: &[i32],
     replication_factor: Option<usize>,
 ) -> Result<(), ControllerError> {
@@ -1299,7 +1311,7 @@ fn validate_manual_assignment(
 /// CreatePartitions (Kafka's `ReplicationControlManager.createPartitions`): grows a topic to
 /// `total_count`, with the first partition's replication factor, placed or manual.
 pub fn create_partitions(
-    image: &ClusterImage,
+    image: &MetadataImage,
     name: &str,
     total_count: i32,
     assignments: Option<&[Vec<i32>]>,
@@ -1361,7 +1373,7 @@ pub fn create_partitions(
 /// alterPartitionReassignments`): each partition is decided on its own and answers its own
 /// error; the records of those that succeed are written together.
 pub fn alter_partition_reassignments(
-    image: &ClusterImage,
+    image: &MetadataImage,
     topics: &[TopicReassignmentTargets],
     allow_replication_factor_change: bool,
     policy: &ElectionPolicy,
@@ -1390,7 +1402,7 @@ pub fn alter_partition_reassignments(
 /// Kafka's `alterPartitionReassignment` for one partition: a target starts (or replaces) a
 /// reassignment, `None` cancels the one in progress.
 fn reassign_one(
-    image: &ClusterImage,
+    image: &MetadataImage,
     topic: &str,
     index: i32,
     target: Option<&[i32]>,
@@ -1520,7 +1532,7 @@ fn cancel_reassignment<'a>(
 /// ListPartitionReassignments (Kafka's `listPartitionReassignments`): the named partitions,
 /// or every partition, that are being reassigned.
 pub fn list_partition_reassignments<'a>(
-    image: &'a ClusterImage,
+    image: &'a MetadataImage,
     topics: Option<&[(String, Vec<i32>)]>,
 ) -> Vec<(&'a str, Vec<&'a PartitionRegistration>)> {
     let reassigning = |t: &'a TopicImage, indexes: Option<&[i32]>| {
@@ -1553,8 +1565,8 @@ mod tests {
     use proptest::prelude::*;
 
     /// Brokers 1..=n registered and unfenced.
-    fn cluster(n: i32) -> ClusterImage {
-        let mut img = ClusterImage::default();
+    fn cluster(n: i32) -> MetadataImage {
+        let mut img = MetadataImage::default();
         for id in 1..=n {
             img.apply(&MetadataRecord::RegisterBroker {
                 node_id: id,
@@ -1573,7 +1585,7 @@ mod tests {
         img
     }
 
-    fn apply(img: &mut ClusterImage, d: &[MetadataRecord]) {
+    fn apply(img: &mut MetadataImage, d: &[MetadataRecord]) {
         for r in d {
             img.apply(r).unwrap();
         }
@@ -1595,11 +1607,11 @@ mod tests {
         elr_enabled: true,
     };
 
-    fn fence(img: &mut ClusterImage, node_id: i32, unclean: bool) {
+    fn fence(img: &mut MetadataImage, node_id: i32, unclean: bool) {
         fence_with(img, node_id, &no_elr(unclean));
     }
 
-    fn fence_with(img: &mut ClusterImage, node_id: i32, policy: &ElectionPolicy) {
+    fn fence_with(img: &mut MetadataImage, node_id: i32, policy: &ElectionPolicy) {
         let records = fence_broker(img, node_id, policy);
         apply(img, &records);
     }
@@ -1617,7 +1629,7 @@ mod tests {
 
     /// CreateTopics with the placer's assignment.
     fn create(
-        img: &ClusterImage,
+        img: &MetadataImage,
         name: &str,
         partitions: i32,
         rf: i16,
@@ -1633,7 +1645,7 @@ mod tests {
         create_topic(img, &spec, id)
     }
 
-    fn with_topic(img: &mut ClusterImage, partitions: i32, rf: i16) -> Uuid {
+    fn with_topic(img: &mut MetadataImage, partitions: i32, rf: i16) -> Uuid {
         let id = Uuid::new_v4();
         let (records, _) = create(img, "t", partitions, rf, id).unwrap();
         apply(img, &records);
@@ -1663,10 +1675,25 @@ mod tests {
     }
 
     #[test]
+    fn a_name_that_collides_once_dots_are_underscores_is_refused() {
+        let mut img = cluster(1);
+        let (records, _) = create(&img, "a.b", 1, 1, Uuid::new_v4()).unwrap();
+        apply(&mut img, &records);
+        let e = create(&img, "a_b", 1, 1, Uuid::new_v4()).unwrap_err();
+        assert_eq!(
+            e.response_error(),
+            kafka_protocol::ResponseError::InvalidTopicException,
+            "{e}"
+        );
+        assert!(e.to_string().contains("collides"), "{e}");
+        assert!(create(&img, "a-b", 1, 1, Uuid::new_v4()).is_ok());
+    }
+
+    #[test]
     fn controlled_shutdown_moves_leadership_before_the_broker_stops() {
         let mut img = cluster(3);
         let id = with_topic(&mut img, 3, 3);
-        let led_by_1 = |img: &ClusterImage| {
+        let led_by_1 = |img: &MetadataImage| {
             img.topics[&id]
                 .partitions
                 .iter()
@@ -1860,7 +1887,7 @@ mod tests {
         assert_eq!(p.isr, vec![1, 2]);
 
         let code_in =
-            |img: &ClusterImage, r| alter_partition(img, &r, &no_elr(false)).unwrap_err().code();
+            |img: &MetadataImage, r| alter_partition(img, &r, &no_elr(false)).unwrap_err().code();
         let code = |r| code_in(&img, r);
         assert_eq!(
             code(req(1, 0, 0, &[1])),
@@ -1915,7 +1942,7 @@ mod tests {
     /// AlterPartitionReassignments of partition 0 of topic "t" to `target` (`None` cancels);
     /// applies what succeeded and returns that partition's outcome.
     fn reassign(
-        img: &mut ClusterImage,
+        img: &mut MetadataImage,
         target: Option<&[i32]>,
         allow_rf_change: bool,
         policy: &ElectionPolicy,
@@ -1929,7 +1956,7 @@ mod tests {
         results.remove(0).1.remove(0).1
     }
 
-    fn assignment(img: &ClusterImage, id: Uuid) -> (Vec<i32>, Vec<i32>, Vec<i32>, Vec<i32>) {
+    fn assignment(img: &MetadataImage, id: Uuid) -> (Vec<i32>, Vec<i32>, Vec<i32>, Vec<i32>) {
         let p = img.partition(id, 0).unwrap();
         let (r, a, rm, isr) = (
             &p.replicas,
@@ -2066,7 +2093,7 @@ mod tests {
     fn reassignment_targets_are_validated_as_kafka_does() {
         let mut img = cluster(4);
         with_topic(&mut img, 1, 3);
-        let code = |img: &mut ClusterImage, t: &[i32], allow: bool| {
+        let code = |img: &mut MetadataImage, t: &[i32], allow: bool| {
             reassign(img, Some(t), allow, &ELR).unwrap_err().code()
         };
         assert_eq!(code(&mut img, &[], true), 39, "empty");
@@ -2096,7 +2123,7 @@ mod tests {
     }
 
     fn manual(
-        img: &ClusterImage,
+        img: &MetadataImage,
         partitions: i32,
         rf: i16,
         assignments: &[(i32, Vec<i32>)],
@@ -2194,7 +2221,7 @@ mod tests {
     }
 
     fn shrink_or_expand(
-        img: &mut ClusterImage,
+        img: &mut MetadataImage,
         id: Uuid,
         new_isr: &[i32],
         policy: &ElectionPolicy,
@@ -2212,7 +2239,7 @@ mod tests {
         apply(img, &records);
     }
 
-    fn state(img: &ClusterImage, id: Uuid) -> (i32, Vec<i32>, Vec<i32>, Vec<i32>) {
+    fn state(img: &MetadataImage, id: Uuid) -> (i32, Vec<i32>, Vec<i32>, Vec<i32>) {
         let p = img.partition(id, 0).unwrap();
         (
             p.leader,
@@ -2223,7 +2250,7 @@ mod tests {
     }
 
     /// Registers `node_id` from a new process, then unfences it.
-    fn come_back(img: &mut ClusterImage, node_id: i32, clean: bool) {
+    fn come_back(img: &mut MetadataImage, node_id: i32, clean: bool) {
         let previous = clean.then(|| img.brokers[&node_id].epoch);
         img.metadata_offset += 1;
         let (records, reply) = register_broker(img, &restart(node_id, previous), &ELR);
@@ -2331,7 +2358,7 @@ mod tests {
     }
 
     fn elect(
-        img: &mut ClusterImage,
+        img: &mut MetadataImage,
         election: ElectionType,
         partitions: Option<&[(String, Vec<i32>)]>,
     ) -> ElectionResults {
@@ -2350,7 +2377,7 @@ mod tests {
         let mut img = cluster(3);
         let id = with_topic(&mut img, 1, 3);
         let t0 = vec![("t".to_string(), vec![0, 5])];
-        let preferred = |img: &mut ClusterImage| elect(img, ElectionType::Preferred, Some(&t0));
+        let preferred = |img: &mut MetadataImage| elect(img, ElectionType::Preferred, Some(&t0));
         assert_eq!(
             preferred(&mut img),
             vec![(
@@ -2378,7 +2405,7 @@ mod tests {
         );
 
         // Unclean: only for a leaderless partition, from any active replica.
-        let unclean = |img: &mut ClusterImage| elect(img, ElectionType::Unclean, Some(&t0));
+        let unclean = |img: &mut MetadataImage| elect(img, ElectionType::Unclean, Some(&t0));
         assert_eq!(unclean(&mut img)[0].1[0], (0, NotNeeded));
         fence_with(&mut img, 3, &ELR);
         fence_with(&mut img, 2, &ELR);
@@ -2414,7 +2441,7 @@ mod tests {
     }
 
     fn decide_op(
-        img: &ClusterImage,
+        img: &MetadataImage,
         id: Uuid,
         op: &Op,
         policy: &ElectionPolicy,

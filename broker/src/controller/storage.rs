@@ -9,7 +9,7 @@
 //! - `committed.json`: the commit index, so a restarted node re-applies its committed entries
 //!   without waiting for a leader. Not fsynced: losing it only delays the re-apply.
 //! - `purged.json`: the last log id removed by log compaction.
-//! - `snapshot.json`: the last snapshot (its meta and the [`ClusterImage`]), written
+//! - `snapshot.json`: the last snapshot (its meta and the [`MetadataImage`]), written
 //!   atomically. The state machine is rebuilt from it plus the log on start, so "last applied"
 //!   is durable as the snapshot's last log id plus the committed entries after it.
 //!
@@ -33,7 +33,7 @@ use parking_lot::Mutex;
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use tokio::sync::watch;
 
-use super::image::ClusterImage;
+use super::image::MetadataImage;
 use super::{NodeId, TypeConfig};
 
 /// Name of the metadata directory inside `log.dirs`, as Kafka's `__cluster_metadata-0`.
@@ -327,12 +327,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct StoredSnapshot {
     meta: SnapshotMeta<NodeId, Node>,
-    image: ClusterImage,
+    image: MetadataImage,
 }
 
 struct SmInner {
     dir: PathBuf,
-    image: ClusterImage,
+    image: MetadataImage,
     last_applied: Option<LogId<NodeId>>,
     membership: StoredMembership<NodeId, Node>,
     snapshot: Option<StoredSnapshot>,
@@ -340,17 +340,17 @@ struct SmInner {
     snapshot_seq: u64,
 }
 
-/// The state machine: applies committed batches to the [`ClusterImage`] and publishes every
+/// The state machine: applies committed batches to the [`MetadataImage`] and publishes every
 /// new image on a watch channel. Cheap to clone: clones share one image.
 #[derive(Clone)]
 pub struct StateMachine {
     inner: Arc<Mutex<SmInner>>,
-    image_tx: Arc<watch::Sender<Arc<ClusterImage>>>,
+    image_tx: Arc<watch::Sender<Arc<MetadataImage>>>,
 }
 
 impl StateMachine {
     /// Loads the last snapshot from `dir`; entries after it are re-applied by openraft.
-    pub fn open(dir: &Path) -> std::io::Result<(Self, watch::Receiver<Arc<ClusterImage>>)> {
+    pub fn open(dir: &Path) -> std::io::Result<(Self, watch::Receiver<Arc<MetadataImage>>)> {
         std::fs::create_dir_all(dir)?;
         let snapshot: Option<StoredSnapshot> = read_json(dir, SNAPSHOT_FILE)?;
         let (image, last_applied, membership) = match &snapshot {
@@ -359,7 +359,7 @@ impl StateMachine {
                 s.meta.last_log_id,
                 s.meta.last_membership.clone(),
             ),
-            None => (ClusterImage::default(), None, StoredMembership::default()),
+            None => (MetadataImage::default(), None, StoredMembership::default()),
         };
         let (tx, rx) = watch::channel(Arc::new(image.clone()));
         Ok((
@@ -378,7 +378,7 @@ impl StateMachine {
         ))
     }
 
-    fn publish(&self, image: &ClusterImage) {
+    fn publish(&self, image: &MetadataImage) {
         self.image_tx.send_replace(Arc::new(image.clone()));
     }
 }
@@ -467,7 +467,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         meta: &SnapshotMeta<NodeId, Node>,
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> StorageResult<()> {
-        let image: ClusterImage = serde_json::from_slice(snapshot.get_ref()).map_err(|e| {
+        let image: MetadataImage = serde_json::from_slice(snapshot.get_ref()).map_err(|e| {
             io_error(
                 ErrorSubject::Snapshot(Some(meta.signature())),
                 ErrorVerb::Read,

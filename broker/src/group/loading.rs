@@ -6,12 +6,9 @@
 use super::*;
 
 impl GroupCoordinator {
-    /// Cluster mode: this node coordinates a group only while it leads the group's offsets
-    /// partition. Single node: every group, read back at start-up.
+    /// This node coordinates a group only while it leads the group's offsets partition (a
+    /// single node leads every one).
     pub(super) fn acquire(&self, st: &mut State, group_id: &str) -> Result<(), GroupError> {
-        if !self.clustered {
-            return Ok(());
-        }
         let Some(topic) = self.replicas.topic(OFFSETS_TOPIC) else {
             return Err(GroupError::CoordinatorNotAvailable);
         };
@@ -87,13 +84,10 @@ impl GroupCoordinator {
         );
     }
 
-    /// Cluster mode: brings every offsets partition in line with this node's leadership
-    /// (loads newly led ones, drops lost ones). Run after each metadata image and before
-    /// ListGroups, so that groups are known without waiting for a client to touch them.
+    /// Brings every offsets partition in line with this node's leadership (loads newly led
+    /// ones, drops lost ones). Run after each metadata image and before ListGroups, so that
+    /// groups are known without waiting for a client to touch them.
     pub(super) fn acquire_all(&self, st: &mut State) {
-        if !self.clustered {
-            return;
-        }
         let Some(topic) = self.replicas.topic(OFFSETS_TOPIC) else {
             return;
         };

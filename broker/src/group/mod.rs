@@ -49,7 +49,6 @@ use self::classic::{
     ClassicGroup, ClassicLimits, ClassicState, JoinParams, JoinResponse, Pending, SyncResponse,
 };
 use self::consumer::{ConsumerGroup, ConsumerLimits, HeartbeatParams, HeartbeatResult};
-use self::loading::load_partition;
 use self::records::{OffsetValue, RecordKey};
 use self::store::{OffsetsStore, Record, Replayed, TxnProducer, Written, OFFSETS_TOPIC};
 use crate::cluster::replica_manager::{now_ms, ReplicaManager};
@@ -343,10 +342,9 @@ pub struct GroupCounts {
 pub struct GroupCoordinator {
     config: GroupConfig,
     replicas: Arc<ReplicaManager>,
+    /// Groups follow the leadership of their offsets partitions (a single node leads them
+    /// all).
     store: OffsetsStore,
-    /// Cluster mode (`process.roles` includes controller): groups follow the leadership of
-    /// their offsets partitions. Alone, this node coordinates every group.
-    clustered: bool,
     state: Mutex<State>,
     /// Wakes the timer task when a request sets a deadline earlier than the one it sleeps to.
     timer: Notify,
@@ -365,7 +363,8 @@ struct State {
 }
 
 impl GroupCoordinator {
-    /// Reads the config and replays `__consumer_offsets`.
+    /// Reads the config. Nothing is read back yet: each offsets partition is, when this node
+    /// is found to lead it (see `acquire_partition`).
     pub fn open(
         broker: &BrokerConfig,
         replicas: Arc<ReplicaManager>,
@@ -376,41 +375,11 @@ impl GroupCoordinator {
             config.offsets_partitions,
             config.offsets_replication_factor,
         );
-        let mut groups: HashMap<String, GroupEntry> = HashMap::new();
-        let consumer_session =
-            std::time::Duration::from_millis(config.consumer.session_timeout_ms as u64);
-        // In a cluster nothing is led yet: each partition is read back when this node becomes
-        // its leader (see `acquire_partition`).
-        let clustered = crate::controller::ControllerConfig::from_broker_config(broker)
-            .ok()
-            .flatten()
-            .is_some();
-        let mut n = 0;
-        if !clustered {
-            let partitions = replicas.topic(OFFSETS_TOPIC).map_or(0, |t| t.partitions);
-            for index in 0..partitions {
-                let (loaded, records) = load_partition(&store, index, consumer_session)
-                    .map_err(GroupOpenError::Replay)?;
-                groups.extend(loaded);
-                n += records;
-            }
-        }
-        if n > 0 {
-            tracing::info!(
-                records = n,
-                groups = groups.len(),
-                "replayed __consumer_offsets"
-            );
-        }
         Ok(GroupCoordinator {
             config,
             replicas,
             store,
-            clustered,
-            state: Mutex::new(State {
-                groups,
-                ..State::default()
-            }),
+            state: Mutex::new(State::default()),
             timer: Notify::new(),
         })
     }
@@ -427,9 +396,16 @@ impl GroupCoordinator {
 
     /// Creates `__consumer_offsets` if needed (FindCoordinator does, as Kafka does).
     pub async fn ensure_offsets_topic(&self) -> Result<(), GroupError> {
-        match self.replicas.controller() {
-            Some(controller) => self.store.ensure_topic_in_cluster(controller).await,
-            None => self.store.ensure_topic(),
+        self.store.ensure_topic().await
+    }
+
+    /// Before a request that may write a group's records: creates `__consumer_offsets` if it
+    /// does not exist yet, as FindCoordinator does, for clients that did not ask
+    /// FindCoordinator first. A failure is left to the write, which answers
+    /// COORDINATOR_NOT_AVAILABLE.
+    pub async fn prepare_write(&self) {
+        if self.replicas.topic(OFFSETS_TOPIC).is_none() {
+            let _ = self.ensure_offsets_topic().await;
         }
     }
 

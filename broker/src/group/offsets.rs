@@ -28,6 +28,7 @@ impl GroupCoordinator {
         partitions: Vec<CommitPartition>,
         txn: Option<TxnProducer>,
     ) -> Vec<i16> {
+        self.prepare_write().await;
         let (codes, written) = self.commit_offsets_now(group_id, who, partitions, txn);
         match self.wait_committed(written).await {
             Ok(()) => codes,
@@ -245,6 +246,7 @@ impl GroupCoordinator {
         group_id: &str,
         partitions: &[(String, i32)],
     ) -> Result<Vec<i16>, GroupError> {
+        self.prepare_write().await;
         let (codes, written) = self.delete_offsets_now(group_id, partitions)?;
         self.wait_committed(written).await?;
         Ok(codes)

@@ -21,8 +21,8 @@ use kafka_protocol::ResponseError;
 use super::records::{decode_key, partition_for, RecordKey};
 use super::GroupError;
 use crate::cluster::partition::{Partition, PartitionError};
-use crate::cluster::replica_manager::{now_ms, ReplicaError, ReplicaManager};
-use crate::controller::{Controller, ControllerError};
+use crate::cluster::replica_manager::{now_ms, ReplicaManager};
+use crate::controller::ControllerError;
 use crate::log::batch::RecordBatch;
 use crate::log::batch_builder::{BatchBuilder, SimpleRecord};
 use crate::log::control::parse_end_txn_marker;
@@ -122,40 +122,34 @@ impl OffsetsStore {
         configs
     }
 
-    /// Creates the topic unless it exists. Single node: created here, at once. Cluster: only
-    /// [`Self::ensure_topic_in_cluster`] creates it; this reports whether it exists.
-    pub fn ensure_topic(&self) -> Result<(), GroupError> {
-        if self.replicas.topic(OFFSETS_TOPIC).is_some() {
-            return Ok(());
-        }
-        if self.replicas.controller().is_some() {
-            return Err(GroupError::CoordinatorNotAvailable);
-        }
-        match self.replicas.create_topic(
-            OFFSETS_TOPIC,
-            self.configured_partitions,
-            1,
-            self.topic_configs(),
-            false,
-        ) {
-            Ok(_) | Err(ReplicaError::TopicExists(_)) => Ok(()),
-            Err(e) => Err(GroupError::Storage(e.to_string())),
+    /// Whether the topic exists; appends need it ([`Self::ensure_topic`] creates it).
+    fn require_topic(&self) -> Result<(), GroupError> {
+        match self.replicas.topic(OFFSETS_TOPIC) {
+            Some(_) => Ok(()),
+            None => Err(GroupError::CoordinatorNotAvailable),
         }
     }
 
-    /// Cluster mode: creates the topic through the controller with
-    /// `offsets.topic.replication.factor` replicas, and waits until this node's image has it.
-    /// While fewer brokers are alive than the replication factor the controller refuses, and
-    /// the caller answers COORDINATOR_NOT_AVAILABLE, as Kafka does.
-    pub async fn ensure_topic_in_cluster(&self, controller: &Controller) -> Result<(), GroupError> {
+    /// Creates the topic through the controller unless it exists, with
+    /// `offsets.topic.replication.factor` replicas (one on a single node, which has no other
+    /// broker to place them on), and waits until this node's image has it. While fewer
+    /// brokers are alive than the replication factor the controller refuses, and the caller
+    /// answers COORDINATOR_NOT_AVAILABLE, as Kafka does.
+    pub async fn ensure_topic(&self) -> Result<(), GroupError> {
         if self.replicas.topic(OFFSETS_TOPIC).is_some() {
             return Ok(());
         }
+        let controller = self.replicas.controller();
+        let replication_factor = if controller.is_single_voter() {
+            1
+        } else {
+            self.replication_factor
+        };
         match controller
             .create_topic(
                 OFFSETS_TOPIC,
                 self.configured_partitions,
-                self.replication_factor,
+                replication_factor,
                 self.topic_configs(),
             )
             .await
@@ -208,7 +202,7 @@ impl OffsetsStore {
         if records.is_empty() {
             return Ok(None);
         }
-        self.ensure_topic()?;
+        self.require_topic()?;
         let index = self.partition_for(group);
         let part = self
             .replicas

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::*;
 use crate::config::BrokerConfig;
 
-fn open(dir: &std::path::Path) -> (Arc<ReplicaManager>, GroupCoordinator) {
+async fn open(dir: &std::path::Path) -> (Arc<ReplicaManager>, GroupCoordinator) {
     let config = BrokerConfig::load(
         None,
         &[
@@ -17,9 +17,24 @@ fn open(dir: &std::path::Path) -> (Arc<ReplicaManager>, GroupCoordinator) {
         ],
     )
     .unwrap();
-    let replicas = Arc::new(ReplicaManager::open(Arc::new(config.clone())).unwrap());
+    let endpoint = ("127.0.0.1".to_string(), 9092);
+    let replicas = Arc::new(
+        ReplicaManager::start(Arc::new(config.clone()), endpoint, None)
+            .await
+            .unwrap(),
+    );
+    let faults = Arc::new(crate::fault::FaultEngine::new(config.node_id));
+    replicas.follow_metadata(faults, watch::channel(false).1, |_, _| {});
     let groups = GroupCoordinator::open(&config, replicas.clone()).unwrap();
+    // The API handlers do this before a group's first write (`prepare_write`).
+    groups.ensure_offsets_topic().await.unwrap();
     (replicas, groups)
+}
+
+/// Stops the node's quorum and closes its logs, so the directory can be opened again.
+async fn close(replicas: &ReplicaManager) {
+    replicas.controller().shutdown().await;
+    replicas.shutdown().unwrap();
 }
 
 fn admin() -> Committer {
@@ -46,9 +61,10 @@ fn commit(topic: &str, partition: i32, offset: i64) -> CommitPartition {
 async fn offsets_survive_reopen_and_deletes_stick() {
     let dir = tempfile::tempdir().unwrap();
     {
-        let (replicas, groups) = open(dir.path());
+        let (replicas, groups) = open(dir.path()).await;
         replicas
             .create_topic("t", 2, 1, Default::default(), false)
+            .await
             .unwrap();
         let codes = groups
             .commit_offsets("g1", &admin(), vec![commit("t", 0, 5), commit("t", 1, 7)])
@@ -71,9 +87,9 @@ async fn offsets_survive_reopen_and_deletes_stick() {
             groups.delete_group("g2").await,
             Err(GroupError::GroupIdNotFound)
         );
-        replicas.shutdown().unwrap();
+        close(&replicas).await;
     }
-    let (_replicas, groups) = open(dir.path());
+    let (_replicas, groups) = open(dir.path()).await;
     let got = groups.fetch_offsets("g1", None, None, false).unwrap();
     assert_eq!(got.len(), 1);
     let (topic, parts) = &got[0];
@@ -99,9 +115,10 @@ async fn offsets_survive_reopen_and_deletes_stick() {
 #[tokio::test]
 async fn commits_are_checked_against_the_generation() {
     let dir = tempfile::tempdir().unwrap();
-    let (replicas, groups) = open(dir.path());
+    let (replicas, groups) = open(dir.path()).await;
     replicas
         .create_topic("t", 1, 1, Default::default(), false)
+        .await
         .unwrap();
     let who = Committer {
         member_id: "m".into(),
@@ -145,7 +162,7 @@ async fn classic_group_members_are_restored_from_the_group_record() {
     let dir = tempfile::tempdir().unwrap();
     let member;
     {
-        let (replicas, groups) = open(dir.path());
+        let (replicas, groups) = open(dir.path()).await;
         let params = JoinParams {
             member_id: String::new(),
             group_instance_id: None,
@@ -186,11 +203,11 @@ async fn classic_group_members_are_restored_from_the_group_record() {
         };
         assert_eq!(rx.await.unwrap().assignment, Bytes::from_static(b"a"));
         member = j.member_id;
-        replicas.shutdown().unwrap();
+        close(&replicas).await;
     }
     // The member comes back in its generation, as in Kafka: it keeps heartbeating and
     // committing without a rebalance.
-    let (replicas, groups) = open(dir.path());
+    let (replicas, groups) = open(dir.path()).await;
     let d = groups.describe("cg").unwrap().unwrap();
     assert_eq!(d.state, "Stable");
     assert_eq!(d.protocol_type, "consumer");
@@ -205,6 +222,7 @@ async fn classic_group_members_are_restored_from_the_group_record() {
     );
     replicas
         .create_topic("t", 1, 1, Default::default(), false)
+        .await
         .unwrap();
     let who = Committer {
         member_id: member.clone(),
@@ -276,9 +294,10 @@ fn group_config_keys_are_kafkas_and_checked() {
 async fn offsets_of_empty_groups_expire_with_tombstones() {
     let dir = tempfile::tempdir().unwrap();
     {
-        let (replicas, groups) = open(dir.path());
+        let (replicas, groups) = open(dir.path()).await;
         replicas
             .create_topic("t", 1, 1, Default::default(), false)
+            .await
             .unwrap();
         groups
             .commit_offsets("old", &admin(), vec![commit("t", 0, 3)])
@@ -305,10 +324,10 @@ async fn offsets_of_empty_groups_expire_with_tombstones() {
                 .len(),
             1
         );
-        replicas.shutdown().unwrap();
+        close(&replicas).await;
     }
     // The expiry was written as tombstones: it holds after a restart.
-    let (_r, groups) = open(dir.path());
+    let (_r, groups) = open(dir.path()).await;
     assert!(groups
         .fetch_offsets("old", None, None, false)
         .unwrap()
@@ -343,9 +362,10 @@ async fn consumer_group_members_are_restored_from_their_records() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b, epoch, assigned_a);
     {
-        let (replicas, groups) = open(dir.path());
+        let (replicas, groups) = open(dir.path()).await;
         replicas
             .create_topic("t", 4, 1, Default::default(), false)
+            .await
             .unwrap();
         let mut epochs: HashMap<String, i32> = HashMap::new();
         let r = groups
@@ -391,9 +411,9 @@ async fn consumer_group_members_are_restored_from_their_records() {
             .consumer_heartbeat("g", join_848(&b, -1, None))
             .unwrap();
         assert_eq!(r.member_epoch, -1);
-        replicas.shutdown().unwrap();
+        close(&replicas).await;
     }
-    let (_replicas, groups) = open(dir.path());
+    let (_replicas, groups) = open(dir.path()).await;
     let d = groups.describe_consumer_group("g").unwrap();
     let ids: Vec<&str> = d
         .members
@@ -498,9 +518,10 @@ fn fetched_partitions(
 #[tokio::test]
 async fn txn_offsets_are_pending_until_their_marker() {
     let dir = tempfile::tempdir().unwrap();
-    let (replicas, groups) = open(dir.path());
+    let (replicas, groups) = open(dir.path()).await;
     replicas
         .create_topic("t", 3, 1, Default::default(), false)
+        .await
         .unwrap();
     let who = txn_committer();
     let p7 = producer(7, 0);
@@ -574,9 +595,10 @@ async fn txn_offsets_are_pending_until_their_marker() {
 #[tokio::test]
 async fn txn_offset_commit_checks_the_group_and_the_producer_epoch() {
     let dir = tempfile::tempdir().unwrap();
-    let (replicas, groups) = open(dir.path());
+    let (replicas, groups) = open(dir.path()).await;
     replicas
         .create_topic("t", 3, 1, Default::default(), false)
+        .await
         .unwrap();
     // A missing group with a generation: ILLEGAL_GENERATION at every version (OffsetCommit
     // v9 would say GROUP_ID_NOT_FOUND).
@@ -628,9 +650,10 @@ async fn txn_offsets_are_replayed_with_their_markers() {
         producer(4, 0),
     );
     {
-        let (replicas, groups) = open(dir.path());
+        let (replicas, groups) = open(dir.path()).await;
         replicas
             .create_topic("t", 3, 1, Default::default(), false)
+            .await
             .unwrap();
         let who = txn_committer();
         groups
@@ -659,11 +682,11 @@ async fn txn_offsets_are_replayed_with_their_markers() {
                 Err(ResponseError::UnstableOffsetCommit.code())
             ]
         );
-        replicas.shutdown().unwrap();
+        close(&replicas).await;
     }
     // Committed applies, aborted is gone, the open transaction is pending again, and the
     // plain commit written after producer 4's record still wins over it.
-    let (replicas, groups) = open(dir.path());
+    let (replicas, groups) = open(dir.path()).await;
     assert_eq!(
         fetched(&groups, "g", false),
         vec![Ok(Some(9)), Ok(None), Ok(None)]
@@ -688,9 +711,10 @@ async fn deletes_drop_pending_txn_offsets() {
     let dir = tempfile::tempdir().unwrap();
     let (p5, p6) = (producer(5, 0), producer(6, 0));
     {
-        let (replicas, groups) = open(dir.path());
+        let (replicas, groups) = open(dir.path()).await;
         replicas
             .create_topic("t", 3, 1, Default::default(), false)
+            .await
             .unwrap();
         let who = txn_committer();
         // OffsetDelete of a partition with only a pending offset writes its tombstone: the
@@ -719,9 +743,9 @@ async fn deletes_drop_pending_txn_offsets() {
             fetched(&groups, "h", true),
             vec![Ok(None), Ok(None), Ok(None)]
         );
-        replicas.shutdown().unwrap();
+        close(&replicas).await;
     }
-    let (_r, groups) = open(dir.path());
+    let (_r, groups) = open(dir.path()).await;
     assert_eq!(
         fetched(&groups, "g", true),
         vec![Ok(None), Ok(None), Ok(None)]
@@ -741,9 +765,10 @@ async fn deletes_drop_pending_txn_offsets() {
 #[tokio::test]
 async fn txn_offset_commit_of_a_consumer_group_member_checks_its_epoch() {
     let dir = tempfile::tempdir().unwrap();
-    let (replicas, groups) = open(dir.path());
+    let (replicas, groups) = open(dir.path()).await;
     replicas
         .create_topic("t", 1, 1, Default::default(), false)
+        .await
         .unwrap();
     let r = groups
         .consumer_heartbeat("g", join_848("", 0, Some(vec!["t".into()])))

@@ -75,7 +75,7 @@ impl GroupCoordinator {
     /// back from the log first, marker included.
     pub fn complete_txn_offsets(&self, offsets_partition: i32, producer_id: i64, commit: bool) {
         let mut st = self.state.lock();
-        if self.clustered && self.acquire_partition(&mut st, offsets_partition).is_err() {
+        if self.acquire_partition(&mut st, offsets_partition).is_err() {
             return;
         }
         let partitions = self.store.partitions();

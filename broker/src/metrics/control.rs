@@ -17,10 +17,12 @@ pub(super) fn encode_controller(
     broker: &Broker,
     enc: &mut DescriptorEncoder,
 ) -> Result<(), fmt::Error> {
-    let Some(c) = broker.replicas.controller() else {
-        // A single node is its own controller: Kafka's one-node combined mode shows 1.
+    let c = broker.replicas.controller();
+    if c.is_single_voter() {
+        // A single node is its own controller: Kafka's one-node combined mode shows 1. Its
+        // one-voter quorum is not shown, as no quorum.
         return active_controller(enc, 1);
-    };
+    }
     active_controller(enc, i64::from(c.is_active()))?;
     let q = c.local_quorum_state();
     family(

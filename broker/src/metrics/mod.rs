@@ -435,9 +435,10 @@ fn encode_partitions(broker: &Broker, enc: &mut DescriptorEncoder) -> Result<(),
 
 /// Leaderless partitions in the committed image, on the active controller only (as Kafka).
 fn offline_partitions(broker: &Broker) -> i64 {
-    let Some(c) = broker.replicas.controller().filter(|c| c.is_active()) else {
+    let c = broker.replicas.controller();
+    if !c.is_active() {
         return 0;
-    };
+    }
     let image = c.image().borrow().clone();
     image
         .topics
@@ -467,10 +468,7 @@ fn encode_events(broker: &Broker, enc: &mut DescriptorEncoder) -> Result<(), fmt
         "Follower truncations to a leader's diverging epoch (no Kafka metric; Kafka logs them).",
         stats.follower_truncations.get(),
     )?;
-    let elections = broker
-        .replicas
-        .controller()
-        .map_or(0, |c| c.leader_elections());
+    let elections = broker.replicas.controller().leader_elections();
     counter(
         enc,
         "brook_leader_elections",

@@ -16,7 +16,7 @@ use bytes::Bytes;
 
 use super::TxnError;
 use crate::cluster::partition::{Partition, PartitionError};
-use crate::cluster::replica_manager::{now_ms, ReplicaError, ReplicaManager};
+use crate::cluster::replica_manager::{now_ms, ReplicaManager};
 use crate::controller::ControllerError;
 use crate::log::batch::RecordBatch;
 use crate::log::batch_builder::{BatchBuilder, SimpleRecord};
@@ -80,7 +80,8 @@ impl TransactionLog {
         crate::group::records::partition_for(transactional_id, self.partitions())
     }
 
-    /// Kafka's `TransactionStateManager.transactionTopicConfigs`.
+    /// Kafka's `TransactionStateManager.transactionTopicConfigs`; `min.insync.replicas` only
+    /// where there are replicas to count.
     fn topic_configs(&self, clustered: bool) -> BTreeMap<String, String> {
         let mut c = BTreeMap::new();
         c.insert("cleanup.policy".to_string(), "compact".to_string());
@@ -98,31 +99,23 @@ impl TransactionLog {
         c
     }
 
-    /// Creates the topic unless it exists (FindCoordinator does this, as in Kafka). While a
-    /// cluster has fewer live brokers than the replication factor creation fails, and the
-    /// caller answers COORDINATOR_NOT_AVAILABLE.
+    /// Creates the topic unless it exists (FindCoordinator does this, as in Kafka), with
+    /// `transaction.state.log.replication.factor` replicas (one on a single node, which has no
+    /// other broker to place them on). While a cluster has fewer live brokers than the
+    /// replication factor creation fails, and the caller answers COORDINATOR_NOT_AVAILABLE.
     pub async fn ensure_topic(&self) -> Result<(), TxnError> {
         if self.replicas.topic(TRANSACTION_STATE_TOPIC).is_some() {
             return Ok(());
         }
-        let Some(controller) = self.replicas.controller() else {
-            return match self.replicas.create_topic(
-                TRANSACTION_STATE_TOPIC,
-                self.configured_partitions,
-                1,
-                self.topic_configs(false),
-                false,
-            ) {
-                Ok(_) | Err(ReplicaError::TopicExists(_)) => Ok(()),
-                Err(e) => Err(TxnError::Storage(e.to_string())),
-            };
-        };
+        let controller = self.replicas.controller();
+        let single = controller.is_single_voter();
+        let replication_factor = if single { 1 } else { self.replication_factor };
         match controller
             .create_topic(
                 TRANSACTION_STATE_TOPIC,
                 self.configured_partitions,
-                self.replication_factor,
-                self.topic_configs(true),
+                replication_factor,
+                self.topic_configs(!single),
             )
             .await
         {

@@ -288,9 +288,6 @@ pub struct TransactionCoordinator {
     replicas: Arc<ReplicaManager>,
     log: TransactionLog,
     markers: TransactionMarkerChannelManager,
-    node_id: i32,
-    /// This node's advertised listener, where markers for its own partitions go.
-    self_addr: String,
     state: Mutex<State>,
     /// Connections for produce verification with other nodes' coordinators.
     pub verifier: verify::TxnVerifier,
@@ -302,7 +299,6 @@ impl TransactionCoordinator {
     pub fn new(
         broker: &BrokerConfig,
         replicas: Arc<ReplicaManager>,
-        self_addr: String,
         faults: Arc<FaultEngine>,
     ) -> Result<Self, ConfigError> {
         let config = TxnConfig::from_broker(broker)?;
@@ -315,8 +311,6 @@ impl TransactionCoordinator {
         );
         Ok(TransactionCoordinator {
             markers: TransactionMarkerChannelManager::new(broker.node_id),
-            node_id: broker.node_id,
-            self_addr,
             config,
             replicas,
             log,
@@ -1010,15 +1004,7 @@ impl TransactionCoordinator {
 
     /// Where the marker of `topic`-`partition` goes: its leader's advertised listener.
     fn destination(&self, topic: &str, partition: i32) -> Destination {
-        let Some(controller) = self.replicas.controller() else {
-            return match self.replicas.topic(topic) {
-                Some(t) if (0..t.partitions).contains(&partition) => {
-                    Destination::At(self.node_id, self.self_addr.clone())
-                }
-                _ => Destination::Gone,
-            };
-        };
-        let image = controller.image().borrow().clone();
+        let image = self.replicas.controller().image().borrow().clone();
         let Some(p) = image
             .topic_by_name(topic)
             .and_then(|t| t.partitions.iter().find(|p| p.index == partition))

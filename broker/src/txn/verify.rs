@@ -195,7 +195,7 @@ async fn ask_coordinator(
         .replicas
         .partition(TRANSACTION_STATE_TOPIC, index)
         .is_some_and(|p| p.is_leader());
-    if local || broker.replicas.controller().is_none() {
+    if local {
         let partitions: BTreeSet<(String, i32)> = [tp.clone()].into_iter().collect();
         if add {
             return broker
@@ -219,10 +219,7 @@ async fn ask_coordinator(
     }
     let not_available = ResponseError::CoordinatorNotAvailable.code();
     let (node, addr) = {
-        let Some(controller) = broker.replicas.controller() else {
-            return Err(not_available);
-        };
-        let image = controller.image().borrow().clone();
+        let image = broker.replicas.controller().image().borrow().clone();
         let leader = image
             .topic_by_name(TRANSACTION_STATE_TOPIC)
             .and_then(|t| t.partitions.iter().find(|p| p.index == index))

@@ -45,7 +45,6 @@ pub async fn handle_describe_cluster(
     // broker (the same rule Metadata follows).
     let controller = broker.replicas.controller();
     let image = controller.image().borrow().clone();
-    let live = image.live_brokers();
     let brokers = image
         .brokers
         .values()
@@ -57,11 +56,8 @@ pub async fn handle_describe_cluster(
                 .with_port(b.port as i32)
         })
         .collect();
-    let controller_id = controller
-        .active_controller_id()
-        .filter(|id| live.contains(id))
-        .or_else(|| live.first().copied())
-        .unwrap_or(broker.node_id());
+    let controller_id =
+        image.controller_id_for_clients(controller.active_controller_id(), broker.node_id());
     DescribeClusterResponse::default()
         .with_endpoint_type(1)
         .with_cluster_id(sb(broker.replicas.cluster_id()))

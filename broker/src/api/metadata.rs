@@ -187,11 +187,8 @@ async fn metadata(broker: &Broker, ctx: &RequestContext, req: MetadataRequest) -
         })
         .collect();
     // controller_id must be a live broker in this answer (KAFKA-FACTS §5).
-    let controller_id = controller
-        .active_controller_id()
-        .filter(|id| live.contains(id))
-        .or_else(|| live.first().copied())
-        .unwrap_or(broker.node_id());
+    let controller_id =
+        image.controller_id_for_clients(controller.active_controller_id(), broker.node_id());
     MetadataResponse::default()
         .with_brokers(brokers)
         .with_cluster_id(Some(sb(broker.replicas.cluster_id())))

@@ -915,18 +915,7 @@ fn legacy_import_records(legacy: &LegacyMetadataFile, node_id: i32) -> Vec<Metad
             name: t.name.clone(),
             id: t.id,
             partitions: (0..t.partitions)
-                .map(|index| PartitionRegistration {
-                    index,
-                    replicas: vec![node_id],
-                    isr: vec![node_id],
-                    leader: node_id,
-                    leader_epoch: 0,
-                    partition_epoch: 0,
-                    elr: Vec::new(),
-                    last_known_elr: Vec::new(),
-                    adding_replicas: Vec::new(),
-                    removing_replicas: Vec::new(),
-                })
+                .map(|index| PartitionRegistration::new(index, vec![node_id]))
                 .collect(),
             configs: t.configs.clone(),
         })

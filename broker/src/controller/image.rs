@@ -81,6 +81,24 @@ pub struct PartitionRegistration {
 }
 
 impl PartitionRegistration {
+    /// A new partition on `replicas`: the first leads, all are in the ISR, epochs start at 0.
+    pub fn new(index: i32, replicas: Vec<i32>) -> Self {
+        PartitionRegistration {
+            index,
+            leader: replicas[0],
+            isr: replicas.clone(),
+            replicas,
+            leader_epoch: 0,
+            partition_epoch: 0,
+            elr: Vec::new(),
+            last_known_elr: Vec::new(),
+            adding_replicas: Vec::new(),
+            removing_replicas: Vec::new(),
+        }
+    }
+}
+
+impl PartitionRegistration {
     /// Whether a reassignment is under way (Kafka's
     /// `PartitionReassignmentReplicas.isReassignmentInProgress`).
     pub fn is_reassigning(&self) -> bool {
@@ -227,6 +245,17 @@ impl MetadataImage {
         self.brokers
             .get(&node_id)
             .is_some_and(|b| !b.fenced && !b.in_controlled_shutdown)
+    }
+
+    /// The controller id an answer to clients names (Metadata, DescribeCluster): the active
+    /// controller when it is a live broker, else the first live broker, else `fallback`, so
+    /// that clients always get a broker they can reach (KAFKA-FACTS §5).
+    pub fn controller_id_for_clients(&self, active: Option<i32>, fallback: i32) -> i32 {
+        let live = self.live_brokers();
+        active
+            .filter(|id| live.contains(id))
+            .or_else(|| live.first().copied())
+            .unwrap_or(fallback)
     }
 
     /// Registered, unfenced brokers in id order.
@@ -435,18 +464,7 @@ mod tests {
     use super::*;
 
     fn part(index: i32, replicas: &[i32]) -> PartitionRegistration {
-        PartitionRegistration {
-            index,
-            replicas: replicas.to_vec(),
-            isr: replicas.to_vec(),
-            leader: replicas[0],
-            leader_epoch: 0,
-            partition_epoch: 0,
-            elr: Vec::new(),
-            last_known_elr: Vec::new(),
-            adding_replicas: Vec::new(),
-            removing_replicas: Vec::new(),
-        }
+        PartitionRegistration::new(index, replicas.to_vec())
     }
 
     #[test]

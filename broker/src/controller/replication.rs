@@ -1103,18 +1103,7 @@ pub fn assign_replicas(
         .map(|index| {
             let base = start + index as usize;
             let replicas: Vec<i32> = (0..rf).map(|j| live[(base + j) % n]).collect();
-            PartitionRegistration {
-                index,
-                leader: replicas[0],
-                isr: replicas.clone(),
-                replicas,
-                leader_epoch: 0,
-                partition_epoch: 0,
-                elr: Vec::new(),
-                last_known_elr: Vec::new(),
-                adding_replicas: Vec::new(),
-                removing_replicas: Vec::new(),
-            }
+            PartitionRegistration::new(index, replicas)
         })
         .collect())
 }

@@ -12,7 +12,8 @@
 //!   where the producer logged that it bumped each earlier copy's epoch for a reason of its
 //!   own: messages timed out, or "skipped sequence numbers" after a request failed with an
 //!   error Kafka 4.4 answers during a failover (NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER;
-//!   [`FAILOVER_ERRORS`]). The client sent the record again: librdkafka drains, bumps its epoch
+//!   [`FAILOVER_ERRORS`]) or that messages it timed out itself without a bump left (it bumps
+//!   for a timeout only on a partition with a leader). The client sent the record again: librdkafka drains, bumps its epoch
 //!   and renumbers what it still holds, on every partition, from sequence 0 (KIP-360),
 //!   including batches a broker wrote whose answer it had not yet got, and no broker can
 //!   match those to the first copies (Kafka's `ProducerStateManager` takes sequence 0 under a
@@ -468,17 +469,33 @@ pub const FAILOVER_ERRORS: [&str; 3] = [
 /// (process, producer id, epoch) of an epoch bump.
 type BumpKey<'a> = (&'a str, i64, i16);
 
+/// One sequence gap librdkafka bumped an epoch for (its `ERRSEQ` line): a request for
+/// `partition` came back OUT_OF_ORDER_SEQUENCE_NUMBER while `skipped` earlier sequence numbers
+/// of the epoch had no answer, and the partition's last failed request was `cause`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct SequenceGap<'a> {
+    partition: i32,
+    skipped: u64,
+    cause: &'a str,
+    at_ms: u64,
+}
+
 /// Who wrote what, for telling a client's re-send from a broker duplicate: the final log's
-/// producer runs, each producer process's epoch bumps (from librdkafka's `DRAIN` lines) and
-/// what caused its sequence gaps (`ERRSEQ` lines), and which process sent each value.
+/// producer runs, each producer process's epoch bumps (from librdkafka's `DRAIN` lines), the
+/// sequence gaps it bumped for (`ERRSEQ` lines), the messages it timed out, and which process
+/// sent each value.
 struct Writers<'a> {
     /// Per partition, (first offset, last offset, producer id, epoch), by first offset.
     runs: BTreeMap<i32, Vec<(i64, i64, i64, i16)>>,
     /// (process, producer id, epoch bumped from) -> the reason the producer logged.
     bumps: HashMap<BumpKey<'a>, &'a str>,
-    /// (process, producer id, epoch) -> the errors of the failed requests that left the
-    /// sequence gaps librdkafka bumped that epoch for.
-    gap_causes: HashMap<BumpKey<'a>, Vec<&'a str>>,
+    /// (process, producer id, epoch) -> when the producer started using that epoch; an epoch
+    /// without a logged start (the first) started with the run.
+    epoch_starts: HashMap<BumpKey<'a>, u64>,
+    /// (process, producer id, epoch) -> the sequence gaps librdkafka bumped that epoch for.
+    gaps: HashMap<BumpKey<'a>, Vec<SequenceGap<'a>>>,
+    /// (process, partition) -> when each of its sends was reported timed out, ascending.
+    timeouts: HashMap<(&'a str, i32), Vec<u64>>,
     /// Value -> the process that sent it.
     sender: HashMap<&'a str, &'a str>,
 }
@@ -486,69 +503,123 @@ struct Writers<'a> {
 /// One partition's view of [`Writers`].
 struct PartitionWriters<'w, 'a> {
     runs: &'w [(i64, i64, i64, i16)],
-    bumps: &'w HashMap<BumpKey<'a>, &'a str>,
-    gap_causes: &'w HashMap<BumpKey<'a>, Vec<&'a str>>,
-    sender: &'w HashMap<&'a str, &'a str>,
+    writers: &'w Writers<'a>,
 }
 
 impl<'a> Writers<'a> {
     fn of(ops: &'a [Op], sends: &BTreeMap<i32, Vec<SendView<'a>>>) -> Writers<'a> {
-        let mut runs: BTreeMap<i32, Vec<(i64, i64, i64, i16)>> = BTreeMap::new();
-        let mut bumps = HashMap::new();
-        let mut gap_causes: HashMap<BumpKey<'a>, Vec<&'a str>> = HashMap::new();
+        let mut writers = Writers {
+            runs: BTreeMap::new(),
+            bumps: HashMap::new(),
+            epoch_starts: HashMap::new(),
+            gaps: HashMap::new(),
+            timeouts: HashMap::new(),
+            sender: sends
+                .values()
+                .flatten()
+                .map(|s| (s.value, s.process))
+                .collect(),
+        };
         for op in ops {
-            match op {
-                Op::ProducerRun {
-                    partition,
-                    first_offset,
-                    last_offset,
-                    producer_id,
-                    producer_epoch,
-                } => runs.entry(*partition).or_default().push((
-                    *first_offset,
-                    *last_offset,
-                    *producer_id,
-                    *producer_epoch,
-                )),
-                Op::ClientError { process, error, .. } => {
-                    if let Some((id, epoch, reason)) = parse_epoch_bump(error) {
-                        bumps.insert((process.as_str(), id, epoch), reason);
-                    }
-                    if let Some((id, epoch, cause)) = parse_sequence_gap(error) {
-                        gap_causes
-                            .entry((process.as_str(), id, epoch))
-                            .or_default()
-                            .push(cause);
-                    }
-                }
-                _ => {}
-            }
+            writers.add(op);
         }
-        for r in runs.values_mut() {
+        for r in writers.runs.values_mut() {
             r.sort_unstable();
         }
-        let sender = sends
-            .values()
-            .flatten()
-            .map(|s| (s.value, s.process))
-            .collect();
-        Writers {
-            runs,
-            bumps,
-            gap_causes,
-            sender,
+        for t in writers.timeouts.values_mut() {
+            t.sort_unstable();
+        }
+        writers
+    }
+
+    fn add(&mut self, op: &'a Op) {
+        match op {
+            Op::ProducerRun {
+                partition,
+                first_offset,
+                last_offset,
+                producer_id,
+                producer_epoch,
+            } => self.runs.entry(*partition).or_default().push((
+                *first_offset,
+                *last_offset,
+                *producer_id,
+                *producer_epoch,
+            )),
+            Op::ClientError {
+                process,
+                error,
+                at_ms,
+            } => {
+                let process = process.as_str();
+                if let Some((id, epoch, reason)) = parse_epoch_bump(error) {
+                    self.bumps.insert((process, id, epoch), reason);
+                }
+                if let Some((id, epoch)) = parse_epoch_start(error) {
+                    self.epoch_starts.insert((process, id, epoch), *at_ms);
+                }
+                if let Some((id, epoch, gap)) = parse_sequence_gap(error, *at_ms) {
+                    self.gaps.entry((process, id, epoch)).or_default().push(gap);
+                }
+            }
+            Op::Send {
+                process,
+                partition,
+                completed_ms,
+                outcome: Outcome::Unknown { error },
+                ..
+            } if error.contains(MESSAGE_TIMED_OUT) => self
+                .timeouts
+                .entry((process.as_str(), *partition))
+                .or_default()
+                .push(*completed_ms),
+            _ => {}
         }
     }
 
     fn partition<'w>(&'w self, p: i32) -> PartitionWriters<'w, 'a> {
         PartitionWriters {
             runs: self.runs.get(&p).map_or(&[], |r| r.as_slice()),
-            bumps: &self.bumps,
-            gap_causes: &self.gap_causes,
-            sender: &self.sender,
+            writers: self,
+        }
+    }
+
+    /// How many of `process`'s sends to `partition` were reported timed out between
+    /// `from_ms` and `to_ms`.
+    fn timed_out(&self, process: &str, partition: i32, from_ms: u64, to_ms: u64) -> usize {
+        let Some(at) = self.timeouts.get(&(process, partition)) else {
+            return 0;
+        };
+        at.partition_point(|t| *t <= to_ms) - at.partition_point(|t| *t < from_ms)
+    }
+
+    /// Why librdkafka skipped the sequence numbers of `gap` under the epoch of `key`, and
+    /// whether that is its own doing (`Ok`) or an answer it got (`Err`):
+    /// - the messages it timed out under that epoch on that partition cover the gap
+    ///   (librdkafka bumps the epoch for a message timeout only when it scans a partition
+    ///   that has a leader; one timed out while its partition had none leaves a gap that the
+    ///   next request's OUT_OF_ORDER_SEQUENCE_NUMBER reveals, with a stale "previous failed
+    ///   request" in the line);
+    /// - or the failed request was a failover answer ([`FAILOVER_ERRORS`]).
+    fn gap_cause(&self, key: &BumpKey<'_>, gap: &SequenceGap<'_>) -> Result<String, String> {
+        let from_ms = self.epoch_starts.get(key).copied().unwrap_or(0);
+        let timed_out = self.timed_out(key.0, gap.partition, from_ms, gap.at_ms);
+        if timed_out as u64 >= gap.skipped {
+            return Ok(format!(
+                "{timed_out} message(s) of partition {} timed out without a bump",
+                gap.partition
+            ));
+        }
+        if FAILOVER_ERRORS.contains(&gap.cause) {
+            Ok(gap.cause.to_string())
+        } else {
+            Err(gap.cause.to_string())
         }
     }
 }
+
+/// librdkafka's delivery error for a message it gave up on after `message.timeout.ms`.
+const MESSAGE_TIMED_OUT: &str = "MessageTimedOut";
 
 impl PartitionWriters<'_, '_> {
     /// The producer id and epoch of the batch holding `offset`.
@@ -574,53 +645,85 @@ impl PartitionWriters<'_, '_> {
         if !one_id || !rising {
             return Err(described);
         }
-        let process = self.sender.get(value).copied().unwrap_or_default();
+        let process = self.writers.sender.get(value).copied().unwrap_or_default();
         let mut reasons = Vec::new();
         for (id, epoch) in &writers[..writers.len() - 1] {
             let key = (process, *id, *epoch);
-            let Some(reason) = self.bumps.get(&key) else {
+            let Some(reason) = self.writers.bumps.get(&key) else {
                 return Err(format!("{described}; no bump of epoch {epoch} logged"));
             };
-            let reason = match self.gap_causes.get(&key) {
-                Some(causes) if reason.contains("skipped sequence numbers") => {
-                    format!("{reason} after {}", causes.join(", "))
-                }
-                _ => reason.to_string(),
-            };
-            if !self.clients_own_bump(&key, &reason) {
-                return Err(format!("{described}; epoch {epoch} bumped: {reason}"));
+            match self.clients_own_bump(&key, reason) {
+                Ok(reason) => reasons.push(reason),
+                Err(reason) => return Err(format!("{described}; epoch {epoch} bumped: {reason}")),
             }
-            reasons.push(reason);
         }
         Ok(format!("{described}; bumped: {}", reasons.join("; ")))
     }
 
     /// Whether the bump of `key` (logged for `reason`) is one librdkafka makes against Kafka
-    /// 4.4 too: for timed-out messages, or for sequence gaps that failover answers left.
-    fn clients_own_bump(&self, key: &BumpKey<'_>, reason: &str) -> bool {
+    /// 4.4 too (`Ok`, with the reason spelled out): for timed-out messages, or for sequence
+    /// gaps that timed-out messages or failover answers left. A gap whose only logged cause is
+    /// the OUT_OF_ORDER_SEQUENCE_NUMBER of another gap has no known root, and does not count.
+    fn clients_own_bump(&self, key: &BumpKey<'_>, reason: &str) -> Result<String, String> {
         if reason.contains("timed out") {
-            return true;
+            return Ok(reason.to_string());
         }
         if !reason.contains("skipped sequence numbers") {
-            return false;
+            return Err(reason.to_string());
         }
-        let causes = self.gap_causes.get(key).map_or(&[][..], |c| c.as_slice());
-        causes.iter().any(|c| *c != "OUT_OF_ORDER_SEQUENCE_NUMBER")
-            && causes.iter().all(|c| FAILOVER_ERRORS.contains(c))
+        let gaps = self.writers.gaps.get(key).map_or(&[][..], |g| g.as_slice());
+        let causes: Vec<Result<String, String>> = gaps
+            .iter()
+            .map(|gap| self.writers.gap_cause(key, gap))
+            .collect();
+        let named: Vec<&str> = causes
+            .iter()
+            .map(|c| match c {
+                Ok(c) | Err(c) => c.as_str(),
+            })
+            .collect();
+        let spelled = format!("{reason} after {}", named.join(", "));
+        let rooted = named.iter().any(|c| *c != "OUT_OF_ORDER_SEQUENCE_NUMBER");
+        if rooted && causes.iter().all(|c| c.is_ok()) {
+            Ok(spelled)
+        } else {
+            Err(spelled)
+        }
     }
 }
 
-/// (producer id, epoch, error) of librdkafka's line for a request that failed on a sequence
-/// gap another request's failure left: `... failed due to skipped sequence numbers
-/// (PID{Id:7,Epoch:0}, base seq 5 > next seq 3) caused by previous failed request (ERROR,
-/// actions ...`.
-fn parse_sequence_gap(line: &str) -> Option<(i64, i16, &str)> {
-    let (_, rest) = line.split_once("failed due to skipped sequence numbers (PID{Id:")?;
+/// (producer id, epoch, gap) of librdkafka's line for a request that failed on a sequence
+/// gap: `... ProduceRequest for TOPIC [P] with N message(s) failed due to skipped sequence
+/// numbers (PID{Id:7,Epoch:0}, base seq 5 > next seq 3) caused by previous failed request
+/// (ERROR, actions ...`.
+fn parse_sequence_gap(line: &str, at_ms: u64) -> Option<(i64, i16, SequenceGap<'_>)> {
+    let (head, rest) =
+        line.split_once(" message(s) failed due to skipped sequence numbers (PID{Id:")?;
+    let (_, partition) = head.rsplit_once(" with ")?.0.rsplit_once('[')?;
+    let partition = partition.strip_suffix(']')?.parse().ok()?;
     let (id, rest) = rest.split_once(",Epoch:")?;
-    let (epoch, rest) = rest.split_once('}')?;
+    let (epoch, rest) = rest.split_once("}, base seq ")?;
+    let (base, rest) = rest.split_once(" > next seq ")?;
+    let (next, rest) = rest.split_once(')')?;
     let (_, rest) = rest.split_once("caused by previous failed request (")?;
-    let (error, _) = rest.split_once(',')?;
-    Some((id.parse().ok()?, epoch.parse().ok()?, error.trim()))
+    let (cause, _) = rest.split_once(',')?;
+    let skipped = base.parse::<u64>().ok()?.checked_sub(next.parse().ok()?)?;
+    let gap = SequenceGap {
+        partition,
+        skipped,
+        cause: cause.trim(),
+        at_ms,
+    };
+    Some((id.parse().ok()?, epoch.parse().ok()?, gap))
+}
+
+/// (producer id, epoch) of librdkafka's line for the end of an epoch bump: `... All
+/// partitions drained, bumped epoch to PID{Id:7,Epoch:1}`.
+fn parse_epoch_start(line: &str) -> Option<(i64, i16)> {
+    let (_, rest) = line.split_once("bumped epoch to PID{Id:")?;
+    let (id, rest) = rest.split_once(",Epoch:")?;
+    let (epoch, _) = rest.split_once('}')?;
+    Some((id.parse().ok()?, epoch.parse().ok()?))
 }
 
 /// (producer id, epoch, reason) of librdkafka's line for the start of an epoch bump:
@@ -1042,6 +1145,85 @@ mod tests {
         assert_eq!(found(&chained_only), vec![(Anomaly::Duplicate, 1)]);
         let uncaused = duplicate_with_writers(Some("skipped sequence numbers"), 1);
         assert_eq!(found(&uncaused), vec![(Anomaly::Duplicate, 1)]);
+    }
+
+    /// A send of `p0` to partition 1 that librdkafka reported timed out at `at_ms`.
+    fn timed_out_send(seq: u64, at_ms: u64) -> Op {
+        Op::Send {
+            process: "p0".into(),
+            seq,
+            partition: 1,
+            value: format!("p0-{seq}"),
+            invoked_ms: 0,
+            completed_ms: at_ms,
+            outcome: Outcome::Unknown {
+                error: "Message production error: MessageTimedOut (Local: Message timed out)"
+                    .into(),
+            },
+        }
+    }
+
+    #[test]
+    fn a_bump_for_a_gap_that_the_clients_own_timeouts_left_is_a_client_resend() {
+        // Three messages of partition 1 timed out under epoch 0 without a bump (their
+        // partition had no leader), so the next request's base sequence is three past the
+        // next expected one; the "previous failed request" in the line is stale.
+        let gap = || sequence_gap_line("_TRANSPORT");
+        let mut ops = duplicate_with_writers(Some("skipped sequence numbers"), 1);
+        ops.extend([
+            timed_out_send(10, 1),
+            timed_out_send(11, 2),
+            timed_out_send(12, 3),
+        ]);
+        ops.push(gap());
+        assert_eq!(found(&ops), vec![(Anomaly::DuplicateAfterEpochBump, 1)]);
+        let example = &check(&ops)[&0].anomalies[&Anomaly::DuplicateAfterEpochBump].examples[0];
+        assert!(
+            example.contains("3 message(s) of partition 1 timed out"),
+            "{example}"
+        );
+
+        // Fewer timeouts than skipped numbers: the gap is unexplained, and stays a duplicate
+        // naming the logged cause.
+        let mut short = duplicate_with_writers(Some("skipped sequence numbers"), 1);
+        short.extend([timed_out_send(10, 1), timed_out_send(11, 2)]);
+        short.push(gap());
+        assert_eq!(found(&short), vec![(Anomaly::Duplicate, 1)]);
+        let example = &check(&short)[&0].anomalies[&Anomaly::Duplicate].examples[0];
+        assert!(example.contains("_TRANSPORT"), "{example}");
+
+        // Timeouts before the epoch started, or on another partition, do not count.
+        let mut earlier = duplicate_with_writers(Some("skipped sequence numbers"), 1);
+        earlier.extend([
+            timed_out_send(10, 1),
+            timed_out_send(11, 2),
+            timed_out_send(12, 3),
+        ]);
+        earlier.push(Op::ClientError {
+            process: "p0".into(),
+            at_ms: 3,
+            error: "librdkafka DRAIN: [thrd:b/1]: All partitions drained, bumped epoch to PID{Id:7,Epoch:0}".into(),
+        });
+        earlier.push(gap());
+        assert_eq!(found(&earlier), vec![(Anomaly::Duplicate, 1)]);
+    }
+
+    #[test]
+    fn librdkafkas_sequence_gap_and_epoch_start_lines_are_parsed() {
+        let Op::ClientError { error, .. } = sequence_gap_line("NOT_ENOUGH_REPLICAS") else {
+            unreachable!()
+        };
+        let gap = SequenceGap {
+            partition: 1,
+            skipped: 3,
+            cause: "NOT_ENOUGH_REPLICAS",
+            at_ms: 9,
+        };
+        assert_eq!(parse_sequence_gap(&error, 9), Some((7, 0, gap)));
+        assert_eq!(
+            parse_epoch_start("librdkafka DRAIN: [thrd:b/1]: All partitions drained, bumped epoch to PID{Id:0,Epoch:11}"),
+            Some((0, 11))
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 FROM rust:1-bookworm AS build
 WORKDIR /src
 COPY . .
-RUN cargo build --release --locked -p brook
+RUN cargo build --release --locked --bin brook
 
 FROM debian:bookworm-slim
 COPY --from=build /src/target/release/brook /usr/local/bin/brook

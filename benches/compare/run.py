@@ -2,7 +2,7 @@
 """Brook next to Apache Kafka 4.4.0: the same workloads, the same client tools, alternating.
 
     scripts/kafka-reference fetch
-    cargo build --release -p brook
+    cargo build --release --bin brook
     python3 benches/compare/run.py                      # full: 1,000,000 records, 4 alternations
     python3 benches/compare/run.py --records 200000 --reps 2   # reduced
     python3 benches/compare/run.py --records 200000 --reps 3 --txn-only   # W7, W8, W9 alone
@@ -599,7 +599,7 @@ def main():
     if not os.path.exists(os.path.join(LIB, "kafka-tools-4.4.0.jar")):
         sys.exit(f"no Kafka jars in {LIB}: run scripts/kafka-reference fetch")
     if not os.access(a.brook_bin, os.X_OK):
-        sys.exit(f"no brook binary at {a.brook_bin}: run cargo build --release -p brook")
+        sys.exit(f"no brook binary at {a.brook_bin}: run cargo build --release --bin brook")
     os.makedirs(WORK, exist_ok=True)
     systems = [Brook(a.brook_bin), Kafka()]
     if a.only:

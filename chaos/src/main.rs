@@ -167,7 +167,7 @@ fn main() -> ExitCode {
             let bin = brook_bin(&args);
             if !bin.exists() {
                 eprintln!(
-                    "brook chaos: no broker binary at {} (cargo build --release -p brook, or --brook-bin)",
+                    "brook chaos: no broker binary at {} (cargo build --release --bin brook, or --brook-bin)",
                     bin.display()
                 );
                 return ExitCode::from(2);

@@ -75,7 +75,7 @@ impl BrookProcess {
         let bin = brook_bin();
         assert!(
             bin.exists(),
-            "broker binary {} does not exist: build it (cargo build -p brook) or set BROOK_BIN",
+            "broker binary {} does not exist: build it (cargo build --bin brook) or set BROOK_BIN",
             bin.display()
         );
         let log = OpenOptions::new()

@@ -1,4 +1,4 @@
-//! `brook::wait`, the helper for tests that drive Brook, against a real 3-node cluster: it
+//! `brook_tools::wait`, the helper for tests that drive Brook, against a real 3-node cluster: it
 //! sees the ISR shrink when a follower dies and come back when it returns, the high
 //! watermark reach what librdkafka had acknowledged, and a librdkafka consumer group become
 //! Stable on its coordinator; a condition that never holds ends in a timeout naming it.
@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use brook::wait::{Views, WaitError};
 use brook_protocol_tests::{rd, unique_topic, Cluster};
+use brook_tools::wait::{Views, WaitError};
 use rdkafka::consumer::Consumer;
 use rdkafka::producer::BaseRecord;
 

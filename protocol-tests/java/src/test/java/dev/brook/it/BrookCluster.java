@@ -944,7 +944,7 @@ public final class BrookCluster implements AutoCloseable {
         bin = bin.toAbsolutePath().normalize();
         if (!Files.isExecutable(bin)) {
             throw new IllegalStateException("Brook binary not found or not executable: " + bin
-                + " (build it with `cargo build -p brook`, or set -Dbrook.bin / BROOK_BIN)");
+                + " (build it with `cargo build --bin brook`, or set -Dbrook.bin / BROOK_BIN)");
         }
         return bin;
     }

@@ -96,7 +96,7 @@ async fn merged_events(
     headers: axum::http::HeaderMap,
     uri: Uri,
 ) -> Response {
-    match crate::admin::since_param(uri.query(), &headers) {
+    match brook::admin::since_param(uri.query(), &headers) {
         Ok(since) => axum::response::sse::Sse::new(sup.events.stream(since))
             .keep_alive(axum::response::sse::KeepAlive::default())
             .into_response(),
@@ -141,7 +141,7 @@ async fn node_faults(
 pub(super) fn router(sup: Arc<Supervisor>) -> Router {
     let faults = get(node_faults).post(node_faults).delete(node_faults);
     Router::new()
-        .route("/", get(crate::admin::live_page))
+        .route("/", get(brook::admin::live_page))
         .route("/nodes", get(list_nodes))
         .route("/nodes/{id}/kill", post(kill_node))
         .route("/nodes/{id}/restart", post(restart_node))

@@ -54,7 +54,7 @@ enum Command {
     },
     /// Runs a local cluster: one `brook serve` child process per node, under a supervisor
     /// that can kill and restart them (see `brook node`).
-    Cluster(brook::supervisor::ClusterArgs),
+    Cluster(brook_tools::supervisor::ClusterArgs),
     /// Lists, kills, restarts or starts the nodes of a `brook cluster`, through its
     /// supervisor's HTTP API.
     Node {
@@ -199,7 +199,7 @@ fn main() -> ExitCode {
             path,
             transaction_log_decoder,
         } => dump_log(&path, transaction_log_decoder),
-        Command::Cluster(args) => brook::supervisor::run(args),
+        Command::Cluster(args) => brook_tools::supervisor::run(args),
         Command::Node { command } => node(command),
         Command::Chaos { args } => chaos(args),
     }
@@ -501,7 +501,7 @@ fn chaos(args: Vec<String>) -> ExitCode {
 
 fn dump_log(path: &std::path::Path, transaction_log_decoder: bool) -> ExitCode {
     let mut out = std::io::stdout().lock();
-    let files = match brook::dump_log::segment_files(path) {
+    let files = match brook_tools::dump_log::segment_files(path) {
         Ok(f) => f,
         Err(e) => {
             eprintln!("brook: {}: {e}", path.display());
@@ -509,7 +509,7 @@ fn dump_log(path: &std::path::Path, transaction_log_decoder: bool) -> ExitCode {
         }
     };
     for f in files {
-        if let Err(e) = brook::dump_log::dump_file(&f, transaction_log_decoder, &mut out) {
+        if let Err(e) = brook_tools::dump_log::dump_file(&f, transaction_log_decoder, &mut out) {
             if e.kind() == std::io::ErrorKind::BrokenPipe {
                 return ExitCode::SUCCESS;
             }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use serde_json::{json, Map, Value};
 
-use crate::events::EventLog;
+use brook::events::EventLog;
 
 /// How long one node may take to answer a forwarded view or fault request.
 pub const NODE_CALL_TIMEOUT: Duration = Duration::from_secs(5);

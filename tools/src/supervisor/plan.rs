@@ -363,7 +363,7 @@ mod tests {
         for p in plan(&args(&[])).unwrap() {
             let file = dir.join(format!("node-{}.properties", p.id));
             let text = std::fs::read_to_string(&file).unwrap();
-            let mut from_file = crate::config::parse_properties(&text).unwrap();
+            let mut from_file = brook::config::parse_properties(&text).unwrap();
             from_file.sort();
             let ports = p.generated.unwrap();
             let mut generated = generated_properties(p.id, ports, &p.voters, &p.log_dirs);

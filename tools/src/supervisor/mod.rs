@@ -63,9 +63,9 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::config::BrokerConfig;
-use crate::events::EventLog;
 use crate::supervisor_views::NodeTarget;
+use brook::config::BrokerConfig;
+use brook::events::EventLog;
 
 mod http;
 mod plan;
@@ -680,7 +680,7 @@ async fn supervise(args: ClusterArgs) -> ExitCode {
     follow_events(&sup);
     let (stop_tx, mut stop_rx) = watch::channel(false);
     tokio::spawn(async move {
-        crate::server::wait_for_shutdown_signal().await;
+        brook::server::wait_for_shutdown_signal().await;
         tracing::info!("signal received; stopping the cluster");
         let _ = stop_tx.send(true);
     });

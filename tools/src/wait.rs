@@ -7,10 +7,10 @@
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! let views = brook::wait::Views::new("127.0.0.1:9644");
+//! let views = brook_tools::wait::Views::new("127.0.0.1:9644");
 //! let p = views.wait_for_isr_size("orders", 0, 3, Duration::from_secs(30))?;
 //! assert_eq!(p["isr"].as_array().map(Vec::len), Some(3));
-//! # Ok::<(), brook::wait::WaitError>(())
+//! # Ok::<(), brook_tools::wait::WaitError>(())
 //! ```
 //!
 //! A view that cannot be read yet (the node restarting, a topic not created yet: 404) counts

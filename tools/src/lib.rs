@@ -1,0 +1,16 @@
+//! The operator tools: what drives Brook nodes from outside, never what a node runs.
+//!
+//! - [`supervisor`]: `brook cluster`, N `brook serve` child processes under one supervisor;
+//! - [`supervisor_views`]: the supervisor's cluster-wide state views and event stream;
+//! - [`dump_log`]: `brook dump-log`, reading segment and index files offline;
+//! - [`wait`]: waits on a node's state views, for tests that drive Brook.
+//!
+//! The rule this crate enforces (docs/ARCHITECTURE.md, "Crate graph"): it depends on the
+//! broker crate and the broker never on it. The tools reach a running node only through its
+//! listeners (client, admin HTTP) or its files when it is stopped.
+#![forbid(unsafe_code)]
+
+pub mod dump_log;
+pub mod supervisor;
+pub mod supervisor_views;
+pub mod wait;

@@ -22,6 +22,14 @@ Broker CPU is utime+stime from /proc/<pid>/stat of every broker process (for Bro
 the supervisor and its `brook serve` children), read before and after each tool run.
 Prints a table of medians and Brook/Kafka ratios; --json FILE keeps every sample.
 Python 3 standard library only; the client tools are Kafka's own (kafka-tools 4.4.0).
+
+--suite rdkafka runs librdkafka's side instead, with the project's load generator
+(`cargo build --release -p brook-protocol-tests --bin rdkafka_load`), which batches as
+librdkafka's own performance tool does and is not the bottleneck at these rates: on one node
+and on three (RF=3, min.insync.replicas=2), acks=all with idempotence, records of 100 B and
+1 KiB into topics of 1 and 12 partitions, from --rd-producers producers: peak throughput and
+broker CPU per GiB, then the delivery latency at half the peak rate (p50/p99/p99.9); and the
+throughput of one consumer reading the 1 KiB, 12-partition topic back.
 """
 import argparse
 import json
@@ -42,6 +50,7 @@ WORK = os.path.join(ROOT, "target", "compare")
 CLK = os.sysconf("SC_CLK_TCK")
 TOOL_JVM = ["-Xmx512M", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"]
 BROOK_PORT, KAFKA_PORT = 29092, 19092
+RD_LOAD = os.environ.get("RDKAFKA_LOAD", os.path.join(ROOT, "target", "release", "rdkafka_load"))
 
 
 def log(*a):
@@ -453,6 +462,95 @@ def transactions(sysm, rep, a, r):
     r["w9"] = commit_latency(sysm, t9, 3, a.commit_txns, 20, 10, 1024)
 
 
+def rd_load(args, timeout=1800):
+    p = subprocess.run([RD_LOAD] + [str(x) for x in args], capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0:
+        raise RuntimeError(f"rdkafka_load failed ({p.returncode}):\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def rd_produce(sysm, topic, n, size, producers, rate=0):
+    pids = sysm.cpu_pids()
+    c0 = cpu_seconds(pids)
+    out = rd_load(["produce", "--bootstrap", sysm.bootstrap, "--topic", topic, "--records", n,
+                   "--record-size", size, "--producers", producers, "--acks", "all", "--rate", rate])
+    cpu = cpu_seconds(pids) - c0
+    if out["failed"]:
+        raise RuntimeError(f"{out['failed']} deliveries failed on {topic}")
+    lat = out["latency_ms"]
+    return {"records_s": out["records_per_s"], "mib_s": out["mib_per_s"], "p50_ms": lat["p50"],
+            "p99_ms": lat["p99"], "p999_ms": lat["p999"], "cpu_s": cpu,
+            "cpu_s_per_gib": cpu / (out["bytes"] / 2**30)}
+
+
+def rd_consume(sysm, topic, n):
+    pids = sysm.cpu_pids()
+    c0 = cpu_seconds(pids)
+    out = rd_load(["consume", "--bootstrap", sysm.bootstrap, "--topic", topic, "--records", n])
+    cpu = cpu_seconds(pids) - c0
+    return {"mib_s": out["mib_per_s"], "records_s": out["records_per_s"], "cpu_s": cpu,
+            "cpu_s_per_gib": cpu / (out["bytes"] / 2**30)}
+
+
+RD_CASES = [(nodes, size, parts) for nodes in (1, 3) for size in (100, 1024) for parts in (1, 12)]
+
+
+def rd_key(nodes, size, parts):
+    return f"rd-n{nodes}-{size}b-p{parts}"
+
+
+def rd_round(sysm, rep, a):
+    r = {}
+    for nodes in (1, 3):
+        data = os.path.join(WORK, f"{sysm.name}-rd{nodes}")
+        log(sysm.name, rep, f"start {nodes} node(s)")
+        sysm.start(nodes, data)
+        try:
+            for n, size, parts in RD_CASES:
+                if n != nodes:
+                    continue
+                key = rd_key(nodes, size, parts)
+                t = f"{key}-{rep}"
+                create_topic(sysm.bootstrap, t, nodes, ["min.insync.replicas=2"] if nodes == 3 else [],
+                             partitions=parts)
+                records = a.rd_records if size == 1024 else a.rd_records * 10
+                log(sysm.name, rep, key, "peak", records, "records")
+                peak = rd_produce(sysm, t, records, size, a.rd_producers)
+                half = max(1, int(peak["records_s"] / 2))
+                log(sysm.name, rep, key, "latency at", half, "records/s")
+                at_half = rd_produce(sysm, t, min(records, half * a.rd_latency_secs), size, a.rd_producers, half)
+                r[key] = {"peak": peak, "half": at_half}
+                if size == 1024 and parts == 12:
+                    log(sysm.name, rep, key, "consume")
+                    r[key]["consume"] = rd_consume(sysm, t, records)
+        finally:
+            sysm.stop()
+            shutil.rmtree(data, ignore_errors=True)
+    log(sysm.name, rep, "done", json.dumps(r))
+    return r
+
+
+def rd_rows():
+    rows = []
+    for nodes, size, parts in RD_CASES:
+        k = rd_key(nodes, size, parts)
+        name = f"{'RF=1, 1 node' if nodes == 1 else 'RF=3, 3 nodes'}, {size} B, {parts} partition(s)"
+        unit, get = ("MiB/s", lambda r, k=k: r[k]["peak"]["mib_s"]) if size == 1024 else \
+            ("rec/s", lambda r, k=k: r[k]["peak"]["records_s"])
+        rows += [
+            (f"{name}: peak", get, unit, "high"),
+            (f"{name}: broker CPU per GiB", lambda r, k=k: r[k]["peak"]["cpu_s_per_gib"], "s/GiB", "low"),
+            (f"{name}: latency p50 at half the peak", lambda r, k=k: r[k]["half"]["p50_ms"], "ms", "low"),
+            (f"{name}: latency p99 at half the peak", lambda r, k=k: r[k]["half"]["p99_ms"], "ms", "low"),
+            (f"{name}: latency p99.9 at half the peak", lambda r, k=k: r[k]["half"]["p999_ms"], "ms", "low"),
+        ]
+        if size == 1024 and parts == 12:
+            rows += [(f"{name}: consume", lambda r, k=k: r[k]["consume"]["mib_s"], "MiB/s", "high"),
+                     (f"{name}: consume broker CPU per GiB", lambda r, k=k: r[k]["consume"]["cpu_s_per_gib"],
+                      "s/GiB", "low")]
+    return rows
+
+
 # ---------------------------------------------------------------- one alternation
 
 def one_round(sysm, rep, a):
@@ -551,9 +649,9 @@ def fmt(x):
     return f"{x:.3g}"
 
 
-def table(results):
+def table(results, rows=None):
     out = ["| figure | unit | Brook | Kafka | Brook/Kafka |", "|---|---|---:|---:|---:|"]
-    for label, get, unit, _ in ROWS:
+    for label, get, unit, _ in rows or ROWS:
         vals = {}
         for s in ("brook", "kafka"):
             xs = []
@@ -583,6 +681,12 @@ def main():
     ap.add_argument("--idle-wait", type=float, default=3, help="seconds after start-up before idle RSS (default 3)")
     ap.add_argument("--brook-bin", default=os.path.join(ROOT, "target", "release", "brook"))
     ap.add_argument("--only", choices=["brook", "kafka"], help="run one system only")
+    ap.add_argument("--suite", choices=["java", "rdkafka"], default="java",
+                    help="Kafka's Java tools (W1-W9, default) or librdkafka through rdkafka_load")
+    ap.add_argument("--rd-records", type=int, default=1_000_000,
+                    help="rdkafka suite: 1 KiB records per peak run; 100 B runs send ten times as many")
+    ap.add_argument("--rd-producers", type=int, default=1, help="rdkafka suite: producer processes' threads")
+    ap.add_argument("--rd-latency-secs", type=int, default=10, help="rdkafka suite: length of a half-peak run")
     ap.add_argument("--json", help="write every sample here (after each round)")
     ap.add_argument("--report", metavar="JSON", help="only print the table of a --json file (e.g. of a cut-short run)")
     a = ap.parse_args()
@@ -592,7 +696,7 @@ def main():
         res = d["results"]
         print(f"records={d['args']['records']} small_records={d['args']['small_records']} "
               f"rounds: brook {len(res['brook'])}, kafka {len(res['kafka'])}")
-        print(table(res))
+        print(table(res, rd_rows() if d["args"].get("suite") == "rdkafka" else None))
         return
     if a.small_records is None:
         a.small_records = a.records
@@ -600,6 +704,8 @@ def main():
         sys.exit(f"no Kafka jars in {LIB}: run scripts/kafka-reference fetch")
     if not os.access(a.brook_bin, os.X_OK):
         sys.exit(f"no brook binary at {a.brook_bin}: run cargo build --release --bin brook")
+    if a.suite == "rdkafka" and not os.access(RD_LOAD, os.X_OK):
+        sys.exit(f"no load generator at {RD_LOAD}: run cargo build --release -p brook-protocol-tests --bin rdkafka_load")
     os.makedirs(WORK, exist_ok=True)
     systems = [Brook(a.brook_bin), Kafka()]
     if a.only:
@@ -608,13 +714,13 @@ def main():
     t0 = time.monotonic()
     for rep in range(a.reps):
         for s in systems:
-            results[s.name].append(one_round(s, rep, a))
+            results[s.name].append(rd_round(s, rep, a) if a.suite == "rdkafka" else one_round(s, rep, a))
             if a.json:
                 with open(a.json, "w") as f:
                     json.dump({"args": vars(a), "results": results}, f, indent=1)
     print(f"records={a.records} small_records={a.small_records} reps={a.reps} "
           f"e2e={a.e2e_rate}/s for {a.e2e_seconds}s; wall time {time.monotonic() - t0:.0f} s")
-    print(table(results))
+    print(table(results, rd_rows() if a.suite == "rdkafka" else None))
 
 
 if __name__ == "__main__":

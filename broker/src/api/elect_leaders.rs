@@ -1,5 +1,5 @@
 //! ElectLeaders (Kafka's `kafka-leader-election`, Admin `electLeaders`): preferred and unclean
-//! elections, decided by the active controller (`replication::elect_leaders`, Kafka's
+//! elections, decided by the active controller (`replication_control::elect_leaders`, Kafka's
 //! `ReplicationControlManager.electLeaders`). A single node is the only replica of each of its
 //! partitions, so every election there is already done (ELECTION_NOT_NEEDED).
 

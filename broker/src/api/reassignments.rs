@@ -1,7 +1,7 @@
 //! AlterPartitionReassignments and ListPartitionReassignments (Kafka's
 //! `kafka-reassign-partitions`, Admin `alterPartitionReassignments` and
 //! `listPartitionReassignments`). In a cluster the active controller decides
-//! (`replication::alter_partition_reassignments`, Kafka's
+//! (`replication_control::alter_partition_reassignments`, Kafka's
 //! `ReplicationControlManager.alterPartitionReassignments`) and the brokers move the replicas
 //! as they apply the image (`ReplicaManager::apply_image`). A single node answers as a Kafka
 //! cluster of one broker would: its partitions already sit on the only broker, so a target
@@ -108,7 +108,7 @@ async fn wait_until_visible(
 }
 
 fn topic_response(
-    (name, parts): crate::controller::replication::TopicReassignmentResults,
+    (name, parts): crate::controller::request::TopicReassignmentResults,
 ) -> ReassignableTopicResponse {
     ReassignableTopicResponse::default()
         .with_name(sb(name).into())

@@ -4,7 +4,8 @@
 //! the metadata log: entries are [`MetadataBatch`]es of [`MetadataRecord`]s, applied on every
 //! node to a [`MetadataImage`] that is published on a watch channel ([`Controller::image`]).
 //! The Raft leader is the **active controller**: it alone decides metadata changes
-//! ([`replication`]), fences brokers that stop heartbeating, and elects partition leaders.
+//! ([`request::decide`] and the control managers it hands each request to), fences brokers
+//! that stop heartbeating, and elects partition leaders.
 //!
 //! Writes: every write method may be called on any node. A node that is not active forwards
 //! the request to the active controller over the controller listener and returns its answer;
@@ -20,11 +21,18 @@
 //! the commit index and snapshots. Broker liveness (last heartbeat times) is not: a newly
 //! active controller gives every unfenced broker a full session timeout, as Kafka does.
 
+pub mod cluster_control;
+pub mod configuration_control;
 pub mod error;
+#[cfg(test)]
+mod fixtures;
 pub mod image;
 mod network;
+mod partition_change;
+pub mod producer_id_control;
 pub mod quorum;
-pub mod replication;
+pub mod replication_control;
+pub mod request;
 mod storage;
 
 use std::collections::{BTreeMap, HashMap};
@@ -49,9 +57,10 @@ pub use image::{
     TopicImage, NO_LEADER,
 };
 pub use quorum::QuorumDescription;
-pub use replication::{
-    list_partition_reassignments, AlterPartitionRequest, ControllerReply, ControllerRequest,
-    ElectionOutcome, ElectionType, ReassignmentResults,
+pub use replication_control::list_partition_reassignments;
+pub use request::{
+    AlterPartitionRequest, ControllerReply, ControllerRequest, ElectionOutcome, ElectionType,
+    ReassignmentResults,
 };
 pub use storage::METADATA_DIR;
 
@@ -83,7 +92,7 @@ pub const LOGS_KEPT_AFTER_SNAPSHOT: u64 = 200;
 pub const SNAPSHOT_CHUNK_BYTES: u64 = 1 << 20;
 
 /// Entries per AppendEntries request; bounds the request body with the entry size bound
-/// (`replication::MAX_PARTITIONS_PER_REQUEST`).
+/// (`replication_control::MAX_PARTITIONS_PER_REQUEST`).
 pub const MAX_ENTRIES_PER_APPEND: u64 = 64;
 
 /// Attempts of one write against changing active controllers before giving up (each waits
@@ -683,9 +692,9 @@ impl Controller {
     /// whether the reassignment (or its cancellation, for `None`) was accepted.
     pub async fn alter_partition_reassignments(
         &self,
-        topics: replication::ReassignmentTargets,
+        topics: request::ReassignmentTargets,
         allow_replication_factor_change: bool,
-    ) -> Result<replication::ReassignmentResults, ControllerError> {
+    ) -> Result<request::ReassignmentResults, ControllerError> {
         let req = ControllerRequest::AlterPartitionReassignments {
             topics,
             allow_replication_factor_change,
@@ -728,9 +737,9 @@ impl Controller {
     /// was done.
     pub async fn elect_leaders(
         &self,
-        election: replication::ElectionType,
+        election: request::ElectionType,
         partitions: Option<Vec<(String, Vec<i32>)>>,
-    ) -> Result<replication::ElectionResults, ControllerError> {
+    ) -> Result<request::ElectionResults, ControllerError> {
         let req = ControllerRequest::ElectLeaders {
             election,
             partitions,
@@ -886,8 +895,8 @@ fn unexpected(reply: ControllerReply) -> ControllerError {
 impl Inner {
     /// What the decisions depend on besides the image. ELR is on: Kafka 4.4 formats new
     /// clusters with `eligible.leader.replicas.version` 1.
-    fn policy(&self) -> replication::ElectionPolicy {
-        replication::ElectionPolicy {
+    fn policy(&self) -> configuration_control::ElectionPolicy {
+        configuration_control::ElectionPolicy {
             default_unclean: self.config.unclean_leader_election_enable,
             default_min_isr: self.config.min_insync_replicas,
             elr_enabled: true,
@@ -1031,7 +1040,7 @@ impl Inner {
             RaftError::Fatal(f) => internal(f),
         })?;
         let image = self.image_rx.borrow().clone();
-        let (records, reply) = replication::decide(&image, req, &self.policy())?;
+        let (records, reply) = request::decide(&image, req, &self.policy())?;
         let elections = leader_changes(&image, &records);
         if !records.is_empty() {
             self.raft
@@ -1233,7 +1242,7 @@ async fn liveness_task(inner: Arc<Inner>) {
                 }
                 now >= next
             };
-            if due && replication::has_imbalanced_partitions(&image) {
+            if due && replication_control::has_imbalanced_partitions(&image) {
                 tracing::info!("electing preferred leaders");
                 if let Err(e) = inner
                     .handle_locally(ControllerRequest::ElectPreferredLeaders)

@@ -44,7 +44,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::error::ControllerError;
 use super::quorum::{self, FollowerClocks, QuorumDescription};
-use super::replication::{ControllerReply, ControllerRequest};
+use super::request::{ControllerReply, ControllerRequest};
 use super::storage::LogStore;
 use super::{Inner, NodeId, TypeConfig};
 use crate::cluster::replica_manager::now_ms;

@@ -1,0 +1,44 @@
+//! What the controller's decisions read from configuration and features rather than from
+//! the partition itself, as one [`ElectionPolicy`]: Kafka's `ConfigurationControlManager`
+//! (`min.insync.replicas` and `unclean.leader.election.enable`, a topic override before the
+//! broker's value) and `FeatureControlManager` (`eligible.leader.replicas.version`).
+
+use super::image::{PartitionRegistration, TopicImage};
+
+/// Topic config key that enables unclean leader election.
+pub const UNCLEAN_KEY: &str = "unclean.leader.election.enable";
+
+/// What the decisions depend on besides the image: the controller's configuration and
+/// finalized features (Kafka's `ConfigurationControlManager` and `FeatureControlManager`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ElectionPolicy {
+    /// Broker-level `unclean.leader.election.enable`; a topic override wins.
+    pub default_unclean: bool,
+    /// Broker-level `min.insync.replicas`; a topic override wins.
+    pub default_min_isr: i32,
+    /// Eligible leader replicas (KIP-966, `eligible.leader.replicas.version` 1).
+    pub elr_enabled: bool,
+}
+
+impl ElectionPolicy {
+    /// Whether unclean election is enabled for a topic.
+    pub(super) fn unclean_for(&self, t: &TopicImage) -> bool {
+        t.configs
+            .get(UNCLEAN_KEY)
+            .map(|v| v == "true")
+            .unwrap_or(self.default_unclean)
+    }
+
+    /// Kafka's `getTopicEffectiveMinIsr`: the topic's `min.insync.replicas`, at most its
+    /// replication factor.
+    pub(super) fn effective_min_isr(&self, t: &TopicImage, p: &PartitionRegistration) -> usize {
+        let configured = t
+            .configs
+            .get("min.insync.replicas")
+            .and_then(|v| v.parse::<i32>().ok())
+            .unwrap_or(self.default_min_isr);
+        usize::try_from(configured)
+            .unwrap_or(0)
+            .min(p.replicas.len())
+    }
+}

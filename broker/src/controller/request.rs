@@ -1,0 +1,391 @@
+//! The writes the active controller decides ([`ControllerRequest`]), its answers
+//! ([`ControllerReply`]), and [`decide`], which hands each request to the control manager that
+//! owns it, as Kafka's `QuorumController` hands them to its `ReplicationControlManager`,
+//! `ClusterControlManager`, `ConfigurationControlManager` and `ProducerIdControlManager`.
+//!
+//! Every decision is a pure function of the committed [`MetadataImage`]: it validates a
+//! request against the image and returns the records that carry it out, plus the reply.
+//! Nothing here or in the control managers touches the network, the disk or a clock, so the
+//! rules are unit- and property-tested directly; `Controller` serialises calls (one at a time,
+//! on an image that includes every committed record) and proposes the records through Raft.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::cluster_control::{heartbeat, register_broker, shut_down_heartbeat, Registration};
+use super::configuration_control::ElectionPolicy;
+use super::error::ControllerError;
+use super::image::{MetadataImage, MetadataRecord, PartitionRegistration};
+use super::producer_id_control::PRODUCER_ID_BLOCK_SIZE;
+use super::replication_control::{
+    alter_partition, alter_partition_reassignments, create_partitions, create_topic, elect_leaders,
+    elect_preferred_leaders, fence_broker, TopicSpec,
+};
+
+/// A write to the metadata, as sent to the active controller (possibly forwarded).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ControllerRequest {
+    /// CreateTopics for one topic.
+    CreateTopic {
+        name: String,
+        partitions: i32,
+        replication_factor: i16,
+        configs: BTreeMap<String, String>,
+        /// Manual replica assignments (CreateTopics `Assignments`) by partition index;
+        /// empty for the placer's.
+        #[serde(default)]
+        assignments: Vec<(i32, Vec<i32>)>,
+        /// Validate and answer, record nothing (CreateTopics `validateOnly`).
+        #[serde(default)]
+        validate_only: bool,
+    },
+    /// DeleteTopics for one topic.
+    DeleteTopic { name: String },
+    /// Grows the topic to `total_count` partitions (Kafka's CreatePartitions semantics).
+    CreatePartitions {
+        name: String,
+        total_count: i32,
+        /// The new partitions' replicas (CreatePartitions `Assignments`), or the placer's.
+        #[serde(default)]
+        assignments: Option<Vec<Vec<i32>>>,
+        /// Validate and answer, record nothing.
+        #[serde(default)]
+        validate_only: bool,
+    },
+    /// Sets (`Some`) or removes (`None`) topic config overrides. The caller validates keys and
+    /// values (`BrokerConfig::validate_topic_configs`); the controller stores them.
+    AlterConfigs {
+        name: String,
+        configs: BTreeMap<String, Option<String>>,
+    },
+    /// Sets (`Some`) or removes (`None`) dynamic broker configs of a resource (a node id or
+    /// "" for the cluster default); the caller validates them (`api::configs`).
+    AlterBrokerConfigs {
+        resource: String,
+        configs: BTreeMap<String, Option<String>>,
+    },
+    /// An ISR change proposed by a partition leader.
+    AlterPartition(AlterPartitionRequest),
+    /// BrokerRegistration.
+    RegisterBroker {
+        node_id: i32,
+        host: String,
+        port: u16,
+        /// New at every start of the broker's process (Kafka's `incarnationId`).
+        #[serde(default)]
+        incarnation: Uuid,
+        /// The broker epoch recorded at the previous clean shutdown (Kafka's
+        /// `previousBrokerEpoch`); `None` after a crash.
+        #[serde(default)]
+        previous_epoch: Option<i64>,
+    },
+    /// BrokerHeartbeat.
+    Heartbeat {
+        node_id: i32,
+        epoch: i64,
+        /// The last metadata offset the broker has applied (Kafka's currentMetadataOffset).
+        metadata_offset: u64,
+        /// The broker is stopping and asks for its leaderships to be moved first (Kafka's
+        /// `wantShutDown`, controlled shutdown).
+        #[serde(default)]
+        want_shut_down: bool,
+    },
+    /// AllocateProducerIds: a block of producer ids for `node_id`.
+    AllocateProducerIds { node_id: i32 },
+    /// Issued by the active controller's own liveness check.
+    FenceBroker { node_id: i32 },
+    /// Issued by the active controller every `leader.imbalance.check.interval.seconds`
+    /// (with `auto.leader.rebalance.enable`): preferred-leader elections.
+    ElectPreferredLeaders,
+    /// ElectLeaders from a client (Kafka's `kafka-leader-election`): the named partitions, or
+    /// every partition when `None`.
+    ElectLeaders {
+        election: ElectionType,
+        partitions: Option<Vec<(String, Vec<i32>)>>,
+    },
+    /// AlterPartitionReassignments: per topic and partition the target replicas, or `None`
+    /// to cancel the reassignment in progress.
+    AlterPartitionReassignments {
+        topics: ReassignmentTargets,
+        /// v1's `AllowReplicationFactorChange` (KIP-860); true below v1.
+        allow_replication_factor_change: bool,
+    },
+}
+
+/// Per topic, per partition: the target replicas of AlterPartitionReassignments, or `None` to
+/// cancel.
+pub type ReassignmentTargets = Vec<(String, Vec<(i32, Option<Vec<i32>>)>)>;
+
+/// One topic's part of [`ReassignmentTargets`].
+pub type TopicReassignmentTargets = (String, Vec<(i32, Option<Vec<i32>>)>);
+
+/// Per topic, per partition: what AlterPartitionReassignments did.
+pub type ReassignmentResults = Vec<TopicReassignmentResults>;
+
+/// One topic's part of [`ReassignmentResults`].
+pub type TopicReassignmentResults = (String, Vec<(i32, Result<(), ControllerError>)>);
+
+/// ElectLeaders' election type (Kafka's `ElectionType`: 0 preferred, 1 unclean).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ElectionType {
+    /// Move leadership to the preferred replica if it is active and in the ISR.
+    Preferred,
+    /// Give a leaderless partition a leader, from outside the ISR if need be.
+    Unclean,
+}
+
+/// What ElectLeaders did for one partition (Kafka's `electLeader` results).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ElectionOutcome {
+    /// A change was recorded.
+    Elected,
+    /// The preferred replica leads already (preferred), or there is a leader (unclean).
+    NotNeeded,
+    UnknownTopicOrPartition,
+    /// The preferred replica cannot lead (fenced, shutting down or out of the ISR).
+    PreferredLeaderNotAvailable,
+    /// No replica can lead.
+    EligibleLeadersNotAvailable,
+}
+
+impl ElectionOutcome {
+    /// The Kafka error this outcome answers, `None` for success.
+    pub fn error(self) -> Option<kafka_protocol::ResponseError> {
+        use kafka_protocol::ResponseError as E;
+        match self {
+            ElectionOutcome::Elected => None,
+            ElectionOutcome::NotNeeded => Some(E::ElectionNotNeeded),
+            ElectionOutcome::UnknownTopicOrPartition => Some(E::UnknownTopicOrPartition),
+            ElectionOutcome::PreferredLeaderNotAvailable => Some(E::PreferredLeaderNotAvailable),
+            ElectionOutcome::EligibleLeadersNotAvailable => Some(E::EligibleLeadersNotAvailable),
+        }
+    }
+}
+
+/// Per topic, per partition: what ElectLeaders did.
+pub type ElectionResults = Vec<(String, Vec<(i32, ElectionOutcome)>)>;
+
+/// Kafka's AlterPartition for one partition: the leader proposes a new ISR.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AlterPartitionRequest {
+    pub topic_id: Uuid,
+    pub partition: i32,
+    /// The node asking, which must be the partition's current leader.
+    pub leader_id: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub new_isr: Vec<i32>,
+}
+
+/// The active controller's answer to a [`ControllerRequest`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ControllerReply {
+    /// Applied; nothing to report.
+    Done,
+    /// The new topic's id and assignment.
+    TopicCreated {
+        id: Uuid,
+        partitions: Vec<PartitionRegistration>,
+    },
+    /// The partition's state after an AlterPartition.
+    Partition(PartitionRegistration),
+    /// The broker epoch to heartbeat with.
+    BrokerRegistered { epoch: i64 },
+    /// Whether the broker is fenced after the heartbeat, and whether a broker that asked to
+    /// shut down may now (it leads nothing: Kafka's `shouldShutDown`).
+    Heartbeat {
+        fenced: bool,
+        #[serde(default)]
+        should_shut_down: bool,
+    },
+    /// Producer ids `first_id..first_id + size`.
+    ProducerIds { first_id: i64, size: i64 },
+    /// ElectLeaders' results.
+    Elections(ElectionResults),
+    /// AlterPartitionReassignments' results.
+    Reassignments(ReassignmentResults),
+}
+
+/// Records plus reply: what a request turns into.
+pub type Decision = (Vec<MetadataRecord>, ControllerReply);
+
+/// Decides one request against `image`.
+pub fn decide(
+    image: &MetadataImage,
+    req: &ControllerRequest,
+    policy: &ElectionPolicy,
+) -> Result<Decision, ControllerError> {
+    match req {
+        ControllerRequest::CreateTopic {
+            name,
+            partitions,
+            replication_factor,
+            configs,
+            assignments,
+            validate_only,
+        } => {
+            let spec = TopicSpec {
+                name,
+                partitions: *partitions,
+                replication_factor: *replication_factor,
+                assignments,
+                configs,
+            };
+            only_validated(create_topic(image, &spec, Uuid::new_v4()), *validate_only)
+        }
+        ControllerRequest::DeleteTopic { name } => {
+            let t = image
+                .topic_by_name(name)
+                .ok_or_else(|| ControllerError::UnknownTopicOrPartition(name.clone()))?;
+            Ok((
+                vec![MetadataRecord::DeleteTopic { id: t.id }],
+                ControllerReply::Done,
+            ))
+        }
+        ControllerRequest::CreatePartitions {
+            name,
+            total_count,
+            assignments,
+            validate_only,
+        } => only_validated(
+            create_partitions(image, name, *total_count, assignments.as_deref()),
+            *validate_only,
+        ),
+        ControllerRequest::AlterConfigs { name, configs } => {
+            let t = image
+                .topic_by_name(name)
+                .ok_or_else(|| ControllerError::UnknownTopicOrPartition(name.clone()))?;
+            Ok((
+                vec![MetadataRecord::AlterConfigs {
+                    id: t.id,
+                    configs: configs.clone(),
+                }],
+                ControllerReply::Done,
+            ))
+        }
+        ControllerRequest::AlterBrokerConfigs { resource, configs } => Ok((
+            vec![MetadataRecord::AlterBrokerConfigs {
+                resource: resource.clone(),
+                configs: configs.clone(),
+            }],
+            ControllerReply::Done,
+        )),
+        ControllerRequest::AlterPartition(r) => alter_partition(image, r, policy),
+        ControllerRequest::RegisterBroker {
+            node_id,
+            host,
+            port,
+            incarnation,
+            previous_epoch,
+        } => Ok(register_broker(
+            image,
+            &Registration {
+                node_id: *node_id,
+                host,
+                port: *port,
+                incarnation: *incarnation,
+                previous_epoch: *previous_epoch,
+            },
+            policy,
+        )),
+        ControllerRequest::Heartbeat {
+            node_id,
+            epoch,
+            metadata_offset,
+            want_shut_down: false,
+        } => heartbeat(image, *node_id, *epoch, *metadata_offset, policy),
+        ControllerRequest::Heartbeat {
+            node_id,
+            epoch,
+            metadata_offset,
+            want_shut_down: true,
+        } => shut_down_heartbeat(image, *node_id, *epoch, *metadata_offset, policy),
+        ControllerRequest::AllocateProducerIds { node_id } => {
+            let first_id = image.next_producer_id_block;
+            Ok((
+                vec![MetadataRecord::AllocateProducerIds {
+                    node_id: *node_id,
+                    next_block: first_id + PRODUCER_ID_BLOCK_SIZE,
+                }],
+                ControllerReply::ProducerIds {
+                    first_id,
+                    size: PRODUCER_ID_BLOCK_SIZE,
+                },
+            ))
+        }
+        ControllerRequest::FenceBroker { node_id } => {
+            Ok((fence_broker(image, *node_id, policy), ControllerReply::Done))
+        }
+        ControllerRequest::ElectLeaders {
+            election,
+            partitions,
+        } => elect_leaders(image, *election, partitions.as_deref(), policy),
+        ControllerRequest::ElectPreferredLeaders => Ok((
+            elect_preferred_leaders(image, policy),
+            ControllerReply::Done,
+        )),
+        ControllerRequest::AlterPartitionReassignments {
+            topics,
+            allow_replication_factor_change,
+        } => Ok(alter_partition_reassignments(
+            image,
+            topics,
+            *allow_replication_factor_change,
+            policy,
+        )),
+    }
+}
+
+/// A validate-only request is decided in full and answered as if done, but records nothing
+/// (Kafka's `validateOnly`).
+fn only_validated(
+    decision: Result<Decision, ControllerError>,
+    validate_only: bool,
+) -> Result<Decision, ControllerError> {
+    let (records, reply) = decision?;
+    Ok((if validate_only { Vec::new() } else { records }, reply))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::fixtures::*;
+
+    #[test]
+    fn validate_only_records_nothing() {
+        let img = cluster(3);
+        let create = ControllerRequest::CreateTopic {
+            name: "v".into(),
+            partitions: 2,
+            replication_factor: 3,
+            configs: BTreeMap::new(),
+            assignments: Vec::new(),
+            validate_only: true,
+        };
+        let (records, reply) = decide(&img, &create, &ELR).unwrap();
+        assert!(records.is_empty());
+        assert!(
+            matches!(reply, ControllerReply::TopicCreated { partitions, .. } if partitions.len() == 2)
+        );
+        let too_many = ControllerRequest::CreateTopic {
+            name: "v".into(),
+            partitions: 2,
+            replication_factor: 4,
+            configs: BTreeMap::new(),
+            assignments: Vec::new(),
+            validate_only: true,
+        };
+        assert_eq!(decide(&img, &too_many, &ELR).unwrap_err().code(), 38);
+        let mut img = img;
+        with_topic(&mut img, 1, 1);
+        let grow = ControllerRequest::CreatePartitions {
+            name: "t".into(),
+            total_count: 3,
+            assignments: None,
+            validate_only: true,
+        };
+        assert!(decide(&img, &grow, &ELR).unwrap().0.is_empty());
+    }
+}

@@ -12,7 +12,7 @@ use super::image::{MetadataImage, MetadataRecord};
 use super::replication_control::{
     fence_broker, move_replica_away, remove_unclean_replica, unfence_broker,
 };
-use super::request::{ControllerReply, Decision};
+use super::request::{ControllerReply, ControllerResult};
 
 /// What a broker registers with (Kafka's `BrokerRegistrationRequest`).
 pub struct Registration<'a> {
@@ -39,7 +39,7 @@ pub fn register_broker(
     image: &MetadataImage,
     reg: &Registration<'_>,
     policy: &ElectionPolicy,
-) -> Decision {
+) -> ControllerResult {
     let epoch = image.metadata_offset as i64 + 1;
     let node_id = reg.node_id;
     let existing = image.brokers.get(&node_id);
@@ -79,7 +79,7 @@ pub fn heartbeat(
     epoch: i64,
     metadata_offset: u64,
     policy: &ElectionPolicy,
-) -> Result<Decision, ControllerError> {
+) -> Result<ControllerResult, ControllerError> {
     let b = image
         .brokers
         .get(&node_id)
@@ -112,7 +112,7 @@ fn heartbeat_reply(fenced: bool, should_shut_down: bool) -> ControllerReply {
 /// `ReplicationControlManager.processBrokerHeartbeat` entering `CONTROLLED_SHUTDOWN`): the
 /// broker is marked as in controlled shutdown (it may no longer lead or join an ISR), leaves
 /// every ISR it is in and every partition it leads gets a new leader, as when it is fenced
-/// (`PartitionChange`: into the ELR where the ISR is below min ISR), but while it still runs,
+/// (`PartitionChangeBuilder`: into the ELR where the ISR is below min ISR), but while it still runs,
 /// so clients move before it stops. Once the records are committed it leads nothing, and the
 /// reply lets it shut down. A fenced broker leads nothing already.
 pub fn shut_down_heartbeat(
@@ -121,7 +121,7 @@ pub fn shut_down_heartbeat(
     epoch: i64,
     metadata_offset: u64,
     policy: &ElectionPolicy,
-) -> Result<Decision, ControllerError> {
+) -> Result<ControllerResult, ControllerError> {
     // The usual checks (registered, current epoch); a fenced broker is not unfenced.
     heartbeat(image, node_id, epoch, metadata_offset, policy)?;
     let Some(b) = image.brokers.get(&node_id).filter(|b| !b.fenced) else {

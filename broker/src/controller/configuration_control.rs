@@ -3,7 +3,11 @@
 //! (`min.insync.replicas` and `unclean.leader.election.enable`, a topic override before the
 //! broker's value) and `FeatureControlManager` (`eligible.leader.replicas.version`).
 
-use super::image::{PartitionRegistration, TopicImage};
+use std::collections::BTreeMap;
+
+use super::error::ControllerError;
+use super::image::{MetadataImage, MetadataRecord, PartitionRegistration, TopicImage};
+use super::request::{ControllerReply, ControllerResult};
 
 /// Topic config key that enables unclean leader election.
 pub const UNCLEAN_KEY: &str = "unclean.leader.election.enable";
@@ -41,4 +45,39 @@ impl ElectionPolicy {
             .unwrap_or(0)
             .min(p.replicas.len())
     }
+}
+
+/// A topic's config overrides set (`Some`) or removed (`None`) (Kafka's
+/// `ConfigurationControlManager.incrementalAlterConfigs`). The caller has validated keys and
+/// values (`BrokerConfig::validate_topic_configs`); the controller stores them.
+pub fn alter_configs(
+    image: &MetadataImage,
+    name: &str,
+    configs: &BTreeMap<String, Option<String>>,
+) -> Result<ControllerResult, ControllerError> {
+    let t = image
+        .topic_by_name(name)
+        .ok_or_else(|| ControllerError::UnknownTopicOrPartition(name.to_string()))?;
+    Ok((
+        vec![MetadataRecord::AlterConfigs {
+            id: t.id,
+            configs: configs.clone(),
+        }],
+        ControllerReply::Done,
+    ))
+}
+
+/// Dynamic broker configs of `resource` (a node id, or "" for the cluster default) set or
+/// removed; the caller has validated them (`api::configs`).
+pub fn alter_broker_configs(
+    resource: &str,
+    configs: &BTreeMap<String, Option<String>>,
+) -> ControllerResult {
+    (
+        vec![MetadataRecord::AlterBrokerConfigs {
+            resource: resource.to_string(),
+            configs: configs.clone(),
+        }],
+        ControllerReply::Done,
+    )
 }

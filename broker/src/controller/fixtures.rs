@@ -10,7 +10,7 @@ use super::configuration_control::ElectionPolicy;
 use super::error::ControllerError;
 use super::image::{MetadataImage, MetadataRecord};
 use super::replication_control::{alter_partition, create_topic, fence_broker, TopicSpec};
-use super::request::{AlterPartitionRequest, ControllerReply, Decision};
+use super::request::{AlterPartitionRequest, ControllerReply, ControllerResult};
 
 /// Brokers 1..=n registered and unfenced.
 pub(super) fn cluster(n: i32) -> MetadataImage {
@@ -82,7 +82,7 @@ pub(super) fn create(
     partitions: i32,
     rf: i16,
     id: Uuid,
-) -> Result<Decision, ControllerError> {
+) -> Result<ControllerResult, ControllerError> {
     let spec = TopicSpec {
         name,
         partitions,
@@ -106,17 +106,26 @@ pub(super) fn shrink_or_expand(
     new_isr: &[i32],
     policy: &ElectionPolicy,
 ) {
-    let p = img.partition(id, 0).unwrap().clone();
-    let r = AlterPartitionRequest {
+    let r = isr_proposal(img, id, new_isr.to_vec());
+    let (records, _) = alter_partition(img, &r, policy).unwrap();
+    apply(img, &records);
+}
+
+/// The AlterPartition partition 0's leader sends for `new_isr`, at the current epochs.
+pub(super) fn isr_proposal(
+    img: &MetadataImage,
+    id: Uuid,
+    new_isr: Vec<i32>,
+) -> AlterPartitionRequest {
+    let p = img.partition(id, 0).unwrap();
+    AlterPartitionRequest {
         topic_id: id,
         partition: 0,
         leader_id: p.leader,
         leader_epoch: p.leader_epoch,
         partition_epoch: p.partition_epoch,
-        new_isr: new_isr.to_vec(),
-    };
-    let (records, _) = alter_partition(img, &r, policy).unwrap();
-    apply(img, &records);
+        new_isr,
+    }
 }
 
 pub(super) fn state(img: &MetadataImage, id: Uuid) -> (i32, Vec<i32>, Vec<i32>, Vec<i32>) {

@@ -2,7 +2,7 @@
 //! ISR moves the ELR, a leader is elected when the current one may no longer lead (preferred,
 //! online or unclean), a reassignment completes once its target replicas are in sync, and the
 //! record carries the partition's new state in full. Every change of a partition's leader, ISR
-//! or ELR goes through `PartitionChange`, whichever control manager asks for it, so the
+//! or ELR goes through `PartitionChangeBuilder`, whichever control manager asks for it, so the
 //! election and ELR rules live in one place.
 
 use uuid::Uuid;
@@ -25,7 +25,7 @@ pub(super) enum Election {
 /// moves the ELR, a leader is elected when the current one may no longer lead, then the ELR
 /// and the last known leader are settled. Every change of leader, ISR or ELR goes through
 /// here, so the ELR rules live in one place.
-pub(super) struct PartitionChange<'a> {
+pub(super) struct PartitionChangeBuilder<'a> {
     old: &'a PartitionRegistration,
     target_isr: Vec<i32>,
     /// The assignment and the reassignment's adding and removing replicas after the change
@@ -44,7 +44,7 @@ pub(super) struct PartitionChange<'a> {
     acceptable: &'a dyn Fn(i32) -> bool,
 }
 
-impl<'a> PartitionChange<'a> {
+impl<'a> PartitionChangeBuilder<'a> {
     pub(super) fn new(
         policy: &ElectionPolicy,
         topic: &TopicImage,
@@ -52,7 +52,7 @@ impl<'a> PartitionChange<'a> {
         target_isr: Vec<i32>,
         acceptable: &'a dyn Fn(i32) -> bool,
     ) -> Self {
-        PartitionChange {
+        PartitionChangeBuilder {
             old,
             target_isr,
             target_replicas: old.replicas.clone(),
@@ -289,7 +289,6 @@ mod tests {
     use crate::controller::fixtures::*;
     use crate::controller::image::MetadataImage;
     use crate::controller::replication_control::{alter_partition, fence_broker};
-    use crate::controller::request::AlterPartitionRequest;
     use proptest::prelude::*;
 
     /// Kafka's PartitionChangeBuilderTest ELR cases: shrinking below min ISR keeps the replica
@@ -399,14 +398,7 @@ mod tests {
                     .copied()
                     .filter(|&r| r == p.leader || r == keep)
                     .collect();
-                let r = AlterPartitionRequest {
-                    topic_id: id,
-                    partition: 0,
-                    leader_id: p.leader,
-                    leader_epoch: p.leader_epoch,
-                    partition_epoch: p.partition_epoch,
-                    new_isr: isr,
-                };
+                let r = isr_proposal(img, id, isr);
                 alter_partition(img, &r, policy)
                     .map(|d| d.0)
                     .unwrap_or_default()

@@ -2,8 +2,28 @@
 //! broker the next [`PRODUCER_ID_BLOCK_SIZE`] ids past the image's watermark, which only moves
 //! up, so no two blocks overlap.
 
+use super::image::{MetadataImage, MetadataRecord};
+use super::request::{ControllerReply, ControllerResult};
+
 /// Producer ids handed out per AllocateProducerIds, as Kafka's `ProducerIdsBlock` size.
 pub const PRODUCER_ID_BLOCK_SIZE: i64 = 1000;
+
+/// AllocateProducerIds for `node_id` (Kafka's `ProducerIdControlManager.
+/// generateNextProducerId`): the block that starts at the image's watermark; the record moves
+/// the watermark past it.
+pub fn allocate_producer_ids(image: &MetadataImage, node_id: i32) -> ControllerResult {
+    let first_id = image.next_producer_id_block;
+    (
+        vec![MetadataRecord::AllocateProducerIds {
+            node_id,
+            next_block: first_id + PRODUCER_ID_BLOCK_SIZE,
+        }],
+        ControllerReply::ProducerIds {
+            first_id,
+            size: PRODUCER_ID_BLOCK_SIZE,
+        },
+    )
+}
 
 #[cfg(test)]
 mod tests {

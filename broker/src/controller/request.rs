@@ -15,13 +15,13 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::cluster_control::{heartbeat, register_broker, shut_down_heartbeat, Registration};
-use super::configuration_control::ElectionPolicy;
+use super::configuration_control::{alter_broker_configs, alter_configs, ElectionPolicy};
 use super::error::ControllerError;
 use super::image::{MetadataImage, MetadataRecord, PartitionRegistration};
-use super::producer_id_control::PRODUCER_ID_BLOCK_SIZE;
+use super::producer_id_control::allocate_producer_ids;
 use super::replication_control::{
-    alter_partition, alter_partition_reassignments, create_partitions, create_topic, elect_leaders,
-    elect_preferred_leaders, fence_broker, TopicSpec,
+    alter_partition, alter_partition_reassignments, create_partitions, create_topic, delete_topic,
+    elect_leaders, elect_preferred_leaders, fence_broker, TopicSpec,
 };
 
 /// A write to the metadata, as sent to the active controller (possibly forwarded).
@@ -208,15 +208,15 @@ pub enum ControllerReply {
     Reassignments(ReassignmentResults),
 }
 
-/// Records plus reply: what a request turns into.
-pub type Decision = (Vec<MetadataRecord>, ControllerReply);
+/// Records plus reply: what a request turns into (Kafka's `ControllerResult`).
+pub type ControllerResult = (Vec<MetadataRecord>, ControllerReply);
 
 /// Decides one request against `image`.
 pub fn decide(
     image: &MetadataImage,
     req: &ControllerRequest,
     policy: &ElectionPolicy,
-) -> Result<Decision, ControllerError> {
+) -> Result<ControllerResult, ControllerError> {
     match req {
         ControllerRequest::CreateTopic {
             name,
@@ -235,15 +235,7 @@ pub fn decide(
             };
             only_validated(create_topic(image, &spec, Uuid::new_v4()), *validate_only)
         }
-        ControllerRequest::DeleteTopic { name } => {
-            let t = image
-                .topic_by_name(name)
-                .ok_or_else(|| ControllerError::UnknownTopicOrPartition(name.clone()))?;
-            Ok((
-                vec![MetadataRecord::DeleteTopic { id: t.id }],
-                ControllerReply::Done,
-            ))
-        }
+        ControllerRequest::DeleteTopic { name } => delete_topic(image, name),
         ControllerRequest::CreatePartitions {
             name,
             total_count,
@@ -253,25 +245,10 @@ pub fn decide(
             create_partitions(image, name, *total_count, assignments.as_deref()),
             *validate_only,
         ),
-        ControllerRequest::AlterConfigs { name, configs } => {
-            let t = image
-                .topic_by_name(name)
-                .ok_or_else(|| ControllerError::UnknownTopicOrPartition(name.clone()))?;
-            Ok((
-                vec![MetadataRecord::AlterConfigs {
-                    id: t.id,
-                    configs: configs.clone(),
-                }],
-                ControllerReply::Done,
-            ))
+        ControllerRequest::AlterConfigs { name, configs } => alter_configs(image, name, configs),
+        ControllerRequest::AlterBrokerConfigs { resource, configs } => {
+            Ok(alter_broker_configs(resource, configs))
         }
-        ControllerRequest::AlterBrokerConfigs { resource, configs } => Ok((
-            vec![MetadataRecord::AlterBrokerConfigs {
-                resource: resource.clone(),
-                configs: configs.clone(),
-            }],
-            ControllerReply::Done,
-        )),
         ControllerRequest::AlterPartition(r) => alter_partition(image, r, policy),
         ControllerRequest::RegisterBroker {
             node_id,
@@ -303,17 +280,7 @@ pub fn decide(
             want_shut_down: true,
         } => shut_down_heartbeat(image, *node_id, *epoch, *metadata_offset, policy),
         ControllerRequest::AllocateProducerIds { node_id } => {
-            let first_id = image.next_producer_id_block;
-            Ok((
-                vec![MetadataRecord::AllocateProducerIds {
-                    node_id: *node_id,
-                    next_block: first_id + PRODUCER_ID_BLOCK_SIZE,
-                }],
-                ControllerReply::ProducerIds {
-                    first_id,
-                    size: PRODUCER_ID_BLOCK_SIZE,
-                },
-            ))
+            Ok(allocate_producer_ids(image, *node_id))
         }
         ControllerRequest::FenceBroker { node_id } => {
             Ok((fence_broker(image, *node_id, policy), ControllerReply::Done))
@@ -341,9 +308,9 @@ pub fn decide(
 /// A validate-only request is decided in full and answered as if done, but records nothing
 /// (Kafka's `validateOnly`).
 fn only_validated(
-    decision: Result<Decision, ControllerError>,
+    decision: Result<ControllerResult, ControllerError>,
     validate_only: bool,
-) -> Result<Decision, ControllerError> {
+) -> Result<ControllerResult, ControllerError> {
     let (records, reply) = decision?;
     Ok((if validate_only { Vec::new() } else { records }, reply))
 }

@@ -6,8 +6,10 @@ use super::MAX_PARTITIONS_PER_REQUEST;
 use crate::controller::configuration_control::ElectionPolicy;
 use crate::controller::error::ControllerError;
 use crate::controller::image::{MetadataImage, MetadataRecord, NO_LEADER};
-use crate::controller::partition_change::{Election, PartitionChange};
-use crate::controller::request::{ControllerReply, Decision, ElectionOutcome, ElectionType};
+use crate::controller::partition_change::{Election, PartitionChangeBuilder};
+use crate::controller::request::{
+    ControllerReply, ControllerResult, ElectionOutcome, ElectionType,
+};
 
 /// Bound on preferred-leader elections in one metadata write (Kafka's
 /// `MAX_ELECTIONS_PER_IMBALANCE`); the rest wait for the next check.
@@ -43,7 +45,7 @@ pub fn elect_preferred_leaders(
             if preferred == p.leader || !p.isr.contains(&preferred) || !image.is_active(preferred) {
                 continue;
             }
-            let mut change = PartitionChange::new(policy, t, p, p.isr.clone(), &acceptable);
+            let mut change = PartitionChangeBuilder::new(policy, t, p, p.isr.clone(), &acceptable);
             change.election = Election::Preferred;
             records.extend(change.build(t.id));
         }
@@ -59,7 +61,7 @@ pub fn elect_leaders(
     election: ElectionType,
     partitions: Option<&[(String, Vec<i32>)]>,
     policy: &ElectionPolicy,
-) -> Result<Decision, ControllerError> {
+) -> Result<ControllerResult, ControllerError> {
     let mut records = Vec::new();
     let mut results = Vec::new();
     let named = partitions.is_some();
@@ -122,7 +124,7 @@ fn elect_one(
         return ElectionOutcome::NotNeeded;
     }
     let acceptable = |x: i32| image.is_active(x);
-    let mut change = PartitionChange::new(policy, t, p, p.isr.clone(), &acceptable);
+    let mut change = PartitionChangeBuilder::new(policy, t, p, p.isr.clone(), &acceptable);
     change.election = match election {
         ElectionType::Preferred => Election::Preferred,
         ElectionType::Unclean => Election::Unclean,

@@ -4,7 +4,7 @@
 //! (`handleBrokerFenced`, `handleBrokerUnfenced`, `handleBrokerUncleanShutdown`); topic
 //! creation and deletion ([`topics`]), leader elections ([`elections`]) and partition
 //! reassignments ([`reassignment`]) are its submodules. Every change of one partition is
-//! built by `PartitionChange`.
+//! built by `PartitionChangeBuilder`.
 
 pub mod elections;
 pub mod reassignment;
@@ -12,13 +12,13 @@ pub mod topics;
 
 pub use elections::{elect_leaders, elect_preferred_leaders, has_imbalanced_partitions};
 pub use reassignment::{alter_partition_reassignments, list_partition_reassignments};
-pub use topics::{create_partitions, create_topic, TopicSpec};
+pub use topics::{create_partitions, create_topic, delete_topic, TopicSpec};
 
 use super::configuration_control::ElectionPolicy;
 use super::error::ControllerError;
 use super::image::{MetadataImage, MetadataRecord, NO_LEADER};
-use super::partition_change::{change_record, PartitionChange};
-use super::request::{AlterPartitionRequest, ControllerReply, Decision};
+use super::partition_change::{change_record, PartitionChangeBuilder};
+use super::request::{AlterPartitionRequest, ControllerReply, ControllerResult};
 
 /// Upper bound on partitions created by one request (Kafka's MAX_PARTITIONS_PER_BATCH),
 /// which also bounds the size of one Raft entry.
@@ -67,7 +67,7 @@ pub(super) fn remove_unclean_replica(
 
 /// Kafka's `generateLeaderAndIsrUpdates` for one broker that may not lead: every partition
 /// whose ISR holds it (and, after an unclean shutdown, whose ELR holds it; else that it leads)
-/// moves to the ISR without it, through `PartitionChange`.
+/// moves to the ISR without it, through `PartitionChangeBuilder`.
 fn remove_replica(
     image: &MetadataImage,
     node_id: i32,
@@ -87,7 +87,7 @@ fn remove_replica(
                 continue;
             }
             let isr = p.isr.iter().copied().filter(|&r| r != node_id).collect();
-            let mut change = PartitionChange::new(policy, t, p, isr, &acceptable);
+            let mut change = PartitionChangeBuilder::new(policy, t, p, isr, &acceptable);
             change.unclean_shutdown = unclean_shutdown.then_some(node_id);
             records.extend(change.build(t.id));
         }
@@ -111,7 +111,7 @@ pub fn unfence_broker(
     }];
     for t in image.topics.values() {
         for p in t.partitions.iter().filter(|p| p.leader == NO_LEADER) {
-            let change = PartitionChange::new(policy, t, p, p.isr.clone(), &acceptable);
+            let change = PartitionChangeBuilder::new(policy, t, p, p.isr.clone(), &acceptable);
             records.extend(change.build(t.id));
         }
     }
@@ -125,7 +125,7 @@ pub fn alter_partition(
     image: &MetadataImage,
     r: &AlterPartitionRequest,
     policy: &ElectionPolicy,
-) -> Result<Decision, ControllerError> {
+) -> Result<ControllerResult, ControllerError> {
     let t = image
         .topics
         .get(&r.topic_id)
@@ -183,7 +183,7 @@ pub fn alter_partition(
     }
     // The leader is in the new ISR and live, so it stays: only the partition epoch moves.
     let acceptable = |x: i32| image.is_active(x);
-    let change = PartitionChange::new(policy, t, p, r.new_isr.clone(), &acceptable);
+    let change = PartitionChangeBuilder::new(policy, t, p, r.new_isr.clone(), &acceptable);
     let Some(next) = change.next() else {
         // Nothing changes: the partition as it is (Kafka answers with the current state).
         return Ok((Vec::new(), ControllerReply::Partition(p.clone())));

@@ -1,15 +1,15 @@
 //! Partition reassignment (Kafka's `ReplicationControlManager.alterPartitionReassignments`
 //! and `listPartitionReassignments`, with `PartitionReassignmentReplicas` and
 //! `PartitionReassignmentRevert`): a target makes the assignment the target followed by the
-//! leaving replicas; `PartitionChange` completes it once every target replica is in sync. A
+//! leaving replicas; `PartitionChangeBuilder` completes it once every target replica is in sync. A
 //! cancellation takes the adding replicas out again.
 
 use super::topics::validate_manual_assignment;
 use crate::controller::configuration_control::ElectionPolicy;
 use crate::controller::error::ControllerError;
 use crate::controller::image::{MetadataImage, MetadataRecord, PartitionRegistration, TopicImage};
-use crate::controller::partition_change::PartitionChange;
-use crate::controller::request::{ControllerReply, Decision, TopicReassignmentTargets};
+use crate::controller::partition_change::PartitionChangeBuilder;
+use crate::controller::request::{ControllerReply, ControllerResult, TopicReassignmentTargets};
 
 /// AlterPartitionReassignments (Kafka's `ReplicationControlManager.
 /// alterPartitionReassignments`): each partition is decided on its own and answers its own
@@ -19,7 +19,7 @@ pub fn alter_partition_reassignments(
     topics: &[TopicReassignmentTargets],
     allow_replication_factor_change: bool,
     policy: &ElectionPolicy,
-) -> Decision {
+) -> ControllerResult {
     let mut records = Vec::new();
     let mut results = Vec::with_capacity(topics.len());
     for (topic, partitions) in topics {
@@ -101,7 +101,7 @@ fn change_reassignment<'a>(
     p: &'a PartitionRegistration,
     target: &[i32],
     acceptable: &'a dyn Fn(i32) -> bool,
-) -> PartitionChange<'a> {
+) -> PartitionChangeBuilder<'a> {
     let mut removing: Vec<i32> = p
         .replicas
         .iter()
@@ -115,7 +115,7 @@ fn change_reassignment<'a>(
         .filter(|r| !p.replicas.contains(r))
         .collect();
     adding.sort_unstable();
-    let mut change = PartitionChange::new(policy, t, p, p.isr.clone(), acceptable);
+    let mut change = PartitionChangeBuilder::new(policy, t, p, p.isr.clone(), acceptable);
     change.target_replicas = target.iter().chain(&removing).copied().collect();
     change.target_adding = adding;
     change.target_removing = removing;
@@ -131,7 +131,7 @@ fn cancel_reassignment<'a>(
     t: &TopicImage,
     p: &'a PartitionRegistration,
     acceptable: &'a dyn Fn(i32) -> bool,
-) -> Result<PartitionChange<'a>, ControllerError> {
+) -> Result<PartitionChangeBuilder<'a>, ControllerError> {
     if !p.is_reassigning() {
         return Err(ControllerError::NoReassignmentInProgress(format!(
             "{}-{}",
@@ -164,7 +164,7 @@ fn cancel_reassignment<'a>(
         }
         isr.push(first);
     }
-    let mut change = PartitionChange::new(policy, t, p, isr, acceptable);
+    let mut change = PartitionChangeBuilder::new(policy, t, p, isr, acceptable);
     change.target_replicas = original;
     change.target_adding.clear();
     change.target_removing.clear();

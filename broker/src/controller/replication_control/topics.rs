@@ -1,6 +1,7 @@
-//! CreateTopics and CreatePartitions (Kafka's `ReplicationControlManager.createTopic` and
-//! `createPartitions`): topic name rules, and each new partition's replicas, from the placer
-//! (Kafka's `StripedReplicaPlacer`, without racks) or from the request's manual assignment.
+//! CreateTopics, CreatePartitions and DeleteTopics (Kafka's `ReplicationControlManager.
+//! createTopic`, `createPartitions` and `deleteTopic`): topic name rules, and each new
+//! partition's replicas, from the placer (Kafka's `StripedReplicaPlacer`, without racks) or
+//! from the request's manual assignment.
 
 use std::collections::BTreeMap;
 
@@ -9,7 +10,7 @@ use uuid::Uuid;
 use super::MAX_PARTITIONS_PER_REQUEST;
 use crate::controller::error::ControllerError;
 use crate::controller::image::{MetadataImage, MetadataRecord, PartitionRegistration};
-use crate::controller::request::{ControllerReply, Decision};
+use crate::controller::request::{ControllerReply, ControllerResult};
 
 /// Rack-unaware round-robin assignment (Kafka's `StripedReplicaPlacer` without racks): the
 /// leader of partition `i` is live broker `(start + i) % n`, followers the next ones in order.
@@ -61,7 +62,7 @@ pub fn create_topic(
     image: &MetadataImage,
     spec: &TopicSpec<'_>,
     id: Uuid,
-) -> Result<Decision, ControllerError> {
+) -> Result<ControllerResult, ControllerError> {
     let name = spec.name;
     crate::metadata::validate_topic_name(name).map_err(ControllerError::InvalidTopic)?;
     if image.topic_ids.contains_key(name) {
@@ -185,16 +186,9 @@ fn manual_partition(
         )));
     };
     Ok(PartitionRegistration {
-        index,
-        replicas: replicas.to_vec(),
         isr,
         leader,
-        leader_epoch: 0,
-        partition_epoch: 0,
-        elr: Vec::new(),
-        last_known_elr: Vec::new(),
-        adding_replicas: Vec::new(),
-        removing_replicas: Vec::new(),
+        ..PartitionRegistration::new(index, replicas.to_vec())
     })
 }
 
@@ -239,7 +233,7 @@ pub fn create_partitions(
     name: &str,
     total_count: i32,
     assignments: Option<&[Vec<i32>]>,
-) -> Result<Decision, ControllerError> {
+) -> Result<ControllerResult, ControllerError> {
     let t = image
         .topic_by_name(name)
         .ok_or_else(|| ControllerError::UnknownTopicOrPartition(name.to_string()))?;
@@ -293,6 +287,21 @@ pub fn create_partitions(
     ))
 }
 
+/// DeleteTopics for one topic (Kafka's `ReplicationControlManager.deleteTopic`): one record;
+/// every broker deletes its replicas of the topic as it applies it.
+pub fn delete_topic(
+    image: &MetadataImage,
+    name: &str,
+) -> Result<ControllerResult, ControllerError> {
+    let t = image
+        .topic_by_name(name)
+        .ok_or_else(|| ControllerError::UnknownTopicOrPartition(name.to_string()))?;
+    Ok((
+        vec![MetadataRecord::DeleteTopic { id: t.id }],
+        ControllerReply::Done,
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -340,7 +349,7 @@ mod tests {
         partitions: i32,
         rf: i16,
         assignments: &[(i32, Vec<i32>)],
-    ) -> Result<Decision, ControllerError> {
+    ) -> Result<ControllerResult, ControllerError> {
         let spec = TopicSpec {
             name: "m",
             partitions,

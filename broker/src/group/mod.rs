@@ -841,15 +841,7 @@ impl GroupCoordinator {
         Self::check_group_id(group_id)?;
         let mut st = self.state.lock();
         self.acquire(&mut st, group_id)?;
-        let entry = st
-            .groups
-            .get_mut(group_id)
-            .ok_or(GroupError::GroupIdNotFound)?;
-        if let GroupKind::Classic(g) = &entry.kind {
-            if g.state == ClassicState::Dead {
-                return Err(GroupError::GroupIdNotFound);
-            }
-        }
+        let entry = existing_group_mut(&mut st, group_id)?;
         if !entry.is_empty() {
             return Err(GroupError::NonEmptyGroup);
         }
@@ -951,6 +943,22 @@ impl GroupCoordinator {
                 g.fail_waiters(GroupError::NotCoordinator.error_code());
             }
         }
+    }
+}
+
+/// The group an admin request names (DeleteGroups, OffsetDelete); a dead classic group is
+/// gone already, so it answers GROUP_ID_NOT_FOUND as an unknown one does.
+fn existing_group_mut<'a>(
+    st: &'a mut State,
+    group_id: &str,
+) -> Result<&'a mut GroupEntry, GroupError> {
+    match st.groups.get_mut(group_id) {
+        Some(GroupEntry {
+            kind: GroupKind::Classic(g),
+            ..
+        }) if g.state == ClassicState::Dead => Err(GroupError::GroupIdNotFound),
+        Some(entry) => Ok(entry),
+        None => Err(GroupError::GroupIdNotFound),
     }
 }
 

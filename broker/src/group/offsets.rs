@@ -260,14 +260,8 @@ impl GroupCoordinator {
         Self::check_group_id(group_id)?;
         let mut st = self.state.lock();
         self.acquire(&mut st, group_id)?;
-        let entry = st
-            .groups
-            .get_mut(group_id)
-            .ok_or(GroupError::GroupIdNotFound)?;
+        let entry = existing_group_mut(&mut st, group_id)?;
         let subscribed: Option<BTreeSet<String>> = match &entry.kind {
-            GroupKind::Classic(g) if g.state == ClassicState::Dead => {
-                return Err(GroupError::GroupIdNotFound)
-            }
             GroupKind::Classic(g) if g.is_empty() => Some(BTreeSet::new()),
             GroupKind::Classic(g) => match g.subscribed_topics() {
                 Some(t) => Some(t.into_iter().collect()),

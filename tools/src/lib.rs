@@ -14,3 +14,23 @@ pub mod dump_log;
 pub mod supervisor;
 pub mod supervisor_views;
 pub mod wait;
+
+/// Runs a `brook` command (`serve`, `cluster`) to its exit code on a new multi-threaded
+/// runtime, with `worker_threads` threads or one per core; a runtime that cannot start is
+/// reported and the command fails.
+pub fn block_on_command(
+    worker_threads: Option<usize>,
+    command: impl std::future::Future<Output = std::process::ExitCode>,
+) -> std::process::ExitCode {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = worker_threads {
+        builder.worker_threads(n);
+    }
+    match builder.enable_all().build() {
+        Ok(runtime) => runtime.block_on(command),
+        Err(e) => {
+            eprintln!("brook: cannot start runtime: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

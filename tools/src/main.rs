@@ -232,17 +232,7 @@ fn serve(config: Option<PathBuf>, overrides: Vec<String>) -> ExitCode {
         }
     };
     raise_open_file_limit();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("brook: cannot start runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    runtime.block_on(async move {
+    brook_tools::block_on_command(None, async move {
         let node_id = config.node_id;
         let server = match Server::start(config).await {
             Ok(s) => s,
@@ -375,15 +365,25 @@ fn admin_call<T: serde::Serialize>(
     body: Option<T>,
 ) -> Result<serde_json::Value, String> {
     let (admin, suffix) = target.split_once('|').unwrap_or((target, ""));
-    let url = format!("http://{admin}/faults{suffix}");
+    http_call(method, &format!("http://{admin}/faults{suffix}"), body)
+}
+
+/// One call to one of Brook's HTTP APIs: its JSON answer, or, for a status that is not a
+/// success, the error the answer carries.
+fn http_call<T: serde::Serialize>(
+    method: &str,
+    url: &str,
+    body: Option<T>,
+) -> Result<serde_json::Value, String> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .build()
         .into();
     let resp = match (method, body) {
-        ("POST", Some(b)) => agent.post(&url).send_json(b),
-        ("DELETE", _) => agent.delete(&url).call(),
-        _ => agent.get(&url).call(),
+        ("POST", Some(b)) => agent.post(url).send_json(b),
+        ("POST", None) => agent.post(url).send_empty(),
+        ("DELETE", _) => agent.delete(url).call(),
+        _ => agent.get(url).call(),
     }
     .map_err(|e| format!("{url}: {e}"))?;
     let status = resp.status();
@@ -460,25 +460,7 @@ fn supervisor_call(
     supervisor: &str,
     path: &str,
 ) -> Result<serde_json::Value, String> {
-    let url = format!("http://{supervisor}{path}");
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .build()
-        .into();
-    let resp = match method {
-        "POST" => agent.post(&url).send_empty(),
-        _ => agent.get(&url).call(),
-    }
-    .map_err(|e| format!("{url}: {e}"))?;
-    let status = resp.status();
-    let value: serde_json::Value = resp
-        .into_body()
-        .read_json()
-        .map_err(|e| format!("{url}: {e}"))?;
-    if !status.is_success() {
-        return Err(format!("{url}: {status}: {}", value["error"]));
-    }
-    Ok(value)
+    http_call::<()>(method, &format!("http://{supervisor}{path}"), None)
 }
 
 /// Replaces this process with `brook-chaos ARGS...` from this binary's directory: the checker

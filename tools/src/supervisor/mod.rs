@@ -609,18 +609,7 @@ fn follow_events(sup: &Arc<Supervisor>) {
 
 /// `brook cluster`.
 pub fn run(args: ClusterArgs) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("brook: cannot start runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    runtime.block_on(supervise(args))
+    crate::block_on_command(Some(2), supervise(args))
 }
 
 async fn supervise(args: ClusterArgs) -> ExitCode {

@@ -1,20 +1,22 @@
 //! Topic metadata as the broker reads it, cluster ids, topic names, and the metadata file of
 //! earlier versions.
 //!
-//! Every node keeps its metadata in the quorum's Raft log (`controller`); [`TopicMeta`] is
-//! one topic of the applied image as the API handlers use it. Before that, a single node
+//! Every node keeps its metadata in the quorum's Raft log (`controller`); [`TopicMeta`] is a
+//! handle on one topic of the applied image, as the API handlers read it. Before that, a single node
 //! kept its metadata in `brook-metadata.json`; [`LegacyMetadataFile`] reads such a file once,
 //! so that its topics (with their ids), configs and producer id watermark are imported into
 //! the node's new one-voter quorum on its first start, and then renames it.
 
 use std::collections::BTreeMap;
 use std::io::Write;
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::controller::TopicImage;
+use crate::controller::{MetadataImage, TopicImage};
 
 /// File name of the metadata that single nodes of earlier versions kept in the log directory.
 pub const LEGACY_METADATA_FILE: &str = "brook-metadata.json";
@@ -41,9 +43,37 @@ pub enum MetadataError {
     Corrupt { path: PathBuf, reason: String },
 }
 
-/// One topic, as the API handlers read it from the applied metadata image.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+/// One topic of an applied metadata image, as the API handlers read it: a handle on the
+/// image that dereferences to the topic's [`TopicImage`], so nothing is copied and every
+/// read of one handle sees the same image.
+#[derive(Debug, Clone)]
 pub struct TopicMeta {
+    image: Arc<MetadataImage>,
+    id: Uuid,
+}
+
+impl TopicMeta {
+    /// The topic `id` of `image`, if the image has it.
+    pub fn new(image: Arc<MetadataImage>, id: Uuid) -> Option<Self> {
+        image
+            .topics
+            .contains_key(&id)
+            .then_some(TopicMeta { image, id })
+    }
+}
+
+impl Deref for TopicMeta {
+    type Target = TopicImage;
+
+    fn deref(&self) -> &TopicImage {
+        // Present: `new` checked, and an image never changes once published.
+        &self.image.topics[&self.id]
+    }
+}
+
+/// One topic in [`LEGACY_METADATA_FILE`], as earlier versions wrote it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LegacyTopic {
     pub name: String,
     pub id: Uuid,
     pub partitions: i32,
@@ -52,24 +82,11 @@ pub struct TopicMeta {
     pub configs: BTreeMap<String, String>,
 }
 
-impl TopicMeta {
-    /// The view of one topic of the image; its replication factor is its first partition's.
-    pub fn from_image(t: &TopicImage) -> Self {
-        TopicMeta {
-            name: t.name.clone(),
-            id: t.id,
-            partitions: t.partitions.len() as i32,
-            replication_factor: t.partitions.first().map_or(0, |p| p.replicas.len() as i16),
-            configs: t.configs.clone(),
-        }
-    }
-}
-
 /// A single node's metadata as versions before the one-voter quorum kept it.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct LegacyMetadataFile {
     pub cluster_id: String,
-    pub topics: BTreeMap<String, TopicMeta>,
+    pub topics: BTreeMap<String, LegacyTopic>,
     /// The first producer id not yet handed out in a block.
     #[serde(default)]
     pub next_producer_id_block: i64,

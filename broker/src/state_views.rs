@@ -356,7 +356,7 @@ fn named_partition(broker: &Broker, uri: &Uri) -> Result<Arc<Partition>, ViewErr
     let Some(meta) = broker.replicas.topic(topic) else {
         return Err(not_found(format!("unknown topic {topic:?}")));
     };
-    if !(0..meta.partitions).contains(&index) {
+    if !(0..meta.partition_count()).contains(&index) {
         let msg = format!("topic {topic:?} has no partition {index}");
         return Err(bad_request(msg));
     }

@@ -113,7 +113,7 @@ async fn an_earlier_versions_metadata_file_is_imported_once() {
         let rm = &node.broker.replicas;
         let t = rm.topic("legacy").expect("imported");
         assert_eq!(
-            (t.id, t.partitions, &t.configs),
+            (t.id, t.partition_count(), &t.configs),
             (topic.id, 2, &configs),
             "start {start_number}"
         );

@@ -112,7 +112,7 @@ fn delete_partition(broker: &Broker, topic: &str, p: &DeleteRecordsPartition, no
     let known = broker
         .replicas
         .topic(topic)
-        .is_some_and(|t| (0..t.partitions).contains(&index));
+        .is_some_and(|t| (0..t.partition_count()).contains(&index));
     if !known {
         return refused(index, ResponseError::UnknownTopicOrPartition);
     }

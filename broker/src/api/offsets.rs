@@ -368,7 +368,7 @@ pub async fn handle_offset_delete(
         for p in &t.partitions {
             let exists = meta
                 .as_ref()
-                .is_some_and(|m| p.partition_index >= 0 && p.partition_index < m.partitions);
+                .is_some_and(|m| p.partition_index >= 0 && p.partition_index < m.partition_count());
             unknown_code.push(!exists);
             if exists {
                 known.push((t.name.to_string(), p.partition_index));

@@ -61,8 +61,8 @@ pub async fn handle_create_topics(
                     .collect();
                 result
                     .with_topic_id(meta.id)
-                    .with_num_partitions(meta.partitions)
-                    .with_replication_factor(meta.replication_factor)
+                    .with_num_partitions(meta.partition_count())
+                    .with_replication_factor(meta.replication_factor())
                     .with_configs(Some(entries))
             }
             Err((code, msg)) => result
@@ -84,7 +84,7 @@ async fn create_topic(
     t: &kafka_protocol::messages::create_topics_request::CreatableTopic,
     configs: BTreeMap<String, String>,
     validate_only: bool,
-) -> Result<crate::metadata::TopicMeta, Refusal> {
+) -> Result<crate::controller::TopicImage, Refusal> {
     crate::metadata::validate_topic_name(name)
         .map_err(|m| (ResponseError::InvalidTopicException.code(), m))?;
     broker
@@ -133,12 +133,11 @@ async fn create_topic(
             })
             .await;
     }
-    Ok(crate::metadata::TopicMeta {
+    Ok(crate::controller::TopicImage {
         name: name.into(),
         // A validate-only answer names no topic that exists.
         id: if validate_only { Uuid::nil() } else { id },
-        partitions: parts.len() as i32,
-        replication_factor: parts.first().map_or(0, |p| p.replicas.len() as i16),
+        partitions: parts,
         configs,
     })
 }

@@ -74,7 +74,7 @@ async fn add_partitions_for(
         broker
             .replicas
             .topic(t)
-            .is_some_and(|m| (0..m.partitions).contains(p))
+            .is_some_and(|m| (0..m.partition_count()).contains(p))
     };
     if partitions.iter().any(|tp| !exists(tp)) {
         return partitions

@@ -451,16 +451,16 @@ impl ReplicaManager {
         self.image.read().clone()
     }
 
-    /// A copy of one topic's metadata.
+    /// One topic of the applied image.
     pub fn topic(&self, name: &str) -> Option<TopicMeta> {
-        let image = self.image.read();
-        let id = image.topic_ids.get(name)?;
-        image.topics.get(id).map(TopicMeta::from_image)
+        let image = self.image();
+        let id = *image.topic_ids.get(name)?;
+        TopicMeta::new(image, id)
     }
 
-    /// A copy of one topic's metadata, by id.
+    /// One topic of the applied image, by id.
     pub fn topic_by_id(&self, id: Uuid) -> Option<TopicMeta> {
-        self.image.read().topics.get(&id).map(TopicMeta::from_image)
+        TopicMeta::new(self.image(), id)
     }
 
     /// A topic's name, by id, without touching the metadata image.
@@ -468,14 +468,13 @@ impl ReplicaManager {
         self.topic_names.get(&id).map(|n| n.clone())
     }
 
-    /// Copies of all topics' metadata, in name order.
+    /// Every topic of the applied image, in name order.
     pub fn topics(&self) -> Vec<TopicMeta> {
-        let image = self.image.read();
+        let image = self.image();
         image
             .topic_ids
             .values()
-            .filter_map(|id| image.topics.get(id))
-            .map(TopicMeta::from_image)
+            .filter_map(|&id| TopicMeta::new(image.clone(), id))
             .collect()
     }
 
@@ -491,9 +490,9 @@ impl ReplicaManager {
         self.partitions.iter().map(|e| e.value().clone()).collect()
     }
 
-    /// CreateTopics for one topic with the controller's placement, answered once this node
-    /// has applied it (`validate_only` only checks). For tools and tests; the CreateTopics
-    /// handler submits the client's request as it is.
+    /// CreateTopics for one topic with the controller's placement, answered with the topic the
+    /// controller created once this node has applied it (`validate_only` only checks). For
+    /// tools and tests; the CreateTopics handler submits the client's request as it is.
     pub async fn create_topic(
         &self,
         name: &str,
@@ -501,7 +500,7 @@ impl ReplicaManager {
         replication_factor: i16,
         configs: std::collections::BTreeMap<String, String>,
         validate_only: bool,
-    ) -> Result<TopicMeta, ReplicaError> {
+    ) -> Result<crate::controller::TopicImage, ReplicaError> {
         let req = crate::controller::ControllerRequest::CreateTopic {
             name: name.to_string(),
             partitions,
@@ -517,11 +516,10 @@ impl ReplicaManager {
             })
             .await;
         }
-        Ok(TopicMeta {
+        Ok(crate::controller::TopicImage {
             name: name.to_string(),
             id,
-            partitions: parts.len() as i32,
-            replication_factor: parts.first().map_or(0, |p| p.replicas.len() as i16),
+            partitions: parts,
             configs,
         })
     }

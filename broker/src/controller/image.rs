@@ -118,6 +118,21 @@ pub struct TopicImage {
     pub configs: BTreeMap<String, String>,
 }
 
+impl TopicImage {
+    /// How many partitions the topic has.
+    pub fn partition_count(&self) -> i32 {
+        self.partitions.len() as i32
+    }
+
+    /// The topic's replication factor: its first partition's replica count (0 without
+    /// partitions).
+    pub fn replication_factor(&self) -> i16 {
+        self.partitions
+            .first()
+            .map_or(0, |p| p.replicas.len() as i16)
+    }
+}
+
 /// The committed metadata, identical on every node once it has applied the same log prefix
 /// (Kafka's `MetadataImage`). A single node's comes from its own one-voter quorum.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

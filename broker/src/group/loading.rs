@@ -12,7 +12,10 @@ impl GroupCoordinator {
         let Some(topic) = self.replicas.topic(OFFSETS_TOPIC) else {
             return Err(GroupError::CoordinatorNotAvailable);
         };
-        self.acquire_partition(st, records::partition_for(group_id, topic.partitions))
+        self.acquire_partition(
+            st,
+            records::partition_for(group_id, topic.partition_count()),
+        )
     }
 
     /// Checks this node's leadership of offsets partition `index`. Led at a leader epoch not
@@ -91,7 +94,7 @@ impl GroupCoordinator {
         let Some(topic) = self.replicas.topic(OFFSETS_TOPIC) else {
             return;
         };
-        for index in 0..topic.partitions {
+        for index in 0..topic.partition_count() {
             if let Err(e) = self.acquire_partition(st, index) {
                 if e != GroupError::NotCoordinator {
                     tracing::warn!(partition = index, error = %e, "could not load groups");

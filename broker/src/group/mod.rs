@@ -640,8 +640,8 @@ impl GroupCoordinator {
             return Err(GroupError::GroupIdNotFound);
         };
         let replicas = &self.replicas;
-        let topics = |name: &str| replicas.topic(name).map(|t| (t.id, t.partitions));
-        let all_topics = || replicas.topics().into_iter().map(|t| t.name).collect();
+        let topics = |name: &str| replicas.topic(name).map(|t| (t.id, t.partition_count()));
+        let all_topics = || replicas.topics().iter().map(|t| t.name.clone()).collect();
         let r = group.heartbeat(
             params,
             &topics,

@@ -127,7 +127,7 @@ impl GroupCoordinator {
 
     pub(super) fn check_commit_partition(&self, p: &CommitPartition) -> i16 {
         match self.replicas.topic(&p.topic) {
-            Some(t) if p.partition >= 0 && p.partition < t.partitions => {}
+            Some(t) if p.partition >= 0 && p.partition < t.partition_count() => {}
             _ => return GroupError::UnknownTopicOrPartition.error_code(),
         }
         if p.metadata

@@ -99,7 +99,7 @@ impl OffsetsStore {
     pub fn partitions(&self) -> i32 {
         self.replicas
             .topic(OFFSETS_TOPIC)
-            .map(|t| t.partitions)
+            .map(|t| t.partition_count())
             .unwrap_or(self.configured_partitions)
     }
 

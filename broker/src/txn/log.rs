@@ -70,7 +70,7 @@ impl TransactionLog {
     pub fn partitions(&self) -> i32 {
         self.replicas
             .topic(TRANSACTION_STATE_TOPIC)
-            .map(|t| t.partitions)
+            .map(|t| t.partition_count())
             .unwrap_or(self.configured_partitions)
     }
 

@@ -458,7 +458,7 @@ impl TransactionCoordinator {
         let Some(topic) = self.replicas.topic(TRANSACTION_STATE_TOPIC) else {
             return;
         };
-        for index in 0..topic.partitions {
+        for index in 0..topic.partition_count() {
             if let Err(e) = self.acquire_partition(st, index) {
                 if e != TxnError::NotCoordinator {
                     tracing::warn!(partition = index, error = %e, "could not load transactions");

@@ -153,7 +153,7 @@ fn bench_append(c: &mut Criterion) {
                 },
                 |bytes| {
                     let info = log.append_as_leader(bytes, 0, NOW).unwrap();
-                    assert!(!info.duplicate);
+                    assert!(info.duplicate.is_none());
                     n += 1;
                     if n.is_multiple_of(RETENTION_EVERY) {
                         log.delete_old_segments(NOW, i64::MAX).unwrap();

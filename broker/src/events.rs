@@ -1,8 +1,8 @@
 //! The event stream behind `GET /v1/events` (docs/EVENTS.md): typed events about what this
 //! node decided or saw, each emitted once, by the part of the broker that owns the fact
-//! (the `Partition` for ISR changes, the metadata apply path for leadership and fencing, the
-//! produce handler for the errors it answers, the fault engine, the marker writer, the group
-//! coordinator).
+//! (the `Partition` for ISR changes and the duplicate batches its log's appends return, the
+//! metadata apply path for leadership and fencing, the produce handler for the errors it
+//! answers, the fault engine, the marker writer, the group coordinator).
 //!
 //! Events go into a bounded ring (`admin.event.buffer.len.max`, oldest dropped first) with a
 //! sequence number per process, so a reader can replay what it missed (`?since=N`); a reader
@@ -10,8 +10,7 @@
 //! nobody listens: [`emit`] costs one atomic load then, and the event is never built.
 //!
 //! One log per process ([`install`]): a node is one process, and the code that owns the facts
-//! (a `Partition`, the producer state) has no handle on the `Broker`, much as `tracing` has
-//! one global subscriber.
+//! (a `Partition`) has no handle on the `Broker`, much as `tracing` has one global subscriber.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;

@@ -61,7 +61,11 @@ fn produce(topic: &str, records: Bytes) -> ProduceRequest {
                 .with_records(Some(records))])])
 }
 
-async fn start() -> (
+/// A running broker with `topic` created (one partition), its address, its stop switch and
+/// its log directory.
+async fn start(
+    topic: &str,
+) -> (
     Arc<Broker>,
     std::net::SocketAddr,
     watch::Sender<bool>,
@@ -80,17 +84,17 @@ async fn start() -> (
     let (broker, addr) = (server.broker.clone(), server.local_addr);
     let (tx, rx) = watch::channel(false);
     tokio::spawn(server.run(rx));
+    broker
+        .replicas
+        .create_topic(topic, 1, 1, Default::default(), false)
+        .await
+        .unwrap();
     (broker, addr, tx, dir)
 }
 
 #[tokio::test]
 async fn lost_ack_then_retry_returns_the_original_offset() {
-    let (broker, addr, stop, _dir) = start().await;
-    broker
-        .replicas
-        .create_topic("lost-ack", 1, 1, Default::default(), false)
-        .await
-        .unwrap();
+    let (broker, addr, stop, _dir) = start("lost-ack").await;
     let rule = broker
         .faults
         .add(FaultSpec {
@@ -157,12 +161,7 @@ async fn lost_ack_then_retry_returns_the_original_offset() {
 
 #[tokio::test]
 async fn injected_error_is_not_processed_and_fires_once() {
-    let (broker, addr, stop, _dir) = start().await;
-    broker
-        .replicas
-        .create_topic("dropped", 1, 1, Default::default(), false)
-        .await
-        .unwrap();
+    let (broker, addr, stop, _dir) = start("dropped").await;
     broker
         .faults
         .add(FaultSpec {
@@ -209,12 +208,7 @@ async fn injected_error_is_not_processed_and_fires_once() {
 /// which only the group coordinator appends to (Kafka answers INVALID_TOPIC_EXCEPTION).
 #[tokio::test]
 async fn produce_to_the_offsets_topic_is_refused() {
-    let (broker, addr, stop, _dir) = start().await;
-    broker
-        .replicas
-        .create_topic("__consumer_offsets", 1, 1, Default::default(), false)
-        .await
-        .unwrap();
+    let (broker, addr, stop, _dir) = start("__consumer_offsets").await;
     let mut s = TcpStream::connect(addr).await.unwrap();
     let resp: ProduceResponse = call(
         &mut s,
@@ -233,6 +227,60 @@ async fn produce_to_the_offsets_topic_is_refused() {
             .offsets()
             .1,
         0
+    );
+    stop.send(true).unwrap();
+}
+
+/// A retried idempotent batch is one `duplicate_batch` event, emitted by the partition from
+/// what the log's append returned, with the retry's producer, sequences and the offset it is
+/// answered with; a new batch of the producer is none.
+#[tokio::test]
+async fn a_retried_batch_is_one_duplicate_batch_event() {
+    let (broker, addr, stop, _dir) = start("dup-event").await;
+    // Events are recorded only while someone listens; the stream counts as a listener until
+    // it is dropped, whether or not it is polled.
+    let listening = broker.events.stream(None);
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    for batch in [
+        build_idempotent_batch(300, 2, 0, 2, 1_000),
+        build_idempotent_batch(300, 2, 0, 2, 1_000),
+        build_idempotent_batch(300, 2, 2, 1, 1_001),
+    ] {
+        let resp: ProduceResponse = call(&mut s, ApiKey::Produce, 9, &produce("dup-event", batch))
+            .await
+            .unwrap();
+        assert_eq!(resp.responses[0].partition_responses[0].error_code, 0);
+    }
+    // Other tests of this process share the event log: only this topic's events count.
+    let events: Vec<serde_json::Value> = broker
+        .events
+        .read_after(0, usize::MAX)
+        .events
+        .iter()
+        .map(|e| serde_json::from_str(&e.json).unwrap())
+        .filter(|e: &serde_json::Value| e["type"] == "duplicate_batch" && e["topic"] == "dup-event")
+        .collect();
+    drop(listening);
+    assert_eq!(events.len(), 1, "{events:?}");
+    let e = &events[0];
+    assert_eq!(
+        (
+            &e["partition"],
+            &e["producer_id"],
+            &e["producer_epoch"],
+            &e["first_sequence"],
+            &e["last_sequence"],
+            &e["first_offset"]
+        ),
+        (
+            &serde_json::json!(0),
+            &serde_json::json!(300),
+            &serde_json::json!(2),
+            &serde_json::json!(0),
+            &serde_json::json!(1),
+            &serde_json::json!(0)
+        ),
+        "{e}"
     );
     stop.send(true).unwrap();
 }

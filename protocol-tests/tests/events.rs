@@ -3,7 +3,7 @@
 //! the partition's leader; a bounded ring drops its oldest events and tells a late reader how
 //! many it lost; the supervisor serves every node's views under its id and merges every
 //! node's stream with its own node events. Each other kind is emitted by the part that owns
-//! the fact: `duplicate_batch` and `produce_error` by the partition's log and the produce
+//! the fact: `duplicate_batch` and `produce_error` by the partition and the produce
 //! handler, `group_rebalance` by the group coordinator, `txn_marker` by the marker writer;
 //! in a cluster `broker_fenced` and `broker_unfenced` by the active controller,
 //! `isr_expand` by the leader, `leader_elected` by the new leader and `follower_truncation` by

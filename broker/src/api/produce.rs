@@ -199,7 +199,7 @@ fn append_partition(
         )),
         Err(e) => refuse(e.error_code(), Some(e.to_string())),
         Ok(info) => {
-            if !info.duplicate {
+            if info.duplicate.is_none() {
                 // The count comes from the batch header, already parsed by the append.
                 part.traffic.record_in(batch_bytes, info.record_count);
             }

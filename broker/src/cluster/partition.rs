@@ -34,8 +34,8 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::log::{
-    AbortedTxn, AppendOrigin, FetchSlice, LogAppendInfo, LogConfig, LogError, ProducerStateEntry,
-    UnifiedLog,
+    AbortedTxn, AppendOrigin, DuplicateBatch, FetchSlice, LogAppendInfo, LogConfig, LogError,
+    ProducerStateEntry, UnifiedLog,
 };
 
 /// Bound on fetch requests parked on one partition; past it the oldest waiters are woken
@@ -699,13 +699,34 @@ impl Partition {
             }
             _ => log.append_as_leader(records, self.leader_epoch(), now_ms)?,
         };
-        if !info.duplicate {
-            let mut st = self.state.lock();
-            self.maybe_increment_leader_hw(&mut log, &mut st, now_ms);
-            drop(st);
-            self.wake_fetchers();
+        match &info.duplicate {
+            None => {
+                let mut st = self.state.lock();
+                self.maybe_increment_leader_hw(&mut log, &mut st, now_ms);
+                drop(st);
+                self.wake_fetchers();
+            }
+            Some(dup) => {
+                drop(log);
+                self.report_duplicate(dup);
+            }
         }
         Ok(info)
+    }
+
+    /// Puts `duplicate_batch` on the event stream: the log's producer state matched a retry
+    /// with one of the producer's retained batches and answered with its offsets. The log
+    /// publishes nothing (as Kafka's `UnifiedLog`); the partition owns the fact for the stream.
+    fn report_duplicate(&self, dup: &DuplicateBatch) {
+        crate::events::emit(|| crate::events::EventKind::DuplicateBatch {
+            topic: self.topic.clone(),
+            partition: self.index,
+            producer_id: dup.producer_id,
+            producer_epoch: dup.producer_epoch,
+            first_sequence: dup.first_sequence,
+            last_sequence: dup.last_sequence,
+            first_offset: dup.first_offset,
+        });
     }
 
     /// Waits until the high watermark passes `last_offset` (acks=all), for at most `timeout`.

@@ -238,11 +238,29 @@ pub struct LogAppendInfo {
     pub log_append_time_ms: i64,
     /// The log start offset after the append (for the Produce response).
     pub log_start_offset: i64,
-    /// True when the batch was a retry of one of the producer's last five: nothing was written,
-    /// and the offsets are the original ones.
-    pub duplicate: bool,
+    /// `Some` when the batch was a retry of one of the producer's last five: nothing was
+    /// written, and the offsets are the original ones.
+    pub duplicate: Option<DuplicateBatch>,
     /// Number of records in the batch (or batches, for a follower append).
     pub record_count: i64,
+}
+
+/// A client's retry that the producer state matched with one of the producer's retained
+/// batches (Kafka's `maybeDuplicate` in `UnifiedLog.analyzeAndValidateProducerState`). The log
+/// publishes nothing itself: the caller learns of the duplicate from the append's result and
+/// reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DuplicateBatch {
+    /// The retry's producer id.
+    pub producer_id: i64,
+    /// The retry's producer epoch (the retained batch's: a duplicate has the current epoch).
+    pub producer_epoch: i16,
+    /// The retry's first sequence (equal to the retained batch's).
+    pub first_sequence: i32,
+    /// The retry's last sequence (equal to the retained batch's).
+    pub last_sequence: i32,
+    /// Where the retained batch was written: the offset the retry is answered with.
+    pub first_offset: i64,
 }
 
 /// A region of one segment file to read without holding the partition lock.

@@ -60,7 +60,12 @@ fn append_assigns_dense_offsets_and_reads_back() {
         .append_as_leader(build_batch(3, 10, NOW), 7, NOW)
         .unwrap();
     assert_eq!(
-        (a.first_offset, a.last_offset, a.record_count, a.duplicate),
+        (
+            a.first_offset,
+            a.last_offset,
+            a.record_count,
+            a.duplicate.is_some()
+        ),
         (0, 2, 3, false)
     );
     assert_eq!(a.log_append_time_ms, -1);
@@ -547,7 +552,17 @@ fn idempotent_retry_returns_original_offsets() {
     let retry = log
         .append_as_leader(build_idempotent_batch(1000, 0, 0, 3, NOW), 0, NOW)
         .unwrap();
-    assert!(retry.duplicate);
+    assert_eq!(
+        retry.duplicate,
+        Some(DuplicateBatch {
+            producer_id: 1000,
+            producer_epoch: 0,
+            first_sequence: 0,
+            last_sequence: 2,
+            first_offset: a.first_offset,
+        }),
+        "the append names what the retry repeated, for the caller to report"
+    );
     assert_eq!(
         (retry.first_offset, retry.last_offset),
         (a.first_offset, a.last_offset)
@@ -563,7 +578,7 @@ fn idempotent_retry_returns_original_offsets() {
     let e1 = log
         .append_as_leader(build_idempotent_batch(1000, 1, 0, 1, NOW), 0, NOW)
         .unwrap();
-    assert!(!e1.duplicate);
+    assert!(e1.duplicate.is_none());
     assert_eq!(
         log.append_as_leader(build_idempotent_batch(1000, 0, 5, 1, NOW), 0, NOW)
             .unwrap_err()
@@ -609,14 +624,14 @@ fn producer_state_survives_clean_and_unclean_restart() {
             let retry = log
                 .append_as_leader(build_idempotent_batch(77, 0, i as i32 * 2, 2, NOW), 0, NOW)
                 .unwrap();
-            assert!(retry.duplicate, "clean={clean} batch {i}");
+            assert!(retry.duplicate.is_some(), "clean={clean} batch {i}");
             assert_eq!(retry.first_offset, info.first_offset);
         }
         // and the sequence continues
         let next = log
             .append_as_leader(build_idempotent_batch(77, 0, 300, 1, NOW), 0, NOW)
             .unwrap();
-        assert!(!next.duplicate);
+        assert!(next.duplicate.is_none());
         assert_eq!(
             log.append_as_leader(build_idempotent_batch(77, 0, 400, 1, NOW), 0, NOW)
                 .unwrap_err()
@@ -639,7 +654,7 @@ fn producer_state_replays_without_snapshots() {
     let retry = log
         .append_as_leader(build_idempotent_batch(5, 0, 58, 2, NOW), 0, NOW)
         .unwrap();
-    assert!(retry.duplicate);
+    assert!(retry.duplicate.is_some());
     assert_eq!(retry.first_offset, infos[29].first_offset);
 }
 
@@ -656,7 +671,7 @@ fn truncate_to_rebuilds_producer_state() {
     let retry = log
         .append_as_leader(build_idempotent_batch(9, 0, 38, 2, NOW), 0, NOW)
         .unwrap();
-    assert!(retry.duplicate);
+    assert!(retry.duplicate.is_some());
     let next = log
         .append_as_leader(build_idempotent_batch(9, 0, 40, 2, NOW), 0, NOW)
         .unwrap();
@@ -715,7 +730,7 @@ fn follower_append_copies_batches_and_state() {
     let retry = follower
         .append_as_leader(build_idempotent_batch(42, 0, 38, 2, NOW), 1, NOW)
         .unwrap();
-    assert!(retry.duplicate);
+    assert!(retry.duplicate.is_some());
     // offsets below the log end and bad CRCs are refused; a gap is a compacted leader's log
     let mut b = build_batch(1, 1, NOW).to_vec();
     super::batch::set_base_offset(&mut b, follower.log_end_offset() - 1);

@@ -15,12 +15,15 @@ use super::leader_epoch::LeaderEpochCache;
 use super::loader::{
     self, apply_to_producer_state, fsync_dir, LogCheckpoints, CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX,
 };
-use super::producer_state::{BatchMetadata, ProducerStateManager, SequenceCheck};
+use super::producer_state::{ProducerStateManager, SequenceCheck};
 use super::records::{decompress_records, RecordIter};
 use super::segment::{rename_segment_files, AppendedBatch, LogSegment};
 use super::txn_index::AbortedTxn;
 use super::validator::{validate_produce, AppendOrigin, ValidatedBatch};
-use super::{FetchSlice, LogAppendInfo, LogConfig, LogError, TimestampType, FETCH_SLICE_MAX_BYTES};
+use super::{
+    DuplicateBatch, FetchSlice, LogAppendInfo, LogConfig, LogError, TimestampType,
+    FETCH_SLICE_MAX_BYTES,
+};
 
 /// Batches up to this size are copied into a scratch buffer with their patched header and
 /// written with one syscall; larger ones are written as header + untouched body (two syscalls,
@@ -227,7 +230,7 @@ impl UnifiedLog {
 
     /// Validates a producer's batch (one batch, Kafka's v2 rules), checks idempotence, assigns
     /// offsets and writes it. A retry of one of the producer's last five batches returns the
-    /// original offsets with `duplicate: true` and writes nothing.
+    /// original offsets with `duplicate` set to what it repeated, and writes nothing.
     pub fn append_as_leader(
         &mut self,
         records: Bytes,
@@ -246,33 +249,6 @@ impl UnifiedLog {
         now_ms: i64,
     ) -> Result<LogAppendInfo, LogError> {
         self.append_with_origin(&records, leader_epoch, now_ms, AppendOrigin::Coordinator)
-    }
-
-    /// Puts a `duplicate_batch` event on the stream: the producer state matched a retry with
-    /// one of its retained batches. The partition is the directory's name, split at its last
-    /// `-` as Kafka's `LocalLog.parseTopicPartitionName` does.
-    fn report_duplicate(&self, v: &ValidatedBatch, b: &BatchMetadata) {
-        crate::events::emit(|| {
-            let name = self
-                .dir
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned());
-            let (topic, partition) = name
-                .as_deref()
-                .and_then(|n| n.rsplit_once('-'))
-                .map_or((String::new(), -1), |(t, p)| {
-                    (t.to_string(), p.parse().unwrap_or(-1))
-                });
-            crate::events::EventKind::DuplicateBatch {
-                topic,
-                partition,
-                producer_id: v.producer_id,
-                producer_epoch: v.producer_epoch,
-                first_sequence: v.base_sequence,
-                last_sequence: v.last_sequence,
-                first_offset: b.first_offset,
-            }
-        });
     }
 
     fn append_with_origin(
@@ -296,13 +272,18 @@ impl UnifiedLog {
                 origin,
             )?;
             if let SequenceCheck::Duplicate(b) = check {
-                self.report_duplicate(&v, &b);
                 return Ok(LogAppendInfo {
                     first_offset: b.first_offset,
                     last_offset: b.last_offset(),
                     log_append_time_ms: if log_append_time { b.timestamp } else { -1 },
                     log_start_offset: self.log_start_offset,
-                    duplicate: true,
+                    duplicate: Some(DuplicateBatch {
+                        producer_id: v.producer_id,
+                        producer_epoch: v.producer_epoch,
+                        first_sequence: v.base_sequence,
+                        last_sequence: v.last_sequence,
+                        first_offset: b.first_offset,
+                    }),
                     record_count: b.last_offset_delta as i64 + 1,
                 });
             }
@@ -420,7 +401,7 @@ impl UnifiedLog {
             last_offset,
             log_append_time_ms: if log_append_time { now_ms } else { -1 },
             log_start_offset: self.log_start_offset,
-            duplicate: false,
+            duplicate: None,
             record_count: v.record_count as i64,
         })
     }
@@ -462,7 +443,7 @@ impl UnifiedLog {
                 last_offset: first_offset - 1,
                 log_append_time_ms: -1,
                 log_start_offset: self.log_start_offset,
-                duplicate: false,
+                duplicate: None,
                 record_count: 0,
             });
         }
@@ -498,7 +479,7 @@ impl UnifiedLog {
             last_offset: self.log_end_offset - 1,
             log_append_time_ms: -1,
             log_start_offset: self.log_start_offset,
-            duplicate: false,
+            duplicate: None,
             record_count,
         })
     }

@@ -5,13 +5,14 @@ The architecture document names files, types, functions, constants and config ke
 backticks. A rename or a deletion that forgets the document leaves it describing code that is
 gone; this check turns that into a failure. What it checks, per backticked token:
 
-- a path (`broker/src/log/`, `segment.rs`, `tests/cluster.rs`): a tracked file or folder whose
+- a path (`storage/src/`, `segment.rs`, `tests/cluster.rs`): a tracked file or folder whose
   path ends with it, or a file name the source writes at run time (`"vote.json"`);
 - a type (`UnifiedLog`, `Partition`): a Rust struct, enum, trait or type alias, or a Java class,
   with that name, or an enum variant or library type the code names by path (`::Notify`);
 - a constant (`MAX_FAULT_RULES`): a Rust `const` or `static`;
-- a path of names (`Partition::apply_registration`, `api::handle_frame`): the last segment is
-  defined (a `fn`, type, constant or module) and each earlier one is a type or module;
+- a path of names (`Partition::apply_registration`, `api::handle_frame`, `brook::wait`): the
+  last segment is defined (a `fn`, type, constant or module) and each earlier one is a type, a
+  module or a workspace crate;
 - a function (`apply_image`): a Rust `fn`;
 - a config key (`replica.lag.time.max.ms`, `retention.ms=-1`): the key appears quoted in the
   broker's source.
@@ -44,6 +45,13 @@ def collect_definitions(files):
     types, consts, fns, modules, fields = set(), set(), set(), set(), set()
     sources = []
     for rel in files:
+        if rel.endswith("Cargo.toml") and not rel.startswith("vendor/"):
+            # A workspace crate is the first module of its paths (`brook::wait`).
+            manifest = (ROOT / rel).read_text()
+            package = re.search(r'(?m)^\[package\]\s*\nname\s*=\s*"([^"]+)"', manifest)
+            if package:
+                modules.add(package.group(1).replace("-", "_"))
+            continue
         if rel.startswith("vendor/") or not rel.endswith((".rs", ".java")):
             continue
         text = (ROOT / rel).read_text(errors="replace")

@@ -13,11 +13,11 @@
 
 use std::hint::black_box;
 
-use brook::log::batch::testutil::BatchBuilder;
-use brook::log::batch::{self};
-use brook::log::validator::{validate_produce, AppendOrigin};
-use brook::log::Codec;
-use brook::log::{LogConfig, ProducerStateManager, RecordBatch, UnifiedLog};
+use brook_storage::batch::testutil::BatchBuilder;
+use brook_storage::batch::{self};
+use brook_storage::validator::{validate_produce, AppendOrigin};
+use brook_storage::Codec;
+use brook_storage::{LogConfig, ProducerStateManager, RecordBatch, UnifiedLog};
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 
@@ -147,7 +147,7 @@ fn bench_append(c: &mut Criterion) {
                     // Next sequence; the CRC covers baseSequence, so fix it outside the timing.
                     let mut x = template.clone();
                     x[53..57].copy_from_slice(&sequence.to_be_bytes());
-                    brook::log::batch::testutil::fix_crc(&mut x);
+                    brook_storage::batch::testutil::fix_crc(&mut x);
                     sequence = batch::increment_sequence(sequence, records as i32);
                     Bytes::from(x)
                 },

@@ -13,9 +13,9 @@
 
 use std::hint::black_box;
 
-use brook::log::batch::testutil::{BatchBuilder, SimpleRecord};
-use brook::log::cleaner::{clean_in_place, Cleaner};
-use brook::log::{LogConfig, UnifiedLog};
+use brook_storage::batch::testutil::{BatchBuilder, SimpleRecord};
+use brook_storage::cleaner::{clean_in_place, Cleaner};
+use brook_storage::{LogConfig, UnifiedLog};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 
 const NOW: i64 = 1_700_000_000_000;

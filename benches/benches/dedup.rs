@@ -3,10 +3,10 @@
 
 use std::hint::black_box;
 
-use brook::log::batch::increment_sequence;
-use brook::log::producer_state::SequenceCheck;
-use brook::log::validator::AppendOrigin;
-use brook::log::ProducerStateManager;
+use brook_storage::batch::increment_sequence;
+use brook_storage::producer_state::SequenceCheck;
+use brook_storage::validator::AppendOrigin;
+use brook_storage::ProducerStateManager;
 use criterion::{criterion_group, criterion_main, Criterion};
 
 const PRODUCERS: i64 = 10_000;

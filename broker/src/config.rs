@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use crate::config_def;
-use crate::log::{LogConfig, TimestampType};
+use brook_storage::{LogConfig, TimestampType};
 
 /// Errors found while reading the configuration.
 #[derive(Debug, thiserror::Error)]
@@ -140,7 +140,7 @@ pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("log.cleaner.max.compaction.lag.ms", "9223372036854775807"),
     ("log.cleaner.min.cleanable.ratio", "0.5"),
     ("offsets.topic.segment.bytes", "104857600"),
-    // Log directory checkpoints (crate::log::checkpoint).
+    // Log directory checkpoints (brook_storage::checkpoint).
     ("replica.high.watermark.checkpoint.interval.ms", "5000"),
     ("log.flush.offset.checkpoint.interval.ms", "60000"),
     ("log.flush.start.offset.checkpoint.interval.ms", "60000"),

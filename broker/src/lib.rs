@@ -2,7 +2,8 @@
 //!
 //! See `docs/ARCHITECTURE.md` for the map. In request order:
 //! [`net`] (frames) → [`api`] (one module per API family) → [`cluster`] (ReplicaManager,
-//! Partition) → [`log`] (UnifiedLog, LogSegment, indexes, ProducerStateManager).
+//! Partition) → the storage engine, its own crate [`brook_storage`] (UnifiedLog, LogSegment,
+//! indexes, ProducerStateManager), the only way to the partitions' files.
 #![forbid(unsafe_code)]
 
 pub mod admin;
@@ -16,7 +17,6 @@ pub mod events;
 pub mod fault;
 pub mod group;
 pub mod live_page;
-pub mod log;
 pub mod metadata;
 pub mod metrics;
 pub mod net;

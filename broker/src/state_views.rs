@@ -32,7 +32,7 @@ use crate::group::classic::ClassicGroup;
 use crate::group::consumer::ConsumerGroup;
 use crate::group::consumer_protocol::assignment_partitions;
 use crate::group::{GroupEntry, GroupKind};
-use crate::log::ProducerStateEntry;
+use brook_storage::ProducerStateEntry;
 
 /// Bound on the partitions one `/v1/partitions` answer lists.
 pub const PARTITIONS_PER_ANSWER_MAX: usize = 1_000;

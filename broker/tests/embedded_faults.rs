@@ -16,8 +16,8 @@ use tokio::sync::watch;
 use brook::broker::Broker;
 use brook::config::BrokerConfig;
 use brook::fault::FaultSpec;
-use brook::log::batch::testutil::build_idempotent_batch;
 use brook::server::Server;
+use brook_storage::batch::testutil::build_idempotent_batch;
 
 /// Sends one request and reads its response; `None` when the broker closed the connection.
 async fn call<Req: Encodable + kafka_protocol::protocol::HeaderVersion, Resp: Decodable>(

@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use brook::broker::Broker;
 use brook::config::BrokerConfig;
-use brook::log::batch::testutil::build_batch;
 use brook::metadata::{LEGACY_METADATA_FILE, LEGACY_METADATA_FILE_IMPORTED};
 use brook::server::Server;
+use brook_storage::batch::testutil::build_batch;
 use tokio::sync::watch;
 
 /// Far above how long a one-voter quorum may take to lead: the test fails if start-up

@@ -14,11 +14,11 @@ use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use brook::log::batch::{BatchHeader, Codec, RecordBatch, HEADER_LEN, LOG_OVERHEAD};
-use brook::log::control::parse_end_txn_marker;
-use brook::log::records::RecordIter;
-use brook::log::txn_index::{read_entries, TXN_INDEX_SUFFIX};
-use brook::log::TimestampType;
+use brook_storage::batch::{BatchHeader, Codec, RecordBatch, HEADER_LEN, LOG_OVERHEAD};
+use brook_storage::control::parse_end_txn_marker;
+use brook_storage::records::RecordIter;
+use brook_storage::txn_index::{read_entries, TXN_INDEX_SUFFIX};
+use brook_storage::TimestampType;
 
 /// Largest batch the dump will read (a length field above it is reported as corrupt).
 pub const DUMP_MAX_BATCH_BYTES: usize = 256 * 1024 * 1024;
@@ -210,7 +210,7 @@ pub fn dump_segment(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use brook::log::batch::testutil::BatchBuilder;
+    use brook_storage::batch::testutil::BatchBuilder;
 
     #[test]
     fn dumps_batches_and_reports_a_torn_tail() {
@@ -225,7 +225,7 @@ mod tests {
             .records(2, 10)
             .build()
             .to_vec();
-        brook::log::batch::set_base_offset(&mut b, 3);
+        brook_storage::batch::set_base_offset(&mut b, 3);
         let mut data = a.to_vec();
         data.extend_from_slice(&b);
         data.extend_from_slice(&b[..20]);
@@ -245,12 +245,12 @@ mod tests {
 
     #[test]
     fn dumps_markers_and_the_txnindex() {
-        use brook::log::batch::testutil::build_control_batch;
-        use brook::log::txn_index::{AbortedTxn, TransactionIndex};
+        use brook_storage::batch::testutil::build_control_batch;
+        use brook_storage::txn_index::{AbortedTxn, TransactionIndex};
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("00000000000000000000.log");
         let mut m = build_control_batch(9, 1, false, 3, 1000).to_vec();
-        brook::log::batch::set_base_offset(&mut m, 2);
+        brook_storage::batch::set_base_offset(&mut m, 2);
         std::fs::write(&log, &m).unwrap();
         let idx = dir.path().join("00000000000000000000.txnindex");
         let mut index = TransactionIndex::create(idx.clone()).unwrap();
@@ -283,9 +283,9 @@ mod tests {
 
     #[test]
     fn decodes_transaction_state_records() {
-        use brook::log::batch::testutil::SimpleRecord;
         use brook::txn::metadata::TransactionMetadata;
         use brook::txn::records::{txn_key, txn_value, TxnLogValue};
+        use brook_storage::batch::testutil::SimpleRecord;
         let dir = tempfile::tempdir().unwrap();
         let part = dir.path().join("__transaction_state-3");
         std::fs::create_dir(&part).unwrap();

@@ -18,11 +18,11 @@ use crate::broker::Broker;
 use crate::cluster::partition::{Partition, PartitionError};
 use crate::cluster::replica_manager::now_ms;
 use crate::fault::{CrashPoint, FaultEngine};
-use crate::log::batch::BatchHeader;
-use crate::log::{LogAppendInfo, LogError};
 use crate::metadata::validate_topic_name;
 use crate::metrics::GaugeGuard;
 use crate::net::codec::CodecError;
+use brook_storage::batch::BatchHeader;
+use brook_storage::{LogAppendInfo, LogError};
 
 /// One partition of the request after its append: answered, or waiting for acks=all.
 enum Appended {

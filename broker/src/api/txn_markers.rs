@@ -27,7 +27,7 @@ use crate::broker::Broker;
 use crate::cluster::partition::Partition;
 use crate::cluster::replica_manager::now_ms;
 use crate::group::store::OFFSETS_TOPIC;
-use crate::log::control::{build_end_txn_marker, EndTxnMarker};
+use brook_storage::control::{build_end_txn_marker, EndTxnMarker};
 
 /// How long the markers of one request may wait for replication: Kafka uses the broker's
 /// `request.timeout.ms` (default 30000).

@@ -5,7 +5,7 @@
 //! Each of `log.cleaner.threads` threads loops: take the dirtiest compacted log that is due
 //! (dirty ratio above `min.cleanable.dirty.ratio`, or a segment past
 //! `max.compaction.lag.ms`) and not being cleaned by another thread, clean it
-//! ([`crate::log::cleaner::Cleaner`]), checkpoint where it got to; sleep
+//! ([`brook_storage::cleaner::Cleaner`]), checkpoint where it got to; sleep
 //! `log.cleaner.backoff.ms` when nothing is due. Every replica's log is cleaned, leader or
 //! follower, as in Kafka. The partition lock is taken to look at the log and to swap a
 //! cleaned segment in, never while segment files are read or written.
@@ -22,12 +22,12 @@ use super::partition::Partition;
 use super::replica_manager::{now_ms, ReplicaManager};
 use crate::config::LogCleanerConfig;
 use crate::fault::{CrashPoint, FaultEngine};
-use crate::log::checkpoint::{self, OffsetMap};
-use crate::log::cleaner::{
+use brook_storage::checkpoint::{self, OffsetMap};
+use brook_storage::cleaner::{
     cleanable_offsets, CleanContext, CleanOutcome, CleanedGroup, Cleaner, CleanerView, LogToClean,
     CLEANER_OFFSET_CHECKPOINT,
 };
-use crate::log::LogError;
+use brook_storage::LogError;
 
 /// The offset map of one thread is at most this, whatever the dedupe buffer (Kafka caps a
 /// thread's share at `Int.MaxValue` bytes).

@@ -33,7 +33,7 @@ use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use crate::log::{
+use brook_storage::{
     AbortedTxn, AppendOrigin, DuplicateBatch, FetchSlice, LogAppendInfo, LogConfig, LogError,
     ProducerStateEntry, UnifiedLog,
 };
@@ -129,7 +129,7 @@ impl PartitionRead {
     /// read_uncommitted, as Kafka leaves the field null then.
     pub fn aborted_within(&self, records: &[u8]) -> Option<Vec<AbortedTxn>> {
         let all = self.aborted_transactions.as_ref()?;
-        let Some(end) = crate::log::next_offset_after(records) else {
+        let Some(end) = brook_storage::next_offset_after(records) else {
             return Some(Vec::new());
         };
         Some(
@@ -1382,7 +1382,7 @@ impl Partition {
     }
 
     /// The log as the cleaner sees it; the segment files are read after the lock is released.
-    pub fn cleaner_view(&self) -> crate::log::cleaner::CleanerView {
+    pub fn cleaner_view(&self) -> brook_storage::cleaner::CleanerView {
         let log = self.log.lock();
         let hw = self.state.lock().high_watermark;
         log.cleaner_view(hw)
@@ -1392,7 +1392,7 @@ impl Partition {
     /// (`UnifiedLog::replace_segments`); false if the log changed since the clean began.
     pub fn replace_cleaned_segments(
         &self,
-        group: &crate::log::cleaner::CleanedGroup,
+        group: &brook_storage::cleaner::CleanedGroup,
         after_swap: &dyn Fn(),
     ) -> Result<bool, PartitionError> {
         Ok(self.log.lock().replace_segments(group, after_swap)?)
@@ -1478,7 +1478,7 @@ fn check_offsets(log: &UnifiedLog, hw: i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::log::batch::testutil::build_batch;
+    use brook_storage::batch::testutil::build_batch;
 
     const LAG_MS: i64 = 30_000;
 

@@ -615,7 +615,7 @@ mod tests {
     /// most one step per follower epoch.
     #[test]
     fn truncation_converges_against_divergent_epoch_histories() {
-        use crate::log::leader_epoch::LeaderEpochCache;
+        use brook_storage::leader_epoch::LeaderEpochCache;
         let dir = tempfile::tempdir().unwrap();
         let cache = |entries: &[(i32, i64)], name: &str| {
             let mut c = LeaderEpochCache::empty(&dir.path().join(name));
@@ -651,7 +651,7 @@ mod tests {
             "the logs share epoch 0 up to offset 3 only"
         );
     }
-    use crate::log::{LogConfig, UnifiedLog};
+    use brook_storage::{LogConfig, UnifiedLog};
 
     fn replica(dir: &std::path::Path, topic: &str, index: i32) -> Arc<Partition> {
         let log = UnifiedLog::open(

@@ -29,13 +29,13 @@ use crate::controller::{
     MetadataRecord, PartitionRegistration,
 };
 use crate::fault::FaultEngine;
-use crate::log::checkpoint::{
+use crate::metadata::{LegacyMetadataFile, MetadataError, TopicMeta};
+use brook_storage::checkpoint::{
     self, OffsetMap, HIGH_WATERMARK_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
 };
-use crate::log::loader::LogCheckpoints;
-use crate::log::{LogError, UnifiedLog};
-use crate::metadata::{LegacyMetadataFile, MetadataError, TopicMeta};
+use brook_storage::loader::LogCheckpoints;
+use brook_storage::{LogError, UnifiedLog};
 
 /// Written at clean shutdown; its absence at start-up means the logs need recovery.
 pub const CLEAN_SHUTDOWN_FILE: &str = ".brook_cleanshutdown";
@@ -708,7 +708,7 @@ impl ReplicaManager {
         &self,
         topic: &str,
         partition: i32,
-        config: crate::log::LogConfig,
+        config: brook_storage::LogConfig,
         now: i64,
     ) -> Result<(UnifiedLog, Option<i64>), LogError> {
         let (checkpoints, hw) = self.startup_checkpoints.lock().take(topic, partition);

@@ -23,11 +23,11 @@ use super::GroupError;
 use crate::cluster::partition::{Partition, PartitionError};
 use crate::cluster::replica_manager::{now_ms, ReplicaManager};
 use crate::controller::ControllerError;
-use crate::log::batch::RecordBatch;
-use crate::log::batch_builder::{BatchBuilder, SimpleRecord};
-use crate::log::control::parse_end_txn_marker;
-use crate::log::records::{decompress_records, RecordIter};
-use crate::log::{Codec, LogError};
+use brook_storage::batch::RecordBatch;
+use brook_storage::batch_builder::{BatchBuilder, SimpleRecord};
+use brook_storage::control::parse_end_txn_marker;
+use brook_storage::records::{decompress_records, RecordIter};
+use brook_storage::{Codec, LogError};
 
 /// The internal topic's name, as in Kafka.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";

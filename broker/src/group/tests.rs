@@ -452,7 +452,7 @@ async fn consumer_group_members_are_restored_from_their_records() {
 // ---------------------------------------------------------------------------------------------
 
 use super::store::TxnProducer;
-use crate::log::batch::testutil::build_control_batch;
+use brook_storage::batch::testutil::build_control_batch;
 
 fn txn_committer() -> Committer {
     Committer {

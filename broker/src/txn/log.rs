@@ -18,10 +18,10 @@ use super::TxnError;
 use crate::cluster::partition::{Partition, PartitionError};
 use crate::cluster::replica_manager::{now_ms, ReplicaManager};
 use crate::controller::ControllerError;
-use crate::log::batch::RecordBatch;
-use crate::log::batch_builder::{BatchBuilder, SimpleRecord};
-use crate::log::records::RecordIter;
-use crate::log::Codec;
+use brook_storage::batch::RecordBatch;
+use brook_storage::batch_builder::{BatchBuilder, SimpleRecord};
+use brook_storage::records::RecordIter;
+use brook_storage::Codec;
 
 /// The internal topic's name, as in Kafka.
 pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";

@@ -25,8 +25,8 @@ use kafka_protocol::ResponseError;
 use super::log::TRANSACTION_STATE_TOPIC;
 use crate::broker::Broker;
 use crate::cluster::partition::Partition;
-use crate::log::batch::BatchHeader;
 use crate::net::client::BrokerConnection;
+use brook_storage::batch::BatchHeader;
 
 /// The AddPartitionsToTxn version brokers verify with.
 pub const VERIFY_VERSION: i16 = 4;

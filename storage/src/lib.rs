@@ -1,4 +1,17 @@
-//! The storage engine: a segmented, append-only log per partition, in Kafka's on-disk layout.
+//! Brook's storage engine (`brook-storage`): a segmented, append-only log per partition, in
+//! Kafka's on-disk layout.
+//!
+//! **The boundary.** This crate is the only code that writes the files of a partition
+//! directory (segments' `.log`, `.index`, `.timeindex` and `.txnindex`, producer state
+//! snapshots, `leader-epoch-checkpoint`) or reads them while the broker runs, and the only one
+//! that knows the format of the log directory's offset checkpoint files. The broker reaches
+//! them only through it ([`UnifiedLog`], [`cleaner`], [`checkpoint`]); what it does itself is
+//! delete a whole partition directory, and the offline `brook dump-log` command reads segment
+//! files with this crate's parsers. This crate depends on no other workspace crate: it knows
+//! nothing of replication, requests or the event stream, and reports what happened through
+//! what its calls return (an append's [`LogAppendInfo`], with a [`DuplicateBatch`] for a
+//! retry), as Kafka's `UnifiedLog` does. Cargo enforces it: nothing of the broker is in scope
+//! here.
 //!
 //! Layout of a partition directory (Kafka's, so `kafka-dump-log` reads the segments):
 //! - `<20-digit base offset>.log`, `.index`, `.timeindex`: the segments ([`segment`]);
@@ -18,6 +31,10 @@
 //! Threading: the caller holds each `UnifiedLog` in a `parking_lot::Mutex`. Everything here runs
 //! under that lock and stays short; [`UnifiedLog::read`] only locates data and the caller runs
 //! [`FetchSlice::read`] after releasing the lock.
+//!
+//! Feature `testutil`: `batch::testutil`, valid client-like batches for other crates' tests
+//! and benchmarks (this crate's own tests have it always).
+#![forbid(unsafe_code)]
 
 pub mod batch;
 pub mod batch_builder;

@@ -351,18 +351,20 @@ pub fn set_max_timestamp(batch: &mut [u8], timestamp_type: TimestampType, max_ti
 }
 
 // ---------------------------------------------------------------------------------------------
-// Test helper: encode valid batches. Public so the rest of the broker's tests can use it.
+// Test helper: encode valid batches. Behind the `testutil` feature so that other crates' tests
+// and benchmarks can use it while a production build cannot.
 // ---------------------------------------------------------------------------------------------
 
+#[cfg(any(test, feature = "testutil"))]
 pub mod testutil {
     //! Valid v2 batches for tests and benchmarks, on top of the production
-    //! [`BatchBuilder`](crate::log::batch_builder::BatchBuilder).
+    //! [`BatchBuilder`](crate::batch_builder::BatchBuilder).
 
     use bytes::Bytes;
 
     use super::*;
-    pub use crate::log::batch_builder::{BatchBuilder, SimpleRecord};
-    use crate::log::control::{build_end_txn_marker, EndTxnMarker};
+    pub use crate::batch_builder::{BatchBuilder, SimpleRecord};
+    use crate::control::{build_end_txn_marker, EndTxnMarker};
 
     /// A batch of `n` records with `value_len`-byte values, no producer id.
     pub fn build_batch(n: usize, value_len: usize, base_timestamp: i64) -> Bytes {
@@ -411,8 +413,8 @@ pub mod testutil {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::log::batch::testutil::*;
-    use crate::log::records::RecordIter;
+    use crate::batch::testutil::*;
+    use crate::records::RecordIter;
 
     const NOW: i64 = 1_700_000_000_000;
 

@@ -319,7 +319,7 @@ pub fn validate_produce(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::log::batch::testutil::*;
+    use crate::batch::testutil::*;
 
     const NOW: i64 = 1_700_000_000_000;
 

@@ -273,8 +273,8 @@ fn decompress_snappy(records: &[u8], limit: usize) -> Result<bytes::Bytes, Snapp
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::log::batch::testutil::*;
-    use crate::log::batch::RecordBatch;
+    use crate::batch::testutil::*;
+    use crate::batch::RecordBatch;
 
     const NOW: i64 = 1_700_000_000_000;
 

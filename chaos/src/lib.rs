@@ -19,7 +19,7 @@
 //! all failures.
 //!
 //! ```sh
-//! cargo build --release --bin brook -p brook-chaos
+//! cargo build --release -p brook-tools -p brook-chaos
 //! # a bounded run against a fresh `brook cluster` (temp dir, free ports)
 //! cargo run --release -p brook-chaos -- --seed 42 --steps 20
 //! # the long run: 1,000 leader kills among ISR churn, crash points and pauses, about 2 hours

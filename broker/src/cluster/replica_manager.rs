@@ -129,10 +129,6 @@ pub struct ReplicaManager {
     fetchers: Mutex<ReplicaFetchers>,
     /// Bumped after each metadata image is applied, for callers waiting to see their change.
     applied: watch::Sender<u64>,
-    /// The metadata offset this node had replayed locally at start-up. Roles are only taken
-    /// from an image that holds this process's own registration (recorded after it), so a
-    /// restarted node never acts on the stale leadership it remembers.
-    startup_metadata_offset: i64,
     /// The cluster id: a cluster's is derived from its voter set; a single node's is kept in
     /// `meta.properties` in its log directory.
     cluster_id: String,
@@ -338,7 +334,6 @@ impl ReplicaManager {
                 )
             }
         };
-        let startup_metadata_offset = controller.image().borrow().metadata_offset as i64;
         let stats = ReplicationStats::default();
         let fetchers = ReplicaFetchers::new(stats.follower_truncations.clone());
         let single_voter = controller.is_single_voter();
@@ -352,7 +347,6 @@ impl ReplicaManager {
             fetchers: Mutex::new(fetchers),
             applied: watch::channel(0).0,
             quorum_pid_block: tokio::sync::Mutex::new((0, 0)),
-            startup_metadata_offset,
             cluster_id,
             roles_applied: AtomicBool::new(false),
             had_clean_shutdown: state.clean,
@@ -375,14 +369,9 @@ impl ReplicaManager {
     /// applies that image, so that the node leads every partition before it serves.
     async fn take_single_node_roles(&self) -> Result<(), ReplicaError> {
         let me = self.config.node_id;
-        let startup = self.startup_metadata_offset;
+        let incarnation = self.controller.incarnation();
         let mut images = self.controller.image();
-        let ready = images.wait_for(|image| {
-            image
-                .brokers
-                .get(&me)
-                .is_some_and(|b| !b.fenced && b.registration_offset as i64 > startup)
-        });
+        let ready = images.wait_for(|image| image.registered_and_unfenced(me, incarnation));
         let timeout = std::time::Duration::from_millis(SINGLE_NODE_STARTUP_TIMEOUT_MS);
         let image = match tokio::time::timeout(timeout, ready).await {
             Ok(Ok(image)) => image.clone(),
@@ -593,11 +582,9 @@ impl ReplicaManager {
         let controller = &self.controller;
         let me = self.config.node_id;
         let now = now_ms();
-        let startup = self.startup_metadata_offset;
-        let registered = image
-            .brokers
-            .get(&me)
-            .is_some_and(|b| !b.fenced && b.registration_offset as i64 > startup);
+        // Roles are only taken from an image that holds this process's own registration, so a
+        // restarted node never acts on the stale leadership it remembers.
+        let registered = image.registered_and_unfenced(me, controller.incarnation());
         // Partitions this node should no longer host: deleted topics, moved replicas.
         let stale: Vec<(String, i32)> = self
             .partitions

@@ -548,6 +548,13 @@ impl Controller {
         self.local_addr.is_none()
     }
 
+    /// This process's incarnation (Kafka's `incarnationId`): new at every start, carried by
+    /// its broker registration, so an image can tell this process's registration from one a
+    /// previous run of the node left behind.
+    pub fn incarnation(&self) -> Uuid {
+        self.inner.incarnation
+    }
+
     /// This process's broker epoch, once its broker is registered.
     pub fn broker_epoch(&self) -> Option<i64> {
         *self.inner.broker_epoch.borrow()

@@ -346,16 +346,7 @@ fn fault(command: FaultCommand) -> ExitCode {
                 .map(|v| format!("removed {}", v["removed"]))
         }
     };
-    match result {
-        Ok(out) => {
-            print_line(&out);
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("brook: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    report(result)
 }
 
 /// One call to a node's admin API. `target` is `HOST:PORT`, optionally `|/suffix`.
@@ -442,16 +433,7 @@ fn node(command: NodeCommand) -> ExitCode {
                 .map(|v| v.to_string())
         }
     };
-    match result {
-        Ok(out) => {
-            print_line(&out);
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("brook: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    report(result)
 }
 
 /// One call to a `brook cluster` supervisor's HTTP API.
@@ -514,6 +496,20 @@ fn parse_error(v: &str) -> Result<i16, String> {
 
 /// Writes one line to stdout. A closed pipe (`brook fault list | head`) is not an error
 /// worth a panic: the reader has what it wanted.
+/// A CLI command's end: its answer on stdout and success, or its error on stderr and failure.
+fn report(result: Result<String, impl std::fmt::Display>) -> ExitCode {
+    match result {
+        Ok(out) => {
+            print_line(&out);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("brook: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn print_line(line: &str) {
     use std::io::Write;
     let mut out = std::io::stdout().lock();

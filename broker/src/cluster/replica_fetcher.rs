@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{Buf, BufMut, BytesMut};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::{
@@ -471,9 +471,21 @@ impl Fetcher {
                     format!("response of {size} bytes"),
                 ));
             }
-            let mut buf = vec![0u8; size as usize];
-            conn.read_exact(&mut buf).await?;
-            Ok(Bytes::from(buf))
+            // Filled as it arrives, without zeroing first: the answer is up to
+            // REPLICA_FETCH_RESPONSE_MAX_BYTES of records.
+            let size = size as usize;
+            let mut buf = BytesMut::with_capacity(size);
+            while buf.len() < size {
+                if (&mut *conn)
+                    .take((size - buf.len()) as u64)
+                    .read_buf(&mut buf)
+                    .await?
+                    == 0
+                {
+                    return Err(std::io::ErrorKind::UnexpectedEof.into());
+                }
+            }
+            Ok(buf.freeze())
         };
         // The leader may hold the fetch for REPLICA_FETCH_WAIT_MAX_MS; anything much longer
         // means the leader or the link is gone.

@@ -94,7 +94,7 @@ async fn run_frame(broker: Arc<Broker>, frame: FuzzFrame) -> End {
         };
         let client = Some(std::net::IpAddr::from([127, 0, 0, 1]));
         match handle_frame(&broker, f.bytes, client).await {
-            Ok((_, Outcome::Respond(_))) => End::Answered,
+            Ok((_, Outcome::Respond(_) | Outcome::RespondChunks(_))) => End::Answered,
             Ok((_, Outcome::NoResponse)) => End::NoAnswer,
             Ok((_, Outcome::Close(_))) | Err(_) => End::Closed,
         }

@@ -172,7 +172,16 @@ pub async fn handle(
     let resp = FetchResponse::default()
         .with_session_id(0)
         .with_responses(responses);
-    super::respond(broker, ctx, &resp)
+    broker
+        .metrics
+        .requests
+        .record_errors(ctx.api_key, ctx.api_version, &resp);
+    // The records go to the socket as the log read returned them, not copied into one buffer.
+    Ok(Outcome::RespondChunks(super::fetch_encode::encode_chunks(
+        &resp,
+        ctx.api_version,
+        ctx.correlation_id,
+    )?))
 }
 
 /// Counts the record bytes a consumer is answered, per partition (Kafka's BytesOutPerSec;

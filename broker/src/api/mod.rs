@@ -11,6 +11,7 @@ pub mod delete_records;
 pub mod describe_topic_partitions;
 pub mod elect_leaders;
 pub mod fetch;
+mod fetch_encode;
 pub mod groups;
 pub mod list_offsets;
 pub mod log_dirs;
@@ -115,6 +116,9 @@ pub fn support(key: ApiKey) -> Option<&'static ApiSupport> {
 pub enum Outcome {
     /// Send this response frame.
     Respond(Bytes),
+    /// Send this response frame, given as chunks to write in order with vectored writes
+    /// (a Fetch answer, whose records are not copied into one buffer).
+    RespondChunks(Vec<Bytes>),
     /// Send nothing (acks=0 Produce that succeeded).
     NoResponse,
     /// Close the connection (acks=0 Produce that failed: the client learns of it that way).

@@ -9,13 +9,15 @@
 //! Kafka's `Selector` expires idle channels: the clock restarts at every byte read and every
 //! answer written, so a slow but live frame is not cut off.
 
+use std::io::IoSlice;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncRead, AsyncWriteExt, BufReader, ReadBuf};
+use bytes::{Buf, Bytes};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
@@ -23,6 +25,9 @@ use crate::api::{handle_frame, Outcome};
 use crate::broker::Broker;
 use crate::metrics::GaugeGuard;
 use crate::net::codec::{read_frame, CodecError, Frame};
+
+/// Chunks handed to one vectored write (Linux's IOV_MAX is 1024).
+pub const WRITE_IOVECS_MAX: usize = 64;
 
 /// Read buffer per connection.
 pub const CONNECTION_READ_BUFFER_BYTES: usize = 64 * 1024;
@@ -71,16 +76,10 @@ pub async fn serve(broker: Arc<Broker>, stream: TcpStream, mut shutdown: watch::
             }
         };
         let open = match outcome {
-            Outcome::Respond(bytes) => match w.write_all(&bytes).await {
-                Ok(()) => {
-                    activity.touch();
-                    true
-                }
-                Err(e) => {
-                    tracing::debug!(?peer, error = %e, "write failed");
-                    false
-                }
-            },
+            Outcome::Respond(bytes) => written(w.write_all(&bytes).await, &activity, peer),
+            Outcome::RespondChunks(chunks) => {
+                written(write_chunks(&mut w, chunks).await, &activity, peer)
+            }
             Outcome::NoResponse => true,
             Outcome::Close(reason) => {
                 tracing::info!(?peer, api = ?ctx.api_key, %reason, "closing connection");
@@ -100,6 +99,55 @@ pub async fn serve(broker: Arc<Broker>, stream: TcpStream, mut shutdown: watch::
         drop(memory);
     }
     let _ = w.shutdown().await;
+}
+
+/// Whether the connection stays open after writing an answer.
+fn written(
+    result: std::io::Result<()>,
+    activity: &Activity,
+    peer: Option<std::net::SocketAddr>,
+) -> bool {
+    match result {
+        Ok(()) => {
+            activity.touch();
+            true
+        }
+        Err(e) => {
+            tracing::debug!(?peer, error = %e, "write failed");
+            false
+        }
+    }
+}
+
+/// Writes `chunks` in order with vectored writes, at most [`WRITE_IOVECS_MAX`] at a time.
+async fn write_chunks<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    mut chunks: Vec<Bytes>,
+) -> std::io::Result<()> {
+    let mut first = 0;
+    while first < chunks.len() {
+        let end = chunks.len().min(first + WRITE_IOVECS_MAX);
+        let slices: Vec<IoSlice<'_>> = chunks[first..end].iter().map(|c| IoSlice::new(c)).collect();
+        let mut n = w.write_vectored(&slices).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        // Drop what was written: whole chunks, then the front of a partly written one.
+        while n > 0 {
+            let len = chunks[first].len();
+            if n >= len {
+                n -= len;
+                first += 1;
+            } else {
+                chunks[first].advance(n);
+                n = 0;
+            }
+        }
+        while first < chunks.len() && chunks[first].is_empty() {
+            first += 1;
+        }
+    }
+    Ok(())
 }
 
 /// When the connection last moved bytes, in milliseconds since it opened.

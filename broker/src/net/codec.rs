@@ -28,8 +28,7 @@ pub enum CodecError {
     Io(#[from] std::io::Error),
 }
 
-/// A frame's buffer grows by at most this much per read, so that the memory a connection
-/// holds follows the bytes that arrived, never the size its prefix claims.
+/// Bytes asked of the socket per read while a frame arrives.
 pub const FRAME_READ_CHUNK_BYTES: usize = 64 * 1024;
 
 /// One request frame, with the pool bytes it holds until its response has been written.
@@ -40,8 +39,12 @@ pub struct Frame {
 }
 
 /// Reads one frame. A size outside `8..=max_bytes` is refused before anything is allocated;
-/// then the frame's bytes are taken from `pool` (waiting, unread, while it is full), and the
-/// buffer grows in chunks of [`FRAME_READ_CHUNK_BYTES`] as the bytes arrive.
+/// then the frame's bytes are taken from `pool` (waiting, unread, while it is full), and its
+/// buffer is allocated once at the frame's size. The pool bounds what all frames claim
+/// together; the pages a buffer holds are only those the arrived bytes were written to (the
+/// kernel maps a page at its first write). A buffer grown by doubling instead copied each
+/// produce request about once more and, with an allocator that keeps freed blocks for reuse,
+/// held the outgrown blocks too.
 pub async fn read_frame<R: AsyncRead + Unpin>(
     r: &mut R,
     max_bytes: usize,
@@ -60,10 +63,9 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
     }
     let size = size as usize;
     let memory = pool.acquire(size).await;
-    let mut buf = BytesMut::with_capacity(size.min(FRAME_READ_CHUNK_BYTES));
+    let mut buf = BytesMut::with_capacity(size);
     while buf.len() < size {
         let chunk = (size - buf.len()).min(FRAME_READ_CHUNK_BYTES);
-        buf.reserve(chunk);
         if (&mut *r).take(chunk as u64).read_buf(&mut buf).await? == 0 {
             return Err(CodecError::Closed);
         }

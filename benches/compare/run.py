@@ -30,8 +30,8 @@ min.insync.replicas=2), acks=all with idempotence, records of 100 B and 1 KiB in
 1 and 12 partitions, from --rd-producers producers: peak throughput, broker CPU and minor page
 faults per GiB, then the delivery latency at half the peak rate (p50/p99/p99.9); and the
 throughput of one consumer reading the 1 KiB, 12-partition topic back. The load generator
-runs on the same cores as the brokers, so its CPU (librdkafka's threads poll while its
-in-flight window is full) is taken from theirs, for Kafka and Brook alike.
+runs on the same cores as the brokers, so its CPU is taken from theirs, for Kafka and Brook
+alike (about three quarters of the machine in a single-node 1 KiB run).
 """
 import argparse
 import json

@@ -9,7 +9,8 @@ alternately by hand or by a shell loop.
 Starts the system on a fresh data directory, creates the topic (RF = nodes, and
 min.insync.replicas=2 on three nodes), runs `rdkafka_load produce` at full speed, stops the
 system and deletes its data (so the next run's page-cache writes reuse the memory this one
-freed; benches/RESULTS.md, "Physical references"). Prints one JSON line: run.py's produce
+freed; benches/RESULTS.md, "Physical references"). --rate paces the producers, for latency
+below saturation. Prints one JSON line: run.py's produce
 figures, plus broker CPU seconds and minor page faults per GiB for each node, and the load
 generator's own CPU per GiB.
 """
@@ -29,6 +30,7 @@ def main():
     ap.add_argument("--partitions", type=int, default=1)
     ap.add_argument("--records", type=int, default=600_000)
     ap.add_argument("--producers", type=int, default=1)
+    ap.add_argument("--rate", type=int, default=0, help="records per second over all producers (0: full speed)")
     ap.add_argument("--system", choices=["brook", "kafka"], default="brook")
     ap.add_argument("--brook-bin", default=os.path.join(run.ROOT, "target", "release", "brook"))
     a = ap.parse_args()
@@ -43,7 +45,7 @@ def main():
         cpu0 = [run.cpu_seconds([p]) for p in pids]
         faults0 = [run.minor_faults([p]) for p in pids]
         client0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        r = run.rd_produce(sysm, "one-case", a.records, a.size, a.producers)
+        r = run.rd_produce(sysm, "one-case", a.records, a.size, a.producers, a.rate)
         client1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         gib = a.records * a.size / 2**30
         r["node_cpu_s_per_gib"] = [(run.cpu_seconds([p]) - c) / gib for p, c in zip(pids, cpu0)]

@@ -192,6 +192,11 @@ impl OffsetIndex {
     pub fn flush(&self) -> io::Result<()> {
         self.file.flush()
     }
+
+    /// A second handle on the file, to fsync it later without the segment.
+    pub fn try_clone_file(&self) -> io::Result<std::fs::File> {
+        self.file.try_clone_file()
+    }
 }
 
 #[cfg(test)]

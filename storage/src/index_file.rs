@@ -54,4 +54,9 @@ impl IndexFile {
     pub fn flush(&self) -> io::Result<()> {
         self.file.sync_all()
     }
+
+    /// A second handle on the file, to fsync it without the owner (a roll's flush).
+    pub fn try_clone_file(&self) -> io::Result<File> {
+        self.file.try_clone()
+    }
 }

@@ -30,7 +30,8 @@
 //!
 //! Threading: the caller holds each `UnifiedLog` in a `parking_lot::Mutex`. Everything here runs
 //! under that lock and stays short; [`UnifiedLog::read`] only locates data and the caller runs
-//! [`FetchSlice::read`] after releasing the lock.
+//! [`FetchSlice::read`] after releasing the lock, and a roll's fsync is handed back to the
+//! caller ([`UnifiedLog::roll_flush`]) to run without it.
 //!
 //! Feature `testutil`: `batch::testutil`, valid client-like batches for other crates' tests
 //! and benchmarks (this crate's own tests have it always).

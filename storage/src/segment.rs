@@ -798,6 +798,18 @@ impl LogSegment {
         self.txn_index.flush()
     }
 
+    /// Second handles on every file [`LogSegment::flush`] syncs, to sync them later without
+    /// holding the segment (the flush a roll leaves to a background task).
+    pub fn sync_handles(&self) -> io::Result<Vec<File>> {
+        let mut files = vec![
+            self.log.try_clone()?,
+            self.offset_index.try_clone_file()?,
+            self.time_index.try_clone_file()?,
+        ];
+        files.extend(self.txn_index.try_clone_file()?);
+        Ok(files)
+    }
+
     /// The aborted transaction index.
     pub fn txn_index(&self) -> &TransactionIndex {
         &self.txn_index

@@ -776,18 +776,98 @@ fn open_checkpointed(dir: &Path, config: LogConfig, recovery_point: Option<i64>)
     UnifiedLog::open_at(dir.to_path_buf(), config, false, checkpoints, NOW).unwrap()
 }
 
+/// Runs the fsync a roll left pending, as the broker's partition does off its lock.
+fn flush_rolls(log: &mut UnifiedLog) {
+    while let Some(flush) = log.roll_flush().unwrap() {
+        let synced = flush.sync();
+        log.complete_roll_flush(&flush, synced).unwrap();
+    }
+}
+
 #[test]
-fn roll_flushes_everything_below_the_new_segment() {
+fn a_roll_leaves_its_fsync_to_the_caller_and_its_completion_moves_the_recovery_point() {
     let dir = tempfile::tempdir().unwrap();
     let mut log = open(dir.path(), small_config(), true);
     append_n(&mut log, 40, 5, 40);
     let bases = log.segment_base_offsets();
     assert!(bases.len() > 2, "the appends rolled: {bases:?}");
+    let active = *bases.last().unwrap();
+    assert!(
+        log.recovery_point() < active,
+        "the roll itself fsyncs nothing"
+    );
+    assert!(log.roll_flush_pending());
+    let flush = log.roll_flush().unwrap().expect("a pending flush");
+    assert_eq!(flush.upto(), active);
+    let synced = flush.sync();
+    log.complete_roll_flush(&flush, synced).unwrap();
     assert_eq!(
         log.recovery_point(),
-        *bases.last().unwrap(),
+        active,
         "only the active segment may hold unflushed data"
     );
+    assert!(!log.roll_flush_pending());
+    assert!(log.roll_flush().unwrap().is_none());
+}
+
+#[test]
+fn a_truncation_voids_a_roll_flush_taken_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), small_config(), true);
+    append_n(&mut log, 40, 5, 40);
+    let bases = log.segment_base_offsets();
+    let flush = log.roll_flush().unwrap().expect("a pending flush");
+    // A follower truncates into the second segment while the fsync runs, then appends other
+    // records at the same offsets: the fsync did not cover those.
+    log.truncate_to(bases[1] + 2).unwrap();
+    append_n(&mut log, 40, 5, 40);
+    let synced = flush.sync();
+    log.complete_roll_flush(&flush, synced).unwrap();
+    assert!(
+        log.recovery_point() <= bases[1] + 2,
+        "recovery point {} moved past the truncation at {}",
+        log.recovery_point(),
+        bases[1] + 2
+    );
+    // A flush taken now covers the new segments.
+    flush_rolls(&mut log);
+    assert_eq!(
+        log.recovery_point(),
+        *log.segment_base_offsets().last().unwrap()
+    );
+}
+
+#[test]
+fn an_unclean_open_recovers_every_segment_a_roll_left_unflushed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), small_config(), true);
+    append_n(&mut log, 40, 5, 40);
+    let bases = log.segment_base_offsets();
+    assert!(bases.len() > 3, "the appends rolled: {bases:?}");
+    let rp = log.recovery_point();
+    assert!(rp < bases[1], "no roll's fsync ran");
+    drop(log); // no close, no roll flush: as after kill -9 right after the rolls
+               // Cut the last batch of the second-to-last segment in half: a write the crash tore in a
+               // segment that is not the active one.
+    let torn = bases[bases.len() - 2];
+    let path = segment_file(dir.path(), torn, LOG_SUFFIX);
+    let len = std::fs::metadata(&path).unwrap().len();
+    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.set_len(len - 10).unwrap();
+    let log = open_checkpointed(dir.path(), small_config(), Some(rp));
+    // The torn batch goes, and so does everything after it: the active segment's records
+    // were written after the tear.
+    assert_eq!(
+        log.segment_base_offsets(),
+        bases[..bases.len() - 1].to_vec()
+    );
+    assert!(log.log_end_offset() < bases[bases.len() - 1]);
+    assert!(
+        log.log_end_offset() > torn,
+        "the batches before the torn one stay"
+    );
+    let batches = read_all(&log, 0);
+    assert_eq!(batches.last().map(|b| b.1 + 1), Some(log.log_end_offset()));
 }
 
 #[test]
@@ -795,6 +875,7 @@ fn unclean_open_recovers_from_the_recovery_point_on() {
     let dir = tempfile::tempdir().unwrap();
     let mut log = open(dir.path(), small_config(), true);
     append_n(&mut log, 40, 5, 40);
+    flush_rolls(&mut log);
     let leo = log.log_end_offset();
     let rp = log.recovery_point();
     let bases = log.segment_base_offsets();

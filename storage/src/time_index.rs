@@ -162,6 +162,11 @@ impl TimeIndex {
     pub fn flush(&self) -> io::Result<()> {
         self.file.flush()
     }
+
+    /// A second handle on the file, to fsync it later without the segment.
+    pub fn try_clone_file(&self) -> io::Result<std::fs::File> {
+        self.file.try_clone_file()
+    }
 }
 
 #[cfg(test)]

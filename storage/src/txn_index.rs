@@ -213,6 +213,11 @@ impl TransactionIndex {
         }
     }
 
+    /// A second handle on the file, if there is one, to fsync it later without the segment.
+    pub fn try_clone_file(&self) -> io::Result<Option<File>> {
+        self.file.as_ref().map(File::try_clone).transpose()
+    }
+
     /// The aborted transactions overlapping `[fetch_offset, upper_bound_offset)`, and whether
     /// the search is complete (Kafka's `collectAbortedTxns`): an entry whose last stable
     /// offset reaches the upper bound proves no later segment holds an overlapping one.

@@ -42,8 +42,11 @@ pub struct UnifiedLog {
     /// The offset the next appended record gets. Offsets below it are dense and increasing.
     log_end_offset: i64,
     /// Everything below this offset was fsynced; recovery after a crash starts at its segment.
-    /// Every segment but the active one is below it (a roll flushes), unless an fsync failed.
+    /// Segments a roll finished stay above it until their [`RollFlush`] completes (Kafka's
+    /// roll schedules that flush too), so a crash may leave several to recover.
     recovery_point: i64,
+    /// Truncations so far: a [`RollFlush`] taken before one no longer speaks for the log.
+    truncations: u64,
     /// Idempotence state as of `log_end_offset`.
     producer_state: ProducerStateManager,
     /// Which leader epoch started at which offset, for follower truncation.
@@ -110,6 +113,7 @@ impl UnifiedLog {
             scratch: Vec::new(),
             unflushed_messages: 0,
             failed: false,
+            truncations: 0,
         };
         log.check_invariants();
         Ok(log)
@@ -553,11 +557,61 @@ impl UnifiedLog {
         self.sync_dir()?;
         self.producer_state.advance_to(new_base);
         self.producer_state.write_snapshot(&self.dir, false)?;
-        // Kafka's `UnifiedLog.roll` schedules a flush of everything below the new segment, so
-        // only the active segment can hold unflushed data and an unclean restart recovers it
-        // alone. Brook flushes at once, under the partition lock: one fsync per roll
-        // (segment.bytes, 1 GiB by default, apart) in exchange for a simple invariant.
-        self.flush_below(new_base)
+        // The finished segment is not fsynced here, under the caller's lock: a full segment
+        // takes about half a second, which every produce to the partition would wait out.
+        // Kafka's `UnifiedLog.roll` schedules `flushUptoOffsetExclusive(newSegment.baseOffset)`
+        // instead; here the owner asks `roll_flush` and runs it outside its lock. Until it
+        // completes the recovery point stays below the finished segment, and the loader
+        // recovers every segment above the recovery point.
+        self.check_invariants();
+        Ok(())
+    }
+
+    /// Whether a roll left segments below the active one unflushed (see [`RollFlush`]).
+    pub fn roll_flush_pending(&self) -> bool {
+        self.recovery_point < self.active().base_offset()
+    }
+
+    /// The fsync of every segment below the active one that holds data at or above the
+    /// recovery point, to run without the log (Kafka's `UnifiedLog.flush` fsyncs outside the
+    /// log's lock and then takes it to move the recovery point). `None` if nothing is pending.
+    pub fn roll_flush(&self) -> Result<Option<RollFlush>, LogError> {
+        self.check_usable()?;
+        let upto = self.active().base_offset();
+        let rp = self.recovery_point;
+        if upto <= rp {
+            return Ok(None);
+        }
+        let mut files = Vec::new();
+        for seg in self.segments.range(..upto).map(|(_, s)| s) {
+            if seg.next_offset() > rp || seg.base_offset() >= rp {
+                files.extend(seg.sync_handles()?);
+            }
+        }
+        Ok(Some(RollFlush {
+            upto,
+            truncations: self.truncations,
+            files,
+        }))
+    }
+
+    /// Records a [`RollFlush`]'s outcome: the recovery point moves up to its end, unless the
+    /// log was truncated since it was taken (the offsets it covered may hold other records
+    /// now; Kafka's `LocalLog.markFlushed` only compares offsets). A failed fsync fails the
+    /// log, as a failed flush does.
+    pub fn complete_roll_flush(
+        &mut self,
+        flush: &RollFlush,
+        synced: std::io::Result<()>,
+    ) -> Result<(), LogError> {
+        if let Err(e) = synced {
+            self.failed = true;
+            return Err(e.into());
+        }
+        if flush.truncations == self.truncations && flush.upto > self.recovery_point {
+            self.recovery_point = flush.upto.min(self.log_end_offset);
+        }
+        Ok(())
     }
 
     fn sync_dir(&mut self) -> Result<(), LogError> {
@@ -1030,6 +1084,7 @@ impl UnifiedLog {
             "truncation must not leave offsets >= {offset}"
         );
         self.sync_dir()?;
+        self.truncations += 1;
         self.recovery_point = self.recovery_point.min(self.log_end_offset);
         if self.leader_epochs.truncate_from_end(self.log_end_offset) {
             self.leader_epochs.persist()?;
@@ -1066,6 +1121,7 @@ impl UnifiedLog {
         self.leader_epochs.persist()?;
         self.log_start_offset = offset;
         self.log_end_offset = offset;
+        self.truncations += 1;
         self.recovery_point = offset;
         self.check_invariants();
         Ok(())
@@ -1231,5 +1287,29 @@ fn segment_view(s: &LogSegment) -> SegmentView {
         largest_timestamp: s.largest_timestamp(),
         first_batch_timestamp: s.first_batch_timestamp(),
         last_modified_ms: s.last_modified_ms(),
+    }
+}
+
+/// The fsync a roll leaves to its caller: second handles on the files of the finished
+/// segments, and the offset the recovery point may move to once they are synced.
+#[derive(Debug)]
+pub struct RollFlush {
+    upto: i64,
+    truncations: u64,
+    files: Vec<std::fs::File>,
+}
+
+impl RollFlush {
+    /// fsyncs every file; blocking, so the broker runs it off its async workers.
+    pub fn sync(&self) -> std::io::Result<()> {
+        for f in &self.files {
+            f.sync_all()?;
+        }
+        Ok(())
+    }
+
+    /// The recovery point after it completes.
+    pub fn upto(&self) -> i64 {
+        self.upto
     }
 }

@@ -23,7 +23,7 @@
 //! positional read after releasing it.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -314,7 +314,10 @@ pub struct Partition {
     pub topic_id: Uuid,
     pub index: i32,
     node_id: i32,
-    log: Mutex<UnifiedLog>,
+    /// Shared with the blocking task that fsyncs the segments a roll finished.
+    log: Arc<Mutex<UnifiedLog>>,
+    /// Set while that task runs: one at a time per partition.
+    roll_flush_running: Arc<AtomicBool>,
     leader_epoch: AtomicI32,
     /// The topic's min.insync.replicas, kept here so produce needs no metadata lookup.
     min_insync_replicas: AtomicI32,
@@ -455,7 +458,8 @@ impl Partition {
             topic_id,
             index,
             node_id,
-            log: Mutex::new(log),
+            log: Arc::new(Mutex::new(log)),
+            roll_flush_running: Arc::new(AtomicBool::new(false)),
             leader_epoch: AtomicI32::new(leader_epoch),
             min_insync_replicas: AtomicI32::new(min_insync_replicas),
             replica_lag_time_max_ms,
@@ -673,6 +677,18 @@ impl Partition {
     }
 
     fn append_to_leader(
+        &self,
+        records: Bytes,
+        required_acks: i16,
+        now_ms: i64,
+        origin: AppendOrigin,
+    ) -> Result<LogAppendInfo, PartitionError> {
+        let appended = self.append_to_leader_locked(records, required_acks, now_ms, origin);
+        self.flush_rolled_segments();
+        appended
+    }
+
+    fn append_to_leader_locked(
         &self,
         records: Bytes,
         required_acks: i16,
@@ -1072,6 +1088,49 @@ impl Partition {
     /// leader's low watermark counts. `leader` is the answer's (high watermark, log start
     /// offset).
     pub fn append_as_follower(
+        &self,
+        records: Bytes,
+        leader: (i64, i64),
+        now_ms: i64,
+    ) -> Result<i64, PartitionError> {
+        let appended = self.append_as_follower_locked(records, leader, now_ms);
+        self.flush_rolled_segments();
+        appended
+    }
+
+    /// Runs the fsync a segment roll left pending ([`UnifiedLog::roll_flush`]) on a blocking
+    /// thread, outside the log lock, one at a time per partition, so that no produce waits
+    /// for it (Kafka's `UnifiedLog.roll` schedules the same flush on its scheduler). The
+    /// recovery point moves when it completes. Without a runtime (unit tests) it runs here.
+    /// Called with no lock held.
+    fn flush_rolled_segments(&self) {
+        if !self.log.lock().roll_flush_pending()
+            || self.roll_flush_running.swap(true, Ordering::AcqRel)
+        {
+            return;
+        }
+        let log = Arc::clone(&self.log);
+        let running = Arc::clone(&self.roll_flush_running);
+        let (topic, index) = (self.topic.clone(), self.index);
+        let work = move || loop {
+            let flushed = flush_pending_rolls(&log, &topic, index);
+            running.store(false, Ordering::Release);
+            // A roll between the last look and the store above saw the flag still set and
+            // left its flush to this task.
+            if !flushed || !log.lock().roll_flush_pending() || running.swap(true, Ordering::AcqRel)
+            {
+                break;
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn_blocking(work);
+            }
+            Err(_) => work(),
+        }
+    }
+
+    fn append_as_follower_locked(
         &self,
         records: Bytes,
         (leader_high_watermark, leader_log_start_offset): (i64, i64),
@@ -1475,6 +1534,27 @@ fn check_offsets(log: &UnifiedLog, hw: i64) {
     );
 }
 
+/// fsyncs every segment rolls left unflushed, the log lock taken only to look and to record
+/// the outcome. False if the log failed (a failed fsync fails the log, as Kafka takes the
+/// log directory offline).
+fn flush_pending_rolls(log: &Mutex<UnifiedLog>, topic: &str, index: i32) -> bool {
+    loop {
+        let flush = match log.lock().roll_flush() {
+            Ok(Some(flush)) => flush,
+            Ok(None) => return true,
+            Err(e) => {
+                tracing::warn!(%topic, partition = index, error = %e, "no fsync of rolled segments: the log failed");
+                return false;
+            }
+        };
+        let synced = flush.sync();
+        if let Err(e) = log.lock().complete_roll_flush(&flush, synced) {
+            tracing::error!(%topic, partition = index, error = %e, "fsync of rolled segments failed");
+            return false;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1633,6 +1713,47 @@ mod tests {
         let p = Partition::new("c".into(), Uuid::new_v4(), 0, 1, 1, LAG_MS, log);
         let e = p.delete_records_on_leader(0, 0, |_| true).unwrap_err();
         assert_eq!(e.error_code(), ResponseError::PolicyViolation.code());
+    }
+
+    /// Segments of about one batch, so that every append rolls.
+    fn rolling_config() -> LogConfig {
+        LogConfig {
+            segment_bytes: 512,
+            ..LogConfig::default()
+        }
+    }
+
+    #[test]
+    fn the_segments_a_roll_finished_are_fsynced_after_the_append_leader_and_follower() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = UnifiedLog::open(dir.path().join("l-0"), rolling_config(), true, 0).unwrap();
+        let p = Partition::new_replica("l".into(), Uuid::new_v4(), 0, 1, 2, LAG_MS, log);
+        assert_eq!(
+            p.apply_registration(1, 1, 1, vec![1], vec![1], 0),
+            Some(Role::Leader)
+        );
+        for i in 0..5 {
+            p.append_records_to_leader(build_batch(5, 100, 0), 1, i)
+                .unwrap();
+        }
+        let bases = p.log.lock().segment_base_offsets();
+        assert!(bases.len() > 2, "the appends rolled: {bases:?}");
+        // No runtime here, so the flush ran inline: everything but the active segment is
+        // on disk once the append returned.
+        assert_eq!(p.recovery_point(), *bases.last().unwrap());
+
+        let log = UnifiedLog::open(dir.path().join("f-0"), rolling_config(), true, 0).unwrap();
+        let f = Partition::new_replica("f".into(), Uuid::new_v4(), 0, 1, 2, LAG_MS, log);
+        assert_eq!(
+            f.apply_registration(2, 1, 1, vec![1, 2], vec![1, 2], 0),
+            Some(Role::Follower { leader: 2 })
+        );
+        for i in 0..20 {
+            f.append_as_follower(fetched(i * 5, 5), (0, 0), 0).unwrap();
+        }
+        let bases = f.log.lock().segment_base_offsets();
+        assert!(bases.len() > 2, "the appends rolled: {bases:?}");
+        assert_eq!(f.recovery_point(), *bases.last().unwrap());
     }
 
     #[test]

@@ -37,6 +37,8 @@ pub struct Broker {
     pub metrics: BrokerMetrics,
     /// The process's event log (`GET /v1/events`, [`crate::events`]).
     pub events: Arc<crate::events::EventLog>,
+    /// Incremental fetch sessions (KIP-227) of consumers and followers fetching here.
+    pub fetch_sessions: crate::api::fetch_session::FetchSessionCache,
 }
 
 impl Broker {

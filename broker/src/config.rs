@@ -96,6 +96,8 @@ pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("connections.max.idle.ms", "600000"),
     // The most record bytes one Fetch answer holds, whatever the request asks (55 MiB).
     ("fetch.max.bytes", "57671680"),
+    // Incremental fetch sessions held at once (crate::api::fetch_session).
+    ("max.incremental.fetch.session.cache.slots", "1000"),
     ("message.max.bytes", "1048588"),
     ("log.segment.bytes", "1073741824"),
     ("log.roll.ms", ""),
@@ -239,6 +241,9 @@ pub struct BrokerConfig {
     /// `fetch.max.bytes`: the broker's cap on one Fetch answer's record bytes, applied to
     /// the request's `max_bytes` (Kafka's `KafkaApis.handleFetchRequest`).
     pub fetch_max_bytes: usize,
+    /// `max.incremental.fetch.session.cache.slots`: the most incremental fetch sessions
+    /// (KIP-227) held at once; 0 turns sessions off.
+    pub fetch_session_cache_slots: usize,
     pub retention_check_interval_ms: u64,
     /// The log cleaner's settings (Kafka's `log.cleaner.*` broker keys).
     pub log_cleaner: LogCleanerConfig,
@@ -402,6 +407,10 @@ impl BrokerConfig {
             },
             fetch_max_bytes: int_at_least("fetch.max.bytes", &get("fetch.max.bytes"), 1024)?
                 as usize,
+            fetch_session_cache_slots: at_least_zero_int(
+                "max.incremental.fetch.session.cache.slots",
+                &get("max.incremental.fetch.session.cache.slots"),
+            )?,
             log_cleaner: LogCleanerConfig {
                 enable: parse_bool("log.cleaner.enable", &get("log.cleaner.enable"))?,
                 threads: at_least_zero_int("log.cleaner.threads", &get("log.cleaner.threads"))?,

@@ -350,6 +350,13 @@ const BROKER_KEYS: &[BrokerConfigKey] = &[
         "The maximum number of bytes the broker returns for a fetch request."
     ),
     broker_key!(
+        "max.incremental.fetch.session.cache.slots",
+        Int,
+        Validator::AtLeast(0),
+        STATIC,
+        "The maximum number of incremental fetch sessions that we will maintain."
+    ),
+    broker_key!(
         "log.roll.hours",
         Int,
         Validator::AtLeast(1),

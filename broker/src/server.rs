@@ -149,6 +149,8 @@ impl Server {
             replicas.clone(),
             faults.clone(),
         )?);
+        let fetch_sessions =
+            crate::api::fetch_session::FetchSessionCache::new(config.fetch_session_cache_slots);
         let broker = Arc::new(Broker {
             config,
             request_memory,
@@ -161,6 +163,7 @@ impl Server {
             txn,
             metrics: BrokerMetrics::new(crate::api::SUPPORTED_APIS),
             events,
+            fetch_sessions,
         });
         Ok(Server {
             broker,

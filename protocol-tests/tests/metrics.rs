@@ -762,6 +762,62 @@ fn a_dead_follower_shrinks_the_isr_and_its_return_expands_it() {
     assert_eq!(healed.value("brook_under_min_isr_partitions", &[]), 0.0);
 }
 
+#[test]
+fn followers_fetch_in_one_session_per_leader_and_replicate_through_it() {
+    let cluster = Cluster::start(3, &[]);
+    let topic = unique_topic("metrics-fetch-sessions");
+    const PARTITIONS: i32 = 6;
+    cluster.create_topic(&topic, PARTITIONS, 3, &[("min.insync.replicas", "2")]);
+    let mut led: BTreeMap<i32, f64> = cluster.ids().into_iter().map(|id| (id, 0.0)).collect();
+    for p in 0..PARTITIONS {
+        let state = cluster.await_isr(&topic, p, &[1, 2, 3], METRIC_TIMEOUT);
+        *led.entry(state.leader).or_default() += 1.0;
+    }
+    // Each leader holds one session per follower node, each with every partition it leads
+    // there (all replicated to all three nodes); a node leading nothing holds none.
+    for (&id, &n) in &led {
+        let sessions = if n > 0.0 { 2.0 } else { 0.0 };
+        await_scrape(
+            &cluster.admin_address(id),
+            "the followers' fetch sessions",
+            |s| {
+                s.value("brook_fetch_sessions", &[]) == sessions
+                    && s.value("brook_fetch_session_partitions", &[]) == 2.0 * n
+            },
+        );
+    }
+    // Records into every partition reach every replica through the sessions' incremental
+    // fetches, byte for byte.
+    let producer = rd::producer(&cluster.bootstrap(), &[("acks", "all"), ("linger.ms", "5")]);
+    const RECORDS: usize = 600;
+    for i in 0..RECORDS {
+        let value = format!("v{i}");
+        let partition = Some((i % PARTITIONS as usize) as i32);
+        rd::send(
+            &producer,
+            rd::record(&topic, i, partition, None, Some(value.as_bytes())),
+        );
+    }
+    rd::assert_all_delivered(&rd::flush(&producer, RECORDS, METRIC_TIMEOUT));
+    for p in 0..PARTITIONS {
+        let log = cluster.await_identical_replicas(&topic, p, &[1, 2, 3], METRIC_TIMEOUT);
+        assert_eq!(
+            log.last().map(|b| b.last_offset() + 1),
+            Some((RECORDS / PARTITIONS as usize) as i64),
+            "partition {p}"
+        );
+    }
+    for (&id, &n) in &led {
+        let s = scrape(&cluster.admin_address(id));
+        assert_eq!(s.value("brook_fetch_session_evictions_total", &[]), 0.0);
+        assert_eq!(
+            s.value("brook_fetch_sessions", &[]),
+            if n > 0.0 { 2.0 } else { 0.0 },
+            "node {id}: no session was replaced"
+        );
+    }
+}
+
 /// The sum of `name` over the scrapes of every live node.
 fn sum_over(cluster: &Cluster, name: &str) -> f64 {
     cluster

@@ -7,8 +7,9 @@
 //! read, so it can drop their records. A parked read_committed fetch wakes when the LSO can
 //! move: on every append (a marker) and every high watermark change, the partition's events.
 //!
-//! Fetch sessions (KIP-227) are not kept: every answer carries session id 0, which tells
-//! clients to send full fetch requests. That is a legal broker behaviour.
+//! Incremental fetch sessions (KIP-227) live in [`super::fetch_session`]: a fetch of a
+//! session reads the session's partitions, and its answer leaves out those where nothing
+//! changed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +24,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use super::fetch_session::{FetchContext, FetchParams, FetchSessionCache, SessionKey};
 use super::{Outcome, RequestContext};
 use crate::broker::Broker;
 use crate::cluster::partition::{FetchIsolation, FollowerFetch, Partition};
@@ -35,7 +37,11 @@ pub const FETCH_MAX_WAIT_MS_LIMIT: i32 = 60_000;
 
 /// One requested partition, resolved once per request.
 struct Wanted {
-    topic_index: usize,
+    /// Partitions of one topic entry of the answer share a group: the request's topic
+    /// entry, or a run of one topic in a session's order.
+    group: usize,
+    topic: TopicName,
+    topic_id: Uuid,
     partition_index: i32,
     fetch_offset: i64,
     partition_max_bytes: usize,
@@ -80,36 +86,55 @@ pub async fn handle(
             None => {}
         }
     }
-    let mut topic_keys: Vec<(TopicName, Uuid)> = Vec::with_capacity(req.topics.len());
-    let mut wanted = Vec::new();
-    for (ti, t) in req.topics.iter().enumerate() {
-        let name = if by_id {
-            broker.replicas.topic_name_by_id(t.topic_id)
-        } else {
-            Some(t.topic.to_string())
-        };
-        topic_keys.push((t.topic.clone(), t.topic_id));
+    // The request's partitions, and the ones it drops from its session (v7+).
+    let version = ctx.api_version;
+    let mut requested = Vec::new();
+    for t in &req.topics {
         for p in &t.partitions {
-            let partition = name
-                .as_deref()
-                .and_then(|n| broker.replicas.partition(n, p.partition));
-            wanted.push(Wanted {
-                topic_index: ti,
-                partition_index: p.partition,
-                fetch_offset: p.fetch_offset,
-                partition_max_bytes: p.partition_max_bytes.max(0) as usize,
-                current_leader_epoch: p.current_leader_epoch,
-                last_fetched_epoch: p.last_fetched_epoch,
-                log_start_offset: p.log_start_offset,
-                partition,
-                missing_code: if name.is_none() {
-                    ResponseError::UnknownTopicId.code()
-                } else {
-                    ResponseError::UnknownTopicOrPartition.code()
+            requested.push((
+                SessionKey::new(version, &t.topic, t.topic_id, p.partition),
+                FetchParams {
+                    fetch_offset: p.fetch_offset,
+                    log_start_offset: p.log_start_offset,
+                    partition_max_bytes: p.partition_max_bytes,
+                    current_leader_epoch: p.current_leader_epoch,
+                    last_fetched_epoch: p.last_fetched_epoch,
                 },
-            });
+            ));
         }
     }
+    let forgotten: Vec<SessionKey> = req
+        .forgotten_topics_data
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(move |&p| SessionKey::new(version, &t.topic, t.topic_id, p))
+        })
+        .collect();
+    let now_ms = crate::cluster::replica_manager::now_ms();
+    let session = broker.fetch_sessions.new_context(
+        version,
+        (req.session_id, req.session_epoch),
+        follower.is_some(),
+        &requested,
+        &forgotten,
+        now_ms,
+    );
+    if let FetchContext::SessionError(e) = session {
+        let resp = FetchResponse::default().with_error_code(e.code());
+        broker
+            .metrics
+            .requests
+            .record_errors(ctx.api_key, ctx.api_version, &resp);
+        return Ok(Outcome::RespondChunks(super::fetch_encode::encode_chunks(
+            &resp,
+            ctx.api_version,
+            ctx.correlation_id,
+        )?));
+    }
+    let fetched = FetchSessionCache::partitions(&session).unwrap_or(requested);
+    let wanted = resolve(broker, by_id, &fetched);
     let max_wait = Duration::from_millis(req.max_wait_ms.clamp(0, FETCH_MAX_WAIT_MS_LIMIT) as u64);
     let deadline = Instant::now() + max_wait;
     // The broker's fetch.max.bytes caps what the request asks, for consumers and followers
@@ -155,22 +180,31 @@ pub async fn handle(
         count_bytes_out(&wanted, &results);
     }
 
-    let mut responses: Vec<FetchableTopicResponse> = topic_keys
-        .into_iter()
-        .map(|(name, id)| {
-            let t = FetchableTopicResponse::default().with_topic_id(id);
-            if by_id {
+    let answer = broker
+        .fetch_sessions
+        .answer(&session, &fetched, &results, now_ms);
+    let mut responses: Vec<FetchableTopicResponse> = Vec::new();
+    let mut last_group = None;
+    for ((w, data), keep) in wanted.iter().zip(results).zip(answer.keep) {
+        if !keep {
+            continue;
+        }
+        if last_group != Some(w.group) {
+            last_group = Some(w.group);
+            let t = FetchableTopicResponse::default().with_topic_id(w.topic_id);
+            responses.push(if by_id {
                 t
             } else {
-                t.with_topic(name)
-            }
-        })
-        .collect();
-    for (w, data) in wanted.iter().zip(results) {
-        responses[w.topic_index].partitions.push(data);
+                t.with_topic(w.topic.clone())
+            });
+        }
+        if let Some(t) = responses.last_mut() {
+            t.partitions.push(data);
+        }
     }
     let resp = FetchResponse::default()
-        .with_session_id(0)
+        .with_error_code(answer.error.map_or(0, |e| e.code()))
+        .with_session_id(answer.session_id)
         .with_responses(responses);
     broker
         .metrics
@@ -182,6 +216,49 @@ pub async fn handle(
         ctx.api_version,
         ctx.correlation_id,
     )?))
+}
+
+/// Finds the partitions `fetched` names: by topic id from v13, by name before. Consecutive
+/// partitions of one topic share an answer entry.
+fn resolve(broker: &Broker, by_id: bool, fetched: &[(SessionKey, FetchParams)]) -> Vec<Wanted> {
+    let mut wanted: Vec<Wanted> = Vec::with_capacity(fetched.len());
+    let mut group = 0;
+    let mut name: Option<String> = None;
+    for (i, (key, params)) in fetched.iter().enumerate() {
+        let same_topic = i > 0 && {
+            let prev = &fetched[i - 1].0;
+            prev.topic_id == key.topic_id && prev.topic == key.topic
+        };
+        if !same_topic {
+            group = i;
+            name = if by_id {
+                broker.replicas.topic_name_by_id(key.topic_id)
+            } else {
+                Some(key.topic.to_string())
+            };
+        }
+        let partition = name
+            .as_deref()
+            .and_then(|n| broker.replicas.partition(n, key.partition));
+        wanted.push(Wanted {
+            group,
+            topic: key.topic.clone(),
+            topic_id: key.topic_id,
+            partition_index: key.partition,
+            fetch_offset: params.fetch_offset,
+            partition_max_bytes: params.partition_max_bytes.max(0) as usize,
+            current_leader_epoch: params.current_leader_epoch,
+            last_fetched_epoch: params.last_fetched_epoch,
+            log_start_offset: params.log_start_offset,
+            partition,
+            missing_code: if name.is_none() {
+                ResponseError::UnknownTopicId.code()
+            } else {
+                ResponseError::UnknownTopicOrPartition.code()
+            },
+        });
+    }
+    wanted
 }
 
 /// Counts the record bytes a consumer is answered, per partition (Kafka's BytesOutPerSec;

@@ -12,6 +12,7 @@ pub mod describe_topic_partitions;
 pub mod elect_leaders;
 pub mod fetch;
 mod fetch_encode;
+pub mod fetch_session;
 pub mod groups;
 pub mod list_offsets;
 pub mod log_dirs;

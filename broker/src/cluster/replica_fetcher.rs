@@ -12,14 +12,16 @@
 //! the earlier end of the shared epoch, or, for an epoch it never had, to its own end of its
 //! largest epoch below it, and asks again with that older epoch. A partition whose answer is an error sits out for
 //! `REPLICA_FETCH_BACKOFF` (the leader answers errors at once, so it would otherwise spin);
-//! the others go on.
+//! the others go on. Fetches run in an incremental fetch session (KIP-227,
+//! [`super::fetch_session_handler`]): after the first, a fetch names only the partitions
+//! whose position changed, and the answer only those with news.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, BufMut, BytesMut};
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
 use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::{
     ApiKey, FetchRequest, FetchResponse, RequestHeader, ResponseHeader, TopicName,
@@ -57,7 +59,8 @@ pub const REPLICA_FETCH_BACKOFF: Duration = Duration::from_millis(200);
 /// Bound on one request/response exchange.
 pub const REPLICA_FETCH_IO_TIMEOUT: Duration = Duration::from_secs(10);
 
-type PartitionKey = (String, i32);
+use super::fetch_session_handler::{FetchSessionHandler, PartitionKey};
+use crate::api::fetch_session::{FetchParams, INITIAL_EPOCH};
 
 /// A partition in a fetcher's set.
 struct Followed {
@@ -97,7 +100,8 @@ impl ReplicaFetchers {
     }
 
     /// Follows `partition` from `leader`, starting that leader's fetcher if needed. A
-    /// partition followed from another leader before is moved.
+    /// partition followed from another leader before is moved; one followed from this
+    /// leader already stays in its fetcher, which keeps its connection and fetch session.
     pub fn follow(
         &mut self,
         partition: Arc<Partition>,
@@ -107,7 +111,9 @@ impl ReplicaFetchers {
         faults: Arc<FaultEngine>,
     ) {
         let key = (partition.topic.clone(), partition.index);
-        self.unfollow(&key);
+        if self.leader_of.get(&key) != Some(&leader) {
+            self.unfollow(&key);
+        }
         let truncations = self.truncations.clone();
         let fetcher = self.by_leader.entry(leader).or_insert_with(|| {
             let shared = Arc::new(FetcherShared {
@@ -124,6 +130,7 @@ impl ReplicaFetchers {
                     truncations,
                     conn: None,
                     correlation_id: 0,
+                    session: FetchSessionHandler::default(),
                 }
                 .run(),
             );
@@ -186,6 +193,8 @@ struct Fetcher {
     truncations: Counter,
     conn: Option<TcpStream>,
     correlation_id: i32,
+    /// This fetcher's fetch session with the leader.
+    session: FetchSessionHandler,
 }
 
 /// One partition in one request: what was asked, to check the answer against.
@@ -227,18 +236,24 @@ impl Fetcher {
             // A change in the set (a partition added, moved or dropped) cancels a fetch held
             // by the leader, so that a new partition does not wait out the long poll. The
             // cancel can only land while the exchange is in flight (answers are applied with
-            // no await in between); the connection, mid-exchange, is dropped.
+            // no await in between); the connection, mid-exchange, is dropped. A full fetch,
+            // answered at once, is not cancelled: the session it may open on the leader
+            // would be lost with its answer, and stay there unused.
             let shared = self.shared.clone();
-            let result = tokio::select! {
-                r = self.round(ready) => r,
-                _ = shared.changed.notified() => {
-                    self.conn = None;
-                    continue;
+            let result = if self.session.next_is_full() {
+                self.round(ready).await
+            } else {
+                tokio::select! {
+                    r = self.round(ready) => r,
+                    _ = shared.changed.notified() => {
+                        self.drop_connection();
+                        continue;
+                    }
                 }
             };
             if let Err(e) = result {
                 tracing::debug!(leader = self.leader, error = %e, "replica fetch failed");
-                self.conn = None;
+                self.drop_connection();
                 tokio::select! {
                     _ = tokio::time::sleep(REPLICA_FETCH_BACKOFF) => {}
                     _ = self.shared.changed.notified() => {}
@@ -294,24 +309,33 @@ impl Fetcher {
             .map(|b| format!("{}:{}", b.host, b.port))
     }
 
+    /// Drops the connection mid-exchange or after a failure; the fetch session cannot be
+    /// trusted then, so the next fetch is full.
+    fn drop_connection(&mut self) {
+        self.conn = None;
+        self.session.handle_error();
+    }
+
     /// One Fetch for `ready`, and each partition's answer applied.
     async fn round(&mut self, ready: Vec<Arc<Partition>>) -> Result<(), FetchRoundError> {
         let mut asked: HashMap<PartitionKey, Asked> = HashMap::with_capacity(ready.len());
-        let mut topics: BTreeMap<String, Vec<FetchPartition>> = BTreeMap::new();
+        let mut next = Vec::with_capacity(ready.len());
         for p in ready {
             let (leo, last_epoch, log_start) = p.fetch_position();
             let leader_epoch = p.leader_epoch();
-            topics.entry(p.topic.clone()).or_default().push(
-                FetchPartition::default()
-                    .with_partition(p.index)
-                    .with_current_leader_epoch(leader_epoch)
-                    .with_fetch_offset(leo)
-                    .with_last_fetched_epoch(last_epoch)
-                    .with_log_start_offset(log_start)
-                    .with_partition_max_bytes(REPLICA_FETCH_MAX_BYTES),
-            );
+            let key = (p.topic.clone(), p.index);
+            next.push((
+                key.clone(),
+                FetchParams {
+                    fetch_offset: leo,
+                    log_start_offset: log_start,
+                    partition_max_bytes: REPLICA_FETCH_MAX_BYTES,
+                    current_leader_epoch: leader_epoch,
+                    last_fetched_epoch: last_epoch,
+                },
+            ));
             asked.insert(
-                (p.topic.clone(), p.index),
+                key,
                 Asked {
                     partition: p,
                     leader_epoch,
@@ -319,13 +343,33 @@ impl Fetcher {
                 },
             );
         }
+        let build = self.session.build(&next);
+        let mut topics: BTreeMap<String, Vec<FetchPartition>> = BTreeMap::new();
+        for ((topic, index), params) in build.to_send {
+            topics.entry(topic).or_default().push(
+                FetchPartition::default()
+                    .with_partition(index)
+                    .with_current_leader_epoch(params.current_leader_epoch)
+                    .with_fetch_offset(params.fetch_offset)
+                    .with_last_fetched_epoch(params.last_fetched_epoch)
+                    .with_log_start_offset(params.log_start_offset)
+                    .with_partition_max_bytes(params.partition_max_bytes),
+            );
+        }
+        let mut forgotten: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+        for (topic, index) in build.forgotten {
+            forgotten.entry(topic).or_default().push(index);
+        }
+        // A full fetch is answered at once (min_bytes 0), so that it is never cancelled
+        // mid-wait; the incremental ones after it wait for records.
+        let full = build.epoch == INITIAL_EPOCH;
         let req = FetchRequest::default()
             .with_replica_id(self.node_id.into())
-            .with_max_wait_ms(REPLICA_FETCH_WAIT_MAX_MS)
-            .with_min_bytes(1)
+            .with_max_wait_ms(if full { 0 } else { REPLICA_FETCH_WAIT_MAX_MS })
+            .with_min_bytes(if full { 0 } else { 1 })
             .with_max_bytes(REPLICA_FETCH_RESPONSE_MAX_BYTES)
-            .with_session_id(0)
-            .with_session_epoch(-1)
+            .with_session_id(build.session_id)
+            .with_session_epoch(build.epoch)
             .with_topics(
                 topics
                     .into_iter()
@@ -335,8 +379,32 @@ impl Fetcher {
                             .with_partitions(partitions)
                     })
                     .collect(),
+            )
+            .with_forgotten_topics_data(
+                forgotten
+                    .into_iter()
+                    .map(|(name, partitions)| {
+                        ForgottenTopic::default()
+                            .with_topic(TopicName(StrBytes::from_string(name)))
+                            .with_partitions(partitions)
+                    })
+                    .collect(),
             );
         let resp = self.exchange(&req).await?;
+        if !self
+            .session
+            .handle_response(resp.error_code, resp.session_id)
+        {
+            // A session error answers no partitions; the next fetch, at once, is full
+            // (Kafka's `RemoteLeaderEndPoint.fetch` returns no data for it, no backoff).
+            tracing::debug!(
+                leader = self.leader,
+                error = resp.error_code,
+                session = resp.session_id,
+                "fetch session reset"
+            );
+            return Ok(());
+        }
         for t in resp.responses {
             let topic = t.topic.to_string();
             for data in t.partitions {

@@ -499,6 +499,25 @@ fn encode_gauges(broker: &Broker, enc: &mut DescriptorEncoder) -> Result<(), fmt
             .map(|(op, v)| (vec![("operation", op.to_string())], v)),
         gauge_sample,
     )?;
+    let sessions = &broker.fetch_sessions;
+    gauge(
+        enc,
+        "brook_fetch_sessions",
+        "Incremental fetch sessions (KIP-227) open on this node, consumers' and followers' (Kafka: FetchSessionCache NumIncrementalFetchSessions).",
+        sessions.session_count() as i64,
+    )?;
+    gauge(
+        enc,
+        "brook_fetch_session_partitions",
+        "Partitions held over all incremental fetch sessions (Kafka: FetchSessionCache NumIncrementalFetchPartitionsCached).",
+        sessions.partition_count() as i64,
+    )?;
+    counter(
+        enc,
+        "brook_fetch_session_evictions",
+        "Fetch sessions evicted from a full cache to make room for another (Kafka: FetchSessionCache IncrementalFetchSessionEvictionsPerSec).",
+        sessions.eviction_count(),
+    )?;
     let groups = broker.groups.counts();
     family(
         enc,

@@ -99,7 +99,7 @@ class FetchSessionsTest {
                         assertEquals("p2-" + (PER_PARTITION + i), new String(r.value(), UTF_8));
                     }
                 } finally {
-                    consumer.close(Duration.ofSeconds(10));
+                    consumer.close();
                 }
                 // The closing consumer's last fetch carries the final epoch, which closes the session.
                 awaitMetric(broker, null, "brook_fetch_sessions", n -> n == 0, "the session closed");

@@ -732,7 +732,11 @@ def main():
     results = {"brook": [], "kafka": []}
     t0 = time.monotonic()
     for rep in range(a.reps):
-        for s in systems:
+        # Each round reverses the order: on a VM whose host reclaims freed memory, the
+        # system that runs first in a round writes into memory that must be faulted in from
+        # the host, and the second into what the first one's deleted data just freed
+        # (benches/RESULTS.md, "Physical references"). An even number of rounds balances it.
+        for s in (systems if rep % 2 == 0 else systems[::-1]):
             results[s.name].append(rd_round(s, rep, a) if a.suite == "rdkafka" else one_round(s, rep, a))
             if a.json:
                 with open(a.json, "w") as f:

@@ -583,10 +583,8 @@ impl UnifiedLog {
             return Ok(None);
         }
         let mut files = Vec::new();
-        for seg in self.segments.range(..upto).map(|(_, s)| s) {
-            if seg.next_offset() > rp || seg.base_offset() >= rp {
-                files.extend(seg.sync_handles()?);
-            }
+        for seg in self.unflushed_segments_below(upto) {
+            files.extend(seg.sync_handles()?);
         }
         Ok(Some(RollFlush {
             upto,
@@ -1148,6 +1146,16 @@ impl UnifiedLog {
     /// fsyncs every segment that holds data between the recovery point and `offset` (a segment
     /// boundary or the log end offset), then moves the recovery point up to `offset` (Kafka's
     /// `UnifiedLog.flush`). The recovery point is checkpointed by the log directory's owner.
+    /// The segments below `offset` that may hold data at or above the recovery point: what
+    /// a flush up to `offset` must fsync.
+    fn unflushed_segments_below(&self, offset: i64) -> impl Iterator<Item = &LogSegment> {
+        let rp = self.recovery_point;
+        self.segments
+            .range(..offset)
+            .map(|(_, s)| s)
+            .filter(move |seg| seg.next_offset() > rp || seg.base_offset() >= rp)
+    }
+
     fn flush_below(&mut self, offset: i64) -> Result<(), LogError> {
         self.check_usable()?;
         let rp = self.recovery_point;
@@ -1155,12 +1163,10 @@ impl UnifiedLog {
             return Ok(());
         }
         let mut result = Ok(());
-        for seg in self.segments.range(..offset).map(|(_, s)| s) {
-            if seg.next_offset() > rp || seg.base_offset() >= rp {
-                if let Err(e) = seg.flush() {
-                    result = Err(e);
-                    break;
-                }
+        for seg in self.unflushed_segments_below(offset) {
+            if let Err(e) = seg.flush() {
+                result = Err(e);
+                break;
             }
         }
         if let Err(e) = result {

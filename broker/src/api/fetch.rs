@@ -24,7 +24,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::fetch_session::{FetchContext, FetchParams, FetchSessionCache, SessionKey};
+use super::fetch_session::{FetchParams, FetchSessionCache, SessionKey};
 use super::{Outcome, RequestContext};
 use crate::broker::Broker;
 use crate::cluster::partition::{FetchIsolation, FollowerFetch, Partition};
@@ -121,18 +121,7 @@ pub async fn handle(
         &forgotten,
         now_ms,
     );
-    if let FetchContext::SessionError(e) = session {
-        let resp = FetchResponse::default().with_error_code(e.code());
-        broker
-            .metrics
-            .requests
-            .record_errors(ctx.api_key, ctx.api_version, &resp);
-        return Ok(Outcome::RespondChunks(super::fetch_encode::encode_chunks(
-            &resp,
-            ctx.api_version,
-            ctx.correlation_id,
-        )?));
-    }
+    // A session error reads nothing and is answered at once, with the error alone.
     let fetched = FetchSessionCache::partitions(&session).unwrap_or(requested);
     let wanted = resolve(broker, by_id, &fetched);
     let max_wait = Duration::from_millis(req.max_wait_ms.clamp(0, FETCH_MAX_WAIT_MS_LIMIT) as u64);

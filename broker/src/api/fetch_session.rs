@@ -191,10 +191,36 @@ impl FetchSession {
                 }
             }
         }
-        if forgotten.iter().any(|k| self.index.contains_key(k)) {
-            self.partitions.retain(|p| !forgotten.contains(&p.key));
+        let dropped: Vec<usize> = forgotten
+            .iter()
+            .filter_map(|k| self.index.get(k).copied())
+            .collect();
+        if !dropped.is_empty() {
+            let mut keep = vec![true; self.partitions.len()];
+            for i in dropped {
+                keep[i] = false;
+            }
+            let mut keep = keep.into_iter();
+            self.partitions.retain(|_| keep.next().unwrap_or(true));
             self.reindex();
         }
+    }
+
+    /// Moves the partitions at `answered` (indexes) behind the others, each part in its order.
+    fn move_to_back(&mut self, answered: &[usize]) {
+        if answered.is_empty() {
+            return;
+        }
+        let mut back = vec![false; self.partitions.len()];
+        for &i in answered {
+            back[i] = true;
+        }
+        let (front, rear): (Vec<_>, Vec<_>) = std::mem::take(&mut self.partitions)
+            .into_iter()
+            .zip(back)
+            .partition(|(_, b)| !b);
+        self.partitions = front.into_iter().chain(rear).map(|(p, _)| p).collect();
+        self.reindex();
     }
 
     fn snapshot(&self) -> Vec<(SessionKey, FetchParams)> {
@@ -332,11 +358,14 @@ impl FetchSessionCache {
         }
     }
 
-    /// The partitions an incremental fetch reads, in the session's order.
+    /// The partitions a fetch reads when they are not the request's own: the session's, in
+    /// its order, for an incremental fetch; none after a session error (Kafka's
+    /// `SessionErrorContext.foreachPartition`).
     pub fn partitions(context: &FetchContext) -> Option<Vec<(SessionKey, FetchParams)>> {
         match context {
             FetchContext::Incremental { session, .. } => Some(session.lock().snapshot()),
-            _ => None,
+            FetchContext::SessionError(_) => Some(Vec::new()),
+            FetchContext::Sessionless | FetchContext::Full { .. } => None,
         }
     }
 
@@ -394,13 +423,13 @@ impl FetchSessionCache {
                     };
                 }
                 let mut keep = Vec::with_capacity(results.len());
-                let mut moved = Vec::new();
+                let mut answered = Vec::new();
                 for ((key, _), data) in fetched.iter().zip(results) {
                     let must = match s.index.get(key).copied() {
                         Some(i) => {
                             let must = s.partitions[i].must_respond(data, true);
                             if must && data.records.as_ref().is_some_and(|r| !r.is_empty()) {
-                                moved.push(key.clone());
+                                answered.push(i);
                             }
                             must
                         }
@@ -408,14 +437,7 @@ impl FetchSessionCache {
                     };
                     keep.push(must);
                 }
-                if !moved.is_empty() {
-                    let (mut stay, back): (Vec<_>, Vec<_>) = std::mem::take(&mut s.partitions)
-                        .into_iter()
-                        .partition(|p| !moved.contains(&p.key));
-                    stay.extend(back);
-                    s.partitions = stay;
-                    s.reindex();
-                }
+                s.move_to_back(&answered);
                 Answer {
                     session_id: s.id,
                     error: None,
@@ -629,6 +651,20 @@ mod tests {
             0,
             "the full fetch closed the session it named"
         );
+    }
+
+    #[test]
+    fn forgetting_one_partition_keeps_the_others_in_order() {
+        let cache = FetchSessionCache::new(10);
+        let id = open(&cache, &[key("t", 0), key("t", 1), key("t", 2)], false, 0);
+        let ctx = cache.new_context(12, (id, 1), false, &[], &[key("t", 1), key("u", 9)], 1);
+        let order: Vec<_> = FetchSessionCache::partitions(&ctx)
+            .unwrap()
+            .into_iter()
+            .map(|(k, _)| k.partition)
+            .collect();
+        assert_eq!(order, vec![0, 2]);
+        assert_eq!(cache.partition_count(), 2);
     }
 
     #[test]

@@ -76,8 +76,9 @@ impl FetchSessionHandler {
         }
     }
 
-    /// Takes the answer's session fields. False when the answer is a session error and
-    /// carries no partitions; the next fetch is then full.
+    /// Takes the answer's session fields (Kafka's `FetchSessionHandler.handleResponse`).
+    /// False when the answer is a session error and carries no partitions; the next fetch
+    /// is then full.
     pub fn handle_response(&mut self, error_code: i16, session_id: i32) -> bool {
         if error_code != 0 {
             if error_code == ResponseError::FetchSessionIdNotFound.code() {
@@ -95,9 +96,12 @@ impl FetchSessionHandler {
             } else {
                 next_epoch(INITIAL_EPOCH)
             };
-        } else if session_id != self.session_id {
+        } else if session_id == INVALID_SESSION_ID {
+            // The leader closed the session (it was left without partitions); this answer
+            // still stands, and the next fetch opens a new one.
+            self.session_id = INVALID_SESSION_ID;
             self.reset();
-            return false;
+            return true;
         } else {
             self.next_epoch = next_epoch(self.next_epoch);
         }
@@ -170,6 +174,17 @@ mod tests {
         h.build(&[(key(0), at(5))]);
         assert!(!h.handle_response(ResponseError::FetchSessionIdNotFound.code(), 0));
         let b = h.build(&[(key(0), at(5))]);
+        assert_eq!((b.session_id, b.epoch, b.to_send.len()), (0, 0, 1));
+    }
+
+    #[test]
+    fn a_session_the_leader_closed_still_answers_and_the_next_fetch_opens_one() {
+        let mut h = FetchSessionHandler::default();
+        h.build(&[(key(0), at(5))]);
+        assert!(h.handle_response(0, 42));
+        h.build(&[(key(0), at(6))]);
+        assert!(h.handle_response(0, INVALID_SESSION_ID));
+        let b = h.build(&[(key(0), at(6))]);
         assert_eq!((b.session_id, b.epoch, b.to_send.len()), (0, 0, 1));
     }
 

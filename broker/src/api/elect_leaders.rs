@@ -25,7 +25,7 @@ pub async fn handle(
         _ if ctx.api_version == 0 => ElectionType::Preferred,
         ELECTION_PREFERRED => ElectionType::Preferred,
         ELECTION_UNCLEAN => ElectionType::Unclean,
-        _ => return error_response(&req, ResponseError::InvalidRequest),
+        _ => return error_response(&req, ctx.api_version, ResponseError::InvalidRequest),
     };
     let partitions: Option<Vec<(String, Vec<i32>)>> = req.topic_partitions.as_ref().map(|tps| {
         tps.iter()
@@ -39,7 +39,7 @@ pub async fn handle(
         .await
     {
         Ok(r) => r,
-        Err(e) => return error_response(&req, e.response_error()),
+        Err(e) => return error_response(&req, ctx.api_version, e.response_error()),
     };
     broker.replicas.wait_caught_up().await;
     ElectLeadersResponse::default().with_replica_election_results(
@@ -68,8 +68,14 @@ fn partition_result(index: i32, outcome: ElectionOutcome) -> PartitionResult {
 }
 
 /// The error on every named partition (and at the top level from v1), as Kafka's
-/// `ElectLeadersRequest.getErrorResponse` answers a request it could not carry out.
-fn error_response(req: &ElectLeadersRequest, error: ResponseError) -> ElectLeadersResponse {
+/// `ElectLeadersRequest.getErrorResponse` answers a request it could not carry out. The
+/// top-level `ErrorCode` arrived with v1 and is not ignorable (ElectLeadersResponse.json): at
+/// v0 it stays 0, or the answer cannot be encoded.
+fn error_response(
+    req: &ElectLeadersRequest,
+    version: i16,
+    error: ResponseError,
+) -> ElectLeadersResponse {
     let results = req
         .topic_partitions
         .iter()
@@ -89,7 +95,8 @@ fn error_response(req: &ElectLeadersRequest, error: ResponseError) -> ElectLeade
                 )
         })
         .collect();
+    let top_level = if version >= 1 { error.code() } else { 0 };
     ElectLeadersResponse::default()
-        .with_error_code(error.code())
+        .with_error_code(top_level)
         .with_replica_election_results(results)
 }

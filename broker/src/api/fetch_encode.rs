@@ -137,9 +137,11 @@ fn encode_into<T: Encodable>(
     buf: &mut BytesMut,
     version: i16,
 ) -> Result<(), CodecError> {
-    value
-        .encode(buf, version)
-        .map_err(|e| CodecError::Malformed(format!("encoding response: {e}")))
+    value.encode(buf, version).map_err(|e| CodecError::Encode {
+        api_key: ApiKey::Fetch,
+        version,
+        reason: e.to_string(),
+    })
 }
 
 fn put_array_len(buf: &mut BytesMut, len: usize, version: i16) {

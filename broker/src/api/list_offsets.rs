@@ -80,10 +80,13 @@ pub async fn handle(
                         }),
                     };
                     match found {
+                        // `LeaderEpoch` arrived with v4 and is not ignorable
+                        // (ListOffsetsResponse.json): below v4 it keeps its default, or
+                        // the answer cannot be encoded.
                         Ok(Some((ts, offset))) => base
                             .with_timestamp(ts)
                             .with_offset(offset)
-                            .with_leader_epoch(epoch),
+                            .with_leader_epoch(if ctx.api_version >= 4 { epoch } else { -1 }),
                         // No record at or after the timestamp: Kafka answers -1/-1.
                         Ok(None) => base,
                         Err(e) => base.with_error_code(e.error_code()),
@@ -95,7 +98,6 @@ pub async fn handle(
                 .with_partitions(partitions)
         })
         .collect();
-    let _ = ctx;
     ListOffsetsResponse::default().with_topics(topics)
 }
 

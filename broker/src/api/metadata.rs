@@ -15,7 +15,7 @@ use crate::broker::Broker;
 const NONE: i16 = 0;
 const UNKNOWN_TOPIC: i16 = ResponseError::UnknownTopicOrPartition.code();
 
-/// Answers Metadata for the listed topics (all topics when the list is null).
+/// Answers Metadata for the listed topics (all topics when the list is null, or empty at v0).
 pub async fn handle(
     broker: &Broker,
     ctx: &RequestContext,
@@ -77,13 +77,14 @@ async fn metadata(broker: &Broker, ctx: &RequestContext, req: MetadataRequest) -
     let allow_auto_create =
         (ctx.api_version < 4 || req.allow_auto_topic_creation) && broker.config.auto_create_topics;
     let mut image = controller.image().borrow().clone();
+    // Kafka's `MetadataRequest.isAllTopics`: a null list, or at v0 (which has no null) an
+    // empty one.
+    let all_topics = match &req.topics {
+        None => true,
+        Some(list) => list.is_empty() && ctx.api_version == 0,
+    };
     let mut wanted: Vec<(Option<String>, Uuid)> = match &req.topics {
-        None => image
-            .topics
-            .values()
-            .map(|t| (Some(t.name.clone()), t.id))
-            .collect(),
-        Some(list) => list
+        Some(list) if !all_topics => list
             .iter()
             .map(|t| {
                 let name = t
@@ -93,6 +94,11 @@ async fn metadata(broker: &Broker, ctx: &RequestContext, req: MetadataRequest) -
                     .filter(|n| t.topic_id.is_nil() || !n.is_empty());
                 (name, t.topic_id)
             })
+            .collect(),
+        _ => image
+            .topics
+            .values()
+            .map(|t| (Some(t.name.clone()), t.id))
             .collect(),
     };
     // Auto-create what is missing, then answer from the image that includes it.

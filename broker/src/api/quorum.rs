@@ -38,7 +38,7 @@ pub const NO_QUORUM_MESSAGE: &str =
 /// Handles one DescribeQuorum request.
 pub async fn handle(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: DescribeQuorumRequest,
 ) -> DescribeQuorumResponse {
     let controller = broker.replicas.controller();
@@ -51,7 +51,7 @@ pub async fn handle(
         return partition_errors(&req, ResponseError::UnknownTopicOrPartition);
     }
     match controller.describe_quorum().await {
-        Ok(d) => describe(&d),
+        Ok(d) => describe(&d, ctx.api_version),
         Err(e) => {
             tracing::debug!(error = %e, "DescribeQuorum: no leader answer");
             single_partition(
@@ -109,8 +109,10 @@ fn replica_state(r: &QuorumReplica) -> ReplicaState {
         .with_last_caught_up_timestamp(r.last_caught_up_timestamp_ms)
 }
 
-/// The leader's description in Kafka's shape; the encoder drops the fields a version lacks.
-fn describe(d: &QuorumDescription) -> DescribeQuorumResponse {
+/// The leader's description in Kafka's shape at `version`. `Nodes` arrived with v2 and is
+/// not ignorable (DescribeQuorumResponse.json): below v2 it stays empty, or the answer cannot
+/// be encoded.
+fn describe(d: &QuorumDescription, version: i16) -> DescribeQuorumResponse {
     let partition = PartitionData::default()
         .with_leader_id(d.leader_id.into())
         .with_leader_epoch(d.leader_epoch)
@@ -129,5 +131,6 @@ fn describe(d: &QuorumDescription) -> DescribeQuorumResponse {
                     .with_port(e.port)])
         })
         .collect();
+    let nodes = if version >= 2 { nodes } else { Vec::new() };
     single_partition(partition).with_nodes(nodes)
 }

@@ -53,6 +53,8 @@ const UNKNOWN_ERROR_CODE: i16 = i16::MIN;
 /// One API version's counters.
 struct VersionSlot {
     requests: Counter,
+    /// Responses that could not be encoded at this version (each closed its connection).
+    encode_failures: Counter,
     duration: Histogram,
 }
 
@@ -89,6 +91,7 @@ impl RequestMetrics {
             let versions = (a.decode_min..=a.max)
                 .map(|_| VersionSlot {
                     requests: Counter::default(),
+                    encode_failures: Counter::default(),
                     duration: Histogram::new(REQUEST_DURATION_BUCKETS_SECONDS),
                 })
                 .collect();
@@ -116,6 +119,19 @@ impl RequestMetrics {
             s.requests.inc();
             s.duration.observe(elapsed.as_secs_f64());
         }
+    }
+
+    /// Counts a response that could not be encoded at `version`.
+    pub fn record_encode_failure(&self, key: ApiKey, version: i16) {
+        if let Some(s) = self.slot(key, version) {
+            s.encode_failures.inc();
+        }
+    }
+
+    /// Responses of `key` at `version` that could not be encoded so far.
+    pub fn encode_failures(&self, key: ApiKey, version: i16) -> u64 {
+        self.slot(key, version)
+            .map_or(0, |s| s.encode_failures.get())
     }
 
     /// Counts the non-zero error codes of a response. Versions outside the served range are
@@ -304,6 +320,24 @@ fn gauge(enc: &mut DescriptorEncoder, name: &str, help: &str, v: i64) -> Result<
     g.encode(enc.encode_descriptor(name, help, None, MetricType::Gauge)?)
 }
 
+/// Every served (API, version) slot with its labels, used or not: a series that is 0 until
+/// something goes wrong must exist before it does, for a scrape to tell "none" from "unknown".
+fn all_slots(r: &RequestMetrics) -> impl Iterator<Item = (Labels, &VersionSlot)> {
+    r.apis.iter().flatten().flat_map(|api| {
+        api.versions.iter().enumerate().map(move |(i, s)| {
+            let v = api.first_version + i as i16;
+            (slot_labels(&api.name, v), s)
+        })
+    })
+}
+
+fn slot_labels(name: &str, version: i16) -> Labels {
+    vec![
+        ("request", name.to_string()),
+        ("version", version.to_string()),
+    ]
+}
+
 /// The (API, version) slots that served at least one request, with their labels.
 fn used_slots(r: &RequestMetrics) -> Vec<(Labels, &VersionSlot)> {
     let mut out = Vec::new();
@@ -311,8 +345,7 @@ fn used_slots(r: &RequestMetrics) -> Vec<(Labels, &VersionSlot)> {
         for (i, s) in api.versions.iter().enumerate() {
             if s.requests.get() > 0 {
                 let v = api.first_version + i as i16;
-                let labels = vec![("request", api.name.clone()), ("version", v.to_string())];
-                out.push((labels, s));
+                out.push((slot_labels(&api.name, v), s));
             }
         }
     }
@@ -327,6 +360,14 @@ fn encode_requests(r: &RequestMetrics, enc: &mut DescriptorEncoder) -> Result<()
         "Requests handled, by API and version (Kafka: RequestMetrics RequestsPerSec).",
         MetricType::Counter,
         used.iter().map(|(l, s)| (l.clone(), s.requests.get())),
+        counter_sample,
+    )?;
+    family(
+        enc,
+        "brook_response_encode_failures",
+        "Responses that could not be encoded at the request's version, by API and version; each closed its connection. Always 0 unless Brook has a bug.",
+        MetricType::Counter,
+        all_slots(r).map(|(l, s)| (l, s.encode_failures.get())),
         counter_sample,
     )?;
     let mut errors: Vec<(ErrorKey, u64)> = r

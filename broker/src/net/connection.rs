@@ -23,7 +23,7 @@ use tokio::sync::watch;
 
 use crate::api::{handle_frame, Outcome};
 use crate::broker::Broker;
-use crate::metrics::GaugeGuard;
+use crate::metrics::{GaugeGuard, RequestMetrics};
 use crate::net::codec::{read_frame, CodecError, Frame};
 
 /// Chunks handed to one vectored write (Linux's IOV_MAX is 1024).
@@ -71,7 +71,7 @@ pub async fn serve(broker: Arc<Broker>, stream: TcpStream, mut shutdown: watch::
         let (ctx, outcome) = match handle_frame(&broker, bytes, peer.map(|a| a.ip())).await {
             Ok(handled) => handled,
             Err(e) => {
-                tracing::info!(?peer, error = %e, "closing connection");
+                closing_on_error(&broker.metrics.requests, peer, &e);
                 break;
             }
         };
@@ -99,6 +99,21 @@ pub async fn serve(broker: Arc<Broker>, stream: TcpStream, mut shutdown: watch::
         drop(memory);
     }
     let _ = w.shutdown().await;
+}
+
+/// Logs why a request closes its connection. A response Brook could not encode is Brook's
+/// bug, not the client's: it is logged at error level with the API and version, and counted
+/// (`brook_response_encode_failures_total`), so that test and chaos runs can fail on it.
+fn closing_on_error(requests: &RequestMetrics, peer: Option<std::net::SocketAddr>, e: &CodecError) {
+    if let CodecError::Encode {
+        api_key, version, ..
+    } = e
+    {
+        requests.record_encode_failure(*api_key, *version);
+        tracing::error!(?peer, error = %e, "closing connection: a response could not be encoded");
+        return;
+    }
+    tracing::info!(?peer, error = %e, "closing connection");
 }
 
 /// Whether the connection stays open after writing an answer.
@@ -206,5 +221,51 @@ async fn idle_expired(activity: &Activity, idle: Option<Duration>) {
             return;
         }
         tokio::time::sleep_until(deadline.into()).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::SUPPORTED_APIS;
+    use crate::net::codec::encode_response;
+    use kafka_protocol::messages::list_offsets_response::{
+        ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+    };
+    use kafka_protocol::messages::{ApiKey, ListOffsetsResponse};
+
+    /// A response with a field its version lacks (ListOffsets' leader epoch arrived with v4):
+    /// the bug that dropped old clients' connections without a trace.
+    fn leader_epoch_at_every_version() -> ListOffsetsResponse {
+        let partition = ListOffsetsPartitionResponse::default()
+            .with_offset(7)
+            .with_leader_epoch(3);
+        ListOffsetsResponse::default().with_topics(vec![
+            ListOffsetsTopicResponse::default().with_partitions(vec![partition])
+        ])
+    }
+
+    #[test]
+    fn an_unencodable_response_names_its_api_and_version_and_is_counted() {
+        let resp = leader_epoch_at_every_version();
+        let err = encode_response(ApiKey::ListOffsets, 3, 1, &resp).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("ListOffsets") && text.contains("v3"),
+            "the error names neither the API nor the version: {text}"
+        );
+        let requests = RequestMetrics::new(SUPPORTED_APIS);
+        closing_on_error(&requests, None, &err);
+        assert_eq!(requests.encode_failures(ApiKey::ListOffsets, 3), 1);
+        assert_eq!(requests.encode_failures(ApiKey::ListOffsets, 4), 0);
+        // At v4, where the field exists, the same response encodes.
+        assert!(encode_response(ApiKey::ListOffsets, 4, 1, &resp).is_ok());
+    }
+
+    #[test]
+    fn a_client_error_is_not_counted_as_an_encode_failure() {
+        let requests = RequestMetrics::new(SUPPORTED_APIS);
+        closing_on_error(&requests, None, &CodecError::Malformed("bad body".into()));
+        assert_eq!(requests.encode_failures(ApiKey::ListOffsets, 3), 0);
     }
 }

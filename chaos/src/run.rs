@@ -270,6 +270,14 @@ pub fn run(target: &mut dyn Target, cfg: &RunConfig) -> Result<RunOutput, String
     }
     let stats = nemesis.stats.clone();
     drop(nemesis);
+    match target.encode_failures() {
+        Ok(0) => {}
+        Ok(n) => run_errors.push(format!(
+            "{n} response(s) could not be encoded (brook_response_encode_failures_total): \
+             their connections were closed; the nodes' logs name the API and version"
+        )),
+        Err(e) => run_errors.push(format!("encode failures not read: {e}")),
+    }
     let ops = history.snapshot();
     let partitions = check(&ops);
     let verdict = judge(&cfg.guarantees(), &partitions, run_errors);

@@ -50,6 +50,21 @@ pub trait Target {
     fn keep_data(&mut self) -> Option<PathBuf> {
         None
     }
+    /// Responses the nodes could not encode so far (`brook_response_encode_failures_total`):
+    /// Brook's own bug, which a client sees as a closed connection. Kafka has no such count.
+    fn encode_failures(&mut self) -> Result<u64, String> {
+        Ok(0)
+    }
+}
+
+/// The sum of `brook_response_encode_failures_total` over every series of a `/metrics` text.
+pub fn encode_failures_in(metrics: &str) -> u64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("brook_response_encode_failures_total"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|v| v as u64)
+        .sum()
 }
 
 /// Sends `sig` to `pid`.
@@ -188,6 +203,9 @@ pub struct BrookCluster {
     /// The `brook cluster` process, when this run started it.
     child: Option<Child>,
     _dir: Option<tempfile::TempDir>,
+    /// Encode failures counted by node incarnations this run killed: read just before each
+    /// kill, since a restarted node counts from zero.
+    encode_failures_of_killed: u64,
 }
 
 impl BrookCluster {
@@ -242,6 +260,7 @@ impl BrookCluster {
             ids: Vec::new(),
             child: None,
             _dir: None,
+            encode_failures_of_killed: 0,
         };
         let nodes = c.nodes()?;
         c.ids = nodes
@@ -275,6 +294,22 @@ impl BrookCluster {
             .into_iter()
             .find(|n| n["id"].as_i64() == Some(id as i64))
             .ok_or_else(|| format!("the supervisor has no node {id}"))
+    }
+
+    /// Node `id`'s encode failures while it runs (0 when it does not).
+    fn node_encode_failures(&self, id: i32) -> Result<u64, String> {
+        let Some(admin) = self.admin(id)? else {
+            return Ok(0);
+        };
+        let url = format!("http://{admin}/metrics");
+        let text = http_agent()
+            .get(&url)
+            .call()
+            .map_err(|e| format!("GET {url}: {e}"))?
+            .into_body()
+            .read_to_string()
+            .map_err(|e| format!("GET {url}: {e}"))?;
+        Ok(encode_failures_in(&text))
     }
 
     /// The admin listener of node `id` while it runs.
@@ -313,8 +348,18 @@ impl Target for BrookCluster {
     }
 
     fn kill(&mut self, id: i32) -> Result<(), String> {
+        // A node that does not answer its metrics is counted as 0: the kill matters more.
+        self.encode_failures_of_killed += self.node_encode_failures(id).unwrap_or(0);
         let url = format!("http://{}/nodes/{id}/kill", self.supervisor);
         http_json("POST", &url, None).map(|_| ())
+    }
+
+    fn encode_failures(&mut self) -> Result<u64, String> {
+        let mut n = self.encode_failures_of_killed;
+        for id in self.ids.clone() {
+            n += self.node_encode_failures(id)?;
+        }
+        Ok(n)
     }
 
     fn start(&mut self, id: i32) -> Result<(), String> {
@@ -576,5 +621,22 @@ impl Drop for KafkaCluster {
                 let _ = c.wait();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::encode_failures_in;
+
+    #[test]
+    fn encode_failures_sum_every_series_and_ignore_other_metrics() {
+        let text = "# HELP brook_response_encode_failures Responses that could not be encoded.\n\
+                    # TYPE brook_response_encode_failures counter\n\
+                    brook_response_encode_failures_total{request=\"ListOffsets\",version=\"1\"} 0\n\
+                    brook_response_encode_failures_total{request=\"ListOffsets\",version=\"3\"} 2\n\
+                    brook_response_encode_failures_total{request=\"Fetch\",version=\"4\"} 1\n\
+                    brook_requests_total{request=\"Fetch\",version=\"4\"} 9\n";
+        assert_eq!(encode_failures_in(text), 3);
+        assert_eq!(encode_failures_in("brook_requests_total 5\n"), 0);
     }
 }

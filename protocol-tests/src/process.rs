@@ -301,11 +301,40 @@ impl BrookProcess {
     }
 }
 
+/// What a node logs, at error level, when it closes a connection because a response could not
+/// be encoded at the request's version (`net::connection` in the broker, which also counts it
+/// in `brook_response_encode_failures_total`). The log outlives restarts; the count does not.
+pub const ENCODE_FAILURE_LOG: &str = "a response could not be encoded";
+
+impl BrookProcess {
+    /// The log lines, over every run, of responses this node could not encode.
+    pub fn encode_failures(&self) -> Vec<String> {
+        self.log_text()
+            .lines()
+            .filter(|l| l.contains(ENCODE_FAILURE_LOG))
+            .map(str::to_string)
+            .collect()
+    }
+}
+
 impl Drop for BrookProcess {
     fn drop(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
+        }
+        // Any test whose node failed to encode an answer fails, whatever it asserted: a client
+        // saw a closed connection where Kafka answers.
+        if !std::thread::panicking() {
+            let failures = self.encode_failures();
+            assert!(
+                failures.is_empty(),
+                "{} could not encode {} response(s); see {}:\n{}",
+                self.name,
+                failures.len(),
+                self.log_path.display(),
+                failures.join("\n")
+            );
         }
     }
 }

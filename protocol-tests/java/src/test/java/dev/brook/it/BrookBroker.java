@@ -407,6 +407,31 @@ public final class BrookBroker implements AutoCloseable {
             waitForExit(process, STOP_TIMEOUT_MS);
             joinPump();
         }
+        assertNoEncodeFailures(logFile, "broker " + name);
+    }
+
+    /**
+     * What a node logs, at error level, when it closes a connection because a response could not be encoded at
+     * the request's version (the broker's {@code net::connection}, which also counts it in
+     * {@code brook_response_encode_failures_total}). The log outlives restarts; the count does not.
+     */
+    static final String ENCODE_FAILURE_LOG = "a response could not be encoded";
+
+    /** Fails the test whose node could not encode an answer: its client saw a closed connection. */
+    static void assertNoEncodeFailures(Path log, String what) {
+        List<String> failures;
+        try {
+            failures = Files.exists(log)
+                ? new String(Files.readAllBytes(log), StandardCharsets.UTF_8).lines()
+                    .filter(l -> l.contains(ENCODE_FAILURE_LOG)).toList()
+                : List.of();
+        } catch (IOException e) {
+            throw new UncheckedIOException("read " + log, e);
+        }
+        if (!failures.isEmpty()) {
+            throw new AssertionError(what + " could not encode " + failures.size() + " response(s); see " + log
+                + ":\n" + String.join("\n", failures));
+        }
     }
 
     @Override

@@ -932,6 +932,7 @@ public final class BrookCluster implements AutoCloseable {
                 waitFor(process, STOP_TIMEOUT_MS);
                 joinPump();
             }
+            BrookBroker.assertNoEncodeFailures(logFile, "node " + id);
         }
     }
 

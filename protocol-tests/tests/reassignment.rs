@@ -394,3 +394,73 @@ fn reassignment_on_a_single_node_answers_as_a_one_broker_cluster() {
     );
     assert!(list(&mut c, None).topics.is_empty());
 }
+
+/// An acks=all produce in flight when a reassignment removes a replica: the controller bumps
+/// the leader epoch, the leader stays leader, and the produce completes once the remaining ISR
+/// has the record (Kafka's `Partition.checkEnoughReplicasReachOffset` fails a waiting produce
+/// only when this node is no longer leader). Failing it instead, with NOT_LEADER_OR_FOLLOWER,
+/// makes a producer without idempotence write the record twice when it retries.
+#[test]
+fn an_acks_all_produce_survives_a_leader_epoch_bump_that_keeps_the_leader() {
+    // No ISR shrink while the followers are cut: the produce must stay in flight.
+    let c = Cluster::start(
+        3,
+        &[
+            ("auto.leader.rebalance.enable", "false"),
+            ("replica.lag.time.max.ms", "60000"),
+        ],
+    );
+    let topic = unique_topic("reassign-epoch");
+    let mut admin = WireClient::connect(&c.address(2));
+    assert_eq!(
+        create_assigned(&mut admin, &topic, &[&[1, 2, 3]], false).0,
+        NONE
+    );
+    let before = c.await_isr(&topic, 0, &[1, 2, 3], WAIT);
+    assert_eq!(before.leader, 1);
+    let mut producer = WireClient::connect(&c.address(1));
+    let r = producer.produce(
+        &topic,
+        0,
+        encode_batch(Producer::NONE, &[Rec::kv("k", "first", 1_000)]),
+    );
+    assert_eq!((r.error_code, r.base_offset), (NONE, 0), "{r:?}");
+
+    // Neither follower can fetch: the next record waits for the high watermark.
+    let cut2 = c.isolate_replication(2);
+    let _cut3 = c.isolate_replication(3);
+    let req = WireClient::produce_request(
+        &topic,
+        0,
+        encode_batch(Producer::NONE, &[Rec::kv("k", "in-flight", 2_000)]),
+        -1,
+    );
+    let in_flight = producer.send(PRODUCE_V, &req);
+
+    // Removing node 3 bumps the leader epoch; node 1 stays leader with ISR {1, 2}.
+    assert_eq!(alter_code(&mut admin, &topic, Some(&[1, 2]), true), NONE);
+    let after = c.await_partition(&topic, 0, "node 3 removed", WAIT, |s| {
+        s.replicas == vec![1, 2] && s.leader == 1
+    });
+    assert!(after.leader_epoch > before.leader_epoch, "{after:?}");
+    say(&format!(
+        "leader epoch {} -> {}",
+        before.leader_epoch, after.leader_epoch
+    ));
+
+    // Node 2 catches up: the produce completes, once, at offset 1.
+    c.fault_remove(2, cut2);
+    let resp = producer.receive::<kafka_protocol::messages::ProduceRequest>(PRODUCE_V, in_flight);
+    let p = &resp.responses[0].partition_responses[0];
+    assert_eq!(
+        (p.error_code, p.base_offset),
+        (NONE, 1),
+        "the in-flight acks=all produce across the epoch bump: {resp:?}"
+    );
+    let offsets: Vec<i64> = producer
+        .fetch_all(&topic, 0)
+        .iter()
+        .map(|b| b.base_offset)
+        .collect();
+    assert_eq!(offsets, vec![0, 1]);
+}

@@ -234,6 +234,11 @@ struct ReplicaState {
     /// `log_start_offset <= high_watermark <= log_end_offset`. Changed only by
     /// [`Partition::set_high_watermark`]; on the leader it only rises.
     high_watermark: i64,
+    /// How many times this replica has become leader. An acks=all wait belongs to one
+    /// leadership: a leader epoch bump that keeps this node leader (a reassignment) does not
+    /// end it, as in Kafka; losing the leadership does, even when it comes back before the
+    /// waiter looks (the new leadership may have truncated the offset it waits for).
+    leaderships: u64,
 }
 
 impl ReplicaState {
@@ -452,6 +457,7 @@ impl Partition {
             leader_epoch_start_offset: 0,
             pending_isr: None,
             high_watermark,
+            leaderships: u64::from(single_node),
         };
         Partition {
             topic,
@@ -766,9 +772,10 @@ impl Partition {
     ) -> Result<(), PartitionError> {
         // Subscribed before the first check, so a change between check and await is seen.
         let mut changes = self.changes.subscribe();
-        let epoch = self.leader_epoch();
+        let leadership = self.state.lock().leaderships;
         loop {
-            if let Some(done) = self.check_enough_replicas_reach_offset(last_offset + 1, epoch) {
+            if let Some(done) = self.check_enough_replicas_reach_offset(last_offset + 1, leadership)
+            {
                 return done;
             }
             match tokio::time::timeout_at(deadline, changes.changed()).await {
@@ -777,7 +784,7 @@ impl Partition {
                 Err(_) => {
                     // One last look: the answer is the state at the deadline.
                     return self
-                        .check_enough_replicas_reach_offset(last_offset + 1, epoch)
+                        .check_enough_replicas_reach_offset(last_offset + 1, leadership)
                         .unwrap_or(Err(PartitionError::RequestTimedOut));
                 }
             }
@@ -787,14 +794,17 @@ impl Partition {
     /// `Some` once an acks=all produce up to `required_offset` is decided
     /// (`Partition.checkEnoughReplicasReachOffset`): done when the high watermark reached it,
     /// with NOT_ENOUGH_REPLICAS_AFTER_APPEND when the replicas that count are then fewer than
-    /// the effective min ISR; failed when leadership moved since `leader_epoch`.
+    /// the effective min ISR; NOT_LEADER_OR_FOLLOWER once the leadership it was appended under
+    /// (`leadership`, a count of [`ReplicaState::leaderships`]) has ended. Kafka fails it only
+    /// when the node is no longer leader: a leader epoch bump that keeps this node leader (a
+    /// reassignment removing a replica) leaves the wait going.
     fn check_enough_replicas_reach_offset(
         &self,
         required_offset: i64,
-        leader_epoch: i32,
+        leadership: u64,
     ) -> Option<Result<(), PartitionError>> {
         let st = self.state.lock();
-        if st.role != Role::Leader || self.leader_epoch() != leader_epoch {
+        if st.role != Role::Leader || st.leaderships != leadership {
             return Some(Err(PartitionError::NotLeader));
         }
         if st.high_watermark < required_offset {
@@ -969,6 +979,9 @@ impl Partition {
         let old_isr = std::mem::replace(&mut st.isr, isr);
         st.partition_epoch = partition_epoch;
         if role_changed {
+            if role == Role::Leader && st.role != Role::Leader {
+                st.leaderships += 1;
+            }
             st.role = role.clone();
             st.pending_isr = None;
             st.followers.clear();

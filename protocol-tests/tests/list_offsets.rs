@@ -1,5 +1,6 @@
 //! ListOffsets: earliest (-2), latest (-1), max timestamp (-3) and timestamp lookups, over the
-//! raw wire and through librdkafka (watermarks, offsets_for_times).
+//! raw wire and through librdkafka (watermarks, offsets_for_times); and on a new leader of a
+//! 3-node cluster whose high watermark has not caught up.
 
 use std::time::Duration;
 
@@ -7,8 +8,9 @@ use brook_protocol_tests::batch::{encode_batch, Producer, Rec};
 use brook_protocol_tests::errors::*;
 use brook_protocol_tests::rd;
 use brook_protocol_tests::wire::*;
-use brook_protocol_tests::{unique_topic, Broker, WireClient};
-use kafka_protocol::messages::ApiKey;
+use brook_protocol_tests::{poll_until, unique_topic, Broker, Cluster, WireClient};
+use kafka_protocol::messages::create_topics_request::CreatableReplicaAssignment;
+use kafka_protocol::messages::{ApiKey, BrokerId};
 use rdkafka::consumer::Consumer;
 use rdkafka::{Offset, TopicPartitionList};
 
@@ -144,4 +146,102 @@ fn list_offsets_through_librdkafka() {
         Offset::End,
         "offsets_for_times after the last timestamp"
     );
+}
+
+/// ListOffsets at `version` on one connection: (error, offset, timestamp, leader epoch).
+fn offsets_at(c: &mut WireClient, version: i16, topic: &str, ts: i64) -> (i16, i64, i64, i32) {
+    let req = WireClient::list_offsets_request(topic, 0, ts);
+    let r = c
+        .try_request(version, &req)
+        .unwrap_or_else(|e| panic!("ListOffsets v{version} ({ts}): {e}"));
+    let p = &r.topics[0].partitions[0];
+    (p.error_code, p.offset, p.timestamp, p.leader_epoch)
+}
+
+/// A new leader whose high watermark has not reached the start of its leader epoch cannot
+/// tell what its predecessor committed (Kafka's `Partition.fetchOffsetForTimestamp`): LATEST
+/// is OFFSET_NOT_AVAILABLE from v5 and LEADER_NOT_AVAILABLE before, where Brook once answered
+/// its lagging high watermark. Once the high watermark catches up, a timestamp lookup answers
+/// the leader epoch its record was written in (`UnifiedLog.fetchOffsetByTimestamp`), not the
+/// current one.
+#[test]
+fn list_offsets_on_a_new_leader_waits_for_its_high_watermark() {
+    const WAIT: Duration = Duration::from_secs(60);
+    const OFFSET_NOT_AVAILABLE: i16 = 78;
+    // No ISR shrink while node 3 is cut off: the new leader's high watermark must stay behind.
+    let mut c = Cluster::start(
+        3,
+        &[
+            ("replica.lag.time.max.ms", "60000"),
+            ("auto.leader.rebalance.enable", "false"),
+        ],
+    );
+    let topic = unique_topic("list-offsets-new-leader");
+    let mut admin = WireClient::connect(&c.address(2));
+    let mut req = WireClient::create_topics_request(&topic, -1, -1, &[], WAIT);
+    req.topics[0].assignments = vec![CreatableReplicaAssignment::default()
+        .with_partition_index(0)
+        .with_broker_ids(vec![BrokerId(1), BrokerId(2), BrokerId(3)])];
+    let created = admin.request(CREATE_TOPICS_V, &req);
+    assert_eq!(created.topics[0].error_code, NONE, "{created:?}");
+    let before = c.await_isr(&topic, 0, &[1, 2, 3], WAIT);
+    assert_eq!(before.leader, 1);
+
+    // Node 3 stops copying; acks=1 records reach node 2, and the high watermark stays at 0.
+    let _cut = c.isolate_replication(3);
+    let mut leader = WireClient::connect(&c.address(1));
+    let recs: Vec<Rec> = (0..3)
+        .map(|i| Rec::kv(&format!("k{i}"), &format!("v{i}"), 1_000 * (i + 1)))
+        .collect();
+    let req = WireClient::produce_request(&topic, 0, encode_batch(Producer::NONE, &recs), 1);
+    let r = leader.request(PRODUCE_V, &req);
+    assert_eq!(
+        r.responses[0].partition_responses[0].error_code, NONE,
+        "{r:?}"
+    );
+    poll_until("node 2 has copied the records", WAIT, || {
+        (c.partition_dir(2, &topic, 0)
+            .join("00000000000000000000.log"))
+        .metadata()
+        .ok()
+        .filter(|m| m.len() > 0)
+    });
+
+    // Node 1 dies; node 2, first in the assignment, leads with epoch start 3 and HW 0.
+    c.kill(1);
+    let after = c.await_partition(&topic, 0, "node 2 leads", WAIT, |s| s.leader == 2);
+    let mut new_leader = WireClient::connect(&c.address(2));
+    assert_eq!(
+        offsets_at(&mut new_leader, 5, &topic, LATEST).0,
+        OFFSET_NOT_AVAILABLE,
+        "v5: the high watermark lags the epoch's start"
+    );
+    assert_eq!(
+        offsets_at(&mut new_leader, 4, &topic, LATEST).0,
+        LEADER_NOT_AVAILABLE,
+        "v4 has no OFFSET_NOT_AVAILABLE"
+    );
+    assert_eq!(
+        offsets_at(&mut new_leader, 7, &topic, 2_000).0,
+        OFFSET_NOT_AVAILABLE,
+        "a record past the high watermark cannot be answered yet"
+    );
+
+    // Node 3 copies from node 2: the high watermark reaches 3.
+    c.fault_clear(3);
+    let latest = poll_until("the new leader's high watermark reaches 3", WAIT, || {
+        let got = offsets_at(&mut new_leader, 7, &topic, LATEST);
+        (got.0 == NONE).then_some(got)
+    });
+    assert_eq!(latest, (NONE, 3, -1, after.leader_epoch));
+    // Written under node 1's epoch, which the new leader's epoch follows.
+    assert_eq!(
+        offsets_at(&mut new_leader, 7, &topic, 2_000),
+        (NONE, 1, 2_000, before.leader_epoch)
+    );
+    assert_eq!(
+        offsets_at(&mut new_leader, 7, &topic, EARLIEST),
+        (NONE, 0, -1, before.leader_epoch)
+    );
+    assert!(after.leader_epoch > before.leader_epoch, "{after:?}");
 }

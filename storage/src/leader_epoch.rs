@@ -88,6 +88,16 @@ impl LeaderEpochCache {
         self.entries.last().map(|e| e.epoch)
     }
 
+    /// The epoch `offset` was written in: that of the last entry starting at or before it
+    /// (Kafka's `LeaderEpochFileCache.epochForOffset`); `None` before the first entry.
+    pub fn epoch_for_offset(&self, offset: i64) -> Option<i32> {
+        self.entries
+            .iter()
+            .take_while(|e| e.start_offset <= offset)
+            .last()
+            .map(|e| e.epoch)
+    }
+
     /// Records that `epoch` starts at `start_offset`, if it is newer than the latest epoch.
     /// Returns true when the cache changed (the caller then persists it).
     pub fn assign(&mut self, epoch: i32, start_offset: i64) -> bool {
@@ -184,6 +194,17 @@ impl LeaderEpochCache {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_epoch_of_an_offset_is_that_of_the_last_entry_starting_at_or_before_it() {
+        assert_eq!(cache(&[]).epoch_for_offset(0), None);
+        let c = cache(&[(2, 5), (4, 9)]);
+        assert_eq!(c.epoch_for_offset(4), None);
+        assert_eq!(c.epoch_for_offset(5), Some(2));
+        assert_eq!(c.epoch_for_offset(8), Some(2));
+        assert_eq!(c.epoch_for_offset(9), Some(4));
+        assert_eq!(c.epoch_for_offset(1_000), Some(4));
+    }
+
     use super::*;
 
     fn cache(entries: &[(i32, i64)]) -> LeaderEpochCache {

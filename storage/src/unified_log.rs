@@ -163,6 +163,11 @@ impl UnifiedLog {
             .end_offset_for(epoch, self.log_end_offset)
     }
 
+    /// The leader epoch `offset` was written in, from the leader epoch cache (ListOffsets).
+    pub fn epoch_for_offset(&self, offset: i64) -> Option<i32> {
+        self.leader_epochs.epoch_for_offset(offset)
+    }
+
     /// The leader epoch cache's entries (epoch, start offset), oldest first.
     pub fn leader_epoch_entries(&self) -> &[super::leader_epoch::EpochEntry] {
         self.leader_epochs.entries()

@@ -19,6 +19,7 @@ use kafka_protocol::ResponseError;
 
 use super::RequestContext;
 use crate::broker::Broker;
+use crate::cluster::partition::Partition;
 
 /// Special timestamps of ListOffsets.
 pub mod spec {
@@ -58,38 +59,10 @@ pub async fn handle(
                     if let Err(e) = part.check_leader_epoch(p.current_leader_epoch) {
                         return base.with_error_code(e.error_code());
                     }
-                    let epoch = part.leader_epoch();
-                    let last_fetchable = if read_committed {
-                        part.last_stable_offset()
-                    } else {
-                        part.high_watermark()
-                    };
-                    let found = match p.timestamp {
-                        spec::LATEST => Ok(Some((-1, last_fetchable))),
-                        spec::EARLIEST | spec::EARLIEST_LOCAL => Ok(Some((-1, part.offsets().0))),
-                        spec::MAX_TIMESTAMP => part.max_timestamp(),
-                        spec::LATEST_TIERED => Ok(Some((-1, -1))),
-                        ts if ts < 0 => {
-                            return base.with_error_code(ResponseError::UnsupportedVersion.code())
-                        }
-                        // The log answers (offset, timestamp) here; the arms above are (timestamp, offset).
-                        ts => part.offset_for_timestamp(ts).map(|found| {
-                            found
-                                .filter(|(offset, _)| *offset < last_fetchable)
-                                .map(|(offset, ts)| (ts, offset))
-                        }),
-                    };
-                    match found {
-                        // `LeaderEpoch` arrived with v4 and is not ignorable
-                        // (ListOffsetsResponse.json): below v4 it keeps its default, or
-                        // the answer cannot be encoded.
-                        Ok(Some((ts, offset))) => base
-                            .with_timestamp(ts)
-                            .with_offset(offset)
-                            .with_leader_epoch(if ctx.api_version >= 4 { epoch } else { -1 }),
-                        // No record at or after the timestamp: Kafka answers -1/-1.
+                    match answer(&part, p.timestamp, read_committed, ctx.api_version) {
+                        Ok(Some(found)) => found.response(base, ctx.api_version),
                         Ok(None) => base,
-                        Err(e) => base.with_error_code(e.error_code()),
+                        Err(e) => base.with_error_code(e.code()),
                     }
                 })
                 .collect();
@@ -99,6 +72,103 @@ pub async fn handle(
         })
         .collect();
     ListOffsetsResponse::default().with_topics(topics)
+}
+
+/// What ListOffsets found in one partition.
+struct Found {
+    timestamp: i64,
+    offset: i64,
+    /// The leader epoch the offset was written in (the current one for LATEST).
+    leader_epoch: i32,
+}
+
+impl Found {
+    fn response(
+        self,
+        base: ListOffsetsPartitionResponse,
+        version: i16,
+    ) -> ListOffsetsPartitionResponse {
+        // `LeaderEpoch` arrived with v4 and is not ignorable (ListOffsetsResponse.json): below
+        // v4 it keeps its default, or the answer cannot be encoded.
+        let leader_epoch = if version >= 4 { self.leader_epoch } else { -1 };
+        base.with_timestamp(self.timestamp)
+            .with_offset(self.offset)
+            .with_leader_epoch(leader_epoch)
+    }
+}
+
+/// One partition's answer, as Kafka's `Partition.fetchOffsetForTimestamp`,
+/// `UnifiedLog.fetchOffsetByTimestamp` and `ReplicaManager.fetchOffset` give it:
+/// - LATEST is the last fetchable offset (the high watermark, or the last stable offset at
+///   read_committed) with the current leader epoch;
+/// - EARLIEST is the log start offset with the epoch it was written in;
+/// - a timestamp or MAX_TIMESTAMP finds a record with the epoch it was written in, and answers
+///   nothing (-1/-1) for one at or past the last fetchable offset.
+///
+/// A new leader whose high watermark lags the start of its epoch does not know yet what its
+/// predecessor committed: LATEST, and a lookup that finds nothing fetchable, answer
+/// OFFSET_NOT_AVAILABLE (LEADER_NOT_AVAILABLE before v5, which lacks that code).
+fn answer(
+    part: &Partition,
+    timestamp: i64,
+    read_committed: bool,
+    version: i16,
+) -> Result<Option<Found>, ResponseError> {
+    let last_fetchable = if read_committed {
+        part.last_stable_offset()
+    } else {
+        part.high_watermark()
+    };
+    let not_available = || {
+        if version >= 5 {
+            ResponseError::OffsetNotAvailable
+        } else {
+            ResponseError::LeaderNotAvailable
+        }
+    };
+    let lagging = part.high_watermark_lags_epoch_start();
+    let found = match timestamp {
+        spec::LATEST if lagging => return Err(not_available()),
+        spec::LATEST => {
+            return Ok(Some(Found {
+                timestamp: -1,
+                offset: last_fetchable,
+                leader_epoch: part.leader_epoch(),
+            }))
+        }
+        spec::EARLIEST | spec::EARLIEST_LOCAL => {
+            let log_start = part.offsets().0;
+            return Ok(Some(Found {
+                timestamp: -1,
+                offset: log_start,
+                leader_epoch: part.epoch_for_offset(log_start),
+            }));
+        }
+        spec::LATEST_TIERED => {
+            return Ok(Some(Found {
+                timestamp: -1,
+                offset: -1,
+                leader_epoch: -1,
+            }))
+        }
+        spec::MAX_TIMESTAMP => part.max_timestamp().map_err(|e| e.response_error())?,
+        ts if ts < 0 => return Err(ResponseError::UnsupportedVersion),
+        // The log answers (offset, timestamp); the arms here are (timestamp, offset).
+        ts => part
+            .offset_for_timestamp(ts)
+            .map_err(|e| e.response_error())?
+            .map(|(offset, ts)| (ts, offset)),
+    };
+    match found {
+        Some((timestamp, offset)) if offset < last_fetchable => Ok(Some(Found {
+            timestamp,
+            offset,
+            leader_epoch: part.epoch_for_offset(offset),
+        })),
+        _ if lagging => Err(not_available()),
+        // No record at or after the timestamp that may be read: Kafka answers -1/-1.
+        _ => Ok(None),
+    }
 }
 
 /// Answers OffsetForLeaderEpoch from the partition's leader epoch cache: the end offset of

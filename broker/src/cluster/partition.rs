@@ -1415,6 +1415,20 @@ impl Partition {
         self.log.lock().producer_state().iter().cloned().collect()
     }
 
+    /// The leader epoch `offset` was written in, or -1 when the leader epoch cache does not
+    /// know (ListOffsets answers it, as Kafka's `UnifiedLog.fetchOffsetByTimestamp`).
+    pub fn epoch_for_offset(&self, offset: i64) -> i32 {
+        self.log.lock().epoch_for_offset(offset).unwrap_or(-1)
+    }
+
+    /// Leader whose high watermark has not yet reached the start offset of its leader epoch:
+    /// a new leader that cannot yet tell what its predecessor committed, so ListOffsets answers
+    /// OFFSET_NOT_AVAILABLE for what lies there (Kafka's `Partition.fetchOffsetForTimestamp`).
+    pub fn high_watermark_lags_epoch_start(&self) -> bool {
+        let st = self.state.lock();
+        st.role == Role::Leader && st.leader_epoch_start_offset > st.high_watermark
+    }
+
     /// The end offset of a leader epoch, and the largest epoch at or below it.
     pub fn end_offset_for_epoch(&self, epoch: i32) -> (i32, i64) {
         self.log.lock().end_offset_for_epoch(epoch)

@@ -1,8 +1,12 @@
 //! Group APIs over the raw wire: the classic join/sync/heartbeat/commit cycle, and bad input
 //! (unknown groups, wrong generations, empty protocol lists, oversized metadata, bad epochs)
-//! answered with Kafka's error codes, without disturbing other groups.
+//! answered with Kafka's error codes, without disturbing other groups; and a KIP-848
+//! regex subscription over internal topics, `__` topics and topics created later.
 
-use brook_protocol_tests::{unique_topic, Broker, WireClient};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use brook_protocol_tests::{poll_until_ok, unique_topic, Broker, WireClient};
 use bytes::Bytes;
 use kafka_protocol::messages::consumer_group_heartbeat_request::ConsumerGroupHeartbeatRequest;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
@@ -13,6 +17,7 @@ use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
+use uuid::Uuid;
 
 const JOIN_V: i16 = 5;
 const SYNC_V: i16 = 3;
@@ -384,4 +389,110 @@ fn shutdown_answers_a_parked_join_and_exits_promptly() {
     );
     let r = b.receive::<JoinGroupRequest>(JOIN_V, parked);
     assert_eq!(r.error_code, 16, "NOT_COORDINATOR for the parked join");
+}
+
+/// Each of `topics` by its id, with its partition count (Metadata v12 carries the ids).
+fn ids_of(c: &mut WireClient, topics: &[&str]) -> BTreeMap<Uuid, (String, usize)> {
+    let md = c.metadata(topics, false);
+    md.topics
+        .iter()
+        .map(|t| {
+            assert_eq!(t.error_code, 0, "{t:?}");
+            let name = t.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default();
+            (t.topic_id, (name, t.partitions.len()))
+        })
+        .collect()
+}
+
+/// What a ConsumerGroupHeartbeat answer assigns: topic name and partition count.
+fn assigned(
+    r: &ConsumerGroupHeartbeatResponse,
+    ids: &BTreeMap<Uuid, (String, usize)>,
+) -> BTreeMap<String, usize> {
+    r.assignment
+        .iter()
+        .flat_map(|a| a.topic_partitions.iter())
+        .map(|tp| {
+            let name = ids
+                .get(&tp.topic_id)
+                .map(|(n, _)| n.clone())
+                .unwrap_or_else(|| format!("unknown id {}", tp.topic_id));
+            (name, tp.partitions.len())
+        })
+        .collect()
+}
+
+/// franz-go's Test848RegexBrokerResolves: a KIP-848 pattern is matched by the coordinator
+/// against every topic, as Kafka 4.4's `TopicRegexResolver` does (it filters by DESCRIBE
+/// authorization only): `__consumer_offsets` and a user topic named `__…` are assigned like
+/// any other, and a matching topic created after the subscription joins the assignment.
+#[test]
+fn a_kip848_regex_matches_internal_topics_double_underscore_topics_and_later_topics() {
+    let broker = Broker::start();
+    let mut c = WireClient::connect(&broker.bootstrap());
+    let prefix = unique_topic("rx");
+    let orders = format!("{prefix}orders");
+    let events = format!("__{prefix}events");
+    let other = format!("{prefix}other");
+    let late = format!("{prefix}orders-late");
+    for t in [&orders, &events, &other] {
+        c.ensure_topic(t);
+    }
+    let group = format!("{prefix}-group");
+    // The group's coordinator lookup creates `__consumer_offsets`, as a client's does.
+    let find = FindCoordinatorRequest::default()
+        .with_key(s(&group))
+        .with_key_type(0);
+    assert_eq!(c.request(3, &find).error_code, 0);
+    let regex = format!(".*(?:(?:__consumer_offsets)|(?:{events})|(?:{prefix}orders)).*");
+    let hb = |epoch: i32| {
+        ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(s(&group).into())
+            .with_member_id(s("m-1"))
+            .with_member_epoch(epoch)
+            .with_rebalance_timeout_ms(10_000)
+    };
+    let r: ConsumerGroupHeartbeatResponse = c.request(
+        1,
+        &hb(0)
+            .with_subscribed_topic_regex(Some(s(&regex)))
+            .with_topic_partitions(Some(vec![])),
+    );
+    assert_eq!(r.error_code, 0, "{r:?}");
+    let ids = ids_of(&mut c, &["__consumer_offsets", &orders, &events, &other]);
+    let offsets_partitions = ids
+        .values()
+        .find(|(n, _)| n == "__consumer_offsets")
+        .map(|(_, n)| *n)
+        .expect("__consumer_offsets");
+    let want: BTreeMap<String, usize> = [
+        ("__consumer_offsets".to_string(), offsets_partitions),
+        (events.clone(), 1),
+        (orders.clone(), 1),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(assigned(&r, &ids), want, "{r:?}");
+
+    // A matching topic created after the subscription is assigned at a later heartbeat
+    // (Kafka: at its next regex refresh, at most 10 s after the last one).
+    c.ensure_topic(&late);
+    let ids = ids_of(&mut c, &["__consumer_offsets", &orders, &events, &late]);
+    let mut epoch = r.member_epoch;
+    let got = poll_until_ok(&format!("{late} assigned"), Duration::from_secs(30), || {
+        let r: ConsumerGroupHeartbeatResponse = c.request(1, &hb(epoch));
+        if r.error_code != 0 {
+            return Err(format!("{r:?}"));
+        }
+        epoch = r.member_epoch;
+        let got = assigned(&r, &ids);
+        if got.contains_key(&late) {
+            Ok(got)
+        } else {
+            Err(format!("{r:?}"))
+        }
+    });
+    let mut want = want;
+    want.insert(late.clone(), 1);
+    assert_eq!(got, want);
 }

@@ -2,15 +2,17 @@
 //! InitProducerId with a transactional id (epoch bumps, fencing, the timeout bound),
 //! AddPartitionsToTxn / EndTxn error codes as Kafka 4.4 answers them, DescribeTransactions
 //! and ListTransactions states, markers making a commit visible at read_committed, the
-//! coordinator aborting a timed-out transaction, and a restart that reloads an open
-//! transaction and finishes a PrepareCommit whose markers were not written.
+//! coordinator aborting a timed-out transaction, a restart that reloads an open
+//! transaction and finishes a PrepareCommit whose markers were not written, and the order of
+//! checks while a commit's markers are in flight (CONCURRENT_TRANSACTIONS before any fence),
+//! on one node and on three.
 
 use std::time::Duration;
 
 use brook_protocol_tests::batch::{encode_batch, parse_batches, Producer, Rec};
 use brook_protocol_tests::process::run_brook;
 use brook_protocol_tests::wire::*;
-use brook_protocol_tests::{poll_until_ok, unique_topic, Broker, WireClient};
+use brook_protocol_tests::{poll_until_ok, unique_topic, Broker, Cluster, WireClient};
 use kafka_protocol::messages::add_partitions_to_txn_request::{
     AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
 };
@@ -841,4 +843,148 @@ fn clients_cannot_produce_to_the_internal_topics() {
             "{internal}: nothing appended"
         );
     }
+}
+
+/// WriteTxnMarkers held back on a node: every one answered NOT_LEADER_OR_FOLLOWER, which the
+/// coordinator retries after its short backoff (a dropped request would hold the sender for
+/// its 30 s request timeout after the rule is gone).
+const HOLD_MARKERS: [&str; 8] = [
+    "--api",
+    "27",
+    "--action",
+    "error",
+    "--error",
+    "NOT_LEADER_OR_FOLLOWER",
+    "--times",
+    "1000000",
+];
+
+/// franz-go's `GroupTransactSession`: a commit (EndTxn v5 at epoch e, answered with e+1),
+/// then at once an empty abort at e+1 while the commit's markers are still being written.
+/// Kafka 4.4 checks for a transition in flight before it judges the epoch, so the abort is
+/// told to retry (CONCURRENT_TRANSACTIONS), not fenced (PRODUCER_FENCED is fatal for the
+/// client), and succeeds at e+2 once the commit completes. `hold` keeps the markers from
+/// being written and `release` lets them through; `c` is connected to the coordinator.
+fn abort_at_the_bumped_epoch_during_the_commit(
+    c: &mut WireClient,
+    id: &str,
+    topic: &str,
+    hold: impl Fn(),
+    release: impl Fn(),
+) {
+    let (pid, e) = init_ok(c, id);
+    assert_eq!(
+        add_partitions(c, ADD_PARTITIONS_V3, id, (pid, e), &[(topic, 0)]),
+        vec![0]
+    );
+    hold();
+    assert_eq!(end_txn_v5(c, id, (pid, e), true), (0, (pid, e + 1)));
+    assert_eq!(
+        state_of(c, id),
+        "PrepareCommit",
+        "the markers are held back"
+    );
+
+    let concurrent = E::ConcurrentTransactions.code();
+    assert_eq!(
+        end_txn_v5(c, id, (pid, e + 1), false).0,
+        concurrent,
+        "the empty abort at the bumped epoch, during the commit's markers"
+    );
+    assert_eq!(
+        end_txn_v5(c, id, (pid, e), true).0,
+        concurrent,
+        "a retry of the commit"
+    );
+    assert_eq!(
+        add_partitions(c, ADD_PARTITIONS_V3, id, (pid, e), &[(topic, 0)]),
+        vec![concurrent],
+        "any epoch: the transition in flight is reported first"
+    );
+    assert_eq!(
+        add_partitions(c, ADD_PARTITIONS_V3, id, (pid, e + 1), &[(topic, 0)]),
+        vec![concurrent]
+    );
+    let r = init(c, id, 60_000, INIT_PRODUCER_ID_V4);
+    assert_eq!(r.error_code, concurrent, "{r:?}");
+
+    release();
+    wait_state(c, id, "CompleteCommit");
+    // The client's retry of the abort now goes through, at the next epoch.
+    assert_eq!(end_txn_v5(c, id, (pid, e + 1), false), (0, (pid, e + 2)));
+    wait_state(c, id, "CompleteAbort");
+    // With nothing in flight a real fence is still a fence.
+    assert_eq!(
+        end_txn_v5(c, id, (pid, e), false).0,
+        E::ProducerFenced.code(),
+        "an epoch two behind"
+    );
+    assert_eq!(
+        add_partitions(c, ADD_PARTITIONS_V3, id, (pid, e + 1), &[(topic, 0)]),
+        vec![E::ProducerFenced.code()]
+    );
+    assert_eq!(
+        add_partitions(c, ADD_PARTITIONS_V3, id, (pid + 1000, e + 2), &[(topic, 0)]),
+        vec![E::InvalidProducerIdMapping.code()]
+    );
+}
+
+#[test]
+fn an_abort_at_the_bumped_epoch_during_the_commits_markers_is_told_to_retry() {
+    let b = start();
+    let mut c = WireClient::connect(&b.bootstrap());
+    let topic = unique_topic("txn-abort-during-commit");
+    c.ensure_topic(&topic);
+    let admin = b.admin_address();
+    let fault = |args: &[&str]| {
+        let mut argv = vec!["fault", args[0], "--admin", &admin];
+        argv.extend_from_slice(&args[1..]);
+        let out = run_brook(&argv, Duration::from_secs(20));
+        assert!(out.status.success(), "brook {argv:?}: {out:?}");
+    };
+    abort_at_the_bumped_epoch_during_the_commit(
+        &mut c,
+        "tx-abort-during-commit",
+        &topic,
+        || fault(&[&["add"], &HOLD_MARKERS[..]].concat()),
+        || fault(&["clear"]),
+    );
+}
+
+#[test]
+fn an_abort_at_the_bumped_epoch_during_the_commits_markers_is_told_to_retry_on_3_nodes() {
+    let cluster = Cluster::start(3, &[("transaction.state.log.num.partitions", "5")]);
+    let topic = unique_topic("txn-abort-during-commit3");
+    cluster.create_topic(&topic, 1, 3, &[]);
+    let id = "tx-abort-during-commit3";
+    // The coordinator is the leader of the id's `__transaction_state` partition.
+    let coordinator = poll_until_ok("the coordinator", Duration::from_secs(60), || {
+        let mut c = WireClient::try_connect(&cluster.address(1), Duration::from_secs(5))
+            .map_err(|e| e.to_string())?;
+        let req = FindCoordinatorRequest::default()
+            .with_key(s(id))
+            .with_key_type(1);
+        let r = c.try_request(FIND_COORDINATOR_V3, &req)?;
+        match r.error_code {
+            0 => Ok(r.node_id.0),
+            _ => Err(format!("{r:?}")),
+        }
+    });
+    let mut c = WireClient::connect(&cluster.address(coordinator));
+    let ids = cluster.ids();
+    abort_at_the_bumped_epoch_during_the_commit(
+        &mut c,
+        id,
+        &topic,
+        || {
+            for n in &ids {
+                cluster.fault_add(*n, &HOLD_MARKERS);
+            }
+        },
+        || {
+            for n in &ids {
+                cluster.fault_clear(*n);
+            }
+        },
+    );
 }

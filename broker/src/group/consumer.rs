@@ -333,6 +333,16 @@ impl ConsumerGroup {
 
     /// Recomputes every member's resolved topics (names plus regex matches among `all`);
     /// true if any member's changed.
+    ///
+    /// A pattern is matched against every topic of the metadata, internal ones
+    /// (`__consumer_offsets`, `__transaction_state`) and user topics named `__…` included:
+    /// Kafka 4.4's `TopicRegexResolver.resolveRegularExpressions` filters only by DESCRIBE
+    /// authorization, never by name. Kafka resolves asynchronously
+    /// (`GroupMetadataManager.maybeUpdateRegularExpressions`): when a pattern is new, when a
+    /// metadata image brought new topics, or every `group.consumer.regex.refresh.interval.ms`,
+    /// at most once per 10 s per group. Brook resolves at every heartbeat instead, so a topic
+    /// created after the subscription joins the assignment at the member's next heartbeat,
+    /// as soon as Kafka's fastest refresh and never later.
     fn resolve_subscriptions(&mut self, all: &dyn Fn() -> Vec<String>) -> bool {
         let needs_names = self.members.values().any(|m| m.regex.is_some());
         let names = if needs_names { all() } else { Vec::new() };
@@ -340,13 +350,7 @@ impl ConsumerGroup {
         for m in self.members.values_mut() {
             let mut resolved = m.subscribed_topics.clone();
             if let Some(re) = &m.regex {
-                // Internal topics are never matched by a pattern, as in Kafka.
-                resolved.extend(
-                    names
-                        .iter()
-                        .filter(|n| !n.starts_with("__") && re.is_match(n))
-                        .cloned(),
-                );
+                resolved.extend(names.iter().filter(|n| re.is_match(n)).cloned());
             }
             resolved.sort();
             resolved.dedup();

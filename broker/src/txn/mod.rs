@@ -13,6 +13,31 @@
 //! One task ([`TransactionCoordinator::run`]) follows leadership after each metadata image,
 //! aborts transactions open longer than their timeout (bumping the epoch, so the old
 //! producer is fenced) and expires idle transactional ids.
+//!
+//! ## Order of checks (Kafka 4.4's `TransactionCoordinator`)
+//!
+//! A transition is in flight from its `prepare_*` until its record is replicated, and after
+//! a Prepare* record until the Complete* record is (the markers are written meanwhile). What
+//! a request meets first decides its answer, and a client treats CONCURRENT_TRANSACTIONS as
+//! "retry" but PRODUCER_FENCED as fatal, so the order is Kafka's:
+//!
+//! | request | checks, in order |
+//! |---|---|
+//! | InitProducerId (`handleInitProducerId`) | transition in flight: CONCURRENT_TRANSACTIONS; KIP-360 producer id not this id's: PRODUCER_FENCED; Prepare*: CONCURRENT_TRANSACTIONS; Ongoing: fence, abort, CONCURRENT_TRANSACTIONS |
+//! | AddPartitionsToTxn, AddOffsetsToTxn, implicit adds (`handleAddPartitionsToTransaction`) | transition in flight: CONCURRENT_TRANSACTIONS; producer id: INVALID_PRODUCER_ID_MAPPING; epoch: PRODUCER_FENCED; Prepare*: CONCURRENT_TRANSACTIONS |
+//! | AddPartitionsToTxn verify-only (`handleVerifyPartitionsInTransaction`) | producer id; epoch; Prepare*: CONCURRENT_TRANSACTIONS (no transition check: the append re-validates) |
+//! | EndTxn, version 2 (`endTransaction`) | transition in flight (other than a fence): CONCURRENT_TRANSACTIONS; producer id; epoch (per state, retries included): PRODUCER_FENCED; then the state table |
+//! | EndTxn, version 1 (`endTransactionWithTV1`) | producer id; epoch (strict for a client): PRODUCER_FENCED; transition in flight: CONCURRENT_TRANSACTIONS; then the state |
+//!
+//! So under version 2 an abort sent at the epoch a commit has just bumped, while that
+//! commit's markers are being written, gets CONCURRENT_TRANSACTIONS and succeeds at the next
+//! epoch once the commit completes; under version 1 the epoch does not move, the request
+//! passes the epoch check and meets the transition. A real fence (an older epoch, another
+//! producer id) is still refused with PRODUCER_FENCED (INVALID_PRODUCER_EPOCH for old
+//! versions, see [`TxnError::code_for_version`]) once no transition is in flight.
+//! One difference is kept: a client's EndTxn that meets an epoch fence pending between
+//! InitProducerId's fence and its abort gets CONCURRENT_TRANSACTIONS here, where Kafka lets
+//! an abort take the fence's place and fails a commit with an internal error.
 
 pub mod log;
 pub mod markers;
@@ -683,13 +708,22 @@ impl TransactionCoordinator {
         let (coordinator_epoch, t) = {
             let mut st = self.state.lock();
             let coordinator_epoch = self.acquire(&mut st, transactional_id)?;
-            let m = producer_of(&mut st, transactional_id, producer_id, producer_epoch)?;
-            if m.pending_transition_in_progress()
-                || matches!(
-                    m.state,
-                    TransactionState::PrepareCommit | TransactionState::PrepareAbort
-                )
+            // Kafka 4.4's `handleAddPartitionsToTransaction`: a transition in flight first
+            // (a version 2 producer adds to its next transaction at the epoch the commit just
+            // bumped, while that commit's markers are still being written), then the
+            // identity, then a transaction being ended.
+            if st
+                .txns
+                .get(transactional_id)
+                .is_some_and(|m| m.pending_transition_in_progress())
             {
+                return Err(TxnError::ConcurrentTransactions);
+            }
+            let m = producer_of(&mut st, transactional_id, producer_id, producer_epoch)?;
+            if matches!(
+                m.state,
+                TransactionState::PrepareCommit | TransactionState::PrepareAbort
+            ) {
                 return Err(TxnError::ConcurrentTransactions);
             }
             if m.state == TransactionState::Ongoing && partitions.is_subset(&m.partitions) {
@@ -954,14 +988,18 @@ impl TransactionCoordinator {
                 CompleteCommit | CompleteAbort => is_retry || producer_epoch == m.producer_epoch,
             }
         };
+        // A transition in flight is reported before the identity is judged (Kafka 4.4's
+        // `endTransaction` for version 2): the abort that follows a commit names the bumped
+        // epoch while the commit's markers are still being written, and must be told to retry
+        // (CONCURRENT_TRANSACTIONS), not be fenced.
+        if m.pending_transition_in_progress() && (from_client || !fence) {
+            return Err(TxnError::ConcurrentTransactions);
+        }
         if m.producer_id != producer_id && !retry_on_overflow {
             return Err(TxnError::InvalidProducerIdMapping);
         }
         if !valid_epoch {
             return Err(TxnError::ProducerFenced);
-        }
-        if m.pending_transition_in_progress() && (from_client || !fence) {
-            return Err(TxnError::ConcurrentTransactions);
         }
         // The id the next transaction takes when this one ends at the last epoch.
         let next_id = if m.is_producer_epoch_exhausted() {

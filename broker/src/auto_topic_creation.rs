@@ -102,33 +102,42 @@ impl Creation {
     /// that asked was answered already and retries.
     async fn run(&self) {
         let name = self.name.as_str();
-        let failure = match name {
+        let created = match name {
             OFFSETS_TOPIC => self
                 .groups
                 .ensure_offsets_topic()
                 .await
-                .err()
-                .map(|e| e.to_string()),
-            TRANSACTION_STATE_TOPIC => self.txn.ensure_topic().await.err().map(|e| e.to_string()),
-            _ => match self
-                .replicas
-                .controller()
-                .create_topic(
-                    name,
-                    self.num_partitions,
-                    self.replication_factor,
-                    Default::default(),
-                )
-                .await
-            {
-                // Another node's creation (or an earlier one of ours) got there first.
-                Ok(_) | Err(ControllerError::TopicAlreadyExists(_)) => None,
-                Err(e) => Some(e.to_string()),
-            },
+                .map_err(|e| e.to_string()),
+            TRANSACTION_STATE_TOPIC => self.txn.ensure_topic().await.map_err(|e| e.to_string()),
+            _ => self.create_with_defaults().await,
         };
-        match failure {
-            None => tracing::info!(topic = %name, "auto-created"),
-            Some(error) => tracing::info!(topic = %name, %error, "auto-creation failed"),
+        match created {
+            Ok(()) => tracing::info!(topic = %name, "auto-created"),
+            Err(error) => tracing::info!(topic = %name, %error, "auto-creation failed"),
+        }
+    }
+
+    /// A topic other than the internal ones: `num.partitions` and
+    /// `default.replication.factor`, no config overrides.
+    async fn create_with_defaults(&self) -> Result<(), String> {
+        let controller = self.replicas.controller();
+        let created = controller
+            .create_topic(
+                &self.name,
+                self.num_partitions,
+                self.replication_factor,
+                Default::default(),
+            )
+            .await;
+        match created {
+            Ok(_) => Ok(()),
+            // Created meanwhile (by an earlier creation this node's image had not shown yet,
+            // or by another node's): nothing to do.
+            Err(ControllerError::TopicAlreadyExists(_)) => {
+                tracing::debug!(topic = %self.name, "auto-creation found the topic created");
+                Ok(())
+            }
+            Err(e) => Err(e.to_string()),
         }
     }
 }

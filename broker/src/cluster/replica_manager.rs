@@ -476,9 +476,11 @@ impl ReplicaManager {
 
     /// The partition if this node hosts it, else the error Kafka's
     /// `ReplicaManager.getPartitionOrError` answers: NOT_LEADER_OR_FOLLOWER for a partition
-    /// the applied metadata knows but whose replicas exclude this node (the client refreshes
-    /// its metadata and finds the leader), UNKNOWN_TOPIC_OR_PARTITION for one it does not
-    /// know. Every handler that looks a client's partition up goes through here.
+    /// the metadata knows but this node does not host (its replicas exclude this node, or
+    /// it is not open here yet: the client refreshes its metadata and retries),
+    /// UNKNOWN_TOPIC_OR_PARTITION for one it does not know. "Knows" is the committed image
+    /// Metadata answers from, as Kafka asks the `MetadataCache` that Metadata reads. Every
+    /// handler that looks a client's partition up goes through here.
     pub fn partition_or_error(
         &self,
         topic: &str,
@@ -488,7 +490,10 @@ impl ReplicaManager {
             return Ok(part);
         }
         let known = self
-            .topic(topic)
+            .controller
+            .image()
+            .borrow()
+            .topic_by_name(topic)
             .is_some_and(|t| (0..t.partition_count()).contains(&index));
         Err(if known {
             ResponseError::NotLeaderOrFollower

@@ -374,3 +374,34 @@ fn elect_leaders_times_out_past_its_deadline() {
         "timeout_ms 30000: {r:?}"
     );
 }
+
+/// On a cluster, a node that is not the active controller forwards ElectLeaders with its
+/// `timeout_ms`; the active controller applies the deadline, as Kafka's forwarded request
+/// gets `ControllerApis`' deadline.
+#[test]
+fn forwarded_elect_leaders_keeps_its_deadline() {
+    let _turn = serial();
+    let c = Cluster::start(3, &[]);
+    let topic = unique_topic("elect-timeout-cluster");
+    c.create_topic(&topic, 1, 3, &[]);
+    let controller = c.await_controller(None, FAILOVER_WAIT);
+    let other = c
+        .ids()
+        .into_iter()
+        .find(|id| *id != controller)
+        .expect("a node that is not the active controller");
+    let r = elect_leaders(&c.address(other), partition_zero(&topic), 0);
+    assert_eq!(
+        (
+            r.error_code,
+            r.replica_election_results[0].partition_result[0].error_code
+        ),
+        (REQUEST_TIMED_OUT, REQUEST_TIMED_OUT),
+        "timeout_ms 0 through node {other}: {r:?}"
+    );
+    let r = elect_leaders(&c.address(other), partition_zero(&topic), 30_000);
+    assert_eq!(
+        r.error_code, NONE,
+        "timeout_ms 30000 through node {other}: {r:?}"
+    );
+}

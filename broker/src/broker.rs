@@ -39,6 +39,8 @@ pub struct Broker {
     pub events: Arc<crate::events::EventLog>,
     /// Incremental fetch sessions (KIP-227) of consumers and followers fetching here.
     pub fetch_sessions: crate::api::fetch_session::FetchSessionCache,
+    /// Metadata's topic auto-creations in flight.
+    pub auto_topics: crate::auto_topic_creation::AutoTopicCreationManager,
 }
 
 impl Broker {

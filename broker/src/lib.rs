@@ -8,6 +8,7 @@
 
 pub mod admin;
 pub mod api;
+pub mod auto_topic_creation;
 pub mod broker;
 pub mod cluster;
 pub mod config;

@@ -216,6 +216,18 @@ pub fn cluster_id_from_seed(seed: &str) -> String {
     encode_cluster_id(bytes)
 }
 
+/// Kafka's internal topics (`Topic.INTERNAL_TOPICS`): written by their coordinators only.
+pub const INTERNAL_TOPICS: [&str; 3] = [
+    crate::group::store::OFFSETS_TOPIC,
+    crate::txn::log::TRANSACTION_STATE_TOPIC,
+    "__share_group_state",
+];
+
+/// Kafka's `Topic.isInternal`.
+pub fn is_internal_topic(name: &str) -> bool {
+    INTERNAL_TOPICS.contains(&name)
+}
+
 /// Kafka's topic name rule: 1-249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`.
 pub fn validate_topic_name(name: &str) -> Result<(), String> {
     if name.is_empty() {

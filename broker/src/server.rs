@@ -151,6 +151,13 @@ impl Server {
         )?);
         let fetch_sessions =
             crate::api::fetch_session::FetchSessionCache::new(config.fetch_session_cache_slots);
+        let auto_topics = crate::auto_topic_creation::AutoTopicCreationManager::new(
+            replicas.clone(),
+            groups.clone(),
+            txn.clone(),
+            config.num_partitions,
+            config.default_replication_factor,
+        );
         let broker = Arc::new(Broker {
             config,
             request_memory,
@@ -164,6 +171,7 @@ impl Server {
             metrics: BrokerMetrics::new(crate::api::SUPPORTED_APIS),
             events,
             fetch_sessions,
+            auto_topics,
         });
         Ok(Server {
             broker,

@@ -327,8 +327,36 @@ impl WireClient {
     }
 
     /// Creates `topic` through Metadata auto-creation and waits until every partition has a
-    /// leader. Returns the topic's metadata.
+    /// leader, and the partitions this node leads serve ListOffsets (as in Kafka, Metadata
+    /// answers before the creation and may show partitions a moment before their leader
+    /// opened them). Returns the topic's metadata.
     pub fn ensure_topic(&mut self, topic: &str) -> MetadataResponseTopic {
+        let t = self.await_topic_in_metadata(topic);
+        let me = self.stream.peer_addr().map(|a| a.port() as i32).ok();
+        let md = self.metadata(&[], false);
+        let my_id = md
+            .brokers
+            .iter()
+            .find(|b| Some(b.port) == me)
+            .map(|b| b.node_id.0);
+        for p in t.partitions.iter().filter(|p| Some(p.leader_id.0) == my_id) {
+            let req = Self::list_offsets_request(topic, p.partition_index, -1);
+            crate::poll_until_ok(
+                &format!("{topic}-{} served by its leader", p.partition_index),
+                Duration::from_secs(20),
+                || {
+                    let r = self.try_request(LIST_OFFSETS_V, &req)?;
+                    match r.topics.first().and_then(|t| t.partitions.first()) {
+                        Some(pr) if pr.error_code == 0 => Ok(()),
+                        other => Err(format!("{other:?}")),
+                    }
+                },
+            );
+        }
+        t
+    }
+
+    fn await_topic_in_metadata(&mut self, topic: &str) -> MetadataResponseTopic {
         let deadline = Instant::now() + Duration::from_secs(20);
         let mut last = None;
         loop {

@@ -1,6 +1,7 @@
 //! DescribeQuorum and DescribeLogDirs over the raw wire, against a 3-node cluster of
 //! `brook serve` processes and a single node: the same answers `kafka-metadata-quorum` and
-//! `kafka-log-dirs` print (the Java `OpsToolsTest` runs those tools).
+//! `kafka-log-dirs` print (the Java `OpsToolsTest` runs those tools). And ElectLeaders'
+//! `timeout_ms`, the deadline the controller gets to take the request up.
 //!
 //! The cluster tests run one at a time (one 3-node cluster on the machine at once). Every wait
 //! is a condition polled against a deadline.
@@ -17,13 +18,18 @@ use brook_protocol_tests::{poll_until_ok, unique_topic, Broker, Cluster, WireCli
 use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
 use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
 use kafka_protocol::messages::describe_quorum_response::DescribeQuorumResponse;
+use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
 use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse};
 use kafka_protocol::messages::{DescribeQuorumRequest, TopicName};
+use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse};
 use kafka_protocol::protocol::StrBytes;
 
 const DESCRIBE_QUORUM_V: i16 = 2;
 const DESCRIBE_LOG_DIRS_V: i16 = 4;
 const INVALID_REQUEST: i16 = 42;
+const ELECT_LEADERS_V: i16 = 2;
+const REQUEST_TIMED_OUT: i16 = 7;
+const ELECTION_NOT_NEEDED: i16 = 84;
 const FAILOVER_WAIT: Duration = Duration::from_secs(45);
 const REPLICATE_WAIT: Duration = Duration::from_secs(30);
 
@@ -312,4 +318,90 @@ fn single_node_answers_describe_quorum_with_a_clear_error() {
     assert_eq!(resp.error_code, NONE, "{resp:?}");
     let sizes = log_dir_sizes(&b.bootstrap(), None, &topic).unwrap();
     assert!(sizes.get(&0).is_some_and(|s| *s > 0), "{sizes:?}");
+}
+
+/// A preferred election of `topics` (`None`: every partition) with `timeout_ms`.
+fn elect_leaders(
+    addr: &str,
+    topics: Option<Vec<TopicPartitions>>,
+    timeout_ms: i32,
+) -> ElectLeadersResponse {
+    let req = ElectLeadersRequest::default()
+        .with_election_type(0)
+        .with_timeout_ms(timeout_ms)
+        .with_topic_partitions(topics);
+    client(addr).unwrap().request(ELECT_LEADERS_V, &req)
+}
+
+fn partition_zero(topic: &str) -> Option<Vec<TopicPartitions>> {
+    Some(vec![TopicPartitions::default()
+        .with_topic(topic_name(topic))
+        .with_partitions(vec![0])])
+}
+
+/// Kafka's controller takes ElectLeaders up only before the request's deadline
+/// (`ControllerApis.handleElectLeaders` gives `QuorumController` a deadline of `timeoutMs`,
+/// and its event queue fails an event whose deadline passed): with `timeout_ms` 0 the answer
+/// is REQUEST_TIMED_OUT, at the top level and on every partition (kafka-go's
+/// `TestClientElectLeaders` expects it), while an empty partition list is answered at once.
+#[test]
+fn elect_leaders_times_out_past_its_deadline() {
+    let b = Broker::start();
+    let topic = unique_topic("elect-timeout");
+    client(&b.bootstrap()).unwrap().ensure_topic(&topic);
+
+    let r = elect_leaders(&b.bootstrap(), partition_zero(&topic), 0);
+    let partition = &r.replica_election_results[0].partition_result[0];
+    assert_eq!(
+        (r.error_code, partition.partition_id, partition.error_code),
+        (REQUEST_TIMED_OUT, 0, REQUEST_TIMED_OUT),
+        "timeout_ms 0: {r:?}"
+    );
+    let r = elect_leaders(&b.bootstrap(), None, 0);
+    assert_eq!(
+        (r.error_code, r.replica_election_results.len()),
+        (REQUEST_TIMED_OUT, 0),
+        "every partition, timeout_ms 0: {r:?}"
+    );
+    let r = elect_leaders(&b.bootstrap(), Some(vec![]), 0);
+    assert_eq!(r.error_code, NONE, "no partition, timeout_ms 0: {r:?}");
+
+    let r = elect_leaders(&b.bootstrap(), partition_zero(&topic), 30_000);
+    let partition = &r.replica_election_results[0].partition_result[0];
+    assert_eq!(
+        (r.error_code, partition.error_code),
+        (NONE, ELECTION_NOT_NEEDED),
+        "timeout_ms 30000: {r:?}"
+    );
+}
+
+/// On a cluster, a node that is not the active controller forwards ElectLeaders with its
+/// `timeout_ms`; the active controller applies the deadline, as Kafka's forwarded request
+/// gets `ControllerApis`' deadline.
+#[test]
+fn forwarded_elect_leaders_keeps_its_deadline() {
+    let _turn = serial();
+    let c = Cluster::start(3, &[]);
+    let topic = unique_topic("elect-timeout-cluster");
+    c.create_topic(&topic, 1, 3, &[]);
+    let controller = c.await_controller(None, FAILOVER_WAIT);
+    let other = c
+        .ids()
+        .into_iter()
+        .find(|id| *id != controller)
+        .expect("a node that is not the active controller");
+    let r = elect_leaders(&c.address(other), partition_zero(&topic), 0);
+    assert_eq!(
+        (
+            r.error_code,
+            r.replica_election_results[0].partition_result[0].error_code
+        ),
+        (REQUEST_TIMED_OUT, REQUEST_TIMED_OUT),
+        "timeout_ms 0 through node {other}: {r:?}"
+    );
+    let r = elect_leaders(&c.address(other), partition_zero(&topic), 30_000);
+    assert_eq!(
+        r.error_code, NONE,
+        "timeout_ms 30000 through node {other}: {r:?}"
+    );
 }

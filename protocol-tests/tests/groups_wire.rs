@@ -495,4 +495,49 @@ fn a_kip848_regex_matches_internal_topics_double_underscore_topics_and_later_top
     let mut want = want;
     want.insert(late.clone(), 1);
     assert_eq!(got, want);
+/// Kafka's `ClassicGroup.validateDeleteGroup` decides by the group's state alone: a group
+/// whose only member is pending (its JoinGroup answered MEMBER_ID_REQUIRED) is Empty, and
+/// DeleteGroups deletes it. The pending member goes with the group: its rejoin finds no
+/// group and is answered UNKNOWN_MEMBER_ID (`classicGroupJoinToClassicGroup`), and a join
+/// with no member id starts a new group.
+#[test]
+fn delete_groups_deletes_an_empty_group_with_only_a_pending_member() {
+    let broker = Broker::start_with(&[
+        ("group.initial.rebalance.delay.ms", "0"),
+        ("offsets.topic.num.partitions", "2"),
+    ]);
+    let mut c = WireClient::connect(&broker.bootstrap());
+    let group = unique_topic("pending-only");
+    let describe = |c: &mut WireClient| -> describe_groups_response::DescribedGroup {
+        let req = DescribeGroupsRequest::default().with_groups(vec![s(&group).into()]);
+        c.request::<DescribeGroupsRequest>(5, &req).groups[0].clone()
+    };
+
+    let r = join(&mut c, &group, "", Bytes::from_static(b"meta"));
+    assert_eq!(r.error_code, 79, "MEMBER_ID_REQUIRED: {r:?}");
+    let pending = r.member_id.to_string();
+    let d = describe(&mut c);
+    assert_eq!(
+        (d.group_state.as_str(), d.members.len()),
+        ("Empty", 0),
+        "a group with only a pending member: {d:?}"
+    );
+
+    let del: DeleteGroupsResponse = c.request(
+        2,
+        &DeleteGroupsRequest::default().with_groups_names(vec![s(&group).into()]),
+    );
+    assert_eq!(
+        del.results[0].error_code, 0,
+        "DeleteGroups of an Empty group: {del:?}"
+    );
+    assert_eq!(describe(&mut c).group_state.as_str(), "Dead");
+
+    let r = join(&mut c, &group, &pending, Bytes::from_static(b"meta"));
+    assert_eq!(
+        r.error_code, 25,
+        "the pending member's rejoin: UNKNOWN_MEMBER_ID: {r:?}"
+    );
+    let r = join(&mut c, &group, "", Bytes::from_static(b"meta"));
+    assert_eq!(r.error_code, 79, "a new join starts over: {r:?}");
 }

@@ -1,6 +1,6 @@
 //! ListOffsets: earliest (-2), latest (-1), max timestamp (-3) and timestamp lookups, over the
-//! raw wire and through librdkafka (watermarks, offsets_for_times); and on a new leader of a
-//! 3-node cluster whose high watermark has not caught up.
+//! raw wire and through librdkafka (watermarks, offsets_for_times); the version each special
+//! timestamp needs; and a new leader of a 3-node cluster whose high watermark has not caught up.
 
 use std::time::Duration;
 
@@ -17,6 +17,8 @@ use rdkafka::{Offset, TopicPartitionList};
 const EARLIEST: i64 = -2;
 const LATEST: i64 = -1;
 const MAX_TIMESTAMP: i64 = -3;
+const EARLIEST_LOCAL: i64 = -4;
+const LATEST_TIERED: i64 = -5;
 
 /// Record timestamps by offset: increasing except offset 5, which holds the maximum.
 const TS: [i64; 10] = [
@@ -244,4 +246,55 @@ fn list_offsets_on_a_new_leader_waits_for_its_high_watermark() {
         (NONE, 0, -1, before.leader_epoch)
     );
     assert!(after.leader_epoch > before.leader_epoch, "{after:?}");
+/// Kafka's `ReplicaManager.isListOffsetsTimestampUnsupported`: each special timestamp is
+/// answered only from the version that introduced it (latest and earliest v1, max timestamp
+/// v7 with KIP-734, earliest local v8, latest tiered v9); below it, and for a negative
+/// timestamp that means nothing, the answer is UNSUPPORTED_VERSION, before the partition is
+/// looked up.
+#[test]
+fn special_timestamps_need_the_version_that_introduced_them() {
+    let broker = Broker::start();
+    let mut c = WireClient::connect(&broker.bootstrap());
+    let topic = unique_topic("list-offsets-gate");
+    c.ensure_topic(&topic);
+    seed(&mut c, &topic);
+    let cases = [
+        (LATEST, 1, 10),
+        (EARLIEST, 1, 0),
+        (MAX_TIMESTAMP, 7, 5),
+        (EARLIEST_LOCAL, 8, 0),
+        (LATEST_TIERED, 9, -1),
+        (-6, i16::MAX, -1),
+    ];
+    let list = |c: &mut WireClient, partition: i32, ts: i64, version: i16| {
+        let req = WireClient::list_offsets_request(&topic, partition, ts);
+        let resp: kafka_protocol::messages::ListOffsetsResponse = c.request(version, &req);
+        resp.topics[0].partitions[0].clone()
+    };
+    for version in 1..=10 {
+        for (ts, since, offset) in cases {
+            let r = list(&mut c, 0, ts, version);
+            let want = if version < since {
+                (UNSUPPORTED_VERSION, -1)
+            } else {
+                (NONE, offset)
+            };
+            assert_eq!(
+                (r.error_code, r.offset),
+                want,
+                "ListOffsets v{version} timestamp {ts}: {r:?}"
+            );
+        }
+    }
+    // The version gate comes before the partition lookup.
+    let r = list(&mut c, 7, MAX_TIMESTAMP, 6);
+    assert_eq!(
+        r.error_code, UNSUPPORTED_VERSION,
+        "v6 max timestamp of partition 7: {r:?}"
+    );
+    let r = list(&mut c, 7, MAX_TIMESTAMP, 7);
+    assert_eq!(
+        r.error_code, UNKNOWN_TOPIC_OR_PARTITION,
+        "v7 max timestamp of partition 7: {r:?}"
+    );
 }

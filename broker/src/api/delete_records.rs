@@ -4,7 +4,8 @@
 //!
 //! Per partition, in Kafka's order: a partition the metadata does not know is
 //! UNKNOWN_TOPIC_OR_PARTITION; an internal topic is refused with INVALID_TOPIC_EXCEPTION;
-//! a partition this node does not lead is NOT_LEADER_OR_FOLLOWER; the rest is
+//! a partition this node does not host or lead is NOT_LEADER_OR_FOLLOWER
+//! (`ReplicaManager::partition_or_error`); the rest is
 //! `Partition::delete_records_on_leader` (offset -1 is the high watermark, POLICY_VIOLATION
 //! and OFFSET_OUT_OF_RANGE). Then the request waits once, against the request's one deadline
 //! (`timeout_ms`), until each moved partition's low watermark (the smallest log start offset
@@ -28,19 +29,11 @@ use super::RequestContext;
 use crate::broker::Broker;
 use crate::cluster::partition::{DeleteRecordsResult, PartitionError};
 use crate::cluster::replica_manager::{now_ms, OffsetCheckpoint};
-use crate::group::store::OFFSETS_TOPIC;
-use crate::txn::log::TRANSACTION_STATE_TOPIC;
+use crate::metadata::is_internal_topic;
 
 /// Kafka's `DeleteRecordsResponse.INVALID_LOW_WATERMARK`: the low watermark of a refused
 /// partition.
 const INVALID_LOW_WATERMARK: i64 = -1;
-
-/// Kafka's internal topics (`Topic.isInternal`), whose records clients may not delete.
-const INTERNAL_TOPICS: [&str; 3] = [
-    OFFSETS_TOPIC,
-    TRANSACTION_STATE_TOPIC,
-    "__share_group_state",
-];
 
 /// One partition after the deletion on the leader: answered, or waiting for its replicas.
 enum Deleted {
@@ -109,19 +102,17 @@ fn refused(partition_index: i32, error: ResponseError) -> Deleted {
 /// Moves one partition's log start offset on this node, its leader.
 fn delete_partition(broker: &Broker, topic: &str, p: &DeleteRecordsPartition, now: i64) -> Deleted {
     let index = p.partition_index;
-    let known = broker
-        .replicas
-        .topic(topic)
-        .is_some_and(|t| (0..t.partition_count()).contains(&index));
-    if !known {
-        return refused(index, ResponseError::UnknownTopicOrPartition);
+    let found = broker.replicas.partition_or_error(topic, index);
+    if let Err(e @ ResponseError::UnknownTopicOrPartition) = found {
+        return refused(index, e);
     }
-    if INTERNAL_TOPICS.contains(&topic) {
+    // Kafka's internal topics, whose records clients may not delete.
+    if is_internal_topic(topic) {
         return refused(index, ResponseError::InvalidTopicException);
     }
-    let Some(part) = broker.replicas.partition(topic, index) else {
-        // Known to the metadata, but not hosted here.
-        return refused(index, ResponseError::NotLeaderOrFollower);
+    let part = match found {
+        Ok(part) => part,
+        Err(e) => return refused(index, e),
     };
     match part.delete_records_on_leader(p.offset, now, |id| broker.replicas.is_broker_alive(id)) {
         Ok(result) => Deleted::Waiting {
@@ -153,10 +144,13 @@ async fn complete(broker: &Broker, d: Deleted, deadline: Instant) -> DeleteRecor
     if result.low_watermark >= result.requested_offset {
         return base.with_low_watermark(result.low_watermark);
     }
-    let Some(part) = broker.replicas.partition(&topic, partition_index) else {
-        return base
-            .with_low_watermark(INVALID_LOW_WATERMARK)
-            .with_error_code(ResponseError::UnknownTopicOrPartition.code());
+    let part = match broker.replicas.partition_or_error(&topic, partition_index) {
+        Ok(part) => part,
+        Err(e) => {
+            return base
+                .with_low_watermark(INVALID_LOW_WATERMARK)
+                .with_error_code(e.code())
+        }
     };
     let waited = part
         .wait_for_low_watermark_until(

@@ -2,6 +2,12 @@
 //! elections, decided by the active controller (`replication_control::elect_leaders`, Kafka's
 //! `ReplicationControlManager.electLeaders`). A single node is the only replica of each of its
 //! partitions, so every election there is already done (ELECTION_NOT_NEEDED).
+//!
+//! The request's `timeout_ms` is a deadline for the active controller to take the request
+//! up, as Kafka's `ControllerApis.handleElectLeaders` gives `QuorumController` (a
+//! `ControllerRequestContext` deadline): past it the answer is REQUEST_TIMED_OUT on every
+//! named partition and at the top level, so `timeout_ms` 0 always times out. An empty
+//! partition list is answered at once, before any deadline (`QuorumController.electLeaders`).
 
 use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
 use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse};
@@ -27,6 +33,13 @@ pub async fn handle(
         ELECTION_UNCLEAN => ElectionType::Unclean,
         _ => return error_response(&req, ctx.api_version, ResponseError::InvalidRequest),
     };
+    if req
+        .topic_partitions
+        .as_ref()
+        .is_some_and(|tps| tps.is_empty())
+    {
+        return ElectLeadersResponse::default();
+    }
     let partitions: Option<Vec<(String, Vec<i32>)>> = req.topic_partitions.as_ref().map(|tps| {
         tps.iter()
             .map(|t| (t.topic.to_string(), t.partitions.clone()))
@@ -35,7 +48,7 @@ pub async fn handle(
     let results = match broker
         .replicas
         .controller()
-        .elect_leaders(election, partitions)
+        .elect_leaders(election, partitions, req.timeout_ms)
         .await
     {
         Ok(r) => r,

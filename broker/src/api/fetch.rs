@@ -49,8 +49,9 @@ struct Wanted {
     last_fetched_epoch: i32,
     /// A follower's own log start offset (Kafka's `FetchPartition.logStartOffset`).
     log_start_offset: i64,
-    partition: Option<Arc<Partition>>,
-    missing_code: i16,
+    /// The partition, or the error it is answered (`ReplicaManager::partition_or_error`;
+    /// UNKNOWN_TOPIC_ID for a topic id the metadata does not know).
+    partition: Result<Arc<Partition>, ResponseError>,
 }
 
 /// Handles one Fetch request.
@@ -147,7 +148,7 @@ pub async fn handle(
             // Park first, then read again: an append between the read above and the park
             // would otherwise be missed until the deadline.
             for w in &wanted {
-                if let Some(p) = &w.partition {
+                if let Ok(p) = &w.partition {
                     p.park_fetch(&waiter);
                 }
             }
@@ -226,9 +227,10 @@ fn resolve(broker: &Broker, by_id: bool, fetched: &[(SessionKey, FetchParams)]) 
                 Some(key.topic.to_string())
             };
         }
-        let partition = name
-            .as_deref()
-            .and_then(|n| broker.replicas.partition(n, key.partition));
+        let partition = match name.as_deref() {
+            None => Err(ResponseError::UnknownTopicId),
+            Some(n) => broker.replicas.partition_or_error(n, key.partition),
+        };
         wanted.push(Wanted {
             group,
             topic: key.topic.clone(),
@@ -240,11 +242,6 @@ fn resolve(broker: &Broker, by_id: bool, fetched: &[(SessionKey, FetchParams)]) 
             last_fetched_epoch: params.last_fetched_epoch,
             log_start_offset: params.log_start_offset,
             partition,
-            missing_code: if name.is_none() {
-                ResponseError::UnknownTopicId.code()
-            } else {
-                ResponseError::UnknownTopicOrPartition.code()
-            },
         });
     }
     wanted
@@ -255,7 +252,7 @@ fn resolve(broker: &Broker, by_id: bool, fetched: &[(SessionKey, FetchParams)]) 
 /// parked fetch reads several times.
 fn count_bytes_out(wanted: &[Wanted], results: &[PartitionData]) {
     for (w, data) in wanted.iter().zip(results) {
-        if let (Some(p), Some(records)) = (&w.partition, &data.records) {
+        if let (Ok(p), Some(records)) = (&w.partition, &data.records) {
             p.traffic.record_out(records.len());
         }
     }
@@ -276,10 +273,13 @@ fn read_all(
     let mut any_error = false;
     for w in wanted {
         let base = PartitionData::default().with_partition_index(w.partition_index);
-        let Some(part) = &w.partition else {
-            any_error = true;
-            out.push(error_data(base, w.missing_code));
-            continue;
+        let part = match &w.partition {
+            Ok(part) => part,
+            Err(e) => {
+                any_error = true;
+                out.push(error_data(base, e.code()));
+                continue;
+            }
         };
         if let Err(e) = part.check_leader_epoch(w.current_leader_epoch) {
             any_error = true;

@@ -5,6 +5,7 @@
 //! and the last stable offset at read_committed, and an offset found by timestamp at or past
 //! that bound is not answered.
 
+use kafka_protocol::messages::list_offsets_request::ListOffsetsPartition;
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
@@ -28,6 +29,27 @@ pub mod spec {
     pub const MAX_TIMESTAMP: i64 = -3;
     pub const EARLIEST_LOCAL: i64 = -4;
     pub const LATEST_TIERED: i64 = -5;
+
+    /// The first ListOffsets version that may ask for a special timestamp (Kafka's
+    /// `ReplicaManager.timestampMinSupportedVersion`): the max timestamp arrived with v7
+    /// (KIP-734), the earliest local offset with v8 (KIP-405), the latest tiered offset with
+    /// v9 (KIP-1005). `None` for a negative timestamp that means nothing.
+    pub fn min_version(timestamp: i64) -> Option<i16> {
+        match timestamp {
+            LATEST | EARLIEST => Some(1),
+            MAX_TIMESTAMP => Some(7),
+            EARLIEST_LOCAL => Some(8),
+            LATEST_TIERED => Some(9),
+            _ => None,
+        }
+    }
+
+    /// Kafka's `ReplicaManager.isListOffsetsTimestampUnsupported`: a special timestamp
+    /// asked below the version that introduced it, or one no version knows, is answered
+    /// UNSUPPORTED_VERSION, before the partition is looked up.
+    pub fn is_unsupported(timestamp: i64, version: i16) -> bool {
+        timestamp < 0 && min_version(timestamp).is_none_or(|min| version < min)
+    }
 }
 
 /// Answers ListOffsets.
@@ -44,27 +66,8 @@ pub async fn handle(
             let name = t.name.to_string();
             let partitions = t
                 .partitions
-                .into_iter()
-                .map(|p| {
-                    let base = ListOffsetsPartitionResponse::default()
-                        .with_partition_index(p.partition_index)
-                        .with_timestamp(-1)
-                        .with_offset(-1);
-                    let Some(part) = broker.replicas.partition(&name, p.partition_index) else {
-                        return base.with_error_code(ResponseError::UnknownTopicOrPartition.code());
-                    };
-                    if !part.is_leader() {
-                        return base.with_error_code(ResponseError::NotLeaderOrFollower.code());
-                    }
-                    if let Err(e) = part.check_leader_epoch(p.current_leader_epoch) {
-                        return base.with_error_code(e.error_code());
-                    }
-                    match answer(&part, p.timestamp, read_committed, ctx.api_version) {
-                        Ok(Some(found)) => found.response(base, ctx.api_version),
-                        Ok(None) => base,
-                        Err(e) => base.with_error_code(e.code()),
-                    }
-                })
+                .iter()
+                .map(|p| list_partition(broker, ctx.api_version, &name, p, read_committed))
                 .collect();
             ListOffsetsTopicResponse::default()
                 .with_name(t.name)
@@ -72,6 +75,40 @@ pub async fn handle(
         })
         .collect();
     ListOffsetsResponse::default().with_topics(topics)
+}
+
+/// One partition's offset, in the order of Kafka's `ReplicaManager.fetchOffset`: the
+/// timestamp's version gate, then the partition lookup, the leader and its epoch.
+fn list_partition(
+    broker: &Broker,
+    version: i16,
+    name: &str,
+    p: &ListOffsetsPartition,
+    read_committed: bool,
+) -> ListOffsetsPartitionResponse {
+    let base = ListOffsetsPartitionResponse::default()
+        .with_partition_index(p.partition_index)
+        .with_timestamp(-1)
+        .with_offset(-1);
+    if spec::is_unsupported(p.timestamp, version) {
+        return base.with_error_code(ResponseError::UnsupportedVersion.code());
+    }
+    let part = match broker.replicas.partition_or_error(name, p.partition_index) {
+        Ok(part) => part,
+        Err(e) => return base.with_error_code(e.code()),
+    };
+    if !part.is_leader() {
+        return base.with_error_code(ResponseError::NotLeaderOrFollower.code());
+    }
+    if let Err(e) = part.check_leader_epoch(p.current_leader_epoch) {
+        return base.with_error_code(e.error_code());
+    }
+    match answer(&part, p.timestamp, read_committed, version) {
+        Ok(Some(found)) => found.response(base, version),
+        // No record at or after the timestamp that may be read: Kafka answers -1/-1.
+        Ok(None) => base,
+        Err(e) => base.with_error_code(e.code()),
+    }
 }
 
 /// What ListOffsets found in one partition.
@@ -152,7 +189,7 @@ fn answer(
             }))
         }
         spec::MAX_TIMESTAMP => part.max_timestamp().map_err(|e| e.response_error())?,
-        ts if ts < 0 => return Err(ResponseError::UnsupportedVersion),
+        // Other negative timestamps were refused by the version gate.
         // The log answers (offset, timestamp); the arms here are (timestamp, offset).
         ts => part
             .offset_for_timestamp(ts)
@@ -191,8 +228,9 @@ pub async fn handle_offset_for_leader_epoch(
                         .with_partition(p.partition)
                         .with_leader_epoch(-1)
                         .with_end_offset(-1);
-                    let Some(part) = broker.replicas.partition(&name, p.partition) else {
-                        return base.with_error_code(ResponseError::UnknownTopicOrPartition.code());
+                    let part = match broker.replicas.partition_or_error(&name, p.partition) {
+                        Ok(part) => part,
+                        Err(e) => return base.with_error_code(e.code()),
                     };
                     // Kafka's `Partition.lastOffsetForLeaderEpoch`: the current epoch is
                     // checked first, then only the leader answers (consumers and followers

@@ -1,5 +1,6 @@
 //! Metadata: brokers, topics, partitions, leaders and leader epochs. Also where topics are
-//! auto-created, as in Kafka.
+//! auto-created, as in Kafka: the creation is started and the answer does not wait for it
+//! ([`crate::auto_topic_creation`]).
 
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
@@ -50,8 +51,12 @@ fn with_authorized_operations(
 }
 
 fn error_topic(name: Option<String>, id: Uuid, code: i16) -> MetadataResponseTopic {
+    let internal = name
+        .as_deref()
+        .is_some_and(crate::metadata::is_internal_topic);
     MetadataResponseTopic::default()
         .with_error_code(code)
+        .with_is_internal(internal)
         .with_name(name.map(|n| sb(n).into()))
         .with_topic_id(id)
         .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
@@ -76,7 +81,7 @@ async fn metadata(broker: &Broker, ctx: &RequestContext, req: MetadataRequest) -
     let controller = broker.replicas.controller();
     let allow_auto_create =
         (ctx.api_version < 4 || req.allow_auto_topic_creation) && broker.config.auto_create_topics;
-    let mut image = controller.image().borrow().clone();
+    let image = controller.image().borrow().clone();
     // Kafka's `MetadataRequest.isAllTopics`: a null list, or at v0 (which has no null) an
     // empty one.
     let all_topics = match &req.topics {
@@ -101,35 +106,6 @@ async fn metadata(broker: &Broker, ctx: &RequestContext, req: MetadataRequest) -
             .map(|t| (Some(t.name.clone()), t.id))
             .collect(),
     };
-    // Auto-create what is missing, then answer from the image that includes it.
-    let mut created = Vec::new();
-    for (name, _) in &wanted {
-        if let Some(name) = name {
-            if allow_auto_create
-                && image.topic_by_name(name).is_none()
-                && crate::metadata::validate_topic_name(name).is_ok()
-            {
-                let rf = broker.config.default_replication_factor;
-                match controller
-                    .create_topic(name, broker.config.num_partitions, rf, Default::default())
-                    .await
-                {
-                    Ok(_) => created.push(name.clone()),
-                    Err(e) => tracing::info!(topic = %name, error = %e, "auto-creation failed"),
-                }
-            }
-        }
-    }
-    if !created.is_empty() {
-        // A produce right after this answer finds the new partitions open here.
-        broker
-            .replicas
-            .wait_for_metadata(std::time::Duration::from_secs(10), |rm| {
-                created.iter().all(|n| rm.topic(n).is_some())
-            })
-            .await;
-        image = controller.image().borrow().clone();
-    }
     let live: Vec<i32> = image.live_brokers();
     let topics = wanted
         .drain(..)
@@ -139,7 +115,10 @@ async fn metadata(broker: &Broker, ctx: &RequestContext, req: MetadataRequest) -
                 None => image.topics.get(&id),
             };
             let Some(t) = topic else {
+                // Kafka's `getTopicMetadata`: a missing topic asked by name is auto-created
+                // when allowed, else only its name is checked.
                 let code = match &name {
+                    Some(n) if allow_auto_create => broker.auto_topics.create_topic(n).code(),
                     Some(n) if crate::metadata::validate_topic_name(n).is_err() => {
                         ResponseError::InvalidTopicException.code()
                     }

@@ -172,8 +172,9 @@ fn append_partition(
         let msg = format!("cannot append to internal topic {name}");
         return refuse(ResponseError::InvalidTopicException.code(), Some(msg));
     }
-    let Some(part) = broker.replicas.partition(name, pd.index) else {
-        return refuse(ResponseError::UnknownTopicOrPartition.code(), None);
+    let part = match broker.replicas.partition_or_error(name, pd.index) {
+        Ok(part) => part,
+        Err(e) => return refuse(e.code(), None),
     };
     let Some(records) = pd.records.clone() else {
         return refuse(

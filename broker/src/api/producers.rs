@@ -38,8 +38,9 @@ pub async fn handle(
 
 fn describe_partition(broker: &Broker, topic: &str, index: i32) -> PartitionResponse {
     let base = PartitionResponse::default().with_partition_index(index);
-    let Some(part) = broker.replicas.partition(topic, index) else {
-        return base.with_error_code(ResponseError::UnknownTopicOrPartition.code());
+    let part = match broker.replicas.partition_or_error(topic, index) {
+        Ok(part) => part,
+        Err(e) => return base.with_error_code(e.code()),
     };
     if !part.is_leader() {
         return base.with_error_code(ResponseError::NotLeaderOrFollower.code());

@@ -20,7 +20,6 @@ use kafka_protocol::messages::write_txn_markers_response::{
     WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
 };
 use kafka_protocol::messages::{TopicName, WriteTxnMarkersRequest, WriteTxnMarkersResponse};
-use kafka_protocol::ResponseError;
 
 use super::RequestContext;
 use crate::broker::Broker;
@@ -59,9 +58,9 @@ pub async fn handle(
         let batch = build_end_txn_marker(m.producer_id.0, m.producer_epoch, marker, now);
         for t in &m.topics {
             for &index in &t.partition_indexes {
-                let slot = match broker.replicas.partition(&t.name, index) {
-                    None => Slot::Done(ResponseError::UnknownTopicOrPartition.code()),
-                    Some(part) => match part.append_marker_to_leader(batch.clone(), now) {
+                let slot = match broker.replicas.partition_or_error(&t.name, index) {
+                    Err(e) => Slot::Done(e.code()),
+                    Ok(part) => match part.append_marker_to_leader(batch.clone(), now) {
                         Ok(info) => {
                             crate::events::emit(|| crate::events::EventKind::TxnMarker {
                                 topic: t.name.to_string(),

@@ -474,6 +474,34 @@ impl ReplicaManager {
             .map(|p| p.clone())
     }
 
+    /// The partition if this node hosts it, else the error Kafka's
+    /// `ReplicaManager.getPartitionOrError` answers: NOT_LEADER_OR_FOLLOWER for a partition
+    /// the metadata knows but this node does not host (its replicas exclude this node, or
+    /// it is not open here yet: the client refreshes its metadata and retries),
+    /// UNKNOWN_TOPIC_OR_PARTITION for one it does not know. "Knows" is the committed image
+    /// Metadata answers from, as Kafka asks the `MetadataCache` that Metadata reads. Every
+    /// handler that looks a client's partition up goes through here.
+    pub fn partition_or_error(
+        &self,
+        topic: &str,
+        index: i32,
+    ) -> Result<Arc<Partition>, ResponseError> {
+        if let Some(part) = self.partition(topic, index) {
+            return Ok(part);
+        }
+        let known = self
+            .controller
+            .image()
+            .borrow()
+            .topic_by_name(topic)
+            .is_some_and(|t| (0..t.partition_count()).contains(&index));
+        Err(if known {
+            ResponseError::NotLeaderOrFollower
+        } else {
+            ResponseError::UnknownTopicOrPartition
+        })
+    }
+
     /// Every partition, for background work (retention) and shutdown.
     pub fn all_partitions(&self) -> Vec<Arc<Partition>> {
         self.partitions.iter().map(|e| e.value().clone()).collect()

@@ -746,10 +746,12 @@ impl Controller {
         &self,
         election: request::ElectionType,
         partitions: Option<Vec<(String, Vec<i32>)>>,
+        timeout_ms: i32,
     ) -> Result<request::ElectionResults, ControllerError> {
         let req = ControllerRequest::ElectLeaders {
             election,
             partitions,
+            timeout_ms: Some(timeout_ms),
         };
         match self.inner.submit(req).await? {
             ControllerReply::Elections(r) => Ok(r),
@@ -1027,8 +1029,9 @@ impl Inner {
                 "{MAX_PENDING_WRITES} controller writes already pending"
             )));
         };
+        let deadline = req.deadline_from(Instant::now());
         let timeout = Duration::from_millis(self.config.request_timeout_ms);
-        match tokio::time::timeout(timeout, self.decide_and_commit(&req)).await {
+        match tokio::time::timeout(timeout, self.decide_and_commit(&req, deadline)).await {
             Ok(r) => r,
             Err(_) => Err(ControllerError::RequestTimedOut(format!("{req:?}"))),
         }
@@ -1037,8 +1040,17 @@ impl Inner {
     async fn decide_and_commit(
         &self,
         req: &ControllerRequest,
+        deadline: Option<Instant>,
     ) -> Result<ControllerReply, ControllerError> {
         let _turn = self.write_lock.lock().await;
+        // Kafka's controller event queue (`KafkaEventQueue`) fails an event whose deadline
+        // passed before its turn came with a TimeoutException (REQUEST_TIMED_OUT); once
+        // begun, it runs to its commit.
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(ControllerError::RequestTimedOut(format!(
+                "{req:?}: its deadline passed before the controller took it"
+            )));
+        }
         // The image must hold every committed record (a new leader may not have applied its
         // predecessor's last entries yet) before a decision is taken on it.
         self.raft.ensure_linearizable().await.map_err(|e| match e {

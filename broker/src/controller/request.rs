@@ -10,8 +10,10 @@
 //! on an image that includes every committed record) and proposes the records through Raft.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::cluster_control::{heartbeat, register_broker, shut_down_heartbeat, Registration};
@@ -104,6 +106,10 @@ pub enum ControllerRequest {
     ElectLeaders {
         election: ElectionType,
         partitions: Option<Vec<(String, Vec<i32>)>>,
+        /// The request's `TimeoutMs`: the active controller must begin deciding it within
+        /// this long of receiving it ([`ControllerRequest::deadline_from`]).
+        #[serde(default)]
+        timeout_ms: Option<i32>,
     },
     /// AlterPartitionReassignments: per topic and partition the target replicas, or `None`
     /// to cancel the reassignment in progress.
@@ -112,6 +118,23 @@ pub enum ControllerRequest {
         /// v1's `AllowReplicationFactorChange` (KIP-860); true below v1.
         allow_replication_factor_change: bool,
     },
+}
+
+impl ControllerRequest {
+    /// The deadline by which the active controller must begin deciding a request it received
+    /// at `received`, for the requests that carry a client's timeout (Kafka's
+    /// `ControllerRequestContext.requestTimeoutMsToDeadlineNs`, which `ControllerApis`
+    /// computes from the request's `timeoutMs`). A negative timeout is a deadline already
+    /// passed.
+    pub fn deadline_from(&self, received: Instant) -> Option<Instant> {
+        match self {
+            ControllerRequest::ElectLeaders {
+                timeout_ms: Some(ms),
+                ..
+            } => Some(received + Duration::from_millis((*ms).max(0) as u64)),
+            _ => None,
+        }
+    }
 }
 
 /// Per topic, per partition: the target replicas of AlterPartitionReassignments, or `None` to
@@ -288,6 +311,7 @@ pub fn decide(
         ControllerRequest::ElectLeaders {
             election,
             partitions,
+            ..
         } => elect_leaders(image, *election, partitions.as_deref(), policy),
         ControllerRequest::ElectPreferredLeaders => Ok((
             elect_preferred_leaders(image, policy),

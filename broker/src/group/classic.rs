@@ -1022,6 +1022,20 @@ impl ClassicGroup {
         }
     }
 
+    /// Kafka's `ClassicGroup.validateDeleteGroup`: decided by the state alone. An `Empty`
+    /// group is deleted even with members still pending (a JoinGroup answered
+    /// MEMBER_ID_REQUIRED); their rejoin then finds no group and is answered
+    /// UNKNOWN_MEMBER_ID, as Kafka's `classicGroupJoinToClassicGroup` does.
+    pub fn validate_delete(&self) -> Result<(), GroupError> {
+        match self.state {
+            ClassicState::Empty => Ok(()),
+            ClassicState::Dead => Err(GroupError::GroupIdNotFound),
+            ClassicState::PreparingRebalance
+            | ClassicState::CompletingRebalance
+            | ClassicState::Stable => Err(GroupError::NonEmptyGroup),
+        }
+    }
+
     /// Marks the group deleted.
     pub fn mark_dead(&mut self) {
         self.fail_waiters(ResponseError::CoordinatorNotAvailable.code());

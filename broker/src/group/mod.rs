@@ -830,7 +830,7 @@ impl GroupCoordinator {
         out
     }
 
-    /// DeleteGroups for one group: only empty groups; their offsets go too. Answered once
+    /// DeleteGroups for one group: only groups in the `Empty` state; their offsets go too. Answered once
     /// the tombstones are on every in-sync replica.
     pub async fn delete_group(&self, group_id: &str) -> Result<(), GroupError> {
         let written = self.delete_group_now(group_id)?;
@@ -842,8 +842,14 @@ impl GroupCoordinator {
         let mut st = self.state.lock();
         self.acquire(&mut st, group_id)?;
         let entry = existing_group_mut(&mut st, group_id)?;
-        if !entry.is_empty() {
-            return Err(GroupError::NonEmptyGroup);
+        match &entry.kind {
+            GroupKind::Classic(g) => g.validate_delete()?,
+            // Kafka's `ConsumerGroup.validateDeleteGroup`: only an Empty group, one without
+            // members.
+            GroupKind::Consumer(g) if !g.members.is_empty() => {
+                return Err(GroupError::NonEmptyGroup)
+            }
+            GroupKind::Consumer(_) => {}
         }
         // Committed offsets and pending transactional ones alike get a tombstone (Kafka's
         // `OffsetMetadataManager.deleteAllOffsets`), one per partition.

@@ -105,3 +105,19 @@ fn auto_creating_the_offsets_topic_uses_the_coordinators_settings() {
         "offsets.topic.num.partitions"
     );
 }
+
+/// Only Kafka's own internal topics are marked internal (`Topic.isInternal`): a user topic
+/// whose name starts with `__` is an ordinary topic, which a client-side regex may match.
+#[test]
+fn only_kafkas_internal_topics_are_internal() {
+    let broker = Broker::start();
+    let mut c = WireClient::connect(&broker.bootstrap());
+    let user = format!("__{}", unique_topic("user"));
+    c.ensure_topic(&user);
+    // FindCoordinator creates `__consumer_offsets`, as a group's first client does.
+    c.ensure_topic("__consumer_offsets");
+    for (topic, internal) in [(user.as_str(), false), ("__consumer_offsets", true)] {
+        let t = metadata_topic(&mut c, topic, false);
+        assert_eq!((t.error_code, t.is_internal), (NONE, internal), "{t:?}");
+    }
+}

@@ -175,7 +175,7 @@ fn topic_response(
     DescribeTopicPartitionsResponseTopic::default()
         .with_name(Some(sb(view.name.clone()).into()))
         .with_topic_id(view.id)
-        .with_is_internal(view.name.starts_with("__"))
+        .with_is_internal(crate::metadata::is_internal_topic(&view.name))
         .with_partitions(partitions)
         // DescribeTopicPartitions has no flag: Kafka always fills in the operations, all of
         // them without an authorizer (`DescribeTopicPartitionsRequestHandler`).

@@ -155,7 +155,7 @@ async fn metadata(broker: &Broker, ctx: &RequestContext, req: MetadataRequest) -
             MetadataResponseTopic::default()
                 .with_name(Some(sb(t.name.clone()).into()))
                 .with_topic_id(t.id)
-                .with_is_internal(t.name.starts_with("__"))
+                .with_is_internal(crate::metadata::is_internal_topic(&t.name))
                 .with_partitions(partitions)
                 .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
         })

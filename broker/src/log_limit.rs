@@ -287,6 +287,44 @@ mod tests {
         );
     }
 
+    /// A `MakeWriter` into a shared buffer.
+    #[derive(Clone, Default)]
+    struct Buffer(std::sync::Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Buffer {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_formatter_limits_library_warnings_and_nothing_else() {
+        let out = Buffer::default();
+        let writer = out.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .event_format(LimitedFormat {
+                inner: tracing_subscriber::fmt::format::Format::default(),
+            })
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            for i in 0..100 {
+                tracing::warn!(target: "openraft::replication", i, "error replication");
+                tracing::info!(target: "openraft::replication", i, "library info");
+                tracing::warn!(i, "brook warning");
+            }
+        });
+        let text = String::from_utf8(out.0.lock().clone()).unwrap();
+        let count = |needle: &str| text.lines().filter(|l| l.contains(needle)).count();
+        assert_eq!(count("error replication"), LINES_PER_WINDOW_MAX as usize);
+        assert_eq!(count("library info"), 100);
+        assert_eq!(count("brook warning"), 100);
+    }
+
     #[test]
     fn nothing_suppressed_displays_as_nothing() {
         assert_eq!(Suppressed::NONE.to_string(), "");

@@ -179,30 +179,39 @@ pub async fn post_json<Req: Serialize, Resp: DeserializeOwned>(
             .read_to_end(&mut answer)
             .await
             .map_err(io)?;
-        let split = answer
-            .windows(4)
-            .position(|w| w == b"\r\n\r\n")
-            .ok_or_else(|| http("no end of headers".into()))?;
-        let head = String::from_utf8_lossy(&answer[..split]).to_ascii_lowercase();
-        let status = head.split_whitespace().nth(1).unwrap_or("");
-        if status != "200" {
-            let body = &answer[split + 4..];
-            let reason = &body[..body.len().min(STATUS_REASON_BYTES_MAX)];
-            return Err(RpcError::Status {
-                addr: addr.to_string(),
-                status: status.to_string(),
-                reason: String::from_utf8_lossy(reason).trim().to_string(),
-            });
-        }
-        // axum sends JSON with a Content-Length; chunked bodies are not expected here.
-        if head.contains("transfer-encoding: chunked") {
-            return Err(http("chunked body".into()));
-        }
-        serde_json::from_slice(&answer[split + 4..]).map_err(|e| http(e.to_string()))
+        decode_answer(addr, &answer)
     };
     tokio::time::timeout(timeout, call)
         .await
         .map_err(|_| RpcError::Timeout(addr.to_string()))?
+}
+
+/// The JSON body of a whole HTTP/1.1 answer (`Connection: close`, read to EOF) from `addr`.
+fn decode_answer<Resp: DeserializeOwned>(addr: &str, answer: &[u8]) -> Result<Resp, RpcError> {
+    let http = |reason: String| RpcError::Http {
+        addr: addr.to_string(),
+        reason,
+    };
+    let split = answer
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| http("no end of headers".into()))?;
+    let head = String::from_utf8_lossy(&answer[..split]).to_ascii_lowercase();
+    let body = &answer[split + 4..];
+    let status = head.split_whitespace().nth(1).unwrap_or("");
+    if status != "200" {
+        let reason = &body[..body.len().min(STATUS_REASON_BYTES_MAX)];
+        return Err(RpcError::Status {
+            addr: addr.to_string(),
+            status: status.to_string(),
+            reason: String::from_utf8_lossy(reason).trim().to_string(),
+        });
+    }
+    // axum sends JSON with a Content-Length; chunked bodies are not expected here.
+    if head.contains("transfer-encoding: chunked") {
+        return Err(http("chunked body".into()));
+    }
+    serde_json::from_slice(body).map_err(|e| http(e.to_string()))
 }
 
 /// The axum router of the controller listener.

@@ -18,6 +18,7 @@ pub mod events;
 pub mod fault;
 pub mod group;
 pub mod live_page;
+pub mod log_limit;
 pub mod metadata;
 pub mod metrics;
 pub mod net;

@@ -15,6 +15,7 @@ use crate::config::BrokerConfig;
 use crate::controller::image::MetadataImage;
 use crate::fault::FaultEngine;
 use crate::group::GroupCoordinator;
+use crate::log_limit::{key_of, RepeatLimiter};
 use crate::metrics::BrokerMetrics;
 use crate::net::connection_quotas::{Accepted, ConnectionQuotas};
 use crate::net::memory_pool::RequestMemoryPool;
@@ -364,6 +365,11 @@ async fn await_serving(
     }
 }
 
+/// Lines about refused connections, per client address.
+static REFUSED: RepeatLimiter = RepeatLimiter::new();
+/// Lines about failed accepts.
+static ACCEPT_ERRORS: RepeatLimiter = RepeatLimiter::new();
+
 /// The accept loop: one task per connection, within the connection quotas, until shutdown.
 async fn accept_until_shutdown(
     broker: &Arc<Broker>,
@@ -384,14 +390,21 @@ async fn accept_until_shutdown(
                         drop(slot);
                     });
                 }
-                Ok(Accepted::Refused { ip, max_connections_per_ip }) => tracing::info!(
-                    %ip, max_connections_per_ip,
-                    "rejected connection: the address already has the configured maximum of connections"
-                ),
+                // A client reconnecting in a loop is refused on every attempt.
+                Ok(Accepted::Refused { ip, max_connections_per_ip }) => {
+                    if let Some(note) = REFUSED.admit(key_of(ip)) {
+                        tracing::info!(
+                            %ip, max_connections_per_ip,
+                            "rejected connection: the address already has the configured maximum of connections{note}"
+                        );
+                    }
+                }
                 Err(e) => {
                     // EMFILE and the like stay until a descriptor frees: pause instead of
                     // spinning on the same error.
-                    tracing::warn!(error = %e, "accept failed");
+                    if let Some(note) = ACCEPT_ERRORS.admit(0) {
+                        tracing::warn!(error = %e, "accept failed{note}");
+                    }
                     tokio::time::sleep(Duration::from_millis(ACCEPT_ERROR_BACKOFF_MS)).await;
                 }
             },

@@ -408,6 +408,12 @@ impl Cluster {
         log_tails(&self.nodes, lines)
     }
 
+    /// The size of node `id`'s log file (every run), in bytes.
+    pub fn log_bytes(&self, id: i32) -> u64 {
+        let path = self.node(id).process.log_path();
+        std::fs::metadata(path).map_or(0, |m| m.len())
+    }
+
     /// The lines of node `id`'s log containing `needle` (case-insensitive).
     pub fn log_lines(&self, id: i32, needle: &str) -> Vec<String> {
         let needle = needle.to_lowercase();

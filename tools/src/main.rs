@@ -196,6 +196,11 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        // A fault can make a library warn on every call (openraft on each failed replication
+        // call); those lines are rate-limited per call site.
+        .event_format(brook::log_limit::LimitedFormat {
+            inner: tracing_subscriber::fmt::format::Format::default(),
+        })
         .init();
     let cli = Cli::parse();
     match cli.command {

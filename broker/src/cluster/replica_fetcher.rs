@@ -38,6 +38,7 @@ use tokio::time::Instant;
 use super::partition::{Partition, Role};
 use crate::controller::MetadataImage;
 use crate::fault::{CrashPoint, Direction, FaultEngine, LinkAction, Traffic};
+use crate::log_limit::{key_of, RepeatLimiter};
 
 /// The Fetch version followers send: the last one with the replica id in the body and
 /// topic names (v13+ name topics by id).
@@ -252,7 +253,13 @@ impl Fetcher {
                 }
             };
             if let Err(e) = result {
-                tracing::debug!(leader = self.leader, error = %e, "replica fetch failed");
+                // Kafka's `AbstractFetcherThread.processFetchRequest` warns of a failed fetch
+                // ("Error in response for fetch request") and backs off; a cut link fails
+                // every round, so the warning is rate-limited per leader.
+                static FETCH_FAILURES: RepeatLimiter = RepeatLimiter::new();
+                if let Some(note) = FETCH_FAILURES.admit(key_of(self.leader)) {
+                    tracing::warn!(leader = self.leader, error = %e, "replica fetch failed{note}");
+                }
                 self.drop_connection();
                 tokio::select! {
                     _ = tokio::time::sleep(REPLICA_FETCH_BACKOFF) => {}

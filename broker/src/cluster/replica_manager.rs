@@ -29,6 +29,7 @@ use crate::controller::{
     MetadataRecord, PartitionRegistration,
 };
 use crate::fault::FaultEngine;
+use crate::log_limit::{key_of, RepeatLimiter};
 use crate::metadata::{LegacyMetadataFile, MetadataError, TopicMeta};
 use brook_storage::checkpoint::{
     self, OffsetMap, HIGH_WATERMARK_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
@@ -790,7 +791,11 @@ impl ReplicaManager {
                     part.complete_isr_change(Some((reg.partition_epoch, reg.isr)), now_ms())
                 }
                 Err(e) => {
-                    tracing::info!(topic = %part.topic, partition = part.index, error = %e, "ISR change refused");
+                    // A leader cut off from the controller proposes again and again.
+                    static REFUSED: RepeatLimiter = RepeatLimiter::new();
+                    if let Some(note) = REFUSED.admit(key_of((&part.topic, part.index))) {
+                        tracing::info!(topic = %part.topic, partition = part.index, error = %e, "ISR change refused{note}");
+                    }
                     part.complete_isr_change(None, now_ms());
                 }
             }

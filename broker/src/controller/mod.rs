@@ -51,6 +51,7 @@ use uuid::Uuid;
 
 use crate::config::{BrokerConfig, ConfigError};
 use crate::fault::FaultEngine;
+use crate::log_limit::{key_of, RepeatLimiter};
 pub use error::ControllerError;
 pub use image::{
     BrokerRegistration, MetadataBatch, MetadataImage, MetadataRecord, PartitionRegistration,
@@ -1246,7 +1247,11 @@ async fn liveness_task(inner: Arc<Inner>) {
                 .handle_locally(ControllerRequest::FenceBroker { node_id })
                 .await
             {
-                tracing::warn!(node_id, error = %e, "fencing failed");
+                // Tried again each liveness check while the quorum cannot commit.
+                static FENCING: RepeatLimiter = RepeatLimiter::new();
+                if let Some(note) = FENCING.admit(key_of(node_id)) {
+                    tracing::warn!(node_id, error = %e, "fencing failed{note}");
+                }
             }
         }
         // Preferred-leader balance: the interval counts from this node becoming active

@@ -16,9 +16,9 @@
 //!
 //! Every request carries the caller's node id in a [`NODE_ID_HEADER`] header, so that link
 //! fault rules ([`FaultEngine::link_fault`], traffic `controller`) can act on both ends: an
-//! outgoing call to a partitioned peer fails like a refused connection (openraft then sees
-//! the peer as unreachable), and an incoming call from a partitioned peer is answered 503
-//! without reaching Raft. A `delay` rule holds the call (within the call's timeout) or the
+//! outgoing call to a partitioned peer fails like a refused connection, and an incoming call
+//! from a partitioned peer is answered 503 without reaching Raft; openraft sees the peer as
+//! unreachable either way and backs off ([`RpcError::is_unreachable`]). A `delay` rule holds the call (within the call's timeout) or the
 //! incoming request.
 
 use std::sync::Arc;
@@ -87,9 +87,39 @@ pub enum RpcError {
     },
     #[error("call to {0} timed out")]
     Timeout(String),
+    #[error("HTTP status {status} from {addr}: {reason}")]
+    Status {
+        addr: String,
+        status: String,
+        reason: String,
+    },
     #[error("bad HTTP answer from {addr}: {reason}")]
     Http { addr: String, reason: String },
 }
+
+impl RpcError {
+    /// Whether the Raft library should back off from the peer ([`Unreachable`]) rather than
+    /// send again at once ([`NetworkError`]).
+    ///
+    /// openraft 0.9's `ReplicationCore` backs off (`RaftNetwork::backoff`, 500 ms by default)
+    /// only after `Unreachable`; after any other error the leader's engine clears the
+    /// in-flight request and sends the next one immediately. Every failure here but a
+    /// timeout recurs on an immediate retry: a refused or cut connection, a peer that answers
+    /// 503 (a link fault rule on its side, or a node shutting down) or any other non-200
+    /// status, an answer cut short, or one this node cannot decode (a peer of another
+    /// version). Retried at once, each turns into a loop of thousands of calls (and log
+    /// lines) a second. A timeout is paced by the call's own TTL, and a slow follower must
+    /// keep getting heartbeats, so it stays a network error. Kafka's KRaft draws the same
+    /// line (`org.apache.kafka.raft.RequestManager`): a request that fails puts the
+    /// connection in backoff for `controller.quorum.retry.backoff.ms`; one that times out
+    /// leaves it ready at once.
+    pub fn is_unreachable(&self) -> bool {
+        !matches!(self, RpcError::Timeout(_))
+    }
+}
+
+/// How much of a non-200 answer's body goes into [`RpcError::Status`].
+const STATUS_REASON_BYTES_MAX: usize = 200;
 
 /// POSTs `body` as JSON to `http://addr{path}` and decodes the JSON answer. Link fault
 /// rules of `link.faults` for `link.to` (outgoing controller traffic) apply first.
@@ -149,24 +179,39 @@ pub async fn post_json<Req: Serialize, Resp: DeserializeOwned>(
             .read_to_end(&mut answer)
             .await
             .map_err(io)?;
-        let split = answer
-            .windows(4)
-            .position(|w| w == b"\r\n\r\n")
-            .ok_or_else(|| http("no end of headers".into()))?;
-        let head = String::from_utf8_lossy(&answer[..split]).to_ascii_lowercase();
-        let status = head.split_whitespace().nth(1).unwrap_or("");
-        if status != "200" {
-            return Err(http(format!("status {status}")));
-        }
-        // axum sends JSON with a Content-Length; chunked bodies are not expected here.
-        if head.contains("transfer-encoding: chunked") {
-            return Err(http("chunked body".into()));
-        }
-        serde_json::from_slice(&answer[split + 4..]).map_err(|e| http(e.to_string()))
+        decode_answer(addr, &answer)
     };
     tokio::time::timeout(timeout, call)
         .await
         .map_err(|_| RpcError::Timeout(addr.to_string()))?
+}
+
+/// The JSON body of a whole HTTP/1.1 answer (`Connection: close`, read to EOF) from `addr`.
+fn decode_answer<Resp: DeserializeOwned>(addr: &str, answer: &[u8]) -> Result<Resp, RpcError> {
+    let http = |reason: String| RpcError::Http {
+        addr: addr.to_string(),
+        reason,
+    };
+    let split = answer
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| http("no end of headers".into()))?;
+    let head = String::from_utf8_lossy(&answer[..split]).to_ascii_lowercase();
+    let body = &answer[split + 4..];
+    let status = head.split_whitespace().nth(1).unwrap_or("");
+    if status != "200" {
+        let reason = &body[..body.len().min(STATUS_REASON_BYTES_MAX)];
+        return Err(RpcError::Status {
+            addr: addr.to_string(),
+            status: status.to_string(),
+            reason: String::from_utf8_lossy(reason).trim().to_string(),
+        });
+    }
+    // axum sends JSON with a Content-Length; chunked bodies are not expected here.
+    if head.contains("transfer-encoding: chunked") {
+        return Err(http("chunked body".into()));
+    }
+    serde_json::from_slice(body).map_err(|e| http(e.to_string()))
 }
 
 /// The axum router of the controller listener.
@@ -309,10 +354,12 @@ impl PeerClient {
         let answer: Result<Resp, E> =
             post_json(&self.link, &self.addr, path, req, option.hard_ttl())
                 .await
-                .map_err(|e| match e {
-                    // A peer that is down: openraft backs off instead of retrying at once.
-                    RpcError::Connect { .. } => RPCError::Unreachable(Unreachable::new(&e)),
-                    _ => RPCError::Network(NetworkError::new(&e)),
+                .map_err(|e| {
+                    if e.is_unreachable() {
+                        RPCError::Unreachable(Unreachable::new(&e))
+                    } else {
+                        RPCError::Network(NetworkError::new(&e))
+                    }
                 })?;
         answer.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
     }
@@ -351,5 +398,65 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         option: RPCOption,
     ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
         self.call("/raft/vote", &rpc, &option).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A peer that answers every call with `answer` and closes.
+    async fn peer_answering(answer: &'static str) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf).await;
+                let _ = s.write_all(answer.as_bytes()).await;
+            }
+        });
+        addr
+    }
+
+    async fn call(addr: &str) -> RpcError {
+        let link = Link {
+            from: 1,
+            to: 2,
+            faults: None,
+        };
+        let timeout = Duration::from_secs(5);
+        post_json::<_, serde_json::Value>(&link, addr, "/raft/append", &(), timeout)
+            .await
+            .expect_err("the call fails")
+    }
+
+    #[tokio::test]
+    async fn a_peer_that_cannot_serve_is_unreachable() {
+        let busy = "HTTP/1.1 503 Service Unavailable\r\ncontent-length: 7\r\n\r\ncut off";
+        let e = call(&peer_answering(busy).await).await;
+        assert!(
+            matches!(&e, RpcError::Status { status, reason, .. } if status == "503" && reason == "cut off"),
+            "{e:?}"
+        );
+        assert!(e.is_unreachable());
+        // Any other status, an answer cut short or one that does not decode recurs as well.
+        let other = "HTTP/1.1 422 Unprocessable Entity\r\ncontent-length: 0\r\n\r\n";
+        assert!(call(&peer_answering(other).await).await.is_unreachable());
+        assert!(call(&peer_answering("HTTP/1.1 200 OK").await)
+            .await
+            .is_unreachable());
+        let garbled = "HTTP/1.1 200 OK\r\ncontent-length: 3\r\n\r\n{{{";
+        assert!(call(&peer_answering(garbled).await).await.is_unreachable());
+        // Nobody listening.
+        let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = closed.local_addr().unwrap().to_string();
+        drop(closed);
+        assert!(call(&addr).await.is_unreachable());
+    }
+
+    #[test]
+    fn a_timeout_is_retried_at_once() {
+        assert!(!RpcError::Timeout("127.0.0.1:1".into()).is_unreachable());
     }
 }

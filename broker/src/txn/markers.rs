@@ -20,6 +20,7 @@ use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
 use tokio::sync::Semaphore;
 
+use crate::log_limit::{key_of, RepeatLimiter};
 use crate::net::client::{BrokerConnection, ClientError};
 
 /// The only WriteTxnMarkers version Kafka 4 serves.
@@ -181,8 +182,13 @@ fn retry_all(m: &MarkerRequest) -> Vec<((String, i32), MarkerOutcome)> {
         .collect()
 }
 
+/// Every retry of a marker to a node that is cut off fails the same way: one line per node
+/// per window, with the count of the others.
 fn log_send_error(node: i32, e: &ClientError) {
-    tracing::info!(node, error = %e, "WriteTxnMarkers failed; will retry");
+    static SEND_ERRORS: RepeatLimiter = RepeatLimiter::new();
+    if let Some(note) = SEND_ERRORS.admit(key_of(node)) {
+        tracing::info!(node, error = %e, "WriteTxnMarkers failed; will retry{note}");
+    }
 }
 
 #[cfg(test)]

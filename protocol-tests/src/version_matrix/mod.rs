@@ -1,0 +1,151 @@
+//! The version matrix: every API key a node advertises, at every version from its advertised
+//! minimum to its maximum, sent as a realistic request that reaches the handler's full path.
+//! Each answer must arrive, decode at its version, and mean what the newest version's answer
+//! means: each API has a case, a request builder and a "meaning" (a normalized summary that
+//! leaves out what older versions lack), and the summary at each version is compared with
+//! the summary at the maximum. An advertised key without a case is a failure, so a new API or
+//! version cannot go uncovered.
+
+pub mod cases;
+pub mod env;
+pub mod groups;
+pub mod txns;
+
+use std::collections::BTreeMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::Instant;
+
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest};
+use kafka_protocol::protocol::StrBytes;
+
+pub use env::Env;
+
+/// What a version's answer means, less what that version lacks.
+pub type Meaning = String;
+
+/// One API's case: `run` sends the request at a version and returns its meaning.
+pub struct Case {
+    pub key: ApiKey,
+    pub run: fn(&mut Env, i16) -> Result<Meaning, String>,
+    /// Versions below this are advertised but answered by closing the connection (the case
+    /// checks the close itself); their meaning is not compared with the maximum's.
+    pub served_from: i16,
+}
+
+/// Advertised version ranges by API key.
+pub type Advertised = BTreeMap<i16, (i16, i16)>;
+
+/// The result of one matrix run.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub pairs: usize,
+    pub failures: Vec<String>,
+    pub seconds: f64,
+}
+
+/// ApiVersions v3 from `bootstrap`: what the node advertises.
+pub fn advertised(bootstrap: &str) -> Advertised {
+    let first = bootstrap.split(',').next().unwrap_or(bootstrap);
+    let mut c = crate::WireClient::connect(first);
+    let req = ApiVersionsRequest::default()
+        .with_client_software_name(StrBytes::from_static_str("brook-version-matrix"))
+        .with_client_software_version(StrBytes::from_static_str("1.0"));
+    let r = c.request(3, &req);
+    assert_eq!(r.error_code, 0, "ApiVersions: {r:?}");
+    r.api_keys
+        .iter()
+        .map(|k| (k.api_key, (k.min_version, k.max_version)))
+        .collect()
+}
+
+/// Keeps, for each key of `a`, the versions `b` advertises too (a reference broker's run
+/// compares only versions both sides serve).
+pub fn intersect(a: &Advertised, b: &Advertised) -> Advertised {
+    a.iter()
+        .filter_map(|(k, (lo, hi))| {
+            let (blo, bhi) = b.get(k)?;
+            let (lo, hi) = ((*lo).max(*blo), (*hi).min(*bhi));
+            (lo <= hi).then_some((*k, (lo, hi)))
+        })
+        .collect()
+}
+
+/// Runs one case at one version; a panic (an answer that does not decode) is a failure.
+fn run_pair(env: &mut Env, case: &Case, v: i16) -> Result<Meaning, String> {
+    let r = catch_unwind(AssertUnwindSafe(|| (case.run)(env, v))).unwrap_or_else(|p| {
+        Err(p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "panic".into()))
+    });
+    if r.is_err() {
+        env.reset();
+    }
+    r
+}
+
+/// Runs the matrix over `advertised` against the node(s) behind `bootstrap`. Keys in
+/// `left_out` are not run (each with its reason, printed).
+pub fn run(bootstrap: &str, advertised: &Advertised, left_out: &[(ApiKey, &str)]) -> Report {
+    let t0 = Instant::now();
+    let mut env = Env::connect(bootstrap);
+    env.build_fixture();
+    // A pair that panics (an answer that does not decode) is reported with the others: one
+    // line each instead of a backtrace each.
+    let previous_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|info| eprintln!("version matrix: {info}")));
+    let mut report = Report::default();
+    for (&key, &(min, max)) in advertised {
+        let Ok(api) = ApiKey::try_from(key) else {
+            report
+                .failures
+                .push(format!("advertised api key {key} is unknown to the codec"));
+            continue;
+        };
+        if let Some((_, why)) = left_out.iter().find(|(k, _)| *k == api) {
+            eprintln!("version matrix: {api:?} left out: {why}");
+            continue;
+        }
+        let Some(case) = cases::case(api) else {
+            report.failures.push(format!(
+                "{api:?} (key {key}) is advertised {min}..={max} but has no case"
+            ));
+            continue;
+        };
+        run_case(&mut env, &case, min, max, &mut report);
+    }
+    std::panic::set_hook(previous_hook);
+    report.seconds = t0.elapsed().as_secs_f64();
+    report
+}
+
+/// One API from `max` down to `min`, each version's meaning against the maximum's.
+fn run_case(env: &mut Env, case: &Case, min: i16, max: i16, report: &mut Report) {
+    let t = Instant::now();
+    let newest = run_pair(env, case, max);
+    report.pairs += 1;
+    let newest = match newest {
+        Ok(m) => m,
+        Err(e) => {
+            report.failures.push(format!("{:?} v{max}: {e}", case.key));
+            return;
+        }
+    };
+    for v in (min..max).rev() {
+        report.pairs += 1;
+        match run_pair(env, case, v) {
+            Err(e) => report.failures.push(format!("{:?} v{v}: {e}", case.key)),
+            Ok(m) if v >= case.served_from && m != newest => report.failures.push(format!(
+                "{:?} v{v} means\n    {m}\n  but v{max} means\n    {newest}",
+                case.key
+            )),
+            Ok(_) => {}
+        }
+    }
+    eprintln!(
+        "version matrix: {:?} v{min}..=v{max} in {} ms; v{max} means {newest}",
+        case.key,
+        t.elapsed().as_millis()
+    );
+}

@@ -1,0 +1,110 @@
+//! Every (API, version) a node advertises, answered and meaning the same as at the newest
+//! version (see `brook_protocol_tests::version_matrix`), on one node and on three; then no
+//! response failed to encode anywhere (`brook_response_encode_failures_total` is 0).
+//!
+//! With `VERSION_MATRIX_BOOTSTRAP=host:port` the single-node test runs the matrix against
+//! that broker instead (`scripts/differential` points it at the reference Kafka 4.4),
+//! comparing only the versions both it and Brook advertise: Brook-only versions are skipped
+//! there by that intersection.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use brook_protocol_tests::version_matrix::{self, Advertised, Report};
+use brook_protocol_tests::{Broker, Cluster};
+
+/// Bound on one scrape's HTTP exchange.
+const SCRAPE_TIMEOUT: Duration = Duration::from_secs(10);
+const ENCODE_FAILURES: &str = "brook_response_encode_failures_total";
+/// The matrix starts groups and transactions at once: no initial rebalance delay.
+const OVERRIDES: &[(&str, &str)] = &[("group.initial.rebalance.delay.ms", "0")];
+/// The single node also needs its admin listener (a cluster's nodes have one already).
+const SINGLE_NODE_OVERRIDES: &[(&str, &str)] = &[
+    ("group.initial.rebalance.delay.ms", "0"),
+    ("admin.listener", "127.0.0.1:0"),
+];
+
+/// One matrix at a time: the machine is small, and a run sets the process's panic hook.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn check(report: &Report, nodes: &str) {
+    eprintln!(
+        "version matrix on {nodes}: {} (API, version) pairs in {:.1} s, {} failures",
+        report.pairs,
+        report.seconds,
+        report.failures.len()
+    );
+    assert!(report.pairs > 0, "the matrix ran no pair");
+    assert!(
+        report.failures.is_empty(),
+        "version matrix on {nodes}: {} failures:\n{}",
+        report.failures.len(),
+        report.failures.join("\n")
+    );
+}
+
+/// The encode failure samples of one node's `/metrics`: each must be 0, and the family must
+/// be declared (so that a renamed metric cannot pass unseen).
+fn assert_no_encode_failures(admin: &str) {
+    let mut s = TcpStream::connect(admin).unwrap_or_else(|e| panic!("connect {admin}: {e}"));
+    s.set_read_timeout(Some(SCRAPE_TIMEOUT)).unwrap();
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).expect("read /metrics");
+    assert!(
+        text.contains(&format!("# TYPE {ENCODE_FAILURES} counter")),
+        "{admin}: /metrics does not declare {ENCODE_FAILURES}"
+    );
+    let nonzero: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with(ENCODE_FAILURES))
+        .filter(|l| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) != Some(0.0))
+        .collect();
+    assert!(
+        nonzero.is_empty(),
+        "{admin}: responses failed to encode: {nonzero:?}"
+    );
+}
+
+#[test]
+fn version_matrix_single_node() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if let Ok(bootstrap) = std::env::var("VERSION_MATRIX_BOOTSTRAP") {
+        return external(&bootstrap);
+    }
+    let broker = Broker::start_with(SINGLE_NODE_OVERRIDES);
+    let advertised = version_matrix::advertised(&broker.bootstrap());
+    let report = version_matrix::run(&broker.bootstrap(), &advertised, &[]);
+    check(&report, "1 node");
+    assert_no_encode_failures(&broker.admin_address());
+}
+
+#[test]
+fn version_matrix_three_nodes() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let cluster = Cluster::start(3, OVERRIDES);
+    let advertised = version_matrix::advertised(&cluster.bootstrap());
+    let report = version_matrix::run(&cluster.bootstrap(), &advertised, &[]);
+    check(&report, "3 nodes");
+    for id in cluster.ids() {
+        assert_no_encode_failures(&cluster.admin_address(id));
+    }
+}
+
+/// The matrix against another broker, over the versions both it and Brook advertise (Brook's
+/// list read from a Brook node started for that).
+fn external(bootstrap: &str) {
+    let brook: Advertised = {
+        let broker = Broker::start();
+        version_matrix::advertised(&broker.bootstrap())
+    };
+    let theirs = version_matrix::advertised(bootstrap);
+    let both = version_matrix::intersect(&brook, &theirs);
+    let report = version_matrix::run(bootstrap, &both, &[]);
+    check(&report, bootstrap);
+}

@@ -44,9 +44,9 @@ fn check(report: &Report, nodes: &str) {
     );
 }
 
-/// The encode failure samples of one node's `/metrics`: each must be 0, and the family must
-/// be declared (so that a renamed metric cannot pass unseen).
-fn assert_no_encode_failures(admin: &str) {
+/// The non-zero encode failure samples of one node's `/metrics`, as failures; the family
+/// must be declared (so that a renamed metric cannot pass unseen).
+fn encode_failures(admin: &str) -> Vec<String> {
     let mut s = TcpStream::connect(admin).unwrap_or_else(|e| panic!("connect {admin}: {e}"));
     s.set_read_timeout(Some(SCRAPE_TIMEOUT)).unwrap();
     write!(
@@ -60,15 +60,11 @@ fn assert_no_encode_failures(admin: &str) {
         text.contains(&format!("# TYPE {ENCODE_FAILURES} counter")),
         "{admin}: /metrics does not declare {ENCODE_FAILURES}"
     );
-    let nonzero: Vec<&str> = text
-        .lines()
+    text.lines()
         .filter(|l| l.starts_with(ENCODE_FAILURES))
         .filter(|l| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) != Some(0.0))
-        .collect();
-    assert!(
-        nonzero.is_empty(),
-        "{admin}: responses failed to encode: {nonzero:?}"
-    );
+        .map(|l| format!("node at {admin}: {l}"))
+        .collect()
 }
 
 #[test]
@@ -79,9 +75,11 @@ fn version_matrix_single_node() {
     }
     let broker = Broker::start_with(SINGLE_NODE_OVERRIDES);
     let advertised = version_matrix::advertised(&broker.bootstrap());
-    let report = version_matrix::run(&broker.bootstrap(), &advertised, &[]);
+    let mut report = version_matrix::run(&broker.bootstrap(), &advertised);
+    report
+        .failures
+        .extend(encode_failures(&broker.admin_address()));
     check(&report, "1 node");
-    assert_no_encode_failures(&broker.admin_address());
 }
 
 #[test]
@@ -89,15 +87,19 @@ fn version_matrix_three_nodes() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let cluster = Cluster::start(3, OVERRIDES);
     let advertised = version_matrix::advertised(&cluster.bootstrap());
-    let report = version_matrix::run(&cluster.bootstrap(), &advertised, &[]);
-    check(&report, "3 nodes");
+    let mut report = version_matrix::run(&cluster.bootstrap(), &advertised);
     for id in cluster.ids() {
-        assert_no_encode_failures(&cluster.admin_address(id));
+        report
+            .failures
+            .extend(encode_failures(&cluster.admin_address(id)));
     }
+    check(&report, "3 nodes");
 }
 
 /// The matrix against another broker, over the versions both it and Brook advertise (Brook's
-/// list read from a Brook node started for that).
+/// list read from a Brook node started for that). Kafka 4.4 serves every API Brook serves,
+/// so no case is left out there; versions only Brook serves are left out by the
+/// intersection. No `/metrics` there: the counter is Brook's.
 fn external(bootstrap: &str) {
     let brook: Advertised = {
         let broker = Broker::start();
@@ -105,6 +107,6 @@ fn external(bootstrap: &str) {
     };
     let theirs = version_matrix::advertised(bootstrap);
     let both = version_matrix::intersect(&brook, &theirs);
-    let report = version_matrix::run(bootstrap, &both, &[]);
+    let report = version_matrix::run(bootstrap, &both);
     check(&report, bootstrap);
 }

@@ -1,6 +1,8 @@
 //! Every (API, version) a node advertises, answered and meaning the same as at the newest
-//! version (see `brook_protocol_tests::version_matrix`), on one node and on three; then no
-//! response failed to encode anywhere (`brook_response_encode_failures_total` is 0).
+//! version (see `brook_protocol_tests::version_matrix`), on one node and on three; then the
+//! same under fault rules that answer each API with an error (`error_response` in
+//! broker/src/api/mod.rs); then no response failed to encode anywhere
+//! (`brook_response_encode_failures_total` is 0).
 //!
 //! With `VERSION_MATRIX_BOOTSTRAP=host:port` the single-node test runs the matrix against
 //! that broker instead (`scripts/differential` points it at the reference Kafka 4.4),
@@ -11,8 +13,10 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use brook_protocol_tests::version_matrix::{self, Advertised, Report};
+use brook_protocol_tests::process::run_brook;
+use brook_protocol_tests::version_matrix::{self, Advertised, Faults, Report};
 use brook_protocol_tests::{Broker, Cluster};
+use kafka_protocol::messages::ApiKey;
 
 /// Bound on one scrape's HTTP exchange.
 const SCRAPE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -67,6 +71,48 @@ fn encode_failures(admin: &str) -> Vec<String> {
         .collect()
 }
 
+/// Bound on one `brook fault` command.
+const CLI_TIMEOUT: Duration = Duration::from_secs(30);
+/// "Every time" for a rule's `--times`: more than the matrix sends.
+const FAULT_TIMES: &str = "1000000";
+
+/// Fault rules through `brook fault` on each node's admin listener.
+struct AdminFaults(Vec<String>);
+
+impl AdminFaults {
+    fn brook(&self, args: &[&str]) {
+        for admin in &self.0 {
+            let mut argv = vec!["fault", args[0], "--admin", admin];
+            argv.extend_from_slice(&args[1..]);
+            let out = run_brook(&argv, CLI_TIMEOUT);
+            assert!(out.status.success(), "brook {argv:?}: {out:?}");
+        }
+    }
+}
+
+impl Faults for AdminFaults {
+    fn error_for(&self, key: ApiKey, client_id: &str, error_code: i16) {
+        let (key, code) = ((key as i16).to_string(), error_code.to_string());
+        self.brook(&[
+            "add",
+            "--api",
+            &key,
+            "--action",
+            "error",
+            "--error",
+            &code,
+            "--client-id",
+            client_id,
+            "--times",
+            FAULT_TIMES,
+        ]);
+    }
+
+    fn clear(&self) {
+        self.brook(&["clear"]);
+    }
+}
+
 #[test]
 fn version_matrix_single_node() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -75,7 +121,8 @@ fn version_matrix_single_node() {
     }
     let broker = Broker::start_with(SINGLE_NODE_OVERRIDES);
     let advertised = version_matrix::advertised(&broker.bootstrap());
-    let mut report = version_matrix::run(&broker.bootstrap(), &advertised);
+    let faults = AdminFaults(vec![broker.admin_address()]);
+    let mut report = version_matrix::run(&broker.bootstrap(), &advertised, Some(&faults));
     report
         .failures
         .extend(encode_failures(&broker.admin_address()));
@@ -87,7 +134,14 @@ fn version_matrix_three_nodes() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let cluster = Cluster::start(3, OVERRIDES);
     let advertised = version_matrix::advertised(&cluster.bootstrap());
-    let mut report = version_matrix::run(&cluster.bootstrap(), &advertised);
+    let faults = AdminFaults(
+        cluster
+            .ids()
+            .iter()
+            .map(|&id| cluster.admin_address(id))
+            .collect(),
+    );
+    let mut report = version_matrix::run(&cluster.bootstrap(), &advertised, Some(&faults));
     for id in cluster.ids() {
         report
             .failures
@@ -107,6 +161,6 @@ fn external(bootstrap: &str) {
     };
     let theirs = version_matrix::advertised(bootstrap);
     let both = version_matrix::intersect(&brook, &theirs);
-    let report = version_matrix::run(bootstrap, &both);
+    let report = version_matrix::run(bootstrap, &both, None);
     check(&report, bootstrap);
 }

@@ -57,7 +57,12 @@ pub struct Env {
     clients: HashMap<NodeId, WireClient>,
     pub fix: Fixture,
     fresh: u32,
+    /// The client id of every request from now on (fault rules match on it).
+    client_id: String,
 }
+
+/// The client id of the matrix's requests.
+pub const CLIENT_ID: &str = "brook-version-matrix";
 
 pub fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
@@ -71,6 +76,7 @@ impl Env {
             clients: HashMap::new(),
             fix: Fixture::default(),
             fresh: 0,
+            client_id: CLIENT_ID.into(),
         };
         // The first bootstrap address that answers, as clients do.
         let mut c = bootstrap
@@ -109,6 +115,14 @@ impl Env {
         uuid::Uuid::from_u128(nanos ^ (u128::from(self.fresh) << 64))
     }
 
+    /// Sends every request from now on with `client_id`.
+    pub fn set_client_id(&mut self, client_id: &str) {
+        self.client_id = client_id.to_string();
+        for c in self.clients.values_mut() {
+            c.client_id = client_id.to_string();
+        }
+    }
+
     /// Drops every connection, after a failed pair left one in an unknown state.
     pub fn reset(&mut self) {
         self.clients.clear();
@@ -121,8 +135,9 @@ impl Env {
                 .get(&node)
                 .cloned()
                 .unwrap_or_else(|| self.bootstrap.clone());
-            let c = WireClient::try_connect(&addr, CALL_TIMEOUT)
+            let mut c = WireClient::try_connect(&addr, CALL_TIMEOUT)
                 .map_err(|e| format!("connect node {node} at {addr}: {e}"))?;
+            c.client_id = self.client_id.clone();
             self.clients.insert(node, c);
         }
         Ok(self.clients.get_mut(&node).expect("inserted above"))

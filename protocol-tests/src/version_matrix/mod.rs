@@ -35,6 +35,22 @@ pub struct Case {
 /// Advertised version ranges by API key.
 pub type Advertised = BTreeMap<i16, (i16, i16)>;
 
+/// Brook's fault rules, for the fault pass: an `error` rule makes a node answer a request
+/// with an error code without processing it (`error_response` in broker/src/api/mod.rs), or
+/// close the connection for an API without an error form.
+pub trait Faults {
+    /// Answers every request of `key` from `client_id` with `error_code`, from now on.
+    fn error_for(&self, key: ApiKey, client_id: &str, error_code: i16);
+    /// Removes every rule.
+    fn clear(&self);
+}
+
+/// The client id whose requests the fault pass's rules match.
+pub const FAULT_CLIENT_ID: &str = "brook-version-matrix-faults";
+/// The error the fault pass injects (NOT_LEADER_OR_FOLLOWER: a partition-level error every
+/// error form carries).
+pub const FAULT_ERROR_CODE: i16 = 6;
+
 /// The result of one matrix run.
 #[derive(Debug, Default)]
 pub struct Report {
@@ -85,8 +101,9 @@ fn run_pair(env: &mut Env, case: &Case, v: i16) -> Result<Meaning, String> {
     r
 }
 
-/// Runs the matrix over `advertised` against the node(s) behind `bootstrap`.
-pub fn run(bootstrap: &str, advertised: &Advertised) -> Report {
+/// Runs the matrix over `advertised` against the node(s) behind `bootstrap`; with `faults`,
+/// then the fault pass.
+pub fn run(bootstrap: &str, advertised: &Advertised, faults: Option<&dyn Faults>) -> Report {
     let t0 = Instant::now();
     let mut env = Env::connect(bootstrap);
     env.build_fixture();
@@ -95,6 +112,8 @@ pub fn run(bootstrap: &str, advertised: &Advertised) -> Report {
     let previous_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(|info| eprintln!("version matrix: {info}")));
     let mut report = Report::default();
+    // Each API's meaning at its newest version, without faults.
+    let mut newest: BTreeMap<i16, Meaning> = BTreeMap::new();
     for (&key, &(min, max)) in advertised {
         let Ok(api) = ApiKey::try_from(key) else {
             report
@@ -108,15 +127,27 @@ pub fn run(bootstrap: &str, advertised: &Advertised) -> Report {
             ));
             continue;
         };
-        run_case(&mut env, &case, min, max, &mut report);
+        if let Some(m) = run_case(&mut env, &case, min, max, &mut report) {
+            newest.insert(case.key as i16, m);
+        }
+    }
+    if let Some(faults) = faults {
+        fault_pass(&mut env, advertised, &newest, faults, &mut report);
     }
     std::panic::set_hook(previous_hook);
     report.seconds = t0.elapsed().as_secs_f64();
     report
 }
 
-/// One API from `max` down to `min`, each version's meaning against the maximum's.
-fn run_case(env: &mut Env, case: &Case, min: i16, max: i16, report: &mut Report) {
+/// One API from `max` down to `min`, each version's meaning against the maximum's; returns
+/// the maximum's.
+fn run_case(
+    env: &mut Env,
+    case: &Case,
+    min: i16,
+    max: i16,
+    report: &mut Report,
+) -> Option<Meaning> {
     let t = Instant::now();
     let newest = run_pair(env, case, max);
     report.pairs += 1;
@@ -124,7 +155,7 @@ fn run_case(env: &mut Env, case: &Case, min: i16, max: i16, report: &mut Report)
         Ok(m) => m,
         Err(e) => {
             report.failures.push(format!("{:?} v{max}: {e}", case.key));
-            return;
+            return None;
         }
     };
     for v in (min..max).rev() {
@@ -143,4 +174,49 @@ fn run_case(env: &mut Env, case: &Case, min: i16, max: i16, report: &mut Report)
         case.key,
         t.elapsed().as_millis()
     );
+    Some(newest)
+}
+
+/// Every case again with a fault rule answering its API with an error: an API whose newest
+/// version gets an error answer must get one at every version, decoded and meaning the same
+/// (an answer that cannot be encoded closes the connection instead).
+fn fault_pass(
+    env: &mut Env,
+    advertised: &Advertised,
+    unfaulted: &BTreeMap<i16, Meaning>,
+    faults: &dyn Faults,
+    report: &mut Report,
+) {
+    let mut answered = Vec::new();
+    for (&key, &(min, max)) in advertised {
+        let Some(case) = ApiKey::try_from(key).ok().and_then(cases::case) else {
+            continue; // reported by the first pass
+        };
+        faults.error_for(case.key, FAULT_CLIENT_ID, FAULT_ERROR_CODE);
+        env.set_client_id(FAULT_CLIENT_ID);
+        report.pairs += 1;
+        if let Ok(newest) = run_pair(env, &case, max) {
+            answered.push(case.key);
+            if unfaulted.get(&key) == Some(&newest) {
+                report.failures.push(format!(
+                    "{:?}: the error fault rule did not change the answer",
+                    case.key
+                ));
+            }
+            for v in (min.max(case.served_from)..max).rev() {
+                report.pairs += 1;
+                match run_pair(env, &case, v) {
+                    Err(e) => report.failures.push(format!("{:?} v{v} under an error fault rule: {e}", case.key)),
+                    Ok(m) if m != newest => report.failures.push(format!(
+                        "{:?} v{v} under an error fault rule means\n    {m}\n  but v{max} means\n    {newest}",
+                        case.key
+                    )),
+                    Ok(_) => {}
+                }
+            }
+        }
+        env.set_client_id(env::CLIENT_ID);
+        faults.clear();
+    }
+    eprintln!("version matrix: error fault rules answered {answered:?} at every version; the other APIs closed");
 }

@@ -4,7 +4,7 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Encodable, StrBytes};
 
 use super::env::{s, tn, Env, DATA_PARTITIONS};
-use super::{groups, txns, Case, Meaning};
+use super::{groups, sorted, txns, Case, Meaning};
 use crate::batch::{encode_batch, parse_batches, Producer, Rec};
 use crate::wire::WireClient;
 
@@ -278,13 +278,12 @@ fn create_topics(env: &mut Env, v: i16) -> R {
     req.topics.extend(again.topics);
     let any = env.any();
     let r = env.call(any, v, &req)?;
-    let mut codes: Vec<(bool, i16)> = r
-        .topics
-        .iter()
-        .map(|t| (t.name.0.as_str() == fresh, t.error_code))
-        .collect();
-    codes.sort();
-    Ok(format!("(fresh, error) {codes:?}"))
+    Ok(sorted(
+        "(fresh, error)",
+        r.topics
+            .iter()
+            .map(|t| (t.name.0.as_str() == fresh, t.error_code)),
+    ))
 }
 
 /// A fresh topic deleted, and one that does not exist.
@@ -311,18 +310,15 @@ fn delete_topics(env: &mut Env, v: i16) -> R {
         req.topic_names = vec![tn(&fresh), tn(&missing)];
     }
     let r = env.call(any, v, &req)?;
-    let mut codes: Vec<(bool, i16)> = r
-        .responses
-        .iter()
-        .map(|t| {
+    Ok(sorted(
+        "(fresh, error)",
+        r.responses.iter().map(|t| {
             (
                 t.name.as_ref().map(|n| n.0.as_str()) == Some(fresh.as_str()),
                 t.error_code,
             )
-        })
-        .collect();
-    codes.sort();
-    Ok(format!("(fresh, error) {codes:?}"))
+        }),
+    ))
 }
 
 /// Records deleted up to the end offset after two more were written; and a partition the
@@ -493,13 +489,12 @@ fn alter_configs(env: &mut Env, v: i16) -> R {
         AlterConfigsRequest::default().with_resources(vec![resource(&f.cfg), resource(&missing)]);
     let any = env.any();
     let r = env.call(any, v, &req)?;
-    let mut codes: Vec<(bool, i16)> = r
-        .responses
-        .iter()
-        .map(|c| (c.resource_name.as_str() == f.cfg, c.error_code))
-        .collect();
-    codes.sort();
-    Ok(format!("(existing, error) {codes:?}"))
+    Ok(sorted(
+        "(existing, error)",
+        r.responses
+            .iter()
+            .map(|c| (c.resource_name.as_str() == f.cfg, c.error_code)),
+    ))
 }
 
 fn incremental_alter_configs(env: &mut Env, v: i16) -> R {
@@ -520,13 +515,12 @@ fn incremental_alter_configs(env: &mut Env, v: i16) -> R {
         .with_resources(vec![resource(&f.cfg), resource(&missing)]);
     let any = env.any();
     let r = env.call(any, v, &req)?;
-    let mut codes: Vec<(bool, i16)> = r
-        .responses
-        .iter()
-        .map(|c| (c.resource_name.as_str() == f.cfg, c.error_code))
-        .collect();
-    codes.sort();
-    Ok(format!("(existing, error) {codes:?}"))
+    Ok(sorted(
+        "(existing, error)",
+        r.responses
+            .iter()
+            .map(|c| (c.resource_name.as_str() == f.cfg, c.error_code)),
+    ))
 }
 
 fn describe_cluster(env: &mut Env, v: i16) -> R {
@@ -564,17 +558,14 @@ fn elect_leaders(env: &mut Env, v: i16) -> R {
         ]));
     let any = env.any();
     let r = env.call(any, v, &req)?;
-    let mut out: Vec<(bool, i32, i16)> = r
-        .replica_election_results
-        .iter()
-        .flat_map(|t| {
+    Ok(sorted(
+        "(existing, partition, error)",
+        r.replica_election_results.iter().flat_map(|t| {
             t.partition_result
                 .iter()
                 .map(|p| (t.topic.0.as_str() == f.data, p.partition_id, p.error_code))
-        })
-        .collect();
-    out.sort();
-    Ok(format!("(existing, partition, error) {out:?}"))
+        }),
+    ))
 }
 
 /// Cancelling a reassignment that is not in progress, and one of a topic that does not exist.

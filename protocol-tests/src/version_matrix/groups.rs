@@ -3,6 +3,7 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
 
 use super::env::{s, tn, Env, Fixture, NodeId, DATA_PARTITIONS, SESSION_TIMEOUT_MS};
 use super::Meaning;
@@ -279,16 +280,10 @@ pub fn offset_commit(env: &mut Env, v: i16) -> R {
     let f = env.fix.clone();
     let node = env.coordinator(&f.group, 0);
     let r = commit(env, node, v, &f.group, &f.member, f.generation)?;
-    let codes: Vec<(i32, i16)> = r
-        .topics
-        .iter()
-        .flat_map(|t| {
-            t.partitions
-                .iter()
-                .map(|p| (p.partition_index, p.error_code))
-        })
-        .collect();
-    Ok(format!("(partition, error) {codes:?}"))
+    Ok(format!(
+        "(partition, error) {:?}",
+        partition_codes!(r.topics)
+    ))
 }
 
 pub fn offset_fetch(env: &mut Env, v: i16) -> R {
@@ -313,36 +308,34 @@ pub fn offset_fetch(env: &mut Env, v: i16) -> R {
         ]);
     }
     let r = env.call(node, v, &req)?;
+    let fetched = |i: i32, offset: i64, metadata: &Option<StrBytes>, error: i16| {
+        let metadata = metadata.as_ref().map(|m| m.to_string());
+        format!("p{i} {offset} {metadata:?} error {error}")
+    };
     let mut out: Vec<String> = if v >= 8 {
         r.groups
             .iter()
-            .flat_map(|g| {
-                g.topics.iter().flat_map(|t| {
-                    t.partitions.iter().map(|p| {
-                        format!(
-                            "p{} {} {:?} error {}",
-                            p.partition_index,
-                            p.committed_offset,
-                            p.metadata.as_ref().map(|m| m.to_string()),
-                            p.error_code
-                        )
-                    })
-                })
+            .flat_map(|g| g.topics.iter().flat_map(|t| t.partitions.iter()))
+            .map(|p| {
+                fetched(
+                    p.partition_index,
+                    p.committed_offset,
+                    &p.metadata,
+                    p.error_code,
+                )
             })
             .collect()
     } else {
         r.topics
             .iter()
-            .flat_map(|t| {
-                t.partitions.iter().map(|p| {
-                    format!(
-                        "p{} {} {:?} error {}",
-                        p.partition_index,
-                        p.committed_offset,
-                        p.metadata.as_ref().map(|m| m.to_string()),
-                        p.error_code
-                    )
-                })
+            .flat_map(|t| t.partitions.iter())
+            .map(|p| {
+                fetched(
+                    p.partition_index,
+                    p.committed_offset,
+                    &p.metadata,
+                    p.error_code,
+                )
             })
             .collect()
     };
@@ -366,15 +359,7 @@ pub fn offset_delete(env: &mut Env, v: i16) -> R {
                 ]),
         ]);
     let r = env.call(node, v, &req)?;
-    let codes: Vec<(i32, i16)> = r
-        .topics
-        .iter()
-        .flat_map(|t| {
-            t.partitions
-                .iter()
-                .map(|p| (p.partition_index, p.error_code))
-        })
-        .collect();
+    let codes = partition_codes!(r.topics);
     Ok(format!(
         "error {} (partition, error) {codes:?}",
         r.error_code

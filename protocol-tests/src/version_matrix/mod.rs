@@ -6,6 +6,23 @@
 //! the summary at the maximum. An advertised key without a case is a failure, so a new API or
 //! version cannot go uncovered.
 
+/// `(partition, error)` of every partition of every topic of an answer, in order (the
+/// answers' structures differ by API but share these field names).
+macro_rules! partition_codes {
+    ($topics:expr) => {{
+        let mut codes: Vec<(i32, i16)> = $topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(|p| (p.partition_index, p.error_code))
+            })
+            .collect();
+        codes.sort();
+        codes
+    }};
+}
+
 pub mod cases;
 pub mod env;
 pub mod groups;
@@ -30,6 +47,16 @@ pub struct Case {
     /// Versions below this are advertised but answered by closing the connection (the case
     /// checks the close itself); their meaning is not compared with the maximum's.
     pub served_from: i16,
+}
+
+/// `label` and `items` in order: a meaning that does not depend on answer order.
+pub fn sorted<T: std::fmt::Debug + Ord>(
+    label: &str,
+    items: impl IntoIterator<Item = T>,
+) -> Meaning {
+    let mut items: Vec<T> = items.into_iter().collect();
+    items.sort();
+    format!("{label} {items:?}")
 }
 
 /// Advertised version ranges by API key.

@@ -233,15 +233,7 @@ pub fn txn_offset_commit(env: &mut Env, v: i16) -> R {
         req.generation_id = -1;
     }
     let r = env.call(node, v, &req)?;
-    let codes: Vec<(i32, i16)> = r
-        .topics
-        .iter()
-        .flat_map(|t| {
-            t.partitions
-                .iter()
-                .map(|p| (p.partition_index, p.error_code))
-        })
-        .collect();
+    let codes = partition_codes!(r.topics);
     Ok(format!("(partition, error) {codes:?}"))
 }
 
@@ -315,17 +307,8 @@ pub fn write_txn_markers(env: &mut Env, v: i16) -> R {
     ]);
     let leader = env.leader_of(&side, 0);
     let r = env.call(leader, v, &req)?;
-    let codes: Vec<(i32, i16)> = r
-        .markers
-        .iter()
-        .flat_map(|m| {
-            m.topics.iter().flat_map(|t| {
-                t.partitions
-                    .iter()
-                    .map(|p| (p.partition_index, p.error_code))
-            })
-        })
-        .collect();
+    let topics: Vec<_> = r.markers.iter().flat_map(|m| m.topics.iter()).collect();
+    let codes = partition_codes!(topics);
     Ok(format!("(partition, error) {codes:?}"))
 }
 

@@ -3,7 +3,7 @@
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Encodable, StrBytes};
 
-use super::env::{s, tn, Env, DATA_PARTITIONS};
+use super::env::{s, tn, Env, NodeId, DATA_PARTITIONS};
 use super::{groups, sorted, txns, Case, Meaning};
 use crate::batch::{encode_batch, parse_batches, Producer, Rec};
 use crate::wire::WireClient;
@@ -121,40 +121,65 @@ fn produce(env: &mut Env, v: i16) -> R {
 }
 
 /// Every data partition from offset 0, from each leader: records and watermarks.
+/// Every data partition from offset 0, from each leader, and the side partition read
+/// committed (the fixture transaction holds its last stable offset back): records,
+/// watermarks and aborted transactions.
 fn fetch(env: &mut Env, v: i16) -> R {
     let f = env.fix.clone();
     let mut out = Vec::new();
     for (node, ps) in env.leaders(&f.data)? {
-        let mut req = WireClient::fetch_request(&f.data, ps[0], 0, 100);
-        let template = req.topics[0].partitions[0].clone();
-        req.topics[0].partitions = ps
-            .iter()
-            .map(|&p| template.clone().with_partition(p))
-            .collect();
-        if v >= 13 {
-            req.topics[0].topic = TopicName::default();
-            req.topics[0].topic_id = f.data_id;
-        }
-        if v < 7 {
-            req.session_epoch = -1;
-        }
-        let r = env.call(node, v, &req)?;
-        out.push(format!("error {}", r.error_code));
-        for t in &r.responses {
-            for p in &t.partitions {
-                let records = p.records.clone().unwrap_or_default();
-                let offsets: Vec<i64> = parse_batches(&records)?
-                    .iter()
-                    .flat_map(|b| b.records.iter().map(|r| r.offset))
-                    .collect();
-                out.push(format!(
-                    "p{} error {} hw {} lso {} offsets {offsets:?}",
-                    p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset
-                ));
-            }
-        }
+        out.extend(fetch_from(env, v, node, (&f.data, f.data_id), &ps, 0)?);
     }
+    let side_leader = env.leader_of(&f.side, 0);
+    out.extend(fetch_from(
+        env,
+        v,
+        side_leader,
+        (&f.side, f.side_id),
+        &[0],
+        1,
+    )?);
     Ok(out.join("; "))
+}
+
+/// One Fetch of `partitions` of `topic` (by name, or by id from v13) from offset 0.
+fn fetch_from(
+    env: &mut Env,
+    v: i16,
+    node: NodeId,
+    (topic, id): (&str, uuid::Uuid),
+    partitions: &[i32],
+    isolation_level: i8,
+) -> Result<Vec<String>, String> {
+    let mut req = WireClient::fetch_request(topic, partitions[0], 0, 100);
+    req.isolation_level = isolation_level;
+    let template = req.topics[0].partitions[0].clone();
+    req.topics[0].partitions = partitions
+        .iter()
+        .map(|&p| template.clone().with_partition(p))
+        .collect();
+    if v >= 13 {
+        req.topics[0].topic = TopicName::default();
+        req.topics[0].topic_id = id;
+    }
+    let r = env.call(node, v, &req)?;
+    let mut out = vec![format!("error {}", r.error_code)];
+    for p in r.responses.iter().flat_map(|t| t.partitions.iter()) {
+        let records = p.records.clone().unwrap_or_default();
+        let offsets: Vec<i64> = parse_batches(&records)?
+            .iter()
+            .flat_map(|b| b.records.iter().map(|r| r.offset))
+            .collect();
+        out.push(format!(
+            "p{} error {} hw {} lso {} aborted {:?} offsets {offsets:?}",
+            p.partition_index,
+            p.error_code,
+            p.high_watermark,
+            p.last_stable_offset,
+            p.aborted_transactions.as_ref().map(Vec::len)
+        ));
+    }
+    Ok(out)
 }
 
 /// Earliest and latest offsets of every data partition.

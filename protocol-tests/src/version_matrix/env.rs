@@ -227,6 +227,7 @@ impl Env {
                 return Ok(r);
             }
             eprintln!("version matrix: {what}: {r:?}; retrying");
+            // Paces the retries, as a client's backoff does; the answer is the event.
             std::thread::sleep(Duration::from_millis(100));
         }
     }

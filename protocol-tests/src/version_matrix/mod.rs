@@ -4,7 +4,11 @@
 //! means: each API has a case, a request builder and a "meaning" (a normalized summary that
 //! leaves out what older versions lack), and the summary at each version is compared with
 //! the summary at the maximum. An advertised key without a case is a failure, so a new API or
-//! version cannot go uncovered.
+//! version cannot go uncovered. APIs that change state get a fresh topic, group or
+//! transactional id at each version, so that every version meets the same situation.
+//!
+//! Given Brook's fault rules ([`Faults`]), a second pass answers each API with an error rule:
+//! where the newest version gets an error answer, every version must get the same one.
 
 /// `(partition, error)` of every partition of every topic of an answer, in order (the
 /// answers' structures differ by API but share these field names).

@@ -495,6 +495,8 @@ fn a_kip848_regex_matches_internal_topics_double_underscore_topics_and_later_top
     let mut want = want;
     want.insert(late.clone(), 1);
     assert_eq!(got, want);
+}
+
 /// Kafka's `ClassicGroup.validateDeleteGroup` decides by the group's state alone: a group
 /// whose only member is pending (its JoinGroup answered MEMBER_ID_REQUIRED) is Empty, and
 /// DeleteGroups deletes it. The pending member goes with the group: its rejoin finds no

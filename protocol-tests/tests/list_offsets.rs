@@ -246,6 +246,8 @@ fn list_offsets_on_a_new_leader_waits_for_its_high_watermark() {
         (NONE, 0, -1, before.leader_epoch)
     );
     assert!(after.leader_epoch > before.leader_epoch, "{after:?}");
+}
+
 /// Kafka's `ReplicaManager.isListOffsetsTimestampUnsupported`: each special timestamp is
 /// answered only from the version that introduced it (latest and earliest v1, max timestamp
 /// v7 with KIP-734, earliest local v8, latest tiered v9); below it, and for a negative

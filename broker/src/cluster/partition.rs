@@ -701,7 +701,8 @@ impl Partition {
         required_acks: i16,
         now_ms: i64,
     ) -> Result<LogAppendInfo, PartitionError> {
-        self.append_to_leader(records, required_acks, now_ms, AppendOrigin::Coordinator, None)
+        let origin = AppendOrigin::Coordinator;
+        self.append_to_leader(records, required_acks, now_ms, origin, None)
     }
 
     fn append_to_leader(

@@ -27,8 +27,7 @@ use std::time::Duration;
 use kafka_protocol::messages::add_partitions_to_txn_request::{
     AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
 };
-use kafka_protocol::messages::{AddPartitionsToTxnRequest, TopicName, TransactionalId};
-use kafka_protocol::messages::ApiKey;
+use kafka_protocol::messages::{AddPartitionsToTxnRequest, ApiKey, TopicName, TransactionalId};
 use kafka_protocol::ResponseError;
 
 use super::log::TRANSACTION_STATE_TOPIC;

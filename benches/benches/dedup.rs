@@ -49,7 +49,6 @@ fn bench_dedup(c: &mut Criterion) {
                 next + RECORDS_PER_BATCH - 1,
                 false,
                 AppendOrigin::Client,
-                None,
             )
             .unwrap()
         })
@@ -64,7 +63,6 @@ fn bench_dedup(c: &mut Criterion) {
                     RECORDS_PER_BATCH - 1,
                     false,
                     AppendOrigin::Client,
-                    None,
                 )
                 .unwrap();
             assert!(matches!(r, SequenceCheck::Duplicate(_)));
@@ -82,7 +80,6 @@ fn bench_dedup(c: &mut Criterion) {
                 next + RECORDS_PER_BATCH - 1,
                 false,
                 AppendOrigin::Client,
-                None,
             )
             .unwrap()
         })
@@ -94,7 +91,7 @@ fn bench_dedup(c: &mut Criterion) {
         b.iter(|| {
             let last = seq + RECORDS_PER_BATCH - 1;
             let r = m
-                .check(0, 0, seq, last, false, AppendOrigin::Client, None)
+                .check(0, 0, seq, last, false, AppendOrigin::Client)
                 .unwrap();
             m.update(
                 0,

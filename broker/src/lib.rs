@@ -22,6 +22,7 @@ pub mod log_limit;
 pub mod metadata;
 pub mod metrics;
 pub mod net;
+pub mod security;
 pub mod server;
 pub mod state_views;
 pub mod txn;

@@ -16,6 +16,7 @@ use brook::api::{handle_frame, Outcome, SUPPORTED_APIS};
 use brook::broker::Broker;
 use brook::config::BrokerConfig;
 use brook::net::codec::read_frame;
+use brook::security::Session;
 use brook::server::Server;
 use brook_fuzz::{seeds, ApiRange, FuzzFrame, Generator};
 use tokio::sync::watch;
@@ -92,8 +93,10 @@ async fn run_frame(broker: Arc<Broker>, frame: FuzzFrame) -> End {
         let Ok(f) = read_frame(&mut &wire[..], max, &broker.request_memory).await else {
             return End::Framing;
         };
-        let client = Some(std::net::IpAddr::from([127, 0, 0, 1]));
-        match handle_frame(&broker, f.bytes, client).await {
+        let session = Arc::new(Session::plaintext(Some(std::net::IpAddr::from([
+            127, 0, 0, 1,
+        ]))));
+        match handle_frame(&broker, f.bytes, &session).await {
             Ok((_, Outcome::Respond(_) | Outcome::RespondChunks(_))) => End::Answered,
             Ok((_, Outcome::NoResponse)) => End::NoAnswer,
             Ok((_, Outcome::Close(_))) | Err(_) => End::Closed,

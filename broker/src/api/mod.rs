@@ -27,6 +27,8 @@ pub mod topics;
 pub mod txn;
 pub mod txn_markers;
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Message, StrBytes};
@@ -35,6 +37,7 @@ use crate::broker::Broker;
 use crate::fault::{FaultAction, RequestFacts, When};
 use crate::metrics::response_errors::ResponseErrors;
 use crate::net::codec::{decode_header, encode_response, peek_prefix, CodecError};
+use crate::security::Session;
 
 /// One row of the ApiVersions table: what Brook advertises, and the lowest version it can
 /// decode (Produce is advertised from 0 for old clients' sake but decoded from 3, as in Kafka).
@@ -133,8 +136,9 @@ pub struct RequestContext {
     pub api_version: i16,
     pub correlation_id: i32,
     pub client_id: Option<String>,
-    /// The connection's peer address (Kafka's `RequestContext.clientAddress`).
-    pub client_address: Option<std::net::IpAddr>,
+    /// The connection's principal, listener and peer address: what authorization checks and
+    /// group members' client hosts read.
+    pub session: Arc<Session>,
 }
 
 impl RequestContext {
@@ -143,7 +147,8 @@ impl RequestContext {
     /// `GroupMetadataManager` stores (`context.clientAddress.toString()`) for classic and
     /// consumer-protocol members, and DescribeGroups and ConsumerGroupDescribe answer.
     pub fn client_host(&self) -> String {
-        self.client_address
+        self.session
+            .client_address
             .map(|ip| format!("/{ip}"))
             .unwrap_or_default()
     }
@@ -233,7 +238,7 @@ fn request_facts(broker: &Broker, ctx: &RequestContext, req: &RequestKind) -> Re
 pub async fn handle_frame(
     broker: &Broker,
     frame: Bytes,
-    client_address: Option<std::net::IpAddr>,
+    session: &Arc<Session>,
 ) -> Result<(RequestContext, Outcome), CodecError> {
     let prefix = peek_prefix(&frame);
     let key =
@@ -245,7 +250,7 @@ pub async fn handle_frame(
         api_version: version,
         correlation_id: prefix.correlation_id,
         client_id: None,
-        client_address,
+        session: session.clone(),
     };
     if version < row.decode_min || version > row.max {
         if key == ApiKey::ApiVersions {

@@ -25,6 +25,7 @@ use crate::api::{handle_frame, Outcome};
 use crate::broker::Broker;
 use crate::metrics::{GaugeGuard, RequestMetrics};
 use crate::net::codec::{read_frame, CodecError, Frame};
+use crate::security::Session;
 
 /// Chunks handed to one vectored write (Linux's IOV_MAX is 1024).
 pub const WRITE_IOVECS_MAX: usize = 64;
@@ -39,6 +40,8 @@ pub async fn serve(broker: Arc<Broker>, stream: TcpStream, mut shutdown: watch::
     let peer = stream.peer_addr().ok();
     let _ = stream.set_nodelay(true);
     let (r, mut w) = stream.into_split();
+    // Today every listener is PLAINTEXT: the connection is User:ANONYMOUS.
+    let session = Arc::new(Session::plaintext(peer.map(|a| a.ip())));
     let activity = Arc::new(Activity::new());
     let tracked = Tracked {
         inner: r,
@@ -68,7 +71,7 @@ pub async fn serve(broker: Arc<Broker>, stream: TcpStream, mut shutdown: watch::
             }
         };
         let started = Instant::now();
-        let (ctx, outcome) = match handle_frame(&broker, bytes, peer.map(|a| a.ip())).await {
+        let (ctx, outcome) = match handle_frame(&broker, bytes, &session).await {
             Ok(handled) => handled,
             Err(e) => {
                 closing_on_error(&broker.metrics.requests, peer, &e);

@@ -313,6 +313,12 @@ pub struct PartitionStatus {
     pub last_stable_offset: i64,
 }
 
+/// Whether a broker may join an ISR now, as this node's last applied metadata image says
+/// (Kafka's `Partition.isReplicaIsrEligible`: registered, not fenced, not in controlled
+/// shutdown). Shared by every partition of the node; read only for a replica outside the
+/// maximal ISR, never on the path of a follower already in it.
+pub type IsrEligibility = Arc<dyn Fn(i32) -> bool + Send + Sync>;
+
 /// One partition of one topic hosted by this node.
 pub struct Partition {
     pub topic: String,
@@ -328,6 +334,9 @@ pub struct Partition {
     min_insync_replicas: AtomicI32,
     /// replica.lag.time.max.ms: how long a follower may stay behind and still count.
     replica_lag_time_max_ms: i64,
+    /// Which replicas may join the ISR ([`IsrEligibility`]); every broker until
+    /// [`Self::with_isr_eligibility`] gives the node's metadata.
+    isr_eligible: IsrEligibility,
     /// Fetches waiting for data on this partition (Kafka's DelayedFetch purgatory, reduced to
     /// a wake-up list: a woken fetch re-reads everything it asked for).
     waiters: Mutex<Vec<Arc<Notify>>>,
@@ -469,11 +478,18 @@ impl Partition {
             leader_epoch: AtomicI32::new(leader_epoch),
             min_insync_replicas: AtomicI32::new(min_insync_replicas),
             replica_lag_time_max_ms,
+            isr_eligible: Arc::new(|_| true),
             waiters: Mutex::new(Vec::new()),
             state: Mutex::new(state),
             changes: watch::channel(0).0,
             traffic: PartitionTraffic::default(),
         }
+    }
+
+    /// Takes the node's view of which brokers may join an ISR ([`IsrEligibility`]).
+    pub fn with_isr_eligibility(mut self, isr_eligible: IsrEligibility) -> Self {
+        self.isr_eligible = isr_eligible;
+        self
     }
 
     /// The node leading this partition, or -1.
@@ -616,13 +632,17 @@ impl Partition {
     }
 
     /// Leader: raises the high watermark to the smallest log end offset among the replicas
-    /// that count ([`ReplicaState::in_maximal_isr`]), never while the committed ISR is below the
-    /// effective min ISR (`Partition.maybeIncrementLeaderHW`). Returns true if it rose.
+    /// that count, never while the committed ISR is below the effective min ISR
+    /// (`Partition.maybeIncrementLeaderHW`). A replica counts when it is in the maximal ISR
+    /// ([`ReplicaState::in_maximal_isr`]), or when it is caught up and eligible to join the ISR
+    /// ([`Self::should_wait_for_replica_to_join_isr`]): without that, under steady produce the
+    /// high watermark runs ahead of a catching-up follower, whose log end offset then never
+    /// reaches it, and the follower never rejoins. Returns true if it rose.
     fn maybe_increment_leader_hw(
         &self,
         log: &mut UnifiedLog,
         st: &mut ReplicaState,
-        _now_ms: i64,
+        now_ms: i64,
     ) -> bool {
         if st.role != Role::Leader || (st.isr.len() as i32) < self.effective_min_isr(st) {
             return false;
@@ -632,7 +652,10 @@ impl Partition {
         // the high watermark where it is).
         let mut hw = leo;
         for (id, f) in &st.followers {
-            if st.in_maximal_isr(*id) && f.log_end_offset < hw {
+            if f.log_end_offset < hw
+                && (st.in_maximal_isr(*id)
+                    || self.should_wait_for_replica_to_join_isr(*id, f, now_ms))
+            {
                 hw = f.log_end_offset;
             }
         }
@@ -642,6 +665,15 @@ impl Partition {
         } else {
             false
         }
+    }
+
+    /// A replica outside the ISR holds the high watermark while it is caught up and may join
+    /// (Kafka's `shouldWaitForReplicaToJoinIsr` in `Partition.maybeIncrementLeaderHW`:
+    /// `ReplicaState.isCaughtUp` and `isReplicaIsrEligible`). A fenced or shutting-down broker
+    /// holds nothing back. Only asked of a replica behind the candidate high watermark, so
+    /// `isCaughtUp`'s "log end offset equals the leader's" case never applies here.
+    fn should_wait_for_replica_to_join_isr(&self, id: i32, f: &FollowerState, now_ms: i64) -> bool {
+        f.is_caught_up(now_ms, self.replica_lag_time_max_ms) && (self.isr_eligible)(id)
     }
 
     /// Appends one produce batch as leader. `required_acks == -1` enforces the effective min
@@ -886,7 +918,12 @@ impl Partition {
         let f = st.followers.get(&replica)?;
         let in_sync = f.log_end_offset >= st.high_watermark
             && f.log_end_offset >= st.leader_epoch_start_offset;
+        // `Partition.canAddReplicaToIsr`: the controller would refuse an ineligible replica
+        // (INELIGIBLE_REPLICA), so it is not proposed at every fetch.
         if st.isr.contains(&replica) || st.pending_isr.is_some() || !in_sync {
+            return None;
+        }
+        if !(self.isr_eligible)(replica) {
             return None;
         }
         let mut isr = st.isr.clone();
@@ -1626,22 +1663,75 @@ mod tests {
     fn a_replica_joining_the_isr_bounds_the_high_watermark_until_it_has_the_records() {
         let dir = tempfile::tempdir().unwrap();
         let p = leader(dir.path(), vec![1, 2]);
-        p.append_records_to_leader(build_batch(5, 10, 0), -1, 0)
+        // Wall-clock times: a replica that never fetched was last caught up at 0.
+        let t = 1_000_000;
+        p.append_records_to_leader(build_batch(5, 10, 0), -1, t)
             .unwrap();
-        fetch(&p, 2, 5, 1);
+        fetch(&p, 2, 5, t + 1);
         assert_eq!(p.high_watermark(), 5, "committed on the ISR [1, 2]");
         // Replica 3 reaches the high watermark: it is proposed for the ISR.
-        assert_eq!(fetch(&p, 3, 5, 2), Some(vec![1, 2, 3]));
-        p.append_records_to_leader(build_batch(5, 10, 0), -1, 3)
+        assert_eq!(fetch(&p, 3, 5, t + 2), Some(vec![1, 2, 3]));
+        p.append_records_to_leader(build_batch(5, 10, 0), -1, t + 3)
             .unwrap();
-        fetch(&p, 2, 10, 4);
+        fetch(&p, 2, 10, t + 4);
         assert_eq!(
             p.high_watermark(),
             5,
             "the joining replica, at 5, holds the high watermark back while pending"
         );
-        fetch(&p, 3, 10, 5);
+        fetch(&p, 3, 10, t + 5);
         assert_eq!(p.high_watermark(), 10);
+    }
+
+    /// Steady produce: each fetch of replica 3 reaches the leader's log end of its previous
+    /// fetch (caught up) but never the high watermark, which replica 2 moves on meanwhile.
+    /// Returns the high watermark after replica 3 is caught up at 5 and replica 2 reaches 15,
+    /// and replica 3's ISR proposal when it then fetches at 10.
+    fn catching_up_under_load(eligible: bool) -> (i64, Option<Vec<i32>>) {
+        let dir = tempfile::tempdir().unwrap();
+        let p = leader(dir.path(), vec![1, 2])
+            .with_isr_eligibility(Arc::new(move |id| id != 3 || eligible));
+        let t = 1_000_000;
+        p.append_records_to_leader(build_batch(5, 10, 0), -1, t)
+            .unwrap();
+        fetch(&p, 2, 5, t + 1);
+        assert_eq!(fetch(&p, 3, 0, t + 2), None, "far behind");
+        p.append_records_to_leader(build_batch(5, 10, 0), -1, t + 3)
+            .unwrap();
+        fetch(&p, 2, 10, t + 3);
+        assert_eq!(p.high_watermark(), 10);
+        // At 5 replica 3 has what the leader had at its previous fetch: caught up, below the
+        // high watermark, so not yet in sync.
+        assert_eq!(fetch(&p, 3, 5, t + 4), None);
+        p.append_records_to_leader(build_batch(5, 10, 0), -1, t + 5)
+            .unwrap();
+        fetch(&p, 2, 15, t + 6);
+        let hw = p.high_watermark();
+        (hw, fetch(&p, 3, 10, t + 7))
+    }
+
+    #[test]
+    fn a_caught_up_replica_eligible_for_the_isr_holds_the_high_watermark_until_it_joins() {
+        let (hw, proposal) = catching_up_under_load(true);
+        assert_eq!(
+            hw, 10,
+            "replica 3, caught up at 5, keeps the HW from passing 10"
+        );
+        assert_eq!(
+            proposal,
+            Some(vec![1, 2, 3]),
+            "at 10 it reached the HW: it joins"
+        );
+    }
+
+    #[test]
+    fn an_ineligible_replica_holds_nothing_back_and_is_not_proposed() {
+        let (hw, proposal) = catching_up_under_load(false);
+        assert_eq!(
+            hw, 15,
+            "a fenced or shutting-down replica does not hold the HW"
+        );
+        assert_eq!(proposal, None);
     }
 
     #[test]

@@ -21,7 +21,7 @@ use prometheus_client::metrics::counter::Counter;
 use tokio::sync::watch;
 use uuid::Uuid;
 
-use super::partition::{Partition, Role};
+use super::partition::{IsrEligibility, Partition, Role};
 use super::replica_fetcher::ReplicaFetchers;
 use crate::config::{BrokerConfig, ConfigError};
 use crate::controller::{
@@ -599,6 +599,14 @@ impl ReplicaManager {
             .is_some_and(|b| !b.fenced)
     }
 
+    /// Which brokers may join an ISR, read from the metadata image at the moment a partition
+    /// asks (Kafka's `Partition.isReplicaIsrEligible` reads the KRaft metadata cache the same
+    /// way): active, i.e. registered, unfenced and not in controlled shutdown.
+    fn isr_eligibility(&self) -> IsrEligibility {
+        let images = self.controller.image();
+        Arc::new(move |id| images.borrow().is_active(id))
+    }
+
     /// Changes after each applied metadata image (the group coordinator follows leadership
     /// of the offsets topic with it).
     pub fn metadata_applied(&self) -> watch::Receiver<u64> {
@@ -662,15 +670,18 @@ impl ReplicaManager {
                     None => {
                         match self.open_replica_log(&t.name, reg.index, log_config.clone(), now) {
                             Ok((log, checkpointed_hw)) => {
-                                let p = Arc::new(Partition::new_replica(
-                                    t.name.clone(),
-                                    t.id,
-                                    reg.index,
-                                    me,
-                                    min_isr,
-                                    self.config.replica_lag_time_max_ms,
-                                    log,
-                                ));
+                                let p = Arc::new(
+                                    Partition::new_replica(
+                                        t.name.clone(),
+                                        t.id,
+                                        reg.index,
+                                        me,
+                                        min_isr,
+                                        self.config.replica_lag_time_max_ms,
+                                        log,
+                                    )
+                                    .with_isr_eligibility(self.isr_eligibility()),
+                                );
                                 if let Some(hw) = checkpointed_hw {
                                     p.restore_high_watermark(hw);
                                 }

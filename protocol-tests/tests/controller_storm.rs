@@ -1,5 +1,5 @@
 //! A node cut off from the metadata quorum by a fault rule (`--traffic controller`, every
-//! peer, both directions) for 60 s must not make any node's log grow without bound: the
+//! peer, both directions) for 30 s must not make any node's log grow without bound: the
 //! quorum leader's AppendEntries to it are answered 503 by the fault rule, and the cut-off
 //! node's own elections and broker heartbeats fail. Issue 39: a 90 s cut once made the
 //! leader log 1.59 million `status 503` lines (325 MB), because a 503 was a network error
@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 
 use brook_protocol_tests::{poll_until, Cluster};
 
-/// How long the node stays cut off (the issue's scenario, shortened to 60 s).
-const CUT: Duration = Duration::from_secs(60);
+/// How long the node stays cut off (the issue's scenario, shortened to 30 s to keep CI short;
+/// every rate below was measured over 60 s and is steady well before 30 s).
+const CUT: Duration = Duration::from_secs(30);
 
 /// How many bytes each node's log may grow by while the node is cut off.
 ///
@@ -22,8 +23,9 @@ const CUT: Duration = Duration::from_secs(60);
 ///   on the leader (2.3 KB/s), over this bound;
 /// - with both: 23 KB on the leader and 9.5 KB on the cut-off node (its failed elections),
 ///   nothing on the third. The writers left are paced by time (backoff, election timer,
-///   limiter window), not by CPU speed, so 4 times that is a safe margin.
-const LOG_GROWTH_BYTES_MAX: u64 = 96 << 10;
+///   limiter window), not by CPU speed, so 4 times that (over the 30 s cut: 48 KB) is a safe
+///   margin, and the unlimited variant (69 KB in 30 s) still fails.
+const LOG_GROWTH_BYTES_MAX: u64 = 48 << 10;
 
 /// How often the log sizes are sampled: a node over the bound fails the test at once.
 const SAMPLE: Duration = Duration::from_secs(1);

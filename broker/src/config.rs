@@ -186,6 +186,7 @@ pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("offsets.topic.replication.factor", "3"),
     ("offsets.commit.timeout.ms", "5000"),
     ("offsets.retention.minutes", "10080"),
+    ("offsets.retention.check.interval.ms", "600000"),
     ("offset.metadata.max.bytes", "4096"),
     // Transaction coordinator (see crate::txn::TxnConfig).
     ("transaction.state.log.num.partitions", "50"),

@@ -651,6 +651,13 @@ const BROKER_KEYS: &[BrokerConfigKey] = &[
         "How long committed offsets of an empty group are kept."
     ),
     broker_key!(
+        "offsets.retention.check.interval.ms",
+        Long,
+        Validator::AtLeast(1),
+        STATIC,
+        "How often expired offsets and empty groups are cleaned up."
+    ),
+    broker_key!(
         "offset.metadata.max.bytes",
         Int,
         Validator::None,

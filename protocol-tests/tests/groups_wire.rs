@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use brook_protocol_tests::{poll_until_ok, unique_topic, Broker, WireClient};
+use brook_protocol_tests::{poll_until, poll_until_ok, unique_topic, Broker, WireClient};
 use bytes::Bytes;
 use kafka_protocol::messages::consumer_group_heartbeat_request::ConsumerGroupHeartbeatRequest;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
@@ -542,4 +542,69 @@ fn delete_groups_deletes_an_empty_group_with_only_a_pending_member() {
     );
     let r = join(&mut c, &group, "", Bytes::from_static(b"meta"));
     assert_eq!(r.error_code, 79, "a new join starts over: {r:?}");
+}
+
+fn leave(c: &mut WireClient, group: &str, member: &str) {
+    let req = LeaveGroupRequest::default()
+        .with_group_id(s(group).into())
+        .with_members(vec![
+            leave_group_request::MemberIdentity::default().with_member_id(s(member))
+        ]);
+    let r: LeaveGroupResponse = c.request(4, &req);
+    assert_eq!(r.error_code, 0, "LeaveGroup: {r:?}");
+}
+
+fn listed_groups(c: &mut WireClient) -> Vec<(String, String)> {
+    let r: ListGroupsResponse = c.request(4, &ListGroupsRequest::default());
+    r.groups
+        .iter()
+        .map(|g| (g.group_id.to_string(), g.group_state.to_string()))
+        .collect()
+}
+
+/// `offsets.retention.check.interval.ms` runs Kafka's group metadata cleanup
+/// (`GroupCoordinatorShard.cleanupGroupMetadata`): a classic group that emptied without
+/// committing is deleted at the next check, while one that emptied with a committed offset
+/// keeps it (and itself) until `offsets.retention.minutes` have passed since it emptied.
+#[test]
+fn the_retention_check_deletes_empty_groups_without_offsets_and_keeps_committed_ones() {
+    let broker = Broker::start_with(&[
+        ("group.initial.rebalance.delay.ms", "0"),
+        ("offsets.topic.num.partitions", "2"),
+        ("offsets.retention.check.interval.ms", "200"),
+    ]);
+    let mut c = WireClient::connect(&broker.bootstrap());
+    let topic = unique_topic("retained");
+    let req = WireClient::create_topics_request(&topic, 1, 1, &[], Duration::from_secs(10));
+    let created: CreateTopicsResponse = c.request(7, &req);
+    assert_eq!(created.topics[0].error_code, 0, "{created:?}");
+    let (kept, bare) = (unique_topic("kept"), unique_topic("bare"));
+    let (member, generation) = stable_member(&mut c, &kept);
+    assert_eq!(commit(&mut c, &kept, &member, generation, &topic, 7), 0);
+    leave(&mut c, &kept, &member);
+    let (member, _) = stable_member(&mut c, &bare);
+    leave(&mut c, &bare, &member);
+
+    poll_until(
+        "the group without offsets is deleted",
+        Duration::from_secs(10),
+        || {
+            let groups = listed_groups(&mut c);
+            (!groups.iter().any(|(g, _)| *g == bare)).then_some(())
+        },
+    );
+    // The check that deleted it saw the other group too.
+    let groups = listed_groups(&mut c);
+    assert!(
+        groups.contains(&(kept.clone(), "Empty".to_string())),
+        "the group with an offset stays: {groups:?}"
+    );
+    let req = OffsetFetchRequest::default()
+        .with_group_id(s(&kept).into())
+        .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+            .with_name(s(&topic).into())
+            .with_partition_indexes(vec![0])]));
+    let r: OffsetFetchResponse = c.request(FETCH_V, &req);
+    let topics = r.topics;
+    assert_eq!(topics[0].partitions[0].committed_offset, 7, "{topics:?}");
 }

@@ -204,6 +204,11 @@ pub struct ClassicGroup {
     /// Set when the group metadata record should be written (a generation completed its
     /// sync, or the group became empty). The coordinator clears it after writing.
     pub needs_persist: bool,
+    /// When the group entered its current state, in wall-clock ms (Kafka's
+    /// `ClassicGroup.currentStateTimestamp`, written in its metadata record): an Empty
+    /// group's offsets expire counting from it. `None` for a group loaded from a record
+    /// that did not carry it.
+    pub current_state_timestamp_ms: Option<i64>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -230,7 +235,14 @@ impl ClassicGroup {
             pending_sync: HashSet::new(),
             sync_deadline: None,
             needs_persist: false,
+            current_state_timestamp_ms: Some(crate::cluster::replica_manager::now_ms()),
         }
+    }
+
+    /// Moves the group to `state` and records when (Kafka's `ClassicGroup.transitionTo`).
+    fn transition_to(&mut self, state: ClassicState) {
+        self.state = state;
+        self.current_state_timestamp_ms = Some(crate::cluster::replica_manager::now_ms());
     }
 
     /// The group as its last metadata record left it, when this node starts coordinating it
@@ -246,6 +258,7 @@ impl ClassicGroup {
         let mut g = ClassicGroup::new(group_id);
         g.generation_id = meta.generation;
         g.protocol_type = Some(meta.protocol_type).filter(|t| !t.is_empty());
+        g.current_state_timestamp_ms = Some(meta.current_state_timestamp_ms).filter(|ts| *ts >= 0);
         if meta.members.is_empty() {
             return g;
         }
@@ -631,7 +644,7 @@ impl ClassicGroup {
         self.pending_sync.clear();
         self.sync_deadline = None;
         let was_empty = self.state == ClassicState::Empty;
-        self.state = ClassicState::PreparingRebalance;
+        self.transition_to(ClassicState::PreparingRebalance);
         self.report_phase();
         let timeout = self.max_rebalance_timeout();
         let delay = Duration::from_millis(limits.initial_rebalance_delay_ms.max(0) as u64);
@@ -698,7 +711,7 @@ impl ClassicGroup {
         }
         self.generation_id = self.generation_id.wrapping_add(1);
         if self.members.is_empty() {
-            self.state = ClassicState::Empty;
+            self.transition_to(ClassicState::Empty);
             self.protocol_name = None;
             self.leader_id = None;
             self.needs_persist = true;
@@ -706,7 +719,7 @@ impl ClassicGroup {
             return;
         }
         self.protocol_name = self.select_protocol();
-        self.state = ClassicState::CompletingRebalance;
+        self.transition_to(ClassicState::CompletingRebalance);
         self.report_phase();
         for idx in 0..self.members.len() {
             if let Some(w) = self.members[idx].join_waiter.take() {
@@ -805,7 +818,7 @@ impl ClassicGroup {
                             .map(|(_, a)| a.clone())
                             .unwrap_or_default();
                     }
-                    self.state = ClassicState::Stable;
+                    self.transition_to(ClassicState::Stable);
                     self.needs_persist = true;
                     self.report_phase();
                     let (pt, pn) = (self.protocol_type.clone(), self.protocol_name.clone());
@@ -1039,7 +1052,7 @@ impl ClassicGroup {
     /// Marks the group deleted.
     pub fn mark_dead(&mut self) {
         self.fail_waiters(ResponseError::CoordinatorNotAvailable.code());
-        self.state = ClassicState::Dead;
+        self.transition_to(ClassicState::Dead);
     }
 
     /// Checks an OffsetCommit against the group (Kafka's `ClassicGroup.validateOffsetCommit`).

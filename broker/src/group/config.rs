@@ -14,6 +14,9 @@ pub struct GroupConfig {
     pub offset_metadata_max_bytes: usize,
     /// `offsets.retention.minutes`, in ms.
     pub offsets_retention_ms: i64,
+    /// `offsets.retention.check.interval.ms`: how often expired offsets and empty groups
+    /// are cleaned up.
+    pub offsets_retention_check_interval_ms: u64,
     /// `offsets.topic.replication.factor`: used when a cluster creates the offsets topic.
     /// As in Kafka, creation fails while fewer brokers are alive.
     pub offsets_replication_factor: i16,
@@ -45,6 +48,17 @@ impl GroupConfig {
                 });
             }
             Ok(v as i32)
+        };
+        let positive_i64 = |k: &str| -> Result<i64, ConfigError> {
+            let v = get(k)?;
+            if v <= 0 {
+                return Err(ConfigError::InvalidValue {
+                    key: k.into(),
+                    value: v.to_string(),
+                    reason: "must be positive".into(),
+                });
+            }
+            Ok(v)
         };
         let delay = get("group.initial.rebalance.delay.ms")?;
         if !(0..=i32::MAX as i64).contains(&delay) {
@@ -113,6 +127,9 @@ impl GroupConfig {
             offsets_partitions: positive_i32("offsets.topic.num.partitions")?,
             offset_metadata_max_bytes: positive_i32("offset.metadata.max.bytes")? as usize,
             offsets_retention_ms: positive_i32("offsets.retention.minutes")? as i64 * 60_000,
+            offsets_retention_check_interval_ms: positive_i64(
+                "offsets.retention.check.interval.ms",
+            )? as u64,
             offsets_replication_factor: {
                 let rf = positive_i32("offsets.topic.replication.factor")?;
                 i16::try_from(rf).map_err(|_| ConfigError::InvalidValue {

@@ -175,6 +175,25 @@ pub enum GroupOpenError {
     Replay(GroupError),
 }
 
+/// What an offset's retention counts from (the base timestamp of Kafka's
+/// `OffsetExpirationConditionImpl`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RetentionBase {
+    /// The offset's own commit.
+    CommitTimestamp,
+    /// A time shared by the group's offsets: when the group became Empty.
+    Since(i64),
+}
+
+impl RetentionBase {
+    fn of(self, v: &OffsetValue) -> i64 {
+        match self {
+            RetentionBase::CommitTimestamp => v.commit_timestamp_ms,
+            RetentionBase::Since(ts) => ts,
+        }
+    }
+}
+
 /// Which protocol a group speaks.
 #[derive(Debug)]
 pub enum GroupKind {
@@ -227,6 +246,71 @@ impl GroupEntry {
             GroupKind::Classic(g) => g.is_empty(),
             GroupKind::Consumer(g) => g.members.is_empty(),
         }
+    }
+
+    /// What a committed offset's retention counts from, or `None` while the group's offsets
+    /// do not expire (Kafka's `Group.offsetExpirationCondition`): a classic group with a
+    /// protocol type counts from when it became Empty (from the commit for a record without
+    /// that time), and while Stable with the consumer protocol expires only unsubscribed
+    /// topics' offsets from their commit; in any other state nothing. A group without a
+    /// protocol type (offsets only) and a KIP-848 group count from each commit.
+    fn offset_retention_base(&self) -> Option<RetentionBase> {
+        let GroupKind::Classic(g) = &self.kind else {
+            return Some(RetentionBase::CommitTimestamp);
+        };
+        if g.protocol_type.is_none() {
+            return Some(RetentionBase::CommitTimestamp);
+        }
+        match g.state {
+            ClassicState::Empty => Some(
+                g.current_state_timestamp_ms
+                    .map_or(RetentionBase::CommitTimestamp, RetentionBase::Since),
+            ),
+            ClassicState::Stable if g.subscribed_topics().is_some() => {
+                Some(RetentionBase::CommitTimestamp)
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether members consume `topic`, so its offsets stay (`Group.isSubscribedToTopic`).
+    /// A classic group whose subscriptions cannot be read counts every topic as subscribed
+    /// when it uses the consumer protocol type, and none otherwise; an empty one none.
+    fn is_subscribed_to_topic(&self, topic: &str) -> bool {
+        match &self.kind {
+            GroupKind::Classic(g) if g.members.is_empty() => false,
+            GroupKind::Classic(g) => g.subscribed_topics().map_or_else(
+                || g.protocol_type.as_deref() == Some("consumer"),
+                |topics| topics.contains(topic),
+            ),
+            GroupKind::Consumer(g) => g.subscribed_topics().contains(topic),
+        }
+    }
+
+    /// The offsets past `offsets.retention.minutes`, and whether they are all of the group's
+    /// (Kafka's `OffsetMetadataManager.cleanupExpiredOffsets`). An offset with a pending
+    /// transactional offset stays, and a group with an open transaction is never counted as
+    /// all expired. Kafka returns "all expired" for a group without committed offsets even
+    /// then; Brook keeps such a group, whose pending offsets the marker still needs.
+    fn expired_offsets(&self, now_ms: i64, retention_ms: i64) -> (Vec<(String, i32)>, bool) {
+        let no_open_txn = self.pending_txn.is_empty();
+        if self.offsets.is_empty() {
+            return (Vec::new(), no_open_txn);
+        }
+        let Some(base) = self.offset_retention_base() else {
+            return (Vec::new(), false);
+        };
+        let mut expired = Vec::new();
+        for (k, v) in &self.offsets {
+            if !self.is_subscribed_to_topic(&k.0)
+                && now_ms - base.of(&v.value) >= retention_ms
+                && !self.has_pending_txn_offset(k)
+            {
+                expired.push(k.clone());
+            }
+        }
+        let all = expired.len() == self.offsets.len() && no_open_txn;
+        (expired, all)
     }
 
     fn next_deadline(&self) -> Option<Instant> {
@@ -862,15 +946,7 @@ impl GroupCoordinator {
             .into_iter()
             .map(|(t, p)| (records::offset_commit_key(group_id, t, *p), None))
             .collect();
-        // The group's own record, and every KIP-848 record written for it (its target
-        // assignment epoch, or records left from before a downgrade to the classic
-        // protocol): any one left would bring the group back at the next replay.
-        let mut keys: BTreeSet<Bytes> = entry.persisted.keys().cloned().collect();
-        keys.insert(match &entry.kind {
-            GroupKind::Classic(_) => records::group_metadata_key(group_id),
-            GroupKind::Consumer(_) => records::consumer_group_metadata_key(group_id),
-        });
-        records.extend(keys.into_iter().map(|k| (k, None)));
+        records.extend(group_record_tombstones(group_id, entry));
         let written = self.store.append(group_id, records)?;
         if let Some(mut e) = st.groups.remove(group_id) {
             if let GroupKind::Classic(g) = &mut e.kind {
@@ -912,7 +988,8 @@ impl GroupCoordinator {
     /// periodic offset expiration. At shutdown, every parked JoinGroup/SyncGroup is answered
     /// NOT_COORDINATOR so that connections can finish.
     pub async fn run(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
-        let expiry_period = std::time::Duration::from_secs(600);
+        let expiry_period =
+            std::time::Duration::from_millis(self.config.offsets_retention_check_interval_ms);
         let mut next_expiry = Instant::now() + expiry_period;
         // Each applied metadata image may move leadership of offsets partitions: the tick
         // that follows loads or drops their groups.
@@ -922,7 +999,7 @@ impl GroupCoordinator {
             let next = self.tick(now).unwrap_or(now + IDLE_TIMER);
             if now >= next_expiry {
                 let mut st = self.state.lock();
-                self.expire_offsets(&mut st);
+                self.cleanup_group_metadata(&mut st);
                 next_expiry = now + expiry_period;
             }
             // Deadlines are cleared when they fire, so `next` is in the future; the floor
@@ -1013,6 +1090,19 @@ fn record_changes(
     out
 }
 
+/// Tombstones for a group's own records: its metadata record and every KIP-848 record written
+/// for it (its target assignment epoch, or records left from before a downgrade to the
+/// classic protocol). Any one left would bring the group back at the next replay (Kafka's
+/// `createGroupTombstoneRecords`).
+fn group_record_tombstones(group_id: &str, entry: &GroupEntry) -> Vec<Record> {
+    let mut keys: BTreeSet<Bytes> = entry.persisted.keys().cloned().collect();
+    keys.insert(match &entry.kind {
+        GroupKind::Classic(_) => records::group_metadata_key(group_id),
+        GroupKind::Consumer(_) => records::consumer_group_metadata_key(group_id),
+    });
+    keys.into_iter().map(|k| (k, None)).collect()
+}
+
 fn classic_record(g: &ClassicGroup) -> Bytes {
     let protocol = g.protocol_name.clone().unwrap_or_default();
     let blobs: usize = g
@@ -1026,7 +1116,7 @@ fn classic_record(g: &ClassicGroup) -> Bytes {
         generation: g.generation_id,
         protocol: g.protocol_name.clone(),
         leader: g.leader_id.clone(),
-        current_state_timestamp_ms: now_ms(),
+        current_state_timestamp_ms: g.current_state_timestamp_ms.unwrap_or(-1),
         members: g
             .members
             .iter()

@@ -296,43 +296,50 @@ impl GroupCoordinator {
         Ok((codes, written))
     }
 
-    /// Drops offsets of empty groups older than `offsets.retention.minutes` (Kafka's
-    /// offset expiration), writing tombstones.
-    pub(super) fn expire_offsets(&self, st: &mut State) {
+    /// Kafka's `GroupCoordinatorShard.cleanupGroupMetadata`, run every
+    /// `offsets.retention.check.interval.ms`: each group's expired offsets get tombstones
+    /// ([`GroupEntry::expired_offsets`]), and a group left empty with no offsets at all is
+    /// deleted (`GroupMetadataManager.maybeDeleteGroup`).
+    pub(super) fn cleanup_group_metadata(&self, st: &mut State) {
         let now = now_ms();
-        let retention = self.config.offsets_retention_ms;
-        let mut expired_groups = Vec::new();
-        for (id, e) in st.groups.iter_mut() {
-            if !e.is_empty() {
-                continue;
-            }
-            let old: Vec<(String, i32)> = e
-                .offsets
-                .iter()
-                // Kafka keeps an offset while a transaction's offset for it is pending.
-                .filter(|(k, v)| {
-                    now - v.value.commit_timestamp_ms >= retention && !e.has_pending_txn_offset(k)
-                })
-                .map(|(k, _)| k.clone())
-                .collect();
-            if old.is_empty() {
-                continue;
-            }
-            let records = old
-                .iter()
-                .map(|(t, p)| (records::offset_commit_key(id, t, *p), None))
-                .collect();
-            if self.store.append(id, records).is_ok() {
-                for k in old {
-                    e.offsets.remove(&k);
-                }
-                if e.offsets.is_empty() {
-                    expired_groups.push(id.clone());
-                }
-            }
+        let retention_ms = self.config.offsets_retention_ms;
+        let ids: Vec<String> = st.groups.keys().cloned().collect();
+        for id in ids {
+            self.cleanup_group(st, &id, now, retention_ms);
         }
-        for id in expired_groups {
-            tracing::info!(group = %id, "offsets expired");
+    }
+
+    fn cleanup_group(&self, st: &mut State, group_id: &str, now_ms: i64, retention_ms: i64) {
+        let Some(e) = st.groups.get_mut(group_id) else {
+            return;
+        };
+        let (expired, all_expired) = e.expired_offsets(now_ms, retention_ms);
+        let delete = all_expired && e.is_empty();
+        if expired.is_empty() && !delete {
+            return;
+        }
+        let mut records: Vec<Record> = expired
+            .iter()
+            .map(|(t, p)| (records::offset_commit_key(group_id, t, *p), None))
+            .collect();
+        if delete {
+            records.extend(group_record_tombstones(group_id, e));
+        }
+        if let Err(err) = self.store.append(group_id, records) {
+            // The next check tries again.
+            tracing::warn!(group = %group_id, error = ?err, "could not write expired offsets");
+            return;
+        }
+        for k in &expired {
+            e.offsets.remove(k);
+        }
+        tracing::info!(group = %group_id, expired = expired.len(), deleted = delete, "group metadata cleanup");
+        if delete {
+            if let Some(mut e) = st.groups.remove(group_id) {
+                if let GroupKind::Classic(g) = &mut e.kind {
+                    g.mark_dead();
+                }
+            }
         }
     }
 }

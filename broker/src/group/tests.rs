@@ -311,7 +311,7 @@ async fn offsets_of_empty_groups_expire_with_tombstones() {
             for v in st.groups.get_mut("old").unwrap().offsets.values_mut() {
                 v.value.commit_timestamp_ms -= retention + 1;
             }
-            groups.expire_offsets(&mut st);
+            groups.cleanup_group_metadata(&mut st);
         }
         assert!(groups
             .fetch_offsets("old", None, None, false)
@@ -339,6 +339,128 @@ async fn offsets_of_empty_groups_expire_with_tombstones() {
             .len(),
         1
     );
+}
+
+/// Gives `group` an offset for each of `partitions` committed `age_ms` ago, in memory only
+/// (what a commit then a long wait leaves).
+fn aged_offsets(groups: &GroupCoordinator, group: &str, partitions: &[(&str, i32)], age_ms: i64) {
+    let mut st = groups.state.lock();
+    let e = st.groups.get_mut(group).expect("the group exists");
+    for (t, p) in partitions {
+        let value = OffsetValue {
+            offset: 1,
+            leader_epoch: -1,
+            metadata: String::new(),
+            commit_timestamp_ms: now_ms() - age_ms,
+        };
+        let stored = StoredOffset {
+            value,
+            record_offset: 0,
+        };
+        e.offsets.insert((t.to_string(), *p), stored);
+    }
+}
+
+fn cleanup(groups: &GroupCoordinator) {
+    let mut st = groups.state.lock();
+    groups.cleanup_group_metadata(&mut st);
+}
+
+fn offset_topics(groups: &GroupCoordinator, group: &str) -> Vec<String> {
+    let st = groups.state.lock();
+    st.groups
+        .get(group)
+        .map(|e| e.offsets.keys().map(|(t, _)| t.clone()).collect())
+        .unwrap_or_default()
+}
+
+/// Kafka's `ClassicGroup.offsetExpirationCondition`: an Empty classic group's offsets count
+/// from when the group became Empty, not from their commit. A consumer that stopped after a
+/// week of committing rarely keeps its offsets for another week on Kafka; Brook used to drop
+/// them at the first check.
+#[tokio::test]
+async fn an_empty_classic_groups_offsets_expire_counting_from_when_it_became_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let (replicas, groups) = open(dir.path()).await;
+    let retention = groups.config.offsets_retention_ms;
+    groups
+        .commit_offsets("cg", &admin(), vec![commit("t", 0, 3)])
+        .await;
+    aged_offsets(&groups, "cg", &[("t", 0)], retention + 60_000);
+    let set_empty_since = |ago_ms: Option<i64>| {
+        let mut st = groups.state.lock();
+        let GroupKind::Classic(g) = &mut st.groups.get_mut("cg").unwrap().kind else {
+            panic!("classic");
+        };
+        g.protocol_type = Some("consumer".into());
+        g.current_state_timestamp_ms = ago_ms.map(|a| now_ms() - a);
+    };
+    set_empty_since(Some(60_000));
+    cleanup(&groups);
+    assert_eq!(
+        offset_topics(&groups, "cg"),
+        ["t"],
+        "empty for a minute only"
+    );
+    // A record from before the state time was written: the commit time counts.
+    set_empty_since(None);
+    cleanup(&groups);
+    assert!(offset_topics(&groups, "cg").is_empty());
+    assert!(
+        groups.describe("cg").unwrap().is_none(),
+        "an empty group left with no offsets is deleted (maybeDeleteGroup)"
+    );
+    close(&replicas).await;
+}
+
+/// A KIP-848 group with members keeps the offsets of topics it subscribes to, however old,
+/// and loses those of other topics past retention (`OffsetMetadataManager.cleanupExpiredOffsets`
+/// with `ConsumerGroup.offsetExpirationCondition`); Brook used to expire nothing while a
+/// group had members.
+#[tokio::test]
+async fn a_consumer_group_with_members_expires_only_unsubscribed_topics_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let (replicas, groups) = open(dir.path()).await;
+    for t in ["t", "u"] {
+        replicas
+            .create_topic(t, 1, 1, Default::default(), false)
+            .await
+            .unwrap();
+    }
+    groups
+        .consumer_heartbeat("g", join_848("", 0, Some(vec!["t".into()])))
+        .unwrap();
+    let retention = groups.config.offsets_retention_ms;
+    aged_offsets(&groups, "g", &[("t", 0), ("u", 0)], retention + 1);
+    cleanup(&groups);
+    assert_eq!(offset_topics(&groups, "g"), ["t"]);
+    assert!(
+        groups.describe("g").unwrap().is_some(),
+        "members keep the group"
+    );
+    close(&replicas).await;
+}
+
+/// A classic group that emptied without committing anything is deleted at the next check
+/// (`GroupCoordinatorShard.cleanupGroupMetadata`: no offsets means all expired).
+#[tokio::test]
+async fn an_empty_group_without_offsets_is_deleted_at_the_next_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let (replicas, groups) = open(dir.path()).await;
+    groups
+        .commit_offsets("cg", &admin(), vec![commit("t", 0, 3)])
+        .await;
+    groups
+        .state
+        .lock()
+        .groups
+        .get_mut("cg")
+        .unwrap()
+        .offsets
+        .clear();
+    cleanup(&groups);
+    assert!(groups.describe("cg").unwrap().is_none());
+    close(&replicas).await;
 }
 
 fn join_848(member_id: &str, epoch: i32, topics: Option<Vec<String>>) -> HeartbeatParams {

@@ -608,3 +608,44 @@ fn the_retention_check_deletes_empty_groups_without_offsets_and_keeps_committed_
     let topics = r.topics;
     assert_eq!(topics[0].partitions[0].committed_offset, 7, "{topics:?}");
 }
+
+/// A group's own `consumer.heartbeat.interval.ms` (IncrementalAlterConfigs on the GROUP
+/// resource, Kafka's `GroupConfig`) is the interval its KIP-848 members are told; other
+/// groups keep the broker's.
+#[test]
+fn a_groups_heartbeat_interval_override_reaches_its_members() {
+    let broker = Broker::start();
+    let mut c = WireClient::connect(&broker.bootstrap());
+    let topic = unique_topic("hb-topic");
+    c.ensure_topic(&topic);
+    let (tuned, plain) = (unique_topic("hb-tuned"), unique_topic("hb-plain"));
+    let alter = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        incremental_alter_configs_request::AlterConfigsResource::default()
+            .with_resource_type(32)
+            .with_resource_name(s(&tuned))
+            .with_configs(vec![
+                incremental_alter_configs_request::AlterableConfig::default()
+                    .with_name(s("consumer.heartbeat.interval.ms"))
+                    .with_config_operation(0)
+                    .with_value(Some(s("7000"))),
+            ]),
+    ]);
+    let r: IncrementalAlterConfigsResponse = c.request(1, &alter);
+    assert_eq!(r.responses[0].error_code, 0, "{r:?}");
+    for (group, want) in [(&tuned, 7000), (&plain, 5000)] {
+        let find = FindCoordinatorRequest::default()
+            .with_key(s(group))
+            .with_key_type(0);
+        assert_eq!(c.request(3, &find).error_code, 0);
+        let hb = ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(s(group).into())
+            .with_member_id(s(&format!("{group}-m")))
+            .with_member_epoch(0)
+            .with_rebalance_timeout_ms(10_000)
+            .with_subscribed_topic_names(Some(vec![s(&topic).into()]))
+            .with_topic_partitions(Some(vec![]));
+        let r: ConsumerGroupHeartbeatResponse = c.request(1, &hb);
+        assert_eq!(r.error_code, 0, "{r:?}");
+        assert_eq!(r.heartbeat_interval_ms, want, "group {group}");
+    }
+}

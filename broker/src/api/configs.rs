@@ -351,7 +351,11 @@ fn describe_resource(
         }
         RESOURCE_GROUP if name.is_empty() => Err(invalid("Group name must not be empty".into())),
         // Brook stores no per-group overrides: every group has the broker's values.
-        RESOURCE_GROUP => Ok(group_config_entries(broker, dynamic, &BTreeMap::new())),
+        RESOURCE_GROUP => Ok(group_config_entries(
+            broker,
+            dynamic,
+            &broker.replicas.group_configs(name),
+        )),
         other => Err(invalid(format!("Unsupported resource type: {other}"))),
     }
 }
@@ -530,6 +534,37 @@ async fn alter_topic(
     Ok(())
 }
 
+/// A group's overrides changed: the resulting set is validated as Kafka's controller does
+/// (`GroupConfig.validate`, INVALID_CONFIG) and stored in the metadata log. The group need
+/// not exist; an empty name is refused as on describe.
+async fn alter_group(
+    broker: &Broker,
+    name: &str,
+    ops: &[ConfigOp],
+    validate_only: bool,
+) -> AlterOutcome {
+    if name.is_empty() {
+        return Err((
+            ResponseError::InvalidRequest.code(),
+            "Group name must not be empty".into(),
+        ));
+    }
+    let current = broker.replicas.group_configs(name);
+    let next = apply_ops(&current, ops).map_err(invalid_config)?;
+    crate::group::overrides::validate(&broker.config, &next).map_err(invalid_config)?;
+    if validate_only {
+        return Ok(());
+    }
+    broker
+        .replicas
+        .controller()
+        .alter_group_configs(name, diff(&current, &next))
+        .await
+        .map_err(|e| (e.code(), e.to_string()))?;
+    broker.replicas.wait_caught_up().await;
+    Ok(())
+}
+
 /// Checks broker keys being set as Kafka's `DynamicBrokerConfig.validateConfigs` does
 /// (static keys refused, values typed and ranged), plus Brook's own limit: only the keys it
 /// applies at run time (`config_def::dynamic_key_applied`).
@@ -661,9 +696,7 @@ async fn alter_resource(
             accept_replication_throttles(ops).map_err(invalid_config)
         }
         RESOURCE_BROKER => alter_broker(broker, name, ops, validate_only).await,
-        RESOURCE_GROUP => Err(invalid_config(
-            "Brook does not store group config overrides; the broker's group.consumer.* keys apply",
-        )),
+        RESOURCE_GROUP => alter_group(broker, name, ops, validate_only).await,
         other => Err((
             ResponseError::InvalidRequest.code(),
             format!("Unknown resource type {other}"),
@@ -779,6 +812,7 @@ fn current_overrides(broker: &Broker, resource_type: i8, name: &str) -> BTreeMap
             .get(name)
             .cloned()
             .unwrap_or_default(),
+        RESOURCE_GROUP => broker.replicas.group_configs(name),
         _ => BTreeMap::new(),
     }
 }

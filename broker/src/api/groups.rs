@@ -256,7 +256,10 @@ pub async fn handle_consumer_group_heartbeat(
     ctx: &RequestContext,
     req: ConsumerGroupHeartbeatRequest,
 ) -> ConsumerGroupHeartbeatResponse {
-    let interval = broker.groups.config().consumer.heartbeat_interval_ms;
+    let interval = broker
+        .groups
+        .consumer_limits(&req.group_id)
+        .heartbeat_interval_ms;
     let params = HeartbeatParams {
         member_id: req.member_id.to_string(),
         member_epoch: req.member_epoch,

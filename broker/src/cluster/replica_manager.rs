@@ -547,6 +547,16 @@ impl ReplicaManager {
         self.image.read().broker_configs.clone()
     }
 
+    /// A group's config overrides, as the last applied image has them (empty for none).
+    pub fn group_configs(&self, group_id: &str) -> std::collections::BTreeMap<String, String> {
+        self.image
+            .read()
+            .group_configs
+            .get(group_id)
+            .cloned()
+            .unwrap_or_default()
+    }
+
     /// The metadata quorum.
     pub fn controller(&self) -> &Controller {
         &self.controller

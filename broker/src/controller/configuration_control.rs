@@ -81,3 +81,18 @@ pub fn alter_broker_configs(
         ControllerReply::Done,
     )
 }
+
+/// Config overrides of group `group` set or removed; the caller has validated the group's
+/// resulting set (`group::overrides::validate`, Kafka's `GroupConfig.validate`).
+pub fn alter_group_configs(
+    group: &str,
+    configs: &BTreeMap<String, Option<String>>,
+) -> ControllerResult {
+    (
+        vec![MetadataRecord::AlterGroupConfigs {
+            group: group.to_string(),
+            configs: configs.clone(),
+        }],
+        ControllerReply::Done,
+    )
+}

@@ -151,6 +151,10 @@ pub struct MetadataImage {
     /// (Kafka's `ConfigRecord`s of resource type BROKER).
     #[serde(default)]
     pub broker_configs: crate::config::DynamicBrokerConfigs,
+    /// Group config overrides by group id (Kafka's `ConfigRecord`s of resource type GROUP):
+    /// the group need not exist.
+    #[serde(default)]
+    pub group_configs: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 /// A change to the cluster metadata. Serialized into the Raft log.
@@ -196,6 +200,12 @@ pub enum MetadataRecord {
     /// "" for the cluster default (Kafka's `ConfigRecord` with resource type BROKER).
     AlterBrokerConfigs {
         resource: String,
+        configs: BTreeMap<String, Option<String>>,
+    },
+    /// Sets (`Some`) or removes (`None`) config overrides of one group (Kafka's `ConfigRecord`
+    /// with resource type GROUP).
+    AlterGroupConfigs {
+        group: String,
         configs: BTreeMap<String, Option<String>>,
     },
     /// The new leadership state of one partition, in full.
@@ -406,6 +416,18 @@ impl MetadataImage {
                 }
                 if layer.is_empty() {
                     self.broker_configs.remove(resource);
+                }
+            }
+            MetadataRecord::AlterGroupConfigs { group, configs } => {
+                let overrides = self.group_configs.entry(group.clone()).or_default();
+                for (k, v) in configs {
+                    match v {
+                        Some(v) => overrides.insert(k.clone(), v.clone()),
+                        None => overrides.remove(k),
+                    };
+                }
+                if overrides.is_empty() {
+                    self.group_configs.remove(group);
                 }
             }
             MetadataRecord::PartitionChange {

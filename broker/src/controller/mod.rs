@@ -741,6 +741,19 @@ impl Controller {
         self.inner.submit(req).await.map(|_| ())
     }
 
+    /// Group config overrides of `group` set (`Some`) or removed (`None`), already validated.
+    pub async fn alter_group_configs(
+        &self,
+        group: &str,
+        configs: BTreeMap<String, Option<String>>,
+    ) -> Result<(), ControllerError> {
+        let req = ControllerRequest::AlterGroupConfigs {
+            group: group.to_string(),
+            configs,
+        };
+        self.inner.submit(req).await.map(|_| ())
+    }
+
     /// ElectLeaders: elections through the active controller; per topic and partition what
     /// was done.
     pub async fn elect_leaders(

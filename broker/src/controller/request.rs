@@ -17,7 +17,9 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::cluster_control::{heartbeat, register_broker, shut_down_heartbeat, Registration};
-use super::configuration_control::{alter_broker_configs, alter_configs, ElectionPolicy};
+use super::configuration_control::{
+    alter_broker_configs, alter_configs, alter_group_configs, ElectionPolicy,
+};
 use super::error::ControllerError;
 use super::image::{MetadataImage, MetadataRecord, PartitionRegistration};
 use super::producer_id_control::allocate_producer_ids;
@@ -66,6 +68,12 @@ pub enum ControllerRequest {
     /// "" for the cluster default); the caller validates them (`api::configs`).
     AlterBrokerConfigs {
         resource: String,
+        configs: BTreeMap<String, Option<String>>,
+    },
+    /// Sets (`Some`) or removes (`None`) config overrides of a group; the caller validates
+    /// them (`group::overrides`).
+    AlterGroupConfigs {
+        group: String,
         configs: BTreeMap<String, Option<String>>,
     },
     /// An ISR change proposed by a partition leader.
@@ -271,6 +279,9 @@ pub fn decide(
         ControllerRequest::AlterConfigs { name, configs } => alter_configs(image, name, configs),
         ControllerRequest::AlterBrokerConfigs { resource, configs } => {
             Ok(alter_broker_configs(resource, configs))
+        }
+        ControllerRequest::AlterGroupConfigs { group, configs } => {
+            Ok(alter_group_configs(group, configs))
         }
         ControllerRequest::AlterPartition(r) => alter_partition(image, r, policy),
         ControllerRequest::RegisterBroker {

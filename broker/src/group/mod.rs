@@ -29,6 +29,7 @@ pub mod consumer;
 pub mod consumer_protocol;
 mod loading;
 mod offsets;
+pub mod overrides;
 pub mod records;
 pub mod store;
 pub mod txn;
@@ -473,6 +474,22 @@ impl GroupCoordinator {
         &self.config
     }
 
+    /// A KIP-848 group's limits: the broker's, with the group's own
+    /// `consumer.session.timeout.ms` and `consumer.heartbeat.interval.ms` when set
+    /// ([`overrides::consumer_timing`]).
+    pub fn consumer_limits(&self, group_id: &str) -> ConsumerLimits {
+        let mut limits = self.config.consumer;
+        let configs = self.replicas.group_configs(group_id);
+        if !configs.is_empty() {
+            let defaults = (limits.session_timeout_ms, limits.heartbeat_interval_ms);
+            let (session_ms, heartbeat_ms) =
+                overrides::consumer_timing(&self.replicas.config, &configs, defaults);
+            limits.session_timeout_ms = session_ms;
+            limits.heartbeat_interval_ms = heartbeat_ms;
+        }
+        limits
+    }
+
     /// The session a KIP-848 member read back from the log starts with.
     fn consumer_session(&self) -> std::time::Duration {
         std::time::Duration::from_millis(self.config.consumer.session_timeout_ms as u64)
@@ -695,6 +712,7 @@ impl GroupCoordinator {
                 "too many subscribed topics".into(),
             ));
         }
+        let limits = self.consumer_limits(group_id);
         let mut st = self.state.lock();
         if st.shut_down {
             return Err(GroupError::NotCoordinator);
@@ -730,7 +748,7 @@ impl GroupCoordinator {
             params,
             &topics,
             &all_topics,
-            &self.config.consumer,
+            &limits,
             Instant::now(),
             || Uuid::new_v4().to_string(),
         );

@@ -115,4 +115,34 @@ class ConfigsToolTest {
         out = tool("--describe", "--entity-type", "brokers", "--entity-name", node);
         assertTrue(out.contains("log.retention.bytes=5000000"), out);
     }
+
+    /**
+     * Group overrides as Kafka's {@code GroupConfig} takes them: stored and described with their source, and the
+     * resulting set checked against the broker's bounds (a session timeout below
+     * {@code group.consumer.min.session.timeout.ms} is refused with Kafka's message).
+     */
+    @Test
+    void altersAGroupKeyWithinTheBrokersBounds() throws Exception {
+        String g = Clients.uniqueTopic("configs-tool-group");
+        tool("--alter", "--entity-type", "groups", "--entity-name", g, "--add-config",
+            "consumer.session.timeout.ms=50000,consumer.heartbeat.interval.ms=6000");
+        String out = tool("--describe", "--entity-type", "groups", "--entity-name", g, "--all");
+        assertEquals("consumer.session.timeout.ms=50000 sensitive=false synonyms={DYNAMIC_GROUP_CONFIG:"
+            + "consumer.session.timeout.ms=50000, DEFAULT_CONFIG:group.consumer.session.timeout.ms=45000}",
+            line(out, "consumer.session.timeout.ms"));
+        out = tool("--describe", "--entity-type", "groups", "--entity-name", g);
+        assertTrue(out.contains("consumer.heartbeat.interval.ms=6000"), out);
+
+        KafkaTool.Run refused = KafkaTool.run("ConfigCommand", bootstrap, "--alter", "--entity-type", "groups",
+            "--entity-name", g, "--add-config", "consumer.session.timeout.ms=40000");
+        String said = refused.out() + refused.err();
+        assertTrue(refused.exit() != 0
+            && said.contains("consumer.session.timeout.ms must be in the range 45000 to 60000 inclusive."), said);
+
+        tool("--alter", "--entity-type", "groups", "--entity-name", g, "--delete-config",
+            "consumer.session.timeout.ms,consumer.heartbeat.interval.ms");
+        out = tool("--describe", "--entity-type", "groups", "--entity-name", g, "--all");
+        assertEquals("consumer.session.timeout.ms=45000 sensitive=false synonyms={DEFAULT_CONFIG:"
+            + "group.consumer.session.timeout.ms=45000}", line(out, "consumer.session.timeout.ms"));
+    }
 }

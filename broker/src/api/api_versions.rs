@@ -81,12 +81,19 @@ const FEATURES: &[Feature] = &[
 ];
 
 /// Answers ApiVersions with the API table and [`FEATURES`] (Kafka's
-/// `ApiVersionsResponse.createApiVersionsResponse`).
+/// `ApiVersionsResponse.createApiVersionsResponse`). From v5 a client names the cluster and
+/// node it means to reach (KIP-1242); a connection that reached another cluster's node, or
+/// another node, is answered REBOOTSTRAP_REQUIRED and nothing else, as Kafka's
+/// `KafkaApis.handleApiVersionsRequest` does, so the client fetches metadata again.
 pub async fn handle(
-    _broker: &Broker,
-    _ctx: &RequestContext,
-    _req: ApiVersionsRequest,
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: ApiVersionsRequest,
 ) -> ApiVersionsResponse {
+    if ctx.api_version >= 5 && misrouted(broker, &req) {
+        return ApiVersionsResponse::default()
+            .with_error_code(ResponseError::RebootstrapRequired.code());
+    }
     let supported = FEATURES
         .iter()
         .map(|f| {
@@ -111,6 +118,14 @@ pub async fn handle(
         .with_supported_features(supported)
         .with_finalized_features_epoch(FINALIZED_FEATURES_EPOCH)
         .with_finalized_features(finalized)
+}
+
+/// Whether a v5 request names a cluster id, and the cluster or node it names is not this one.
+fn misrouted(broker: &Broker, req: &ApiVersionsRequest) -> bool {
+    let Some(cluster_id) = &req.cluster_id else {
+        return false;
+    };
+    cluster_id.as_str() != broker.replicas.cluster_id() || req.node_id != broker.config.node_id
 }
 
 /// The answer to an ApiVersions request of a version we do not know: error 35, v0 body.

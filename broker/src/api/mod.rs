@@ -65,7 +65,7 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::ListOffsets, 1, 10, 1),
     api(ApiKey::Metadata, 0, 13, 0),
     api(ApiKey::DescribeTopicPartitions, 0, 0, 0),
-    api(ApiKey::ApiVersions, 0, 4, 0),
+    api(ApiKey::ApiVersions, 0, 5, 0),
     api(ApiKey::CreateTopics, 2, 7, 2),
     api(ApiKey::DeleteTopics, 1, 6, 1),
     api(ApiKey::DeleteRecords, 0, 2, 0),

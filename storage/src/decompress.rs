@@ -49,6 +49,20 @@ pub const GZIP_DECODER_BYTES: usize = 64 * 1024;
 /// refused before its buffer is allocated.
 pub const SNAPPY_EXPANSION_MAX: usize = 22;
 
+thread_local! {
+    /// The thread's stream buffer between streams (Kafka's `BufferSupplier`, which each
+    /// request handler thread keeps): a batch does not pay for allocating and zeroing it.
+    /// At most one [`DECOMPRESSION_BUFFER_BYTES`] buffer per thread that has decompressed.
+    static IDLE_BUFFER: std::cell::Cell<Option<Box<[u8]>>> = const { std::cell::Cell::new(None) };
+}
+
+/// A stream buffer: the thread's idle one, or a new one.
+fn take_buffer() -> Box<[u8]> {
+    IDLE_BUFFER
+        .with(|b| b.take())
+        .unwrap_or_else(|| vec![0u8; DECOMPRESSION_BUFFER_BYTES].into_boxed_slice())
+}
+
 /// Decoder memory in use, against [`DECOMPRESSION_MEMORY_BYTES_MAX`].
 static BUDGET_USED_BYTES: Mutex<usize> = Mutex::new(0);
 static BUDGET_FREED: Condvar = Condvar::new();
@@ -165,7 +179,7 @@ impl<'a> RecordStream<'a> {
         Ok(RecordStream {
             decoder,
             codec,
-            buf: vec![0u8; DECOMPRESSION_BUFFER_BYTES].into_boxed_slice(),
+            buf: take_buffer(),
             pos: 0,
             end: 0,
             consumed_before: 0,
@@ -248,14 +262,26 @@ impl<'a> RecordStream<'a> {
 
     #[inline(always)]
     fn unsigned_varint(&mut self, max_bytes: usize) -> Option<u64> {
-        // Fast path: a one-byte varint in the buffer, as most lengths and deltas are.
-        if let Some(&b) = self.buf[..self.end].get(self.pos) {
-            if b < 0x80 {
-                self.pos += 1;
-                return Some(b as u64);
-            }
+        // Fast path: the longest varint fits in what the buffer holds, so the in-memory
+        // reader gives the same answer without refills.
+        if self.end - self.pos >= max_bytes {
+            let mut c = Cursor {
+                buf: &self.buf[..self.end],
+                pos: self.pos,
+            };
+            let v = c.unsigned_varint(max_bytes);
+            self.pos = c.pos;
+            return v;
         }
         self.unsigned_varint_slow(max_bytes)
+    }
+}
+
+impl Drop for RecordStream<'_> {
+    fn drop(&mut self) {
+        let buf = std::mem::take(&mut self.buf);
+        // Not kept when the thread is ending (its local is gone).
+        let _ = IDLE_BUFFER.try_with(|b| b.set(Some(buf)));
     }
 }
 
@@ -297,8 +323,22 @@ impl RecordBytes for RecordStream<'_> {
         Some(((raw >> 1) as i64) ^ -((raw & 1) as i64))
     }
 
-    #[inline]
+    #[inline(always)]
+    fn peek(&self, n: usize) -> Option<&[u8]> {
+        self.buf[self.pos..self.end].get(..n)
+    }
+
+    #[inline(always)]
+    fn advance_peeked(&mut self, n: usize) {
+        self.pos += n;
+    }
+
+    #[inline(always)]
     fn skip(&mut self, n: usize) -> Option<()> {
+        if n <= self.end - self.pos {
+            self.pos += n;
+            return Some(());
+        }
         self.consume(n as u64, |_| {}).then_some(())
     }
 
@@ -385,6 +425,18 @@ impl RecordBytes for BatchRecords<'_> {
         match &mut self.0 {
             Section::Plain(c) => RecordBytes::varlong(c),
             Section::Stream(s) => s.varlong(),
+        }
+    }
+    fn peek(&self, n: usize) -> Option<&[u8]> {
+        match &self.0 {
+            Section::Plain(c) => c.peek(n),
+            Section::Stream(s) => s.peek(n),
+        }
+    }
+    fn advance_peeked(&mut self, n: usize) {
+        match &mut self.0 {
+            Section::Plain(c) => c.advance_peeked(n),
+            Section::Stream(s) => s.advance_peeked(n),
         }
     }
     fn skip(&mut self, n: usize) -> Option<()> {
@@ -588,6 +640,16 @@ impl Read for SnappyBlocks<'_> {
             };
             let block = block.map_err(invalid)?;
             let len = snap::raw::decompress_len(block).map_err(|e| invalid(e.to_string()))?;
+            if len == 0 {
+                continue;
+            }
+            if len <= out.len() {
+                // The block fits the caller's buffer: decoded there, without a copy.
+                snap::raw::Decoder::new()
+                    .decompress(block, &mut out[..len])
+                    .map_err(|e| invalid(e.to_string()))?;
+                return Ok(len);
+            }
             self.block.clear();
             self.block.resize(len, 0);
             snap::raw::Decoder::new()

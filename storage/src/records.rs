@@ -122,32 +122,42 @@ impl<'a> RecordIter<'a> {
             return None;
         }
         let body = self.cursor.skip(length as usize)?;
-        let mut c = Cursor { buf: body, pos: 0 };
-        let attributes = *c.skip(1)?.first()? as i8;
-        let timestamp_delta = c.varlong()?;
-        let offset_delta = c.varint()?;
-        let key = c.nullable_bytes()?;
-        let value = c.nullable_bytes()?;
-        let header_count = c.varint()?;
-        if header_count < 0 {
-            return None;
-        }
-        // Each header uses at least two bytes, so the loop is bounded by the body size.
-        for _ in 0..header_count {
-            let _header_key: &[u8] = c.nullable_bytes()??; // must not be null
-            c.nullable_bytes()?;
-        }
-        if c.pos != body.len() {
-            return None;
-        }
-        Some(RecordView {
-            attributes,
-            timestamp_delta,
-            offset_delta,
-            key,
-            value,
-        })
+        parse_body(body).map(|(view, _)| view)
     }
+}
+
+/// Parses one record's body (the bytes after its length), checking its framing: header
+/// counts >= 0, header keys non-null, every byte used. The record and the length of its
+/// prefix (attributes and both deltas).
+#[inline(always)]
+fn parse_body(body: &[u8]) -> Option<(RecordView<'_>, usize)> {
+    let mut c = Cursor { buf: body, pos: 0 };
+    let attributes = *c.skip(1)?.first()? as i8;
+    let timestamp_delta = c.varlong()?;
+    let offset_delta = c.varint()?;
+    let prefix_len = c.pos;
+    let key = c.nullable_bytes()?;
+    let value = c.nullable_bytes()?;
+    let header_count = c.varint()?;
+    if header_count < 0 {
+        return None;
+    }
+    // Each header uses at least two bytes, so the loop is bounded by the body size.
+    for _ in 0..header_count {
+        let _header_key: &[u8] = c.nullable_bytes()??; // must not be null
+        c.nullable_bytes()?;
+    }
+    if c.pos != body.len() {
+        return None;
+    }
+    let view = RecordView {
+        attributes,
+        timestamp_delta,
+        offset_delta,
+        key,
+        value,
+    };
+    Some((view, prefix_len))
 }
 
 impl<'a> Iterator for RecordIter<'a> {
@@ -192,6 +202,11 @@ pub trait RecordBytes {
     fn byte(&mut self) -> Option<u8>;
     fn varint(&mut self) -> Option<i32>;
     fn varlong(&mut self) -> Option<i64>;
+    /// The next `n` bytes without consuming them, when they are in memory at once (always
+    /// for an uncompressed section; for a stream, when its buffer holds them).
+    fn peek(&self, n: usize) -> Option<&[u8]>;
+    /// Passes over `n` bytes that [`RecordBytes::peek`] just returned.
+    fn advance_peeked(&mut self, n: usize);
     /// Passes over `n` bytes.
     fn skip(&mut self, n: usize) -> Option<()>;
     /// Appends the next `n` bytes to `out`.
@@ -227,6 +242,14 @@ impl RecordBytes for Cursor<'_> {
     #[inline(always)]
     fn varlong(&mut self) -> Option<i64> {
         Cursor::varlong(self)
+    }
+    #[inline(always)]
+    fn peek(&self, n: usize) -> Option<&[u8]> {
+        self.buf.get(self.pos..self.pos.checked_add(n)?)
+    }
+    #[inline(always)]
+    fn advance_peeked(&mut self, n: usize) {
+        self.pos += n;
     }
     #[inline(always)]
     fn skip(&mut self, n: usize) -> Option<()> {
@@ -279,6 +302,30 @@ pub fn read_record<R: RecordBytes>(
 ) -> Option<RecordMeta> {
     let len = r.varint()?;
     let body_len = usize::try_from(len).ok()?;
+    if !stop_after_prefix {
+        // Fast path: the whole record in memory, parsed in place (always for an uncompressed
+        // section; for a stream, unless the record straddles a refill or outgrows the buffer).
+        if let Some(body) = r.peek(body_len) {
+            let (view, prefix_len) = parse_body(body)?;
+            let meta = RecordMeta {
+                body_len,
+                attributes: view.attributes,
+                timestamp_delta: view.timestamp_delta,
+                offset_delta: view.offset_delta,
+                prefix_len,
+                has_key: view.key.is_some(),
+                has_value: view.value.is_some(),
+            };
+            for (field, out) in [(view.key, sink.key), (view.value, sink.value)] {
+                if let (Some(field), Some(out)) = (field, out) {
+                    out.clear();
+                    out.extend_from_slice(field);
+                }
+            }
+            r.advance_peeked(body_len);
+            return Some(meta);
+        }
+    }
     let start = r.position();
     let end = start + body_len as u64;
     let attributes = r.byte()? as i8;

@@ -151,6 +151,83 @@ fn walk_records_inner<R: RecordBytes, const COMPACTED: bool>(
     Ok((n, max_ts))
 }
 
+/// [`walk_records_for_validation`] over an uncompressed section, in place: the same checks in
+/// the same order, as a loop of its own because this is the hot path (it builds no record
+/// views and reads no field twice; the generic walk costs about a fifth more instructions per
+/// record).
+fn walk_uncompressed_for_validation<const COMPACTED: bool>(
+    records: &[u8],
+    count: i32,
+    base_timestamp: i64,
+    rule: &TimestampRule,
+) -> Result<(i32, i64), LogError> {
+    let mut keyless = Vec::new();
+    let mut keyless_count = 0usize;
+    let framing = || LogError::InvalidRecord("malformed record framing".into());
+    let mut c = Cursor {
+        buf: records,
+        pos: 0,
+    };
+    let mut n: i32 = 0;
+    let mut max_ts = NO_TIMESTAMP;
+    while c.pos < records.len() {
+        if n >= count {
+            return Err(LogError::InvalidRecord(
+                "more records than the declared count".into(),
+            ));
+        }
+        let len = c.varint().ok_or_else(framing)?;
+        let end = usize::try_from(len)
+            .ok()
+            .and_then(|l| c.pos.checked_add(l))
+            .filter(|&e| e <= records.len())
+            .ok_or_else(framing)?;
+        let mut r = Cursor {
+            buf: &records[..end],
+            pos: c.pos + 1,
+        }; // skip attributes
+        let ts_delta = r.varlong().ok_or_else(framing)?;
+        let offset_delta = r.varint().ok_or_else(framing)?;
+        let key = r.nullable_bytes().ok_or_else(framing)?;
+        if COMPACTED && key.is_none() {
+            // Every keyless record is reported, as Kafka reports each as a record error.
+            if keyless.len() < KEYLESS_RECORDS_LISTED_MAX {
+                keyless.push(n);
+            }
+            keyless_count += 1;
+        }
+        r.nullable_bytes().ok_or_else(framing)?; // value
+        let headers = r.varint().ok_or_else(framing)?;
+        if headers < 0 {
+            return Err(framing());
+        }
+        for _ in 0..headers {
+            r.nullable_bytes().flatten().ok_or_else(framing)?; // key: never null
+            r.nullable_bytes().ok_or_else(framing)?;
+        }
+        if r.pos != end {
+            return Err(framing());
+        }
+        if offset_delta != n {
+            return Err(LogError::InvalidRecord(format!(
+                "record {n} has offset delta {offset_delta}"
+            )));
+        }
+        let ts = base_timestamp.wrapping_add(ts_delta);
+        rule.check(ts)?;
+        max_ts = max_ts.max(ts);
+        n += 1;
+        c.pos = end;
+    }
+    if keyless_count > 0 {
+        return Err(LogError::KeylessRecordsOnCompactedTopic {
+            record_indices: keyless,
+            count: keyless_count,
+        });
+    }
+    Ok((n, max_ts))
+}
+
 /// [`walk_records_for_validation`] with the key check when the log is compacted.
 #[inline(always)]
 fn walk<R: RecordBytes>(
@@ -285,13 +362,18 @@ pub fn validate_produce(
     // and without allocation for an uncompressed batch; a compressed one is streamed through
     // a bounded buffer (never held whole) and still stored exactly as received.
     let (n, seen_max) = match codec {
-        Codec::None => {
-            let mut c = Cursor {
-                buf: batch.records_bytes(),
-                pos: 0,
-            };
-            walk(&mut c, config.cleanup_policy_compact, count, &h, &rule)?
-        }
+        Codec::None if config.cleanup_policy_compact => walk_uncompressed_for_validation::<true>(
+            batch.records_bytes(),
+            count,
+            h.base_timestamp(),
+            &rule,
+        )?,
+        Codec::None => walk_uncompressed_for_validation::<false>(
+            batch.records_bytes(),
+            count,
+            h.base_timestamp(),
+            &rule,
+        )?,
         codec => {
             let mut s = RecordStream::open(codec, batch.records_bytes())?;
             walk(&mut s, config.cleanup_policy_compact, count, &h, &rule)?

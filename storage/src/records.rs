@@ -290,10 +290,10 @@ pub struct RecordSink<'b> {
 }
 
 /// Reads one record (Kafka's `DefaultRecord.readFrom`), checking its framing as
-/// [`RecordIter`] does: the length must match the bytes the fields use, header counts must be
-/// >= 0 and header keys non-null. `None` on malformed framing; no field is read past the
-/// record's length. With `stop_after_prefix`, returns once the offset delta is read (the
-/// caller consumes the rest of the body: `body_len - prefix_len` bytes).
+/// [`RecordIter`] does: the length must match the bytes the fields use, header counts must
+/// not be negative and header keys must not be null. `None` on malformed framing; no field is
+/// read past the record's length. With `stop_after_prefix`, returns once the offset delta is
+/// read (the caller consumes the rest of the body: `body_len - prefix_len` bytes).
 #[inline(always)]
 pub fn read_record<R: RecordBytes>(
     r: &mut R,

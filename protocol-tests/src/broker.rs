@@ -26,11 +26,21 @@ impl Broker {
 
     /// Starts a broker with `--override key=value` for each pair.
     pub fn start_with(overrides: &[(&str, &str)]) -> Broker {
+        Self::start_with_env(overrides, &[])
+    }
+
+    /// Starts a broker with `--override key=value` for each pair of `overrides` and the
+    /// environment variables `env` (e.g. `TOKIO_WORKER_THREADS`, to run as many request
+    /// threads as a larger machine would).
+    pub fn start_with_env(overrides: &[(&str, &str)], env: &[(&str, &str)]) -> Broker {
         let dir = tempfile::Builder::new()
             .prefix("brook-test-")
             .tempdir()
             .expect("create temp dir");
-        let process = BrookProcess::new("broker", dir.path().join("broker.log"));
+        let mut process = BrookProcess::new("broker", dir.path().join("broker.log"));
+        for (k, v) in env {
+            process.set_env(k, v);
+        }
         let mut b = Broker {
             process,
             dir: Some(dir),

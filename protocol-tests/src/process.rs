@@ -67,6 +67,8 @@ pub struct BrookProcess {
     log: Arc<Mutex<File>>,
     log_path: PathBuf,
     starts: u32,
+    /// Environment variables set for every run, besides the test's own.
+    env: Vec<(String, String)>,
 }
 
 impl BrookProcess {
@@ -91,6 +93,7 @@ impl BrookProcess {
             log: Arc::new(Mutex::new(log)),
             log_path,
             starts: 0,
+            env: Vec::new(),
         }
     }
 
@@ -100,6 +103,12 @@ impl BrookProcess {
 
     pub fn log_path(&self) -> &Path {
         &self.log_path
+    }
+
+    /// Sets `key=value` in the environment of the next runs.
+    pub fn set_env(&mut self, key: &str, value: &str) {
+        self.env.retain(|(k, _)| k != key);
+        self.env.push((key.to_string(), value.to_string()));
     }
 
     /// Writes a line of the harness's own into the log.
@@ -115,6 +124,7 @@ impl BrookProcess {
         self.starts += 1;
         let mut cmd = Command::new(&self.bin);
         cmd.args(args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

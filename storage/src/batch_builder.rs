@@ -5,6 +5,8 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use super::records::XERIAL_SNAPPY_MAGIC;
+
 use super::batch::{
     Codec, CONTROL_BIT, CRC_AT, CRC_COVERED_FROM, HEADER_LEN, LOG_OVERHEAD, MAGIC_V2,
     NO_PRODUCER_ID, NO_SEQUENCE, TIMESTAMP_TYPE_BIT, TRANSACTIONAL_BIT,
@@ -176,22 +178,116 @@ impl BatchBuilder {
     }
 }
 
-/// `raw` compressed with `codec` in memory (the cleaner re-compresses rebuilt batches with it).
+/// `raw` compressed with `codec` in memory.
 pub(crate) fn compress(codec: Codec, raw: &[u8]) -> Vec<u8> {
-    use kafka_protocol::compression::{Compressor, Gzip, Lz4, Snappy, Zstd};
-    let mut out = BytesMut::new();
-    let fill = |tmp: &mut BytesMut| {
-        tmp.put_slice(raw);
-        Ok(())
-    };
-    let res = match codec {
-        Codec::Gzip => Gzip::compress(&mut out, fill),
-        Codec::Snappy => Snappy::compress(&mut out, fill),
-        Codec::Lz4 => Lz4::compress(&mut out, fill),
-        Codec::Zstd => Zstd::compress(&mut out, fill),
-        Codec::None => return raw.to_vec(),
-    };
+    let mut w = CompressWriter::new(codec);
     // Writing into an in-memory buffer: the codecs fail only on allocation.
-    res.expect("compressing into memory");
-    out.to_vec()
+    std::io::Write::write_all(&mut w, raw).expect("compressing into memory");
+    w.finish().expect("compressing into memory")
+}
+
+/// zstd's level for the batches Brook compresses (kafka-protocol's, and zstd's default).
+const ZSTD_LEVEL: i32 = 3;
+/// lz4's level (kafka-protocol's).
+const LZ4_LEVEL: u32 = 4;
+/// Uncompressed bytes per block of snappy-java's framed format (its `SnappyOutputStream`
+/// default block size).
+const SNAPPY_BLOCK_BYTES: usize = 32 * 1024;
+
+/// A records section compressed as it is written, into memory (the compressing side of
+/// Kafka's `MemoryRecordsBuilder`): the cleaner writes a rebuilt batch's retained records
+/// through it one at a time, so only the compressed output is held. Gzip at the default
+/// level, lz4 frames of independent blocks, zstd level 3, snappy in snappy-java's framing.
+pub(crate) enum CompressWriter {
+    None(Vec<u8>),
+    Gzip(flate2::write::GzEncoder<Vec<u8>>),
+    Lz4(lz4::Encoder<Vec<u8>>),
+    Zstd(zstd::stream::write::Encoder<'static, Vec<u8>>),
+    Snappy { out: Vec<u8>, pending: Vec<u8> },
+}
+
+impl CompressWriter {
+    pub(crate) fn new(codec: Codec) -> CompressWriter {
+        let encoders = || -> std::io::Result<CompressWriter> {
+            Ok(match codec {
+                Codec::None => CompressWriter::None(Vec::new()),
+                Codec::Gzip => CompressWriter::Gzip(flate2::write::GzEncoder::new(
+                    Vec::new(),
+                    flate2::Compression::default(),
+                )),
+                Codec::Lz4 => CompressWriter::Lz4(
+                    lz4::EncoderBuilder::new()
+                        .level(LZ4_LEVEL)
+                        .block_mode(lz4::BlockMode::Independent)
+                        .build(Vec::new())?,
+                ),
+                Codec::Zstd => {
+                    CompressWriter::Zstd(zstd::stream::write::Encoder::new(Vec::new(), ZSTD_LEVEL)?)
+                }
+                Codec::Snappy => CompressWriter::Snappy {
+                    out: XERIAL_SNAPPY_MAGIC.to_vec(),
+                    pending: Vec::with_capacity(SNAPPY_BLOCK_BYTES),
+                },
+            })
+        };
+        // Encoders over memory fail only when they cannot allocate their state.
+        encoders().expect("allocating a compressor")
+    }
+
+    /// The compressed section.
+    pub(crate) fn finish(self) -> std::io::Result<Vec<u8>> {
+        match self {
+            CompressWriter::None(v) => Ok(v),
+            CompressWriter::Gzip(e) => e.finish(),
+            CompressWriter::Lz4(e) => {
+                let (out, res) = e.finish();
+                res.map(|_| out)
+            }
+            CompressWriter::Zstd(e) => e.finish(),
+            CompressWriter::Snappy { mut out, pending } => {
+                snappy_block(&mut out, &pending)?;
+                Ok(out)
+            }
+        }
+    }
+}
+
+/// Appends one framed snappy block: its compressed length (big-endian u32), then the block.
+fn snappy_block(out: &mut Vec<u8>, raw: &[u8]) -> std::io::Result<()> {
+    if raw.is_empty() {
+        return Ok(());
+    }
+    let at = out.len();
+    out.extend_from_slice(&[0; 4]);
+    let start = out.len();
+    out.resize(start + snap::raw::max_compress_len(raw.len()), 0);
+    let n = snap::raw::Encoder::new()
+        .compress(raw, &mut out[start..])
+        .map_err(std::io::Error::other)?;
+    out.truncate(start + n);
+    out[at..start].copy_from_slice(&(n as u32).to_be_bytes());
+    Ok(())
+}
+
+impl std::io::Write for CompressWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            CompressWriter::None(v) => v.write(buf),
+            CompressWriter::Gzip(e) => e.write(buf),
+            CompressWriter::Lz4(e) => e.write(buf),
+            CompressWriter::Zstd(e) => e.write(buf),
+            CompressWriter::Snappy { out, pending } => {
+                let n = buf.len().min(SNAPPY_BLOCK_BYTES - pending.len());
+                pending.extend_from_slice(&buf[..n]);
+                if pending.len() == SNAPPY_BLOCK_BYTES {
+                    snappy_block(out, pending)?;
+                    pending.clear();
+                }
+                Ok(n)
+            }
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }

@@ -30,6 +30,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::fs::File;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -37,10 +38,11 @@ use super::batch::{
     BatchHeader, Codec, RecordBatch, CONTROL_BIT, CRC_AT, CRC_COVERED_FROM, DELETE_HORIZON_BIT,
     HEADER_LEN, LOG_OVERHEAD, MAGIC_V2, TIMESTAMP_TYPE_BIT, TRANSACTIONAL_BIT,
 };
-use super::batch_builder::{compress, put_varint};
+use super::batch_builder::{put_varint, CompressWriter};
 use super::control::parse_end_txn_marker;
+use super::decompress::BatchRecords;
 use super::loader::CLEANED_FILE_SUFFIX;
-use super::records::{decompress_records, RecordIter};
+use super::records::{read_record, RecordBytes, RecordSink};
 use super::segment::{
     remove_if_exists, suffixed_file, AppendedBatch, BatchScanner, LogSegment, Scanned,
     SEGMENT_FILE_SUFFIXES,
@@ -651,16 +653,23 @@ impl Cleaner {
     }
 
     /// Puts the batch's keyed records at or after `start` in the map; false when it filled.
+    /// Reads one record at a time, values passed over (Kafka's `buildOffsetMapForSegment`
+    /// over `batch.streamingIterator`): a compressed batch is streamed, never held.
     fn map_batch(&mut self, batch: &RecordBatch<'_>, start: i64) -> Result<bool, LogError> {
         let h = batch.header();
-        let raw = records_of(batch)?;
-        for r in RecordIter::new(&raw) {
-            let r = r?;
+        let mut records = BatchRecords::open(batch)?;
+        let mut key = Vec::new();
+        while records.has_more()? {
+            let sink = RecordSink {
+                key: Some(&mut key),
+                value: None,
+            };
+            let Some(r) = read_record(&mut records, sink, false) else {
+                return Err(records.settle(malformed()));
+            };
             let offset = h.base_offset() + r.offset_delta as i64;
-            if let Some(key) = r.key {
-                if offset >= start && !self.map.put(key, offset) {
-                    return Ok(false);
-                }
+            if r.has_key && offset >= start && !self.map.put(&key, offset) {
+                return Ok(false);
             }
         }
         Ok(true)
@@ -842,40 +851,26 @@ impl CleanInto<'_> {
         latest && (!tombstone || keep_deletes)
     }
 
-    /// Filters one batch and writes what stays.
+    /// Filters one batch and writes what stays (Kafka's `MemoryRecords.filterTo`). A first
+    /// pass decides which records stay; a batch that changes is rebuilt by a second pass that
+    /// streams the retained records into the compressor, so that neither pass holds the
+    /// decompressed batch (Kafka's `filterTo` keeps the retained records themselves).
     fn batch(&mut self, batch: &RecordBatch<'_>) -> Result<(), LogError> {
         let d = self.decide(batch)?;
         if d.retention == BatchRetention::Delete {
             return Ok(());
         }
         let h = batch.header();
-        let raw = records_of(batch)?;
-        let mut kept = Vec::new();
-        let mut total = 0usize;
-        let mut tombstones = false;
-        let mut it = RecordIter::new(&raw);
-        loop {
-            let at = raw.len() - it.remaining();
-            let Some(r) = it.next() else { break };
-            let r = r?;
-            total += 1;
-            let offset = h.base_offset() + r.offset_delta as i64;
-            let keep = !d.discard_records
-                && (h.is_control() || self.keep_record(&h, offset, r.key, r.value.is_none()));
-            if keep {
-                tombstones |= r.value.is_none();
-                let span = &raw[at..raw.len() - it.remaining()];
-                kept.push((span, h.base_timestamp().wrapping_add(r.timestamp_delta)));
-            }
-        }
-        self.stats.messages_read += total as u64;
-        let set_horizon = (tombstones || d.marker_for_empty_txn) && delete_horizon(&h).is_none();
-        let out = if kept.is_empty() {
+        let kept = self.retained(batch, &d)?;
+        self.stats.messages_read += kept.total as u64;
+        let set_horizon =
+            (kept.tombstones || d.marker_for_empty_txn) && delete_horizon(&h).is_none();
+        let out = if kept.count == 0 {
             if d.retention != BatchRetention::RetainEmpty {
                 return Ok(());
             }
             empty_batch(&h)
-        } else if kept.len() == total && !set_horizon {
+        } else if kept.count == kept.total && !set_horizon {
             batch.bytes().to_vec()
         } else {
             let horizon = if set_horizon {
@@ -886,9 +881,37 @@ impl CleanInto<'_> {
             } else {
                 delete_horizon(&h)
             };
-            rebuild_batch(&h, &kept, horizon)?
+            rebuild_batch(batch, &kept, horizon)?
         };
-        self.write(&out, &h, kept.len())
+        self.write(&out, &h, kept.count)
+    }
+
+    /// The first pass: which records of `batch` stay (Kafka's `RecordFilter`).
+    fn retained(
+        &self,
+        batch: &RecordBatch<'_>,
+        d: &BatchDecision,
+    ) -> Result<RetainedRecords, LogError> {
+        let h = batch.header();
+        let mut records = BatchRecords::open(batch)?;
+        let mut kept = RetainedRecords::default();
+        let mut key = Vec::new();
+        while records.has_more()? {
+            let sink = RecordSink {
+                key: Some(&mut key),
+                value: None,
+            };
+            let Some(r) = read_record(&mut records, sink, false) else {
+                return Err(records.settle(malformed()));
+            };
+            let offset = h.base_offset() + r.offset_delta as i64;
+            let key = r.has_key.then_some(&key[..]);
+            let keep = !d.discard_records
+                && (h.is_control() || self.keep_record(&h, offset, key, !r.has_value));
+            let ts = h.base_timestamp().wrapping_add(r.timestamp_delta);
+            kept.push(keep, !r.has_value, ts);
+        }
+        Ok(kept)
     }
 
     fn write(&mut self, out: &[u8], h: &BatchHeader<'_>, records: usize) -> Result<(), LogError> {
@@ -944,33 +967,42 @@ fn delete_horizon(h: &BatchHeader<'_>) -> Option<i64> {
     (h.attributes() & DELETE_HORIZON_BIT != 0).then(|| h.base_timestamp())
 }
 
-/// A batch's records section: borrowed from the batch, or decompressed.
-enum Records<'a> {
-    Plain(&'a [u8]),
-    Decompressed(bytes::Bytes),
+fn malformed() -> LogError {
+    LogError::InvalidRecord("malformed record framing".into())
 }
 
-impl std::ops::Deref for Records<'_> {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        match self {
-            Records::Plain(b) => b,
-            Records::Decompressed(b) => b,
+/// What the first pass over a batch decided: one bit per record (kept or not), and what the
+/// rebuild needs of the kept ones.
+#[derive(Default)]
+struct RetainedRecords {
+    bits: Vec<u64>,
+    total: usize,
+    count: usize,
+    tombstones: bool,
+    first_timestamp: Option<i64>,
+    max_timestamp: Option<i64>,
+}
+
+impl RetainedRecords {
+    fn push(&mut self, keep: bool, tombstone: bool, timestamp: i64) {
+        let i = self.total;
+        self.total += 1;
+        if i / 64 == self.bits.len() {
+            self.bits.push(0);
+        }
+        if keep {
+            self.bits[i / 64] |= 1 << (i % 64);
+            self.count += 1;
+            self.tombstones |= tombstone;
+            self.first_timestamp.get_or_insert(timestamp);
+            self.max_timestamp = Some(self.max_timestamp.map_or(timestamp, |m| m.max(timestamp)));
         }
     }
-}
 
-/// The batch's records section, decompressed if needed (bounded by
-/// `MAX_DECOMPRESSED_BATCH_BYTES`).
-fn records_of<'a>(batch: &RecordBatch<'a>) -> Result<Records<'a>, LogError> {
-    let h = batch.header();
-    match h.codec() {
-        Some(Codec::None) => Ok(Records::Plain(batch.records_bytes())),
-        Some(codec) => decompress_records(codec, batch.records_bytes()).map(Records::Decompressed),
-        None => Err(LogError::CorruptMessage(format!(
-            "unknown compression codec id {}",
-            h.codec_id()
-        ))),
+    fn contains(&self, i: usize) -> bool {
+        self.bits
+            .get(i / 64)
+            .is_some_and(|w| w & (1 << (i % 64)) != 0)
     }
 }
 
@@ -1025,29 +1057,50 @@ fn seal_crc(out: &mut [u8]) {
     out[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
 }
 
-/// Rebuilds a batch from its kept records, each `(raw record, absolute timestamp)` (Kafka's
-/// `buildRetainedRecordsInto`): same base offset, last offset delta, producer fields, flags
-/// and codec; the base timestamp is the delete horizon when there is one, else the first kept
-/// record's; each record's timestamp delta is rewritten against it, the rest copied.
+/// Rebuilds a batch from its kept records (Kafka's `buildRetainedRecordsInto`): same base
+/// offset, last offset delta, producer fields, flags and codec; the base timestamp is the
+/// delete horizon when there is one, else the first kept record's; each record's timestamp
+/// delta is rewritten against it, the rest of the record copied. The second pass: the batch's
+/// records are read again and the kept ones streamed into the compressor.
 fn rebuild_batch(
-    h: &BatchHeader<'_>,
-    kept: &[(&[u8], i64)],
+    batch: &RecordBatch<'_>,
+    kept: &RetainedRecords,
     horizon: Option<i64>,
 ) -> Result<Vec<u8>, LogError> {
-    let base_ts = horizon.unwrap_or(kept[0].1);
-    let mut raw = Vec::new();
-    for (record, ts) in kept {
-        rebase_record(&mut raw, record, ts.wrapping_sub(base_ts))?;
+    let h = batch.header();
+    let bad = || LogError::CorruptMessage("malformed record in a cleaned batch".into());
+    let base_ts = horizon
+        .or(kept.first_timestamp)
+        .unwrap_or(h.base_timestamp());
+    let codec = h.codec().unwrap_or(Codec::None);
+    let mut body = CompressWriter::new(codec);
+    let mut records = BatchRecords::open(batch)?;
+    let mut prefix = Vec::new();
+    let mut i = 0;
+    while records.has_more()? {
+        let r = read_record(&mut records, RecordSink::default(), true).ok_or_else(bad)?;
+        let rest = r.body_len - r.prefix_len;
+        if kept.contains(i) {
+            let ts = h.base_timestamp().wrapping_add(r.timestamp_delta);
+            prefix.clear();
+            prefix.push(r.attributes as u8);
+            put_varint(&mut prefix, ts.wrapping_sub(base_ts));
+            put_varint(&mut prefix, r.offset_delta as i64);
+            let mut length = Vec::new();
+            put_varint(&mut length, (prefix.len() + rest) as i64);
+            body.write_all(&length)?;
+            body.write_all(&prefix)?;
+            records.copy_to(rest, &mut body).ok_or_else(bad)?;
+        } else {
+            records.skip(rest).ok_or_else(bad)?;
+        }
+        i += 1;
     }
+    let body = body.finish()?;
     let max_ts = if h.timestamp_type() == TimestampType::LogAppendTime {
         h.max_timestamp()
     } else {
-        kept.iter().map(|(_, t)| *t).max().unwrap_or(base_ts)
-    };
-    let codec = h.codec().unwrap_or(Codec::None);
-    let body = match codec {
-        Codec::None => raw,
-        c => compress(c, &raw),
+        kept.max_timestamp.unwrap_or(base_ts)
     };
     let mut attributes = h.attributes() & !DELETE_HORIZON_BIT;
     if horizon.is_some() {
@@ -1057,48 +1110,16 @@ fn rebuild_batch(
     let mut out = Vec::with_capacity(HEADER_LEN + body.len());
     put_header(
         &mut out,
-        h,
+        &h,
         length,
         attributes,
         base_ts,
         max_ts,
-        kept.len() as i32,
+        kept.count as i32,
     );
     out.extend_from_slice(&body);
     seal_crc(&mut out);
     Ok(out)
-}
-
-/// Appends `record` (length-prefixed, as in a batch) with its timestamp delta replaced.
-fn rebase_record(out: &mut Vec<u8>, record: &[u8], timestamp_delta: i64) -> Result<(), LogError> {
-    let bad = || LogError::CorruptMessage("malformed record in a cleaned batch".into());
-    let mut pos = 0;
-    read_varint(record, &mut pos).ok_or_else(bad)?;
-    let attributes = *record.get(pos).ok_or_else(bad)?;
-    pos += 1;
-    read_varint(record, &mut pos).ok_or_else(bad)?;
-    let offset_delta = read_varint(record, &mut pos).ok_or_else(bad)?;
-    let mut body = vec![attributes];
-    put_varint(&mut body, timestamp_delta);
-    put_varint(&mut body, offset_delta);
-    body.extend_from_slice(&record[pos..]);
-    put_varint(out, body.len() as i64);
-    out.extend_from_slice(&body);
-    Ok(())
-}
-
-/// Reads a zig-zag varint of at most 10 bytes at `*pos`.
-fn read_varint(buf: &[u8], pos: &mut usize) -> Option<i64> {
-    let mut z: u64 = 0;
-    for i in 0..10 {
-        let b = *buf.get(*pos)?;
-        *pos += 1;
-        z |= ((b & 0x7f) as u64) << (7 * i);
-        if b & 0x80 == 0 {
-            return Some(((z >> 1) as i64) ^ -((z & 1) as i64));
-        }
-    }
-    None
 }
 
 /// Keeps the replaced segments' mtime on the cleaned one (Kafka's `setLastModified`):

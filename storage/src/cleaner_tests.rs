@@ -13,8 +13,9 @@ use super::batch::{Codec, RecordBatch};
 use super::cleaner::{
     clean_in_place, cleanable_offsets, CleanContext, CleanOutcome, CleanedGroup, Cleaner,
 };
+use super::decompress::decompress_all;
 use super::loader::{CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX};
-use super::records::{decompress_records, RecordIter};
+use super::records::RecordIter;
 use super::*;
 
 const NOW: i64 = 1_700_000_000_000;
@@ -76,7 +77,7 @@ fn records(log: &UnifiedLog) -> Vec<(i64, String, Option<String>)> {
             let h = b.header();
             let raw = match h.codec().unwrap() {
                 Codec::None => Bytes::copy_from_slice(b.records_bytes()),
-                c => decompress_records(c, b.records_bytes()).unwrap(),
+                c => Bytes::from(decompress_all(c, b.records_bytes()).unwrap()),
             };
             for r in RecordIter::new(&raw) {
                 let r = r.unwrap();

@@ -2,6 +2,7 @@
 //! `EndTransactionMarker` and `ControlRecordType`).
 
 use super::batch::*;
+use super::decompress::BatchRecords;
 use super::records::*;
 use super::LogError;
 
@@ -29,21 +30,13 @@ pub struct EndTxnMarker {
 /// type (KRaft's leader-change and snapshot records) or with no record; an error when the key
 /// or value is too short for their version-0 layout (Kafka's `EndTransactionMarker.deserialize`).
 pub fn parse_end_txn_marker(batch: &RecordBatch<'_>) -> Result<Option<EndTxnMarker>, LogError> {
-    let h = batch.header();
-    let codec = h.codec().ok_or_else(|| {
-        LogError::CorruptMessage(format!("unknown compression codec id {}", h.codec_id()))
-    })?;
-    let decompressed;
-    let raw: &[u8] = if codec == Codec::None {
-        batch.records_bytes()
-    } else {
-        decompressed = decompress_records(codec, batch.records_bytes())?;
-        &decompressed
-    };
-    let Some(record) = RecordIter::new(raw).next().transpose()? else {
+    // Only the first record is read (Kafka's `batch.iterator().next()`), streamed when the
+    // batch is compressed: what follows it is never decompressed.
+    let (mut key, mut value) = (Vec::new(), Vec::new());
+    let found = first_record(&mut BatchRecords::open(batch)?, &mut key, &mut value)?;
+    if !found {
         return Ok(None);
-    };
-    let key = record.key.unwrap_or_default();
+    }
     if key.len() < CONTROL_KEY_BYTES {
         return Err(LogError::InvalidRecord(
             "control record key is shorter than 4 bytes".into(),
@@ -54,7 +47,6 @@ pub fn parse_end_txn_marker(batch: &RecordBatch<'_>) -> Result<Option<EndTxnMark
         CONTROL_TYPE_COMMIT => true,
         _ => return Ok(None),
     };
-    let value = record.value.unwrap_or_default();
     if value.len() < END_TXN_MARKER_VALUE_BYTES {
         return Err(LogError::InvalidRecord(
             "transaction marker value is shorter than 6 bytes".into(),
@@ -64,6 +56,25 @@ pub fn parse_end_txn_marker(batch: &RecordBatch<'_>) -> Result<Option<EndTxnMark
         commit,
         coordinator_epoch: i32::from_be_bytes([value[2], value[3], value[4], value[5]]),
     }))
+}
+
+/// Reads the first record's key and value (empty when null); false when there is none.
+fn first_record<R: RecordBytes>(
+    r: &mut R,
+    key: &mut Vec<u8>,
+    value: &mut Vec<u8>,
+) -> Result<bool, LogError> {
+    if !r.has_more()? {
+        return Ok(false);
+    }
+    let sink = RecordSink {
+        key: Some(key),
+        value: Some(value),
+    };
+    match read_record(r, sink, false) {
+        Some(_) => Ok(true),
+        None => Err(r.settle(LogError::InvalidRecord("malformed record framing".into()))),
+    }
 }
 
 /// A COMMIT or ABORT control batch as a coordinator writes it (Kafka's

@@ -24,7 +24,8 @@
 //! ([`loader::LogCheckpoints`]).
 //!
 //! Modules: [`batch`] (the v2 batch view and produce validation), [`checkpoint`] (offset
-//! checkpoint files), [`cleaner`] (log compaction), [`index`] and [`time_index`]
+//! checkpoint files), [`cleaner`] (log compaction), [`decompress`] (compressed records
+//! streamed in bounded memory), [`index`] and [`time_index`]
 //! (sparse indexes), [`segment`], [`producer_state`] (idempotence), [`loader`] (open and
 //! crash recovery) and [`unified_log`] (the per-partition log the broker calls).
 //!
@@ -42,6 +43,7 @@ pub mod batch_builder;
 pub mod checkpoint;
 pub mod cleaner;
 pub mod control;
+pub mod decompress;
 pub mod index;
 pub mod index_file;
 pub mod leader_epoch;

@@ -11,12 +11,13 @@ use bytes::Bytes;
 use super::batch::{self, RecordBatch, HEADER_LEN};
 use super::cleaner::{CleanedGroup, CleanerView, LastRecord, SegmentView};
 use super::control::{parse_end_txn_marker, EndTxnMarker};
+use super::decompress::BatchRecords;
 use super::leader_epoch::LeaderEpochCache;
 use super::loader::{
     self, apply_to_producer_state, fsync_dir, LogCheckpoints, CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX,
 };
 use super::producer_state::{ProducerStateManager, SequenceCheck};
-use super::records::{decompress_records, RecordIter};
+use super::records::{read_record, RecordBytes, RecordSink};
 use super::segment::{rename_segment_files, AppendedBatch, LogSegment};
 use super::txn_index::AbortedTxn;
 use super::validator::{validate_produce, AppendOrigin, ValidatedBatch};
@@ -744,7 +745,7 @@ impl UnifiedLog {
 
     /// The first record with a timestamp >= `timestamp_ms`, as (offset, timestamp); `None` if
     /// every record is older. LogAppendTime batches give all their records the batch's
-    /// maxTimestamp. Compressed batches are decompressed for reading only.
+    /// maxTimestamp. Compressed batches are streamed for reading only.
     pub fn fetch_offset_by_timestamp(
         &self,
         timestamp_ms: i64,
@@ -1235,17 +1236,17 @@ where
         }
         return Ok(None);
     }
-    let decompressed;
-    let raw: &[u8] = match h.codec() {
-        Some(batch::Codec::None) => b.records_bytes(),
-        Some(codec) => {
-            decompressed = decompress_records(codec, b.records_bytes())?;
-            &decompressed
-        }
-        None => return Ok(None),
-    };
-    for r in RecordIter::new(raw) {
-        let r = r?;
+    // Each record's offset and timestamp only: keys and values are passed over, and a
+    // compressed batch is streamed, never held.
+    if h.codec().is_none() {
+        return Ok(None);
+    }
+    let mut records = BatchRecords::open(b)?;
+    while records.has_more()? {
+        let framing = LogError::InvalidRecord("malformed record framing".into());
+        let Some(r) = read_record(&mut records, RecordSink::default(), false) else {
+            return Err(records.settle(framing));
+        };
         let offset = h.base_offset() + r.offset_delta as i64;
         let ts = h.base_timestamp().wrapping_add(r.timestamp_delta);
         if pred(offset, ts) {

@@ -1,8 +1,10 @@
 //! The checks a produced batch passes before it is written (Kafka's `LogValidator`): framing,
-//! CRC, magic, producer fields, every record (decompressed when the batch is compressed),
+//! CRC, magic, producer fields, every record (streamed through a bounded buffer when the
+//! batch is compressed),
 //! timestamps, keys on compacted topics.
 
 use super::batch::*;
+use super::decompress::RecordStream;
 use super::records::*;
 use super::{LogConfig, LogError, TimestampType, KEYLESS_RECORDS_LISTED_MAX};
 
@@ -84,13 +86,76 @@ impl TimestampRule {
     }
 }
 
-/// The produce-time walk over an uncompressed records section: checks each record's framing
-/// (as [`RecordIter`] does), that offset deltas run 0..n-1, and each timestamp; with
-/// `COMPACTED`, also that each record has a key (Kafka's `LogValidator.validateKey`, which
-/// only compacted topics pay for). Returns the number of records and the largest timestamp.
-/// A separate loop from `RecordIter` because this is the hot path: it builds no record views.
-/// `COMPACTED` is a const parameter so that the loop other topics run has no key check at all.
-fn walk_records_for_validation<const COMPACTED: bool>(
+/// The produce-time walk over a records section, in place when uncompressed and streamed when
+/// compressed (Kafka's `LogValidator.validateMessagesAndAssignOffsetsCompressed` over
+/// `skipKeyValueIterator`, which reads each record's key, value and headers only to pass
+/// over them): checks each record's framing ([`read_record`]), that offset deltas run
+/// 0..n-1, and each timestamp; with `COMPACTED`, also that each record has a key (Kafka's
+/// `LogValidator.validateKey`, which only compacted topics pay for). Returns the number of
+/// records and the largest timestamp. `COMPACTED` is a const parameter so that the loop
+/// other topics run has no key check at all. A stream's own failure (decoder error, size
+/// bound) outranks what the walk found ([`RecordBytes::settle`]).
+fn walk_records_for_validation<R: RecordBytes, const COMPACTED: bool>(
+    records: &mut R,
+    count: i32,
+    base_timestamp: i64,
+    rule: &TimestampRule,
+) -> Result<(i32, i64), LogError> {
+    walk_records_inner::<R, COMPACTED>(records, count, base_timestamp, rule)
+        .map_err(|e| records.settle(e))
+}
+
+#[inline(always)]
+fn walk_records_inner<R: RecordBytes, const COMPACTED: bool>(
+    records: &mut R,
+    count: i32,
+    base_timestamp: i64,
+    rule: &TimestampRule,
+) -> Result<(i32, i64), LogError> {
+    let mut keyless = Vec::new();
+    let mut keyless_count = 0usize;
+    let framing = || LogError::InvalidRecord("malformed record framing".into());
+    let mut n: i32 = 0;
+    let mut max_ts = NO_TIMESTAMP;
+    while records.has_more()? {
+        if n >= count {
+            return Err(LogError::InvalidRecord(
+                "more records than the declared count".into(),
+            ));
+        }
+        let r = read_record(records, RecordSink::default(), false).ok_or_else(framing)?;
+        if COMPACTED && !r.has_key {
+            // Every keyless record is reported, as Kafka reports each as a record error.
+            if keyless.len() < KEYLESS_RECORDS_LISTED_MAX {
+                keyless.push(n);
+            }
+            keyless_count += 1;
+        }
+        if r.offset_delta != n {
+            return Err(LogError::InvalidRecord(format!(
+                "record {n} has offset delta {}",
+                r.offset_delta
+            )));
+        }
+        let ts = base_timestamp.wrapping_add(r.timestamp_delta);
+        rule.check(ts)?;
+        max_ts = max_ts.max(ts);
+        n += 1;
+    }
+    if keyless_count > 0 {
+        return Err(LogError::KeylessRecordsOnCompactedTopic {
+            record_indices: keyless,
+            count: keyless_count,
+        });
+    }
+    Ok((n, max_ts))
+}
+
+/// [`walk_records_for_validation`] over an uncompressed section, in place: the same checks in
+/// the same order, as a loop of its own because this is the hot path (it builds no record
+/// views and reads no field twice; the generic walk costs about a fifth more instructions per
+/// record).
+fn walk_uncompressed_for_validation<const COMPACTED: bool>(
     records: &[u8],
     count: i32,
     base_timestamp: i64,
@@ -161,6 +226,22 @@ fn walk_records_for_validation<const COMPACTED: bool>(
         });
     }
     Ok((n, max_ts))
+}
+
+/// [`walk_records_for_validation`] with the key check when the log is compacted.
+#[inline(always)]
+fn walk<R: RecordBytes>(
+    records: &mut R,
+    compacted: bool,
+    count: i32,
+    h: &BatchHeader<'_>,
+    rule: &TimestampRule,
+) -> Result<(i32, i64), LogError> {
+    if compacted {
+        walk_records_for_validation::<R, true>(records, count, h.base_timestamp(), rule)
+    } else {
+        walk_records_for_validation::<R, false>(records, count, h.base_timestamp(), rule)
+    }
 }
 
 /// Validates a Produce payload for one partition, following Kafka's rules for v2 (ProduceRequest
@@ -277,20 +358,26 @@ pub fn validate_produce(
     let mut corrected_max_timestamp = None;
     let mut max_timestamp = h.max_timestamp();
     let rule = TimestampRule::new(&h, now_ms, config);
-    // One pass over the varint framing: count, offset deltas 0..n-1, timestamps. No
-    // allocation for an uncompressed batch. A compressed one is decompressed (bounded) for the
-    // walk, as Kafka's LogValidator does, and still stored exactly as received.
-    let decompressed;
-    let records = if codec == Codec::None {
-        batch.records_bytes()
-    } else {
-        decompressed = decompress_records(codec, batch.records_bytes())?;
-        &decompressed[..]
-    };
-    let (n, seen_max) = if config.cleanup_policy_compact {
-        walk_records_for_validation::<true>(records, count, h.base_timestamp(), &rule)?
-    } else {
-        walk_records_for_validation::<false>(records, count, h.base_timestamp(), &rule)?
+    // One pass over the varint framing: count, offset deltas 0..n-1, timestamps. In place
+    // and without allocation for an uncompressed batch; a compressed one is streamed through
+    // a bounded buffer (never held whole) and still stored exactly as received.
+    let (n, seen_max) = match codec {
+        Codec::None if config.cleanup_policy_compact => walk_uncompressed_for_validation::<true>(
+            batch.records_bytes(),
+            count,
+            h.base_timestamp(),
+            &rule,
+        )?,
+        Codec::None => walk_uncompressed_for_validation::<false>(
+            batch.records_bytes(),
+            count,
+            h.base_timestamp(),
+            &rule,
+        )?,
+        codec => {
+            let mut s = RecordStream::open(codec, batch.records_bytes())?;
+            walk(&mut s, config.cleanup_policy_compact, count, &h, &rule)?
+        }
     };
     if n != count {
         return Err(LogError::InvalidRecord(format!(

@@ -26,7 +26,8 @@ use crate::controller::ControllerError;
 use brook_storage::batch::RecordBatch;
 use brook_storage::batch_builder::{BatchBuilder, SimpleRecord};
 use brook_storage::control::parse_end_txn_marker;
-use brook_storage::records::{decompress_records, RecordIter};
+use brook_storage::decompress::BatchRecords;
+use brook_storage::records::{read_record, RecordBytes, RecordSink};
 use brook_storage::{Codec, LogError};
 
 /// The internal topic's name, as in Kafka.
@@ -332,36 +333,66 @@ fn write_error(e: PartitionError) -> GroupError {
     }
 }
 
+/// Whether a compressed batch decodes to its end, checked before any of its records is applied
+/// so that a batch whose compressed bytes are damaged is skipped whole.
+fn check_decodes(batch: &RecordBatch<'_>) -> Result<(), LogError> {
+    if batch.header().codec() == Some(Codec::None) {
+        return Ok(());
+    }
+    let mut records = BatchRecords::open(batch)?;
+    let mut framed = true;
+    while records.has_more()? {
+        // Past a malformed record (judged record by record when applying), only the bytes.
+        if !framed || read_record(&mut records, RecordSink::default(), false).is_none() {
+            framed = false;
+            let _ = records.skip(DECODE_CHECK_STEP_BYTES);
+        }
+    }
+    Ok(())
+}
+
+/// How far [`check_decodes`] reads at a time past a malformed record.
+const DECODE_CHECK_STEP_BYTES: usize = 64 * 1024;
+
 fn apply_batch(batch: &RecordBatch<'_>, apply: &mut impl FnMut(Replayed<'_>)) -> usize {
     let h = batch.header();
     let txn = h.is_transactional().then(|| h.producer_id());
-    let owned;
-    let records: &[u8] = match h.codec() {
-        Some(Codec::None) => batch.records_bytes(),
-        Some(codec) => match decompress_records(codec, batch.records_bytes()) {
-            Ok(b) => {
-                owned = b;
-                &owned
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "skipping undecodable {OFFSETS_TOPIC} batch");
-                return 0;
-            }
-        },
-        None => return 0,
+    // One record at a time (Kafka's `GroupMetadataManager` loads through the batch's
+    // streaming iterator): a compressed batch is never held decompressed.
+    let mut records = match check_decodes(batch).and_then(|()| BatchRecords::open(batch)) {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(error = %e, "skipping undecodable {OFFSETS_TOPIC} batch");
+            return 0;
+        }
     };
+    let (mut key, mut value) = (Vec::new(), Vec::new());
     let mut n = 0;
-    for r in RecordIter::new(records) {
-        let Ok(r) = r else {
+    loop {
+        match records.has_more() {
+            Ok(true) => {}
+            Ok(false) => break,
+            Err(e) => {
+                tracing::warn!(error = %e, "skipping the rest of an undecodable {OFFSETS_TOPIC} batch");
+                break;
+            }
+        }
+        let sink = RecordSink {
+            key: Some(&mut key),
+            value: Some(&mut value),
+        };
+        let Some(r) = read_record(&mut records, sink, false) else {
             tracing::warn!("skipping malformed record in {OFFSETS_TOPIC}");
             break;
         };
-        let Some(key) = r.key else { continue };
-        match decode_key(key) {
+        if !r.has_key {
+            continue;
+        }
+        match decode_key(&key) {
             Ok(k) => {
                 apply(Replayed::Record {
                     key: k,
-                    value: r.value,
+                    value: r.has_value.then_some(&value[..]),
                     offset: h.base_offset() + r.offset_delta as i64,
                     txn,
                 });

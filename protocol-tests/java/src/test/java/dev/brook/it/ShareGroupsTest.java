@@ -219,6 +219,13 @@ class ShareGroupsTest {
                             String v = value(r);
                             if (v.equals("marker")) continue;
                             byMember.get(name).add(v);
+                            // Some processing time per record, so that one member cannot drain the
+                            // partition before the other is served.
+                            try {
+                                Thread.sleep(10);
+                            } catch (InterruptedException e) {
+                                return;
+                            }
                             String prev = owner.putIfAbsent(v, name);
                             if (prev != null) synchronized (doubles) { doubles.add(v + " to " + prev + " and " + name); }
                         }
@@ -226,6 +233,18 @@ class ShareGroupsTest {
                 });
                 threads.add(t);
                 t.start();
+            }
+            // Both members hold the partition before the records are written.
+            try (org.apache.kafka.clients.admin.Admin admin = Clients.admin(bootstrap)) {
+                GroupSupport.await("two assigned members", WAIT, () -> {
+                    try {
+                        var d = admin.describeShareGroups(List.of(group)).describedGroups().get(group).get();
+                        return d.members().size() == 2
+                            && d.members().stream().allMatch(m -> !m.assignment().topicPartitions().isEmpty());
+                    } catch (Exception e) {
+                        return false;
+                    }
+                }, () -> "share group " + group);
             }
             produce(topic, sent);
             long deadline = System.nanoTime() + WAIT.toNanos();

@@ -56,18 +56,20 @@ fn share_fetch(
         .with_max_bytes(1 << 20)
         .with_max_records(100)
         .with_batch_size(100)
-        .with_topics(vec![FetchTopic::default().with_topic_id(topic_id).with_partitions(vec![
-            FetchPartition::default().with_partition_index(0).with_acknowledgement_batches(
-                acks.iter()
-                    .map(|&(a, b, t)| {
-                        AcknowledgementBatch::default()
-                            .with_first_offset(a)
-                            .with_last_offset(b)
-                            .with_acknowledge_types(vec![t])
-                    })
-                    .collect(),
-            ),
-        ])]);
+        .with_topics(vec![FetchTopic::default()
+            .with_topic_id(topic_id)
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition_index(0)
+                .with_acknowledgement_batches(
+                    acks.iter()
+                        .map(|&(a, b, t)| {
+                            AcknowledgementBatch::default()
+                                .with_first_offset(a)
+                                .with_last_offset(b)
+                                .with_acknowledge_types(vec![t])
+                        })
+                        .collect(),
+                )])]);
     c.request(V, &req)
 }
 
@@ -84,18 +86,20 @@ fn acknowledge(
         .with_group_id(Some(s(group).into()))
         .with_member_id(Some(s(member)))
         .with_share_session_epoch(epoch)
-        .with_topics(vec![AcknowledgeTopic::default().with_topic_id(topic_id).with_partitions(vec![
-            AcknowledgePartition::default().with_partition_index(0).with_acknowledgement_batches(
-                acks.iter()
-                    .map(|&(a, b, t)| {
-                        AcknowledgementBatch::default()
-                            .with_first_offset(a)
-                            .with_last_offset(b)
-                            .with_acknowledge_types(vec![t])
-                    })
-                    .collect(),
-            ),
-        ])]);
+        .with_topics(vec![AcknowledgeTopic::default()
+            .with_topic_id(topic_id)
+            .with_partitions(vec![AcknowledgePartition::default()
+                .with_partition_index(0)
+                .with_acknowledgement_batches(
+                    acks.iter()
+                        .map(|&(a, b, t)| {
+                            AcknowledgementBatch::default()
+                                .with_first_offset(a)
+                                .with_last_offset(b)
+                                .with_acknowledge_types(vec![t])
+                        })
+                        .collect(),
+                )])]);
     c.request(V, &req)
 }
 
@@ -132,17 +136,39 @@ fn heartbeat_bad_input() {
     assert_eq!(r.error_code, UNKNOWN_MEMBER_ID, "{r:?}");
 
     // Epochs ahead of the member's, or behind it and not its previous one, are fenced.
-    assert_eq!(heartbeat(&mut c, &group, &member, 7, None).error_code, FENCED_MEMBER_EPOCH);
+    assert_eq!(
+        heartbeat(&mut c, &group, &member, 7, None).error_code,
+        FENCED_MEMBER_EPOCH
+    );
     let other = Uuid::new_v4().to_string();
-    assert_eq!(heartbeat(&mut c, &group, &other, 0, Some(&topic)).error_code, 0);
+    assert_eq!(
+        heartbeat(&mut c, &group, &other, 0, Some(&topic)).error_code,
+        0
+    );
     let r = heartbeat(&mut c, &group, &member, 1, None);
-    assert_eq!((r.error_code, r.member_epoch), (0, 2), "a new member bumps the epoch: {r:?}");
-    assert_eq!(heartbeat(&mut c, &group, &member, 0, Some(&topic)).error_code, FENCED_MEMBER_EPOCH);
+    assert_eq!(
+        (r.error_code, r.member_epoch),
+        (0, 2),
+        "a new member bumps the epoch: {r:?}"
+    );
+    assert_eq!(
+        heartbeat(&mut c, &group, &member, 0, Some(&topic)).error_code,
+        FENCED_MEMBER_EPOCH
+    );
 
     // Malformed requests.
-    assert_eq!(heartbeat(&mut c, &group, "", 0, Some(&topic)).error_code, INVALID_REQUEST);
-    assert_eq!(heartbeat(&mut c, &group, &member, 0, None).error_code, INVALID_REQUEST);
-    assert_eq!(heartbeat(&mut c, &group, &member, -2, None).error_code, INVALID_REQUEST);
+    assert_eq!(
+        heartbeat(&mut c, &group, "", 0, Some(&topic)).error_code,
+        INVALID_REQUEST
+    );
+    assert_eq!(
+        heartbeat(&mut c, &group, &member, 0, None).error_code,
+        INVALID_REQUEST
+    );
+    assert_eq!(
+        heartbeat(&mut c, &group, &member, -2, None).error_code,
+        INVALID_REQUEST
+    );
 
     // A consumer group's id is not a share group's.
     let cg = format!("{topic}-cg");
@@ -156,14 +182,24 @@ fn heartbeat_bad_input() {
             .with_topic_partitions(Some(vec![])),
     );
     assert_eq!(r.error_code, 0, "{r:?}");
-    assert_eq!(heartbeat(&mut c, &cg, &member, 0, Some(&topic)).error_code, GROUP_ID_NOT_FOUND);
+    assert_eq!(
+        heartbeat(&mut c, &cg, &member, 0, Some(&topic)).error_code,
+        GROUP_ID_NOT_FOUND
+    );
 
     // Leaving answers epoch -1; the group is listed as a share group.
     let r = heartbeat(&mut c, &group, &member, -1, None);
     assert_eq!((r.error_code, r.member_epoch), (0, -1), "{r:?}");
     let l: ListGroupsResponse = c.request(5, &ListGroupsRequest::default());
-    let g = l.groups.iter().find(|g| g.group_id.as_str() == group).expect("listed");
-    assert_eq!((g.group_type.as_str(), g.group_state.as_str()), ("share", "Stable"));
+    let g = l
+        .groups
+        .iter()
+        .find(|g| g.group_id.as_str() == group)
+        .expect("listed");
+    assert_eq!(
+        (g.group_type.as_str(), g.group_state.as_str()),
+        ("share", "Stable")
+    );
 }
 
 #[test]
@@ -179,9 +215,18 @@ fn fetch_and_acknowledge_bad_input() {
     assert_eq!(heartbeat(&mut c, &group, &b, 0, Some(&topic)).error_code, 0);
 
     // Session epochs: none yet, acknowledgements on an opening fetch, epoch 0 to acknowledge.
-    assert_eq!(share_fetch(&mut c, &group, &a, 1, topic_id, &[]).error_code, SHARE_SESSION_NOT_FOUND);
-    assert_eq!(share_fetch(&mut c, &group, &a, -1, topic_id, &[]).error_code, SHARE_SESSION_NOT_FOUND);
-    assert_eq!(acknowledge(&mut c, &group, &a, 1, topic_id, &[]).error_code, SHARE_SESSION_NOT_FOUND);
+    assert_eq!(
+        share_fetch(&mut c, &group, &a, 1, topic_id, &[]).error_code,
+        SHARE_SESSION_NOT_FOUND
+    );
+    assert_eq!(
+        share_fetch(&mut c, &group, &a, -1, topic_id, &[]).error_code,
+        SHARE_SESSION_NOT_FOUND
+    );
+    assert_eq!(
+        acknowledge(&mut c, &group, &a, 1, topic_id, &[]).error_code,
+        SHARE_SESSION_NOT_FOUND
+    );
     assert_eq!(
         share_fetch(&mut c, &group, &a, 0, topic_id, &[(0, 0, 1)]).error_code,
         INVALID_REQUEST
@@ -189,8 +234,14 @@ fn fetch_and_acknowledge_bad_input() {
     // The opening fetch starts the share-partition at the log end.
     let r = share_fetch(&mut c, &group, &a, 0, topic_id, &[]);
     assert_eq!((r.error_code, acquired(&r).0.len()), (0, 0), "{r:?}");
-    assert_eq!(acknowledge(&mut c, &group, &a, 0, topic_id, &[]).error_code, INVALID_SHARE_SESSION_EPOCH);
-    assert_eq!(share_fetch(&mut c, &group, &a, 5, topic_id, &[]).error_code, INVALID_SHARE_SESSION_EPOCH);
+    assert_eq!(
+        acknowledge(&mut c, &group, &a, 0, topic_id, &[]).error_code,
+        INVALID_SHARE_SESSION_EPOCH
+    );
+    assert_eq!(
+        share_fetch(&mut c, &group, &a, 5, topic_id, &[]).error_code,
+        INVALID_SHARE_SESSION_EPOCH
+    );
 
     let recs: Vec<Rec> = (0..3).map(|i| Rec::kv("k", &format!("v{i}"), 1)).collect();
     c.produce(&topic, 0, encode_batch(Producer::NONE, &recs));
@@ -199,15 +250,27 @@ fn fetch_and_acknowledge_bad_input() {
 
     // B opens its session: A's records are locked, so B gets none.
     let r = share_fetch(&mut c, &group, &b, 0, topic_id, &[]);
-    assert!(acquired(&r).0.is_empty(), "locked records handed to B: {r:?}");
+    assert!(
+        acquired(&r).0.is_empty(),
+        "locked records handed to B: {r:?}"
+    );
     // B acknowledging A's records, or A acknowledging offsets never acquired: refused, and
     // nothing is applied.
     let r = acknowledge(&mut c, &group, &b, 1, topic_id, &[(0, 0, 1)]);
-    assert_eq!(r.responses[0].partitions[0].error_code, INVALID_RECORD_STATE, "{r:?}");
+    assert_eq!(
+        r.responses[0].partitions[0].error_code, INVALID_RECORD_STATE,
+        "{r:?}"
+    );
     let r = acknowledge(&mut c, &group, &a, 2, topic_id, &[(0, 0, 2), (2, 5, 1)]);
-    assert_eq!(r.responses[0].partitions[0].error_code, INVALID_RECORD_STATE, "{r:?}");
+    assert_eq!(
+        r.responses[0].partitions[0].error_code, INVALID_RECORD_STATE,
+        "{r:?}"
+    );
     let r = acknowledge(&mut c, &group, &a, 3, topic_id, &[(0, 0, 9)]);
-    assert_eq!(r.responses[0].partitions[0].error_code, INVALID_REQUEST, "{r:?}");
+    assert_eq!(
+        r.responses[0].partitions[0].error_code, INVALID_REQUEST,
+        "{r:?}"
+    );
 
     // A accepts offsets 1-2 (piggybacked on a fetch) and releases offset 0; B then gets
     // offset 0 again, delivered for the second time.
@@ -222,5 +285,8 @@ fn fetch_and_acknowledge_bad_input() {
     assert_eq!(r.error_code, 0, "{r:?}");
     let r = share_fetch(&mut c, &group, &a, 6, topic_id, &[]);
     assert_eq!(acquired(&r), (vec![(0, 0, 3)], 0, 0), "{r:?}");
-    assert_eq!(acknowledge(&mut c, &group, &b, 3, topic_id, &[]).error_code, SHARE_SESSION_NOT_FOUND);
+    assert_eq!(
+        acknowledge(&mut c, &group, &b, 3, topic_id, &[]).error_code,
+        SHARE_SESSION_NOT_FOUND
+    );
 }

@@ -476,9 +476,11 @@ async fn process(
             ctx,
             &share::handle_share_group_describe(broker, ctx, r).await,
         ),
-        RequestKind::ShareFetch(r) => {
-            respond(broker, ctx, &share::handle_share_fetch(broker, ctx, r).await)
-        }
+        RequestKind::ShareFetch(r) => respond(
+            broker,
+            ctx,
+            &share::handle_share_fetch(broker, ctx, r).await,
+        ),
         RequestKind::ShareAcknowledge(r) => respond(
             broker,
             ctx,

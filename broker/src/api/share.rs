@@ -121,7 +121,10 @@ pub async fn handle_share_group_describe(
                         .with_client_id(sb(m.client_id))
                         .with_client_host(sb(m.client_host))
                         .with_subscribed_topic_names(
-                            m.subscribed_topics.into_iter().map(|t| sb(t).into()).collect(),
+                            m.subscribed_topics
+                                .into_iter()
+                                .map(|t| sb(t).into())
+                                .collect(),
                         )
                         .with_assignment(assignment)
                 })
@@ -153,16 +156,26 @@ fn member_of(
     let group = group.as_ref().map(|g| g.to_string()).unwrap_or_default();
     let member = member.as_ref().map(|m| m.to_string()).unwrap_or_default();
     if group.trim().is_empty() {
-        return Err((ResponseError::InvalidRequest, "GroupId can't be empty.".into()));
+        return Err((
+            ResponseError::InvalidRequest,
+            "GroupId can't be empty.".into(),
+        ));
     }
     if member.trim().is_empty() {
-        return Err((ResponseError::InvalidRequest, "MemberId can't be empty.".into()));
+        return Err((
+            ResponseError::InvalidRequest,
+            "MemberId can't be empty.".into(),
+        ));
     }
     Ok((group, member))
 }
 
 /// The partition a share request names, led here.
-fn led_partition(broker: &Broker, topic_id: Uuid, index: i32) -> Result<Arc<Partition>, ResponseError> {
+fn led_partition(
+    broker: &Broker,
+    topic_id: Uuid,
+    index: i32,
+) -> Result<Arc<Partition>, ResponseError> {
     let name = broker
         .replicas
         .topic_name_by_id(topic_id)
@@ -210,17 +223,22 @@ pub async fn handle_share_fetch(
     let requested: Vec<(Uuid, i32)> = req
         .topics
         .iter()
-        .flat_map(|t| t.partitions.iter().map(move |p| (t.topic_id, p.partition_index)))
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(move |p| (t.topic_id, p.partition_index))
+        })
         .collect();
     let forgotten: Vec<(Uuid, i32)> = req
         .forgotten_topics_data
         .iter()
         .flat_map(|t| t.partitions.iter().map(move |p| (t.topic_id, *p)))
         .collect();
-    let has_acks = req
-        .topics
-        .iter()
-        .any(|t| t.partitions.iter().any(|p| !p.acknowledgement_batches.is_empty()));
+    let has_acks = req.topics.iter().any(|t| {
+        t.partitions
+            .iter()
+            .any(|p| !p.acknowledgement_batches.is_empty())
+    });
     let context = match broker.share.new_context(
         &group,
         &member,
@@ -243,8 +261,18 @@ pub async fn handle_share_fetch(
                 .iter()
                 .map(|b| (b.first_offset, b.last_offset, b.acknowledge_types.clone()))
                 .collect();
-            let err = acknowledge(broker, &group, &member, t.topic_id, p.partition_index, batches);
-            answers.entry((t.topic_id, p.partition_index)).or_default().ack_error = err;
+            let err = acknowledge(
+                broker,
+                &group,
+                &member,
+                t.topic_id,
+                p.partition_index,
+                batches,
+            );
+            answers
+                .entry((t.topic_id, p.partition_index))
+                .or_default()
+                .ack_error = err;
         }
     }
     let (fetch, full) = match context {
@@ -258,9 +286,23 @@ pub async fn handle_share_fetch(
     let max_bytes = (req.max_bytes.max(0) as usize).min(broker.config.fetch_max_bytes);
     let max_wait = Duration::from_millis(req.max_wait_ms.clamp(0, FETCH_MAX_WAIT_MS_LIMIT) as u64);
     let max_records = req.max_records.max(0) as usize;
-    acquire_waiting(broker, &group, &member, &fetch, max_records, max_bytes, max_wait, &mut answers).await;
+    acquire_waiting(
+        broker,
+        &group,
+        &member,
+        &fetch,
+        max_records,
+        max_bytes,
+        max_wait,
+        &mut answers,
+    )
+    .await;
     let order: Vec<(Uuid, i32)> = if full {
-        fetch.iter().copied().chain(answers.keys().copied()).collect()
+        fetch
+            .iter()
+            .copied()
+            .chain(answers.keys().copied())
+            .collect()
     } else {
         let mut v: Vec<(Uuid, i32)> = answers.keys().copied().collect();
         v.sort();
@@ -302,9 +344,16 @@ async fn acquire_waiting(
             a.leader_epoch = part.leader_epoch();
             let key: SharePartitionKey = (group.to_string(), topic_id, index);
             if got < max_records && bytes_left > 0 {
-                match broker.share.acquire(&key, member, &part, max_records - got, bytes_left) {
+                match broker
+                    .share
+                    .acquire(&key, member, &part, max_records - got, bytes_left)
+                {
                     Ok(acq) => {
-                        got += acq.ranges.iter().map(|r| (r.last_offset - r.first_offset + 1) as usize).sum::<usize>();
+                        got += acq
+                            .ranges
+                            .iter()
+                            .map(|r| (r.last_offset - r.first_offset + 1) as usize)
+                            .sum::<usize>();
                         bytes_left = bytes_left.saturating_sub(acq.records.len());
                         a.acquired = acq;
                     }
@@ -325,7 +374,10 @@ async fn acquire_waiting(
             parked = true;
             continue;
         }
-        let keys: Vec<SharePartitionKey> = fetch.iter().map(|&(t, p)| (group.to_string(), t, p)).collect();
+        let keys: Vec<SharePartitionKey> = fetch
+            .iter()
+            .map(|&(t, p)| (group.to_string(), t, p))
+            .collect();
         let wake = broker
             .share
             .next_lock_deadline_ms(&keys)
@@ -350,7 +402,11 @@ fn fetch_topics(
         let Some(a) = answers.remove(&(topic_id, index)) else {
             continue;
         };
-        let leader = if a.error.is_none() { broker.node_id() } else { -1 };
+        let leader = if a.error.is_none() {
+            broker.node_id()
+        } else {
+            -1
+        };
         let data = PartitionData::default()
             .with_partition_index(index)
             .with_error_code(a.error.map_or(0, |e| e.code()))
@@ -359,7 +415,7 @@ fn fetch_topics(
             .with_acknowledge_error_message(a.ack_error.map(|e| sb(e.1)))
             .with_current_leader(
                 LeaderIdAndEpoch::default()
-                    .with_leader_id(leader.into())
+                    .with_leader_id(leader)
                     .with_leader_epoch(a.leader_epoch),
             )
             .with_records(Some(a.acquired.records.clone()))
@@ -403,13 +459,14 @@ pub async fn handle_share_acknowledge(
         Ok(gm) => gm,
         Err((e, m)) => return top_error(e, m),
     };
-    let last = match broker
-        .share
-        .acknowledge_session_update(&group, &member, req.share_session_epoch)
-    {
-        Ok(f) => f,
-        Err(e) => return top_error(e, e.to_string()),
-    };
+    let last =
+        match broker
+            .share
+            .acknowledge_session_update(&group, &member, req.share_session_epoch)
+        {
+            Ok(f) => f,
+            Err(e) => return top_error(e, e.to_string()),
+        };
     let mut topics = Vec::with_capacity(req.topics.len());
     for t in req.topics {
         let mut parts = Vec::with_capacity(t.partitions.len());
@@ -419,7 +476,14 @@ pub async fn handle_share_acknowledge(
                 .into_iter()
                 .map(|b| (b.first_offset, b.last_offset, b.acknowledge_types))
                 .collect();
-            let err = acknowledge(broker, &group, &member, t.topic_id, p.partition_index, batches);
+            let err = acknowledge(
+                broker,
+                &group,
+                &member,
+                t.topic_id,
+                p.partition_index,
+                batches,
+            );
             let leader = led_partition(broker, t.topic_id, p.partition_index).ok();
             parts.push(
                 sar::PartitionData::default()
@@ -428,7 +492,7 @@ pub async fn handle_share_acknowledge(
                     .with_error_message(err.map(|e| sb(e.1)))
                     .with_current_leader(
                         sar::LeaderIdAndEpoch::default()
-                            .with_leader_id(leader.as_ref().map_or(-1, |_| broker.node_id()).into())
+                            .with_leader_id(leader.as_ref().map_or(-1, |_| broker.node_id()))
                             .with_leader_epoch(leader.map_or(-1, |p| p.leader_epoch())),
                     ),
             );

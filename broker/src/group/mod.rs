@@ -781,7 +781,9 @@ impl GroupCoordinator {
     ) -> Result<ShareHeartbeatResult, GroupError> {
         let blank = |s: &str| s.trim().is_empty();
         if blank(&params.member_id) {
-            return Err(GroupError::InvalidRequest("MemberId can't be empty.".into()));
+            return Err(GroupError::InvalidRequest(
+                "MemberId can't be empty.".into(),
+            ));
         }
         if blank(group_id) || group_id.len() > MAX_GROUP_ID_BYTES {
             return Err(GroupError::InvalidRequest("GroupId can't be empty.".into()));
@@ -810,12 +812,14 @@ impl GroupCoordinator {
         self.acquire(&mut st, group_id)?;
         let entry = match st.groups.get_mut(group_id) {
             Some(e) => e,
-            None if params.member_epoch == 0 => st.groups.entry(group_id.to_string()).or_insert(GroupEntry {
-                kind: GroupKind::Share(ShareGroup::new(group_id.to_string())),
-                offsets: BTreeMap::new(),
-                pending_txn: BTreeMap::new(),
-                persisted: HashMap::new(),
-            }),
+            None if params.member_epoch == 0 => {
+                st.groups.entry(group_id.to_string()).or_insert(GroupEntry {
+                    kind: GroupKind::Share(ShareGroup::new(group_id.to_string())),
+                    offsets: BTreeMap::new(),
+                    pending_txn: BTreeMap::new(),
+                    persisted: HashMap::new(),
+                })
+            }
             None => return Err(GroupError::GroupIdNotFound),
         };
         let GroupKind::Share(group) = &mut entry.kind else {

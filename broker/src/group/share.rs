@@ -283,7 +283,7 @@ pub fn assign_simple(
             .flat_map(|&(id, n)| (0..n).map(move |p| (id, p)))
             .collect()
     };
-    let all: BTreeSet<(Uuid, i32)> = members.values().flat_map(|m| eligible(m)).collect();
+    let all: BTreeSet<(Uuid, i32)> = members.values().flat_map(&eligible).collect();
     if all.is_empty() || members.is_empty() {
         return out;
     }
@@ -315,7 +315,11 @@ pub fn assign_simple(
             if ok.contains(&tp) && *c < desired[id.as_str()] && *h < sharing {
                 *c += 1;
                 *h += 1;
-                out.entry(id.clone()).or_default().entry(tp.0).or_default().insert(tp.1);
+                out.entry(id.clone())
+                    .or_default()
+                    .entry(tp.0)
+                    .or_default()
+                    .insert(tp.1);
             }
         }
     }
@@ -333,7 +337,11 @@ pub fn assign_simple(
             };
             *holders.entry(best).or_default() += 1;
             *count.entry(id).or_default() += 1;
-            out.entry(id.clone()).or_default().entry(best.0).or_default().insert(best.1);
+            out.entry(id.clone())
+                .or_default()
+                .entry(best.0)
+                .or_default()
+                .insert(best.1);
         }
     }
     out

@@ -23,7 +23,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use uuid::Uuid;
 
-use self::partition::{AckError, AcquiredRange, LogBatch, SharePartition, ShareLimits};
+use self::partition::{AckError, AcquiredRange, LogBatch, ShareLimits, SharePartition};
 use crate::cluster::partition::{FetchIsolation, Partition};
 use crate::config::{BrokerConfig, ConfigError};
 
@@ -81,11 +81,13 @@ impl SharePartitionManager {
     pub fn from_config(c: &BrokerConfig) -> Result<Self, ConfigError> {
         let get = |k: &str| -> Result<i64, ConfigError> {
             let v = c.values.get(k).cloned().unwrap_or_default();
-            v.trim().parse::<i64>().map_err(|_| ConfigError::InvalidValue {
-                key: k.into(),
-                value: v.clone(),
-                reason: "not a number".into(),
-            })
+            v.trim()
+                .parse::<i64>()
+                .map_err(|_| ConfigError::InvalidValue {
+                    key: k.into(),
+                    value: v.clone(),
+                    reason: "not a number".into(),
+                })
         };
         let lock = get("group.share.record.lock.duration.ms")?;
         let (min, max) = (
@@ -284,7 +286,10 @@ impl SharePartitionManager {
         };
         let read = part
             .read(fetch_offset, max_bytes, true, FetchIsolation::HighWatermark)
-            .map_err(|e| ResponseError::try_from_code(e.error_code()).unwrap_or(ResponseError::UnknownServerError))?;
+            .map_err(|e| {
+                ResponseError::try_from_code(e.error_code())
+                    .unwrap_or(ResponseError::UnknownServerError)
+            })?;
         let bytes = read
             .slice
             .read()

@@ -313,7 +313,9 @@ impl SharePartition {
     fn advance_start(&mut self) {
         while self.start_offset < self.end_offset {
             match self.in_flight.get(&self.start_offset) {
-                Some(r) if !matches!(r.state, RecordState::Acknowledged | RecordState::Archived) => {
+                Some(r)
+                    if !matches!(r.state, RecordState::Acknowledged | RecordState::Archived) =>
+                {
                     break
                 }
                 _ => {

@@ -65,7 +65,10 @@ pub fn share_group_describe(env: &mut Env, v: i16) -> R {
 }
 
 /// Opens a share session on partition 0 of the data topic (epoch 0, no wait).
-fn open_session(env: &mut Env, v: i16) -> Result<(NodeId, String, String, ShareFetchResponse), String> {
+fn open_session(
+    env: &mut Env,
+    v: i16,
+) -> Result<(NodeId, String, String, ShareFetchResponse), String> {
     let (group, member, _) = join(env, HEARTBEAT_V)?;
     let data = env.fix.data.clone();
     let leader = env.leader_of(&data, 0);

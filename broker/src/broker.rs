@@ -39,6 +39,8 @@ pub struct Broker {
     pub events: Arc<crate::events::EventLog>,
     /// Incremental fetch sessions (KIP-227) of consumers and followers fetching here.
     pub fetch_sessions: crate::api::fetch_session::FetchSessionCache,
+    /// KIP-932 share-partitions and share sessions of the partitions this node leads.
+    pub share: crate::share::SharePartitionManager,
     /// Metadata's topic auto-creations in flight.
     pub auto_topics: crate::auto_topic_creation::AutoTopicCreationManager,
 }

@@ -595,6 +595,69 @@ const BROKER_KEYS: &[BrokerConfigKey] = &[
         "Largest heartbeat interval a consumer group may set."
     ),
     broker_key!(
+        "group.share.heartbeat.interval.ms",
+        Int,
+        Validator::AtLeast(1),
+        STATIC,
+        "Heartbeat interval of share group members."
+    ),
+    broker_key!(
+        "group.share.session.timeout.ms",
+        Int,
+        Validator::AtLeast(1),
+        STATIC,
+        "Session timeout of share group members."
+    ),
+    broker_key!(
+        "group.share.max.size",
+        Int,
+        Validator::AtLeast(1),
+        STATIC,
+        "Most members a share group may have."
+    ),
+    broker_key!(
+        "group.share.record.lock.duration.ms",
+        Int,
+        Validator::AtLeast(1),
+        STATIC,
+        "How long a share group member holds the records it acquired."
+    ),
+    broker_key!(
+        "group.share.min.record.lock.duration.ms",
+        Int,
+        Validator::AtLeast(1),
+        STATIC,
+        "Smallest acquisition lock duration."
+    ),
+    broker_key!(
+        "group.share.max.record.lock.duration.ms",
+        Int,
+        Validator::AtLeast(1),
+        STATIC,
+        "Largest acquisition lock duration."
+    ),
+    broker_key!(
+        "group.share.delivery.count.limit",
+        Int,
+        Validator::AtLeast(1),
+        STATIC,
+        "Deliveries of a record before it is archived."
+    ),
+    broker_key!(
+        "group.share.partition.max.record.locks",
+        Int,
+        Validator::AtLeast(1),
+        STATIC,
+        "Most records in flight per share-partition."
+    ),
+    broker_key!(
+        "group.share.max.share.sessions",
+        Int,
+        Validator::AtLeast(1),
+        STATIC,
+        "Most share sessions this broker keeps."
+    ),
+    broker_key!(
         "group.consumer.session.timeout.ms",
         Int,
         Validator::AtLeast(1),

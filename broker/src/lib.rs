@@ -24,5 +24,6 @@ pub mod metrics;
 pub mod net;
 pub mod security;
 pub mod server;
+pub mod share;
 pub mod state_views;
 pub mod txn;

@@ -152,6 +152,7 @@ impl Server {
         )?);
         let fetch_sessions =
             crate::api::fetch_session::FetchSessionCache::new(config.fetch_session_cache_slots);
+        let share = crate::share::SharePartitionManager::from_config(&config)?;
         let auto_topics = crate::auto_topic_creation::AutoTopicCreationManager::new(
             replicas.clone(),
             groups.clone(),
@@ -172,6 +173,7 @@ impl Server {
             metrics: BrokerMetrics::new(crate::api::SUPPORTED_APIS),
             events,
             fetch_sessions,
+            share,
             auto_topics,
         });
         Ok(Server {

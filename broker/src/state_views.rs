@@ -478,6 +478,7 @@ fn group_view(
     let mut view = match &entry.kind {
         GroupKind::Classic(g) => classic_view(g),
         GroupKind::Consumer(g) => consumer_view(g, topic_name),
+        GroupKind::Share(g) => share_view(g, topic_name),
     };
     view.group_id = id.to_string();
     view.state = entry.state_str();
@@ -534,6 +535,34 @@ fn consumer_view(g: &ConsumerGroup, topic_name: &dyn Fn(uuid::Uuid) -> String) -
             client_host: m.client_host.clone(),
             member_epoch: Some(m.member_epoch),
             member_state: Some(format!("{:?}", m.state)),
+            assignment: Some(
+                m.assigned
+                    .iter()
+                    .map(|(id, parts)| TopicAssignment {
+                        topic: topic_name(*id),
+                        partitions: parts.iter().copied().collect(),
+                    })
+                    .collect(),
+            ),
+        });
+    view
+}
+
+fn share_view(
+    g: &crate::group::share::ShareGroup,
+    topic_name: &dyn Fn(uuid::Uuid) -> String,
+) -> GroupView {
+    let mut view = empty_group("share", g.group_epoch);
+    view.assignment_epoch = Some(g.assignment_epoch);
+    view.protocol_type = Some("share".into());
+    (view.members, view.members_truncated) =
+        bounded(g.members.values(), MEMBERS_PER_GROUP_MAX, |m| MemberView {
+            member_id: m.member_id.clone(),
+            group_instance_id: None,
+            client_id: m.client_id.clone(),
+            client_host: m.client_host.clone(),
+            member_epoch: Some(m.member_epoch),
+            member_state: None,
             assignment: Some(
                 m.assigned
                     .iter()

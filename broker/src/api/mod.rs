@@ -23,6 +23,7 @@ pub mod producer_id;
 pub mod producers;
 pub mod quorum;
 pub mod reassignments;
+pub mod share;
 pub mod topics;
 pub mod txn;
 pub mod txn_markers;
@@ -94,6 +95,12 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::DeleteGroups, 0, 2, 0),
     api(ApiKey::ConsumerGroupHeartbeat, 0, 1, 0),
     api(ApiKey::ConsumerGroupDescribe, 0, 1, 0),
+    // KIP-932 share groups: Kafka 4.4's versions, except ShareFetch and ShareAcknowledge v2
+    // (the RENEW acknowledge type), not served yet.
+    api(ApiKey::ShareGroupHeartbeat, 1, 1, 1),
+    api(ApiKey::ShareGroupDescribe, 1, 1, 1),
+    api(ApiKey::ShareFetch, 1, 1, 1),
+    api(ApiKey::ShareAcknowledge, 1, 1, 1),
     // Transactions: version 1 (AddPartitionsToTxn and AddOffsetsToTxn from clients, EndTxn
     // up to v4) and version 2 (`transaction.version` finalized at 2 in ApiVersions; EndTxn
     // v5 bumps the epoch at every transaction).
@@ -458,6 +465,26 @@ async fn process(
             broker,
             ctx,
             &groups::handle_consumer_group_describe(broker, ctx, r).await,
+        ),
+        RequestKind::ShareGroupHeartbeat(r) => respond(
+            broker,
+            ctx,
+            &share::handle_share_group_heartbeat(broker, ctx, r).await,
+        ),
+        RequestKind::ShareGroupDescribe(r) => respond(
+            broker,
+            ctx,
+            &share::handle_share_group_describe(broker, ctx, r).await,
+        ),
+        RequestKind::ShareFetch(r) => respond(
+            broker,
+            ctx,
+            &share::handle_share_fetch(broker, ctx, r).await,
+        ),
+        RequestKind::ShareAcknowledge(r) => respond(
+            broker,
+            ctx,
+            &share::handle_share_acknowledge(broker, ctx, r).await,
         ),
         RequestKind::DescribeGroups(r) => respond(
             broker,

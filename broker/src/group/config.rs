@@ -8,6 +8,7 @@ use super::*;
 pub struct GroupConfig {
     pub classic: ClassicLimits,
     pub consumer: ConsumerLimits,
+    pub share: share::ShareLimits,
     /// `offsets.topic.num.partitions`.
     pub offsets_partitions: i32,
     /// `offset.metadata.max.bytes`.
@@ -123,6 +124,11 @@ impl GroupConfig {
                 session_timeout_ms,
                 heartbeat_interval_ms,
                 max_size: positive_i32("group.consumer.max.size")? as usize,
+            },
+            share: share::ShareLimits {
+                session_timeout_ms: positive_i32("group.share.session.timeout.ms")?,
+                heartbeat_interval_ms: positive_i32("group.share.heartbeat.interval.ms")?,
+                max_size: positive_i32("group.share.max.size")? as usize,
             },
             offsets_partitions: positive_i32("offsets.topic.num.partitions")?,
             offset_metadata_max_bytes: positive_i32("offset.metadata.max.bytes")? as usize,

@@ -265,7 +265,7 @@ pub(super) fn consumer_for_replay<'a>(
     }
     match &mut e.kind {
         GroupKind::Consumer(g) => g,
-        GroupKind::Classic(_) => unreachable!("converted just above"),
+        GroupKind::Classic(_) | GroupKind::Share(_) => unreachable!("converted just above"),
     }
 }
 

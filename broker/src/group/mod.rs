@@ -31,6 +31,7 @@ mod loading;
 mod offsets;
 pub mod overrides;
 pub mod records;
+pub mod share;
 pub mod store;
 pub mod txn;
 
@@ -51,6 +52,7 @@ use self::classic::{
 };
 use self::consumer::{ConsumerGroup, ConsumerLimits, HeartbeatParams, HeartbeatResult};
 use self::records::{OffsetValue, RecordKey};
+use self::share::{ShareGroup, ShareHeartbeatParams, ShareHeartbeatResult};
 use self::store::{OffsetsStore, Record, Replayed, TxnProducer, Written, OFFSETS_TOPIC};
 use crate::cluster::replica_manager::{now_ms, ReplicaManager};
 use crate::config::{BrokerConfig, ConfigError};
@@ -125,6 +127,10 @@ pub enum GroupError {
     UnstableOffsetCommit,
     #[error("offsets topic: {0}")]
     Storage(String),
+    #[error("Group {0} is not a classic group.")]
+    NotClassicGroup(String),
+    #[error("Group {0} is not a share group.")]
+    NotShareGroup(String),
 }
 
 impl GroupError {
@@ -146,7 +152,9 @@ impl GroupError {
             GroupError::InvalidCommitOffsetSize => ResponseError::InvalidCommitOffsetSize,
             GroupError::InvalidRequest(_) => ResponseError::InvalidRequest,
             GroupError::NonEmptyGroup => ResponseError::NonEmptyGroup,
-            GroupError::GroupIdNotFound => ResponseError::GroupIdNotFound,
+            GroupError::GroupIdNotFound
+            | GroupError::NotClassicGroup(_)
+            | GroupError::NotShareGroup(_) => ResponseError::GroupIdNotFound,
             GroupError::GroupMaxSizeReached => ResponseError::GroupMaxSizeReached,
             GroupError::FencedInstanceId => ResponseError::FencedInstanceId,
             GroupError::GroupSubscribedToTopic => ResponseError::GroupSubscribedToTopic,
@@ -200,6 +208,8 @@ impl RetentionBase {
 pub enum GroupKind {
     Classic(ClassicGroup),
     Consumer(ConsumerGroup),
+    /// KIP-932: kept in memory only ([`share`]).
+    Share(ShareGroup),
 }
 
 /// A committed (or pending) offset and the log offset of its record in the group's
@@ -246,6 +256,7 @@ impl GroupEntry {
         match &self.kind {
             GroupKind::Classic(g) => g.is_empty(),
             GroupKind::Consumer(g) => g.members.is_empty(),
+            GroupKind::Share(g) => g.members.is_empty(),
         }
     }
 
@@ -285,6 +296,7 @@ impl GroupEntry {
                 |topics| topics.contains(topic),
             ),
             GroupKind::Consumer(g) => g.subscribed_topics().contains(topic),
+            GroupKind::Share(g) => g.subscribed_topics().contains(topic),
         }
     }
 
@@ -318,6 +330,7 @@ impl GroupEntry {
         match &self.kind {
             GroupKind::Classic(g) => g.next_deadline(),
             GroupKind::Consumer(g) => g.next_deadline(),
+            GroupKind::Share(g) => g.next_deadline(),
         }
     }
 
@@ -326,14 +339,16 @@ impl GroupEntry {
         match &self.kind {
             GroupKind::Classic(g) => g.state.as_str(),
             GroupKind::Consumer(g) => g.state_str(),
+            GroupKind::Share(g) => g.state_str(),
         }
     }
 
-    /// "classic" or "consumer" (ListGroups v5 group type).
+    /// "classic", "consumer" or "share" (ListGroups v5 group type).
     pub fn type_str(&self) -> &'static str {
         match &self.kind {
             GroupKind::Classic(_) => "classic",
             GroupKind::Consumer(_) => "consumer",
+            GroupKind::Share(_) => "share",
         }
     }
 
@@ -342,6 +357,7 @@ impl GroupEntry {
         match &self.kind {
             GroupKind::Classic(g) => g.protocol_type.clone().unwrap_or_default(),
             GroupKind::Consumer(_) => "consumer".into(),
+            GroupKind::Share(_) => "share".into(),
         }
     }
 }
@@ -402,6 +418,15 @@ pub struct ConsumerGroupDescription {
     pub assignment_epoch: i32,
     pub assignor: String,
     pub members: Vec<(consumer::ConsumerMember, consumer::TopicPartitions)>,
+}
+
+/// ShareGroupDescribe's view of a share group.
+#[derive(Debug, Clone)]
+pub struct ShareGroupDescription {
+    pub state: String,
+    pub group_epoch: i32,
+    pub assignment_epoch: i32,
+    pub members: Vec<share::ShareMember>,
 }
 
 /// ListGroups' view of a group.
@@ -762,6 +787,89 @@ impl GroupCoordinator {
     }
 
     // -----------------------------------------------------------------------------------------
+    // KIP-932 share groups
+    // -----------------------------------------------------------------------------------------
+
+    /// ShareGroupHeartbeat (Kafka's `GroupMetadataManager.shareGroupHeartbeat`, with its
+    /// request checks `throwIfShareGroupHeartbeatRequestIsInvalid`).
+    pub fn share_heartbeat(
+        &self,
+        group_id: &str,
+        params: ShareHeartbeatParams,
+    ) -> Result<ShareHeartbeatResult, GroupError> {
+        let blank = |s: &str| s.trim().is_empty();
+        if blank(&params.member_id) {
+            return Err(GroupError::InvalidRequest(
+                "MemberId can't be empty.".into(),
+            ));
+        }
+        if blank(group_id) || group_id.len() > MAX_GROUP_ID_BYTES {
+            return Err(GroupError::InvalidRequest("GroupId can't be empty.".into()));
+        }
+        if params.rack_id.as_deref().is_some_and(blank) {
+            return Err(GroupError::InvalidRequest("RackId can't be empty.".into()));
+        }
+        let topics = params.subscribed_topic_names.as_ref();
+        if params.member_epoch == 0 && topics.is_none_or(|t| t.is_empty()) {
+            return Err(GroupError::InvalidRequest(
+                "SubscribedTopicNames must be set in first request.".into(),
+            ));
+        }
+        if params.member_epoch < share::LEAVE_GROUP_MEMBER_EPOCH {
+            return Err(GroupError::InvalidRequest("MemberEpoch is invalid.".into()));
+        }
+        if topics.is_some_and(|t| t.len() > MAX_SUBSCRIBED_TOPICS) {
+            return Err(GroupError::InvalidRequest(
+                "too many subscribed topics".into(),
+            ));
+        }
+        let mut st = self.state.lock();
+        if st.shut_down {
+            return Err(GroupError::NotCoordinator);
+        }
+        self.acquire(&mut st, group_id)?;
+        let entry = match st.groups.get_mut(group_id) {
+            Some(e) => e,
+            None if params.member_epoch == 0 => {
+                st.groups.entry(group_id.to_string()).or_insert(GroupEntry {
+                    kind: GroupKind::Share(ShareGroup::new(group_id.to_string())),
+                    offsets: BTreeMap::new(),
+                    pending_txn: BTreeMap::new(),
+                    persisted: HashMap::new(),
+                })
+            }
+            None => return Err(GroupError::GroupIdNotFound),
+        };
+        let GroupKind::Share(group) = &mut entry.kind else {
+            return Err(GroupError::NotShareGroup(group_id.into()));
+        };
+        let replicas = &self.replicas;
+        let topics = |name: &str| replicas.topic(name).map(|t| (t.id, t.partition_count()));
+        let r = group.heartbeat(params, &topics, &self.config.share, Instant::now());
+        self.after_change(&mut st, group_id);
+        r
+    }
+
+    /// ShareGroupDescribe for one group: GROUP_ID_NOT_FOUND unless it is a share group.
+    pub fn describe_share_group(
+        &self,
+        group_id: &str,
+    ) -> Result<ShareGroupDescription, GroupError> {
+        let mut st = self.state.lock();
+        self.acquire(&mut st, group_id)?;
+        match st.groups.get(group_id).map(|e| &e.kind) {
+            Some(GroupKind::Share(g)) => Ok(ShareGroupDescription {
+                state: g.state_str().into(),
+                group_epoch: g.group_epoch,
+                assignment_epoch: g.assignment_epoch,
+                members: g.members.values().cloned().collect(),
+            }),
+            Some(_) => Err(GroupError::NotShareGroup(group_id.into())),
+            None => Err(GroupError::GroupIdNotFound),
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
     // Offsets
     // -----------------------------------------------------------------------------------------
 
@@ -810,6 +918,9 @@ impl GroupCoordinator {
                         .collect(),
                 }
             }
+            // Kafka's `describeGroups` reads classic groups only: any other is Dead, with
+            // GROUP_ID_NOT_FOUND from v6.
+            GroupKind::Share(_) => return Err(GroupError::NotClassicGroup(group_id.into())),
             GroupKind::Consumer(g) => GroupDescription {
                 state: g.state_str().into(),
                 protocol_type: "consumer".into(),
@@ -923,6 +1034,7 @@ impl GroupCoordinator {
                 GroupKind::Classic(g) if g.state == ClassicState::Dead => continue,
                 GroupKind::Classic(g) => g.generation_id,
                 GroupKind::Consumer(g) => g.group_epoch,
+                GroupKind::Share(g) => g.group_epoch,
             };
             *out.by_state
                 .entry((e.type_str(), e.state_str()))
@@ -952,6 +1064,8 @@ impl GroupCoordinator {
                 return Err(GroupError::NonEmptyGroup)
             }
             GroupKind::Consumer(_) => {}
+            GroupKind::Share(g) if !g.members.is_empty() => return Err(GroupError::NonEmptyGroup),
+            GroupKind::Share(_) => {}
         }
         // Committed offsets and pending transactional ones alike get a tombstone (Kafka's
         // `OffsetMetadataManager.deleteAllOffsets`), one per partition.
@@ -993,6 +1107,7 @@ impl GroupCoordinator {
                 match &mut e.kind {
                     GroupKind::Classic(g) => g.on_deadlines(&self.config.classic, now),
                     GroupKind::Consumer(g) => g.on_deadlines(now),
+                    GroupKind::Share(g) => g.on_deadlines(now),
                 }
             }
             self.after_change(&mut st, id);
@@ -1068,7 +1183,7 @@ fn existing_group_mut<'a>(
 fn classic_mut<'a>(st: &'a mut State, group_id: &str) -> Result<&'a mut ClassicGroup, GroupError> {
     match st.groups.get_mut(group_id).map(|e| &mut e.kind) {
         Some(GroupKind::Classic(g)) => Ok(g),
-        Some(GroupKind::Consumer(_)) => Err(GroupError::GroupIdNotFound),
+        Some(GroupKind::Consumer(_) | GroupKind::Share(_)) => Err(GroupError::GroupIdNotFound),
         None => Err(GroupError::UnknownMemberId),
     }
 }
@@ -1083,7 +1198,7 @@ fn classic_or_convert(entry: &mut GroupEntry) -> Result<&mut ClassicGroup, Group
     }
     match &mut entry.kind {
         GroupKind::Classic(g) => Ok(g),
-        GroupKind::Consumer(_) => Err(GroupError::GroupIdNotFound),
+        GroupKind::Consumer(_) | GroupKind::Share(_) => Err(GroupError::GroupIdNotFound),
     }
 }
 
@@ -1116,7 +1231,9 @@ fn group_record_tombstones(group_id: &str, entry: &GroupEntry) -> Vec<Record> {
     let mut keys: BTreeSet<Bytes> = entry.persisted.keys().cloned().collect();
     keys.insert(match &entry.kind {
         GroupKind::Classic(_) => records::group_metadata_key(group_id),
-        GroupKind::Consumer(_) => records::consumer_group_metadata_key(group_id),
+        GroupKind::Consumer(_) | GroupKind::Share(_) => {
+            records::consumer_group_metadata_key(group_id)
+        }
     });
     keys.into_iter().map(|k| (k, None)).collect()
 }

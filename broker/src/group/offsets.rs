@@ -175,6 +175,9 @@ impl GroupCoordinator {
                     }
                     e => e,
                 }),
+            // Share groups keep no committed offsets (their progress is the share-partition
+            // state).
+            GroupKind::Share(_) => Err(GroupError::GroupIdNotFound),
         }
     }
 
@@ -270,6 +273,7 @@ impl GroupCoordinator {
                 None => return Err(GroupError::NonEmptyGroup),
             },
             GroupKind::Consumer(g) => Some(g.subscribed_topics()),
+            GroupKind::Share(g) => Some(g.subscribed_topics()),
         };
         let subscribed = subscribed.unwrap_or_default();
         let mut codes = Vec::with_capacity(partitions.len());

@@ -32,6 +32,7 @@ top_level_only!(
     SyncGroupResponse,
     HeartbeatResponse,
     ConsumerGroupHeartbeatResponse,
+    ShareGroupHeartbeatResponse,
     ListGroupsResponse,
     AddOffsetsToTxnResponse,
     EndTxnResponse,
@@ -57,6 +58,7 @@ per_element!(
     AlterConfigsResponse => responses,
     IncrementalAlterConfigsResponse => responses,
     ConsumerGroupDescribeResponse => groups,
+    ShareGroupDescribeResponse => groups,
     DescribeGroupsResponse => groups,
     DeleteGroupsResponse => results,
     DescribeTransactionsResponse => transaction_states,
@@ -97,8 +99,21 @@ per_partition!(
 
 per_partition!(top:
     FetchResponse => responses.partitions,
+    ShareAcknowledgeResponse => responses.partitions,
     OffsetDeleteResponse => topics.partitions,
 );
+
+impl ResponseErrors for ShareFetchResponse {
+    fn error_codes(&self, f: &mut dyn FnMut(i16)) {
+        f(self.error_code);
+        for t in &self.responses {
+            for p in &t.partitions {
+                f(p.error_code);
+                f(p.acknowledge_error_code);
+            }
+        }
+    }
+}
 
 impl ResponseErrors for MetadataResponse {
     fn error_codes(&self, f: &mut dyn FnMut(i16)) {

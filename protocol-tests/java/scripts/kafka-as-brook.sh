@@ -38,6 +38,8 @@ auto.create.topics.enable=$ac
 offsets.topic.replication.factor=1
 transaction.state.log.replication.factor=1
 transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
 P
 grep -vE '^(#|node.id|listeners|log.dirs|num.partitions|auto.create.topics.enable)' "$cfg" >> "$props" || true
 for o in "${overrides[@]}"; do echo "$o" >> "$props"; done

@@ -4,7 +4,7 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Encodable, StrBytes};
 
 use super::env::{s, tn, Env, NodeId, DATA_PARTITIONS};
-use super::{groups, sorted, txns, Case, Meaning};
+use super::{groups, share, sorted, txns, Case, Meaning};
 use crate::batch::{encode_batch, parse_batches, Producer, Rec};
 use crate::wire::WireClient;
 
@@ -48,6 +48,10 @@ pub fn case(key: ApiKey) -> Option<Case> {
         DeleteGroups => (groups::delete_groups, 0),
         ConsumerGroupHeartbeat => (groups::consumer_group_heartbeat, 0),
         ConsumerGroupDescribe => (groups::consumer_group_describe, 0),
+        ShareGroupHeartbeat => (share::share_group_heartbeat, 0),
+        ShareGroupDescribe => (share::share_group_describe, 0),
+        ShareFetch => (share::share_fetch, 0),
+        ShareAcknowledge => (share::share_acknowledge, 0),
         InitProducerId => (txns::init_producer_id, 0),
         AddPartitionsToTxn => (txns::add_partitions_to_txn, 0),
         AddOffsetsToTxn => (txns::add_offsets_to_txn, 0),

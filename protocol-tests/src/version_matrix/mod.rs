@@ -30,6 +30,7 @@ macro_rules! partition_codes {
 pub mod cases;
 pub mod env;
 pub mod groups;
+pub mod share;
 pub mod txns;
 
 use std::collections::BTreeMap;

@@ -1,0 +1,510 @@
+//! KIP-932 share groups: ShareGroupHeartbeat and ShareGroupDescribe (the group coordinator,
+//! [`crate::group::share`]), ShareFetch and ShareAcknowledge (the partition leader's
+//! share-partitions, [`crate::share`]).
+//!
+//! A ShareFetch first applies its piggybacked acknowledgements, then acquires records for
+//! the member, long-polling like Fetch (`max_wait_ms`) on appends to its partitions and on
+//! share-partition changes (a release or an acknowledgement), and waking at the earliest
+//! acquisition lock deadline, when locked records become acquirable again.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::messages::share_fetch_response::{
+    AcquiredRecords, LeaderIdAndEpoch, PartitionData, ShareFetchableTopicResponse,
+};
+use kafka_protocol::messages::*;
+use kafka_protocol::ResponseError;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use super::fetch::FETCH_MAX_WAIT_MS_LIMIT;
+use super::{sb, RequestContext};
+use crate::broker::Broker;
+use crate::cluster::partition::Partition;
+use crate::group::share::{ShareHeartbeatParams, SHARE_ASSIGNOR};
+use crate::share::{FetchContext, SharePartitionKey};
+
+/// ShareGroupHeartbeat.
+pub async fn handle_share_group_heartbeat(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: ShareGroupHeartbeatRequest,
+) -> ShareGroupHeartbeatResponse {
+    use kafka_protocol::messages::share_group_heartbeat_response::{Assignment, TopicPartitions};
+    let interval = broker.groups.config().share.heartbeat_interval_ms;
+    let params = ShareHeartbeatParams {
+        member_id: req.member_id.to_string(),
+        member_epoch: req.member_epoch,
+        rack_id: req.rack_id.map(|s| s.to_string()),
+        subscribed_topic_names: req
+            .subscribed_topic_names
+            .map(|ts| ts.into_iter().map(|t| t.to_string()).collect()),
+        client_id: ctx.client_id.clone().unwrap_or_default(),
+        client_host: ctx.client_host(),
+    };
+    broker.groups.prepare_write().await;
+    match broker.groups.share_heartbeat(&req.group_id, params) {
+        Ok(r) => ShareGroupHeartbeatResponse::default()
+            .with_member_id(Some(sb(r.member_id)))
+            .with_member_epoch(r.member_epoch)
+            .with_heartbeat_interval_ms(interval)
+            .with_assignment(r.assignment.map(|a| {
+                Assignment::default().with_topic_partitions(
+                    a.into_iter()
+                        .map(|(id, ps)| {
+                            TopicPartitions::default()
+                                .with_topic_id(id)
+                                .with_partitions(ps.into_iter().collect())
+                        })
+                        .collect(),
+                )
+            })),
+        Err(e) => ShareGroupHeartbeatResponse::default()
+            .with_error_code(e.error_code())
+            .with_error_message(Some(sb(e.to_string())))
+            .with_member_id(Some(req.member_id))
+            .with_member_epoch(req.member_epoch)
+            .with_heartbeat_interval_ms(interval),
+    }
+}
+
+/// ShareGroupDescribe (share groups; any other group is GROUP_ID_NOT_FOUND, as in Kafka).
+pub async fn handle_share_group_describe(
+    broker: &Broker,
+    _ctx: &RequestContext,
+    req: ShareGroupDescribeRequest,
+) -> ShareGroupDescribeResponse {
+    use kafka_protocol::messages::share_group_describe_response as sgd;
+    let groups = req
+        .group_ids
+        .iter()
+        .map(|g| {
+            let base = sgd::DescribedGroup::default()
+                .with_group_id(g.clone())
+                .with_authorized_operations(super::cluster::authorized_operations(
+                    req.include_authorized_operations,
+                    super::cluster::GROUP_AUTHORIZED_OPERATIONS,
+                ));
+            let d = match broker.groups.describe_share_group(g) {
+                Err(e) => {
+                    return base
+                        .with_error_code(e.error_code())
+                        .with_error_message(Some(sb(e.to_string())))
+                }
+                Ok(d) => d,
+            };
+            let members = d
+                .members
+                .into_iter()
+                .map(|m| {
+                    let assignment = sgd::Assignment::default().with_topic_partitions(
+                        m.assigned
+                            .iter()
+                            .map(|(id, ps)| {
+                                sgd::TopicPartitions::default()
+                                    .with_topic_id(*id)
+                                    .with_topic_name(
+                                        sb(broker.groups.topic_name(*id).unwrap_or_default())
+                                            .into(),
+                                    )
+                                    .with_partitions(ps.iter().copied().collect())
+                            })
+                            .collect(),
+                    );
+                    sgd::Member::default()
+                        .with_member_id(sb(m.member_id))
+                        .with_rack_id(m.rack_id.map(sb))
+                        .with_member_epoch(m.member_epoch)
+                        .with_client_id(sb(m.client_id))
+                        .with_client_host(sb(m.client_host))
+                        .with_subscribed_topic_names(
+                            m.subscribed_topics
+                                .into_iter()
+                                .map(|t| sb(t).into())
+                                .collect(),
+                        )
+                        .with_assignment(assignment)
+                })
+                .collect();
+            base.with_group_state(sb(d.state))
+                .with_group_epoch(d.group_epoch)
+                .with_assignment_epoch(d.assignment_epoch)
+                .with_assignor_name(sb(SHARE_ASSIGNOR))
+                .with_members(members)
+        })
+        .collect();
+    ShareGroupDescribeResponse::default().with_groups(groups)
+}
+
+/// A partition's answer: its error, and its acknowledgement's error.
+#[derive(Default)]
+struct PartitionAnswer {
+    error: Option<ResponseError>,
+    ack_error: Option<(ResponseError, String)>,
+    acquired: crate::share::Acquired,
+    leader_epoch: i32,
+}
+
+/// The group and member of a share request, both required.
+fn member_of(
+    group: &Option<GroupId>,
+    member: &Option<kafka_protocol::protocol::StrBytes>,
+) -> Result<(String, String), (ResponseError, String)> {
+    let group = group.as_ref().map(|g| g.to_string()).unwrap_or_default();
+    let member = member.as_ref().map(|m| m.to_string()).unwrap_or_default();
+    if group.trim().is_empty() {
+        return Err((
+            ResponseError::InvalidRequest,
+            "GroupId can't be empty.".into(),
+        ));
+    }
+    if member.trim().is_empty() {
+        return Err((
+            ResponseError::InvalidRequest,
+            "MemberId can't be empty.".into(),
+        ));
+    }
+    Ok((group, member))
+}
+
+/// The partition a share request names, led here.
+fn led_partition(
+    broker: &Broker,
+    topic_id: Uuid,
+    index: i32,
+) -> Result<Arc<Partition>, ResponseError> {
+    let name = broker
+        .replicas
+        .topic_name_by_id(topic_id)
+        .ok_or(ResponseError::UnknownTopicId)?;
+    let part = broker.replicas.partition_or_error(&name, index)?;
+    if !part.is_leader() {
+        return Err(ResponseError::NotLeaderOrFollower);
+    }
+    Ok(part)
+}
+
+/// Applies one partition's acknowledgement batches.
+fn acknowledge(
+    broker: &Broker,
+    group: &str,
+    member: &str,
+    topic_id: Uuid,
+    index: i32,
+    batches: Vec<(i64, i64, Vec<i8>)>,
+) -> Option<(ResponseError, String)> {
+    if let Err(e) = led_partition(broker, topic_id, index) {
+        return Some((e, e.to_string()));
+    }
+    let key: SharePartitionKey = (group.to_string(), topic_id, index);
+    broker.share.acknowledge(&key, member, &batches).err()
+}
+
+/// ShareFetch.
+pub async fn handle_share_fetch(
+    broker: &Broker,
+    _ctx: &RequestContext,
+    req: ShareFetchRequest,
+) -> ShareFetchResponse {
+    let lock_ms = broker.share.limits.lock_duration_ms as i32;
+    let top_error = |e: ResponseError, msg: String| {
+        ShareFetchResponse::default()
+            .with_error_code(e.code())
+            .with_error_message(Some(sb(msg)))
+            .with_acquisition_lock_timeout_ms(lock_ms)
+    };
+    let (group, member) = match member_of(&req.group_id, &req.member_id) {
+        Ok(gm) => gm,
+        Err((e, m)) => return top_error(e, m),
+    };
+    let requested: Vec<(Uuid, i32)> = req
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(move |p| (t.topic_id, p.partition_index))
+        })
+        .collect();
+    let forgotten: Vec<(Uuid, i32)> = req
+        .forgotten_topics_data
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(move |p| (t.topic_id, *p)))
+        .collect();
+    let has_acks = req.topics.iter().any(|t| {
+        t.partitions
+            .iter()
+            .any(|p| !p.acknowledgement_batches.is_empty())
+    });
+    let context = match broker.share.new_context(
+        &group,
+        &member,
+        req.share_session_epoch,
+        &requested,
+        &forgotten,
+        has_acks,
+    ) {
+        Ok(c) => c,
+        Err(e) => return top_error(e, e.to_string()),
+    };
+    let mut answers: HashMap<(Uuid, i32), PartitionAnswer> = HashMap::new();
+    for t in &req.topics {
+        for p in &t.partitions {
+            if p.acknowledgement_batches.is_empty() {
+                continue;
+            }
+            let batches = p
+                .acknowledgement_batches
+                .iter()
+                .map(|b| (b.first_offset, b.last_offset, b.acknowledge_types.clone()))
+                .collect();
+            let err = acknowledge(
+                broker,
+                &group,
+                &member,
+                t.topic_id,
+                p.partition_index,
+                batches,
+            );
+            answers
+                .entry((t.topic_id, p.partition_index))
+                .or_default()
+                .ack_error = err;
+        }
+    }
+    let (fetch, full) = match context {
+        FetchContext::Final => {
+            broker.share.close_session(&group, &member);
+            (Vec::new(), false)
+        }
+        FetchContext::Full(ps) => (ps, true),
+        FetchContext::Incremental(ps) => (ps, false),
+    };
+    let max_bytes = (req.max_bytes.max(0) as usize).min(broker.config.fetch_max_bytes);
+    let max_wait = Duration::from_millis(req.max_wait_ms.clamp(0, FETCH_MAX_WAIT_MS_LIMIT) as u64);
+    let max_records = req.max_records.max(0) as usize;
+    acquire_waiting(
+        broker,
+        &group,
+        &member,
+        &fetch,
+        max_records,
+        max_bytes,
+        max_wait,
+        &mut answers,
+    )
+    .await;
+    let order: Vec<(Uuid, i32)> = if full {
+        fetch
+            .iter()
+            .copied()
+            .chain(answers.keys().copied())
+            .collect()
+    } else {
+        let mut v: Vec<(Uuid, i32)> = answers.keys().copied().collect();
+        v.sort();
+        v
+    };
+    ShareFetchResponse::default()
+        .with_acquisition_lock_timeout_ms(lock_ms)
+        .with_responses(fetch_topics(broker, order, &mut answers))
+}
+
+/// Acquires for the member on each partition, waiting up to `max_wait` while nothing can be
+/// acquired (Kafka's `DelayedShareFetch`).
+#[allow(clippy::too_many_arguments)]
+async fn acquire_waiting(
+    broker: &Broker,
+    group: &str,
+    member: &str,
+    fetch: &[(Uuid, i32)],
+    max_records: usize,
+    max_bytes: usize,
+    max_wait: Duration,
+    answers: &mut HashMap<(Uuid, i32), PartitionAnswer>,
+) {
+    let deadline = Instant::now() + max_wait;
+    let waiter = Arc::new(Notify::new());
+    let mut parked = false;
+    loop {
+        let mut got = 0usize;
+        let mut bytes_left = max_bytes;
+        for &(topic_id, index) in fetch {
+            let a = answers.entry((topic_id, index)).or_default();
+            let part = match led_partition(broker, topic_id, index) {
+                Ok(p) => p,
+                Err(e) => {
+                    a.error = Some(e);
+                    continue;
+                }
+            };
+            a.leader_epoch = part.leader_epoch();
+            let key: SharePartitionKey = (group.to_string(), topic_id, index);
+            if got < max_records && bytes_left > 0 {
+                match broker
+                    .share
+                    .acquire(&key, member, &part, max_records - got, bytes_left)
+                {
+                    Ok(acq) => {
+                        got += acq
+                            .ranges
+                            .iter()
+                            .map(|r| (r.last_offset - r.first_offset + 1) as usize)
+                            .sum::<usize>();
+                        bytes_left = bytes_left.saturating_sub(acq.records.len());
+                        a.acquired = acq;
+                    }
+                    Err(e) => a.error = Some(e),
+                }
+            }
+            if !parked {
+                part.park_fetch(&waiter);
+            }
+        }
+        if got > 0 || Instant::now() >= deadline || fetch.is_empty() || max_records == 0 {
+            return;
+        }
+        if !parked {
+            // Parked first, then read again: a change between the read and the park would
+            // otherwise wait for the deadline.
+            broker.share.park(&waiter);
+            parked = true;
+            continue;
+        }
+        let keys: Vec<SharePartitionKey> = fetch
+            .iter()
+            .map(|&(t, p)| (group.to_string(), t, p))
+            .collect();
+        let wake = broker
+            .share
+            .next_lock_deadline_ms(&keys)
+            .map(|ms| {
+                let now = crate::cluster::replica_manager::now_ms();
+                Instant::now() + Duration::from_millis(ms.saturating_sub(now).max(0) as u64)
+            })
+            .map_or(deadline, |t| t.min(deadline));
+        let _ = tokio::time::timeout_at(wake, waiter.notified()).await;
+        parked = false;
+    }
+}
+
+/// The answer's topics, in `order` (each partition once).
+fn fetch_topics(
+    broker: &Broker,
+    order: Vec<(Uuid, i32)>,
+    answers: &mut HashMap<(Uuid, i32), PartitionAnswer>,
+) -> Vec<ShareFetchableTopicResponse> {
+    let mut out: Vec<ShareFetchableTopicResponse> = Vec::new();
+    for (topic_id, index) in order {
+        let Some(a) = answers.remove(&(topic_id, index)) else {
+            continue;
+        };
+        let leader = if a.error.is_none() {
+            broker.node_id()
+        } else {
+            -1
+        };
+        let data = PartitionData::default()
+            .with_partition_index(index)
+            .with_error_code(a.error.map_or(0, |e| e.code()))
+            .with_error_message(a.error.map(|e| sb(e.to_string())))
+            .with_acknowledge_error_code(a.ack_error.as_ref().map_or(0, |e| e.0.code()))
+            .with_acknowledge_error_message(a.ack_error.map(|e| sb(e.1)))
+            .with_current_leader(
+                LeaderIdAndEpoch::default()
+                    .with_leader_id(leader)
+                    .with_leader_epoch(a.leader_epoch),
+            )
+            .with_records(Some(a.acquired.records.clone()))
+            .with_acquired_records(
+                a.acquired
+                    .ranges
+                    .iter()
+                    .map(|r| {
+                        AcquiredRecords::default()
+                            .with_first_offset(r.first_offset)
+                            .with_last_offset(r.last_offset)
+                            .with_delivery_count(r.delivery_count)
+                    })
+                    .collect(),
+            );
+        match out.iter_mut().find(|t| t.topic_id == topic_id) {
+            Some(t) => t.partitions.push(data),
+            None => out.push(
+                ShareFetchableTopicResponse::default()
+                    .with_topic_id(topic_id)
+                    .with_partitions(vec![data]),
+            ),
+        }
+    }
+    out
+}
+
+/// ShareAcknowledge.
+pub async fn handle_share_acknowledge(
+    broker: &Broker,
+    _ctx: &RequestContext,
+    req: ShareAcknowledgeRequest,
+) -> ShareAcknowledgeResponse {
+    use kafka_protocol::messages::share_acknowledge_response as sar;
+    let top_error = |e: ResponseError, msg: String| {
+        ShareAcknowledgeResponse::default()
+            .with_error_code(e.code())
+            .with_error_message(Some(sb(msg)))
+    };
+    let (group, member) = match member_of(&req.group_id, &req.member_id) {
+        Ok(gm) => gm,
+        Err((e, m)) => return top_error(e, m),
+    };
+    let last =
+        match broker
+            .share
+            .acknowledge_session_update(&group, &member, req.share_session_epoch)
+        {
+            Ok(f) => f,
+            Err(e) => return top_error(e, e.to_string()),
+        };
+    let mut topics = Vec::with_capacity(req.topics.len());
+    for t in req.topics {
+        let mut parts = Vec::with_capacity(t.partitions.len());
+        for p in t.partitions {
+            let batches = p
+                .acknowledgement_batches
+                .into_iter()
+                .map(|b| (b.first_offset, b.last_offset, b.acknowledge_types))
+                .collect();
+            let err = acknowledge(
+                broker,
+                &group,
+                &member,
+                t.topic_id,
+                p.partition_index,
+                batches,
+            );
+            let leader = led_partition(broker, t.topic_id, p.partition_index).ok();
+            parts.push(
+                sar::PartitionData::default()
+                    .with_partition_index(p.partition_index)
+                    .with_error_code(err.as_ref().map_or(0, |e| e.0.code()))
+                    .with_error_message(err.map(|e| sb(e.1)))
+                    .with_current_leader(
+                        sar::LeaderIdAndEpoch::default()
+                            .with_leader_id(leader.as_ref().map_or(-1, |_| broker.node_id()))
+                            .with_leader_epoch(leader.map_or(-1, |p| p.leader_epoch())),
+                    ),
+            );
+        }
+        topics.push(
+            sar::ShareAcknowledgeTopicResponse::default()
+                .with_topic_id(t.topic_id)
+                .with_partitions(parts),
+        );
+    }
+    if last {
+        broker.share.close_session(&group, &member);
+    }
+    ShareAcknowledgeResponse::default().with_responses(topics)
+}

@@ -1,0 +1,386 @@
+//! KIP-932 share-partitions and share sessions on a partition leader (Kafka's
+//! `SharePartitionManager` and `ShareSessionCache`).
+//!
+//! A share group reads a topic partition through a share-partition held by that partition's
+//! leader ([`partition::SharePartition`]: records acquired per member under a lock, delivery
+//! counts, acknowledgement). ShareFetch and ShareAcknowledge ([`crate::api::share`]) reach
+//! them through this manager, under one short `parking_lot::Mutex` never held across an
+//! await or a log read.
+//!
+//! Not durable yet: the state is in memory on the leader. Kafka persists it through the share
+//! coordinator on `__share_group_state`; in Brook a leader restart or a leadership move starts
+//! each share-partition again from `share.auto.offset.reset` (latest), so records in flight
+//! then are neither redelivered nor counted.
+
+pub mod partition;
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::ResponseError;
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+use uuid::Uuid;
+
+use self::partition::{AckError, AcquiredRange, LogBatch, ShareLimits, SharePartition};
+use crate::cluster::partition::{FetchIsolation, Partition};
+use crate::config::{BrokerConfig, ConfigError};
+
+/// Bound on fetches parked on share-partition changes at once; past it the oldest are woken
+/// early (they read again and park again), as `Partition::park_fetch` does.
+pub const MAX_PARKED_SHARE_FETCHES: usize = 4096;
+
+/// ShareFetch's session epochs (Kafka's `ShareRequestMetadata`).
+pub const INITIAL_EPOCH: i32 = 0;
+pub const FINAL_EPOCH: i32 = -1;
+
+/// (group id, topic id, partition).
+pub type SharePartitionKey = (String, Uuid, i32);
+
+/// A share session (Kafka's `ShareSession`): the partitions a member fetches, and the epoch
+/// its next request must carry.
+#[derive(Debug)]
+struct ShareSession {
+    epoch: i32,
+    partitions: BTreeSet<(Uuid, i32)>,
+}
+
+/// What a ShareFetch's session epoch makes of it (Kafka's `ShareFetchContext`).
+#[derive(Debug)]
+pub enum FetchContext {
+    /// Epoch 0: a new session with the request's partitions; the answer names them all.
+    Full(Vec<(Uuid, i32)>),
+    /// A later epoch: the session's partitions; the answer names those with news.
+    Incremental(Vec<(Uuid, i32)>),
+    /// Epoch -1: acknowledgements only, then the session closes.
+    Final,
+}
+
+/// One partition's acquisition: the batches holding acquired records, and the ranges.
+#[derive(Debug, Default)]
+pub struct Acquired {
+    pub records: Bytes,
+    pub ranges: Vec<AcquiredRange>,
+}
+
+/// The share-partitions and share sessions of this node.
+pub struct SharePartitionManager {
+    pub limits: ShareLimits,
+    /// `group.share.max.share.sessions`.
+    max_sessions: usize,
+    partitions: Mutex<HashMap<SharePartitionKey, SharePartition>>,
+    sessions: Mutex<HashMap<(String, String), ShareSession>>,
+    /// Share fetches waiting for records to become acquirable (a release, a lock timeout).
+    waiters: Mutex<Vec<Arc<Notify>>>,
+}
+
+impl SharePartitionManager {
+    /// Reads `group.share.*` (Kafka's `ShareGroupConfig`), refusing a lock duration outside
+    /// its min and max as Kafka does.
+    pub fn from_config(c: &BrokerConfig) -> Result<Self, ConfigError> {
+        let get = |k: &str| -> Result<i64, ConfigError> {
+            let v = c.values.get(k).cloned().unwrap_or_default();
+            v.trim()
+                .parse::<i64>()
+                .map_err(|_| ConfigError::InvalidValue {
+                    key: k.into(),
+                    value: v.clone(),
+                    reason: "not a number".into(),
+                })
+        };
+        let lock = get("group.share.record.lock.duration.ms")?;
+        let (min, max) = (
+            get("group.share.min.record.lock.duration.ms")?,
+            get("group.share.max.record.lock.duration.ms")?,
+        );
+        if !(min..=max).contains(&lock) {
+            return Err(ConfigError::InvalidValue {
+                key: "group.share.record.lock.duration.ms".into(),
+                value: lock.to_string(),
+                reason: format!(
+                    "must be within group.share.min.record.lock.duration.ms ({min}) and group.share.max.record.lock.duration.ms ({max})"
+                ),
+            });
+        }
+        Ok(SharePartitionManager {
+            limits: ShareLimits {
+                lock_duration_ms: lock,
+                delivery_count_limit: get("group.share.delivery.count.limit")?.clamp(1, 32767)
+                    as i16,
+                max_in_flight: get("group.share.partition.max.record.locks")?.max(1),
+            },
+            max_sessions: get("group.share.max.share.sessions")?.max(1) as usize,
+            partitions: Mutex::new(HashMap::new()),
+            sessions: Mutex::new(HashMap::new()),
+            waiters: Mutex::new(Vec::new()),
+        })
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Share sessions (Kafka's `SharePartitionManager.newContext` and
+    // `acknowledgeSessionUpdate`)
+    // -----------------------------------------------------------------------------------------
+
+    /// The context of a ShareFetch: opens, continues or ends the member's session.
+    pub fn new_context(
+        &self,
+        group: &str,
+        member: &str,
+        epoch: i32,
+        requested: &[(Uuid, i32)],
+        forgotten: &[(Uuid, i32)],
+        has_acks: bool,
+    ) -> Result<FetchContext, ResponseError> {
+        let key = (group.to_string(), member.to_string());
+        let mut sessions = self.sessions.lock();
+        match epoch {
+            FINAL_EPOCH => {
+                if !sessions.contains_key(&key) {
+                    return Err(ResponseError::ShareSessionNotFound);
+                }
+                Ok(FetchContext::Final)
+            }
+            INITIAL_EPOCH => {
+                if has_acks {
+                    return Err(ResponseError::InvalidRequest);
+                }
+                sessions.remove(&key);
+                if sessions.len() >= self.max_sessions {
+                    return Err(ResponseError::ShareSessionLimitReached);
+                }
+                sessions.insert(
+                    key,
+                    ShareSession {
+                        epoch: next_epoch(INITIAL_EPOCH),
+                        partitions: requested.iter().copied().collect(),
+                    },
+                );
+                Ok(FetchContext::Full(requested.to_vec()))
+            }
+            _ => {
+                let s = sessions
+                    .get_mut(&key)
+                    .ok_or(ResponseError::ShareSessionNotFound)?;
+                if s.epoch != epoch {
+                    return Err(ResponseError::InvalidShareSessionEpoch);
+                }
+                s.partitions.extend(requested.iter().copied());
+                for f in forgotten {
+                    s.partitions.remove(f);
+                }
+                s.epoch = next_epoch(s.epoch);
+                Ok(FetchContext::Incremental(
+                    s.partitions.iter().copied().collect(),
+                ))
+            }
+        }
+    }
+
+    /// A ShareAcknowledge's session check: epoch 0 is refused, -1 needs a session, any
+    /// other must be the session's (and moves it on). Returns whether this is the final one.
+    pub fn acknowledge_session_update(
+        &self,
+        group: &str,
+        member: &str,
+        epoch: i32,
+    ) -> Result<bool, ResponseError> {
+        if epoch == INITIAL_EPOCH {
+            return Err(ResponseError::InvalidShareSessionEpoch);
+        }
+        let mut sessions = self.sessions.lock();
+        let s = sessions
+            .get_mut(&(group.to_string(), member.to_string()))
+            .ok_or(ResponseError::ShareSessionNotFound)?;
+        if epoch == FINAL_EPOCH {
+            return Ok(true);
+        }
+        if s.epoch != epoch {
+            return Err(ResponseError::InvalidShareSessionEpoch);
+        }
+        s.epoch = next_epoch(s.epoch);
+        Ok(false)
+    }
+
+    /// Closes a member's session and releases what it holds (Kafka's `releaseSession`): its
+    /// acquired records go to other members at once instead of at the lock timeout.
+    pub fn close_session(&self, group: &str, member: &str) {
+        self.sessions
+            .lock()
+            .remove(&(group.to_string(), member.to_string()));
+        let mut released = false;
+        for ((g, _, _), sp) in self.partitions.lock().iter_mut() {
+            if g == group {
+                released |= sp.release_member(member, &self.limits);
+            }
+        }
+        if released {
+            self.wake();
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Share-partitions
+    // -----------------------------------------------------------------------------------------
+
+    /// Applies a member's acknowledgements to one share-partition.
+    pub fn acknowledge(
+        &self,
+        key: &SharePartitionKey,
+        member: &str,
+        batches: &[(i64, i64, Vec<i8>)],
+    ) -> Result<(), (ResponseError, String)> {
+        let now = crate::cluster::replica_manager::now_ms();
+        let r = {
+            let mut parts = self.partitions.lock();
+            let Some(sp) = parts.get_mut(key) else {
+                return Err((
+                    ResponseError::InvalidRecordState,
+                    "no records of this share-partition are acquired".into(),
+                ));
+            };
+            sp.expire_locks(now, &self.limits);
+            sp.acknowledge(member, batches, &self.limits)
+        };
+        self.wake();
+        r.map_err(|e| match e {
+            AckError::InvalidRecordState(m) => (ResponseError::InvalidRecordState, m),
+            AckError::InvalidRequest(m) => (ResponseError::InvalidRequest, m),
+        })
+    }
+
+    /// Acquires up to `max_records` of `part` for `member`, reading at most `max_bytes` of
+    /// the log. The share-partition starts at the high watermark the first time
+    /// (`share.auto.offset.reset=latest`, Kafka's default; Brook has no group configs yet).
+    pub fn acquire(
+        &self,
+        key: &SharePartitionKey,
+        member: &str,
+        part: &Partition,
+        max_records: usize,
+        max_bytes: usize,
+    ) -> Result<Acquired, ResponseError> {
+        let now = crate::cluster::replica_manager::now_ms();
+        let hw = part.high_watermark();
+        let (log_start, _) = part.offsets();
+        // The state is read, the log read without the lock, and the acquisition made under
+        // the lock again: it takes only offsets still Available or past the end then.
+        let fetch_offset = {
+            let mut parts = self.partitions.lock();
+            let sp = parts
+                .entry(key.clone())
+                .or_insert_with(|| SharePartition::new(hw));
+            sp.on_log_start(log_start);
+            if sp.expire_locks(now, &self.limits) {
+                drop(parts);
+                self.wake();
+                parts = self.partitions.lock();
+            }
+            let Some(sp) = parts.get(key) else {
+                return Ok(Acquired::default());
+            };
+            if !sp.can_acquire(hw, &self.limits) {
+                return Ok(Acquired::default());
+            }
+            sp.fetch_offset()
+        };
+        let read = part
+            .read(fetch_offset, max_bytes, true, FetchIsolation::HighWatermark)
+            .map_err(|e| {
+                ResponseError::try_from_code(e.error_code())
+                    .unwrap_or(ResponseError::UnknownServerError)
+            })?;
+        let bytes = read
+            .slice
+            .read()
+            .map_err(|_| ResponseError::KafkaStorageError)?;
+        let batches = split_batches(&bytes);
+        let log_batches: Vec<LogBatch> = batches.iter().map(|b| b.1).collect();
+        let (ranges, used) = {
+            let mut parts = self.partitions.lock();
+            let Some(sp) = parts.get_mut(key) else {
+                return Ok(Acquired::default());
+            };
+            sp.acquire(member, &log_batches, max_records, now, &self.limits)
+        };
+        let mut records = BytesMut::new();
+        for i in used {
+            let (span, _) = &batches[i];
+            records.extend_from_slice(&bytes[span.clone()]);
+        }
+        Ok(Acquired {
+            records: records.freeze(),
+            ranges,
+        })
+    }
+
+    /// The earliest acquisition lock deadline among `keys`, for a parked fetch.
+    pub fn next_lock_deadline_ms(&self, keys: &[SharePartitionKey]) -> Option<i64> {
+        let parts = self.partitions.lock();
+        keys.iter()
+            .filter_map(|k| parts.get(k)?.next_lock_deadline_ms())
+            .min()
+    }
+
+    /// (start offset, end offset, in-flight offsets) of a share-partition, for views.
+    pub fn describe(&self, key: &SharePartitionKey) -> Option<(i64, i64, usize)> {
+        let parts = self.partitions.lock();
+        let sp = parts.get(key)?;
+        Some((sp.start_offset(), sp.end_offset(), sp.in_flight().len()))
+    }
+
+    /// Parks a share fetch until records may have become acquirable.
+    pub fn park(&self, waiter: &Arc<Notify>) {
+        let mut w = self.waiters.lock();
+        if w.len() >= MAX_PARKED_SHARE_FETCHES {
+            let half = w.len() / 2;
+            for old in w.drain(..half) {
+                old.notify_one();
+            }
+        }
+        w.push(waiter.clone());
+    }
+
+    fn wake(&self) {
+        let waiters = std::mem::take(&mut *self.waiters.lock());
+        for w in waiters {
+            w.notify_one();
+        }
+    }
+}
+
+/// Kafka's `ShareRequestMetadata.nextEpoch`: after `i32::MAX` comes 1 again.
+fn next_epoch(epoch: i32) -> i32 {
+    if epoch < 0 || epoch == i32::MAX {
+        1
+    } else {
+        epoch + 1
+    }
+}
+
+/// The whole batches in `buf`: each one's byte span, offsets, and whether it is a control
+/// batch (whose offsets the acquisition archives instead of handing out).
+fn split_batches(buf: &[u8]) -> Vec<(std::ops::Range<usize>, LogBatch)> {
+    use brook_storage::batch::batch_size_at;
+    use brook_storage::BatchHeader;
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while let Some(size) = batch_size_at(&buf[pos..]) {
+        if pos + size > buf.len() {
+            break;
+        }
+        let Some(h) = BatchHeader::new(&buf[pos..]) else {
+            break;
+        };
+        out.push((
+            pos..pos + size,
+            LogBatch {
+                base_offset: h.base_offset(),
+                last_offset: h.last_offset(),
+                is_control: h.is_control(),
+            },
+        ));
+        pos += size;
+    }
+    out
+}

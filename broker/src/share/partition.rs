@@ -1,0 +1,420 @@
+//! One share-partition: a share group's view of one topic partition (Kafka's
+//! `SharePartition`, with `InFlightBatch`/`InFlightState` kept per offset here).
+//!
+//! The share-partition start offset (SPSO) is the first offset not yet finished with; the
+//! end offset is the next offset to read from the log. Each offset in between is in flight:
+//!
+//! ```text
+//!            acquire (delivery_count += 1)
+//!  Available ─────────────────────────────> Acquired ──ACCEPT──> Acknowledged
+//!      ^                                     │  │
+//!      └──── RELEASE / lock timeout ─────────┘  └──REJECT / GAP──> Archived
+//!            (Archived instead once delivery_count reaches the delivery limit)
+//! ```
+//!
+//! Acknowledged and Archived are final; the SPSO moves past a run of final offsets. At most
+//! `group.share.partition.max.record.locks` offsets are in flight (Kafka's
+//! `maxInFlightRecords`): past that, nothing new is acquired until the SPSO moves.
+//! Nothing here awaits or reads the clock: `now_ms` is explicit.
+
+use std::collections::BTreeMap;
+
+/// Kafka's `RecordState`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordState {
+    Available,
+    Acquired,
+    Acknowledged,
+    Archived,
+}
+
+/// Kafka's `AcknowledgeType` (0 is GAP: an offset with no record, such as a marker).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AcknowledgeType {
+    Gap,
+    Accept,
+    Release,
+    Reject,
+}
+
+impl AcknowledgeType {
+    /// The wire byte; RENEW (4) exists from ShareFetch/ShareAcknowledge v2 only, which Brook
+    /// does not serve.
+    pub fn from_byte(b: i8) -> Option<Self> {
+        match b {
+            0 => Some(AcknowledgeType::Gap),
+            1 => Some(AcknowledgeType::Accept),
+            2 => Some(AcknowledgeType::Release),
+            3 => Some(AcknowledgeType::Reject),
+            _ => None,
+        }
+    }
+}
+
+/// Why an acknowledgement is refused, as Kafka's error codes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AckError {
+    /// INVALID_RECORD_STATE: an offset not acquired by this member.
+    #[error("{0}")]
+    InvalidRecordState(String),
+    /// INVALID_REQUEST: a malformed batch.
+    #[error("{0}")]
+    InvalidRequest(String),
+}
+
+/// One in-flight offset.
+#[derive(Debug, Clone)]
+struct InFlight {
+    state: RecordState,
+    delivery_count: i16,
+    /// The member holding the acquisition lock, while Acquired.
+    member: Option<String>,
+    lock_deadline_ms: i64,
+}
+
+/// Limits the state machine enforces (`group.share.*`).
+#[derive(Debug, Clone, Copy)]
+pub struct ShareLimits {
+    pub lock_duration_ms: i64,
+    pub delivery_count_limit: i16,
+    pub max_in_flight: i64,
+}
+
+/// A run of acquired offsets with one delivery count (ShareFetch's `AcquiredRecords`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AcquiredRange {
+    pub first_offset: i64,
+    pub last_offset: i64,
+    pub delivery_count: i16,
+}
+
+/// A record batch of the log, as the acquisition sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct LogBatch {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    /// A transaction marker: its offset holds no record to deliver, so it is Archived as
+    /// soon as it enters the window.
+    pub is_control: bool,
+}
+
+/// A share-partition.
+#[derive(Debug)]
+pub struct SharePartition {
+    start_offset: i64,
+    end_offset: i64,
+    in_flight: BTreeMap<i64, InFlight>,
+}
+
+impl SharePartition {
+    /// A share-partition starting at `offset` (from `share.auto.offset.reset`).
+    pub fn new(offset: i64) -> Self {
+        SharePartition {
+            start_offset: offset,
+            end_offset: offset,
+            in_flight: BTreeMap::new(),
+        }
+    }
+
+    pub fn start_offset(&self) -> i64 {
+        self.start_offset
+    }
+
+    pub fn end_offset(&self) -> i64 {
+        self.end_offset
+    }
+
+    /// The log's start moved past the SPSO (retention, DeleteRecords): those offsets are gone.
+    pub fn on_log_start(&mut self, log_start: i64) {
+        if log_start > self.start_offset {
+            self.in_flight = self.in_flight.split_off(&log_start);
+            self.start_offset = log_start;
+            self.end_offset = self.end_offset.max(log_start);
+        }
+    }
+
+    /// Where the next acquisition reads the log: the first Available offset, else the end.
+    pub fn fetch_offset(&self) -> i64 {
+        self.in_flight
+            .iter()
+            .find(|(_, r)| r.state == RecordState::Available)
+            .map_or(self.end_offset, |(o, _)| *o)
+    }
+
+    /// Whether an acquisition could return anything below `read_limit` (the high watermark).
+    pub fn can_acquire(&self, read_limit: i64, limits: &ShareLimits) -> bool {
+        let has_available = self
+            .in_flight
+            .values()
+            .any(|r| r.state == RecordState::Available);
+        has_available
+            || (self.end_offset < read_limit
+                && self.end_offset - self.start_offset < limits.max_in_flight)
+    }
+
+    /// The earliest acquisition lock deadline, for a parked fetch to wake at.
+    pub fn next_lock_deadline_ms(&self) -> Option<i64> {
+        self.in_flight
+            .values()
+            .filter(|r| r.state == RecordState::Acquired)
+            .map(|r| r.lock_deadline_ms)
+            .min()
+    }
+
+    /// Acquisition locks past their deadline end (Kafka's `AcquisitionLockTimerTask`):
+    /// the records go back to Available, or to Archived at the delivery limit. Returns
+    /// whether anything changed.
+    pub fn expire_locks(&mut self, now_ms: i64, limits: &ShareLimits) -> bool {
+        let mut changed = false;
+        for r in self.in_flight.values_mut() {
+            if r.state == RecordState::Acquired && r.lock_deadline_ms <= now_ms {
+                release(r, limits);
+                changed = true;
+            }
+        }
+        if changed {
+            self.advance_start();
+        }
+        changed
+    }
+
+    /// Acquires for `member`, from `batches` read at [`Self::fetch_offset`]: Available
+    /// offsets within the in-flight window, then new offsets past the end, whole batches at
+    /// a time, until `max_records` are acquired or the in-flight limit is reached. Returns
+    /// the acquired ranges and the indexes of the batches holding any of them.
+    pub fn acquire(
+        &mut self,
+        member: &str,
+        batches: &[LogBatch],
+        max_records: usize,
+        now_ms: i64,
+        limits: &ShareLimits,
+    ) -> (Vec<AcquiredRange>, Vec<usize>) {
+        let mut acquired: Vec<(i64, i16)> = Vec::new();
+        let mut used = Vec::new();
+        let deadline = now_ms.saturating_add(limits.lock_duration_ms);
+        for (i, b) in batches.iter().enumerate() {
+            if acquired.len() >= max_records {
+                break;
+            }
+            let before = acquired.len();
+            for offset in b.base_offset.max(self.start_offset)..=b.last_offset {
+                if offset >= self.end_offset {
+                    if offset - self.start_offset >= limits.max_in_flight {
+                        break;
+                    }
+                    let state = if b.is_control {
+                        RecordState::Archived
+                    } else {
+                        RecordState::Available
+                    };
+                    self.in_flight.insert(
+                        offset,
+                        InFlight {
+                            state,
+                            delivery_count: 0,
+                            member: None,
+                            lock_deadline_ms: 0,
+                        },
+                    );
+                    self.end_offset = offset + 1;
+                }
+                let Some(r) = self.in_flight.get_mut(&offset) else {
+                    continue;
+                };
+                if r.state != RecordState::Available {
+                    continue;
+                }
+                r.state = RecordState::Acquired;
+                r.delivery_count = r.delivery_count.saturating_add(1);
+                r.member = Some(member.to_string());
+                r.lock_deadline_ms = deadline;
+                acquired.push((offset, r.delivery_count));
+            }
+            if acquired.len() > before {
+                used.push(i);
+            }
+        }
+        self.advance_start();
+        (ranges(&acquired), used)
+    }
+
+    /// Applies one member's acknowledgements, all or none (Kafka's `SharePartition.acknowledge`):
+    /// every offset named must be Acquired by `member`. Each batch has one type for all its
+    /// offsets or one per offset.
+    pub fn acknowledge(
+        &mut self,
+        member: &str,
+        batches: &[(i64, i64, Vec<i8>)],
+        limits: &ShareLimits,
+    ) -> Result<(), AckError> {
+        let mut plan: Vec<(i64, AcknowledgeType)> = Vec::new();
+        for (first, last, types) in batches {
+            if last < first {
+                return Err(AckError::InvalidRequest(format!(
+                    "batch {first}..{last}: last offset before first"
+                )));
+            }
+            let len = last - first + 1;
+            if types.len() != 1 && types.len() as i64 != len {
+                return Err(AckError::InvalidRequest(format!(
+                    "batch {first}..{last}: {} acknowledge types for {len} offsets",
+                    types.len()
+                )));
+            }
+            for (i, offset) in (*first..=*last).enumerate() {
+                let raw = if types.len() == 1 { types[0] } else { types[i] };
+                let t = AcknowledgeType::from_byte(raw).ok_or_else(|| {
+                    AckError::InvalidRequest(format!("invalid acknowledge type {raw}"))
+                })?;
+                let held = self.in_flight.get(&offset).is_some_and(|r| {
+                    r.state == RecordState::Acquired && r.member.as_deref() == Some(member)
+                });
+                if !held {
+                    return Err(AckError::InvalidRecordState(format!(
+                        "offset {offset} is not acquired by member {member}"
+                    )));
+                }
+                plan.push((offset, t));
+            }
+        }
+        for (offset, t) in plan {
+            if let Some(r) = self.in_flight.get_mut(&offset) {
+                match t {
+                    AcknowledgeType::Accept => finish(r, RecordState::Acknowledged),
+                    AcknowledgeType::Reject | AcknowledgeType::Gap => {
+                        finish(r, RecordState::Archived)
+                    }
+                    AcknowledgeType::Release => release(r, limits),
+                }
+            }
+        }
+        self.advance_start();
+        Ok(())
+    }
+
+    /// Releases every record `member` holds (its share session closed: Kafka's
+    /// `SharePartition.releaseAcquiredRecords`). Returns whether anything was released.
+    pub fn release_member(&mut self, member: &str, limits: &ShareLimits) -> bool {
+        let mut changed = false;
+        for r in self.in_flight.values_mut() {
+            if r.state == RecordState::Acquired && r.member.as_deref() == Some(member) {
+                release(r, limits);
+                changed = true;
+            }
+        }
+        if changed {
+            self.advance_start();
+        }
+        changed
+    }
+
+    /// Moves the SPSO past finished offsets (and past offsets the log does not have).
+    fn advance_start(&mut self) {
+        while self.start_offset < self.end_offset {
+            match self.in_flight.get(&self.start_offset) {
+                Some(r)
+                    if !matches!(r.state, RecordState::Acknowledged | RecordState::Archived) =>
+                {
+                    break
+                }
+                _ => {
+                    self.in_flight.remove(&self.start_offset);
+                    self.start_offset += 1;
+                }
+            }
+        }
+    }
+
+    /// (offset, state, delivery count) of every in-flight offset, for views and tests.
+    pub fn in_flight(&self) -> Vec<(i64, RecordState, i16)> {
+        self.in_flight
+            .iter()
+            .map(|(o, r)| (*o, r.state, r.delivery_count))
+            .collect()
+    }
+}
+
+/// Ends an acquisition: Available again, or Archived at the delivery limit (Kafka archives a
+/// record whose delivery count reached `group.share.delivery.count.limit`).
+fn release(r: &mut InFlight, limits: &ShareLimits) {
+    r.member = None;
+    r.state = if r.delivery_count >= limits.delivery_count_limit {
+        RecordState::Archived
+    } else {
+        RecordState::Available
+    };
+}
+
+fn finish(r: &mut InFlight, state: RecordState) {
+    r.member = None;
+    r.state = state;
+}
+
+/// Runs of consecutive offsets with the same delivery count.
+fn ranges(acquired: &[(i64, i16)]) -> Vec<AcquiredRange> {
+    let mut out: Vec<AcquiredRange> = Vec::new();
+    for &(offset, count) in acquired {
+        match out.last_mut() {
+            Some(r) if r.last_offset + 1 == offset && r.delivery_count == count => {
+                r.last_offset = offset
+            }
+            _ => out.push(AcquiredRange {
+                first_offset: offset,
+                last_offset: offset,
+                delivery_count: count,
+            }),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMITS: ShareLimits = ShareLimits {
+        lock_duration_ms: 1000,
+        delivery_count_limit: 3,
+        max_in_flight: 100,
+    };
+
+    fn batch(a: i64, b: i64) -> LogBatch {
+        LogBatch {
+            base_offset: a,
+            last_offset: b,
+            is_control: false,
+        }
+    }
+
+    #[test]
+    fn release_redelivers_until_the_limit_then_archives() {
+        let mut sp = SharePartition::new(0);
+        for round in 1..=3 {
+            let (r, _) = sp.acquire("m", &[batch(0, 1)], 10, 0, &LIMITS);
+            assert_eq!(r[0].delivery_count, round);
+            sp.acknowledge("m", &[(0, 1, vec![2])], &LIMITS).unwrap();
+        }
+        assert_eq!(sp.start_offset(), 2, "archived at the limit");
+        assert!(sp.acquire("m", &[batch(0, 1)], 10, 0, &LIMITS).0.is_empty());
+    }
+
+    #[test]
+    fn only_the_holder_may_acknowledge_and_locks_expire() {
+        let mut sp = SharePartition::new(5);
+        sp.acquire("a", &[batch(0, 9)], 10, 0, &LIMITS);
+        assert!(matches!(
+            sp.acknowledge("b", &[(5, 5, vec![1])], &LIMITS),
+            Err(AckError::InvalidRecordState(_))
+        ));
+        assert!(matches!(
+            sp.acknowledge("a", &[(9, 10, vec![1])], &LIMITS),
+            Err(AckError::InvalidRecordState(_))
+        ));
+        assert!(sp.expire_locks(1000, &LIMITS));
+        let (r, _) = sp.acquire("b", &[batch(5, 9)], 10, 1000, &LIMITS);
+        assert_eq!(r[0].delivery_count, 2);
+        sp.acknowledge("b", &[(5, 9, vec![1])], &LIMITS).unwrap();
+        assert_eq!(sp.start_offset(), 10);
+    }
+}

@@ -1,0 +1,315 @@
+package dev.brook.it;
+
+import static java.nio.charset.StandardCharsets.UTF_8;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+import static org.junit.jupiter.api.Assumptions.assumeFalse;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicBoolean;
+import org.apache.kafka.clients.consumer.AcknowledgeType;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaShareConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+/**
+ * KIP-932 share groups with Kafka 4.4's {@code KafkaShareConsumer}: implicit and explicit
+ * acknowledgement, redelivery with delivery counts, the delivery limit, several members on one
+ * partition, the acquisition lock timeout, and close releasing what a member holds.
+ *
+ * <p>A share-partition starts at the log end when first fetched ({@code share.auto.offset.reset}
+ * defaults to latest), so each test first primes its group: it produces a marker until the consumer
+ * sees one, and only then produces the records under test.
+ */
+@ExtendWith(BrokerLogOnFailure.class)
+class ShareGroupsTest {
+    /** Short enough for the lock-timeout case to run in seconds; the minimum is lowered to allow it. */
+    static final int LOCK_MS = 5000;
+    static final int DELIVERY_LIMIT = 5;
+    static final Duration WAIT = Duration.ofSeconds(30);
+    static BrookBroker broker;
+    static String bootstrap;
+
+    @BeforeAll
+    static void start() {
+        assumeFalse(TestBrokers.isExternal(), "share group tests start their own broker with a short lock duration");
+        Map<String, String> props = new HashMap<>();
+        props.put("group.share.min.record.lock.duration.ms", "1000");
+        props.put("group.share.record.lock.duration.ms", Integer.toString(LOCK_MS));
+        props.put("group.share.delivery.count.limit", Integer.toString(DELIVERY_LIMIT));
+        broker = BrookBroker.start("share", props);
+        bootstrap = broker.bootstrap();
+    }
+
+    @AfterAll
+    static void stop() {
+        if (broker != null) broker.close();
+    }
+
+    static KafkaShareConsumer<byte[], byte[]> consumer(String group, boolean explicit, int maxPollRecords) {
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        p.put(ConsumerConfig.SHARE_ACKNOWLEDGEMENT_MODE_CONFIG, explicit ? "explicit" : "implicit");
+        p.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, maxPollRecords);
+        return new KafkaShareConsumer<>(p);
+    }
+
+    /** One record per batch, so that acquisition (whole batches) can hand out a few at a time. */
+    static void produce(String topic, List<String> values) throws Exception {
+        try (KafkaProducer<byte[], byte[]> p = Clients.producer(bootstrap)) {
+            for (String v : values) p.send(new ProducerRecord<>(topic, v.getBytes(UTF_8))).get();
+        }
+    }
+
+    static String value(ConsumerRecord<byte[], byte[]> r) {
+        return new String(r.value(), UTF_8);
+    }
+
+    static short deliveries(ConsumerRecord<byte[], byte[]> r) {
+        return r.deliveryCount().orElseThrow();
+    }
+
+    static List<String> values(String prefix, int n) {
+        List<String> out = new ArrayList<>();
+        for (int i = 0; i < n; i++) out.add(prefix + i);
+        return out;
+    }
+
+    /** A new single-partition topic whose share-partition for {@code consumer}'s group has started. */
+    static String primedTopic(String name, KafkaShareConsumer<byte[], byte[]> consumer, boolean explicit) throws Exception {
+        String topic = Clients.uniqueTopic(name);
+        Clients.createTopic(bootstrap, topic, 1);
+        consumer.subscribe(List.of(topic));
+        long deadline = System.nanoTime() + WAIT.toNanos();
+        while (System.nanoTime() < deadline) {
+            produce(topic, List.of("marker"));
+            ConsumerRecords<byte[], byte[]> got = consumer.poll(Duration.ofMillis(500));
+            for (ConsumerRecord<byte[], byte[]> r : got) if (explicit) consumer.acknowledge(r, AcknowledgeType.ACCEPT);
+            if (explicit) consumer.commitSync();
+            if (!got.isEmpty()) return topic;
+        }
+        throw new AssertionError("the share group never received a record of " + topic);
+    }
+
+    /** Polls (bounded) until a record of a non-marker value arrives; acknowledges nothing. */
+    static List<ConsumerRecord<byte[], byte[]>> pollRecords(KafkaShareConsumer<byte[], byte[]> c, Duration timeout) {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        while (System.nanoTime() < deadline) {
+            List<ConsumerRecord<byte[], byte[]>> out = new ArrayList<>();
+            for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(200))) {
+                if (value(r).equals("marker")) c.acknowledge(r, AcknowledgeType.ACCEPT);
+                else out.add(r);
+            }
+            if (!out.isEmpty()) return out;
+        }
+        return List.of();
+    }
+
+    @Test
+    void implicitAcknowledgementConsumesEveryRecordOnce() throws Exception {
+        try (KafkaShareConsumer<byte[], byte[]> c = consumer("implicit", false, 500)) {
+            String topic = primedTopic("share-implicit", c, false);
+            List<String> sent = values("r", 50);
+            produce(topic, sent);
+            List<String> got = new ArrayList<>();
+            long deadline = System.nanoTime() + WAIT.toNanos();
+            while (got.size() < sent.size() && System.nanoTime() < deadline) {
+                for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(200))) {
+                    if (!value(r).equals("marker")) got.add(value(r));
+                    assertEquals(1, deliveries(r), "first delivery of " + value(r));
+                }
+            }
+            assertEquals(sent, got);
+            // Acknowledged records never come back, even past the lock duration.
+            long quiet = System.nanoTime() + Duration.ofMillis(LOCK_MS + 1000).toNanos();
+            while (System.nanoTime() < quiet) {
+                for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(200))) fail("delivered again: " + value(r));
+            }
+        }
+    }
+
+    @Test
+    void releaseRedeliversWithRisingCountAndRejectArchives() throws Exception {
+        try (KafkaShareConsumer<byte[], byte[]> c = consumer("explicit", true, 500)) {
+            String topic = primedTopic("share-explicit", c, true);
+            produce(topic, List.of("a"));
+            List<ConsumerRecord<byte[], byte[]>> first = pollRecords(c, WAIT);
+            assertEquals(1, first.size());
+            assertEquals(1, deliveries(first.get(0)));
+            c.acknowledge(first.get(0), AcknowledgeType.RELEASE);
+            c.commitSync();
+            List<ConsumerRecord<byte[], byte[]>> second = pollRecords(c, WAIT);
+            assertEquals(1, second.size());
+            assertEquals(first.get(0).offset(), second.get(0).offset());
+            assertEquals(2, deliveries(second.get(0)), "a released record comes back with its count raised");
+            c.acknowledge(second.get(0), AcknowledgeType.REJECT);
+            c.commitSync();
+            produce(topic, List.of("b"));
+            List<ConsumerRecord<byte[], byte[]>> next = pollRecords(c, WAIT);
+            assertEquals(List.of("b"), next.stream().map(ShareGroupsTest::value).toList(), "the rejected record is archived");
+            c.acknowledge(next.get(0), AcknowledgeType.ACCEPT);
+            c.commitSync();
+        }
+    }
+
+    @Test
+    void recordReleasedUpToTheDeliveryLimitIsArchived() throws Exception {
+        try (KafkaShareConsumer<byte[], byte[]> c = consumer("limit", true, 500)) {
+            String topic = primedTopic("share-limit", c, true);
+            produce(topic, List.of("poison"));
+            for (int i = 1; i <= DELIVERY_LIMIT; i++) {
+                List<ConsumerRecord<byte[], byte[]>> got = pollRecords(c, WAIT);
+                assertEquals(List.of("poison"), got.stream().map(ShareGroupsTest::value).toList());
+                assertEquals(i, deliveries(got.get(0)));
+                c.acknowledge(got.get(0), AcknowledgeType.RELEASE);
+                c.commitSync();
+            }
+            produce(topic, List.of("after"));
+            List<ConsumerRecord<byte[], byte[]>> next = pollRecords(c, WAIT);
+            assertEquals(List.of("after"), next.stream().map(ShareGroupsTest::value).toList(),
+                "released " + DELIVERY_LIMIT + " times, the record is archived");
+            c.acknowledge(next.get(0), AcknowledgeType.ACCEPT);
+            c.commitSync();
+        }
+    }
+
+    @Test
+    void twoMembersShareOnePartitionWithoutDoubleDelivery() throws Exception {
+        String group = "two-members";
+        try (KafkaShareConsumer<byte[], byte[]> a = consumer(group, false, 5);
+             KafkaShareConsumer<byte[], byte[]> b = consumer(group, false, 5)) {
+            String topic = primedTopic("share-two", a, false);
+            b.subscribe(List.of(topic));
+            List<String> sent = values("m", 100);
+            Map<String, Set<String>> byMember = new ConcurrentHashMap<>();
+            Map<String, String> owner = new ConcurrentHashMap<>();
+            AtomicBoolean done = new AtomicBoolean();
+            List<String> doubles = new ArrayList<>();
+            List<KafkaShareConsumer<byte[], byte[]>> cs = List.of(a, b);
+            List<Thread> threads = new ArrayList<>();
+            for (int i = 0; i < 2; i++) {
+                String name = i == 0 ? "a" : "b";
+                KafkaShareConsumer<byte[], byte[]> c = cs.get(i);
+                byMember.put(name, ConcurrentHashMap.newKeySet());
+                Thread t = new Thread(() -> {
+                    long deadline = System.nanoTime() + WAIT.toNanos();
+                    while (!done.get() && System.nanoTime() < deadline) {
+                        for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(100))) {
+                            String v = value(r);
+                            if (v.equals("marker")) continue;
+                            byMember.get(name).add(v);
+                            // Some processing time per record, so that one member cannot drain the
+                            // partition before the other is served.
+                            try {
+                                Thread.sleep(10);
+                            } catch (InterruptedException e) {
+                                return;
+                            }
+                            String prev = owner.putIfAbsent(v, name);
+                            if (prev != null) synchronized (doubles) { doubles.add(v + " to " + prev + " and " + name); }
+                        }
+                    }
+                });
+                threads.add(t);
+                t.start();
+            }
+            // Both members hold the partition before the records are written.
+            try (org.apache.kafka.clients.admin.Admin admin = Clients.admin(bootstrap)) {
+                GroupSupport.await("two assigned members", WAIT, () -> {
+                    try {
+                        var d = admin.describeShareGroups(List.of(group)).describedGroups().get(group).get();
+                        return d.members().size() == 2
+                            && d.members().stream().allMatch(m -> !m.assignment().topicPartitions().isEmpty());
+                    } catch (Exception e) {
+                        return false;
+                    }
+                }, () -> "share group " + group);
+            }
+            produce(topic, sent);
+            long deadline = System.nanoTime() + WAIT.toNanos();
+            while (owner.size() < sent.size() && System.nanoTime() < deadline) Thread.sleep(50);
+            done.set(true);
+            for (Thread t : threads) t.join(WAIT.toMillis());
+            assertEquals(new HashSet<>(sent), owner.keySet(), "every record delivered");
+            assertTrue(doubles.isEmpty(), "delivered to both members: " + doubles);
+            assertFalse(byMember.get("a").isEmpty(), "member a got records");
+            assertFalse(byMember.get("b").isEmpty(), "member b got records");
+        }
+    }
+
+    @Test
+    void lockTimeoutHandsAnUnacknowledgedRecordToAnotherMember() throws Exception {
+        String group = "lock-timeout";
+        try (KafkaShareConsumer<byte[], byte[]> a = consumer(group, true, 500);
+             KafkaShareConsumer<byte[], byte[]> b = consumer(group, true, 500)) {
+            String topic = primedTopic("share-lock", a, true);
+            b.subscribe(List.of(topic));
+            produce(topic, List.of("held"));
+            List<ConsumerRecord<byte[], byte[]>> gotA = new ArrayList<>();
+            List<ConsumerRecord<byte[], byte[]>> gotB = new ArrayList<>();
+            long deadline = System.nanoTime() + WAIT.toNanos();
+            // Whoever gets it first holds it without acknowledging; the other must get it after the lock.
+            while (gotA.isEmpty() && gotB.isEmpty() && System.nanoTime() < deadline) {
+                gotA.addAll(pollRecords(a, Duration.ofMillis(300)));
+                if (gotA.isEmpty()) gotB.addAll(pollRecords(b, Duration.ofMillis(300)));
+            }
+            KafkaShareConsumer<byte[], byte[]> other = gotA.isEmpty() ? a : b;
+            List<ConsumerRecord<byte[], byte[]>> held = gotA.isEmpty() ? gotB : gotA;
+            assertEquals(1, held.size());
+            long acquiredAt = System.nanoTime();
+            List<ConsumerRecord<byte[], byte[]>> again = pollRecords(other, WAIT);
+            long waitedMs = (System.nanoTime() - acquiredAt) / 1_000_000;
+            assertEquals(1, again.size());
+            assertEquals(held.get(0).offset(), again.get(0).offset());
+            assertEquals(2, deliveries(again.get(0)));
+            assertTrue(waitedMs >= LOCK_MS - 1000, "handed on after the lock duration, not before: " + waitedMs + " ms");
+            other.acknowledge(again.get(0), AcknowledgeType.ACCEPT);
+            other.commitSync();
+        }
+    }
+
+    @Test
+    void closeHandsHeldRecordsOn() throws Exception {
+        String group = "close";
+        KafkaShareConsumer<byte[], byte[]> a = consumer(group, true, 500);
+        try (KafkaShareConsumer<byte[], byte[]> b = consumer(group, true, 500)) {
+            String topic = primedTopic("share-close", a, true);
+            produce(topic, List.of("x"));
+            List<ConsumerRecord<byte[], byte[]>> held = pollRecords(a, WAIT);
+            assertEquals(List.of("x"), held.stream().map(ShareGroupsTest::value).toList());
+            b.subscribe(List.of(topic));
+            a.close();
+            long closedAt = System.nanoTime();
+            List<ConsumerRecord<byte[], byte[]>> got = pollRecords(b, WAIT);
+            long waitedMs = (System.nanoTime() - closedAt) / 1_000_000;
+            assertEquals(List.of("x"), got.stream().map(ShareGroupsTest::value).toList());
+            assertEquals(2, deliveries(got.get(0)));
+            assertTrue(waitedMs < LOCK_MS, "released at close, not at the lock timeout: " + waitedMs + " ms");
+            b.acknowledge(got.get(0), AcknowledgeType.ACCEPT);
+            b.commitSync();
+        } finally {
+            a.close(Duration.ZERO);
+        }
+    }
+}

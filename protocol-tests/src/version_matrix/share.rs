@@ -1,0 +1,117 @@
+//! Share group cases (KIP-932): a fresh share group per case, one member subscribed to the
+//! data topic, reading partition 0 from its leader.
+
+use kafka_protocol::messages::*;
+
+use super::env::{s, tn, Env, NodeId};
+use super::Meaning;
+
+type R = Result<Meaning, String>;
+
+/// The ShareGroupHeartbeat version every case joins with (Kafka 4.4 serves only v1).
+const HEARTBEAT_V: i16 = 1;
+
+/// Joins a fresh share group; returns (group, member id, heartbeat answer).
+fn join(env: &mut Env, v: i16) -> Result<(String, String, ShareGroupHeartbeatResponse), String> {
+    let group = env.fresh("sg");
+    let member = env.fresh_uuid().to_string();
+    let node: NodeId = env.coordinator(&group, 0);
+    let req = ShareGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s(&group)))
+        .with_member_id(s(&member))
+        .with_member_epoch(0)
+        .with_subscribed_topic_names(Some(vec![tn(&env.fix.data)]));
+    let r = env.retry_coordinator(
+        &format!("ShareGroupHeartbeat {group}"),
+        |env| env.call(node, v, &req),
+        |r| r.error_code,
+    )?;
+    Ok((group, member, r))
+}
+
+pub fn share_group_heartbeat(env: &mut Env, v: i16) -> R {
+    let (_, member, r) = join(env, v)?;
+    let assigned: usize = r
+        .assignment
+        .iter()
+        .flat_map(|a| &a.topic_partitions)
+        .map(|t| t.partitions.len())
+        .sum();
+    Ok(format!(
+        "error {} own member id {} epoch {} assigned {assigned}",
+        r.error_code,
+        r.member_id.as_deref() == Some(member.as_str()),
+        r.member_epoch
+    ))
+}
+
+pub fn share_group_describe(env: &mut Env, v: i16) -> R {
+    let (group, _, _) = join(env, HEARTBEAT_V)?;
+    let node = env.coordinator(&group, 0);
+    let r = env.call(
+        node,
+        v,
+        &ShareGroupDescribeRequest::default().with_group_ids(vec![GroupId(s(&group))]),
+    )?;
+    let g = r.groups.first().ok_or("no group in the answer")?;
+    Ok(format!(
+        "error {} {} epoch {} assignor {} members {}",
+        g.error_code,
+        g.group_state.as_str(),
+        g.group_epoch,
+        g.assignor_name.as_str(),
+        g.members.len()
+    ))
+}
+
+/// Opens a share session on partition 0 of the data topic (epoch 0, no wait).
+fn open_session(
+    env: &mut Env,
+    v: i16,
+) -> Result<(NodeId, String, String, ShareFetchResponse), String> {
+    let (group, member, _) = join(env, HEARTBEAT_V)?;
+    let data = env.fix.data.clone();
+    let leader = env.leader_of(&data, 0);
+    let req = ShareFetchRequest::default()
+        .with_group_id(Some(GroupId(s(&group))))
+        .with_member_id(Some(s(&member)))
+        .with_share_session_epoch(0)
+        .with_max_wait_ms(0)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_max_records(100)
+        .with_batch_size(100)
+        .with_topics(vec![share_fetch_request::FetchTopic::default()
+            .with_topic_id(env.fix.data_id)
+            .with_partitions(vec![
+                share_fetch_request::FetchPartition::default().with_partition_index(0),
+            ])]);
+    let r = env.call(leader, v, &req)?;
+    Ok((leader, group, member, r))
+}
+
+pub fn share_fetch(env: &mut Env, v: i16) -> R {
+    let (_, _, _, r) = open_session(env, v)?;
+    let parts: Vec<String> = r
+        .responses
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .map(|p| format!("{}:{}", p.partition_index, p.error_code))
+        .collect();
+    Ok(format!("error {} partitions {parts:?}", r.error_code))
+}
+
+pub fn share_acknowledge(env: &mut Env, v: i16) -> R {
+    let (leader, group, member, _) = open_session(env, 1)?;
+    let req = ShareAcknowledgeRequest::default()
+        .with_group_id(Some(GroupId(s(&group))))
+        .with_member_id(Some(s(&member)))
+        .with_share_session_epoch(1);
+    let r = env.call(leader, v, &req)?;
+    // Epoch 0 is never valid for ShareAcknowledge.
+    let zero = env.call(leader, v, &req.clone().with_share_session_epoch(0))?;
+    Ok(format!(
+        "error {} epoch 0 error {}",
+        r.error_code, zero.error_code
+    ))
+}

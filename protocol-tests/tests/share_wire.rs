@@ -1,0 +1,292 @@
+//! Share group APIs (KIP-932) over the raw wire, with bad input: unknown members, wrong
+//! member epochs, bad share session epochs, and acknowledgements of offsets the member did not
+//! acquire, each answered with Kafka's error code; and the acquisition itself (delivery
+//! counts, a second member kept off locked records) seen directly in ShareFetch answers.
+
+use brook_protocol_tests::batch::{encode_batch, Producer, Rec};
+use brook_protocol_tests::{unique_topic, Broker, WireClient};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use uuid::Uuid;
+
+const V: i16 = 1;
+const UNKNOWN_MEMBER_ID: i16 = 25;
+const INVALID_REQUEST: i16 = 42;
+const GROUP_ID_NOT_FOUND: i16 = 69;
+const FENCED_MEMBER_EPOCH: i16 = 110;
+const INVALID_RECORD_STATE: i16 = 121;
+const SHARE_SESSION_NOT_FOUND: i16 = 122;
+const INVALID_SHARE_SESSION_EPOCH: i16 = 123;
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+fn heartbeat(
+    c: &mut WireClient,
+    group: &str,
+    member: &str,
+    epoch: i32,
+    topic: Option<&str>,
+) -> ShareGroupHeartbeatResponse {
+    let req = ShareGroupHeartbeatRequest::default()
+        .with_group_id(s(group).into())
+        .with_member_id(s(member))
+        .with_member_epoch(epoch)
+        .with_subscribed_topic_names(topic.map(|t| vec![s(t).into()]));
+    c.request(V, &req)
+}
+
+/// A ShareFetch of partition 0 with `acks` (first, last, type) piggybacked.
+fn share_fetch(
+    c: &mut WireClient,
+    group: &str,
+    member: &str,
+    epoch: i32,
+    topic_id: Uuid,
+    acks: &[(i64, i64, i8)],
+) -> ShareFetchResponse {
+    use kafka_protocol::messages::share_fetch_request::*;
+    let req = ShareFetchRequest::default()
+        .with_group_id(Some(s(group).into()))
+        .with_member_id(Some(s(member)))
+        .with_share_session_epoch(epoch)
+        .with_max_wait_ms(200)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_max_records(100)
+        .with_batch_size(100)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic_id(topic_id)
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition_index(0)
+                .with_acknowledgement_batches(
+                    acks.iter()
+                        .map(|&(a, b, t)| {
+                            AcknowledgementBatch::default()
+                                .with_first_offset(a)
+                                .with_last_offset(b)
+                                .with_acknowledge_types(vec![t])
+                        })
+                        .collect(),
+                )])]);
+    c.request(V, &req)
+}
+
+fn acknowledge(
+    c: &mut WireClient,
+    group: &str,
+    member: &str,
+    epoch: i32,
+    topic_id: Uuid,
+    acks: &[(i64, i64, i8)],
+) -> ShareAcknowledgeResponse {
+    use kafka_protocol::messages::share_acknowledge_request::*;
+    let req = ShareAcknowledgeRequest::default()
+        .with_group_id(Some(s(group).into()))
+        .with_member_id(Some(s(member)))
+        .with_share_session_epoch(epoch)
+        .with_topics(vec![AcknowledgeTopic::default()
+            .with_topic_id(topic_id)
+            .with_partitions(vec![AcknowledgePartition::default()
+                .with_partition_index(0)
+                .with_acknowledgement_batches(
+                    acks.iter()
+                        .map(|&(a, b, t)| {
+                            AcknowledgementBatch::default()
+                                .with_first_offset(a)
+                                .with_last_offset(b)
+                                .with_acknowledge_types(vec![t])
+                        })
+                        .collect(),
+                )])]);
+    c.request(V, &req)
+}
+
+/// (first, last, delivery count) of each acquired range, and the partition's error codes.
+fn acquired(r: &ShareFetchResponse) -> (Vec<(i64, i64, i16)>, i16, i16) {
+    let p = &r.responses[0].partitions[0];
+    (
+        p.acquired_records
+            .iter()
+            .map(|a| (a.first_offset, a.last_offset, a.delivery_count))
+            .collect(),
+        p.error_code,
+        p.acknowledge_error_code,
+    )
+}
+
+#[test]
+fn heartbeat_bad_input() {
+    let broker = Broker::start_with(&[("offsets.topic.num.partitions", "1")]);
+    let mut c = WireClient::connect(&broker.bootstrap());
+    let topic = unique_topic("sw-hb");
+    c.ensure_topic(&topic);
+    let group = format!("{topic}-g");
+    let member = Uuid::new_v4().to_string();
+
+    // A member of a group that does not exist, and an unknown member of one that does.
+    let r = heartbeat(&mut c, &group, &member, 1, None);
+    assert_eq!(r.error_code, GROUP_ID_NOT_FOUND, "{r:?}");
+    let r = heartbeat(&mut c, &group, &member, 0, Some(&topic));
+    assert_eq!((r.error_code, r.member_epoch), (0, 1), "{r:?}");
+    let r = heartbeat(&mut c, &group, "stranger", 1, None);
+    assert_eq!(r.error_code, UNKNOWN_MEMBER_ID, "{r:?}");
+    let r = heartbeat(&mut c, &group, "stranger", -1, None);
+    assert_eq!(r.error_code, UNKNOWN_MEMBER_ID, "{r:?}");
+
+    // Epochs ahead of the member's, or behind it and not its previous one, are fenced.
+    assert_eq!(
+        heartbeat(&mut c, &group, &member, 7, None).error_code,
+        FENCED_MEMBER_EPOCH
+    );
+    let other = Uuid::new_v4().to_string();
+    assert_eq!(
+        heartbeat(&mut c, &group, &other, 0, Some(&topic)).error_code,
+        0
+    );
+    let r = heartbeat(&mut c, &group, &member, 1, None);
+    assert_eq!(
+        (r.error_code, r.member_epoch),
+        (0, 2),
+        "a new member bumps the epoch: {r:?}"
+    );
+    assert_eq!(
+        heartbeat(&mut c, &group, &member, 0, Some(&topic)).error_code,
+        FENCED_MEMBER_EPOCH
+    );
+
+    // Malformed requests.
+    assert_eq!(
+        heartbeat(&mut c, &group, "", 0, Some(&topic)).error_code,
+        INVALID_REQUEST
+    );
+    assert_eq!(
+        heartbeat(&mut c, &group, &member, 0, None).error_code,
+        INVALID_REQUEST
+    );
+    assert_eq!(
+        heartbeat(&mut c, &group, &member, -2, None).error_code,
+        INVALID_REQUEST
+    );
+
+    // A consumer group's id is not a share group's.
+    let cg = format!("{topic}-cg");
+    let r: ConsumerGroupHeartbeatResponse = c.request(
+        1,
+        &ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(s(&cg).into())
+            .with_member_id(s(&Uuid::new_v4().to_string()))
+            .with_rebalance_timeout_ms(30_000)
+            .with_subscribed_topic_names(Some(vec![s(&topic).into()]))
+            .with_topic_partitions(Some(vec![])),
+    );
+    assert_eq!(r.error_code, 0, "{r:?}");
+    assert_eq!(
+        heartbeat(&mut c, &cg, &member, 0, Some(&topic)).error_code,
+        GROUP_ID_NOT_FOUND
+    );
+
+    // Leaving answers epoch -1; the group is listed as a share group.
+    let r = heartbeat(&mut c, &group, &member, -1, None);
+    assert_eq!((r.error_code, r.member_epoch), (0, -1), "{r:?}");
+    let l: ListGroupsResponse = c.request(5, &ListGroupsRequest::default());
+    let g = l
+        .groups
+        .iter()
+        .find(|g| g.group_id.as_str() == group)
+        .expect("listed");
+    assert_eq!(
+        (g.group_type.as_str(), g.group_state.as_str()),
+        ("share", "Stable")
+    );
+}
+
+#[test]
+fn fetch_and_acknowledge_bad_input() {
+    let broker = Broker::start_with(&[("offsets.topic.num.partitions", "1")]);
+    let mut c = WireClient::connect(&broker.bootstrap());
+    let topic = unique_topic("sw-fetch");
+    c.ensure_topic(&topic);
+    let topic_id = c.metadata(&[&topic], false).topics[0].topic_id;
+    let group = format!("{topic}-g");
+    let (a, b) = (Uuid::new_v4().to_string(), Uuid::new_v4().to_string());
+    assert_eq!(heartbeat(&mut c, &group, &a, 0, Some(&topic)).error_code, 0);
+    assert_eq!(heartbeat(&mut c, &group, &b, 0, Some(&topic)).error_code, 0);
+
+    // Session epochs: none yet, acknowledgements on an opening fetch, epoch 0 to acknowledge.
+    assert_eq!(
+        share_fetch(&mut c, &group, &a, 1, topic_id, &[]).error_code,
+        SHARE_SESSION_NOT_FOUND
+    );
+    assert_eq!(
+        share_fetch(&mut c, &group, &a, -1, topic_id, &[]).error_code,
+        SHARE_SESSION_NOT_FOUND
+    );
+    assert_eq!(
+        acknowledge(&mut c, &group, &a, 1, topic_id, &[]).error_code,
+        SHARE_SESSION_NOT_FOUND
+    );
+    assert_eq!(
+        share_fetch(&mut c, &group, &a, 0, topic_id, &[(0, 0, 1)]).error_code,
+        INVALID_REQUEST
+    );
+    // The opening fetch starts the share-partition at the log end.
+    let r = share_fetch(&mut c, &group, &a, 0, topic_id, &[]);
+    assert_eq!((r.error_code, acquired(&r).0.len()), (0, 0), "{r:?}");
+    assert_eq!(
+        acknowledge(&mut c, &group, &a, 0, topic_id, &[]).error_code,
+        INVALID_SHARE_SESSION_EPOCH
+    );
+    assert_eq!(
+        share_fetch(&mut c, &group, &a, 5, topic_id, &[]).error_code,
+        INVALID_SHARE_SESSION_EPOCH
+    );
+
+    let recs: Vec<Rec> = (0..3).map(|i| Rec::kv("k", &format!("v{i}"), 1)).collect();
+    c.produce(&topic, 0, encode_batch(Producer::NONE, &recs));
+    let r = share_fetch(&mut c, &group, &a, 1, topic_id, &[]);
+    assert_eq!(acquired(&r), (vec![(0, 2, 1)], 0, 0), "{r:?}");
+
+    // B opens its session: A's records are locked, so B gets none.
+    let r = share_fetch(&mut c, &group, &b, 0, topic_id, &[]);
+    assert!(
+        acquired(&r).0.is_empty(),
+        "locked records handed to B: {r:?}"
+    );
+    // B acknowledging A's records, or A acknowledging offsets never acquired: refused, and
+    // nothing is applied.
+    let r = acknowledge(&mut c, &group, &b, 1, topic_id, &[(0, 0, 1)]);
+    assert_eq!(
+        r.responses[0].partitions[0].error_code, INVALID_RECORD_STATE,
+        "{r:?}"
+    );
+    let r = acknowledge(&mut c, &group, &a, 2, topic_id, &[(0, 0, 2), (2, 5, 1)]);
+    assert_eq!(
+        r.responses[0].partitions[0].error_code, INVALID_RECORD_STATE,
+        "{r:?}"
+    );
+    let r = acknowledge(&mut c, &group, &a, 3, topic_id, &[(0, 0, 9)]);
+    assert_eq!(
+        r.responses[0].partitions[0].error_code, INVALID_REQUEST,
+        "{r:?}"
+    );
+
+    // A accepts offsets 1-2 (piggybacked on a fetch) and releases offset 0; B then gets
+    // offset 0 again, delivered for the second time.
+    let r = share_fetch(&mut c, &group, &a, 4, topic_id, &[(1, 2, 1)]);
+    assert_eq!(acquired(&r), (vec![], 0, 0), "{r:?}");
+    let r = acknowledge(&mut c, &group, &a, 5, topic_id, &[(0, 0, 2)]);
+    assert_eq!(r.responses[0].partitions[0].error_code, 0, "{r:?}");
+    let r = share_fetch(&mut c, &group, &b, 2, topic_id, &[]);
+    assert_eq!(acquired(&r), (vec![(0, 0, 2)], 0, 0), "{r:?}");
+    // B closes its session: what it held is released at once, and A gets it a third time.
+    let r = acknowledge(&mut c, &group, &b, -1, topic_id, &[]);
+    assert_eq!(r.error_code, 0, "{r:?}");
+    let r = share_fetch(&mut c, &group, &a, 6, topic_id, &[]);
+    assert_eq!(acquired(&r), (vec![(0, 0, 3)], 0, 0), "{r:?}");
+    assert_eq!(
+        acknowledge(&mut c, &group, &b, 3, topic_id, &[]).error_code,
+        SHARE_SESSION_NOT_FOUND
+    );
+}

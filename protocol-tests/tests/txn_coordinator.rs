@@ -988,3 +988,239 @@ fn an_abort_at_the_bumped_epoch_during_the_commits_markers_is_told_to_retry_on_3
         },
     );
 }
+// ------------------------------------------------------------------------------------------
+// KIP-890 part 1: the verification guard (Kafka's `VerificationGuard`, checked in
+// `UnifiedLog.analyzeAndValidateProducerState`). A leader asks the coordinator whether the
+// partition is in the producer's transaction, then appends; if the coordinator aborts the
+// transaction in between, the late batch must be refused, or it opens a transaction no marker
+// ends (the last stable offset stays behind it) and the producer's next commit on the
+// partition makes the aborted record visible at read_committed.
+// ------------------------------------------------------------------------------------------
+
+/// How long the coordinator's answer to the verification is held: the abort is done well
+/// within it (the test waits for the abort, never for this delay).
+const HELD_ANSWER_MS: &str = "4000";
+
+/// Holds the answer to the next verification leader `leader` asks of the coordinator on the
+/// node with admin listener `admin` (the AddPartitionsToTxn request a leader sends, or its
+/// in-process stand-in when the leader is the coordinator). Returns the rule id.
+fn hold_next_verification(admin: &str, leader: i32) -> u64 {
+    let client_id = format!("brook-txn-verifier-{leader}");
+    let args = [
+        "fault",
+        "add",
+        "--admin",
+        admin,
+        "--api",
+        "AddPartitionsToTxn",
+        "--client-id",
+        &client_id,
+        "--action",
+        "delay",
+        "--delay-ms",
+        HELD_ANSWER_MS,
+        "--when",
+        "after",
+        "--times",
+        "1",
+    ];
+    let out = run_brook(&args, Duration::from_secs(20));
+    assert!(out.status.success(), "brook fault add: {out:?}");
+    out.stdout.trim().parse().expect("a rule id")
+}
+
+/// How often rule `rule` on the node with admin listener `admin` fired.
+fn rule_fired(admin: &str, rule: u64) -> u64 {
+    let body = brook_protocol_tests::cluster::admin_get(admin, "/faults").expect("GET /faults");
+    let list: serde_json::Value = serde_json::from_str(&body).expect("fault list JSON");
+    list["rules"]
+        .as_array()
+        .and_then(|rules| rules.iter().find(|r| r["id"] == rule))
+        .and_then(|r| r["fired"].as_u64())
+        .unwrap_or(0)
+}
+
+/// A transactional Produce (v9, transaction version 1) of one record keyed `{tag}-0`.
+fn produce_tagged(
+    c: &mut WireClient,
+    id: &str,
+    topic: &str,
+    p: (i64, i16),
+    seq: i32,
+    tag: &str,
+) -> i16 {
+    let mut req =
+        WireClient::produce_request(topic, 0, txn_batch(p.0, p.1, seq, &recs(tag, 1)), -1);
+    req.transactional_id = Some(tid(id));
+    c.request(PRODUCE_V, &req).responses[0].partition_responses[0].error_code
+}
+
+/// The record keys a read_committed consumer reads from partition 0: batches up to the last
+/// stable offset, less those of aborted transactions (the consumer's rule: from an aborted
+/// transaction's first offset to its producer's next control batch).
+fn read_committed_keys(c: &mut WireClient, topic: &str) -> Vec<String> {
+    let mut req = WireClient::fetch_request(topic, 0, 0, 0);
+    req.isolation_level = 1;
+    let resp = c.request(FETCH_V, &req);
+    let pd = &resp.responses[0].partitions[0];
+    assert_eq!(pd.error_code, 0, "read_committed Fetch: {pd:?}");
+    let aborted: Vec<(i64, i64)> = pd
+        .aborted_transactions
+        .iter()
+        .flatten()
+        .map(|a| (a.producer_id.0, a.first_offset))
+        .collect();
+    let mut open_aborted = std::collections::HashSet::new();
+    let mut keys = Vec::new();
+    let batches = parse_batches(pd.records.as_deref().unwrap_or_default()).expect("batches");
+    for b in batches {
+        if aborted.contains(&(b.producer_id, b.base_offset)) {
+            open_aborted.insert(b.producer_id);
+        }
+        if b.is_control() {
+            open_aborted.remove(&b.producer_id);
+        } else if !open_aborted.contains(&b.producer_id) {
+            let key = |r: &brook_protocol_tests::batch::ParsedRecord| {
+                String::from_utf8_lossy(r.key.as_deref().unwrap_or_default()).into_owned()
+            };
+            keys.extend(b.records.iter().map(key));
+        }
+    }
+    keys
+}
+
+/// The race, with transaction requests to `tc` (the coordinator's node) and Produce, Fetch
+/// and ListOffsets to the partition leader `leader` at `leader_addr`. Everything observed is
+/// asserted at the end, so a broker without the guard shows all it gets wrong.
+fn abort_between_verification_and_append(
+    tc: &mut WireClient,
+    (leader, leader_addr): (i32, &str),
+    coordinator_admin: &str,
+    id: &str,
+    topic: &str,
+) {
+    let p = init_ok(tc, id);
+    assert_eq!(
+        add_partitions(tc, ADD_PARTITIONS_V3, id, p, &[(topic, 0)]),
+        vec![0]
+    );
+    let rule = hold_next_verification(coordinator_admin, leader);
+    let late = {
+        let (addr, id, topic) = (leader_addr.to_string(), id.to_string(), topic.to_string());
+        std::thread::spawn(move || {
+            produce_tagged(&mut WireClient::connect(&addr), &id, &topic, p, 0, "late")
+        })
+    };
+    poll_until_ok(
+        "the verification to be held",
+        Duration::from_secs(30),
+        || match rule_fired(coordinator_admin, rule) {
+            1 => Ok(()),
+            n => Err(format!("fired {n}")),
+        },
+    );
+    // The coordinator aborts: its ABORT marker reaches the partition before the append.
+    assert_eq!(end_txn(tc, END_TXN_V3, id, p, false), 0);
+    wait_state(tc, id, "CompleteAbort");
+    let late = late.join().expect("producer thread");
+
+    let mut lc = WireClient::connect(leader_addr);
+    let high_watermark = lc.list_offsets(topic, 0, -1).offset;
+    let stable = lso(&mut lc, topic);
+    // The same producer's next transaction on the partition, committed (sequence 1 if the
+    // late batch took sequence 0).
+    let seq = if late == 0 { 1 } else { 0 };
+    assert_eq!(
+        add_partitions(tc, ADD_PARTITIONS_V3, id, p, &[(topic, 0)]),
+        vec![0]
+    );
+    assert_eq!(produce_tagged(&mut lc, id, topic, p, seq, "next"), 0);
+    assert_eq!(end_txn(tc, END_TXN_V3, id, p, true), 0);
+    wait_state(tc, id, "CompleteCommit");
+    let visible = poll_until_ok("the commit to be readable", Duration::from_secs(30), || {
+        let keys = read_committed_keys(&mut lc, topic);
+        if keys.iter().any(|k| k == "next-0") {
+            Ok(keys)
+        } else {
+            Err(format!("{keys:?}"))
+        }
+    });
+    const { assert!(PRODUCE_V < 11, "before v11 Kafka answers INVALID_TXN_STATE") };
+    assert_eq!(
+        (late, stable, visible),
+        (
+            E::InvalidTxnState.code(),
+            high_watermark,
+            vec!["next-0".to_string()]
+        ),
+        "(the late batch's answer, the LSO after the abort (HW {high_watermark}), what \
+         read_committed reads after the next commit)"
+    );
+}
+
+#[test]
+fn an_abort_between_verification_and_append_refuses_the_late_batch() {
+    let b = start();
+    let mut c = WireClient::connect(&b.bootstrap());
+    let topic = unique_topic("txn-guard");
+    c.ensure_topic(&topic);
+    let bootstrap = b.bootstrap();
+    abort_between_verification_and_append(
+        &mut c,
+        (1, &bootstrap),
+        &b.admin_address(),
+        "tx-guard",
+        &topic,
+    );
+}
+
+/// The same race on three nodes, where the leader asks a coordinator on another node over
+/// the wire (AddPartitionsToTxn v4, verify only).
+#[test]
+fn an_abort_between_verification_and_append_refuses_the_late_batch_on_three_nodes() {
+    let cluster =
+        brook_protocol_tests::Cluster::start(3, &[("transaction.state.log.num.partitions", "3")]);
+    let topic = unique_topic("txn-guard3");
+    cluster.create_topic(&topic, 1, 3, &[]);
+    let leader = cluster
+        .await_isr(&topic, 0, &cluster.ids(), Duration::from_secs(30))
+        .leader;
+    let mut c = WireClient::connect(&cluster.address(leader));
+    // A transactional id whose coordinator is another node.
+    let (id, coordinator) = (0..100)
+        .map(|i| format!("tx-guard3-{i}"))
+        .find_map(|id| {
+            let node = txn_coordinator_of(&mut c, &id);
+            (node != leader).then_some((id, node))
+        })
+        .expect("a transactional id coordinated away from the leader");
+    let mut tc = WireClient::connect(&cluster.address(coordinator));
+    let leader_addr = cluster.address(leader);
+    abort_between_verification_and_append(
+        &mut tc,
+        (leader, &leader_addr),
+        &cluster.admin_address(coordinator),
+        &id,
+        &topic,
+    );
+}
+
+/// The node FindCoordinator names for transactional id `id` (once `__transaction_state` is
+/// ready).
+fn txn_coordinator_of(c: &mut WireClient, id: &str) -> i32 {
+    poll_until_ok(
+        "the transaction coordinator",
+        Duration::from_secs(30),
+        || {
+            let req = FindCoordinatorRequest::default()
+                .with_key(s(id))
+                .with_key_type(1);
+            let r = c.request(FIND_COORDINATOR_V3, &req);
+            if r.error_code == 0 {
+                Ok(r.node_id.0)
+            } else {
+                Err(format!("{r:?}"))
+            }
+        },
+    )
+}

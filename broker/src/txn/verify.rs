@@ -11,6 +11,14 @@
 //! stable offset. From Produce v12 (transaction version 2) it adds the partition
 //! (AddPartitionsToTxn v5), and the coordinator refuses a stale epoch; TxnOffsetCommit v5
 //! adds its `__consumer_offsets` partition the same way ([`add_offsets_partition`]).
+//!
+//! The answer only holds until the coordinator ends the transaction, which it may do before
+//! the append. So, as Kafka's `ReplicaManager.maybeStartTransactionVerificationForPartition`
+//! with `Partition.maybeStartTransactionVerification`, the partition's producer state records a
+//! verification entry before the coordinator is asked, and the append carries its guard
+//! ([`brook_storage::VerificationGuard`]): a marker written meanwhile clears the entry, and
+//! the log refuses the late batch with INVALID_TXN_STATE under the lock that orders it
+//! against the marker (`UnifiedLog.analyzeAndValidateProducerState`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -19,14 +27,17 @@ use std::time::Duration;
 use kafka_protocol::messages::add_partitions_to_txn_request::{
     AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
 };
-use kafka_protocol::messages::{AddPartitionsToTxnRequest, TopicName, TransactionalId};
+use kafka_protocol::messages::{AddPartitionsToTxnRequest, ApiKey, TopicName, TransactionalId};
 use kafka_protocol::ResponseError;
 
 use super::log::TRANSACTION_STATE_TOPIC;
 use crate::broker::Broker;
 use crate::cluster::partition::Partition;
+use crate::cluster::replica_manager::now_ms;
+use crate::fault::{FaultAction, RequestFacts, When};
 use crate::net::client::BrokerConnection;
 use brook_storage::batch::BatchHeader;
+use brook_storage::VerificationGuard;
 
 /// The AddPartitionsToTxn version brokers verify with.
 pub const VERIFY_VERSION: i16 = 4;
@@ -75,56 +86,64 @@ fn produce_error(code: i16, produce_version: i16) -> (i16, String) {
     (e.code(), message)
 }
 
-/// [`verify_produce`] for one partition of a Produce request (no-op where the partition or
-/// its records are missing: the append answers those).
+/// [`verify_produce`] for one partition of a Produce request (nothing to verify where the
+/// partition or its records are missing: the append answers those).
 pub async fn verify_partition_data(
     broker: &Broker,
     produce_version: i16,
     transactional_id: Option<&str>,
     topic: &str,
     pd: &kafka_protocol::messages::produce_request::PartitionProduceData,
-) -> Result<(), (i16, String)> {
+) -> Result<Option<VerificationGuard>, (i16, String)> {
     if transactional_id.is_none() {
-        return Ok(());
+        return Ok(None);
     }
     let (Some(part), Some(records)) = (broker.replicas.partition(topic, pd.index), &pd.records)
     else {
-        return Ok(());
+        return Ok(None);
     };
     if !part.is_leader() {
-        return Ok(());
+        return Ok(None);
     }
     verify_produce(broker, produce_version, transactional_id, &part, records).await
 }
 
-/// Checks a produce batch before it is appended. `Err((code, message))` refuses it.
+/// Checks a produce batch before it is appended. `Err((code, message))` refuses it;
+/// `Ok(Some(guard))` is the guard the append must carry (the log checks it), `Ok(None)` an
+/// append the log does not check.
 pub async fn verify_produce(
     broker: &Broker,
     produce_version: i16,
     transactional_id: Option<&str>,
     part: &Partition,
     records: &[u8],
-) -> Result<(), (i16, String)> {
+) -> Result<Option<VerificationGuard>, (i16, String)> {
     let Some(id) = transactional_id.filter(|t| !t.is_empty()) else {
-        return Ok(());
+        return Ok(None);
     };
-    // Transaction version 2 depends on the add; version 1 only on the verification's switch.
+    // Transaction version 2 depends on the add; version 1 only on the verification's switch
+    // (`maybeSendPartitionsToTransactionCoordinator`). The append checks the guard only with
+    // the switch on, for both versions (`UnifiedLog.batchMissingRequiredVerification`).
     let add = produce_version >= PRODUCE_ADDS_PARTITION_FROM;
-    if !add && !broker.txn.config().partition_verification {
-        return Ok(());
+    let checked = broker.txn.config().partition_verification;
+    if !add && !checked {
+        return Ok(None);
     }
+    let carried = |guard: VerificationGuard| checked.then_some(guard);
     let Some(h) = BatchHeader::new(records) else {
-        return Ok(()); // the append reports the malformed batch
+        return Ok(None); // the append reports the malformed batch
     };
     if !h.is_transactional() || h.is_control() {
-        return Ok(());
+        return Ok(carried(VerificationGuard::SENTINEL));
     }
     let (pid, epoch) = (h.producer_id(), h.producer_epoch());
-    let ongoing = part.active_producers().iter().any(|p| {
-        p.producer_id == pid && p.producer_epoch == epoch && p.current_txn_first_offset.is_some()
-    });
-    if ongoing {
-        return Ok(());
+    let guard = part
+        .maybe_start_transaction_verification(pid, h.base_sequence(), epoch, now_ms())
+        .map_err(|e| (e.error_code(), e.to_string()))?;
+    if guard.is_sentinel() {
+        // Inside an ongoing transaction: nothing to ask. Should it end before the append,
+        // the sentinel no longer passes.
+        return Ok(carried(guard));
     }
     let tp = (part.topic.clone(), part.index);
     let code = match ask_coordinator(broker, id, pid, epoch, &tp, add).await {
@@ -132,7 +151,7 @@ pub async fn verify_produce(
         Err(code) => code,
     };
     if code == 0 {
-        Ok(())
+        Ok(carried(guard))
     } else {
         Err(produce_error(code, produce_version))
     }
@@ -196,27 +215,107 @@ async fn ask_coordinator(
         .partition(TRANSACTION_STATE_TOPIC, index)
         .is_some_and(|p| p.is_leader());
     if local {
-        let partitions: BTreeSet<(String, i32)> = [tp.clone()].into_iter().collect();
-        if add {
-            return broker
-                .txn
-                .add_partitions(
-                    transactional_id,
-                    pid,
-                    epoch,
-                    &partitions,
-                    super::metadata::TRANSACTION_VERSION_2,
-                )
-                .await
-                .map(|()| 0)
-                .map_err(|e| e.error_code());
+        let fault = local_request_fault(broker, tp).await?;
+        let code = ask_local_coordinator(broker, transactional_id, pid, epoch, tp, add).await;
+        if let Some(FaultAction::Delay {
+            delay_ms,
+            when: When::After,
+        }) = fault
+        {
+            broker.fault_sleep(Duration::from_millis(delay_ms)).await;
         }
+        return code;
+    }
+    ask_remote_coordinator(broker, transactional_id, pid, epoch, tp, add, index).await
+}
+
+/// The client id a leader's verification requests carry (fault rules match on it).
+fn verifier_client_id(broker: &Broker) -> String {
+    format!("brook-txn-verifier-{}", broker.node_id())
+}
+
+/// The fault rules applied to an in-process verification as to the AddPartitionsToTxn
+/// request it stands for (api AddPartitionsToTxn, the verifier's client id, the partition),
+/// so that one rule on the coordinator's node acts whether or not the leader is that node
+/// (docs/FAULTS.md): `delay` before or after the answer, `error` answers its code, the
+/// others lose the request (NETWORK_EXCEPTION, as a lost connection would).
+async fn local_request_fault(
+    broker: &Broker,
+    tp: &(String, i32),
+) -> Result<Option<FaultAction>, i16> {
+    if broker.faults.is_empty() {
+        return Ok(None);
+    }
+    let facts = RequestFacts {
+        api_key: ApiKey::AddPartitionsToTxn as i16,
+        client_id: Some(verifier_client_id(broker)),
+        partitions: vec![tp.clone()],
+    };
+    let fault = broker.faults.decide(&facts);
+    match fault {
+        Some(FaultAction::Delay {
+            delay_ms,
+            when: When::Before,
+        }) => {
+            broker.fault_sleep(Duration::from_millis(delay_ms)).await;
+            Ok(fault)
+        }
+        Some(FaultAction::Error {
+            error_code,
+            delay_ms,
+            ..
+        }) => {
+            broker
+                .fault_sleep(Duration::from_millis(delay_ms.unwrap_or(0)))
+                .await;
+            Err(error_code)
+        }
+        Some(FaultAction::Delay { .. }) | None => Ok(fault),
+        Some(_) => Err(ResponseError::NetworkException.code()),
+    }
+}
+
+/// The in-process coordinator's code for one partition (see [`ask_coordinator`]).
+async fn ask_local_coordinator(
+    broker: &Broker,
+    transactional_id: &str,
+    pid: i64,
+    epoch: i16,
+    tp: &(String, i32),
+    add: bool,
+) -> Result<i16, i16> {
+    let partitions: BTreeSet<(String, i32)> = [tp.clone()].into_iter().collect();
+    if add {
         return broker
             .txn
-            .verify_partitions(transactional_id, pid, epoch, &partitions)
-            .map(|codes| codes.first().map(|(_, c)| *c).unwrap_or(0))
+            .add_partitions(
+                transactional_id,
+                pid,
+                epoch,
+                &partitions,
+                super::metadata::TRANSACTION_VERSION_2,
+            )
+            .await
+            .map(|()| 0)
             .map_err(|e| e.error_code());
     }
+    broker
+        .txn
+        .verify_partitions(transactional_id, pid, epoch, &partitions)
+        .map(|codes| codes.first().map(|(_, c)| *c).unwrap_or(0))
+        .map_err(|e| e.error_code())
+}
+
+/// The code of the coordinator on another node, over this node's connection to it.
+async fn ask_remote_coordinator(
+    broker: &Broker,
+    transactional_id: &str,
+    pid: i64,
+    epoch: i16,
+    tp: &(String, i32),
+    add: bool,
+    index: i32,
+) -> Result<i16, i16> {
     let not_available = ResponseError::CoordinatorNotAvailable.code();
     let (node, addr) = {
         let image = broker.replicas.controller().image().borrow().clone();
@@ -239,7 +338,7 @@ async fn ask_coordinator(
             .or_insert_with(|| {
                 Arc::new(tokio::sync::Mutex::new(BrokerConnection::new(
                     addr.clone(),
-                    format!("brook-txn-verifier-{}", broker.node_id()),
+                    verifier_client_id(broker),
                     VERIFY_TIMEOUT,
                 )))
             })

@@ -285,9 +285,9 @@ impl ProducerStateManager {
         }
         let Some(entry) = entry else {
             // No state (new producer, or its batches were all deleted): any sequence is
-            // accepted, except one above a verification's lowest.
+            // accepted, except against a verification in progress.
             if origin == AppendOrigin::Client {
-                self.check_lowest_verifying_sequence(producer_id, first_seq)?;
+                self.check_verifying_sequence(producer_id, first_seq, true)?;
             }
             return Ok(SequenceCheck::Accept);
         };
@@ -306,7 +306,7 @@ impl ProducerStateManager {
         if origin != AppendOrigin::Client {
             return Ok(SequenceCheck::Accept);
         }
-        self.check_lowest_verifying_sequence(producer_id, first_seq)?;
+        self.check_verifying_sequence(producer_id, first_seq, entry.batches.is_empty())?;
         if entry.producer_epoch == NO_PRODUCER_EPOCH {
             return Ok(SequenceCheck::Accept);
         }
@@ -348,6 +348,14 @@ impl ProducerStateManager {
         }
         let current = self.verification_guard(producer_id);
         if !current.verify(request) {
+            tracing::debug!(
+                producer_id,
+                epoch,
+                ?request,
+                ?current,
+                state = ?self.producers.get(&producer_id),
+                "transactional append refused: verification guard no longer current"
+            );
             return Err(LogError::InvalidTxnState(format!(
                 "producer {producer_id}: record was not part of an ongoing transaction"
             )));
@@ -355,22 +363,34 @@ impl ProducerStateManager {
         Ok(())
     }
 
-    /// Kafka's `ProducerAppendInfo.checkSequence` against a verification in progress: while
+    /// Kafka's `ProducerAppendInfo.checkSequence` against a verification in progress: a
+    /// transaction version 2 producer with no batches retained here (`no_batches`: no state,
+    /// or a marker's epoch bump dropped them) starts its transaction at sequence 0; and while
     /// a batch with a lower sequence may still be verified and retried, a higher one may not
     /// be written first (with no state yet, any sequence would be accepted).
-    fn check_lowest_verifying_sequence(
+    fn check_verifying_sequence(
         &self,
         producer_id: i64,
         first_seq: i32,
+        no_batches: bool,
     ) -> Result<(), LogError> {
-        match self.verification_states.get(&producer_id) {
-            Some(v) if first_seq > v.lowest_sequence => Err(LogError::OutOfOrderSequence(format!(
+        let Some(v) = self.verification_states.get(&producer_id) else {
+            return Ok(());
+        };
+        if v.supports_epoch_bump && first_seq != 0 && no_batches {
+            return Err(LogError::OutOfOrderSequence(format!(
+                "producer {producer_id}: sequence {first_seq}, expected 0 for a transaction \
+                 version 2 producer with no state"
+            )));
+        }
+        if first_seq > v.lowest_sequence {
+            return Err(LogError::OutOfOrderSequence(format!(
                 "producer {producer_id}: sequence {first_seq} is above {}, the earliest still \
                  being verified",
                 v.lowest_sequence
-            ))),
-            _ => Ok(()),
+            )));
         }
+        Ok(())
     }
 
     /// Whether the producer has a transaction open here at this epoch (Kafka's
@@ -383,17 +403,22 @@ impl ProducerStateManager {
 
     /// Starts or joins the producer's verification (Kafka's
     /// `maybeCreateVerificationStateEntry`) and returns the guard its append must carry.
+    /// `supports_epoch_bump`: transaction version 2 (see [`VerificationStateEntry`]), fixed by
+    /// the request that creates the entry.
     pub fn maybe_create_verification_state_entry(
         &mut self,
         producer_id: i64,
         sequence: i32,
         epoch: i16,
+        supports_epoch_bump: bool,
         now_ms: i64,
     ) -> VerificationGuard {
         let entry = self
             .verification_states
             .entry(producer_id)
-            .or_insert_with(|| VerificationStateEntry::new(now_ms, sequence, epoch));
+            .or_insert_with(|| {
+                VerificationStateEntry::new(now_ms, sequence, epoch, supports_epoch_bump)
+            });
         entry.maybe_update_lowest_sequence_and_epoch(sequence, epoch);
         entry.guard
     }
@@ -502,8 +527,16 @@ impl ProducerStateManager {
         }
         entry.coordinator_epoch = marker.coordinator_epoch;
         entry.last_timestamp = timestamp;
-        // The transaction a verification in progress was answered for has ended.
-        self.verification_states.remove(&producer_id);
+        // The transaction a verification in progress was answered for has ended, unless the
+        // verification is of the transaction version 2 transaction that follows it.
+        match self.verification_states.get(&producer_id) {
+            Some(v) if v.survives_marker(epoch) => {}
+            Some(_) => {
+                let v = self.verification_states.remove(&producer_id);
+                tracing::debug!(producer_id, epoch, verification = ?v, "marker cleared a verification");
+            }
+            None => {}
+        }
         let first_offset = entry.current_txn_first_offset.take();
         self.map_end_offset = self.map_end_offset.max(offset + 1);
         let first_offset = first_offset?;
@@ -982,9 +1015,12 @@ mod tests {
     #[test]
     fn verification_entry_is_created_once_and_cleared_by_a_transactional_batch() {
         let mut m = ProducerStateManager::new();
-        let g = m.maybe_create_verification_state_entry(1, 0, 0, 100);
+        let g = m.maybe_create_verification_state_entry(1, 0, 0, false, 100);
         assert!(!g.is_sentinel());
-        assert_eq!(m.maybe_create_verification_state_entry(1, 0, 0, 200), g);
+        assert_eq!(
+            m.maybe_create_verification_state_entry(1, 0, 0, false, 200),
+            g
+        );
         assert_eq!(m.verification_state_entry(1).unwrap().timestamp_ms, 100);
         // Only the guard that was handed out admits the first transactional batch.
         let refused = check_txn(&m, 1, 0, Some(VerificationGuard::SENTINEL));
@@ -1007,12 +1043,12 @@ mod tests {
         m.update(1, 0, 0, 0, 0, 0, 0, true);
         m.append_marker(1, 0, marker(true, 0), 1, 0);
         // The next transaction verifies, then the coordinator aborts it before the append.
-        let g = m.maybe_create_verification_state_entry(1, 1, 0, 0);
+        let g = m.maybe_create_verification_state_entry(1, 1, 0, false, 0);
         assert_eq!(m.append_marker(1, 0, marker(false, 0), 2, 0), None);
         assert!(m.verification_state_entry(1).is_none());
         assert_eq!(check_txn(&m, 1, 1, Some(g)).unwrap_err().error_code(), 48);
         // ABA: a newer verification does not revive the old guard.
-        let g2 = m.maybe_create_verification_state_entry(1, 1, 0, 0);
+        let g2 = m.maybe_create_verification_state_entry(1, 1, 0, false, 0);
         assert_ne!(g, g2);
         assert_eq!(check_txn(&m, 1, 1, Some(g)).unwrap_err().error_code(), 48);
         assert_eq!(
@@ -1026,15 +1062,18 @@ mod tests {
     #[test]
     fn verification_checks_the_epoch_and_the_lowest_sequence() {
         let mut m = ProducerStateManager::new();
-        let g = m.maybe_create_verification_state_entry(1, 3, 0, 0);
-        assert_eq!(m.maybe_create_verification_state_entry(1, 1, 0, 0), g);
+        let g = m.maybe_create_verification_state_entry(1, 3, 0, false, 0);
+        assert_eq!(
+            m.maybe_create_verification_state_entry(1, 1, 0, false, 0),
+            g
+        );
         assert_eq!(m.verification_state_entry(1).unwrap().lowest_sequence, 1);
         // No producer state yet, but a higher sequence may not overtake the lower one.
         assert_eq!(check_txn(&m, 1, 3, Some(g)).unwrap_err().error_code(), 45);
         assert_eq!(check_txn(&m, 1, 1, Some(g)).unwrap(), SequenceCheck::Accept);
         // An epoch older than the producer's is refused before the guard is looked at.
         m.update(2, 5, 0, 0, 0, 0, 0, false);
-        let g2 = m.maybe_create_verification_state_entry(2, 0, 4, 0);
+        let g2 = m.maybe_create_verification_state_entry(2, 0, 4, false, 0);
         let old = m.check(2, 4, 0, 0, true, C, Some(g2));
         assert_eq!(old.unwrap_err().error_code(), 47);
     }
@@ -1042,8 +1081,8 @@ mod tests {
     #[test]
     fn verification_entries_expire_with_producer_ids() {
         let mut m = ProducerStateManager::new();
-        m.maybe_create_verification_state_entry(1, 0, 0, 1_000);
-        m.maybe_create_verification_state_entry(2, 0, 0, 5_000);
+        m.maybe_create_verification_state_entry(1, 0, 0, false, 1_000);
+        m.maybe_create_verification_state_entry(2, 0, 0, false, 5_000);
         m.remove_expired(10_999, 10_000);
         assert!(m.verification_state_entry(1).is_some(), "not yet");
         m.remove_expired(11_000, 10_000);

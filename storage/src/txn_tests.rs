@@ -309,7 +309,7 @@ fn a_verified_append_after_the_abort_marker_is_refused() {
     log.append_as_leader(txn_batch(1, 0, 1), 0, NOW).unwrap(); // 0
     marker(&mut log, 1, true).unwrap(); // COMMIT at 1
     let guard = log
-        .maybe_start_transaction_verification(1, 1, 0, NOW)
+        .maybe_start_transaction_verification(1, 1, 0, false, NOW)
         .unwrap();
     marker(&mut log, 1, false).unwrap(); // ABORT at 2, before the append
     let late = log.append_as_leader_verified(txn_batch(1, 1, 1), 0, NOW, guard);
@@ -319,17 +319,17 @@ fn a_verified_append_after_the_abort_marker_is_refused() {
     assert_eq!(log.last_stable_offset(3), 3, "nothing left open");
     // Retried with a new verification, it opens the next transaction.
     let guard = log
-        .maybe_start_transaction_verification(1, 1, 0, NOW)
+        .maybe_start_transaction_verification(1, 1, 0, false, NOW)
         .unwrap();
     let ok = log.append_as_leader_verified(txn_batch(1, 1, 1), 0, NOW, guard);
     assert_eq!(ok.unwrap().first_offset, 3);
     // Inside it, no verification: the sentinel, and the append needs none.
     let inside = log
-        .maybe_start_transaction_verification(1, 2, 0, NOW)
+        .maybe_start_transaction_verification(1, 2, 0, false, NOW)
         .unwrap();
     assert!(inside.is_sentinel());
     let next = log.append_as_leader_verified(txn_batch(1, 2, 1), 0, NOW, inside);
     assert_eq!(next.unwrap().first_offset, 4);
-    let stale = log.maybe_start_transaction_verification(1, 0, -1, NOW);
+    let stale = log.maybe_start_transaction_verification(1, 0, -1, false, NOW);
     assert_eq!(stale.unwrap_err().error_code(), 47);
 }

@@ -271,11 +271,13 @@ impl UnifiedLog {
     /// the producer's is refused at once; inside an ongoing transaction of this epoch there is
     /// nothing to verify (the sentinel); otherwise the producer's verification entry is
     /// created or joined, and its guard returned for the append to carry.
+    /// `supports_epoch_bump`: the request is of transaction version 2 (Produce v12+).
     pub fn maybe_start_transaction_verification(
         &mut self,
         producer_id: i64,
         sequence: i32,
         epoch: i16,
+        supports_epoch_bump: bool,
         now_ms: i64,
     ) -> Result<VerificationGuard, LogError> {
         if let Some(e) = self.producer_state.get(producer_id) {
@@ -296,6 +298,7 @@ impl UnifiedLog {
             producer_id,
             sequence,
             epoch,
+            supports_epoch_bump,
             now_ms,
         ))
     }

@@ -10,6 +10,16 @@
 //! and is refused with INVALID_TXN_STATE when the entry is gone or holds another guard
 //! (`UnifiedLog.analyzeAndValidateProducerState`). A unique guard, not a flag, also refuses the
 //! ABA case: abort, a new transaction that never added this partition, then the stale answer.
+//!
+//! Transaction version 2 (KIP-890 part 2, Produce v12+) changes two things, as Kafka 4.4 does.
+//! The coordinator bumps the producer epoch when it ends a transaction and writes the markers at
+//! the bumped epoch, which is also the epoch of the producer's next transaction; a client that
+//! pipelines its next produce behind EndTxn gets it verified (and its entry created) before the
+//! previous transaction's marker reaches this partition. That marker, at the entry's own epoch,
+//! ends the previous transaction, not the one verified, so it leaves the entry in place
+//! (`UnifiedLog.updateProducers`, "isV2NextTransactionStarted"); a stale verification of an ended
+//! transaction still has the older epoch and is cleared. And a producer with no state here
+//! starts every transaction at sequence 0 (`ProducerAppendInfo.checkSequence`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -58,16 +68,34 @@ pub struct VerificationStateEntry {
     pub lowest_sequence: i32,
     /// Producer epoch of [`Self::lowest_sequence`].
     pub epoch: i16,
+    /// Whether the verification came from transaction version 2 (Kafka's
+    /// `TransactionSupportedOperation.supportsEpochBump`: Produce v12+, which adds the partition
+    /// itself and whose transactions end with an epoch bump).
+    pub supports_epoch_bump: bool,
 }
 
 impl VerificationStateEntry {
-    pub(crate) fn new(timestamp_ms: i64, sequence: i32, epoch: i16) -> Self {
+    pub(crate) fn new(
+        timestamp_ms: i64,
+        sequence: i32,
+        epoch: i16,
+        supports_epoch_bump: bool,
+    ) -> Self {
         VerificationStateEntry {
             timestamp_ms,
             guard: VerificationGuard::next(),
             lowest_sequence: sequence,
             epoch,
+            supports_epoch_bump,
         }
+    }
+
+    /// Whether a marker of the producer at `marker_epoch` leaves this verification in place
+    /// (Kafka's `UnifiedLog.updateProducers`): only a transaction version 2 verification at
+    /// the marker's epoch, i.e. of the transaction that starts after the one the marker ends.
+    /// Safe because a producer's epoch is always bumped on its way to transaction version 2.
+    pub fn survives_marker(&self, marker_epoch: i16) -> bool {
+        self.supports_epoch_bump && marker_epoch == self.epoch
     }
 
     /// Kafka's `maybeUpdateLowestSequenceAndEpoch`: a lower sequence at the same epoch lowers
@@ -100,7 +128,7 @@ mod tests {
 
     #[test]
     fn lowest_sequence_follows_kafka() {
-        let mut e = VerificationStateEntry::new(0, 5, 1);
+        let mut e = VerificationStateEntry::new(0, 5, 1, false);
         e.maybe_update_lowest_sequence_and_epoch(7, 1);
         assert_eq!(
             (e.lowest_sequence, e.epoch),
@@ -120,6 +148,25 @@ mod tests {
             (e.lowest_sequence, e.epoch),
             (9, 2),
             "newer epoch: replaced"
+        );
+    }
+
+    #[test]
+    fn only_a_version_2_verification_at_the_markers_epoch_survives_it() {
+        let v2 = VerificationStateEntry::new(0, 0, 4, true);
+        assert!(
+            v2.survives_marker(4),
+            "the marker of the previous transaction"
+        );
+        assert!(
+            !v2.survives_marker(5),
+            "a marker that ends the verified transaction"
+        );
+        assert!(!v2.survives_marker(3));
+        let v1 = VerificationStateEntry::new(0, 0, 4, false);
+        assert!(
+            !v1.survives_marker(4),
+            "transaction version 1: any marker ends it"
         );
     }
 }

@@ -79,9 +79,7 @@ pub async fn handle(
             .await;
             partitions.push(match verified {
                 Ok(guard) => append_partition(broker, ctx, &name, pd, acks, now, guard),
-                Err((code, message)) => {
-                    Appended::Done(partition_error(pd.index, code, Some(message)))
-                }
+                Err((code, message)) => Appended::Done(partition_error(pd.index, code, message)),
             });
         }
         appended.push((name, id, partitions));

@@ -669,13 +669,15 @@ impl Partition {
         producer_id: i64,
         sequence: i32,
         epoch: i16,
+        supports_epoch_bump: bool,
         now_ms: i64,
     ) -> Result<VerificationGuard, PartitionError> {
         let mut log = self.log.lock();
         if self.state.lock().role != Role::Leader {
             return Err(PartitionError::NotLeader);
         }
-        Ok(log.maybe_start_transaction_verification(producer_id, sequence, epoch, now_ms)?)
+        let v2 = supports_epoch_bump;
+        Ok(log.maybe_start_transaction_verification(producer_id, sequence, epoch, v2, now_ms)?)
     }
 
     /// Appends a COMMIT or ABORT marker a transaction coordinator asked for (WriteTxnMarkers),

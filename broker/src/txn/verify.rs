@@ -19,6 +19,18 @@
 //! ([`brook_storage::VerificationGuard`]): a marker written meanwhile clears the entry, and
 //! the log refuses the late batch with INVALID_TXN_STATE under the lock that orders it
 //! against the marker (`UnifiedLog.analyzeAndValidateProducerState`).
+//!
+//! Transaction version 2 (Produce v12+, Kafka's `TransactionSupportedOperation.ADD_PARTITION`)
+//! differs in three ways, as in Kafka 4.4's `ReplicaManager.handleProduceAppend`. A client
+//! pipelines its next transaction's produces behind EndTxn, so the coordinator often answers
+//! CONCURRENT_TRANSACTIONS (the previous transaction's markers are being written): the leader
+//! retries then, every `add.partitions.to.txn.retry.backoff.ms` for up to
+//! `add.partitions.to.txn.retry.backoff.max.ms` (`maybeRetryOnConcurrentTransactions`),
+//! starting or joining the verification entry again before each attempt, and answers
+//! CONCURRENT_TRANSACTIONS as it is if the time runs out (version 1 clients get
+//! NOT_ENOUGH_REPLICAS instead, which they retry). The entry records that it is of version 2,
+//! so the previous transaction's marker, written at the bumped epoch the verified batch
+//! carries, leaves it in place (`brook_storage::VerificationStateEntry::survives_marker`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -59,30 +71,42 @@ pub struct TxnVerifier {
     conns: parking_lot::Mutex<HashMap<i32, Arc<tokio::sync::Mutex<BrokerConnection>>>>,
 }
 
+/// A refused produce partition: the error code, and the message Kafka sets (`None` where
+/// it sets none).
+pub type Refusal = (i16, Option<String>);
+
 /// Kafka's mapping of a verification failure to what a producer understands
-/// (`AddPartitionsToTxnManager` then `ReplicaManager.postVerificationCallback`).
-fn produce_error(code: i16, produce_version: i16) -> (i16, String) {
+/// (`AddPartitionsToTxnManager` then `ReplicaManager.handleProduceAppend`'s
+/// `postVerificationCallback`, with their messages).
+fn produce_error(code: i16, produce_version: i16) -> Refusal {
     use ResponseError as E;
+    let version_2 = produce_version >= PRODUCE_ADDS_PARTITION_FROM;
     let e = match E::try_from_code(code) {
         Some(E::ProducerFenced) => E::InvalidProducerEpoch,
         Some(E::TransactionAbortable) if produce_version < PRODUCE_ABORTABLE_FROM => {
             E::InvalidTxnState
         }
+        // Version 2 clients see it as it is: it is common while a commit completes.
+        Some(E::ConcurrentTransactions) if version_2 => E::ConcurrentTransactions,
         Some(
             E::ConcurrentTransactions
             | E::NetworkException
             | E::CoordinatorLoadInProgress
             | E::CoordinatorNotAvailable
             | E::NotCoordinator,
-        ) => E::NotEnoughReplicas,
+        ) => {
+            let message = format!(
+                "Unable to verify the partition has been added to the transaction. \
+                 Underlying error: {}",
+                crate::metrics::error_name(code)
+            );
+            return (E::NotEnoughReplicas.code(), Some(message));
+        }
         Some(e) => e,
         None => E::UnknownServerError,
     };
-    let message = if e == E::InvalidTxnState || e == E::TransactionAbortable {
-        "Partition was not added to the transaction".to_string()
-    } else {
-        format!("Unable to verify the partition has been added to the transaction (error {code})")
-    };
+    let message =
+        (e == E::InvalidTxnState).then(|| "Partition was not added to the transaction".to_string());
     (e.code(), message)
 }
 
@@ -94,7 +118,7 @@ pub async fn verify_partition_data(
     transactional_id: Option<&str>,
     topic: &str,
     pd: &kafka_protocol::messages::produce_request::PartitionProduceData,
-) -> Result<Option<VerificationGuard>, (i16, String)> {
+) -> Result<Option<VerificationGuard>, Refusal> {
     if transactional_id.is_none() {
         return Ok(None);
     }
@@ -117,7 +141,7 @@ pub async fn verify_produce(
     transactional_id: Option<&str>,
     part: &Partition,
     records: &[u8],
-) -> Result<Option<VerificationGuard>, (i16, String)> {
+) -> Result<Option<VerificationGuard>, Refusal> {
     let Some(id) = transactional_id.filter(|t| !t.is_empty()) else {
         return Ok(None);
     };
@@ -136,24 +160,50 @@ pub async fn verify_produce(
     if !h.is_transactional() || h.is_control() {
         return Ok(carried(VerificationGuard::SENTINEL));
     }
-    let (pid, epoch) = (h.producer_id(), h.producer_epoch());
-    let guard = part
-        .maybe_start_transaction_verification(pid, h.base_sequence(), epoch, now_ms())
-        .map_err(|e| (e.error_code(), e.to_string()))?;
-    if guard.is_sentinel() {
-        // Inside an ongoing transaction: nothing to ask. Should it end before the append,
-        // the sentinel no longer passes.
-        return Ok(carried(guard));
-    }
-    let tp = (part.topic.clone(), part.index);
-    let code = match ask_coordinator(broker, id, pid, epoch, &tp, add).await {
-        Ok(code) => code,
-        Err(code) => code,
-    };
+    let (guard, code) = start_and_ask(broker, id, part, &h, add).await?;
     if code == 0 {
         Ok(carried(guard))
     } else {
         Err(produce_error(code, produce_version))
+    }
+}
+
+/// Starts (or joins) the producer's verification entry on the partition, then asks the
+/// coordinator; for transaction version 2 (`add`) again after CONCURRENT_TRANSACTIONS, each
+/// time with the entry started anew, until the retry time is spent (Kafka's
+/// `maybeSendPartitionsToTransactionCoordinator` under `maybeRetryOnConcurrentTransactions`).
+/// Returns the guard of the last attempt and the coordinator's code (0 where there was
+/// nothing to ask: the sentinel, inside an ongoing transaction, which the append re-checks).
+/// `Err` is a refusal before the coordinator was asked (an old epoch, not the leader).
+async fn start_and_ask(
+    broker: &Broker,
+    transactional_id: &str,
+    part: &Partition,
+    h: &BatchHeader<'_>,
+    add: bool,
+) -> Result<(VerificationGuard, i16), Refusal> {
+    let (pid, epoch, seq) = (h.producer_id(), h.producer_epoch(), h.base_sequence());
+    let tp = (part.topic.clone(), part.index);
+    let retry = broker.txn.config().add_partitions_retry;
+    let started = std::time::Instant::now();
+    loop {
+        let guard = part
+            .maybe_start_transaction_verification(pid, seq, epoch, add, now_ms())
+            .map_err(|e| (e.error_code(), None))?;
+        if guard.is_sentinel() {
+            return Ok((guard, 0));
+        }
+        let (Ok(code) | Err(code)) =
+            ask_coordinator(broker, transactional_id, pid, epoch, &tp, add).await;
+        tracing::debug!(
+            topic = %tp.0, partition = tp.1, producer_id = pid, epoch, seq, ?guard, code, add,
+            "produce verification answered"
+        );
+        let concurrent = code == ResponseError::ConcurrentTransactions.code();
+        if !add || !concurrent || started.elapsed() >= retry.timeout() {
+            return Ok((guard, code));
+        }
+        tokio::time::sleep(retry.backoff).await;
     }
 }
 
@@ -189,7 +239,10 @@ pub async fn add_offsets_partition(
         return Ok(());
     }
     use ResponseError as E;
-    let (mapped, _) = produce_error(code, PRODUCE_ADDS_PARTITION_FROM);
+    // Mapped as a Produce that knows TRANSACTION_ABORTABLE but keeps the version 1 mapping of
+    // the retriable codes, which the group coordinator's mapping below turns into codes a
+    // TxnOffsetCommit client retries.
+    let (mapped, _) = produce_error(code, PRODUCE_ABORTABLE_FROM);
     // The group coordinator's mapping of a failed write (`handleOperationException`).
     Err(match E::try_from_code(mapped) {
         Some(E::NotEnoughReplicas | E::RequestTimedOut | E::UnknownTopicOrPartition) => {

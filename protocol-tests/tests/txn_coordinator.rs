@@ -1005,6 +1005,12 @@ const HELD_ANSWER_MS: &str = "4000";
 /// node with admin listener `admin` (the AddPartitionsToTxn request a leader sends, or its
 /// in-process stand-in when the leader is the coordinator). Returns the rule id.
 fn hold_next_verification(admin: &str, leader: i32) -> u64 {
+    hold_next_verification_when(admin, leader, "after")
+}
+
+/// [`hold_next_verification`], holding it `when` ("before" the coordinator reads it, or
+/// "after" it answered).
+fn hold_next_verification_when(admin: &str, leader: i32, when: &str) -> u64 {
     let client_id = format!("brook-txn-verifier-{leader}");
     let args = [
         "fault",
@@ -1020,7 +1026,7 @@ fn hold_next_verification(admin: &str, leader: i32) -> u64 {
         "--delay-ms",
         HELD_ANSWER_MS,
         "--when",
-        "after",
+        when,
         "--times",
         "1",
     ];
@@ -1223,4 +1229,139 @@ fn txn_coordinator_of(c: &mut WireClient, id: &str) -> i32 {
             }
         },
     )
+}
+
+// ------------------------------------------------------------------------------------------
+// The guard with transaction version 2 (Produce v12+). EndTxn v5 answers once the commit is
+// prepared, with the bumped epoch; a client that pipelines (franz-go) produces its next
+// transaction at that epoch at once, so the leader verifies it, and creates its verification
+// entry, before the previous transaction's marker, written at that same bumped epoch, reaches
+// the partition. That marker ends the previous transaction, not the verified one: Kafka 4.4
+// leaves the entry in place (`UnifiedLog.updateProducers`), and the batch is appended.
+// ------------------------------------------------------------------------------------------
+
+/// Adds a fault rule on the node with admin listener `admin`; returns its id.
+fn fault_rule(admin: &str, args: &[&str]) -> u64 {
+    let mut argv = vec!["fault", "add", "--admin", admin];
+    argv.extend_from_slice(args);
+    let out = run_brook(&argv, Duration::from_secs(20));
+    assert!(out.status.success(), "brook {argv:?}: {out:?}");
+    out.stdout.trim().parse().expect("a rule id")
+}
+
+/// Removes rule `rule` from the node with admin listener `admin`.
+fn fault_rule_clear(admin: &str, rule: u64) {
+    let id = rule.to_string();
+    let argv = ["fault", "clear", "--admin", admin, "--id", &id];
+    let out = run_brook(&argv, Duration::from_secs(20));
+    assert!(out.status.success(), "brook {argv:?}: {out:?}");
+}
+
+/// The race, with transaction requests to `tc` (the coordinator's node, admin listener
+/// `coordinator_admin`) and Produce to the partition leader `leader` (admin listener
+/// `leader_admin`), which receives the markers. The verification of the next transaction's
+/// produce is held before the coordinator reads it, so its entry exists while the held
+/// markers are let through; the coordinator then answers that the partition is added.
+fn next_transaction_verified_before_the_commits_marker(
+    tc: &mut WireClient,
+    (leader, leader_addr, leader_admin): (i32, &str, &str),
+    coordinator_admin: &str,
+    id: &str,
+    topic: &str,
+) {
+    let mut lc = WireClient::connect(leader_addr);
+    let (pid, e) = init_ok(tc, id);
+    assert_eq!(produce_txn_v12(&mut lc, id, topic, (pid, e), 0, 1), 0);
+    let markers = fault_rule(leader_admin, &HOLD_MARKERS);
+    assert_eq!(end_txn_v5(tc, id, (pid, e), true), (0, (pid, e + 1)));
+    let rule = hold_next_verification_when(coordinator_admin, leader, "before");
+    let next = {
+        let (addr, id, topic) = (leader_addr.to_string(), id.to_string(), topic.to_string());
+        std::thread::spawn(move || {
+            let mut c = WireClient::connect(&addr);
+            produce_txn_v12(&mut c, &id, &topic, (pid, e + 1), 0, 1)
+        })
+    };
+    poll_until_ok(
+        "the verification to be held",
+        Duration::from_secs(30),
+        || match rule_fired(coordinator_admin, rule) {
+            1 => Ok(()),
+            n => Err(format!("fired {n}")),
+        },
+    );
+    // The commit's marker, at epoch e + 1, lands while the verification is held.
+    fault_rule_clear(leader_admin, markers);
+    wait_state(tc, id, "CompleteCommit");
+    assert!(
+        !next.is_finished(),
+        "the verification was held for less time than the commit took to complete"
+    );
+    let next = next.join().expect("producer thread");
+    assert_eq!(
+        next,
+        0,
+        "the next transaction's first batch, verified before the commit's marker landed: {:?}",
+        E::try_from_code(next)
+    );
+    assert_eq!(end_txn_v5(tc, id, (pid, e + 1), true), (0, (pid, e + 2)));
+    wait_state(tc, id, "CompleteCommit");
+    let stable = poll_until_ok(
+        "both commits to be readable",
+        Duration::from_secs(30),
+        || {
+            let keys = read_committed_keys(&mut lc, topic);
+            if keys.len() == 2 {
+                Ok(keys)
+            } else {
+                Err(format!("{keys:?}"))
+            }
+        },
+    );
+    assert_eq!(stable, vec![format!("{id}-0"), format!("{id}-0")]);
+}
+
+#[test]
+fn a_version_2_produce_verified_before_the_previous_commits_marker_is_appended() {
+    let b = start();
+    let mut c = WireClient::connect(&b.bootstrap());
+    let topic = unique_topic("txn-guard-v2");
+    c.ensure_topic(&topic);
+    let (bootstrap, admin) = (b.bootstrap(), b.admin_address());
+    next_transaction_verified_before_the_commits_marker(
+        &mut c,
+        (1, &bootstrap, &admin),
+        &admin,
+        "tx-guard-v2",
+        &topic,
+    );
+}
+
+/// The same on three nodes, the coordinator away from the leader (AddPartitionsToTxn v5 over
+/// the wire, WriteTxnMarkers from the coordinator to the leader).
+#[test]
+fn a_version_2_produce_verified_before_the_previous_commits_marker_is_appended_on_three_nodes() {
+    let cluster = Cluster::start(3, &[("transaction.state.log.num.partitions", "3")]);
+    let topic = unique_topic("txn-guard-v2-3");
+    cluster.create_topic(&topic, 1, 3, &[]);
+    let leader = cluster
+        .await_isr(&topic, 0, &cluster.ids(), Duration::from_secs(30))
+        .leader;
+    let mut c = WireClient::connect(&cluster.address(leader));
+    let (id, coordinator) = (0..100)
+        .map(|i| format!("tx-guard-v2-3-{i}"))
+        .find_map(|id| {
+            let node = txn_coordinator_of(&mut c, &id);
+            (node != leader).then_some((id, node))
+        })
+        .expect("a transactional id coordinated away from the leader");
+    let mut tc = WireClient::connect(&cluster.address(coordinator));
+    let (leader_addr, leader_admin) = (cluster.address(leader), cluster.admin_address(leader));
+    next_transaction_verified_before_the_commits_marker(
+        &mut tc,
+        (leader, &leader_addr, &leader_admin),
+        &cluster.admin_address(coordinator),
+        &id,
+        &topic,
+    );
 }

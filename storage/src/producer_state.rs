@@ -1059,6 +1059,73 @@ mod tests {
         assert_eq!(check_txn(&m, 1, 1, None).unwrap(), SequenceCheck::Accept);
     }
 
+    /// Transaction version 2: the commit's marker comes at the bumped epoch, which the next
+    /// transaction, verified before that marker landed, already uses.
+    #[test]
+    fn a_version_2_verification_survives_the_previous_transactions_marker_only() {
+        let mut m = ProducerStateManager::new();
+        m.update(1, 0, 0, 0, 0, 0, 0, true); // transaction at epoch 0
+        let g = m.maybe_create_verification_state_entry(1, 0, 1, true, 0); // next, at 1
+        assert_eq!(
+            m.append_marker(1, 1, marker(true, 0), 1, 0)
+                .unwrap()
+                .first_offset,
+            0
+        );
+        assert_eq!(
+            m.verification_guard(1),
+            g,
+            "the commit at epoch 1 leaves it"
+        );
+        let first = m.check(1, 1, 0, 0, true, C, Some(g));
+        assert_eq!(first.unwrap(), SequenceCheck::Accept);
+        m.update(1, 1, 0, 0, 2, 2, 0, true);
+        assert!(
+            m.verification_state_entry(1).is_none(),
+            "its first batch clears it"
+        );
+        // Verified, then aborted before the append: the abort bumps the epoch to 2.
+        m.append_marker(1, 2, marker(false, 0), 3, 0);
+        let g = m.maybe_create_verification_state_entry(1, 0, 2, true, 0);
+        m.append_marker(1, 3, marker(false, 0), 4, 0);
+        assert!(
+            m.verification_state_entry(1).is_none(),
+            "a marker at a newer epoch clears it"
+        );
+        let late = m.check(1, 2, 0, 0, true, C, Some(g));
+        assert_eq!(
+            late.unwrap_err().error_code(),
+            47,
+            "older than the producer's epoch"
+        );
+        // Version 1 verifications end at any marker, at any epoch.
+        m.update(2, 0, 0, 0, 5, 5, 0, true);
+        let g = m.maybe_create_verification_state_entry(2, 1, 0, false, 0);
+        m.append_marker(2, 0, marker(true, 0), 6, 0);
+        assert!(m.verification_state_entry(2).is_none());
+        let stale = m.check(2, 0, 1, 1, true, C, Some(g));
+        assert_eq!(stale.unwrap_err().error_code(), 48);
+    }
+
+    /// Kafka's `ProducerAppendInfo.checkSequence`: a version 2 producer with no batches here
+    /// starts its transaction at sequence 0; a version 1 one may start anywhere.
+    #[test]
+    fn a_version_2_producer_with_no_state_starts_at_sequence_zero() {
+        let mut m = ProducerStateManager::new();
+        let g = m.maybe_create_verification_state_entry(1, 4, 0, true, 0);
+        assert_eq!(check_txn(&m, 1, 4, Some(g)).unwrap_err().error_code(), 45);
+        let g = m.maybe_create_verification_state_entry(1, 0, 0, true, 0);
+        assert_eq!(check_txn(&m, 1, 0, Some(g)).unwrap(), SequenceCheck::Accept);
+        // After a marker's epoch bump the producer has no batches left: 0 again.
+        m.update(1, 0, 0, 0, 0, 0, 0, true);
+        m.append_marker(1, 1, marker(true, 0), 1, 0);
+        let g = m.maybe_create_verification_state_entry(1, 3, 1, true, 0);
+        let bumped = m.check(1, 1, 3, 3, true, C, Some(g));
+        assert_eq!(bumped.unwrap_err().error_code(), 45);
+        let g = m.maybe_create_verification_state_entry(2, 4, 0, false, 0);
+        assert_eq!(check_txn(&m, 2, 4, Some(g)).unwrap(), SequenceCheck::Accept);
+    }
+
     #[test]
     fn verification_checks_the_epoch_and_the_lowest_sequence() {
         let mut m = ProducerStateManager::new();

@@ -1365,3 +1365,171 @@ fn a_version_2_produce_verified_before_the_previous_commits_marker_is_appended_o
         &topic,
     );
 }
+
+// ------------------------------------------------------------------------------------------
+// CONCURRENT_TRANSACTIONS from the coordinator while a leader verifies (Kafka 4.4's
+// `ReplicaManager.handleProduceAppend`): for transaction version 2 the leader retries every
+// add.partitions.to.txn.retry.backoff.ms for up to add.partitions.to.txn.retry.backoff.max.ms
+// and then answers CONCURRENT_TRANSACTIONS as it is; for version 1 it asks once and answers
+// NOT_ENOUGH_REPLICAS, which older clients retry without a metadata refresh.
+// ------------------------------------------------------------------------------------------
+
+/// Counts the verifications leader 1 asks of the coordinator on the same node (a delay of 0
+/// after each answer, which changes nothing). Returns the rule id.
+fn count_verifications(admin: &str) -> u64 {
+    let args = [
+        "--api",
+        "AddPartitionsToTxn",
+        "--client-id",
+        "brook-txn-verifier-1",
+        "--action",
+        "delay",
+        "--delay-ms",
+        "0",
+        "--when",
+        "after",
+        "--times",
+        "1000000",
+    ];
+    fault_rule(admin, &args)
+}
+
+/// A transactional Produce of one record at `version`: the partition's answer.
+fn produce_at(
+    c: &mut WireClient,
+    version: i16,
+    (id, topic): (&str, &str),
+    p: (i64, i16),
+    seq: i32,
+) -> produce_response::PartitionProduceResponse {
+    let mut req = WireClient::produce_request(topic, 0, txn_batch(p.0, p.1, seq, &recs(id, 1)), -1);
+    req.transactional_id = Some(tid(id));
+    let resp: ProduceResponse = c.request(version, &req);
+    resp.responses[0].partition_responses[0].clone()
+}
+
+#[test]
+fn a_verification_answered_concurrent_transactions_is_retried_for_version_2_only() {
+    let b = start();
+    let mut c = WireClient::connect(&b.bootstrap());
+    let topic = unique_topic("txn-verify-concurrent");
+    c.ensure_topic(&topic);
+    let admin = b.admin_address();
+    // Version 2: the commit's markers are held, so the coordinator stays in PrepareCommit.
+    let (pid, e) = init_ok(&mut c, "tx-v2-concurrent");
+    assert_eq!(
+        produce_txn_v12(&mut c, "tx-v2-concurrent", &topic, (pid, e), 0, 1),
+        0
+    );
+    let markers = fault_rule(&admin, &HOLD_MARKERS);
+    assert_eq!(end_txn_v5(&mut c, "tx-v2-concurrent", (pid, e), true).0, 0);
+    let asked = count_verifications(&admin);
+    let v2 = produce_at(
+        &mut c,
+        PRODUCE_V12,
+        ("tx-v2-concurrent", &topic),
+        (pid, e + 1),
+        0,
+    );
+    let v2_asked = rule_fired(&admin, asked);
+    fault_rule_clear(&admin, markers);
+    wait_state(&mut c, "tx-v2-concurrent", "CompleteCommit");
+
+    // Version 1: the same, with EndTxn v3 (no epoch bump) and a Produce v9 to a partition
+    // the transaction has no batch on (on `topic` it would still be ongoing, and the leader
+    // would not ask).
+    let other = unique_topic("txn-verify-concurrent-other");
+    c.ensure_topic(&other);
+    let id = "tx-v1-concurrent";
+    let p = init_ok(&mut c, id);
+    assert_eq!(
+        add_partitions(&mut c, ADD_PARTITIONS_V3, id, p, &[(&topic, 0)]),
+        vec![0]
+    );
+    assert_eq!(produce_txn(&mut c, id, &topic, p, 0, 1), 0);
+    let markers = fault_rule(&admin, &HOLD_MARKERS);
+    assert_eq!(end_txn(&mut c, END_TXN_V3, id, p, true), 0);
+    let before = rule_fired(&admin, asked);
+    let v1 = produce_at(&mut c, PRODUCE_V, (id, &other), p, 1);
+    let v1_asked = rule_fired(&admin, asked) - before;
+    fault_rule_clear(&admin, markers);
+
+    assert_eq!(
+        (
+            v2.error_code,
+            v2.error_message.as_deref().map(|m| m.to_string())
+        ),
+        (E::ConcurrentTransactions.code(), None),
+        "version 2: CONCURRENT_TRANSACTIONS as it is, with no message"
+    );
+    // 100 ms of attempts 20 ms apart: several, however slow the machine.
+    assert!(
+        v2_asked >= 2,
+        "version 2: asked {v2_asked} times, retried on CONCURRENT_TRANSACTIONS"
+    );
+    assert_eq!(
+        (
+            v1.error_code,
+            v1.error_message.as_deref().map(|m| m.to_string())
+        ),
+        (
+            E::NotEnoughReplicas.code(),
+            Some(
+                "Unable to verify the partition has been added to the transaction. \
+                 Underlying error: CONCURRENT_TRANSACTIONS"
+                    .to_string()
+            )
+        ),
+        "version 1"
+    );
+    assert_eq!(v1_asked, 1, "version 1 is not retried by the leader");
+}
+
+/// With a long retry time, a version 2 produce behind a commit whose markers take a while
+/// is appended once the commit completes, without the client retrying.
+#[test]
+fn a_version_2_verification_retries_until_the_previous_commit_completes() {
+    let b = Broker::start_with(&[
+        ("transaction.state.log.num.partitions", "5"),
+        ("admin.listener", "127.0.0.1:0"),
+        ("add.partitions.to.txn.retry.backoff.max.ms", "30000"),
+    ]);
+    let mut c = WireClient::connect(&b.bootstrap());
+    let topic = unique_topic("txn-verify-retry");
+    c.ensure_topic(&topic);
+    let admin = b.admin_address();
+    let id = "tx-v2-retry";
+    let (pid, e) = init_ok(&mut c, id);
+    assert_eq!(produce_txn_v12(&mut c, id, &topic, (pid, e), 0, 1), 0);
+    let markers = fault_rule(&admin, &HOLD_MARKERS);
+    assert_eq!(end_txn_v5(&mut c, id, (pid, e), true).0, 0);
+    let asked = count_verifications(&admin);
+    let next = {
+        let (addr, topic) = (b.bootstrap(), topic.clone());
+        std::thread::spawn(move || {
+            produce_at(
+                &mut WireClient::connect(&addr),
+                PRODUCE_V12,
+                (id, &topic),
+                (pid, e + 1),
+                0,
+            )
+        })
+    };
+    poll_until_ok(
+        "the leader to retry",
+        Duration::from_secs(20),
+        || match rule_fired(&admin, asked) {
+            n if n >= 2 => Ok(()),
+            n => Err(format!("asked {n} times")),
+        },
+    );
+    fault_rule_clear(&admin, markers);
+    let next = next.join().expect("producer thread");
+    assert_eq!(next.error_code, 0, "{next:?}");
+    assert_eq!(describe(&mut c, id).transaction_state.as_str(), "Ongoing");
+    assert_eq!(
+        end_txn_v5(&mut c, id, (pid, e + 1), true),
+        (0, (pid, e + 2))
+    );
+}

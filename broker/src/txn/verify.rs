@@ -453,5 +453,37 @@ mod tests {
             produce_error(E::InvalidProducerIdMapping.code(), 9).0,
             E::InvalidProducerIdMapping.code()
         );
+        // CONCURRENT_TRANSACTIONS: NOT_ENOUGH_REPLICAS before transaction version 2, with
+        // Kafka's message; as it is, with none, from Produce v12.
+        let concurrent = E::ConcurrentTransactions.code();
+        let (code, message) = produce_error(concurrent, 11);
+        assert_eq!(code, E::NotEnoughReplicas.code());
+        assert_eq!(
+            message.as_deref(),
+            Some(
+                "Unable to verify the partition has been added to the transaction. \
+                 Underlying error: CONCURRENT_TRANSACTIONS"
+            )
+        );
+        assert_eq!(produce_error(concurrent, 12), (concurrent, None));
+        assert_eq!(
+            produce_error(E::TransactionAbortable.code(), 10),
+            (
+                E::InvalidTxnState.code(),
+                Some("Partition was not added to the transaction".to_string())
+            )
+        );
+        assert_eq!(produce_error(E::ProducerFenced.code(), 12).1, None);
+    }
+
+    #[test]
+    fn the_retry_time_is_capped_by_the_request_timeout() {
+        let retry = |max_ms: u64| crate::txn::AddPartitionsRetry {
+            backoff: Duration::from_millis(20),
+            backoff_max: Duration::from_millis(max_ms),
+            request_timeout: Duration::from_millis(30_000),
+        };
+        assert_eq!(retry(100).timeout(), Duration::from_millis(100));
+        assert_eq!(retry(60_000).timeout(), Duration::from_millis(30_000));
     }
 }

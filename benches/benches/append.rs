@@ -85,6 +85,7 @@ fn bench_append(c: &mut Criterion) {
                         v.last_sequence,
                         v.is_transactional,
                         AppendOrigin::Client,
+                        None,
                     )
                     .unwrap();
                 black_box((v, check))

@@ -49,6 +49,7 @@ fn bench_dedup(c: &mut Criterion) {
                 next + RECORDS_PER_BATCH - 1,
                 false,
                 AppendOrigin::Client,
+                None,
             )
             .unwrap()
         })
@@ -63,6 +64,7 @@ fn bench_dedup(c: &mut Criterion) {
                     RECORDS_PER_BATCH - 1,
                     false,
                     AppendOrigin::Client,
+                    None,
                 )
                 .unwrap();
             assert!(matches!(r, SequenceCheck::Duplicate(_)));
@@ -80,6 +82,7 @@ fn bench_dedup(c: &mut Criterion) {
                 next + RECORDS_PER_BATCH - 1,
                 false,
                 AppendOrigin::Client,
+                None,
             )
             .unwrap()
         })
@@ -91,7 +94,7 @@ fn bench_dedup(c: &mut Criterion) {
         b.iter(|| {
             let last = seq + RECORDS_PER_BATCH - 1;
             let r = m
-                .check(0, 0, seq, last, false, AppendOrigin::Client)
+                .check(0, 0, seq, last, false, AppendOrigin::Client, None)
                 .unwrap();
             m.update(
                 0,

@@ -214,6 +214,8 @@ pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
         "3600000",
     ),
     ("transaction.partition.verification.enable", "true"),
+    ("add.partitions.to.txn.retry.backoff.ms", "20"),
+    ("add.partitions.to.txn.retry.backoff.max.ms", "100"),
 ];
 
 /// Dynamic broker configs by resource name: a node id for one broker, "" for the cluster-wide

@@ -790,6 +790,21 @@ const BROKER_KEYS: &[BrokerConfigKey] = &[
         DYNAMIC,
         "Whether a transactional produce is verified with the coordinator first."
     ),
+    broker_key!(
+        "add.partitions.to.txn.retry.backoff.ms",
+        Int,
+        Validator::AtLeast(1),
+        STATIC,
+        "Wait between a leader's attempts to add a partition to a transaction."
+    ),
+    broker_key!(
+        "add.partitions.to.txn.retry.backoff.max.ms",
+        Int,
+        Validator::AtLeast(0),
+        STATIC,
+        "How long a leader retries adding a partition to a transaction \
+         (at most request.timeout.ms)."
+    ),
 ];
 
 /// Brook's own keys, which Kafka does not define: accepted in server.properties and not

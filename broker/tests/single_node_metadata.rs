@@ -88,7 +88,7 @@ async fn an_earlier_versions_metadata_file_is_imported_once() {
         .await
         .unwrap();
     let p = node.broker.replicas.partition("legacy", 0).unwrap();
-    p.append_records_to_leader(build_batch(3, 10, 1_000), -1, 1_000)
+    p.append_records_to_leader(build_batch(3, 10, 1_000), -1, 1_000, None)
         .unwrap();
     node.stop().await;
     std::fs::remove_dir_all(dir.path().join("__cluster_metadata")).unwrap();

@@ -988,3 +988,548 @@ fn an_abort_at_the_bumped_epoch_during_the_commits_markers_is_told_to_retry_on_3
         },
     );
 }
+// ------------------------------------------------------------------------------------------
+// KIP-890 part 1: the verification guard (Kafka's `VerificationGuard`, checked in
+// `UnifiedLog.analyzeAndValidateProducerState`). A leader asks the coordinator whether the
+// partition is in the producer's transaction, then appends; if the coordinator aborts the
+// transaction in between, the late batch must be refused, or it opens a transaction no marker
+// ends (the last stable offset stays behind it) and the producer's next commit on the
+// partition makes the aborted record visible at read_committed.
+// ------------------------------------------------------------------------------------------
+
+/// How long the coordinator's answer to the verification is held: the abort is done well
+/// within it (the test waits for the abort, never for this delay).
+const HELD_ANSWER_MS: &str = "4000";
+
+/// Holds the answer to the next verification leader `leader` asks of the coordinator on the
+/// node with admin listener `admin` (the AddPartitionsToTxn request a leader sends, or its
+/// in-process stand-in when the leader is the coordinator). Returns the rule id.
+fn hold_next_verification(admin: &str, leader: i32) -> u64 {
+    hold_next_verification_when(admin, leader, "after")
+}
+
+/// [`hold_next_verification`], holding it `when` ("before" the coordinator reads it, or
+/// "after" it answered).
+fn hold_next_verification_when(admin: &str, leader: i32, when: &str) -> u64 {
+    let client_id = format!("brook-txn-verifier-{leader}");
+    let args = [
+        "fault",
+        "add",
+        "--admin",
+        admin,
+        "--api",
+        "AddPartitionsToTxn",
+        "--client-id",
+        &client_id,
+        "--action",
+        "delay",
+        "--delay-ms",
+        HELD_ANSWER_MS,
+        "--when",
+        when,
+        "--times",
+        "1",
+    ];
+    let out = run_brook(&args, Duration::from_secs(20));
+    assert!(out.status.success(), "brook fault add: {out:?}");
+    out.stdout.trim().parse().expect("a rule id")
+}
+
+/// How often rule `rule` on the node with admin listener `admin` fired.
+fn rule_fired(admin: &str, rule: u64) -> u64 {
+    let body = brook_protocol_tests::cluster::admin_get(admin, "/faults").expect("GET /faults");
+    let list: serde_json::Value = serde_json::from_str(&body).expect("fault list JSON");
+    list["rules"]
+        .as_array()
+        .and_then(|rules| rules.iter().find(|r| r["id"] == rule))
+        .and_then(|r| r["fired"].as_u64())
+        .unwrap_or(0)
+}
+
+/// A transactional Produce (v9, transaction version 1) of one record keyed `{tag}-0`.
+fn produce_tagged(
+    c: &mut WireClient,
+    id: &str,
+    topic: &str,
+    p: (i64, i16),
+    seq: i32,
+    tag: &str,
+) -> i16 {
+    let mut req =
+        WireClient::produce_request(topic, 0, txn_batch(p.0, p.1, seq, &recs(tag, 1)), -1);
+    req.transactional_id = Some(tid(id));
+    c.request(PRODUCE_V, &req).responses[0].partition_responses[0].error_code
+}
+
+/// The record keys a read_committed consumer reads from partition 0: batches up to the last
+/// stable offset, less those of aborted transactions (the consumer's rule: from an aborted
+/// transaction's first offset to its producer's next control batch).
+fn read_committed_keys(c: &mut WireClient, topic: &str) -> Vec<String> {
+    let mut req = WireClient::fetch_request(topic, 0, 0, 0);
+    req.isolation_level = 1;
+    let resp = c.request(FETCH_V, &req);
+    let pd = &resp.responses[0].partitions[0];
+    assert_eq!(pd.error_code, 0, "read_committed Fetch: {pd:?}");
+    let aborted: Vec<(i64, i64)> = pd
+        .aborted_transactions
+        .iter()
+        .flatten()
+        .map(|a| (a.producer_id.0, a.first_offset))
+        .collect();
+    let mut open_aborted = std::collections::HashSet::new();
+    let mut keys = Vec::new();
+    let batches = parse_batches(pd.records.as_deref().unwrap_or_default()).expect("batches");
+    for b in batches {
+        if aborted.contains(&(b.producer_id, b.base_offset)) {
+            open_aborted.insert(b.producer_id);
+        }
+        if b.is_control() {
+            open_aborted.remove(&b.producer_id);
+        } else if !open_aborted.contains(&b.producer_id) {
+            let key = |r: &brook_protocol_tests::batch::ParsedRecord| {
+                String::from_utf8_lossy(r.key.as_deref().unwrap_or_default()).into_owned()
+            };
+            keys.extend(b.records.iter().map(key));
+        }
+    }
+    keys
+}
+
+/// The race, with transaction requests to `tc` (the coordinator's node) and Produce, Fetch
+/// and ListOffsets to the partition leader `leader` at `leader_addr`. Everything observed is
+/// asserted at the end, so a broker without the guard shows all it gets wrong.
+fn abort_between_verification_and_append(
+    tc: &mut WireClient,
+    (leader, leader_addr): (i32, &str),
+    coordinator_admin: &str,
+    id: &str,
+    topic: &str,
+) {
+    let p = init_ok(tc, id);
+    assert_eq!(
+        add_partitions(tc, ADD_PARTITIONS_V3, id, p, &[(topic, 0)]),
+        vec![0]
+    );
+    let rule = hold_next_verification(coordinator_admin, leader);
+    let late = {
+        let (addr, id, topic) = (leader_addr.to_string(), id.to_string(), topic.to_string());
+        std::thread::spawn(move || {
+            produce_tagged(&mut WireClient::connect(&addr), &id, &topic, p, 0, "late")
+        })
+    };
+    poll_until_ok(
+        "the verification to be held",
+        Duration::from_secs(30),
+        || match rule_fired(coordinator_admin, rule) {
+            1 => Ok(()),
+            n => Err(format!("fired {n}")),
+        },
+    );
+    // The coordinator aborts: its ABORT marker reaches the partition before the append.
+    assert_eq!(end_txn(tc, END_TXN_V3, id, p, false), 0);
+    wait_state(tc, id, "CompleteAbort");
+    let late = late.join().expect("producer thread");
+
+    let mut lc = WireClient::connect(leader_addr);
+    let high_watermark = lc.list_offsets(topic, 0, -1).offset;
+    let stable = lso(&mut lc, topic);
+    // The same producer's next transaction on the partition, committed (sequence 1 if the
+    // late batch took sequence 0).
+    let seq = if late == 0 { 1 } else { 0 };
+    assert_eq!(
+        add_partitions(tc, ADD_PARTITIONS_V3, id, p, &[(topic, 0)]),
+        vec![0]
+    );
+    assert_eq!(produce_tagged(&mut lc, id, topic, p, seq, "next"), 0);
+    assert_eq!(end_txn(tc, END_TXN_V3, id, p, true), 0);
+    wait_state(tc, id, "CompleteCommit");
+    let visible = poll_until_ok("the commit to be readable", Duration::from_secs(30), || {
+        let keys = read_committed_keys(&mut lc, topic);
+        if keys.iter().any(|k| k == "next-0") {
+            Ok(keys)
+        } else {
+            Err(format!("{keys:?}"))
+        }
+    });
+    const { assert!(PRODUCE_V < 11, "before v11 Kafka answers INVALID_TXN_STATE") };
+    assert_eq!(
+        (late, stable, visible),
+        (
+            E::InvalidTxnState.code(),
+            high_watermark,
+            vec!["next-0".to_string()]
+        ),
+        "(the late batch's answer, the LSO after the abort (HW {high_watermark}), what \
+         read_committed reads after the next commit)"
+    );
+}
+
+#[test]
+fn an_abort_between_verification_and_append_refuses_the_late_batch() {
+    let b = start();
+    let mut c = WireClient::connect(&b.bootstrap());
+    let topic = unique_topic("txn-guard");
+    c.ensure_topic(&topic);
+    let bootstrap = b.bootstrap();
+    abort_between_verification_and_append(
+        &mut c,
+        (1, &bootstrap),
+        &b.admin_address(),
+        "tx-guard",
+        &topic,
+    );
+}
+
+/// The same race on three nodes, where the leader asks a coordinator on another node over
+/// the wire (AddPartitionsToTxn v4, verify only).
+#[test]
+fn an_abort_between_verification_and_append_refuses_the_late_batch_on_three_nodes() {
+    let cluster =
+        brook_protocol_tests::Cluster::start(3, &[("transaction.state.log.num.partitions", "3")]);
+    let topic = unique_topic("txn-guard3");
+    cluster.create_topic(&topic, 1, 3, &[]);
+    let leader = cluster
+        .await_isr(&topic, 0, &cluster.ids(), Duration::from_secs(30))
+        .leader;
+    let mut c = WireClient::connect(&cluster.address(leader));
+    // A transactional id whose coordinator is another node.
+    let (id, coordinator) = (0..100)
+        .map(|i| format!("tx-guard3-{i}"))
+        .find_map(|id| {
+            let node = txn_coordinator_of(&mut c, &id);
+            (node != leader).then_some((id, node))
+        })
+        .expect("a transactional id coordinated away from the leader");
+    let mut tc = WireClient::connect(&cluster.address(coordinator));
+    let leader_addr = cluster.address(leader);
+    abort_between_verification_and_append(
+        &mut tc,
+        (leader, &leader_addr),
+        &cluster.admin_address(coordinator),
+        &id,
+        &topic,
+    );
+}
+
+/// The node FindCoordinator names for transactional id `id` (once `__transaction_state` is
+/// ready).
+fn txn_coordinator_of(c: &mut WireClient, id: &str) -> i32 {
+    poll_until_ok(
+        "the transaction coordinator",
+        Duration::from_secs(30),
+        || {
+            let req = FindCoordinatorRequest::default()
+                .with_key(s(id))
+                .with_key_type(1);
+            let r = c.request(FIND_COORDINATOR_V3, &req);
+            if r.error_code == 0 {
+                Ok(r.node_id.0)
+            } else {
+                Err(format!("{r:?}"))
+            }
+        },
+    )
+}
+
+// ------------------------------------------------------------------------------------------
+// The guard with transaction version 2 (Produce v12+). EndTxn v5 answers once the commit is
+// prepared, with the bumped epoch; a client that pipelines (franz-go) produces its next
+// transaction at that epoch at once, so the leader verifies it, and creates its verification
+// entry, before the previous transaction's marker, written at that same bumped epoch, reaches
+// the partition. That marker ends the previous transaction, not the verified one: Kafka 4.4
+// leaves the entry in place (`UnifiedLog.updateProducers`), and the batch is appended.
+// ------------------------------------------------------------------------------------------
+
+/// Adds a fault rule on the node with admin listener `admin`; returns its id.
+fn fault_rule(admin: &str, args: &[&str]) -> u64 {
+    let mut argv = vec!["fault", "add", "--admin", admin];
+    argv.extend_from_slice(args);
+    let out = run_brook(&argv, Duration::from_secs(20));
+    assert!(out.status.success(), "brook {argv:?}: {out:?}");
+    out.stdout.trim().parse().expect("a rule id")
+}
+
+/// Removes rule `rule` from the node with admin listener `admin`.
+fn fault_rule_clear(admin: &str, rule: u64) {
+    let id = rule.to_string();
+    let argv = ["fault", "clear", "--admin", admin, "--id", &id];
+    let out = run_brook(&argv, Duration::from_secs(20));
+    assert!(out.status.success(), "brook {argv:?}: {out:?}");
+}
+
+/// The race, with transaction requests to `tc` (the coordinator's node, admin listener
+/// `coordinator_admin`) and Produce to the partition leader `leader` (admin listener
+/// `leader_admin`), which receives the markers. The verification of the next transaction's
+/// produce is held before the coordinator reads it, so its entry exists while the held
+/// markers are let through; the coordinator then answers that the partition is added.
+fn next_transaction_verified_before_the_commits_marker(
+    tc: &mut WireClient,
+    (leader, leader_addr, leader_admin): (i32, &str, &str),
+    coordinator_admin: &str,
+    id: &str,
+    topic: &str,
+) {
+    let mut lc = WireClient::connect(leader_addr);
+    let (pid, e) = init_ok(tc, id);
+    assert_eq!(produce_txn_v12(&mut lc, id, topic, (pid, e), 0, 1), 0);
+    let markers = fault_rule(leader_admin, &HOLD_MARKERS);
+    assert_eq!(end_txn_v5(tc, id, (pid, e), true), (0, (pid, e + 1)));
+    let rule = hold_next_verification_when(coordinator_admin, leader, "before");
+    let next = {
+        let (addr, id, topic) = (leader_addr.to_string(), id.to_string(), topic.to_string());
+        std::thread::spawn(move || {
+            let mut c = WireClient::connect(&addr);
+            produce_txn_v12(&mut c, &id, &topic, (pid, e + 1), 0, 1)
+        })
+    };
+    poll_until_ok(
+        "the verification to be held",
+        Duration::from_secs(30),
+        || match rule_fired(coordinator_admin, rule) {
+            1 => Ok(()),
+            n => Err(format!("fired {n}")),
+        },
+    );
+    // The commit's marker, at epoch e + 1, lands while the verification is held.
+    fault_rule_clear(leader_admin, markers);
+    wait_state(tc, id, "CompleteCommit");
+    assert!(
+        !next.is_finished(),
+        "the verification was held for less time than the commit took to complete"
+    );
+    let next = next.join().expect("producer thread");
+    assert_eq!(
+        next,
+        0,
+        "the next transaction's first batch, verified before the commit's marker landed: {:?}",
+        E::try_from_code(next)
+    );
+    assert_eq!(end_txn_v5(tc, id, (pid, e + 1), true), (0, (pid, e + 2)));
+    wait_state(tc, id, "CompleteCommit");
+    let stable = poll_until_ok(
+        "both commits to be readable",
+        Duration::from_secs(30),
+        || {
+            let keys = read_committed_keys(&mut lc, topic);
+            if keys.len() == 2 {
+                Ok(keys)
+            } else {
+                Err(format!("{keys:?}"))
+            }
+        },
+    );
+    assert_eq!(stable, vec![format!("{id}-0"), format!("{id}-0")]);
+}
+
+#[test]
+fn a_version_2_produce_verified_before_the_previous_commits_marker_is_appended() {
+    let b = start();
+    let mut c = WireClient::connect(&b.bootstrap());
+    let topic = unique_topic("txn-guard-v2");
+    c.ensure_topic(&topic);
+    let (bootstrap, admin) = (b.bootstrap(), b.admin_address());
+    next_transaction_verified_before_the_commits_marker(
+        &mut c,
+        (1, &bootstrap, &admin),
+        &admin,
+        "tx-guard-v2",
+        &topic,
+    );
+}
+
+/// The same on three nodes, the coordinator away from the leader (AddPartitionsToTxn v5 over
+/// the wire, WriteTxnMarkers from the coordinator to the leader).
+#[test]
+fn a_version_2_produce_verified_before_the_previous_commits_marker_is_appended_on_three_nodes() {
+    let cluster = Cluster::start(3, &[("transaction.state.log.num.partitions", "3")]);
+    let topic = unique_topic("txn-guard-v2-3");
+    cluster.create_topic(&topic, 1, 3, &[]);
+    let leader = cluster
+        .await_isr(&topic, 0, &cluster.ids(), Duration::from_secs(30))
+        .leader;
+    let mut c = WireClient::connect(&cluster.address(leader));
+    let (id, coordinator) = (0..100)
+        .map(|i| format!("tx-guard-v2-3-{i}"))
+        .find_map(|id| {
+            let node = txn_coordinator_of(&mut c, &id);
+            (node != leader).then_some((id, node))
+        })
+        .expect("a transactional id coordinated away from the leader");
+    let mut tc = WireClient::connect(&cluster.address(coordinator));
+    let (leader_addr, leader_admin) = (cluster.address(leader), cluster.admin_address(leader));
+    next_transaction_verified_before_the_commits_marker(
+        &mut tc,
+        (leader, &leader_addr, &leader_admin),
+        &cluster.admin_address(coordinator),
+        &id,
+        &topic,
+    );
+}
+
+// ------------------------------------------------------------------------------------------
+// CONCURRENT_TRANSACTIONS from the coordinator while a leader verifies (Kafka 4.4's
+// `ReplicaManager.handleProduceAppend`): for transaction version 2 the leader retries every
+// add.partitions.to.txn.retry.backoff.ms for up to add.partitions.to.txn.retry.backoff.max.ms
+// and then answers CONCURRENT_TRANSACTIONS as it is; for version 1 it asks once and answers
+// NOT_ENOUGH_REPLICAS, which older clients retry without a metadata refresh.
+// ------------------------------------------------------------------------------------------
+
+/// Counts the verifications leader 1 asks of the coordinator on the same node (a delay of 0
+/// after each answer, which changes nothing). Returns the rule id.
+fn count_verifications(admin: &str) -> u64 {
+    let args = [
+        "--api",
+        "AddPartitionsToTxn",
+        "--client-id",
+        "brook-txn-verifier-1",
+        "--action",
+        "delay",
+        "--delay-ms",
+        "0",
+        "--when",
+        "after",
+        "--times",
+        "1000000",
+    ];
+    fault_rule(admin, &args)
+}
+
+/// A transactional Produce of one record at `version`: the partition's answer.
+fn produce_at(
+    c: &mut WireClient,
+    version: i16,
+    (id, topic): (&str, &str),
+    p: (i64, i16),
+    seq: i32,
+) -> produce_response::PartitionProduceResponse {
+    let mut req = WireClient::produce_request(topic, 0, txn_batch(p.0, p.1, seq, &recs(id, 1)), -1);
+    req.transactional_id = Some(tid(id));
+    let resp: ProduceResponse = c.request(version, &req);
+    resp.responses[0].partition_responses[0].clone()
+}
+
+#[test]
+fn a_verification_answered_concurrent_transactions_is_retried_for_version_2_only() {
+    let b = start();
+    let mut c = WireClient::connect(&b.bootstrap());
+    let topic = unique_topic("txn-verify-concurrent");
+    c.ensure_topic(&topic);
+    let admin = b.admin_address();
+    // Version 2: the commit's markers are held, so the coordinator stays in PrepareCommit.
+    let (pid, e) = init_ok(&mut c, "tx-v2-concurrent");
+    assert_eq!(
+        produce_txn_v12(&mut c, "tx-v2-concurrent", &topic, (pid, e), 0, 1),
+        0
+    );
+    let markers = fault_rule(&admin, &HOLD_MARKERS);
+    assert_eq!(end_txn_v5(&mut c, "tx-v2-concurrent", (pid, e), true).0, 0);
+    let asked = count_verifications(&admin);
+    let v2 = produce_at(
+        &mut c,
+        PRODUCE_V12,
+        ("tx-v2-concurrent", &topic),
+        (pid, e + 1),
+        0,
+    );
+    let v2_asked = rule_fired(&admin, asked);
+    fault_rule_clear(&admin, markers);
+    wait_state(&mut c, "tx-v2-concurrent", "CompleteCommit");
+
+    // Version 1: the same, with EndTxn v3 (no epoch bump) and a Produce v9 to a partition
+    // the transaction has no batch on (on `topic` it would still be ongoing, and the leader
+    // would not ask).
+    let other = unique_topic("txn-verify-concurrent-other");
+    c.ensure_topic(&other);
+    let id = "tx-v1-concurrent";
+    let p = init_ok(&mut c, id);
+    assert_eq!(
+        add_partitions(&mut c, ADD_PARTITIONS_V3, id, p, &[(&topic, 0)]),
+        vec![0]
+    );
+    assert_eq!(produce_txn(&mut c, id, &topic, p, 0, 1), 0);
+    let markers = fault_rule(&admin, &HOLD_MARKERS);
+    assert_eq!(end_txn(&mut c, END_TXN_V3, id, p, true), 0);
+    let before = rule_fired(&admin, asked);
+    let v1 = produce_at(&mut c, PRODUCE_V, (id, &other), p, 1);
+    let v1_asked = rule_fired(&admin, asked) - before;
+    fault_rule_clear(&admin, markers);
+
+    assert_eq!(
+        (
+            v2.error_code,
+            v2.error_message.as_deref().map(|m| m.to_string())
+        ),
+        (E::ConcurrentTransactions.code(), None),
+        "version 2: CONCURRENT_TRANSACTIONS as it is, with no message"
+    );
+    // 100 ms of attempts 20 ms apart: several, however slow the machine.
+    assert!(
+        v2_asked >= 2,
+        "version 2: asked {v2_asked} times, retried on CONCURRENT_TRANSACTIONS"
+    );
+    assert_eq!(
+        (
+            v1.error_code,
+            v1.error_message.as_deref().map(|m| m.to_string())
+        ),
+        (
+            E::NotEnoughReplicas.code(),
+            Some(
+                "Unable to verify the partition has been added to the transaction. \
+                 Underlying error: CONCURRENT_TRANSACTIONS"
+                    .to_string()
+            )
+        ),
+        "version 1"
+    );
+    assert_eq!(v1_asked, 1, "version 1 is not retried by the leader");
+}
+
+/// With a long retry time, a version 2 produce behind a commit whose markers take a while
+/// is appended once the commit completes, without the client retrying.
+#[test]
+fn a_version_2_verification_retries_until_the_previous_commit_completes() {
+    let b = Broker::start_with(&[
+        ("transaction.state.log.num.partitions", "5"),
+        ("admin.listener", "127.0.0.1:0"),
+        ("add.partitions.to.txn.retry.backoff.max.ms", "30000"),
+    ]);
+    let mut c = WireClient::connect(&b.bootstrap());
+    let topic = unique_topic("txn-verify-retry");
+    c.ensure_topic(&topic);
+    let admin = b.admin_address();
+    let id = "tx-v2-retry";
+    let (pid, e) = init_ok(&mut c, id);
+    assert_eq!(produce_txn_v12(&mut c, id, &topic, (pid, e), 0, 1), 0);
+    let markers = fault_rule(&admin, &HOLD_MARKERS);
+    assert_eq!(end_txn_v5(&mut c, id, (pid, e), true).0, 0);
+    let asked = count_verifications(&admin);
+    let next = {
+        let (addr, topic) = (b.bootstrap(), topic.clone());
+        std::thread::spawn(move || {
+            produce_at(
+                &mut WireClient::connect(&addr),
+                PRODUCE_V12,
+                (id, &topic),
+                (pid, e + 1),
+                0,
+            )
+        })
+    };
+    poll_until_ok(
+        "the leader to retry",
+        Duration::from_secs(20),
+        || match rule_fired(&admin, asked) {
+            n if n >= 2 => Ok(()),
+            n => Err(format!("asked {n} times")),
+        },
+    );
+    fault_rule_clear(&admin, markers);
+    let next = next.join().expect("producer thread");
+    assert_eq!(next.error_code, 0, "{next:?}");
+    assert_eq!(describe(&mut c, id).transaction_state.as_str(), "Ongoing");
+    assert_eq!(
+        end_txn_v5(&mut c, id, (pid, e + 1), true),
+        (0, (pid, e + 2))
+    );
+}

@@ -26,7 +26,8 @@
 //! Modules: [`batch`] (the v2 batch view and produce validation), [`checkpoint`] (offset
 //! checkpoint files), [`cleaner`] (log compaction), [`decompress`] (compressed records
 //! streamed in bounded memory), [`index`] and [`time_index`]
-//! (sparse indexes), [`segment`], [`producer_state`] (idempotence), [`loader`] (open and
+//! (sparse indexes), [`segment`], [`producer_state`] (idempotence), [`verification`] (the
+//! KIP-890 guard of a transaction's first append), [`loader`] (open and
 //! crash recovery) and [`unified_log`] (the per-partition log the broker calls).
 //!
 //! Threading: the caller holds each `UnifiedLog` in a `parking_lot::Mutex`. Everything here runs
@@ -55,6 +56,7 @@ pub mod time_index;
 pub mod txn_index;
 pub mod unified_log;
 pub mod validator;
+pub mod verification;
 
 #[cfg(test)]
 mod cleaner_tests;
@@ -75,6 +77,7 @@ pub use producer_state::{BatchMetadata, CompletedTxn, ProducerStateEntry, Produc
 pub use txn_index::AbortedTxn;
 pub use unified_log::UnifiedLog;
 pub use validator::AppendOrigin;
+pub use verification::{VerificationGuard, VerificationStateEntry};
 
 /// Upper bound of one [`FetchSlice`] read, whatever the caller asks for: fetch.max.bytes and
 /// max.message.bytes are far below it, so it only guards against nonsense sizes.

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use super::batch::{increment_sequence, NO_SEQUENCE};
 use super::control::EndTxnMarker;
 use super::validator::AppendOrigin;
+use super::verification::{VerificationGuard, VerificationStateEntry};
 use super::LogError;
 
 /// Batches remembered per producer (Kafka's NUM_BATCHES_TO_RETAIN).
@@ -178,6 +179,11 @@ pub struct ProducerStateManager {
     /// passes the marker ([`Self::on_high_watermark_updated`]), so that no reader sees their
     /// records before every in-sync replica knows how they ended.
     unreplicated_txns: BTreeMap<i64, i64>,
+    /// Verifications in progress, by producer id (Kafka's `verificationStates`): at most one
+    /// per producer, removed by the producer's next transactional batch or marker, or by
+    /// [`Self::remove_expired`]. Not in snapshots (a restart forgets them, as Kafka's do: a
+    /// guard from before it no longer matches, and the producer verifies again).
+    verification_states: HashMap<i64, VerificationStateEntry>,
 }
 
 fn in_sequence(last_seq: i32, next_seq: i32) -> bool {
@@ -248,9 +254,13 @@ impl ProducerStateManager {
         self.map_end_offset = self.map_end_offset.max(log_start_offset);
     }
 
-    /// Kafka's duplicate, epoch and sequence rules for a data batch, without changing state.
-    /// Order matters and follows Kafka: duplicates first (same epoch, same range), then the
-    /// epoch, then the sequence (client appends only).
+    /// Kafka's duplicate, verification, epoch and sequence rules for a data batch, without
+    /// changing state. Order matters and follows Kafka: duplicates first (same epoch, same
+    /// range), then the verification guard of a transactional batch outside an ongoing
+    /// transaction, then the epoch, then the sequence (client appends only). `verification` is
+    /// the guard the append carries where the append is subject to KIP-890 verification
+    /// (`None`: it is not, as with `transaction.partition.verification.enable=false`).
+    #[allow(clippy::too_many_arguments)]
     pub fn check(
         &self,
         producer_id: i64,
@@ -259,19 +269,28 @@ impl ProducerStateManager {
         last_seq: i32,
         is_transactional: bool,
         origin: AppendOrigin,
+        verification: Option<VerificationGuard>,
     ) -> Result<SequenceCheck, LogError> {
-        let Some(entry) = self.producers.get(&producer_id) else {
-            // No state (new producer, or its batches were all deleted): any sequence is accepted.
-            return Ok(SequenceCheck::Accept);
-        };
         if origin == AppendOrigin::Replication {
             return Ok(SequenceCheck::Accept);
         }
+        let entry = self.producers.get(&producer_id);
         if origin == AppendOrigin::Client {
-            if let Some(dup) = entry.find_duplicate(epoch, first_seq, last_seq) {
+            if let Some(dup) = entry.and_then(|e| e.find_duplicate(epoch, first_seq, last_seq)) {
                 return Ok(SequenceCheck::Duplicate(dup));
             }
         }
+        if let Some(guard) = verification.filter(|_| is_transactional) {
+            self.check_verification(producer_id, epoch, guard)?;
+        }
+        let Some(entry) = entry else {
+            // No state (new producer, or its batches were all deleted): any sequence is
+            // accepted, except against a verification in progress.
+            if origin == AppendOrigin::Client {
+                self.check_verifying_sequence(producer_id, first_seq, true)?;
+            }
+            return Ok(SequenceCheck::Accept);
+        };
         if epoch < entry.producer_epoch {
             return Err(LogError::InvalidProducerEpoch(format!(
                 "producer {producer_id} epoch {epoch} is older than the current epoch {}",
@@ -284,7 +303,11 @@ impl ProducerStateManager {
                 "producer {producer_id} wrote a non-transactional batch while its transaction is open"
             )));
         }
-        if origin != AppendOrigin::Client || entry.producer_epoch == NO_PRODUCER_EPOCH {
+        if origin != AppendOrigin::Client {
+            return Ok(SequenceCheck::Accept);
+        }
+        self.check_verifying_sequence(producer_id, first_seq, entry.batches.is_empty())?;
+        if entry.producer_epoch == NO_PRODUCER_EPOCH {
             return Ok(SequenceCheck::Accept);
         }
         if epoch != entry.producer_epoch {
@@ -300,6 +323,117 @@ impl ProducerStateManager {
             )));
         }
         Ok(SequenceCheck::Accept)
+    }
+
+    /// Kafka's `UnifiedLog.analyzeAndValidateProducerState` for a transactional batch: outside
+    /// an ongoing transaction of this epoch, an older epoch is INVALID_PRODUCER_EPOCH and an
+    /// append whose guard is not the producer's current verification is INVALID_TXN_STATE (the
+    /// transaction it was verified for has ended since, or it never verified).
+    fn check_verification(
+        &self,
+        producer_id: i64,
+        epoch: i16,
+        request: VerificationGuard,
+    ) -> Result<(), LogError> {
+        if self.has_ongoing_transaction(producer_id, epoch) {
+            return Ok(());
+        }
+        if let Some(entry) = self.producers.get(&producer_id) {
+            if epoch < entry.producer_epoch {
+                return Err(LogError::InvalidProducerEpoch(format!(
+                    "producer {producer_id} epoch {epoch} is older than the current epoch {}",
+                    entry.producer_epoch
+                )));
+            }
+        }
+        let current = self.verification_guard(producer_id);
+        if !current.verify(request) {
+            tracing::debug!(
+                producer_id,
+                epoch,
+                ?request,
+                ?current,
+                state = ?self.producers.get(&producer_id),
+                "transactional append refused: verification guard no longer current"
+            );
+            return Err(LogError::InvalidTxnState(format!(
+                "producer {producer_id}: record was not part of an ongoing transaction"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Kafka's `ProducerAppendInfo.checkSequence` against a verification in progress: a
+    /// transaction version 2 producer with no batches retained here (`no_batches`: no state,
+    /// or a marker's epoch bump dropped them) starts its transaction at sequence 0; and while
+    /// a batch with a lower sequence may still be verified and retried, a higher one may not
+    /// be written first (with no state yet, any sequence would be accepted).
+    fn check_verifying_sequence(
+        &self,
+        producer_id: i64,
+        first_seq: i32,
+        no_batches: bool,
+    ) -> Result<(), LogError> {
+        let Some(v) = self.verification_states.get(&producer_id) else {
+            return Ok(());
+        };
+        if v.supports_epoch_bump && first_seq != 0 && no_batches {
+            return Err(LogError::OutOfOrderSequence(format!(
+                "producer {producer_id}: sequence {first_seq}, expected 0 for a transaction \
+                 version 2 producer with no state"
+            )));
+        }
+        if first_seq > v.lowest_sequence {
+            return Err(LogError::OutOfOrderSequence(format!(
+                "producer {producer_id}: sequence {first_seq} is above {}, the earliest still \
+                 being verified",
+                v.lowest_sequence
+            )));
+        }
+        Ok(())
+    }
+
+    /// Whether the producer has a transaction open here at this epoch (Kafka's
+    /// `UnifiedLog.hasOngoingTransaction`): its batches need no verification.
+    pub fn has_ongoing_transaction(&self, producer_id: i64, epoch: i16) -> bool {
+        self.producers
+            .get(&producer_id)
+            .is_some_and(|e| e.current_txn_first_offset.is_some() && e.producer_epoch == epoch)
+    }
+
+    /// Starts or joins the producer's verification (Kafka's
+    /// `maybeCreateVerificationStateEntry`) and returns the guard its append must carry.
+    /// `supports_epoch_bump`: transaction version 2 (see [`VerificationStateEntry`]), fixed by
+    /// the request that creates the entry.
+    pub fn maybe_create_verification_state_entry(
+        &mut self,
+        producer_id: i64,
+        sequence: i32,
+        epoch: i16,
+        supports_epoch_bump: bool,
+        now_ms: i64,
+    ) -> VerificationGuard {
+        let entry = self
+            .verification_states
+            .entry(producer_id)
+            .or_insert_with(|| {
+                VerificationStateEntry::new(now_ms, sequence, epoch, supports_epoch_bump)
+            });
+        entry.maybe_update_lowest_sequence_and_epoch(sequence, epoch);
+        entry.guard
+    }
+
+    /// The producer's verification in progress, if any.
+    pub fn verification_state_entry(&self, producer_id: i64) -> Option<&VerificationStateEntry> {
+        self.verification_states.get(&producer_id)
+    }
+
+    /// The guard of the producer's verification in progress, else the sentinel (Kafka's
+    /// `UnifiedLog.verificationGuard`).
+    pub fn verification_guard(&self, producer_id: i64) -> VerificationGuard {
+        self.verification_states
+            .get(&producer_id)
+            .map_or(VerificationGuard::SENTINEL, |v| v.guard)
     }
 
     /// Records an appended data batch.
@@ -329,6 +463,11 @@ impl ProducerStateManager {
                 timestamp,
             },
         );
+        if is_transactional {
+            // Whichever way the transaction goes now, it is known here: a guard from before
+            // must not admit another batch (Kafka's `UnifiedLog.updateProducers`).
+            self.verification_states.remove(&producer_id);
+        }
         if is_transactional && entry.current_txn_first_offset.is_none() {
             // The producer's first transactional batch since its last marker begins a transaction.
             entry.current_txn_first_offset = Some(first_offset);
@@ -388,6 +527,16 @@ impl ProducerStateManager {
         }
         entry.coordinator_epoch = marker.coordinator_epoch;
         entry.last_timestamp = timestamp;
+        // The transaction a verification in progress was answered for has ended, unless the
+        // verification is of the transaction version 2 transaction that follows it.
+        match self.verification_states.get(&producer_id) {
+            Some(v) if v.survives_marker(epoch) => {}
+            Some(_) => {
+                let v = self.verification_states.remove(&producer_id);
+                tracing::debug!(producer_id, epoch, verification = ?v, "marker cleared a verification");
+            }
+            None => {}
+        }
         let first_offset = entry.current_txn_first_offset.take();
         self.map_end_offset = self.map_end_offset.max(offset + 1);
         let first_offset = first_offset?;
@@ -419,13 +568,16 @@ impl ProducerStateManager {
     }
 
     /// Drops producers idle for longer than `expiration_ms` with no open transaction (Kafka's
-    /// producer.id.expiration.ms). Returns how many were removed.
+    /// producer.id.expiration.ms), and verifications started that long ago that no append
+    /// ended (Kafka's `removeExpiredProducers`). Returns how many producers were removed.
     pub fn remove_expired(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
         let before = self.producers.len();
         self.producers.retain(|_, p| {
             p.current_txn_first_offset.is_some()
                 || now_ms.saturating_sub(p.last_timestamp) < expiration_ms
         });
+        self.verification_states
+            .retain(|_, v| now_ms.saturating_sub(v.timestamp_ms) < expiration_ms);
         before - self.producers.len()
     }
 
@@ -531,6 +683,7 @@ impl ProducerStateManager {
             // Not in snapshots, as in Kafka: markers below the snapshot count as stable, and
             // those replayed after it wait for the restored high watermark again.
             unreplicated_txns: BTreeMap::new(),
+            verification_states: HashMap::new(),
         })
     }
 
@@ -671,7 +824,7 @@ mod tests {
         offset: i64,
     ) -> Result<SequenceCheck, LogError> {
         let last = increment_sequence(first, n - 1);
-        let r = m.check(pid, epoch, first, last, false, C)?;
+        let r = m.check(pid, epoch, first, last, false, C, None)?;
         if r == SequenceCheck::Accept {
             m.update(
                 pid,
@@ -844,9 +997,167 @@ mod tests {
             "a bumped epoch is accepted"
         );
         m.update(6, 0, 0, 0, 2, 2, 0, true);
-        let plain = m.check(6, 0, 1, 1, false, C);
+        let plain = m.check(6, 0, 1, 1, false, C, None);
         assert_eq!(plain.unwrap_err().error_code(), 48);
-        assert!(m.check(6, 0, 1, 1, true, C).is_ok());
+        assert!(m.check(6, 0, 1, 1, true, C, None).is_ok());
+    }
+
+    /// A transactional data check of producer `pid` at epoch 0, sequence `seq`, carrying `guard`.
+    fn check_txn(
+        m: &ProducerStateManager,
+        pid: i64,
+        seq: i32,
+        guard: Option<VerificationGuard>,
+    ) -> Result<SequenceCheck, LogError> {
+        m.check(pid, 0, seq, seq, true, C, guard)
+    }
+
+    #[test]
+    fn verification_entry_is_created_once_and_cleared_by_a_transactional_batch() {
+        let mut m = ProducerStateManager::new();
+        let g = m.maybe_create_verification_state_entry(1, 0, 0, false, 100);
+        assert!(!g.is_sentinel());
+        assert_eq!(
+            m.maybe_create_verification_state_entry(1, 0, 0, false, 200),
+            g
+        );
+        assert_eq!(m.verification_state_entry(1).unwrap().timestamp_ms, 100);
+        // Only the guard that was handed out admits the first transactional batch.
+        let refused = check_txn(&m, 1, 0, Some(VerificationGuard::SENTINEL));
+        assert_eq!(refused.unwrap_err().error_code(), 48);
+        assert_eq!(check_txn(&m, 1, 0, Some(g)).unwrap(), SequenceCheck::Accept);
+        // A plain idempotent batch of the producer leaves the verification in place.
+        m.update(1, 0, 0, 0, 0, 0, 0, false);
+        assert_eq!(m.verification_guard(1), g);
+        m.update(1, 0, 1, 1, 1, 1, 0, true);
+        assert!(m.verification_state_entry(1).is_none());
+        // Inside the ongoing transaction no guard is needed.
+        assert!(m.has_ongoing_transaction(1, 0));
+        let inside = check_txn(&m, 1, 2, Some(VerificationGuard::SENTINEL));
+        assert_eq!(inside.unwrap(), SequenceCheck::Accept);
+    }
+
+    #[test]
+    fn a_marker_between_verification_and_append_refuses_the_append() {
+        let mut m = ProducerStateManager::new();
+        m.update(1, 0, 0, 0, 0, 0, 0, true);
+        m.append_marker(1, 0, marker(true, 0), 1, 0);
+        // The next transaction verifies, then the coordinator aborts it before the append.
+        let g = m.maybe_create_verification_state_entry(1, 1, 0, false, 0);
+        assert_eq!(m.append_marker(1, 0, marker(false, 0), 2, 0), None);
+        assert!(m.verification_state_entry(1).is_none());
+        assert_eq!(check_txn(&m, 1, 1, Some(g)).unwrap_err().error_code(), 48);
+        // ABA: a newer verification does not revive the old guard.
+        let g2 = m.maybe_create_verification_state_entry(1, 1, 0, false, 0);
+        assert_ne!(g, g2);
+        assert_eq!(check_txn(&m, 1, 1, Some(g)).unwrap_err().error_code(), 48);
+        assert_eq!(
+            check_txn(&m, 1, 1, Some(g2)).unwrap(),
+            SequenceCheck::Accept
+        );
+        // Without verification (None) the guard is not looked at, as with the switch off.
+        assert_eq!(check_txn(&m, 1, 1, None).unwrap(), SequenceCheck::Accept);
+    }
+
+    /// Transaction version 2: the commit's marker comes at the bumped epoch, which the next
+    /// transaction, verified before that marker landed, already uses.
+    #[test]
+    fn a_version_2_verification_survives_the_previous_transactions_marker_only() {
+        let mut m = ProducerStateManager::new();
+        m.update(1, 0, 0, 0, 0, 0, 0, true); // transaction at epoch 0
+        let g = m.maybe_create_verification_state_entry(1, 0, 1, true, 0); // next, at 1
+        assert_eq!(
+            m.append_marker(1, 1, marker(true, 0), 1, 0)
+                .unwrap()
+                .first_offset,
+            0
+        );
+        assert_eq!(
+            m.verification_guard(1),
+            g,
+            "the commit at epoch 1 leaves it"
+        );
+        let first = m.check(1, 1, 0, 0, true, C, Some(g));
+        assert_eq!(first.unwrap(), SequenceCheck::Accept);
+        m.update(1, 1, 0, 0, 2, 2, 0, true);
+        assert!(
+            m.verification_state_entry(1).is_none(),
+            "its first batch clears it"
+        );
+        // Verified, then aborted before the append: the abort bumps the epoch to 2.
+        m.append_marker(1, 2, marker(false, 0), 3, 0);
+        let g = m.maybe_create_verification_state_entry(1, 0, 2, true, 0);
+        m.append_marker(1, 3, marker(false, 0), 4, 0);
+        assert!(
+            m.verification_state_entry(1).is_none(),
+            "a marker at a newer epoch clears it"
+        );
+        let late = m.check(1, 2, 0, 0, true, C, Some(g));
+        assert_eq!(
+            late.unwrap_err().error_code(),
+            47,
+            "older than the producer's epoch"
+        );
+        // Version 1 verifications end at any marker, at any epoch.
+        m.update(2, 0, 0, 0, 5, 5, 0, true);
+        let g = m.maybe_create_verification_state_entry(2, 1, 0, false, 0);
+        m.append_marker(2, 0, marker(true, 0), 6, 0);
+        assert!(m.verification_state_entry(2).is_none());
+        let stale = m.check(2, 0, 1, 1, true, C, Some(g));
+        assert_eq!(stale.unwrap_err().error_code(), 48);
+    }
+
+    /// Kafka's `ProducerAppendInfo.checkSequence`: a version 2 producer with no batches here
+    /// starts its transaction at sequence 0; a version 1 one may start anywhere.
+    #[test]
+    fn a_version_2_producer_with_no_state_starts_at_sequence_zero() {
+        let mut m = ProducerStateManager::new();
+        let g = m.maybe_create_verification_state_entry(1, 4, 0, true, 0);
+        assert_eq!(check_txn(&m, 1, 4, Some(g)).unwrap_err().error_code(), 45);
+        let g = m.maybe_create_verification_state_entry(1, 0, 0, true, 0);
+        assert_eq!(check_txn(&m, 1, 0, Some(g)).unwrap(), SequenceCheck::Accept);
+        // After a marker's epoch bump the producer has no batches left: 0 again.
+        m.update(1, 0, 0, 0, 0, 0, 0, true);
+        m.append_marker(1, 1, marker(true, 0), 1, 0);
+        let g = m.maybe_create_verification_state_entry(1, 3, 1, true, 0);
+        let bumped = m.check(1, 1, 3, 3, true, C, Some(g));
+        assert_eq!(bumped.unwrap_err().error_code(), 45);
+        let g = m.maybe_create_verification_state_entry(2, 4, 0, false, 0);
+        assert_eq!(check_txn(&m, 2, 4, Some(g)).unwrap(), SequenceCheck::Accept);
+    }
+
+    #[test]
+    fn verification_checks_the_epoch_and_the_lowest_sequence() {
+        let mut m = ProducerStateManager::new();
+        let g = m.maybe_create_verification_state_entry(1, 3, 0, false, 0);
+        assert_eq!(
+            m.maybe_create_verification_state_entry(1, 1, 0, false, 0),
+            g
+        );
+        assert_eq!(m.verification_state_entry(1).unwrap().lowest_sequence, 1);
+        // No producer state yet, but a higher sequence may not overtake the lower one.
+        assert_eq!(check_txn(&m, 1, 3, Some(g)).unwrap_err().error_code(), 45);
+        assert_eq!(check_txn(&m, 1, 1, Some(g)).unwrap(), SequenceCheck::Accept);
+        // An epoch older than the producer's is refused before the guard is looked at.
+        m.update(2, 5, 0, 0, 0, 0, 0, false);
+        let g2 = m.maybe_create_verification_state_entry(2, 0, 4, false, 0);
+        let old = m.check(2, 4, 0, 0, true, C, Some(g2));
+        assert_eq!(old.unwrap_err().error_code(), 47);
+    }
+
+    #[test]
+    fn verification_entries_expire_with_producer_ids() {
+        let mut m = ProducerStateManager::new();
+        m.maybe_create_verification_state_entry(1, 0, 0, false, 1_000);
+        m.maybe_create_verification_state_entry(2, 0, 0, false, 5_000);
+        m.remove_expired(10_999, 10_000);
+        assert!(m.verification_state_entry(1).is_some(), "not yet");
+        m.remove_expired(11_000, 10_000);
+        assert!(m.verification_state_entry(1).is_none());
+        assert!(m.verification_state_entry(2).is_some());
+        // Snapshots do not carry them.
+        let back = ProducerStateManager::decode_snapshot(&m.encode_snapshot()).unwrap();
+        assert!(back.verification_state_entry(2).is_none());
     }
 
     /// A plain model of Kafka's rules: the full history per producer, scanned naively.

@@ -298,3 +298,38 @@ fn followers_build_the_same_txnindex_and_lso() {
         "producer 9 is open"
     );
 }
+
+/// KIP-890 part 1 at the log: the coordinator aborts between the verification and the append.
+/// The late batch is refused (it would open a transaction no marker will ever end, holding
+/// the last stable offset back), and the producer's next verified transaction is appended.
+#[test]
+fn a_verified_append_after_the_abort_marker_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), LogConfig::default(), true);
+    log.append_as_leader(txn_batch(1, 0, 1), 0, NOW).unwrap(); // 0
+    marker(&mut log, 1, true).unwrap(); // COMMIT at 1
+    let guard = log
+        .maybe_start_transaction_verification(1, 1, 0, false, NOW)
+        .unwrap();
+    marker(&mut log, 1, false).unwrap(); // ABORT at 2, before the append
+    let late = log.append_as_leader_verified(txn_batch(1, 1, 1), 0, NOW, guard);
+    assert_eq!(late.unwrap_err().error_code(), 48);
+    log.on_high_watermark_updated(3);
+    assert_eq!(log.log_end_offset(), 3);
+    assert_eq!(log.last_stable_offset(3), 3, "nothing left open");
+    // Retried with a new verification, it opens the next transaction.
+    let guard = log
+        .maybe_start_transaction_verification(1, 1, 0, false, NOW)
+        .unwrap();
+    let ok = log.append_as_leader_verified(txn_batch(1, 1, 1), 0, NOW, guard);
+    assert_eq!(ok.unwrap().first_offset, 3);
+    // Inside it, no verification: the sentinel, and the append needs none.
+    let inside = log
+        .maybe_start_transaction_verification(1, 2, 0, false, NOW)
+        .unwrap();
+    assert!(inside.is_sentinel());
+    let next = log.append_as_leader_verified(txn_batch(1, 2, 1), 0, NOW, inside);
+    assert_eq!(next.unwrap().first_offset, 4);
+    let stale = log.maybe_start_transaction_verification(1, 0, -1, false, NOW);
+    assert_eq!(stale.unwrap_err().error_code(), 47);
+}

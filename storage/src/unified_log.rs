@@ -21,6 +21,7 @@ use super::records::{read_record, RecordBytes, RecordSink};
 use super::segment::{rename_segment_files, AppendedBatch, LogSegment};
 use super::txn_index::AbortedTxn;
 use super::validator::{validate_produce, AppendOrigin, ValidatedBatch};
+use super::verification::VerificationGuard;
 use super::{
     DuplicateBatch, FetchSlice, LogAppendInfo, LogConfig, LogError, TimestampType,
     FETCH_SLICE_MAX_BYTES,
@@ -247,7 +248,60 @@ impl UnifiedLog {
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<LogAppendInfo, LogError> {
-        self.append_with_origin(&records, leader_epoch, now_ms, AppendOrigin::Client)
+        self.append_with_origin(&records, leader_epoch, now_ms, AppendOrigin::Client, None)
+    }
+
+    /// [`Self::append_as_leader`] for an append subject to KIP-890 verification, carrying the
+    /// guard [`Self::maybe_start_transaction_verification`] gave (the sentinel where it gave
+    /// none, or the request never verified). A transactional batch outside an ongoing
+    /// transaction is refused with INVALID_TXN_STATE unless the guard is still the producer's
+    /// (Kafka's `UnifiedLog.appendAsLeader` with `requestVerificationGuard`).
+    pub fn append_as_leader_verified(
+        &mut self,
+        records: Bytes,
+        leader_epoch: i32,
+        now_ms: i64,
+        guard: VerificationGuard,
+    ) -> Result<LogAppendInfo, LogError> {
+        let origin = AppendOrigin::Client;
+        self.append_with_origin(&records, leader_epoch, now_ms, origin, Some(guard))
+    }
+
+    /// Before a leader asks the transaction coordinator about a producer's transactional
+    /// batch (Kafka's `UnifiedLog.maybeStartTransactionVerification`): an epoch older than
+    /// the producer's is refused at once; inside an ongoing transaction of this epoch there is
+    /// nothing to verify (the sentinel); otherwise the producer's verification entry is
+    /// created or joined, and its guard returned for the append to carry.
+    /// `supports_epoch_bump`: the request is of transaction version 2 (Produce v12+).
+    pub fn maybe_start_transaction_verification(
+        &mut self,
+        producer_id: i64,
+        sequence: i32,
+        epoch: i16,
+        supports_epoch_bump: bool,
+        now_ms: i64,
+    ) -> Result<VerificationGuard, LogError> {
+        if let Some(e) = self.producer_state.get(producer_id) {
+            if epoch < e.producer_epoch {
+                return Err(LogError::InvalidProducerEpoch(format!(
+                    "producer {producer_id} epoch {epoch} is older than the current epoch {}",
+                    e.producer_epoch
+                )));
+            }
+        }
+        if self
+            .producer_state
+            .has_ongoing_transaction(producer_id, epoch)
+        {
+            return Ok(VerificationGuard::SENTINEL);
+        }
+        Ok(self.producer_state.maybe_create_verification_state_entry(
+            producer_id,
+            sequence,
+            epoch,
+            supports_epoch_bump,
+            now_ms,
+        ))
     }
 
     /// Like [`Self::append_as_leader`] for the broker's own coordinators: control batches
@@ -258,7 +312,13 @@ impl UnifiedLog {
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<LogAppendInfo, LogError> {
-        self.append_with_origin(&records, leader_epoch, now_ms, AppendOrigin::Coordinator)
+        self.append_with_origin(
+            &records,
+            leader_epoch,
+            now_ms,
+            AppendOrigin::Coordinator,
+            None,
+        )
     }
 
     fn append_with_origin(
@@ -267,6 +327,7 @@ impl UnifiedLog {
         leader_epoch: i32,
         now_ms: i64,
         origin: AppendOrigin,
+        verification: Option<VerificationGuard>,
     ) -> Result<LogAppendInfo, LogError> {
         self.check_usable()?;
         let v = validate_produce(records, &self.config, now_ms, origin)?;
@@ -280,6 +341,7 @@ impl UnifiedLog {
                 v.last_sequence,
                 v.is_transactional,
                 origin,
+                verification,
             )?;
             if let SequenceCheck::Duplicate(b) = check {
                 return Ok(LogAppendInfo {

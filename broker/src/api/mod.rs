@@ -227,6 +227,13 @@ fn request_facts(broker: &Broker, ctx: &RequestContext, req: &RequestKind) -> Re
                 );
             }
         }
+        RequestKind::AddPartitionsToTxn(r) => {
+            // A client's (v3 and below) or a leader's verification (v4+, in transactions).
+            let topics = r.transactions.iter().flat_map(|t| &t.topics);
+            for t in r.v3_and_below_topics.iter().chain(topics) {
+                partitions.extend(t.partitions.iter().map(|&p| (t.name.to_string(), p)));
+            }
+        }
         RequestKind::WriteTxnMarkers(r) => {
             for t in r.markers.iter().flat_map(|m| &m.topics) {
                 partitions.extend(t.partition_indexes.iter().map(|&p| (t.name.to_string(), p)));

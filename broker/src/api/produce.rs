@@ -22,7 +22,7 @@ use crate::metadata::validate_topic_name;
 use crate::metrics::GaugeGuard;
 use crate::net::codec::CodecError;
 use brook_storage::batch::BatchHeader;
-use brook_storage::{LogAppendInfo, LogError};
+use brook_storage::{LogAppendInfo, LogError, VerificationGuard};
 
 /// One partition of the request after its append: answered, or waiting for acks=all.
 enum Appended {
@@ -67,7 +67,8 @@ pub async fn handle(
         };
         let mut partitions = Vec::with_capacity(td.partition_data.len());
         for pd in td.partition_data {
-            // KIP-890 part 1: a transactional batch is checked with its coordinator first.
+            // KIP-890 part 1: a transactional batch is checked with its coordinator first, and
+            // its append carries the guard of that check.
             let verified = crate::txn::verify::verify_partition_data(
                 broker,
                 ctx.api_version,
@@ -77,10 +78,8 @@ pub async fn handle(
             )
             .await;
             partitions.push(match verified {
-                Ok(()) => append_partition(broker, ctx, &name, pd, acks, now),
-                Err((code, message)) => {
-                    Appended::Done(partition_error(pd.index, code, Some(message)))
-                }
+                Ok(guard) => append_partition(broker, ctx, &name, pd, acks, now, guard),
+                Err((code, message)) => Appended::Done(partition_error(pd.index, code, message)),
             });
         }
         appended.push((name, id, partitions));
@@ -143,7 +142,8 @@ fn report_error(topic: &str, resp: &PartitionProduceResponse) {
     });
 }
 
-/// Validates and appends one partition's batch; acks=all leaves it waiting.
+/// Validates and appends one partition's batch, with the verification guard the log checks
+/// (if any); acks=all leaves it waiting.
 fn append_partition(
     broker: &Broker,
     ctx: &RequestContext,
@@ -151,6 +151,7 @@ fn append_partition(
     pd: PartitionProduceData,
     acks: i16,
     now: i64,
+    verification: Option<VerificationGuard>,
 ) -> Appended {
     let refuse = |code: i16, message: Option<String>| {
         Appended::Done(partition_error(pd.index, code, message))
@@ -188,7 +189,7 @@ fn append_partition(
         return refuse(ResponseError::UnsupportedCompressionType.code(), Some(msg));
     }
     let batch_bytes = records.len();
-    match part.append_records_to_leader(records, acks, now) {
+    match part.append_records_to_leader(records, acks, now, verification) {
         Err(PartitionError::Log(LogError::KeylessRecordsOnCompactedTopic {
             record_indices,
             count,

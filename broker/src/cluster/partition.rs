@@ -35,7 +35,7 @@ use uuid::Uuid;
 
 use brook_storage::{
     AbortedTxn, AppendOrigin, DuplicateBatch, FetchSlice, LogAppendInfo, LogConfig, LogError,
-    ProducerStateEntry, UnifiedLog,
+    ProducerStateEntry, UnifiedLog, VerificationGuard,
 };
 
 /// Bound on fetch requests parked on one partition; past it the oldest waiters are woken
@@ -679,13 +679,37 @@ impl Partition {
     /// Appends one produce batch as leader. `required_acks == -1` enforces the effective min
     /// ISR before the append, as Kafka does; waiting for the high watermark is the caller's
     /// ([`Self::wait_for_high_watermark`]), outside every lock.
+    /// `verification` is the KIP-890 guard the append carries where the log checks it
+    /// ([`Self::maybe_start_transaction_verification`]), `None` where it does not.
     pub fn append_records_to_leader(
         &self,
         records: Bytes,
         required_acks: i16,
         now_ms: i64,
+        verification: Option<VerificationGuard>,
     ) -> Result<LogAppendInfo, PartitionError> {
-        self.append_to_leader(records, required_acks, now_ms, AppendOrigin::Client)
+        let origin = AppendOrigin::Client;
+        self.append_to_leader(records, required_acks, now_ms, origin, verification)
+    }
+
+    /// Leader: before the transaction coordinator is asked about a producer's batch, the
+    /// verification entry its append will be checked against (Kafka's
+    /// `Partition.maybeStartTransactionVerification`); the sentinel inside an ongoing
+    /// transaction. Under the log lock, so it is ordered against the markers.
+    pub fn maybe_start_transaction_verification(
+        &self,
+        producer_id: i64,
+        sequence: i32,
+        epoch: i16,
+        supports_epoch_bump: bool,
+        now_ms: i64,
+    ) -> Result<VerificationGuard, PartitionError> {
+        let mut log = self.log.lock();
+        if self.state.lock().role != Role::Leader {
+            return Err(PartitionError::NotLeader);
+        }
+        let v2 = supports_epoch_bump;
+        Ok(log.maybe_start_transaction_verification(producer_id, sequence, epoch, v2, now_ms)?)
     }
 
     /// Appends a COMMIT or ABORT marker a transaction coordinator asked for (WriteTxnMarkers),
@@ -697,7 +721,7 @@ impl Partition {
         marker: Bytes,
         now_ms: i64,
     ) -> Result<LogAppendInfo, PartitionError> {
-        self.append_to_leader(marker, -1, now_ms, AppendOrigin::Coordinator)
+        self.append_to_leader(marker, -1, now_ms, AppendOrigin::Coordinator, None)
     }
 
     /// Appends a batch written by one of this broker's coordinators (Kafka's
@@ -711,7 +735,8 @@ impl Partition {
         required_acks: i16,
         now_ms: i64,
     ) -> Result<LogAppendInfo, PartitionError> {
-        self.append_to_leader(records, required_acks, now_ms, AppendOrigin::Coordinator)
+        let origin = AppendOrigin::Coordinator;
+        self.append_to_leader(records, required_acks, now_ms, origin, None)
     }
 
     fn append_to_leader(
@@ -720,8 +745,10 @@ impl Partition {
         required_acks: i16,
         now_ms: i64,
         origin: AppendOrigin,
+        verification: Option<VerificationGuard>,
     ) -> Result<LogAppendInfo, PartitionError> {
-        let appended = self.append_to_leader_locked(records, required_acks, now_ms, origin);
+        let appended =
+            self.append_to_leader_locked(records, required_acks, now_ms, origin, verification);
         self.flush_rolled_segments();
         appended
     }
@@ -732,6 +759,7 @@ impl Partition {
         required_acks: i16,
         now_ms: i64,
         origin: AppendOrigin,
+        verification: Option<VerificationGuard>,
     ) -> Result<LogAppendInfo, PartitionError> {
         let mut log = self.log.lock();
         {
@@ -751,7 +779,12 @@ impl Partition {
             AppendOrigin::Coordinator => {
                 log.append_as_coordinator(records, self.leader_epoch(), now_ms)?
             }
-            _ => log.append_as_leader(records, self.leader_epoch(), now_ms)?,
+            _ => match verification {
+                Some(guard) => {
+                    log.append_as_leader_verified(records, self.leader_epoch(), now_ms, guard)?
+                }
+                None => log.append_as_leader(records, self.leader_epoch(), now_ms)?,
+            },
         };
         match &info.duplicate {
             None => {
@@ -1665,13 +1698,13 @@ mod tests {
         let p = leader(dir.path(), vec![1, 2]);
         // Wall-clock times: a replica that never fetched was last caught up at 0.
         let t = 1_000_000;
-        p.append_records_to_leader(build_batch(5, 10, 0), -1, t)
+        p.append_records_to_leader(build_batch(5, 10, 0), -1, t, None)
             .unwrap();
         fetch(&p, 2, 5, t + 1);
         assert_eq!(p.high_watermark(), 5, "committed on the ISR [1, 2]");
         // Replica 3 reaches the high watermark: it is proposed for the ISR.
         assert_eq!(fetch(&p, 3, 5, t + 2), Some(vec![1, 2, 3]));
-        p.append_records_to_leader(build_batch(5, 10, 0), -1, t + 3)
+        p.append_records_to_leader(build_batch(5, 10, 0), -1, t + 3, None)
             .unwrap();
         fetch(&p, 2, 10, t + 4);
         assert_eq!(
@@ -1692,18 +1725,18 @@ mod tests {
         let p = leader(dir.path(), vec![1, 2])
             .with_isr_eligibility(Arc::new(move |id| id != 3 || eligible));
         let t = 1_000_000;
-        p.append_records_to_leader(build_batch(5, 10, 0), -1, t)
+        p.append_records_to_leader(build_batch(5, 10, 0), -1, t, None)
             .unwrap();
         fetch(&p, 2, 5, t + 1);
         assert_eq!(fetch(&p, 3, 0, t + 2), None, "far behind");
-        p.append_records_to_leader(build_batch(5, 10, 0), -1, t + 3)
+        p.append_records_to_leader(build_batch(5, 10, 0), -1, t + 3, None)
             .unwrap();
         fetch(&p, 2, 10, t + 3);
         assert_eq!(p.high_watermark(), 10);
         // At 5 replica 3 has what the leader had at its previous fetch: caught up, below the
         // high watermark, so not yet in sync.
         assert_eq!(fetch(&p, 3, 5, t + 4), None);
-        p.append_records_to_leader(build_batch(5, 10, 0), -1, t + 5)
+        p.append_records_to_leader(build_batch(5, 10, 0), -1, t + 5, None)
             .unwrap();
         fetch(&p, 2, 15, t + 6);
         let hw = p.high_watermark();
@@ -1744,7 +1777,7 @@ mod tests {
         // fetch, never to the current end. Rounds are a third of the lag window apart.
         for _ in 0..10 {
             let fetched_to = leo;
-            p.append_records_to_leader(build_batch(3, 10, 0), 1, now)
+            p.append_records_to_leader(build_batch(3, 10, 0), 1, now, None)
                 .unwrap();
             leo += 3;
             now += LAG_MS / 3;
@@ -1760,7 +1793,7 @@ mod tests {
     fn delete_records_answers_once_every_live_replica_reports_the_new_log_start() {
         let dir = tempfile::tempdir().unwrap();
         let p = leader(dir.path(), vec![1, 2, 3]);
-        p.append_records_to_leader(build_batch(10, 10, 0), -1, 0)
+        p.append_records_to_leader(build_batch(10, 10, 0), -1, 0, None)
             .unwrap();
         fetch(&p, 2, 10, 1);
         fetch(&p, 3, 10, 1);
@@ -1797,7 +1830,7 @@ mod tests {
             LAG_MS,
             UnifiedLog::open(dir.path().join("t-0"), LogConfig::default(), true, 0).unwrap(),
         );
-        p.append_records_to_leader(build_batch(10, 10, 0), -1, 0)
+        p.append_records_to_leader(build_batch(10, 10, 0), -1, 0, None)
             .unwrap();
         let out_of_range = ResponseError::OffsetOutOfRange.code();
         for bad in [11, -2] {
@@ -1850,7 +1883,7 @@ mod tests {
             Some(Role::Leader)
         );
         for i in 0..5 {
-            p.append_records_to_leader(build_batch(5, 100, 0), 1, i)
+            p.append_records_to_leader(build_batch(5, 100, 0), 1, i, None)
                 .unwrap();
         }
         let bases = p.log.lock().segment_base_offsets();

@@ -221,7 +221,7 @@ impl OffsetsStore {
             })
             .collect();
         let info = match txn {
-            None => part.append_records_to_leader(b.build(), -1, now),
+            None => part.append_records_to_leader(b.build(), -1, now, None),
             Some(p) => {
                 b = b.idempotent(p.producer_id, p.producer_epoch, 0);
                 b.transactional = true;

@@ -160,7 +160,7 @@ impl TransactionLog {
             headers: Vec::new(),
         }];
         let info = part
-            .append_records_to_leader(b.build(), -1, now)
+            .append_records_to_leader(b.build(), -1, now, None)
             .map_err(write_error)?;
         Ok(Written {
             partition: part,

@@ -161,6 +161,53 @@ pub struct TxnConfig {
     pub remove_expired_interval_ms: u64,
     /// `transaction.partition.verification.enable`.
     pub partition_verification: bool,
+    /// How a leader retries adding a partition for a transaction version 2 produce.
+    pub add_partitions_retry: AddPartitionsRetry,
+}
+
+/// A leader's retries of an implicit add answered CONCURRENT_TRANSACTIONS (Kafka's
+/// `AddPartitionsToTxnConfig`, used by `ReplicaManager.handleProduceAppend`).
+#[derive(Debug, Clone, Copy)]
+pub struct AddPartitionsRetry {
+    /// `add.partitions.to.txn.retry.backoff.ms`: the wait between attempts.
+    pub backoff: Duration,
+    /// `add.partitions.to.txn.retry.backoff.max.ms`: no attempt starts after this long.
+    pub backoff_max: Duration,
+    /// `request.timeout.ms`, which caps `backoff_max`.
+    pub request_timeout: Duration,
+}
+
+impl AddPartitionsRetry {
+    /// How long attempts may start for (Kafka's `retryTimeoutMs`).
+    pub fn timeout(&self) -> Duration {
+        self.backoff_max.min(self.request_timeout)
+    }
+
+    fn from_broker(c: &BrokerConfig) -> Result<Self, ConfigError> {
+        let ms = |k: &str, min: u64| -> Result<Duration, ConfigError> {
+            // Kafka's default where the key is not among Brook's own (request.timeout.ms).
+            let kafka_default = crate::config_def::kafka_broker_key(k).and_then(|d| d.default);
+            let v = c
+                .values
+                .get(k)
+                .map(String::as_str)
+                .or(kafka_default)
+                .unwrap_or("");
+            match v.trim().parse::<u64>() {
+                Ok(n) if n >= min && n <= i32::MAX as u64 => Ok(Duration::from_millis(n)),
+                _ => Err(ConfigError::InvalidValue {
+                    key: k.into(),
+                    value: v.into(),
+                    reason: format!("must be a number of milliseconds, at least {min}"),
+                }),
+            }
+        };
+        Ok(AddPartitionsRetry {
+            backoff: ms("add.partitions.to.txn.retry.backoff.ms", 1)?,
+            backoff_max: ms("add.partitions.to.txn.retry.backoff.max.ms", 0)?,
+            request_timeout: ms("request.timeout.ms", 0)?,
+        })
+    }
 }
 
 impl TxnConfig {
@@ -205,6 +252,7 @@ impl TxnConfig {
                 .values
                 .get("transaction.partition.verification.enable")
                 .is_none_or(|v| v.trim() != "false"),
+            add_partitions_retry: AddPartitionsRetry::from_broker(c)?,
         })
     }
 }

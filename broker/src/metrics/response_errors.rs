@@ -36,6 +36,7 @@ top_level_only!(
     AddOffsetsToTxnResponse,
     EndTxnResponse,
     ListTransactionsResponse,
+    DescribeAclsResponse,
 );
 
 /// Responses with one error code per element of a list (topics, groups, resources).
@@ -50,6 +51,8 @@ macro_rules! per_element {
 }
 
 per_element!(
+    CreateAclsResponse => results,
+    DeleteAclsResponse => filter_results,
     CreateTopicsResponse => topics,
     DeleteTopicsResponse => responses,
     CreatePartitionsResponse => results,

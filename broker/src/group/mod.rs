@@ -124,6 +124,12 @@ pub enum GroupError {
     UnstableOffsetCommit,
     #[error("offsets topic: {0}")]
     Storage(String),
+    /// The session may not act on the group (ACLs, `api::auth_helper`).
+    #[error("group authorization failed")]
+    GroupAuthorizationFailed,
+    /// The session may not describe the topic (ACLs).
+    #[error("topic authorization failed")]
+    TopicAuthorizationFailed,
 }
 
 impl GroupError {
@@ -156,6 +162,8 @@ impl GroupError {
             GroupError::InvalidRegularExpression(_) => ResponseError::InvalidRegularExpression,
             GroupError::InvalidProducerEpoch => ResponseError::InvalidProducerEpoch,
             GroupError::UnstableOffsetCommit => ResponseError::UnstableOffsetCommit,
+            GroupError::GroupAuthorizationFailed => ResponseError::GroupAuthorizationFailed,
+            GroupError::TopicAuthorizationFailed => ResponseError::TopicAuthorizationFailed,
         }
     }
 

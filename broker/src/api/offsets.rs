@@ -22,10 +22,10 @@ use kafka_protocol::messages::*;
 use super::auth_helper::authorize;
 use super::{sb, RequestContext};
 use crate::broker::Broker;
-use crate::security::acl::{AclOperation, ResourceType};
 use crate::group::records::OffsetValue;
 use crate::group::store::TxnProducer;
 use crate::group::{CommitPartition, Committer, FetchedOffsets, GroupError};
+use crate::security::acl::{AclOperation, ResourceType};
 
 const GROUP_DENIED: i16 = ResponseError::GroupAuthorizationFailed.code();
 const TOPIC_DENIED: i16 = ResponseError::TopicAuthorizationFailed.code();
@@ -44,7 +44,15 @@ fn readable(
 ) -> (Vec<bool>, Vec<CommitPartition>) {
     let mask: Vec<bool> = partitions
         .iter()
-        .map(|p| authorize(broker, ctx, AclOperation::Read, ResourceType::Topic, &p.topic))
+        .map(|p| {
+            authorize(
+                broker,
+                ctx,
+                AclOperation::Read,
+                ResourceType::Topic,
+                &p.topic,
+            )
+        })
         .collect();
     let allowed = partitions
         .into_iter()
@@ -60,7 +68,9 @@ fn with_refused(mask: &[bool], codes: Vec<i16>) -> Vec<i16> {
     let mut codes = codes.into_iter();
     mask.iter()
         .map(|&ok| match ok {
-            true => codes.next().unwrap_or(ResponseError::UnknownServerError.code()),
+            true => codes
+                .next()
+                .unwrap_or(ResponseError::UnknownServerError.code()),
             false => TOPIC_DENIED,
         })
         .collect()
@@ -176,7 +186,10 @@ pub async fn handle_txn_offset_commit(
     } else if !may(broker, ctx, AclOperation::Read, &req.group_id) {
         vec![GROUP_DENIED; mask.len()]
     } else if req.group_id.is_empty() {
-        with_refused(&mask, vec![GroupError::InvalidGroupId.error_code(); partitions.len()])
+        with_refused(
+            &mask,
+            vec![GroupError::InvalidGroupId.error_code(); partitions.len()],
+        )
     } else if producer.producer_id < 0 || producer.producer_epoch < 0 {
         // No producer to write for: the transaction coordinator's verification would not find
         // this id in the transaction either.
@@ -472,7 +485,13 @@ pub async fn handle_offset_delete(
     let mut unknown_code = Vec::new();
     for t in &req.topics {
         let meta = broker.replicas.topic(&t.name);
-        let readable = authorize(broker, ctx, AclOperation::Read, ResourceType::Topic, &t.name);
+        let readable = authorize(
+            broker,
+            ctx,
+            AclOperation::Read,
+            ResourceType::Topic,
+            &t.name,
+        );
         for p in &t.partitions {
             let exists = meta
                 .as_ref()

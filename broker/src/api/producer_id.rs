@@ -15,8 +15,14 @@ const PRODUCER_FENCED_FROM_V4: i16 = 4;
 /// one, IDEMPOTENT_WRITE on the cluster or WRITE on some topic (KIP-679).
 fn denied(broker: &Broker, ctx: &RequestContext, req: &InitProducerIdRequest) -> Option<i16> {
     match req.transactional_id.as_ref() {
-        Some(id) => (!authorize(broker, ctx, AclOperation::Write, ResourceType::TransactionalId, id))
-            .then_some(ResponseError::TransactionalIdAuthorizationFailed.code()),
+        Some(id) => (!authorize(
+            broker,
+            ctx,
+            AclOperation::Write,
+            ResourceType::TransactionalId,
+            id,
+        ))
+        .then_some(ResponseError::TransactionalIdAuthorizationFailed.code()),
         None => (!authorize_cluster(broker, ctx, AclOperation::IdempotentWrite)
             && !authorize_by_resource_type(broker, ctx, AclOperation::Write, ResourceType::Topic))
         .then_some(ResponseError::ClusterAuthorizationFailed.code()),

@@ -17,8 +17,8 @@ use kafka_protocol::ResponseError;
 use super::auth_helper::{authorize, authorize_cluster};
 use super::{sb, RequestContext};
 use crate::broker::Broker;
-use crate::security::acl::{AclOperation, ResourceType};
 use crate::group::store::OFFSETS_TOPIC;
+use crate::security::acl::{AclOperation, ResourceType};
 use crate::txn::metadata::{TransactionState as TxnState, TRANSACTION_VERSION_2};
 use crate::txn::{ListFilter, TxnError};
 
@@ -122,7 +122,13 @@ async fn add_partitions_for(
 
 /// WRITE on the transactional id.
 fn may_write_txn(broker: &Broker, ctx: &RequestContext, transactional_id: &str) -> bool {
-    authorize(broker, ctx, AclOperation::Write, ResourceType::TransactionalId, transactional_id)
+    authorize(
+        broker,
+        ctx,
+        AclOperation::Write,
+        ResourceType::TransactionalId,
+        transactional_id,
+    )
 }
 
 const TXN_DENIED: i16 = ResponseError::TransactionalIdAuthorizationFailed.code();
@@ -147,7 +153,12 @@ fn client_add_denied(
         true => ResponseError::OperationNotAttempted.code(),
         false => ResponseError::TopicAuthorizationFailed.code(),
     };
-    Some(partitions.iter().map(|tp| (tp.clone(), code(&tp.0))).collect())
+    Some(
+        partitions
+            .iter()
+            .map(|tp| (tp.clone(), code(&tp.0)))
+            .collect(),
+    )
 }
 
 /// AddPartitionsToTxn.
@@ -214,7 +225,13 @@ pub async fn handle_add_offsets_to_txn(
     if !may_write_txn(broker, ctx, &req.transactional_id) {
         return AddOffsetsToTxnResponse::default().with_error_code(TXN_DENIED);
     }
-    if !authorize(broker, ctx, AclOperation::Read, ResourceType::Group, &req.group_id) {
+    if !authorize(
+        broker,
+        ctx,
+        AclOperation::Read,
+        ResourceType::Group,
+        &req.group_id,
+    ) {
         return AddOffsetsToTxnResponse::default()
             .with_error_code(ResponseError::GroupAuthorizationFailed.code());
     }
@@ -292,7 +309,13 @@ pub async fn handle_describe_transactions(
             let s = TransactionState::default().with_transactional_id(id.clone());
             // Kafka's `handleDescribeTransactionsRequest`: DESCRIBE on the transactional id;
             // partitions of topics the session may not describe are left out.
-            if !authorize(broker, ctx, AclOperation::Describe, ResourceType::TransactionalId, &id) {
+            if !authorize(
+                broker,
+                ctx,
+                AclOperation::Describe,
+                ResourceType::TransactionalId,
+                &id,
+            ) {
                 return s.with_error_code(TXN_DENIED);
             }
             match broker.txn.describe(&id) {
@@ -363,7 +386,13 @@ pub async fn handle_list_transactions(
         .list(&filter)
         .into_iter()
         .filter(|l| {
-            authorize(broker, ctx, AclOperation::Describe, ResourceType::TransactionalId, &l.transactional_id)
+            authorize(
+                broker,
+                ctx,
+                AclOperation::Describe,
+                ResourceType::TransactionalId,
+                &l.transactional_id,
+            )
         })
         .map(|l| {
             ListedState::default()

@@ -66,7 +66,9 @@ pub async fn handle(
         for t in &m.topics {
             for &index in &t.partition_indexes {
                 let slot = match broker.replicas.partition_or_error(&t.name, index) {
-                    _ if !allowed => Slot::Done(kafka_protocol::ResponseError::ClusterAuthorizationFailed.code()),
+                    _ if !allowed => {
+                        Slot::Done(kafka_protocol::ResponseError::ClusterAuthorizationFailed.code())
+                    }
                     Err(e) => Slot::Done(e.code()),
                     Ok(part) => match part.append_marker_to_leader(batch.clone(), now) {
                         Ok(info) => {

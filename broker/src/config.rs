@@ -327,7 +327,9 @@ impl BrokerConfig {
                 } else {
                     v.as_str()
                 };
-                tracing::info!(key = %k, value = shown, "Kafka broker key accepted; Brook does not act on it");
+                if k != "authorizer.class.name" {
+                    tracing::info!(key = %k, value = shown, "Kafka broker key accepted; Brook does not act on it");
+                }
             }
             explicit.insert(k.clone());
             values.insert(k, v);

@@ -368,6 +368,7 @@ impl Authorizer {
         let index = self.snapshot();
         let mut deny: HashMap<PatternType, HashSet<&str>> = HashMap::new();
         let mut allow: HashMap<PatternType, HashSet<&str>> = HashMap::new();
+        let mut wildcard_allow = false;
         for acl in index.acls.values().filter(|a| a.resource_type == rt) {
             let e = Entry::new(acl);
             let principal_ok = e.principal.as_ref().is_none_or(|p| *p == session.principal);
@@ -391,13 +392,18 @@ impl Authorizer {
                     .insert(&acl.resource_name);
             } else if acl.permission_type == AclPermissionType::Allow {
                 if acl.pattern_type == PatternType::Literal && acl.resource_name == WILDCARD {
-                    return true;
+                    // Decides only once no wildcard DENY has turned up.
+                    wildcard_allow = true;
+                    continue;
                 }
                 allow
                     .entry(acl.pattern_type)
                     .or_default()
                     .insert(&acl.resource_name);
             }
+        }
+        if wildcard_allow {
+            return true;
         }
         let denied = |pt: PatternType, name: &str| deny.get(&pt).is_some_and(|s| s.contains(name));
         // An ALLOW not dominated by a DENY (the same literal, or a PREFIXED DENY starting it).

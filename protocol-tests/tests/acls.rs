@@ -130,20 +130,15 @@ fn produce_error(c: &mut WireClient, topic: &str) -> i16 {
     r.responses[0].partition_responses[0].error_code
 }
 
-#[test]
-fn acl_apis_validate_as_kafka_and_their_acls_are_enforced() {
-    let broker = Broker::start_with(AUTHORIZER);
-    let mut c = WireClient::connect(&broker.bootstrap());
-    let secret = unique_topic("secret");
-    let open = unique_topic("open");
-    c.ensure_topic(&secret);
-    c.ensure_topic(&open);
-
+/// Per binding and filter, Kafka's AclApis and AclControlManager checks; creates one DENY
+/// DESCRIBE on `secret`.
+fn validation_errors(c: &mut WireClient, secret: &str) {
+    let c = &mut *c;
     // Per binding: Kafka's AclApis and AclControlManager checks.
     let results = create(
-        &mut c,
+        c,
         vec![
-            acl(TOPIC, &secret, LITERAL, "User:*", "*", DESCRIBE, DENY),
+            acl(TOPIC, secret, LITERAL, "User:*", "*", DESCRIBE, DENY),
             acl(
                 CLUSTER,
                 "not-the-cluster",
@@ -166,7 +161,7 @@ fn acl_apis_validate_as_kafka_and_their_acls_are_enforced() {
     assert_eq!(results[3].1.as_deref(), Some("Invalid patternType UNKNOWN"));
     // An ANY resource type cannot even be a binding in Kafka: the whole request fails.
     let results = create(
-        &mut c,
+        c,
         vec![
             acl(TOPIC, "fine", LITERAL, "User:a", "*", READ, ALLOW),
             acl(ANY, "t", LITERAL, "User:a", "*", READ, ALLOW),
@@ -180,6 +175,18 @@ fn acl_apis_validate_as_kafka_and_their_acls_are_enforced() {
     let bad = any_filter().with_operation(99);
     let r = c.request(V, &DeleteAclsRequest::default().with_filters(vec![bad]));
     assert_eq!(r.filter_results[0].error_code, INVALID_REQUEST, "{r:?}");
+}
+
+#[test]
+fn acl_apis_validate_as_kafka_and_their_acls_are_enforced() {
+    let broker = Broker::start_with(AUTHORIZER);
+    let mut c = WireClient::connect(&broker.bootstrap());
+    let secret = unique_topic("secret");
+    let open = unique_topic("open");
+    c.ensure_topic(&secret);
+    c.ensure_topic(&open);
+
+    validation_errors(&mut c, &secret);
 
     // Enforcement: DENY DESCRIBE hides the topic from all-topics Metadata and refuses it by
     // name; the open topic is unaffected (no ACL on it, and the default allows).

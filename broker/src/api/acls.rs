@@ -143,6 +143,33 @@ fn described(acls: Vec<StandardAcl>) -> Vec<DescribeAclsResource> {
         .collect()
 }
 
+/// Kafka's `AclApis.handleCreateAcls` checks before the controller's: the CLUSTER resource
+/// has one name, and no resource name is empty. Per binding its refusal, and the bindings
+/// that passed.
+fn broker_checks(
+    bindings: Vec<StandardAcl>,
+) -> (Vec<Option<(ResponseError, String)>>, Vec<StandardAcl>) {
+    let mut results: Vec<Option<(ResponseError, String)>> = Vec::with_capacity(bindings.len());
+    let mut valid = Vec::new();
+    for acl in bindings {
+        let refused =
+            if acl.resource_type == ResourceType::Cluster && acl.resource_name != CLUSTER_NAME {
+                Some(format!(
+                    "The only valid name for the CLUSTER resource is {CLUSTER_NAME}"
+                ))
+            } else if acl.resource_name.is_empty() {
+                Some("Invalid empty resource name".to_string())
+            } else {
+                None
+            };
+        results.push(refused.map(|m| (ResponseError::InvalidRequest, m)));
+        if results.last().is_some_and(Option::is_none) {
+            valid.push(acl);
+        }
+    }
+    (results, valid)
+}
+
 fn creation_result(error: Option<(ResponseError, String)>) -> AclCreationResult {
     match error {
         None => AclCreationResult::default(),
@@ -219,24 +246,7 @@ pub async fn handle_create_acls(
             UNKNOWN_SERVER_ERROR_MESSAGE,
         ));
     };
-    let mut results: Vec<Option<(ResponseError, String)>> = Vec::with_capacity(bindings.len());
-    let mut valid = Vec::new();
-    for acl in bindings {
-        let refused =
-            if acl.resource_type == ResourceType::Cluster && acl.resource_name != CLUSTER_NAME {
-                Some(format!(
-                    "The only valid name for the CLUSTER resource is {CLUSTER_NAME}"
-                ))
-            } else if acl.resource_name.is_empty() {
-                Some("Invalid empty resource name".to_string())
-            } else {
-                None
-            };
-        results.push(refused.map(|m| (ResponseError::InvalidRequest, m)));
-        if results.last().is_some_and(Option::is_none) {
-            valid.push(acl);
-        }
-    }
+    let (results, valid) = broker_checks(bindings);
     let decided = broker.replicas.controller().create_acls(valid).await;
     broker.replicas.wait_caught_up().await;
     let mut decided = match decided {

@@ -78,19 +78,7 @@ pub async fn handle(
     // Kafka's `DescribeTopicPartitionsRequestHandler`: topics without DESCRIBE are left out
     // of an all-topics answer, and answered TOPIC_AUTHORIZATION_FAILED (after the others)
     // when named.
-    let mut denied = Vec::new();
-    names.retain(|n| {
-        let ok = authorize(broker, ctx, AclOperation::Describe, ResourceType::Topic, n);
-        if !ok && !all {
-            denied.push(
-                DescribeTopicPartitionsResponseTopic::default()
-                    .with_error_code(ResponseError::TopicAuthorizationFailed.code())
-                    .with_name(Some(sb(n.clone()).into()))
-                    .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED),
-            );
-        }
-        ok
-    });
+    let denied = retain_described(broker, ctx, &mut names, all);
     for name in names {
         if remaining == 0 {
             // Every partition of the previous topic fitted: go on at this topic's start.
@@ -123,6 +111,29 @@ pub async fn handle(
     }
     resp.topics.extend(denied);
     resp
+}
+
+/// Keeps the names the session may describe; the answers for the others when named.
+fn retain_described(
+    broker: &Broker,
+    ctx: &RequestContext,
+    names: &mut Vec<String>,
+    all: bool,
+) -> Vec<DescribeTopicPartitionsResponseTopic> {
+    let mut denied = Vec::new();
+    names.retain(|n| {
+        let ok = authorize(broker, ctx, AclOperation::Describe, ResourceType::Topic, n);
+        if !ok && !all {
+            denied.push(
+                DescribeTopicPartitionsResponseTopic::default()
+                    .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                    .with_name(Some(sb(n.clone()).into()))
+                    .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED),
+            );
+        }
+        ok
+    });
+    denied
 }
 
 /// Every topic's name, from the metadata this node serves.

@@ -38,27 +38,7 @@ pub async fn handle_find_coordinator(
     let mut coordinators: Vec<Coordinator> = Vec::with_capacity(keys.len());
     for key in keys {
         let found = match req.key_type {
-            // Kafka's `getCoordinator`: DESCRIBE on the group or the transactional id.
-            0 if !authorize(
-                broker,
-                ctx,
-                AclOperation::Describe,
-                ResourceType::Group,
-                &key,
-            ) =>
-            {
-                Err(denied(ResponseError::GroupAuthorizationFailed))
-            }
-            1 if !authorize(
-                broker,
-                ctx,
-                AclOperation::Describe,
-                ResourceType::TransactionalId,
-                &key,
-            ) =>
-            {
-                Err(denied(ResponseError::TransactionalIdAuthorizationFailed))
-            }
+            t if let Some(refused) = coordinator_denied(broker, ctx, t, &key) => Err(refused),
             0 => match broker.groups.ensure_offsets_topic().await {
                 Ok(()) => group_coordinator(broker, &key),
                 Err(e) => Err((e.error_code(), e.to_string())),
@@ -100,6 +80,24 @@ pub async fn handle_find_coordinator(
         .with_node_id(c.node_id)
         .with_host(c.host)
         .with_port(c.port)
+}
+
+/// Kafka's `getCoordinator` checks: DESCRIBE on the group or the transactional id.
+fn coordinator_denied(
+    broker: &Broker,
+    ctx: &RequestContext,
+    key_type: i8,
+    key: &str,
+) -> Option<(i16, String)> {
+    let (rt, error) = match key_type {
+        0 => (ResourceType::Group, ResponseError::GroupAuthorizationFailed),
+        1 => (
+            ResourceType::TransactionalId,
+            ResponseError::TransactionalIdAuthorizationFailed,
+        ),
+        _ => return None,
+    };
+    (!authorize(broker, ctx, AclOperation::Describe, rt, key)).then(|| denied(error))
 }
 
 /// An authorization error with Kafka's default message for it.

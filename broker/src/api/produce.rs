@@ -54,20 +54,9 @@ pub async fn handle(
     let acks = req.acks;
     // Kafka's `handleProduceRequest`: transactional records need WRITE on the transactional
     // id, else the whole request is refused.
-    if broker.authorizer().is_some() && has_transactional_records(&req) {
-        let allowed = req.transactional_id.as_ref().is_some_and(|t| {
-            authorize(
-                broker,
-                ctx,
-                AclOperation::Write,
-                ResourceType::TransactionalId,
-                t,
-            )
-        });
-        if !allowed {
-            let code = ResponseError::TransactionalIdAuthorizationFailed.code();
-            return denied(broker, ctx, &req, code);
-        }
+    if !transactional_allowed(broker, ctx, &req) {
+        let code = ResponseError::TransactionalIdAuthorizationFailed.code();
+        return denied(broker, ctx, &req, code);
     }
     let now = now_ms();
     // One timeout for the whole request, as Kafka's DelayedProduce has.
@@ -151,6 +140,21 @@ pub async fn handle(
     }
     let resp = ProduceResponse::default().with_responses(topics);
     super::respond(broker, ctx, &resp)
+}
+
+/// Whether transactional records may be written: WRITE on the request's transactional id.
+fn transactional_allowed(broker: &Broker, ctx: &RequestContext, req: &ProduceRequest) -> bool {
+    broker.authorizer().is_none()
+        || !has_transactional_records(req)
+        || req.transactional_id.as_ref().is_some_and(|t| {
+            authorize(
+                broker,
+                ctx,
+                AclOperation::Write,
+                ResourceType::TransactionalId,
+                t,
+            )
+        })
 }
 
 /// Kafka's `RequestUtils.hasTransactionalRecords`: a partition's first batch is

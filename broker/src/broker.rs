@@ -51,6 +51,12 @@ impl Broker {
         self.config.node_id
     }
 
+    /// The authorizer, when `authorizer.class.name` is set (the replica manager owns it: it
+    /// feeds it each applied image's ACLs).
+    pub fn authorizer(&self) -> Option<&crate::security::authorizer::Authorizer> {
+        self.replicas.authorizer.as_deref()
+    }
+
     /// Sleeps for a fault rule's delay; returns false if shutdown cut it short.
     pub async fn fault_sleep(&self, delay: Duration) -> bool {
         let mut rx = self.shutting_down.subscribe();

@@ -12,6 +12,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use crate::config_def;
+use crate::security::authorizer::{AuthorizerConfig, AUTHORIZER_KEYS};
 use brook_storage::{LogConfig, TimestampType};
 
 /// Errors found while reading the configuration.
@@ -295,6 +296,9 @@ pub struct BrokerConfig {
     pub controller_election_timeout_ms: u64,
     /// `controller.quorum.fetch.timeout.ms`.
     pub controller_fetch_timeout_ms: u64,
+    /// `authorizer.class.name` with `super.users` and `allow.everyone.if.no.acl.found`;
+    /// `None`: no authorization.
+    pub authorizer: Option<AuthorizerConfig>,
 }
 
 impl BrokerConfig {
@@ -326,7 +330,7 @@ impl BrokerConfig {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         for (k, v) in raw {
-            if !values.contains_key(&k) {
+            if !values.contains_key(&k) && !AUTHORIZER_KEYS.contains(&k.as_str()) {
                 let Some(kafka) = config_def::kafka_broker_key(&k) else {
                     return Err(ConfigError::UnknownKey(k));
                 };
@@ -336,7 +340,9 @@ impl BrokerConfig {
                 } else {
                     v.as_str()
                 };
-                tracing::info!(key = %k, value = shown, "Kafka broker key accepted; Brook does not act on it");
+                if k != "authorizer.class.name" {
+                    tracing::info!(key = %k, value = shown, "Kafka broker key accepted; Brook does not act on it");
+                }
             }
             explicit.insert(k.clone());
             values.insert(k, v);
@@ -496,6 +502,7 @@ impl BrokerConfig {
                 "controller.quorum.fetch.timeout.ms",
                 &get("controller.quorum.fetch.timeout.ms"),
             )? as u64,
+            authorizer: AuthorizerConfig::from_values(&values).map_err(ConfigError::Invalid)?,
             values,
             explicit,
         };

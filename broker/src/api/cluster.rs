@@ -3,44 +3,30 @@
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{DescribeClusterRequest, DescribeClusterResponse};
 
+use super::auth_helper::{authorize_cluster, authorized_operations};
 use super::{sb, RequestContext};
 use crate::broker::Broker;
+use crate::security::acl::{AclOperation, ResourceType, CLUSTER_NAME};
 
 /// Kafka's "authorized operations not requested" marker.
 pub const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
 
-/// What Kafka answers, with no authorizer configured, for authorized operations on a topic:
-/// every operation the resource type supports (`AuthHelper.authorizedOperations` with
-/// `AclEntry.supportedOperations(TOPIC)`: READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE,
-/// DESCRIBE_CONFIGS, ALTER_CONFIGS), one bit per `AclOperation` code.
-pub const TOPIC_AUTHORIZED_OPERATIONS: i32 = 3576;
-/// The same for the cluster: CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS,
-/// ALTER_CONFIGS, IDEMPOTENT_WRITE.
-pub const CLUSTER_AUTHORIZED_OPERATIONS: i32 = 8096;
-/// The same for a group: READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS.
-pub const GROUP_AUTHORIZED_OPERATIONS: i32 = 3400;
-
-/// `all` when the client asked for authorized operations, else Kafka's "not requested".
-pub fn authorized_operations(requested: bool, all: i32) -> i32 {
-    if requested {
-        all
-    } else {
-        AUTHORIZED_OPERATIONS_OMITTED
-    }
-}
-
 /// Answers DescribeCluster with the live brokers of the applied image and the controller.
 pub async fn handle_describe_cluster(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: DescribeClusterRequest,
 ) -> DescribeClusterResponse {
     // endpoint_type 1 = brokers; 2 (controllers) is answered the same way, since every node
-    // plays both roles.
-    let cluster_ops = authorized_operations(
-        req.include_cluster_authorized_operations,
-        CLUSTER_AUTHORIZED_OPERATIONS,
-    );
+    // plays both roles. The cluster's operations only with DESCRIBE on it, else 0 (Kafka's
+    // `AuthHelper.computeDescribeClusterResponse`).
+    let cluster_ops = if !req.include_cluster_authorized_operations {
+        AUTHORIZED_OPERATIONS_OMITTED
+    } else if authorize_cluster(broker, ctx, AclOperation::Describe) {
+        authorized_operations(broker, ctx, ResourceType::Cluster, CLUSTER_NAME)
+    } else {
+        0
+    };
     // Every unfenced broker of the cluster, and the active controller when it is a live
     // broker (the same rule Metadata follows).
     let controller = broker.replicas.controller();

@@ -24,10 +24,12 @@ use kafka_protocol::ResponseError;
 
 use kafka_protocol::protocol::StrBytes;
 
+use super::auth_helper::{authorize, authorize_cluster};
 use super::{sb, RequestContext};
 use crate::broker::Broker;
 use crate::config::{DynamicBrokerConfigs, BROKER_DEFAULTS};
 use crate::config_def::{self, ConfigType};
+use crate::security::acl::{AclOperation, ResourceType};
 
 /// Config resource types (Kafka's `ConfigResource.Type`).
 pub const RESOURCE_TOPIC: i8 = 2;
@@ -360,10 +362,46 @@ fn describe_resource(
     }
 }
 
+/// Kafka's `ConfigHelper` and `KafkaApis` checks of a config resource: `op` on the cluster
+/// for broker-level resources, on the topic or the group for theirs; the error a refused
+/// resource answers.
+fn config_access(
+    broker: &Broker,
+    ctx: &RequestContext,
+    op: AclOperation,
+    resource_type: i8,
+    name: &str,
+) -> Option<(i16, String)> {
+    let (allowed, error) = match resource_type {
+        RESOURCE_TOPIC => (
+            authorize(broker, ctx, op, ResourceType::Topic, name),
+            (
+                ResponseError::TopicAuthorizationFailed,
+                "Topic authorization failed.",
+            ),
+        ),
+        RESOURCE_GROUP => (
+            authorize(broker, ctx, op, ResourceType::Group, name),
+            (
+                ResponseError::GroupAuthorizationFailed,
+                "Group authorization failed.",
+            ),
+        ),
+        _ => (
+            authorize_cluster(broker, ctx, op),
+            (
+                ResponseError::ClusterAuthorizationFailed,
+                "Cluster authorization failed.",
+            ),
+        ),
+    };
+    (!allowed).then(|| (error.0.code(), error.1.to_string()))
+}
+
 /// Answers DescribeConfigs.
 pub async fn handle_describe_configs(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: DescribeConfigsRequest,
 ) -> DescribeConfigsResponse {
     let dynamic = broker.replicas.dynamic_broker_configs();
@@ -374,6 +412,14 @@ pub async fn handle_describe_configs(
             let result = DescribeConfigsResult::default()
                 .with_resource_type(r.resource_type)
                 .with_resource_name(r.resource_name.clone());
+            let op = AclOperation::DescribeConfigs;
+            if let Some((code, message)) =
+                config_access(broker, ctx, op, r.resource_type, &r.resource_name)
+            {
+                return result
+                    .with_error_code(code)
+                    .with_error_message(Some(sb(message)));
+            }
             match describe_resource(broker, &dynamic, r.resource_type, &r.resource_name) {
                 Err((e, message)) => result
                     .with_error_code(e.code())
@@ -729,6 +775,7 @@ struct Planned {
 /// controller).
 async fn alter_all(
     broker: &Broker,
+    ctx: &RequestContext,
     planned: Vec<Planned>,
     validate_only: bool,
 ) -> Vec<ResourceAnswer> {
@@ -745,6 +792,19 @@ async fn alter_all(
                 "Each resource must appear at most once.".into(),
             )),
             Err(e) => Err(e),
+            // ALTER_CONFIGS, checked after the request's own (Kafka's
+            // `handleIncrementalAlterConfigsRequest`).
+            Ok(_)
+                if let Some(refused) = config_access(
+                    broker,
+                    ctx,
+                    AclOperation::AlterConfigs,
+                    p.resource_type,
+                    &p.name,
+                ) =>
+            {
+                Err(refused)
+            }
             Ok(ops) => alter_resource(broker, p.resource_type, &p.name, &ops, validate_only).await,
         };
         out.push((p.resource_type, p.name, outcome.err()));
@@ -756,7 +816,7 @@ async fn alter_all(
 /// their broker defaults but not stored, so altering them is refused.
 pub async fn handle_incremental_alter_configs(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
     let planned = req
@@ -787,7 +847,7 @@ pub async fn handle_incremental_alter_configs(
             }
         })
         .collect();
-    let responses = alter_all(broker, planned, req.validate_only)
+    let responses = alter_all(broker, ctx, planned, req.validate_only)
         .await
         .into_iter()
         .map(|(resource_type, name, error)| {
@@ -840,7 +900,7 @@ fn replace_ops(
 /// storage as IncrementalAlterConfigs.
 pub async fn handle_alter_configs(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: AlterConfigsRequest,
 ) -> AlterConfigsResponse {
     let planned = req
@@ -874,7 +934,7 @@ pub async fn handle_alter_configs(
             }
         })
         .collect();
-    let responses = alter_all(broker, planned, req.validate_only)
+    let responses = alter_all(broker, ctx, planned, req.validate_only)
         .await
         .into_iter()
         .map(|(resource_type, name, error)| {

@@ -30,6 +30,7 @@ use crate::broker::Broker;
 use crate::cluster::partition::{DeleteRecordsResult, PartitionError};
 use crate::cluster::replica_manager::{now_ms, OffsetCheckpoint};
 use crate::metadata::is_internal_topic;
+use crate::security::acl::{AclOperation, ResourceType};
 
 /// Kafka's `DeleteRecordsResponse.INVALID_LOW_WATERMARK`: the low watermark of a refused
 /// partition.
@@ -48,7 +49,7 @@ enum Deleted {
 /// Handles one DeleteRecords request.
 pub async fn handle(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: DeleteRecordsRequest,
 ) -> DeleteRecordsResponse {
     let deadline = Instant::now() + std::time::Duration::from_millis(req.timeout_ms.max(0) as u64);
@@ -59,10 +60,21 @@ pub async fn handle(
         .into_iter()
         .map(|t| {
             let topic = t.name.to_string();
+            // DELETE on the topic (Kafka's `handleDeleteRecordsRequest`).
+            let allowed = super::auth_helper::authorize(
+                broker,
+                ctx,
+                AclOperation::Delete,
+                ResourceType::Topic,
+                &topic,
+            );
             let parts = t
                 .partitions
                 .iter()
                 .map(|p| {
+                    if !allowed {
+                        return refused(p.partition_index, ResponseError::TopicAuthorizationFailed);
+                    }
                     let d = delete_partition(broker, &topic, p, now);
                     any_moved |=
                         matches!(&d, Deleted::Waiting { result, .. } if result.log_start_moved);

@@ -12,10 +12,12 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
+use super::auth_helper::{authorize, authorized_operations};
 use super::cluster::AUTHORIZED_OPERATIONS_OMITTED;
 use super::{sb, RequestContext};
 use crate::broker::Broker;
 use crate::controller::MetadataImage;
+use crate::security::acl::{AclOperation, ResourceType};
 
 /// Kafka's `max.request.partition.size.limit` default: the most partitions one answer holds,
 /// whatever the request's `response_partition_limit`.
@@ -45,7 +47,7 @@ struct TopicView {
 /// partitions (capped at [`RESPONSE_PARTITIONS_MAX`]), with a next cursor when more remain.
 pub async fn handle(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: DescribeTopicPartitionsRequest,
 ) -> DescribeTopicPartitionsResponse {
     let all = req.topics.is_empty();
@@ -73,6 +75,10 @@ pub async fn handle(
         .clamp(1, RESPONSE_PARTITIONS_MAX);
     let mut remaining = usize::try_from(limit).unwrap_or(1);
     let mut resp = DescribeTopicPartitionsResponse::default();
+    // Kafka's `DescribeTopicPartitionsRequestHandler`: topics without DESCRIBE are left out
+    // of an all-topics answer, and answered TOPIC_AUTHORIZATION_FAILED (after the others)
+    // when named.
+    let denied = retain_described(broker, ctx, &mut names, all);
     for name in names {
         if remaining == 0 {
             // Every partition of the previous topic fitted: go on at this topic's start.
@@ -96,13 +102,38 @@ pub async fn handle(
         let upto = view.partitions.len().min(from + remaining);
         let next = (upto < view.partitions.len()).then_some(upto);
         remaining -= upto - from;
-        resp.topics.push(topic_response(&view, from, upto));
+        let ops = authorized_operations(broker, ctx, ResourceType::Topic, &name);
+        resp.topics.push(topic_response(&view, ops, from, upto));
         if let Some(next) = next {
             resp.next_cursor = Some(cursor(&name, i32::try_from(next).unwrap_or(i32::MAX)));
             break;
         }
     }
+    resp.topics.extend(denied);
     resp
+}
+
+/// Keeps the names the session may describe; the answers for the others when named.
+fn retain_described(
+    broker: &Broker,
+    ctx: &RequestContext,
+    names: &mut Vec<String>,
+    all: bool,
+) -> Vec<DescribeTopicPartitionsResponseTopic> {
+    let mut denied = Vec::new();
+    names.retain(|n| {
+        let ok = authorize(broker, ctx, AclOperation::Describe, ResourceType::Topic, n);
+        if !ok && !all {
+            denied.push(
+                DescribeTopicPartitionsResponseTopic::default()
+                    .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                    .with_name(Some(sb(n.clone()).into()))
+                    .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED),
+            );
+        }
+        ok
+    });
+    denied
 }
 
 /// Every topic's name, from the metadata this node serves.
@@ -155,6 +186,7 @@ fn brokers(ids: &[i32]) -> Vec<BrokerId> {
 
 fn topic_response(
     view: &TopicView,
+    authorized_ops: i32,
     from: usize,
     upto: usize,
 ) -> DescribeTopicPartitionsResponseTopic {
@@ -179,7 +211,7 @@ fn topic_response(
         .with_partitions(partitions)
         // DescribeTopicPartitions has no flag: Kafka always fills in the operations, all of
         // them without an authorizer (`DescribeTopicPartitionsRequestHandler`).
-        .with_topic_authorized_operations(super::cluster::TOPIC_AUTHORIZED_OPERATIONS)
+        .with_topic_authorized_operations(authorized_ops)
 }
 
 fn unknown_topic(name: &str) -> DescribeTopicPartitionsResponseTopic {

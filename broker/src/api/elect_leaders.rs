@@ -27,6 +27,18 @@ pub async fn handle(
     ctx: &RequestContext,
     req: ElectLeadersRequest,
 ) -> ElectLeadersResponse {
+    // ALTER on the cluster (Kafka's `handleElectLeaders`).
+    if !super::auth_helper::authorize_cluster(
+        broker,
+        ctx,
+        crate::security::acl::AclOperation::Alter,
+    ) {
+        return error_response(
+            &req,
+            ctx.api_version,
+            ResponseError::ClusterAuthorizationFailed,
+        );
+    }
     let election = match req.election_type {
         _ if ctx.api_version == 0 => ElectionType::Preferred,
         ELECTION_PREFERRED => ElectionType::Preferred,

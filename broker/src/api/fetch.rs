@@ -24,6 +24,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use super::auth_helper::{authorize, authorize_cluster};
 use super::fetch_session::{FetchParams, FetchSessionCache, SessionKey};
 use super::{Outcome, RequestContext};
 use crate::broker::Broker;
@@ -31,6 +32,7 @@ use crate::cluster::partition::{FetchIsolation, FollowerFetch, Partition};
 use crate::fault::{Direction, LinkAction, Traffic};
 use crate::metrics::GaugeGuard;
 use crate::net::codec::CodecError;
+use crate::security::acl::{AclOperation, ResourceType};
 
 /// Upper bound on how long one fetch may be parked, whatever the client asks.
 pub const FETCH_MAX_WAIT_MS_LIMIT: i32 = 60_000;
@@ -124,7 +126,15 @@ pub async fn handle(
     );
     // A session error reads nothing and is answered at once, with the error alone.
     let fetched = FetchSessionCache::partitions(&session).unwrap_or(requested);
-    let wanted = resolve(broker, by_id, &fetched);
+    // Kafka's `handleFetchRequest`: a follower needs CLUSTER_ACTION on the cluster, a
+    // consumer READ on each topic; refused partitions answer TOPIC_AUTHORIZATION_FAILED.
+    let cluster_action =
+        follower.is_some() && authorize_cluster(broker, ctx, AclOperation::ClusterAction);
+    let allowed = |topic: &str| match follower {
+        Some(_) => cluster_action,
+        None => authorize(broker, ctx, AclOperation::Read, ResourceType::Topic, topic),
+    };
+    let wanted = resolve(broker, by_id, &fetched, allowed);
     let max_wait = Duration::from_millis(req.max_wait_ms.clamp(0, FETCH_MAX_WAIT_MS_LIMIT) as u64);
     let deadline = Instant::now() + max_wait;
     // The broker's fetch.max.bytes caps what the request asks, for consumers and followers
@@ -210,10 +220,16 @@ pub async fn handle(
 
 /// Finds the partitions `fetched` names: by topic id from v13, by name before. Consecutive
 /// partitions of one topic share an answer entry.
-fn resolve(broker: &Broker, by_id: bool, fetched: &[(SessionKey, FetchParams)]) -> Vec<Wanted> {
+fn resolve(
+    broker: &Broker,
+    by_id: bool,
+    fetched: &[(SessionKey, FetchParams)],
+    allowed: impl Fn(&str) -> bool,
+) -> Vec<Wanted> {
     let mut wanted: Vec<Wanted> = Vec::with_capacity(fetched.len());
     let mut group = 0;
     let mut name: Option<String> = None;
+    let mut authorized = true;
     for (i, (key, params)) in fetched.iter().enumerate() {
         let same_topic = i > 0 && {
             let prev = &fetched[i - 1].0;
@@ -226,9 +242,11 @@ fn resolve(broker: &Broker, by_id: bool, fetched: &[(SessionKey, FetchParams)]) 
             } else {
                 Some(key.topic.to_string())
             };
+            authorized = name.as_deref().is_none_or(&allowed);
         }
         let partition = match name.as_deref() {
             None => Err(ResponseError::UnknownTopicId),
+            Some(_) if !authorized => Err(ResponseError::TopicAuthorizationFailed),
             Some(n) => broker.replicas.partition_or_error(n, key.partition),
         };
         wanted.push(Wanted {

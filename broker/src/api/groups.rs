@@ -12,12 +12,14 @@ use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::*;
 use kafka_protocol::ResponseError;
 
+use super::auth_helper::{authorize, authorize_cluster, authorized_operations};
 use super::{sb, RequestContext};
 use crate::broker::Broker;
 use crate::group::classic::{JoinParams, JoinResponse, Pending, SyncResponse};
 use crate::group::consumer::HeartbeatParams;
 use crate::group::store::OFFSETS_TOPIC;
 use crate::group::GroupError;
+use crate::security::acl::{AclOperation, ResourceType};
 use crate::txn::log::TRANSACTION_STATE_TOPIC;
 
 /// FindCoordinator: a group's coordinator is the leader of its `__consumer_offsets`
@@ -36,6 +38,7 @@ pub async fn handle_find_coordinator(
     let mut coordinators: Vec<Coordinator> = Vec::with_capacity(keys.len());
     for key in keys {
         let found = match req.key_type {
+            t if let Some(refused) = coordinator_denied(broker, ctx, t, &key) => Err(refused),
             0 => match broker.groups.ensure_offsets_topic().await {
                 Ok(()) => group_coordinator(broker, &key),
                 Err(e) => Err((e.error_code(), e.to_string())),
@@ -79,6 +82,43 @@ pub async fn handle_find_coordinator(
         .with_port(c.port)
 }
 
+/// Kafka's `getCoordinator` checks: DESCRIBE on the group or the transactional id.
+fn coordinator_denied(
+    broker: &Broker,
+    ctx: &RequestContext,
+    key_type: i8,
+    key: &str,
+) -> Option<(i16, String)> {
+    let (rt, error) = match key_type {
+        0 => (ResourceType::Group, ResponseError::GroupAuthorizationFailed),
+        1 => (
+            ResourceType::TransactionalId,
+            ResponseError::TransactionalIdAuthorizationFailed,
+        ),
+        _ => return None,
+    };
+    (!authorize(broker, ctx, AclOperation::Describe, rt, key)).then(|| denied(error))
+}
+
+/// An authorization error with Kafka's default message for it.
+fn denied(e: ResponseError) -> (i16, String) {
+    let message = match e {
+        ResponseError::GroupAuthorizationFailed => "Group authorization failed.",
+        ResponseError::TransactionalIdAuthorizationFailed => {
+            "Transactional Id authorization failed."
+        }
+        _ => "Topic authorization failed.",
+    };
+    (e.code(), message.to_string())
+}
+
+/// READ on the group, which every classic and consumer group member request needs.
+fn may_read_group(broker: &Broker, ctx: &RequestContext, group: &str) -> bool {
+    authorize(broker, ctx, AclOperation::Read, ResourceType::Group, group)
+}
+
+const GROUP_DENIED: i16 = ResponseError::GroupAuthorizationFailed.code();
+
 fn join_response(r: JoinResponse, version: i16) -> JoinGroupResponse {
     JoinGroupResponse::default()
         // The field exists from v9; older leaders recompute and SyncGroup keeps the old result.
@@ -113,6 +153,10 @@ pub async fn handle_join_group(
     ctx: &RequestContext,
     req: JoinGroupRequest,
 ) -> JoinGroupResponse {
+    if !may_read_group(broker, ctx, &req.group_id) {
+        // Kafka's `JoinGroupRequest.getErrorResponse`: no member id.
+        return join_response(JoinResponse::error(GROUP_DENIED, ""), ctx.api_version);
+    }
     let member_id = req.member_id.to_string();
     let params = JoinParams {
         member_id: member_id.clone(),
@@ -159,6 +203,9 @@ pub async fn handle_sync_group(
     ctx: &RequestContext,
     req: SyncGroupRequest,
 ) -> SyncGroupResponse {
+    if !may_read_group(broker, ctx, &req.group_id) {
+        return sync_response(SyncResponse::error(GROUP_DENIED));
+    }
     let (pt, pn) = if ctx.api_version >= 5 {
         (
             req.protocol_type.as_ref().map(|s| s.to_string()),
@@ -193,9 +240,12 @@ pub async fn handle_sync_group(
 /// Heartbeat.
 pub async fn handle_heartbeat(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: HeartbeatRequest,
 ) -> HeartbeatResponse {
+    if !may_read_group(broker, ctx, &req.group_id) {
+        return HeartbeatResponse::default().with_error_code(GROUP_DENIED);
+    }
     let code = match broker.groups.heartbeat(
         &req.group_id,
         &req.member_id,
@@ -214,6 +264,9 @@ pub async fn handle_leave_group(
     ctx: &RequestContext,
     req: LeaveGroupRequest,
 ) -> LeaveGroupResponse {
+    if !may_read_group(broker, ctx, &req.group_id) {
+        return LeaveGroupResponse::default().with_error_code(GROUP_DENIED);
+    }
     let members: Vec<(String, Option<String>)> = if ctx.api_version >= 3 {
         req.members
             .iter()
@@ -260,6 +313,12 @@ pub async fn handle_consumer_group_heartbeat(
         .groups
         .consumer_limits(&req.group_id)
         .heartbeat_interval_ms;
+    if let Some(code) = consumer_heartbeat_denied(broker, ctx, &req) {
+        return ConsumerGroupHeartbeatResponse::default()
+            .with_error_code(code)
+            .with_member_epoch(-1)
+            .with_heartbeat_interval_ms(interval);
+    }
     let params = HeartbeatParams {
         member_id: req.member_id.to_string(),
         member_epoch: req.member_epoch,
@@ -304,6 +363,23 @@ pub async fn handle_consumer_group_heartbeat(
     }
 }
 
+/// Kafka's `handleConsumerGroupHeartbeat` checks: READ on the group, then DESCRIBE on
+/// every subscribed topic named (clients may not learn of topics they cannot describe).
+fn consumer_heartbeat_denied(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: &ConsumerGroupHeartbeatRequest,
+) -> Option<i16> {
+    if !may_read_group(broker, ctx, &req.group_id) {
+        return Some(GROUP_DENIED);
+    }
+    let topics = req.subscribed_topic_names.iter().flatten();
+    let all_described = topics
+        .into_iter()
+        .all(|t| authorize(broker, ctx, AclOperation::Describe, ResourceType::Topic, t));
+    (!all_described).then_some(ResponseError::TopicAuthorizationFailed.code())
+}
+
 /// DescribeGroups. An unknown group is described as Dead with no error before v6, and is
 /// GROUP_ID_NOT_FOUND from v6 (KIP-1043), as in Kafka.
 pub async fn handle_describe_groups(
@@ -315,12 +391,21 @@ pub async fn handle_describe_groups(
         .groups
         .iter()
         .map(|g| {
+            // Kafka's `handleDescribeGroupsRequest`: DESCRIBE on each group.
+            if !authorize(broker, ctx, AclOperation::Describe, ResourceType::Group, g) {
+                return DescribedGroup::default()
+                    .with_group_id(g.clone())
+                    .with_error_code(GROUP_DENIED)
+                    .with_group_state(sb(""))
+                    .with_authorized_operations(i32::MIN);
+            }
             let base = DescribedGroup::default()
                 .with_group_id(g.clone())
-                .with_authorized_operations(super::cluster::authorized_operations(
-                    req.include_authorized_operations,
-                    super::cluster::GROUP_AUTHORIZED_OPERATIONS,
-                ));
+                .with_authorized_operations(if req.include_authorized_operations {
+                    authorized_operations(broker, ctx, ResourceType::Group, g)
+                } else {
+                    i32::MIN
+                });
             match broker.groups.describe(g) {
                 Err(e) => base
                     .with_group_state(sb(""))
@@ -370,10 +455,23 @@ pub async fn handle_list_groups(
     } else {
         Vec::new()
     };
+    // Kafka's `handleListGroupsRequest`: DESCRIBE on the cluster lists every group, else
+    // only those the session may describe.
+    let everything = authorize_cluster(broker, ctx, AclOperation::Describe);
     let groups = broker
         .groups
         .list(&states, &types)
         .into_iter()
+        .filter(|g| {
+            everything
+                || authorize(
+                    broker,
+                    ctx,
+                    AclOperation::Describe,
+                    ResourceType::Group,
+                    &g.group_id,
+                )
+        })
         .map(|g| {
             ListedGroup::default()
                 .with_group_id(sb(g.group_id).into())
@@ -388,14 +486,20 @@ pub async fn handle_list_groups(
 /// DeleteGroups.
 pub async fn handle_delete_groups(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: DeleteGroupsRequest,
 ) -> DeleteGroupsResponse {
     let mut results = Vec::with_capacity(req.groups_names.len());
     for g in &req.groups_names {
-        let code = match broker.groups.delete_group(g).await {
-            Ok(()) => 0,
-            Err(e) => e.error_code(),
+        // DELETE on each group (Kafka's `handleDeleteGroupsRequest`).
+        let allowed = authorize(broker, ctx, AclOperation::Delete, ResourceType::Group, g);
+        let code = if !allowed {
+            GROUP_DENIED
+        } else {
+            match broker.groups.delete_group(g).await {
+                Ok(()) => 0,
+                Err(e) => e.error_code(),
+            }
         };
         results.push(
             DeletableGroupResult::default()
@@ -409,7 +513,7 @@ pub async fn handle_delete_groups(
 /// ConsumerGroupDescribe (KIP-848 groups; others get GROUP_ID_NOT_FOUND, as in Kafka).
 pub async fn handle_consumer_group_describe(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: ConsumerGroupDescribeRequest,
 ) -> ConsumerGroupDescribeResponse {
     use kafka_protocol::messages::consumer_group_describe_response as cgd;
@@ -431,12 +535,20 @@ pub async fn handle_consumer_group_describe(
         .group_ids
         .iter()
         .map(|g| {
+            if !authorize(broker, ctx, AclOperation::Describe, ResourceType::Group, g) {
+                return cgd::DescribedGroup::default()
+                    .with_group_id(g.clone())
+                    .with_error_code(GROUP_DENIED)
+                    .with_error_message(Some(sb(denied(ResponseError::GroupAuthorizationFailed).1)))
+                    .with_authorized_operations(i32::MIN);
+            }
             let base = cgd::DescribedGroup::default()
                 .with_group_id(g.clone())
-                .with_authorized_operations(super::cluster::authorized_operations(
-                    req.include_authorized_operations,
-                    super::cluster::GROUP_AUTHORIZED_OPERATIONS,
-                ));
+                .with_authorized_operations(if req.include_authorized_operations {
+                    authorized_operations(broker, ctx, ResourceType::Group, g)
+                } else {
+                    i32::MIN
+                });
             match broker.groups.describe_consumer_group(g) {
                 Err(e) => base
                     .with_error_code(e.error_code())

@@ -18,9 +18,11 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::ResponseError;
 
+use super::auth_helper::{authorize, authorize_cluster};
 use super::RequestContext;
 use crate::broker::Broker;
 use crate::cluster::partition::Partition;
+use crate::security::acl::{AclOperation, ResourceType};
 
 /// Special timestamps of ListOffsets.
 pub mod spec {
@@ -64,10 +66,25 @@ pub async fn handle(
         .into_iter()
         .map(|t| {
             let name = t.name.to_string();
+            // DESCRIBE on the topic (Kafka's `handleListOffsetRequest`).
+            let allowed = authorize(
+                broker,
+                ctx,
+                AclOperation::Describe,
+                ResourceType::Topic,
+                &name,
+            );
             let partitions = t
                 .partitions
                 .iter()
-                .map(|p| list_partition(broker, ctx.api_version, &name, p, read_committed))
+                .map(|p| match allowed {
+                    true => list_partition(broker, ctx.api_version, &name, p, read_committed),
+                    false => ListOffsetsPartitionResponse::default()
+                        .with_partition_index(p.partition_index)
+                        .with_timestamp(-1)
+                        .with_offset(-1)
+                        .with_error_code(ResponseError::TopicAuthorizationFailed.code()),
+                })
                 .collect();
             ListOffsetsTopicResponse::default()
                 .with_name(t.name)
@@ -212,14 +229,25 @@ fn answer(
 /// the requested epoch (the log end offset for the latest one).
 pub async fn handle_offset_for_leader_epoch(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: OffsetForLeaderEpochRequest,
 ) -> OffsetForLeaderEpochResponse {
+    // Kafka's `handleOffsetForLeaderEpochRequest`: CLUSTER_ACTION (brokers) allows every
+    // topic; else DESCRIBE on each (consumers, KIP-320).
+    let cluster_action = authorize_cluster(broker, ctx, AclOperation::ClusterAction);
     let topics = req
         .topics
         .into_iter()
         .map(|t| {
             let name = t.topic.to_string();
+            let allowed = cluster_action
+                || authorize(
+                    broker,
+                    ctx,
+                    AclOperation::Describe,
+                    ResourceType::Topic,
+                    &name,
+                );
             let partitions = t
                 .partitions
                 .into_iter()
@@ -228,6 +256,10 @@ pub async fn handle_offset_for_leader_epoch(
                         .with_partition(p.partition)
                         .with_leader_epoch(-1)
                         .with_end_offset(-1);
+                    if !allowed {
+                        return base
+                            .with_error_code(ResponseError::TopicAuthorizationFailed.code());
+                    }
                     let part = match broker.replicas.partition_or_error(&name, p.partition) {
                         Ok(part) => part,
                         Err(e) => return base.with_error_code(e.code()),

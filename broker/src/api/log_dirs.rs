@@ -25,9 +25,18 @@ use crate::cluster::partition::Partition;
 /// Handles one DescribeLogDirs request.
 pub async fn handle(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: DescribeLogDirsRequest,
 ) -> DescribeLogDirsResponse {
+    // DESCRIBE on the cluster, else no directory (Kafka's `handleDescribeLogDirsRequest`).
+    if !super::auth_helper::authorize_cluster(
+        broker,
+        ctx,
+        crate::security::acl::AclOperation::Describe,
+    ) {
+        return DescribeLogDirsResponse::default()
+            .with_error_code(kafka_protocol::ResponseError::ClusterAuthorizationFailed.code());
+    }
     let wanted = |p: &Partition| match &req.topics {
         None => true,
         Some(topics) => topics

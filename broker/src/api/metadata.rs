@@ -9,9 +9,11 @@ use kafka_protocol::messages::{MetadataRequest, MetadataResponse};
 use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
+use super::auth_helper::{authorize, authorize_cluster, authorized_operations};
 use super::cluster::AUTHORIZED_OPERATIONS_OMITTED;
 use super::{sb, RequestContext};
 use crate::broker::Broker;
+use crate::security::acl::{AclOperation, ResourceType, CLUSTER_NAME};
 
 const NONE: i16 = 0;
 const UNKNOWN_TOPIC: i16 = ResponseError::UnknownTopicOrPartition.code();
@@ -27,27 +29,80 @@ pub async fn handle(
         req.include_cluster_authorized_operations,
     );
     let resp = metadata(broker, ctx, req).await;
-    with_authorized_operations(resp, topic_ops, cluster_ops)
+    with_authorized_operations(broker, ctx, resp, topic_ops, cluster_ops)
 }
 
-/// Fills in authorized operations as Kafka does without an authorizer
-/// (`KafkaApis.handleTopicMetadataRequest`): every supported operation on each topic found
-/// and on the cluster, when the client asked (Metadata v8+).
+/// Fills in authorized operations when the client asked (Metadata v8+), as
+/// `KafkaApis.handleTopicMetadataRequest` does: each topic found gets the operations this
+/// session may perform on it; the cluster gets its operations only with DESCRIBE on it
+/// (else 0). Without an authorizer, every supported operation.
 fn with_authorized_operations(
+    broker: &Broker,
+    ctx: &RequestContext,
     mut resp: MetadataResponse,
     topic_ops: bool,
     cluster_ops: bool,
 ) -> MetadataResponse {
-    use super::cluster::{
-        authorized_operations, CLUSTER_AUTHORIZED_OPERATIONS, TOPIC_AUTHORIZED_OPERATIONS,
-    };
-    for t in resp.topics.iter_mut().filter(|t| t.error_code == 0) {
-        t.topic_authorized_operations =
-            authorized_operations(topic_ops, TOPIC_AUTHORIZED_OPERATIONS);
+    if topic_ops {
+        for t in resp.topics.iter_mut().filter(|t| t.error_code == 0) {
+            let name = t.name.as_ref().map_or("", |n| n.as_str());
+            t.topic_authorized_operations =
+                authorized_operations(broker, ctx, ResourceType::Topic, name);
+        }
     }
-    resp.cluster_authorized_operations =
-        authorized_operations(cluster_ops, CLUSTER_AUTHORIZED_OPERATIONS);
+    if cluster_ops {
+        resp.cluster_authorized_operations =
+            if authorize_cluster(broker, ctx, AclOperation::Describe) {
+                authorized_operations(broker, ctx, ResourceType::Cluster, CLUSTER_NAME)
+            } else {
+                0
+            };
+    }
     resp
+}
+
+/// How one wanted topic fares with the authorizer (`handleTopicMetadataRequest`).
+enum Access {
+    Allowed,
+    /// Not shown at all (an all-topics request leaves out what it may not describe).
+    Hidden,
+    /// Answered TOPIC_AUTHORIZATION_FAILED: by name with a zero id, by id with its id only.
+    Denied(MetadataResponseTopic),
+}
+
+/// DESCRIBE on the topic, and for a missing topic that would be auto-created, CREATE on the
+/// cluster or on the topic.
+fn access(
+    broker: &Broker,
+    ctx: &RequestContext,
+    name: &str,
+    by_id: Option<Uuid>,
+    all_topics: bool,
+    creating: bool,
+) -> Access {
+    let denied = ResponseError::TopicAuthorizationFailed.code();
+    if !authorize(
+        broker,
+        ctx,
+        AclOperation::Describe,
+        ResourceType::Topic,
+        name,
+    ) {
+        return match (all_topics, by_id) {
+            (true, _) => Access::Hidden,
+            (false, Some(id)) => Access::Denied(error_topic(None, id, denied)),
+            (false, None) => {
+                Access::Denied(error_topic(Some(name.to_string()), Uuid::nil(), denied))
+            }
+        };
+    }
+    if creating
+        && !authorize_cluster(broker, ctx, AclOperation::Create)
+        && !authorize(broker, ctx, AclOperation::Create, ResourceType::Topic, name)
+    {
+        return Access::Denied(error_topic(Some(name.to_string()), Uuid::nil(), denied));
+    }
+    Access::Allowed
 }
 
 fn error_topic(name: Option<String>, id: Uuid, code: i16) -> MetadataResponseTopic {
@@ -109,11 +164,26 @@ async fn metadata(broker: &Broker, ctx: &RequestContext, req: MetadataRequest) -
     let live: Vec<i32> = image.live_brokers();
     let topics = wanted
         .drain(..)
-        .map(|(name, id)| {
+        .filter_map(|(name, id)| {
             let topic = match &name {
                 Some(n) => image.topic_by_name(n),
                 None => image.topics.get(&id),
             };
+            if broker.authorizer().is_some() {
+                let (shown, by_id) = match (&name, topic) {
+                    (Some(n), _) => (n.as_str(), None),
+                    (None, Some(t)) => (t.name.as_str(), Some(id)),
+                    (None, None) => ("", None),
+                };
+                let creating = topic.is_none() && name.is_some() && allow_auto_create;
+                if !shown.is_empty() {
+                    match access(broker, ctx, shown, by_id, all_topics, creating) {
+                        Access::Allowed => {}
+                        Access::Hidden => return None,
+                        Access::Denied(t) => return Some(t),
+                    }
+                }
+            }
             let Some(t) = topic else {
                 // Kafka's `getTopicMetadata`: a missing topic asked by name is auto-created
                 // when allowed, else only its name is checked.
@@ -125,7 +195,7 @@ async fn metadata(broker: &Broker, ctx: &RequestContext, req: MetadataRequest) -
                     Some(_) => UNKNOWN_TOPIC,
                     None => ResponseError::UnknownTopicId.code(),
                 };
-                return error_topic(name, id, code);
+                return Some(error_topic(name, id, code));
             };
             let partitions = t
                 .partitions
@@ -152,12 +222,14 @@ async fn metadata(broker: &Broker, ctx: &RequestContext, req: MetadataRequest) -
                         .with_offline_replicas(offline)
                 })
                 .collect();
-            MetadataResponseTopic::default()
-                .with_name(Some(sb(t.name.clone()).into()))
-                .with_topic_id(t.id)
-                .with_is_internal(crate::metadata::is_internal_topic(&t.name))
-                .with_partitions(partitions)
-                .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
+            Some(
+                MetadataResponseTopic::default()
+                    .with_name(Some(sb(t.name.clone()).into()))
+                    .with_topic_id(t.id)
+                    .with_is_internal(crate::metadata::is_internal_topic(&t.name))
+                    .with_partitions(partitions)
+                    .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED),
+            )
         })
         .collect();
     let brokers = image

@@ -4,7 +4,9 @@
 //! Produce). Version checks happen here, before any body is decoded, so every handler can
 //! rely on its request being within the advertised range.
 
+pub mod acls;
 pub mod api_versions;
+pub mod auth_helper;
 pub mod cluster;
 pub mod configs;
 pub mod delete_records;
@@ -116,6 +118,10 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     // removed in Kafka 4.0).
     api(ApiKey::DescribeLogDirs, 1, 4, 1),
     api(ApiKey::DescribeQuorum, 0, 2, 0),
+    // ACLs (Kafka 4.0 removed v0 of the three).
+    api(ApiKey::DescribeAcls, 1, 3, 1),
+    api(ApiKey::CreateAcls, 1, 3, 1),
+    api(ApiKey::DeleteAcls, 1, 3, 1),
 ];
 
 /// Finds an API's row in the table.
@@ -555,6 +561,21 @@ async fn process(
         RequestKind::DescribeProducers(r) => {
             respond(broker, ctx, &producers::handle(broker, ctx, r).await)
         }
+        RequestKind::DescribeAcls(r) => respond(
+            broker,
+            ctx,
+            &acls::handle_describe_acls(broker, ctx, r).await?,
+        ),
+        RequestKind::CreateAcls(r) => respond(
+            broker,
+            ctx,
+            &acls::handle_create_acls(broker, ctx, r).await?,
+        ),
+        RequestKind::DeleteAcls(r) => respond(
+            broker,
+            ctx,
+            &acls::handle_delete_acls(broker, ctx, r).await?,
+        ),
         other => Err(CodecError::UnknownApiKey(ctx.api_key as i16)).inspect_err(|_| drop(other)),
     }
 }

@@ -19,11 +19,62 @@ use kafka_protocol::messages::txn_offset_commit_response::{
 };
 use kafka_protocol::messages::*;
 
+use super::auth_helper::authorize;
 use super::{sb, RequestContext};
 use crate::broker::Broker;
 use crate::group::records::OffsetValue;
 use crate::group::store::TxnProducer;
 use crate::group::{CommitPartition, Committer, FetchedOffsets, GroupError};
+use crate::security::acl::{AclOperation, ResourceType};
+
+const GROUP_DENIED: i16 = ResponseError::GroupAuthorizationFailed.code();
+const TOPIC_DENIED: i16 = ResponseError::TopicAuthorizationFailed.code();
+
+/// `op` on the group.
+fn may(broker: &Broker, ctx: &RequestContext, op: AclOperation, group: &str) -> bool {
+    authorize(broker, ctx, op, ResourceType::Group, group)
+}
+
+/// Splits a commit's partitions by READ on their topic: which were allowed, in order, and
+/// the allowed ones for the coordinator.
+fn readable(
+    broker: &Broker,
+    ctx: &RequestContext,
+    partitions: Vec<CommitPartition>,
+) -> (Vec<bool>, Vec<CommitPartition>) {
+    let mask: Vec<bool> = partitions
+        .iter()
+        .map(|p| {
+            authorize(
+                broker,
+                ctx,
+                AclOperation::Read,
+                ResourceType::Topic,
+                &p.topic,
+            )
+        })
+        .collect();
+    let allowed = partitions
+        .into_iter()
+        .zip(&mask)
+        .filter_map(|(p, &ok)| ok.then_some(p))
+        .collect();
+    (mask, allowed)
+}
+
+/// The coordinator's codes for the allowed partitions laid back among the refused ones
+/// (TOPIC_AUTHORIZATION_FAILED).
+fn with_refused(mask: &[bool], codes: Vec<i16>) -> Vec<i16> {
+    let mut codes = codes.into_iter();
+    mask.iter()
+        .map(|&ok| match ok {
+            true => codes
+                .next()
+                .unwrap_or(ResponseError::UnknownServerError.code()),
+            false => TOPIC_DENIED,
+        })
+        .collect()
+}
 
 /// OffsetCommit v2-9.
 pub async fn handle_offset_commit(
@@ -52,10 +103,17 @@ pub async fn handle_offset_commit(
         });
         (t.name.clone(), parts.collect())
     }));
-    let codes = broker
-        .groups
-        .commit_offsets(&req.group_id, &who, partitions)
-        .await;
+    // Kafka's `handleOffsetCommitRequest`: READ on the group, then READ on each topic.
+    let codes = if !may(broker, ctx, AclOperation::Read, &req.group_id) {
+        vec![GROUP_DENIED; partitions.len()]
+    } else {
+        let (mask, allowed) = readable(broker, ctx, partitions);
+        let codes = broker
+            .groups
+            .commit_offsets(&req.group_id, &who, allowed)
+            .await;
+        with_refused(&mask, codes)
+    };
     let topics = commit_topics(shape, codes, |name, parts| {
         OffsetCommitResponseTopic::default()
             .with_name(name)
@@ -113,12 +171,30 @@ pub async fn handle_txn_offset_commit(
         producer_id: req.producer_id.0,
         producer_epoch: req.producer_epoch,
     };
-    let codes = if req.group_id.is_empty() {
-        vec![GroupError::InvalidGroupId.error_code(); partitions.len()]
+    // Kafka's `handleTxnOffsetCommitRequest`: WRITE on the transactional id, READ on the
+    // group, READ on each topic.
+    let txn_allowed = authorize(
+        broker,
+        ctx,
+        AclOperation::Write,
+        ResourceType::TransactionalId,
+        &req.transactional_id,
+    );
+    let (mask, partitions) = readable(broker, ctx, partitions);
+    let codes = if !txn_allowed {
+        vec![ResponseError::TransactionalIdAuthorizationFailed.code(); mask.len()]
+    } else if !may(broker, ctx, AclOperation::Read, &req.group_id) {
+        vec![GROUP_DENIED; mask.len()]
+    } else if req.group_id.is_empty() {
+        with_refused(
+            &mask,
+            vec![GroupError::InvalidGroupId.error_code(); partitions.len()],
+        )
     } else if producer.producer_id < 0 || producer.producer_epoch < 0 {
         // No producer to write for: the transaction coordinator's verification would not find
         // this id in the transaction either.
-        vec![ResponseError::InvalidProducerIdMapping.code(); partitions.len()]
+        let code = ResponseError::InvalidProducerIdMapping.code();
+        with_refused(&mask, vec![code; partitions.len()])
     } else {
         // Transaction version 2 (v5+): the client sent no AddOffsetsToTxn; the offsets
         // partition joins the transaction here, before anything is written.
@@ -134,7 +210,7 @@ pub async fn handle_txn_offset_commit(
         } else {
             Ok(())
         };
-        match added {
+        let codes = match added {
             Ok(()) => {
                 broker
                     .groups
@@ -142,7 +218,8 @@ pub async fn handle_txn_offset_commit(
                     .await
             }
             Err(code) => vec![code; partitions.len()],
-        }
+        };
+        with_refused(&mask, codes)
     };
     let topics = commit_topics(shape, codes, |name, parts| {
         TxnOffsetCommitResponseTopic::default()
@@ -262,6 +339,30 @@ fn found_topics<T, P>(
         .collect()
 }
 
+/// Kafka's `handleOffsetFetchRequest` topic checks (DESCRIBE): an all-topics fetch leaves
+/// out the topics the session may not describe; a named one answers them
+/// TOPIC_AUTHORIZATION_FAILED, with nothing of what is committed.
+fn described(
+    broker: &Broker,
+    ctx: &RequestContext,
+    found: FetchedOffsets,
+    all_topics: bool,
+) -> FetchedOffsets {
+    found
+        .into_iter()
+        .filter_map(|(t, ps)| {
+            if authorize(broker, ctx, AclOperation::Describe, ResourceType::Topic, &t) {
+                return Some((t, ps));
+            }
+            let refused = ps
+                .into_iter()
+                .map(|(p, _)| (p, Err(GroupError::TopicAuthorizationFailed)))
+                .collect();
+            (!all_topics).then_some((t, refused))
+        })
+        .collect()
+}
+
 /// OffsetFetch v1-9.
 pub async fn handle_offset_fetch(
     broker: &Broker,
@@ -273,6 +374,7 @@ pub async fn handle_offset_fetch(
             .groups
             .into_iter()
             .map(|g| {
+                let all_topics = g.topics.is_none();
                 let topics = g.topics.map(|ts| {
                     ts.into_iter()
                         .map(|t| (t.name.to_string(), t.partition_indexes))
@@ -280,7 +382,14 @@ pub async fn handle_offset_fetch(
                 });
                 let member_id = g.member_id.as_ref().map(|m| m.to_string());
                 let member = member_id.as_deref().map(|m| (m, g.member_epoch));
-                match fetch_group(broker, &g.group_id, member, topics, req.require_stable) {
+                if !may(broker, ctx, AclOperation::Describe, &g.group_id) {
+                    return OffsetFetchResponseGroup::default()
+                        .with_group_id(g.group_id)
+                        .with_error_code(GROUP_DENIED);
+                }
+                match fetch_group(broker, &g.group_id, member, topics, req.require_stable)
+                    .map(|found| described(broker, ctx, found, all_topics))
+                {
                     Ok(found) => OffsetFetchResponseGroup::default()
                         .with_group_id(g.group_id)
                         .with_topics(found_topics(
@@ -313,8 +422,15 @@ pub async fn handle_offset_fetch(
             .collect()
     });
     let req_topics: Vec<(String, Vec<i32>)> = topics.clone().unwrap_or_default();
+    let all_topics = topics.is_none();
     // RequireStable exists from v7 (the codec reads false below).
-    match fetch_group(broker, &req.group_id, None, topics, req.require_stable) {
+    let fetched = if may(broker, ctx, AclOperation::Describe, &req.group_id) {
+        fetch_group(broker, &req.group_id, None, topics, req.require_stable)
+            .map(|found| described(broker, ctx, found, all_topics))
+    } else {
+        Err(GroupError::GroupAuthorizationFailed)
+    };
+    match fetched {
         Ok(found) => OffsetFetchResponse::default().with_topics(found_topics(
             found,
             |name, ps| {
@@ -358,18 +474,34 @@ pub async fn handle_offset_fetch(
 /// OffsetDelete v0.
 pub async fn handle_offset_delete(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: OffsetDeleteRequest,
 ) -> OffsetDeleteResponse {
+    // Kafka's `handleDeleteOffsetsRequest`: DELETE on the group, READ on each topic.
+    if !may(broker, ctx, AclOperation::Delete, &req.group_id) {
+        return OffsetDeleteResponse::default().with_error_code(GROUP_DENIED);
+    }
     let mut known = Vec::new();
     let mut unknown_code = Vec::new();
     for t in &req.topics {
         let meta = broker.replicas.topic(&t.name);
+        let readable = authorize(
+            broker,
+            ctx,
+            AclOperation::Read,
+            ResourceType::Topic,
+            &t.name,
+        );
         for p in &t.partitions {
             let exists = meta
                 .as_ref()
                 .is_some_and(|m| p.partition_index >= 0 && p.partition_index < m.partition_count());
-            unknown_code.push(!exists);
+            let exists = match readable {
+                true => Some(exists),
+                false => None,
+            };
+            unknown_code.push(exists);
+            let exists = exists == Some(true);
             if exists {
                 known.push((t.name.to_string(), p.partition_index));
             }
@@ -391,10 +523,10 @@ pub async fn handle_offset_delete(
                     t.partitions
                         .iter()
                         .map(|p| {
-                            let code = if unknown.next().unwrap_or(true) {
-                                GroupError::UnknownTopicOrPartition.error_code()
-                            } else {
-                                codes.next().unwrap_or(-1)
+                            let code = match unknown.next().flatten() {
+                                None => TOPIC_DENIED,
+                                Some(false) => GroupError::UnknownTopicOrPartition.error_code(),
+                                Some(true) => codes.next().unwrap_or(-1),
                             };
                             OffsetDeleteResponsePartition::default()
                                 .with_partition_index(p.partition_index)

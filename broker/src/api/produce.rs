@@ -13,6 +13,7 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
+use super::auth_helper::authorize;
 use super::{sb, Outcome, RequestContext};
 use crate::broker::Broker;
 use crate::cluster::partition::{Partition, PartitionError};
@@ -21,6 +22,7 @@ use crate::fault::{CrashPoint, FaultEngine};
 use crate::metadata::validate_topic_name;
 use crate::metrics::GaugeGuard;
 use crate::net::codec::CodecError;
+use crate::security::acl::{AclOperation, ResourceType};
 use brook_storage::batch::BatchHeader;
 use brook_storage::{LogAppendInfo, LogError, VerificationGuard};
 
@@ -50,6 +52,12 @@ pub async fn handle(
     req: ProduceRequest,
 ) -> Result<Outcome, CodecError> {
     let acks = req.acks;
+    // Kafka's `handleProduceRequest`: transactional records need WRITE on the transactional
+    // id, else the whole request is refused.
+    if !transactional_allowed(broker, ctx, &req) {
+        let code = ResponseError::TransactionalIdAuthorizationFailed.code();
+        return denied(broker, ctx, &req, code);
+    }
     let now = now_ms();
     // One timeout for the whole request, as Kafka's DelayedProduce has.
     let deadline = tokio::time::Instant::now()
@@ -66,6 +74,19 @@ pub async fn handle(
             (td.name.to_string(), Uuid::nil())
         };
         let mut partitions = Vec::with_capacity(td.partition_data.len());
+        // WRITE on the topic (an unknown topic id is answered as such, below).
+        if !name.is_empty()
+            && !authorize(broker, ctx, AclOperation::Write, ResourceType::Topic, &name)
+        {
+            let code = ResponseError::TopicAuthorizationFailed.code();
+            partitions.extend(
+                td.partition_data
+                    .iter()
+                    .map(|pd| Appended::Done(partition_error(pd.index, code, None))),
+            );
+            appended.push((name, id, partitions));
+            continue;
+        }
         for pd in td.partition_data {
             // KIP-890 part 1: a transactional batch is checked with its coordinator first, and
             // its append carries the guard of that check.
@@ -118,6 +139,46 @@ pub async fn handle(
     }
     let resp = ProduceResponse::default().with_responses(topics);
     super::respond(broker, ctx, &resp)
+}
+
+/// Whether transactional records may be written: WRITE on the request's transactional id.
+fn transactional_allowed(broker: &Broker, ctx: &RequestContext, req: &ProduceRequest) -> bool {
+    broker.authorizer().is_none()
+        || !has_transactional_records(req)
+        || req.transactional_id.as_ref().is_some_and(|t| {
+            authorize(
+                broker,
+                ctx,
+                AclOperation::Write,
+                ResourceType::TransactionalId,
+                t,
+            )
+        })
+}
+
+/// Kafka's `RequestUtils.hasTransactionalRecords`: a partition's first batch is
+/// transactional.
+fn has_transactional_records(req: &ProduceRequest) -> bool {
+    req.topic_data
+        .iter()
+        .flat_map(|t| &t.partition_data)
+        .filter_map(|pd| pd.records.as_ref())
+        .any(|r| BatchHeader::new(r).is_some_and(|h| h.is_transactional()))
+}
+
+/// A refused request: every partition answers `code`; acks=0 closes the connection.
+fn denied(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: &ProduceRequest,
+    code: i16,
+) -> Result<Outcome, CodecError> {
+    if req.acks == 0 {
+        return Ok(Outcome::Close(format!(
+            "acks=0 produce refused with error {code}"
+        )));
+    }
+    super::respond(broker, ctx, &error_response(req, code))
 }
 
 /// Puts a `produce_error` event on the stream for the answers worth watching: a sequence

@@ -16,17 +16,30 @@ use crate::broker::Broker;
 /// Handles one DescribeProducers request.
 pub async fn handle(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: DescribeProducersRequest,
 ) -> DescribeProducersResponse {
     let topics = req
         .topics
         .into_iter()
         .map(|t| {
+            // READ on the topic (Kafka's `handleDescribeProducersRequest`).
+            let allowed = super::auth_helper::authorize(
+                broker,
+                ctx,
+                crate::security::acl::AclOperation::Read,
+                crate::security::acl::ResourceType::Topic,
+                &t.name,
+            );
             let partitions = t
                 .partition_indexes
                 .iter()
-                .map(|&index| describe_partition(broker, &t.name, index))
+                .map(|&index| match allowed {
+                    true => describe_partition(broker, &t.name, index),
+                    false => PartitionResponse::default()
+                        .with_partition_index(index)
+                        .with_error_code(ResponseError::TopicAuthorizationFailed.code()),
+                })
                 .collect();
             TopicResponse::default()
                 .with_name(t.name)

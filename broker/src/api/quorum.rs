@@ -42,6 +42,15 @@ pub async fn handle(
     req: DescribeQuorumRequest,
 ) -> DescribeQuorumResponse {
     let controller = broker.replicas.controller();
+    // DESCRIBE on the cluster (Kafka's `ControllerApis.handleDescribeQuorum`).
+    if !super::auth_helper::authorize_cluster(
+        broker,
+        ctx,
+        crate::security::acl::AclOperation::Describe,
+    ) {
+        return DescribeQuorumResponse::default()
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
+    }
     if controller.is_single_voter() {
         return DescribeQuorumResponse::default()
             .with_error_code(ResponseError::InvalidRequest.code())

@@ -21,6 +21,8 @@ use kafka_protocol::messages::{
 use super::{sb, RequestContext};
 use crate::broker::Broker;
 use crate::controller::{list_partition_reassignments, ControllerError, ReassignmentResults};
+use crate::security::acl::AclOperation;
+use kafka_protocol::ResponseError;
 
 /// How long an accepted reassignment waits for this node's image to show it, so a
 /// ListPartitionReassignments sent here right after sees it (as after CreateTopics).
@@ -35,6 +37,11 @@ pub async fn handle_alter(
     ctx: &RequestContext,
     req: AlterPartitionReassignmentsRequest,
 ) -> AlterPartitionReassignmentsResponse {
+    if !super::auth_helper::authorize_cluster(broker, ctx, AclOperation::Alter) {
+        return AlterPartitionReassignmentsResponse::default()
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code())
+            .with_error_message(Some(sb(super::auth_helper::cluster_denied_message(ctx))));
+    }
     // Below v1 the field does not exist, and Kafka takes it as true.
     let allow_rf_change = ctx.api_version < 1 || req.allow_replication_factor_change;
     let targets: Targets = req
@@ -164,9 +171,14 @@ fn alter_error(
 /// `ReplicationControlManager.listPartitionReassignments`).
 pub async fn handle_list(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: ListPartitionReassignmentsRequest,
 ) -> ListPartitionReassignmentsResponse {
+    if !super::auth_helper::authorize_cluster(broker, ctx, AclOperation::Describe) {
+        return ListPartitionReassignmentsResponse::default()
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code())
+            .with_error_message(Some(sb(super::auth_helper::cluster_denied_message(ctx))));
+    }
     let c = broker.replicas.controller();
     let named: Option<Vec<(String, Vec<i32>)>> = req.topics.as_ref().map(|ts| {
         ts.iter()

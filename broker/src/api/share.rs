@@ -27,6 +27,19 @@ use crate::cluster::partition::Partition;
 use crate::group::share::{ShareHeartbeatParams, SHARE_ASSIGNOR};
 use crate::share::{FetchContext, SharePartitionKey};
 
+/// READ on the share group, as Kafka's `KafkaApis` checks for ShareGroupHeartbeat, ShareFetch
+/// and ShareAcknowledge (GROUP_AUTHORIZATION_FAILED otherwise). The topic checks Kafka adds
+/// per partition are not made yet.
+fn may_read_group(broker: &Broker, ctx: &RequestContext, group: &str) -> bool {
+    super::auth_helper::authorize(
+        broker,
+        ctx,
+        crate::security::acl::AclOperation::Read,
+        crate::security::acl::ResourceType::Group,
+        group,
+    )
+}
+
 /// ShareGroupHeartbeat.
 pub async fn handle_share_group_heartbeat(
     broker: &Broker,
@@ -35,6 +48,11 @@ pub async fn handle_share_group_heartbeat(
 ) -> ShareGroupHeartbeatResponse {
     use kafka_protocol::messages::share_group_heartbeat_response::{Assignment, TopicPartitions};
     let interval = broker.groups.config().share.heartbeat_interval_ms;
+    if !may_read_group(broker, ctx, &req.group_id) {
+        return ShareGroupHeartbeatResponse::default()
+            .with_error_code(ResponseError::GroupAuthorizationFailed.code())
+            .with_heartbeat_interval_ms(interval);
+    }
     let params = ShareHeartbeatParams {
         member_id: req.member_id.to_string(),
         member_epoch: req.member_epoch,
@@ -74,7 +92,7 @@ pub async fn handle_share_group_heartbeat(
 /// ShareGroupDescribe (share groups; any other group is GROUP_ID_NOT_FOUND, as in Kafka).
 pub async fn handle_share_group_describe(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: ShareGroupDescribeRequest,
 ) -> ShareGroupDescribeResponse {
     use kafka_protocol::messages::share_group_describe_response as sgd;
@@ -84,10 +102,16 @@ pub async fn handle_share_group_describe(
         .map(|g| {
             let base = sgd::DescribedGroup::default()
                 .with_group_id(g.clone())
-                .with_authorized_operations(super::cluster::authorized_operations(
-                    req.include_authorized_operations,
-                    super::cluster::GROUP_AUTHORIZED_OPERATIONS,
-                ));
+                .with_authorized_operations(if req.include_authorized_operations {
+                    super::auth_helper::authorized_operations(
+                        broker,
+                        ctx,
+                        crate::security::acl::ResourceType::Group,
+                        g,
+                    )
+                } else {
+                    i32::MIN
+                });
             let d = match broker.groups.describe_share_group(g) {
                 Err(e) => {
                     return base
@@ -206,7 +230,7 @@ fn acknowledge(
 /// ShareFetch.
 pub async fn handle_share_fetch(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: ShareFetchRequest,
 ) -> ShareFetchResponse {
     let lock_ms = broker.share.limits.lock_duration_ms as i32;
@@ -220,6 +244,10 @@ pub async fn handle_share_fetch(
         Ok(gm) => gm,
         Err((e, m)) => return top_error(e, m),
     };
+    if !may_read_group(broker, ctx, &group) {
+        let e = ResponseError::GroupAuthorizationFailed;
+        return top_error(e, e.to_string());
+    }
     let requested: Vec<(Uuid, i32)> = req
         .topics
         .iter()
@@ -446,7 +474,7 @@ fn fetch_topics(
 /// ShareAcknowledge.
 pub async fn handle_share_acknowledge(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: ShareAcknowledgeRequest,
 ) -> ShareAcknowledgeResponse {
     use kafka_protocol::messages::share_acknowledge_response as sar;
@@ -459,6 +487,10 @@ pub async fn handle_share_acknowledge(
         Ok(gm) => gm,
         Err((e, m)) => return top_error(e, m),
     };
+    if !may_read_group(broker, ctx, &group) {
+        let e = ResponseError::GroupAuthorizationFailed;
+        return top_error(e, e.to_string());
+    }
     let last =
         match broker
             .share

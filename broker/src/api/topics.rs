@@ -14,14 +14,24 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
+use super::auth_helper::{authorize, authorize_cluster};
 use super::configs::{config_source, topic_config_entries};
 use super::{sb, RequestContext};
 use crate::broker::Broker;
+use crate::security::acl::{AclOperation, ResourceType};
+
+/// Kafka's message for a topic refused by the authorizer (`ControllerApis`).
+const AUTHORIZATION_FAILED: &str = "Authorization failed.";
+
+/// `op` on the cluster or else on the topic (Kafka's `ControllerApis` checks).
+fn may(broker: &Broker, ctx: &RequestContext, op: AclOperation, topic: &str) -> bool {
+    authorize_cluster(broker, ctx, op) || authorize(broker, ctx, op, ResourceType::Topic, topic)
+}
 
 /// Answers CreateTopics.
 pub async fn handle_create_topics(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: CreateTopicsRequest,
 ) -> CreateTopicsResponse {
     let mut seen = std::collections::HashSet::new();
@@ -40,6 +50,14 @@ pub async fn handle_create_topics(
             );
             continue;
         }
+        if !may(broker, ctx, AclOperation::Create, &name) {
+            topics.push(
+                result
+                    .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                    .with_error_message(Some(sb(AUTHORIZATION_FAILED))),
+            );
+            continue;
+        }
         let mut configs = BTreeMap::new();
         for c in &t.configs {
             if let Some(v) = &c.value {
@@ -47,7 +65,20 @@ pub async fn handle_create_topics(
             }
         }
         let outcome = create_topic(broker, &name, &t, configs, req.validate_only).await;
+        // The created topic's configs only with DESCRIBE_CONFIGS on it.
+        let describable = || {
+            authorize(
+                broker,
+                ctx,
+                AclOperation::DescribeConfigs,
+                ResourceType::Topic,
+                &name,
+            )
+        };
         topics.push(match outcome {
+            Ok(meta) if !describable() => result
+                .with_topic_id(meta.id)
+                .with_topic_config_error_code(ResponseError::TopicAuthorizationFailed.code()),
             Ok(meta) => {
                 let dynamic = broker.replicas.dynamic_broker_configs();
                 let entries = topic_config_entries(broker, &dynamic, &meta.configs)
@@ -145,7 +176,7 @@ async fn create_topic(
 /// Answers DeleteTopics (by name, or by id from v6).
 pub async fn handle_delete_topics(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: DeleteTopicsRequest,
 ) -> DeleteTopicsResponse {
     let mut targets: Vec<(Option<String>, Uuid)> = req
@@ -172,6 +203,30 @@ pub async fn handle_delete_topics(
             }
         };
         let result = DeletableTopicResult::default().with_name(Some(sb(name.clone()).into()));
+        // DELETE on the cluster, or DESCRIBE and DELETE on the topic.
+        let allowed = authorize_cluster(broker, ctx, AclOperation::Delete)
+            || (authorize(
+                broker,
+                ctx,
+                AclOperation::Describe,
+                ResourceType::Topic,
+                &name,
+            ) && authorize(
+                broker,
+                ctx,
+                AclOperation::Delete,
+                ResourceType::Topic,
+                &name,
+            ));
+        if !allowed {
+            responses.push(
+                result
+                    .with_topic_id(id)
+                    .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                    .with_error_message(Some(sb(AUTHORIZATION_FAILED))),
+            );
+            continue;
+        }
         let known = broker.replicas.topic(&name).map(|t| t.id).unwrap_or(id);
         let outcome = broker
             .replicas
@@ -197,13 +252,21 @@ pub async fn handle_delete_topics(
 /// Answers CreatePartitions.
 pub async fn handle_create_partitions(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
     let mut results = Vec::with_capacity(req.topics.len());
     for t in req.topics {
         let result = CreatePartitionsTopicResult::default().with_name(t.name.clone());
         let name = t.name.to_string();
+        if !may(broker, ctx, AclOperation::Alter, &name) {
+            results.push(
+                result
+                    .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                    .with_error_message(Some(sb(AUTHORIZATION_FAILED))),
+            );
+            continue;
+        }
         let assignments = t.assignments.as_ref().map(|a| {
             a.iter()
                 .map(|a| a.broker_ids.iter().map(|b| b.0).collect())

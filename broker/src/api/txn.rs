@@ -14,9 +14,11 @@ use kafka_protocol::messages::list_transactions_response::TransactionState as Li
 use kafka_protocol::messages::*;
 use kafka_protocol::ResponseError;
 
+use super::auth_helper::{authorize, authorize_cluster};
 use super::{sb, RequestContext};
 use crate::broker::Broker;
 use crate::group::store::OFFSETS_TOPIC;
+use crate::security::acl::{AclOperation, ResourceType};
 use crate::txn::metadata::{TransactionState as TxnState, TRANSACTION_VERSION_2};
 use crate::txn::{ListFilter, TxnError};
 
@@ -118,6 +120,47 @@ async fn add_partitions_for(
     every(&partitions, code)
 }
 
+/// WRITE on the transactional id.
+fn may_write_txn(broker: &Broker, ctx: &RequestContext, transactional_id: &str) -> bool {
+    authorize(
+        broker,
+        ctx,
+        AclOperation::Write,
+        ResourceType::TransactionalId,
+        transactional_id,
+    )
+}
+
+const TXN_DENIED: i16 = ResponseError::TransactionalIdAuthorizationFailed.code();
+
+/// Kafka's `handleAddPartitionsToTxnRequest` checks for a client (v0-3): WRITE on the
+/// transactional id, then WRITE on each topic; any refusal fails the whole transaction (the
+/// allowed partitions OPERATION_NOT_ATTEMPTED).
+fn client_add_denied(
+    broker: &Broker,
+    ctx: &RequestContext,
+    transactional_id: &str,
+    partitions: &Partitions,
+) -> Option<Vec<((String, i32), i16)>> {
+    if !may_write_txn(broker, ctx, transactional_id) {
+        return Some(every(partitions, TXN_DENIED));
+    }
+    let allowed = |t: &str| authorize(broker, ctx, AclOperation::Write, ResourceType::Topic, t);
+    if partitions.iter().all(|(t, _)| allowed(t)) {
+        return None;
+    }
+    let code = |t: &str| match allowed(t) {
+        true => ResponseError::OperationNotAttempted.code(),
+        false => ResponseError::TopicAuthorizationFailed.code(),
+    };
+    Some(
+        partitions
+            .iter()
+            .map(|tp| (tp.clone(), code(&tp.0)))
+            .collect(),
+    )
+}
+
 /// AddPartitionsToTxn.
 pub async fn handle_add_partitions_to_txn(
     broker: &Broker,
@@ -126,6 +169,13 @@ pub async fn handle_add_partitions_to_txn(
 ) -> AddPartitionsToTxnResponse {
     let v = ctx.api_version;
     if v < 4 {
+        let partitions = partitions_of(&req.v3_and_below_topics);
+        if let Some(codes) =
+            client_add_denied(broker, ctx, &req.v3_and_below_transactional_id, &partitions)
+        {
+            return AddPartitionsToTxnResponse::default()
+                .with_results_by_topic_v3_and_below(result_topics(codes));
+        }
         let codes = add_partitions_for(
             broker,
             v,
@@ -133,11 +183,16 @@ pub async fn handle_add_partitions_to_txn(
             req.v3_and_below_producer_id.0,
             req.v3_and_below_producer_epoch,
             false,
-            partitions_of(&req.v3_and_below_topics),
+            partitions,
         )
         .await;
         return AddPartitionsToTxnResponse::default()
             .with_results_by_topic_v3_and_below(result_topics(codes));
+    }
+    // From v4 only brokers send it (verification, or adding for a version 2 client).
+    if !authorize_cluster(broker, ctx, AclOperation::ClusterAction) {
+        return AddPartitionsToTxnResponse::default()
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
     }
     let mut results = Vec::with_capacity(req.transactions.len());
     for t in req.transactions {
@@ -167,6 +222,19 @@ pub async fn handle_add_offsets_to_txn(
     ctx: &RequestContext,
     req: AddOffsetsToTxnRequest,
 ) -> AddOffsetsToTxnResponse {
+    if !may_write_txn(broker, ctx, &req.transactional_id) {
+        return AddOffsetsToTxnResponse::default().with_error_code(TXN_DENIED);
+    }
+    if !authorize(
+        broker,
+        ctx,
+        AclOperation::Read,
+        ResourceType::Group,
+        &req.group_id,
+    ) {
+        return AddOffsetsToTxnResponse::default()
+            .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+    }
     let partition = broker.groups.offsets_partition_for(&req.group_id);
     let partitions: Partitions = [(OFFSETS_TOPIC.to_string(), partition)]
         .into_iter()
@@ -196,6 +264,12 @@ pub async fn handle_end_txn(
     ctx: &RequestContext,
     req: EndTxnRequest,
 ) -> EndTxnResponse {
+    if !may_write_txn(broker, ctx, &req.transactional_id) {
+        return EndTxnResponse::default()
+            .with_error_code(TXN_DENIED)
+            .with_producer_id((-1).into())
+            .with_producer_epoch(-1);
+    }
     let client_tv = if ctx.api_version >= END_TXN_EPOCH_BUMP_FROM {
         TRANSACTION_VERSION_2
     } else {
@@ -225,7 +299,7 @@ pub async fn handle_end_txn(
 /// DescribeTransactions.
 pub async fn handle_describe_transactions(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: DescribeTransactionsRequest,
 ) -> DescribeTransactionsResponse {
     let states = req
@@ -233,10 +307,24 @@ pub async fn handle_describe_transactions(
         .into_iter()
         .map(|id| {
             let s = TransactionState::default().with_transactional_id(id.clone());
+            // Kafka's `handleDescribeTransactionsRequest`: DESCRIBE on the transactional id;
+            // partitions of topics the session may not describe are left out.
+            if !authorize(
+                broker,
+                ctx,
+                AclOperation::Describe,
+                ResourceType::TransactionalId,
+                &id,
+            ) {
+                return s.with_error_code(TXN_DENIED);
+            }
             match broker.txn.describe(&id) {
                 Ok(d) => {
                     let mut topics: Vec<TopicData> = Vec::new();
-                    for (t, p) in d.partitions {
+                    let described = d.partitions.into_iter().filter(|(t, _)| {
+                        authorize(broker, ctx, AclOperation::Describe, ResourceType::Topic, t)
+                    });
+                    for (t, p) in described {
                         match topics.last_mut() {
                             Some(last) if last.topic.as_str() == t => last.partitions.push(p),
                             _ => topics.push(
@@ -297,6 +385,15 @@ pub async fn handle_list_transactions(
         .txn
         .list(&filter)
         .into_iter()
+        .filter(|l| {
+            authorize(
+                broker,
+                ctx,
+                AclOperation::Describe,
+                ResourceType::TransactionalId,
+                &l.transactional_id,
+            )
+        })
         .map(|l| {
             ListedState::default()
                 .with_transactional_id(TransactionalId(sb(l.transactional_id)))

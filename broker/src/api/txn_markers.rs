@@ -44,9 +44,16 @@ enum Slot {
 /// Handles one WriteTxnMarkers request.
 pub async fn handle(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: WriteTxnMarkersRequest,
 ) -> WriteTxnMarkersResponse {
+    // Only coordinators write markers: CLUSTER_ACTION on the cluster, else every partition
+    // is refused (Kafka's `handleWriteTxnMarkersRequest`).
+    let allowed = super::auth_helper::authorize_cluster(
+        broker,
+        ctx,
+        crate::security::acl::AclOperation::ClusterAction,
+    );
     let now = now_ms();
     // (marker index, topic name, partition index, slot), in request order.
     let mut slots: Vec<(usize, TopicName, i32, Slot)> = Vec::new();
@@ -59,6 +66,9 @@ pub async fn handle(
         for t in &m.topics {
             for &index in &t.partition_indexes {
                 let slot = match broker.replicas.partition_or_error(&t.name, index) {
+                    _ if !allowed => {
+                        Slot::Done(kafka_protocol::ResponseError::ClusterAuthorizationFailed.code())
+                    }
                     Err(e) => Slot::Done(e.code()),
                     Ok(part) => match part.append_marker_to_leader(batch.clone(), now) {
                         Ok(info) => {

@@ -124,6 +124,9 @@ pub struct ReplicaManager {
     topic_names: DashMap<Uuid, String>,
     /// The last metadata image applied here (see [`Self::apply_image`]).
     image: RwLock<Arc<MetadataImage>>,
+    /// The authorizer (`authorizer.class.name`), which takes each applied image's ACLs
+    /// before the image is published here; `None`: no authorization.
+    pub authorizer: Option<Arc<crate::security::authorizer::Authorizer>>,
     /// The metadata quorum: this node's voter, of a cluster or of its own one-voter quorum.
     controller: Controller,
     /// Follower fetchers, one per source broker.
@@ -338,12 +341,17 @@ impl ReplicaManager {
         let stats = ReplicationStats::default();
         let fetchers = ReplicaFetchers::new(stats.follower_truncations.clone());
         let single_voter = controller.is_single_voter();
+        let authorizer = config
+            .authorizer
+            .clone()
+            .map(|c| Arc::new(crate::security::authorizer::Authorizer::new(c)));
         let rm = ReplicaManager {
             config,
             stats,
             partitions: DashMap::new(),
             topic_names: DashMap::new(),
             image: RwLock::new(Arc::default()),
+            authorizer,
             controller,
             fetchers: Mutex::new(fetchers),
             applied: watch::channel(0).0,
@@ -729,6 +737,11 @@ impl ReplicaManager {
                     }
                 }
             }
+        }
+        // The ACLs first, so that whoever sees this image applied (a CreateAcls answer waiting
+        // for it) sees them enforced.
+        if let Some(authorizer) = &self.authorizer {
+            authorizer.follow(&image.acls, image.metadata_offset);
         }
         *self.image.write() = image.clone();
         // Every partition this node hosts is open now; entries of others are stale.

@@ -7,9 +7,12 @@
 //! clock, no liveness state and no configuration.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
+
+use crate::security::acl::StandardAcl;
 
 /// Kafka's "no leader" value for a partition's leader id.
 pub const NO_LEADER: i32 = -1;
@@ -155,6 +158,10 @@ pub struct MetadataImage {
     /// the group need not exist.
     #[serde(default)]
     pub group_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// ACLs by id (Kafka's `AclsImage`). Replaced (copy on write) only when an ACL record is
+    /// applied, so a node's authorizer tells a change by pointer.
+    #[serde(default)]
+    pub acls: Arc<BTreeMap<Uuid, StandardAcl>>,
 }
 
 /// A change to the cluster metadata. Serialized into the Raft log.
@@ -235,6 +242,10 @@ pub enum MetadataRecord {
     },
     /// A block of producer ids was handed to `node_id`; `next_block` is the first id after it.
     AllocateProducerIds { node_id: i32, next_block: i64 },
+    /// An ACL was created (Kafka's `AccessControlEntryRecord`).
+    AccessControlEntry { id: Uuid, acl: StandardAcl },
+    /// An ACL was deleted (Kafka's `RemoveAccessControlEntryRecord`).
+    RemoveAccessControlEntry { id: Uuid },
 }
 
 /// Records applied together (one Raft entry).
@@ -479,6 +490,18 @@ impl MetadataImage {
                     return Err("producer id blocks go backwards");
                 }
                 self.next_producer_id_block = *next_block;
+            }
+            MetadataRecord::AccessControlEntry { id, acl } => {
+                if self.acls.contains_key(id) {
+                    return Err("ACL id exists");
+                }
+                Arc::make_mut(&mut self.acls).insert(*id, acl.clone());
+            }
+            MetadataRecord::RemoveAccessControlEntry { id } => {
+                if !self.acls.contains_key(id) {
+                    return Err("unknown ACL id");
+                }
+                Arc::make_mut(&mut self.acls).remove(id);
             }
         }
         Ok(())

@@ -21,6 +21,7 @@
 //! the commit index and snapshots. Broker liveness (last heartbeat times) is not: a newly
 //! active controller gives every unfenced broker a full session timeout, as Kafka does.
 
+pub mod acl_control;
 pub mod cluster_control;
 pub mod configuration_control;
 pub mod error;
@@ -752,6 +753,38 @@ impl Controller {
             configs,
         };
         self.inner.submit(req).await.map(|_| ())
+    }
+
+    /// CreateAcls through the active controller: per binding, `None` when created (or
+    /// present already), else the INVALID_REQUEST message.
+    pub async fn create_acls(
+        &self,
+        acls: Vec<crate::security::acl::StandardAcl>,
+    ) -> Result<acl_control::AclCreateResults, ControllerError> {
+        match self
+            .inner
+            .submit(ControllerRequest::CreateAcls { acls })
+            .await?
+        {
+            ControllerReply::AclsCreated(r) => Ok(r),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// DeleteAcls through the active controller: per filter, the ACLs deleted or the
+    /// INVALID_REQUEST message.
+    pub async fn delete_acls(
+        &self,
+        filters: Vec<crate::security::acl::AclBindingFilter>,
+    ) -> Result<acl_control::AclDeleteResults, ControllerError> {
+        match self
+            .inner
+            .submit(ControllerRequest::DeleteAcls { filters })
+            .await?
+        {
+            ControllerReply::AclsDeleted(r) => Ok(r),
+            other => Err(unexpected(other)),
+        }
     }
 
     /// ElectLeaders: elections through the active controller; per topic and partition what

@@ -1,7 +1,8 @@
 //! The writes the active controller decides ([`ControllerRequest`]), its answers
 //! ([`ControllerReply`]), and [`decide`], which hands each request to the control manager that
 //! owns it, as Kafka's `QuorumController` hands them to its `ReplicationControlManager`,
-//! `ClusterControlManager`, `ConfigurationControlManager` and `ProducerIdControlManager`.
+//! `ClusterControlManager`, `ConfigurationControlManager`, `ProducerIdControlManager` and
+//! `AclControlManager`.
 //!
 //! Every decision is a pure function of the committed [`MetadataImage`]: it validates a
 //! request against the image and returns the records that carry it out, plus the reply.
@@ -16,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use super::acl_control::{create_acls, delete_acls, AclCreateResults, AclDeleteResults};
 use super::cluster_control::{heartbeat, register_broker, shut_down_heartbeat, Registration};
 use super::configuration_control::{
     alter_broker_configs, alter_configs, alter_group_configs, ElectionPolicy,
@@ -125,6 +127,14 @@ pub enum ControllerRequest {
         topics: ReassignmentTargets,
         /// v1's `AllowReplicationFactorChange` (KIP-860); true below v1.
         allow_replication_factor_change: bool,
+    },
+    /// CreateAcls: the bindings, already past the broker's checks (`api::acls`).
+    CreateAcls {
+        acls: Vec<crate::security::acl::StandardAcl>,
+    },
+    /// DeleteAcls: the filters.
+    DeleteAcls {
+        filters: Vec<crate::security::acl::AclBindingFilter>,
     },
 }
 
@@ -237,6 +247,10 @@ pub enum ControllerReply {
     Elections(ElectionResults),
     /// AlterPartitionReassignments' results.
     Reassignments(ReassignmentResults),
+    /// CreateAcls' results.
+    AclsCreated(AclCreateResults),
+    /// DeleteAcls' results.
+    AclsDeleted(AclDeleteResults),
 }
 
 /// Records plus reply: what a request turns into (Kafka's `ControllerResult`).
@@ -337,6 +351,8 @@ pub fn decide(
             *allow_replication_factor_change,
             policy,
         )),
+        ControllerRequest::CreateAcls { acls } => create_acls(image, acls),
+        ControllerRequest::DeleteAcls { filters } => delete_acls(image, filters),
     }
 }
 

@@ -131,6 +131,12 @@ pub enum GroupError {
     NotClassicGroup(String),
     #[error("Group {0} is not a share group.")]
     NotShareGroup(String),
+    /// The session may not act on the group (ACLs, `api::auth_helper`).
+    #[error("group authorization failed")]
+    GroupAuthorizationFailed,
+    /// The session may not describe the topic (ACLs).
+    #[error("topic authorization failed")]
+    TopicAuthorizationFailed,
 }
 
 impl GroupError {
@@ -165,6 +171,8 @@ impl GroupError {
             GroupError::InvalidRegularExpression(_) => ResponseError::InvalidRegularExpression,
             GroupError::InvalidProducerEpoch => ResponseError::InvalidProducerEpoch,
             GroupError::UnstableOffsetCommit => ResponseError::UnstableOffsetCommit,
+            GroupError::GroupAuthorizationFailed => ResponseError::GroupAuthorizationFailed,
+            GroupError::TopicAuthorizationFailed => ResponseError::TopicAuthorizationFailed,
         }
     }
 

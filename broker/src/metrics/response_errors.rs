@@ -37,6 +37,7 @@ top_level_only!(
     AddOffsetsToTxnResponse,
     EndTxnResponse,
     ListTransactionsResponse,
+    DescribeAclsResponse,
 );
 
 /// Responses with one error code per element of a list (topics, groups, resources).
@@ -51,6 +52,8 @@ macro_rules! per_element {
 }
 
 per_element!(
+    CreateAclsResponse => results,
+    DeleteAclsResponse => filter_results,
     CreateTopicsResponse => topics,
     DeleteTopicsResponse => responses,
     CreatePartitionsResponse => results,

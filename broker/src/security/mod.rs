@@ -7,6 +7,9 @@
 //! replace it once the client has authenticated. Handlers read it from
 //! [`crate::api::RequestContext::session`], so authorization has one source.
 
+pub mod acl;
+pub mod authorizer;
+
 use std::fmt;
 use std::net::IpAddr;
 use std::sync::Arc;

@@ -4,7 +4,7 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Encodable, StrBytes};
 
 use super::env::{s, tn, Env, NodeId, DATA_PARTITIONS};
-use super::{groups, share, sorted, txns, Case, Meaning};
+use super::{acls, groups, share, sorted, txns, Case, Meaning};
 use crate::batch::{encode_batch, parse_batches, Producer, Rec};
 use crate::wire::WireClient;
 
@@ -61,6 +61,9 @@ pub fn case(key: ApiKey) -> Option<Case> {
         ListTransactions => (txns::list_transactions, 0),
         WriteTxnMarkers => (txns::write_txn_markers, 0),
         DescribeProducers => (txns::describe_producers, 0),
+        DescribeAcls => (acls::describe_acls, 0),
+        CreateAcls => (acls::create_acls, 0),
+        DeleteAcls => (acls::delete_acls, 0),
         _ => return None,
     };
     Some(Case {

@@ -27,6 +27,7 @@ macro_rules! partition_codes {
     }};
 }
 
+pub mod acls;
 pub mod cases;
 pub mod env;
 pub mod groups;

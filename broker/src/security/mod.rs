@@ -7,6 +7,8 @@
 //! replace it once the client has authenticated. Handlers read it from
 //! [`crate::api::RequestContext::session`], so authorization has one source.
 
+pub mod ssl;
+
 use std::fmt;
 use std::net::IpAddr;
 use std::sync::Arc;

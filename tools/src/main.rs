@@ -261,11 +261,21 @@ fn serve(config: Option<PathBuf>, overrides: Vec<String>) -> ExitCode {
         // The one line tests and scripts wait for: an event, so nobody has to sleep. It comes
         // when the node serves clients (a cluster node: once registered and unfenced).
         let admin = server.admin_addr;
+        // With more than one broker listener, all of them (`NAME://host:port`, bound ports).
+        let others = match server.listener_addrs().as_slice() {
+            [_] => String::new(),
+            all => {
+                let all: Vec<String> = all.iter().map(|(n, a)| format!("{n}://{a}")).collect();
+                format!(" listeners={}", all.join(","))
+            }
+        };
         let ready = move |listener: std::net::SocketAddr| match admin {
             Some(admin) => print_line(&format!(
-                "READY node.id={node_id} listener={listener} admin={admin}"
+                "READY node.id={node_id} listener={listener} admin={admin}{others}"
             )),
-            None => print_line(&format!("READY node.id={node_id} listener={listener}")),
+            None => print_line(&format!(
+                "READY node.id={node_id} listener={listener}{others}"
+            )),
         };
         match server.run_with(rx, ready).await {
             Ok(()) => ExitCode::SUCCESS,

@@ -82,6 +82,9 @@ pub enum ControllerRequest {
         /// `previousBrokerEpoch`); `None` after a crash.
         #[serde(default)]
         previous_epoch: Option<i64>,
+        /// Every advertised listener (Kafka's `BrokerRegistrationRequest.listeners`).
+        #[serde(default)]
+        endpoints: Vec<super::image::BrokerEndpoint>,
     },
     /// BrokerHeartbeat.
     Heartbeat {
@@ -279,6 +282,7 @@ pub fn decide(
             port,
             incarnation,
             previous_epoch,
+            endpoints,
         } => Ok(register_broker(
             image,
             &Registration {
@@ -287,6 +291,7 @@ pub fn decide(
                 port: *port,
                 incarnation: *incarnation,
                 previous_epoch: *previous_epoch,
+                endpoints,
             },
             policy,
         )),

@@ -23,6 +23,7 @@ use tokio::sync::watch;
 
 use crate::api::{handle_frame, Outcome};
 use crate::broker::Broker;
+use crate::listeners::Listener;
 use crate::metrics::{GaugeGuard, RequestMetrics};
 use crate::net::codec::{read_frame, CodecError, Frame};
 use crate::security::Session;
@@ -35,13 +36,22 @@ pub const CONNECTION_READ_BUFFER_BYTES: usize = 64 * 1024;
 
 /// Serves one connection until the peer closes it, a protocol error closes it, or the
 /// broker shuts down (the request being handled is finished and answered first).
-pub async fn serve(broker: Arc<Broker>, stream: TcpStream, mut shutdown: watch::Receiver<bool>) {
+pub async fn serve(
+    broker: Arc<Broker>,
+    stream: TcpStream,
+    listener: Arc<Listener>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let _open = GaugeGuard::new(&broker.metrics.connections);
     let peer = stream.peer_addr().ok();
     let _ = stream.set_nodelay(true);
     let (r, mut w) = stream.into_split();
-    // Today every listener is PLAINTEXT: the connection is User:ANONYMOUS.
-    let session = Arc::new(Session::plaintext(peer.map(|a| a.ip())));
+    // Unauthenticated (User:ANONYMOUS) on the listener it came in on.
+    let session = Arc::new(Session::anonymous(
+        listener.name.clone(),
+        listener.security_protocol,
+        peer.map(|a| a.ip()),
+    ));
     let activity = Arc::new(Activity::new());
     let tracked = Tracked {
         inner: r,

@@ -158,8 +158,8 @@ pub(super) fn plan(args: &ClusterArgs) -> Result<Vec<NodePlan>, String> {
                 log_dirs: cfg.log_dir.clone(),
                 overrides: args.overrides.clone(),
                 log_file: args.data_dir.join(format!("node-{id}.log")),
-                client: (cfg.listener.port() != 0).then_some(cfg.listener),
-                controller: cfg.controller_listener,
+                client: (cfg.listener().port() != 0).then_some(cfg.listener()),
+                controller: cfg.controller_listener(),
                 admin: cfg.admin_listener.filter(|a| a.port() != 0),
             });
         }
@@ -337,7 +337,7 @@ mod tests {
             .collect();
         let cfg = BrokerConfig::load(None, &overrides).unwrap();
         assert_eq!(cfg.node_id, 2);
-        assert_eq!(cfg.controller_listener, p.controller);
+        assert_eq!(cfg.controller_listener(), p.controller);
     }
 
     #[test]

@@ -228,6 +228,9 @@ pub struct BrokerConfig {
     /// The named listeners (`listeners`, `advertised.listeners`,
     /// `listener.security.protocol.map`, `inter.broker.listener.name`).
     pub listeners: crate::listeners::Listeners,
+    /// The TLS contexts of SSL and SASL_SSL listeners and of TLS links to other nodes
+    /// (`ssl.*` keys, [`crate::security::ssl`]).
+    pub tls: crate::security::ssl::TlsContexts,
     pub log_dir: PathBuf,
     pub num_partitions: i32,
     pub default_replication_factor: i16,
@@ -342,6 +345,8 @@ impl BrokerConfig {
         let node_id = parse_num::<i32>("node.id", &get("node.id"))?;
         let listeners = crate::listeners::parse(&values, &explicit)?;
         crate::listeners::refuse_unsupported(&listeners)?;
+        let tls = crate::security::ssl::contexts(&values, &listeners)
+            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
         let log_dirs = match get("log.dir").as_str() {
             "" => get("log.dirs"),
             v => v.to_string(),
@@ -369,6 +374,7 @@ impl BrokerConfig {
         let cfg = BrokerConfig {
             node_id,
             listeners,
+            tls,
             log_dir: PathBuf::from(log_dirs),
             num_partitions: positive("num.partitions", &get("num.partitions"))?,
             default_replication_factor: positive::<i16>(
@@ -935,7 +941,7 @@ mod tests {
         let e = load(&["num.partitions=zero"]).unwrap_err();
         assert!(e.to_string().contains("num.partitions"), "{e}");
         let e = load(&["listeners=SSL://127.0.0.1:9093"]).unwrap_err();
-        assert!(e.to_string().contains("listeners"), "{e}");
+        assert!(e.to_string().contains("ssl.keystore.location"), "{e}");
         assert!(matches!(
             load(&["novalue"]),
             Err(ConfigError::Syntax { .. })

@@ -129,22 +129,22 @@ pub fn parse(
 }
 
 /// Refuses what Brook cannot serve yet: the single place that lists unsupported listener
-/// security protocols. TLS listeners (SSL, SASL_SSL) need TLS; the controller listener
-/// speaks PLAINTEXT only.
+/// security protocols. SASL listeners need SASL; the controller listener speaks PLAINTEXT
+/// or SSL.
 pub fn refuse_unsupported(listeners: &Listeners) -> Result<(), ConfigError> {
     for l in &listeners.broker {
-        if l.security_protocol.uses_tls() || l.security_protocol.uses_sasl() {
+        if l.security_protocol.uses_sasl() {
             return Err(ConfigError::Invalid(format!(
-                "listener {} uses {}, which Brook does not serve yet (PLAINTEXT only)",
+                "listener {} uses {}, which Brook does not serve yet (PLAINTEXT and SSL)",
                 l.name,
                 l.security_protocol.name()
             )));
         }
     }
     if let Some(c) = &listeners.controller {
-        if c.security_protocol != SecurityProtocol::Plaintext {
+        if c.security_protocol.uses_sasl() {
             return Err(ConfigError::Invalid(format!(
-                "controller listener {} uses {}; Brook's controller listener speaks PLAINTEXT only",
+                "controller listener {} uses {}; Brook's controller listener speaks PLAINTEXT or SSL",
                 c.name,
                 c.security_protocol.name()
             )));

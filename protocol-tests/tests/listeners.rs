@@ -126,8 +126,9 @@ fn listener_config_errors_stop_the_start() {
             "Only one of inter.broker.listener.name and security.inter.broker.protocol should be set.",
         ),
         (
+            // An SSL listener without a key store: the key is named.
             &["listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0"],
-            "listener SSL uses SSL",
+            "invalid ssl.keystore.location: listener SSL uses TLS but has no key store",
         ),
     ];
     for (overrides, want) in cases {

@@ -34,6 +34,16 @@ struct Cli {
 #[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
+    /// Writes a CA and TLS key and trust stores (PEM and PKCS12) for brokers and a client
+    /// into a directory, for test and development setups.
+    Certs {
+        /// Where the files go (created if missing).
+        #[arg(long)]
+        dir: PathBuf,
+        /// The password of the PKCS12 stores and of the encrypted PEM key.
+        #[arg(long, default_value = "brook-secret")]
+        password: String,
+    },
     /// Runs one broker node.
     Serve {
         /// A Kafka-style server.properties file.
@@ -205,6 +215,18 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve { config, overrides } => serve(config, overrides),
+        Command::Certs { dir, password } => {
+            match brook::security::ssl::certs::write_test_pki(&dir, &password) {
+                Ok(pki) => {
+                    println!("{pki:#?}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("brook certs: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::Fault { command } => fault(command),
         Command::DumpLog {
             path,

@@ -237,11 +237,14 @@ async fn ask_coordinator(
         conns
             .entry(node)
             .or_insert_with(|| {
-                Arc::new(tokio::sync::Mutex::new(BrokerConnection::new(
-                    addr.clone(),
-                    format!("brook-txn-verifier-{}", broker.node_id()),
-                    VERIFY_TIMEOUT,
-                )))
+                Arc::new(tokio::sync::Mutex::new(
+                    BrokerConnection::new(
+                        addr.clone(),
+                        format!("brook-txn-verifier-{}", broker.node_id()),
+                        VERIFY_TIMEOUT,
+                    )
+                    .with_tls(broker.config.tls.inter_broker.clone()),
+                ))
             })
             .clone()
     };

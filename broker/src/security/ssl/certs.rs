@@ -171,3 +171,43 @@ pub fn write_bundle(
     write(&paths.key_pem, issued.key_pem.as_bytes())?;
     Ok(paths)
 }
+
+/// The files [`write_test_pki`] makes.
+#[derive(Debug, Clone)]
+pub struct TestPki {
+    /// For brokers: names `localhost` and `127.0.0.1`.
+    pub broker: StorePaths,
+    /// The broker's key encrypted with the store password, followed by its chain, for
+    /// `ssl.keystore.type=PEM` with `ssl.key.password`.
+    pub broker_encrypted_pem: PathBuf,
+    /// For a mutual-TLS client: `CN=client,O=Brook`.
+    pub client: StorePaths,
+    /// A broker certificate that names only `wrong.example`: fails host name verification.
+    pub wrong_host: StorePaths,
+}
+
+/// A CA and the broker, client and wrong-host stores of a test or development setup, all
+/// PKCS12 files with `password` (Kafka's `TestSslUtils.createSslConfig` makes the same kinds).
+pub fn write_test_pki(dir: &Path, password: &str) -> Result<TestPki, String> {
+    let e = |e: rcgen::Error| e.to_string();
+    let ca = Ca::new("Brook test CA").map_err(e)?;
+    let broker = ca.issue("broker", &["localhost", "127.0.0.1"]).map_err(e)?;
+    let client = ca.issue("client", &[]).map_err(e)?;
+    let wrong = ca.issue("wrong", &["wrong.example"]).map_err(e)?;
+    let broker_encrypted_pem = dir.join("broker.keystore.encrypted.pem");
+    let paths = TestPki {
+        broker: write_bundle(dir, "broker", &ca, &broker, password)?,
+        broker_encrypted_pem: broker_encrypted_pem.clone(),
+        client: write_bundle(dir, "client", &ca, &client, password)?,
+        wrong_host: write_bundle(dir, "wrong-host", &ca, &wrong, password)?,
+    };
+    let encrypted = format!(
+        "{}{}{}",
+        broker.encrypted_key_pem(password)?,
+        broker.cert_pem,
+        ca.cert_pem()
+    );
+    std::fs::write(&broker_encrypted_pem, encrypted)
+        .map_err(|e| format!("{}: {e}", broker_encrypted_pem.display()))?;
+    Ok(paths)
+}

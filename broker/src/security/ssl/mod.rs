@@ -177,6 +177,57 @@ fn protocol_versions(v: &SslView<'_>) -> Result<Vec<&'static SupportedProtocolVe
     }
 }
 
+/// Every TLS context a node needs, built once at start-up from its config: a bad key or
+/// store stops the node with the key named.
+#[derive(Clone, Default)]
+pub struct TlsContexts {
+    /// The server context of each SSL or SASL_SSL broker listener, by name.
+    pub servers: BTreeMap<Arc<str>, ServerTls>,
+    /// The client context of this node's connections to other brokers' inter-broker
+    /// listener (replica fetches, WriteTxnMarkers, AddPartitionsToTxn), when it uses TLS.
+    pub inter_broker: Option<Arc<ClientConfig>>,
+    /// Both sides of the controller listener (Raft and forwarded writes), when it is SSL.
+    pub controller: Option<(ServerTls, Arc<ClientConfig>)>,
+}
+
+impl std::fmt::Debug for TlsContexts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsContexts")
+            .field("servers", &self.servers.keys().collect::<Vec<_>>())
+            .field("inter_broker", &self.inter_broker.is_some())
+            .field("controller", &self.controller.is_some())
+            .finish()
+    }
+}
+
+/// The contexts `listeners` call for.
+pub fn contexts(
+    values: &BTreeMap<String, String>,
+    listeners: &crate::listeners::Listeners,
+) -> Result<TlsContexts, SslError> {
+    let mut out = TlsContexts::default();
+    for l in listeners
+        .broker
+        .iter()
+        .filter(|l| l.security_protocol.uses_tls())
+    {
+        out.servers
+            .insert(l.name.clone(), server_tls(values, &l.name)?);
+    }
+    let inter = listeners.inter_broker_listener();
+    if inter.security_protocol.uses_tls() {
+        out.inter_broker = Some(client_tls(values, &inter.name)?);
+    }
+    if let Some(c) = listeners
+        .controller
+        .as_ref()
+        .filter(|c| c.security_protocol.uses_tls())
+    {
+        out.controller = Some((server_tls(values, &c.name)?, client_tls(values, &c.name)?));
+    }
+    Ok(out)
+}
+
 /// The server context of an SSL or SASL_SSL listener named `listener`.
 pub fn server_tls(
     values: &BTreeMap<String, String>,

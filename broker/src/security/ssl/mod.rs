@@ -140,12 +140,10 @@ impl std::fmt::Debug for ServerTls {
     }
 }
 
-/// rustls with *ring*: a pure-Rust-and-assembly build, where rustls' default aws-lc-rs needs
-/// a C toolchain build of aws-lc. rustls marks it deprecated for lacking post-quantum key
-/// exchange, which Kafka's JDK TLS does not offer either; X25519 and the NIST curves remain.
-#[allow(deprecated)]
+/// rustls' default provider, aws-lc-rs: it loads the EC keys Java's keytool writes (PKCS#8
+/// without the public key), which *ring* refuses.
 pub fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
+    Arc::new(rustls::crypto::aws_lc_rs::default_provider())
 }
 
 /// `ssl.enabled.protocols`, checked against `ssl.protocol` (Kafka's defaults:

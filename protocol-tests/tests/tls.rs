@@ -226,3 +226,66 @@ fn a_cluster_replicates_acks_all_writes_over_an_ssl_inter_broker_listener() {
     }
     c.await_isr(topic, 0, &[1, 2, 3], Duration::from_secs(30));
 }
+
+/// Kills `brook cluster` (and so its nodes' process group) when the test ends.
+struct Supervisor(std::process::Child);
+
+impl Drop for Supervisor {
+    fn drop(&mut self) {
+        // SIGTERM: the supervisor stops its nodes before it exits.
+        let _ = std::process::Command::new("kill")
+            .arg(self.0.id().to_string())
+            .status();
+        let _ = self.0.wait();
+    }
+}
+
+/// `brook cluster --secure`: the client listener is SSL with required client certificates,
+/// and the kafka-clients settings it prints reach it (the client key store passes, no
+/// certificate does not).
+#[test]
+fn brook_cluster_secure_serves_tls_with_the_client_settings_it_prints() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(brook_protocol_tests::broker::brook_bin())
+        .args(["cluster", "--secure", "--nodes", "1", "--base-port", "0"])
+        .args(["--supervisor-listener", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .expect("spawn brook cluster --secure");
+    let stdout = child.stdout.take().unwrap();
+    let sup = Supervisor(child);
+    let mut lines = std::io::BufReader::new(stdout).lines();
+    // Bounded: the supervisor prints its lines and exits on a failed start.
+    let ready = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find(|l| l.starts_with("CLUSTER READY"))
+        .expect("CLUSTER READY");
+    let bootstrap = ready
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix("bootstrap="))
+        .unwrap()
+        .to_string();
+    let props = std::fs::read_to_string(dir.path().join("tls/client.properties")).unwrap();
+    let settings: Vec<(&str, String)> = props
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .filter(|(k, _)| k.starts_with("ssl."))
+        .map(|(k, v)| (k, v.to_string()))
+        .collect();
+    assert!(props.contains("security.protocol=SSL"), "{props}");
+    assert_eq!(
+        api_versions_over_tls(&bootstrap, client(&settings)),
+        Ok(NONE)
+    );
+    let trust_only: Vec<(&str, String)> = settings
+        .iter()
+        .filter(|(k, _)| k.starts_with("ssl.truststore"))
+        .cloned()
+        .collect();
+    assert!(api_versions_over_tls(&bootstrap, client(&trust_only)).is_err());
+    drop(sup);
+}

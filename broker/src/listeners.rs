@@ -129,8 +129,8 @@ pub fn parse(
 }
 
 /// Refuses what Brook cannot serve yet: the single place that lists unsupported listener
-/// security protocols. SASL listeners need SASL; the controller listener speaks PLAINTEXT
-/// or SSL.
+/// security protocols. SASL listeners need SASL; the controller listener's Raft channel
+/// speaks PLAINTEXT only.
 pub fn refuse_unsupported(listeners: &Listeners) -> Result<(), ConfigError> {
     for l in &listeners.broker {
         if l.security_protocol.uses_sasl() {
@@ -142,9 +142,9 @@ pub fn refuse_unsupported(listeners: &Listeners) -> Result<(), ConfigError> {
         }
     }
     if let Some(c) = &listeners.controller {
-        if c.security_protocol.uses_sasl() {
+        if c.security_protocol != SecurityProtocol::Plaintext {
             return Err(ConfigError::Invalid(format!(
-                "controller listener {} uses {}; Brook's controller listener speaks PLAINTEXT or SSL",
+                "controller listener {} uses {}; Brook's controller listener speaks PLAINTEXT only",
                 c.name,
                 c.security_protocol.name()
             )));

@@ -1,7 +1,7 @@
 //! TLS for SSL and SASL_SSL listeners and for the broker's own TLS connections, built with
 //! rustls from Kafka's `ssl.*` keys. Mirrors Kafka's `SslFactory`/`DefaultSslEngineFactory`
 //! (`SslEngineFactory`): one server context per listener, one client context for the
-//! inter-broker and controller links, with `listener.name.<l>.ssl.*` taking precedence over
+//! inter-broker links, with `listener.name.<l>.ssl.*` taking precedence over
 //! the unprefixed key, key by key, as Kafka's `KafkaConfig.valuesWithPrefixOverride` does.
 //!
 //! - `ssl.client.auth` (`SslClientAuth`, `BrokerSecurityConfigs`): `none`, `requested` (a
@@ -184,8 +184,6 @@ pub struct TlsContexts {
     /// The client context of this node's connections to other brokers' inter-broker
     /// listener (replica fetches, WriteTxnMarkers, AddPartitionsToTxn), when it uses TLS.
     pub inter_broker: Option<Arc<ClientConfig>>,
-    /// Both sides of the controller listener (Raft and forwarded writes), when it is SSL.
-    pub controller: Option<(ServerTls, Arc<ClientConfig>)>,
 }
 
 impl std::fmt::Debug for TlsContexts {
@@ -193,7 +191,6 @@ impl std::fmt::Debug for TlsContexts {
         f.debug_struct("TlsContexts")
             .field("servers", &self.servers.keys().collect::<Vec<_>>())
             .field("inter_broker", &self.inter_broker.is_some())
-            .field("controller", &self.controller.is_some())
             .finish()
     }
 }
@@ -215,13 +212,6 @@ pub fn contexts(
     let inter = listeners.inter_broker_listener();
     if inter.security_protocol.uses_tls() {
         out.inter_broker = Some(client_tls(values, &inter.name)?);
-    }
-    if let Some(c) = listeners
-        .controller
-        .as_ref()
-        .filter(|c| c.security_protocol.uses_tls())
-    {
-        out.controller = Some((server_tls(values, &c.name)?, client_tls(values, &c.name)?));
     }
     Ok(out)
 }
@@ -288,7 +278,7 @@ pub fn server_tls(
 }
 
 /// The client context for the broker's connections to a TLS listener named `listener`
-/// (inter-broker or controller): its truststore verifies the peer, its keystore (when set)
+/// (inter-broker): its truststore verifies the peer, its keystore (when set)
 /// is the client certificate, and `ssl.endpoint.identification.algorithm` decides whether
 /// the peer's name is checked.
 pub fn client_tls(

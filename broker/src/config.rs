@@ -80,6 +80,13 @@ pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("node.id", "1"),
     ("listeners", "PLAINTEXT://127.0.0.1:9092"),
     ("advertised.listeners", ""),
+    // Named listeners (crate::listeners), Kafka's defaults.
+    (
+        "listener.security.protocol.map",
+        crate::listeners::DEFAULT_SECURITY_PROTOCOL_MAP,
+    ),
+    ("inter.broker.listener.name", ""),
+    ("security.inter.broker.protocol", "PLAINTEXT"),
     ("log.dirs", "./data"),
     ("log.dir", ""),
     ("num.partitions", "1"),
@@ -232,9 +239,12 @@ pub struct BrokerConfig {
     /// Keys set explicitly in the file or by an override (reported as STATIC_BROKER_CONFIG).
     pub explicit: std::collections::BTreeSet<String>,
     pub node_id: i32,
-    pub listener: SocketAddr,
-    /// Host and port put in Metadata; `None` means "the bound listener address".
-    pub advertised: Option<(String, u16)>,
+    /// The named listeners (`listeners`, `advertised.listeners`,
+    /// `listener.security.protocol.map`, `inter.broker.listener.name`).
+    pub listeners: crate::listeners::Listeners,
+    /// The TLS contexts of SSL and SASL_SSL listeners and of TLS links to other nodes
+    /// (`ssl.*` keys, [`crate::security::ssl`]).
+    pub tls: crate::security::ssl::TlsContexts,
     pub log_dir: PathBuf,
     pub num_partitions: i32,
     pub default_replication_factor: i16,
@@ -281,8 +291,6 @@ pub struct BrokerConfig {
     pub admin_listener: Option<SocketAddr>,
     /// `admin.event.buffer.len.max`: the event stream's ring buffer ([`crate::events`]).
     pub admin_event_buffer_len_max: usize,
-    /// The `listeners` entry named by `controller.listener.names` (KRaft), if any.
-    pub controller_listener: Option<SocketAddr>,
     /// `broker.heartbeat.interval.ms`.
     pub broker_heartbeat_interval_ms: u64,
     /// `controlled.shutdown.enable`: on SIGTERM, hand leaderships over before stopping.
@@ -330,7 +338,11 @@ impl BrokerConfig {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         for (k, v) in raw {
-            if !values.contains_key(&k) && !AUTHORIZER_KEYS.contains(&k.as_str()) {
+            if crate::listeners::is_listener_prefixed_key(&k, |s| {
+                config_def::kafka_broker_key(s).is_some() || values.contains_key(s)
+            }) {
+                // Read per listener (`listener_value`); never logged, as it may hold a secret.
+            } else if !values.contains_key(&k) && !AUTHORIZER_KEYS.contains(&k.as_str()) {
                 let Some(kafka) = config_def::kafka_broker_key(&k) else {
                     return Err(ConfigError::UnknownKey(k));
                 };
@@ -350,27 +362,10 @@ impl BrokerConfig {
         validate_broker_values(&values, &explicit)?;
         let get = |k: &str| values.get(k).cloned().unwrap_or_default();
         let node_id = parse_num::<i32>("node.id", &get("node.id"))?;
-        let controller_names: Vec<String> = get("controller.listener.names")
-            .split(',')
-            .map(|n| n.trim().to_ascii_uppercase())
-            .filter(|n| !n.is_empty())
-            .collect();
-        let (broker_listeners, controller_listener) =
-            split_controller_listener(&get("listeners"), &controller_names)?;
-        let listener = parse_listener("listeners", &broker_listeners)?;
-        let advertised = match get("advertised.listeners").as_str() {
-            "" => None,
-            v => {
-                let addr = strip_scheme("advertised.listeners", v)?;
-                let (host, port) = addr
-                    .rsplit_once(':')
-                    .ok_or_else(|| invalid("advertised.listeners", v, "expected HOST:PORT"))?;
-                Some((
-                    host.to_string(),
-                    parse_num::<u16>("advertised.listeners", port)?,
-                ))
-            }
-        };
+        let listeners = crate::listeners::parse(&values, &explicit)?;
+        crate::listeners::refuse_unsupported(&listeners)?;
+        let tls = crate::security::ssl::contexts(&values, &listeners)
+            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
         let log_dirs = match get("log.dir").as_str() {
             "" => get("log.dirs"),
             v => v.to_string(),
@@ -397,8 +392,8 @@ impl BrokerConfig {
         )?;
         let cfg = BrokerConfig {
             node_id,
-            listener,
-            advertised,
+            listeners,
+            tls,
             log_dir: PathBuf::from(log_dirs),
             num_partitions: positive("num.partitions", &get("num.partitions"))?,
             default_replication_factor: positive::<i16>(
@@ -477,7 +472,6 @@ impl BrokerConfig {
                 "admin.event.buffer.len.max",
                 &get("admin.event.buffer.len.max"),
             )? as usize,
-            controller_listener,
             controlled_shutdown_enable: parse_bool(
                 "controlled.shutdown.enable",
                 &get("controlled.shutdown.enable"),
@@ -510,6 +504,47 @@ impl BrokerConfig {
         // is a start-up error rather than a failure on the first topic creation.
         cfg.log_config(&DynamicBrokerConfigs::new(), &BTreeMap::new())?;
         Ok(cfg)
+    }
+
+    /// The first broker listener's bind address (the one `brook serve` reports as ready).
+    pub fn listener(&self) -> SocketAddr {
+        self.listeners.broker[0].addr
+    }
+
+    /// The controller listener's bind address (KRaft), if `listeners` has one.
+    pub fn controller_listener(&self) -> Option<SocketAddr> {
+        self.listeners.controller.as_ref().map(|l| l.addr)
+    }
+
+    /// A setting as it applies to listener `listener_name`, with Kafka's precedence
+    /// (`AbstractConfig.valuesWithPrefixOverride(listenerName.configPrefix())`):
+    /// `listener.name.<lower case name>.<key>`, else `<key>` (set or defaulted, Brook's
+    /// default or else Kafka's). `None` when neither has a value.
+    pub fn listener_value(&self, listener_name: &str, key: &str) -> Option<String> {
+        let prefixed = format!("{}{key}", crate::listeners::config_prefix(listener_name));
+        self.values
+            .get(&prefixed)
+            .or_else(|| self.values.get(key))
+            .cloned()
+            .or_else(|| {
+                config_def::kafka_broker_key(key)
+                    .and_then(|k| k.default)
+                    .map(str::to_string)
+            })
+            .filter(|v| !v.is_empty())
+    }
+
+    /// The JAAS configuration of SASL `mechanism` on listener `listener_name`: only
+    /// `listener.name.<listener>.<mechanism lower case>.sasl.jaas.config`, as Kafka's
+    /// `JaasContext.loadServerContext` reads it (a broker-level `sasl.jaas.config` is ignored
+    /// on the server side, with a warning, in Kafka too).
+    pub fn listener_jaas_config(&self, listener_name: &str, mechanism: &str) -> Option<&str> {
+        let key = format!(
+            "{}{}.sasl.jaas.config",
+            crate::listeners::config_prefix(listener_name),
+            mechanism.to_ascii_lowercase()
+        );
+        self.values.get(&key).map(String::as_str)
     }
 
     /// A broker key's effective value: this node's dynamic config, else the cluster-wide
@@ -829,60 +864,6 @@ fn parse_bool(key: &str, v: &str) -> Result<bool, ConfigError> {
     }
 }
 
-fn strip_scheme<'a>(key: &str, v: &'a str) -> Result<&'a str, ConfigError> {
-    let first = v.split(',').next().unwrap_or("").trim();
-    let addr = match first.split_once("://") {
-        Some((scheme, addr)) => {
-            if !scheme.eq_ignore_ascii_case("PLAINTEXT") {
-                return Err(invalid(key, v, "only PLAINTEXT listeners are supported"));
-            }
-            addr
-        }
-        None => first,
-    };
-    Ok(addr)
-}
-
-fn parse_listener(key: &str, v: &str) -> Result<SocketAddr, ConfigError> {
-    let addr = strip_scheme(key, v)?;
-    let addr = if let Some(port) = addr.strip_prefix(':') {
-        format!("0.0.0.0:{port}")
-    } else {
-        addr.replace("localhost", "127.0.0.1")
-    };
-    addr.parse()
-        .map_err(|_| invalid(key, v, "expected PLAINTEXT://IP:PORT"))
-}
-
-/// Separates the controller listener (the first `listeners` entry whose name is in
-/// `controller.listener.names`) from the others, which keep today's meaning (the first one is
-/// the broker listener). Without controller listener names, `listeners` is returned as is.
-fn split_controller_listener(
-    listeners: &str,
-    controller_names: &[String],
-) -> Result<(String, Option<SocketAddr>), ConfigError> {
-    if controller_names.is_empty() {
-        return Ok((listeners.to_string(), None));
-    }
-    let mut rest = Vec::new();
-    let mut controller = None;
-    for entry in listeners
-        .split(',')
-        .map(str::trim)
-        .filter(|e| !e.is_empty())
-    {
-        let name = entry.split_once("://").map(|(n, _)| n.to_ascii_uppercase());
-        match name {
-            Some(n) if controller.is_none() && controller_names.contains(&n) => {
-                let addr = entry.split_once("://").map_or("", |(_, a)| a);
-                controller = Some(parse_listener("listeners", &format!("PLAINTEXT://{addr}"))?);
-            }
-            _ => rest.push(entry),
-        }
-    }
-    Ok((rest.join(","), controller))
-}
-
 fn split_kv(s: &str) -> Option<(String, String)> {
     let (k, v) = s.split_once('=')?;
     let k = k.trim();
@@ -921,7 +902,7 @@ mod tests {
     fn defaults_match_kafka() {
         let none = DynamicBrokerConfigs::new();
         let c = load(&[]).unwrap();
-        assert_eq!(c.listener.port(), 9092);
+        assert_eq!(c.listener().port(), 9092);
         assert_eq!(c.topic_default(&none, "retention.ms").unwrap(), "604800000");
         assert_eq!(c.topic_default(&none, "min.insync.replicas").unwrap(), "1");
         assert_eq!(c.topic_default(&none, "cleanup.policy").unwrap(), "delete");
@@ -1009,14 +990,14 @@ mod tests {
             "broker.session.timeout.ms=500",
         ])
         .unwrap();
-        assert_eq!(c.listener.port(), 9092);
-        assert_eq!(c.controller_listener.unwrap().port(), 9192);
+        assert_eq!(c.listener().port(), 9092);
+        assert_eq!(c.controller_listener().unwrap().port(), 9192);
         assert_eq!(c.broker_session_timeout_ms, 500);
         assert_eq!(c.broker_heartbeat_interval_ms, 2000);
         // Single-node configs are unchanged: the first listener is the broker's.
         let c = load(&["listeners=PLAINTEXT://127.0.0.1:9093"]).unwrap();
-        assert_eq!(c.listener.port(), 9093);
-        assert!(c.controller_listener.is_none());
+        assert_eq!(c.listener().port(), 9093);
+        assert!(c.controller_listener().is_none());
         assert!(load(&["broker.session.timeout.ms=0"]).is_err());
     }
 

@@ -17,6 +17,7 @@ pub mod controller;
 pub mod events;
 pub mod fault;
 pub mod group;
+pub mod listeners;
 pub mod live_page;
 pub mod log_limit;
 pub mod metadata;

@@ -12,9 +12,10 @@ use tokio::task::JoinSet;
 use crate::broker::Broker;
 use crate::cluster::replica_manager::{OffsetCheckpoint, ReplicaError, ReplicaManager};
 use crate::config::BrokerConfig;
-use crate::controller::image::MetadataImage;
+use crate::controller::image::{BrokerEndpoint, MetadataImage};
 use crate::fault::FaultEngine;
 use crate::group::GroupCoordinator;
+use crate::listeners::{Advertised, Listener};
 use crate::log_limit::{key_of, RepeatLimiter};
 use crate::metrics::BrokerMetrics;
 use crate::net::connection_quotas::{Accepted, ConnectionQuotas};
@@ -71,51 +72,62 @@ pub enum ServerError {
     NotRegistered { timeout_ms: u64 },
 }
 
-/// A started broker: logs recovered, the listener bound (or, for a cluster node on a fixed
-/// port, to be bound once the node may serve).
+/// A started broker: logs recovered, the listeners bound (or, for a cluster node on fixed
+/// ports, to be bound once the node may serve).
 pub struct Server {
     pub broker: Arc<Broker>,
-    listener: Option<TcpListener>,
-    /// The client listener's address: bound, or the configured one while binding waits.
+    listeners: Vec<BrokerListener>,
+    /// The first broker listener's address: bound, or the configured one while binding waits.
     pub local_addr: SocketAddr,
     admin: Option<TcpListener>,
     /// The bound admin HTTP address, when `admin.listener` is set.
     pub admin_addr: Option<SocketAddr>,
 }
 
+/// One broker listener (a `listeners` entry) and, once bound, its socket.
+struct BrokerListener {
+    config: Arc<Listener>,
+    socket: Option<TcpListener>,
+    /// Bound, or the configured address while binding waits.
+    addr: SocketAddr,
+}
+
 impl Server {
-    /// Opens the logs and binds the listener. With port 0, the bound port is advertised.
+    /// Opens the logs and binds the listeners. With port 0, the bound port is advertised.
     ///
-    /// A cluster node on a fixed port binds only in [`Server::run_with`], once it may serve:
-    /// Kafka's `SocketServer` acceptor likewise opens a configured port only when
+    /// A cluster node on fixed ports binds only in [`Server::run_with`], once it may serve:
+    /// Kafka's `SocketServer` acceptors likewise open configured ports only when
     /// `BrokerServer.startup` enables request processing, so a client meanwhile gets a refused
     /// connection, not answers from a node that has not yet learnt its partitions.
     pub async fn start(config: BrokerConfig) -> Result<Server, ServerError> {
         let config = Arc::new(config);
         // A cluster node on a fixed port binds once it may serve (`run_with`).
         let clustered = crate::controller::ControllerConfig::from_broker_config(&config)?.is_some();
-        let (listener, local_addr) = if clustered && config.listener.port() != 0 {
-            (None, config.listener)
-        } else {
-            let l = bind(config.listener).await?;
-            let addr = l.local_addr().map_err(|source| ServerError::Bind {
-                addr: config.listener,
-                source,
-            })?;
-            (Some(l), addr)
-        };
-        let (host, port) = match &config.advertised {
-            Some((h, p)) => (h.clone(), *p as i32),
-            None => {
-                let ip = local_addr.ip();
-                let host = if ip.is_unspecified() {
-                    "127.0.0.1".to_string()
-                } else {
-                    ip.to_string()
-                };
-                (host, local_addr.port() as i32)
-            }
-        };
+        let mut listeners = Vec::new();
+        for l in &config.listeners.broker {
+            let (socket, addr) = if clustered && l.addr.port() != 0 {
+                (None, l.addr)
+            } else {
+                let s = bind(l.addr).await?;
+                let addr = s.local_addr().map_err(|source| ServerError::Bind {
+                    addr: l.addr,
+                    source,
+                })?;
+                (Some(s), addr)
+            };
+            listeners.push(BrokerListener {
+                config: Arc::new(l.clone()),
+                socket,
+                addr,
+            });
+        }
+        let local_addr = listeners[0].addr;
+        let endpoints: Vec<BrokerEndpoint> =
+            listeners.iter().filter_map(advertised_endpoint).collect();
+        let (host, port) = endpoints
+            .first()
+            .map(|e| (e.host.clone(), e.port as i32))
+            .unwrap_or_else(|| (local_addr.ip().to_string(), local_addr.port() as i32));
         let faults = Arc::new(FaultEngine::new(config.node_id));
         let events = crate::events::install(crate::events::EventLog::new(
             config.node_id,
@@ -134,15 +146,9 @@ impl Server {
             None => (None, None),
         };
         // Every node is a voter of a metadata quorum (a cluster's, or alone its own) and
-        // registers its broker with the advertised (bound) address.
-        let replicas = Arc::new(
-            ReplicaManager::start(
-                config.clone(),
-                (host.clone(), port as u16),
-                Some(faults.clone()),
-            )
-            .await?,
-        );
+        // registers its broker with its advertised (or bound) listeners.
+        let replicas =
+            Arc::new(ReplicaManager::start(config.clone(), endpoints, Some(faults.clone())).await?);
         let groups = Arc::new(GroupCoordinator::open(&config, replicas.clone())?);
         let request_memory = RequestMemoryPool::new(config.queued_max_request_bytes);
         let txn = Arc::new(TransactionCoordinator::new(
@@ -178,11 +184,19 @@ impl Server {
         });
         Ok(Server {
             broker,
-            listener,
+            listeners,
             local_addr,
             admin,
             admin_addr,
         })
+    }
+
+    /// Each broker listener's name and address (bound, or configured while binding waits).
+    pub fn listener_addrs(&self) -> Vec<(Arc<str>, SocketAddr)> {
+        self.listeners
+            .iter()
+            .map(|l| (l.config.name.clone(), l.addr))
+            .collect()
     }
 
     /// [`Server::run_with`], with nothing to do when serving starts.
@@ -256,30 +270,51 @@ impl Server {
         };
         let group_timers = tokio::spawn(broker.groups.clone().run(shutdown.clone()));
         let txn_timers = tokio::spawn(broker.txn.clone().run(shutdown.clone()));
-        let mut connections = JoinSet::new();
         let quotas = ConnectionQuotas::new(
             broker.config.max_connections,
             broker.config.max_connections_per_ip,
         );
-        let (listener, startup_error) = match await_serving(&broker, &mut shutdown).await {
-            Ok(true) => match self.listener {
-                Some(l) => (Some(l), None),
-                None => match bind(broker.config.listener).await {
-                    Ok(l) => (Some(l), None),
-                    Err(e) => (None, Some(e)),
-                },
+        let (listeners, startup_error) = match await_serving(&broker, &mut shutdown).await {
+            Ok(true) => match bind_all(self.listeners).await {
+                Ok(l) => (l, None),
+                Err(e) => (Vec::new(), Some(e)),
             },
-            Ok(false) => (None, None),
-            Err(e) => (None, Some(e)),
+            Ok(false) => (Vec::new(), None),
+            Err(e) => (Vec::new(), Some(e)),
         };
         if let Some(e) = &startup_error {
             tracing::error!(error = %e, "cannot serve clients; stopping");
         }
-        let served = listener.is_some();
-        if let Some(listener) = listener {
+        let served = !listeners.is_empty();
+        let mut connections = Vec::new();
+        if served {
             serving(self.local_addr);
-            accept_until_shutdown(&broker, listener, &quotas, &mut connections, &mut shutdown)
-                .await;
+            // One acceptor per listener; each keeps its connections' tasks for the drain below.
+            let acceptors: Vec<_> = listeners
+                .into_iter()
+                .map(|(config, socket)| {
+                    let (broker, quotas, mut shutdown) =
+                        (broker.clone(), quotas.clone(), shutdown.clone());
+                    tokio::spawn(async move {
+                        let mut set = JoinSet::new();
+                        accept_until_shutdown(
+                            &broker,
+                            socket,
+                            config,
+                            &quotas,
+                            &mut set,
+                            &mut shutdown,
+                        )
+                        .await;
+                        set
+                    })
+                })
+                .collect();
+            for a in acceptors {
+                if let Ok(set) = a.await {
+                    connections.push(set);
+                }
+            }
         }
         // Before the logs close, this node's leaderships move to other ISR members (Kafka's
         // controlled shutdown), so clients find a new leader at once instead of after the
@@ -304,7 +339,9 @@ impl Server {
         // the connections waiting on them can finish.
         let _ = group_timers.await;
         let _ = txn_timers.await;
-        while connections.join_next().await.is_some() {}
+        for mut set in connections {
+            while set.join_next().await.is_some() {}
+        }
         let _ = retention.await;
         for c in checkpoints {
             let _ = c.await;
@@ -328,6 +365,46 @@ impl Server {
             None => Ok(()),
         }
     }
+}
+
+/// The endpoint a listener is registered with: its `advertised.listeners` entry, else its
+/// bound address (the loopback address for a wildcard bind); `None` when
+/// `advertised.listeners` leaves it out.
+fn advertised_endpoint(l: &BrokerListener) -> Option<BrokerEndpoint> {
+    let (host, port) = match &l.config.advertised {
+        Advertised::No => return None,
+        Advertised::At(host, port) => (host.clone(), *port),
+        Advertised::Bound => {
+            let ip = l.addr.ip();
+            let host = if ip.is_unspecified() {
+                "127.0.0.1".to_string()
+            } else {
+                ip.to_string()
+            };
+            (host, l.addr.port())
+        }
+    };
+    Some(BrokerEndpoint {
+        name: l.config.name.to_string(),
+        host,
+        port,
+        security_protocol: l.config.security_protocol.name().to_string(),
+    })
+}
+
+/// Binds every listener not bound yet.
+async fn bind_all(
+    listeners: Vec<BrokerListener>,
+) -> Result<Vec<(Arc<Listener>, TcpListener)>, ServerError> {
+    let mut out = Vec::with_capacity(listeners.len());
+    for l in listeners {
+        let socket = match l.socket {
+            Some(s) => s,
+            None => bind(l.addr).await?,
+        };
+        out.push((l.config, socket));
+    }
+    Ok(out)
 }
 
 async fn bind(addr: SocketAddr) -> Result<TcpListener, ServerError> {
@@ -372,10 +449,12 @@ static REFUSED: RepeatLimiter = RepeatLimiter::new();
 /// Lines about failed accepts.
 static ACCEPT_ERRORS: RepeatLimiter = RepeatLimiter::new();
 
-/// The accept loop: one task per connection, within the connection quotas, until shutdown.
+/// The accept loop of one listener: one task per connection, within the connection quotas
+/// (shared by every listener), until shutdown.
 async fn accept_until_shutdown(
     broker: &Arc<Broker>,
     listener: TcpListener,
+    config: Arc<Listener>,
     quotas: &Arc<ConnectionQuotas>,
     connections: &mut JoinSet<()>,
     shutdown: &mut watch::Receiver<bool>,
@@ -385,7 +464,12 @@ async fn accept_until_shutdown(
             // Waits while max.connections are open; refuses an address at its limit.
             accepted = quotas.accept(&listener) => match accepted {
                 Ok(Accepted::Connection(stream, slot)) => {
-                    let serve = crate::net::connection::serve(broker.clone(), stream, shutdown.clone());
+                    let serve = crate::net::connection::serve(
+                        broker.clone(),
+                        stream,
+                        config.clone(),
+                        shutdown.clone(),
+                    );
                     // The slot lives as long as the connection's task, however it ends.
                     connections.spawn(async move {
                         serve.await;

@@ -42,6 +42,7 @@ fn config(
         listen: voters[&id].parse().unwrap(),
         metadata_dir: dir.join("__cluster_metadata"),
         broker_endpoint: None,
+        broker_listeners: Vec::new(),
         heartbeat_interval_ms: 50,
         session_timeout_ms: 1000,
         unclean_leader_election_enable: false,

@@ -40,6 +40,7 @@ fn config(
         listen: voters[&id].parse().unwrap(),
         metadata_dir: dir.join("__cluster_metadata"),
         broker_endpoint: Some(("127.0.0.1".into(), 19_000 + id as u16)),
+        broker_listeners: Vec::new(),
         heartbeat_interval_ms: 50,
         session_timeout_ms: 1000,
         unclean_leader_election_enable: false,

@@ -67,6 +67,20 @@ impl Broker {
         self.listener.clone()
     }
 
+    /// `host:port` of the broker listener named `name` (from the READY line's `listeners=`,
+    /// which a broker with more than one listener prints).
+    pub fn listener_address(&self, name: &str) -> String {
+        let all = self
+            .ready_line
+            .split_whitespace()
+            .find_map(|kv| kv.strip_prefix("listeners="))
+            .unwrap_or_else(|| panic!("READY line without listeners=: {}", self.ready_line));
+        all.split(',')
+            .find_map(|e| e.strip_prefix(&format!("{name}://")))
+            .unwrap_or_else(|| panic!("no listener {name} in {}", self.ready_line))
+            .to_string()
+    }
+
     pub fn port(&self) -> u16 {
         self.port
     }

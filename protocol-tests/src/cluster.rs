@@ -144,6 +144,8 @@ impl DumpedBatch {
 struct Node {
     client_port: u16,
     controller_port: u16,
+    /// The port of the extra listener ([`Cluster::start_with_listener`]), if any.
+    extra_port: Option<u16>,
     data_dir: PathBuf,
     process: BrookProcess,
     /// The admin listener of the current run (from its READY line).
@@ -156,6 +158,9 @@ pub struct Cluster {
     /// Every property but the per-node ones, in order: defaults, then the test's overrides.
     props: Vec<(String, String)>,
     voters: String,
+    /// The name of an extra broker listener each node has, besides PLAINTEXT (which the
+    /// harness's own checks use).
+    extra_listener: Option<String>,
     dir: Option<TempDir>,
 }
 
@@ -201,6 +206,17 @@ impl Cluster {
     /// Starts `size` nodes (ids 1..=size, all voters) with [`defaults`] and then `overrides`,
     /// waits for every READY line and until every node lists every broker as registered.
     pub fn start(size: usize, overrides: &[(&str, &str)]) -> Cluster {
+        Self::start_inner(size, overrides, None)
+    }
+
+    /// [`Cluster::start`] with one more broker listener per node, `name://127.0.0.1:PORT`:
+    /// the overrides say what it speaks (`listener.security.protocol.map`) and whether it is
+    /// the inter-broker listener; the harness keeps checking the cluster over PLAINTEXT.
+    pub fn start_with_listener(size: usize, overrides: &[(&str, &str)], name: &str) -> Cluster {
+        Self::start_inner(size, overrides, Some(name.to_string()))
+    }
+
+    fn start_inner(size: usize, overrides: &[(&str, &str)], extra: Option<String>) -> Cluster {
         let dir = tempfile::Builder::new()
             .prefix("brook-cluster-")
             .tempdir()
@@ -210,15 +226,17 @@ impl Cluster {
             props.retain(|(pk, _)| pk != k);
             props.push((k.to_string(), v.to_string()));
         }
-        let ports = free_ports(2 * size);
+        let per_node = if extra.is_some() { 3 } else { 2 };
+        let ports = free_ports(per_node * size);
         let mut nodes = BTreeMap::new();
         for i in 0..size {
             let id = i as i32 + 1;
             nodes.insert(
                 id,
                 Node {
-                    client_port: ports[2 * i],
-                    controller_port: ports[2 * i + 1],
+                    client_port: ports[per_node * i],
+                    controller_port: ports[per_node * i + 1],
+                    extra_port: extra.as_ref().map(|_| ports[per_node * i + 2]),
                     data_dir: dir.path().join(format!("node-{id}")),
                     process: BrookProcess::new(
                         &format!("node {id}"),
@@ -237,6 +255,7 @@ impl Cluster {
             nodes,
             props,
             voters,
+            extra_listener: extra,
             dir: Some(dir),
         };
         // Start them all, then wait: a node is only ready once the quorum has a leader.
@@ -264,15 +283,28 @@ impl Cluster {
             .unwrap_or_else(|| panic!("no node {id} in the cluster"))
     }
 
+    /// `127.0.0.1:PORT` of node `id`'s extra listener ([`Cluster::start_with_listener`]).
+    pub fn extra_address(&self, id: i32) -> String {
+        let port = self
+            .node(id)
+            .extra_port
+            .expect("the cluster has no extra listener");
+        format!("127.0.0.1:{port}")
+    }
+
     fn spawn(&mut self, id: i32) {
         let n = self.node(id);
+        let extra = match (&self.extra_listener, n.extra_port) {
+            (Some(name), Some(port)) => format!(",{name}://127.0.0.1:{port}"),
+            _ => String::new(),
+        };
         let mut props: Vec<(String, String)> = vec![
             ("node.id".into(), id.to_string()),
             ("process.roles".into(), "broker,controller".into()),
             (
                 "listeners".into(),
                 format!(
-                    "PLAINTEXT://127.0.0.1:{},CONTROLLER://127.0.0.1:{}",
+                    "PLAINTEXT://127.0.0.1:{},CONTROLLER://127.0.0.1:{}{extra}",
                     n.client_port, n.controller_port
                 ),
             ),

@@ -34,6 +34,16 @@ struct Cli {
 #[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
+    /// Writes a CA and TLS key and trust stores (PEM and PKCS12) for brokers and a client
+    /// into a directory, for test and development setups.
+    Certs {
+        /// Where the files go (created if missing).
+        #[arg(long)]
+        dir: PathBuf,
+        /// The password of the PKCS12 stores and of the encrypted PEM key.
+        #[arg(long, default_value = "brook-secret")]
+        password: String,
+    },
     /// Runs one broker node.
     Serve {
         /// A Kafka-style server.properties file.
@@ -205,6 +215,18 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve { config, overrides } => serve(config, overrides),
+        Command::Certs { dir, password } => {
+            match brook::security::ssl::certs::write_test_pki(&dir, &password) {
+                Ok(pki) => {
+                    println!("{pki:#?}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("brook certs: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::Fault { command } => fault(command),
         Command::DumpLog {
             path,
@@ -261,11 +283,21 @@ fn serve(config: Option<PathBuf>, overrides: Vec<String>) -> ExitCode {
         // The one line tests and scripts wait for: an event, so nobody has to sleep. It comes
         // when the node serves clients (a cluster node: once registered and unfenced).
         let admin = server.admin_addr;
+        // With more than one broker listener, all of them (`NAME://host:port`, bound ports).
+        let others = match server.listener_addrs().as_slice() {
+            [_] => String::new(),
+            all => {
+                let all: Vec<String> = all.iter().map(|(n, a)| format!("{n}://{a}")).collect();
+                format!(" listeners={}", all.join(","))
+            }
+        };
         let ready = move |listener: std::net::SocketAddr| match admin {
             Some(admin) => print_line(&format!(
-                "READY node.id={node_id} listener={listener} admin={admin}"
+                "READY node.id={node_id} listener={listener} admin={admin}{others}"
             )),
-            None => print_line(&format!("READY node.id={node_id} listener={listener}")),
+            None => print_line(&format!(
+                "READY node.id={node_id} listener={listener}{others}"
+            )),
         };
         match server.run_with(rx, ready).await {
             Ok(()) => ExitCode::SUCCESS,

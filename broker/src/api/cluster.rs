@@ -35,11 +35,15 @@ pub async fn handle_describe_cluster(
         .brokers
         .values()
         .filter(|b| !b.fenced)
-        .map(|b| {
-            DescribeClusterBroker::default()
-                .with_broker_id(b.node_id.into())
-                .with_host(sb(b.host.clone()))
-                .with_port(b.port as i32)
+        .filter_map(|b| {
+            // The endpoints of the listener the request came in on, as Metadata answers.
+            let (host, port) = b.endpoint(&ctx.session.listener_name)?;
+            Some(
+                DescribeClusterBroker::default()
+                    .with_broker_id(b.node_id.into())
+                    .with_host(sb(host.to_string()))
+                    .with_port(port as i32),
+            )
         })
         .collect();
     let controller_id =

@@ -40,12 +40,13 @@ pub async fn handle_find_coordinator(
         let found = match req.key_type {
             t if let Some(refused) = coordinator_denied(broker, ctx, t, &key) => Err(refused),
             0 => match broker.groups.ensure_offsets_topic().await {
-                Ok(()) => group_coordinator(broker, &key),
+                Ok(()) => group_coordinator(broker, &ctx.session.listener_name, &key),
                 Err(e) => Err((e.error_code(), e.to_string())),
             },
             1 => match broker.txn.ensure_topic().await {
                 Ok(()) => coordinator_of(
                     broker,
+                    &ctx.session.listener_name,
                     TRANSACTION_STATE_TOPIC,
                     broker.txn.partition_for(&key),
                 ),
@@ -594,17 +595,24 @@ pub async fn handle_consumer_group_describe(
 /// The node that coordinates `group`: the leader of the group's `__consumer_offsets`
 /// partition in the committed image, as in Kafka. A partition
 /// without a live leader is ResponseError::CoordinatorNotAvailable.code(); the client asks again.
-fn group_coordinator(broker: &Broker, group: &str) -> Result<(i32, String, i32), (i16, String)> {
+fn group_coordinator(
+    broker: &Broker,
+    listener: &str,
+    group: &str,
+) -> Result<(i32, String, i32), (i16, String)> {
     coordinator_of(
         broker,
+        listener,
         OFFSETS_TOPIC,
         broker.groups.offsets_partition_for(group),
     )
 }
 
-/// The coordinator for partition `index` of an internal topic: its leader.
+/// The coordinator for partition `index` of an internal topic: its leader, at its endpoint
+/// on `listener` (Kafka's `MetadataCache.getAliveBrokerNode(id, listenerName)`).
 fn coordinator_of(
     broker: &Broker,
+    listener: &str,
     topic: &str,
     index: i32,
 ) -> Result<(i32, String, i32), (i16, String)> {
@@ -616,8 +624,9 @@ fn coordinator_of(
         .and_then(|t| t.partitions.iter().find(|p| p.index == index))
         .map(|p| p.leader)
         .ok_or_else(|| unavailable(format!("{topic}-{index} is not in the metadata yet")))?;
-    match image.brokers.get(&leader).filter(|b| !b.fenced) {
-        Some(b) => Ok((b.node_id, b.host.clone(), b.port as i32)),
+    let live = image.brokers.get(&leader).filter(|b| !b.fenced);
+    match live.and_then(|b| Some((b.node_id, b.endpoint(listener)?))) {
+        Some((id, (host, port))) => Ok((id, host.to_string(), port as i32)),
         None => Err(unavailable(format!("{topic}-{index} has no live leader"))),
     }
 }

@@ -232,15 +232,21 @@ async fn metadata(broker: &Broker, ctx: &RequestContext, req: MetadataRequest) -
             )
         })
         .collect();
+    // The endpoints of the listener the request came in on (Kafka's
+    // `MetadataCache.getAliveBrokerNodes(listenerName)`).
+    let listener = &ctx.session.listener_name;
     let brokers = image
         .brokers
         .values()
         .filter(|b| !b.fenced)
-        .map(|b| {
-            MetadataResponseBroker::default()
-                .with_node_id(b.node_id.into())
-                .with_host(sb(b.host.clone()))
-                .with_port(b.port as i32)
+        .filter_map(|b| {
+            let (host, port) = b.endpoint(listener)?;
+            Some(
+                MetadataResponseBroker::default()
+                    .with_node_id(b.node_id.into())
+                    .with_host(sb(host.to_string()))
+                    .with_port(port as i32),
+            )
         })
         .collect();
     // controller_id must be a live broker in this answer (KAFKA-FACTS §5).

@@ -20,6 +20,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::net::stream::{connect, BrokerStream};
 use bytes::{Buf, BufMut, BytesMut};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
 use kafka_protocol::messages::fetch_response::PartitionData;
@@ -31,7 +32,6 @@ use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
 use prometheus_client::metrics::counter::Counter;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
@@ -88,6 +88,8 @@ pub struct ReplicaFetchers {
     leader_of: HashMap<PartitionKey, i32>,
     /// Counts truncations to a diverging epoch (owned by `ReplicationStats`).
     truncations: Counter,
+    /// The inter-broker listener's TLS client context, when it uses TLS.
+    tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 impl ReplicaFetchers {
@@ -97,7 +99,14 @@ impl ReplicaFetchers {
             by_leader: HashMap::new(),
             leader_of: HashMap::new(),
             truncations,
+            tls: None,
         }
+    }
+
+    /// Fetchers connect to leaders with TLS when given (the inter-broker listener's).
+    pub fn with_tls(mut self, tls: Option<Arc<rustls::ClientConfig>>) -> Self {
+        self.tls = tls;
+        self
     }
 
     /// Follows `partition` from `leader`, starting that leader's fetcher if needed. A
@@ -116,6 +125,7 @@ impl ReplicaFetchers {
             self.unfollow(&key);
         }
         let truncations = self.truncations.clone();
+        let tls = self.tls.clone();
         let fetcher = self.by_leader.entry(leader).or_insert_with(|| {
             let shared = Arc::new(FetcherShared {
                 partitions: Mutex::new(HashMap::new()),
@@ -129,6 +139,7 @@ impl ReplicaFetchers {
                     faults,
                     shared: shared.clone(),
                     truncations,
+                    tls,
                     conn: None,
                     correlation_id: 0,
                     session: FetchSessionHandler::default(),
@@ -192,7 +203,8 @@ struct Fetcher {
     faults: Arc<FaultEngine>,
     shared: Arc<FetcherShared>,
     truncations: Counter,
-    conn: Option<TcpStream>,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    conn: Option<BrokerStream>,
     correlation_id: i32,
     /// This fetcher's fetch session with the leader.
     session: FetchSessionHandler,
@@ -507,12 +519,12 @@ impl Fetcher {
             let addr = self
                 .leader_addr()
                 .ok_or(FetchRoundError::NoAddress(self.leader))?;
-            let stream = tokio::time::timeout(REPLICA_FETCH_IO_TIMEOUT, TcpStream::connect(&addr))
+            let connecting = connect(&addr, self.tls.as_ref());
+            let stream = tokio::time::timeout(REPLICA_FETCH_IO_TIMEOUT, connecting)
                 .await
                 .map_err(|_| {
                     std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out")
                 })??;
-            let _ = stream.set_nodelay(true);
             self.conn = Some(stream);
         }
         self.correlation_id = self.correlation_id.wrapping_add(1);
@@ -539,6 +551,7 @@ impl Fetcher {
         };
         let io = async {
             conn.write_all(&frame).await?;
+            conn.flush().await?;
             let size = conn.read_i32().await?;
             if size < 0 || size as usize > REPLICA_FETCH_FRAME_MAX_BYTES {
                 return Err(std::io::Error::new(

@@ -285,16 +285,23 @@ impl StartupState {
 impl ReplicaManager {
     /// Opens the log directory and starts this node's voter of the metadata quorum: a
     /// cluster's (`process.roles` includes `controller`) or, alone, its own one-voter quorum.
-    /// `broker_endpoint` is the advertised address the broker registers with.
+    /// `endpoints` are the advertised broker listeners the broker registers with; the
+    /// inter-broker one is the address followers and other brokers use.
     ///
     /// A single node is ready when this returns: its broker is registered and unfenced and
     /// every partition of the image is open and led here. A cluster node takes its roles
     /// from the first image that holds its registration, later ([`Self::apply_image`]).
     pub async fn start(
         config: Arc<BrokerConfig>,
-        broker_endpoint: (String, u16),
+        endpoints: Vec<crate::controller::image::BrokerEndpoint>,
         faults: Option<Arc<FaultEngine>>,
     ) -> Result<Self, ReplicaError> {
+        let broker_endpoint = endpoints
+            .iter()
+            .find(|e| *e.name == *config.listeners.inter_broker)
+            .or(endpoints.first())
+            .map(|e| (e.host.clone(), e.port))
+            .unwrap_or_default();
         let dir = config.log_dir.clone();
         let state = StartupState::read(&dir)?;
         let unclean = config
@@ -304,6 +311,7 @@ impl ReplicaManager {
         let (controller, cluster_id) = match ControllerConfig::from_broker_config(&config)? {
             Some(mut cc) => {
                 cc.broker_endpoint = Some(broker_endpoint);
+                cc.broker_listeners = endpoints;
                 cc.previous_broker_epoch = state.previous_broker_epoch;
                 cc.unclean_leader_election_enable = unclean;
                 let voters = config
@@ -319,6 +327,7 @@ impl ReplicaManager {
             }
             None => {
                 let mut cc = ControllerConfig::single_voter(&config, broker_endpoint);
+                cc.broker_listeners = endpoints;
                 cc.previous_broker_epoch = state.previous_broker_epoch;
                 let legacy_id = state.legacy.as_ref().map(|l| l.cluster_id.as_str());
                 let id = crate::metadata::single_node_cluster_id(
@@ -339,7 +348,8 @@ impl ReplicaManager {
             }
         };
         let stats = ReplicationStats::default();
-        let fetchers = ReplicaFetchers::new(stats.follower_truncations.clone());
+        let fetchers = ReplicaFetchers::new(stats.follower_truncations.clone())
+            .with_tls(config.tls.inter_broker.clone());
         let single_voter = controller.is_single_voter();
         let authorizer = config
             .authorizer

@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use super::configuration_control::ElectionPolicy;
 use super::error::ControllerError;
-use super::image::{MetadataImage, MetadataRecord};
+use super::image::{BrokerEndpoint, MetadataImage, MetadataRecord};
 use super::replication_control::{
     fence_broker, move_replica_away, remove_unclean_replica, unfence_broker,
 };
@@ -21,6 +21,8 @@ pub struct Registration<'a> {
     pub port: u16,
     pub incarnation: Uuid,
     pub previous_epoch: Option<i64>,
+    /// Every advertised listener.
+    pub endpoints: &'a [BrokerEndpoint],
 }
 
 /// A (re-)registration. The new epoch is above every epoch handed out before: the metadata
@@ -66,6 +68,7 @@ pub fn register_broker(
         port: reg.port,
         epoch,
         incarnation: reg.incarnation,
+        endpoints: reg.endpoints.to_vec(),
     });
     (records, ControllerReply::BrokerRegistered { epoch })
 }

@@ -22,6 +22,7 @@ pub(super) fn cluster(n: i32) -> MetadataImage {
             port: 9000 + id as u16,
             epoch: 1,
             incarnation: Uuid::nil(),
+            endpoints: Vec::new(),
         })
         .unwrap();
         img.apply(&MetadataRecord::UnfenceBroker {
@@ -72,6 +73,7 @@ pub(super) fn restart(node_id: i32, previous_epoch: Option<i64>) -> Registration
         port: 9000 + node_id as u16,
         incarnation: Uuid::new_v4(),
         previous_epoch,
+        endpoints: &[],
     }
 }
 

@@ -17,13 +17,30 @@ use crate::security::acl::StandardAcl;
 /// Kafka's "no leader" value for a partition's leader id.
 pub const NO_LEADER: i32 = -1;
 
+/// One advertised listener of a registered broker (an entry of Kafka's
+/// `BrokerRegistrationRecord.endPoints`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerEndpoint {
+    /// The listener's name (`PLAINTEXT`, `CLIENT`, ...).
+    pub name: String,
+    pub host: String,
+    pub port: u16,
+    /// Kafka's name of the listener's security protocol.
+    pub security_protocol: String,
+}
+
 /// One registered broker (Kafka's `BrokerRegistration`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BrokerRegistration {
     pub node_id: i32,
-    /// Host and port that clients and followers use (the broker's advertised listener).
+    /// Host and port that followers and other brokers use: the broker's inter-broker
+    /// listener (`inter.broker.listener.name`) as advertised.
     pub host: String,
     pub port: u16,
+    /// Every advertised broker listener. Empty in registrations written before named
+    /// listeners; `host` and `port` then stand for every listener.
+    #[serde(default)]
+    pub endpoints: Vec<BrokerEndpoint>,
     /// Changes on every registration, so that heartbeats from a previous incarnation of the
     /// broker are recognised as stale (STALE_BROKER_EPOCH).
     pub epoch: i64,
@@ -43,6 +60,21 @@ pub struct BrokerRegistration {
     /// registration clears it.
     #[serde(default)]
     pub in_controlled_shutdown: bool,
+}
+
+impl BrokerRegistration {
+    /// Host and port of this broker's listener named `listener_name`, as Kafka's
+    /// `MetadataCache.getAliveBrokerNode(id, listenerName)` gives them to a client that came
+    /// in on that listener; `None` when the broker has no such listener.
+    pub fn endpoint(&self, listener_name: &str) -> Option<(&str, u16)> {
+        if self.endpoints.is_empty() {
+            return Some((&self.host, self.port));
+        }
+        self.endpoints
+            .iter()
+            .find(|e| e.name == listener_name)
+            .map(|e| (e.host.as_str(), e.port))
+    }
 }
 
 /// One partition's assignment and leadership (Kafka's `PartitionRegistration`).
@@ -175,6 +207,9 @@ pub enum MetadataRecord {
         epoch: i64,
         #[serde(default)]
         incarnation: Uuid,
+        /// Every advertised listener (absent in records written before named listeners).
+        #[serde(default)]
+        endpoints: Vec<BrokerEndpoint>,
     },
     /// The broker (at this epoch) is fenced; the ISR and leader changes that go with it are
     /// separate `PartitionChange` records in the same batch.
@@ -333,6 +368,7 @@ impl MetadataImage {
                 port,
                 epoch,
                 incarnation,
+                endpoints,
             } => {
                 self.brokers.insert(
                     *node_id,
@@ -340,6 +376,7 @@ impl MetadataImage {
                         node_id: *node_id,
                         host: host.clone(),
                         port: *port,
+                        endpoints: endpoints.clone(),
                         epoch: *epoch,
                         incarnation: *incarnation,
                         // During application `metadata_offset` is this entry's own offset.
@@ -547,6 +584,7 @@ mod tests {
                 port: 1,
                 epoch: 7,
                 incarnation: Uuid::nil(),
+                endpoints: Vec::new(),
             },
             MetadataRecord::UnfenceBroker {
                 node_id: 1,
@@ -625,6 +663,7 @@ mod tests {
             port: 1,
             epoch: 2,
             incarnation: Uuid::nil(),
+            endpoints: Vec::new(),
         })
         .unwrap();
         assert!(!img.is_live(3), "registered brokers start fenced");
@@ -657,6 +696,7 @@ mod tests {
                 port: 1,
                 epoch,
                 incarnation,
+                endpoints: Vec::new(),
             })
             .unwrap();
             img.apply(&MetadataRecord::UnfenceBroker { node_id: 1, epoch })
@@ -673,6 +713,7 @@ mod tests {
             port: 1,
             epoch: 2,
             incarnation: current,
+            endpoints: Vec::new(),
         })
         .unwrap();
         assert!(

@@ -137,6 +137,9 @@ pub struct ControllerConfig {
     /// which a task heartbeats for it. `None`: controller only, or the broker side registers
     /// itself through [`Controller::register_broker`] and [`Controller::heartbeat`].
     pub broker_endpoint: Option<(String, u16)>,
+    /// With the broker role: every advertised broker listener, registered with the
+    /// broker so that each client is answered the endpoints of the listener it came in on.
+    pub broker_listeners: Vec<image::BrokerEndpoint>,
     /// `broker.heartbeat.interval.ms`.
     pub heartbeat_interval_ms: u64,
     /// `broker.session.timeout.ms`: a broker not heard from for this long is fenced.
@@ -191,7 +194,7 @@ impl ControllerConfig {
                 "node.id is not among the voters",
             )
         })?;
-        let listen = match cfg.controller_listener {
+        let listen = match cfg.controller_listener() {
             Some(a) => a,
             None => own.parse().map_err(|_| {
                 invalid(
@@ -201,9 +204,11 @@ impl ControllerConfig {
             })?,
         };
         let broker_endpoint = roles.contains(&"broker").then(|| {
-            cfg.advertised
-                .clone()
-                .unwrap_or_else(|| (cfg.listener.ip().to_string(), cfg.listener.port()))
+            let l = cfg.listeners.inter_broker_listener();
+            match &l.advertised {
+                crate::listeners::Advertised::At(host, port) => (host.clone(), *port),
+                _ => (l.addr.ip().to_string(), l.addr.port()),
+            }
         });
         let listener_name = get("controller.listener.names")
             .split(',')
@@ -218,6 +223,7 @@ impl ControllerConfig {
             listen,
             metadata_dir: cfg.log_dir.join(METADATA_DIR),
             broker_endpoint,
+            broker_listeners: Vec::new(),
             heartbeat_interval_ms: cfg.broker_heartbeat_interval_ms,
             session_timeout_ms: cfg.broker_session_timeout_ms,
             unclean_leader_election_enable: get("unclean.leader.election.enable") == "true",
@@ -259,6 +265,7 @@ impl ControllerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             metadata_dir: cfg.log_dir.join(METADATA_DIR),
             broker_endpoint: Some(endpoint),
+            broker_listeners: Vec::new(),
             heartbeat_interval_ms: cfg.broker_heartbeat_interval_ms,
             session_timeout_ms: cfg.broker_session_timeout_ms,
             unclean_leader_election_enable: get("unclean.leader.election.enable") == "true",
@@ -842,6 +849,7 @@ impl Controller {
             port,
             incarnation: self.inner.incarnation,
             previous_epoch: self.inner.config.previous_broker_epoch,
+            endpoints: self.inner.config.broker_listeners.clone(),
         };
         match self.inner.submit(req).await? {
             ControllerReply::BrokerRegistered { epoch } => {
@@ -1368,6 +1376,7 @@ async fn broker_lifecycle_task(inner: Arc<Inner>) {
                     port,
                     incarnation: inner.incarnation,
                     previous_epoch: inner.config.previous_broker_epoch,
+                    endpoints: inner.config.broker_listeners.clone(),
                 };
                 match inner.submit(req).await {
                     Ok(ControllerReply::BrokerRegistered { epoch: e }) => {

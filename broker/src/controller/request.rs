@@ -92,6 +92,9 @@ pub enum ControllerRequest {
         /// `previousBrokerEpoch`); `None` after a crash.
         #[serde(default)]
         previous_epoch: Option<i64>,
+        /// Every advertised listener (Kafka's `BrokerRegistrationRequest.listeners`).
+        #[serde(default)]
+        endpoints: Vec<super::image::BrokerEndpoint>,
     },
     /// BrokerHeartbeat.
     Heartbeat {
@@ -304,6 +307,7 @@ pub fn decide(
             port,
             incarnation,
             previous_epoch,
+            endpoints,
         } => Ok(register_broker(
             image,
             &Registration {
@@ -312,6 +316,7 @@ pub fn decide(
                 port: *port,
                 incarnation: *incarnation,
                 previous_epoch: *previous_epoch,
+                endpoints,
             },
             policy,
         )),

@@ -17,7 +17,12 @@ async fn open(dir: &std::path::Path) -> (Arc<ReplicaManager>, GroupCoordinator) 
         ],
     )
     .unwrap();
-    let endpoint = ("127.0.0.1".to_string(), 9092);
+    let endpoint = vec![crate::controller::image::BrokerEndpoint {
+        name: "PLAINTEXT".into(),
+        host: "127.0.0.1".into(),
+        port: 9092,
+        security_protocol: "PLAINTEXT".into(),
+    }];
     let replicas = Arc::new(
         ReplicaManager::start(Arc::new(config.clone()), endpoint, None)
             .await

@@ -1,14 +1,18 @@
 //! A broker-to-broker request connection: one request at a time over one TCP stream, with
 //! bounded I/O times and response sizes. The transaction coordinator sends WriteTxnMarkers
 //! with it, and partition leaders send AddPartitionsToTxn (verify only) to coordinators.
+//! TLS when the inter-broker listener uses it.
 
 use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+use std::sync::Arc;
+
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+
+use crate::net::stream::{connect, BrokerStream};
 
 /// Largest response accepted on an inter-broker request connection.
 pub const INTER_BROKER_RESPONSE_MAX_BYTES: usize = 16 * 1024 * 1024;
@@ -16,7 +20,9 @@ pub const INTER_BROKER_RESPONSE_MAX_BYTES: usize = 16 * 1024 * 1024;
 /// A connection to one broker's listener.
 pub struct BrokerConnection {
     addr: String,
-    stream: Option<TcpStream>,
+    stream: Option<BrokerStream>,
+    /// The inter-broker listener's TLS client context, when it uses TLS.
+    tls: Option<Arc<rustls::ClientConfig>>,
     correlation_id: i32,
     client_id: String,
     /// Bound on connecting and on each request's round trip.
@@ -42,10 +48,17 @@ impl BrokerConnection {
         BrokerConnection {
             addr,
             stream: None,
+            tls: None,
             correlation_id: 0,
             client_id,
             io_timeout,
         }
+    }
+
+    /// Connects with TLS (`BrokerConfig::tls`'s inter-broker context) when given.
+    pub fn with_tls(mut self, tls: Option<Arc<rustls::ClientConfig>>) -> Self {
+        self.tls = tls;
+        self
     }
 
     /// Sends one request and reads its response.
@@ -89,14 +102,13 @@ impl BrokerConnection {
         let timeout = self.io_timeout;
         let io = async {
             if self.stream.is_none() {
-                let s = TcpStream::connect(&self.addr).await?;
-                let _ = s.set_nodelay(true);
-                self.stream = Some(s);
+                self.stream = Some(connect(&self.addr, self.tls.as_ref()).await?);
             }
             let Some(conn) = self.stream.as_mut() else {
                 return Err(std::io::Error::other("no connection"));
             };
             conn.write_all(&frame).await?;
+            conn.flush().await?;
             let size = conn.read_i32().await?;
             if size < 0 || size as usize > INTER_BROKER_RESPONSE_MAX_BYTES {
                 return Err(std::io::Error::new(

@@ -23,9 +23,12 @@ use tokio::sync::watch;
 
 use crate::api::{handle_frame, Outcome};
 use crate::broker::Broker;
+use crate::listeners::Listener;
 use crate::metrics::{GaugeGuard, RequestMetrics};
 use crate::net::codec::{read_frame, CodecError, Frame};
-use crate::security::Session;
+use crate::net::stream::BrokerStream;
+use crate::security::ssl::ServerTls;
+use crate::security::{KafkaPrincipal, Session};
 
 /// Chunks handed to one vectored write (Linux's IOV_MAX is 1024).
 pub const WRITE_IOVECS_MAX: usize = 64;
@@ -35,13 +38,41 @@ pub const CONNECTION_READ_BUFFER_BYTES: usize = 64 * 1024;
 
 /// Serves one connection until the peer closes it, a protocol error closes it, or the
 /// broker shuts down (the request being handled is finished and answered first).
-pub async fn serve(broker: Arc<Broker>, stream: TcpStream, mut shutdown: watch::Receiver<bool>) {
+pub async fn serve(
+    broker: Arc<Broker>,
+    stream: TcpStream,
+    listener: Arc<Listener>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let _open = GaugeGuard::new(&broker.metrics.connections);
     let peer = stream.peer_addr().ok();
     let _ = stream.set_nodelay(true);
-    let (r, mut w) = stream.into_split();
-    // Today every listener is PLAINTEXT: the connection is User:ANONYMOUS.
-    let session = Arc::new(Session::plaintext(peer.map(|a| a.ip())));
+    // Unauthenticated (User:ANONYMOUS) on the listener it came in on; a TLS client
+    // certificate names the principal (Kafka's `DefaultKafkaPrincipalBuilder`).
+    let mut session = Session::anonymous(
+        listener.name.clone(),
+        listener.security_protocol,
+        peer.map(|a| a.ip()),
+    );
+    let tls = broker.config.tls.servers.get(&listener.name).cloned();
+    let (r, mut w) = match tls {
+        None => {
+            let (r, w) = stream.into_split();
+            (Box::new(r) as ReadHalf, Box::new(w) as WriteHalf)
+        }
+        Some(tls) => {
+            let idle = broker.config.connections_max_idle_ms;
+            let Some((stream, principal)) =
+                tls_accept(&tls, stream, peer, idle, &mut shutdown).await
+            else {
+                return;
+            };
+            session.principal = principal;
+            let (r, w) = tokio::io::split(stream);
+            (Box::new(r) as ReadHalf, Box::new(w) as WriteHalf)
+        }
+    };
+    let session = Arc::new(session);
     let activity = Arc::new(Activity::new());
     let tracked = Tracked {
         inner: r,
@@ -79,9 +110,19 @@ pub async fn serve(broker: Arc<Broker>, stream: TcpStream, mut shutdown: watch::
             }
         };
         let open = match outcome {
-            Outcome::Respond(bytes) => written(w.write_all(&bytes).await, &activity, peer),
+            Outcome::Respond(bytes) => {
+                let sent = async {
+                    w.write_all(&bytes).await?;
+                    w.flush().await
+                };
+                written(sent.await, &activity, peer)
+            }
             Outcome::RespondChunks(chunks) => {
-                written(write_chunks(&mut w, chunks).await, &activity, peer)
+                let sent = async {
+                    write_chunks(&mut w, chunks).await?;
+                    w.flush().await
+                };
+                written(sent.await, &activity, peer)
             }
             Outcome::NoResponse => true,
             Outcome::Close(reason) => {
@@ -102,6 +143,61 @@ pub async fn serve(broker: Arc<Broker>, stream: TcpStream, mut shutdown: watch::
         drop(memory);
     }
     let _ = w.shutdown().await;
+}
+
+/// A connection's read half: a TCP socket's, or a TLS stream's.
+type ReadHalf = Box<dyn AsyncRead + Send + Unpin>;
+/// A connection's write half. TLS buffers records, so every answer is flushed.
+type WriteHalf = Box<dyn AsyncWrite + Send + Unpin>;
+
+/// The TLS handshake of an SSL or SASL_SSL listener's connection (Kafka's
+/// `SslTransportLayer.handshake`) and the principal its client certificate maps to.
+/// Garbage, a plaintext client, a certificate that fails verification or one no
+/// `ssl.principal.mapping.rules` rule names close the connection. The handshake is bounded
+/// by `connections.max.idle.ms`, as Kafka's idle expiry covers a silent handshake.
+async fn tls_accept(
+    tls: &ServerTls,
+    stream: TcpStream,
+    peer: Option<std::net::SocketAddr>,
+    idle_ms: Option<u64>,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Option<(BrokerStream, KafkaPrincipal)> {
+    let accept = tokio_rustls::TlsAcceptor::from(tls.config.clone()).accept(stream);
+    let bound = async {
+        match idle_ms {
+            Some(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
+            None => std::future::pending().await,
+        }
+    };
+    let stream = tokio::select! {
+        s = accept => match s {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::info!(?peer, error = %e, "closing connection: TLS handshake failed");
+                return None;
+            }
+        },
+        _ = bound => {
+            tracing::info!(?peer, "closing connection: TLS handshake idle (connections.max.idle.ms)");
+            return None;
+        }
+        _ = shutdown.changed() => return None,
+    };
+    let leaf = stream
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|c| c.first());
+    match tls.mapper.principal(leaf.map(|c| c.as_ref())) {
+        Ok(principal) => {
+            tracing::debug!(?peer, %principal, "TLS connection authenticated");
+            Some((BrokerStream::ServerTls(Box::new(stream)), principal))
+        }
+        Err(e) => {
+            tracing::info!(?peer, error = %e, "closing connection: ssl.principal.mapping.rules");
+            None
+        }
+    }
 }
 
 /// Logs why a request closes its connection. A response Brook could not encode is Brook's

@@ -5,3 +5,4 @@ pub mod codec;
 pub mod connection;
 pub mod connection_quotas;
 pub mod memory_pool;
+pub mod stream;

@@ -9,6 +9,7 @@
 
 pub mod acl;
 pub mod authorizer;
+pub mod ssl;
 
 use std::fmt;
 use std::net::IpAddr;
@@ -121,11 +122,24 @@ pub struct Session {
 impl Session {
     /// An unauthenticated connection on a PLAINTEXT listener named `PLAINTEXT`.
     pub fn plaintext(client_address: Option<IpAddr>) -> Session {
+        Session::anonymous(
+            Arc::from("PLAINTEXT"),
+            SecurityProtocol::Plaintext,
+            client_address,
+        )
+    }
+
+    /// A connection not (yet) authenticated, on listener `listener_name`.
+    pub fn anonymous(
+        listener_name: Arc<str>,
+        security_protocol: SecurityProtocol,
+        client_address: Option<IpAddr>,
+    ) -> Session {
         Session {
             principal: KafkaPrincipal::anonymous(),
             client_address,
-            listener_name: Arc::from("PLAINTEXT"),
-            security_protocol: SecurityProtocol::Plaintext,
+            listener_name,
+            security_protocol,
         }
     }
 }

@@ -67,6 +67,8 @@ struct Destination {
 /// The marker senders of this coordinator, one per destination node.
 pub struct TransactionMarkerChannelManager {
     node_id: i32,
+    /// The inter-broker listener's TLS client context, when it uses TLS.
+    tls: Option<Arc<rustls::ClientConfig>>,
     destinations: Mutex<HashMap<i32, Arc<Destination>>>,
 }
 
@@ -80,9 +82,10 @@ pub struct MarkerRequest {
 }
 
 impl TransactionMarkerChannelManager {
-    pub fn new(node_id: i32) -> Self {
+    pub fn new(node_id: i32, tls: Option<Arc<rustls::ClientConfig>>) -> Self {
         TransactionMarkerChannelManager {
             node_id,
+            tls,
             destinations: Mutex::new(HashMap::new()),
         }
     }
@@ -96,11 +99,14 @@ impl TransactionMarkerChannelManager {
                 let dest = Arc::new(Destination {
                     addr: addr.to_string(),
                     room: Semaphore::new(MARKER_QUEUE_PER_DESTINATION_MAX),
-                    conn: tokio::sync::Mutex::new(BrokerConnection::new(
-                        addr.to_string(),
-                        format!("brook-txn-coordinator-{}", self.node_id),
-                        MARKER_REQUEST_TIMEOUT,
-                    )),
+                    conn: tokio::sync::Mutex::new(
+                        BrokerConnection::new(
+                            addr.to_string(),
+                            format!("brook-txn-coordinator-{}", self.node_id),
+                            MARKER_REQUEST_TIMEOUT,
+                        )
+                        .with_tls(self.tls.clone()),
+                    ),
                 });
                 d.insert(node, dest.clone());
                 dest

@@ -383,7 +383,10 @@ impl TransactionCoordinator {
             config.segment_bytes,
         );
         Ok(TransactionCoordinator {
-            markers: TransactionMarkerChannelManager::new(broker.node_id),
+            markers: TransactionMarkerChannelManager::new(
+                broker.node_id,
+                broker.tls.inter_broker.clone(),
+            ),
             config,
             replicas,
             log,

@@ -389,11 +389,14 @@ async fn ask_remote_coordinator(
         conns
             .entry(node)
             .or_insert_with(|| {
-                Arc::new(tokio::sync::Mutex::new(BrokerConnection::new(
-                    addr.clone(),
-                    verifier_client_id(broker),
-                    VERIFY_TIMEOUT,
-                )))
+                Arc::new(tokio::sync::Mutex::new(
+                    BrokerConnection::new(
+                        addr.clone(),
+                        verifier_client_id(broker),
+                        VERIFY_TIMEOUT,
+                    )
+                    .with_tls(broker.config.tls.inter_broker.clone()),
+                ))
             })
             .clone()
     };

@@ -69,6 +69,7 @@ use brook::events::EventLog;
 
 mod http;
 mod plan;
+mod secure;
 
 use self::http::router;
 pub use self::plan::{
@@ -612,7 +613,18 @@ pub fn run(args: ClusterArgs) -> ExitCode {
     crate::block_on_command(Some(2), supervise(args))
 }
 
-async fn supervise(args: ClusterArgs) -> ExitCode {
+async fn supervise(mut args: ClusterArgs) -> ExitCode {
+    let secure = match args.secure.then(|| secure::Secure::prepare(&args.data_dir)) {
+        Some(Ok(s)) => {
+            args.overrides.splice(0..0, s.overrides());
+            Some(s)
+        }
+        Some(Err(e)) => {
+            eprintln!("brook: --secure: {e}");
+            return ExitCode::FAILURE;
+        }
+        None => None,
+    };
     let plans = match plan(&args) {
         Ok(p) => p,
         Err(e) => {
@@ -713,6 +725,15 @@ async fn supervise(args: ClusterArgs) -> ExitCode {
     };
     let bootstrap = join(&|v| v.client.clone());
     let admins = join(&|v| v.admin.as_ref().map(|a| format!("{}@{a}", v.id)));
+    // The client settings files exist before CLUSTER READY is printed.
+    let tls_clients = match secure.as_ref().map(|s| s.client_settings(&bootstrap)) {
+        Some(Ok(text)) => Some(text),
+        Some(Err(e)) => {
+            eprintln!("brook: --secure: {e}");
+            None
+        }
+        None => None,
+    };
     let mut out = std::io::stdout().lock();
     let _ = writeln!(
         out,
@@ -736,6 +757,9 @@ async fn supervise(args: ClusterArgs) -> ExitCode {
         out,
         "  brook node list|kill|restart|start --supervisor {sup_addr} [--id N]; Ctrl-C stops the cluster"
     );
+    if let Some(text) = tls_clients {
+        let _ = write!(out, "  TLS clients (ssl.client.auth=required):\n{text}");
+    }
     let _ = out.flush();
     drop(out);
 

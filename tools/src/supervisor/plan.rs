@@ -54,6 +54,11 @@ pub struct ClusterArgs {
     /// How many events the merged `/v1/events` stream keeps for replay.
     #[arg(long, default_value_t = 10_000)]
     pub event_buffer_len_max: usize,
+    /// Serves TLS: makes a CA and key and trust stores in `<data-dir>/tls`, names the client
+    /// listener SSL (also the inter-broker listener, `ssl.client.auth=required`) and prints
+    /// the client settings. Not with `--config-dir`.
+    #[arg(long, conflicts_with = "config_dir")]
+    pub secure: bool,
 }
 
 /// How one node is started; fixed for the life of the supervisor, except that ports picked
@@ -65,6 +70,8 @@ pub(super) struct NodePlan {
     pub(super) config_file: Option<PathBuf>,
     /// Generated listeners (without `--config-dir`): client, controller, admin.
     pub(super) generated: Option<GeneratedPorts>,
+    /// The generated client listener's name: PLAINTEXT, or SSL with `--secure`.
+    pub(super) client_listener: &'static str,
     /// `controller.quorum.voters`, shared by every node (generated mode).
     pub(super) voters: String,
     pub(super) log_dirs: PathBuf,
@@ -87,6 +94,7 @@ pub(super) struct GeneratedPorts {
 /// to `config/cluster/node-N.properties` (a test checks it).
 fn generated_properties(
     id: i32,
+    client_listener: &str,
     ports: GeneratedPorts,
     voters: &str,
     log_dirs: &Path,
@@ -98,7 +106,7 @@ fn generated_properties(
         kv(
             "listeners",
             format!(
-                "PLAINTEXT://127.0.0.1:{},CONTROLLER://127.0.0.1:{}",
+                "{client_listener}://127.0.0.1:{},CONTROLLER://127.0.0.1:{}",
                 ports.client, ports.controller
             ),
         ),
@@ -118,7 +126,13 @@ impl NodePlan {
             args.push(f.display().to_string());
         }
         if let Some(ports) = self.generated {
-            for (k, v) in generated_properties(self.id, ports, &self.voters, &self.log_dirs) {
+            for (k, v) in generated_properties(
+                self.id,
+                self.client_listener,
+                ports,
+                &self.voters,
+                &self.log_dirs,
+            ) {
                 args.push("--override".into());
                 args.push(format!("{k}={v}"));
             }
@@ -154,12 +168,13 @@ pub(super) fn plan(args: &ClusterArgs) -> Result<Vec<NodePlan>, String> {
                 id,
                 config_file: Some(file),
                 generated: None,
+                client_listener: "PLAINTEXT",
                 voters: String::new(),
                 log_dirs: cfg.log_dir.clone(),
                 overrides: args.overrides.clone(),
                 log_file: args.data_dir.join(format!("node-{id}.log")),
-                client: (cfg.listener.port() != 0).then_some(cfg.listener),
-                controller: cfg.controller_listener,
+                client: (cfg.listener().port() != 0).then_some(cfg.listener()),
+                controller: cfg.controller_listener(),
                 admin: cfg.admin_listener.filter(|a| a.port() != 0),
             });
         }
@@ -236,6 +251,7 @@ pub(super) fn plan(args: &ClusterArgs) -> Result<Vec<NodePlan>, String> {
             id,
             config_file: None,
             generated: Some(ports),
+            client_listener: if args.secure { "SSL" } else { "PLAINTEXT" },
             voters: voters.clone(),
             log_dirs: args.data_dir.join(format!("node-{id}")),
             overrides: args.overrides.clone(),
@@ -337,7 +353,7 @@ mod tests {
             .collect();
         let cfg = BrokerConfig::load(None, &overrides).unwrap();
         assert_eq!(cfg.node_id, 2);
-        assert_eq!(cfg.controller_listener, p.controller);
+        assert_eq!(cfg.controller_listener(), p.controller);
     }
 
     #[test]
@@ -366,7 +382,8 @@ mod tests {
             let mut from_file = brook::config::parse_properties(&text).unwrap();
             from_file.sort();
             let ports = p.generated.unwrap();
-            let mut generated = generated_properties(p.id, ports, &p.voters, &p.log_dirs);
+            let mut generated =
+                generated_properties(p.id, p.client_listener, ports, &p.voters, &p.log_dirs);
             generated.sort();
             assert_eq!(from_file, generated, "{}", file.display());
         }

@@ -390,12 +390,8 @@ async fn ask_remote_coordinator(
             .entry(node)
             .or_insert_with(|| {
                 Arc::new(tokio::sync::Mutex::new(
-                    BrokerConnection::new(
-                        addr.clone(),
-                        verifier_client_id(broker),
-                        VERIFY_TIMEOUT,
-                    )
-                    .with_tls(broker.config.tls.inter_broker.clone()),
+                    BrokerConnection::new(addr.clone(), verifier_client_id(broker), VERIFY_TIMEOUT)
+                        .with_tls(broker.config.tls.inter_broker.clone()),
                 ))
             })
             .clone()

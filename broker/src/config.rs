@@ -86,6 +86,11 @@ pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ),
     ("inter.broker.listener.name", ""),
     ("security.inter.broker.protocol", "PLAINTEXT"),
+    // SASL (crate::security::sasl), Kafka's defaults; `listener.name.<l>.` may override them.
+    ("sasl.enabled.mechanisms", "GSSAPI"),
+    ("sasl.mechanism.inter.broker.protocol", "GSSAPI"),
+    ("connection.failed.authentication.delay.ms", "100"),
+    ("connections.max.reauth.ms", "0"),
     ("log.dirs", "./data"),
     ("log.dir", ""),
     ("num.partitions", "1"),
@@ -228,6 +233,12 @@ pub struct BrokerConfig {
     /// The named listeners (`listeners`, `advertised.listeners`,
     /// `listener.security.protocol.map`, `inter.broker.listener.name`).
     pub listeners: crate::listeners::Listeners,
+    /// The SASL settings of each SASL listener, by listener name.
+    pub sasl:
+        BTreeMap<std::sync::Arc<str>, std::sync::Arc<crate::security::sasl::SaslServerConfig>>,
+    /// The credentials inter-broker connections authenticate with, when the inter-broker
+    /// listener uses SASL.
+    pub inter_broker_sasl: Option<std::sync::Arc<crate::security::sasl::InterBrokerSasl>>,
     pub log_dir: PathBuf,
     pub num_partitions: i32,
     pub default_replication_factor: i16,
@@ -366,9 +377,11 @@ impl BrokerConfig {
             &get("log.segment.bytes"),
             LOG_SEGMENT_BYTES_MIN,
         )?;
-        let cfg = BrokerConfig {
+        let mut cfg = BrokerConfig {
             node_id,
             listeners,
+            sasl: BTreeMap::new(),
+            inter_broker_sasl: None,
             log_dir: PathBuf::from(log_dirs),
             num_partitions: positive("num.partitions", &get("num.partitions"))?,
             default_replication_factor: positive::<i16>(
@@ -474,6 +487,14 @@ impl BrokerConfig {
             values,
             explicit,
         };
+        for l in &cfg.listeners.broker {
+            if l.security_protocol.uses_sasl() {
+                let sasl = crate::security::sasl::SaslServerConfig::for_listener(&cfg, l)?;
+                cfg.sasl.insert(l.name.clone(), std::sync::Arc::new(sasl));
+            }
+        }
+        cfg.inter_broker_sasl =
+            crate::security::sasl::InterBrokerSasl::from_config(&cfg)?.map(std::sync::Arc::new);
         // Validate the topic-config defaults once at start-up so that a bad broker default
         // is a start-up error rather than a failure on the first topic creation.
         cfg.log_config(&DynamicBrokerConfigs::new(), &BTreeMap::new())?;

@@ -133,9 +133,9 @@ pub fn parse(
 /// speaks PLAINTEXT only.
 pub fn refuse_unsupported(listeners: &Listeners) -> Result<(), ConfigError> {
     for l in &listeners.broker {
-        if l.security_protocol.uses_tls() || l.security_protocol.uses_sasl() {
+        if l.security_protocol.uses_tls() {
             return Err(ConfigError::Invalid(format!(
-                "listener {} uses {}, which Brook does not serve yet (PLAINTEXT only)",
+                "listener {} uses {}, which Brook does not serve yet (PLAINTEXT and SASL_PLAINTEXT only)",
                 l.name,
                 l.security_protocol.name()
             )));

@@ -23,6 +23,7 @@ pub mod producer_id;
 pub mod producers;
 pub mod quorum;
 pub mod reassignments;
+pub mod sasl;
 pub mod topics;
 pub mod txn;
 pub mod txn_markers;
@@ -109,6 +110,11 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     // removed in Kafka 4.0).
     api(ApiKey::DescribeLogDirs, 1, 4, 1),
     api(ApiKey::DescribeQuorum, 0, 2, 0),
+    // SASL (the exchange itself runs in security::sasl) and SCRAM credentials.
+    api(ApiKey::SaslHandshake, 0, 1, 0),
+    api(ApiKey::SaslAuthenticate, 0, 2, 0),
+    api(ApiKey::AlterUserScramCredentials, 0, 0, 0),
+    api(ApiKey::DescribeUserScramCredentials, 0, 0, 0),
 ];
 
 /// Finds an API's row in the table.
@@ -521,6 +527,26 @@ async fn process(
         RequestKind::DescribeProducers(r) => {
             respond(broker, ctx, &producers::handle(broker, ctx, r).await)
         }
+        RequestKind::SaslHandshake(r) => respond(
+            broker,
+            ctx,
+            &sasl::handle_sasl_handshake(broker, ctx, r).await,
+        ),
+        RequestKind::SaslAuthenticate(r) => respond(
+            broker,
+            ctx,
+            &sasl::handle_sasl_authenticate(broker, ctx, r).await,
+        ),
+        RequestKind::AlterUserScramCredentials(r) => respond(
+            broker,
+            ctx,
+            &sasl::handle_alter_user_scram_credentials(broker, ctx, r).await,
+        ),
+        RequestKind::DescribeUserScramCredentials(r) => respond(
+            broker,
+            ctx,
+            &sasl::handle_describe_user_scram_credentials(broker, ctx, r).await,
+        ),
         other => Err(CodecError::UnknownApiKey(ctx.api_key as i16)).inspect_err(|_| drop(other)),
     }
 }

@@ -32,6 +32,8 @@ use parking_lot::Mutex;
 use prometheus_client::metrics::counter::Counter;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+use crate::security::sasl::InterBrokerSasl;
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
@@ -88,6 +90,8 @@ pub struct ReplicaFetchers {
     leader_of: HashMap<PartitionKey, i32>,
     /// Counts truncations to a diverging epoch (owned by `ReplicationStats`).
     truncations: Counter,
+    /// The inter-broker listener's SASL credentials, if it speaks SASL.
+    sasl: Option<Arc<InterBrokerSasl>>,
 }
 
 impl ReplicaFetchers {
@@ -97,7 +101,14 @@ impl ReplicaFetchers {
             by_leader: HashMap::new(),
             leader_of: HashMap::new(),
             truncations,
+            sasl: None,
         }
+    }
+
+    /// Fetchers authenticate their connections with `sasl`.
+    pub fn with_sasl(mut self, sasl: Option<Arc<InterBrokerSasl>>) -> Self {
+        self.sasl = sasl;
+        self
     }
 
     /// Follows `partition` from `leader`, starting that leader's fetcher if needed. A
@@ -116,6 +127,7 @@ impl ReplicaFetchers {
             self.unfollow(&key);
         }
         let truncations = self.truncations.clone();
+        let sasl = self.sasl.clone();
         let fetcher = self.by_leader.entry(leader).or_insert_with(|| {
             let shared = Arc::new(FetcherShared {
                 partitions: Mutex::new(HashMap::new()),
@@ -129,6 +141,7 @@ impl ReplicaFetchers {
                     faults,
                     shared: shared.clone(),
                     truncations,
+                    sasl,
                     conn: None,
                     correlation_id: 0,
                     session: FetchSessionHandler::default(),
@@ -192,6 +205,7 @@ struct Fetcher {
     faults: Arc<FaultEngine>,
     shared: Arc<FetcherShared>,
     truncations: Counter,
+    sasl: Option<Arc<InterBrokerSasl>>,
     conn: Option<TcpStream>,
     correlation_id: i32,
     /// This fetcher's fetch session with the leader.
@@ -507,12 +521,20 @@ impl Fetcher {
             let addr = self
                 .leader_addr()
                 .ok_or(FetchRoundError::NoAddress(self.leader))?;
-            let stream = tokio::time::timeout(REPLICA_FETCH_IO_TIMEOUT, TcpStream::connect(&addr))
+            let client_id = format!("brook-replica-fetcher-{}", self.node_id);
+            let connect = async {
+                let mut stream = TcpStream::connect(&addr).await?;
+                let _ = stream.set_nodelay(true);
+                if let Some(sasl) = &self.sasl {
+                    crate::net::client::sasl_authenticate(&mut stream, sasl, &client_id).await?;
+                }
+                Ok::<_, std::io::Error>(stream)
+            };
+            let stream = tokio::time::timeout(REPLICA_FETCH_IO_TIMEOUT, connect)
                 .await
                 .map_err(|_| {
                     std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out")
                 })??;
-            let _ = stream.set_nodelay(true);
             self.conn = Some(stream);
         }
         self.correlation_id = self.correlation_id.wrapping_add(1);

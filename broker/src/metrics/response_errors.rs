@@ -36,6 +36,8 @@ top_level_only!(
     AddOffsetsToTxnResponse,
     EndTxnResponse,
     ListTransactionsResponse,
+    SaslHandshakeResponse,
+    SaslAuthenticateResponse,
 );
 
 /// Responses with one error code per element of a list (topics, groups, resources).
@@ -60,6 +62,8 @@ per_element!(
     DescribeGroupsResponse => groups,
     DeleteGroupsResponse => results,
     DescribeTransactionsResponse => transaction_states,
+    AlterUserScramCredentialsResponse => results,
+    DescribeUserScramCredentialsResponse => results,
 );
 
 /// Responses with one error code per partition of each topic, and with `top:` one at the

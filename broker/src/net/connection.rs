@@ -26,6 +26,7 @@ use crate::broker::Broker;
 use crate::listeners::Listener;
 use crate::metrics::{GaugeGuard, RequestMetrics};
 use crate::net::codec::{read_frame, CodecError, Frame};
+use crate::security::sasl::{SaslAuthenticator, SaslStep};
 use crate::security::Session;
 
 /// Chunks handed to one vectored write (Linux's IOV_MAX is 1024).
@@ -46,12 +47,18 @@ pub async fn serve(
     let peer = stream.peer_addr().ok();
     let _ = stream.set_nodelay(true);
     let (r, mut w) = stream.into_split();
-    // Unauthenticated (User:ANONYMOUS) on the listener it came in on.
-    let session = Arc::new(Session::anonymous(
+    // Unauthenticated (User:ANONYMOUS) on the listener it came in on; SASL replaces the
+    // principal once the client has authenticated.
+    let mut session = Arc::new(Session::anonymous(
         listener.name.clone(),
         listener.security_protocol,
         peer.map(|a| a.ip()),
     ));
+    let mut sasl = broker
+        .config
+        .sasl
+        .get(&listener.name)
+        .map(|c| SaslAuthenticator::new(c.clone()));
     let activity = Arc::new(Activity::new());
     let tracked = Tracked {
         inner: r,
@@ -80,6 +87,25 @@ pub async fn serve(
                 break;
             }
         };
+        if let Some(auth) = sasl.as_mut() {
+            match authenticate(
+                &broker,
+                auth,
+                &mut session,
+                bytes.clone(),
+                &mut w,
+                &activity,
+            )
+            .await
+            {
+                Authenticating::Done => {
+                    drop(memory);
+                    continue;
+                }
+                Authenticating::Closed => break,
+                Authenticating::Serve => {}
+            }
+        }
         let started = Instant::now();
         let (ctx, outcome) = match handle_frame(&broker, bytes, &session).await {
             Ok(handled) => handled,
@@ -112,6 +138,74 @@ pub async fn serve(
         drop(memory);
     }
     let _ = w.shutdown().await;
+}
+
+/// What [`authenticate`] did with a frame.
+enum Authenticating {
+    /// The frame was part of the SASL exchange and has been answered.
+    Done,
+    /// The request handlers serve the frame.
+    Serve,
+    /// The connection must close.
+    Closed,
+}
+
+/// Runs a frame through the connection's SASL state (Kafka's `SaslServerAuthenticator`, and
+/// the session expiry and re-authentication checks of `SocketServer`'s processor).
+async fn authenticate<W: AsyncWrite + Unpin>(
+    broker: &Broker,
+    auth: &mut SaslAuthenticator,
+    session: &mut Arc<Session>,
+    frame: Bytes,
+    w: &mut W,
+    activity: &Activity,
+) -> Authenticating {
+    let listener = session.listener_name.clone();
+    if auth.complete() && !auth.begins_reauthentication(&frame, &session.principal) {
+        if auth.session_expired(Instant::now()) {
+            tracing::debug!(principal = %session.principal, "closing: SASL session expired (connections.max.reauth.ms)");
+            return Authenticating::Closed;
+        }
+        return Authenticating::Serve;
+    }
+    let image = broker.replicas.controller().image().borrow().clone();
+    let lookup = |user: &str, m| image.scram_credential(user, m).cloned();
+    let peer = session.client_address;
+    match auth.handle(frame, &lookup) {
+        SaslStep::Serve => Authenticating::Serve,
+        SaslStep::Respond(bytes) => match written(w.write_all(&bytes).await, activity, None) {
+            true => Authenticating::Done,
+            false => Authenticating::Closed,
+        },
+        SaslStep::Complete {
+            response,
+            principal,
+        } => {
+            broker.metrics.authentication(&listener, true);
+            tracing::debug!(?peer, %principal, "SASL authentication succeeded");
+            let mut s = (**session).clone();
+            s.principal = principal;
+            *session = Arc::new(s);
+            match written(w.write_all(&response).await, activity, None) {
+                true => Authenticating::Done,
+                false => Authenticating::Closed,
+            }
+        }
+        SaslStep::Fail { response, reason } => {
+            broker.metrics.authentication(&listener, false);
+            tracing::info!(?peer, %reason, "SASL authentication failed; closing the connection");
+            // Kafka delays the answer and the close, to slow down password guessing.
+            tokio::time::sleep(auth.failed_authentication_delay()).await;
+            if let Some(r) = response {
+                let _ = w.write_all(&r).await;
+            }
+            Authenticating::Closed
+        }
+        SaslStep::Close(reason) => {
+            tracing::info!(?peer, %reason, "closing connection during SASL authentication");
+            Authenticating::Closed
+        }
+    }
 }
 
 /// Logs why a request closes its connection. A response Brook could not encode is Brook's

@@ -7,6 +7,11 @@
 //! replace it once the client has authenticated. Handlers read it from
 //! [`crate::api::RequestContext::session`], so authorization has one source.
 
+pub mod bootstrap;
+pub mod jaas;
+pub mod sasl;
+pub mod scram;
+
 use std::fmt;
 use std::net::IpAddr;
 use std::sync::Arc;

@@ -67,6 +67,8 @@ struct Destination {
 /// The marker senders of this coordinator, one per destination node.
 pub struct TransactionMarkerChannelManager {
     node_id: i32,
+    /// The inter-broker listener's SASL credentials, if it speaks SASL.
+    sasl: Option<Arc<crate::security::sasl::InterBrokerSasl>>,
     destinations: Mutex<HashMap<i32, Arc<Destination>>>,
 }
 
@@ -83,8 +85,15 @@ impl TransactionMarkerChannelManager {
     pub fn new(node_id: i32) -> Self {
         TransactionMarkerChannelManager {
             node_id,
+            sasl: None,
             destinations: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Authenticates marker connections with `sasl`.
+    pub fn with_sasl(mut self, sasl: Option<Arc<crate::security::sasl::InterBrokerSasl>>) -> Self {
+        self.sasl = sasl;
+        self
     }
 
     fn destination(&self, node: i32, addr: &str) -> Arc<Destination> {
@@ -96,11 +105,14 @@ impl TransactionMarkerChannelManager {
                 let dest = Arc::new(Destination {
                     addr: addr.to_string(),
                     room: Semaphore::new(MARKER_QUEUE_PER_DESTINATION_MAX),
-                    conn: tokio::sync::Mutex::new(BrokerConnection::new(
-                        addr.to_string(),
-                        format!("brook-txn-coordinator-{}", self.node_id),
-                        MARKER_REQUEST_TIMEOUT,
-                    )),
+                    conn: tokio::sync::Mutex::new(
+                        BrokerConnection::new(
+                            addr.to_string(),
+                            format!("brook-txn-coordinator-{}", self.node_id),
+                            MARKER_REQUEST_TIMEOUT,
+                        )
+                        .with_sasl(self.sasl.clone()),
+                    ),
                 });
                 d.insert(node, dest.clone());
                 dest

@@ -335,7 +335,8 @@ impl TransactionCoordinator {
             config.segment_bytes,
         );
         Ok(TransactionCoordinator {
-            markers: TransactionMarkerChannelManager::new(broker.node_id),
+            markers: TransactionMarkerChannelManager::new(broker.node_id)
+                .with_sasl(broker.inter_broker_sasl.clone()),
             config,
             replicas,
             log,

@@ -237,11 +237,14 @@ async fn ask_coordinator(
         conns
             .entry(node)
             .or_insert_with(|| {
-                Arc::new(tokio::sync::Mutex::new(BrokerConnection::new(
-                    addr.clone(),
-                    format!("brook-txn-verifier-{}", broker.node_id()),
-                    VERIFY_TIMEOUT,
-                )))
+                Arc::new(tokio::sync::Mutex::new(
+                    BrokerConnection::new(
+                        addr.clone(),
+                        format!("brook-txn-verifier-{}", broker.node_id()),
+                        VERIFY_TIMEOUT,
+                    )
+                    .with_sasl(broker.config.inter_broker_sasl.clone()),
+                ))
             })
             .clone()
     };

@@ -144,6 +144,8 @@ impl DumpedBatch {
 struct Node {
     client_port: u16,
     controller_port: u16,
+    /// A third port, for a second broker listener (`{extra_port}` in property values).
+    extra_port: u16,
     data_dir: PathBuf,
     process: BrookProcess,
     /// The admin listener of the current run (from its READY line).
@@ -210,15 +212,16 @@ impl Cluster {
             props.retain(|(pk, _)| pk != k);
             props.push((k.to_string(), v.to_string()));
         }
-        let ports = free_ports(2 * size);
+        let ports = free_ports(3 * size);
         let mut nodes = BTreeMap::new();
         for i in 0..size {
             let id = i as i32 + 1;
             nodes.insert(
                 id,
                 Node {
-                    client_port: ports[2 * i],
-                    controller_port: ports[2 * i + 1],
+                    client_port: ports[3 * i],
+                    controller_port: ports[3 * i + 1],
+                    extra_port: ports[3 * i + 2],
                     data_dir: dir.path().join(format!("node-{id}")),
                     process: BrookProcess::new(
                         &format!("node {id}"),
@@ -281,7 +284,15 @@ impl Cluster {
             ("log.dirs".into(), n.data_dir.display().to_string()),
             ("admin.listener".into(), "127.0.0.1:0".into()),
         ];
-        props.extend(self.props.iter().cloned());
+        // Per-node ports in property values: `{client_port}`, `{controller_port}`,
+        // `{extra_port}` (a second broker listener, as a secured cluster has).
+        props.extend(self.props.iter().map(|(k, v)| {
+            let v = v
+                .replace("{client_port}", &n.client_port.to_string())
+                .replace("{controller_port}", &n.controller_port.to_string())
+                .replace("{extra_port}", &n.extra_port.to_string());
+            (k.clone(), v)
+        }));
         let mut args = vec!["serve".to_string()];
         for (k, v) in props {
             args.push("--override".into());

@@ -6,12 +6,13 @@
 
 use std::time::Duration;
 
+use brook_protocol_tests::batch::{encode_batch, Producer, Rec};
 use brook_protocol_tests::process::run_brook;
 use brook_protocol_tests::sasl::{
     authenticate, handshake, plain_login, plain_token, Scram, ILLEGAL_SASL_STATE,
     SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM,
 };
-use brook_protocol_tests::{Broker, WireClient};
+use brook_protocol_tests::{Broker, Cluster, WireClient};
 use bytes::Bytes;
 use kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredentialUpsertion;
 use kafka_protocol::messages::describe_user_scram_credentials_request::UserName;
@@ -339,4 +340,56 @@ fn get_metrics(admin: &str) -> String {
     raw.split_once("\r\n\r\n")
         .map(|(_, b)| b.to_string())
         .unwrap_or_default()
+}
+
+/// A 3-node cluster whose inter-broker listener speaks SASL (PLAIN with the brokers' JAAS
+/// username and password): acks=all with min.insync.replicas=3 succeeds only if the
+/// followers' fetchers authenticated, and every node counts successful authentications and
+/// no failed one.
+#[test]
+fn a_cluster_replicates_over_a_sasl_inter_broker_listener() {
+    let c = Cluster::start(
+        3,
+        &[
+            (
+                "listeners",
+                "PLAINTEXT://127.0.0.1:{client_port},REPLICATION://127.0.0.1:{extra_port},CONTROLLER://127.0.0.1:{controller_port}",
+            ),
+            (
+                "listener.security.protocol.map",
+                "PLAINTEXT:PLAINTEXT,REPLICATION:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+            ),
+            ("inter.broker.listener.name", "REPLICATION"),
+            ("sasl.mechanism.inter.broker.protocol", "PLAIN"),
+            ("listener.name.replication.sasl.enabled.mechanisms", "PLAIN"),
+            (
+                "listener.name.replication.plain.sasl.jaas.config",
+                r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="broker-secret" user_broker="broker-secret";"#,
+            ),
+        ],
+    );
+    let topic = "sasl-replicated";
+    c.create_topic(topic, 1, 3, &[("min.insync.replicas", "3")]);
+    let leader = c.leader_of(topic, 0);
+    let mut w = WireClient::connect(&c.address(leader));
+    let batch = encode_batch(Producer::NONE, &[Rec::kv("k", "v", 1_700_000_000_000)]);
+    let p = w.produce(topic, 0, batch);
+    assert_eq!(p.error_code, 0, "acks=all with 3 in-sync replicas: {p:?}");
+    for id in c.ids() {
+        let metrics = get_metrics(&c.admin_address(id));
+        let count = |name: &str| -> u64 {
+            metrics
+                .lines()
+                .find(|l| l.starts_with(&format!("{name}{{listener=\"REPLICATION\"}}")))
+                .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+                .unwrap_or(0)
+        };
+        assert_eq!(count("brook_failed_authentication_total"), 0, "node {id}");
+        if id == leader {
+            assert!(
+                count("brook_successful_authentication_total") >= 2,
+                "node {id}: {metrics}"
+            );
+        }
+    }
 }

@@ -868,20 +868,36 @@ fn split_kv(s: &str) -> Option<(String, String)> {
     Some((k.to_string(), v.trim().to_string()))
 }
 
-/// Parses Java-properties-style text: `key=value` lines, `#` and `!` comments, blank lines.
+/// Parses Java-properties-style text: `key=value` lines, `#` and `!` comments, blank lines,
+/// and a line ending in a backslash continued on the next (its leading blanks dropped), as
+/// `java.util.Properties` reads them (long `sasl.jaas.config` values are written so).
 pub fn parse_properties(text: &str) -> Result<Vec<(String, String)>, ConfigError> {
     let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
+    let mut lines = text.lines().enumerate();
+    while let Some((i, line)) = lines.next() {
         let t = line.trim();
         if t.is_empty() || t.starts_with('#') || t.starts_with('!') {
             continue;
         }
-        out.push(split_kv(t).ok_or(ConfigError::Syntax {
+        let mut logical = t.to_string();
+        while ends_in_continuation(&logical) {
+            logical.pop();
+            match lines.next() {
+                Some((_, next)) => logical.push_str(next.trim_start()),
+                None => break,
+            }
+        }
+        out.push(split_kv(&logical).ok_or(ConfigError::Syntax {
             line: i + 1,
-            text: t.to_string(),
+            text: logical.clone(),
         })?);
     }
     Ok(out)
+}
+
+/// Whether a line ends in an odd number of backslashes (an even number is escaped ones).
+fn ends_in_continuation(line: &str) -> bool {
+    line.bytes().rev().take_while(|b| *b == b'\\').count() % 2 == 1
 }
 
 #[cfg(test)]
@@ -961,6 +977,15 @@ mod tests {
             load(&["novalue"]),
             Err(ConfigError::Syntax { .. })
         ));
+    }
+
+    #[test]
+    fn continued_lines_join_as_java_properties_do() {
+        let p = parse_properties("a=one \\\n    two\nb=x\\\\\n").unwrap();
+        assert_eq!(
+            p,
+            vec![("a".into(), "one two".into()), ("b".into(), "x\\\\".into())]
+        );
     }
 
     #[test]

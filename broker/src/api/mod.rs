@@ -551,6 +551,38 @@ async fn process(
     }
 }
 
+/// The answer Kafka gives a request sent in the middle of the SASL exchange: its own error
+/// response with ILLEGAL_SASL_STATE (`AbstractRequest.getErrorResponse`), for the APIs Brook
+/// has an error form of (`error_response`); `None` for the others, which get the close only.
+pub async fn illegal_sasl_state_response(
+    broker: &Broker,
+    frame: Bytes,
+    session: &Arc<Session>,
+) -> Option<Bytes> {
+    let prefix = peek_prefix(&frame);
+    let key = ApiKey::try_from(prefix.api_key).ok()?;
+    let row = support(key)?;
+    let version = prefix.api_version;
+    if version < row.decode_min || version > row.max {
+        return None;
+    }
+    let mut body = frame;
+    let header = decode_header(key, version, &mut body).ok()?;
+    let req = RequestKind::decode(key, &mut body, version).ok()?;
+    let ctx = RequestContext {
+        api_key: key,
+        api_version: version,
+        correlation_id: prefix.correlation_id,
+        client_id: header.client_id.as_ref().map(|c| c.to_string()),
+        session: session.clone(),
+    };
+    let code = kafka_protocol::ResponseError::IllegalSaslState.code();
+    match error_response(broker, &ctx, &req, code) {
+        Ok(Outcome::Respond(bytes)) => Some(bytes),
+        _ => None,
+    }
+}
+
 /// APIs whose answers a fault rule's `error` action can fill with an error code.
 pub const ERROR_FAULT_APIS: &[ApiKey] = &[
     ApiKey::Produce,

@@ -191,21 +191,37 @@ async fn authenticate<W: AsyncWrite + Unpin>(
                 false => Authenticating::Closed,
             }
         }
+        SaslStep::FailUnexpectedRequest { frame, reason } => {
+            let response = crate::api::illegal_sasl_state_response(broker, frame, session).await;
+            failed(broker, auth, &listener, response, &reason, w).await
+        }
         SaslStep::Fail { response, reason } => {
-            broker.metrics.authentication(&listener, false);
-            tracing::info!(?peer, %reason, "SASL authentication failed; closing the connection");
-            // Kafka delays the answer and the close, to slow down password guessing.
-            tokio::time::sleep(auth.failed_authentication_delay()).await;
-            if let Some(r) = response {
-                let _ = w.write_all(&r).await;
-            }
-            Authenticating::Closed
+            failed(broker, auth, &listener, response, &reason, w).await
         }
         SaslStep::Close(reason) => {
             tracing::info!(?peer, %reason, "closing connection during SASL authentication");
             Authenticating::Closed
         }
     }
+}
+
+/// A failed authentication: counted, answered after `connection.failed.authentication.delay.ms`
+/// when there is an answer (Kafka delays both, to slow password guessing), then closed.
+async fn failed<W: AsyncWrite + Unpin>(
+    broker: &Broker,
+    auth: &SaslAuthenticator,
+    listener: &Arc<str>,
+    response: Option<Bytes>,
+    reason: &str,
+    w: &mut W,
+) -> Authenticating {
+    broker.metrics.authentication(listener, false);
+    tracing::info!(%reason, "SASL authentication failed; closing the connection");
+    tokio::time::sleep(auth.failed_authentication_delay()).await;
+    if let Some(r) = response {
+        let _ = w.write_all(&r).await;
+    }
+    Authenticating::Closed
 }
 
 /// Logs why a request closes its connection. A response Brook could not encode is Brook's

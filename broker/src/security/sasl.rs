@@ -276,6 +276,10 @@ pub enum SaslStep {
         response: Option<Bytes>,
         reason: String,
     },
+    /// The authentication failed on a request other than the exchange's: as `Fail`, answered
+    /// with that request's own error response carrying ILLEGAL_SASL_STATE (Kafka's
+    /// `AbstractRequest.getErrorResponse`), which the request handlers build.
+    FailUnexpectedRequest { frame: Bytes, reason: String },
     /// Close at once (Kafka's unexpected exceptions: malformed frames, a second ApiVersions).
     Close(String),
 }
@@ -481,11 +485,14 @@ impl SaslAuthenticator {
             let name = ApiKey::try_from(prefix.api_key)
                 .map(kafka_api_name)
                 .unwrap_or_else(|_| format!("{}", prefix.api_key));
-            return SaslStep::Fail {
-                response: illegal_state_response(&frame),
-                reason: format!(
-                    "Unexpected Kafka request of type {name} during SASL authentication."
-                ),
+            let reason =
+                format!("Unexpected Kafka request of type {name} during SASL authentication.");
+            return match illegal_state_response(&frame) {
+                Some(r) => SaslStep::Fail {
+                    response: Some(r),
+                    reason,
+                },
+                None => SaslStep::FailUnexpectedRequest { frame, reason },
             };
         }
         let (version, correlation_id, req) =

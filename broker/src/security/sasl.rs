@@ -700,6 +700,57 @@ mod tests {
         assert!(msg(b"bob\0alice\0secret").contains("authorization id"));
     }
 
+    fn config() -> Arc<SaslServerConfig> {
+        Arc::new(SaslServerConfig {
+            enabled_mechanisms: SUPPORTED_MECHANISMS.iter().map(|m| m.to_string()).collect(),
+            plain_users: BTreeMap::from([("alice".to_string(), "secret".to_string())]),
+            failed_authentication_delay: Duration::ZERO,
+            max_reauth: None,
+        })
+    }
+
+    /// A valid SaslHandshake v1 frame for `mechanism`.
+    fn handshake_frame(mechanism: &str) -> Bytes {
+        use kafka_protocol::messages::RequestHeader;
+        use kafka_protocol::protocol::Encodable;
+        let mut b = BytesMut::new();
+        RequestHeader::default()
+            .with_request_api_key(ApiKey::SaslHandshake as i16)
+            .with_request_api_version(1)
+            .with_correlation_id(1)
+            .encode(&mut b, 1)
+            .unwrap();
+        SaslHandshakeRequest::default()
+            .with_mechanism(StrBytes::from_string(mechanism.into()))
+            .encode(&mut b, 1)
+            .unwrap();
+        b.freeze()
+    }
+
+    proptest::proptest! {
+        /// Whatever frames follow a handshake (any mechanism), the authenticator answers,
+        /// fails or closes: it never panics and never lets a request through unauthenticated.
+        #[test]
+        fn arbitrary_frames_never_panic_nor_pass(
+            mechanism in 0usize..3,
+            frames in proptest::collection::vec(proptest::collection::vec(proptest::num::u8::ANY, 8..64), 1..6),
+        ) {
+            let mut a = SaslAuthenticator::new(config());
+            let lookup = |_: &str, _: ScramMechanism| None;
+            let first = a.handle(handshake_frame(SUPPORTED_MECHANISMS[mechanism]), &lookup);
+            proptest::prop_assert!(matches!(first, SaslStep::Respond(_)));
+            for f in frames {
+                match a.handle(Bytes::from(f), &lookup) {
+                    SaslStep::Respond(_) => {}
+                    SaslStep::Serve | SaslStep::Complete { .. } => {
+                        proptest::prop_assert!(false, "random bytes authenticated");
+                    }
+                    _ => break,
+                }
+            }
+        }
+    }
+
     #[test]
     fn api_names_are_kafkas() {
         assert_eq!(kafka_api_name(ApiKey::SaslHandshake), "SASL_HANDSHAKE");

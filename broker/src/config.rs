@@ -87,6 +87,11 @@ pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ),
     ("inter.broker.listener.name", ""),
     ("security.inter.broker.protocol", "PLAINTEXT"),
+    // SASL (crate::security::sasl), Kafka's defaults; `listener.name.<l>.` may override them.
+    ("sasl.enabled.mechanisms", "GSSAPI"),
+    ("sasl.mechanism.inter.broker.protocol", "GSSAPI"),
+    ("connection.failed.authentication.delay.ms", "100"),
+    ("connections.max.reauth.ms", "0"),
     ("log.dirs", "./data"),
     ("log.dir", ""),
     ("num.partitions", "1"),
@@ -245,6 +250,12 @@ pub struct BrokerConfig {
     /// The TLS contexts of SSL and SASL_SSL listeners and of TLS links to other nodes
     /// (`ssl.*` keys, [`crate::security::ssl`]).
     pub tls: crate::security::ssl::TlsContexts,
+    /// The SASL settings of each SASL listener, by listener name.
+    pub sasl:
+        BTreeMap<std::sync::Arc<str>, std::sync::Arc<crate::security::sasl::SaslServerConfig>>,
+    /// The credentials inter-broker connections authenticate with, when the inter-broker
+    /// listener uses SASL.
+    pub inter_broker_sasl: Option<std::sync::Arc<crate::security::sasl::InterBrokerSasl>>,
     pub log_dir: PathBuf,
     pub num_partitions: i32,
     pub default_replication_factor: i16,
@@ -390,10 +401,12 @@ impl BrokerConfig {
             &get("log.segment.bytes"),
             LOG_SEGMENT_BYTES_MIN,
         )?;
-        let cfg = BrokerConfig {
+        let mut cfg = BrokerConfig {
             node_id,
             listeners,
             tls,
+            sasl: BTreeMap::new(),
+            inter_broker_sasl: None,
             log_dir: PathBuf::from(log_dirs),
             num_partitions: positive("num.partitions", &get("num.partitions"))?,
             default_replication_factor: positive::<i16>(
@@ -500,6 +513,14 @@ impl BrokerConfig {
             values,
             explicit,
         };
+        for l in &cfg.listeners.broker {
+            if l.security_protocol.uses_sasl() {
+                let sasl = crate::security::sasl::SaslServerConfig::for_listener(&cfg, l)?;
+                cfg.sasl.insert(l.name.clone(), std::sync::Arc::new(sasl));
+            }
+        }
+        cfg.inter_broker_sasl =
+            crate::security::sasl::InterBrokerSasl::from_config(&cfg)?.map(std::sync::Arc::new);
         // Validate the topic-config defaults once at start-up so that a bad broker default
         // is a start-up error rather than a failure on the first topic creation.
         cfg.log_config(&DynamicBrokerConfigs::new(), &BTreeMap::new())?;
@@ -873,20 +894,36 @@ fn split_kv(s: &str) -> Option<(String, String)> {
     Some((k.to_string(), v.trim().to_string()))
 }
 
-/// Parses Java-properties-style text: `key=value` lines, `#` and `!` comments, blank lines.
+/// Parses Java-properties-style text: `key=value` lines, `#` and `!` comments, blank lines,
+/// and a line ending in a backslash continued on the next (its leading blanks dropped), as
+/// `java.util.Properties` reads them (long `sasl.jaas.config` values are written so).
 pub fn parse_properties(text: &str) -> Result<Vec<(String, String)>, ConfigError> {
     let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
+    let mut lines = text.lines().enumerate();
+    while let Some((i, line)) = lines.next() {
         let t = line.trim();
         if t.is_empty() || t.starts_with('#') || t.starts_with('!') {
             continue;
         }
-        out.push(split_kv(t).ok_or(ConfigError::Syntax {
+        let mut logical = t.to_string();
+        while ends_in_continuation(&logical) {
+            logical.pop();
+            match lines.next() {
+                Some((_, next)) => logical.push_str(next.trim_start()),
+                None => break,
+            }
+        }
+        out.push(split_kv(&logical).ok_or(ConfigError::Syntax {
             line: i + 1,
-            text: t.to_string(),
+            text: logical.clone(),
         })?);
     }
     Ok(out)
+}
+
+/// Whether a line ends in an odd number of backslashes (an even number is escaped ones).
+fn ends_in_continuation(line: &str) -> bool {
+    line.bytes().rev().take_while(|b| *b == b'\\').count() % 2 == 1
 }
 
 #[cfg(test)]
@@ -966,6 +1003,15 @@ mod tests {
             load(&["novalue"]),
             Err(ConfigError::Syntax { .. })
         ));
+    }
+
+    #[test]
+    fn continued_lines_join_as_java_properties_do() {
+        let p = parse_properties("a=one \\\n    two\nb=x\\\\\n").unwrap();
+        assert_eq!(
+            p,
+            vec![("a".into(), "one two".into()), ("b".into(), "x\\\\".into())]
+        );
     }
 
     #[test]

@@ -129,18 +129,9 @@ pub fn parse(
 }
 
 /// Refuses what Brook cannot serve yet: the single place that lists unsupported listener
-/// security protocols. SASL listeners need SASL; the controller listener's Raft channel
-/// speaks PLAINTEXT only.
+/// security protocols. Every broker listener protocol is served (SASL_SSL is the SASL
+/// exchange over the TLS stream); the controller listener's Raft channel speaks PLAINTEXT only.
 pub fn refuse_unsupported(listeners: &Listeners) -> Result<(), ConfigError> {
-    for l in &listeners.broker {
-        if l.security_protocol.uses_sasl() {
-            return Err(ConfigError::Invalid(format!(
-                "listener {} uses {}, which Brook does not serve yet (PLAINTEXT and SSL)",
-                l.name,
-                l.security_protocol.name()
-            )));
-        }
-    }
     if let Some(c) = &listeners.controller {
         if c.security_protocol != SecurityProtocol::Plaintext {
             return Err(ConfigError::Invalid(format!(

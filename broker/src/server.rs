@@ -274,7 +274,11 @@ impl Server {
             broker.config.max_connections,
             broker.config.max_connections_per_ip,
         );
-        let (listeners, startup_error) = match await_serving(&broker, &mut shutdown).await {
+        let ready = match await_serving(&broker, &mut shutdown).await {
+            Ok(true) => bootstrap_scram(&broker).await.map(|()| true),
+            other => other,
+        };
+        let (listeners, startup_error) = match ready {
             Ok(true) => match bind_all(self.listeners).await {
                 Ok(l) => (l, None),
                 Err(e) => (Vec::new(), Some(e)),
@@ -442,6 +446,24 @@ async fn await_serving(
         },
         _ = shutdown.changed() => Ok(false),
     }
+}
+
+/// Records the SCRAM users this node was formatted with (`brook format --add-scram`), unless
+/// the cluster has recorded its bootstrap users already, before clients are served.
+async fn bootstrap_scram(broker: &Broker) -> Result<(), ServerError> {
+    let credentials = crate::security::bootstrap::read(&broker.config.log_dir).map_err(|e| {
+        ReplicaError::Io(std::io::Error::other(format!("bootstrap SCRAM users: {e}")))
+    })?;
+    if credentials.is_empty() {
+        return Ok(());
+    }
+    broker
+        .replicas
+        .controller()
+        .bootstrap_scram_credentials(credentials)
+        .await?;
+    broker.replicas.wait_caught_up().await;
+    Ok(())
 }
 
 /// Lines about refused connections, per client address.

@@ -144,8 +144,9 @@ impl DumpedBatch {
 struct Node {
     client_port: u16,
     controller_port: u16,
-    /// The port of the extra listener ([`Cluster::start_with_listener`]), if any.
-    extra_port: Option<u16>,
+    /// A third port, for a second broker listener: `{extra_port}` in property values, or the
+    /// listener [`Cluster::start_with_listener`] adds.
+    extra_port: u16,
     data_dir: PathBuf,
     process: BrookProcess,
     /// The admin listener of the current run (from its READY line).
@@ -226,17 +227,16 @@ impl Cluster {
             props.retain(|(pk, _)| pk != k);
             props.push((k.to_string(), v.to_string()));
         }
-        let per_node = if extra.is_some() { 3 } else { 2 };
-        let ports = free_ports(per_node * size);
+        let ports = free_ports(3 * size);
         let mut nodes = BTreeMap::new();
         for i in 0..size {
             let id = i as i32 + 1;
             nodes.insert(
                 id,
                 Node {
-                    client_port: ports[per_node * i],
-                    controller_port: ports[per_node * i + 1],
-                    extra_port: extra.as_ref().map(|_| ports[per_node * i + 2]),
+                    client_port: ports[3 * i],
+                    controller_port: ports[3 * i + 1],
+                    extra_port: ports[3 * i + 2],
                     data_dir: dir.path().join(format!("node-{id}")),
                     process: BrookProcess::new(
                         &format!("node {id}"),
@@ -285,18 +285,18 @@ impl Cluster {
 
     /// `127.0.0.1:PORT` of node `id`'s extra listener ([`Cluster::start_with_listener`]).
     pub fn extra_address(&self, id: i32) -> String {
-        let port = self
-            .node(id)
-            .extra_port
-            .expect("the cluster has no extra listener");
-        format!("127.0.0.1:{port}")
+        assert!(
+            self.extra_listener.is_some(),
+            "the cluster has no extra listener"
+        );
+        format!("127.0.0.1:{}", self.node(id).extra_port)
     }
 
     fn spawn(&mut self, id: i32) {
         let n = self.node(id);
-        let extra = match (&self.extra_listener, n.extra_port) {
-            (Some(name), Some(port)) => format!(",{name}://127.0.0.1:{port}"),
-            _ => String::new(),
+        let extra = match &self.extra_listener {
+            Some(name) => format!(",{name}://127.0.0.1:{}", n.extra_port),
+            None => String::new(),
         };
         let mut props: Vec<(String, String)> = vec![
             ("node.id".into(), id.to_string()),
@@ -313,7 +313,15 @@ impl Cluster {
             ("log.dirs".into(), n.data_dir.display().to_string()),
             ("admin.listener".into(), "127.0.0.1:0".into()),
         ];
-        props.extend(self.props.iter().cloned());
+        // Per-node ports in property values: `{client_port}`, `{controller_port}`,
+        // `{extra_port}` (a second broker listener, as a secured cluster has).
+        props.extend(self.props.iter().map(|(k, v)| {
+            let v = v
+                .replace("{client_port}", &n.client_port.to_string())
+                .replace("{controller_port}", &n.controller_port.to_string())
+                .replace("{extra_port}", &n.extra_port.to_string());
+            (k.clone(), v)
+        }));
         let mut args = vec!["serve".to_string()];
         for (k, v) in props {
             args.push("--override".into());

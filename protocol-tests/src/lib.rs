@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod fuzz_live;
 pub mod process;
 pub mod rd;
+pub mod sasl;
 pub mod version_matrix;
 pub mod wire;
 

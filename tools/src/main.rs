@@ -53,6 +53,20 @@ enum Command {
         #[arg(long = "override", value_name = "KEY=VALUE")]
         overrides: Vec<String>,
     },
+    /// Prepares a node's log directory before its first start, as `kafka-storage format`
+    /// does: `--add-scram` creates SCRAM users that the cluster records when it starts.
+    Format {
+        /// A Kafka-style server.properties file (for `log.dirs`).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Overrides one property (repeatable).
+        #[arg(long = "override", value_name = "KEY=VALUE")]
+        overrides: Vec<String>,
+        /// A SCRAM user, as kafka-storage takes it: 'SCRAM-SHA-256=[name=admin,password=secret]'
+        /// (repeatable; `iterations=N` optional).
+        #[arg(long = "add-scram", value_name = "MECHANISM=[name=..,password=..]")]
+        add_scram: Vec<String>,
+    },
     /// Prints the batches of a segment file (or of every segment in a partition directory),
     /// transaction markers, and the aborted transactions of `.txnindex` files.
     DumpLog {
@@ -227,6 +241,11 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Command::Format {
+            config,
+            overrides,
+            add_scram,
+        } => format(config, overrides, add_scram),
         Command::Fault { command } => fault(command),
         Command::DumpLog {
             path,
@@ -253,6 +272,41 @@ fn raise_open_file_limit() {
     match raised {
         Ok((soft, hard)) => tracing::debug!(was = soft, now = hard, "open file soft limit"),
         Err(e) => tracing::warn!(error = %e, "cannot raise the open file limit"),
+    }
+}
+
+fn format(config: Option<PathBuf>, overrides: Vec<String>, add_scram: Vec<String>) -> ExitCode {
+    let config = match BrokerConfig::load(config.as_deref(), &overrides) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("brook: configuration error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let parsed: Result<Vec<_>, String> = add_scram
+        .iter()
+        .map(|a| brook::security::bootstrap::parse_add_scram(a))
+        .collect();
+    let credentials = match parsed {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("brook format: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match brook::security::bootstrap::write(&config.log_dir, &credentials) {
+        Ok(path) => {
+            println!(
+                "Formatted {} ({} SCRAM users)",
+                path.display(),
+                credentials.len()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("brook format: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 

@@ -26,6 +26,7 @@ pub mod producers;
 pub mod quorum;
 pub mod reassignments;
 pub mod share;
+pub mod sasl;
 pub mod topics;
 pub mod txn;
 pub mod txn_markers;
@@ -122,6 +123,11 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::DescribeAcls, 1, 3, 1),
     api(ApiKey::CreateAcls, 1, 3, 1),
     api(ApiKey::DeleteAcls, 1, 3, 1),
+    // SASL (the exchange itself runs in security::sasl) and SCRAM credentials.
+    api(ApiKey::SaslHandshake, 0, 1, 0),
+    api(ApiKey::SaslAuthenticate, 0, 2, 0),
+    api(ApiKey::AlterUserScramCredentials, 0, 0, 0),
+    api(ApiKey::DescribeUserScramCredentials, 0, 0, 0),
 ];
 
 /// Finds an API's row in the table.
@@ -576,7 +582,59 @@ async fn process(
             ctx,
             &acls::handle_delete_acls(broker, ctx, r).await?,
         ),
+        RequestKind::SaslHandshake(r) => respond(
+            broker,
+            ctx,
+            &sasl::handle_sasl_handshake(broker, ctx, r).await,
+        ),
+        RequestKind::SaslAuthenticate(r) => respond(
+            broker,
+            ctx,
+            &sasl::handle_sasl_authenticate(broker, ctx, r).await,
+        ),
+        RequestKind::AlterUserScramCredentials(r) => respond(
+            broker,
+            ctx,
+            &sasl::handle_alter_user_scram_credentials(broker, ctx, r).await,
+        ),
+        RequestKind::DescribeUserScramCredentials(r) => respond(
+            broker,
+            ctx,
+            &sasl::handle_describe_user_scram_credentials(broker, ctx, r).await,
+        ),
         other => Err(CodecError::UnknownApiKey(ctx.api_key as i16)).inspect_err(|_| drop(other)),
+    }
+}
+
+/// The answer Kafka gives a request sent in the middle of the SASL exchange: its own error
+/// response with ILLEGAL_SASL_STATE (`AbstractRequest.getErrorResponse`), for the APIs Brook
+/// has an error form of (`error_response`); `None` for the others, which get the close only.
+pub async fn illegal_sasl_state_response(
+    broker: &Broker,
+    frame: Bytes,
+    session: &Arc<Session>,
+) -> Option<Bytes> {
+    let prefix = peek_prefix(&frame);
+    let key = ApiKey::try_from(prefix.api_key).ok()?;
+    let row = support(key)?;
+    let version = prefix.api_version;
+    if version < row.decode_min || version > row.max {
+        return None;
+    }
+    let mut body = frame;
+    let header = decode_header(key, version, &mut body).ok()?;
+    let req = RequestKind::decode(key, &mut body, version).ok()?;
+    let ctx = RequestContext {
+        api_key: key,
+        api_version: version,
+        correlation_id: prefix.correlation_id,
+        client_id: header.client_id.as_ref().map(|c| c.to_string()),
+        session: session.clone(),
+    };
+    let code = kafka_protocol::ResponseError::IllegalSaslState.code();
+    match error_response(broker, &ctx, &req, code) {
+        Ok(Outcome::Respond(bytes)) => Some(bytes),
+        _ => None,
     }
 }
 

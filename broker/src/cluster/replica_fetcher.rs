@@ -32,6 +32,7 @@ use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
 use prometheus_client::metrics::counter::Counter;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use crate::security::sasl::InterBrokerSasl;
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
@@ -90,6 +91,8 @@ pub struct ReplicaFetchers {
     truncations: Counter,
     /// The inter-broker listener's TLS client context, when it uses TLS.
     tls: Option<Arc<rustls::ClientConfig>>,
+    /// The inter-broker listener's SASL credentials, if it speaks SASL.
+    sasl: Option<Arc<InterBrokerSasl>>,
 }
 
 impl ReplicaFetchers {
@@ -100,12 +103,19 @@ impl ReplicaFetchers {
             leader_of: HashMap::new(),
             truncations,
             tls: None,
+            sasl: None,
         }
     }
 
     /// Fetchers connect to leaders with TLS when given (the inter-broker listener's).
     pub fn with_tls(mut self, tls: Option<Arc<rustls::ClientConfig>>) -> Self {
         self.tls = tls;
+        self
+    }
+
+    /// Fetchers authenticate their connections with `sasl`.
+    pub fn with_sasl(mut self, sasl: Option<Arc<InterBrokerSasl>>) -> Self {
+        self.sasl = sasl;
         self
     }
 
@@ -126,6 +136,7 @@ impl ReplicaFetchers {
         }
         let truncations = self.truncations.clone();
         let tls = self.tls.clone();
+        let sasl = self.sasl.clone();
         let fetcher = self.by_leader.entry(leader).or_insert_with(|| {
             let shared = Arc::new(FetcherShared {
                 partitions: Mutex::new(HashMap::new()),
@@ -140,6 +151,7 @@ impl ReplicaFetchers {
                     shared: shared.clone(),
                     truncations,
                     tls,
+                    sasl,
                     conn: None,
                     correlation_id: 0,
                     session: FetchSessionHandler::default(),
@@ -205,6 +217,7 @@ struct Fetcher {
     truncations: Counter,
     tls: Option<Arc<rustls::ClientConfig>>,
     conn: Option<BrokerStream>,
+    sasl: Option<Arc<InterBrokerSasl>>,
     correlation_id: i32,
     /// This fetcher's fetch session with the leader.
     session: FetchSessionHandler,
@@ -519,7 +532,14 @@ impl Fetcher {
             let addr = self
                 .leader_addr()
                 .ok_or(FetchRoundError::NoAddress(self.leader))?;
-            let connecting = connect(&addr, self.tls.as_ref());
+            let client_id = format!("brook-replica-fetcher-{}", self.node_id);
+            let connecting = async {
+                let mut stream = connect(&addr, self.tls.as_ref()).await?;
+                if let Some(sasl) = &self.sasl {
+                    crate::net::client::sasl_authenticate(&mut stream, sasl, &client_id).await?;
+                }
+                Ok::<_, std::io::Error>(stream)
+            };
             let stream = tokio::time::timeout(REPLICA_FETCH_IO_TIMEOUT, connecting)
                 .await
                 .map_err(|_| {

@@ -349,7 +349,8 @@ impl ReplicaManager {
         };
         let stats = ReplicationStats::default();
         let fetchers = ReplicaFetchers::new(stats.follower_truncations.clone())
-            .with_tls(config.tls.inter_broker.clone());
+            .with_tls(config.tls.inter_broker.clone())
+            .with_sasl(config.inter_broker_sasl.clone());
         let single_voter = controller.is_single_voter();
         let authorizer = config
             .authorizer

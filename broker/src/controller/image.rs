@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::security::acl::StandardAcl;
+use crate::security::scram::{ScramCredential, ScramMechanism};
 
 /// Kafka's "no leader" value for a partition's leader id.
 pub const NO_LEADER: i32 = -1;
@@ -194,6 +195,12 @@ pub struct MetadataImage {
     /// applied, so a node's authorizer tells a change by pointer.
     #[serde(default)]
     pub acls: Arc<BTreeMap<Uuid, StandardAcl>>,
+    /// SCRAM credentials by user, then by mechanism name (Kafka's `ScramImage`).
+    #[serde(default)]
+    pub scram_credentials: BTreeMap<String, BTreeMap<String, ScramCredential>>,
+    /// Whether the bootstrap credentials (`brook format --add-scram`) have been recorded.
+    #[serde(default)]
+    pub scram_bootstrapped: bool,
 }
 
 /// A change to the cluster metadata. Serialized into the Raft log.
@@ -281,6 +288,17 @@ pub enum MetadataRecord {
     AccessControlEntry { id: Uuid, acl: StandardAcl },
     /// An ACL was deleted (Kafka's `RemoveAccessControlEntryRecord`).
     RemoveAccessControlEntry { id: Uuid },
+    /// A user's SCRAM credential for one mechanism, new or replaced (Kafka's
+    /// `UserScramCredentialRecord`; `mechanism` is Kafka's type id).
+    UserScramCredential {
+        name: String,
+        mechanism: i8,
+        credential: ScramCredential,
+    },
+    /// A user's SCRAM credential is removed (Kafka's `RemoveUserScramCredentialRecord`).
+    RemoveUserScramCredential { name: String, mechanism: i8 },
+    /// The bootstrap credentials have been recorded; later bootstraps record nothing.
+    ScramBootstrapped,
 }
 
 /// Records applied together (one Raft entry).
@@ -303,6 +321,15 @@ impl MetadataImage {
             .get(&node)
             .is_some_and(|b| !b.fenced && b.incarnation == incarnation)
     }
+    /// `user`'s SCRAM credential for `mechanism`.
+    pub fn scram_credential(
+        &self,
+        user: &str,
+        mechanism: ScramMechanism,
+    ) -> Option<&ScramCredential> {
+        self.scram_credentials.get(user)?.get(mechanism.name())
+    }
+
     /// The topic named `name`.
     pub fn topic_by_name(&self, name: &str) -> Option<&TopicImage> {
         self.topic_ids.get(name).and_then(|id| self.topics.get(id))
@@ -454,6 +481,31 @@ impl MetadataImage {
                     };
                 }
             }
+            MetadataRecord::UserScramCredential {
+                name,
+                mechanism,
+                credential,
+            } => {
+                let m =
+                    ScramMechanism::from_type_id(*mechanism).ok_or("unknown SCRAM mechanism")?;
+                self.scram_credentials
+                    .entry(name.clone())
+                    .or_default()
+                    .insert(m.name().to_string(), credential.clone());
+            }
+            MetadataRecord::RemoveUserScramCredential { name, mechanism } => {
+                let m =
+                    ScramMechanism::from_type_id(*mechanism).ok_or("unknown SCRAM mechanism")?;
+                let user = self
+                    .scram_credentials
+                    .get_mut(name)
+                    .ok_or("no such SCRAM credential")?;
+                user.remove(m.name()).ok_or("no such SCRAM credential")?;
+                if user.is_empty() {
+                    self.scram_credentials.remove(name);
+                }
+            }
+            MetadataRecord::ScramBootstrapped => self.scram_bootstrapped = true,
             MetadataRecord::AlterBrokerConfigs { resource, configs } => {
                 let layer = self.broker_configs.entry(resource.clone()).or_default();
                 for (k, v) in configs {

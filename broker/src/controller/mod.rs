@@ -34,6 +34,7 @@ pub mod producer_id_control;
 pub mod quorum;
 pub mod replication_control;
 pub mod request;
+pub mod scram_control;
 mod storage;
 
 use std::collections::{BTreeMap, HashMap};
@@ -792,6 +793,32 @@ impl Controller {
             ControllerReply::AclsDeleted(r) => Ok(r),
             other => Err(unexpected(other)),
         }
+    }
+
+    /// AlterUserScramCredentials through the active controller: each user's result.
+    pub async fn alter_user_scram_credentials(
+        &self,
+        deletions: Vec<(String, i8)>,
+        upsertions: Vec<scram_control::ScramUpsertion>,
+    ) -> Result<Vec<scram_control::ScramResult>, ControllerError> {
+        let req = ControllerRequest::AlterUserScramCredentials {
+            deletions,
+            upsertions,
+        };
+        match self.inner.submit(req).await? {
+            ControllerReply::ScramResults(r) => Ok(r),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Records the credentials this node was formatted with, unless the cluster already
+    /// recorded its bootstrap credentials.
+    pub async fn bootstrap_scram_credentials(
+        &self,
+        credentials: Vec<(String, i8, crate::security::scram::ScramCredential)>,
+    ) -> Result<(), ControllerError> {
+        let req = ControllerRequest::BootstrapScramCredentials { credentials };
+        self.inner.submit(req).await.map(|_| ())
     }
 
     /// ElectLeaders: elections through the active controller; per topic and partition what

@@ -107,6 +107,15 @@ pub enum ControllerRequest {
         #[serde(default)]
         want_shut_down: bool,
     },
+    /// AlterUserScramCredentials (Kafka's `ScramControlManager.alterCredentials`).
+    AlterUserScramCredentials {
+        deletions: Vec<(String, i8)>,
+        upsertions: Vec<super::scram_control::ScramUpsertion>,
+    },
+    /// The credentials this node was formatted with; recorded once per cluster.
+    BootstrapScramCredentials {
+        credentials: Vec<(String, i8, crate::security::scram::ScramCredential)>,
+    },
     /// AllocateProducerIds: a block of producer ids for `node_id`.
     AllocateProducerIds { node_id: i32 },
     /// Issued by the active controller's own liveness check.
@@ -254,6 +263,8 @@ pub enum ControllerReply {
     AclsCreated(AclCreateResults),
     /// DeleteAcls' results.
     AclsDeleted(AclDeleteResults),
+    /// AlterUserScramCredentials' results: user, error code, error message.
+    ScramResults(Vec<super::scram_control::ScramResult>),
 }
 
 /// Records plus reply: what a request turns into (Kafka's `ControllerResult`).
@@ -301,6 +312,15 @@ pub fn decide(
             Ok(alter_group_configs(group, configs))
         }
         ControllerRequest::AlterPartition(r) => alter_partition(image, r, policy),
+        ControllerRequest::AlterUserScramCredentials {
+            deletions,
+            upsertions,
+        } => Ok(super::scram_control::alter_credentials(
+            image, deletions, upsertions,
+        )),
+        ControllerRequest::BootstrapScramCredentials { credentials } => {
+            Ok(super::scram_control::bootstrap(image, credentials))
+        }
         ControllerRequest::RegisterBroker {
             node_id,
             host,

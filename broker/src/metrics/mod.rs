@@ -236,6 +236,10 @@ pub struct BrokerMetrics {
     pub delayed_produces: Gauge,
     /// Fetch requests parked until data arrives or max_wait_ms (Kafka's Fetch purgatory).
     pub delayed_fetches: Gauge,
+    /// SASL authentications by listener: (successful, failed) (Kafka's socket-server
+    /// `successful-authentication-total` and `failed-authentication-total`). Keys are the
+    /// configured listener names, so they are bounded.
+    pub authentications: DashMap<Arc<str>, (Counter, Counter)>,
 }
 
 impl BrokerMetrics {
@@ -246,7 +250,17 @@ impl BrokerMetrics {
             connections: Gauge::default(),
             delayed_produces: Gauge::default(),
             delayed_fetches: Gauge::default(),
+            authentications: DashMap::new(),
         }
+    }
+
+    /// Counts one SASL authentication on `listener`.
+    pub fn authentication(&self, listener: &Arc<str>, succeeded: bool) {
+        let counters = self.authentications.entry(listener.clone()).or_default();
+        match succeeded {
+            true => counters.0.inc(),
+            false => counters.1.inc(),
+        };
     }
 }
 
@@ -279,6 +293,7 @@ impl Collector for Scrape {
         encode_partitions(&self.broker, &mut enc)?;
         encode_events(&self.broker, &mut enc)?;
         encode_gauges(&self.broker, &mut enc)?;
+        encode_authentications(&self.broker, &mut enc)?;
         control::encode_controller(&self.broker, &mut enc)?;
         control::encode_faults(&self.broker, &mut enc)
     }
@@ -516,6 +531,39 @@ fn encode_events(broker: &Broker, enc: &mut DescriptorEncoder) -> Result<(), fmt
         "Partition leader changes decided by this node as active controller (Kafka: ControllerStats LeaderElectionRateAndTimeMs).",
         elections,
     )
+}
+
+/// Kafka's socket-server `successful-authentication-total` and `failed-authentication-total`,
+/// per listener.
+fn encode_authentications(broker: &Broker, enc: &mut DescriptorEncoder) -> Result<(), fmt::Error> {
+    let rows: Vec<(String, u64, u64)> = broker
+        .metrics
+        .authentications
+        .iter()
+        .map(|e| (e.key().to_string(), e.value().0.get(), e.value().1.get()))
+        .collect();
+    for (name, help, pick) in [
+        (
+            "brook_successful_authentication",
+            "SASL authentications that succeeded, by listener (Kafka: socket-server-metrics successful-authentication-total).",
+            (|r: &(String, u64, u64)| r.1) as fn(&(String, u64, u64)) -> u64,
+        ),
+        (
+            "brook_failed_authentication",
+            "SASL authentications that failed, by listener (Kafka: socket-server-metrics failed-authentication-total).",
+            |r: &(String, u64, u64)| r.2,
+        ),
+    ] {
+        family(
+            enc,
+            name,
+            help,
+            MetricType::Counter,
+            rows.iter().map(|r| (vec![("listener", r.0.clone())], pick(r))),
+            counter_sample,
+        )?;
+    }
+    Ok(())
 }
 
 fn encode_gauges(broker: &Broker, enc: &mut DescriptorEncoder) -> Result<(), fmt::Error> {

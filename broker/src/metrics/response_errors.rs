@@ -38,6 +38,8 @@ top_level_only!(
     EndTxnResponse,
     ListTransactionsResponse,
     DescribeAclsResponse,
+    SaslHandshakeResponse,
+    SaslAuthenticateResponse,
 );
 
 /// Responses with one error code per element of a list (topics, groups, resources).
@@ -65,6 +67,8 @@ per_element!(
     DescribeGroupsResponse => groups,
     DeleteGroupsResponse => results,
     DescribeTransactionsResponse => transaction_states,
+    AlterUserScramCredentialsResponse => results,
+    DescribeUserScramCredentialsResponse => results,
 );
 
 /// Responses with one error code per partition of each topic, and with `top:` one at the

@@ -14,8 +14,14 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::net::stream::{connect, BrokerStream};
 
+use crate::security::sasl::{InterBrokerSasl, PLAIN};
+use crate::security::scram::{ScramClient, ScramMechanism};
+
 /// Largest response accepted on an inter-broker request connection.
 pub const INTER_BROKER_RESPONSE_MAX_BYTES: usize = 16 * 1024 * 1024;
+
+/// Bound on the SASL exchange's answers (Kafka's `sasl.server.max.receive.size` default).
+pub const SASL_RESPONSE_MAX_BYTES: usize = 512 * 1024;
 
 /// A connection to one broker's listener.
 pub struct BrokerConnection {
@@ -23,6 +29,9 @@ pub struct BrokerConnection {
     stream: Option<BrokerStream>,
     /// The inter-broker listener's TLS client context, when it uses TLS.
     tls: Option<Arc<rustls::ClientConfig>>,
+    /// The credentials to authenticate a new connection with, when the inter-broker listener
+    /// speaks SASL.
+    sasl: Option<Arc<InterBrokerSasl>>,
     correlation_id: i32,
     client_id: String,
     /// Bound on connecting and on each request's round trip.
@@ -49,6 +58,7 @@ impl BrokerConnection {
             addr,
             stream: None,
             tls: None,
+            sasl: None,
             correlation_id: 0,
             client_id,
             io_timeout,
@@ -58,6 +68,12 @@ impl BrokerConnection {
     /// Connects with TLS (`BrokerConfig::tls`'s inter-broker context) when given.
     pub fn with_tls(mut self, tls: Option<Arc<rustls::ClientConfig>>) -> Self {
         self.tls = tls;
+        self
+    }
+
+    /// Authenticates every new connection with `sasl` (the inter-broker listener's SASL).
+    pub fn with_sasl(mut self, sasl: Option<Arc<InterBrokerSasl>>) -> Self {
+        self.sasl = sasl;
         self
     }
 
@@ -102,7 +118,11 @@ impl BrokerConnection {
         let timeout = self.io_timeout;
         let io = async {
             if self.stream.is_none() {
-                self.stream = Some(connect(&self.addr, self.tls.as_ref()).await?);
+                let mut s = connect(&self.addr, self.tls.as_ref()).await?;
+                if let Some(sasl) = &self.sasl {
+                    sasl_authenticate(&mut s, sasl, &self.client_id).await?;
+                }
+                self.stream = Some(s);
             }
             let Some(conn) = self.stream.as_mut() else {
                 return Err(std::io::Error::other("no connection"));
@@ -140,5 +160,102 @@ impl BrokerConnection {
             return Err(protocol("trailing bytes".into()));
         }
         Ok(resp)
+    }
+}
+
+/// One request and its answer on `stream`, outside any connection state.
+async fn round_trip<R: Request>(
+    stream: &mut BrokerStream,
+    version: i16,
+    correlation_id: i32,
+    client_id: &str,
+    req: &R,
+) -> std::io::Result<R::Response> {
+    let bad = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidData, why);
+    let header = RequestHeader::default()
+        .with_request_api_key(R::KEY)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(StrBytes::from_string(client_id.to_string())));
+    let mut body = BytesMut::new();
+    header
+        .encode(&mut body, <R as HeaderVersion>::header_version(version))
+        .map_err(|e| bad(e.to_string()))?;
+    req.encode(&mut body, version)
+        .map_err(|e| bad(e.to_string()))?;
+    let mut frame = BytesMut::with_capacity(body.len() + 4);
+    frame.put_i32(body.len() as i32);
+    frame.extend_from_slice(&body);
+    stream.write_all(&frame).await?;
+    let size = stream.read_i32().await?;
+    if size < 0 || size as usize > SASL_RESPONSE_MAX_BYTES {
+        return Err(bad(format!("response of {size} bytes")));
+    }
+    let mut buf = vec![0u8; size as usize];
+    stream.read_exact(&mut buf).await?;
+    let mut buf = Bytes::from(buf);
+    let rh = ResponseHeader::decode(
+        &mut buf,
+        <R::Response as HeaderVersion>::header_version(version),
+    )
+    .map_err(|e| bad(e.to_string()))?;
+    if rh.correlation_id != correlation_id {
+        return Err(bad("correlation id mismatch".into()));
+    }
+    R::Response::decode(&mut buf, version).map_err(|e| bad(e.to_string()))
+}
+
+/// Authenticates a new inter-broker connection as Kafka's `SaslClientAuthenticator` does:
+/// SaslHandshake v1, then SaslAuthenticate rounds (PLAIN: one; SCRAM: two, checking the
+/// server's signature).
+pub async fn sasl_authenticate(
+    stream: &mut BrokerStream,
+    sasl: &InterBrokerSasl,
+    client_id: &str,
+) -> std::io::Result<()> {
+    use kafka_protocol::messages::SaslHandshakeRequest;
+    let refused = |why: String| std::io::Error::new(std::io::ErrorKind::PermissionDenied, why);
+    let handshake = SaslHandshakeRequest::default()
+        .with_mechanism(StrBytes::from_string(sasl.mechanism.clone()));
+    let h = round_trip(stream, 1, -2, client_id, &handshake).await?;
+    if h.error_code != 0 {
+        return Err(refused(format!(
+            "SaslHandshake for {} refused with error {}",
+            sasl.mechanism, h.error_code
+        )));
+    }
+    if sasl.mechanism == PLAIN {
+        let token = format!("\0{}\0{}", sasl.username, sasl.password).into_bytes();
+        sasl_round(stream, client_id, token, 1).await?;
+        return Ok(());
+    }
+    let m = ScramMechanism::from_name(&sasl.mechanism)
+        .ok_or_else(|| refused(format!("unsupported mechanism {}", sasl.mechanism)))?;
+    let (mut client, first) = ScramClient::start(m, &sasl.username, &sasl.password);
+    let server_first = sasl_round(stream, client_id, first, 1).await?;
+    let last = client.client_final(&server_first).map_err(refused)?;
+    let server_final = sasl_round(stream, client_id, last, 2).await?;
+    client.verify_server_final(&server_final).map_err(refused)
+}
+
+/// One SaslAuthenticate round: the server's token.
+async fn sasl_round(
+    stream: &mut BrokerStream,
+    client_id: &str,
+    token: Vec<u8>,
+    n: i32,
+) -> std::io::Result<Vec<u8>> {
+    use kafka_protocol::messages::SaslAuthenticateRequest;
+    let req = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token));
+    let r = round_trip(stream, 2, -2 - n, client_id, &req).await?;
+    match r.error_code {
+        0 => Ok(r.auth_bytes.to_vec()),
+        code => Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "SaslAuthenticate failed with error {code}: {}",
+                r.error_message.as_deref().unwrap_or_default()
+            ),
+        )),
     }
 }

@@ -29,6 +29,7 @@ use crate::net::codec::{read_frame, CodecError, Frame};
 use crate::net::stream::BrokerStream;
 use crate::security::ssl::ServerTls;
 use crate::security::{KafkaPrincipal, Session};
+use crate::security::sasl::{SaslAuthenticator, SaslStep};
 
 /// Chunks handed to one vectored write (Linux's IOV_MAX is 1024).
 pub const WRITE_IOVECS_MAX: usize = 64;
@@ -72,7 +73,12 @@ pub async fn serve(
             (Box::new(r) as ReadHalf, Box::new(w) as WriteHalf)
         }
     };
-    let session = Arc::new(session);
+    let mut session = Arc::new(session);
+    let mut sasl = broker
+        .config
+        .sasl
+        .get(&listener.name)
+        .map(|c| SaslAuthenticator::new(c.clone()));
     let activity = Arc::new(Activity::new());
     let tracked = Tracked {
         inner: r,
@@ -101,6 +107,25 @@ pub async fn serve(
                 break;
             }
         };
+        if let Some(auth) = sasl.as_mut() {
+            match authenticate(
+                &broker,
+                auth,
+                &mut session,
+                bytes.clone(),
+                &mut w,
+                &activity,
+            )
+            .await
+            {
+                Authenticating::Done => {
+                    drop(memory);
+                    continue;
+                }
+                Authenticating::Closed => break,
+                Authenticating::Serve => {}
+            }
+        }
         let started = Instant::now();
         let (ctx, outcome) = match handle_frame(&broker, bytes, &session).await {
             Ok(handled) => handled,
@@ -198,6 +223,96 @@ async fn tls_accept(
             None
         }
     }
+}
+
+/// What [`authenticate`] did with a frame.
+enum Authenticating {
+    /// The frame was part of the SASL exchange and has been answered.
+    Done,
+    /// The request handlers serve the frame.
+    Serve,
+    /// The connection must close.
+    Closed,
+}
+
+/// Runs a frame through the connection's SASL state (Kafka's `SaslServerAuthenticator`, and
+/// the session expiry and re-authentication checks of `SocketServer`'s processor).
+async fn authenticate<W: AsyncWrite + Unpin>(
+    broker: &Broker,
+    auth: &mut SaslAuthenticator,
+    session: &mut Arc<Session>,
+    frame: Bytes,
+    w: &mut W,
+    activity: &Activity,
+) -> Authenticating {
+    let listener = session.listener_name.clone();
+    if auth.complete() && !auth.begins_reauthentication(&frame, &session.principal) {
+        if auth.session_expired(Instant::now()) {
+            tracing::debug!(principal = %session.principal, "closing: SASL session expired (connections.max.reauth.ms)");
+            return Authenticating::Closed;
+        }
+        return Authenticating::Serve;
+    }
+    let image = broker.replicas.controller().image().borrow().clone();
+    let lookup = |user: &str, m| image.scram_credential(user, m).cloned();
+    let peer = session.client_address;
+    match auth.handle(frame, &lookup) {
+        SaslStep::Serve => Authenticating::Serve,
+        SaslStep::Respond(bytes) => match written(write_flushed(w, &bytes).await, activity, None) {
+            true => Authenticating::Done,
+            false => Authenticating::Closed,
+        },
+        SaslStep::Complete {
+            response,
+            principal,
+        } => {
+            broker.metrics.authentication(&listener, true);
+            tracing::debug!(?peer, %principal, "SASL authentication succeeded");
+            let mut s = (**session).clone();
+            s.principal = principal;
+            *session = Arc::new(s);
+            match written(write_flushed(w, &response).await, activity, None) {
+                true => Authenticating::Done,
+                false => Authenticating::Closed,
+            }
+        }
+        SaslStep::FailUnexpectedRequest { frame, reason } => {
+            let response = crate::api::illegal_sasl_state_response(broker, frame, session).await;
+            failed(broker, auth, &listener, response, &reason, w).await
+        }
+        SaslStep::Fail { response, reason } => {
+            failed(broker, auth, &listener, response, &reason, w).await
+        }
+        SaslStep::Close(reason) => {
+            tracing::info!(?peer, %reason, "closing connection during SASL authentication");
+            Authenticating::Closed
+        }
+    }
+}
+
+/// A failed authentication: counted, answered after `connection.failed.authentication.delay.ms`
+/// when there is an answer (Kafka delays both, to slow password guessing), then closed.
+async fn failed<W: AsyncWrite + Unpin>(
+    broker: &Broker,
+    auth: &SaslAuthenticator,
+    listener: &Arc<str>,
+    response: Option<Bytes>,
+    reason: &str,
+    w: &mut W,
+) -> Authenticating {
+    broker.metrics.authentication(listener, false);
+    tracing::info!(%reason, "SASL authentication failed; closing the connection");
+    tokio::time::sleep(auth.failed_authentication_delay()).await;
+    if let Some(r) = response {
+        let _ = write_flushed(w, &r).await;
+    }
+    Authenticating::Closed
+}
+
+/// Writes a whole answer and flushes it: a TLS stream holds written records until flushed.
+async fn write_flushed<W: AsyncWrite + Unpin>(w: &mut W, bytes: &[u8]) -> std::io::Result<()> {
+    w.write_all(bytes).await?;
+    w.flush().await
 }
 
 /// Logs why a request closes its connection. A response Brook could not encode is Brook's

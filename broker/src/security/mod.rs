@@ -10,6 +10,10 @@
 pub mod acl;
 pub mod authorizer;
 pub mod ssl;
+pub mod bootstrap;
+pub mod jaas;
+pub mod sasl;
+pub mod scram;
 
 use std::fmt;
 use std::net::IpAddr;

@@ -69,6 +69,8 @@ pub struct TransactionMarkerChannelManager {
     node_id: i32,
     /// The inter-broker listener's TLS client context, when it uses TLS.
     tls: Option<Arc<rustls::ClientConfig>>,
+    /// The inter-broker listener's SASL credentials, if it speaks SASL.
+    sasl: Option<Arc<crate::security::sasl::InterBrokerSasl>>,
     destinations: Mutex<HashMap<i32, Arc<Destination>>>,
 }
 
@@ -86,8 +88,15 @@ impl TransactionMarkerChannelManager {
         TransactionMarkerChannelManager {
             node_id,
             tls,
+            sasl: None,
             destinations: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Authenticates marker connections with `sasl`.
+    pub fn with_sasl(mut self, sasl: Option<Arc<crate::security::sasl::InterBrokerSasl>>) -> Self {
+        self.sasl = sasl;
+        self
     }
 
     fn destination(&self, node: i32, addr: &str) -> Arc<Destination> {
@@ -105,7 +114,8 @@ impl TransactionMarkerChannelManager {
                             format!("brook-txn-coordinator-{}", self.node_id),
                             MARKER_REQUEST_TIMEOUT,
                         )
-                        .with_tls(self.tls.clone()),
+                        .with_tls(self.tls.clone())
+                        .with_sasl(self.sasl.clone()),
                     ),
                 });
                 d.insert(node, dest.clone());

@@ -386,7 +386,8 @@ impl TransactionCoordinator {
             markers: TransactionMarkerChannelManager::new(
                 broker.node_id,
                 broker.tls.inter_broker.clone(),
-            ),
+            )
+            .with_sasl(broker.inter_broker_sasl.clone()),
             config,
             replicas,
             log,

@@ -391,7 +391,8 @@ async fn ask_remote_coordinator(
             .or_insert_with(|| {
                 Arc::new(tokio::sync::Mutex::new(
                     BrokerConnection::new(addr.clone(), verifier_client_id(broker), VERIFY_TIMEOUT)
-                        .with_tls(broker.config.tls.inter_broker.clone()),
+                        .with_tls(broker.config.tls.inter_broker.clone())
+                        .with_sasl(broker.config.inter_broker_sasl.clone()),
                 ))
             })
             .clone()

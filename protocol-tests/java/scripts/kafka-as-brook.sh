@@ -23,15 +23,25 @@ free() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); 
 base=$(dirname "$logdirs")
 [ -f "$base/ctrl.port" ] || free > "$base/ctrl.port"
 cport=$(cat "$base/ctrl.port")
+# A SASL_PLAINTEXT listener in the config (the SASL tests) gets a port of its own, kept across restarts.
+sasl_listener=""; sasl_advertised=""; sasl_map=""; sasl_ready=""
+if { get listeners; printf '%s\n' "${overrides[@]}" | grep '^listeners='; } | grep -q 'SASL_PLAINTEXT://'; then
+  [ -f "$base/sasl.port" ] || free > "$base/sasl.port"
+  sport=$(cat "$base/sasl.port")
+  sasl_listener=",SASL_PLAINTEXT://127.0.0.1:$sport"
+  sasl_advertised=",SASL_PLAINTEXT://127.0.0.1:$sport"
+  sasl_map=",SASL_PLAINTEXT:SASL_PLAINTEXT"
+  sasl_ready=" listeners=PLAINTEXT://127.0.0.1:PORT,SASL_PLAINTEXT://127.0.0.1:$sport"
+fi
 props="$base/kafka.properties"
 cat > "$props" <<P
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$cport
-listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
-advertised.listeners=PLAINTEXT://127.0.0.1:$port
+listeners=PLAINTEXT://127.0.0.1:$port$sasl_listener,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port$sasl_advertised
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT$sasl_map
 log.dirs=$logdirs
 num.partitions=$np
 auto.create.topics.enable=$ac
@@ -42,7 +52,8 @@ share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 P
 grep -vE '^(#|node.id|listeners|log.dirs|num.partitions|auto.create.topics.enable)' "$cfg" >> "$props" || true
-for o in "${overrides[@]}"; do echo "$o" >> "$props"; done
+# The listeners are the script's own (above); other overrides are added as given.
+for o in "${overrides[@]}"; do case "$o" in listeners=*) ;; *) echo "$o" >> "$props" ;; esac; done
 # Kafka refuses a group.consumer.heartbeat.interval.ms below group.consumer.min.heartbeat.interval.ms
 # (default 5000), a key Brook does not have: lower the minimum with it.
 hb=$(get group.consumer.heartbeat.interval.ms)
@@ -56,7 +67,7 @@ java -Xmx512m -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "$CP" kafka.Kafk
 pid=$!
 trap 'kill -TERM $pid; wait $pid; exit 0' TERM
 for i in $(seq 1 600); do
-  if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then echo "READY node.id=1 listener=127.0.0.1:$port"; break; fi
+  if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then echo "READY node.id=1 listener=127.0.0.1:$port${sasl_ready//PORT/$port}"; break; fi
   kill -0 $pid || exit 1
   sleep 0.1
 done

@@ -64,6 +64,10 @@ pub fn case(key: ApiKey) -> Option<Case> {
         DescribeAcls => (acls::describe_acls, 0),
         CreateAcls => (acls::create_acls, 0),
         DeleteAcls => (acls::delete_acls, 0),
+        SaslHandshake => (sasl_handshake, 0),
+        SaslAuthenticate => (sasl_authenticate, 0),
+        AlterUserScramCredentials => (alter_user_scram_credentials, 0),
+        DescribeUserScramCredentials => (describe_user_scram_credentials, 0),
         _ => return None,
     };
     Some(Case {
@@ -705,4 +709,69 @@ fn describe_quorum(env: &mut Env, v: i16) -> R {
         })
         .collect();
     Ok(format!("error {} {out:?}", r.error_code))
+}
+
+/// On a listener without SASL (or once authenticated), Kafka answers the handshake with
+/// ILLEGAL_SASL_STATE.
+fn sasl_handshake(env: &mut Env, v: i16) -> R {
+    let any = env.any();
+    let r = env.call(
+        any,
+        v,
+        &SaslHandshakeRequest::default().with_mechanism(s("PLAIN")),
+    )?;
+    Ok(format!("error {}", r.error_code))
+}
+
+fn sasl_authenticate(env: &mut Env, v: i16) -> R {
+    let any = env.any();
+    let req = SaslAuthenticateRequest::default().with_auth_bytes(bytes::Bytes::from_static(b"x"));
+    let r = env.call(any, v, &req)?;
+    Ok(format!("error {} {:?}", r.error_code, r.error_message))
+}
+
+/// Deleting a credential nobody has: RESOURCE_NOT_FOUND, nothing changes.
+fn alter_user_scram_credentials(env: &mut Env, v: i16) -> R {
+    let any = env.any();
+    let req = AlterUserScramCredentialsRequest::default().with_deletions(vec![
+        alter_user_scram_credentials_request::ScramCredentialDeletion::default()
+            .with_name(s("version-matrix-ghost"))
+            .with_mechanism(1),
+    ]);
+    let r = env.call(any, v, &req)?;
+    let out: Vec<String> = r
+        .results
+        .iter()
+        .map(|u| {
+            format!(
+                "{} error {} {:?}",
+                u.user.as_str(),
+                u.error_code,
+                u.error_message
+            )
+        })
+        .collect();
+    Ok(out.join("; "))
+}
+
+fn describe_user_scram_credentials(env: &mut Env, v: i16) -> R {
+    let any = env.any();
+    let req = DescribeUserScramCredentialsRequest::default().with_users(Some(vec![
+        describe_user_scram_credentials_request::UserName::default()
+            .with_name(s("version-matrix-ghost")),
+    ]));
+    let r = env.call(any, v, &req)?;
+    let out: Vec<String> = r
+        .results
+        .iter()
+        .map(|u| {
+            format!(
+                "{} error {} {:?}",
+                u.user.as_str(),
+                u.error_code,
+                u.error_message
+            )
+        })
+        .collect();
+    Ok(format!("error {} {}", r.error_code, out.join("; ")))
 }

@@ -134,6 +134,9 @@ fn trace_request(key: ApiKey, version: i16, payload: &[u8]) -> Result<(Vec<Field
         AlterPartitionReassignments => AlterPartitionReassignmentsRequest,
         ListPartitionReassignments => ListPartitionReassignmentsRequest,
         DescribeLogDirs => DescribeLogDirsRequest, DescribeQuorum => DescribeQuorumRequest,
+        SaslHandshake => SaslHandshakeRequest, SaslAuthenticate => SaslAuthenticateRequest,
+        AlterUserScramCredentials => AlterUserScramCredentialsRequest,
+        DescribeUserScramCredentials => DescribeUserScramCredentialsRequest,
     )?;
     Ok((buf.fields(payload), buf.remaining_bytes()))
 }

@@ -241,6 +241,46 @@ pub fn requests(key: ApiKey) -> Vec<RequestKind> {
             R::WriteTxnMarkers(write_txn_markers(true)),
             R::WriteTxnMarkers(write_txn_markers(false)),
         ],
+        // Once past (or without) a SASL exchange, the handshake answers ILLEGAL_SASL_STATE.
+        ApiKey::SaslHandshake => vec![
+            R::SaslHandshake(SaslHandshakeRequest::default()),
+            R::SaslHandshake(SaslHandshakeRequest::default().with_mechanism(s("PLAIN"))),
+        ],
+        ApiKey::SaslAuthenticate => vec![
+            R::SaslAuthenticate(SaslAuthenticateRequest::default()),
+            R::SaslAuthenticate(
+                SaslAuthenticateRequest::default()
+                    .with_auth_bytes(Bytes::from_static(b"\0fuzz\0secret")),
+            ),
+        ],
+        ApiKey::AlterUserScramCredentials => vec![
+            R::AlterUserScramCredentials(AlterUserScramCredentialsRequest::default()),
+            R::AlterUserScramCredentials(
+                AlterUserScramCredentialsRequest::default()
+                    .with_deletions(vec![
+                        alter_user_scram_credentials_request::ScramCredentialDeletion::default()
+                            .with_name(s("fuzz-ghost"))
+                            .with_mechanism(1),
+                    ])
+                    .with_upsertions(vec![
+                        alter_user_scram_credentials_request::ScramCredentialUpsertion::default()
+                            .with_name(s("fuzz-user"))
+                            .with_mechanism(2)
+                            .with_iterations(100)
+                            .with_salt(Bytes::from_static(b"salt"))
+                            .with_salted_password(Bytes::from_static(&[7; 64])),
+                    ]),
+            ),
+        ],
+        ApiKey::DescribeUserScramCredentials => vec![
+            R::DescribeUserScramCredentials(DescribeUserScramCredentialsRequest::default()),
+            R::DescribeUserScramCredentials(
+                DescribeUserScramCredentialsRequest::default().with_users(Some(vec![
+                    describe_user_scram_credentials_request::UserName::default()
+                        .with_name(s("fuzz-user")),
+                ])),
+            ),
+        ],
         ApiKey::DescribeProducers => vec![
             R::DescribeProducers(DescribeProducersRequest::default()),
             R::DescribeProducers(DescribeProducersRequest::default().with_topics(vec![

@@ -137,6 +137,11 @@ fn trace_request(key: ApiKey, version: i16, payload: &[u8]) -> Result<(Vec<Field
         SaslHandshake => SaslHandshakeRequest, SaslAuthenticate => SaslAuthenticateRequest,
         AlterUserScramCredentials => AlterUserScramCredentialsRequest,
         DescribeUserScramCredentials => DescribeUserScramCredentialsRequest,
+        CreateAcls => CreateAclsRequest, DescribeAcls => DescribeAclsRequest,
+        DeleteAcls => DeleteAclsRequest,
+        ShareGroupHeartbeat => ShareGroupHeartbeatRequest,
+        ShareGroupDescribe => ShareGroupDescribeRequest,
+        ShareFetch => ShareFetchRequest, ShareAcknowledge => ShareAcknowledgeRequest,
     )?;
     Ok((buf.fields(payload), buf.remaining_bytes()))
 }

@@ -361,6 +361,75 @@ pub fn requests(key: ApiKey) -> Vec<RequestKind> {
                     ]),
             ])),
         ],
+        ApiKey::CreateAcls => vec![
+            R::CreateAcls(CreateAclsRequest::default()),
+            R::CreateAcls(CreateAclsRequest::default().with_creations(vec![
+                create_acls_request::AclCreation::default()
+                    .with_resource_type(2)
+                    .with_resource_name(s("fuzz-topic"))
+                    .with_resource_pattern_type(3)
+                    .with_principal(s("User:fuzz"))
+                    .with_host(s("*"))
+                    .with_operation(3)
+                    .with_permission_type(3),
+            ])),
+        ],
+        ApiKey::DescribeAcls => vec![
+            R::DescribeAcls(DescribeAclsRequest::default()),
+            R::DescribeAcls(
+                DescribeAclsRequest::default()
+                    .with_resource_type_filter(1)
+                    .with_pattern_type_filter(1)
+                    .with_operation(1)
+                    .with_permission_type(1),
+            ),
+        ],
+        ApiKey::DeleteAcls => vec![
+            R::DeleteAcls(DeleteAclsRequest::default()),
+            R::DeleteAcls(DeleteAclsRequest::default().with_filters(vec![
+                delete_acls_request::DeleteAclsFilter::default()
+                    .with_resource_type_filter(1)
+                    .with_pattern_type_filter(1)
+                    .with_operation(1)
+                    .with_permission_type(1),
+            ])),
+        ],
+        ApiKey::ShareGroupHeartbeat => vec![
+            R::ShareGroupHeartbeat(ShareGroupHeartbeatRequest::default()),
+            R::ShareGroupHeartbeat(
+                ShareGroupHeartbeatRequest::default()
+                    .with_group_id(s("fuzz-share").into())
+                    .with_member_id(s("fuzz-member"))
+                    .with_member_epoch(0)
+                    .with_subscribed_topic_names(Some(vec![s("fuzz-topic").into()])),
+            ),
+        ],
+        ApiKey::ShareGroupDescribe => vec![
+            R::ShareGroupDescribe(ShareGroupDescribeRequest::default()),
+            R::ShareGroupDescribe(
+                ShareGroupDescribeRequest::default()
+                    .with_group_ids(vec![s("fuzz-share").into()]),
+            ),
+        ],
+        ApiKey::ShareFetch => vec![
+            R::ShareFetch(ShareFetchRequest::default()),
+            R::ShareFetch(
+                ShareFetchRequest::default()
+                    .with_group_id(Some(s("fuzz-share").into()))
+                    .with_member_id(Some(s("fuzz-member")))
+                    .with_share_session_epoch(0)
+                    .with_max_wait_ms(10),
+            ),
+        ],
+        ApiKey::ShareAcknowledge => vec![
+            R::ShareAcknowledge(ShareAcknowledgeRequest::default()),
+            R::ShareAcknowledge(
+                ShareAcknowledgeRequest::default()
+                    .with_group_id(Some(s("fuzz-share").into()))
+                    .with_member_id(Some(s("fuzz-member")))
+                    .with_share_session_epoch(1),
+            ),
+        ],
         _ => vec![],
     }
 }

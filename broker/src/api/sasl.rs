@@ -19,9 +19,11 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::ResponseError;
 
+use super::auth_helper::authorize_cluster;
 use super::{sb, RequestContext};
 use crate::broker::Broker;
 use crate::controller::scram_control::ScramUpsertion;
+use crate::security::acl::AclOperation;
 use crate::security::scram::ScramMechanism;
 
 /// Kafka's `ScramImage.DESCRIBE_USER_THAT_DOES_NOT_EXIST`.
@@ -53,7 +55,7 @@ pub async fn handle_sasl_authenticate(
 
 pub async fn handle_alter_user_scram_credentials(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: AlterUserScramCredentialsRequest,
 ) -> AlterUserScramCredentialsResponse {
     let deletions: Vec<(String, i8)> = req
@@ -77,6 +79,19 @@ pub async fn handle_alter_user_scram_credentials(
         .map(|(n, _)| n.clone())
         .chain(upsertions.iter().map(|u| u.name.clone()))
         .collect();
+    // ALTER on the cluster, as Kafka's `ControllerApis` checks; every user is refused
+    // otherwise.
+    if !authorize_cluster(broker, ctx, AclOperation::Alter) {
+        let e = ResponseError::ClusterAuthorizationFailed;
+        let mut seen = std::collections::BTreeSet::new();
+        return alter_response(
+            users
+                .into_iter()
+                .filter(|u| seen.insert(u.clone()))
+                .map(|u| (u, e.code(), Some(e.to_string())))
+                .collect(),
+        );
+    }
     let controller = broker.replicas.controller();
     let results = match controller
         .alter_user_scram_credentials(deletions, upsertions)
@@ -96,6 +111,13 @@ pub async fn handle_alter_user_scram_credentials(
                 .collect()
         }
     };
+    alter_response(results)
+}
+
+/// AlterUserScramCredentials' answer: per user, its error code and message.
+fn alter_response(
+    results: Vec<(String, i16, Option<String>)>,
+) -> AlterUserScramCredentialsResponse {
     AlterUserScramCredentialsResponse::default().with_results(
         results
             .into_iter()
@@ -111,9 +133,16 @@ pub async fn handle_alter_user_scram_credentials(
 
 pub async fn handle_describe_user_scram_credentials(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: DescribeUserScramCredentialsRequest,
 ) -> DescribeUserScramCredentialsResponse {
+    // DESCRIBE on the cluster (Kafka's `KafkaApis.handleDescribeUserScramCredentialsRequest`).
+    if !authorize_cluster(broker, ctx, AclOperation::Describe) {
+        let e = ResponseError::ClusterAuthorizationFailed;
+        return DescribeUserScramCredentialsResponse::default()
+            .with_error_code(e.code())
+            .with_error_message(Some(sb(e.to_string())));
+    }
     let image = broker.replicas.controller().image().borrow().clone();
     // User → named twice; all users when none is named (Kafka's `ScramImage.describe`).
     let mut users: BTreeMap<String, bool> = BTreeMap::new();

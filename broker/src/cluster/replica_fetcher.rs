@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::net::stream::{connect, BrokerStream};
+use crate::security::sasl::InterBrokerSasl;
 use bytes::{Buf, BufMut, BytesMut};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
 use kafka_protocol::messages::fetch_response::PartitionData;
@@ -32,7 +33,6 @@ use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
 use prometheus_client::metrics::counter::Counter;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use crate::security::sasl::InterBrokerSasl;
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 

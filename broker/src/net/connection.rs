@@ -27,9 +27,9 @@ use crate::listeners::Listener;
 use crate::metrics::{GaugeGuard, RequestMetrics};
 use crate::net::codec::{read_frame, CodecError, Frame};
 use crate::net::stream::BrokerStream;
+use crate::security::sasl::{SaslAuthenticator, SaslStep};
 use crate::security::ssl::ServerTls;
 use crate::security::{KafkaPrincipal, Session};
-use crate::security::sasl::{SaslAuthenticator, SaslStep};
 
 /// Chunks handed to one vectored write (Linux's IOV_MAX is 1024).
 pub const WRITE_IOVECS_MAX: usize = 64;

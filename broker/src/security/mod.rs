@@ -9,11 +9,11 @@
 
 pub mod acl;
 pub mod authorizer;
-pub mod ssl;
 pub mod bootstrap;
 pub mod jaas;
 pub mod sasl;
 pub mod scram;
+pub mod ssl;
 
 use std::fmt;
 use std::net::IpAddr;

@@ -236,6 +236,16 @@ pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
 /// (`MetadataImage::broker_configs`, `MetadataImage::broker_configs`).
 pub type DynamicBrokerConfigs = BTreeMap<String, BTreeMap<String, String>>;
 
+/// The ISR size a partition with `replicas` replicas needs: `min.insync.replicas` capped by
+/// the replication factor, as Kafka's `Partition.effectiveMinIsr` and the controller's
+/// `ReplicationControlManager.getTopicEffectiveMinIsr` compute it. A topic asking for more
+/// in-sync replicas than it has would otherwise never commit anything. Both the partition and
+/// the controller call this, so they cannot disagree.
+pub fn effective_min_isr(min_insync_replicas: i32, replicas: usize) -> i32 {
+    let replicas = i32::try_from(replicas.max(1)).unwrap_or(i32::MAX);
+    min_insync_replicas.min(replicas)
+}
+
 /// The parsed broker configuration.
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
@@ -604,7 +614,9 @@ impl BrokerConfig {
             .or_else(|| self.topic_default(dynamic, key))
     }
 
-    /// The min.insync.replicas in force for a topic.
+    /// The min.insync.replicas in force for a topic: its override, else this node's dynamic
+    /// config, the cluster default, then server.properties. The one resolution both the
+    /// partition (acks=all, the high watermark) and the controller (the ELR) use.
     pub fn min_insync_replicas(
         &self,
         dynamic: &DynamicBrokerConfigs,

@@ -953,15 +953,12 @@ pub fn synonym_to_topic_value(synonym: &str, value: &str) -> Option<String> {
 }
 
 /// Whether Brook applies a dynamic broker key at run time: the defaults of the topic keys
-/// (each topic's log settings are rebuilt when they change), except the two the controller
-/// reads from server.properties only (`min.insync.replicas` for ELR,
-/// `unclean.leader.election.enable` for elections).
+/// (each topic's log settings are rebuilt when they change; the controller resolves
+/// `min.insync.replicas` as the partition does), except `unclean.leader.election.enable`:
+/// Kafka's controller elects leaderless partitions uncleanly when it turns true, which Brook's
+/// controller does not do for a dynamic change.
 pub fn dynamic_key_applied(name: &str) -> bool {
-    synonym_is_dynamic(name)
-        && !matches!(
-            name,
-            "min.insync.replicas" | "unclean.leader.election.enable"
-        )
+    synonym_is_dynamic(name) && name != "unclean.leader.election.enable"
 }
 
 /// One group config key (Kafka's `GroupConfig`) and the broker key that supplies its default.

@@ -45,8 +45,10 @@ fn config(
         broker_listeners: Vec::new(),
         heartbeat_interval_ms: 50,
         session_timeout_ms: 1000,
-        unclean_leader_election_enable: false,
-        min_insync_replicas: 1,
+        // Kafka's defaults: unclean election off, min.insync.replicas 1.
+        broker_config: Arc::new(
+            brook::config::BrokerConfig::from_map(BTreeMap::new()).expect("default config"),
+        ),
         previous_broker_epoch: None,
         leader_imbalance_check_interval: None,
         election_timeout_ms,

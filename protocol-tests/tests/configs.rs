@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use brook_protocol_tests::errors::NONE;
-use brook_protocol_tests::wire::{CREATE_TOPICS_V, METADATA_V};
+use brook_protocol_tests::wire::{topic_name, CREATE_TOPICS_V, METADATA_V};
 use brook_protocol_tests::{unique_topic, Broker, Cluster, WireClient};
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::describe_configs_response::DescribeConfigsResourceResult;
@@ -666,4 +666,67 @@ fn legacy_alter_configs_replaces_the_overrides() {
         entry(&configs, "retention.ms").value.as_deref(),
         Some("5000")
     );
+}
+
+/// A dynamic cluster default of `min.insync.replicas` moves the partition (acks=all) and the
+/// controller (the ELR) together, as in Kafka (`kafka-configs --entity-type brokers
+/// --entity-default --add-config min.insync.replicas=3`): both resolve it through
+/// `BrokerConfig::min_insync_replicas`.
+#[test]
+fn a_dynamic_min_insync_replicas_default_moves_acks_all_and_the_elr() {
+    use brook_protocol_tests::batch::{encode_batch, Producer, Rec};
+    use kafka_protocol::messages::describe_topic_partitions_request::TopicRequest;
+    use kafka_protocol::messages::DescribeTopicPartitionsRequest;
+
+    let wait = Duration::from_secs(30);
+    let mut cluster = Cluster::start(3, &[]);
+    let topic = unique_topic("dyn-min-isr");
+    cluster.create_topic(&topic, 1, 3, &[]);
+    let s = cluster.await_isr(&topic, 0, &[1, 2, 3], wait);
+    let (leader, gone) = (s.leader, s.followers()[0]);
+    let mut c = WireClient::connect(&cluster.address(leader));
+    let (code, msg) = alter(&mut c, BROKER, "", &[("min.insync.replicas", "3")], false);
+    assert_eq!(code, NONE, "{msg:?}");
+
+    cluster.stop(gone);
+    let rest: Vec<i32> = [1, 2, 3].into_iter().filter(|&n| n != gone).collect();
+    cluster.await_isr(&topic, 0, &rest, wait);
+    // The controller: the ISR left below min ISR, so the replica that left stays eligible.
+    let req = DescribeTopicPartitionsRequest::default()
+        .with_topics(vec![TopicRequest::default().with_name(topic_name(&topic))]);
+    let resp = c.request(0, &req);
+    let elr: Vec<i32> = resp.topics[0].partitions[0]
+        .eligible_leader_replicas
+        .iter()
+        .flatten()
+        .map(|b| b.0)
+        .collect();
+    assert_eq!(elr, [gone], "{resp:?}");
+    // The partition: acks=all is refused below the dynamic min ISR...
+    let record = || encode_batch(Producer::NONE, &[Rec::kv("k", "v", 1_700_000_000_000)]);
+    let p = c.produce(&topic, 0, record());
+    assert_eq!(
+        p.error_code,
+        ResponseError::NotEnoughReplicas.code(),
+        "{p:?}"
+    );
+    // ...and accepted once it is lowered again. The answer to the alter means the quorum
+    // committed it; the leader applies it from its metadata image right after (as Kafka's
+    // brokers do), so the retriable error may be answered until then.
+    let (code, msg) = alter(&mut c, BROKER, "", &[("min.insync.replicas", "2")], false);
+    assert_eq!(code, NONE, "{msg:?}");
+    let deadline = Instant::now() + wait;
+    loop {
+        let p = c.produce(&topic, 0, record());
+        if p.error_code == NONE {
+            break;
+        }
+        assert_eq!(
+            p.error_code,
+            ResponseError::NotEnoughReplicas.code(),
+            "{p:?}"
+        );
+        assert!(Instant::now() < deadline, "min ISR 2 never applied: {p:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

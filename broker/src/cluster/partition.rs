@@ -623,12 +623,10 @@ impl Partition {
         }
     }
 
-    /// min.insync.replicas capped by the replication factor, as Kafka's
-    /// `Partition.effectiveMinIsr`: a topic asking for more in-sync replicas than it has
-    /// replicas would otherwise never commit anything.
+    /// Kafka's `Partition.effectiveMinIsr` ([`crate::config::effective_min_isr`]).
     fn effective_min_isr(&self, st: &ReplicaState) -> i32 {
         let min_isr = self.min_insync_replicas.load(Ordering::Acquire);
-        min_isr.min(st.replicas.len().max(1) as i32)
+        crate::config::effective_min_isr(min_isr, st.replicas.len())
     }
 
     /// Leader: raises the high watermark to the smallest log end offset among the replicas

@@ -304,16 +304,11 @@ impl ReplicaManager {
             .unwrap_or_default();
         let dir = config.log_dir.clone();
         let state = StartupState::read(&dir)?;
-        let unclean = config
-            .values
-            .get("unclean.leader.election.enable")
-            .is_some_and(|v| v == "true");
         let (controller, cluster_id) = match ControllerConfig::from_broker_config(&config)? {
             Some(mut cc) => {
                 cc.broker_endpoint = Some(broker_endpoint);
                 cc.broker_listeners = endpoints;
                 cc.previous_broker_epoch = state.previous_broker_epoch;
-                cc.unclean_leader_election_enable = unclean;
                 let voters = config
                     .values
                     .get("controller.quorum.voters")

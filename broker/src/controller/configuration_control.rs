@@ -16,9 +16,10 @@ pub const UNCLEAN_KEY: &str = "unclean.leader.election.enable";
 /// finalized features (Kafka's `ConfigurationControlManager` and `FeatureControlManager`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ElectionPolicy {
-    /// Broker-level `unclean.leader.election.enable`; a topic override wins.
+    /// Broker-level `unclean.leader.election.enable` (dynamic, then static); a topic
+    /// override wins.
     pub default_unclean: bool,
-    /// Broker-level `min.insync.replicas`; a topic override wins.
+    /// Broker-level `min.insync.replicas` (dynamic, then static); a topic override wins.
     pub default_min_isr: i32,
     /// Eligible leader replicas (KIP-966, `eligible.leader.replicas.version` 1).
     pub elr_enabled: bool,
@@ -34,16 +35,18 @@ impl ElectionPolicy {
     }
 
     /// Kafka's `getTopicEffectiveMinIsr`: the topic's `min.insync.replicas`, at most its
-    /// replication factor.
+    /// replication factor ([`crate::config::effective_min_isr`], which the partition uses too).
     pub(super) fn effective_min_isr(&self, t: &TopicImage, p: &PartitionRegistration) -> usize {
         let configured = t
             .configs
             .get("min.insync.replicas")
             .and_then(|v| v.parse::<i32>().ok())
             .unwrap_or(self.default_min_isr);
-        usize::try_from(configured)
-            .unwrap_or(0)
-            .min(p.replicas.len())
+        usize::try_from(crate::config::effective_min_isr(
+            configured,
+            p.replicas.len(),
+        ))
+        .unwrap_or(0)
     }
 }
 

@@ -145,11 +145,11 @@ pub struct ControllerConfig {
     pub heartbeat_interval_ms: u64,
     /// `broker.session.timeout.ms`: a broker not heard from for this long is fenced.
     pub session_timeout_ms: u64,
-    /// Broker-level `unclean.leader.election.enable`; topics may override it.
-    pub unclean_leader_election_enable: bool,
-    /// Broker-level `min.insync.replicas`; topics may override it. The controller needs it for
-    /// the ELR (KIP-966): a replica leaving an ISR that is below it stays eligible to lead.
-    pub min_insync_replicas: i32,
+    /// The node's static configuration, under the dynamic broker configs of the image, for
+    /// the defaults of `unclean.leader.election.enable` and `min.insync.replicas` (topics may
+    /// override both). The controller needs the min ISR for the ELR (KIP-966): a replica
+    /// leaving an ISR that is below it stays eligible to lead.
+    pub broker_config: Arc<BrokerConfig>,
     /// With the broker role: the broker epoch that this node's log directory recorded at its
     /// last clean shutdown, sent with the first registration of this process (Kafka's
     /// `previousBrokerEpoch`). `None` after a crash.
@@ -227,8 +227,7 @@ impl ControllerConfig {
             broker_listeners: Vec::new(),
             heartbeat_interval_ms: cfg.broker_heartbeat_interval_ms,
             session_timeout_ms: cfg.broker_session_timeout_ms,
-            unclean_leader_election_enable: get("unclean.leader.election.enable") == "true",
-            min_insync_replicas: cfg.min_insync_replicas(&Default::default(), &BTreeMap::new()),
+            broker_config: Arc::new(cfg.clone()),
             previous_broker_epoch: None,
             leader_imbalance_check_interval: if get("auto.leader.rebalance.enable") == "false" {
                 None
@@ -258,7 +257,6 @@ impl ControllerConfig {
     /// Like a one-node KRaft cluster, it keeps every piece of metadata in the Raft log under
     /// `<log.dirs>/__cluster_metadata`.
     pub fn single_voter(cfg: &BrokerConfig, endpoint: (String, u16)) -> Self {
-        let get = |k: &str| cfg.values.get(k).cloned().unwrap_or_default();
         ControllerConfig {
             node_id: cfg.node_id,
             voters: BTreeMap::from([(cfg.node_id, SINGLE_VOTER_ADDRESS.to_string())]),
@@ -269,8 +267,7 @@ impl ControllerConfig {
             broker_listeners: Vec::new(),
             heartbeat_interval_ms: cfg.broker_heartbeat_interval_ms,
             session_timeout_ms: cfg.broker_session_timeout_ms,
-            unclean_leader_election_enable: get("unclean.leader.election.enable") == "true",
-            min_insync_replicas: cfg.min_insync_replicas(&Default::default(), &BTreeMap::new()),
+            broker_config: Arc::new(cfg.clone()),
             previous_broker_epoch: None,
             // One broker: every partition's preferred replica is its only one.
             leader_imbalance_check_interval: None,
@@ -986,10 +983,15 @@ fn unexpected(reply: ControllerReply) -> ControllerError {
 impl Inner {
     /// What the decisions depend on besides the image. ELR is on: Kafka 4.4 formats new
     /// clusters with `eligible.leader.replicas.version` 1.
-    fn policy(&self) -> configuration_control::ElectionPolicy {
+    /// The defaults are resolved as the partition resolves them (`BrokerConfig::topic_default`:
+    /// this node's dynamic config, the cluster default, then server.properties), as Kafka's
+    /// `ConfigurationControlManager.getTopicConfig` does for the current controller.
+    fn policy(&self, image: &MetadataImage) -> configuration_control::ElectionPolicy {
+        let cfg = &self.config.broker_config;
+        let default = |key: &str| cfg.topic_default(&image.broker_configs, key);
         configuration_control::ElectionPolicy {
-            default_unclean: self.config.unclean_leader_election_enable,
-            default_min_isr: self.config.min_insync_replicas,
+            default_unclean: default(configuration_control::UNCLEAN_KEY).as_deref() == Some("true"),
+            default_min_isr: cfg.min_insync_replicas(&image.broker_configs, &BTreeMap::new()),
             elr_enabled: true,
         }
     }
@@ -1141,7 +1143,7 @@ impl Inner {
             RaftError::Fatal(f) => internal(f),
         })?;
         let image = self.image_rx.borrow().clone();
-        let (records, reply) = request::decide(&image, req, &self.policy())?;
+        let (records, reply) = request::decide(&image, req, &self.policy(&image))?;
         let elections = leader_changes(&image, &records);
         if !records.is_empty() {
             self.raft

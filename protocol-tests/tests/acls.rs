@@ -285,3 +285,114 @@ fn an_acl_created_through_one_node_is_enforced_by_every_node_of_three() {
     let mut c = WireClient::connect(&cluster.address(leader));
     assert_eq!(produce_error(&mut c, &replicated), 0);
 }
+
+/// Share groups check the topics as Kafka's `KafkaApis` does: DESCRIBE on every subscribed
+/// topic in ShareGroupHeartbeat (TOPIC_AUTHORIZATION_FAILED for the whole heartbeat), READ on
+/// each topic of ShareFetch and ShareAcknowledge (TOPIC_AUTHORIZATION_FAILED on its partitions,
+/// the fetch of the others going on).
+#[test]
+fn share_group_apis_check_topic_acls() {
+    use kafka_protocol::messages::share_acknowledge_request as sar;
+    use kafka_protocol::messages::share_fetch_request as sfr;
+    let broker = Broker::start_with(AUTHORIZER);
+    let mut c = WireClient::connect(&broker.bootstrap());
+    let (hidden, unread, open) = (
+        unique_topic("sh-h"),
+        unique_topic("sh-u"),
+        unique_topic("sh-o"),
+    );
+    let mut ids = Vec::new();
+    for t in [&hidden, &unread, &open] {
+        ids.push(c.ensure_topic(t).topic_id);
+    }
+    let denied = [(&hidden, DESCRIBE), (&unread, READ)]
+        .map(|(t, op)| acl(TOPIC, t, LITERAL, "User:ANONYMOUS", "*", op, DENY));
+    // An ACL on a topic turns off `allow.everyone.if.no.acl.found` for it: DESCRIBE is allowed
+    // on `unread` explicitly.
+    let mut acls = denied.to_vec();
+    acls.push(acl(
+        TOPIC,
+        &unread,
+        LITERAL,
+        "User:ANONYMOUS",
+        "*",
+        DESCRIBE,
+        ALLOW,
+    ));
+    assert!(create(&mut c, acls).iter().all(|r| r.0 == 0));
+    let heartbeat = |c: &mut WireClient, topics: &[&String]| {
+        let req = ShareGroupHeartbeatRequest::default()
+            .with_group_id(s("sh-acl-g").into())
+            .with_member_id(s("m-sh-acl-0000000000000000000"))
+            .with_member_epoch(0)
+            .with_subscribed_topic_names(Some(topics.iter().map(|t| s(t).into()).collect()));
+        c.request(1, &req).error_code
+    };
+    assert_eq!(
+        heartbeat(&mut c, &[&open, &hidden]),
+        TOPIC_AUTHORIZATION_FAILED
+    );
+    assert_eq!(heartbeat(&mut c, &[&open, &unread]), 0);
+
+    let partition = |acks: Vec<sfr::AcknowledgementBatch>| {
+        vec![sfr::FetchPartition::default()
+            .with_partition_index(0)
+            .with_acknowledgement_batches(acks)]
+    };
+    let ack = sfr::AcknowledgementBatch::default()
+        .with_first_offset(0)
+        .with_last_offset(0)
+        .with_acknowledge_types(vec![1]);
+    let req = ShareFetchRequest::default()
+        .with_group_id(Some(s("sh-acl-g").into()))
+        .with_member_id(Some(s("m-sh-acl-0000000000000000000")))
+        .with_share_session_epoch(0)
+        .with_max_wait_ms(0)
+        .with_max_bytes(1 << 20)
+        .with_max_records(10)
+        .with_batch_size(10)
+        .with_topics(vec![
+            sfr::FetchTopic::default()
+                .with_topic_id(ids[1])
+                .with_partitions(partition(vec![])),
+            sfr::FetchTopic::default()
+                .with_topic_id(ids[2])
+                .with_partitions(partition(vec![])),
+        ]);
+    let r = c.request(1, &req);
+    assert_eq!(r.error_code, 0, "{r:?}");
+    let code = |id| {
+        let t = r
+            .responses
+            .iter()
+            .find(|t| t.topic_id == id)
+            .expect("topic answered");
+        t.partitions[0].error_code
+    };
+    assert_eq!(
+        (code(ids[1]), code(ids[2])),
+        (TOPIC_AUTHORIZATION_FAILED, 0),
+        "{r:?}"
+    );
+
+    let req = ShareAcknowledgeRequest::default()
+        .with_group_id(Some(s("sh-acl-g").into()))
+        .with_member_id(Some(s("m-sh-acl-0000000000000000000")))
+        .with_share_session_epoch(1)
+        .with_topics(vec![sar::AcknowledgeTopic::default()
+            .with_topic_id(ids[1])
+            .with_partitions(vec![sar::AcknowledgePartition::default()
+                .with_partition_index(0)
+                .with_acknowledgement_batches(vec![
+                    sar::AcknowledgementBatch::default()
+                        .with_first_offset(ack.first_offset)
+                        .with_last_offset(ack.last_offset)
+                        .with_acknowledge_types(ack.acknowledge_types.clone()),
+                ])])]);
+    let r = c.request(1, &req);
+    assert_eq!(r.error_code, 0, "{r:?}");
+    assert_eq!(
+        r.responses[0].partitions[0].error_code, TOPIC_AUTHORIZATION_FAILED,
+        "{r:?}"
+    );
+}

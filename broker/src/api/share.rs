@@ -7,7 +7,7 @@
 //! share-partition changes (a release or an acknowledgement), and waking at the earliest
 //! acquisition lock deadline, when locked records become acquirable again.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,19 +25,52 @@ use super::{sb, RequestContext};
 use crate::broker::Broker;
 use crate::cluster::partition::Partition;
 use crate::group::share::{ShareHeartbeatParams, SHARE_ASSIGNOR};
+use crate::security::acl::{AclOperation, ResourceType};
 use crate::share::{FetchContext, SharePartitionKey};
 
 /// READ on the share group, as Kafka's `KafkaApis` checks for ShareGroupHeartbeat, ShareFetch
-/// and ShareAcknowledge (GROUP_AUTHORIZATION_FAILED otherwise). The topic checks Kafka adds
-/// per partition are not made yet.
+/// and ShareAcknowledge (GROUP_AUTHORIZATION_FAILED otherwise).
 fn may_read_group(broker: &Broker, ctx: &RequestContext, group: &str) -> bool {
-    super::auth_helper::authorize(
-        broker,
-        ctx,
-        crate::security::acl::AclOperation::Read,
-        crate::security::acl::ResourceType::Group,
-        group,
-    )
+    super::auth_helper::authorize(broker, ctx, AclOperation::Read, ResourceType::Group, group)
+}
+
+/// The topics of `ids` this session may not READ (Kafka's `KafkaApis.handleShareFetchRequest`
+/// and `handleShareAcknowledgeRequest` filter the request's topics by READ; each partition of
+/// the others is answered TOPIC_AUTHORIZATION_FAILED). An id no topic has is left to the
+/// partition lookup, which answers UNKNOWN_TOPIC_ID.
+fn unreadable_topics(
+    broker: &Broker,
+    ctx: &RequestContext,
+    ids: impl Iterator<Item = Uuid>,
+) -> HashSet<Uuid> {
+    if broker.authorizer().is_none() {
+        return HashSet::new();
+    }
+    ids.filter(|&id| {
+        broker.replicas.topic_name_by_id(id).is_some_and(|name| {
+            !super::auth_helper::authorize(
+                broker,
+                ctx,
+                AclOperation::Read,
+                ResourceType::Topic,
+                &name,
+            )
+        })
+    })
+    .collect()
+}
+
+/// Kafka's `KafkaApis.handleShareGroupHeartbeat`: every subscribed topic needs DESCRIBE, or the
+/// heartbeat is answered TOPIC_AUTHORIZATION_FAILED before the coordinator sees it.
+fn may_describe_topics(broker: &Broker, ctx: &RequestContext, names: &[TopicName]) -> bool {
+    names.iter().all(|t| {
+        super::auth_helper::authorize(broker, ctx, AclOperation::Describe, ResourceType::Topic, t)
+    })
+}
+
+fn topic_denied() -> (ResponseError, String) {
+    let e = ResponseError::TopicAuthorizationFailed;
+    (e, e.to_string())
 }
 
 /// ShareGroupHeartbeat.
@@ -52,6 +85,14 @@ pub async fn handle_share_group_heartbeat(
         return ShareGroupHeartbeatResponse::default()
             .with_error_code(ResponseError::GroupAuthorizationFailed.code())
             .with_heartbeat_interval_ms(interval);
+    }
+    if !may_describe_topics(
+        broker,
+        ctx,
+        req.subscribed_topic_names.as_deref().unwrap_or(&[]),
+    ) {
+        return ShareGroupHeartbeatResponse::default()
+            .with_error_code(ResponseError::TopicAuthorizationFailed.code());
     }
     let params = ShareHeartbeatParams {
         member_id: req.member_id.to_string(),
@@ -278,10 +319,16 @@ pub async fn handle_share_fetch(
         Ok(c) => c,
         Err(e) => return top_error(e, e.to_string()),
     };
+    let denied = unreadable_topics(broker, ctx, req.topics.iter().map(|t| t.topic_id));
     let mut answers: HashMap<(Uuid, i32), PartitionAnswer> = HashMap::new();
     for t in &req.topics {
         for p in &t.partitions {
             if p.acknowledgement_batches.is_empty() {
+                continue;
+            }
+            if denied.contains(&t.topic_id) {
+                let a = answers.entry((t.topic_id, p.partition_index)).or_default();
+                a.ack_error = Some(topic_denied());
                 continue;
             }
             let batches = p
@@ -311,6 +358,11 @@ pub async fn handle_share_fetch(
         FetchContext::Full(ps) => (ps, true),
         FetchContext::Incremental(ps) => (ps, false),
     };
+    let (fetch, refused): (Vec<_>, Vec<_>) =
+        fetch.into_iter().partition(|(t, _)| !denied.contains(t));
+    for key in refused {
+        answers.entry(key).or_default().error = Some(ResponseError::TopicAuthorizationFailed);
+    }
     let max_bytes = (req.max_bytes.max(0) as usize).min(broker.config.fetch_max_bytes);
     let max_wait = Duration::from_millis(req.max_wait_ms.clamp(0, FETCH_MAX_WAIT_MS_LIMIT) as u64);
     let max_records = req.max_records.max(0) as usize;
@@ -499,6 +551,7 @@ pub async fn handle_share_acknowledge(
             Ok(f) => f,
             Err(e) => return top_error(e, e.to_string()),
         };
+    let denied = unreadable_topics(broker, ctx, req.topics.iter().map(|t| t.topic_id));
     let mut topics = Vec::with_capacity(req.topics.len());
     for t in req.topics {
         let mut parts = Vec::with_capacity(t.partitions.len());
@@ -508,14 +561,18 @@ pub async fn handle_share_acknowledge(
                 .into_iter()
                 .map(|b| (b.first_offset, b.last_offset, b.acknowledge_types))
                 .collect();
-            let err = acknowledge(
-                broker,
-                &group,
-                &member,
-                t.topic_id,
-                p.partition_index,
-                batches,
-            );
+            let err = if denied.contains(&t.topic_id) {
+                Some(topic_denied())
+            } else {
+                acknowledge(
+                    broker,
+                    &group,
+                    &member,
+                    t.topic_id,
+                    p.partition_index,
+                    batches,
+                )
+            };
             let leader = led_partition(broker, t.topic_id, p.partition_index).ok();
             parts.push(
                 sar::PartitionData::default()

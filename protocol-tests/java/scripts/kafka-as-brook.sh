@@ -72,7 +72,9 @@ while True:
         break'
 }
 if [ ! -f "$logdirs/meta.properties" ]; then
-  java -cp "$CP" kafka.tools.StorageTool format -t "$(random_uuid)" -c "$props" >&2
+  # A short-lived JVM: the quick JIT tier and the serial collector start it sooner.
+  java -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -cp "$CP" kafka.tools.StorageTool format \
+    -t "$(random_uuid)" -c "$props" >&2
 fi
 java -Xmx512m -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "$CP" kafka.Kafka "$props" >&2 &
 pid=$!

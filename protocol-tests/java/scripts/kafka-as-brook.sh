@@ -60,8 +60,21 @@ hb=$(get group.consumer.heartbeat.interval.ms)
 if [ -n "$hb" ] && [ -z "$(get group.consumer.min.heartbeat.interval.ms)" ] && [ "$hb" -lt 5000 ]; then
   echo "group.consumer.min.heartbeat.interval.ms=$hb" >> "$props"
 fi
+# A cluster id as Kafka's Uuid.randomUuid makes one (`kafka-storage random-uuid`): 16 random
+# bytes, URL-safe base64 without padding, never starting with '-'. In Python rather than a
+# second JVM: every test's broker is formatted afresh, and a JVM start costs a second or two.
+random_uuid() {
+  python3 -c 'import base64, uuid
+while True:
+    s = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    if not s.startswith("-"):
+        print(s)
+        break'
+}
 if [ ! -f "$logdirs/meta.properties" ]; then
-  java -cp "$CP" kafka.tools.StorageTool format -t $(java -cp "$CP" kafka.tools.StorageTool random-uuid) -c "$props" >&2
+  # A short-lived JVM: the quick JIT tier and the serial collector start it sooner.
+  java -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -cp "$CP" kafka.tools.StorageTool format \
+    -t "$(random_uuid)" -c "$props" >&2
 fi
 java -Xmx512m -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "$CP" kafka.Kafka "$props" >&2 &
 pid=$!

@@ -109,7 +109,8 @@ fn classic_group(
     let mut members: Vec<(WireClient, String)> = (0..n)
         .map(|_| {
             let mut c = WireClient::connect(addr);
-            let r: JoinGroupResponse = c.request(JOIN_V, &join_request(group, "", protocol_type, topic));
+            let r: JoinGroupResponse =
+                c.request(JOIN_V, &join_request(group, "", protocol_type, topic));
             assert_eq!(r.error_code, 79, "MEMBER_ID_REQUIRED");
             (c, r.member_id.to_string())
         })
@@ -145,7 +146,11 @@ fn classic_group(
         &sync_request(group, &leader, generation).with_assignments(assignments),
     );
     assert_eq!(r.error_code, 0);
-    for ((c, _), id) in members.iter_mut().filter(|(_, m)| *m != leader).zip(sync_ids) {
+    for ((c, _), id) in members
+        .iter_mut()
+        .filter(|(_, m)| *m != leader)
+        .zip(sync_ids)
+    {
         assert_eq!(c.receive::<SyncGroupRequest>(SYNC_V, id).error_code, 0);
     }
     members
@@ -214,7 +219,8 @@ fn committed(c: &mut WireClient, group: &str, topic: &str) -> i64 {
 /// answered at once with its member epoch; SyncGroup hands out its partitions. Bounded.
 fn rejoin(c: &mut WireClient, group: &str, member: &str, topic: &str) -> (i32, BTreeSet<i32>) {
     for _ in 0..5 {
-        let j: JoinGroupResponse = c.request(JOIN_V, &join_request(group, member, "consumer", topic));
+        let j: JoinGroupResponse =
+            c.request(JOIN_V, &join_request(group, member, "consumer", topic));
         assert_eq!(j.error_code, 0, "join");
         assert_eq!(j.protocol_name.as_ref().map(|n| n.as_str()), Some("range"));
         assert!(j.members.is_empty(), "nobody computes the assignment");
@@ -264,7 +270,10 @@ fn a_classic_group_upgrades_and_downgrades_across_a_restart() {
         members,
         BTreeSet::from([(member.clone(), 0), ("kip848-1".to_string(), 1)])
     );
-    assert_eq!(heartbeat(&mut mc, &group, &member, generation), REBALANCE_IN_PROGRESS);
+    assert_eq!(
+        heartbeat(&mut mc, &group, &member, generation),
+        REBALANCE_IN_PROGRESS
+    );
 
     // A restart reloads the converted group, classic member included.
     drop(mc);
@@ -288,9 +297,14 @@ fn a_classic_group_upgrades_and_downgrades_across_a_restart() {
         .map(|t| t.partitions.len())
         .sum();
     assert_eq!(theirs, 1);
-    let r: OffsetCommitResponse =
-        mc.request(8, &commit.clone().with_generation_id_or_member_epoch(epoch + 7));
-    assert_eq!(r.topics[0].partitions[0].error_code, 22, "ILLEGAL_GENERATION");
+    let r: OffsetCommitResponse = mc.request(
+        8,
+        &commit.clone().with_generation_id_or_member_epoch(epoch + 7),
+    );
+    assert_eq!(
+        r.topics[0].partitions[0].error_code, 22,
+        "ILLEGAL_GENERATION"
+    );
     let r: OffsetCommitResponse = mc.request(8, &commit.with_generation_id_or_member_epoch(epoch));
     assert_eq!(r.topics[0].partitions[0].error_code, 0);
 
@@ -306,9 +320,14 @@ fn a_classic_group_upgrades_and_downgrades_across_a_restart() {
     let mut c = WireClient::connect(&addr);
     let mut mc = WireClient::connect(&addr);
     assert_eq!(listed(&mut c, &group).0, "classic");
-    let j: JoinGroupResponse = mc.request(JOIN_V, &join_request(&group, &member, "consumer", &topic));
+    let j: JoinGroupResponse =
+        mc.request(JOIN_V, &join_request(&group, &member, "consumer", &topic));
     assert_eq!(j.error_code, 0);
-    assert_eq!(j.leader.as_str(), member, "the classic group's leader again");
+    assert_eq!(
+        j.leader.as_str(),
+        member,
+        "the classic group's leader again"
+    );
     assert_eq!(committed(&mut c, &group, &topic), 42);
 }
 
@@ -338,8 +357,20 @@ fn conversions_refused_as_kafka_refuses_them() {
             assert_eq!(heartbeat(mc, group, m, *generation), 0, "{group}");
         }
     };
-    refused(&disabled, "policy-disabled", "consumer", 1, GROUP_ID_NOT_FOUND);
+    refused(
+        &disabled,
+        "policy-disabled",
+        "consumer",
+        1,
+        GROUP_ID_NOT_FOUND,
+    );
     refused(&sized, "larger-than-max", "consumer", 3, GROUP_ID_NOT_FOUND);
     refused(&sized, "other-protocol", "connect", 1, GROUP_ID_NOT_FOUND);
-    refused(&sized, "joiner-past-max", "consumer", 2, GROUP_MAX_SIZE_REACHED);
+    refused(
+        &sized,
+        "joiner-past-max",
+        "consumer",
+        2,
+        GROUP_MAX_SIZE_REACHED,
+    );
 }

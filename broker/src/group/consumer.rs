@@ -689,7 +689,12 @@ impl ConsumerGroup {
     }
 
     /// Moves one member towards the target assignment (Kafka's `CurrentAssignmentBuilder`).
-    pub(super) fn reconcile(&mut self, member_id: &str, owned: Option<&[(Uuid, Vec<i32>)]>, now: Instant) {
+    pub(super) fn reconcile(
+        &mut self,
+        member_id: &str,
+        owned: Option<&[(Uuid, Vec<i32>)]>,
+        now: Instant,
+    ) {
         let held = self.held_by_others(member_id);
         let target = self.target.get(member_id).cloned().unwrap_or_default();
         let epoch = self.assignment_epoch;

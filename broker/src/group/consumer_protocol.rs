@@ -124,7 +124,10 @@ pub fn decode_subscription(blob: &[u8]) -> Option<Subscription> {
     // User data: nullable bytes.
     let len = r.i32()?;
     if len > 0 {
-        r.pos = r.pos.checked_add(len as usize).filter(|&p| p <= blob.len())?;
+        r.pos = r
+            .pos
+            .checked_add(len as usize)
+            .filter(|&p| p <= blob.len())?;
     }
     if version >= 1 {
         for _ in 0..r.count()? {

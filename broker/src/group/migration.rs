@@ -101,7 +101,9 @@ fn subscription_of(protocols: &[(String, Bytes)]) -> Result<Subscription, GroupE
     protocols
         .first()
         .and_then(|(_, m)| consumer_protocol::decode_subscription(m))
-        .ok_or_else(|| GroupError::InvalidRequest("malformed consumer protocol subscription".into()))
+        .ok_or_else(|| {
+            GroupError::InvalidRequest("malformed consumer protocol subscription".into())
+        })
 }
 
 impl ConsumerGroup {
@@ -161,8 +163,11 @@ impl ConsumerGroup {
         if self.members.is_empty() {
             return !names.is_empty();
         }
-        let classic: Vec<&ClassicMemberMetadata> =
-            self.members.values().filter_map(|m| m.classic.as_ref()).collect();
+        let classic: Vec<&ClassicMemberMetadata> = self
+            .members
+            .values()
+            .filter_map(|m| m.classic.as_ref())
+            .collect();
         names.iter().any(|n| {
             classic
                 .iter()
@@ -198,7 +203,10 @@ impl ConsumerGroup {
             }
             None => member_id.to_string(),
         };
-        let m = self.members.get_mut(&id).ok_or(GroupError::UnknownMemberId)?;
+        let m = self
+            .members
+            .get_mut(&id)
+            .ok_or(GroupError::UnknownMemberId)?;
         // `throwIfMemberDoesNotUseClassicProtocol`.
         if m.classic.is_none() {
             return Err(GroupError::UnknownMemberId);
@@ -240,7 +248,11 @@ impl ConsumerGroup {
         new_member_id: impl FnOnce() -> String,
     ) -> Result<JoinResponse, GroupError> {
         let unknown = p.member_id.is_empty();
-        let member_id = if unknown { new_member_id() } else { p.member_id.clone() };
+        let member_id = if unknown {
+            new_member_id()
+        } else {
+            p.member_id.clone()
+        };
         if self.members.len() >= limits.max_size && !self.members.contains_key(&member_id) {
             return Err(GroupError::GroupMaxSizeReached);
         }
@@ -464,7 +476,10 @@ fn update_classic_member(
 }
 
 fn refresh_classic_session(m: &mut ConsumerMember, now: Instant) {
-    let ms = m.classic.as_ref().map_or(0, |c| c.session_timeout_ms.max(0));
+    let ms = m
+        .classic
+        .as_ref()
+        .map_or(0, |c| c.session_timeout_ms.max(0));
     m.session_deadline = now + Duration::from_millis(ms as u64);
 }
 
@@ -487,8 +502,11 @@ impl ClassicGroup {
         topic_name: &dyn Fn(Uuid) -> Option<String>,
         now: Instant,
     ) -> ClassicGroup {
-        let members: Vec<&ConsumerMember> =
-            g.members.values().filter(|m| m.member_id != leaving).collect();
+        let members: Vec<&ConsumerMember> = g
+            .members
+            .values()
+            .filter(|m| m.member_id != leaving)
+            .collect();
         let record = records::GroupMetadataValue {
             protocol_type: "consumer".into(),
             generation: g.group_epoch,
@@ -511,7 +529,11 @@ impl ClassicGroup {
         };
         let mut classic = ClassicGroup::from_record(g.group_id.clone(), record, now);
         for cm in &mut classic.members {
-            if let Some(c) = g.members.get(&cm.member_id).and_then(|m| m.classic.as_ref()) {
+            if let Some(c) = g
+                .members
+                .get(&cm.member_id)
+                .and_then(|m| m.classic.as_ref())
+            {
                 cm.protocols = c.protocols.clone();
             }
         }
@@ -542,9 +564,14 @@ impl GroupCoordinator {
         let Some(GroupKind::Consumer(g)) = st.groups.get_mut(group_id).map(|e| &mut e.kind) else {
             return Err(GroupError::GroupIdNotFound);
         };
-        let r = g.classic_join(params, &topics, &all_topics, &limits, Instant::now(), || {
-            Uuid::new_v4().to_string()
-        });
+        let r = g.classic_join(
+            params,
+            &topics,
+            &all_topics,
+            &limits,
+            Instant::now(),
+            || Uuid::new_v4().to_string(),
+        );
         self.after_change(st, group_id);
         r.map(Pending::Now)
     }
@@ -587,7 +614,10 @@ impl GroupCoordinator {
             return Err(GroupError::GroupIdNotFound);
         };
         if !self.upgrade_allowed(classic, limits) {
-            tracing::info!(group = group_id, "classic group not upgraded to a consumer group");
+            tracing::info!(
+                group = group_id,
+                "classic group not upgraded to a consumer group"
+            );
             return Err(GroupError::GroupIdNotFound);
         }
         let now = Instant::now();
@@ -603,7 +633,10 @@ impl GroupCoordinator {
         entry
             .persisted
             .insert(records::group_metadata_key(group_id), Bytes::new());
-        tracing::info!(group = group_id, "classic group upgraded to a consumer group");
+        tracing::info!(
+            group = group_id,
+            "classic group upgraded to a consumer group"
+        );
         self.after_change(st, group_id);
         Ok(result)
     }
@@ -637,7 +670,10 @@ impl GroupCoordinator {
         entry.persisted.clear();
         classic.rebalance_after_downgrade(&self.config.classic, now);
         entry.kind = GroupKind::Classic(classic);
-        tracing::info!(group = group_id, "consumer group downgraded to a classic group");
+        tracing::info!(
+            group = group_id,
+            "consumer group downgraded to a classic group"
+        );
         self.after_change(st, group_id);
     }
 

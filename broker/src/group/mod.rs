@@ -718,7 +718,8 @@ impl GroupCoordinator {
         let mut st = self.state.lock();
         self.acquire(&mut st, group_id)?;
         if let Some(GroupKind::Consumer(g)) = st.groups.get_mut(group_id).map(|e| &mut e.kind) {
-            let r = g.classic_heartbeat(member_id, group_instance_id, generation_id, Instant::now());
+            let r =
+                g.classic_heartbeat(member_id, group_instance_id, generation_id, Instant::now());
             self.after_change(&mut st, group_id);
             return r;
         }

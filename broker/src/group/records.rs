@@ -552,7 +552,8 @@ pub fn decode_consumer_member_metadata_value(
     let mut classic = None;
     for _ in 0..r.uvarint()? {
         let tag = r.uvarint()?;
-        let size = usize::try_from(r.uvarint()?).map_err(|_| RecordError("tag too large".into()))?;
+        let size =
+            usize::try_from(r.uvarint()?).map_err(|_| RecordError("tag too large".into()))?;
         let field = r.take(size)?;
         if tag == CLASSIC_MEMBER_METADATA_TAG {
             classic = Some(decode_classic_member_metadata(field)?);

@@ -270,24 +270,7 @@ impl ConsumerGroup {
         if let Some(instance) = p.group_instance_id.as_deref() {
             self.take_static_place(instance, &member_id, unknown)?;
         }
-        let mut bump = false;
-        if !self.members.contains_key(&member_id) {
-            bump = true;
-            let m = ConsumerMember::new(
-                &member_id,
-                p.client_id.clone(),
-                p.client_host.clone(),
-                p.rebalance_timeout_ms,
-                now,
-            );
-            self.members.insert(member_id.clone(), m);
-        }
-        let m = self
-            .members
-            .get_mut(&member_id)
-            .ok_or(GroupError::UnknownMemberId)?;
-        bump |= update_classic_member(m, &p, subscription.topics.clone(), now);
-        m.rack_id = subscription.rack_id.clone().or(m.rack_id.take());
+        let bump = self.upsert_classic_member(&member_id, &p, &subscription, now)?;
         self.update_target(bump, topics, all_topics);
         let owned: Vec<(Uuid, Vec<i32>)> = to_ids(&subscription.owned, topics)
             .into_iter()
@@ -311,6 +294,36 @@ impl ConsumerGroup {
             members: Vec::new(),
             skip_assignment: false,
         })
+    }
+
+    /// Creates the member or applies its JoinGroup to it; true if membership or its
+    /// subscription changed (a new group epoch).
+    fn upsert_classic_member(
+        &mut self,
+        member_id: &str,
+        p: &JoinParams,
+        subscription: &Subscription,
+        now: Instant,
+    ) -> Result<bool, GroupError> {
+        let mut bump = false;
+        if !self.members.contains_key(member_id) {
+            bump = true;
+            let m = ConsumerMember::new(
+                member_id,
+                p.client_id.clone(),
+                p.client_host.clone(),
+                p.rebalance_timeout_ms,
+                now,
+            );
+            self.members.insert(member_id.to_string(), m);
+        }
+        let m = self
+            .members
+            .get_mut(member_id)
+            .ok_or(GroupError::UnknownMemberId)?;
+        bump |= update_classic_member(m, p, subscription.topics.clone(), now);
+        m.rack_id = subscription.rack_id.clone().or(m.rack_id.take());
+        Ok(bump)
     }
 
     /// A static classic member joining with an unknown member id takes the place (epoch,

@@ -195,6 +195,7 @@ pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("group.consumer.min.session.timeout.ms", "45000"),
     ("group.consumer.max.session.timeout.ms", "60000"),
     ("group.consumer.max.size", "2147483647"),
+    ("group.consumer.migration.policy", "bidirectional"),
     // Share groups (see crate::group::share and crate::share).
     ("group.share.heartbeat.interval.ms", "5000"),
     ("group.share.session.timeout.ms", "45000"),

@@ -686,6 +686,13 @@ const BROKER_KEYS: &[BrokerConfigKey] = &[
         "Most members of a consumer group."
     ),
     broker_key!(
+        "group.consumer.migration.policy",
+        String,
+        Validator::None,
+        STATIC,
+        "Online migration of non-empty groups between the classic and consumer protocols: bidirectional, upgrade, downgrade or disabled (case-insensitive)."
+    ),
+    broker_key!(
         "offsets.topic.num.partitions",
         Int,
         Validator::AtLeast(1),

@@ -582,7 +582,7 @@ pub async fn handle_consumer_group_describe(
                                     .with_subscribed_topic_regex(m.subscribed_regex.clone().map(sb))
                                     .with_assignment(assignment(&m.assigned))
                                     .with_target_assignment(assignment(target))
-                                    .with_member_type(1)
+                                    .with_member_type(if m.classic.is_some() { 0 } else { 1 })
                             })
                             .collect(),
                     ),

@@ -359,7 +359,7 @@ impl ClassicGroup {
     }
 
     /// Each member votes for its most preferred candidate protocol; the most votes win.
-    fn select_protocol(&self) -> Option<String> {
+    pub(super) fn select_protocol(&self) -> Option<String> {
         let candidates = self.candidate_protocols();
         let mut votes: Vec<(String, usize)> = candidates.iter().map(|c| (c.clone(), 0)).collect();
         for m in &self.members {
@@ -661,6 +661,12 @@ impl ClassicGroup {
             self.rebalance_deadline = Some(now + timeout);
             self.try_complete_join(now);
         }
+    }
+
+    /// A group just converted from a KIP-848 group whose last consumer-protocol member left
+    /// rebalances, so that its members rejoin (Kafka's `convertToClassicGroup`).
+    pub(super) fn rebalance_after_downgrade(&mut self, limits: &ClassicLimits, now: Instant) {
+        self.prepare_rebalance(limits, now);
     }
 
     fn all_members_joined(&self) -> bool {

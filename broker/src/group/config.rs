@@ -24,6 +24,8 @@ pub struct GroupConfig {
     /// `offsets.commit.timeout.ms`: how long a commit waits for the offsets partition's
     /// high watermark before it is answered COORDINATOR_NOT_AVAILABLE.
     pub offsets_commit_timeout_ms: i32,
+    /// `group.consumer.migration.policy`.
+    pub migration_policy: migration::MigrationPolicy,
 }
 
 impl GroupConfig {
@@ -145,6 +147,15 @@ impl GroupConfig {
                 })?
             },
             offsets_commit_timeout_ms: positive_i32("offsets.commit.timeout.ms")?,
+            migration_policy: {
+                let key = "group.consumer.migration.policy";
+                let v = c.values.get(key).cloned().unwrap_or_default();
+                migration::MigrationPolicy::parse(&v).ok_or_else(|| ConfigError::InvalidValue {
+                    key: key.into(),
+                    value: v,
+                    reason: "must be one of disabled, upgrade, downgrade, bidirectional".into(),
+                })?
+            },
         })
     }
 }

@@ -23,6 +23,9 @@ use super::{records, GroupError};
 /// Partitions by topic id.
 pub type TopicPartitions = BTreeMap<Uuid, BTreeSet<i32>>;
 
+/// The member epoch a member sends when it leaves the group.
+pub const LEAVE_GROUP_MEMBER_EPOCH: i32 = -1;
+
 /// The member epoch a static member sends when it leaves temporarily.
 pub const LEAVE_GROUP_STATIC_MEMBER_EPOCH: i32 = -2;
 
@@ -86,13 +89,19 @@ pub struct ConsumerMember {
     pub assigned: TopicPartitions,
     /// What the member still owns but must give up.
     pub pending_revocation: TopicPartitions,
-    session_deadline: Instant,
-    revocation_deadline: Option<Instant>,
+    pub(super) session_deadline: Instant,
+    pub(super) revocation_deadline: Option<Instant>,
+    /// Set for a member that speaks the classic protocol (online migration, [`super::migration`]).
+    pub classic: Option<records::ClassicMemberMetadata>,
+    /// A classic member's join or sync deadline: it was told to rejoin (or was answered its
+    /// JoinGroup) and must send JoinGroup (or SyncGroup) within its rebalance timeout, or it
+    /// is fenced (Kafka's consumer group join and sync timeouts).
+    pub(super) classic_deadline: Option<Instant>,
 }
 
 impl ConsumerMember {
     /// A member at epoch 0 with nothing subscribed or assigned yet.
-    fn new(
+    pub(super) fn new(
         member_id: &str,
         client_id: String,
         client_host: String,
@@ -118,6 +127,8 @@ impl ConsumerMember {
             pending_revocation: BTreeMap::new(),
             session_deadline,
             revocation_deadline: None,
+            classic: None,
+            classic_deadline: None,
         }
     }
 }
@@ -168,11 +179,11 @@ pub struct ConsumerGroup {
     /// The target assignment of `assignment_epoch`.
     pub target: HashMap<String, TopicPartitions>,
     /// The subscribed topics' metadata the target was computed from.
-    topics_seen: TopicsImage,
+    pub(super) topics_seen: TopicsImage,
     /// Set when the group was read back from its records: `topics_seen` is not stored, so the
     /// first heartbeat takes the current topics as the ones the target was computed from,
     /// instead of taking them for a change that needs a new target.
-    topics_unknown: bool,
+    pub(super) topics_unknown: bool,
 }
 
 impl ConsumerGroup {
@@ -218,6 +229,7 @@ impl ConsumerGroup {
                     subscribed_topic_regex: m.subscribed_regex.clone(),
                     rebalance_timeout_ms: m.rebalance_timeout_ms,
                     server_assignor: m.server_assignor.clone(),
+                    classic: m.classic.clone(),
                 }),
             ));
             out.push((
@@ -263,6 +275,12 @@ impl ConsumerGroup {
         m.subscribed_regex = meta.subscribed_topic_regex.filter(|_| m.regex.is_some());
         m.rebalance_timeout_ms = meta.rebalance_timeout_ms;
         m.server_assignor = meta.server_assignor;
+        // A classic member's session is its JoinGroup's session timeout.
+        if let Some(c) = &meta.classic {
+            m.session_deadline =
+                Instant::now() + Duration::from_millis(c.session_timeout_ms.max(0) as u64);
+        }
+        m.classic = meta.classic;
     }
 
     /// Replay: a member's current assignment record. A member still revoking gets a fresh
@@ -343,7 +361,7 @@ impl ConsumerGroup {
     /// at most once per 10 s per group. Brook resolves at every heartbeat instead, so a topic
     /// created after the subscription joins the assignment at the member's next heartbeat,
     /// as soon as Kafka's fastest refresh and never later.
-    fn resolve_subscriptions(&mut self, all: &dyn Fn() -> Vec<String>) -> bool {
+    pub(super) fn resolve_subscriptions(&mut self, all: &dyn Fn() -> Vec<String>) -> bool {
         let needs_names = self.members.values().any(|m| m.regex.is_some());
         let names = if needs_names { all() } else { Vec::new() };
         let mut changed = false;
@@ -364,7 +382,7 @@ impl ConsumerGroup {
 
     /// A new group epoch: the target assignment is computed anew (Kafka's `Assigning`), which
     /// the event stream reports.
-    fn bump_epoch(&mut self) {
+    pub(super) fn bump_epoch(&mut self) {
         self.group_epoch = self.group_epoch.wrapping_add(1).max(1);
         crate::events::emit(|| crate::events::EventKind::GroupRebalance {
             group_id: self.group_id.clone(),
@@ -490,29 +508,7 @@ impl ConsumerGroup {
             m.server_assignor = p.server_assignor.clone();
             bump = true;
         }
-        if self.resolve_subscriptions(all_topics) {
-            bump = true;
-        }
-        if bump {
-            self.bump_epoch();
-        }
-        // Partition counts or topic ids changed (a subscribed topic was created, grown or
-        // recreated): that changes the target too.
-        let image: TopicsImage = self
-            .subscribed_topics()
-            .into_iter()
-            .filter_map(|t| topics(&t).map(|meta| (t, meta)))
-            .collect();
-        if image != self.topics_seen {
-            if self.assignment_epoch == self.group_epoch && !self.topics_unknown {
-                self.bump_epoch();
-            }
-            self.topics_seen = image;
-        }
-        self.topics_unknown = false;
-        if self.assignment_epoch < self.group_epoch {
-            self.compute_target();
-        }
+        self.update_target(bump, topics, all_topics);
         let before = self
             .members
             .get(&member_id)
@@ -537,6 +533,40 @@ impl ConsumerGroup {
             member_epoch: m.member_epoch,
             assignment: send.then(|| m.assigned.clone()),
         })
+    }
+
+    /// After a member's heartbeat or join: a new group epoch if `bump` (its membership or
+    /// subscription changed), if a regex now matches other topics, or if a subscribed topic's
+    /// id or partition count changed; then a new target if the group epoch moved past it.
+    pub(super) fn update_target(
+        &mut self,
+        mut bump: bool,
+        topics: &dyn Fn(&str) -> Option<(Uuid, i32)>,
+        all_topics: &dyn Fn() -> Vec<String>,
+    ) {
+        if self.resolve_subscriptions(all_topics) {
+            bump = true;
+        }
+        if bump {
+            self.bump_epoch();
+        }
+        // Partition counts or topic ids changed (a subscribed topic was created, grown or
+        // recreated): that changes the target too.
+        let image: TopicsImage = self
+            .subscribed_topics()
+            .into_iter()
+            .filter_map(|t| topics(&t).map(|meta| (t, meta)))
+            .collect();
+        if image != self.topics_seen {
+            if self.assignment_epoch == self.group_epoch && !self.topics_unknown {
+                self.bump_epoch();
+            }
+            self.topics_seen = image;
+        }
+        self.topics_unknown = false;
+        if self.assignment_epoch < self.group_epoch {
+            self.compute_target();
+        }
     }
 
     /// Epoch -2: a static member leaves for now. It keeps its partitions (nobody else gets
@@ -641,7 +671,7 @@ impl ConsumerGroup {
     }
 
     /// Partitions held (assigned or still being revoked) by members other than `except`.
-    fn held_by_others(&self, except: &str) -> HashMap<(Uuid, i32), String> {
+    pub(super) fn held_by_others(&self, except: &str) -> HashMap<(Uuid, i32), String> {
         let mut held = HashMap::new();
         for (id, m) in &self.members {
             if id == except {
@@ -659,7 +689,12 @@ impl ConsumerGroup {
     }
 
     /// Moves one member towards the target assignment (Kafka's `CurrentAssignmentBuilder`).
-    fn reconcile(&mut self, member_id: &str, owned: Option<&[(Uuid, Vec<i32>)]>, now: Instant) {
+    pub(super) fn reconcile(
+        &mut self,
+        member_id: &str,
+        owned: Option<&[(Uuid, Vec<i32>)]>,
+        now: Instant,
+    ) {
         let held = self.held_by_others(member_id);
         let target = self.target.get(member_id).cloned().unwrap_or_default();
         let epoch = self.assignment_epoch;
@@ -729,22 +764,33 @@ impl ConsumerGroup {
     pub fn next_deadline(&self) -> Option<Instant> {
         self.members
             .values()
-            .flat_map(|m| [Some(m.session_deadline), m.revocation_deadline])
+            .flat_map(|m| {
+                [
+                    Some(m.session_deadline),
+                    m.revocation_deadline,
+                    m.classic_deadline,
+                ]
+            })
             .flatten()
             .min()
     }
 
-    /// Fences members whose session or revocation deadline passed.
-    pub fn on_deadlines(&mut self, now: Instant) {
-        let expired: Vec<String> = self
-            .members
+    /// The members whose session, revocation, join or sync deadline passed.
+    pub fn expired_members(&self, now: Instant) -> Vec<String> {
+        self.members
             .values()
             .filter(|m| {
-                m.session_deadline <= now || m.revocation_deadline.is_some_and(|d| d <= now)
+                m.session_deadline <= now
+                    || m.revocation_deadline.is_some_and(|d| d <= now)
+                    || m.classic_deadline.is_some_and(|d| d <= now)
             })
             .map(|m| m.member_id.clone())
-            .collect();
-        for id in expired {
+            .collect()
+    }
+
+    /// Fences members whose deadline passed.
+    pub fn on_deadlines(&mut self, now: Instant) {
+        for id in self.expired_members(now) {
             tracing::info!(group = %self.group_id, member = %id, "consumer group member timed out: fencing it");
             self.fence(&id);
         }
@@ -768,6 +814,11 @@ impl ConsumerGroup {
             .members
             .get(member_id)
             .ok_or(GroupError::UnknownMemberId)?;
+        // A classic member commits with its generation, the member epoch (Kafka's
+        // `ConsumerGroup.validateMemberEpoch`).
+        if m.classic.is_some() && member_epoch != m.member_epoch {
+            return Err(GroupError::IllegalGeneration);
+        }
         if member_epoch > m.member_epoch {
             return Err(GroupError::FencedMemberEpoch);
         }

@@ -53,8 +53,15 @@ pub fn encode_subscription(topics: &[String]) -> Bytes {
 
 /// Encodes a version-0 `ConsumerProtocolAssignment` of (topic, partitions).
 pub fn encode_assignment(assignment: &[(String, Vec<i32>)]) -> Bytes {
+    encode_assignment_version(0, assignment)
+}
+
+/// Encodes a `ConsumerProtocolAssignment` at `version` (0-3 share one layout): Kafka answers a
+/// classic member of a KIP-848 group at the version of the subscription it joined with
+/// (`GroupMetadataManager.prepareAssignment`).
+pub fn encode_assignment_version(version: i16, assignment: &[(String, Vec<i32>)]) -> Bytes {
     let mut out = BytesMut::new();
-    out.put_i16(0);
+    out.put_i16(version.clamp(0, 3));
     out.put_i32(assignment.len() as i32);
     for (t, parts) in assignment {
         put_str(&mut out, t);
@@ -87,6 +94,63 @@ pub fn assignment_partitions(blob: &[u8]) -> Option<Vec<(String, Vec<i32>)>> {
         out.push((name, partitions));
     }
     Some(out)
+}
+
+/// The version of a subscription or assignment blob (its first two bytes; 0 if absent).
+pub fn blob_version(blob: &[u8]) -> i16 {
+    blob.get(..2)
+        .map_or(0, |b| i16::from_be_bytes([b[0], b[1]]))
+}
+
+/// A `ConsumerProtocolSubscription` as a classic member of a KIP-848 group sends it
+/// (Kafka's `ConsumerProtocol.deserializeConsumerProtocolSubscription`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Subscription {
+    pub topics: Vec<String>,
+    /// v1+: the partitions the member owns (cooperative rebalancing); empty before.
+    pub owned: Vec<(String, Vec<i32>)>,
+    /// v3+: the member's rack.
+    pub rack_id: Option<String>,
+}
+
+/// Decodes a subscription blob of any version, or `None` if it is malformed.
+pub fn decode_subscription(blob: &[u8]) -> Option<Subscription> {
+    let mut r = BlobReader { blob, pos: 2 };
+    let version = r.i16_at(0)?;
+    let mut sub = Subscription::default();
+    for _ in 0..r.count()? {
+        sub.topics.push(r.string()?);
+    }
+    // User data: nullable bytes.
+    let len = r.i32()?;
+    if len > 0 {
+        r.pos = r
+            .pos
+            .checked_add(len as usize)
+            .filter(|&p| p <= blob.len())?;
+    }
+    if version >= 1 {
+        for _ in 0..r.count()? {
+            let name = r.string()?;
+            let mut parts = Vec::new();
+            for _ in 0..r.count()? {
+                parts.push(r.i32()?);
+            }
+            sub.owned.push((name, parts));
+        }
+    }
+    if version >= 2 {
+        r.i32()?; // generation id
+    }
+    if version >= 3 {
+        let len = r.i16_at(r.pos)?;
+        r.pos += 2;
+        if len >= 0 {
+            let bytes = blob.get(r.pos..r.pos + len as usize)?;
+            sub.rack_id = Some(String::from_utf8(bytes.to_vec()).ok()?);
+        }
+    }
+    Some(sub)
 }
 
 /// A cursor over a blob in the classic (non-flexible) encoding; every read is checked.
@@ -139,6 +203,26 @@ mod tests {
             assert_eq!(assignment_partitions(&b[..n]), None, "prefix {n}");
         }
         assert_eq!(assignment_partitions(&[0, 0, 0x7f, 0xff, 0xff, 0xff]), None);
+    }
+
+    #[test]
+    fn full_subscription_with_owned_partitions() {
+        // v1: topics, user data, owned partitions.
+        let mut b = BytesMut::new();
+        b.put_i16(1);
+        b.put_i32(1);
+        put_str(&mut b, "t");
+        b.put_i32(2);
+        b.put_slice(&[7, 7]);
+        b.put_i32(1);
+        put_str(&mut b, "t");
+        b.put_i32(1);
+        b.put_i32(3);
+        let sub = decode_subscription(&b).unwrap();
+        assert_eq!(sub.topics, vec!["t".to_string()]);
+        assert_eq!(sub.owned, vec![("t".to_string(), vec![3])]);
+        assert_eq!(decode_subscription(&b[..b.len() - 1]), None);
+        assert_eq!(blob_version(&b), 1);
     }
 
     #[test]

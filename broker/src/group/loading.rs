@@ -186,18 +186,14 @@ pub(super) fn replay_record(
                 }
                 Err(e) => tracing::warn!(error = %e, "skipping group record"),
             },
-            None => {
-                groups.remove(&group);
-            }
+            None => group_tombstone(groups, &group),
         },
         RecordKey::ConsumerGroupMetadata { group } => match value {
             Some(v) => match records::decode_consumer_group_metadata_value(v) {
                 Ok(epoch) => consumer_for_replay(groups, &group).group_epoch = epoch,
                 Err(e) => tracing::warn!(error = %e, "skipping consumer group record"),
             },
-            None => {
-                groups.remove(&group);
-            }
+            None => group_tombstone(groups, &group),
         },
         RecordKey::ConsumerMemberMetadata { group, member } => match value {
             Some(v) => match records::decode_consumer_member_metadata_value(v) {
@@ -253,6 +249,20 @@ pub(super) fn replay_record(
 
 /// The KIP-848 group a replayed record belongs to: created if new, converted (keeping its
 /// offsets) if it was only an offsets holder so far.
+/// A group record's tombstone: the group is gone, but offsets committed to it stay (a
+/// deletion tombstones them first; a conversion between the classic and KIP-848 protocols
+/// writes the new group's records right after).
+fn group_tombstone(groups: &mut HashMap<String, GroupEntry>, group: &str) {
+    let Some(e) = groups.get_mut(group) else {
+        return;
+    };
+    if e.offsets.is_empty() && e.pending_txn.is_empty() {
+        groups.remove(group);
+    } else {
+        e.kind = GroupKind::Classic(ClassicGroup::new(group.to_string()));
+    }
+}
+
 pub(super) fn consumer_for_replay<'a>(
     groups: &'a mut HashMap<String, GroupEntry>,
     group: &str,

@@ -16,7 +16,8 @@
 //! Modules: [`classic`] (JoinGroup/SyncGroup/Heartbeat/LeaveGroup state machine),
 //! [`consumer`] (ConsumerGroupHeartbeat, reconciliation), [`assignors`] (the server-side
 //! `uniform` and `range` assignors), [`offsets`] (OffsetCommit,
-//! OffsetFetch, OffsetDelete, expiry), [`loading`] (loading and unloading offsets
+//! OffsetFetch, OffsetDelete, expiry), [`migration`] (online upgrade and downgrade between
+//! the classic and KIP-848 protocols), [`loading`] (loading and unloading offsets
 //! partitions), [`config`] (the coordinator's settings), [`records`] (the
 //! `__consumer_offsets` record layout), [`store`] (append and replay),
 //! [`consumer_protocol`] (the embedded consumer protocol blobs), [`txn`] (offsets committed
@@ -28,6 +29,7 @@ mod config;
 pub mod consumer;
 pub mod consumer_protocol;
 mod loading;
+pub mod migration;
 mod offsets;
 pub mod overrides;
 pub mod records;
@@ -637,6 +639,9 @@ impl GroupCoordinator {
                 .or_insert_with(|| GroupEntry::classic(group_id)),
             None => return Err(GroupError::UnknownMemberId),
         };
+        if matches!(&entry.kind, GroupKind::Consumer(c) if !c.members.is_empty()) {
+            return self.classic_join_consumer_group(&mut st, group_id, params);
+        }
         let group = classic_or_convert(entry)?;
         let client_id = params.client_id.clone();
         let result = group.join(params, &self.config.classic, Instant::now(), || {
@@ -673,6 +678,20 @@ impl GroupCoordinator {
             return Err(GroupError::NotCoordinator);
         }
         self.acquire(&mut st, group_id)?;
+        if let Some(GroupKind::Consumer(g)) = st.groups.get_mut(group_id).map(|e| &mut e.kind) {
+            let topic_name = |id| self.replicas.topic_name_by_id(id);
+            return g
+                .classic_sync(
+                    member_id,
+                    group_instance_id,
+                    generation_id,
+                    protocol_type,
+                    protocol_name,
+                    &topic_name,
+                    Instant::now(),
+                )
+                .map(Pending::Now);
+        }
         let group = classic_mut(&mut st, group_id)?;
         let r = group.sync(
             member_id,
@@ -698,6 +717,12 @@ impl GroupCoordinator {
         Self::check_group_id(group_id)?;
         let mut st = self.state.lock();
         self.acquire(&mut st, group_id)?;
+        if let Some(GroupKind::Consumer(g)) = st.groups.get_mut(group_id).map(|e| &mut e.kind) {
+            let r =
+                g.classic_heartbeat(member_id, group_instance_id, generation_id, Instant::now());
+            self.after_change(&mut st, group_id);
+            return r;
+        }
         let group = classic_mut(&mut st, group_id)?;
         let r = group.heartbeat(member_id, group_instance_id, generation_id, Instant::now());
         self.after_change(&mut st, group_id);
@@ -713,6 +738,18 @@ impl GroupCoordinator {
         Self::check_group_id(group_id)?;
         let mut st = self.state.lock();
         self.acquire(&mut st, group_id)?;
+        if let Some(GroupKind::Consumer(g)) = st.groups.get_mut(group_id).map(|e| &mut e.kind) {
+            let results: Vec<Result<(), GroupError>> = members
+                .iter()
+                .map(|(m, i)| g.classic_leave(m, i.as_deref()))
+                .collect();
+            // One new group epoch for the request (Kafka's `classicGroupLeaveToConsumerGroup`).
+            if results.iter().any(|r| r.is_ok()) {
+                g.bump_epoch();
+            }
+            self.after_change(&mut st, group_id);
+            return Ok(results);
+        }
         let group = classic_mut(&mut st, group_id)?;
         let now = Instant::now();
         let results = members
@@ -763,6 +800,9 @@ impl GroupCoordinator {
             None => return Err(GroupError::UnknownMemberId),
         };
         if let GroupKind::Classic(c) = &entry.kind {
+            if !c.is_empty() && joining {
+                return self.upgrade_and_heartbeat(&mut st, group_id, params, &limits);
+            }
             if !c.is_empty() {
                 return Err(GroupError::GroupIdNotFound);
             }
@@ -774,6 +814,19 @@ impl GroupCoordinator {
         let GroupKind::Consumer(group) = &mut entry.kind else {
             return Err(GroupError::GroupIdNotFound);
         };
+        // The last consumer-protocol member leaving a group of classic members downgrades it.
+        if params.member_epoch == consumer::LEAVE_GROUP_MEMBER_EPOCH
+            && group.members.contains_key(&params.member_id)
+            && self.downgrade_allowed(group, &params.member_id)
+        {
+            let member_id = params.member_id.clone();
+            self.downgrade(&mut st, group_id, &member_id);
+            return Ok(HeartbeatResult {
+                member_id,
+                member_epoch: consumer::LEAVE_GROUP_MEMBER_EPOCH,
+                assignment: None,
+            });
+        }
         let replicas = &self.replicas;
         let topics = |name: &str| replicas.topic(name).map(|t| (t.id, t.partition_count()));
         let all_topics = || replicas.topics().iter().map(|t| t.name.clone()).collect();
@@ -1114,10 +1167,11 @@ impl GroupCoordinator {
             if let Some(e) = st.groups.get_mut(id) {
                 match &mut e.kind {
                     GroupKind::Classic(g) => g.on_deadlines(&self.config.classic, now),
-                    GroupKind::Consumer(g) => g.on_deadlines(now),
+                    GroupKind::Consumer(_) => {}
                     GroupKind::Share(g) => g.on_deadlines(now),
                 }
             }
+            self.consumer_deadlines(&mut st, id, now);
             self.after_change(&mut st, id);
         }
         let next = st.groups.values().filter_map(|e| e.next_deadline()).min();

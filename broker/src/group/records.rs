@@ -91,6 +91,65 @@ pub struct ConsumerMemberMetadata {
     pub subscribed_topic_regex: Option<String>,
     pub rebalance_timeout_ms: i32,
     pub server_assignor: Option<String>,
+    /// Set for a member that speaks the classic protocol (JoinGroup/SyncGroup) in a KIP-848
+    /// group: Kafka's tagged `ClassicMemberMetadata` (tag 0).
+    pub classic: Option<ClassicMemberMetadata>,
+}
+
+/// A classic-protocol member of a KIP-848 group (Kafka's
+/// `ConsumerGroupMemberMetadataValue.ClassicMemberMetadata`): its session timeout and the
+/// (name, metadata) of the protocols its JoinGroup offered, in its order of preference.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ClassicMemberMetadata {
+    pub session_timeout_ms: i32,
+    pub protocols: Vec<(String, Bytes)>,
+}
+
+/// The tag of `ClassicMemberMetadata` in `ConsumerGroupMemberMetadataValue`.
+const CLASSIC_MEMBER_METADATA_TAG: u64 = 0;
+
+/// Bound on protocols read back from one member's classic metadata.
+const MAX_CLASSIC_PROTOCOLS: usize = 1024;
+
+/// The struct body of `ClassicMemberMetadata` (flexible: compact arrays and bytes).
+fn classic_member_metadata_body(c: &ClassicMemberMetadata) -> BytesMut {
+    let mut out = BytesMut::with_capacity(64);
+    out.put_i32(c.session_timeout_ms);
+    put_uvarint(&mut out, c.protocols.len() as u64 + 1);
+    for (name, metadata) in &c.protocols {
+        put_compact_str(&mut out, name);
+        put_uvarint(&mut out, metadata.len() as u64 + 1);
+        out.put_slice(metadata);
+        out.put_u8(0);
+    }
+    out.put_u8(0);
+    out
+}
+
+fn decode_classic_member_metadata(field: &[u8]) -> Result<ClassicMemberMetadata, RecordError> {
+    let mut r = Reader::new(field);
+    // A nullable struct in a tagged field starts with its presence marker.
+    if r.uvarint()? == 0 {
+        return Err(RecordError("null classic member metadata".into()));
+    }
+    let session_timeout_ms = r.i32()?;
+    let n = r.compact_len()?.unwrap_or(0);
+    if n > MAX_CLASSIC_PROTOCOLS {
+        return Err(RecordError(format!("{n} classic protocols")));
+    }
+    let mut protocols = Vec::with_capacity(n);
+    for _ in 0..n {
+        let name = r.compact_str()?;
+        let len = r.compact_len()?.unwrap_or(0);
+        let metadata = Bytes::copy_from_slice(r.take(len)?);
+        r.tagged_fields()?;
+        protocols.push((name, metadata));
+    }
+    r.tagged_fields()?;
+    Ok(ClassicMemberMetadata {
+        session_timeout_ms,
+        protocols,
+    })
 }
 
 /// A KIP-848 member's current assignment, as written in
@@ -302,7 +361,19 @@ pub fn consumer_member_metadata_value(m: &ConsumerMemberMetadata) -> Bytes {
     put_compact_nullable_str(&mut out, m.subscribed_topic_regex.as_deref());
     out.put_i32(m.rebalance_timeout_ms);
     put_compact_nullable_str(&mut out, m.server_assignor.as_deref());
-    out.put_u8(0); // tagged fields (Kafka's ClassicMemberMetadata, tag 0, is not written)
+    match &m.classic {
+        None => out.put_u8(0),
+        Some(c) => {
+            // One tagged field: the tag, its size, the nullable struct's presence marker (1)
+            // and the struct, as Kafka's generated writer lays a tagged nullable struct out.
+            let body = classic_member_metadata_body(c);
+            put_uvarint(&mut out, 1);
+            put_uvarint(&mut out, CLASSIC_MEMBER_METADATA_TAG);
+            put_uvarint(&mut out, body.len() as u64 + 1);
+            put_uvarint(&mut out, 1);
+            out.put_slice(&body);
+        }
+    }
     out.freeze()
 }
 
@@ -478,7 +549,16 @@ pub fn decode_consumer_member_metadata_value(
     let subscribed_topic_regex = r.compact_nullable_str()?;
     let rebalance_timeout_ms = r.i32()?;
     let server_assignor = r.compact_nullable_str()?;
-    r.tagged_fields()?;
+    let mut classic = None;
+    for _ in 0..r.uvarint()? {
+        let tag = r.uvarint()?;
+        let size =
+            usize::try_from(r.uvarint()?).map_err(|_| RecordError("tag too large".into()))?;
+        let field = r.take(size)?;
+        if tag == CLASSIC_MEMBER_METADATA_TAG {
+            classic = Some(decode_classic_member_metadata(field)?);
+        }
+    }
     Ok(ConsumerMemberMetadata {
         instance_id,
         rack_id,
@@ -488,6 +568,7 @@ pub fn decode_consumer_member_metadata_value(
         subscribed_topic_regex,
         rebalance_timeout_ms,
         server_assignor,
+        classic,
     })
 }
 
@@ -684,12 +765,23 @@ mod tests {
             subscribed_topic_regex: Some("x.*".into()),
             rebalance_timeout_ms: 300_000,
             server_assignor: Some("uniform".into()),
+            classic: None,
         };
         let v = consumer_member_metadata_value(&meta);
         assert_eq!(decode_consumer_member_metadata_value(&v).unwrap(), meta);
-        // A tagged field Brook does not write (Kafka's ClassicMemberMetadata, tag 0) is skipped.
+        // A classic member's metadata rides in tag 0 and comes back.
+        let classic = ConsumerMemberMetadata {
+            classic: Some(ClassicMemberMetadata {
+                session_timeout_ms: 45_000,
+                protocols: vec![("range".into(), Bytes::from_static(&[0, 1, 2]))],
+            }),
+            ..meta.clone()
+        };
+        let cv = consumer_member_metadata_value(&classic);
+        assert_eq!(decode_consumer_member_metadata_value(&cv).unwrap(), classic);
+        // A tagged field Brook does not know is skipped.
         let mut tagged = v[..v.len() - 1].to_vec();
-        tagged.extend_from_slice(&[1, 0, 3, 9, 9, 9]);
+        tagged.extend_from_slice(&[1, 5, 3, 9, 9, 9]);
         assert_eq!(
             decode_consumer_member_metadata_value(&tagged).unwrap(),
             meta

@@ -171,6 +171,8 @@ pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("controller.listener.names", ""),
     ("controller.quorum.election.timeout.ms", "1000"),
     ("controller.quorum.fetch.timeout.ms", "2000"),
+    // Bounds a write routed to the active controller (crate::controller).
+    ("controller.socket.timeout.ms", "30000"),
     // Automatic preferred-leader election by the active controller.
     ("auto.leader.rebalance.enable", "true"),
     ("leader.imbalance.check.interval.seconds", "300"),
@@ -326,6 +328,10 @@ pub struct BrokerConfig {
     pub controller_election_timeout_ms: u64,
     /// `controller.quorum.fetch.timeout.ms`.
     pub controller_fetch_timeout_ms: u64,
+    /// `controller.socket.timeout.ms`: how long a write routed to the active controller may
+    /// take, waiting for an election included (Kafka's `NodeToControllerChannelManager` request
+    /// timeout, `min(controller.socket.timeout.ms, retryTimeoutMs)`).
+    pub controller_socket_timeout_ms: u64,
     /// `authorizer.class.name` with `super.users` and `allow.everyone.if.no.acl.found`;
     /// `None`: no authorization.
     pub authorizer: Option<AuthorizerConfig>,
@@ -519,6 +525,10 @@ impl BrokerConfig {
             controller_fetch_timeout_ms: positive::<i64>(
                 "controller.quorum.fetch.timeout.ms",
                 &get("controller.quorum.fetch.timeout.ms"),
+            )? as u64,
+            controller_socket_timeout_ms: positive::<i64>(
+                "controller.socket.timeout.ms",
+                &get("controller.socket.timeout.ms"),
             )? as u64,
             authorizer: AuthorizerConfig::from_values(&values).map_err(ConfigError::Invalid)?,
             values,

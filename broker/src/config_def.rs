@@ -504,6 +504,13 @@ const BROKER_KEYS: &[BrokerConfigKey] = &[
         "Time without hearing from the quorum leader before a voter starts an election."
     ),
     broker_key!(
+        "controller.socket.timeout.ms",
+        Int,
+        Validator::None,
+        STATIC,
+        "How long a write routed to the active controller may take, waiting for an election included."
+    ),
+    broker_key!(
         "auto.leader.rebalance.enable",
         Boolean,
         Validator::None,

@@ -166,7 +166,8 @@ fn describe_quorum_v0_and_v1_on_a_cluster_answer_what_v2_answers() {
 #[test]
 fn elect_leaders_v0_answers_when_the_controller_cannot_be_reached() {
     let _turn = serial();
-    let c = Cluster::start(3, &[]);
+    // The node gives up on the controller after `controller.socket.timeout.ms`.
+    let c = Cluster::start(3, &[("controller.socket.timeout.ms", "3000")]);
     let topic = unique_topic("old-elect");
     c.create_topic(&topic, 1, 3, &[]);
     let node = c.leader_of(&topic, 0);
@@ -176,7 +177,7 @@ fn elect_leaders_v0_answers_when_the_controller_cannot_be_reached() {
             .with_topic(topic_name(&topic))
             .with_partitions(vec![0])]))
         .with_timeout_ms(5_000);
-    // The node waits for the controller up to the request's deadline; the socket waits longer.
+    // The node waits for the controller up to its timeout; the socket waits longer.
     let mut client = WireClient::try_connect(&c.address(node), ELECTION_ANSWER_WAIT)
         .unwrap_or_else(|e| panic!("connect: {e}"));
     // v0 has no top-level error: the error is the partition's, and the connection stays open.

@@ -10,8 +10,8 @@
 //! Writes: every write method may be called on any node. A node that is not active forwards
 //! the request to the active controller over the controller listener and returns its answer;
 //! while no active controller is known (an election), the call waits for one, up to
-//! `request_timeout_ms`, then fails with NOT_CONTROLLER so the caller can retry. A forwarded
-//! request is never forwarded again.
+//! `request_timeout_ms` (`controller.socket.timeout.ms`), then fails with NOT_CONTROLLER so
+//! the caller can retry. A forwarded request is never forwarded again.
 //!
 //! Consistency: the active controller decides one request at a time (`write_lock`), on an
 //! image that contains every committed record (`ensure_linearizable` before deciding), and
@@ -245,7 +245,7 @@ impl ControllerConfig {
             },
             election_timeout_ms: cfg.controller_election_timeout_ms,
             fetch_timeout_ms: cfg.controller_fetch_timeout_ms,
-            request_timeout_ms: 30_000,
+            request_timeout_ms: cfg.controller_socket_timeout_ms,
             snapshot_interval_entries: SNAPSHOT_LOGS_SINCE_LAST,
         }))
     }
@@ -273,7 +273,7 @@ impl ControllerConfig {
             leader_imbalance_check_interval: None,
             election_timeout_ms: cfg.controller_election_timeout_ms,
             fetch_timeout_ms: cfg.controller_fetch_timeout_ms,
-            request_timeout_ms: 30_000,
+            request_timeout_ms: cfg.controller_socket_timeout_ms,
             snapshot_interval_entries: SNAPSHOT_LOGS_SINCE_LAST,
         }
     }

@@ -8,8 +8,9 @@
 //! (the principal and mechanism must not change).
 //!
 //! Mechanisms: PLAIN (Kafka's `PlainSaslServer` with `PlainServerCallbackHandler`'s
-//! `user_<name>` JAAS options) and SCRAM-SHA-256/512 ([`super::scram`], credentials from the
-//! metadata image).
+//! `user_<name>` JAAS options), SCRAM-SHA-256/512 ([`super::scram`], credentials from the
+//! metadata image) and OAUTHBEARER ([`super::oauthbearer`], unsecured JWS tokens, whose expiry
+//! also bounds the session).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -24,6 +25,7 @@ use kafka_protocol::protocol::{Decodable, StrBytes};
 use kafka_protocol::ResponseError;
 
 use super::jaas::{self, JaasEntry};
+use super::oauthbearer::{self, OAuthBearerServer, UnsecuredValidator, OAUTHBEARER};
 use super::scram::{ScramCredential, ScramMechanism, ScramServer};
 use super::KafkaPrincipal;
 use crate::config::{BrokerConfig, ConfigError};
@@ -33,7 +35,7 @@ use crate::net::codec::{decode_header, encode_response, peek_prefix, CodecError}
 /// `PLAIN`.
 pub const PLAIN: &str = "PLAIN";
 /// The mechanisms Brook serves.
-pub const SUPPORTED_MECHANISMS: &[&str] = &[PLAIN, "SCRAM-SHA-256", "SCRAM-SHA-512"];
+pub const SUPPORTED_MECHANISMS: &[&str] = &[PLAIN, "SCRAM-SHA-256", "SCRAM-SHA-512", OAUTHBEARER];
 /// Kafka's `SaslAuthenticate` versions (0-2) and `SaslHandshake` versions (0-1).
 pub const SASL_AUTHENTICATE_VERSION_MAX: i16 = 2;
 pub const SASL_HANDSHAKE_VERSION_MAX: i16 = 1;
@@ -47,6 +49,8 @@ pub struct SaslServerConfig {
     pub enabled_mechanisms: Vec<String>,
     /// PLAIN's `user_<name>` passwords.
     pub plain_users: BTreeMap<String, String>,
+    /// OAUTHBEARER's token validator, when the mechanism is enabled.
+    pub oauthbearer: Option<Arc<UnsecuredValidator>>,
     /// `connection.failed.authentication.delay.ms`.
     pub failed_authentication_delay: Duration,
     /// `connections.max.reauth.ms` when positive.
@@ -70,6 +74,7 @@ impl SaslServerConfig {
             )));
         }
         let mut plain_users = BTreeMap::new();
+        let mut oauthbearer = None;
         for m in &enabled_mechanisms {
             if !SUPPORTED_MECHANISMS.contains(&m.as_str()) {
                 return Err(ConfigError::Invalid(format!(
@@ -82,6 +87,9 @@ impl SaslServerConfig {
             if m == PLAIN {
                 plain_users = entry.plain_users();
             }
+            if m == OAUTHBEARER {
+                oauthbearer = Some(Arc::new(oauthbearer_validator(cfg, &l.name, &entry)?));
+            }
         }
         let delay_ms: i64 = get("connection.failed.authentication.delay.ms")
             .parse()
@@ -92,10 +100,41 @@ impl SaslServerConfig {
         Ok(SaslServerConfig {
             enabled_mechanisms,
             plain_users,
+            oauthbearer,
             failed_authentication_delay: Duration::from_millis(delay_ms.max(0) as u64),
             max_reauth: (reauth_ms > 0).then(|| Duration::from_millis(reauth_ms as u64)),
         })
     }
+}
+
+/// The listener's OAUTHBEARER validator: Kafka's default unsecured one. Another server callback
+/// handler (the JWKS one, or a custom class) is refused: Brook would otherwise accept unsigned
+/// tokens that the configured handler refuses.
+fn oauthbearer_validator(
+    cfg: &BrokerConfig,
+    listener: &str,
+    entry: &JaasEntry,
+) -> Result<UnsecuredValidator, ConfigError> {
+    let key = format!(
+        "{}oauthbearer.{}",
+        crate::listeners::config_prefix(listener),
+        oauthbearer::SERVER_CALLBACK_HANDLER_CLASS
+    );
+    match cfg.values.get(&key).map(|v| v.trim()) {
+        None | Some("") | Some(oauthbearer::UNSECURED_VALIDATOR_CALLBACK_HANDLER) => {}
+        Some(other) => {
+            return Err(ConfigError::Invalid(format!(
+                "{key}={other} is not served by Brook: OAUTHBEARER tokens are checked only by {}",
+                oauthbearer::UNSECURED_VALIDATOR_CALLBACK_HANDLER
+            )))
+        }
+    }
+    UnsecuredValidator::from_jaas(entry).map_err(|e| {
+        ConfigError::Invalid(format!(
+            "listener.name.{}.oauthbearer.sasl.jaas.config: {e}",
+            listener.to_ascii_lowercase()
+        ))
+    })
 }
 
 fn invalid_number(key: &str) -> ConfigError {
@@ -202,6 +241,8 @@ pub enum SaslError {
     Invalid(String),
     /// Kafka's `IllegalSaslStateException` raised by a mechanism.
     IllegalState(String),
+    /// An unexpected exception in Kafka's mechanism: the connection closes without an answer.
+    Unexpected(String),
 }
 
 /// Kafka's `PlainSaslServer.evaluateResponse`: `[authzid] NUL authcid NUL passwd`.
@@ -246,6 +287,7 @@ fn evaluate_plain(token: &[u8], users: &BTreeMap<String, String>) -> Result<Eval
 enum MechanismServer {
     Plain,
     Scram(ScramServer),
+    OAuthBearer(OAuthBearerServer),
 }
 
 /// Kafka's `SaslServerAuthenticator.SaslState`.
@@ -323,6 +365,11 @@ impl SaslAuthenticator {
     /// Whether the client has authenticated (and is not re-authenticating).
     pub fn complete(&self) -> bool {
         self.state == State::Complete
+    }
+
+    /// Whether the exchange under way re-authenticates an authenticated connection.
+    pub fn reauthenticating(&self) -> bool {
+        self.reauth.is_some()
     }
 
     /// How long to wait before answering a failed authentication.
@@ -456,9 +503,12 @@ impl SaslAuthenticator {
                 return SaslStep::Respond(response);
             }
         }
-        self.server = Some(match ScramMechanism::from_name(&mechanism) {
-            Some(m) => MechanismServer::Scram(ScramServer::new(m)),
-            None => MechanismServer::Plain,
+        self.server = Some(match (ScramMechanism::from_name(&mechanism), &self.config.oauthbearer) {
+            (Some(m), _) => MechanismServer::Scram(ScramServer::new(m)),
+            (None, Some(v)) if mechanism == OAUTHBEARER => {
+                MechanismServer::OAuthBearer(OAuthBearerServer::new(v.clone()))
+            }
+            (None, _) => MechanismServer::Plain,
         });
         self.mechanism = Some(mechanism);
         self.state = State::Authenticate;
@@ -474,6 +524,7 @@ impl SaslAuthenticator {
         match &mut self.server {
             Some(MechanismServer::Plain) => evaluate_plain(token, &self.config.plain_users),
             Some(MechanismServer::Scram(s)) => s.evaluate(token, lookup),
+            Some(MechanismServer::OAuthBearer(s)) => s.evaluate(token),
             None => Err(SaslError::IllegalState("no SASL mechanism chosen".into())),
         }
     }
@@ -535,6 +586,7 @@ impl SaslAuthenticator {
                 response: None,
                 reason: why,
             }),
+            Err(SaslError::Unexpected(why)) => Ok(SaslStep::Close(why)),
         };
         step.unwrap_or_else(|e| SaslStep::Close(e.to_string()))
     }
@@ -576,6 +628,7 @@ impl SaslAuthenticator {
                     reason,
                 },
             },
+            Err(SaslError::Unexpected(m)) => SaslStep::Close(m),
             Err(
                 SaslError::Authentication(m) | SaslError::Invalid(m) | SaslError::IllegalState(m),
             ) => SaslStep::Fail {
@@ -585,9 +638,8 @@ impl SaslAuthenticator {
         }
     }
 
-    /// The end of a successful exchange: the principal, the session's lifetime (Kafka's
-    /// `ReauthInfo.calcCompletionTimesAndReturnSessionLifetimeMs`), and on re-authentication
-    /// the check that the principal did not change.
+    /// The end of a successful exchange: the principal, the session's lifetime, and on
+    /// re-authentication the check that the principal did not change.
     fn finish(&mut self, user: String) -> Result<(KafkaPrincipal, i64), String> {
         let principal = KafkaPrincipal::user(user);
         if let Some((previous, _)) = self.reauth.take() {
@@ -597,9 +649,17 @@ impl SaslAuthenticator {
                 ));
             }
         }
+        let credential_expiry_ms = match &self.server {
+            Some(MechanismServer::OAuthBearer(s)) => s.credential_expiry_ms(),
+            _ => None,
+        };
         self.server = None;
         self.state = State::Complete;
-        let lifetime = self.config.max_reauth;
+        let lifetime = session_lifetime(
+            credential_expiry_ms,
+            self.config.max_reauth,
+            oauthbearer::now_ms(),
+        );
         self.session_expiry = lifetime.map(|l| Instant::now() + l);
         Ok((principal, lifetime.map_or(0, |l| l.as_millis() as i64)))
     }
@@ -610,6 +670,22 @@ impl SaslAuthenticator {
         } else {
             "authentication"
         }
+    }
+}
+
+/// Kafka's `ReauthInfo.calcCompletionTimesAndReturnSessionLifetimeMs`: the session lasts until
+/// the credential expires (an OAUTHBEARER token's `exp`) or `connections.max.reauth.ms`,
+/// whichever comes first; without either it does not expire.
+fn session_lifetime(
+    credential_expiry_ms: Option<i64>,
+    max_reauth: Option<Duration>,
+    now_ms: i64,
+) -> Option<Duration> {
+    let until_expiry =
+        credential_expiry_ms.map(|e| Duration::from_millis(e.saturating_sub(now_ms).max(0) as u64));
+    match (until_expiry, max_reauth) {
+        (Some(e), Some(m)) => Some(e.min(m)),
+        (e, m) => e.or(m),
     }
 }
 
@@ -704,6 +780,9 @@ mod tests {
         Arc::new(SaslServerConfig {
             enabled_mechanisms: SUPPORTED_MECHANISMS.iter().map(|m| m.to_string()).collect(),
             plain_users: BTreeMap::from([("alice".to_string(), "secret".to_string())]),
+            oauthbearer: Some(Arc::new(
+                UnsecuredValidator::from_jaas(&jaas::parse("M required;").unwrap()).unwrap(),
+            )),
             failed_authentication_delay: Duration::ZERO,
             max_reauth: None,
         })
@@ -732,7 +811,7 @@ mod tests {
         /// fails or closes: it never panics and never lets a request through unauthenticated.
         #[test]
         fn arbitrary_frames_never_panic_nor_pass(
-            mechanism in 0usize..3,
+            mechanism in 0usize..4,
             frames in proptest::collection::vec(proptest::collection::vec(proptest::num::u8::ANY, 8..64), 1..6),
         ) {
             let mut a = SaslAuthenticator::new(config());
@@ -749,6 +828,17 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn the_session_ends_at_the_credentials_expiry_or_max_reauth() {
+        let s = Duration::from_secs;
+        assert_eq!(session_lifetime(None, None, 0), None);
+        assert_eq!(session_lifetime(None, Some(s(2)), 0), Some(s(2)));
+        assert_eq!(session_lifetime(Some(5000), None, 1000), Some(s(4)));
+        assert_eq!(session_lifetime(Some(5000), Some(s(2)), 1000), Some(s(2)));
+        assert_eq!(session_lifetime(Some(2000), Some(s(9)), 1000), Some(s(1)));
+        assert_eq!(session_lifetime(Some(0), Some(s(9)), 1000), Some(s(0)));
     }
 
     #[test]

@@ -422,8 +422,8 @@ fn get_metrics(admin: &str) -> String {
         .unwrap_or_default()
 }
 
-/// A 3-node cluster whose inter-broker listener speaks SASL (PLAIN with the brokers' JAAS
-/// username and password): acks=all with min.insync.replicas=3 succeeds only if the
+/// A 3-node cluster whose inter-broker listener speaks SASL (OAUTHBEARER with the brokers'
+/// unsecured token; PLAIN's inter-broker links are tests/tls.rs's): acks=all with min.insync.replicas=3 succeeds only if the
 /// followers' fetchers authenticated, and every node counts successful authentications and
 /// no failed one.
 #[test]
@@ -440,11 +440,14 @@ fn a_cluster_replicates_over_a_sasl_inter_broker_listener() {
                 "PLAINTEXT:PLAINTEXT,REPLICATION:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
             ),
             ("inter.broker.listener.name", "REPLICATION"),
-            ("sasl.mechanism.inter.broker.protocol", "PLAIN"),
-            ("listener.name.replication.sasl.enabled.mechanisms", "PLAIN"),
+            ("sasl.mechanism.inter.broker.protocol", "OAUTHBEARER"),
             (
-                "listener.name.replication.plain.sasl.jaas.config",
-                r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="broker-secret" user_broker="broker-secret";"#,
+                "listener.name.replication.sasl.enabled.mechanisms",
+                "OAUTHBEARER",
+            ),
+            (
+                "listener.name.replication.oauthbearer.sasl.jaas.config",
+                r#"org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="broker" unsecuredLoginStringClaim_scope="replication" unsecuredValidatorRequiredScope="replication";"#,
             ),
         ],
     );

@@ -511,6 +511,126 @@ impl OAuthBearerServer {
     }
 }
 
+/// The broker's own token for inter-broker connections, as Kafka's
+/// `OAuthBearerUnsecuredLoginCallbackHandler` makes one from the `unsecuredLogin*` options of
+/// the listener's JAAS login module: string, number and list claims, `iat` now and `exp`
+/// `unsecuredLoginLifetimeSeconds` (3600) later; `unsecuredLoginExtension_<k>` extensions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnsecuredLogin {
+    claims: serde_json::Map<String, serde_json::Value>,
+    lifetime_seconds: i64,
+    extensions: BTreeMap<String, String>,
+}
+
+const STRING_CLAIM_PREFIX: &str = "unsecuredLoginStringClaim_";
+const NUMBER_CLAIM_PREFIX: &str = "unsecuredLoginNumberClaim_";
+const LIST_CLAIM_PREFIX: &str = "unsecuredLoginListClaim_";
+const EXTENSION_PREFIX: &str = "unsecuredLoginExtension_";
+
+impl UnsecuredLogin {
+    /// Kafka's `handleTokenCallback` checks, at start-up: claims other than `iat`/`exp`, and
+    /// a non-blank principal claim.
+    pub fn from_jaas(entry: &JaasEntry) -> Result<UnsecuredLogin, String> {
+        let mut claims = serde_json::Map::new();
+        let mut extensions = BTreeMap::new();
+        for (key, value) in &entry.options {
+            let (name, claim) = if let Some(n) = key.strip_prefix(STRING_CLAIM_PREFIX) {
+                (n, serde_json::Value::String(value.clone()))
+            } else if let Some(n) = key.strip_prefix(NUMBER_CLAIM_PREFIX) {
+                let number = value
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+                    .and_then(serde_json::Number::from_f64)
+                    .ok_or_else(|| format!("For input string: \"{value}\""))?;
+                (n, serde_json::Value::Number(number))
+            } else if let Some(n) = key.strip_prefix(LIST_CLAIM_PREFIX) {
+                (n, serde_json::Value::from(list_claim(value)))
+            } else {
+                if let Some(k) = key.strip_prefix(EXTENSION_PREFIX) {
+                    if !is_key(k) || k == "auth" || !is_value(value) {
+                        return Err(format!("Extension name {k} is invalid"));
+                    }
+                    extensions.insert(k.to_string(), value.clone());
+                }
+                continue;
+            };
+            if name.is_empty() {
+                continue;
+            }
+            if name == "iat" || name == "exp" {
+                return Err(format!("Cannot explicitly set the '{name}' claim"));
+            }
+            claims.insert(name.to_string(), claim);
+        }
+        let principal = entry
+            .option("unsecuredLoginPrincipalClaimName")
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .unwrap_or("sub");
+        match claims.get(principal) {
+            Some(serde_json::Value::String(p)) if !p.trim().is_empty() => {}
+            _ => return Err(format!("No principal name in JWT claim: {principal}")),
+        }
+        let lifetime = entry.option("unsecuredLoginLifetimeSeconds").unwrap_or("3600");
+        let lifetime_seconds = lifetime
+            .parse()
+            .map_err(|_| format!("For input string: \"{lifetime}\""))?;
+        Ok(UnsecuredLogin {
+            claims,
+            lifetime_seconds,
+            extensions,
+        })
+    }
+
+    /// The client first message carrying a token issued at `now_ms`
+    /// (`OAuthBearerClientInitialResponse.toBytes`), base64 URL-safe as Kafka's login encodes.
+    pub fn first_message(&self, now_ms: i64) -> Vec<u8> {
+        let now = now_ms as f64 / 1000.0;
+        let mut claims = self.claims.clone();
+        let number = |v: f64| serde_json::Number::from_f64(v).map(serde_json::Value::Number);
+        claims.extend(number(now + self.lifetime_seconds as f64).map(|v| ("exp".to_string(), v)));
+        claims.extend(number(now).map(|v| ("iat".to_string(), v)));
+        let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let token = format!(
+            "{}.{}.",
+            b64.encode(r#"{"alg":"none"}"#),
+            b64.encode(serde_json::Value::Object(claims).to_string())
+        );
+        let mut message = format!("n,,{SEPARATOR}auth=Bearer {token}");
+        for (k, v) in &self.extensions {
+            message.push(SEPARATOR);
+            message.push_str(&format!("{k}={v}"));
+        }
+        message.push(SEPARATOR);
+        message.push(SEPARATOR);
+        message.into_bytes()
+    }
+}
+
+/// Kafka's `listJsonText`: the first character is the delimiter of the rest; an empty item
+/// at either end or between two delimiters adds one empty string.
+fn list_claim(value: &str) -> Vec<String> {
+    let mut chars = value.chars();
+    let Some(delimiter) = chars.next() else {
+        return Vec::new();
+    };
+    let rest = chars.as_str();
+    if rest.is_empty() {
+        return Vec::new();
+    }
+    // Java's `split` drops trailing empty items.
+    let mut items: Vec<String> = rest.split(delimiter).map(str::to_string).collect();
+    while items.len() > 1 && items.last().is_some_and(String::is_empty) {
+        items.pop();
+    }
+    let doubled = format!("{delimiter}{delimiter}");
+    if rest.starts_with(delimiter) || rest.ends_with(delimiter) || rest.contains(&doubled) {
+        items.push(String::new());
+    }
+    items
+}
+
 /// Wall-clock ms since the epoch: token times are wall-clock times.
 pub fn now_ms() -> i64 {
     SystemTime::now()
@@ -606,6 +726,28 @@ mod tests {
             ClientInitialResponse::parse(b"n,,\x01auth=Basic t\x01\x01"),
             Err(Err(_))
         ));
+    }
+
+    #[test]
+    fn the_brokers_own_token_passes_the_validator() {
+        let e = super::super::jaas::parse(
+            r#"M required unsecuredLoginStringClaim_sub="broker" unsecuredLoginListClaim_scope=",kafka,x" unsecuredLoginExtension_traceId="abc";"#,
+        )
+        .unwrap();
+        let login = UnsecuredLogin::from_jaas(&e).unwrap();
+        let v = validator(r#"unsecuredValidatorRequiredScope="kafka x""#);
+        let mut s = OAuthBearerServer::new(Arc::new(v));
+        let first = login.first_message(now_ms());
+        assert!(String::from_utf8_lossy(&first).ends_with("\x01traceId=abc\x01\x01"));
+        assert!(matches!(s.evaluate(&first), Ok(Evaluated::Complete(_, u)) if u == "broker"));
+        let bad = |o: &str| {
+            let e = super::super::jaas::parse(&format!("M required {o};")).unwrap();
+            UnsecuredLogin::from_jaas(&e).unwrap_err()
+        };
+        assert!(bad(r#"unsecuredLoginStringClaim_exp="1""#).contains("'exp'"));
+        assert!(bad(r#"unsecuredLoginStringClaim_user="x""#).contains("claim: sub"));
+        assert_eq!(list_claim("|a||b|"), ["a", "", "b", ""]);
+        assert_eq!(list_claim(",a,b"), ["a", "b"]);
     }
 
     #[test]

@@ -25,7 +25,9 @@ use kafka_protocol::protocol::{Decodable, StrBytes};
 use kafka_protocol::ResponseError;
 
 use super::jaas::{self, JaasEntry};
-use super::oauthbearer::{self, OAuthBearerServer, UnsecuredValidator, OAUTHBEARER};
+use super::oauthbearer::{
+    self, OAuthBearerServer, UnsecuredLogin, UnsecuredValidator, OAUTHBEARER,
+};
 use super::scram::{ScramCredential, ScramMechanism, ScramServer};
 use super::KafkaPrincipal;
 use crate::config::{BrokerConfig, ConfigError};
@@ -171,12 +173,15 @@ pub fn listener_jaas_entry(
 
 /// The broker's own credentials on the inter-broker listener when it speaks SASL:
 /// `sasl.mechanism.inter.broker.protocol` and the `username`/`password` of that mechanism's
-/// JAAS login module on the listener (what Kafka's inter-broker clients log in with).
+/// JAAS login module on the listener (what Kafka's inter-broker clients log in with), or for
+/// OAUTHBEARER the unsecured token its `unsecuredLogin*` options describe.
 #[derive(Debug, Clone)]
 pub struct InterBrokerSasl {
     pub mechanism: String,
     pub username: String,
     pub password: String,
+    /// OAUTHBEARER's token maker (then `username` and `password` are empty).
+    pub oauthbearer: Option<UnsecuredLogin>,
 }
 
 impl InterBrokerSasl {
@@ -205,6 +210,20 @@ impl InterBrokerSasl {
             )));
         }
         let entry = listener_jaas_entry(cfg, &l.name, &mechanism)?;
+        if mechanism == OAUTHBEARER {
+            let login = UnsecuredLogin::from_jaas(&entry).map_err(|e| {
+                ConfigError::Invalid(format!(
+                    "listener.name.{}.oauthbearer.sasl.jaas.config: {e}",
+                    l.name.to_ascii_lowercase()
+                ))
+            })?;
+            return Ok(Some(InterBrokerSasl {
+                mechanism,
+                username: String::new(),
+                password: String::new(),
+                oauthbearer: Some(login),
+            }));
+        }
         let option = |k: &str| {
             entry.option(k).map(str::to_string).ok_or_else(|| {
                 ConfigError::Invalid(format!(
@@ -219,6 +238,7 @@ impl InterBrokerSasl {
             username: option("username")?,
             password: option("password")?,
             mechanism,
+            oauthbearer: None,
         }))
     }
 }

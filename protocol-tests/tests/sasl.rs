@@ -369,7 +369,10 @@ fn oauthbearer_error_challenge_and_token_lifetime() {
     assert_eq!(&r.auth_bytes[..], br#"{"status":"invalid_token"}"#);
     let r = authenticate(&mut c, 2, b"");
     assert_eq!(r.error_code, SASL_AUTHENTICATION_FAILED);
-    assert_eq!(r.error_message.as_deref(), Some(r#"{"status":"invalid_token"}"#));
+    assert_eq!(
+        r.error_message.as_deref(),
+        Some(r#"{"status":"invalid_token"}"#)
+    );
     closed(&mut c, "after the client's answer to the error challenge");
 
     let alice = unsecured_jws(&format!(r#"{{"sub":"alice","exp":{}}}"#, now_s + 600));

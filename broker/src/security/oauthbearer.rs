@@ -127,11 +127,7 @@ impl UnsecuredValidator {
             }
         }
         // `OAuthBearerValidationUtils.validateScope`; the scope is told as Java prints a list.
-        if let Some(missing) = self
-            .required_scope
-            .iter()
-            .find(|s| !jws.scope.contains(*s))
-        {
+        if let Some(missing) = self.required_scope.iter().find(|s| !jws.scope.contains(*s)) {
             return Err(Refusal::Scope {
                 description: format!("The provided scope was missing a required scope ({missing})"),
                 scope: format!("[{}]", self.required_scope.join(", ")),
@@ -415,7 +411,10 @@ impl ClientInitialResponse {
 fn is_saslname(s: &str) -> bool {
     let mut rest = s;
     while let Some(c) = rest.chars().next() {
-        if let Some(r) = rest.strip_prefix("=2C").or_else(|| rest.strip_prefix("=3D")) {
+        if let Some(r) = rest
+            .strip_prefix("=2C")
+            .or_else(|| rest.strip_prefix("=3D"))
+        {
             rest = r;
         } else if matches!(c, '\x01'..='\x7F') && c != '=' && c != ',' {
             rest = &rest[1..];
@@ -434,8 +433,7 @@ fn is_key(s: &str) -> bool {
 /// An extension value: `[\x21-\x7E \t\r\n]+`.
 fn is_value(s: &str) -> bool {
     !s.is_empty()
-        && s
-            .chars()
+        && s.chars()
             .all(|c| matches!(c, '\x21'..='\x7E' | ' ' | '\t' | '\r' | '\n'))
 }
 
@@ -572,7 +570,9 @@ impl UnsecuredLogin {
             Some(serde_json::Value::String(p)) if !p.trim().is_empty() => {}
             _ => return Err(format!("No principal name in JWT claim: {principal}")),
         }
-        let lifetime = entry.option("unsecuredLoginLifetimeSeconds").unwrap_or("3600");
+        let lifetime = entry
+            .option("unsecuredLoginLifetimeSeconds")
+            .unwrap_or("3600");
         let lifetime_seconds = lifetime
             .parse()
             .map_err(|_| format!("For input string: \"{lifetime}\""))?;
@@ -660,19 +660,44 @@ mod tests {
     #[test]
     fn unsecured_tokens_as_kafka_checks_them() {
         let v = validator("");
-        let ok = jws(r#"{"alg":"none"}"#, r#"{"sub":"alice","exp":1700000100.5,"iat":1699999999}"#, "");
+        let ok = jws(
+            r#"{"alg":"none"}"#,
+            r#"{"sub":"alice","exp":1700000100.5,"iat":1699999999}"#,
+            "",
+        );
         let t = v.validate(&ok, NOW).unwrap();
-        assert_eq!((t.principal_name.as_str(), t.lifetime_ms()), ("alice", 1_700_000_100_500));
+        assert_eq!(
+            (t.principal_name.as_str(), t.lifetime_ms()),
+            ("alice", 1_700_000_100_500)
+        );
         let refused = |token: &str| match v.validate(token, NOW) {
             Err(Refusal::Token(d)) => d,
             other => panic!("{other:?}"),
         };
-        let expired = jws(r#"{"alg":"none"}"#, r#"{"sub":"alice","exp":1700000000}"#, "");
+        let expired = jws(
+            r#"{"alg":"none"}"#,
+            r#"{"sub":"alice","exp":1700000000}"#,
+            "",
+        );
         assert!(refused(&expired).contains("on or after the Expiration Time"));
-        let signed = jws(r#"{"alg":"RS256"}"#, r#"{"sub":"alice","exp":1800000000}"#, "c2ln");
-        assert_eq!(refused(&signed), "Unsecured JWS must have 'none' for an algorithm");
-        let sig = jws(r#"{"alg":"none"}"#, r#"{"sub":"alice","exp":1800000000}"#, "c2ln");
-        assert_eq!(refused(&sig), "Unsecured JWS must not contain a digital signature");
+        let signed = jws(
+            r#"{"alg":"RS256"}"#,
+            r#"{"sub":"alice","exp":1800000000}"#,
+            "c2ln",
+        );
+        assert_eq!(
+            refused(&signed),
+            "Unsecured JWS must have 'none' for an algorithm"
+        );
+        let sig = jws(
+            r#"{"alg":"none"}"#,
+            r#"{"sub":"alice","exp":1800000000}"#,
+            "c2ln",
+        );
+        assert_eq!(
+            refused(&sig),
+            "Unsecured JWS must not contain a digital signature"
+        );
         assert!(refused("a.b").contains("3 dot-separated"));
         assert!(refused("a..b").contains("'..'"));
         assert_eq!(refused("%%.e30."), "malformed Base64 URL encoded value");
@@ -681,7 +706,11 @@ mod tests {
         assert_eq!(refused(&no_exp), "No expiration time in JWT");
         let no_sub = jws(r#"{"alg":"none"}"#, r#"{"exp":1800000000}"#, "");
         assert_eq!(refused(&no_sub), "No principal name in JWT claim: sub");
-        let future = jws(r#"{"alg":"none"}"#, r#"{"sub":"a","exp":1800000000,"iat":1750000000}"#, "");
+        let future = jws(
+            r#"{"alg":"none"}"#,
+            r#"{"sub":"a","exp":1800000000,"iat":1750000000}"#,
+            "",
+        );
         assert!(refused(&future).contains("Issued At"));
         assert!(matches!(
             v.validate(&jws("{}", r#"{"sub":"a","exp":1800000000}"#, ""), NOW),
@@ -691,27 +720,46 @@ mod tests {
 
     #[test]
     fn options_scope_and_skew() {
-        let v = validator(r#"unsecuredValidatorPrincipalClaimName="user" unsecuredValidatorRequiredScope="read write" unsecuredValidatorAllowableClockSkewMs="5000""#);
-        let t = jws(r#"{"alg":"none"}"#, r#"{"user":"bob","exp":1699999998,"scope":["read"]}"#, "");
+        let v = validator(
+            r#"unsecuredValidatorPrincipalClaimName="user" unsecuredValidatorRequiredScope="read write" unsecuredValidatorAllowableClockSkewMs="5000""#,
+        );
+        let t = jws(
+            r#"{"alg":"none"}"#,
+            r#"{"user":"bob","exp":1699999998,"scope":["read"]}"#,
+            "",
+        );
         let r = v.validate(&t, NOW).unwrap_err();
-        assert_eq!(r.json(), r#"{"status":"insufficient_scope", "scope":"[read, write]"}"#);
-        let t = jws(r#"{"alg":"none"}"#, r#"{"user":"bob","exp":1699999998,"scope":["read"," write "]}"#, "");
+        assert_eq!(
+            r.json(),
+            r#"{"status":"insufficient_scope", "scope":"[read, write]"}"#
+        );
+        let t = jws(
+            r#"{"alg":"none"}"#,
+            r#"{"user":"bob","exp":1699999998,"scope":["read"," write "]}"#,
+            "",
+        );
         assert_eq!(v.validate(&t, NOW).unwrap().principal_name, "bob");
         let bad = |o: &str| {
             let e = super::super::jaas::parse(&format!("M required {o};")).unwrap();
             UnsecuredValidator::from_jaas(&e).unwrap_err()
         };
-        assert!(bad(r#"unsecuredValidatorAllowableClockSkewMs="-1""#).contains("must not be negative"));
+        assert!(
+            bad(r#"unsecuredValidatorAllowableClockSkewMs="-1""#).contains("must not be negative")
+        );
         assert!(bad(r#"unsecuredValidatorRequiredScope="a\"b""#).contains("Invalid scope value"));
     }
 
     #[test]
     fn client_first_messages() {
-        let r = ClientInitialResponse::parse(b"n,,\x01auth=Bearer abc.def.\x01ext=v 1\x01\x01").unwrap();
+        let r = ClientInitialResponse::parse(b"n,,\x01auth=Bearer abc.def.\x01ext=v 1\x01\x01")
+            .unwrap();
         assert_eq!(r.token, "abc.def.");
         assert_eq!(r.extensions["ext"], "v 1");
         let r = ClientInitialResponse::parse(b"n,a=alice,\x01auth=bearer   t==\x01\x01").unwrap();
-        assert_eq!((r.authorization_id.as_str(), r.token.as_str()), ("alice", "t=="));
+        assert_eq!(
+            (r.authorization_id.as_str(), r.token.as_str()),
+            ("alice", "t==")
+        );
         for bad in [
             &b"n,,\x01\x01"[..],
             b"n,,auth=Bearer t\x01\x01",
@@ -720,7 +768,10 @@ mod tests {
             b"n,,\x01auth=Bearer t=x\x01\x01",
             b"n,,\x01au1th=x\x01auth=Bearer t\x01\x01",
         ] {
-            assert!(matches!(ClientInitialResponse::parse(bad), Err(Ok(_))), "{bad:?}");
+            assert!(
+                matches!(ClientInitialResponse::parse(bad), Err(Ok(_))),
+                "{bad:?}"
+            );
         }
         assert!(matches!(
             ClientInitialResponse::parse(b"n,,\x01auth=Basic t\x01\x01"),
@@ -763,11 +814,19 @@ mod tests {
             Err(SaslError::Authentication(m)) => assert_eq!(m, r#"{"status":"invalid_token"}"#),
             other => panic!("{other:?}"),
         }
-        let good = jws(r#"{"alg":"none"}"#, r#"{"sub":"alice","exp":4000000000}"#, "");
+        let good = jws(
+            r#"{"alg":"none"}"#,
+            r#"{"sub":"alice","exp":4000000000}"#,
+            "",
+        );
         let first = format!("n,a=bob,\x01auth=Bearer {good}\x01\x01");
-        assert!(matches!(s.evaluate(first.as_bytes()), Err(SaslError::Authentication(m)) if m.contains("(bob)")));
+        assert!(
+            matches!(s.evaluate(first.as_bytes()), Err(SaslError::Authentication(m)) if m.contains("(bob)"))
+        );
         let first = format!("n,,\x01auth=Bearer {good}\x01\x01");
-        assert!(matches!(s.evaluate(first.as_bytes()), Ok(Evaluated::Complete(_, u)) if u == "alice"));
+        assert!(
+            matches!(s.evaluate(first.as_bytes()), Ok(Evaluated::Complete(_, u)) if u == "alice")
+        );
         assert_eq!(s.credential_expiry_ms(), Some(4_000_000_000_000));
     }
 }

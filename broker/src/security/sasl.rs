@@ -523,13 +523,18 @@ impl SaslAuthenticator {
                 return SaslStep::Respond(response);
             }
         }
-        self.server = Some(match (ScramMechanism::from_name(&mechanism), &self.config.oauthbearer) {
-            (Some(m), _) => MechanismServer::Scram(ScramServer::new(m)),
-            (None, Some(v)) if mechanism == OAUTHBEARER => {
-                MechanismServer::OAuthBearer(OAuthBearerServer::new(v.clone()))
-            }
-            (None, _) => MechanismServer::Plain,
-        });
+        self.server = Some(
+            match (
+                ScramMechanism::from_name(&mechanism),
+                &self.config.oauthbearer,
+            ) {
+                (Some(m), _) => MechanismServer::Scram(ScramServer::new(m)),
+                (None, Some(v)) if mechanism == OAUTHBEARER => {
+                    MechanismServer::OAuthBearer(OAuthBearerServer::new(v.clone()))
+                }
+                (None, _) => MechanismServer::Plain,
+            },
+        );
         self.mechanism = Some(mechanism);
         self.state = State::Authenticate;
         SaslStep::Respond(response)

@@ -336,7 +336,7 @@ fn bootstrap_users_session_lifetime_and_metrics() {
 /// OAUTHBEARER as Kafka's `OAuthBearerSaslServer` runs it with the unsecured validator: a
 /// refused token gets the JSON error challenge, the client's `\x01` the failure carrying it;
 /// a bad first message or authorization id fail at once; a good token's `exp` ends the
-/// session (no `connections.max.reauth.ms` here).
+/// session, or the listener's `oauthbearer.connections.max.reauth.ms` if that comes first.
 #[test]
 fn oauthbearer_error_challenge_and_token_lifetime() {
     let b = Broker::start_with(&[
@@ -351,6 +351,10 @@ fn oauthbearer_error_challenge_and_token_lifetime() {
         (
             "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config",
             r#"org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="admin";"#,
+        ),
+        (
+            "listener.name.sasl_plaintext.oauthbearer.connections.max.reauth.ms",
+            "3000",
         ),
     ]);
     let now_s = std::time::SystemTime::now()
@@ -383,6 +387,8 @@ fn oauthbearer_error_challenge_and_token_lifetime() {
         Some("Authentication failed: Client requested an authorization id (bob) that is different from the token's principal name (alice)")
     );
     closed(&mut c, "after another authorization id");
+    let (_, r) = login(&alice, "alice");
+    assert_eq!((r.error_code, r.session_lifetime_ms), (0, 3000), "{r:?}");
     let mut c = sasl_client(&b);
     handshake(&mut c, 1, "OAUTHBEARER");
     let r = authenticate(&mut c, 2, b"n,,auth=Bearer x");

@@ -55,8 +55,10 @@ pub struct SaslServerConfig {
     pub oauthbearer: Option<Arc<UnsecuredValidator>>,
     /// `connection.failed.authentication.delay.ms`.
     pub failed_authentication_delay: Duration,
-    /// `connections.max.reauth.ms` when positive.
-    pub max_reauth: Option<Duration>,
+    /// `connections.max.reauth.ms` by mechanism, when positive: the listener's
+    /// `<mechanism>.connections.max.reauth.ms`, else its `connections.max.reauth.ms` (Kafka's
+    /// `SaslChannelBuilder.createConnectionsMaxReauthMsMap`).
+    pub max_reauth: BTreeMap<String, Duration>,
 }
 
 impl SaslServerConfig {
@@ -96,15 +98,28 @@ impl SaslServerConfig {
         let delay_ms: i64 = get("connection.failed.authentication.delay.ms")
             .parse()
             .map_err(|_| invalid_number("connection.failed.authentication.delay.ms"))?;
-        let reauth_ms: i64 = get("connections.max.reauth.ms")
-            .parse()
-            .map_err(|_| invalid_number("connections.max.reauth.ms"))?;
+        let mut max_reauth = BTreeMap::new();
+        for m in &enabled_mechanisms {
+            let key = format!("{}.connections.max.reauth.ms", m.to_ascii_lowercase());
+            let prefixed = format!("{}{key}", l.config_prefix());
+            let (key, value) = match cfg.values.get(&prefixed) {
+                Some(v) => (prefixed, v.clone()),
+                None => (
+                    "connections.max.reauth.ms".into(),
+                    get("connections.max.reauth.ms"),
+                ),
+            };
+            let ms: i64 = value.trim().parse().map_err(|_| invalid_number(&key))?;
+            if ms > 0 {
+                max_reauth.insert(m.clone(), Duration::from_millis(ms as u64));
+            }
+        }
         Ok(SaslServerConfig {
             enabled_mechanisms,
             plain_users,
             oauthbearer,
             failed_authentication_delay: Duration::from_millis(delay_ms.max(0) as u64),
-            max_reauth: (reauth_ms > 0).then(|| Duration::from_millis(reauth_ms as u64)),
+            max_reauth,
         })
     }
 }
@@ -682,7 +697,10 @@ impl SaslAuthenticator {
         self.state = State::Complete;
         let lifetime = session_lifetime(
             credential_expiry_ms,
-            self.config.max_reauth,
+            self.mechanism
+                .as_ref()
+                .and_then(|m| self.config.max_reauth.get(m))
+                .copied(),
             oauthbearer::now_ms(),
         );
         self.session_expiry = lifetime.map(|l| Instant::now() + l);
@@ -809,7 +827,7 @@ mod tests {
                 UnsecuredValidator::from_jaas(&jaas::parse("M required;").unwrap()).unwrap(),
             )),
             failed_authentication_delay: Duration::ZERO,
-            max_reauth: None,
+            max_reauth: BTreeMap::new(),
         })
     }
 
@@ -864,6 +882,41 @@ mod tests {
         assert_eq!(session_lifetime(Some(5000), Some(s(2)), 1000), Some(s(2)));
         assert_eq!(session_lifetime(Some(2000), Some(s(9)), 1000), Some(s(1)));
         assert_eq!(session_lifetime(Some(0), Some(s(9)), 1000), Some(s(0)));
+    }
+
+    /// A SASL_PLAINTEXT listener with OAUTHBEARER and `extra` settings.
+    fn oauth_listener(extra: &[&str]) -> Result<BrokerConfig, ConfigError> {
+        let mut o: Vec<String> = [
+            "listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+            "listener.name.sasl_plaintext.sasl.enabled.mechanisms=PLAIN,OAUTHBEARER",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required;",
+            "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;",
+            "connections.max.reauth.ms=60000",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        o.extend(extra.iter().map(|s| s.to_string()));
+        BrokerConfig::load(None, &o)
+    }
+
+    #[test]
+    fn oauthbearer_listener_settings() {
+        let c = oauth_listener(&[
+            "listener.name.sasl_plaintext.oauthbearer.connections.max.reauth.ms=3000",
+        ])
+        .unwrap();
+        let sasl = &c.sasl["SASL_PLAINTEXT"];
+        assert_eq!(sasl.max_reauth["OAUTHBEARER"], Duration::from_millis(3000));
+        assert_eq!(sasl.max_reauth["PLAIN"], Duration::from_millis(60000));
+        let jwks = "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler";
+        let e = oauth_listener(&[jwks]).unwrap_err().to_string();
+        assert!(e.contains("is not served by Brook"), "{e}");
+        let unsecured = format!(
+            "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class={}",
+            oauthbearer::UNSECURED_VALIDATOR_CALLBACK_HANDLER
+        );
+        assert!(oauth_listener(&[&unsecured]).is_ok());
     }
 
     #[test]

@@ -355,7 +355,8 @@ fn inter_broker_listener_name(
 }
 
 /// Whether `key` is a `listener.name.<listener>.<setting>` key Kafka accepts: the setting is
-/// a broker key, or a SASL key scoped to a mechanism (`<mechanism>.sasl.jaas.config`).
+/// a broker key, or a SASL key scoped to a mechanism (`<mechanism>.sasl.jaas.config`,
+/// `<mechanism>.connections.max.reauth.ms`).
 pub fn is_listener_prefixed_key(key: &str, is_broker_key: impl Fn(&str) -> bool) -> bool {
     let Some(rest) = key.strip_prefix("listener.name.") else {
         return false;
@@ -371,7 +372,8 @@ pub fn is_listener_prefixed_key(key: &str, is_broker_key: impl Fn(&str) -> bool)
     }
     match setting.split_once('.') {
         Some((mechanism, sasl)) => {
-            !mechanism.is_empty() && sasl.starts_with("sasl.") && is_broker_key(sasl)
+            let scoped = sasl.starts_with("sasl.") || sasl == "connections.max.reauth.ms";
+            !mechanism.is_empty() && scoped && is_broker_key(sasl)
         }
         None => false,
     }

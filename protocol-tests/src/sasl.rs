@@ -1,5 +1,6 @@
 //! A SASL client for raw-wire tests: the handshake, PLAIN and SCRAM-SHA-256/512 (RFC 5802)
-//! tokens, and the salted passwords AlterUserScramCredentials carries.
+//! tokens, the salted passwords AlterUserScramCredentials carries, and OAUTHBEARER's client
+//! first message with unsecured JWS tokens.
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
@@ -41,6 +42,27 @@ pub fn plain_login(c: &mut WireClient, user: &str, password: &str) -> SaslAuthen
     let h = handshake(c, 1, "PLAIN");
     assert_eq!(h.error_code, 0, "handshake: {h:?}");
     authenticate(c, 2, &plain_token(user, password))
+}
+
+/// An unsecured JWS (`alg: none`, no signature) of these JSON claims. Base64 as Kafka's
+/// validator decodes it (Java's basic decoder, which refuses the URL-safe `-` and `_`).
+pub fn unsecured_jws(claims: &str) -> String {
+    let b64 = base64::engine::general_purpose::STANDARD_NO_PAD;
+    format!(
+        "{}.{}.",
+        b64.encode(r#"{"alg":"none"}"#),
+        b64.encode(claims)
+    )
+}
+
+/// OAUTHBEARER's client first message (RFC 7628) carrying `token`, for `authzid` if not empty.
+pub fn oauthbearer_first_message(authzid: &str, token: &str) -> Vec<u8> {
+    let a = if authzid.is_empty() {
+        String::new()
+    } else {
+        format!("a={authzid}")
+    };
+    format!("n,{a},\x01auth=Bearer {token}\x01\x01").into_bytes()
 }
 
 /// SCRAM-SHA-256 (`sha512` false) or SCRAM-SHA-512.

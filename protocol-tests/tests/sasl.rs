@@ -1,16 +1,17 @@
 //! SASL_PLAINTEXT over the raw wire, as Kafka 4.4's `SaslServerAuthenticator` answers it:
 //! only ApiVersions and the handshake before authentication, Kafka's errors and messages for
 //! wrong passwords, unknown mechanisms and malformed tokens, PLAIN and SCRAM-SHA-256/512 with
-//! credentials made by AlterUserScramCredentials or `brook format --add-scram`, the session
-//! lifetime of KIP-368, and the authentication counters on /metrics.
+//! credentials made by AlterUserScramCredentials or `brook format --add-scram`, OAUTHBEARER
+//! with unsecured tokens (the error challenge, the token's expiry as the session's end), the
+//! session lifetime of KIP-368, and the authentication counters on /metrics.
 
 use std::time::Duration;
 
 use brook_protocol_tests::batch::{encode_batch, Producer, Rec};
 use brook_protocol_tests::process::run_brook;
 use brook_protocol_tests::sasl::{
-    authenticate, handshake, plain_login, plain_token, Scram, ILLEGAL_SASL_STATE,
-    SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM,
+    authenticate, handshake, oauthbearer_first_message, plain_login, plain_token, unsecured_jws,
+    Scram, ILLEGAL_SASL_STATE, SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM,
 };
 use brook_protocol_tests::{Broker, Cluster, WireClient};
 use bytes::Bytes;
@@ -332,6 +333,88 @@ fn bootstrap_users_session_lifetime_and_metrics() {
     assert_eq!(m.login(&mut c, "admin", "admin-secret").error_code, 0);
 }
 
+/// OAUTHBEARER as Kafka's `OAuthBearerSaslServer` runs it with the unsecured validator: a
+/// refused token gets the JSON error challenge, the client's `\x01` the failure carrying it;
+/// a bad first message or authorization id fail at once; a good token's `exp` ends the
+/// session, or the listener's `oauthbearer.connections.max.reauth.ms` if that comes first.
+#[test]
+fn oauthbearer_error_challenge_and_token_lifetime() {
+    let b = Broker::start_with(&[
+        (
+            "listeners",
+            "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        ),
+        (
+            "listener.name.sasl_plaintext.sasl.enabled.mechanisms",
+            "OAUTHBEARER",
+        ),
+        (
+            "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config",
+            r#"org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="admin";"#,
+        ),
+        (
+            "listener.name.sasl_plaintext.oauthbearer.connections.max.reauth.ms",
+            "3000",
+        ),
+    ]);
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let login = |token: &str, authzid: &str| {
+        let mut c = sasl_client(&b);
+        assert_eq!(handshake(&mut c, 1, "OAUTHBEARER").error_code, 0);
+        let r = authenticate(&mut c, 2, &oauthbearer_first_message(authzid, token));
+        (c, r)
+    };
+    let expired = unsecured_jws(&format!(r#"{{"sub":"alice","exp":{}}}"#, now_s - 60));
+    let (mut c, r) = login(&expired, "");
+    assert_eq!(r.error_code, 0, "{r:?}");
+    assert_eq!(&r.auth_bytes[..], br#"{"status":"invalid_token"}"#);
+    let r = authenticate(&mut c, 2, b"");
+    assert_eq!(r.error_code, SASL_AUTHENTICATION_FAILED);
+    assert_eq!(
+        r.error_message.as_deref(),
+        Some(r#"{"status":"invalid_token"}"#)
+    );
+    closed(&mut c, "after the client's answer to the error challenge");
+
+    let alice = unsecured_jws(&format!(r#"{{"sub":"alice","exp":{}}}"#, now_s + 600));
+    let (mut c, r) = login(&alice, "bob");
+    assert_eq!(r.error_code, SASL_AUTHENTICATION_FAILED);
+    assert_eq!(
+        r.error_message.as_deref(),
+        Some("Authentication failed: Client requested an authorization id (bob) that is different from the token's principal name (alice)")
+    );
+    closed(&mut c, "after another authorization id");
+    let (_, r) = login(&alice, "alice");
+    assert_eq!((r.error_code, r.session_lifetime_ms), (0, 3000), "{r:?}");
+    let mut c = sasl_client(&b);
+    handshake(&mut c, 1, "OAUTHBEARER");
+    let r = authenticate(&mut c, 2, b"n,,auth=Bearer x");
+    assert_eq!(r.error_code, SASL_AUTHENTICATION_FAILED);
+    assert_eq!(
+        r.error_message.as_deref(),
+        Some("Authentication failed during authentication due to invalid credentials with SASL mechanism OAUTHBEARER")
+    );
+    closed(&mut c, "after a malformed first message");
+
+    // A token good for 2 s more at most: the session ends with it.
+    let short = unsecured_jws(&format!(r#"{{"sub":"alice","exp":{}}}"#, now_s + 2));
+    let (mut c, r) = login(&short, "alice");
+    assert_eq!(r.error_code, 0, "{r:?}");
+    assert!(
+        (1..=2000).contains(&r.session_lifetime_ms),
+        "session lifetime {} ms",
+        r.session_lifetime_ms
+    );
+    assert_eq!(c.metadata(&[], false).brokers.len(), 1);
+    // No event marks a session's end: wait it out.
+    std::thread::sleep(Duration::from_millis(r.session_lifetime_ms as u64 + 200));
+    c.send(12, &WireClient::metadata_request(&[], false));
+    closed(&mut c, "a request after the token expired");
+}
+
 /// `GET /metrics`'s body, with a raw HTTP/1.1 request.
 fn get_metrics(admin: &str) -> String {
     use std::io::{Read, Write};
@@ -348,8 +431,8 @@ fn get_metrics(admin: &str) -> String {
         .unwrap_or_default()
 }
 
-/// A 3-node cluster whose inter-broker listener speaks SASL (PLAIN with the brokers' JAAS
-/// username and password): acks=all with min.insync.replicas=3 succeeds only if the
+/// A 3-node cluster whose inter-broker listener speaks SASL (OAUTHBEARER with the brokers'
+/// unsecured token; PLAIN's inter-broker links are tests/tls.rs's): acks=all with min.insync.replicas=3 succeeds only if the
 /// followers' fetchers authenticated, and every node counts successful authentications and
 /// no failed one.
 #[test]
@@ -366,11 +449,14 @@ fn a_cluster_replicates_over_a_sasl_inter_broker_listener() {
                 "PLAINTEXT:PLAINTEXT,REPLICATION:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
             ),
             ("inter.broker.listener.name", "REPLICATION"),
-            ("sasl.mechanism.inter.broker.protocol", "PLAIN"),
-            ("listener.name.replication.sasl.enabled.mechanisms", "PLAIN"),
+            ("sasl.mechanism.inter.broker.protocol", "OAUTHBEARER"),
             (
-                "listener.name.replication.plain.sasl.jaas.config",
-                r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="broker-secret" user_broker="broker-secret";"#,
+                "listener.name.replication.sasl.enabled.mechanisms",
+                "OAUTHBEARER",
+            ),
+            (
+                "listener.name.replication.oauthbearer.sasl.jaas.config",
+                r#"org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="broker" unsecuredLoginStringClaim_scope="replication" unsecuredValidatorRequiredScope="replication";"#,
             ),
         ],
     );

@@ -236,10 +236,10 @@ pub struct BrokerMetrics {
     pub delayed_produces: Gauge,
     /// Fetch requests parked until data arrives or max_wait_ms (Kafka's Fetch purgatory).
     pub delayed_fetches: Gauge,
-    /// SASL authentications by listener: (successful, failed) (Kafka's socket-server
-    /// `successful-authentication-total` and `failed-authentication-total`). Keys are the
-    /// configured listener names, so they are bounded.
-    pub authentications: DashMap<Arc<str>, (Counter, Counter)>,
+    /// SASL authentications by listener (Kafka's socket-server `successful-authentication-total`,
+    /// `failed-authentication-total` and the re-authentication ones). Keys are the configured
+    /// listener names, so they are bounded.
+    pub authentications: DashMap<Arc<str>, AuthenticationCounters>,
 }
 
 impl BrokerMetrics {
@@ -254,14 +254,27 @@ impl BrokerMetrics {
         }
     }
 
-    /// Counts one SASL authentication on `listener`.
-    pub fn authentication(&self, listener: &Arc<str>, succeeded: bool) {
-        let counters = self.authentications.entry(listener.clone()).or_default();
-        match succeeded {
-            true => counters.0.inc(),
-            false => counters.1.inc(),
+    /// Counts one SASL authentication on `listener`; a re-authentication (KIP-368) is counted
+    /// apart, as Kafka's `Selector` counts it.
+    pub fn authentication(&self, listener: &Arc<str>, succeeded: bool, reauthentication: bool) {
+        let c = self.authentications.entry(listener.clone()).or_default();
+        let counter = match (succeeded, reauthentication) {
+            (true, false) => &c.successful,
+            (false, false) => &c.failed,
+            (true, true) => &c.successful_reauthentication,
+            (false, true) => &c.failed_reauthentication,
         };
+        counter.inc();
     }
+}
+
+/// One listener's SASL authentication counters.
+#[derive(Debug, Default)]
+pub struct AuthenticationCounters {
+    pub successful: Counter,
+    pub failed: Counter,
+    pub successful_reauthentication: Counter,
+    pub failed_reauthentication: Counter,
 }
 
 /// Renders every metric in the Prometheus text format (version 0.0.4).
@@ -533,27 +546,48 @@ fn encode_events(broker: &Broker, enc: &mut DescriptorEncoder) -> Result<(), fmt
     )
 }
 
-/// Kafka's socket-server `successful-authentication-total` and `failed-authentication-total`,
-/// per listener.
+/// Kafka's socket-server `successful-authentication-total`, `failed-authentication-total`,
+/// `successful-reauthentication-total` and `failed-reauthentication-total`, per listener.
 fn encode_authentications(broker: &Broker, enc: &mut DescriptorEncoder) -> Result<(), fmt::Error> {
-    let rows: Vec<(String, u64, u64)> = broker
+    type Row = (String, [u64; 4]);
+    let rows: Vec<Row> = broker
         .metrics
         .authentications
         .iter()
-        .map(|e| (e.key().to_string(), e.value().0.get(), e.value().1.get()))
+        .map(|e| {
+            let c = e.value();
+            let counts = [
+                c.successful.get(),
+                c.failed.get(),
+                c.successful_reauthentication.get(),
+                c.failed_reauthentication.get(),
+            ];
+            (e.key().to_string(), counts)
+        })
         .collect();
-    for (name, help, pick) in [
+    for (i, name, help) in [
         (
+            0,
             "brook_successful_authentication",
             "SASL authentications that succeeded, by listener (Kafka: socket-server-metrics successful-authentication-total).",
-            (|r: &(String, u64, u64)| r.1) as fn(&(String, u64, u64)) -> u64,
         ),
         (
+            1,
             "brook_failed_authentication",
             "SASL authentications that failed, by listener (Kafka: socket-server-metrics failed-authentication-total).",
-            |r: &(String, u64, u64)| r.2,
+        ),
+        (
+            2,
+            "brook_successful_reauthentication",
+            "SASL re-authentications (KIP-368) that succeeded, by listener (Kafka: socket-server-metrics successful-reauthentication-total).",
+        ),
+        (
+            3,
+            "brook_failed_reauthentication",
+            "SASL re-authentications (KIP-368) that failed, by listener (Kafka: socket-server-metrics failed-reauthentication-total).",
         ),
     ] {
+        let pick = |r: &Row| r.1[i];
         family(
             enc,
             name,

@@ -206,8 +206,8 @@ async fn round_trip<R: Request>(
 }
 
 /// Authenticates a new inter-broker connection as Kafka's `SaslClientAuthenticator` does:
-/// SaslHandshake v1, then SaslAuthenticate rounds (PLAIN: one; SCRAM: two, checking the
-/// server's signature).
+/// SaslHandshake v1, then SaslAuthenticate rounds (PLAIN and OAUTHBEARER: one; SCRAM: two,
+/// checking the server's signature).
 pub async fn sasl_authenticate(
     stream: &mut BrokerStream,
     sasl: &InterBrokerSasl,
@@ -223,6 +223,16 @@ pub async fn sasl_authenticate(
             "SaslHandshake for {} refused with error {}",
             sasl.mechanism, h.error_code
         )));
+    }
+    if let Some(login) = &sasl.oauthbearer {
+        // A token refused gets an error challenge; the client's 0x01 then gets the failure.
+        let first = login.first_message(crate::security::oauthbearer::now_ms());
+        let challenge = sasl_round(stream, client_id, first, 1).await?;
+        if !challenge.is_empty() {
+            sasl_round(stream, client_id, vec![0x01], 2).await?;
+            return Err(refused(String::from_utf8_lossy(&challenge).into_owned()));
+        }
+        return Ok(());
     }
     if sasl.mechanism == PLAIN {
         let token = format!("\0{}\0{}", sasl.username, sasl.password).into_bytes();

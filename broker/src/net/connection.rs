@@ -256,6 +256,7 @@ async fn authenticate<W: AsyncWrite + Unpin>(
     let image = broker.replicas.controller().image().borrow().clone();
     let lookup = |user: &str, m| image.scram_credential(user, m).cloned();
     let peer = session.client_address;
+    let reauth = auth.reauthenticating();
     match auth.handle(frame, &lookup) {
         SaslStep::Serve => Authenticating::Serve,
         SaslStep::Respond(bytes) => match written(write_flushed(w, &bytes).await, activity, None) {
@@ -266,7 +267,7 @@ async fn authenticate<W: AsyncWrite + Unpin>(
             response,
             principal,
         } => {
-            broker.metrics.authentication(&listener, true);
+            broker.metrics.authentication(&listener, true, reauth);
             tracing::debug!(?peer, %principal, "SASL authentication succeeded");
             let mut s = (**session).clone();
             s.principal = principal;
@@ -278,10 +279,12 @@ async fn authenticate<W: AsyncWrite + Unpin>(
         }
         SaslStep::FailUnexpectedRequest { frame, reason } => {
             let response = crate::api::illegal_sasl_state_response(broker, frame, session).await;
-            failed(broker, auth, &listener, response, &reason, w).await
+            broker.metrics.authentication(&listener, false, reauth);
+            failed(auth, response, &reason, w).await
         }
         SaslStep::Fail { response, reason } => {
-            failed(broker, auth, &listener, response, &reason, w).await
+            broker.metrics.authentication(&listener, false, reauth);
+            failed(auth, response, &reason, w).await
         }
         SaslStep::Close(reason) => {
             tracing::info!(?peer, %reason, "closing connection during SASL authentication");
@@ -290,17 +293,14 @@ async fn authenticate<W: AsyncWrite + Unpin>(
     }
 }
 
-/// A failed authentication: counted, answered after `connection.failed.authentication.delay.ms`
-/// when there is an answer (Kafka delays both, to slow password guessing), then closed.
+/// A failed authentication: answered after `connection.failed.authentication.delay.ms` when
+/// there is an answer (Kafka delays both, to slow password guessing), then closed.
 async fn failed<W: AsyncWrite + Unpin>(
-    broker: &Broker,
     auth: &SaslAuthenticator,
-    listener: &Arc<str>,
     response: Option<Bytes>,
     reason: &str,
     w: &mut W,
 ) -> Authenticating {
-    broker.metrics.authentication(listener, false);
     tracing::info!(%reason, "SASL authentication failed; closing the connection");
     tokio::time::sleep(auth.failed_authentication_delay()).await;
     if let Some(r) = response {

@@ -8,8 +8,9 @@
 //! (the principal and mechanism must not change).
 //!
 //! Mechanisms: PLAIN (Kafka's `PlainSaslServer` with `PlainServerCallbackHandler`'s
-//! `user_<name>` JAAS options) and SCRAM-SHA-256/512 ([`super::scram`], credentials from the
-//! metadata image).
+//! `user_<name>` JAAS options), SCRAM-SHA-256/512 ([`super::scram`], credentials from the
+//! metadata image) and OAUTHBEARER ([`super::oauthbearer`], unsecured JWS tokens, whose expiry
+//! also bounds the session).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -24,6 +25,9 @@ use kafka_protocol::protocol::{Decodable, StrBytes};
 use kafka_protocol::ResponseError;
 
 use super::jaas::{self, JaasEntry};
+use super::oauthbearer::{
+    self, OAuthBearerServer, UnsecuredLogin, UnsecuredValidator, OAUTHBEARER,
+};
 use super::scram::{ScramCredential, ScramMechanism, ScramServer};
 use super::KafkaPrincipal;
 use crate::config::{BrokerConfig, ConfigError};
@@ -33,7 +37,7 @@ use crate::net::codec::{decode_header, encode_response, peek_prefix, CodecError}
 /// `PLAIN`.
 pub const PLAIN: &str = "PLAIN";
 /// The mechanisms Brook serves.
-pub const SUPPORTED_MECHANISMS: &[&str] = &[PLAIN, "SCRAM-SHA-256", "SCRAM-SHA-512"];
+pub const SUPPORTED_MECHANISMS: &[&str] = &[PLAIN, "SCRAM-SHA-256", "SCRAM-SHA-512", OAUTHBEARER];
 /// Kafka's `SaslAuthenticate` versions (0-2) and `SaslHandshake` versions (0-1).
 pub const SASL_AUTHENTICATE_VERSION_MAX: i16 = 2;
 pub const SASL_HANDSHAKE_VERSION_MAX: i16 = 1;
@@ -47,10 +51,14 @@ pub struct SaslServerConfig {
     pub enabled_mechanisms: Vec<String>,
     /// PLAIN's `user_<name>` passwords.
     pub plain_users: BTreeMap<String, String>,
+    /// OAUTHBEARER's token validator, when the mechanism is enabled.
+    pub oauthbearer: Option<Arc<UnsecuredValidator>>,
     /// `connection.failed.authentication.delay.ms`.
     pub failed_authentication_delay: Duration,
-    /// `connections.max.reauth.ms` when positive.
-    pub max_reauth: Option<Duration>,
+    /// `connections.max.reauth.ms` by mechanism, when positive: the listener's
+    /// `<mechanism>.connections.max.reauth.ms`, else its `connections.max.reauth.ms` (Kafka's
+    /// `SaslChannelBuilder.createConnectionsMaxReauthMsMap`).
+    pub max_reauth: BTreeMap<String, Duration>,
 }
 
 impl SaslServerConfig {
@@ -70,6 +78,7 @@ impl SaslServerConfig {
             )));
         }
         let mut plain_users = BTreeMap::new();
+        let mut oauthbearer = None;
         for m in &enabled_mechanisms {
             if !SUPPORTED_MECHANISMS.contains(&m.as_str()) {
                 return Err(ConfigError::Invalid(format!(
@@ -82,20 +91,67 @@ impl SaslServerConfig {
             if m == PLAIN {
                 plain_users = entry.plain_users();
             }
+            if m == OAUTHBEARER {
+                oauthbearer = Some(Arc::new(oauthbearer_validator(cfg, &l.name, &entry)?));
+            }
         }
         let delay_ms: i64 = get("connection.failed.authentication.delay.ms")
             .parse()
             .map_err(|_| invalid_number("connection.failed.authentication.delay.ms"))?;
-        let reauth_ms: i64 = get("connections.max.reauth.ms")
-            .parse()
-            .map_err(|_| invalid_number("connections.max.reauth.ms"))?;
+        let mut max_reauth = BTreeMap::new();
+        for m in &enabled_mechanisms {
+            let key = format!("{}.connections.max.reauth.ms", m.to_ascii_lowercase());
+            let prefixed = format!("{}{key}", l.config_prefix());
+            let (key, value) = match cfg.values.get(&prefixed) {
+                Some(v) => (prefixed, v.clone()),
+                None => (
+                    "connections.max.reauth.ms".into(),
+                    get("connections.max.reauth.ms"),
+                ),
+            };
+            let ms: i64 = value.trim().parse().map_err(|_| invalid_number(&key))?;
+            if ms > 0 {
+                max_reauth.insert(m.clone(), Duration::from_millis(ms as u64));
+            }
+        }
         Ok(SaslServerConfig {
             enabled_mechanisms,
             plain_users,
+            oauthbearer,
             failed_authentication_delay: Duration::from_millis(delay_ms.max(0) as u64),
-            max_reauth: (reauth_ms > 0).then(|| Duration::from_millis(reauth_ms as u64)),
+            max_reauth,
         })
     }
+}
+
+/// The listener's OAUTHBEARER validator: Kafka's default unsecured one. Another server callback
+/// handler (the JWKS one, or a custom class) is refused: Brook would otherwise accept unsigned
+/// tokens that the configured handler refuses.
+fn oauthbearer_validator(
+    cfg: &BrokerConfig,
+    listener: &str,
+    entry: &JaasEntry,
+) -> Result<UnsecuredValidator, ConfigError> {
+    let key = format!(
+        "{}oauthbearer.{}",
+        crate::listeners::config_prefix(listener),
+        oauthbearer::SERVER_CALLBACK_HANDLER_CLASS
+    );
+    match cfg.values.get(&key).map(|v| v.trim()) {
+        None | Some("") | Some(oauthbearer::UNSECURED_VALIDATOR_CALLBACK_HANDLER) => {}
+        Some(other) => {
+            return Err(ConfigError::Invalid(format!(
+                "{key}={other} is not served by Brook: OAUTHBEARER tokens are checked only by {}",
+                oauthbearer::UNSECURED_VALIDATOR_CALLBACK_HANDLER
+            )))
+        }
+    }
+    UnsecuredValidator::from_jaas(entry).map_err(|e| {
+        ConfigError::Invalid(format!(
+            "listener.name.{}.oauthbearer.sasl.jaas.config: {e}",
+            listener.to_ascii_lowercase()
+        ))
+    })
 }
 
 fn invalid_number(key: &str) -> ConfigError {
@@ -132,12 +188,15 @@ pub fn listener_jaas_entry(
 
 /// The broker's own credentials on the inter-broker listener when it speaks SASL:
 /// `sasl.mechanism.inter.broker.protocol` and the `username`/`password` of that mechanism's
-/// JAAS login module on the listener (what Kafka's inter-broker clients log in with).
+/// JAAS login module on the listener (what Kafka's inter-broker clients log in with), or for
+/// OAUTHBEARER the unsecured token its `unsecuredLogin*` options describe.
 #[derive(Debug, Clone)]
 pub struct InterBrokerSasl {
     pub mechanism: String,
     pub username: String,
     pub password: String,
+    /// OAUTHBEARER's token maker (then `username` and `password` are empty).
+    pub oauthbearer: Option<UnsecuredLogin>,
 }
 
 impl InterBrokerSasl {
@@ -166,6 +225,20 @@ impl InterBrokerSasl {
             )));
         }
         let entry = listener_jaas_entry(cfg, &l.name, &mechanism)?;
+        if mechanism == OAUTHBEARER {
+            let login = UnsecuredLogin::from_jaas(&entry).map_err(|e| {
+                ConfigError::Invalid(format!(
+                    "listener.name.{}.oauthbearer.sasl.jaas.config: {e}",
+                    l.name.to_ascii_lowercase()
+                ))
+            })?;
+            return Ok(Some(InterBrokerSasl {
+                mechanism,
+                username: String::new(),
+                password: String::new(),
+                oauthbearer: Some(login),
+            }));
+        }
         let option = |k: &str| {
             entry.option(k).map(str::to_string).ok_or_else(|| {
                 ConfigError::Invalid(format!(
@@ -180,6 +253,7 @@ impl InterBrokerSasl {
             username: option("username")?,
             password: option("password")?,
             mechanism,
+            oauthbearer: None,
         }))
     }
 }
@@ -202,6 +276,8 @@ pub enum SaslError {
     Invalid(String),
     /// Kafka's `IllegalSaslStateException` raised by a mechanism.
     IllegalState(String),
+    /// An unexpected exception in Kafka's mechanism: the connection closes without an answer.
+    Unexpected(String),
 }
 
 /// Kafka's `PlainSaslServer.evaluateResponse`: `[authzid] NUL authcid NUL passwd`.
@@ -246,6 +322,7 @@ fn evaluate_plain(token: &[u8], users: &BTreeMap<String, String>) -> Result<Eval
 enum MechanismServer {
     Plain,
     Scram(ScramServer),
+    OAuthBearer(OAuthBearerServer),
 }
 
 /// Kafka's `SaslServerAuthenticator.SaslState`.
@@ -323,6 +400,11 @@ impl SaslAuthenticator {
     /// Whether the client has authenticated (and is not re-authenticating).
     pub fn complete(&self) -> bool {
         self.state == State::Complete
+    }
+
+    /// Whether the exchange under way re-authenticates an authenticated connection.
+    pub fn reauthenticating(&self) -> bool {
+        self.reauth.is_some()
     }
 
     /// How long to wait before answering a failed authentication.
@@ -456,10 +538,18 @@ impl SaslAuthenticator {
                 return SaslStep::Respond(response);
             }
         }
-        self.server = Some(match ScramMechanism::from_name(&mechanism) {
-            Some(m) => MechanismServer::Scram(ScramServer::new(m)),
-            None => MechanismServer::Plain,
-        });
+        self.server = Some(
+            match (
+                ScramMechanism::from_name(&mechanism),
+                &self.config.oauthbearer,
+            ) {
+                (Some(m), _) => MechanismServer::Scram(ScramServer::new(m)),
+                (None, Some(v)) if mechanism == OAUTHBEARER => {
+                    MechanismServer::OAuthBearer(OAuthBearerServer::new(v.clone()))
+                }
+                (None, _) => MechanismServer::Plain,
+            },
+        );
         self.mechanism = Some(mechanism);
         self.state = State::Authenticate;
         SaslStep::Respond(response)
@@ -474,6 +564,7 @@ impl SaslAuthenticator {
         match &mut self.server {
             Some(MechanismServer::Plain) => evaluate_plain(token, &self.config.plain_users),
             Some(MechanismServer::Scram(s)) => s.evaluate(token, lookup),
+            Some(MechanismServer::OAuthBearer(s)) => s.evaluate(token),
             None => Err(SaslError::IllegalState("no SASL mechanism chosen".into())),
         }
     }
@@ -535,6 +626,7 @@ impl SaslAuthenticator {
                 response: None,
                 reason: why,
             }),
+            Err(SaslError::Unexpected(why)) => Ok(SaslStep::Close(why)),
         };
         step.unwrap_or_else(|e| SaslStep::Close(e.to_string()))
     }
@@ -576,6 +668,7 @@ impl SaslAuthenticator {
                     reason,
                 },
             },
+            Err(SaslError::Unexpected(m)) => SaslStep::Close(m),
             Err(
                 SaslError::Authentication(m) | SaslError::Invalid(m) | SaslError::IllegalState(m),
             ) => SaslStep::Fail {
@@ -585,9 +678,8 @@ impl SaslAuthenticator {
         }
     }
 
-    /// The end of a successful exchange: the principal, the session's lifetime (Kafka's
-    /// `ReauthInfo.calcCompletionTimesAndReturnSessionLifetimeMs`), and on re-authentication
-    /// the check that the principal did not change.
+    /// The end of a successful exchange: the principal, the session's lifetime, and on
+    /// re-authentication the check that the principal did not change.
     fn finish(&mut self, user: String) -> Result<(KafkaPrincipal, i64), String> {
         let principal = KafkaPrincipal::user(user);
         if let Some((previous, _)) = self.reauth.take() {
@@ -597,9 +689,20 @@ impl SaslAuthenticator {
                 ));
             }
         }
+        let credential_expiry_ms = match &self.server {
+            Some(MechanismServer::OAuthBearer(s)) => s.credential_expiry_ms(),
+            _ => None,
+        };
         self.server = None;
         self.state = State::Complete;
-        let lifetime = self.config.max_reauth;
+        let lifetime = session_lifetime(
+            credential_expiry_ms,
+            self.mechanism
+                .as_ref()
+                .and_then(|m| self.config.max_reauth.get(m))
+                .copied(),
+            oauthbearer::now_ms(),
+        );
         self.session_expiry = lifetime.map(|l| Instant::now() + l);
         Ok((principal, lifetime.map_or(0, |l| l.as_millis() as i64)))
     }
@@ -610,6 +713,22 @@ impl SaslAuthenticator {
         } else {
             "authentication"
         }
+    }
+}
+
+/// Kafka's `ReauthInfo.calcCompletionTimesAndReturnSessionLifetimeMs`: the session lasts until
+/// the credential expires (an OAUTHBEARER token's `exp`) or `connections.max.reauth.ms`,
+/// whichever comes first; without either it does not expire.
+fn session_lifetime(
+    credential_expiry_ms: Option<i64>,
+    max_reauth: Option<Duration>,
+    now_ms: i64,
+) -> Option<Duration> {
+    let until_expiry =
+        credential_expiry_ms.map(|e| Duration::from_millis(e.saturating_sub(now_ms).max(0) as u64));
+    match (until_expiry, max_reauth) {
+        (Some(e), Some(m)) => Some(e.min(m)),
+        (e, m) => e.or(m),
     }
 }
 
@@ -704,8 +823,11 @@ mod tests {
         Arc::new(SaslServerConfig {
             enabled_mechanisms: SUPPORTED_MECHANISMS.iter().map(|m| m.to_string()).collect(),
             plain_users: BTreeMap::from([("alice".to_string(), "secret".to_string())]),
+            oauthbearer: Some(Arc::new(
+                UnsecuredValidator::from_jaas(&jaas::parse("M required;").unwrap()).unwrap(),
+            )),
             failed_authentication_delay: Duration::ZERO,
-            max_reauth: None,
+            max_reauth: BTreeMap::new(),
         })
     }
 
@@ -732,7 +854,7 @@ mod tests {
         /// fails or closes: it never panics and never lets a request through unauthenticated.
         #[test]
         fn arbitrary_frames_never_panic_nor_pass(
-            mechanism in 0usize..3,
+            mechanism in 0usize..4,
             frames in proptest::collection::vec(proptest::collection::vec(proptest::num::u8::ANY, 8..64), 1..6),
         ) {
             let mut a = SaslAuthenticator::new(config());
@@ -749,6 +871,52 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn the_session_ends_at_the_credentials_expiry_or_max_reauth() {
+        let s = Duration::from_secs;
+        assert_eq!(session_lifetime(None, None, 0), None);
+        assert_eq!(session_lifetime(None, Some(s(2)), 0), Some(s(2)));
+        assert_eq!(session_lifetime(Some(5000), None, 1000), Some(s(4)));
+        assert_eq!(session_lifetime(Some(5000), Some(s(2)), 1000), Some(s(2)));
+        assert_eq!(session_lifetime(Some(2000), Some(s(9)), 1000), Some(s(1)));
+        assert_eq!(session_lifetime(Some(0), Some(s(9)), 1000), Some(s(0)));
+    }
+
+    /// A SASL_PLAINTEXT listener with OAUTHBEARER and `extra` settings.
+    fn oauth_listener(extra: &[&str]) -> Result<BrokerConfig, ConfigError> {
+        let mut o: Vec<String> = [
+            "listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+            "listener.name.sasl_plaintext.sasl.enabled.mechanisms=PLAIN,OAUTHBEARER",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required;",
+            "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;",
+            "connections.max.reauth.ms=60000",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        o.extend(extra.iter().map(|s| s.to_string()));
+        BrokerConfig::load(None, &o)
+    }
+
+    #[test]
+    fn oauthbearer_listener_settings() {
+        let c = oauth_listener(&[
+            "listener.name.sasl_plaintext.oauthbearer.connections.max.reauth.ms=3000",
+        ])
+        .unwrap();
+        let sasl = &c.sasl["SASL_PLAINTEXT"];
+        assert_eq!(sasl.max_reauth["OAUTHBEARER"], Duration::from_millis(3000));
+        assert_eq!(sasl.max_reauth["PLAIN"], Duration::from_millis(60000));
+        let jwks = "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler";
+        let e = oauth_listener(&[jwks]).unwrap_err().to_string();
+        assert!(e.contains("is not served by Brook"), "{e}");
+        let unsecured = format!(
+            "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class={}",
+            oauthbearer::UNSECURED_VALIDATOR_CALLBACK_HANDLER
+        );
+        assert!(oauth_listener(&[&unsecured]).is_ok());
     }
 
     #[test]

@@ -221,9 +221,17 @@ pub fn server_tls(
     values: &BTreeMap<String, String>,
     listener: &str,
 ) -> Result<ServerTls, SslError> {
-    let v = SslView::new(values, Some(listener));
-    let Some(keys) = stores::keystore(&v)? else {
-        return Err(v.err("ssl.keystore.location", format!("listener {listener} uses TLS but has no key store (ssl.keystore.location, or ssl.keystore.key with ssl.keystore.certificate.chain)")));
+    server_tls_from(
+        &SslView::new(values, Some(listener)),
+        &format!("listener {listener}"),
+    )
+}
+
+/// The server context the `ssl.*` keys of `v` configure, for `what` (named in errors): a
+/// broker listener, or the admin listener ([`crate::admin_security`]).
+pub fn server_tls_from(v: &SslView<'_>, what: &str) -> Result<ServerTls, SslError> {
+    let Some(keys) = stores::keystore(v)? else {
+        return Err(v.err("ssl.keystore.location", format!("{what} uses TLS but has no key store (ssl.keystore.location, or ssl.keystore.key with ssl.keystore.certificate.chain)")));
     };
     let versions = protocol_versions(&v)?;
     let client_auth = SslClientAuth::of(&v);

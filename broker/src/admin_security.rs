@@ -114,10 +114,7 @@ impl BasicCredentials {
         use std::io::Read as _;
         let mut text = String::new();
         std::fs::File::open(path)
-            .and_then(|f| {
-                f.take(CREDENTIALS_FILE_BYTES_MAX)
-                    .read_to_string(&mut text)
-            })
+            .and_then(|f| f.take(CREDENTIALS_FILE_BYTES_MAX).read_to_string(&mut text))
             .map_err(|e| format!("{}: {e}", path.display()))?;
         Self::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
     }
@@ -245,7 +242,11 @@ pub fn from_values(values: &BTreeMap<String, String>, https: bool) -> Result<Adm
         None | Some("") => true,
         Some(v) if v.eq_ignore_ascii_case("true") => true,
         Some(v) if v.eq_ignore_ascii_case("false") => false,
-        Some(v) => return Err(format!("invalid {METRICS_AUTHENTICATION_KEY}: {v}: true or false")),
+        Some(v) => {
+            return Err(format!(
+                "invalid {METRICS_AUTHENTICATION_KEY}: {v}: true or false"
+            ))
+        }
     };
     Ok(AdminHttp {
         tls,

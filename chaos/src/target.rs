@@ -94,7 +94,10 @@ fn http_agent() -> ureq::Agent {
 }
 
 /// `request` with an `Authorization` value, when there is one.
-fn with_auth<B>(request: ureq::RequestBuilder<B>, auth: &Option<String>) -> ureq::RequestBuilder<B> {
+fn with_auth<B>(
+    request: ureq::RequestBuilder<B>,
+    auth: &Option<String>,
+) -> ureq::RequestBuilder<B> {
     match auth {
         Some(v) => request.header("Authorization", v),
         None => request,

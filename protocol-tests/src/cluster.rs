@@ -1020,7 +1020,11 @@ pub fn http_client_authorization() -> Result<Option<String>, String> {
 }
 
 /// [`admin_get`] with an `Authorization` header.
-pub fn admin_get_as(admin: &str, path: &str, authorization: Option<&str>) -> Result<String, String> {
+pub fn admin_get_as(
+    admin: &str,
+    path: &str,
+    authorization: Option<&str>,
+) -> Result<String, String> {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(admin).map_err(|e| format!("connect {admin}: {e}"))?;
     s.set_read_timeout(Some(CALL)).map_err(|e| e.to_string())?;

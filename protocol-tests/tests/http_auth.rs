@@ -94,7 +94,11 @@ fn assert_refused(a: &Answer, what: &str) {
 
 fn credentials_file(dir: &Path) -> String {
     let path = dir.join("admin-credentials.properties");
-    std::fs::write(&path, format!("# who may use the admin API\n{USER}={PASSWORD}\n")).unwrap();
+    std::fs::write(
+        &path,
+        format!("# who may use the admin API\n{USER}={PASSWORD}\n"),
+    )
+    .unwrap();
     path.display().to_string()
 }
 
@@ -119,7 +123,10 @@ fn the_admin_listener_refuses_requests_without_the_right_credentials() {
     let wrong = [
         ("no credentials", None),
         ("a wrong password", Some(basic_authorization(USER, "wrong"))),
-        ("an unknown user", Some(basic_authorization("eve", PASSWORD))),
+        (
+            "an unknown user",
+            Some(basic_authorization("eve", PASSWORD)),
+        ),
         ("a bearer token", Some(format!("Bearer {PASSWORD}"))),
     ];
     for (what, auth) in &wrong {
@@ -131,7 +138,10 @@ fn the_admin_listener_refuses_requests_without_the_right_credentials() {
             what,
         );
     }
-    assert!(rules(&admin, &right).is_empty(), "a refused POST added a rule");
+    assert!(
+        rules(&admin, &right).is_empty(),
+        "a refused POST added a rule"
+    );
 
     // `brook fault` without credentials is refused too; with BROOK_HTTP_CREDENTIALS it works.
     let add = ["fault", "add", "--admin", &admin, "--api", "produce"];
@@ -163,7 +173,13 @@ fn an_https_admin_listener_serves_tls_and_needs_credentials_for_metrics() {
     let dir = tempfile::tempdir().unwrap();
     let pki = dir.path();
     let out = run_brook(
-        &["certs", "--dir", &pki.display().to_string(), "--password", "pw"],
+        &[
+            "certs",
+            "--dir",
+            &pki.display().to_string(),
+            "--password",
+            "pw",
+        ],
         CLI,
     );
     assert!(out.status.success(), "brook certs: {out:?}");
@@ -172,7 +188,10 @@ fn an_https_admin_listener_serves_tls_and_needs_credentials_for_metrics() {
     let broker = Broker::start_with(&[
         ("admin.listener", "https://127.0.0.1:0"),
         ("admin.listeners.https.ssl.keystore.type", "PEM"),
-        ("admin.listeners.https.ssl.keystore.location", keystore.as_str()),
+        (
+            "admin.listeners.https.ssl.keystore.location",
+            keystore.as_str(),
+        ),
         ("admin.basic.auth.credentials.file", file.as_str()),
     ]);
     let admin = broker.admin_address();
@@ -210,7 +229,11 @@ fn an_https_admin_listener_serves_tls_and_needs_credentials_for_metrics() {
     let s = TcpStream::connect(&admin).unwrap();
     s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
     let plain = exchange(s, &admin, "GET", "/metrics", None, None);
-    assert!(plain.is_err(), "plain HTTP was answered: {}", plain.unwrap().head);
+    assert!(
+        plain.is_err(),
+        "plain HTTP was answered: {}",
+        plain.unwrap().head
+    );
 }
 
 /// A `brook cluster` child, stopped (SIGTERM, then reaped) when dropped.
@@ -282,7 +305,10 @@ fn brook_cluster_http_auth_guards_the_supervisor_and_its_nodes() {
     assert!(node_alive(&sup, &right), "a refused kill killed the node");
     let kill = ["node", "kill", "--supervisor", &sup, "--id", "1"];
     let out = run_brook(&kill, CLI);
-    assert!(!out.status.success() && out.stderr.contains("401"), "{out:?}");
+    assert!(
+        !out.status.success() && out.stderr.contains("401"),
+        "{out:?}"
+    );
     assert!(node_alive(&sup, &right));
 
     // The supervisor's calls to the node carry the credentials: forwarded faults, views.

@@ -487,7 +487,10 @@ fn http_call<T: serde::Serialize>(
 }
 
 /// `request` with the `Authorization` of `BROOK_HTTP_CREDENTIALS`, when set.
-fn with_auth<B>(request: ureq::RequestBuilder<B>, auth: &Option<String>) -> ureq::RequestBuilder<B> {
+fn with_auth<B>(
+    request: ureq::RequestBuilder<B>,
+    auth: &Option<String>,
+) -> ureq::RequestBuilder<B> {
     match auth {
         Some(v) => request.header("Authorization", v),
         None => request,

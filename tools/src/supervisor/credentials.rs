@@ -6,7 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use brook::admin_security::{basic_header, BasicCredentials, CREDENTIALS_ENV, CREDENTIALS_FILE_KEY};
+use brook::admin_security::{
+    basic_header, BasicCredentials, CREDENTIALS_ENV, CREDENTIALS_FILE_KEY,
+};
 
 /// The user `--http-auth` makes.
 pub const HTTP_AUTH_USER: &str = "admin";

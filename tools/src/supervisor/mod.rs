@@ -630,7 +630,10 @@ async fn supervise(mut args: ClusterArgs) -> ExitCode {
         }
         None => None,
     };
-    let http_auth = match args.http_auth.then(|| credentials::HttpAuth::prepare(&args.data_dir)) {
+    let http_auth = match args
+        .http_auth
+        .then(|| credentials::HttpAuth::prepare(&args.data_dir))
+    {
         Some(Ok(a)) => {
             args.overrides.splice(0..0, a.overrides());
             crate::supervisor_views::set_node_authorization(a.authorization());

@@ -167,6 +167,7 @@ impl Server {
             config.default_replication_factor,
         );
         let broker = Arc::new(Broker {
+            tls: crate::security::ssl::reload::LiveTls::new(&config.tls.servers),
             config,
             request_memory,
             replicas,

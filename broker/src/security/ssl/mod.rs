@@ -16,6 +16,7 @@
 
 pub mod certs;
 pub mod principal;
+pub mod reload;
 pub mod stores;
 
 use std::collections::BTreeMap;
@@ -130,6 +131,8 @@ pub struct ServerTls {
     pub config: Arc<ServerConfig>,
     pub mapper: Arc<SslPrincipalMapper>,
     pub client_auth: SslClientAuth,
+    /// The leaf certificate served, for [`reload`]'s compatibility check.
+    pub certificate: CertificateDer<'static>,
 }
 
 impl std::fmt::Debug for ServerTls {
@@ -265,6 +268,12 @@ pub fn server_tls_from(v: &SslView<'_>, what: &str) -> Result<ServerTls, SslErro
             builder.with_client_cert_verifier(verifier)
         }
     };
+    let certificate = keys.chain.first().cloned().ok_or_else(|| {
+        v.err(
+            "ssl.keystore.location",
+            "the key store holds no certificate",
+        )
+    })?;
     let config = builder
         .with_single_cert(keys.chain, keys.key)
         .map_err(|e| {
@@ -282,6 +291,7 @@ pub fn server_tls_from(v: &SslView<'_>, what: &str) -> Result<ServerTls, SslErro
         config: Arc::new(config),
         mapper: Arc::new(mapper),
         client_auth,
+        certificate,
     })
 }
 

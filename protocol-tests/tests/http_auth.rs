@@ -162,6 +162,11 @@ fn the_admin_listener_refuses_requests_without_the_right_credentials() {
     let page = http(&admin, "GET", "/", Some(&right), None);
     assert_eq!(page.status, 200);
     assert!(page.body.contains("<html"), "{}", page.body);
+    // The test harness's view waits pass credentials too.
+    let views = brook_tools::wait::Views::new(admin.clone());
+    assert!(views.get("/v1/cluster").is_err());
+    let views = views.with_credentials(USER, PASSWORD);
+    assert_eq!(views.get("/v1/cluster").expect("view")["node_id"], 1);
     // admin.metrics.authentication.required=false: a scraper needs none.
     let metrics = http(&admin, "GET", "/metrics", None, None);
     assert_eq!(metrics.status, 200, "{}", metrics.body);

@@ -236,15 +236,15 @@ pub fn server_tls_from(v: &SslView<'_>, what: &str) -> Result<ServerTls, SslErro
     let Some(keys) = stores::keystore(v)? else {
         return Err(v.err("ssl.keystore.location", format!("{what} uses TLS but has no key store (ssl.keystore.location, or ssl.keystore.key with ssl.keystore.certificate.chain)")));
     };
-    let versions = protocol_versions(&v)?;
-    let client_auth = SslClientAuth::of(&v);
+    let versions = protocol_versions(v)?;
+    let client_auth = SslClientAuth::of(v);
     let builder = ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&versions)
         .map_err(|e| v.err("ssl.enabled.protocols", e.to_string()))?;
     let builder = match client_auth {
         SslClientAuth::None => builder.with_no_client_auth(),
         auth => {
-            let Some(roots) = stores::truststore(&v)? else {
+            let Some(roots) = stores::truststore(v)? else {
                 return Err(v.err(
                     "ssl.truststore.location",
                     format!(

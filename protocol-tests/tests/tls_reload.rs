@@ -3,7 +3,8 @@
 //! `listener.name.ssl.ssl.keystore.location` on the broker makes new TLS connections get the
 //! new certificate while an open one keeps working; a store whose certificate names another
 //! subject is refused with INVALID_CONFIG and changes nothing, and so is the key at the
-//! cluster-default level. The stores come from two runs of `brook certs`.
+//! cluster-default level; a restarted node serves the altered store again. The stores come
+//! from two runs of `brook certs`.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -118,8 +119,19 @@ fn a_listener_key_store_is_replaced_at_run_time_for_new_connections() {
     let (old, new) = (old_pki.path(), new_pki.path());
     certs(old);
     certs(new);
-    let broker = Broker::start_with(&[
-        ("listeners", "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0"),
+    // Fixed ports (two distinct free ones): a restarted node must come back on the same ones.
+    let held: Vec<std::net::TcpListener> = (0..2)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let port = |i: usize| held[i].local_addr().unwrap().port();
+    let listeners = format!(
+        "PLAINTEXT://127.0.0.1:{},SSL://127.0.0.1:{}",
+        port(0),
+        port(1)
+    );
+    drop(held);
+    let mut broker = Broker::start_with(&[
+        ("listeners", listeners.as_str()),
         (
             "listener.security.protocol.map",
             "PLAINTEXT:PLAINTEXT,SSL:SSL",
@@ -158,4 +170,11 @@ fn a_listener_key_store_is_replaced_at_run_time_for_new_connections() {
     );
     // The connection opened before the change is still served.
     assert_eq!(api_versions(&mut open), NONE);
+
+    // The altered store is kept in the metadata log: a restarted node serves it again.
+    drop((open, fresh, c));
+    broker.restart();
+    let ssl = broker.listener_address("SSL");
+    let (_, served) = connect(&ssl, client(new)).expect("TLS after a restart");
+    assert_eq!(served, leaf(&p(new, "broker.cert.pem")));
 }

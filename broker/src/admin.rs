@@ -1,4 +1,4 @@
-//! The admin HTTP API, on its own loopback listener (`admin.listener=127.0.0.1:PORT`).
+//! The admin HTTP API, on its own listener (`admin.listener=127.0.0.1:PORT`).
 //!
 //! - `GET /faults`: the installed fault rules and how often each fired.
 //! - `POST /faults` with a JSON [`FaultSpec`]: installs a rule (a request, crash or link rule,
@@ -10,6 +10,11 @@
 //! - `GET /v1/events[?since=N]`: the node's event stream, server-sent events
 //!   ([`crate::events`], `docs/EVENTS.md`).
 //! - `GET /`: the live page (`docs/LIVE-PAGE.md`), compiled into the binary.
+//!
+//! With `admin.listener=https://...` the listener serves TLS, and with
+//! `admin.basic.auth.credentials.file` every request needs HTTP Basic credentials
+//! (`/metrics` too unless `admin.metrics.authentication.required=false`):
+//! [`crate::admin_security`].
 //!
 //! Bad input (malformed JSON, an unknown action or API) is answered 400 with a message that
 //! says what is wrong; the broker itself is unaffected.
@@ -152,16 +157,32 @@ pub async fn serve(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let events = broker.events.clone();
+    let security = broker.config.admin_http.clone();
+    let open = match security.metrics_authentication_required {
+        true => vec![],
+        false => vec!["/metrics"],
+    };
     let app = router(broker.clone()).merge(crate::state_views::router(broker));
+    let app = crate::admin_security::protect(app, security.credentials, open);
     let stop = async move {
         let _ = shutdown.changed().await;
         // Open event streams would hold the graceful shutdown forever.
         events.close();
     };
-    if let Err(e) = axum::serve(listener, app)
-        .with_graceful_shutdown(stop)
-        .await
-    {
+    let served = match security.tls {
+        Some(tls) => {
+            let listener = crate::admin_security::TlsListener::new(listener, tls);
+            axum::serve(listener, app)
+                .with_graceful_shutdown(stop)
+                .await
+        }
+        None => {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(stop)
+                .await
+        }
+    };
+    if let Err(e) = served {
         tracing::error!(error = %e, "admin listener failed");
     }
 }

@@ -18,6 +18,9 @@ use crate::txn::TransactionCoordinator;
 /// Everything a request handler can reach.
 pub struct Broker {
     pub config: Arc<BrokerConfig>,
+    /// The TLS listeners' contexts as new connections get them: `config.tls.servers`, with
+    /// key stores reloaded at run time ([`crate::security::ssl::reload`]).
+    pub tls: crate::security::ssl::reload::LiveTls,
     pub replicas: Arc<ReplicaManager>,
     /// Host and port published in Metadata (the advertised listener).
     pub advertised_host: String,

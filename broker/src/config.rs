@@ -163,6 +163,9 @@ pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("producer.id.expiration.ms", "86400000"),
     ("replica.lag.time.max.ms", "30000"),
     ("admin.listener", ""),
+    // Brook's own: the admin listener's authentication (crate::admin_security).
+    ("admin.basic.auth.credentials.file", ""),
+    ("admin.metrics.authentication.required", "true"),
     // Brook's own: how many events `/v1/events` keeps for replay (crate::events).
     ("admin.event.buffer.len.max", "10000"),
     // KRaft (read by `controller::ControllerConfig::from_broker_config`).
@@ -313,6 +316,8 @@ pub struct BrokerConfig {
     pub cluster_id: Option<String>,
     /// The admin HTTP listener (`admin.listener=127.0.0.1:PORT`), if any.
     pub admin_listener: Option<SocketAddr>,
+    /// Its TLS and authentication ([`crate::admin_security`]).
+    pub admin_http: crate::admin_security::AdminHttp,
     /// `admin.event.buffer.len.max`: the event stream's ring buffer ([`crate::events`]).
     pub admin_event_buffer_len_max: usize,
     /// `broker.heartbeat.interval.ms`.
@@ -370,6 +375,8 @@ impl BrokerConfig {
                 config_def::kafka_broker_key(s).is_some() || values.contains_key(s)
             }) {
                 // Read per listener (`listener_value`); never logged, as it may hold a secret.
+            } else if crate::admin_security::is_https_key(&k) {
+                // The admin listener's TLS keys (crate::admin_security); never logged either.
             } else if !values.contains_key(&k) && !AUTHORIZER_KEYS.contains(&k.as_str()) {
                 let Some(kafka) = config_def::kafka_broker_key(&k) else {
                     return Err(ConfigError::UnknownKey(k));
@@ -405,12 +412,15 @@ impl BrokerConfig {
                 "Brook supports one log directory",
             ));
         }
-        let admin_listener = match get("admin.listener").as_str() {
-            "" => None,
-            v => Some(
-                v.parse()
-                    .map_err(|_| invalid("admin.listener", v, "expected HOST:PORT"))?,
-            ),
+        let (admin_listener, admin_http) = match get("admin.listener").as_str() {
+            "" => (None, Default::default()),
+            v => {
+                let (addr, https) = crate::admin_security::parse_listener(v)
+                    .map_err(|why| invalid("admin.listener", v, &why))?;
+                let http = crate::admin_security::from_values(&values, https)
+                    .map_err(ConfigError::Invalid)?;
+                (Some(addr), http)
+            }
         };
         // Kafka's INT type: a segment position is 32 bits, so the value must fit an i32.
         int_at_least(
@@ -498,6 +508,7 @@ impl BrokerConfig {
             )?,
             cluster_id: Some(get("cluster.id")).filter(|s| !s.is_empty()),
             admin_listener,
+            admin_http,
             admin_event_buffer_len_max: positive::<i64>(
                 "admin.event.buffer.len.max",
                 &get("admin.event.buffer.len.max"),

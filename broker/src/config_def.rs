@@ -824,8 +824,10 @@ const BROKER_KEYS: &[BrokerConfigKey] = &[
 /// Brook's own keys, which Kafka does not define: accepted in server.properties and not
 /// listed by DescribeConfigs.
 pub const BROOK_ONLY_BROKER_KEYS: &[&str] = &[
+    "admin.basic.auth.credentials.file",
     "admin.event.buffer.len.max",
     "admin.listener",
+    "admin.metrics.authentication.required",
     "cluster.id",
     "leader.imbalance.per.broker.percentage",
 ];

@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod admin;
+pub mod admin_security;
 pub mod api;
 pub mod auto_topic_creation;
 pub mod broker;

@@ -167,6 +167,7 @@ impl Server {
             config.default_replication_factor,
         );
         let broker = Arc::new(Broker {
+            tls: crate::security::ssl::reload::LiveTls::new(&config.tls.servers),
             config,
             request_memory,
             replicas,
@@ -275,7 +276,10 @@ impl Server {
             broker.config.max_connections_per_ip,
         );
         let ready = match await_serving(&broker, &mut shutdown).await {
-            Ok(true) => bootstrap_scram(&broker).await.map(|()| true),
+            Ok(true) => {
+                apply_dynamic_stores(&broker);
+                bootstrap_scram(&broker).await.map(|()| true)
+            }
             other => other,
         };
         let (listeners, startup_error) = match ready {
@@ -445,6 +449,24 @@ async fn await_serving(
             false => Err(ServerError::NotRegistered { timeout_ms }),
         },
         _ = shutdown.changed() => Ok(false),
+    }
+}
+
+/// The listener stores altered at run time (kept in the metadata log) replace the
+/// `server.properties` ones before clients are served, as Kafka's `DynamicBrokerConfig`
+/// applies a broker's dynamic configs at start-up ([`crate::security::ssl::reload`]).
+fn apply_dynamic_stores(broker: &Broker) {
+    let dynamic = broker.replicas.dynamic_broker_configs();
+    let Some(mine) = dynamic.get(&broker.config.node_id.to_string()) else {
+        return;
+    };
+    let keys = mine.keys().map(String::as_str);
+    match broker.tls.prepare(&broker.config.values, mine, keys) {
+        Ok(prepared) => broker.tls.install(prepared),
+        Err(e) => tracing::warn!(
+            error = %e,
+            "the listener stores altered at run time are not usable; serving server.properties' stores"
+        ),
     }
 }
 

@@ -93,14 +93,27 @@ fn http_agent() -> ureq::Agent {
         .into()
 }
 
+/// `request` with an `Authorization` value, when there is one.
+fn with_auth<B>(
+    request: ureq::RequestBuilder<B>,
+    auth: &Option<String>,
+) -> ureq::RequestBuilder<B> {
+    match auth {
+        Some(v) => request.header("Authorization", v),
+        None => request,
+    }
+}
+
 /// One JSON call; `Err` with the body's `error` on a non-2xx answer.
 fn http_json(method: &str, url: &str, body: Option<&Value>) -> Result<Value, String> {
     let agent = http_agent();
+    // `BROOK_HTTP_CREDENTIALS=user:password` for a cluster started with `--http-auth`.
+    let a = brook_protocol_tests::cluster::http_client_authorization()?;
     let resp = match (method, body) {
-        ("POST", Some(b)) => agent.post(url).send_json(b),
-        ("POST", None) => agent.post(url).send_empty(),
-        ("DELETE", _) => agent.delete(url).call(),
-        _ => agent.get(url).call(),
+        ("POST", Some(b)) => with_auth(agent.post(url), &a).send_json(b),
+        ("POST", None) => with_auth(agent.post(url), &a).send_empty(),
+        ("DELETE", _) => with_auth(agent.delete(url), &a).call(),
+        _ => with_auth(agent.get(url), &a).call(),
     }
     .map_err(|e| format!("{method} {url}: {e}"))?;
     let status = resp.status();

@@ -996,12 +996,42 @@ impl Drop for Cluster {
 /// `GET path` on an admin listener over HTTP/1.1 with `Connection: close`: the body of a 200
 /// answer, or what went wrong.
 pub fn admin_get(admin: &str, path: &str) -> Result<String, String> {
+    admin_get_as(admin, path, None)
+}
+
+/// The `Authorization` value of HTTP Basic credentials (`admin.basic.auth.credentials.file`).
+pub fn basic_authorization(user: &str, password: &str) -> String {
+    use base64::Engine as _;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+    format!("Basic {encoded}")
+}
+
+/// The `Authorization` value from `BROOK_HTTP_CREDENTIALS` (`user:password`), as the `brook`
+/// CLI reads it, for harnesses driving a cluster started with `--http-auth`.
+pub fn http_client_authorization() -> Result<Option<String>, String> {
+    match std::env::var("BROOK_HTTP_CREDENTIALS") {
+        Err(_) => Ok(None),
+        Ok(v) if v.is_empty() => Ok(None),
+        Ok(v) => match v.split_once(':') {
+            Some((user, password)) => Ok(Some(basic_authorization(user, password))),
+            None => Err("BROOK_HTTP_CREDENTIALS must be user:password".into()),
+        },
+    }
+}
+
+/// [`admin_get`] with an `Authorization` header.
+pub fn admin_get_as(
+    admin: &str,
+    path: &str,
+    authorization: Option<&str>,
+) -> Result<String, String> {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(admin).map_err(|e| format!("connect {admin}: {e}"))?;
     s.set_read_timeout(Some(CALL)).map_err(|e| e.to_string())?;
+    let auth = authorization.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {admin}\r\n{auth}Connection: close\r\n\r\n"
     )
     .map_err(|e| format!("send to {admin}: {e}"))?;
     let mut raw = String::new();

@@ -384,9 +384,19 @@ pub struct CommandOutput {
 
 /// Runs `brook ARGS...` to completion, bounded by `timeout` (killed and a panic after it).
 pub fn run_brook<S: AsRef<OsStr>>(args: &[S], timeout: Duration) -> CommandOutput {
+    run_brook_with_env(args, &[], timeout)
+}
+
+/// [`run_brook`] with `env` added to the command's environment (`BROOK_HTTP_CREDENTIALS`).
+pub fn run_brook_with_env<S: AsRef<OsStr>>(
+    args: &[S],
+    env: &[(&str, &str)],
+    timeout: Duration,
+) -> CommandOutput {
     let bin = brook_bin();
     let mut child = Command::new(&bin)
         .args(args)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

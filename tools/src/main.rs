@@ -467,11 +467,12 @@ fn http_call<T: serde::Serialize>(
         .http_status_as_error(false)
         .build()
         .into();
+    let a = brook::admin_security::client_authorization()?;
     let resp = match (method, body) {
-        ("POST", Some(b)) => agent.post(url).send_json(b),
-        ("POST", None) => agent.post(url).send_empty(),
-        ("DELETE", _) => agent.delete(url).call(),
-        _ => agent.get(url).call(),
+        ("POST", Some(b)) => with_auth(agent.post(url), &a).send_json(b),
+        ("POST", None) => with_auth(agent.post(url), &a).send_empty(),
+        ("DELETE", _) => with_auth(agent.delete(url), &a).call(),
+        _ => with_auth(agent.get(url), &a).call(),
     }
     .map_err(|e| format!("{url}: {e}"))?;
     let status = resp.status();
@@ -483,6 +484,17 @@ fn http_call<T: serde::Serialize>(
         return Err(format!("{url}: {status}: {}", value["error"]));
     }
     Ok(value)
+}
+
+/// `request` with the `Authorization` of `BROOK_HTTP_CREDENTIALS`, when set.
+fn with_auth<B>(
+    request: ureq::RequestBuilder<B>,
+    auth: &Option<String>,
+) -> ureq::RequestBuilder<B> {
+    match auth {
+        Some(v) => request.header("Authorization", v),
+        None => request,
+    }
 }
 
 fn node(command: NodeCommand) -> ExitCode {

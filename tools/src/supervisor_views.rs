@@ -34,6 +34,22 @@ pub struct NodeTarget {
     pub starts: u32,
 }
 
+/// The `Authorization` value of every call to a node (`brook cluster --http-auth`).
+static NODE_AUTHORIZATION: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Sets the credentials the supervisor's calls to its nodes carry (once, at start).
+pub fn set_node_authorization(value: String) {
+    let _ = NODE_AUTHORIZATION.set(value);
+}
+
+/// `request` with the nodes' credentials, when there are any.
+fn authorized<B>(request: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
+    match NODE_AUTHORIZATION.get() {
+        Some(v) => request.header("Authorization", v),
+        None => request,
+    }
+}
+
 fn agent(timeout: Option<Duration>) -> ureq::Agent {
     ureq::Agent::config_builder()
         .http_status_as_error(false)
@@ -88,10 +104,10 @@ pub fn forward(
     let url = format!("http://{admin}{path}");
     let a = agent(Some(NODE_CALL_TIMEOUT));
     let resp = match (method, body) {
-        ("POST", Some(b)) => a.post(&url).send_json(b),
-        ("POST", None) => a.post(&url).send_empty(),
-        ("DELETE", _) => a.delete(&url).call(),
-        _ => a.get(&url).call(),
+        ("POST", Some(b)) => authorized(a.post(&url)).send_json(b),
+        ("POST", None) => authorized(a.post(&url)).send_empty(),
+        ("DELETE", _) => authorized(a.delete(&url)).call(),
+        _ => authorized(a.get(&url)).call(),
     }
     .map_err(|e| format!("{url}: {e}"))?;
     let status = StatusCode::from_u16(resp.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
@@ -134,7 +150,9 @@ pub fn follow_node_events(
 /// Reads one connection's worth of a node's server-sent events into `log`.
 fn copy_stream(id: i32, admin: SocketAddr, cursor: &mut u64, log: &EventLog) -> Result<(), String> {
     let url = format!("http://{admin}/v1/events?since={cursor}");
-    let resp = agent(None).get(&url).call().map_err(|e| e.to_string())?;
+    let resp = authorized(agent(None).get(&url))
+        .call()
+        .map_err(|e| e.to_string())?;
     if !resp.status().is_success() {
         return Err(format!("{url}: status {}", resp.status()));
     }

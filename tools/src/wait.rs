@@ -51,6 +51,8 @@ pub enum WaitError {
 pub struct Views {
     admin: String,
     agent: ureq::Agent,
+    /// The `Authorization` value for an admin listener with credentials.
+    authorization: Option<String>,
 }
 
 impl Views {
@@ -63,7 +65,14 @@ impl Views {
         Views {
             admin: admin.into(),
             agent,
+            authorization: None,
         }
+    }
+
+    /// The same views, asked with HTTP Basic credentials (`admin.basic.auth.credentials.file`).
+    pub fn with_credentials(mut self, user: &str, password: &str) -> Views {
+        self.authorization = Some(brook::admin_security::basic_header(user, password));
+        self
     }
 
     /// `GET path` (with its query): the JSON answer of a 200.
@@ -74,11 +83,12 @@ impl Views {
             message,
         };
         let url = format!("http://{}{path}", self.admin);
-        let resp = self
-            .agent
-            .get(&url)
-            .call()
-            .map_err(|e| err(e.to_string()))?;
+        let request = self.agent.get(&url);
+        let request = match &self.authorization {
+            Some(a) => request.header("Authorization", a),
+            None => request,
+        };
+        let resp = request.call().map_err(|e| err(e.to_string()))?;
         let status = resp.status().as_u16();
         let body = resp
             .into_body()

@@ -618,7 +618,16 @@ fn validate_broker_changes(
     per_broker: bool,
     changes: &BTreeMap<String, Option<String>>,
 ) -> Result<(), (i16, String)> {
-    let set = || changes.keys().map(String::as_str);
+    // A listener's store keys are checked by building the stores (`alter_broker`).
+    let stores = |k: &&str| crate::security::ssl::reload::listener_store_key(k).is_some();
+    if !per_broker {
+        if let Some(k) = changes.keys().map(String::as_str).find(stores) {
+            return Err(invalid_config(format!(
+                "Cannot update these configs at default cluster level, broker id must be specified: [{k}]"
+            )));
+        }
+    }
+    let set = || changes.keys().map(String::as_str).filter(|k| !stores(k));
     let not_dynamic: Vec<&str> = set()
         .filter(|k| config_def::broker_key(k).is_none_or(|d| !d.dynamic))
         .collect();
@@ -669,6 +678,19 @@ async fn alter_broker(
     let next = apply_ops(&current, ops).map_err(invalid_config)?;
     let changes = diff(&current, &next);
     validate_broker_changes(per_broker, &changes)?;
+    // Kafka's `SslFactory.validateReconfiguration`: the new stores are read and checked
+    // before the change is stored, and installed once it is.
+    let reloaded = match per_broker {
+        true => broker
+            .tls
+            .prepare(
+                &broker.config.values,
+                &next,
+                changes.keys().map(String::as_str),
+            )
+            .map_err(invalid_config)?,
+        false => Vec::new(),
+    };
     let mut proposed = dynamic.clone();
     proposed.insert(name.to_string(), next.clone());
     for t in broker.replicas.topics() {
@@ -687,6 +709,7 @@ async fn alter_broker(
         .await
         .map_err(|e| (e.code(), e.to_string()))?;
     broker.replicas.wait_caught_up().await;
+    broker.tls.install(reloaded);
     Ok(())
 }
 

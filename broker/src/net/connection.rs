@@ -55,7 +55,7 @@ pub async fn serve(
         listener.security_protocol,
         peer.map(|a| a.ip()),
     );
-    let tls = broker.config.tls.servers.get(&listener.name).cloned();
+    let tls = broker.tls.get(&listener.name);
     let (r, mut w) = match tls {
         None => {
             let (r, w) = stream.into_split();

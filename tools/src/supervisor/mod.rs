@@ -28,6 +28,10 @@
 //!   own events (node started, killed, paused, resumed, exited); `GET /`: the live page
 //!   ([`crate::supervisor_views`], docs/EVENTS.md).
 //!
+//! With `--http-auth` every request to this API and to the nodes' admin listeners needs HTTP
+//! Basic credentials, made fresh at start and printed with the cluster's settings
+//! ([`credentials`]); without it, both are open as before.
+//!
 //! SIGTERM or Ctrl-C stops the cluster: every child gets SIGTERM, the supervisor waits for
 //! them ([`STOP_GRACE`], then SIGKILL), then exits. Children run in their own process group,
 //! so a terminal's Ctrl-C reaches only the supervisor, which then stops them in order. If the
@@ -67,6 +71,7 @@ use crate::supervisor_views::NodeTarget;
 use brook::config::BrokerConfig;
 use brook::events::EventLog;
 
+mod credentials;
 mod http;
 mod plan;
 mod secure;
@@ -625,6 +630,21 @@ async fn supervise(mut args: ClusterArgs) -> ExitCode {
         }
         None => None,
     };
+    let http_auth = match args
+        .http_auth
+        .then(|| credentials::HttpAuth::prepare(&args.data_dir))
+    {
+        Some(Ok(a)) => {
+            args.overrides.splice(0..0, a.overrides());
+            crate::supervisor_views::set_node_authorization(a.authorization());
+            Some(a)
+        }
+        Some(Err(e)) => {
+            eprintln!("brook: --http-auth: {e}");
+            return ExitCode::FAILURE;
+        }
+        None => None,
+    };
     let plans = match plan(&args) {
         Ok(p) => p,
         Err(e) => {
@@ -760,10 +780,17 @@ async fn supervise(mut args: ClusterArgs) -> ExitCode {
     if let Some(text) = tls_clients {
         let _ = write!(out, "  TLS clients (ssl.client.auth=required):\n{text}");
     }
+    if let Some(a) = &http_auth {
+        let _ = write!(out, "{}", a.client_settings());
+    }
     let _ = out.flush();
     drop(out);
 
-    let app = router(sup.clone());
+    let app = brook::admin_security::protect(
+        router(sup.clone()),
+        http_auth.as_ref().map(|a| a.credentials()),
+        vec![],
+    );
     let mut stop = stop_rx.clone();
     let events = sup.events.clone();
     let server = axum::serve(listener, app).with_graceful_shutdown(async move {

@@ -59,6 +59,11 @@ pub struct ClusterArgs {
     /// the client settings. Not with `--config-dir`.
     #[arg(long, conflicts_with = "config_dir")]
     pub secure: bool,
+    /// Requires HTTP Basic credentials on the supervisor's API and every node's admin
+    /// listener: user `admin` with a fresh random password, written to
+    /// `<data-dir>/http-credentials.properties` and printed once the cluster is ready.
+    #[arg(long)]
+    pub http_auth: bool,
 }
 
 /// How one node is started; fixed for the life of the supervisor, except that ports picked

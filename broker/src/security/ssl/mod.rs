@@ -16,6 +16,7 @@
 
 pub mod certs;
 pub mod principal;
+pub mod reload;
 pub mod stores;
 
 use std::collections::BTreeMap;
@@ -130,6 +131,8 @@ pub struct ServerTls {
     pub config: Arc<ServerConfig>,
     pub mapper: Arc<SslPrincipalMapper>,
     pub client_auth: SslClientAuth,
+    /// The leaf certificate served, for [`reload`]'s compatibility check.
+    pub certificate: CertificateDer<'static>,
 }
 
 impl std::fmt::Debug for ServerTls {
@@ -221,19 +224,27 @@ pub fn server_tls(
     values: &BTreeMap<String, String>,
     listener: &str,
 ) -> Result<ServerTls, SslError> {
-    let v = SslView::new(values, Some(listener));
-    let Some(keys) = stores::keystore(&v)? else {
-        return Err(v.err("ssl.keystore.location", format!("listener {listener} uses TLS but has no key store (ssl.keystore.location, or ssl.keystore.key with ssl.keystore.certificate.chain)")));
+    server_tls_from(
+        &SslView::new(values, Some(listener)),
+        &format!("listener {listener}"),
+    )
+}
+
+/// The server context the `ssl.*` keys of `v` configure, for `what` (named in errors): a
+/// broker listener, or the admin listener ([`crate::admin_security`]).
+pub fn server_tls_from(v: &SslView<'_>, what: &str) -> Result<ServerTls, SslError> {
+    let Some(keys) = stores::keystore(v)? else {
+        return Err(v.err("ssl.keystore.location", format!("{what} uses TLS but has no key store (ssl.keystore.location, or ssl.keystore.key with ssl.keystore.certificate.chain)")));
     };
-    let versions = protocol_versions(&v)?;
-    let client_auth = SslClientAuth::of(&v);
+    let versions = protocol_versions(v)?;
+    let client_auth = SslClientAuth::of(v);
     let builder = ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&versions)
         .map_err(|e| v.err("ssl.enabled.protocols", e.to_string()))?;
     let builder = match client_auth {
         SslClientAuth::None => builder.with_no_client_auth(),
         auth => {
-            let Some(roots) = stores::truststore(&v)? else {
+            let Some(roots) = stores::truststore(v)? else {
                 return Err(v.err(
                     "ssl.truststore.location",
                     format!(
@@ -257,6 +268,12 @@ pub fn server_tls(
             builder.with_client_cert_verifier(verifier)
         }
     };
+    let certificate = keys.chain.first().cloned().ok_or_else(|| {
+        v.err(
+            "ssl.keystore.location",
+            "the key store holds no certificate",
+        )
+    })?;
     let config = builder
         .with_single_cert(keys.chain, keys.key)
         .map_err(|e| {
@@ -274,6 +291,7 @@ pub fn server_tls(
         config: Arc::new(config),
         mapper: Arc::new(mapper),
         client_auth,
+        certificate,
     })
 }
 

@@ -12,6 +12,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Base64;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -36,11 +37,26 @@ public final class FaultAdmin {
     private static final Pattern FIRED = Pattern.compile("\"fired\"\\s*:\\s*(\\d+)");
     private static final Pattern REMOVED = Pattern.compile("\"removed\"\\s*:\\s*(\\d+)");
 
+    /** The environment variable {@code brook fault} takes HTTP Basic credentials from: {@code user:password}. */
+    public static final String CREDENTIALS_ENV = "BROOK_HTTP_CREDENTIALS";
+
     private final String hostPort;
+    /** {@code user:password} for a node with {@code admin.basic.auth.credentials.file}, or null. */
+    private final String credentials;
     private final HttpClient http = HttpClient.newBuilder().connectTimeout(CALL_TIMEOUT).build();
 
     public FaultAdmin(String hostPort) {
+        this(hostPort, null);
+    }
+
+    public FaultAdmin(String hostPort, String credentials) {
         this.hostPort = hostPort;
+        this.credentials = credentials;
+    }
+
+    /** The same node, calling with {@code user:password} (HTTP Basic, and the CLI's {@link #CREDENTIALS_ENV}). */
+    public FaultAdmin withCredentials(String userColonPassword) {
+        return new FaultAdmin(hostPort, userColonPassword);
     }
 
     /** The admin API of a broker started with {@code admin.listener=127.0.0.1:0}. */
@@ -155,7 +171,7 @@ public final class FaultAdmin {
 
     /** {@code POST /faults} with any body and content type (null: no Content-Type header). */
     public Answer post(String body, String contentType) {
-        HttpRequest.Builder b = HttpRequest.newBuilder(uri("/faults")).timeout(CALL_TIMEOUT)
+        HttpRequest.Builder b = request("/faults")
             .POST(HttpRequest.BodyPublishers.ofString(body, StandardCharsets.UTF_8));
         if (contentType != null) b.header("Content-Type", contentType);
         return call(b.build());
@@ -163,7 +179,7 @@ public final class FaultAdmin {
 
     /** {@code GET /faults}: the raw JSON. */
     public String listJson() {
-        Answer a = call(HttpRequest.newBuilder(uri("/faults")).timeout(CALL_TIMEOUT).GET().build());
+        Answer a = call(request("/faults").GET().build());
         if (a.status != 200) throw new AssertionError("GET /faults answered " + a);
         return a.body;
     }
@@ -220,13 +236,23 @@ public final class FaultAdmin {
 
     /** {@code DELETE /faults/{id}} as an answer (200, 404 for no such rule, 400 for a bad id). */
     public Answer delete(String path) {
-        return call(HttpRequest.newBuilder(uri(path)).timeout(CALL_TIMEOUT).DELETE().build());
+        return call(request(path).DELETE().build());
     }
 
     private static int removed(Answer a) {
         Matcher m = REMOVED.matcher(a.body);
         if (!m.find()) throw new AssertionError("no removed count in " + a);
         return Integer.parseInt(m.group(1));
+    }
+
+    /** A request for {@code path}, with the Basic credentials when there are any. */
+    private HttpRequest.Builder request(String path) {
+        HttpRequest.Builder b = HttpRequest.newBuilder(uri(path)).timeout(CALL_TIMEOUT);
+        if (credentials != null) {
+            String encoded = Base64.getEncoder().encodeToString(credentials.getBytes(StandardCharsets.UTF_8));
+            b.header("Authorization", "Basic " + encoded);
+        }
+        return b;
     }
 
     private URI uri(String path) {
@@ -269,11 +295,18 @@ public final class FaultAdmin {
 
     /** Runs {@code brook ARGS...} (bounded by {@link #CALL_TIMEOUT}). */
     public static Run brook(String... args) {
+        return brook(Map.of(), args);
+    }
+
+    /** Runs {@code brook ARGS...} with {@code env} added to its environment. */
+    public static Run brook(Map<String, String> env, String... args) {
         List<String> cmd = new ArrayList<>();
         cmd.add(BrookBroker.binary().toString());
         cmd.addAll(List.of(args));
         try {
-            Process p = new ProcessBuilder(cmd).redirectInput(ProcessBuilder.Redirect.PIPE).start();
+            ProcessBuilder pb = new ProcessBuilder(cmd).redirectInput(ProcessBuilder.Redirect.PIPE);
+            pb.environment().putAll(env);
+            Process p = pb.start();
             p.getOutputStream().close();
             // Read both streams on their own threads so a full pipe cannot block the child.
             StreamReader out = new StreamReader(p.getInputStream());
@@ -327,7 +360,8 @@ public final class FaultAdmin {
         all.add("--admin");
         all.add(hostPort);
         all.addAll(List.of(args));
-        return brook(all.toArray(new String[0]));
+        Map<String, String> env = credentials == null ? Map.of() : Map.of(CREDENTIALS_ENV, credentials);
+        return brook(env, all.toArray(new String[0]));
     }
 
     /** One line of {@code brook dump-log}: a batch as stored. */

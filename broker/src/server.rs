@@ -166,7 +166,9 @@ impl Server {
             config.num_partitions,
             config.default_replication_factor,
         );
+        let quotas = crate::quota::QuotaManagers::new(config.quota_window);
         let broker = Arc::new(Broker {
+            quotas,
             config,
             request_memory,
             replicas,

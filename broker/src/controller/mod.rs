@@ -34,6 +34,7 @@ pub mod producer_id_control;
 pub mod quorum;
 pub mod replication_control;
 pub mod request;
+pub mod client_quota_control;
 pub mod scram_control;
 mod storage;
 
@@ -807,6 +808,22 @@ impl Controller {
         };
         match self.inner.submit(req).await? {
             ControllerReply::ScramResults(r) => Ok(r),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// AlterClientQuotas through the active controller: each entity's result.
+    pub async fn alter_client_quotas(
+        &self,
+        alterations: Vec<client_quota_control::QuotaAlteration>,
+        validate_only: bool,
+    ) -> Result<Vec<client_quota_control::QuotaResult>, ControllerError> {
+        let req = ControllerRequest::AlterClientQuotas {
+            alterations,
+            validate_only,
+        };
+        match self.inner.submit(req).await? {
+            ControllerReply::ClientQuotaResults(r) => Ok(r),
             other => Err(unexpected(other)),
         }
     }

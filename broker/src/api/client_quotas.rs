@@ -173,3 +173,29 @@ fn alter_response(results: Vec<(QuotaEntity, i16, Option<String>)>) -> AlterClie
         .collect();
     AlterClientQuotasResponse::default().with_entries(entries)
 }
+
+/// Records `bytes` against the client's quota of `manager`'s type and, if the client is over
+/// it, counts the throttle and mutes the connection for that long after the answer (Kafka's
+/// `maybeRecordAndGetThrottleTimeMs` then `RequestHandlerHelper.throttle`). Returns the
+/// throttle time for the answer's `throttle_time_ms`.
+pub(crate) fn record_and_throttle(
+    broker: &Broker,
+    ctx: &RequestContext,
+    manager: &crate::quota::ClientQuotaManager,
+    bytes: usize,
+) -> i32 {
+    let quotas = broker.replicas.image().client_quotas.clone();
+    let now = crate::cluster::replica_manager::now_ms();
+    let throttle_ms = manager.record_and_get_throttle_ms(
+        &quotas,
+        &ctx.session.principal.name,
+        ctx.client_id.as_deref().unwrap_or(""),
+        bytes as f64,
+        now,
+    );
+    if throttle_ms > 0 {
+        manager.throttle(throttle_ms);
+        ctx.throttle.set(throttle_ms);
+    }
+    throttle_ms
+}

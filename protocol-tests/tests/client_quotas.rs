@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use brook_protocol_tests::{Broker, WireClient};
+use brook_protocol_tests::{poll_until_ok, Broker, WireClient};
 use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
 use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
 use kafka_protocol::messages::{AlterClientQuotasRequest, DescribeClientQuotasRequest};
@@ -126,6 +126,17 @@ fn describe(
     Ok(entries)
 }
 
+/// Kafka answers AlterClientQuotas once the controller committed the change; a broker's
+/// DescribeClientQuotas reads its own metadata, which follows shortly after.
+fn await_described(c: &mut WireClient, want: &[Described]) {
+    poll_until_ok("DescribeClientQuotas to show the change", Duration::from_secs(15), || {
+        match describe(c, 1, &[], false) {
+            Ok(got) if got == want => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    });
+}
+
 fn ent(pairs: Entity) -> Vec<(String, Option<String>)> {
     let mut v: Vec<_> = pairs
         .iter()
@@ -224,6 +235,7 @@ fn alter_and_describe_client_quotas_as_kafka_answers_them() {
         all.sort_by(|a, b| a.0.cmp(&b.0));
         all
     };
+    await_described(&mut c, &expect_all);
     let cases: Vec<(&[(&str, i8, Option<&str>)], bool, Vec<Described>)> = vec![
         (&[("user", EXACT, Some("alice"))], false, vec![alice.clone()]),
         (&[("client-id", DEFAULT, None)], false, vec![default_client.clone()]),
@@ -289,13 +301,13 @@ fn alter_and_describe_client_quotas_as_kafka_answers_them() {
     assert_eq!(removed, vec![(0, None)]);
     let mut kept: Vec<Described> = expect_all.into_iter().filter(|e| e != &default_ip).collect();
     kept.sort_by(|a, b| a.0.cmp(&b.0));
-    assert_eq!(describe(&mut c, 1, &[], false).as_ref(), Ok(&kept));
+    await_described(&mut c, &kept);
 
     // The quotas are in the metadata log: a restarted node has them.
     drop(c);
     b.restart();
     let mut c = WireClient::connect(&b.bootstrap());
-    assert_eq!(describe(&mut c, 1, &[], false), Ok(kept));
+    await_described(&mut c, &kept);
 }
 
 /// librdkafka's statistics: the largest broker throttle time seen (`brokers.*.throttle.max`).

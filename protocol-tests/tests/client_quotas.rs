@@ -71,7 +71,12 @@ fn alter(
     let r = c.request(version, &req);
     r.entries
         .iter()
-        .map(|e| (e.error_code, e.error_message.as_ref().map(|m| m.to_string())))
+        .map(|e| {
+            (
+                e.error_code,
+                e.error_message.as_ref().map(|m| m.to_string()),
+            )
+        })
         .collect()
 }
 
@@ -117,7 +122,11 @@ fn describe(
                 })
                 .collect();
             entity.sort();
-            let mut values: Vec<_> = e.values.iter().map(|v| (v.key.to_string(), v.value)).collect();
+            let mut values: Vec<_> = e
+                .values
+                .iter()
+                .map(|v| (v.key.to_string(), v.value))
+                .collect();
             values.sort_by(|a, b| a.0.cmp(&b.0));
             (entity, values)
         })
@@ -129,12 +138,14 @@ fn describe(
 /// Kafka answers AlterClientQuotas once the controller committed the change; a broker's
 /// DescribeClientQuotas reads its own metadata, which follows shortly after.
 fn await_described(c: &mut WireClient, want: &[Described]) {
-    poll_until_ok("DescribeClientQuotas to show the change", Duration::from_secs(15), || {
-        match describe(c, 1, &[], false) {
+    poll_until_ok(
+        "DescribeClientQuotas to show the change",
+        Duration::from_secs(15),
+        || match describe(c, 1, &[], false) {
             Ok(got) if got == want => Ok(()),
             other => Err(format!("{other:?}")),
-        }
-    });
+        },
+    );
 }
 
 fn ent(pairs: Entity) -> Vec<(String, Option<String>)> {
@@ -158,15 +169,24 @@ fn refused_entries() -> Vec<(EntryData, &'static str)> {
             "Invalid configuration key bogus_rate",
         ),
         (
-            entry(&[("user", Some("alice"))], &[("producer_byte_rate", Some(1.5))]),
+            entry(
+                &[("user", Some("alice"))],
+                &[("producer_byte_rate", Some(1.5))],
+            ),
             "producer_byte_rate cannot be a fractional value.",
         ),
         (
-            entry(&[("client-id", Some("c"))], &[("consumer_byte_rate", Some(0.0))]),
+            entry(
+                &[("client-id", Some("c"))],
+                &[("consumer_byte_rate", Some(0.0))],
+            ),
             "Quota consumer_byte_rate must be greater than 0",
         ),
         (
-            entry(&[("group", Some("g"))], &[("producer_byte_rate", Some(1.0))]),
+            entry(
+                &[("group", Some("g"))],
+                &[("producer_byte_rate", Some(1.0))],
+            ),
             "Unhandled client quota entity type: group",
         ),
         (
@@ -174,7 +194,10 @@ fn refused_entries() -> Vec<(EntryData, &'static str)> {
             "Empty user not supported",
         ),
         (
-            entry(&[("ip", Some("10.0.0.1"))], &[("producer_byte_rate", Some(1.0))]),
+            entry(
+                &[("ip", Some("10.0.0.1"))],
+                &[("producer_byte_rate", Some(1.0))],
+            ),
             "Invalid configuration key producer_byte_rate",
         ),
         (
@@ -190,13 +213,20 @@ fn alter_and_describe_client_quotas_as_kafka_answers_them() {
     let mut c = WireClient::connect(&b.bootstrap());
     for (e, message) in refused_entries() {
         let got = alter(&mut c, 1, vec![e], false);
-        assert_eq!(got, vec![(INVALID_REQUEST, Some(message.to_string()))], "{message}");
+        assert_eq!(
+            got,
+            vec![(INVALID_REQUEST, Some(message.to_string()))],
+            "{message}"
+        );
     }
     // validate_only answers as a real change would, and changes nothing.
     let checked = alter(
         &mut c,
         0,
-        vec![entry(&[("user", Some("bob"))], &[("producer_byte_rate", Some(10.0))])],
+        vec![entry(
+            &[("user", Some("bob"))],
+            &[("producer_byte_rate", Some(10.0))],
+        )],
         true,
     );
     assert_eq!(checked, vec![(0, None)]);
@@ -206,11 +236,20 @@ fn alter_and_describe_client_quotas_as_kafka_answers_them() {
         &mut c,
         1,
         vec![
-            entry(&[("user", Some("alice"))], &[("producer_byte_rate", Some(1024.0))]),
-            entry(&[("client-id", None)], &[("consumer_byte_rate", Some(2048.0))]),
+            entry(
+                &[("user", Some("alice"))],
+                &[("producer_byte_rate", Some(1024.0))],
+            ),
+            entry(
+                &[("client-id", None)],
+                &[("consumer_byte_rate", Some(2048.0))],
+            ),
             entry(
                 &[("user", None), ("client-id", Some("app"))],
-                &[("request_percentage", Some(12.5)), ("controller_mutation_rate", Some(3.0))],
+                &[
+                    ("request_percentage", Some(12.5)),
+                    ("controller_mutation_rate", Some(3.0)),
+                ],
             ),
             entry(&[("ip", None)], &[("connection_creation_rate", Some(50.0))]),
         ],
@@ -218,13 +257,25 @@ fn alter_and_describe_client_quotas_as_kafka_answers_them() {
     );
     assert_eq!(ok, vec![(0, None); 4]);
 
-    let alice = (ent(&[("user", Some("alice"))]), vals(&[("producer_byte_rate", 1024.0)]));
-    let default_client = (ent(&[("client-id", None)]), vals(&[("consumer_byte_rate", 2048.0)]));
+    let alice = (
+        ent(&[("user", Some("alice"))]),
+        vals(&[("producer_byte_rate", 1024.0)]),
+    );
+    let default_client = (
+        ent(&[("client-id", None)]),
+        vals(&[("consumer_byte_rate", 2048.0)]),
+    );
     let default_user_app = (
         ent(&[("user", None), ("client-id", Some("app"))]),
-        vals(&[("controller_mutation_rate", 3.0), ("request_percentage", 12.5)]),
+        vals(&[
+            ("controller_mutation_rate", 3.0),
+            ("request_percentage", 12.5),
+        ]),
     );
-    let default_ip = (ent(&[("ip", None)]), vals(&[("connection_creation_rate", 50.0)]));
+    let default_ip = (
+        ent(&[("ip", None)]),
+        vals(&[("connection_creation_rate", 50.0)]),
+    );
     let expect_all = {
         let mut all = vec![
             alice.clone(),
@@ -237,9 +288,21 @@ fn alter_and_describe_client_quotas_as_kafka_answers_them() {
     };
     await_described(&mut c, &expect_all);
     let cases: Vec<(&[(&str, i8, Option<&str>)], bool, Vec<Described>)> = vec![
-        (&[("user", EXACT, Some("alice"))], false, vec![alice.clone()]),
-        (&[("client-id", DEFAULT, None)], false, vec![default_client.clone()]),
-        (&[("user", DEFAULT, None)], false, vec![default_user_app.clone()]),
+        (
+            &[("user", EXACT, Some("alice"))],
+            false,
+            vec![alice.clone()],
+        ),
+        (
+            &[("client-id", DEFAULT, None)],
+            false,
+            vec![default_client.clone()],
+        ),
+        (
+            &[("user", DEFAULT, None)],
+            false,
+            vec![default_user_app.clone()],
+        ),
         (&[("user", DEFAULT, None)], true, vec![]),
         (&[("ip", DEFAULT, None)], false, vec![default_ip.clone()]),
         (&[("user", SPECIFIED, None)], true, vec![alice.clone()]),
@@ -252,12 +315,19 @@ fn alter_and_describe_client_quotas_as_kafka_answers_them() {
     for (components, strict, want) in &cases {
         let mut want = want.clone();
         want.sort_by(|a, b| a.0.cmp(&b.0));
-        assert_eq!(describe(&mut c, 1, components, *strict), Ok(want), "{components:?} strict={strict}");
+        assert_eq!(
+            describe(&mut c, 1, components, *strict),
+            Ok(want),
+            "{components:?} strict={strict}"
+        );
     }
     // `user` specified, not strict: every entity with a user part.
     let mut users = vec![alice.clone(), default_user_app.clone()];
     users.sort_by(|a, b| a.0.cmp(&b.0));
-    assert_eq!(describe(&mut c, 0, &[("user", SPECIFIED, None)], false), Ok(users));
+    assert_eq!(
+        describe(&mut c, 0, &[("user", SPECIFIED, None)], false),
+        Ok(users)
+    );
 
     // The filter's errors.
     let bad: &[(&[(&str, i8, Option<&str>)], i16, &str)] = &[
@@ -295,11 +365,17 @@ fn alter_and_describe_client_quotas_as_kafka_answers_them() {
     let removed = alter(
         &mut c,
         1,
-        vec![entry(&[("ip", None)], &[("connection_creation_rate", None)])],
+        vec![entry(
+            &[("ip", None)],
+            &[("connection_creation_rate", None)],
+        )],
         false,
     );
     assert_eq!(removed, vec![(0, None)]);
-    let mut kept: Vec<Described> = expect_all.into_iter().filter(|e| e != &default_ip).collect();
+    let mut kept: Vec<Described> = expect_all
+        .into_iter()
+        .filter(|e| e != &default_ip)
+        .collect();
     kept.sort_by(|a, b| a.0.cmp(&b.0));
     await_described(&mut c, &kept);
 
@@ -355,7 +431,10 @@ fn a_producer_is_held_to_its_producer_byte_rate() {
     let set = alter(
         &mut c,
         1,
-        vec![entry(&[("client-id", Some("held-producer"))], &[("producer_byte_rate", Some(QUOTA_BYTES_PER_SECOND))])],
+        vec![entry(
+            &[("client-id", Some("held-producer"))],
+            &[("producer_byte_rate", Some(QUOTA_BYTES_PER_SECOND))],
+        )],
         false,
     );
     assert_eq!(set, vec![(0, None)]);
@@ -406,13 +485,21 @@ fn a_producer_is_held_to_its_producer_byte_rate() {
     assert!(max_ms > 0, "no Produce answer carried a throttle time");
     // On Brook, /metrics counts the throttle time by quota type (Kafka's READY line, behind
     // kafka-as-brook.sh, names no admin listener).
-    if let Some(admin) = b.ready_line().split_whitespace().find_map(|kv| kv.strip_prefix("admin=")) {
+    if let Some(admin) = b
+        .ready_line()
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix("admin="))
+    {
         let body = scrape_metrics(admin);
         let line = body
             .lines()
             .find(|l| l.starts_with("brook_quota_throttle_time_ms_total{quota_type=\"Produce\"}"))
             .unwrap_or_else(|| panic!("no produce throttle metric in\n{body}"));
-        let ms: f64 = line.rsplit(' ').next().and_then(|v| v.parse().ok()).unwrap_or(0.0);
+        let ms: f64 = line
+            .rsplit(' ')
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0);
         assert!(ms > 0.0, "{line}");
     }
 }
@@ -422,8 +509,14 @@ fn scrape_metrics(admin: &str) -> String {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(admin).expect("connect admin listener");
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(s, "GET /metrics HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n").unwrap();
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
     let mut raw = String::new();
     s.read_to_string(&mut raw).expect("read /metrics");
-    raw.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default()
+    raw.split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default()
 }

@@ -9,9 +9,7 @@ use std::collections::BTreeMap;
 use kafka_protocol::messages::alter_client_quotas_response::{
     EntityData as AlterEntityData, EntryData as AlterEntryData,
 };
-use kafka_protocol::messages::describe_client_quotas_response::{
-    EntityData, EntryData, ValueData,
-};
+use kafka_protocol::messages::describe_client_quotas_response::{EntityData, EntryData, ValueData};
 use kafka_protocol::messages::{
     AlterClientQuotasRequest, AlterClientQuotasResponse, DescribeClientQuotasRequest,
     DescribeClientQuotasResponse,
@@ -21,7 +19,9 @@ use kafka_protocol::ResponseError;
 use super::auth_helper::authorize_cluster;
 use super::{sb, RequestContext};
 use crate::broker::Broker;
-use crate::controller::client_quota_control::{QuotaAlteration, QuotaEntity, QuotaFilter, QuotaValue};
+use crate::controller::client_quota_control::{
+    QuotaAlteration, QuotaEntity, QuotaFilter, QuotaValue,
+};
 use crate::security::acl::AclOperation;
 
 pub async fn handle_describe_client_quotas(
@@ -71,7 +71,11 @@ pub async fn handle_describe_client_quotas(
                 .with_values(
                     values
                         .iter()
-                        .map(|(k, v)| ValueData::default().with_key(sb(k.clone())).with_value(v.get()))
+                        .map(|(k, v)| {
+                            ValueData::default()
+                                .with_key(sb(k.clone()))
+                                .with_value(v.get())
+                        })
                         .collect(),
                 )
         })
@@ -93,12 +97,22 @@ pub async fn handle_alter_client_quotas(
             entity: e
                 .entity
                 .iter()
-                .map(|d| (d.entity_type.to_string(), d.entity_name.as_ref().map(|n| n.to_string())))
+                .map(|d| {
+                    (
+                        d.entity_type.to_string(),
+                        d.entity_name.as_ref().map(|n| n.to_string()),
+                    )
+                })
                 .collect(),
             ops: e
                 .ops
                 .iter()
-                .map(|o| (o.key.to_string(), (!o.remove).then(|| QuotaValue::new(o.value))))
+                .map(|o| {
+                    (
+                        o.key.to_string(),
+                        (!o.remove).then(|| QuotaValue::new(o.value)),
+                    )
+                })
                 .collect(),
         })
         .collect();
@@ -136,7 +150,11 @@ fn request_entity(
 }
 
 /// Every entry of the request answered with one error.
-fn every_entry(req: &AlterClientQuotasRequest, code: i16, message: String) -> AlterClientQuotasResponse {
+fn every_entry(
+    req: &AlterClientQuotasRequest,
+    code: i16,
+    message: String,
+) -> AlterClientQuotasResponse {
     let entries = req
         .entries
         .iter()

@@ -461,8 +461,8 @@ impl FetchSessionCache {
                 expected_epoch,
             } => {
                 let s = session.lock();
-                let error = (s.epoch != *expected_epoch)
-                    .then_some(ResponseError::InvalidFetchSessionEpoch);
+                let error =
+                    (s.epoch != *expected_epoch).then_some(ResponseError::InvalidFetchSessionEpoch);
                 (s.id, error)
             }
         }

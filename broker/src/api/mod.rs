@@ -177,8 +177,7 @@ pub struct ThrottleSlot(Arc<std::sync::atomic::AtomicI32>);
 impl ThrottleSlot {
     /// Mutes the channel for at least `ms` after the answer.
     pub fn set(&self, ms: i32) {
-        self.0
-            .fetch_max(ms, std::sync::atomic::Ordering::Relaxed);
+        self.0.fetch_max(ms, std::sync::atomic::Ordering::Relaxed);
     }
 
     pub fn get(&self) -> i32 {

@@ -97,7 +97,10 @@ fn entity_string(entity: &QuotaEntity) -> String {
 /// Kafka's `ClientQuotaControlManager.alterClientQuotas`: a duplicate key or a repeated
 /// entity fails that entity; the others are validated one by one and their changed keys
 /// recorded.
-pub fn alter_client_quotas(image: &MetadataImage, alterations: &[QuotaAlteration]) -> ControllerResult {
+pub fn alter_client_quotas(
+    image: &MetadataImage,
+    alterations: &[QuotaAlteration],
+) -> ControllerResult {
     let mut records = Vec::new();
     let mut results: BTreeMap<QuotaEntity, Option<ApiError>> = BTreeMap::new();
     for alteration in alterations {
@@ -186,7 +189,8 @@ fn validate_entity(entity: &QuotaEntity) -> Result<(), ApiError> {
 
 /// Kafka's `configKeysForEntityType`: which keys the entity's combination of types takes.
 fn keys_for_entity(entity: &QuotaEntity) -> Result<&'static [(&'static str, KeyType)], ApiError> {
-    let has_user_or_client = entity.contains_key(ENTITY_USER) || entity.contains_key(ENTITY_CLIENT_ID);
+    let has_user_or_client =
+        entity.contains_key(ENTITY_USER) || entity.contains_key(ENTITY_CLIENT_ID);
     match entity.get(ENTITY_IP) {
         Some(_) if has_user_or_client => Err(invalid(
             "Invalid quota entity combination, IP entity shouldnot be combined with User or ClientId",
@@ -243,7 +247,10 @@ pub const MATCH_TYPE_SPECIFIED: i8 = 2;
 impl QuotaFilter {
     /// Builds the filter from the request's components (type, match type, match), refusing
     /// what Kafka refuses: INVALID_REQUEST, or UNSUPPORTED_VERSION for an unknown type.
-    pub fn new(components: &[(String, i8, Option<String>)], strict: bool) -> Result<Self, ApiError> {
+    pub fn new(
+        components: &[(String, i8, Option<String>)],
+        strict: bool,
+    ) -> Result<Self, ApiError> {
         let mut f = QuotaFilter {
             strict,
             ..QuotaFilter::default()
@@ -274,7 +281,12 @@ impl QuotaFilter {
         Ok(f)
     }
 
-    fn add(&mut self, entity_type: &str, match_type: i8, name: &Option<String>) -> Result<(), ApiError> {
+    fn add(
+        &mut self,
+        entity_type: &str,
+        match_type: i8,
+        name: &Option<String>,
+    ) -> Result<(), ApiError> {
         match (match_type, name) {
             (MATCH_TYPE_EXACT, None) => Err(invalid(
                 "Request specified MATCH_TYPE_EXACT, but set match string to null.",
@@ -322,7 +334,11 @@ mod tests {
             .collect()
     }
 
-    fn alter(image: &MetadataImage, e: QuotaEntity, ops: &[(&str, Option<f64>)]) -> ControllerResult {
+    fn alter(
+        image: &MetadataImage,
+        e: QuotaEntity,
+        ops: &[(&str, Option<f64>)],
+    ) -> ControllerResult {
         let ops = ops
             .iter()
             .map(|(k, v)| (k.to_string(), v.map(QuotaValue::new)))
@@ -343,8 +359,16 @@ mod tests {
         let user = entity(&[("user", Some("alice"))]);
         let cases: &[(&str, f64, &str)] = &[
             ("bogus", 1.0, "Invalid configuration key bogus"),
-            (PRODUCER_BYTE_RATE, 0.0, "Quota producer_byte_rate must be greater than 0"),
-            (PRODUCER_BYTE_RATE, 1.5, "producer_byte_rate cannot be a fractional value."),
+            (
+                PRODUCER_BYTE_RATE,
+                0.0,
+                "Quota producer_byte_rate must be greater than 0",
+            ),
+            (
+                PRODUCER_BYTE_RATE,
+                1.5,
+                "producer_byte_rate cannot be a fractional value.",
+            ),
         ];
         for (key, value, message) in cases {
             let r = alter(&image, user.clone(), &[(key, Some(*value))]);
@@ -367,7 +391,10 @@ mod tests {
             Some("Unhandled client quota entity type: group")
         );
         let ip = entity(&[("ip", Some("10.0.0.1"))]);
-        assert_eq!(error_of(&alter(&image, ip, &[(CONNECTION_CREATION_RATE, Some(5.0))])), None);
+        assert_eq!(
+            error_of(&alter(&image, ip, &[(CONNECTION_CREATION_RATE, Some(5.0))])),
+            None
+        );
     }
 
     #[test]
@@ -376,7 +403,8 @@ mod tests {
         assert!(f.matches(&entity(&[("user", None)])));
         assert!(f.matches(&entity(&[("user", None), ("client-id", Some("c"))])));
         assert!(!f.matches(&entity(&[("user", Some("u"))])));
-        let strict = QuotaFilter::new(&[("user".into(), MATCH_TYPE_SPECIFIED, None)], true).unwrap();
+        let strict =
+            QuotaFilter::new(&[("user".into(), MATCH_TYPE_SPECIFIED, None)], true).unwrap();
         assert!(!strict.matches(&entity(&[("user", None), ("client-id", Some("c"))])));
         assert!(strict.matches(&entity(&[("user", Some("u"))])));
         let bad = QuotaFilter::new(&[("group".into(), MATCH_TYPE_SPECIFIED, None)], false);

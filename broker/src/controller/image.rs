@@ -12,8 +12,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::security::acl::StandardAcl;
 use super::client_quota_control::{QuotaEntity, QuotaValue};
+use crate::security::acl::StandardAcl;
 use crate::security::scram::{ScramCredential, ScramMechanism};
 
 /// Kafka's "no leader" value for a partition's leader id.

@@ -22,6 +22,7 @@
 //! active controller gives every unfenced broker a full session timeout, as Kafka does.
 
 pub mod acl_control;
+pub mod client_quota_control;
 pub mod cluster_control;
 pub mod configuration_control;
 pub mod error;
@@ -34,7 +35,6 @@ pub mod producer_id_control;
 pub mod quorum;
 pub mod replication_control;
 pub mod request;
-pub mod client_quota_control;
 pub mod scram_control;
 mod storage;
 

@@ -807,7 +807,12 @@ fn alter_client_quotas(env: &mut Env, v: i16) -> R {
                 .iter()
                 .map(|d| format!("{}={:?}", d.entity_type.as_str(), d.entity_name))
                 .collect();
-            format!("{} error {} {:?}", names.join(","), e.error_code, e.error_message)
+            format!(
+                "{} error {} {:?}",
+                names.join(","),
+                e.error_code,
+                e.error_message
+            )
         })
         .collect();
     out.sort();

@@ -398,7 +398,10 @@ mod tests {
         window_ms: 1000,
     };
 
-    fn quotas(entries: &[(&[(&str, Option<&str>)], f64)]) -> Arc<ClientQuotas> {
+    /// An entity as (type, name) pairs.
+    type Entity<'a> = &'a [(&'a str, Option<&'a str>)];
+
+    fn quotas(entries: &[(Entity, f64)]) -> Arc<ClientQuotas> {
         let mut q = ClientQuotas::new();
         for (entity, v) in entries {
             let e: QuotaEntity = entity
@@ -422,8 +425,7 @@ mod tests {
 
     #[test]
     fn throttle_time_brings_the_rate_back_to_the_quota() {
-        // Kafka's ClientQuotaManagerTest: 10 windows of 1 s at a quota of 500 B/s; 2500
-        // bytes more at once: rate (11 * 400 ... ) over the quota by the excess.
+        // A quota of 500 B/s, 400 B in each of ten 1 s windows, then 2500 B at once.
         let m = ClientQuotaManager::new(QuotaType::Produce, W);
         let q = quotas(&[(&[("client-id", Some("c"))], 500.0)]);
         let mut now = 0;

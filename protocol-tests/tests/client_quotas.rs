@@ -80,6 +80,9 @@ fn alter(
         .collect()
 }
 
+/// A DescribeClientQuotas filter: (entity type, match type, match).
+type Filter<'a> = &'a [(&'a str, i8, Option<&'a str>)];
+
 /// One described entity and its values, sorted.
 type Described = (Vec<(String, Option<String>)>, Vec<(String, f64)>);
 
@@ -287,7 +290,7 @@ fn alter_and_describe_client_quotas_as_kafka_answers_them() {
         all
     };
     await_described(&mut c, &expect_all);
-    let cases: Vec<(&[(&str, i8, Option<&str>)], bool, Vec<Described>)> = vec![
+    let cases: Vec<(Filter, bool, Vec<Described>)> = vec![
         (
             &[("user", EXACT, Some("alice"))],
             false,
@@ -330,7 +333,7 @@ fn alter_and_describe_client_quotas_as_kafka_answers_them() {
     );
 
     // The filter's errors.
-    let bad: &[(&[(&str, i8, Option<&str>)], i16, &str)] = &[
+    let bad: &[(Filter, i16, &str)] = &[
         (&[("group", SPECIFIED, None)], UNSUPPORTED_VERSION, "Unsupported entity type group"),
         (
             &[("user", EXACT, None)],

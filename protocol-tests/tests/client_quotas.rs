@@ -210,56 +210,38 @@ fn refused_entries() -> Vec<(EntryData, &'static str)> {
     ]
 }
 
-#[test]
-fn alter_and_describe_client_quotas_as_kafka_answers_them() {
-    let mut b = Broker::start();
-    let mut c = WireClient::connect(&b.bootstrap());
-    for (e, message) in refused_entries() {
-        let got = alter(&mut c, 1, vec![e], false);
-        assert_eq!(
-            got,
-            vec![(INVALID_REQUEST, Some(message.to_string()))],
-            "{message}"
-        );
-    }
-    // validate_only answers as a real change would, and changes nothing.
-    let checked = alter(
-        &mut c,
-        0,
-        vec![entry(
-            &[("user", Some("bob"))],
-            &[("producer_byte_rate", Some(10.0))],
-        )],
-        true,
-    );
-    assert_eq!(checked, vec![(0, None)]);
-    assert_eq!(describe(&mut c, 1, &[], false), Ok(vec![]));
+/// The quotas the test sets: a user's, the default client-id's, a client-id's under the
+/// default user, and the default IP's.
+fn set_quotas() -> Vec<EntryData> {
+    vec![
+        entry(
+            &[("user", Some("alice"))],
+            &[("producer_byte_rate", Some(1024.0))],
+        ),
+        entry(
+            &[("client-id", None)],
+            &[("consumer_byte_rate", Some(2048.0))],
+        ),
+        entry(
+            &[("user", None), ("client-id", Some("app"))],
+            &[
+                ("request_percentage", Some(12.5)),
+                ("controller_mutation_rate", Some(3.0)),
+            ],
+        ),
+        entry(&[("ip", None)], &[("connection_creation_rate", Some(50.0))]),
+    ]
+}
 
-    let ok = alter(
-        &mut c,
-        1,
-        vec![
-            entry(
-                &[("user", Some("alice"))],
-                &[("producer_byte_rate", Some(1024.0))],
-            ),
-            entry(
-                &[("client-id", None)],
-                &[("consumer_byte_rate", Some(2048.0))],
-            ),
-            entry(
-                &[("user", None), ("client-id", Some("app"))],
-                &[
-                    ("request_percentage", Some(12.5)),
-                    ("controller_mutation_rate", Some(3.0)),
-                ],
-            ),
-            entry(&[("ip", None)], &[("connection_creation_rate", Some(50.0))]),
-        ],
-        false,
-    );
-    assert_eq!(ok, vec![(0, None); 4]);
+/// How DescribeClientQuotas describes [`set_quotas`]' entities.
+struct Expected {
+    alice: Described,
+    default_client: Described,
+    default_user_app: Described,
+    default_ip: Described,
+}
 
+fn expected() -> Expected {
     let alice = (
         ent(&[("user", Some("alice"))]),
         vals(&[("producer_byte_rate", 1024.0)]),
@@ -279,17 +261,22 @@ fn alter_and_describe_client_quotas_as_kafka_answers_them() {
         ent(&[("ip", None)]),
         vals(&[("connection_creation_rate", 50.0)]),
     );
-    let expect_all = {
-        let mut all = vec![
-            alice.clone(),
-            default_client.clone(),
-            default_user_app.clone(),
-            default_ip.clone(),
-        ];
-        all.sort_by(|a, b| a.0.cmp(&b.0));
-        all
-    };
-    await_described(&mut c, &expect_all);
+    Expected {
+        alice,
+        default_client,
+        default_user_app,
+        default_ip,
+    }
+}
+
+/// Kafka's match types and `strict` over [`set_quotas`]' entities.
+fn filters_match(c: &mut WireClient, e: &Expected) {
+    let (alice, default_client, default_user_app, default_ip) = (
+        &e.alice,
+        &e.default_client,
+        &e.default_user_app,
+        &e.default_ip,
+    );
     let cases: Vec<(Filter, bool, Vec<Described>)> = vec![
         (
             &[("user", EXACT, Some("alice"))],
@@ -319,7 +306,7 @@ fn alter_and_describe_client_quotas_as_kafka_answers_them() {
         let mut want = want.clone();
         want.sort_by(|a, b| a.0.cmp(&b.0));
         assert_eq!(
-            describe(&mut c, 1, components, *strict),
+            describe(c, 1, components, *strict),
             Ok(want),
             "{components:?} strict={strict}"
         );
@@ -328,11 +315,13 @@ fn alter_and_describe_client_quotas_as_kafka_answers_them() {
     let mut users = vec![alice.clone(), default_user_app.clone()];
     users.sort_by(|a, b| a.0.cmp(&b.0));
     assert_eq!(
-        describe(&mut c, 0, &[("user", SPECIFIED, None)], false),
+        describe(c, 0, &[("user", SPECIFIED, None)], false),
         Ok(users)
     );
+}
 
-    // The filter's errors.
+/// The filters Kafka refuses, with its errors.
+fn filter_errors(c: &mut WireClient) {
     let bad: &[(Filter, i16, &str)] = &[
         (&[("group", SPECIFIED, None)], UNSUPPORTED_VERSION, "Unsupported entity type group"),
         (
@@ -358,11 +347,52 @@ fn alter_and_describe_client_quotas_as_kafka_answers_them() {
     ];
     for (components, code, message) in bad {
         assert_eq!(
-            describe(&mut c, 1, components, false),
+            describe(c, 1, components, false),
             Err((*code, message.to_string())),
             "{components:?}"
         );
     }
+}
+
+#[test]
+fn alter_and_describe_client_quotas_as_kafka_answers_them() {
+    let mut b = Broker::start();
+    let mut c = WireClient::connect(&b.bootstrap());
+    for (e, message) in refused_entries() {
+        let got = alter(&mut c, 1, vec![e], false);
+        assert_eq!(
+            got,
+            vec![(INVALID_REQUEST, Some(message.to_string()))],
+            "{message}"
+        );
+    }
+    // validate_only answers as a real change would, and changes nothing.
+    let checked = alter(
+        &mut c,
+        0,
+        vec![entry(
+            &[("user", Some("bob"))],
+            &[("producer_byte_rate", Some(10.0))],
+        )],
+        true,
+    );
+    assert_eq!(checked, vec![(0, None)]);
+    assert_eq!(describe(&mut c, 1, &[], false), Ok(vec![]));
+
+    let ok = alter(&mut c, 1, set_quotas(), false);
+    assert_eq!(ok, vec![(0, None); 4]);
+
+    let e = expected();
+    let mut expect_all = vec![
+        e.alice.clone(),
+        e.default_client.clone(),
+        e.default_user_app.clone(),
+        e.default_ip.clone(),
+    ];
+    expect_all.sort_by(|a, b| a.0.cmp(&b.0));
+    await_described(&mut c, &expect_all);
+    filters_match(&mut c, &e);
+    filter_errors(&mut c);
 
     // Removing the last key removes the entity.
     let removed = alter(
@@ -377,7 +407,7 @@ fn alter_and_describe_client_quotas_as_kafka_answers_them() {
     assert_eq!(removed, vec![(0, None)]);
     let mut kept: Vec<Described> = expect_all
         .into_iter()
-        .filter(|e| e != &default_ip)
+        .filter(|x| x != &e.default_ip)
         .collect();
     kept.sort_by(|a, b| a.0.cmp(&b.0));
     await_described(&mut c, &kept);
@@ -442,17 +472,7 @@ fn a_producer_is_held_to_its_producer_byte_rate() {
     );
     assert_eq!(set, vec![(0, None)]);
 
-    let stats = ThrottleStats::default();
-    let max_throttle = stats.max_ms.clone();
-    let p: BaseProducer<ThrottleStats> = ClientConfig::new()
-        .set("bootstrap.servers", b.bootstrap())
-        .set("client.id", "held-producer")
-        .set("linger.ms", "5")
-        .set("batch.size", "16384")
-        .set("queue.buffering.max.kbytes", "64")
-        .set("statistics.interval.ms", "200")
-        .create_with_context(stats)
-        .expect("create producer");
+    let (p, max_throttle) = held_producer(&b.bootstrap());
     let payload = vec![7u8; RECORD_BYTES];
     let start = Instant::now();
     let mut sent_at_measure = None;
@@ -486,6 +506,27 @@ fn a_producer_is_held_to_its_producer_byte_rate() {
         "measured {rate:.0} B/s against a quota of {QUOTA_BYTES_PER_SECOND} B/s"
     );
     assert!(max_ms > 0, "no Produce answer carried a throttle time");
+    assert_throttle_metric(&b);
+}
+
+/// A librdkafka producer as `held-producer` with a small queue (so that a held-back broker
+/// holds the sends back), and the largest throttle time its statistics report.
+fn held_producer(bootstrap: &str) -> (BaseProducer<ThrottleStats>, Arc<AtomicI64>) {
+    let stats = ThrottleStats::default();
+    let max_throttle = stats.max_ms.clone();
+    let p = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("client.id", "held-producer")
+        .set("linger.ms", "5")
+        .set("batch.size", "16384")
+        .set("queue.buffering.max.kbytes", "64")
+        .set("statistics.interval.ms", "200")
+        .create_with_context(stats)
+        .expect("create producer");
+    (p, max_throttle)
+}
+
+fn assert_throttle_metric(b: &Broker) {
     // On Brook, /metrics counts the throttle time by quota type (Kafka's READY line, behind
     // kafka-as-brook.sh, names no admin listener).
     if let Some(admin) = b

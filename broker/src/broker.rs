@@ -46,6 +46,8 @@ pub struct Broker {
     pub share: crate::share::SharePartitionManager,
     /// Metadata's topic auto-creations in flight.
     pub auto_topics: crate::auto_topic_creation::AutoTopicCreationManager,
+    /// Client byte-rate quotas of produce and fetch (Kafka's `QuotaManagers`).
+    pub quotas: crate::quota::QuotaManagers,
 }
 
 impl Broker {

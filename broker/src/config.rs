@@ -111,6 +111,9 @@ pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("fetch.max.bytes", "57671680"),
     // Incremental fetch sessions held at once (crate::api::fetch_session).
     ("max.incremental.fetch.session.cache.slots", "1000"),
+    // The client quotas' sampled rates (crate::quota), Kafka's defaults.
+    ("quota.window.num", "11"),
+    ("quota.window.size.seconds", "1"),
     ("message.max.bytes", "1048588"),
     ("log.segment.bytes", "1073741824"),
     ("log.roll.ms", ""),
@@ -295,6 +298,9 @@ pub struct BrokerConfig {
     /// `max.incremental.fetch.session.cache.slots`: the most incremental fetch sessions
     /// (KIP-227) held at once; 0 turns sessions off.
     pub fetch_session_cache_slots: usize,
+    /// `quota.window.num` samples of `quota.window.size.seconds` each: the window client
+    /// byte rates are measured over (Kafka's `ClientQuotaManagerConfig`).
+    pub quota_window: crate::quota::QuotaWindow,
     pub retention_check_interval_ms: u64,
     /// The log cleaner's settings (Kafka's `log.cleaner.*` broker keys).
     pub log_cleaner: LogCleanerConfig,
@@ -465,6 +471,14 @@ impl BrokerConfig {
                 "max.incremental.fetch.session.cache.slots",
                 &get("max.incremental.fetch.session.cache.slots"),
             )?,
+            quota_window: crate::quota::QuotaWindow {
+                samples: positive::<i32>("quota.window.num", &get("quota.window.num"))? as usize,
+                window_ms: positive::<i32>(
+                    "quota.window.size.seconds",
+                    &get("quota.window.size.seconds"),
+                )? as i64
+                    * 1000,
+            },
             log_cleaner: LogCleanerConfig {
                 enable: parse_bool("log.cleaner.enable", &get("log.cleaner.enable"))?,
                 threads: at_least_zero_int("log.cleaner.threads", &get("log.cleaner.threads"))?,

@@ -24,6 +24,7 @@ pub mod log_limit;
 pub mod metadata;
 pub mod metrics;
 pub mod net;
+pub mod quota;
 pub mod security;
 pub mod server;
 pub mod share;

@@ -166,8 +166,10 @@ impl Server {
             config.num_partitions,
             config.default_replication_factor,
         );
+        let quotas = crate::quota::QuotaManagers::new(config.quota_window);
         let broker = Arc::new(Broker {
             tls: crate::security::ssl::reload::LiveTls::new(&config.tls.servers),
+            quotas,
             config,
             request_memory,
             replicas,

@@ -137,6 +137,8 @@ fn trace_request(key: ApiKey, version: i16, payload: &[u8]) -> Result<(Vec<Field
         SaslHandshake => SaslHandshakeRequest, SaslAuthenticate => SaslAuthenticateRequest,
         AlterUserScramCredentials => AlterUserScramCredentialsRequest,
         DescribeUserScramCredentials => DescribeUserScramCredentialsRequest,
+        DescribeClientQuotas => DescribeClientQuotasRequest,
+        AlterClientQuotas => AlterClientQuotasRequest,
         CreateAcls => CreateAclsRequest, DescribeAcls => DescribeAclsRequest,
         DeleteAcls => DeleteAclsRequest,
         ShareGroupHeartbeat => ShareGroupHeartbeatRequest,

@@ -281,6 +281,36 @@ pub fn requests(key: ApiKey) -> Vec<RequestKind> {
                 ])),
             ),
         ],
+        ApiKey::DescribeClientQuotas => vec![
+            R::DescribeClientQuotas(DescribeClientQuotasRequest::default()),
+            R::DescribeClientQuotas(
+                DescribeClientQuotasRequest::default()
+                    .with_components(vec![
+                        describe_client_quotas_request::ComponentData::default()
+                            .with_entity_type(s("user"))
+                            .with_match_type(0)
+                            .with_match(Some(s("fuzz-user"))),
+                        describe_client_quotas_request::ComponentData::default()
+                            .with_entity_type(s("client-id"))
+                            .with_match_type(1),
+                    ])
+                    .with_strict(true),
+            ),
+        ],
+        ApiKey::AlterClientQuotas => vec![
+            R::AlterClientQuotas(AlterClientQuotasRequest::default()),
+            R::AlterClientQuotas(
+                AlterClientQuotasRequest::default()
+                    .with_entries(vec![alter_client_quotas_request::EntryData::default()
+                        .with_entity(vec![alter_client_quotas_request::EntityData::default()
+                            .with_entity_type(s("client-id"))
+                            .with_entity_name(Some(s("fuzz-client")))])
+                        .with_ops(vec![alter_client_quotas_request::OpData::default()
+                            .with_key(s("producer_byte_rate"))
+                            .with_value(1048576.0)])])
+                    .with_validate_only(true),
+            ),
+        ],
         ApiKey::DescribeProducers => vec![
             R::DescribeProducers(DescribeProducersRequest::default()),
             R::DescribeProducers(DescribeProducersRequest::default().with_topics(vec![

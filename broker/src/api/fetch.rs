@@ -140,7 +140,9 @@ pub async fn handle(
     // The broker's fetch.max.bytes caps what the request asks, for consumers and followers
     // alike, and min_bytes cannot exceed the cap (Kafka's `KafkaApis.handleFetchRequest`). A
     // max_bytes of 0 or less still answers the first batch (KIP-74's one-batch minimum below).
-    let max_bytes = (req.max_bytes.max(0) as usize).min(broker.config.fetch_max_bytes);
+    let max_bytes = (req.max_bytes.max(0) as usize)
+        .min(broker.config.fetch_max_bytes)
+        .min(quota_window_bytes(broker, ctx, follower));
     let min_bytes = (req.min_bytes.max(0) as usize).min(max_bytes);
 
     let waiter = Arc::new(Notify::new());
@@ -177,6 +179,9 @@ pub async fn handle(
     };
     drop(delayed);
     if follower.is_none() {
+        if let Some(throttled) = over_quota(broker, ctx, &session, &results) {
+            return throttled;
+        }
         count_bytes_out(&wanted, &results);
     }
 
@@ -216,6 +221,61 @@ pub async fn handle(
         ctx.api_version,
         ctx.correlation_id,
     )?))
+}
+
+/// The most a consumer may fetch at once without being throttled, given nothing fetched
+/// lately (Kafka's `getMaxValueInQuotaWindow` cap on `fetchMaxBytes`); no cap for followers
+/// or clients without a fetch quota.
+fn quota_window_bytes(broker: &Broker, ctx: &RequestContext, follower: Option<i32>) -> usize {
+    if follower.is_some() {
+        return usize::MAX;
+    }
+    let quotas = broker.replicas.image().client_quotas.clone();
+    let client_id = ctx.client_id.as_deref().unwrap_or("");
+    broker
+        .quotas
+        .fetch
+        .max_value_in_quota_window(&quotas, &ctx.session.principal.name, client_id)
+        .map_or(usize::MAX, |v| v as usize)
+}
+
+/// A consumer's fetch against its fetch quota (Kafka's `handleFetchRequest`): the answer's
+/// record bytes are recorded; over the quota, they are taken back and the answer is the
+/// session's throttled one, no partitions and the throttle time (KIP-219), with the
+/// session left as it was (Kafka's `FetchContext.getThrottledResponse`). Kafka counts the
+/// whole answer's encoded size; Brook counts its record bytes, all but a few bytes per
+/// partition of it.
+fn over_quota(
+    broker: &Broker,
+    ctx: &RequestContext,
+    session: &super::fetch_session::FetchContext,
+    results: &[PartitionData],
+) -> Option<Result<Outcome, CodecError>> {
+    let bytes: usize = results
+        .iter()
+        .filter_map(|p| p.records.as_ref().map(|r| r.len()))
+        .sum();
+    let manager = &broker.quotas.fetch;
+    let throttle_ms = super::client_quotas::record_and_throttle(broker, ctx, manager, bytes);
+    if throttle_ms == 0 {
+        return None;
+    }
+    let now = crate::cluster::replica_manager::now_ms();
+    let client_id = ctx.client_id.as_deref().unwrap_or("");
+    manager.unrecord(&ctx.session.principal.name, client_id, bytes as f64, now);
+    let (session_id, error) = FetchSessionCache::throttled(session);
+    let resp = FetchResponse::default()
+        .with_throttle_time_ms(throttle_ms)
+        .with_error_code(error.map_or(0, |e| e.code()))
+        .with_session_id(session_id);
+    broker
+        .metrics
+        .requests
+        .record_errors(ctx.api_key, ctx.api_version, &resp);
+    Some(
+        super::fetch_encode::encode_chunks(&resp, ctx.api_version, ctx.correlation_id)
+            .map(Outcome::RespondChunks),
+    )
 }
 
 /// Finds the partitions `fetched` names: by topic id from v13, by name before. Consecutive

@@ -447,6 +447,27 @@ impl FetchSessionCache {
         }
     }
 
+    /// The session fields of a throttled answer, which carries no partitions and leaves the
+    /// session as it was (Kafka's `FetchContext.getThrottledResponse`): a session error
+    /// stays one; an incremental fetch answers its session's id, or
+    /// INVALID_FETCH_SESSION_EPOCH if another fetch of that epoch overtook it; a full fetch
+    /// opens no session.
+    pub fn throttled(context: &FetchContext) -> (i32, Option<ResponseError>) {
+        match context {
+            FetchContext::SessionError(e) => (INVALID_SESSION_ID, Some(*e)),
+            FetchContext::Sessionless | FetchContext::Full { .. } => (INVALID_SESSION_ID, None),
+            FetchContext::Incremental {
+                session,
+                expected_epoch,
+            } => {
+                let s = session.lock();
+                let error =
+                    (s.epoch != *expected_epoch).then_some(ResponseError::InvalidFetchSessionEpoch);
+                (s.id, error)
+            }
+        }
+    }
+
     /// Opens a session if a slot is free or can be freed (Kafka's `maybeCreateSession`);
     /// returns its id, or [`INVALID_SESSION_ID`].
     fn maybe_create(

@@ -7,6 +7,7 @@
 pub mod acls;
 pub mod api_versions;
 pub mod auth_helper;
+pub mod client_quotas;
 pub mod cluster;
 pub mod configs;
 pub mod delete_records;
@@ -128,6 +129,9 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::SaslAuthenticate, 0, 2, 0),
     api(ApiKey::AlterUserScramCredentials, 0, 0, 0),
     api(ApiKey::DescribeUserScramCredentials, 0, 0, 0),
+    // Client quotas (byte rates enforced on Produce and Fetch, crate::quota).
+    api(ApiKey::DescribeClientQuotas, 0, 1, 0),
+    api(ApiKey::AlterClientQuotas, 0, 1, 0),
 ];
 
 /// Finds an API's row in the table.
@@ -158,6 +162,27 @@ pub struct RequestContext {
     /// The connection's principal, listener and peer address: what authorization checks and
     /// group members' client hosts read.
     pub session: Arc<Session>,
+    /// The request's size: header and body, without the length prefix (Kafka's
+    /// `Request.sizeInBytes`, what a produce quota counts).
+    pub request_bytes: usize,
+    /// How long the connection is muted after the answer (KIP-219): set by a handler whose
+    /// client went over a quota, read by `net::connection`.
+    pub throttle: ThrottleSlot,
+}
+
+/// A request's channel throttle time in ms (Kafka's `ThrottledChannel`), 0 for none.
+#[derive(Debug, Clone, Default)]
+pub struct ThrottleSlot(Arc<std::sync::atomic::AtomicI32>);
+
+impl ThrottleSlot {
+    /// Mutes the channel for at least `ms` after the answer.
+    pub fn set(&self, ms: i32) {
+        self.0.fetch_max(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub fn get(&self) -> i32 {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 impl RequestContext {
@@ -277,6 +302,8 @@ pub async fn handle_frame(
         correlation_id: prefix.correlation_id,
         client_id: None,
         session: session.clone(),
+        request_bytes: frame.len(),
+        throttle: ThrottleSlot::default(),
     };
     if version < row.decode_min || version > row.max {
         if key == ApiKey::ApiVersions {
@@ -602,6 +629,16 @@ async fn process(
             ctx,
             &sasl::handle_describe_user_scram_credentials(broker, ctx, r).await,
         ),
+        RequestKind::DescribeClientQuotas(r) => respond(
+            broker,
+            ctx,
+            &client_quotas::handle_describe_client_quotas(broker, ctx, r).await,
+        ),
+        RequestKind::AlterClientQuotas(r) => respond(
+            broker,
+            ctx,
+            &client_quotas::handle_alter_client_quotas(broker, ctx, r).await,
+        ),
         other => Err(CodecError::UnknownApiKey(ctx.api_key as i16)).inspect_err(|_| drop(other)),
     }
 }
@@ -630,6 +667,8 @@ pub async fn illegal_sasl_state_response(
         correlation_id: prefix.correlation_id,
         client_id: header.client_id.as_ref().map(|c| c.to_string()),
         session: session.clone(),
+        request_bytes: 0,
+        throttle: ThrottleSlot::default(),
     };
     let code = kafka_protocol::ResponseError::IllegalSaslState.code();
     match error_response(broker, &ctx, &req, code) {

@@ -130,6 +130,14 @@ pub async fn handle(
                 .with_partition_responses(answers),
         );
     }
+    // The produce quota counts the whole request (Kafka's `handleProduceRequest`); an
+    // acks=0 client gets no answer but its connection is muted all the same.
+    let throttle_ms = super::client_quotas::record_and_throttle(
+        broker,
+        ctx,
+        &broker.quotas.produce,
+        ctx.request_bytes,
+    );
     if acks == 0 {
         // acks=0 clients read no responses; an error can only be signalled by closing.
         return Ok(match any_error {
@@ -137,7 +145,9 @@ pub async fn handle(
             None => Outcome::NoResponse,
         });
     }
-    let resp = ProduceResponse::default().with_responses(topics);
+    let resp = ProduceResponse::default()
+        .with_responses(topics)
+        .with_throttle_time_ms(throttle_ms);
     super::respond(broker, ctx, &resp)
 }
 

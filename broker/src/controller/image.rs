@@ -12,6 +12,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::client_quota_control::{QuotaEntity, QuotaValue};
 use crate::security::acl::StandardAcl;
 use crate::security::scram::{ScramCredential, ScramMechanism};
 
@@ -201,6 +202,33 @@ pub struct MetadataImage {
     /// Whether the bootstrap credentials (`brook format --add-scram`) have been recorded.
     #[serde(default)]
     pub scram_bootstrapped: bool,
+    /// Client quotas by entity, then key (Kafka's `ClientQuotasImage`). Replaced (copy on
+    /// write) only when a `ClientQuota` record is applied, so the quota managers tell a
+    /// change by pointer. Stored as a list of pairs: an entity is a map, not a JSON key.
+    #[serde(default, with = "client_quota_entries")]
+    pub client_quotas: Arc<ClientQuotas>,
+}
+
+/// Every entity's quotas (Kafka's `ClientQuotasImage`).
+pub type ClientQuotas = BTreeMap<QuotaEntity, BTreeMap<String, QuotaValue>>;
+
+/// `ClientQuotas` as JSON: a list of (entity, quotas) pairs.
+mod client_quota_entries {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use super::{ClientQuotas, QuotaEntity, QuotaValue};
+
+    pub fn serialize<S: Serializer>(q: &Arc<ClientQuotas>, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(q.iter())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Arc<ClientQuotas>, D::Error> {
+        let pairs: Vec<(QuotaEntity, BTreeMap<String, QuotaValue>)> = Vec::deserialize(d)?;
+        Ok(Arc::new(pairs.into_iter().collect()))
+    }
 }
 
 /// A change to the cluster metadata. Serialized into the Raft log.
@@ -299,6 +327,13 @@ pub enum MetadataRecord {
     RemoveUserScramCredential { name: String, mechanism: i8 },
     /// The bootstrap credentials have been recorded; later bootstraps record nothing.
     ScramBootstrapped,
+    /// One key of one entity's client quotas set (`Some`) or removed (`None`) (Kafka's
+    /// `ClientQuotaRecord`).
+    ClientQuota {
+        entity: QuotaEntity,
+        key: String,
+        value: Option<QuotaValue>,
+    },
 }
 
 /// Records applied together (one Raft entry).
@@ -506,6 +541,18 @@ impl MetadataImage {
                 }
             }
             MetadataRecord::ScramBootstrapped => self.scram_bootstrapped = true,
+            MetadataRecord::ClientQuota { entity, key, value } => {
+                // Kafka's `ClientQuotaControlManager.replay`: an entity without keys is gone.
+                let quotas = Arc::make_mut(&mut self.client_quotas);
+                let keys = quotas.entry(entity.clone()).or_default();
+                match value {
+                    Some(v) => keys.insert(key.clone(), *v),
+                    None => keys.remove(key),
+                };
+                if keys.is_empty() {
+                    quotas.remove(entity);
+                }
+            }
             MetadataRecord::AlterBrokerConfigs { resource, configs } => {
                 let layer = self.broker_configs.entry(resource.clone()).or_default();
                 for (k, v) in configs {

@@ -22,6 +22,7 @@
 //! active controller gives every unfenced broker a full session timeout, as Kafka does.
 
 pub mod acl_control;
+pub mod client_quota_control;
 pub mod cluster_control;
 pub mod configuration_control;
 pub mod error;
@@ -804,6 +805,22 @@ impl Controller {
         };
         match self.inner.submit(req).await? {
             ControllerReply::ScramResults(r) => Ok(r),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// AlterClientQuotas through the active controller: each entity's result.
+    pub async fn alter_client_quotas(
+        &self,
+        alterations: Vec<client_quota_control::QuotaAlteration>,
+        validate_only: bool,
+    ) -> Result<Vec<client_quota_control::QuotaResult>, ControllerError> {
+        let req = ControllerRequest::AlterClientQuotas {
+            alterations,
+            validate_only,
+        };
+        match self.inner.submit(req).await? {
+            ControllerReply::ClientQuotaResults(r) => Ok(r),
             other => Err(unexpected(other)),
         }
     }

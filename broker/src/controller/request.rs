@@ -112,6 +112,12 @@ pub enum ControllerRequest {
         deletions: Vec<(String, i8)>,
         upsertions: Vec<super::scram_control::ScramUpsertion>,
     },
+    /// AlterClientQuotas (Kafka's `ClientQuotaControlManager.alterClientQuotas`).
+    AlterClientQuotas {
+        alterations: Vec<super::client_quota_control::QuotaAlteration>,
+        /// Validate and answer, record nothing (`ValidateOnly`).
+        validate_only: bool,
+    },
     /// The credentials this node was formatted with; recorded once per cluster.
     BootstrapScramCredentials {
         credentials: Vec<(String, i8, crate::security::scram::ScramCredential)>,
@@ -265,6 +271,8 @@ pub enum ControllerReply {
     AclsDeleted(AclDeleteResults),
     /// AlterUserScramCredentials' results: user, error code, error message.
     ScramResults(Vec<super::scram_control::ScramResult>),
+    /// AlterClientQuotas' results: entity, error code, error message.
+    ClientQuotaResults(Vec<super::client_quota_control::QuotaResult>),
 }
 
 /// Records plus reply: what a request turns into (Kafka's `ControllerResult`).
@@ -321,6 +329,16 @@ pub fn decide(
         ControllerRequest::BootstrapScramCredentials { credentials } => {
             Ok(super::scram_control::bootstrap(image, credentials))
         }
+        ControllerRequest::AlterClientQuotas {
+            alterations,
+            validate_only,
+        } => only_validated(
+            Ok(super::client_quota_control::alter_client_quotas(
+                image,
+                alterations,
+            )),
+            *validate_only,
+        ),
         ControllerRequest::RegisterBroker {
             node_id,
             host,

@@ -307,6 +307,7 @@ impl Collector for Scrape {
         encode_events(&self.broker, &mut enc)?;
         encode_gauges(&self.broker, &mut enc)?;
         encode_authentications(&self.broker, &mut enc)?;
+        encode_quota_throttles(&self.broker, &mut enc)?;
         control::encode_controller(&self.broker, &mut enc)?;
         control::encode_faults(&self.broker, &mut enc)
     }
@@ -598,6 +599,34 @@ fn encode_authentications(broker: &Broker, enc: &mut DescriptorEncoder) -> Resul
         )?;
     }
     Ok(())
+}
+
+/// Throttle time handed to clients over a byte-rate quota, by quota type (Kafka's
+/// `throttle-time` sensors of the `Produce` and `Fetch` groups, summed over clients).
+fn encode_quota_throttles(broker: &Broker, enc: &mut DescriptorEncoder) -> Result<(), fmt::Error> {
+    let managers = [&broker.quotas.produce, &broker.quotas.fetch];
+    let rows: Vec<(&str, (u64, u64))> = managers
+        .iter()
+        .map(|m| (m.quota_type().name(), m.throttle_totals()))
+        .collect();
+    family(
+        enc,
+        "brook_quota_throttle_time_ms",
+        "Throttle time given to clients over a quota, in ms, by quota type (Kafka: Produce/Fetch throttle-time per user/client-id).",
+        MetricType::Counter,
+        rows.iter()
+            .map(|(t, (ms, _))| (vec![("quota_type", t.to_string())], *ms)),
+        counter_sample,
+    )?;
+    family(
+        enc,
+        "brook_quota_throttled_requests",
+        "Requests whose client was over a quota and was throttled, by quota type.",
+        MetricType::Counter,
+        rows.iter()
+            .map(|(t, (_, n))| (vec![("quota_type", t.to_string())], *n)),
+        counter_sample,
+    )
 }
 
 fn encode_gauges(broker: &Broker, enc: &mut DescriptorEncoder) -> Result<(), fmt::Error> {

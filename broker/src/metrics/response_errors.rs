@@ -40,6 +40,7 @@ top_level_only!(
     DescribeAclsResponse,
     SaslHandshakeResponse,
     SaslAuthenticateResponse,
+    DescribeClientQuotasResponse,
 );
 
 /// Responses with one error code per element of a list (topics, groups, resources).
@@ -69,6 +70,7 @@ per_element!(
     DescribeTransactionsResponse => transaction_states,
     AlterUserScramCredentialsResponse => results,
     DescribeUserScramCredentialsResponse => results,
+    AlterClientQuotasResponse => entries,
 );
 
 /// Responses with one error code per partition of each topic, and with `top:` one at the

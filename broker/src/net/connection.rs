@@ -166,6 +166,16 @@ pub async fn serve(
         // The request's pool bytes go back only now that its answer has been written, as
         // Kafka's request handler releases the buffer after handling.
         drop(memory);
+        // KIP-219: a client over a quota has its answer at once, then its connection is not
+        // read for the throttle time (Kafka mutes the channel until its `ThrottledChannel`
+        // expires). The broker chose the silence, so it does not count as idleness.
+        let mute_ms = ctx.throttle.get();
+        if mute_ms > 0 {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(mute_ms as u64)) => activity.touch(),
+                _ = shutdown.changed() => break,
+            }
+        }
     }
     let _ = w.shutdown().await;
 }

@@ -68,6 +68,8 @@ pub fn case(key: ApiKey) -> Option<Case> {
         SaslAuthenticate => (sasl_authenticate, 0),
         AlterUserScramCredentials => (alter_user_scram_credentials, 0),
         DescribeUserScramCredentials => (describe_user_scram_credentials, 0),
+        DescribeClientQuotas => (describe_client_quotas, 0),
+        AlterClientQuotas => (alter_client_quotas, 0),
         _ => return None,
     };
     Some(Case {
@@ -774,4 +776,67 @@ fn describe_user_scram_credentials(env: &mut Env, v: i16) -> R {
         })
         .collect();
     Ok(format!("error {} {}", r.error_code, out.join("; ")))
+}
+
+/// A validate-only quota for a client and an unknown key: the first accepted, the second
+/// INVALID_REQUEST with Kafka's message; nothing changes.
+fn alter_client_quotas(env: &mut Env, v: i16) -> R {
+    let any = env.any();
+    let quota = |client: &str, key: &str| {
+        alter_client_quotas_request::EntryData::default()
+            .with_entity(vec![alter_client_quotas_request::EntityData::default()
+                .with_entity_type(s("client-id"))
+                .with_entity_name(Some(s(client)))])
+            .with_ops(vec![alter_client_quotas_request::OpData::default()
+                .with_key(s(key))
+                .with_value(1024.0)])
+    };
+    let req = AlterClientQuotasRequest::default()
+        .with_entries(vec![
+            quota("version-matrix-a", "producer_byte_rate"),
+            quota("version-matrix-b", "version_matrix_rate"),
+        ])
+        .with_validate_only(true);
+    let r = env.call(any, v, &req)?;
+    let mut out: Vec<String> = r
+        .entries
+        .iter()
+        .map(|e| {
+            let names: Vec<String> = e
+                .entity
+                .iter()
+                .map(|d| format!("{}={:?}", d.entity_type.as_str(), d.entity_name))
+                .collect();
+            format!(
+                "{} error {} {:?}",
+                names.join(","),
+                e.error_code,
+                e.error_message
+            )
+        })
+        .collect();
+    out.sort();
+    Ok(out.join("; "))
+}
+
+/// Quotas of a client nobody set: none; an unknown entity type: UNSUPPORTED_VERSION.
+fn describe_client_quotas(env: &mut Env, v: i16) -> R {
+    let any = env.any();
+    let filter = |entity_type: &str| {
+        DescribeClientQuotasRequest::default().with_components(vec![
+            describe_client_quotas_request::ComponentData::default()
+                .with_entity_type(s(entity_type))
+                .with_match_type(0)
+                .with_match(Some(s("version-matrix-ghost"))),
+        ])
+    };
+    let known = env.call(any, v, &filter("client-id"))?;
+    let unknown = env.call(any, v, &filter("version-matrix-type"))?;
+    Ok(format!(
+        "error {} entries {:?}; unknown type error {} {:?}",
+        known.error_code,
+        known.entries.map(|e| e.len()),
+        unknown.error_code,
+        unknown.error_message
+    ))
 }

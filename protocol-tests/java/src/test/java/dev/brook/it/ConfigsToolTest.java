@@ -145,4 +145,33 @@ class ConfigsToolTest {
         assertEquals("consumer.session.timeout.ms=45000 sensitive=false synonyms={DEFAULT_CONFIG:"
             + "group.consumer.session.timeout.ms=45000}", line(out, "consumer.session.timeout.ms"));
     }
+    /**
+     * Client quotas as {@code kafka-configs --entity-type clients|users} sets and describes them (AlterClientQuotas,
+     * DescribeClientQuotas): a client-id's byte rates, a user's quota for the default client-id, a key Kafka does not
+     * know refused, and a deleted key gone.
+     */
+    @Test
+    void altersAndDescribesClientAndUserQuotas() throws Exception {
+        String client = Clients.uniqueTopic("quota-client");
+        tool("--alter", "--entity-type", "clients", "--entity-name", client, "--add-config",
+            "producer_byte_rate=1048576,consumer_byte_rate=2097152");
+        String out = tool("--describe", "--entity-type", "clients", "--entity-name", client);
+        assertTrue(out.contains("client-id '" + client + "'") && out.contains("producer_byte_rate=1048576.0")
+            && out.contains("consumer_byte_rate=2097152.0"), out);
+
+        tool("--alter", "--entity-type", "users", "--entity-name", "quota-user", "--entity-type", "clients",
+            "--entity-default", "--add-config", "request_percentage=50");
+        out = tool("--describe", "--entity-type", "users", "--entity-name", "quota-user", "--entity-type", "clients",
+            "--entity-default");
+        assertTrue(out.contains("user-principal 'quota-user'") && out.contains("request_percentage=50.0"), out);
+
+        KafkaTool.Run refused = KafkaTool.run("ConfigCommand", bootstrap, "--alter", "--entity-type", "clients",
+            "--entity-name", client, "--add-config", "producer_byte_rate=1.5");
+        String said = refused.out() + refused.err();
+        assertTrue(refused.exit() != 0 && said.contains("producer_byte_rate cannot be a fractional value."), said);
+
+        tool("--alter", "--entity-type", "clients", "--entity-name", client, "--delete-config", "producer_byte_rate");
+        out = tool("--describe", "--entity-type", "clients", "--entity-name", client);
+        assertTrue(!out.contains("producer_byte_rate") && out.contains("consumer_byte_rate=2097152.0"), out);
+    }
 }

@@ -1,0 +1,457 @@
+//! Client byte-rate quotas on the broker (Kafka's `ClientQuotaManager` with its
+//! `DefaultQuotaCallback`): per (user principal, client-id) a sampled rate of produced or
+//! fetched bytes, held to the quota the image's `ClientQuota`s resolve for it, and the
+//! throttle time a request over it earns (Kafka's `QuotaUtils.throttleTime`).
+//!
+//! Kafka's KIP-219 throttling: the answer goes out at once, carrying `throttle_time_ms`, and
+//! the connection is not read for that long afterwards (`net::connection` mutes it).
+//!
+//! The limits come from the applied image: each check compares the image's quota map with
+//! the one the manager last derived its entities from, by pointer, and re-derives only on a
+//! change, so a quota altered on any node applies to the next request. With no quota of the
+//! manager's key anywhere, a check is that comparison and one branch (Kafka's
+//! `quotasEnabled`).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::controller::client_quota_control::{
+    CONSUMER_BYTE_RATE, ENTITY_CLIENT_ID, ENTITY_USER, PRODUCER_BYTE_RATE,
+};
+use crate::controller::image::ClientQuotas;
+
+/// Kafka's `ClientQuotaManager.InactiveSensorExpirationTimeSeconds`: a client's rate is
+/// forgotten after an hour without requests.
+pub const INACTIVE_SENSOR_EXPIRATION_MS: i64 = 3_600_000;
+
+/// Rates held before idle ones are swept (at most once per new rate beyond it).
+pub const SENSORS_SWEEP_AT: usize = 4096;
+
+/// The quota types Brook enforces (Kafka's `QuotaType`, named as Kafka prints them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuotaType {
+    Produce,
+    Fetch,
+}
+
+impl QuotaType {
+    /// Kafka's `QuotaType.toString`, the `quota_type` label of the metrics.
+    pub fn name(self) -> &'static str {
+        match self {
+            QuotaType::Produce => "Produce",
+            QuotaType::Fetch => "Fetch",
+        }
+    }
+
+    /// The quota key this type is held to.
+    fn key(self) -> &'static str {
+        match self {
+            QuotaType::Produce => PRODUCER_BYTE_RATE,
+            QuotaType::Fetch => CONSUMER_BYTE_RATE,
+        }
+    }
+}
+
+/// `quota.window.num` and `quota.window.size.seconds` (Kafka's `ClientQuotaManagerConfig`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuotaWindow {
+    pub samples: usize,
+    pub window_ms: i64,
+}
+
+/// One sample of a rate (Kafka's `SampledStat.Sample` of a `WindowedSum`).
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    value: f64,
+    start_ms: i64,
+    last_event_ms: i64,
+}
+
+impl Sample {
+    fn new(now: i64) -> Sample {
+        Sample {
+            value: 0.0,
+            start_ms: now,
+            last_event_ms: now,
+        }
+    }
+}
+
+/// A sampled rate in units per second (Kafka's `Rate` over a `WindowedSum`): up to
+/// `samples + 1` samples of `window_ms` each, the oldest reused as time moves on.
+#[derive(Debug)]
+struct SampledRate {
+    samples: Vec<Sample>,
+    current: usize,
+}
+
+impl SampledRate {
+    fn new() -> SampledRate {
+        SampledRate {
+            samples: Vec::new(),
+            current: 0,
+        }
+    }
+
+    /// `SampledStat.record`: into the current sample, or the next one if it is complete.
+    fn record(&mut self, w: QuotaWindow, value: f64, now: i64) {
+        if self.samples.is_empty() {
+            self.samples.push(Sample::new(now));
+        }
+        if now - self.samples[self.current].start_ms >= w.window_ms {
+            // One spare sample beyond `samples` (Kafka's "overlapping sample").
+            self.current = (self.current + 1) % (w.samples + 1);
+            if self.current >= self.samples.len() {
+                self.samples.push(Sample::new(now));
+            } else {
+                self.samples[self.current] = Sample::new(now);
+            }
+        }
+        let s = &mut self.samples[self.current];
+        s.value += value;
+        s.last_event_ms = now;
+    }
+
+    /// `SampledStat.purgeObsoleteSamples`: samples with no event within the whole window
+    /// start over.
+    fn purge(&mut self, w: QuotaWindow, now: i64) {
+        let expire_age = w.samples as i64 * w.window_ms;
+        for s in &mut self.samples {
+            if now - s.last_event_ms >= expire_age {
+                *s = Sample::new(now);
+            }
+        }
+    }
+
+    /// `Rate.windowSize`: the time the samples span, at least `samples - 1` full windows.
+    fn window_size_ms(&mut self, w: QuotaWindow, now: i64) -> i64 {
+        self.purge(w, now);
+        let oldest = self.samples.iter().map(|s| s.start_ms).min().unwrap_or(now);
+        let mut elapsed = now - oldest;
+        let full = elapsed / w.window_ms;
+        let min_full = w.samples as i64 - 1;
+        if full < min_full {
+            elapsed += (min_full - full) * w.window_ms;
+        }
+        elapsed.max(1)
+    }
+
+    /// `Rate.measure`: the samples' sum per second.
+    fn measure(&mut self, w: QuotaWindow, now: i64) -> (f64, i64) {
+        let window = self.window_size_ms(w, now);
+        let sum: f64 = self.samples.iter().map(|s| s.value).sum();
+        (sum / (window as f64 / 1000.0), window)
+    }
+}
+
+/// One client's rate and when it was last used.
+#[derive(Debug)]
+struct Sensor {
+    rate: SampledRate,
+    last_record_ms: i64,
+}
+
+/// The quota entities of one key, as Kafka's `DefaultQuotaCallback.overriddenQuotas`: user
+/// (`None` in the outer option: no user part; `Some(None)`: the default user) and client-id
+/// alike.
+type Overrides = HashMap<(Option<Option<String>>, Option<Option<String>>), f64>;
+
+/// Which entity kinds have a quota (Kafka's `QuotaTypes` bits).
+const CLIENT_ID_QUOTA: u8 = 1;
+const USER_QUOTA: u8 = 2;
+const USER_CLIENT_ID_QUOTA: u8 = 4;
+
+#[derive(Debug, Default)]
+struct State {
+    /// The image's quota map the overrides were derived from.
+    source: Option<Arc<ClientQuotas>>,
+    overrides: Overrides,
+    enabled: u8,
+    /// Rates by metric tags (user tag, client-id tag).
+    sensors: HashMap<(String, String), Sensor>,
+}
+
+/// One quota type's manager (Kafka's `ClientQuotaManager`).
+#[derive(Debug)]
+pub struct ClientQuotaManager {
+    quota_type: QuotaType,
+    window: QuotaWindow,
+    state: Mutex<State>,
+    /// Throttle time handed out, in ms, and how many times (Kafka's `throttle-time`
+    /// sensor, exported as counters).
+    throttle_time_ms_total: AtomicU64,
+    throttled_total: AtomicU64,
+}
+
+impl ClientQuotaManager {
+    pub fn new(quota_type: QuotaType, window: QuotaWindow) -> ClientQuotaManager {
+        ClientQuotaManager {
+            quota_type,
+            window,
+            state: Mutex::new(State::default()),
+            throttle_time_ms_total: AtomicU64::new(0),
+            throttled_total: AtomicU64::new(0),
+        }
+    }
+
+    pub fn quota_type(&self) -> QuotaType {
+        self.quota_type
+    }
+
+    /// Kafka's `maybeRecordAndGetThrottleTimeMs`: records `value` for (user, client-id) and
+    /// returns the throttle time in ms if the rate is now over the quota; 0 without quotas.
+    pub fn record_and_get_throttle_ms(
+        &self,
+        quotas: &Arc<ClientQuotas>,
+        user: &str,
+        client_id: &str,
+        value: f64,
+        now: i64,
+    ) -> i32 {
+        let mut st = self.state.lock();
+        st.refresh(self.quota_type, quotas);
+        if st.enabled == 0 {
+            return 0;
+        }
+        let tags = st.metric_tags(user, client_id);
+        let Some(limit) = st.quota_limit(&tags) else {
+            st.sensor(tags, now).rate.record(self.window, value, now);
+            return 0;
+        };
+        let sensor = st.sensor(tags, now);
+        sensor.rate.record(self.window, value, now);
+        let (rate, window_ms) = sensor.rate.measure(self.window, now);
+        if rate <= limit {
+            return 0;
+        }
+        // `QuotaUtils.throttleTime`: the delay that brings the rate back to the quota.
+        ((rate - limit) / limit * window_ms as f64).round() as i32
+    }
+
+    /// Kafka's `unrecordQuotaSensor`: takes back a recorded value (a throttled fetch sends
+    /// no records).
+    pub fn unrecord(&self, user: &str, client_id: &str, value: f64, now: i64) {
+        let mut st = self.state.lock();
+        if st.enabled == 0 {
+            return;
+        }
+        let tags = st.metric_tags(user, client_id);
+        st.sensor(tags, now).rate.record(self.window, -value, now);
+    }
+
+    /// Kafka's `getMaxValueInQuotaWindow`: the most a client may take in one request without
+    /// being throttled, given nothing recorded yet; `None` without a quota.
+    pub fn max_value_in_quota_window(
+        &self,
+        quotas: &Arc<ClientQuotas>,
+        user: &str,
+        client_id: &str,
+    ) -> Option<f64> {
+        let mut st = self.state.lock();
+        st.refresh(self.quota_type, quotas);
+        if st.enabled == 0 {
+            return None;
+        }
+        let tags = st.metric_tags(user, client_id);
+        let w = self.window;
+        st.quota_limit(&tags)
+            .map(|l| l * (w.samples as f64 - 1.0) * (w.window_ms as f64 / 1000.0))
+    }
+
+    /// Kafka's `throttle`: counts the throttle time (the channel is muted by the caller).
+    pub fn throttle(&self, throttle_ms: i32) {
+        if throttle_ms > 0 {
+            self.throttle_time_ms_total
+                .fetch_add(throttle_ms as u64, Ordering::Relaxed);
+            self.throttled_total.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Total throttle time handed out (ms) and the number of throttled requests.
+    pub fn throttle_totals(&self) -> (u64, u64) {
+        (
+            self.throttle_time_ms_total.load(Ordering::Relaxed),
+            self.throttled_total.load(Ordering::Relaxed),
+        )
+    }
+}
+
+impl State {
+    /// Re-derives the overrides when the image's quota map is another one (Kafka's
+    /// `updateQuota` calls, one per changed entity, come to the same).
+    fn refresh(&mut self, quota_type: QuotaType, quotas: &Arc<ClientQuotas>) {
+        if self.source.as_ref().is_some_and(|s| Arc::ptr_eq(s, quotas)) {
+            return;
+        }
+        self.overrides.clear();
+        self.enabled = 0;
+        for (entity, keys) in quotas.iter() {
+            let Some(v) = keys.get(quota_type.key()) else {
+                continue;
+            };
+            let user = entity.get(ENTITY_USER).cloned();
+            let client = entity.get(ENTITY_CLIENT_ID).cloned();
+            self.enabled |= match (&user, &client) {
+                (Some(_), Some(_)) => USER_CLIENT_ID_QUOTA,
+                (Some(_), None) => USER_QUOTA,
+                (None, Some(_)) => CLIENT_ID_QUOTA,
+                // An IP entity has no byte rates.
+                (None, None) => continue,
+            };
+            self.overrides.insert((user, client), v.get());
+        }
+        self.source = Some(quotas.clone());
+    }
+
+    fn has(&self, user: Option<Option<&str>>, client: Option<Option<&str>>) -> bool {
+        self.get(user, client).is_some()
+    }
+
+    fn get(&self, user: Option<Option<&str>>, client: Option<Option<&str>>) -> Option<f64> {
+        let key = (
+            user.map(|u| u.map(str::to_string)),
+            client.map(|c| c.map(str::to_string)),
+        );
+        self.overrides.get(&key).copied()
+    }
+
+    /// `DefaultQuotaCallback.quotaMetricTags`: which (user, client-id) a rate is kept for,
+    /// from the most specific entity with a quota.
+    fn metric_tags(&self, user: &str, client_id: &str) -> (String, String) {
+        let (u, c) = (Some(Some(user)), Some(Some(client_id)));
+        let (du, dc) = (Some(None), Some(None));
+        let both = (user.to_string(), client_id.to_string());
+        let user_only = (user.to_string(), String::new());
+        let client_only = (String::new(), client_id.to_string());
+        match self.enabled {
+            0 | CLIENT_ID_QUOTA => client_only,
+            USER_QUOTA => user_only,
+            USER_CLIENT_ID_QUOTA => both,
+            _ if self.has(u, c) || self.has(u, dc) => both,
+            _ if self.has(u, None) => user_only,
+            _ if self.has(du, c) || self.has(du, dc) => both,
+            _ if self.has(du, None) => user_only,
+            _ => client_only,
+        }
+    }
+
+    /// `DefaultQuotaCallback.quotaLimit`: the quota of the tags' entity, falling back to
+    /// defaults in Kafka's order.
+    fn quota_limit(&self, (user, client): &(String, String)) -> Option<f64> {
+        let (u, c) = (Some(Some(user.as_str())), Some(Some(client.as_str())));
+        let (du, dc) = (Some(None), Some(None));
+        match (user.is_empty(), client.is_empty()) {
+            (false, false) => self
+                .get(u, c)
+                .or_else(|| self.get(u, dc))
+                .or_else(|| self.get(du, c))
+                .or_else(|| self.get(du, dc)),
+            (false, true) => self.get(u, None).or_else(|| self.get(du, None)),
+            (true, false) => self.get(None, c).or_else(|| self.get(None, dc)),
+            (true, true) => None,
+        }
+    }
+
+    /// The rate for `tags`, new if none; idle rates are swept once there are many.
+    fn sensor(&mut self, tags: (String, String), now: i64) -> &mut Sensor {
+        if !self.sensors.contains_key(&tags) && self.sensors.len() >= SENSORS_SWEEP_AT {
+            self.sensors
+                .retain(|_, s| now - s.last_record_ms < INACTIVE_SENSOR_EXPIRATION_MS);
+        }
+        let s = self.sensors.entry(tags).or_insert_with(|| Sensor {
+            rate: SampledRate::new(),
+            last_record_ms: now,
+        });
+        s.last_record_ms = now;
+        s
+    }
+}
+
+/// The broker's byte-rate quota managers (Kafka's `QuotaManagers.produce` and `.fetch`).
+#[derive(Debug)]
+pub struct QuotaManagers {
+    pub produce: ClientQuotaManager,
+    pub fetch: ClientQuotaManager,
+}
+
+impl QuotaManagers {
+    pub fn new(window: QuotaWindow) -> QuotaManagers {
+        QuotaManagers {
+            produce: ClientQuotaManager::new(QuotaType::Produce, window),
+            fetch: ClientQuotaManager::new(QuotaType::Fetch, window),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::controller::client_quota_control::{QuotaEntity, QuotaValue};
+
+    const W: QuotaWindow = QuotaWindow {
+        samples: 11,
+        window_ms: 1000,
+    };
+
+    /// An entity as (type, name) pairs.
+    type Entity<'a> = &'a [(&'a str, Option<&'a str>)];
+
+    fn quotas(entries: &[(Entity, f64)]) -> Arc<ClientQuotas> {
+        let mut q = ClientQuotas::new();
+        for (entity, v) in entries {
+            let e: QuotaEntity = entity
+                .iter()
+                .map(|(t, n)| (t.to_string(), n.map(str::to_string)))
+                .collect();
+            q.insert(
+                e,
+                BTreeMap::from([(PRODUCER_BYTE_RATE.to_string(), QuotaValue::new(*v))]),
+            );
+        }
+        Arc::new(q)
+    }
+
+    #[test]
+    fn no_quota_never_throttles() {
+        let m = ClientQuotaManager::new(QuotaType::Produce, W);
+        let q = quotas(&[]);
+        assert_eq!(m.record_and_get_throttle_ms(&q, "u", "c", 1e12, 0), 0);
+    }
+
+    #[test]
+    fn throttle_time_brings_the_rate_back_to_the_quota() {
+        // A quota of 500 B/s, 400 B in each of ten 1 s windows, then 2500 B at once.
+        let m = ClientQuotaManager::new(QuotaType::Produce, W);
+        let q = quotas(&[(&[("client-id", Some("c"))], 500.0)]);
+        let mut now = 0;
+        for _ in 0..10 {
+            assert_eq!(m.record_and_get_throttle_ms(&q, "u", "c", 400.0, now), 0);
+            now += 1000;
+        }
+        let t = m.record_and_get_throttle_ms(&q, "u", "c", 2500.0, now);
+        // sum 6500 over a 10 s window: 650 B/s, (650 - 500) / 500 * 10000 = 3000 ms.
+        assert_eq!(t, 3000);
+    }
+
+    #[test]
+    fn user_client_quota_wins_over_defaults() {
+        let st_quotas = quotas(&[
+            (&[("user", None)], 1.0),
+            (&[("user", Some("alice")), ("client-id", Some("app"))], 7.0),
+            (&[("client-id", None)], 3.0),
+        ]);
+        let mut st = State::default();
+        st.refresh(QuotaType::Produce, &st_quotas);
+        let tags = st.metric_tags("alice", "app");
+        assert_eq!(tags, ("alice".to_string(), "app".to_string()));
+        assert_eq!(st.quota_limit(&tags), Some(7.0));
+        let bob = st.metric_tags("bob", "app");
+        assert_eq!(bob, ("bob".to_string(), String::new()));
+        assert_eq!(st.quota_limit(&bob), Some(1.0));
+    }
+}

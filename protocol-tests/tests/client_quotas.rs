@@ -1,0 +1,566 @@
+//! Client quotas as Kafka 4.4 serves them: AlterClientQuotas and DescribeClientQuotas over the
+//! raw wire (Kafka's validation and errors, defaults, the exact/default/specified match types,
+//! `strict`, `validate_only`, quotas surviving a restart), and a librdkafka producer held to its
+//! `producer_byte_rate`, told so by the throttle time of its Produce answers (KIP-219).
+//!
+//! Both tests run against Kafka 4.4 too (`scripts/differential`, through kafka-as-brook.sh).
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use brook_protocol_tests::{poll_until_ok, Broker, WireClient};
+use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
+use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
+use kafka_protocol::messages::{AlterClientQuotasRequest, DescribeClientQuotasRequest};
+use kafka_protocol::protocol::StrBytes;
+use rdkafka::config::ClientConfig;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::statistics::Statistics;
+use rdkafka::ClientContext;
+
+const INVALID_REQUEST: i16 = 42;
+const UNSUPPORTED_VERSION: i16 = 35;
+
+const EXACT: i8 = 0;
+const DEFAULT: i8 = 1;
+const SPECIFIED: i8 = 2;
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+/// An entity: (type, name), `None` for the default.
+type Entity<'a> = &'a [(&'a str, Option<&'a str>)];
+
+/// One AlterClientQuotas entry: `None` as a value removes the key.
+fn entry(entity: Entity, ops: &[(&str, Option<f64>)]) -> EntryData {
+    EntryData::default()
+        .with_entity(
+            entity
+                .iter()
+                .map(|(t, n)| {
+                    EntityData::default()
+                        .with_entity_type(s(t))
+                        .with_entity_name(n.map(s))
+                })
+                .collect(),
+        )
+        .with_ops(
+            ops.iter()
+                .map(|(k, v)| {
+                    OpData::default()
+                        .with_key(s(k))
+                        .with_value(v.unwrap_or(0.0))
+                        .with_remove(v.is_none())
+                })
+                .collect(),
+        )
+}
+
+/// AlterClientQuotas; each entry's (error code, message), in the answer's order.
+fn alter(
+    c: &mut WireClient,
+    version: i16,
+    entries: Vec<EntryData>,
+    validate_only: bool,
+) -> Vec<(i16, Option<String>)> {
+    let req = AlterClientQuotasRequest::default()
+        .with_entries(entries)
+        .with_validate_only(validate_only);
+    let r = c.request(version, &req);
+    r.entries
+        .iter()
+        .map(|e| {
+            (
+                e.error_code,
+                e.error_message.as_ref().map(|m| m.to_string()),
+            )
+        })
+        .collect()
+}
+
+/// A DescribeClientQuotas filter: (entity type, match type, match).
+type Filter<'a> = &'a [(&'a str, i8, Option<&'a str>)];
+
+/// One described entity and its values, sorted.
+type Described = (Vec<(String, Option<String>)>, Vec<(String, f64)>);
+
+/// DescribeClientQuotas: the top-level error, or the entries (sorted, for comparison).
+fn describe(
+    c: &mut WireClient,
+    version: i16,
+    components: &[(&str, i8, Option<&str>)],
+    strict: bool,
+) -> Result<Vec<Described>, (i16, String)> {
+    let req = DescribeClientQuotasRequest::default()
+        .with_components(
+            components
+                .iter()
+                .map(|(t, m, n)| {
+                    ComponentData::default()
+                        .with_entity_type(s(t))
+                        .with_match_type(*m)
+                        .with_match(n.map(s))
+                })
+                .collect(),
+        )
+        .with_strict(strict);
+    let r = c.request(version, &req);
+    if r.error_code != 0 {
+        let message = r.error_message.map(|m| m.to_string()).unwrap_or_default();
+        return Err((r.error_code, message));
+    }
+    let mut entries: Vec<Described> = r
+        .entries
+        .unwrap_or_default()
+        .iter()
+        .map(|e| {
+            let mut entity: Vec<_> = e
+                .entity
+                .iter()
+                .map(|d| {
+                    let name = d.entity_name.as_ref().map(|n| n.to_string());
+                    (d.entity_type.to_string(), name)
+                })
+                .collect();
+            entity.sort();
+            let mut values: Vec<_> = e
+                .values
+                .iter()
+                .map(|v| (v.key.to_string(), v.value))
+                .collect();
+            values.sort_by(|a, b| a.0.cmp(&b.0));
+            (entity, values)
+        })
+        .collect();
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(entries)
+}
+
+/// Kafka answers AlterClientQuotas once the controller committed the change; a broker's
+/// DescribeClientQuotas reads its own metadata, which follows shortly after.
+fn await_described(c: &mut WireClient, want: &[Described]) {
+    poll_until_ok(
+        "DescribeClientQuotas to show the change",
+        Duration::from_secs(15),
+        || match describe(c, 1, &[], false) {
+            Ok(got) if got == want => Ok(()),
+            other => Err(format!("{other:?}")),
+        },
+    );
+}
+
+fn ent(pairs: Entity) -> Vec<(String, Option<String>)> {
+    let mut v: Vec<_> = pairs
+        .iter()
+        .map(|(t, n)| (t.to_string(), n.map(str::to_string)))
+        .collect();
+    v.sort();
+    v
+}
+
+fn vals(pairs: &[(&str, f64)]) -> Vec<(String, f64)> {
+    pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+}
+
+/// Kafka's validation, one refused entry at a time: (entry, error code, message).
+fn refused_entries() -> Vec<(EntryData, &'static str)> {
+    vec![
+        (
+            entry(&[("user", Some("alice"))], &[("bogus_rate", Some(1.0))]),
+            "Invalid configuration key bogus_rate",
+        ),
+        (
+            entry(
+                &[("user", Some("alice"))],
+                &[("producer_byte_rate", Some(1.5))],
+            ),
+            "producer_byte_rate cannot be a fractional value.",
+        ),
+        (
+            entry(
+                &[("client-id", Some("c"))],
+                &[("consumer_byte_rate", Some(0.0))],
+            ),
+            "Quota consumer_byte_rate must be greater than 0",
+        ),
+        (
+            entry(
+                &[("group", Some("g"))],
+                &[("producer_byte_rate", Some(1.0))],
+            ),
+            "Unhandled client quota entity type: group",
+        ),
+        (
+            entry(&[("user", Some(""))], &[("producer_byte_rate", Some(1.0))]),
+            "Empty user not supported",
+        ),
+        (
+            entry(
+                &[("ip", Some("10.0.0.1"))],
+                &[("producer_byte_rate", Some(1.0))],
+            ),
+            "Invalid configuration key producer_byte_rate",
+        ),
+        (
+            entry(&[], &[("producer_byte_rate", Some(1.0))]),
+            "Invalid empty client quota entity",
+        ),
+    ]
+}
+
+/// The quotas the test sets: a user's, the default client-id's, a client-id's under the
+/// default user, and the default IP's.
+fn set_quotas() -> Vec<EntryData> {
+    vec![
+        entry(
+            &[("user", Some("alice"))],
+            &[("producer_byte_rate", Some(1024.0))],
+        ),
+        entry(
+            &[("client-id", None)],
+            &[("consumer_byte_rate", Some(2048.0))],
+        ),
+        entry(
+            &[("user", None), ("client-id", Some("app"))],
+            &[
+                ("request_percentage", Some(12.5)),
+                ("controller_mutation_rate", Some(3.0)),
+            ],
+        ),
+        entry(&[("ip", None)], &[("connection_creation_rate", Some(50.0))]),
+    ]
+}
+
+/// How DescribeClientQuotas describes [`set_quotas`]' entities.
+struct Expected {
+    alice: Described,
+    default_client: Described,
+    default_user_app: Described,
+    default_ip: Described,
+}
+
+fn expected() -> Expected {
+    let alice = (
+        ent(&[("user", Some("alice"))]),
+        vals(&[("producer_byte_rate", 1024.0)]),
+    );
+    let default_client = (
+        ent(&[("client-id", None)]),
+        vals(&[("consumer_byte_rate", 2048.0)]),
+    );
+    let default_user_app = (
+        ent(&[("user", None), ("client-id", Some("app"))]),
+        vals(&[
+            ("controller_mutation_rate", 3.0),
+            ("request_percentage", 12.5),
+        ]),
+    );
+    let default_ip = (
+        ent(&[("ip", None)]),
+        vals(&[("connection_creation_rate", 50.0)]),
+    );
+    Expected {
+        alice,
+        default_client,
+        default_user_app,
+        default_ip,
+    }
+}
+
+/// Kafka's match types and `strict` over [`set_quotas`]' entities.
+fn filters_match(c: &mut WireClient, e: &Expected) {
+    let (alice, default_client, default_user_app, default_ip) = (
+        &e.alice,
+        &e.default_client,
+        &e.default_user_app,
+        &e.default_ip,
+    );
+    let cases: Vec<(Filter, bool, Vec<Described>)> = vec![
+        (
+            &[("user", EXACT, Some("alice"))],
+            false,
+            vec![alice.clone()],
+        ),
+        (
+            &[("client-id", DEFAULT, None)],
+            false,
+            vec![default_client.clone()],
+        ),
+        (
+            &[("user", DEFAULT, None)],
+            false,
+            vec![default_user_app.clone()],
+        ),
+        (&[("user", DEFAULT, None)], true, vec![]),
+        (&[("ip", DEFAULT, None)], false, vec![default_ip.clone()]),
+        (&[("user", SPECIFIED, None)], true, vec![alice.clone()]),
+        (
+            &[("user", SPECIFIED, None), ("client-id", EXACT, Some("app"))],
+            true,
+            vec![default_user_app.clone()],
+        ),
+    ];
+    for (components, strict, want) in &cases {
+        let mut want = want.clone();
+        want.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            describe(c, 1, components, *strict),
+            Ok(want),
+            "{components:?} strict={strict}"
+        );
+    }
+    // `user` specified, not strict: every entity with a user part.
+    let mut users = vec![alice.clone(), default_user_app.clone()];
+    users.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        describe(c, 0, &[("user", SPECIFIED, None)], false),
+        Ok(users)
+    );
+}
+
+/// The filters Kafka refuses, with its errors.
+fn filter_errors(c: &mut WireClient) {
+    let bad: &[(Filter, i16, &str)] = &[
+        (&[("group", SPECIFIED, None)], UNSUPPORTED_VERSION, "Unsupported entity type group"),
+        (
+            &[("user", EXACT, None)],
+            INVALID_REQUEST,
+            "Request specified MATCH_TYPE_EXACT, but set match string to null.",
+        ),
+        (
+            &[("user", DEFAULT, Some("x"))],
+            INVALID_REQUEST,
+            "Request specified MATCH_TYPE_DEFAULT, but also specified a match string.",
+        ),
+        (
+            &[("user", SPECIFIED, None), ("user", DEFAULT, None)],
+            INVALID_REQUEST,
+            "Entity type user cannot appear more than once in the filter.",
+        ),
+        (
+            &[("ip", SPECIFIED, None), ("user", SPECIFIED, None)],
+            INVALID_REQUEST,
+            "Invalid entity filter component combination. IP filter component should not be used with user or clientId filter component.",
+        ),
+    ];
+    for (components, code, message) in bad {
+        assert_eq!(
+            describe(c, 1, components, false),
+            Err((*code, message.to_string())),
+            "{components:?}"
+        );
+    }
+}
+
+#[test]
+fn alter_and_describe_client_quotas_as_kafka_answers_them() {
+    let mut b = Broker::start();
+    let mut c = WireClient::connect(&b.bootstrap());
+    for (e, message) in refused_entries() {
+        let got = alter(&mut c, 1, vec![e], false);
+        assert_eq!(
+            got,
+            vec![(INVALID_REQUEST, Some(message.to_string()))],
+            "{message}"
+        );
+    }
+    // validate_only answers as a real change would, and changes nothing.
+    let checked = alter(
+        &mut c,
+        0,
+        vec![entry(
+            &[("user", Some("bob"))],
+            &[("producer_byte_rate", Some(10.0))],
+        )],
+        true,
+    );
+    assert_eq!(checked, vec![(0, None)]);
+    assert_eq!(describe(&mut c, 1, &[], false), Ok(vec![]));
+
+    let ok = alter(&mut c, 1, set_quotas(), false);
+    assert_eq!(ok, vec![(0, None); 4]);
+
+    let e = expected();
+    let mut expect_all = vec![
+        e.alice.clone(),
+        e.default_client.clone(),
+        e.default_user_app.clone(),
+        e.default_ip.clone(),
+    ];
+    expect_all.sort_by(|a, b| a.0.cmp(&b.0));
+    await_described(&mut c, &expect_all);
+    filters_match(&mut c, &e);
+    filter_errors(&mut c);
+
+    // Removing the last key removes the entity.
+    let removed = alter(
+        &mut c,
+        1,
+        vec![entry(
+            &[("ip", None)],
+            &[("connection_creation_rate", None)],
+        )],
+        false,
+    );
+    assert_eq!(removed, vec![(0, None)]);
+    let mut kept: Vec<Described> = expect_all
+        .into_iter()
+        .filter(|x| x != &e.default_ip)
+        .collect();
+    kept.sort_by(|a, b| a.0.cmp(&b.0));
+    await_described(&mut c, &kept);
+
+    // The quotas are in the metadata log: a restarted node has them.
+    drop(c);
+    b.restart();
+    let mut c = WireClient::connect(&b.bootstrap());
+    await_described(&mut c, &kept);
+}
+
+/// librdkafka's statistics: the largest broker throttle time seen (`brokers.*.throttle.max`).
+#[derive(Default)]
+struct ThrottleStats {
+    max_ms: Arc<AtomicI64>,
+}
+
+impl ClientContext for ThrottleStats {
+    fn stats(&self, statistics: Statistics) {
+        for b in statistics.brokers.values() {
+            if let Some(t) = &b.throttle {
+                self.max_ms.fetch_max(t.max, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+impl rdkafka::producer::ProducerContext for ThrottleStats {
+    type DeliveryOpaque = ();
+    fn delivery(&self, _: &rdkafka::message::DeliveryResult<'_>, _: ()) {}
+}
+
+/// The quota the producer is held to: 100 KiB/s.
+const QUOTA_BYTES_PER_SECOND: f64 = 100.0 * 1024.0;
+/// How long the producer sends as fast as it can.
+const SEND_FOR: Duration = Duration::from_secs(5);
+/// Measured from here on, once the burst the first window allows is spent.
+const MEASURE_FROM: Duration = Duration::from_secs(2);
+const RECORD_BYTES: usize = 8 * 1024;
+/// Bounds the send loop whatever the broker does.
+const RECORDS_MAX: usize = 20_000;
+
+#[test]
+fn a_producer_is_held_to_its_producer_byte_rate() {
+    // Two samples of one second: the first window's burst is one quota's worth, so the rate
+    // settles within the test's few seconds (Kafka's defaults, 11 samples, allow ten).
+    let b = Broker::start_with(&[
+        ("quota.window.num", "2"),
+        ("quota.window.size.seconds", "1"),
+        ("admin.listener", "127.0.0.1:0"),
+    ]);
+    let mut c = WireClient::connect(&b.bootstrap());
+    c.ensure_topic("held");
+    let set = alter(
+        &mut c,
+        1,
+        vec![entry(
+            &[("client-id", Some("held-producer"))],
+            &[("producer_byte_rate", Some(QUOTA_BYTES_PER_SECOND))],
+        )],
+        false,
+    );
+    assert_eq!(set, vec![(0, None)]);
+
+    let (p, max_throttle) = held_producer(&b.bootstrap());
+    let payload = vec![7u8; RECORD_BYTES];
+    let start = Instant::now();
+    let mut sent_at_measure = None;
+    let mut sent = 0usize;
+    while start.elapsed() < SEND_FOR && sent < RECORDS_MAX {
+        let rec: BaseRecord<'_, [u8], [u8], ()> = BaseRecord::to("held").payload(&payload[..]);
+        match p.send(rec) {
+            Ok(()) => sent += 1,
+            // The local queue is full: the broker is holding the producer back.
+            Err(_) => {
+                p.poll(Duration::from_millis(10));
+            }
+        }
+        p.poll(Duration::ZERO);
+        if sent_at_measure.is_none() && start.elapsed() >= MEASURE_FROM {
+            sent_at_measure = Some((sent - p.in_flight_count() as usize, Instant::now()));
+        }
+    }
+    let acked_at_end = sent - p.in_flight_count() as usize;
+    let (acked_at_measure, measured_from) = sent_at_measure.expect("ran past MEASURE_FROM");
+    let rate = (acked_at_end - acked_at_measure) as f64 * RECORD_BYTES as f64
+        / measured_from.elapsed().as_secs_f64();
+    p.flush(Duration::from_secs(30)).expect("flush");
+    // Let one more statistics interval report the last throttles.
+    p.poll(Duration::from_millis(300));
+    let ratio = rate / QUOTA_BYTES_PER_SECOND;
+    let max_ms = max_throttle.load(Ordering::Relaxed);
+    eprintln!("measured {rate:.0} B/s (quota ratio {ratio:.2}), largest throttle {max_ms} ms");
+    assert!(
+        (0.6..=1.4).contains(&ratio),
+        "measured {rate:.0} B/s against a quota of {QUOTA_BYTES_PER_SECOND} B/s"
+    );
+    assert!(max_ms > 0, "no Produce answer carried a throttle time");
+    assert_throttle_metric(&b);
+}
+
+/// A librdkafka producer as `held-producer` with a small queue (so that a held-back broker
+/// holds the sends back), and the largest throttle time its statistics report.
+fn held_producer(bootstrap: &str) -> (BaseProducer<ThrottleStats>, Arc<AtomicI64>) {
+    let stats = ThrottleStats::default();
+    let max_throttle = stats.max_ms.clone();
+    let p = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("client.id", "held-producer")
+        .set("linger.ms", "5")
+        .set("batch.size", "16384")
+        .set("queue.buffering.max.kbytes", "64")
+        .set("statistics.interval.ms", "200")
+        .create_with_context(stats)
+        .expect("create producer");
+    (p, max_throttle)
+}
+
+fn assert_throttle_metric(b: &Broker) {
+    // On Brook, /metrics counts the throttle time by quota type (Kafka's READY line, behind
+    // kafka-as-brook.sh, names no admin listener).
+    if let Some(admin) = b
+        .ready_line()
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix("admin="))
+    {
+        let body = scrape_metrics(admin);
+        let line = body
+            .lines()
+            .find(|l| l.starts_with("brook_quota_throttle_time_ms_total{quota_type=\"Produce\"}"))
+            .unwrap_or_else(|| panic!("no produce throttle metric in\n{body}"));
+        let ms: f64 = line
+            .rsplit(' ')
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0);
+        assert!(ms > 0.0, "{line}");
+    }
+}
+
+/// `GET /metrics` on the admin listener, the body.
+fn scrape_metrics(admin: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(admin).expect("connect admin listener");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).expect("read /metrics");
+    raw.split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default()
+}

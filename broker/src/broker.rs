@@ -43,6 +43,8 @@ pub struct Broker {
     pub share: crate::share::SharePartitionManager,
     /// Metadata's topic auto-creations in flight.
     pub auto_topics: crate::auto_topic_creation::AutoTopicCreationManager,
+    /// KIP-714 client instances and their last pushed metrics.
+    pub telemetry: crate::telemetry::ClientMetricsManager,
 }
 
 impl Broker {

@@ -25,6 +25,7 @@ pub mod acl_control;
 pub mod cluster_control;
 pub mod configuration_control;
 pub mod error;
+pub mod feature_control;
 #[cfg(test)]
 mod fixtures;
 pub mod image;
@@ -763,6 +764,33 @@ impl Controller {
         self.inner.submit(req).await.map(|_| ())
     }
 
+    /// UpdateFeatures through the active controller (Kafka's `QuorumController.updateFeatures`).
+    pub async fn update_features(
+        &self,
+        updates: Vec<feature_control::FeatureUpdate>,
+        validate_only: bool,
+    ) -> Result<(), ControllerError> {
+        let req = ControllerRequest::UpdateFeatures {
+            updates,
+            validate_only,
+        };
+        self.inner.submit(req).await.map(|_| ())
+    }
+
+    /// Client-metrics subscription `name`'s keys set or removed; the caller has validated the
+    /// resulting set (`telemetry::validate_subscription`).
+    pub async fn alter_client_metrics_configs(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, Option<String>>,
+    ) -> Result<(), ControllerError> {
+        let req = ControllerRequest::AlterClientMetricsConfigs {
+            name: name.to_string(),
+            configs,
+        };
+        self.inner.submit(req).await.map(|_| ())
+    }
+
     /// CreateAcls through the active controller: per binding, `None` when created (or
     /// present already), else the INVALID_REQUEST message.
     pub async fn create_acls(
@@ -984,13 +1012,15 @@ fn unexpected(reply: ControllerReply) -> ControllerError {
 }
 
 impl Inner {
-    /// What the decisions depend on besides the image. ELR is on: Kafka 4.4 formats new
-    /// clusters with `eligible.leader.replicas.version` 1.
-    fn policy(&self) -> configuration_control::ElectionPolicy {
+    /// What the decisions depend on besides the image: ELR as the image's
+    /// `eligible.leader.replicas.version` has it (1 on a new cluster, as Kafka 4.4 formats
+    /// one; Kafka's `FeatureControlManager.isElrFeatureEnabled`).
+    fn policy(&self, image: &MetadataImage) -> configuration_control::ElectionPolicy {
         configuration_control::ElectionPolicy {
             default_unclean: self.config.unclean_leader_election_enable,
             default_min_isr: self.config.min_insync_replicas,
-            elr_enabled: true,
+            elr_enabled: image.feature_level(crate::features::ELR_VERSION) >= 1,
+            node_id: self.config.node_id,
         }
     }
 
@@ -1141,7 +1171,7 @@ impl Inner {
             RaftError::Fatal(f) => internal(f),
         })?;
         let image = self.image_rx.borrow().clone();
-        let (records, reply) = request::decide(&image, req, &self.policy())?;
+        let (records, reply) = request::decide(&image, req, &self.policy(&image))?;
         let elections = leader_changes(&image, &records);
         if !records.is_empty() {
             self.raft

@@ -294,6 +294,7 @@ impl Collector for Scrape {
         encode_events(&self.broker, &mut enc)?;
         encode_gauges(&self.broker, &mut enc)?;
         encode_authentications(&self.broker, &mut enc)?;
+        encode_client_telemetry(&self.broker, &mut enc)?;
         control::encode_controller(&self.broker, &mut enc)?;
         control::encode_faults(&self.broker, &mut enc)
     }
@@ -535,6 +536,46 @@ fn encode_events(broker: &Broker, enc: &mut DescriptorEncoder) -> Result<(), fmt
 
 /// Kafka's socket-server `successful-authentication-total` and `failed-authentication-total`,
 /// per listener.
+fn f64_gauge_sample(m: prometheus_client::encoding::MetricEncoder, v: f64) -> Result<(), fmt::Error> {
+    ConstGauge::new(v).encode(m)
+}
+
+/// The last metrics each client instance pushed (KIP-714), one sample per point, labelled by
+/// client instance id, the client's metric name and its attributes (Kafka hands them to its
+/// telemetry receiver plugin instead).
+fn encode_client_telemetry(broker: &Broker, enc: &mut DescriptorEncoder) -> Result<(), fmt::Error> {
+    let clients = broker.telemetry.snapshot();
+    let rows = clients.iter().flat_map(|(id, c)| {
+        c.last_points.iter().map(move |p| {
+            let labels: Labels = vec![
+                ("client_instance_id", id.to_string()),
+                ("client_id", c.selectors.client_id.clone()),
+                ("metric", p.name.clone()),
+                ("attributes", p.attributes.clone()),
+            ];
+            (labels, p.value)
+        })
+    });
+    family(
+        enc,
+        "brook_client_metric",
+        "The last value each client instance pushed of each metric it is subscribed to (KIP-714 PushTelemetry).",
+        MetricType::Gauge,
+        rows,
+        f64_gauge_sample,
+    )?;
+    family(
+        enc,
+        "brook_client_telemetry_pushes",
+        "PushTelemetry requests accepted, by client instance (Kafka: client-metrics instance metrics).",
+        MetricType::Counter,
+        clients
+            .iter()
+            .map(|(id, c)| (vec![("client_instance_id", id.to_string())], c.pushes)),
+        counter_sample,
+    )
+}
+
 fn encode_authentications(broker: &Broker, enc: &mut DescriptorEncoder) -> Result<(), fmt::Error> {
     let rows: Vec<(String, u64, u64)> = broker
         .metrics

@@ -40,6 +40,10 @@ top_level_only!(
     DescribeAclsResponse,
     SaslHandshakeResponse,
     SaslAuthenticateResponse,
+    UpdateFeaturesResponse,
+    GetTelemetrySubscriptionsResponse,
+    PushTelemetryResponse,
+    ListConfigResourcesResponse,
 );
 
 /// Responses with one error code per element of a list (topics, groups, resources).

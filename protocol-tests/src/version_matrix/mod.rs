@@ -28,6 +28,7 @@ macro_rules! partition_codes {
 }
 
 pub mod acls;
+pub mod features;
 pub mod cases;
 pub mod env;
 pub mod groups;

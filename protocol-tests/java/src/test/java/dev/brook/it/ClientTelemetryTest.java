@@ -21,14 +21,13 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
 /**
- * Kafka 4.4's {@code kafka-features.sh} ({@code org.apache.kafka.tools.FeatureCommand}) and
- * {@code kafka-client-metrics.sh} ({@code ClientMetricsCommand}) against a broker, and a 4.4 producer's client
+ * Kafka 4.4's {@code kafka-client-metrics.sh} ({@code ClientMetricsCommand}) against a broker, and a 4.4 producer's client
  * telemetry (KIP-714, {@code enable.metrics.push=true} by default): it pushes the metrics a client-metrics
  * subscription asks for, which the broker keeps and shows in {@code /v1/client-metrics}; a producer no subscription
  * matches pushes nothing.
  */
 @ExtendWith(BrokerLogOnFailure.class)
-class FeaturesTelemetryTest {
+class ClientTelemetryTest {
 
     /** Bound on waiting for a producer's pushes to show. */
     static final Duration PUSH_WAIT_MAX = Duration.ofSeconds(30);
@@ -40,43 +39,13 @@ class FeaturesTelemetryTest {
     @BeforeAll
     static void start() {
         assumeFalse(TestBrokers.isExternal(), "the telemetry test reads its own broker's admin listener");
-        broker = BrookBroker.start("features-telemetry", FaultAdmin.adminListenerProps());
+        broker = BrookBroker.start("client-telemetry", FaultAdmin.adminListenerProps());
         bootstrap = broker.bootstrap();
     }
 
     @AfterAll
     static void stop() {
         if (broker != null) broker.close();
-    }
-
-    /** The line {@code kafka-features describe} prints for {@code feature}, its column padding cut to one space. */
-    static String describeLine(String feature) throws Exception {
-        String out = KafkaTool.tool("FeatureCommand", bootstrap, "describe").out();
-        return out.lines().map(l -> l.replaceAll("\\s+", " ").strip())
-            .filter(l -> l.startsWith("Feature: " + feature + " ")).findFirst()
-            .orElseThrow(() -> new AssertionError(feature + " not described in\n" + out));
-    }
-
-    @Test
-    void kafkaFeaturesDescribesDowngradesAndUpgrades() throws Exception {
-        String tv = describeLine("transaction.version");
-        assertTrue(tv.contains("SupportedMinVersion: 0 SupportedMaxVersion: 2 FinalizedVersionLevel: 2"), tv);
-        assertTrue(describeLine("metadata.version").contains("FinalizedVersionLevel: 4.4-IV2"),
-            describeLine("metadata.version"));
-        assertTrue(describeLine("group.version").contains("FinalizedVersionLevel: 1"));
-
-        // An upgrade past the supported range is refused with Kafka's message.
-        KafkaTool.Run refused = KafkaTool.run("FeatureCommand", bootstrap, "upgrade", "--feature",
-            "transaction.version=3");
-        assertTrue(refused.exit() != 0 && (refused.out() + refused.err()).contains("only supports versions 0-2"),
-            refused.toString());
-
-        KafkaTool.tool("FeatureCommand", bootstrap, "downgrade", "--feature", "transaction.version=1");
-        assertTrue(describeLine("transaction.version").contains("FinalizedVersionLevel: 1"),
-            describeLine("transaction.version"));
-        KafkaTool.tool("FeatureCommand", bootstrap, "upgrade", "--feature", "transaction.version=2");
-        assertTrue(describeLine("transaction.version").contains("FinalizedVersionLevel: 2"),
-            describeLine("transaction.version"));
     }
 
     static String clientMetricsView() throws Exception {

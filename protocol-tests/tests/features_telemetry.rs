@@ -40,7 +40,14 @@ fn finalized(c: &mut WireClient, name: &str) -> (Option<i16>, i64) {
     (level, r.finalized_features_epoch)
 }
 
-fn update(c: &mut WireClient, v: i16, name: &str, level: i16, ty: i8, validate: bool) -> UpdateFeaturesResponse {
+fn update(
+    c: &mut WireClient,
+    v: i16,
+    name: &str,
+    level: i16,
+    ty: i8,
+    validate: bool,
+) -> UpdateFeaturesResponse {
     let req = UpdateFeaturesRequest::default()
         .with_feature_updates(vec![FeatureUpdateKey::default()
             .with_feature(s(name))
@@ -61,13 +68,22 @@ fn update_features_changes_finalized_levels_as_kafka_does() {
     // A downgrade without a downgrade type, an unknown feature, a level past the range.
     let r = update(&mut c, 1, "transaction.version", 1, 1, false);
     assert_eq!(r.error_code, INVALID_UPDATE_VERSION, "{r:?}");
-    assert!(r.error_message.unwrap().contains("without setting the upgrade type"));
+    assert!(r
+        .error_message
+        .unwrap()
+        .contains("without setting the upgrade type"));
     let r = update(&mut c, 1, "no.such.feature", 1, 1, false);
     assert_eq!(r.error_code, INVALID_UPDATE_VERSION);
-    assert!(r.error_message.unwrap().ends_with("does not support this feature."));
+    assert!(r
+        .error_message
+        .unwrap()
+        .ends_with("does not support this feature."));
     let r = update(&mut c, 1, "transaction.version", 3, 1, false);
     assert_eq!(r.error_code, INVALID_UPDATE_VERSION);
-    assert!(r.error_message.unwrap().ends_with("only supports versions 0-2"));
+    assert!(r
+        .error_message
+        .unwrap()
+        .ends_with("only supports versions 0-2"));
     let r = update(&mut c, 2, "metadata.version", 20, 2, false);
     assert_eq!(r.error_code, INVALID_UPDATE_VERSION);
 
@@ -77,15 +93,26 @@ fn update_features_changes_finalized_levels_as_kafka_does() {
     assert_eq!(r.results.len(), 1, "v1 lists each feature");
     assert_eq!(finalized(&mut c, "transaction.version").0, Some(2));
     let r = update(&mut c, 2, "transaction.version", 1, 2, false);
-    assert_eq!((r.error_code, r.results.len()), (0, 0), "v2 lists none: {r:?}");
+    assert_eq!(
+        (r.error_code, r.results.len()),
+        (0, 0),
+        "v2 lists none: {r:?}"
+    );
     let (tv, new_epoch) = finalized(&mut c, "transaction.version");
     assert_eq!(tv, Some(1));
     assert!(new_epoch > epoch, "{new_epoch} > {epoch}");
 
     // group.version 0 turns the consumer group protocol off (Kafka's
     // `isConsumerGroupProtocolEnabled`), and back on.
-    assert_eq!(update(&mut c, 2, "group.version", 0, 3, false).error_code, 0);
-    assert_eq!(finalized(&mut c, "group.version").0, None, "level 0 is left out");
+    assert_eq!(
+        update(&mut c, 2, "group.version", 0, 3, false).error_code,
+        0
+    );
+    assert_eq!(
+        finalized(&mut c, "group.version").0,
+        None,
+        "level 0 is left out"
+    );
     let hb = ConsumerGroupHeartbeatRequest::default()
         .with_group_id(s("g").into())
         .with_member_epoch(0)
@@ -93,7 +120,10 @@ fn update_features_changes_finalized_levels_as_kafka_does() {
         .with_subscribed_topic_names(Some(vec![s("t").into()]));
     let r: ConsumerGroupHeartbeatResponse = c.request(0, &hb);
     assert_eq!(r.error_code, UNSUPPORTED_VERSION);
-    assert_eq!(update(&mut c, 2, "group.version", 1, 1, false).error_code, 0);
+    assert_eq!(
+        update(&mut c, 2, "group.version", 1, 1, false).error_code,
+        0
+    );
     let r: ConsumerGroupHeartbeatResponse = c.request(0, &hb);
     assert_ne!(r.error_code, UNSUPPORTED_VERSION, "{r:?}");
 }
@@ -106,13 +136,23 @@ fn alter(c: &mut WireClient, name: &str, configs: &[(&str, &str)]) -> (i16, Stri
             .with_configs(
                 configs
                     .iter()
-                    .map(|(k, v)| AlterableConfig::default().with_name(s(k)).with_value(Some(s(v))))
+                    .map(|(k, v)| {
+                        AlterableConfig::default()
+                            .with_name(s(k))
+                            .with_value(Some(s(v)))
+                    })
                     .collect(),
             ),
     ]);
     let r: IncrementalAlterConfigsResponse = c.request(1, &req);
     let x = &r.responses[0];
-    (x.error_code, x.error_message.as_ref().map(|m| m.to_string()).unwrap_or_default())
+    (
+        x.error_code,
+        x.error_message
+            .as_ref()
+            .map(|m| m.to_string())
+            .unwrap_or_default(),
+    )
 }
 
 /// An OTLP `MetricsData` with one gauge point named `name` of value `v` (hand-encoded:
@@ -134,13 +174,19 @@ fn otlp(name: &str, v: f64) -> Vec<u8> {
 
 #[test]
 fn client_metrics_subscriptions_and_pushes() {
-    let broker = Broker::start_with(&[("admin.listener", "127.0.0.1:0"), ("telemetry.max.bytes", "1000")]);
+    let broker = Broker::start_with(&[
+        ("admin.listener", "127.0.0.1:0"),
+        ("telemetry.max.bytes", "1000"),
+    ]);
     let admin = broker.admin_address();
     let mut c = WireClient::connect(&broker.bootstrap());
 
     // Without a subscription a client gets no metrics to send.
     let get = |c: &mut WireClient, id: uuid::Uuid| -> GetTelemetrySubscriptionsResponse {
-        c.request(0, &GetTelemetrySubscriptionsRequest::default().with_client_instance_id(id))
+        c.request(
+            0,
+            &GetTelemetrySubscriptionsRequest::default().with_client_instance_id(id),
+        )
     };
     let r = get(&mut c, uuid::Uuid::nil());
     assert_eq!(r.error_code, 0);
@@ -149,21 +195,53 @@ fn client_metrics_subscriptions_and_pushes() {
     assert_eq!(r.accepted_compression_types, vec![4, 3, 1, 2]);
 
     // ClientMetricsConfigs' validation.
-    assert_eq!(alter(&mut c, "sub", &[("interval.ms", "50")]).0, INVALID_REQUEST);
+    assert_eq!(
+        alter(&mut c, "sub", &[("interval.ms", "50")]).0,
+        INVALID_REQUEST
+    );
     assert_eq!(alter(&mut c, "sub", &[("nope", "1")]).0, INVALID_REQUEST);
-    assert_eq!(alter(&mut c, "sub", &[("match", "bad_selector=x")]).0, INVALID_CONFIG);
-    let ok = alter(&mut c, "sub", &[("metrics", "org.apache.kafka.producer."), ("interval.ms", "1000"), ("match", "client_id=tele.*")]);
+    assert_eq!(
+        alter(&mut c, "sub", &[("match", "bad_selector=x")]).0,
+        INVALID_CONFIG
+    );
+    let ok = alter(
+        &mut c,
+        "sub",
+        &[
+            ("metrics", "org.apache.kafka.producer."),
+            ("interval.ms", "1000"),
+            ("match", "client_id=tele.*"),
+        ],
+    );
     assert_eq!(ok.0, 0, "{ok:?}");
-    let d: DescribeConfigsResponse = c.request(4, &DescribeConfigsRequest::default().with_resources(vec![
-        describe_configs_request::DescribeConfigsResource::default().with_resource_type(CLIENT_METRICS).with_resource_name(s("sub")),
-    ]));
-    let names: Vec<String> = d.results[0].configs.iter().map(|e| e.name.to_string()).collect();
+    let d: DescribeConfigsResponse = c.request(
+        4,
+        &DescribeConfigsRequest::default().with_resources(vec![
+            describe_configs_request::DescribeConfigsResource::default()
+                .with_resource_type(CLIENT_METRICS)
+                .with_resource_name(s("sub")),
+        ]),
+    );
+    let names: Vec<String> = d.results[0]
+        .configs
+        .iter()
+        .map(|e| e.name.to_string())
+        .collect();
     assert_eq!(names, ["interval.ms", "match", "metrics"], "{d:?}");
 
     // ListConfigResources: v0 the subscriptions, v1 by type.
     let l: ListConfigResourcesResponse = c.request(0, &ListConfigResourcesRequest::default());
-    assert_eq!(l.config_resources.iter().map(|r| r.resource_name.to_string()).collect::<Vec<_>>(), ["sub"]);
-    let l: ListConfigResourcesResponse = c.request(1, &ListConfigResourcesRequest::default().with_resource_types(vec![4]));
+    assert_eq!(
+        l.config_resources
+            .iter()
+            .map(|r| r.resource_name.to_string())
+            .collect::<Vec<_>>(),
+        ["sub"]
+    );
+    let l: ListConfigResourcesResponse = c.request(
+        1,
+        &ListConfigResourcesRequest::default().with_resource_types(vec![4]),
+    );
     assert_eq!(l.config_resources.len(), 1, "{l:?}");
     assert_eq!(l.config_resources[0].resource_type, 4);
 
@@ -187,8 +265,14 @@ fn client_metrics_subscriptions_and_pushes() {
         let r: PushTelemetryResponse = c.request(0, &req);
         r.error_code
     };
-    assert_eq!(push(&mut tele, sub + 1, Vec::new(), false), UNKNOWN_SUBSCRIPTION_ID);
-    assert_eq!(push(&mut tele, sub, vec![0; 1001], true), TELEMETRY_TOO_LARGE);
+    assert_eq!(
+        push(&mut tele, sub + 1, Vec::new(), false),
+        UNKNOWN_SUBSCRIPTION_ID
+    );
+    assert_eq!(
+        push(&mut tele, sub, vec![0; 1001], true),
+        TELEMETRY_TOO_LARGE
+    );
     // Terminated: the instance takes no more pushes.
     assert_eq!(push(&mut tele, sub, Vec::new(), false), INVALID_REQUEST);
 
@@ -215,5 +299,8 @@ fn client_metrics_subscriptions_and_pushes() {
     );
     assert!(metrics.contains(&line), "{line} in\n{metrics}");
     let view = admin_get(&admin, "/v1/client-metrics").expect("view");
-    assert!(view.contains("org.apache.kafka.producer.record.send.rate"), "{view}");
+    assert!(
+        view.contains("org.apache.kafka.producer.record.send.rate"),
+        "{view}"
+    );
 }

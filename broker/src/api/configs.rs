@@ -1088,7 +1088,11 @@ pub fn handle_list_config_resources(
         .into_iter()
         .map(|(t, n)| {
             let r = ConfigResource::default().with_resource_name(sb(n));
-            if ctx.api_version >= 1 { r.with_resource_type(t) } else { r }
+            if ctx.api_version >= 1 {
+                r.with_resource_type(t)
+            } else {
+                r
+            }
         })
         .collect();
     ListConfigResourcesResponse::default().with_config_resources(resources)

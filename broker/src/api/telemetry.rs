@@ -64,7 +64,8 @@ pub fn handle_get_telemetry_subscriptions(
     let answer = broker
         .telemetry
         .with_instance(&image, id, selectors(ctx, id), now, |c| {
-            telemetry::may_get(c, now).then(|| (c.subscription_id, c.metrics.clone(), c.push_interval_ms))
+            telemetry::may_get(c, now)
+                .then(|| (c.subscription_id, c.metrics.clone(), c.push_interval_ms))
         });
     let Some((subscription_id, metrics, interval)) = answer else {
         return GetTelemetrySubscriptionsResponse::default()
@@ -106,13 +107,18 @@ fn check_push(
 }
 
 /// The metrics payload, decompressed (bounded by `max_bytes`) and decoded.
-fn decode_metrics(compression: i8, bytes: &[u8], max_bytes: usize) -> Option<Vec<telemetry::MetricPoint>> {
+fn decode_metrics(
+    compression: i8,
+    bytes: &[u8],
+    max_bytes: usize,
+) -> Option<Vec<telemetry::MetricPoint>> {
     use brook_storage::records::RecordBytes;
     let codec = brook_storage::Codec::from_id(u8::try_from(compression).ok()?)?;
     if codec == brook_storage::Codec::None {
         return telemetry::decode_otlp(bytes);
     }
-    let mut s = brook_storage::decompress::RecordStream::open_bounded(codec, bytes, max_bytes).ok()?;
+    let mut s =
+        brook_storage::decompress::RecordStream::open_bounded(codec, bytes, max_bytes).ok()?;
     let mut plain = Vec::new();
     while s.has_more().ok()? {
         plain.push(s.byte()?);

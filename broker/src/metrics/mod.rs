@@ -536,7 +536,10 @@ fn encode_events(broker: &Broker, enc: &mut DescriptorEncoder) -> Result<(), fmt
 
 /// Kafka's socket-server `successful-authentication-total` and `failed-authentication-total`,
 /// per listener.
-fn f64_gauge_sample(m: prometheus_client::encoding::MetricEncoder, v: f64) -> Result<(), fmt::Error> {
+fn f64_gauge_sample(
+    m: prometheus_client::encoding::MetricEncoder,
+    v: f64,
+) -> Result<(), fmt::Error> {
     ConstGauge::new(v).encode(m)
 }
 

@@ -68,7 +68,9 @@ pub fn validate_subscription(
         let ms: i32 = v.trim().parse().map_err(|_| {
             (
                 E::InvalidConfig.code(),
-                format!("Invalid value {v} for configuration interval.ms: Not a number of type INT"),
+                format!(
+                    "Invalid value {v} for configuration interval.ms: Not a number of type INT"
+                ),
             )
         })?;
         if !(INTERVAL_MS_MIN..=INTERVAL_MS_MAX).contains(&ms) {
@@ -93,7 +95,8 @@ fn parse_matches(list: &str) -> Result<Vec<(String, regex::Regex)>, String> {
                 return Err(illegal());
             }
             // Java's `Matcher.matches`: the whole value.
-            let re = regex::Regex::new(&format!("^(?:{})$", pattern.trim())).map_err(|_| illegal())?;
+            let re =
+                regex::Regex::new(&format!("^(?:{})$", pattern.trim())).map_err(|_| illegal())?;
             Ok((param.to_string(), re))
         })
         .collect()
@@ -228,7 +231,10 @@ impl ClientMetricsManager {
         let sub_id = subscription_id(&metrics, interval, id);
         let mut all = self.instances.lock();
         if !all.contains_key(&id) && all.len() >= CLIENT_INSTANCES_MAX {
-            if let Some(oldest) = all.iter().min_by_key(|(_, c)| c.last_heard_ms).map(|(k, _)| *k)
+            if let Some(oldest) = all
+                .iter()
+                .min_by_key(|(_, c)| c.last_heard_ms)
+                .map(|(k, _)| *k)
             {
                 all.remove(&oldest);
             }

@@ -28,7 +28,11 @@ pub fn update_features(env: &mut Env, v: i16) -> R {
         // v0 has no validate_only: it would apply the downgrade, so it asks for the level
         // in force (2), which changes nothing.
         let req = if v == 0 {
-            let level = if name == "transaction.version" { 2 } else { level };
+            let level = if name == "transaction.version" {
+                2
+            } else {
+                level
+            };
             UpdateFeaturesRequest::default().with_feature_updates(vec![key(name, level)])
         } else {
             UpdateFeaturesRequest::default()

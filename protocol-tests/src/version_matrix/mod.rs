@@ -28,9 +28,9 @@ macro_rules! partition_codes {
 }
 
 pub mod acls;
-pub mod features;
 pub mod cases;
 pub mod env;
+pub mod features;
 pub mod groups;
 pub mod share;
 pub mod txns;

@@ -10,6 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::configuration_control::ElectionPolicy;
 use super::error::ControllerError;
 use super::image::{MetadataImage, MetadataRecord};
 use super::request::{ControllerReply, ControllerResult};
@@ -113,22 +114,45 @@ fn update_feature(
 }
 
 /// UpdateFeatures: every update valid, or the first error and no records; `validate_only`
-/// records nothing either way.
+/// records nothing either way. Turning ELR on also records the cluster-level
+/// `min.insync.replicas` when none is set, with the static value (Kafka's
+/// `ConfigurationControlManager.maybeGenerateElrSafetyRecords`), so the min ISR the ELR
+/// rules read cannot change under them by a broker's restart with another value.
 pub fn update_features(
     image: &MetadataImage,
-    node_id: i32,
+    policy: &ElectionPolicy,
     updates: &[FeatureUpdate],
     validate_only: bool,
 ) -> Result<ControllerResult, ControllerError> {
-    let mut records = Vec::with_capacity(updates.len());
+    let mut records = Vec::with_capacity(updates.len() + 1);
     for u in updates {
-        records.extend(update_feature(image, node_id, u)?);
+        records.extend(update_feature(image, policy.node_id, u)?);
     }
     if validate_only {
-        records.clear();
+        return Ok((Vec::new(), ControllerReply::Done));
+    }
+    let elr_on = updates
+        .iter()
+        .any(|u| u.name == features::ELR_VERSION && u.level > 0);
+    let min_isr_set = image
+        .broker_configs
+        .get("")
+        .is_some_and(|c| c.contains_key(MIN_ISR_KEY));
+    if elr_on && !min_isr_set {
+        records.push(MetadataRecord::AlterBrokerConfigs {
+            resource: String::new(),
+            configs: [(
+                MIN_ISR_KEY.to_string(),
+                Some(policy.default_min_isr.to_string()),
+            )]
+            .into(),
+        });
     }
     Ok((records, ControllerReply::Done))
 }
+
+/// The broker key the ELR rules read.
+const MIN_ISR_KEY: &str = "min.insync.replicas";
 
 #[cfg(test)]
 mod tests {
@@ -153,8 +177,13 @@ mod tests {
     fn decides_as_kafka() {
         let img = MetadataImage::default();
         let tv = features::TRANSACTION_VERSION;
-        let (records, _) =
-            update_features(&img, 1, &update(tv, 1, UpgradeType::SafeDowngrade), false).unwrap();
+        let (records, _) = update_features(
+            &img,
+            &crate::controller::fixtures::ELR,
+            &update(tv, 1, UpgradeType::SafeDowngrade),
+            false,
+        )
+        .unwrap();
         assert_eq!(
             records,
             vec![MetadataRecord::FeatureLevel {
@@ -162,17 +191,56 @@ mod tests {
                 level: 1
             }]
         );
-        let refused = update_features(&img, 1, &update(tv, 1, UpgradeType::Upgrade), false);
+        let refused = update_features(
+            &img,
+            &crate::controller::fixtures::ELR,
+            &update(tv, 1, UpgradeType::Upgrade),
+            false,
+        );
         assert!(message(refused).contains("without setting the upgrade type"));
-        let too_new = update_features(&img, 1, &update(tv, 3, UpgradeType::Upgrade), false);
+        let too_new = update_features(
+            &img,
+            &crate::controller::fixtures::ELR,
+            &update(tv, 3, UpgradeType::Upgrade),
+            false,
+        );
         assert_eq!(
             message(too_new),
             "Invalid update version 3 for feature transaction.version. Local controller 1 only \
              supports versions 0-2"
         );
-        let unknown = update_features(&img, 1, &update("x", 1, UpgradeType::Upgrade), false);
+        let unknown = update_features(
+            &img,
+            &crate::controller::fixtures::ELR,
+            &update("x", 1, UpgradeType::Upgrade),
+            false,
+        );
         assert!(message(unknown).ends_with("Local controller 1 does not support this feature."));
-        let validate = update_features(&img, 1, &update(tv, 0, UpgradeType::UnsafeDowngrade), true);
+        let validate = update_features(
+            &img,
+            &crate::controller::fixtures::ELR,
+            &update(tv, 0, UpgradeType::UnsafeDowngrade),
+            true,
+        );
         assert!(validate.unwrap().0.is_empty());
+    }
+
+    #[test]
+    fn turning_elr_on_records_the_cluster_min_isr() {
+        let mut img = MetadataImage::default();
+        img.feature_levels.insert(features::ELR_VERSION.into(), 0);
+        let on = update(features::ELR_VERSION, 1, UpgradeType::Upgrade);
+        let policy = crate::controller::fixtures::ELR;
+        let (records, _) = update_features(&img, &policy, &on, false).unwrap();
+        assert_eq!(records.len(), 2, "{records:?}");
+        assert!(
+            matches!(&records[1], MetadataRecord::AlterBrokerConfigs { resource, configs }
+            if resource.is_empty() && configs[MIN_ISR_KEY].as_deref() == Some("2"))
+        );
+        for r in &records {
+            img.apply(r).unwrap();
+        }
+        let (records, _) = update_features(&img, &policy, &on, false).unwrap();
+        assert_eq!(records.len(), 1, "already set: {records:?}");
     }
 }

@@ -392,9 +392,7 @@ pub fn decide(
         ControllerRequest::UpdateFeatures {
             updates,
             validate_only,
-        } => {
-            super::feature_control::update_features(image, policy.node_id, updates, *validate_only)
-        }
+        } => super::feature_control::update_features(image, policy, updates, *validate_only),
         ControllerRequest::AlterClientMetricsConfigs { name, configs } => Ok((
             vec![MetadataRecord::AlterClientMetricsConfigs {
                 name: name.clone(),

@@ -343,3 +343,114 @@ pub fn decode_otlp(bytes: &[u8]) -> Option<Vec<MetricPoint>> {
 }
 
 mod proto;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image(configs: &[(&str, &[(&str, &str)])]) -> MetadataImage {
+        let mut img = MetadataImage::default();
+        for (name, kvs) in configs {
+            let kv = kvs.iter().map(|(k, v)| (k.to_string(), v.to_string()));
+            img.client_metrics_configs
+                .insert(name.to_string(), kv.collect());
+        }
+        img
+    }
+
+    #[test]
+    fn subscriptions_validate_as_kafka() {
+        let ok: BTreeMap<String, String> = [("interval.ms", "100"), ("match", "client_id=a.*")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        assert!(validate_subscription("s", &ok).is_ok());
+        assert_eq!(validate_subscription("", &ok).unwrap_err().0, 42);
+        let mut bad = ok.clone();
+        bad.insert("interval.ms".into(), "3600001".into());
+        assert_eq!(validate_subscription("s", &bad).unwrap_err().0, 42);
+        bad.insert("interval.ms".into(), "100".into());
+        bad.insert("match".into(), "client_id=a=b".into());
+        assert_eq!(validate_subscription("s", &bad).unwrap_err().0, 40);
+    }
+
+    #[test]
+    fn a_client_gets_the_union_of_what_it_matches() {
+        let img = image(&[
+            ("a", &[("metrics", "x.,y."), ("interval.ms", "2000")]),
+            (
+                "b",
+                &[
+                    ("metrics", "z."),
+                    ("interval.ms", "1000"),
+                    ("match", "client_id=p"),
+                ],
+            ),
+        ]);
+        let p = ClientSelectors {
+            client_id: "p".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            evaluate(&img, &p),
+            (vec!["x.".into(), "y.".into(), "z.".into()], 1000)
+        );
+        let q = ClientSelectors {
+            client_id: "pq".into(),
+            ..Default::default()
+        };
+        assert_eq!(evaluate(&img, &q), (vec!["x.".into(), "y.".into()], 2000));
+        let all = image(&[("a", &[("metrics", "*,x.")])]);
+        assert_eq!(evaluate(&all, &q).0, vec!["*".to_string()]);
+        assert_eq!(
+            evaluate(&MetadataImage::default(), &q),
+            (vec![], INTERVAL_MS_DEFAULT)
+        );
+    }
+
+    #[test]
+    fn pushes_are_paced_by_the_interval() {
+        let m = ClientMetricsManager::default();
+        let img = image(&[("a", &[("metrics", "*"), ("interval.ms", "1000")])]);
+        let id = Uuid::from_u128(7);
+        let who = ClientSelectors::default();
+        m.with_instance(&img, id, who.clone(), 0, |c| {
+            assert!(may_get(c, 0));
+            assert!(!may_get(c, 10), "again within the interval");
+            assert!(may_push(c, 500), "right after a get");
+            assert!(!may_push(c, 900));
+            assert!(may_push(c, 1500));
+        });
+    }
+
+    #[test]
+    fn otlp_gauges_and_sums_decode_and_garbage_does_not() {
+        // MetricsData > ResourceMetrics(1) > ScopeMetrics(2) > Metric(2){name 1, sum 7 >
+        // NumberDataPoint(1){as_int 6, attribute 7 {key 1, value 2 {string 1}}}}.
+        let mut point = vec![0x31];
+        point.extend_from_slice(&42i64.to_le_bytes());
+        point.extend_from_slice(&[0x3a, 0x08, 0x0a, 0x01, b'k', 0x12, 0x03, 0x0a, 0x01, b'v']);
+        let mut sum = vec![0x0a, point.len() as u8];
+        sum.extend(point);
+        let mut metric = vec![0x0a, 0x01, b'm', 0x3a, sum.len() as u8];
+        metric.extend(sum);
+        let wrap = |field: u8, body: Vec<u8>| {
+            let mut v = vec![(field << 3) | 2, body.len() as u8];
+            v.extend(body);
+            v
+        };
+        let data = wrap(1, wrap(2, wrap(2, metric)));
+        let points = decode_otlp(&data).expect("decodes");
+        assert_eq!(points.len(), 1);
+        assert_eq!(
+            (points[0].name.as_str(), points[0].attributes.as_str()),
+            ("m", "k=v")
+        );
+        assert_eq!(points[0].value, 42.0);
+        assert!(
+            decode_otlp(&[0x0a, 0x05, 0x01]).is_none(),
+            "a length past the end"
+        );
+        assert!(decode_otlp(&[0x0f]).is_none(), "an unknown wire type");
+    }
+}

@@ -48,6 +48,8 @@ pub struct Broker {
     pub auto_topics: crate::auto_topic_creation::AutoTopicCreationManager,
     /// Client byte-rate quotas of produce and fetch (Kafka's `QuotaManagers`).
     pub quotas: crate::quota::QuotaManagers,
+    /// KIP-714 client instances and their last pushed metrics.
+    pub telemetry: crate::telemetry::ClientMetricsManager,
 }
 
 impl Broker {

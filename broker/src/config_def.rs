@@ -315,6 +315,13 @@ const BROKER_KEYS: &[BrokerConfigKey] = &[
         "Largest request frame in bytes."
     ),
     broker_key!(
+        "telemetry.max.bytes",
+        Int,
+        Validator::AtLeast(1),
+        STATIC,
+        "Largest PushTelemetry metrics payload in bytes (KIP-714); larger is TELEMETRY_TOO_LARGE."
+    ),
+    broker_key!(
         "queued.max.request.bytes",
         Long,
         Validator::None,

@@ -183,6 +183,7 @@ impl Server {
             events,
             fetch_sessions,
             share,
+            telemetry: Default::default(),
             auto_topics,
         });
         Ok(Server {

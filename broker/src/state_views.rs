@@ -52,6 +52,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/v1/partitions", get(partitions))
         .route("/v1/producers", get(producers))
         .route("/v1/groups", get(groups))
+        .route("/v1/client-metrics", get(client_metrics))
         .with_state(broker)
 }
 
@@ -340,6 +341,38 @@ struct BatchView {
     first_offset: i64,
     last_offset: i64,
     timestamp: i64,
+}
+
+/// Bound on the client instances one `/v1/client-metrics` answer lists.
+pub const CLIENT_INSTANCES_PER_ANSWER_MAX: usize = 200;
+
+/// `GET /v1/client-metrics`: every KIP-714 client instance this node heard from, its
+/// subscription and its last pushed metrics (`telemetry::ClientMetricsManager`).
+async fn client_metrics(
+    State(broker): State<Arc<Broker>>,
+    uri: Uri,
+) -> Result<Json<serde_json::Value>, ViewError> {
+    query(&uri, &[])?;
+    let all = broker.telemetry.snapshot();
+    let truncated = all.len() > CLIENT_INSTANCES_PER_ANSWER_MAX;
+    let clients: Vec<serde_json::Value> = all
+        .into_iter()
+        .take(CLIENT_INSTANCES_PER_ANSWER_MAX)
+        .map(|(id, c)| {
+            json!({
+                "client_instance_id": id.to_string(),
+                "client_id": c.selectors.client_id,
+                "client_source_address": c.selectors.client_source_address,
+                "subscription_id": c.subscription_id,
+                "requested_metrics": c.metrics,
+                "push_interval_ms": c.push_interval_ms,
+                "pushes": c.pushes,
+                "terminating": c.terminating,
+                "metrics": c.last_points,
+            })
+        })
+        .collect();
+    Ok(Json(json!({ "clients": clients, "truncated": truncated })))
 }
 
 /// The hosted partition `?topic=T&partition=P` names, or the 400/404 answer.

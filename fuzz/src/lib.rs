@@ -144,6 +144,9 @@ fn trace_request(key: ApiKey, version: i16, payload: &[u8]) -> Result<(Vec<Field
         ShareGroupHeartbeat => ShareGroupHeartbeatRequest,
         ShareGroupDescribe => ShareGroupDescribeRequest,
         ShareFetch => ShareFetchRequest, ShareAcknowledge => ShareAcknowledgeRequest,
+        UpdateFeatures => UpdateFeaturesRequest,
+        GetTelemetrySubscriptions => GetTelemetrySubscriptionsRequest,
+        PushTelemetry => PushTelemetryRequest, ListConfigResources => ListConfigResourcesRequest,
     )?;
     Ok((buf.fields(payload), buf.remaining_bytes()))
 }

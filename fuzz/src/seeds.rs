@@ -311,6 +311,40 @@ pub fn requests(key: ApiKey) -> Vec<RequestKind> {
                     .with_validate_only(true),
             ),
         ],
+        ApiKey::UpdateFeatures => vec![
+            R::UpdateFeatures(UpdateFeaturesRequest::default()),
+            R::UpdateFeatures(
+                UpdateFeaturesRequest::default()
+                    .with_validate_only(true)
+                    .with_feature_updates(vec![
+                        update_features_request::FeatureUpdateKey::default()
+                            .with_feature(s("transaction.version"))
+                            .with_max_version_level(1)
+                            .with_upgrade_type(2),
+                    ]),
+            ),
+        ],
+        ApiKey::GetTelemetrySubscriptions => vec![
+            R::GetTelemetrySubscriptions(GetTelemetrySubscriptionsRequest::default()),
+            R::GetTelemetrySubscriptions(
+                GetTelemetrySubscriptionsRequest::default().with_client_instance_id(topic_id()),
+            ),
+        ],
+        ApiKey::PushTelemetry => vec![
+            R::PushTelemetry(PushTelemetryRequest::default()),
+            R::PushTelemetry(
+                PushTelemetryRequest::default()
+                    .with_client_instance_id(topic_id())
+                    .with_compression_type(4)
+                    .with_metrics(Bytes::from_static(&[0x0a, 0x02, 0x12, 0x00])),
+            ),
+        ],
+        ApiKey::ListConfigResources => vec![
+            R::ListConfigResources(ListConfigResourcesRequest::default()),
+            R::ListConfigResources(
+                ListConfigResourcesRequest::default().with_resource_types(vec![2, 4, 16, 32]),
+            ),
+        ],
         ApiKey::DescribeProducers => vec![
             R::DescribeProducers(DescribeProducersRequest::default()),
             R::DescribeProducers(DescribeProducersRequest::default().with_topics(vec![

@@ -9,6 +9,7 @@ use kafka_protocol::ResponseError;
 
 use super::{RequestContext, SUPPORTED_APIS};
 use crate::broker::Broker;
+use crate::features::{finalized_levels, FEATURES};
 use crate::net::codec::{encode_response, CodecError};
 
 fn table() -> Vec<ApiVersion> {
@@ -23,65 +24,9 @@ fn table() -> Vec<ApiVersion> {
         .collect()
 }
 
-/// The feature clients read to choose their transaction protocol (Kafka's
-/// `TransactionVersion.FEATURE_NAME`).
-pub const TRANSACTION_VERSION_FEATURE: &str = "transaction.version";
-/// The epoch of the finalized features: they never change while Brook runs, and a client
-/// re-reads them only when the epoch grows.
-const FINALIZED_FEATURES_EPOCH: i64 = 1;
-/// Kafka 4.4's `MetadataVersion.latestProduction()`, 4.4-IV2.
-pub const METADATA_VERSION_LEVEL: i16 = 33;
-
-/// One feature: its name, the range of levels this broker supports, and the finalized level
-/// (0: not finalized, left out of the finalized list as Kafka leaves out a level 0).
-struct Feature {
-    name: &'static str,
-    supported: (i16, i16),
-    finalized: i16,
-}
-
-/// The features of Kafka 4.4 (`Feature.PRODUCTION_FEATURES` and `metadata.version`) for
-/// what Brook implements, at the levels a new 4.4 cluster finalizes:
-/// - `metadata.version` 4.4-IV2: the only level Brook's records correspond to;
-/// - `kraft.version` 0: Brook's quorum has static voters (`controller.quorum.voters`), so
-///   KIP-853's level 1 is not supported, and Kafka leaves level 0 out of the finalized list;
-/// - `transaction.version` 2 (KIP-890 part 2): kafka-clients 4.4 then sends no
-///   AddPartitionsToTxn or AddOffsetsToTxn and uses EndTxn v5, which bumps the epoch at
-///   every transaction; clients that do not read it keep version 1, also served;
-/// - `group.version` 1: the KIP-848 consumer group protocol;
-/// - `eligible.leader.replicas.version` 1: the controller keeps ELRs (KIP-966).
-///
-/// `share.version` and `streams.version` are left out: Brook serves neither kind of group.
-const FEATURES: &[Feature] = &[
-    Feature {
-        name: "metadata.version",
-        supported: (METADATA_VERSION_LEVEL, METADATA_VERSION_LEVEL),
-        finalized: METADATA_VERSION_LEVEL,
-    },
-    Feature {
-        name: "kraft.version",
-        supported: (0, 0),
-        finalized: 0,
-    },
-    Feature {
-        name: TRANSACTION_VERSION_FEATURE,
-        supported: (0, crate::txn::metadata::TRANSACTION_VERSION_2),
-        finalized: crate::txn::metadata::TRANSACTION_VERSION_2,
-    },
-    Feature {
-        name: "group.version",
-        supported: (0, 1),
-        finalized: 1,
-    },
-    Feature {
-        name: "eligible.leader.replicas.version",
-        supported: (0, 1),
-        finalized: 1,
-    },
-];
-
-/// Answers ApiVersions with the API table and [`FEATURES`] (Kafka's
-/// `ApiVersionsResponse.createApiVersionsResponse`). From v5 a client names the cluster and
+/// Answers ApiVersions with the API table, the features this node supports and the levels
+/// the metadata image finalizes, with the image's offset as their epoch (Kafka's
+/// `ApiVersionsResponse.createApiVersionsResponse` fed by `KRaftMetadataCache.features`). From v5 a client names the cluster and
 /// node it means to reach (KIP-1242); a connection that reached another cluster's node, or
 /// another node, is answered REBOOTSTRAP_REQUIRED and nothing else, as Kafka's
 /// `KafkaApis.handleApiVersionsRequest` does, so the client fetches metadata again.
@@ -94,6 +39,7 @@ pub async fn handle(
         return ApiVersionsResponse::default()
             .with_error_code(ResponseError::RebootstrapRequired.code());
     }
+    let image = broker.replicas.image();
     let supported = FEATURES
         .iter()
         .map(|f| {
@@ -103,20 +49,21 @@ pub async fn handle(
                 .with_max_version(f.supported.1)
         })
         .collect();
-    let finalized = FEATURES
-        .iter()
-        .filter(|f| f.finalized > 0)
-        .map(|f| {
+    // A level of 0 is left out, as Kafka leaves it out.
+    let finalized = finalized_levels(&image)
+        .into_iter()
+        .filter(|(_, level)| *level > 0)
+        .map(|(name, level)| {
             FinalizedFeatureKey::default()
-                .with_name(super::sb(f.name))
-                .with_min_version_level(f.finalized)
-                .with_max_version_level(f.finalized)
+                .with_name(super::sb(name))
+                .with_min_version_level(level)
+                .with_max_version_level(level)
         })
         .collect();
     ApiVersionsResponse::default()
         .with_api_keys(table())
         .with_supported_features(supported)
-        .with_finalized_features_epoch(FINALIZED_FEATURES_EPOCH)
+        .with_finalized_features_epoch(image.metadata_offset as i64)
         .with_finalized_features(finalized)
 }
 

@@ -35,6 +35,8 @@ use crate::security::acl::{AclOperation, ResourceType};
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
 pub const RESOURCE_GROUP: i8 = 32;
+pub const RESOURCE_CLIENT_METRICS: i8 = 16;
+pub const RESOURCE_BROKER_LOGGER: i8 = 8;
 
 /// Where a config value comes from (Kafka's `DescribeConfigsResponse.ConfigSource`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +47,7 @@ pub enum Source {
     StaticBroker,
     Default,
     GroupOverride,
+    ClientMetrics,
 }
 
 /// The wire code of a [`Source`].
@@ -56,6 +59,7 @@ pub fn config_source(s: Source) -> i8 {
         Source::StaticBroker => 4,
         Source::Default => 5,
         Source::GroupOverride => 8,
+        Source::ClientMetrics => 7,
     }
 }
 
@@ -358,8 +362,38 @@ fn describe_resource(
             dynamic,
             &broker.replicas.group_configs(name),
         )),
+        RESOURCE_CLIENT_METRICS if name.is_empty() => Err(invalid(
+            "Client metrics subscription name must not be empty".into(),
+        )),
+        RESOURCE_CLIENT_METRICS => Ok(client_metrics_entries(broker, name)),
         other => Err(invalid(format!("Unsupported resource type: {other}"))),
     }
+}
+
+/// A client-metrics subscription's keys as set, each from the subscription (Kafka's
+/// `ConfigHelper` for CLIENT_METRICS: no defaults, no synonyms, typed by
+/// `ClientMetricsConfigs.configType`).
+fn client_metrics_entries(broker: &Broker, name: &str) -> Vec<ConfigEntry> {
+    let image = broker.replicas.image();
+    let Some(configs) = image.client_metrics_configs.get(name) else {
+        return Vec::new();
+    };
+    configs
+        .iter()
+        .map(|(k, v)| ConfigEntry {
+            name: k.clone(),
+            value: Some(v.clone()),
+            source: Source::ClientMetrics,
+            ty: if k == crate::telemetry::INTERVAL_MS_CONFIG {
+                ConfigType::Int
+            } else {
+                ConfigType::List
+            },
+            read_only: false,
+            synonyms: Vec::new(),
+            doc: "",
+        })
+        .collect()
 }
 
 /// Kafka's `ConfigHelper` and `KafkaApis` checks of a config resource: `op` on the cluster
@@ -611,6 +645,36 @@ async fn alter_group(
     Ok(())
 }
 
+/// A client-metrics subscription's keys changed: the resulting set is validated as Kafka's
+/// `ClientMetricsConfigs.validate` does and stored in the metadata log.
+async fn alter_client_metrics(
+    broker: &Broker,
+    name: &str,
+    ops: &[ConfigOp],
+    validate_only: bool,
+) -> AlterOutcome {
+    let current = broker
+        .replicas
+        .image()
+        .client_metrics_configs
+        .get(name)
+        .cloned()
+        .unwrap_or_default();
+    let next = apply_ops(&current, ops).map_err(invalid_config)?;
+    crate::telemetry::validate_subscription(name, &next)?;
+    if validate_only {
+        return Ok(());
+    }
+    broker
+        .replicas
+        .controller()
+        .alter_client_metrics_configs(name, diff(&current, &next))
+        .await
+        .map_err(|e| (e.code(), e.to_string()))?;
+    broker.replicas.wait_caught_up().await;
+    Ok(())
+}
+
 /// Checks broker keys being set as Kafka's `DynamicBrokerConfig.validateConfigs` does
 /// (static keys refused, values typed and ranged), plus Brook's own limit: only the keys it
 /// applies at run time (`config_def::dynamic_key_applied`).
@@ -766,6 +830,7 @@ async fn alter_resource(
         }
         RESOURCE_BROKER => alter_broker(broker, name, ops, validate_only).await,
         RESOURCE_GROUP => alter_group(broker, name, ops, validate_only).await,
+        RESOURCE_CLIENT_METRICS => alter_client_metrics(broker, name, ops, validate_only).await,
         other => Err((
             ResponseError::InvalidRequest.code(),
             format!("Unknown resource type {other}"),
@@ -896,6 +961,13 @@ fn current_overrides(broker: &Broker, resource_type: i8, name: &str) -> BTreeMap
             .cloned()
             .unwrap_or_default(),
         RESOURCE_GROUP => broker.replicas.group_configs(name),
+        RESOURCE_CLIENT_METRICS => broker
+            .replicas
+            .image()
+            .client_metrics_configs
+            .get(name)
+            .cloned()
+            .unwrap_or_default(),
         _ => BTreeMap::new(),
     }
 }
@@ -988,6 +1060,65 @@ fn legacy_ops(
         return sets;
     }
     replace_ops(&current_overrides(broker, resource_type, name), &new)
+}
+
+/// Answers ListConfigResources (KIP-1142, Kafka's `KafkaApis.handleListConfigResources`):
+/// v0 lists the client-metrics subscriptions and takes no types; v1 lists the named types
+/// (every type when none is named): topics, this broker (Kafka lists every registered one),
+/// broker loggers, groups with config overrides, and client-metrics subscriptions; an
+/// unknown type is UNSUPPORTED_VERSION.
+pub fn handle_list_config_resources(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: kafka_protocol::messages::ListConfigResourcesRequest,
+) -> kafka_protocol::messages::ListConfigResourcesResponse {
+    use kafka_protocol::messages::list_config_resources_response::ConfigResource;
+    use kafka_protocol::messages::ListConfigResourcesResponse;
+    const ALL: [i8; 5] = [
+        RESOURCE_TOPIC,
+        RESOURCE_BROKER,
+        RESOURCE_BROKER_LOGGER,
+        RESOURCE_CLIENT_METRICS,
+        RESOURCE_GROUP,
+    ];
+    if !super::auth_helper::authorize_cluster(broker, ctx, AclOperation::DescribeConfigs) {
+        return ListConfigResourcesResponse::default()
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
+    }
+    let types: Vec<i8> = match (ctx.api_version, req.resource_types.is_empty()) {
+        (0, _) => vec![RESOURCE_CLIENT_METRICS],
+        (_, true) => ALL.to_vec(),
+        _ => req.resource_types.clone(),
+    };
+    if types.iter().any(|t| !ALL.contains(t)) {
+        return ListConfigResourcesResponse::default()
+            .with_error_code(ResponseError::UnsupportedVersion.code());
+    }
+    let image = broker.replicas.image();
+    let mut out: Vec<(i8, String)> = Vec::new();
+    for t in types {
+        let names: Vec<String> = match t {
+            RESOURCE_TOPIC => image.topic_ids.keys().cloned().collect(),
+            RESOURCE_BROKER | RESOURCE_BROKER_LOGGER => {
+                image.brokers.keys().map(|id| id.to_string()).collect()
+            }
+            RESOURCE_GROUP => image.group_configs.keys().cloned().collect(),
+            _ => image.client_metrics_configs.keys().cloned().collect(),
+        };
+        out.extend(names.into_iter().map(|n| (t, n)));
+    }
+    let resources = out
+        .into_iter()
+        .map(|(t, n)| {
+            let r = ConfigResource::default().with_resource_name(sb(n));
+            if ctx.api_version >= 1 {
+                r.with_resource_type(t)
+            } else {
+                r
+            }
+        })
+        .collect();
+    ListConfigResourcesResponse::default().with_config_resources(resources)
 }
 
 #[cfg(test)]

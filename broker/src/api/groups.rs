@@ -314,6 +314,10 @@ pub async fn handle_consumer_group_heartbeat(
         .groups
         .consumer_limits(&req.group_id)
         .heartbeat_interval_ms;
+    if !crate::features::enabled(broker, crate::features::GROUP_VERSION) {
+        return ConsumerGroupHeartbeatResponse::default()
+            .with_error_code(ResponseError::UnsupportedVersion.code());
+    }
     if let Some(code) = consumer_heartbeat_denied(broker, ctx, &req) {
         return ConsumerGroupHeartbeatResponse::default()
             .with_error_code(code)

@@ -13,6 +13,7 @@ pub mod configs;
 pub mod delete_records;
 pub mod describe_topic_partitions;
 pub mod elect_leaders;
+pub mod features;
 pub mod fetch;
 mod fetch_encode;
 pub mod fetch_session;
@@ -28,6 +29,7 @@ pub mod quorum;
 pub mod reassignments;
 pub mod sasl;
 pub mod share;
+pub mod telemetry;
 pub mod topics;
 pub mod txn;
 pub mod txn_markers;
@@ -132,6 +134,11 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     // Client quotas (byte rates enforced on Produce and Fetch, crate::quota).
     api(ApiKey::DescribeClientQuotas, 0, 1, 0),
     api(ApiKey::AlterClientQuotas, 0, 1, 0),
+    // Feature levels (`kafka-features`), client telemetry (KIP-714) and config resources.
+    api(ApiKey::UpdateFeatures, 0, 2, 0),
+    api(ApiKey::GetTelemetrySubscriptions, 0, 0, 0),
+    api(ApiKey::PushTelemetry, 0, 0, 0),
+    api(ApiKey::ListConfigResources, 0, 1, 0),
 ];
 
 /// Finds an API's row in the table.
@@ -638,6 +645,26 @@ async fn process(
             broker,
             ctx,
             &client_quotas::handle_alter_client_quotas(broker, ctx, r).await,
+        ),
+        RequestKind::UpdateFeatures(r) => respond(
+            broker,
+            ctx,
+            &features::handle_update_features(broker, ctx, r).await,
+        ),
+        RequestKind::GetTelemetrySubscriptions(r) => respond(
+            broker,
+            ctx,
+            &telemetry::handle_get_telemetry_subscriptions(broker, ctx, r),
+        ),
+        RequestKind::PushTelemetry(r) => respond(
+            broker,
+            ctx,
+            &telemetry::handle_push_telemetry(broker, ctx, r),
+        ),
+        RequestKind::ListConfigResources(r) => respond(
+            broker,
+            ctx,
+            &configs::handle_list_config_resources(broker, ctx, r),
         ),
         other => Err(CodecError::UnknownApiKey(ctx.api_key as i16)).inspect_err(|_| drop(other)),
     }

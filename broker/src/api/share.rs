@@ -81,6 +81,10 @@ pub async fn handle_share_group_heartbeat(
 ) -> ShareGroupHeartbeatResponse {
     use kafka_protocol::messages::share_group_heartbeat_response::{Assignment, TopicPartitions};
     let interval = broker.groups.config().share.heartbeat_interval_ms;
+    if !crate::features::enabled(broker, crate::features::SHARE_VERSION) {
+        return ShareGroupHeartbeatResponse::default()
+            .with_error_code(ResponseError::UnsupportedVersion.code());
+    }
     if !may_read_group(broker, ctx, &req.group_id) {
         return ShareGroupHeartbeatResponse::default()
             .with_error_code(ResponseError::GroupAuthorizationFailed.code())

@@ -23,6 +23,9 @@ pub struct ElectionPolicy {
     pub default_min_isr: i32,
     /// Eligible leader replicas (KIP-966, `eligible.leader.replicas.version` 1).
     pub elr_enabled: bool,
+    /// The deciding controller's node id, which feature decisions name (Kafka's
+    /// `QuorumFeatures.nodeId`).
+    pub node_id: i32,
 }
 
 impl ElectionPolicy {

@@ -46,6 +46,9 @@ pub enum ControllerError {
     /// writing the change).
     #[error("the ISR change completed a reassignment and elected a new leader")]
     NewLeaderElected,
+    /// An UpdateFeatures refused, with Kafka's whole message.
+    #[error("{0}")]
+    InvalidFeatureUpdate(String),
     /// Storage, network set-up or an internal Raft failure.
     #[error("controller failure: {0}")]
     Internal(String),
@@ -72,6 +75,7 @@ impl ControllerError {
             ControllerError::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
             ControllerError::NoReassignmentInProgress(_) => ResponseError::NoReassignmentInProgress,
             ControllerError::NewLeaderElected => ResponseError::NewLeaderElected,
+            ControllerError::InvalidFeatureUpdate(_) => ResponseError::InvalidUpdateVersion,
             ControllerError::Internal(_) => ResponseError::UnknownServerError,
         }
     }

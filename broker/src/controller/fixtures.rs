@@ -46,6 +46,7 @@ pub(super) fn no_elr(unclean: bool) -> ElectionPolicy {
         default_unclean: unclean,
         default_min_isr: 1,
         elr_enabled: false,
+        node_id: 1,
     }
 }
 
@@ -54,6 +55,7 @@ pub(super) const ELR: ElectionPolicy = ElectionPolicy {
     default_unclean: false,
     default_min_isr: 2,
     elr_enabled: true,
+    node_id: 1,
 };
 
 pub(super) fn fence(img: &mut MetadataImage, node_id: i32, unclean: bool) {

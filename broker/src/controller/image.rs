@@ -202,6 +202,15 @@ pub struct MetadataImage {
     /// Whether the bootstrap credentials (`brook format --add-scram`) have been recorded.
     #[serde(default)]
     pub scram_bootstrapped: bool,
+    /// Feature levels set by UpdateFeatures (Kafka's `FeaturesImage`, from
+    /// `FeatureLevelRecord`s); a feature never set is at its bootstrap level
+    /// ([`MetadataImage::feature_level`]), as if formatted with it.
+    #[serde(default)]
+    pub feature_levels: BTreeMap<String, i16>,
+    /// Client-metrics subscriptions by name (Kafka's `ConfigRecord`s of resource type
+    /// CLIENT_METRICS, KIP-714): `metrics`, `interval.ms` and `match`.
+    #[serde(default)]
+    pub client_metrics_configs: BTreeMap<String, BTreeMap<String, String>>,
     /// Client quotas by entity, then key (Kafka's `ClientQuotasImage`). Replaced (copy on
     /// write) only when a `ClientQuota` record is applied, so the quota managers tell a
     /// change by pointer. Stored as a list of pairs: an entity is a map, not a JSON key.
@@ -334,6 +343,24 @@ pub enum MetadataRecord {
         key: String,
         value: Option<QuotaValue>,
     },
+    /// A feature's finalized level (Kafka's `FeatureLevelRecord`); 0 turns it off.
+    FeatureLevel { name: String, level: i16 },
+    /// Sets (`Some`) or removes (`None`) keys of one client-metrics subscription (Kafka's
+    /// `ConfigRecord` with resource type CLIENT_METRICS).
+    AlterClientMetricsConfigs {
+        name: String,
+        configs: BTreeMap<String, Option<String>>,
+    },
+}
+
+/// Sets (`Some`) or removes (`None`) each changed key of a config layer.
+fn apply_changes(layer: &mut BTreeMap<String, String>, changes: &BTreeMap<String, Option<String>>) {
+    for (k, v) in changes {
+        match v {
+            Some(v) => layer.insert(k.clone(), v.clone()),
+            None => layer.remove(k),
+        };
+    }
 }
 
 /// Records applied together (one Raft entry).
@@ -356,6 +383,15 @@ impl MetadataImage {
             .get(&node)
             .is_some_and(|b| !b.fenced && b.incarnation == incarnation)
     }
+    /// A feature's finalized level: the one recorded last, else the level a new cluster
+    /// starts with (`features::FEATURES`); 0 for a feature Brook does not know.
+    pub fn feature_level(&self, name: &str) -> i16 {
+        self.feature_levels
+            .get(name)
+            .copied()
+            .unwrap_or_else(|| crate::features::feature(name).map_or(0, |f| f.bootstrap))
+    }
+
     /// `user`'s SCRAM credential for `mechanism`.
     pub fn scram_credential(
         &self,
@@ -553,26 +589,26 @@ impl MetadataImage {
                     quotas.remove(entity);
                 }
             }
+            MetadataRecord::FeatureLevel { name, level } => {
+                self.feature_levels.insert(name.clone(), *level);
+            }
+            MetadataRecord::AlterClientMetricsConfigs { name, configs } => {
+                let layer = self.client_metrics_configs.entry(name.clone()).or_default();
+                apply_changes(layer, configs);
+                if layer.is_empty() {
+                    self.client_metrics_configs.remove(name);
+                }
+            }
             MetadataRecord::AlterBrokerConfigs { resource, configs } => {
                 let layer = self.broker_configs.entry(resource.clone()).or_default();
-                for (k, v) in configs {
-                    match v {
-                        Some(v) => layer.insert(k.clone(), v.clone()),
-                        None => layer.remove(k),
-                    };
-                }
+                apply_changes(layer, configs);
                 if layer.is_empty() {
                     self.broker_configs.remove(resource);
                 }
             }
             MetadataRecord::AlterGroupConfigs { group, configs } => {
                 let overrides = self.group_configs.entry(group.clone()).or_default();
-                for (k, v) in configs {
-                    match v {
-                        Some(v) => overrides.insert(k.clone(), v.clone()),
-                        None => overrides.remove(k),
-                    };
-                }
+                apply_changes(overrides, configs);
                 if overrides.is_empty() {
                     self.group_configs.remove(group);
                 }

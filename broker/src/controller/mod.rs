@@ -26,6 +26,7 @@ pub mod client_quota_control;
 pub mod cluster_control;
 pub mod configuration_control;
 pub mod error;
+pub mod feature_control;
 #[cfg(test)]
 mod fixtures;
 pub mod image;
@@ -761,6 +762,33 @@ impl Controller {
         self.inner.submit(req).await.map(|_| ())
     }
 
+    /// UpdateFeatures through the active controller (Kafka's `QuorumController.updateFeatures`).
+    pub async fn update_features(
+        &self,
+        updates: Vec<feature_control::FeatureUpdate>,
+        validate_only: bool,
+    ) -> Result<(), ControllerError> {
+        let req = ControllerRequest::UpdateFeatures {
+            updates,
+            validate_only,
+        };
+        self.inner.submit(req).await.map(|_| ())
+    }
+
+    /// Client-metrics subscription `name`'s keys set or removed; the caller has validated the
+    /// resulting set (`telemetry::validate_subscription`).
+    pub async fn alter_client_metrics_configs(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, Option<String>>,
+    ) -> Result<(), ControllerError> {
+        let req = ControllerRequest::AlterClientMetricsConfigs {
+            name: name.to_string(),
+            configs,
+        };
+        self.inner.submit(req).await.map(|_| ())
+    }
+
     /// CreateAcls through the active controller: per binding, `None` when created (or
     /// present already), else the INVALID_REQUEST message.
     pub async fn create_acls(
@@ -998,10 +1026,11 @@ fn unexpected(reply: ControllerReply) -> ControllerError {
 }
 
 impl Inner {
-    /// What the decisions depend on besides the image. ELR is on: Kafka 4.4 formats new
-    /// clusters with `eligible.leader.replicas.version` 1.
-    /// The defaults are resolved as the partition resolves them (`BrokerConfig::topic_default`:
-    /// this node's dynamic config, the cluster default, then server.properties), as Kafka's
+    /// What the decisions depend on besides the image: ELR as the image's
+    /// `eligible.leader.replicas.version` has it (1 on a new cluster, as Kafka 4.4 formats
+    /// one; Kafka's `FeatureControlManager.isElrFeatureEnabled`), and the defaults resolved as
+    /// the partition resolves them (`BrokerConfig::topic_default`: this node's dynamic config,
+    /// the cluster default, then server.properties), as Kafka's
     /// `ConfigurationControlManager.getTopicConfig` does for the current controller.
     fn policy(&self, image: &MetadataImage) -> configuration_control::ElectionPolicy {
         let cfg = &self.config.broker_config;
@@ -1009,7 +1038,8 @@ impl Inner {
         configuration_control::ElectionPolicy {
             default_unclean: default(configuration_control::UNCLEAN_KEY).as_deref() == Some("true"),
             default_min_isr: cfg.min_insync_replicas(&image.broker_configs, &BTreeMap::new()),
-            elr_enabled: true,
+            elr_enabled: image.feature_level(crate::features::ELR_VERSION) >= 1,
+            node_id: self.config.node_id,
         }
     }
 

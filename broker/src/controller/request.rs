@@ -154,6 +154,17 @@ pub enum ControllerRequest {
     DeleteAcls {
         filters: Vec<crate::security::acl::AclBindingFilter>,
     },
+    /// UpdateFeatures (Kafka's `FeatureControlManager.updateFeatures`).
+    UpdateFeatures {
+        updates: Vec<super::feature_control::FeatureUpdate>,
+        validate_only: bool,
+    },
+    /// Sets (`Some`) or removes (`None`) keys of a client-metrics subscription; the caller
+    /// validates them (`telemetry`).
+    AlterClientMetricsConfigs {
+        name: String,
+        configs: BTreeMap<String, Option<String>>,
+    },
 }
 
 impl ControllerRequest {
@@ -396,6 +407,17 @@ pub fn decide(
         )),
         ControllerRequest::CreateAcls { acls } => create_acls(image, acls),
         ControllerRequest::DeleteAcls { filters } => delete_acls(image, filters),
+        ControllerRequest::UpdateFeatures {
+            updates,
+            validate_only,
+        } => super::feature_control::update_features(image, policy, updates, *validate_only),
+        ControllerRequest::AlterClientMetricsConfigs { name, configs } => Ok((
+            vec![MetadataRecord::AlterClientMetricsConfigs {
+                name: name.clone(),
+                configs: configs.clone(),
+            }],
+            ControllerReply::Done,
+        )),
     }
 }
 

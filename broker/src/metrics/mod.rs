@@ -308,6 +308,7 @@ impl Collector for Scrape {
         encode_gauges(&self.broker, &mut enc)?;
         encode_authentications(&self.broker, &mut enc)?;
         encode_quota_throttles(&self.broker, &mut enc)?;
+        encode_client_telemetry(&self.broker, &mut enc)?;
         control::encode_controller(&self.broker, &mut enc)?;
         control::encode_faults(&self.broker, &mut enc)
     }
@@ -544,6 +545,49 @@ fn encode_events(broker: &Broker, enc: &mut DescriptorEncoder) -> Result<(), fmt
         "brook_leader_elections",
         "Partition leader changes decided by this node as active controller (Kafka: ControllerStats LeaderElectionRateAndTimeMs).",
         elections,
+    )
+}
+
+fn f64_gauge_sample(
+    m: prometheus_client::encoding::MetricEncoder,
+    v: f64,
+) -> Result<(), fmt::Error> {
+    ConstGauge::new(v).encode(m)
+}
+
+/// The last metrics each client instance pushed (KIP-714), one sample per point, labelled by
+/// client instance id, the client's metric name and its attributes (Kafka hands them to its
+/// telemetry receiver plugin instead).
+fn encode_client_telemetry(broker: &Broker, enc: &mut DescriptorEncoder) -> Result<(), fmt::Error> {
+    let clients = broker.telemetry.snapshot();
+    let rows = clients.iter().flat_map(|(id, c)| {
+        c.last_points.iter().map(move |p| {
+            let labels: Labels = vec![
+                ("client_instance_id", id.to_string()),
+                ("client_id", c.selectors.client_id.clone()),
+                ("metric", p.name.clone()),
+                ("attributes", p.attributes.clone()),
+            ];
+            (labels, p.value)
+        })
+    });
+    family(
+        enc,
+        "brook_client_metric",
+        "The last value each client instance pushed of each metric it is subscribed to (KIP-714 PushTelemetry).",
+        MetricType::Gauge,
+        rows,
+        f64_gauge_sample,
+    )?;
+    family(
+        enc,
+        "brook_client_telemetry_pushes",
+        "PushTelemetry requests accepted, by client instance (Kafka: client-metrics instance metrics).",
+        MetricType::Counter,
+        clients
+            .iter()
+            .map(|(id, c)| (vec![("client_instance_id", id.to_string())], c.pushes)),
+        counter_sample,
     )
 }
 

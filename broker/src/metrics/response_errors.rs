@@ -41,6 +41,10 @@ top_level_only!(
     SaslHandshakeResponse,
     SaslAuthenticateResponse,
     DescribeClientQuotasResponse,
+    UpdateFeaturesResponse,
+    GetTelemetrySubscriptionsResponse,
+    PushTelemetryResponse,
+    ListConfigResourcesResponse,
 );
 
 /// Responses with one error code per element of a list (topics, groups, resources).

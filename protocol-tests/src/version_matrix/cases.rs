@@ -4,7 +4,7 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Encodable, StrBytes};
 
 use super::env::{s, tn, Env, NodeId, DATA_PARTITIONS};
-use super::{acls, groups, share, sorted, txns, Case, Meaning};
+use super::{acls, features, groups, share, sorted, txns, Case, Meaning};
 use crate::batch::{encode_batch, parse_batches, Producer, Rec};
 use crate::wire::WireClient;
 
@@ -70,6 +70,10 @@ pub fn case(key: ApiKey) -> Option<Case> {
         DescribeUserScramCredentials => (describe_user_scram_credentials, 0),
         DescribeClientQuotas => (describe_client_quotas, 0),
         AlterClientQuotas => (alter_client_quotas, 0),
+        UpdateFeatures => (features::update_features, 0),
+        GetTelemetrySubscriptions => (features::get_telemetry_subscriptions, 0),
+        PushTelemetry => (features::push_telemetry, 0),
+        ListConfigResources => (features::list_config_resources, 0),
         _ => return None,
     };
     Some(Case {

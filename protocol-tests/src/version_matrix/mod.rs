@@ -30,6 +30,7 @@ macro_rules! partition_codes {
 pub mod acls;
 pub mod cases;
 pub mod env;
+pub mod features;
 pub mod groups;
 pub mod share;
 pub mod txns;

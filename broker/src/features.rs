@@ -1,0 +1,110 @@
+//! Feature flags: the levels this node supports and a new cluster starts with (Kafka's
+//! `Feature`, `BrokerFeatures.defaultSupportedFeatures` and `QuorumFeatures`). The finalized
+//! levels live in the metadata image ([`MetadataImage::feature_level`]); UpdateFeatures
+//! changes them through the controller (`controller::feature_control`), ApiVersions answers
+//! them, and what depends on a level reads it from the image.
+
+use crate::controller::MetadataImage;
+
+/// Kafka 4.4's `MetadataVersion.latestProduction()`, 4.4-IV2.
+pub const METADATA_VERSION_LEVEL: i16 = 33;
+
+/// Kafka's `MetadataVersion.FEATURE_NAME`.
+pub const METADATA_VERSION: &str = "metadata.version";
+/// Kafka's `KRaftVersion.FEATURE_NAME`.
+pub const KRAFT_VERSION: &str = "kraft.version";
+/// The feature clients read to choose their transaction protocol (Kafka's
+/// `TransactionVersion.FEATURE_NAME`).
+pub const TRANSACTION_VERSION: &str = "transaction.version";
+/// Kafka's `GroupVersion.FEATURE_NAME`: level 1 enables the consumer group protocol.
+pub const GROUP_VERSION: &str = "group.version";
+/// Kafka's `EligibleLeaderReplicasVersion.FEATURE_NAME`: level 1 makes the controller keep
+/// eligible leader replicas (KIP-966).
+pub const ELR_VERSION: &str = "eligible.leader.replicas.version";
+/// Kafka's `ShareVersion.FEATURE_NAME`: level 1 enables share groups.
+pub const SHARE_VERSION: &str = "share.version";
+
+/// One feature: its name, the range of levels this node supports, and the level a new
+/// cluster finalizes (Kafka's `Features.defaultValue` at the latest production
+/// `metadata.version`; 0 is "not finalized", left out of ApiVersions' finalized list).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Feature {
+    pub name: &'static str,
+    pub supported: (i16, i16),
+    pub bootstrap: i16,
+}
+
+/// The features of Kafka 4.4 for what Brook implements:
+/// - `metadata.version` 4.4-IV2: the only level Brook's records correspond to;
+/// - `kraft.version` 0: Brook's quorum has static voters (`controller.quorum.voters`), so
+///   KIP-853's level 1 is not supported;
+/// - `transaction.version` 0-2 (KIP-890 part 2 at 2): kafka-clients 4.4 then sends no
+///   AddPartitionsToTxn or AddOffsetsToTxn and uses EndTxn v5; clients that do not read it
+///   keep version 1, also served;
+/// - `group.version` 0-1: the KIP-848 consumer group protocol;
+/// - `eligible.leader.replicas.version` 0-1: the controller keeps ELRs (KIP-966);
+/// - `share.version` 0-1: KIP-932 share groups. Kafka 4.4 supports and finalizes 2
+///   (`ShareVersion.SV_2`, the share-group dead-letter queue of KIP-1191), which Brook does
+///   not implement, so it supports and finalizes 1.
+///
+/// `streams.version` is left out (supported 0, as an unknown feature): Brook serves no
+/// streams groups (KIP-1071).
+pub const FEATURES: &[Feature] = &[
+    Feature {
+        name: METADATA_VERSION,
+        supported: (METADATA_VERSION_LEVEL, METADATA_VERSION_LEVEL),
+        bootstrap: METADATA_VERSION_LEVEL,
+    },
+    Feature {
+        name: KRAFT_VERSION,
+        supported: (0, 0),
+        bootstrap: 0,
+    },
+    Feature {
+        name: TRANSACTION_VERSION,
+        supported: (0, crate::txn::metadata::TRANSACTION_VERSION_2),
+        bootstrap: crate::txn::metadata::TRANSACTION_VERSION_2,
+    },
+    Feature {
+        name: GROUP_VERSION,
+        supported: (0, 1),
+        bootstrap: 1,
+    },
+    Feature {
+        name: ELR_VERSION,
+        supported: (0, 1),
+        bootstrap: 1,
+    },
+    Feature {
+        name: SHARE_VERSION,
+        supported: (0, 1),
+        bootstrap: 1,
+    },
+];
+
+/// A feature of [`FEATURES`] by name.
+pub fn feature(name: &str) -> Option<&'static Feature> {
+    FEATURES.iter().find(|f| f.name == name)
+}
+
+/// The levels this node supports for `name`: Kafka's `QuorumFeatures.localSupportedFeature`,
+/// (0, 0) (`QuorumFeatures.DISABLED`) for a feature it does not know.
+pub fn supported_range(name: &str) -> (i16, i16) {
+    feature(name).map_or((0, 0), |f| f.supported)
+}
+
+/// Every feature's finalized level in `image`, in [`FEATURES`] order, 0 included.
+pub fn finalized_levels(image: &MetadataImage) -> Vec<(&'static str, i16)> {
+    FEATURES
+        .iter()
+        .map(|f| (f.name, image.feature_level(f.name)))
+        .collect()
+}
+
+/// Whether `name` is finalized at level 1 or more in the broker's current image: what
+/// Kafka's `KafkaApis` checks before serving an API a feature gates
+/// (`isConsumerGroupProtocolEnabled` for `group.version`, `isShareGroupProtocolEnabled` for
+/// `share.version`), answering UNSUPPORTED_VERSION when it is not.
+pub fn enabled(broker: &crate::broker::Broker, name: &str) -> bool {
+    broker.replicas.image().feature_level(name) >= 1
+}

@@ -534,7 +534,7 @@ class ReplicationScenariosTest {
     }
 
     // ---------------------------------------------------------------------------------------------------------
-    // 3. acks=all, idempotent stream; the partition leader is SIGKILLed 20 times
+    // 3. acks=all, idempotent stream; the partition leader is SIGKILLed repeatedly
     // ---------------------------------------------------------------------------------------------------------
 
     /** An idempotent acks=all producer sending a numbered stream to every partition until stopped. */
@@ -597,8 +597,10 @@ class ReplicationScenariosTest {
 
     @Test
     @Timeout(value = 6, unit = TimeUnit.MINUTES)
-    void idempotentAcksAllSurvivesTwentyLeaderKills() throws Exception {
-        final int kills = Integer.getInteger("replication.kills", 20);
+    void idempotentAcksAllSurvivesRepeatedLeaderKills() throws Exception {
+        // Eight kills, each an election and a restarted node rejoining under a live stream
+        // (cluster.rs runs the same stream with librdkafka); -Dreplication.kills=N runs longer.
+        final int kills = Integer.getInteger("replication.kills", 8);
         final int partitions = 3;
         BrookCluster c = cluster("leaderkill", 3, Map.of());
         String topic = uniqueTopic("leaderkill");

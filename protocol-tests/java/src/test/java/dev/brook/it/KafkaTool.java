@@ -4,15 +4,23 @@ import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import java.io.ByteArrayOutputStream;
+import java.io.File;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.io.UncheckedIOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.nio.file.Paths;
+import java.nio.file.StandardCopyOption;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
+import java.util.Objects;
+import java.util.Properties;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.stream.Collectors;
 
 /**
  * Runs one of Kafka 4.4's command-line tools (a main class of {@code kafka-tools}, as its
@@ -27,7 +35,40 @@ final class KafkaTool {
     /** How long one tool run may take before the test fails. */
     static final long TOOL_RUN_MS_MAX = 60_000;
 
+    /**
+     * Class data sharing for tool JVMs (as {@code scripts/kafka-as-brook.sh} does for Kafka nodes):
+     * the first tool run writes the classes it loaded to an archive, later runs map it instead of
+     * loading them again. Keyed by the JDK and the classpath, which an archive must match (a JVM
+     * given a mismatched one runs without it). Each run that writes dumps to a file of its own,
+     * moved into place after it exits, so no run reads a half-written archive.
+     */
+    private static final Path CDS_ARCHIVE = Paths.get("target", "kafka-tool-cds",
+        Integer.toHexString(Objects.hash(System.getProperty("java.home"), classpath())) + ".jsa");
+
     private KafkaTool() {}
+
+    /**
+     * The test classpath's jars: Kafka's tools need no test classes, and a CDS archive cannot be
+     * made with a non-empty directory on the classpath.
+     */
+    private static String classpath() {
+        // Surefire's forked JVM names its whole test classpath here (java.class.path may be a manifest-only jar).
+        String all = System.getProperty("surefire.test.class.path", System.getProperty("java.class.path"));
+        return Arrays.stream(all.split(File.pathSeparator))
+            .filter(e -> e.endsWith(".jar"))
+            .collect(Collectors.joining(File.pathSeparator));
+    }
+
+    /** simplelogger.properties, which the tools no longer find on their classpath, as system properties. */
+    private static List<String> loggingProperties() throws IOException {
+        Properties props = new Properties();
+        try (InputStream in = KafkaTool.class.getResourceAsStream("/simplelogger.properties")) {
+            if (in != null) props.load(in);
+        }
+        List<String> flags = new ArrayList<>();
+        for (String k : props.stringPropertyNames()) flags.add("-D" + k + "=" + props.getProperty(k));
+        return flags;
+    }
 
     record Run(int exit, String out, String err) {}
 
@@ -63,9 +104,19 @@ final class KafkaTool {
         // sooner (about 0.3 to 1 s of each run here) and change nothing it does or prints.
         cmd.add("-XX:TieredStopAtLevel=1");
         cmd.add("-XX:+UseSerialGC");
+        Path cdsDump = null;
+        if (Files.exists(CDS_ARCHIVE)) {
+            cmd.add("-XX:SharedArchiveFile=" + CDS_ARCHIVE);
+        } else {
+            Files.createDirectories(CDS_ARCHIVE.getParent());
+            cdsDump = Paths.get(CDS_ARCHIVE + "." + ProcessHandle.current().pid() + "." + System.nanoTime());
+            cmd.add("-XX:ArchiveClassesAtExit=" + cdsDump);
+        }
+        // The JVM's own log lines (CDS warnings among them) would land in the tool's output.
+        cmd.add("-Xlog:disable");
+        cmd.addAll(loggingProperties());
         cmd.add("-cp");
-        // Surefire's forked JVM names its whole test classpath here (java.class.path may be a manifest-only jar).
-        cmd.add(System.getProperty("surefire.test.class.path", System.getProperty("java.class.path")));
+        cmd.add(classpath());
         cmd.add("org.apache.kafka.tools." + mainClass);
         if (bootstrap != null) {
             cmd.add("--bootstrap-server");
@@ -88,6 +139,9 @@ final class KafkaTool {
             throw new AssertionError(what + " did not finish in " + TOOL_RUN_MS_MAX + " ms");
         }
         Run r = new Run(p.exitValue(), out.get(10, TimeUnit.SECONDS), err.get(10, TimeUnit.SECONDS));
+        if (cdsDump != null && Files.exists(cdsDump)) {
+            Files.move(cdsDump, CDS_ARCHIVE, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+        }
         System.out.println(what + " printed:\n" + r.out() + r.err());
         return r;
     }

@@ -4,7 +4,8 @@
 //! leave downgrades it back; both survive a restart (the conversions are in
 //! `__consumer_offsets`). And the refusals: `group.consumer.migration.policy=disabled`, a group
 //! larger than `group.consumer.max.size`, a group of another protocol type, a joiner past the
-//! size limit.
+//! size limit. And the downgrade when a static classic member replaces the last
+//! consumer-protocol member.
 
 use std::collections::BTreeSet;
 
@@ -373,4 +374,71 @@ fn conversions_refused_as_kafka_refuses_them() {
         2,
         GROUP_MAX_SIZE_REACHED,
     );
+}
+
+/// Kafka's `validateOnlineDowngradeWithReplacedMemberId`: a classic JoinGroup with the
+/// `group.instance.id` of the last consumer-protocol member takes its place, and the group is
+/// classic again at once (no rebalance), the joiner holding the replaced member's partitions.
+#[test]
+fn a_static_classic_member_replacing_the_last_consumer_member_downgrades_the_group() {
+    let broker = Broker::start_with(&[
+        ("group.initial.rebalance.delay.ms", "0"),
+        ("offsets.topic.num.partitions", "1"),
+        ("num.partitions", "2"),
+    ]);
+    let addr = broker.bootstrap();
+    let mut c = WireClient::connect(&addr);
+    let topic = unique_topic("migstatic");
+    c.ensure_topic(&topic);
+    let group = format!("{topic}-g");
+    let (mut mc, member, _) = classic_group(&addr, &group, &topic, "consumer", 1).remove(0);
+
+    // A static consumer-protocol member upgrades the group and gets a partition once the
+    // classic member has rejoined and released it.
+    let static_heartbeat = |c: &mut WireClient, epoch: i32| {
+        let req = ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(s(&group).into())
+            .with_member_id(s("kip848-static"))
+            .with_instance_id(Some(s("instance-1")))
+            .with_member_epoch(epoch)
+            .with_rebalance_timeout_ms(30_000)
+            .with_subscribed_topic_names(Some(vec![s(&topic).into()]))
+            .with_topic_partitions(Some(vec![]));
+        c.request::<ConsumerGroupHeartbeatRequest>(1, &req)
+    };
+    let r = static_heartbeat(&mut c, 0);
+    assert_eq!(r.error_code, 0, "upgrade");
+    assert_eq!(listed(&mut c, &group).0, "consumer");
+    let (epoch, classic_owned) = rejoin(&mut mc, &group, &member, &topic);
+    let r = static_heartbeat(&mut c, epoch);
+    assert_eq!(r.error_code, 0);
+    let static_owned: BTreeSet<i32> = r
+        .assignment
+        .expect("assignment")
+        .topic_partitions
+        .iter()
+        .flat_map(|t| t.partitions.iter().copied())
+        .collect();
+    assert_eq!(static_owned.len(), 1, "{static_owned:?}");
+    assert!(static_owned.is_disjoint(&classic_owned));
+
+    // A classic consumer with the same instance id replaces it: the group is classic again,
+    // Stable, and the joiner syncs the replaced member's partition.
+    let mut joiner = WireClient::connect(&addr);
+    let mut join = join_request(&group, "", "consumer", &topic);
+    join.group_instance_id = Some(s("instance-1"));
+    let j: JoinGroupResponse = joiner.request(JOIN_V, &join);
+    assert_eq!(j.error_code, 0, "static join");
+    assert_eq!(
+        listed(&mut c, &group),
+        ("classic".to_string(), "Stable".to_string()),
+        "downgraded at once, without a rebalance"
+    );
+    assert_eq!(described(&mut c, &group), Err(GROUP_ID_NOT_FOUND));
+    let sync = sync_request(&group, &j.member_id, j.generation_id)
+        .with_group_instance_id(Some(s("instance-1")));
+    let r: SyncGroupResponse = joiner.request(SYNC_V, &sync);
+    assert_eq!(r.error_code, 0, "sync");
+    assert_eq!(partitions_of(&r.assignment), static_owned);
+    assert_eq!(heartbeat(&mut mc, &group, &member, j.generation_id), 0);
 }

@@ -236,7 +236,8 @@ impl ConsumerGroup {
 
     /// Kafka's `classicGroupJoinToConsumerGroup`, answered at once: the member's subscription
     /// is taken from its protocol metadata, the target recomputed if it changed, and the
-    /// member reconciled against what its subscription says it owns.
+    /// member reconciled against what its subscription says it owns. With the answer, the id
+    /// of the static member the joiner replaced, if any.
     #[allow(clippy::too_many_arguments)]
     pub fn classic_join(
         &mut self,
@@ -246,7 +247,7 @@ impl ConsumerGroup {
         limits: &ConsumerLimits,
         now: Instant,
         new_member_id: impl FnOnce() -> String,
-    ) -> Result<JoinResponse, GroupError> {
+    ) -> Result<(JoinResponse, Option<String>), GroupError> {
         let unknown = p.member_id.is_empty();
         let member_id = if unknown {
             new_member_id()
@@ -261,15 +262,14 @@ impl ConsumerGroup {
             return Err(GroupError::InconsistentGroupProtocol);
         }
         if unknown && p.require_known_member_id && p.group_instance_id.is_none() {
-            return Ok(JoinResponse::error(
-                ResponseError::MemberIdRequired.code(),
-                &member_id,
-            ));
+            let refused = JoinResponse::error(ResponseError::MemberIdRequired.code(), &member_id);
+            return Ok((refused, None));
         }
         let subscription = subscription_of(&p.protocols)?;
-        if let Some(instance) = p.group_instance_id.as_deref() {
-            self.take_static_place(instance, &member_id, unknown)?;
-        }
+        let replaced = match p.group_instance_id.as_deref() {
+            Some(instance) => self.take_static_place(instance, &member_id, unknown)?,
+            None => None,
+        };
         let bump = self.upsert_classic_member(&member_id, &p, &subscription, now)?;
         self.update_target(bump, topics, all_topics);
         let owned: Vec<(Uuid, Vec<i32>)> = to_ids(&subscription.owned, topics)
@@ -284,7 +284,7 @@ impl ConsumerGroup {
         // The sync timeout: SyncGroup must follow within the rebalance timeout.
         m.classic_deadline =
             Some(now + Duration::from_millis(m.rebalance_timeout_ms.max(0) as u64));
-        Ok(JoinResponse {
+        let joined = JoinResponse {
             error_code: 0,
             generation_id: m.member_epoch,
             protocol_type: Some("consumer".into()),
@@ -293,7 +293,8 @@ impl ConsumerGroup {
             member_id,
             members: Vec::new(),
             skip_assignment: false,
-        })
+        };
+        Ok((joined, replaced))
     }
 
     /// Creates the member or applies its JoinGroup to it; true if membership or its
@@ -327,21 +328,21 @@ impl ConsumerGroup {
     }
 
     /// A static classic member joining with an unknown member id takes the place (epoch,
-    /// assignment, target) of the member holding its instance id; a known member id that is
-    /// not the holder's is fenced.
+    /// assignment, target) of the member holding its instance id, whose id is returned; a
+    /// known member id that is not the holder's is fenced.
     fn take_static_place(
         &mut self,
         instance: &str,
         member_id: &str,
         unknown: bool,
-    ) -> Result<(), GroupError> {
+    ) -> Result<Option<String>, GroupError> {
         let Some(old_id) = self
             .members
             .values()
             .find(|m| m.instance_id.as_deref() == Some(instance) && m.member_id != member_id)
             .map(|m| m.member_id.clone())
         else {
-            return Ok(());
+            return Ok(None);
         };
         if !unknown {
             return Err(GroupError::FencedInstanceId);
@@ -353,7 +354,7 @@ impl ConsumerGroup {
         if let Some(t) = self.target.remove(&old_id) {
             self.target.insert(member_id.to_string(), t);
         }
-        Ok(())
+        Ok(Some(old_id))
     }
 
     /// Kafka's `classicGroupSyncToConsumerGroup`: the member's current assignment, encoded at
@@ -577,16 +578,32 @@ impl GroupCoordinator {
         let Some(GroupKind::Consumer(g)) = st.groups.get_mut(group_id).map(|e| &mut e.kind) else {
             return Err(GroupError::GroupIdNotFound);
         };
-        let r = g.classic_join(
+        let (joined, replaced) = g.classic_join(
             params,
             &topics,
             &all_topics,
             &limits,
             Instant::now(),
             || Uuid::new_v4().to_string(),
-        );
-        self.after_change(st, group_id);
-        r.map(Pending::Now)
+        )?;
+        // Kafka's step 4: the joiner replaced the last static member on the consumer protocol.
+        // The group goes back to classic with the joiner in the replaced member's place and
+        // its assignment, without a rebalance (`convertToClassicGroup` with a joining member).
+        if replaced.is_some() && self.downgrade_on_replacement_allowed(g, &joined.member_id) {
+            self.downgrade(st, group_id, "", false);
+        } else {
+            self.after_change(st, group_id);
+        }
+        Ok(Pending::Now(joined))
+    }
+
+    /// Kafka's `validateOnlineDowngradeWithReplacedMemberId`, checked after the joiner took
+    /// the replaced member's place: every other member is on the classic protocol, the
+    /// policy allows a downgrade and the members fit a classic group.
+    fn downgrade_on_replacement_allowed(&self, g: &ConsumerGroup, joiner: &str) -> bool {
+        g.all_classic_except(joiner)
+            && self.config.migration_policy.downgrade_enabled()
+            && g.members.len() <= self.config.classic.max_size
     }
 
     /// Kafka's `validateOnlineUpgrade`.
@@ -654,9 +671,10 @@ impl GroupCoordinator {
         Ok(result)
     }
 
-    /// Converts the KIP-848 group to a classic group without `leaving`, writes the change
-    /// (tombstones for the KIP-848 records, the classic group's record) and rebalances.
-    pub(super) fn downgrade(&self, st: &mut State, group_id: &str, leaving: &str) {
+    /// Converts the KIP-848 group to a classic group without `leaving` (none: ""), writes the
+    /// change (tombstones for the KIP-848 records, the classic group's record) and, when a
+    /// member left (not when a static member was replaced), rebalances.
+    pub(super) fn downgrade(&self, st: &mut State, group_id: &str, leaving: &str, rebalance: bool) {
         let Some(entry) = st.groups.get_mut(group_id) else {
             return;
         };
@@ -681,7 +699,9 @@ impl GroupCoordinator {
             tracing::warn!(group = group_id, error = %e, "could not write the downgraded group");
         }
         entry.persisted.clear();
-        classic.rebalance_after_downgrade(&self.config.classic, now);
+        if rebalance {
+            classic.rebalance_after_downgrade(&self.config.classic, now);
+        }
         entry.kind = GroupKind::Classic(classic);
         tracing::info!(
             group = group_id,
@@ -710,7 +730,7 @@ impl GroupCoordinator {
                 return;
             };
             if self.downgrade_allowed(g, &id) {
-                self.downgrade(st, group_id, &id);
+                self.downgrade(st, group_id, &id, true);
                 return;
             }
             tracing::info!(group = group_id, member = %id, "consumer group member timed out: fencing it");

@@ -820,7 +820,7 @@ impl GroupCoordinator {
             && self.downgrade_allowed(group, &params.member_id)
         {
             let member_id = params.member_id.clone();
-            self.downgrade(&mut st, group_id, &member_id);
+            self.downgrade(&mut st, group_id, &member_id, true);
             return Ok(HeartbeatResult {
                 member_id,
                 member_epoch: consumer::LEAVE_GROUP_MEMBER_EPOCH,

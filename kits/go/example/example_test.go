@@ -30,7 +30,10 @@ func ctx(t *testing.T) context.Context {
 }
 
 func client(t *testing.T, c *brooktest.Cluster, opts ...kgo.Opt) *kgo.Client {
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Brokers()...)}, opts...)...)
+	// A short metadata age: after a lost connection or a leader change franz-go refreshes
+	// metadata at most this often (5 s by default), which is most of a test's wait otherwise.
+	base := []kgo.Opt{kgo.SeedBrokers(c.Brokers()...), kgo.MetadataMinAge(250 * time.Millisecond)}
+	cl, err := kgo.NewClient(append(base, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ pub mod cluster;
 pub mod config;
 pub mod config_def;
 pub mod controller;
+pub mod embedded;
 pub mod events;
 pub mod fault;
 pub mod features;

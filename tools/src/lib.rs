@@ -3,7 +3,8 @@
 //! - [`supervisor`]: `brook cluster`, N `brook serve` child processes under one supervisor;
 //! - [`supervisor_views`]: the supervisor's cluster-wide state views and event stream;
 //! - [`dump_log`]: `brook dump-log`, reading segment and index files offline;
-//! - [`wait`]: waits on a node's state views, for tests that drive Brook.
+//! - [`wait`]: waits on a node's state views, for tests that drive Brook;
+//! - [`stdin_watch`]: `--exit-on-stdin-eof`, so a node never outlives the test that started it.
 //!
 //! The rule this crate enforces (docs/ARCHITECTURE.md, "Crate graph"): it depends on the
 //! broker crate and the broker never on it. The tools reach a running node only through its
@@ -11,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 pub mod dump_log;
+pub mod stdin_watch;
 pub mod supervisor;
 pub mod supervisor_views;
 pub mod wait;

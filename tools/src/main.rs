@@ -52,6 +52,10 @@ enum Command {
         /// Overrides one property (repeatable), as kafka-server-start's --override.
         #[arg(long = "override", value_name = "KEY=VALUE")]
         overrides: Vec<String>,
+        /// Stops the node (as SIGTERM does) when stdin reaches end of file: a test kit keeps
+        /// a pipe open to it, so the node dies with the test process.
+        #[arg(long)]
+        exit_on_stdin_eof: bool,
     },
     /// Prepares a node's log directory before its first start, as `kafka-storage format`
     /// does: `--add-scram` creates SCRAM users that the cluster records when it starts.
@@ -228,7 +232,11 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     match cli.command {
-        Command::Serve { config, overrides } => serve(config, overrides),
+        Command::Serve {
+            config,
+            overrides,
+            exit_on_stdin_eof,
+        } => serve(config, overrides, exit_on_stdin_eof),
         Command::Certs { dir, password } => {
             match brook::security::ssl::certs::write_test_pki(&dir, &password) {
                 Ok(pki) => {
@@ -310,7 +318,7 @@ fn format(config: Option<PathBuf>, overrides: Vec<String>, add_scram: Vec<String
     }
 }
 
-fn serve(config: Option<PathBuf>, overrides: Vec<String>) -> ExitCode {
+fn serve(config: Option<PathBuf>, overrides: Vec<String>, exit_on_stdin_eof: bool) -> ExitCode {
     let config = match BrokerConfig::load(config.as_deref(), &overrides) {
         Ok(c) => c,
         Err(e) => {
@@ -330,8 +338,8 @@ fn serve(config: Option<PathBuf>, overrides: Vec<String>) -> ExitCode {
         };
         let (tx, rx) = watch::channel(false);
         tokio::spawn(async move {
-            brook::server::wait_for_shutdown_signal().await;
-            tracing::info!("signal received");
+            brook_tools::stdin_watch::shutdown_trigger(exit_on_stdin_eof).await;
+            tracing::info!("stopping");
             let _ = tx.send(true);
         });
         // The one line tests and scripts wait for: an event, so nobody has to sleep. It comes

@@ -35,7 +35,9 @@
 //! SIGTERM or Ctrl-C stops the cluster: every child gets SIGTERM, the supervisor waits for
 //! them ([`STOP_GRACE`], then SIGKILL), then exits. Children run in their own process group,
 //! so a terminal's Ctrl-C reaches only the supervisor, which then stops them in order. If the
-//! supervisor itself is killed with SIGKILL, its children keep running.
+//! supervisor itself is killed with SIGKILL, its children keep running, unless it runs with
+//! `--exit-on-stdin-eof` ([`crate::stdin_watch`]): then each child watches a pipe from the
+//! supervisor and stops when the supervisor is gone.
 //!
 //! Ports: client ports are `--base-port` + i, controller ports `--controller-base-port`
 //! (default base + [`CONTROLLER_PORT_OFFSET`]) + i, admin ports `--admin-base-port` (default
@@ -122,6 +124,9 @@ struct Running {
     stopping: bool,
     /// SIGSTOPped by the supervisor and not resumed since.
     paused: bool,
+    /// The write end of the child's stdin pipe with `--exit-on-stdin-eof`: never written,
+    /// closed when the supervisor exits, however it exits.
+    _stdin: Option<tokio::process::ChildStdin>,
 }
 
 struct NodeSlot {
@@ -183,6 +188,8 @@ struct Supervisor {
     shutting_down: watch::Sender<bool>,
     /// The merged event stream: every node's events and the supervisor's own.
     events: Arc<EventLog>,
+    /// `--exit-on-stdin-eof`: every child gets a stdin pipe and the same flag.
+    children_watch_stdin: bool,
 }
 
 /// Why a node operation failed, with the HTTP status it is answered with.
@@ -339,7 +346,10 @@ impl Supervisor {
             .create(true)
             .append(true)
             .open(&plan.log_file)?;
-        let args = plan.serve_args();
+        let mut args = plan.serve_args();
+        if self.children_watch_stdin {
+            args.insert(1, "--exit-on-stdin-eof".into());
+        }
         writeln!(
             log,
             "=== brook cluster: starting node {} at unix time {}: {} {}",
@@ -351,7 +361,11 @@ impl Supervisor {
         let stderr = log.try_clone()?;
         let mut child = Command::new(&self.exe)
             .args(&args)
-            .stdin(Stdio::null())
+            .stdin(if self.children_watch_stdin {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
             .stdout(Stdio::piped())
             .stderr(Stdio::from(stderr))
             // Its own process group: a terminal's Ctrl-C reaches only the supervisor, which
@@ -360,6 +374,7 @@ impl Supervisor {
             .kill_on_drop(false)
             .spawn()?;
         let pid = child.id().unwrap_or(0);
+        let stdin = child.stdin.take();
         let (ready_tx, ready_rx) = oneshot::channel();
         if let Some(stdout) = child.stdout.take() {
             let log = tokio::fs::File::from_std(log);
@@ -376,6 +391,7 @@ impl Supervisor {
                 exited: exit_rx,
                 stopping: false,
                 paused: false,
+                _stdin: stdin,
             },
         ))
     }
@@ -697,12 +713,14 @@ async fn supervise(mut args: ClusterArgs) -> ExitCode {
         ready_timeout: Duration::from_secs(args.ready_timeout_secs.max(1)),
         shutting_down: watch::channel(false).0,
         events: Arc::new(EventLog::new(0, args.event_buffer_len_max)),
+        children_watch_stdin: args.exit_on_stdin_eof,
     });
     follow_events(&sup);
     let (stop_tx, mut stop_rx) = watch::channel(false);
+    let watch_stdin = args.exit_on_stdin_eof;
     tokio::spawn(async move {
-        brook::server::wait_for_shutdown_signal().await;
-        tracing::info!("signal received; stopping the cluster");
+        crate::stdin_watch::shutdown_trigger(watch_stdin).await;
+        tracing::info!("stopping the cluster");
         let _ = stop_tx.send(true);
     });
 

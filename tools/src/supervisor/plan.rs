@@ -64,6 +64,11 @@ pub struct ClusterArgs {
     /// `<data-dir>/http-credentials.properties` and printed once the cluster is ready.
     #[arg(long)]
     pub http_auth: bool,
+    /// Stops the cluster (as SIGTERM does) when stdin reaches end of file, and starts every
+    /// node with the same watch on a pipe from the supervisor: a test kit keeps a pipe open
+    /// to the supervisor, so the cluster dies with the test process.
+    #[arg(long)]
+    pub exit_on_stdin_eof: bool,
 }
 
 /// How one node is started; fixed for the life of the supervisor, except that ports picked

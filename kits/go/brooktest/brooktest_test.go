@@ -1,0 +1,59 @@
+package brooktest
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Each bad input is one error naming its cause, never a hang.
+
+func TestAMissingBinaryNamesWhereToGetOne(t *testing.T) {
+	t.Setenv(EnvBin, "")
+	t.Setenv("PATH", t.TempDir())
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	_, err := FindBin()
+	if err == nil || !strings.Contains(err.Error(), "brooktest/install") {
+		t.Fatalf("want the install hint, got %v", err)
+	}
+}
+
+func TestANonLinuxExecutableIsRefused(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "brook")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(EnvBin, script)
+	_, err := FindBin()
+	if err == nil || !strings.Contains(err.Error(), "not a Linux executable") {
+		t.Fatalf("want a wrong-format error, got %v", err)
+	}
+}
+
+// Needs a brook binary ($BROOK_BIN, PATH or the cache).
+func TestAKeyKafkaDoesNotDeclareFailsStartWithItsName(t *testing.T) {
+	if _, err := FindBin(); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	_, err := start(t, Config("no.such.key", "1"))
+	if err == nil || !strings.Contains(err.Error(), `unknown config key "no.such.key"`) {
+		t.Fatalf("want the unknown key named, got %v", err)
+	}
+	if waited := time.Since(began); waited > 30*time.Second {
+		t.Fatalf("the error took %v", waited)
+	}
+}
+
+func TestAClusterNotReadyInTimeIsOneErrorWithTheLogs(t *testing.T) {
+	if _, err := FindBin(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := start(t, ReadyTimeout(time.Millisecond))
+	if err == nil || !strings.Contains(err.Error(), "not ready within 1ms") ||
+		!strings.Contains(err.Error(), "supervisor.log") {
+		t.Fatalf("want a timeout with the logs, got %v", err)
+	}
+}

@@ -1,0 +1,3 @@
+module github.com/brook-broker/brook/kits/go/brooktest
+
+go 1.22

@@ -228,7 +228,10 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     match cli.command {
-        Command::Serve { config, overrides } => serve(config, overrides),
+        Command::Serve { config, overrides } => {
+            brook_tools::supervisor::die_with_supervisor();
+            serve(config, overrides)
+        }
         Command::Certs { dir, password } => {
             match brook::security::ssl::certs::write_test_pki(&dir, &password) {
                 Ok(pki) => {

@@ -35,7 +35,9 @@
 //! SIGTERM or Ctrl-C stops the cluster: every child gets SIGTERM, the supervisor waits for
 //! them ([`STOP_GRACE`], then SIGKILL), then exits. Children run in their own process group,
 //! so a terminal's Ctrl-C reaches only the supervisor, which then stops them in order. If the
-//! supervisor itself is killed with SIGKILL, its children keep running.
+//! supervisor itself is killed with SIGKILL, its children keep running, unless it was started
+//! with `--exit-with-parent` ([`parent`]): then end of file on its stdin stops the cluster
+//! and its children die with it.
 //!
 //! Ports: client ports are `--base-port` + i, controller ports `--controller-base-port`
 //! (default base + [`CONTROLLER_PORT_OFFSET`]) + i, admin ports `--admin-base-port` (default
@@ -73,15 +75,17 @@ use brook::events::EventLog;
 
 mod credentials;
 mod http;
+mod parent;
 mod plan;
 mod secure;
 
 use self::http::router;
+pub use self::parent::{die_with_supervisor, SUPERVISOR_PID_ENV};
 pub use self::plan::{
     parse_ready, ClusterArgs, ReadyLine, ADMIN_PORT_OFFSET, CONTROLLER_PORT_OFFSET,
     DEFAULT_BASE_PORT, DEFAULT_NODES, DEFAULT_SUPERVISOR_LISTENER, MAX_NODES,
 };
-use self::plan::{plan, NodePlan};
+use self::plan::{check_ports_free, plan, NodePlan};
 
 /// How long a SIGTERMed child has to exit before it gets SIGKILL.
 pub const STOP_GRACE: Duration = Duration::from_secs(30);
@@ -183,6 +187,8 @@ struct Supervisor {
     shutting_down: watch::Sender<bool>,
     /// The merged event stream: every node's events and the supervisor's own.
     events: Arc<EventLog>,
+    /// `--exit-with-parent`: children die with the supervisor ([`parent`]).
+    exit_with_parent: bool,
 }
 
 /// Why a node operation failed, with the HTTP status it is answered with.
@@ -349,7 +355,11 @@ impl Supervisor {
             args.join(" ")
         )?;
         let stderr = log.try_clone()?;
-        let mut child = Command::new(&self.exe)
+        let mut command = Command::new(&self.exe);
+        if self.exit_with_parent {
+            command.env(SUPERVISOR_PID_ENV, std::process::id().to_string());
+        }
+        let mut child = command
             .args(&args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -645,7 +655,7 @@ async fn supervise(mut args: ClusterArgs) -> ExitCode {
         }
         None => None,
     };
-    let plans = match plan(&args) {
+    let plans = match plan(&args).and_then(|p| check_ports_free(&p).map(|()| p)) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("brook: {e}");
@@ -697,12 +707,24 @@ async fn supervise(mut args: ClusterArgs) -> ExitCode {
         ready_timeout: Duration::from_secs(args.ready_timeout_secs.max(1)),
         shutting_down: watch::channel(false).0,
         events: Arc::new(EventLog::new(0, args.event_buffer_len_max)),
+        exit_with_parent: args.exit_with_parent,
     });
     follow_events(&sup);
     let (stop_tx, mut stop_rx) = watch::channel(false);
+    let stdin_closed = args.exit_with_parent.then(parent::stdin_closed);
     tokio::spawn(async move {
-        brook::server::wait_for_shutdown_signal().await;
-        tracing::info!("signal received; stopping the cluster");
+        match stdin_closed {
+            Some(closed) => tokio::select! {
+                _ = brook::server::wait_for_shutdown_signal() => {
+                    tracing::info!("signal received; stopping the cluster");
+                }
+                _ = closed => tracing::info!("stdin closed (the parent is gone); stopping the cluster"),
+            },
+            None => {
+                brook::server::wait_for_shutdown_signal().await;
+                tracing::info!("signal received; stopping the cluster");
+            }
+        }
         let _ = stop_tx.send(true);
     });
 

@@ -64,6 +64,11 @@ pub struct ClusterArgs {
     /// `<data-dir>/http-credentials.properties` and printed once the cluster is ready.
     #[arg(long)]
     pub http_auth: bool,
+    /// Stops the cluster when stdin reaches end of file (the program that started it closed
+    /// it, or died), and makes every node die with the supervisor even if it is SIGKILLed.
+    /// For test kits that start a cluster from another program.
+    #[arg(long)]
+    pub exit_with_parent: bool,
 }
 
 /// How one node is started; fixed for the life of the supervisor, except that ports picked
@@ -266,7 +271,51 @@ pub(super) fn plan(args: &ClusterArgs) -> Result<Vec<NodePlan>, String> {
             admin: addr(ports.admin),
         });
     }
+    for p in &plans {
+        p.check_config()?;
+    }
     Ok(plans)
+}
+
+impl NodePlan {
+    /// Loads what the child would load, so a bad `--override` (a key Kafka does not declare,
+    /// a value of the wrong type) is reported once, by name, before any node starts.
+    fn check_config(&self) -> Result<(), String> {
+        let props: Vec<String> = self
+            .serve_args()
+            .into_iter()
+            .skip(1)
+            .filter(|a| a != "--override")
+            .collect();
+        BrokerConfig::load(None, &props)
+            .map(|_| ())
+            .map_err(|e| format!("node {}: {e}", self.id))
+    }
+}
+
+/// Binds every generated listener's port once (and lets it go), so a port in use is
+/// reported by name before any node starts, rather than as a node that exited.
+pub(super) fn check_ports_free(plans: &[NodePlan]) -> Result<(), String> {
+    for p in plans {
+        let named = [
+            ("client", p.client),
+            ("controller", p.controller),
+            ("admin", p.admin),
+        ];
+        for (what, addr) in named {
+            let Some(addr) = addr.filter(|_| p.generated.is_some()) else {
+                continue;
+            };
+            if let Err(e) = std::net::TcpListener::bind(addr) {
+                return Err(format!(
+                    "node {}'s {what} port {addr} is in use ({e}); pick other ports with \
+                     --base-port (0 picks free ones)",
+                    p.id
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// What a child's `READY node.id=N listener=HOST:PORT [admin=HOST:PORT]` line says.

@@ -81,11 +81,11 @@ mod secure;
 
 use self::http::router;
 pub use self::parent::{die_with_supervisor, SUPERVISOR_PID_ENV};
+use self::plan::{check_ports_free, plan, NodePlan};
 pub use self::plan::{
     parse_ready, ClusterArgs, ReadyLine, ADMIN_PORT_OFFSET, CONTROLLER_PORT_OFFSET,
     DEFAULT_BASE_PORT, DEFAULT_NODES, DEFAULT_SUPERVISOR_LISTENER, MAX_NODES,
 };
-use self::plan::{check_ports_free, plan, NodePlan};
 
 /// How long a SIGTERMed child has to exit before it gets SIGKILL.
 pub const STOP_GRACE: Duration = Duration::from_secs(30);

@@ -426,6 +426,20 @@ mod tests {
         assert!(plan(&args(&["--base-port", "65534"])).is_err());
     }
 
+    #[test]
+    fn an_unknown_key_or_a_port_in_use_is_named_before_any_node_starts() {
+        let err = plan(&args(&["--override", "no.such.key=1"])).unwrap_err();
+        assert!(err.contains("unknown config key \"no.such.key\""), "{err}");
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = taken.local_addr().unwrap().port().to_string();
+        let plans = plan(&args(&["--nodes", "1", "--base-port", &port])).unwrap();
+        let err = check_ports_free(&plans).unwrap_err();
+        assert!(
+            err.contains(&format!("port 127.0.0.1:{port} is in use")),
+            "{err}"
+        );
+    }
+
     /// `config/cluster/node-N.properties` say exactly what the generated defaults say.
     #[test]
     fn shipped_properties_equal_the_defaults() {

@@ -269,6 +269,11 @@ public final class Brook implements AutoCloseable {
         return dir;
     }
 
+    /** The supervisor's process id ({@code brook cluster}); each node's is in {@link #nodes()}. */
+    public long supervisorPid() {
+        return process.pid();
+    }
+
     public Set<Integer> nodeIds() {
         return new TreeSet<>(ids);
     }

@@ -79,11 +79,11 @@ mod plan;
 mod secure;
 
 use self::http::router;
+use self::plan::{check_ports_free, plan, NodePlan};
 pub use self::plan::{
     parse_ready, ClusterArgs, ReadyLine, ADMIN_PORT_OFFSET, CONTROLLER_PORT_OFFSET,
     DEFAULT_BASE_PORT, DEFAULT_NODES, DEFAULT_SUPERVISOR_LISTENER, MAX_NODES,
 };
-use self::plan::{plan, NodePlan};
 
 /// How long a SIGTERMed child has to exit before it gets SIGKILL.
 pub const STOP_GRACE: Duration = Duration::from_secs(30);
@@ -661,7 +661,7 @@ async fn supervise(mut args: ClusterArgs) -> ExitCode {
         }
         None => None,
     };
-    let plans = match plan(&args) {
+    let plans = match plan(&args).and_then(|p| check_ports_free(&p).map(|()| p)) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("brook: {e}");

@@ -271,7 +271,51 @@ pub(super) fn plan(args: &ClusterArgs) -> Result<Vec<NodePlan>, String> {
             admin: addr(ports.admin),
         });
     }
+    for p in &plans {
+        p.check_config()?;
+    }
     Ok(plans)
+}
+
+impl NodePlan {
+    /// Loads what the child would load, so a bad `--override` (a key Kafka does not declare,
+    /// a value of the wrong type) is reported once, by name, before any node starts.
+    fn check_config(&self) -> Result<(), String> {
+        let props: Vec<String> = self
+            .serve_args()
+            .into_iter()
+            .skip(1)
+            .filter(|a| a != "--override")
+            .collect();
+        BrokerConfig::load(None, &props)
+            .map(|_| ())
+            .map_err(|e| format!("node {}: {e}", self.id))
+    }
+}
+
+/// Binds every generated listener's port once (and lets it go), so a port in use is
+/// reported by name before any node starts, rather than as a node that exited.
+pub(super) fn check_ports_free(plans: &[NodePlan]) -> Result<(), String> {
+    for p in plans {
+        let named = [
+            ("client", p.client),
+            ("controller", p.controller),
+            ("admin", p.admin),
+        ];
+        for (what, addr) in named {
+            let Some(addr) = addr.filter(|_| p.generated.is_some()) else {
+                continue;
+            };
+            if let Err(e) = std::net::TcpListener::bind(addr) {
+                return Err(format!(
+                    "node {}'s {what} port {addr} is in use ({e}); pick other ports with \
+                     --base-port (0 picks free ones)",
+                    p.id
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// What a child's `READY node.id=N listener=HOST:PORT [admin=HOST:PORT]` line says.
@@ -380,6 +424,20 @@ mod tests {
         assert_eq!(ports.len(), 12, "no port is picked twice");
         assert!(plan(&args(&["--nodes", "0"])).is_err());
         assert!(plan(&args(&["--base-port", "65534"])).is_err());
+    }
+
+    #[test]
+    fn an_unknown_key_or_a_port_in_use_is_named_before_any_node_starts() {
+        let err = plan(&args(&["--override", "no.such.key=1"])).unwrap_err();
+        assert!(err.contains("unknown config key \"no.such.key\""), "{err}");
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = taken.local_addr().unwrap().port().to_string();
+        let plans = plan(&args(&["--nodes", "1", "--base-port", &port])).unwrap();
+        let err = check_ports_free(&plans).unwrap_err();
+        assert!(
+            err.contains(&format!("port 127.0.0.1:{port} is in use")),
+            "{err}"
+        );
     }
 
     /// `config/cluster/node-N.properties` say exactly what the generated defaults say.

@@ -104,7 +104,6 @@ async function main() {
 
     await transactionsAndConsumers(page, supervisor, bootstrap);
     await timelineFilters(page, topic);
-
     // Kill the leader with the page's own control.
     await page.click(`#nodes tr[data-node="${leader}"] button[data-action="kill"]`);
     await page.waitForSelector(`#nodes tr[data-node="${leader}"][data-state="down"]`, { timeout: SETTLE_MS });

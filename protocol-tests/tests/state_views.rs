@@ -1,5 +1,5 @@
 //! The JSON state views on the admin listener (`/v1/cluster`, `/v1/partitions`,
-//! `/v1/producers`, `/v1/groups`), read over plain HTTP/1.1 on a std `TcpStream` from real
+//! `/v1/producers`, `/v1/groups`, `/v1/transactions`), read over plain HTTP/1.1 on a std `TcpStream` from real
 //! `brook serve` processes while librdkafka clients produce and consume. Each view is checked
 //! against an independent source: the log on disk (`brook dump-log`), the delivery reports,
 //! the client's own settings, and what a killed node must turn into.

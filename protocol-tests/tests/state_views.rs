@@ -1,8 +1,9 @@
 //! The JSON state views on the admin listener (`/v1/cluster`, `/v1/partitions`,
-//! `/v1/producers`, `/v1/groups`, `/v1/transactions`), read over plain HTTP/1.1 on a std `TcpStream` from real
-//! `brook serve` processes while librdkafka clients produce and consume. Each view is checked
-//! against an independent source: the log on disk (`brook dump-log`), the delivery reports,
-//! the client's own settings, and what a killed node must turn into.
+//! `/v1/producers`, `/v1/groups`, `/v1/transactions`), read over plain HTTP/1.1 on a std
+//! `TcpStream` from real `brook serve` processes while librdkafka clients produce and
+//! consume. Each view is checked against an independent source: the log on disk (`brook
+//! dump-log`), the delivery reports, the client's own settings, and what a killed node must
+//! turn into.
 //!
 //! Every wait is a condition polled against a deadline.
 

@@ -68,7 +68,9 @@ async function main() {
   const sup = spawn(BROOK, ["cluster", "--base-port", "0", "--supervisor-listener", "127.0.0.1:0", "--data-dir", dir,
     "--override", "broker.session.timeout.ms=3000", "--override", "broker.heartbeat.interval.ms=500",
     "--override", "replica.lag.time.max.ms=3000", "--override", "default.replication.factor=3",
-    "--override", "num.partitions=1"], { stdio: ["ignore", "pipe", "inherit"] });
+    "--override", "num.partitions=1", "--override", "group.initial.rebalance.delay.ms=0",
+    "--override", "offsets.topic.num.partitions=3", "--override", "transaction.state.log.num.partitions=3"],
+  { stdio: ["ignore", "pipe", "inherit"] });
   children.push(sup);
   const ready = await lineWith(sup, "CLUSTER READY", START_MS);
   const supervisor = field(ready, "supervisor");
@@ -86,6 +88,8 @@ async function main() {
     const producer = spawn(PRODUCE, ["--bootstrap", bootstrap, "--topic", topic, "--records", "4000", "--interval-ms", "20"],
       { stdio: ["ignore", "inherit", "inherit"] });
     children.push(producer);
+    // The open transaction starts meanwhile; it is checked below.
+    const opened = openTransaction(bootstrap);
     const part = `.partition[data-topic="${topic}"][data-partition="0"]`;
 
     // The partition appears with a leader and a full ISR, and its high watermark moves.
@@ -102,7 +106,7 @@ async function main() {
       [`${part} .replica[data-replica="${leader}"]`, hw1], { timeout: SETTLE_MS });
     say(`leader ${leader}, high watermark advancing past ${hw1}`);
 
-    await transactionsAndConsumers(page, supervisor, bootstrap);
+    await transactionsAndConsumers(page, supervisor, bootstrap, await opened);
     await timelineFilters(page, topic);
     // Kill the leader with the page's own control.
     await page.click(`#nodes tr[data-node="${leader}"] button[data-action="kill"]`);
@@ -137,16 +141,20 @@ async function main() {
   say("passed");
 }
 
-// A transaction left open on its own topic and a group that committed part of it: the page
-// shows the partition's last stable offset, the open transaction, the group's committed
-// offset and lag, and the coordinator's entry, each as the broker's JSON views give them.
-async function transactionsAndConsumers(page, supervisor, bootstrap) {
+// Five records in a transaction left open on a topic of their own; resolves with the topic.
+async function openTransaction(bootstrap) {
   const topic = `live-txn-${Date.now()}`;
-  const group = `${topic}-group`;
   const txn = spawn(PRODUCE, ["--bootstrap", bootstrap, "--topic", topic, "--records", "5", "--interval-ms", "0",
     "--transactional-id", topic, "--hold-ms", "120000"], { stdio: ["ignore", "pipe", "inherit"] });
   children.push(txn);
   await lineWith(txn, "OPEN", SETTLE_MS);
+  return topic;
+}
+// The transaction left open on `topic` and a group that committed part of it: the page
+// shows the partition's last stable offset, the open transaction, the group's committed
+// offset and lag, and the coordinator's entry, each as the broker's JSON views give them.
+async function transactionsAndConsumers(page, supervisor, bootstrap, topic) {
+  const group = `${topic}-group`;
   const consume = spawn(CONSUME, ["--bootstrap", bootstrap, "--topic", topic, "--group", group, "--records", "3"],
     { stdio: ["ignore", "pipe", "inherit"] });
   children.push(consume);

@@ -7,7 +7,10 @@
 //!   each replica's progress on the leader and the ELRs of the image.
 //! - `GET /v1/producers?topic=T&partition=P`: the producers with state on one hosted
 //!   partition and their retained batches (the copy DescribeProducers takes).
-//! - `GET /v1/groups`: the groups this node coordinates (`GroupCoordinator::inspect`).
+//! - `GET /v1/groups`: the groups this node coordinates (`GroupCoordinator::inspect`), with
+//!   their committed offsets.
+//! - `GET /v1/transactions`: the transactional ids this node's transaction coordinator owns,
+//!   as ListTransactions and DescribeTransactions see them.
 //!
 //! Every view is built at request time from the owner of each fact; nothing here keeps state.
 //! Every list an answer can grow with load has a named bound and a `truncated` flag. Bad
@@ -42,6 +45,12 @@ pub const PRODUCERS_PER_ANSWER_MAX: usize = 1_000;
 pub const GROUPS_PER_ANSWER_MAX: usize = 200;
 /// Bound on the members listed for one group.
 pub const MEMBERS_PER_GROUP_MAX: usize = 500;
+/// Bound on the committed offsets listed for one group.
+pub const OFFSETS_PER_GROUP_MAX: usize = 1_000;
+/// Bound on the open transactions listed for one partition.
+pub const OPEN_TRANSACTIONS_PER_PARTITION_MAX: usize = 50;
+/// Bound on the transactional ids one `/v1/transactions` answer lists.
+pub const TRANSACTIONS_PER_ANSWER_MAX: usize = 200;
 /// Bound on the query parameters read from one request.
 const QUERY_PARAMS_MAX: usize = 8;
 
@@ -52,6 +61,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/v1/partitions", get(partitions))
         .route("/v1/producers", get(producers))
         .route("/v1/groups", get(groups))
+        .route("/v1/transactions", get(transactions))
         .route("/v1/client-metrics", get(client_metrics))
         .with_state(broker)
 }
@@ -211,6 +221,19 @@ struct PartitionView {
     high_watermark: i64,
     last_stable_offset: i64,
     replica_states: Option<Vec<ReplicaView>>,
+    /// The partition's open transactions, earliest first (Kafka's `ongoingTxns` of the
+    /// partition's `ProducerStateManager`); the first one's first offset bounds the last
+    /// stable offset.
+    open_transactions: Vec<OpenTransactionView>,
+    open_transactions_truncated: bool,
+}
+
+#[derive(Serialize)]
+struct OpenTransactionView {
+    producer_id: i64,
+    producer_epoch: i16,
+    first_offset: i64,
+    first_batch_timestamp: Option<i64>,
 }
 
 #[derive(Serialize)]
@@ -265,6 +288,10 @@ fn partition_view(p: &Partition, node_id: i32, image: Option<&MetadataImage>) ->
     let (role, leader) = role_name(&s.role);
     let registration = image.and_then(|i| i.partition(p.topic_id, p.index));
     let replica_states = (s.role == Role::Leader).then(|| replica_views(&s, node_id));
+    // One more than the bound, to tell a full list from a cut one.
+    let mut open = p.open_transactions(OPEN_TRANSACTIONS_PER_PARTITION_MAX + 1);
+    let open_transactions_truncated = open.len() > OPEN_TRANSACTIONS_PER_PARTITION_MAX;
+    open.truncate(OPEN_TRANSACTIONS_PER_PARTITION_MAX);
     PartitionView {
         topic: p.topic.clone(),
         topic_id: p.topic_id.to_string(),
@@ -283,6 +310,16 @@ fn partition_view(p: &Partition, node_id: i32, image: Option<&MetadataImage>) ->
         log_end_offset: s.log_end_offset,
         high_watermark: s.high_watermark,
         last_stable_offset: s.last_stable_offset,
+        open_transactions: open
+            .into_iter()
+            .map(|t| OpenTransactionView {
+                producer_id: t.producer_id,
+                producer_epoch: t.producer_epoch,
+                first_offset: t.first_offset,
+                first_batch_timestamp: t.first_batch_timestamp,
+            })
+            .collect(),
+        open_transactions_truncated,
     }
 }
 
@@ -458,6 +495,19 @@ struct GroupView {
     leader_id: Option<String>,
     members: Vec<MemberView>,
     members_truncated: bool,
+    /// Committed offsets by topic and partition (Kafka's `OffsetMetadataManager`), without
+    /// those of transactions still open.
+    offsets: Vec<CommittedOffsetView>,
+    offsets_truncated: bool,
+}
+
+#[derive(Serialize)]
+struct CommittedOffsetView {
+    topic: String,
+    partition: i32,
+    committed_offset: i64,
+    leader_epoch: i32,
+    commit_timestamp_ms: i64,
 }
 
 #[derive(Serialize)]
@@ -515,6 +565,17 @@ fn group_view(
     };
     view.group_id = id.to_string();
     view.state = entry.state_str();
+    (view.offsets, view.offsets_truncated) = bounded(
+        entry.offsets.iter(),
+        OFFSETS_PER_GROUP_MAX,
+        |((topic, partition), o)| CommittedOffsetView {
+            topic: topic.clone(),
+            partition: *partition,
+            committed_offset: o.value.offset,
+            leader_epoch: o.value.leader_epoch,
+            commit_timestamp_ms: o.value.commit_timestamp_ms,
+        },
+    );
     view
 }
 
@@ -530,6 +591,8 @@ fn empty_group(protocol: &'static str, generation: i32) -> GroupView {
         leader_id: None,
         members: Vec::new(),
         members_truncated: false,
+        offsets: Vec::new(),
+        offsets_truncated: false,
     }
 }
 
@@ -607,6 +670,67 @@ fn share_view(
             ),
         });
     view
+}
+
+// -------------------------------------------------------------------------- transactions
+
+#[derive(Serialize)]
+struct TransactionsView {
+    transactions: Vec<TransactionView>,
+    truncated: bool,
+}
+
+#[derive(Serialize)]
+struct TransactionView {
+    transactional_id: String,
+    producer_id: i64,
+    producer_epoch: i16,
+    state: &'static str,
+    txn_timeout_ms: i32,
+    txn_start_timestamp: i64,
+    partitions: Vec<TopicAssignment>,
+}
+
+/// `GET /v1/transactions`: every transactional id this node coordinates, as
+/// ListTransactions lists it and DescribeTransactions describes it (Kafka's
+/// `TransactionStateManager.listTransactionStates` and `describeTransactions`). An id that
+/// ends between the two calls is left out.
+async fn transactions(
+    State(broker): State<Arc<Broker>>,
+    uri: Uri,
+) -> Result<Json<TransactionsView>, ViewError> {
+    query(&uri, &[])?;
+    let filter = crate::txn::ListFilter {
+        duration_ms: -1,
+        ..Default::default()
+    };
+    let listed = broker.txn.list(&filter);
+    let (views, truncated) = bounded(listed.iter(), TRANSACTIONS_PER_ANSWER_MAX, |l| {
+        let d = broker.txn.describe(&l.transactional_id).ok()?;
+        let mut partitions: Vec<TopicAssignment> = Vec::new();
+        for (topic, partition) in d.partitions {
+            match partitions.last_mut() {
+                Some(last) if last.topic == topic => last.partitions.push(partition),
+                _ => partitions.push(TopicAssignment {
+                    topic,
+                    partitions: vec![partition],
+                }),
+            }
+        }
+        Some(TransactionView {
+            transactional_id: l.transactional_id.clone(),
+            producer_id: d.producer_id,
+            producer_epoch: d.producer_epoch,
+            state: d.state.name(),
+            txn_timeout_ms: d.txn_timeout_ms,
+            txn_start_timestamp: d.txn_start_timestamp,
+            partitions,
+        })
+    });
+    Ok(Json(TransactionsView {
+        transactions: views.into_iter().flatten().collect(),
+        truncated,
+    }))
 }
 
 #[cfg(test)]

@@ -1,15 +1,19 @@
 // The live page in a real browser: starts `brook cluster` (3 nodes), opens the supervisor's
 // page in Debian's headless Chromium (driven by playwright-core, no browser download),
-// produces records with librdkafka (`live_produce`), kills the partition's leader with the
-// page's own Kill button, and checks what the page shows: high watermark bars that advance,
-// a new leader, and the ISR shrink and the kill on the timeline.
+// produces records with librdkafka (`live_produce`), leaves a transaction open on a second
+// topic and commits a group's offset there (`live_consume`), kills the partition's leader
+// with the page's own Kill button, and checks what the page shows: high watermark bars that
+// advance, the last stable offset, the open transaction, the group's committed offset and lag
+// and the coordinator's transactions as the broker's JSON views give them, the timeline's
+// filters and export, a new leader, and the ISR shrink and the kill on the timeline.
 //
-// BROOK_BIN and LIVE_PRODUCE_BIN name the binaries (default: the workspace's target/debug);
+// BROOK_BIN, LIVE_PRODUCE_BIN and LIVE_CONSUME_BIN name the binaries (default: the
+// workspace's target/debug);
 // LIVE_PAGE_SCREENSHOT, if set, is where the final screenshot goes (docs/live-page.png).
 // Every wait has a deadline.
 
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -19,6 +23,7 @@ import { chromium } from "playwright-core";
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const BROOK = process.env.BROOK_BIN || join(ROOT, "target/debug/brook");
 const PRODUCE = process.env.LIVE_PRODUCE_BIN || join(ROOT, "target/debug/live_produce");
+const CONSUME = process.env.LIVE_CONSUME_BIN || join(ROOT, "target/debug/live_consume");
 const CHROMIUM = process.env.CHROMIUM_BIN || "/usr/bin/chromium";
 const START_MS = 90_000;
 const SETTLE_MS = 60_000;
@@ -42,6 +47,20 @@ function lineWith(child, prefix, ms) {
     child.on("exit", (code) => { clearTimeout(timer); reject(new Error(`exited (${code}) before ${prefix}`)); });
   });
 }
+// Resolves with the exit code of `child`, within `ms`.
+function exited(child, ms) {
+  return new Promise((resolve, reject) => {
+    if (child.exitCode !== null) { resolve(child.exitCode); return; }
+    const timer = setTimeout(() => reject(new Error(`did not exit within ${ms} ms`)), ms);
+    child.on("exit", (code) => { clearTimeout(timer); resolve(code); });
+  });
+}
+// A view of the supervisor, merged over the nodes: {nodeId: answer}.
+async function merged(supervisor, path) {
+  const r = await fetch(`http://${supervisor}${path}`);
+  if (r.status !== 200) throw new Error(`GET ${path}: ${r.status}`);
+  return (await r.json()).nodes;
+}
 const field = (line, key) => line.split(/\s+/).find((f) => f.startsWith(key + "="))?.slice(key.length + 1);
 
 async function main() {
@@ -49,7 +68,9 @@ async function main() {
   const sup = spawn(BROOK, ["cluster", "--base-port", "0", "--supervisor-listener", "127.0.0.1:0", "--data-dir", dir,
     "--override", "broker.session.timeout.ms=3000", "--override", "broker.heartbeat.interval.ms=500",
     "--override", "replica.lag.time.max.ms=3000", "--override", "default.replication.factor=3",
-    "--override", "num.partitions=1"], { stdio: ["ignore", "pipe", "inherit"] });
+    "--override", "num.partitions=1", "--override", "group.initial.rebalance.delay.ms=0",
+    "--override", "offsets.topic.num.partitions=3", "--override", "transaction.state.log.num.partitions=3"],
+  { stdio: ["ignore", "pipe", "inherit"] });
   children.push(sup);
   const ready = await lineWith(sup, "CLUSTER READY", START_MS);
   const supervisor = field(ready, "supervisor");
@@ -58,7 +79,7 @@ async function main() {
 
   const browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
   try {
-    const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+    const page = await browser.newPage({ viewport: { width: 1400, height: 900 }, acceptDownloads: true });
     page.on("pageerror", (e) => console.error("page error:", e));
     await page.goto(`http://${supervisor}/`);
     await page.waitForSelector('#nodes tr[data-node="3"]', { timeout: SETTLE_MS });
@@ -67,6 +88,8 @@ async function main() {
     const producer = spawn(PRODUCE, ["--bootstrap", bootstrap, "--topic", topic, "--records", "4000", "--interval-ms", "20"],
       { stdio: ["ignore", "inherit", "inherit"] });
     children.push(producer);
+    // The open transaction starts meanwhile; it is checked below.
+    const opened = openTransaction(bootstrap);
     const part = `.partition[data-topic="${topic}"][data-partition="0"]`;
 
     // The partition appears with a leader and a full ISR, and its high watermark moves.
@@ -83,6 +106,8 @@ async function main() {
       [`${part} .replica[data-replica="${leader}"]`, hw1], { timeout: SETTLE_MS });
     say(`leader ${leader}, high watermark advancing past ${hw1}`);
 
+    await transactionsAndConsumers(page, supervisor, bootstrap, await opened);
+    await timelineFilters(page, topic);
     // Kill the leader with the page's own control.
     await page.click(`#nodes tr[data-node="${leader}"] button[data-action="kill"]`);
     await page.waitForSelector(`#nodes tr[data-node="${leader}"][data-state="down"]`, { timeout: SETTLE_MS });
@@ -114,6 +139,86 @@ async function main() {
   }
   clearTimeout(overall);
   say("passed");
+}
+
+// Five records in a transaction left open on a topic of their own; resolves with the topic.
+async function openTransaction(bootstrap) {
+  const topic = `live-txn-${Date.now()}`;
+  const txn = spawn(PRODUCE, ["--bootstrap", bootstrap, "--topic", topic, "--records", "5", "--interval-ms", "0",
+    "--transactional-id", topic, "--hold-ms", "120000"], { stdio: ["ignore", "pipe", "inherit"] });
+  children.push(txn);
+  await lineWith(txn, "OPEN", SETTLE_MS);
+  return topic;
+}
+// The transaction left open on `topic` and a group that committed part of it: the page
+// shows the partition's last stable offset, the open transaction, the group's committed
+// offset and lag, and the coordinator's entry, each as the broker's JSON views give them.
+async function transactionsAndConsumers(page, supervisor, bootstrap, topic) {
+  const group = `${topic}-group`;
+  const consume = spawn(CONSUME, ["--bootstrap", bootstrap, "--topic", topic, "--group", group, "--records", "3"],
+    { stdio: ["ignore", "pipe", "inherit"] });
+  children.push(consume);
+  const committed = Number((await lineWith(consume, "COMMITTED", SETTLE_MS)).split(" ")[1]);
+  if (await exited(consume, SETTLE_MS) !== 0) throw new Error("live_consume failed");
+
+  const parts = await merged(supervisor, `/v1/partitions?topic=${topic}`);
+  const lead = Object.values(parts).flatMap((v) => v.partitions || []).find((p) => p.role === "leader");
+  const open = lead.open_transactions;
+  if (open.length !== 1 || lead.last_stable_offset !== open[0].first_offset || lead.high_watermark !== 5) {
+    throw new Error(`JSON view: ${JSON.stringify(lead)}`);
+  }
+  const groups = Object.values(await merged(supervisor, "/v1/groups")).flatMap((v) => v.groups || []);
+  const offset = groups.find((g) => g.group_id === group)?.offsets.find((o) => o.topic === topic);
+  if (offset?.committed_offset !== committed) throw new Error(`groups view: ${JSON.stringify(groups)}`);
+  const txns = Object.values(await merged(supervisor, "/v1/transactions")).flatMap((v) => v.transactions || []);
+  const coordinated = txns.find((t) => t.transactional_id === topic);
+  if (coordinated?.state !== "Ongoing" || coordinated.producer_id !== open[0].producer_id) {
+    throw new Error(`transactions view: ${JSON.stringify(txns)}`);
+  }
+
+  const part = `.partition[data-topic="${topic}"][data-partition="0"]`;
+  await page.waitForFunction(([sel, lso, hw]) => {
+    const p = document.querySelector(sel);
+    return p && Number(p.dataset.lastStable) === lso && Number(p.dataset.hw) === hw;
+  }, [part, lead.last_stable_offset, lead.high_watermark], { timeout: SETTLE_MS });
+  const t = open[0];
+  await page.waitForSelector(`${part} .txn[data-producer="${t.producer_id}"][data-epoch="${t.producer_epoch}"]` +
+    `[data-first-offset="${t.first_offset}"]`, { timeout: SETTLE_MS });
+  await page.waitForSelector(`${part} .consumer[data-group="${group}"][data-committed="${committed}"]` +
+    `[data-lag="${lead.high_watermark - committed}"]`, { timeout: SETTLE_MS });
+  await page.waitForSelector(`#transactions tr[data-transactional-id="${topic}"][data-state="Ongoing"]` +
+    `[data-producer="${t.producer_id}"]`, { timeout: SETTLE_MS });
+  say(`${topic}: LSO ${lead.last_stable_offset} below HW ${lead.high_watermark}, open transaction of producer ` +
+    `${t.producer_id}, group committed ${committed} with lag ${lead.high_watermark - committed}`);
+}
+
+// The timeline hides internal topics until asked, filters by kind, node and topic, and
+// exports what it shows.
+async function timelineFilters(page, topic) {
+  const items = () => page.$$eval("#timeline li", (lis) => lis.map((li) => ({ ...li.dataset })));
+  if ((await items()).some((e) => e.topic.startsWith("__"))) throw new Error("internal topics shown by default");
+  await page.check("#tl-internal");
+  await page.waitForSelector('#timeline li[data-topic^="__"]', { timeout: SETTLE_MS });
+  await page.uncheck("#tl-internal");
+  await page.selectOption("#tl-kind", "leader_elected");
+  await page.fill("#tl-topic", topic);
+  const shown = await items();
+  if (!shown.length || shown.some((e) => e.type !== "leader_elected" || e.topic !== topic)) {
+    throw new Error(`kind and topic filters: ${JSON.stringify(shown)}`);
+  }
+  const node = shown[0].node;
+  await page.selectOption("#tl-node", node);
+  if ((await items()).some((e) => e.node !== node)) throw new Error("node filter");
+  const [download] = await Promise.all([page.waitForEvent("download", { timeout: SETTLE_MS }), page.click("#tl-export")]);
+  const exported = JSON.parse(readFileSync(await download.path(), "utf8"));
+  const now = await items();
+  if (exported.length !== now.length || exported.some((e, i) => e.type !== now[i].type || String(e.node) !== now[i].node)) {
+    throw new Error(`export ${JSON.stringify(exported)} is not what is shown ${JSON.stringify(now)}`);
+  }
+  await page.selectOption("#tl-kind", "");
+  await page.selectOption("#tl-node", "");
+  await page.fill("#tl-topic", "");
+  say(`timeline: internal topics hidden by default; filters and export agree (${exported.length} events)`);
 }
 
 main().catch((e) => { console.error(e); stopAll(); process.exit(1); });

@@ -1,8 +1,9 @@
 //! The JSON state views on the admin listener (`/v1/cluster`, `/v1/partitions`,
-//! `/v1/producers`, `/v1/groups`), read over plain HTTP/1.1 on a std `TcpStream` from real
-//! `brook serve` processes while librdkafka clients produce and consume. Each view is checked
-//! against an independent source: the log on disk (`brook dump-log`), the delivery reports,
-//! the client's own settings, and what a killed node must turn into.
+//! `/v1/producers`, `/v1/groups`, `/v1/transactions`), read over plain HTTP/1.1 on a std
+//! `TcpStream` from real `brook serve` processes while librdkafka clients produce and
+//! consume. Each view is checked against an independent source: the log on disk (`brook
+//! dump-log`), the delivery reports, the client's own settings, and what a killed node must
+//! turn into.
 //!
 //! Every wait is a condition polled against a deadline.
 
@@ -185,6 +186,33 @@ fn producers_view_shows_the_open_transaction() {
         open["producers"][0]["current_txn_first_offset"], first,
         "{open}"
     );
+    // The partition view lists the same open transaction, which holds the last stable offset
+    // at its first offset; the coordinator's view has the id Ongoing with the partition.
+    let part = &get_ok(&admin, &format!("/v1/partitions?topic={topic}"))["partitions"][0];
+    let txn = &part["open_transactions"][0];
+    assert_eq!(txn["first_offset"], first, "{part}");
+    assert_eq!(
+        txn["producer_id"], open["producers"][0]["producer_id"],
+        "{part}"
+    );
+    assert_eq!(
+        txn["producer_epoch"], open["producers"][0]["producer_epoch"],
+        "{part}"
+    );
+    assert!(txn["first_batch_timestamp"].as_i64().is_some(), "{part}");
+    assert_eq!(part["last_stable_offset"], first, "{part}");
+    let coordinator = coordinated(&admin, &topic);
+    assert_eq!(coordinator["state"], "Ongoing", "{coordinator}");
+    assert_eq!(
+        coordinator["producer_id"], txn["producer_id"],
+        "{coordinator}"
+    );
+    assert_eq!(
+        coordinator["partitions"][0]["topic"],
+        topic.as_str(),
+        "{coordinator}"
+    );
+    assert_eq!(ints(&coordinator["partitions"][0]["partitions"]), vec![0]);
     p.commit_transaction(CALL).expect("commit");
     // EndTxn is answered once the commit is decided; the marker that closes the transaction
     // on the partition follows.
@@ -193,6 +221,19 @@ fn producers_view_shows_the_open_transaction() {
         let closed = done["producers"][0]["current_txn_first_offset"].is_null();
         closed.then_some(()).ok_or_else(|| format!("{done}"))
     });
+    let part = &get_ok(&admin, &format!("/v1/partitions?topic={topic}"))["partitions"][0];
+    assert_eq!(part["open_transactions"], serde_json::json!([]), "{part}");
+    assert_eq!(part["last_stable_offset"], part["high_watermark"], "{part}");
+    let coordinator = coordinated(&admin, &topic);
+    assert_eq!(coordinator["state"], "CompleteCommit", "{coordinator}");
+}
+
+/// Transactional id `id` as `/v1/transactions` shows it.
+fn coordinated(admin: &str, id: &str) -> Value {
+    let v = get_ok(admin, "/v1/transactions");
+    let all = v["transactions"].as_array().expect("transactions");
+    let found = all.iter().find(|t| t["transactional_id"] == id);
+    found.cloned().unwrap_or_else(|| panic!("no {id} in {v}"))
 }
 
 /// Group `group` as `/v1/groups` shows it, once it is Stable with `members` members.
@@ -249,6 +290,23 @@ fn groups_view_shows_generation_and_members() {
     assert_eq!(g1["leader_id"], m["member_id"], "{g1}");
     assert_eq!(m["assignment"][0]["topic"], topic.as_str(), "{g1}");
     assert_eq!(ints(&m["assignment"][0]["partitions"]), vec![0, 1], "{g1}");
+    assert_eq!(
+        g1["offsets"],
+        serde_json::json!([]),
+        "nothing committed: {g1}"
+    );
+    // A commit shows as the group's committed offset of that partition.
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    tpl.add_partition_offset(&topic, 0, rdkafka::Offset::Offset(1))
+        .expect("offset");
+    first
+        .commit(&tpl, rdkafka::consumer::CommitMode::Sync)
+        .expect("commit");
+    let committed = &stable_group(&admin, &group, 1).expect("still Stable")["offsets"];
+    assert_eq!(committed.as_array().map(Vec::len), Some(1), "{committed}");
+    assert_eq!(committed[0]["topic"], topic.as_str(), "{committed}");
+    assert_eq!(committed[0]["partition"], 0, "{committed}");
+    assert_eq!(committed[0]["committed_offset"], 1, "{committed}");
 
     let second = rd::group_consumer(&broker.bootstrap(), &group, &[("client.id", "sv-second")]);
     second.subscribe(&[&topic]).expect("subscribe");

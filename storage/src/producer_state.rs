@@ -233,6 +233,14 @@ impl ProducerStateManager {
         }
     }
 
+    /// The open transactions, earliest first: each one's first offset and its producer
+    /// (Kafka's `ongoingTxns`, read for the admin views).
+    pub fn ongoing_transactions(&self) -> impl Iterator<Item = (i64, &ProducerStateEntry)> {
+        self.ongoing_txns
+            .iter()
+            .filter_map(|(first, id)| Some((*first, self.producers.get(id)?)))
+    }
+
     /// The earliest first offset of an open transaction (Kafka's `firstUndecidedOffset`).
     pub fn first_undecided_offset(&self) -> Option<i64> {
         self.ongoing_txns.keys().next().copied()

@@ -294,6 +294,17 @@ pub struct DeleteRecordsResult {
     pub log_start_moved: bool,
 }
 
+/// One open transaction on a partition, as the admin state views show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenTransaction {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub first_offset: i64,
+    /// Timestamp of the batch at `first_offset`, while the producer's retained batches
+    /// (the last five) still hold it.
+    pub first_batch_timestamp: Option<i64>,
+}
+
 /// One consistent reading of a partition's state, taken under both locks at once (log, then
 /// state) for the admin state views. Nothing keeps it: it is built per request.
 #[derive(Debug, Clone)]
@@ -1481,6 +1492,26 @@ impl Partition {
     /// The producers with state on this partition (DescribeProducers), copied under the lock.
     pub fn active_producers(&self) -> Vec<ProducerStateEntry> {
         self.log.lock().producer_state().iter().cloned().collect()
+    }
+
+    /// The open transactions on this partition, earliest first, at most `max` of them: the
+    /// first offset, the producer, and the timestamp of the batch that opened the transaction
+    /// while the producer's retained batches still hold it (for its age on the live page).
+    pub fn open_transactions(&self, max: usize) -> Vec<OpenTransaction> {
+        let log = self.log.lock();
+        log.producer_state()
+            .ongoing_transactions()
+            .take(max)
+            .map(|(first_offset, p)| OpenTransaction {
+                producer_id: p.producer_id,
+                producer_epoch: p.producer_epoch,
+                first_offset,
+                first_batch_timestamp: p
+                    .batches()
+                    .find(|b| b.first_offset == first_offset)
+                    .map(|b| b.timestamp),
+            })
+            .collect()
     }
 
     /// The leader epoch `offset` was written in, or -1 when the leader epoch cache does not

@@ -1,42 +1,79 @@
-//! Produces a steady stream of records with librdkafka (idempotent, acks=all) so that a
-//! watcher sees offsets move; used by the live page's browser test
-//! (`protocol-tests/browser/`).
+//! Produces records with librdkafka so that a watcher sees offsets move; used by the live
+//! page's browser test (`protocol-tests/browser/`).
 //!
-//! `live_produce --bootstrap HOST:PORT --topic T [--records N] [--interval-ms MS]`
+//! `live_produce --bootstrap HOST:PORT --topic T [--records N] [--interval-ms MS]
+//!               [--transactional-id ID] [--hold-ms MS]`
 //!
-//! Prints `DELIVERED n` after every 10 delivered records and exits once N records were sent
-//! and flushed (bounded in count and, through the flush timeout, in time).
+//! Without `--transactional-id`: a steady idempotent acks=all stream; prints `DELIVERED n`
+//! after every 10 delivered records and exits once N records were sent and flushed (bounded
+//! in count and, through the flush timeout, in time).
+//!
+//! With `--transactional-id`: the N records go in one transaction that is left open, so
+//! that the partition has an open transaction and a last stable offset below its high
+//! watermark; prints `OPEN n` once they are delivered, then aborts after `--hold-ms`
+//! (default 120 s) and exits.
 
 use std::time::Duration;
 
 use brook_protocol_tests::rd;
+use rdkafka::producer::Producer;
 
 fn usage() -> ! {
     eprintln!(
-        "usage: live_produce --bootstrap HOST:PORT --topic T [--records N] [--interval-ms MS]"
+        "usage: live_produce --bootstrap HOST:PORT --topic T [--records N] [--interval-ms MS] \
+         [--transactional-id ID] [--hold-ms MS]"
     );
     std::process::exit(2)
 }
 
-fn main() {
-    let (mut bootstrap, mut topic) = (String::new(), String::new());
-    let (mut records, mut interval_ms) = (2_000usize, 50u64);
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    for pair in args.chunks(2) {
+struct Args {
+    bootstrap: String,
+    topic: String,
+    records: usize,
+    interval_ms: u64,
+    transactional_id: Option<String>,
+    hold_ms: u64,
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        bootstrap: String::new(),
+        topic: String::new(),
+        records: 2_000,
+        interval_ms: 50,
+        transactional_id: None,
+        hold_ms: 120_000,
+    };
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    for pair in argv.chunks(2) {
         let [flag, value] = pair else { usage() };
         match flag.as_str() {
-            "--bootstrap" => bootstrap = value.clone(),
-            "--topic" => topic = value.clone(),
-            "--records" => records = value.parse().unwrap_or_else(|_| usage()),
-            "--interval-ms" => interval_ms = value.parse().unwrap_or_else(|_| usage()),
+            "--bootstrap" => a.bootstrap = value.clone(),
+            "--topic" => a.topic = value.clone(),
+            "--records" => a.records = value.parse().unwrap_or_else(|_| usage()),
+            "--interval-ms" => a.interval_ms = value.parse().unwrap_or_else(|_| usage()),
+            "--transactional-id" => a.transactional_id = Some(value.clone()),
+            "--hold-ms" => a.hold_ms = value.parse().unwrap_or_else(|_| usage()),
             _ => usage(),
         }
     }
-    if bootstrap.is_empty() || topic.is_empty() {
+    if a.bootstrap.is_empty() || a.topic.is_empty() {
         usage();
     }
+    a
+}
+
+fn main() {
+    let a = args();
+    match &a.transactional_id {
+        Some(id) => open_transaction(&a, id),
+        None => steady(&a),
+    }
+}
+
+fn steady(a: &Args) {
     let p = rd::producer(
-        &bootstrap,
+        &a.bootstrap,
         &[
             ("enable.idempotence", "true"),
             ("acks", "all"),
@@ -45,8 +82,8 @@ fn main() {
         ],
     );
     let mut reported = 0;
-    for i in 0..records {
-        rd::send(&p, rd::record(&topic, i, None, None, Some(b"live")));
+    for i in 0..a.records {
+        rd::send(&p, rd::record(&a.topic, i, None, None, Some(b"live")));
         p.poll(Duration::ZERO);
         let delivered = rd::delivered_count(&p);
         if delivered >= reported + 10 {
@@ -54,8 +91,25 @@ fn main() {
             println!("DELIVERED {reported}");
         }
         // Pacing, so offsets move visibly rather than all at once.
-        std::thread::sleep(Duration::from_millis(interval_ms));
+        std::thread::sleep(Duration::from_millis(a.interval_ms));
     }
-    let d = rd::flush(&p, records, Duration::from_secs(120));
+    let d = rd::flush(&p, a.records, Duration::from_secs(120));
     println!("DONE {}", d.len());
+}
+
+fn open_transaction(a: &Args, id: &str) {
+    const CALL: Duration = Duration::from_secs(30);
+    let p = rd::producer(&a.bootstrap, &[("transactional.id", id)]);
+    p.init_transactions(CALL).expect("init_transactions");
+    p.begin_transaction().expect("begin_transaction");
+    for i in 0..a.records {
+        rd::send(&p, rd::record(&a.topic, i, Some(0), None, Some(b"txn")));
+    }
+    let d = rd::flush(&p, a.records, CALL);
+    rd::assert_all_delivered(&d);
+    println!("OPEN {}", d.len());
+    // The watcher's window: the transaction stays open this long, then ends.
+    std::thread::sleep(Duration::from_millis(a.hold_ms));
+    p.abort_transaction(CALL).expect("abort_transaction");
+    println!("ABORTED");
 }

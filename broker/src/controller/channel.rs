@@ -440,3 +440,56 @@ impl AsyncWrite for AuthenticatedStream {
         Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn channel(extra: &[&str]) -> Result<ControllerChannel, ConfigError> {
+        let mut o: Vec<String> = [
+            "process.roles=broker,controller",
+            "controller.quorum.voters=1@127.0.0.1:9192",
+            "controller.listener.names=CONTROLLER",
+            "listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9192",
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+            "listener.name.controller.sasl.enabled.mechanisms=PLAIN",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        o.extend(extra.iter().map(|s| s.to_string()));
+        ControllerChannel::from_broker_config(&BrokerConfig::load(None, &o)?)
+    }
+
+    const PLAIN_JAAS: &str = "listener.name.controller.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username=\"c\" password=\"p\" user_c=\"p\";";
+
+    #[test]
+    fn the_controller_login_comes_from_the_listeners_keys() {
+        // Kafka's default mechanism, GSSAPI, is not among the enabled ones (nor served).
+        let e = channel(&[PLAIN_JAAS]).unwrap_err().to_string();
+        assert!(
+            e.contains("sasl.mechanism.controller.protocol must be included"),
+            "{e}"
+        );
+        let e = channel(&["sasl.mechanism.controller.protocol=PLAIN"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("listener.name.controller.plain.sasl.jaas.config"),
+            "{e}"
+        );
+        let c = channel(&["sasl.mechanism.controller.protocol=PLAIN", PLAIN_JAAS]).unwrap();
+        assert_eq!(c.protocol, SecurityProtocol::SaslPlaintext);
+        let login = c.sasl_client.as_ref().unwrap();
+        assert_eq!((&*login.username, &*login.password), ("c", "p"));
+        assert!(c.client_tls.is_none() && c.authorizer.is_none());
+    }
+
+    #[test]
+    fn a_tls_controller_listener_needs_its_stores() {
+        let e = channel(&["listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SSL"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ssl.keystore.location"), "{e}");
+    }
+}

@@ -90,6 +90,8 @@ pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
     // SASL (crate::security::sasl), Kafka's defaults; `listener.name.<l>.` may override them.
     ("sasl.enabled.mechanisms", "GSSAPI"),
     ("sasl.mechanism.inter.broker.protocol", "GSSAPI"),
+    // The controller listener's own login (crate::controller::channel).
+    ("sasl.mechanism.controller.protocol", "GSSAPI"),
     ("connection.failed.authentication.delay.ms", "100"),
     ("connections.max.reauth.ms", "0"),
     ("log.dirs", "./data"),

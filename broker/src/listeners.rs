@@ -129,18 +129,10 @@ pub fn parse(
 }
 
 /// Refuses what Brook cannot serve yet: the single place that lists unsupported listener
-/// security protocols. Every broker listener protocol is served (SASL_SSL is the SASL
-/// exchange over the TLS stream); the controller listener's Raft channel speaks PLAINTEXT only.
-pub fn refuse_unsupported(listeners: &Listeners) -> Result<(), ConfigError> {
-    if let Some(c) = &listeners.controller {
-        if c.security_protocol != SecurityProtocol::Plaintext {
-            return Err(ConfigError::Invalid(format!(
-                "controller listener {} uses {}; Brook's controller listener speaks PLAINTEXT only",
-                c.name,
-                c.security_protocol.name()
-            )));
-        }
-    }
+/// security protocols. Every protocol is served, on broker listeners (SASL_SSL is the SASL
+/// exchange over the TLS stream) and on the controller listener
+/// ([`crate::controller::channel`]).
+pub fn refuse_unsupported(_listeners: &Listeners) -> Result<(), ConfigError> {
     Ok(())
 }
 

@@ -55,6 +55,7 @@ fn config(
         fetch_timeout_ms,
         request_timeout_ms: 10_000,
         snapshot_interval_entries: 1000,
+        channel: Arc::new(brook::controller::channel::ControllerChannel::plaintext()),
     }
 }
 

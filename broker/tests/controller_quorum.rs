@@ -53,6 +53,7 @@ fn config(
         fetch_timeout_ms: 300,
         request_timeout_ms: 10_000,
         snapshot_interval_entries: SNAPSHOT_INTERVAL_ENTRIES,
+        channel: Arc::new(brook::controller::channel::ControllerChannel::plaintext()),
     }
 }
 

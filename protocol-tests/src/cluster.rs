@@ -151,6 +151,8 @@ struct Node {
     process: BrookProcess,
     /// The admin listener of the current run (from its READY line).
     admin: Option<String>,
+    /// This node's own properties, after the cluster's ([`Cluster::set_node_override`]).
+    overrides: Vec<(String, String)>,
 }
 
 /// A cluster of `brook serve` processes; dropping it kills every node.
@@ -243,6 +245,7 @@ impl Cluster {
                         dir.path().join(format!("node-{id}.log")),
                     ),
                     admin: None,
+                    overrides: Vec::new(),
                 },
             );
         }
@@ -322,6 +325,7 @@ impl Cluster {
                 .replace("{extra_port}", &n.extra_port.to_string());
             (k.clone(), v)
         }));
+        props.extend(n.overrides.iter().cloned());
         let mut args = vec!["serve".to_string()];
         for (k, v) in props {
             args.push("--override".into());
@@ -424,6 +428,18 @@ impl Cluster {
         self.spawn(id);
         self.await_ready(id);
         self.await_brokers_listed(&[id], REGISTER_TIMEOUT);
+    }
+
+    /// Gives node `id` property `key`=`value` from its next start on, over the cluster's.
+    pub fn set_node_override(&mut self, id: i32, key: &str, value: &str) {
+        let n = self.node_mut(id);
+        n.overrides.retain(|(k, _)| k != key);
+        n.overrides.push((key.to_string(), value.to_string()));
+    }
+
+    /// `127.0.0.1:PORT` of node `id`'s controller listener.
+    pub fn controller_address(&self, id: i32) -> String {
+        format!("127.0.0.1:{}", self.node(id).controller_port)
     }
 
     /// Starts node `id`'s process again without waiting for anything; see

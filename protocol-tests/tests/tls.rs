@@ -227,13 +227,19 @@ impl Drop for Supervisor {
 
 /// `brook cluster --secure`: the client listener is SSL with required client certificates,
 /// and the kafka-clients settings it prints reach it (the client key store passes, no
-/// certificate does not).
+/// certificate does not); the controller listener speaks TLS too (a plaintext request there
+/// is closed unanswered).
 #[test]
 fn brook_cluster_secure_serves_tls_with_the_client_settings_it_prints() {
     use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
+    let controller_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
     let mut child = std::process::Command::new(brook_protocol_tests::broker::brook_bin())
         .args(["cluster", "--secure", "--nodes", "1", "--base-port", "0"])
+        .args(["--controller-base-port", &controller_port.to_string()])
         .args(["--supervisor-listener", "127.0.0.1:0", "--data-dir"])
         .arg(dir.path())
         .stdout(std::process::Stdio::piped())
@@ -272,6 +278,8 @@ fn brook_cluster_secure_serves_tls_with_the_client_settings_it_prints() {
         .cloned()
         .collect();
     assert!(api_versions_over_tls(&bootstrap, client(&trust_only)).is_err());
+    let plaintext = b"POST /raft/vote HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}";
+    closed_after_at_most_an_alert(&format!("127.0.0.1:{controller_port}"), plaintext);
     drop(sup);
 }
 

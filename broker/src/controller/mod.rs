@@ -22,6 +22,7 @@
 //! active controller gives every unfenced broker a full session timeout, as Kafka does.
 
 pub mod acl_control;
+pub mod channel;
 pub mod client_quota_control;
 pub mod cluster_control;
 pub mod configuration_control;
@@ -172,6 +173,8 @@ pub struct ControllerConfig {
     /// A snapshot is taken every this many applied entries, and the log before it purged
     /// (default [`SNAPSHOT_LOGS_SINCE_LAST`]).
     pub snapshot_interval_entries: u64,
+    /// How the controller listener is secured (TLS, SASL, authorization).
+    pub channel: Arc<channel::ControllerChannel>,
 }
 
 impl ControllerConfig {
@@ -249,6 +252,7 @@ impl ControllerConfig {
             fetch_timeout_ms: cfg.controller_fetch_timeout_ms,
             request_timeout_ms: cfg.controller_socket_timeout_ms,
             snapshot_interval_entries: SNAPSHOT_LOGS_SINCE_LAST,
+            channel: Arc::new(channel::ControllerChannel::from_broker_config(cfg)?),
         }))
     }
 }
@@ -277,6 +281,7 @@ impl ControllerConfig {
             fetch_timeout_ms: cfg.controller_fetch_timeout_ms,
             request_timeout_ms: cfg.controller_socket_timeout_ms,
             snapshot_interval_entries: SNAPSHOT_LOGS_SINCE_LAST,
+            channel: Arc::new(channel::ControllerChannel::plaintext()),
         }
     }
 }
@@ -467,6 +472,7 @@ impl Controller {
                 faults: faults.clone(),
                 log: log.clone(),
                 clocks: clocks.clone(),
+                channel: config.channel.clone(),
             },
             log_store,
             state_machine,
@@ -522,8 +528,19 @@ impl Controller {
         let mut tasks = Vec::new();
         if let Some(listener) = listener {
             let router = network::router(inner.clone());
+            let channel = inner.config.channel.clone();
+            let image = inner.image_rx.clone();
             tasks.push(tokio::spawn(async move {
-                if let Err(e) = axum::serve(listener, router).await {
+                let served = match channel.secured() {
+                    true => {
+                        let listener = channel::SecuredListener::new(listener, channel, image);
+                        let app =
+                            router.into_make_service_with_connect_info::<channel::ControllerPeer>();
+                        axum::serve(listener, app).await
+                    }
+                    false => axum::serve(listener, router).await,
+                };
+                if let Err(e) = served {
                     tracing::error!(error = %e, "controller listener failed");
                 }
             }));
@@ -622,6 +639,7 @@ impl Controller {
             from: inner.config.node_id,
             to: active,
             faults: inner.faults.clone(),
+            channel: inner.config.channel.clone(),
         };
         let timeout = deadline.saturating_duration_since(Instant::now());
         network::post_json(&link, addr, "/controller/quorum", &(), timeout)
@@ -1138,6 +1156,7 @@ impl Inner {
             from: self.config.node_id,
             to: active,
             faults: self.faults.clone(),
+            channel: self.config.channel.clone(),
         };
         let answer: Result<Result<ControllerReply, ControllerError>, _> =
             network::post_json(&link, addr, "/controller/request", req, timeout).await;

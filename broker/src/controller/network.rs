@@ -49,6 +49,9 @@ use super::storage::LogStore;
 use super::{Inner, NodeId, TypeConfig};
 use crate::cluster::replica_manager::now_ms;
 use crate::fault::{Direction, FaultEngine, LinkAction, Traffic};
+use crate::log_limit::{key_of, RepeatLimiter};
+
+use super::channel::{self, ControllerChannel};
 
 /// Largest request or response body on the controller listener. Bounds what a peer can make
 /// us buffer; Raft batches (`max_payload_entries`) and snapshot chunks
@@ -70,6 +73,8 @@ pub struct Link {
     pub to: i32,
     /// This node's fault rules, if the node has any engine.
     pub faults: Option<Arc<FaultEngine>>,
+    /// How the controller listener is secured: TLS and SASL before the request.
+    pub channel: Arc<ControllerChannel>,
 }
 
 /// Why a call to a peer failed.
@@ -85,6 +90,8 @@ pub enum RpcError {
         addr: String,
         source: std::io::Error,
     },
+    #[error("authentication to the controller listener at {addr} failed: {reason}")]
+    Authentication { addr: String, reason: String },
     #[error("call to {0} timed out")]
     Timeout(String),
     #[error("HTTP status {status} from {addr}: {reason}")]
@@ -156,14 +163,13 @@ pub async fn post_json<Req: Serialize, Resp: DeserializeOwned>(
             Some(LinkAction::Delay(d)) => tokio::time::sleep(d).await,
             None => {}
         }
-        let mut stream = tokio::net::TcpStream::connect(addr)
+        // TLS and SASL when the listener is secured; `connect` sets TCP_NODELAY (Raft
+        // heartbeats are tiny; Nagle must not hold them back).
+        let mut stream = link
+            .channel
+            .connect(addr, link.from)
             .await
-            .map_err(|source| RpcError::Connect {
-                addr: addr.to_string(),
-                source,
-            })?;
-        // Raft heartbeats are tiny; do not let Nagle hold them back.
-        let _ = stream.set_nodelay(true);
+            .map_err(|source| connect_error(addr, source))?;
         let body = serde_json::to_vec(body).map_err(|e| http(e.to_string()))?;
         let head = format!(
             "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
@@ -184,6 +190,26 @@ pub async fn post_json<Req: Serialize, Resp: DeserializeOwned>(
     tokio::time::timeout(timeout, call)
         .await
         .map_err(|_| RpcError::Timeout(addr.to_string()))?
+}
+
+/// A failed connect or authentication. A refused authentication is logged at error level
+/// (rate-limited per address): it does not heal by retrying, unlike a peer that is down.
+fn connect_error(addr: &str, source: std::io::Error) -> RpcError {
+    if source.kind() != std::io::ErrorKind::PermissionDenied {
+        return RpcError::Connect {
+            addr: addr.to_string(),
+            source,
+        };
+    }
+    let e = RpcError::Authentication {
+        addr: addr.to_string(),
+        reason: source.to_string(),
+    };
+    static REFUSED: RepeatLimiter = RepeatLimiter::new();
+    if let Some(note) = REFUSED.admit(key_of(addr)) {
+        tracing::error!("{e}{note}");
+    }
+    e
 }
 
 /// The JSON body of a whole HTTP/1.1 answer (`Connection: close`, read to EOF) from `addr`.
@@ -223,6 +249,10 @@ pub(super) fn router(inner: Arc<Inner>) -> Router {
         .route("/controller/request", post(forwarded))
         .route("/controller/quorum", post(describe_quorum))
         .layer(DefaultBodyLimit::max(MAX_RPC_BODY_BYTES))
+        .layer(axum::middleware::from_fn_with_state(
+            inner.clone(),
+            channel::authorize,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             inner.clone(),
             incoming_link_faults,
@@ -310,6 +340,8 @@ pub struct NetworkFactory {
     pub log: LogStore,
     /// Where accepted AppendEntries are recorded for DescribeQuorum.
     pub clocks: Arc<FollowerClocks>,
+    /// How the controller listener is secured.
+    pub channel: Arc<ControllerChannel>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
@@ -323,6 +355,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
                 from: self.node_id,
                 to: i32::try_from(target).unwrap_or(i32::MAX),
                 faults: self.faults.clone(),
+                channel: self.channel.clone(),
             },
             log: self.log.clone(),
             clocks: self.clocks.clone(),
@@ -424,6 +457,7 @@ mod tests {
             from: 1,
             to: 2,
             faults: None,
+            channel: Arc::new(ControllerChannel::plaintext()),
         };
         let timeout = Duration::from_secs(5);
         post_json::<_, serde_json::Value>(&link, addr, "/raft/append", &(), timeout)

@@ -300,6 +300,12 @@ impl Authorizer {
         }
     }
 
+    /// Whether `principal` is in `super.users` (allowed everything, even before the ACLs
+    /// are loaded).
+    pub fn is_super_user(&self, principal: &KafkaPrincipal) -> bool {
+        self.config.super_users.contains(principal)
+    }
+
     fn snapshot(&self) -> Arc<AclIndex> {
         self.index.read().clone()
     }

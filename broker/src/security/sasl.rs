@@ -206,15 +206,15 @@ impl InterBrokerSasl {
         if !l.security_protocol.uses_sasl() {
             return Ok(None);
         }
-        let mechanism = cfg
-            .values
-            .get("sasl.mechanism.inter.broker.protocol")
-            .cloned()
-            .unwrap_or_default();
         let enabled = cfg
             .sasl
             .get(&l.name)
             .map(|c| c.enabled_mechanisms.clone())
+            .unwrap_or_default();
+        let mechanism = cfg
+            .values
+            .get("sasl.mechanism.inter.broker.protocol")
+            .cloned()
             .unwrap_or_default();
         if !enabled.contains(&mechanism) {
             return Err(ConfigError::Invalid(format!(
@@ -224,37 +224,46 @@ impl InterBrokerSasl {
                 enabled.join(",")
             )));
         }
-        let entry = listener_jaas_entry(cfg, &l.name, &mechanism)?;
+        Self::for_listener(cfg, &l.name, mechanism).map(Some)
+    }
+
+    /// The credentials of `mechanism`'s JAAS login module on listener `listener`.
+    pub fn for_listener(
+        cfg: &BrokerConfig,
+        listener: &str,
+        mechanism: String,
+    ) -> Result<InterBrokerSasl, ConfigError> {
+        let entry = listener_jaas_entry(cfg, listener, &mechanism)?;
         if mechanism == OAUTHBEARER {
             let login = UnsecuredLogin::from_jaas(&entry).map_err(|e| {
                 ConfigError::Invalid(format!(
                     "listener.name.{}.oauthbearer.sasl.jaas.config: {e}",
-                    l.name.to_ascii_lowercase()
+                    listener.to_ascii_lowercase()
                 ))
             })?;
-            return Ok(Some(InterBrokerSasl {
+            return Ok(InterBrokerSasl {
                 mechanism,
                 username: String::new(),
                 password: String::new(),
                 oauthbearer: Some(login),
-            }));
+            });
         }
         let option = |k: &str| {
             entry.option(k).map(str::to_string).ok_or_else(|| {
                 ConfigError::Invalid(format!(
-                    "listener.name.{}.{}.sasl.jaas.config has no {k}, which the inter-broker \
-                     connections authenticate with",
-                    l.name.to_ascii_lowercase(),
+                    "listener.name.{}.{}.sasl.jaas.config has no {k}, which the node's own \
+                     connections to the listener authenticate with",
+                    listener.to_ascii_lowercase(),
                     mechanism.to_ascii_lowercase()
                 ))
             })
         };
-        Ok(Some(InterBrokerSasl {
+        Ok(InterBrokerSasl {
             username: option("username")?,
             password: option("password")?,
             mechanism,
             oauthbearer: None,
-        }))
+        })
     }
 }
 

@@ -1,6 +1,6 @@
 //! `brook cluster --secure`: a CA and key and trust stores in the cluster's data directory,
-//! every node's client listener on SSL with `ssl.client.auth=required` and SSL between
-//! brokers, and client settings for kafka-clients, librdkafka and franz-go, written next to
+//! every node's client listener on SSL with `ssl.client.auth=required`, SSL between
+//! brokers and on the controller listener (mutual TLS between the quorum's voters), and client settings for kafka-clients, librdkafka and franz-go, written next to
 //! the stores and printed once the cluster is ready.
 
 use std::path::{Path, PathBuf};
@@ -30,7 +30,7 @@ impl Secure {
         [
             (
                 "listener.security.protocol.map",
-                "SSL:SSL,CONTROLLER:PLAINTEXT".to_string(),
+                "SSL:SSL,CONTROLLER:SSL".to_string(),
             ),
             ("inter.broker.listener.name", "SSL".into()),
             ("ssl.keystore.type", "PKCS12".into()),

@@ -9,8 +9,8 @@
 //!
 //! Not durable yet: the state is in memory on the leader. Kafka persists it through the share
 //! coordinator on `__share_group_state`; in Brook a leader restart or a leadership move starts
-//! each share-partition again from `share.auto.offset.reset` (latest), so records in flight
-//! then are neither redelivered nor counted.
+//! each share-partition again from the group's `share.auto.offset.reset`, so records in
+//! flight then are neither redelivered nor counted.
 
 pub mod config;
 pub mod partition;

@@ -82,7 +82,10 @@ pub async fn handle_share_group_heartbeat(
     req: ShareGroupHeartbeatRequest,
 ) -> ShareGroupHeartbeatResponse {
     use kafka_protocol::messages::share_group_heartbeat_response::{Assignment, TopicPartitions};
-    let interval = broker.groups.share_limits(&req.group_id).heartbeat_interval_ms;
+    let interval = broker
+        .groups
+        .share_limits(&req.group_id)
+        .heartbeat_interval_ms;
     if !crate::features::enabled(broker, crate::features::SHARE_VERSION) {
         return ShareGroupHeartbeatResponse::default()
             .with_error_code(ResponseError::UnsupportedVersion.code());
@@ -261,9 +264,10 @@ fn led_partition(
 /// A share group's settings at this moment: the broker's with the group's `share.*`
 /// configs ([`crate::share::config`]).
 fn group_settings(broker: &Broker, group: &str) -> ShareGroupSettings {
-    broker
-        .share
-        .settings(&broker.replicas.config, &broker.replicas.group_configs(group))
+    broker.share.settings(
+        &broker.replicas.config,
+        &broker.replicas.group_configs(group),
+    )
 }
 
 /// Applies one partition's acknowledgement batches.
@@ -280,7 +284,10 @@ fn acknowledge(
         return Some((e, e.to_string()));
     }
     let key: SharePartitionKey = (group.to_string(), topic_id, index);
-    broker.share.acknowledge(&key, member, &batches, limits).err()
+    broker
+        .share
+        .acknowledge(&key, member, &batches, limits)
+        .err()
 }
 
 /// ShareFetch.
@@ -446,10 +453,14 @@ async fn acquire_waiting(
             a.leader_epoch = part.leader_epoch();
             let key: SharePartitionKey = (group.to_string(), topic_id, index);
             if got < max_records && bytes_left > 0 {
-                match broker
-                    .share
-                    .acquire(&key, member, &part, max_records - got, bytes_left, settings)
-                {
+                match broker.share.acquire(
+                    &key,
+                    member,
+                    &part,
+                    max_records - got,
+                    bytes_left,
+                    settings,
+                ) {
                     Ok(acq) => {
                         got += acq
                             .ranges

@@ -922,7 +922,12 @@ impl GroupCoordinator {
         };
         let replicas = &self.replicas;
         let topics = |name: &str| replicas.topic(name).map(|t| (t.id, t.partition_count()));
-        let r = group.heartbeat(params, &topics, &self.share_limits(group_id), Instant::now());
+        let r = group.heartbeat(
+            params,
+            &topics,
+            &self.share_limits(group_id),
+            Instant::now(),
+        );
         self.after_change(&mut st, group_id);
         r
     }

@@ -250,7 +250,11 @@ fn validate_values(
 /// A group's override of a bounded key, clamped to the broker's current bounds (Kafka's
 /// `GroupConfig.evaluate` clamps each, logging, when the broker's bounds no longer allow
 /// it); `None` when the group does not set it.
-pub fn clamped(broker: &BrokerConfig, overrides: &BTreeMap<String, String>, key: &str) -> Option<i64> {
+pub fn clamped(
+    broker: &BrokerConfig,
+    overrides: &BTreeMap<String, String>,
+    key: &str,
+) -> Option<i64> {
     let v = int(overrides, key)?;
     let Some((_, min_key, max_key)) = BOUNDED_KEYS.iter().find(|(k, _, _)| *k == key) else {
         return Some(v);
@@ -268,7 +272,8 @@ pub fn group_timing(
     prefix: &str,
     (session_ms, heartbeat_ms): (i32, i32),
 ) -> (i32, i32) {
-    let get = |key: String, default: i32| clamped(broker, overrides, &key).map_or(default, |v| v as i32);
+    let get =
+        |key: String, default: i32| clamped(broker, overrides, &key).map_or(default, |v| v as i32);
     (
         get(format!("{prefix}.session.timeout.ms"), session_ms),
         get(format!("{prefix}.heartbeat.interval.ms"), heartbeat_ms),
@@ -314,6 +319,18 @@ mod tests {
                 ("share.heartbeat.interval.ms", "15000")
             ]),
             Ok(())
+        );
+        // ShareGroupAutoOffsetResetStrategy.Validator: `none` is a consumer strategy only.
+        assert_eq!(
+            check(&[("share.auto.offset.reset", "by_duration:PT1H")]),
+            Ok(())
+        );
+        assert_eq!(
+            check(&[("share.auto.offset.reset", "none")]),
+            Err("Invalid value none for configuration share.auto.offset.reset: Invalid value `none` \
+                 for configuration share.auto.offset.reset. The value must be either 'earliest', \
+                 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'."
+                .into())
         );
         assert!(check(&[("consumer.heartbeat.interval.ms", "x")])
             .unwrap_err()

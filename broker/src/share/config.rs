@@ -148,7 +148,11 @@ fn seconds_ms(s: &str) -> Option<i128> {
     }
     let secs = parse_signed(whole)?;
     let nanos: i128 = format!("{fraction:0<9}").parse().ok()?;
-    let nanos = if whole.starts_with('-') { -nanos } else { nanos };
+    let nanos = if whole.starts_with('-') {
+        -nanos
+    } else {
+        nanos
+    };
     Some(secs * 1000 + nanos / 1_000_000)
 }
 

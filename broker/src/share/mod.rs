@@ -428,7 +428,10 @@ fn split_batches(buf: &[u8], aborted: &[AbortedTxn]) -> Vec<(std::ops::Range<usi
         };
         let mut archive = h.is_control();
         if h.has_producer_id() {
-            while pending.last().is_some_and(|t| t.first_offset <= h.last_offset()) {
+            while pending
+                .last()
+                .is_some_and(|t| t.first_offset <= h.last_offset())
+            {
                 if let Some(t) = pending.pop() {
                     aborting.insert(t.producer_id);
                 }
@@ -456,4 +459,54 @@ fn split_batches(buf: &[u8], aborted: &[AbortedTxn]) -> Vec<(std::ops::Range<usi
         pos += size;
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use brook_storage::batch::set_base_offset;
+    use brook_storage::batch_builder::BatchBuilder;
+    use brook_storage::control::{build_end_txn_marker, EndTxnMarker};
+
+    fn data(producer_id: i64) -> Vec<u8> {
+        let mut b = BatchBuilder::new(0)
+            .idempotent(producer_id, 0, 0)
+            .records(1, 4);
+        b.transactional = true;
+        b.build().to_vec()
+    }
+
+    fn marker(producer_id: i64, commit: bool) -> Vec<u8> {
+        let m = EndTxnMarker {
+            commit,
+            coordinator_epoch: 0,
+        };
+        build_end_txn_marker(producer_id, 0, m, 0).to_vec()
+    }
+
+    #[test]
+    fn read_committed_archives_the_batches_of_aborted_transactions_only() {
+        // 0: producer 1 (aborted), 1: producer 2 (committed), 2: ABORT of 1, 3: COMMIT of 2,
+        // 4: producer 1 again, in a later transaction.
+        let mut log = Vec::new();
+        let batches = [data(1), data(2), marker(1, false), marker(2, true), data(1)];
+        for (offset, mut b) in batches.into_iter().enumerate() {
+            set_base_offset(&mut b, offset as i64);
+            log.extend(b);
+        }
+        let aborted = [AbortedTxn {
+            producer_id: 1,
+            first_offset: 0,
+            last_offset: 2,
+            last_stable_offset: 3,
+        }];
+        let archived = |aborted: &[AbortedTxn]| -> Vec<bool> {
+            split_batches(&log, aborted)
+                .iter()
+                .map(|(_, b)| b.archive)
+                .collect()
+        };
+        assert_eq!(archived(&aborted), [true, false, true, true, false]);
+        assert_eq!(archived(&[]), [false, false, true, true, false]);
+    }
 }

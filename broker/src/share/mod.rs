@@ -279,10 +279,7 @@ impl SharePartitionManager {
     ) -> Result<Acquired, ResponseError> {
         let now = crate::cluster::replica_manager::now_ms();
         let limits = &settings.limits;
-        let read_limit = match settings.isolation {
-            FetchIsolation::HighWatermark => part.high_watermark(),
-            FetchIsolation::TxnCommitted => part.last_stable_offset(),
-        };
+        let read_limit = read_limit(part, settings.isolation);
         let (log_start, _) = part.offsets();
         let initial = if self.partitions.lock().contains_key(key) {
             None
@@ -382,6 +379,15 @@ fn next_epoch(epoch: i32) -> i32 {
         1
     } else {
         epoch + 1
+    }
+}
+
+/// The end of what a share fetch may read: the high watermark, or the last stable offset at
+/// read_committed.
+fn read_limit(part: &Partition, isolation: FetchIsolation) -> i64 {
+    match isolation {
+        FetchIsolation::HighWatermark => part.high_watermark(),
+        FetchIsolation::TxnCommitted => part.last_stable_offset(),
     }
 }
 

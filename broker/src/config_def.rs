@@ -94,6 +94,9 @@ pub enum Validator {
     GzipLevel,
     /// `ThrottledReplicaListValidator`: `*` or `partition:broker` pairs.
     ThrottledReplicas,
+    /// `ShareGroupAutoOffsetResetStrategy.Validator`: `earliest`, `latest` or
+    /// `by_duration:<ISO-8601 duration>`.
+    ShareAutoOffsetReset,
 }
 
 /// One topic config key (Kafka's `LogConfig` definition of it).
@@ -997,9 +1000,9 @@ pub struct GroupConfigKey {
     pub doc: &'static str,
 }
 
-/// Documentation of the share and streams group keys: Brook serves neither kind of group.
+/// Documentation of the streams group keys: Brook serves no streams groups.
 const NOT_SERVED_GROUP_DOC: &str =
-    "A Kafka share or streams group key; Brook serves no such groups and describes it with Kafka's default.";
+    "A Kafka streams group key; Brook serves no streams groups and describes it with Kafka's default.";
 
 macro_rules! group_key {
     ($name:expr, $ty:ident, $validator:expr, $synonym:expr, $default:expr, $doc:expr) => {
@@ -1063,15 +1066,15 @@ pub const GROUP_CONFIGS: &[GroupConfigKey] = &[
         Validator::AtLeast(0),
         Some("group.share.assignment.interval.ms"),
         "",
-        NOT_SERVED_GROUP_DOC
+        "Minimum time between two target assignments of this share group (stored; Brook assigns at each group epoch)."
     ),
     group_key!(
         "share.auto.offset.reset",
         String,
-        Validator::None,
+        Validator::ShareAutoOffsetReset,
         None,
         "latest",
-        NOT_SERVED_GROUP_DOC
+        "Where a new share-partition of this group starts: earliest, latest or by_duration:<ISO-8601>; read when the share-partition is initialized."
     ),
     group_key!(
         "share.delivery.count.limit",
@@ -1079,7 +1082,7 @@ pub const GROUP_CONFIGS: &[GroupConfigKey] = &[
         Validator::AtLeast(2),
         Some("group.share.delivery.count.limit"),
         "",
-        NOT_SERVED_GROUP_DOC
+        "Deliveries of a record to this group before it is archived, within the broker's min and max."
     ),
     group_key!(
         "share.heartbeat.interval.ms",
@@ -1087,7 +1090,7 @@ pub const GROUP_CONFIGS: &[GroupConfigKey] = &[
         Validator::AtLeast(1),
         Some("group.share.heartbeat.interval.ms"),
         "",
-        NOT_SERVED_GROUP_DOC
+        "Heartbeat interval of this share group's members, within the broker's min and max."
     ),
     group_key!(
         "share.isolation.level",
@@ -1095,7 +1098,7 @@ pub const GROUP_CONFIGS: &[GroupConfigKey] = &[
         Validator::OneOf(&["read_committed", "read_uncommitted"]),
         None,
         "read_uncommitted",
-        NOT_SERVED_GROUP_DOC
+        "read_committed hands this group records up to the last stable offset and archives aborted ones; read at each ShareFetch."
     ),
     group_key!(
         "share.partition.max.record.locks",
@@ -1103,7 +1106,7 @@ pub const GROUP_CONFIGS: &[GroupConfigKey] = &[
         Validator::AtLeast(100),
         Some("group.share.partition.max.record.locks"),
         "",
-        NOT_SERVED_GROUP_DOC
+        "Most records in flight per share-partition of this group, within the broker's min and max."
     ),
     group_key!(
         "share.record.lock.duration.ms",
@@ -1111,7 +1114,7 @@ pub const GROUP_CONFIGS: &[GroupConfigKey] = &[
         Validator::AtLeast(1000),
         Some("group.share.record.lock.duration.ms"),
         "",
-        NOT_SERVED_GROUP_DOC
+        "How long this group's members hold the records they acquire, within the broker's min and max."
     ),
     group_key!(
         "share.renew.acknowledge.enable",
@@ -1119,7 +1122,7 @@ pub const GROUP_CONFIGS: &[GroupConfigKey] = &[
         Validator::None,
         None,
         "true",
-        NOT_SERVED_GROUP_DOC
+        "Whether RENEW acknowledgements are allowed (stored; Brook serves no ShareFetch version with RENEW)."
     ),
     group_key!(
         "share.session.timeout.ms",
@@ -1127,7 +1130,7 @@ pub const GROUP_CONFIGS: &[GroupConfigKey] = &[
         Validator::AtLeast(1),
         Some("group.share.session.timeout.ms"),
         "",
-        NOT_SERVED_GROUP_DOC
+        "Session timeout of this share group's members, within the broker's min and max."
     ),
     group_key!(
         "streams.assignment.interval.ms",
@@ -1252,6 +1255,14 @@ fn check(name: &str, validator: Validator, value: &str, n: f64) -> Option<(Strin
             }),
         Validator::GzipLevel if n != -1.0 && !(1.0..=9.0).contains(&n) => {
             plain("Value must be between 1 and 9 or equal to -1".into())
+        }
+        Validator::ShareAutoOffsetReset
+            if crate::share::config::AutoOffsetReset::parse(value).is_none() =>
+        {
+            plain(format!(
+                "Invalid value `{value}` for configuration {name}. The value must be either \
+                 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'."
+            ))
         }
         Validator::ThrottledReplicas if !throttled_replicas_valid(value) => Some((
             format!("[{}]", list_items(value).join(", ")),

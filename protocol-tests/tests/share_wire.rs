@@ -290,3 +290,60 @@ fn fetch_and_acknowledge_bad_input() {
         SHARE_SESSION_NOT_FOUND
     );
 }
+
+/// A share group's own `share.heartbeat.interval.ms` and `share.session.timeout.ms` (Kafka's
+/// `GroupConfig`, read at each heartbeat) are its members' interval and session: a member of
+/// the tuned group that stops heartbeating is removed after its short session, while the
+/// plain group keeps the broker's interval and its member.
+#[test]
+fn a_share_groups_heartbeat_and_session_overrides_reach_its_members() {
+    use brook_protocol_tests::poll_until;
+    use kafka_protocol::messages::incremental_alter_configs_request as iac;
+    let broker = Broker::start_with(&[
+        ("offsets.topic.num.partitions", "1"),
+        ("group.share.min.heartbeat.interval.ms", "500"),
+        ("group.share.min.session.timeout.ms", "1000"),
+    ]);
+    let mut c = WireClient::connect(&broker.bootstrap());
+    let topic = unique_topic("sw-tuned");
+    c.ensure_topic(&topic);
+    let (tuned, plain) = (format!("{topic}-tuned"), format!("{topic}-plain"));
+    let set = |name: &str, value: &str| {
+        iac::AlterableConfig::default()
+            .with_name(s(name))
+            .with_config_operation(0)
+            .with_value(Some(s(value)))
+    };
+    let alter = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        iac::AlterConfigsResource::default()
+            .with_resource_type(32)
+            .with_resource_name(s(&tuned))
+            .with_configs(vec![
+                set("share.heartbeat.interval.ms", "700"),
+                set("share.session.timeout.ms", "1500"),
+            ]),
+    ]);
+    let r: IncrementalAlterConfigsResponse = c.request(1, &alter);
+    assert_eq!(r.responses[0].error_code, 0, "{r:?}");
+    for (group, want) in [(&tuned, 700), (&plain, 5000)] {
+        let r = heartbeat(&mut c, group, &format!("{group}-m"), 0, Some(&topic));
+        assert_eq!(
+            (r.error_code, r.heartbeat_interval_ms),
+            (0, want),
+            "{group}: {r:?}"
+        );
+    }
+    poll_until(
+        "the tuned group's silent member removed",
+        std::time::Duration::from_secs(10),
+        || {
+            let req = ShareGroupDescribeRequest::default().with_group_ids(vec![s(&tuned).into()]);
+            let r: ShareGroupDescribeResponse = c.request(V, &req);
+            r.groups[0].members.is_empty().then_some(())
+        },
+    );
+    let r = heartbeat(&mut c, &tuned, &format!("{tuned}-m"), 1, None);
+    assert_eq!(r.error_code, UNKNOWN_MEMBER_ID, "{r:?}");
+    let r = heartbeat(&mut c, &plain, &format!("{plain}-m"), 1, None);
+    assert_eq!(r.error_code, 0, "the plain group keeps its member: {r:?}");
+}

@@ -26,6 +26,8 @@ use crate::broker::Broker;
 use crate::cluster::partition::Partition;
 use crate::group::share::{ShareHeartbeatParams, SHARE_ASSIGNOR};
 use crate::security::acl::{AclOperation, ResourceType};
+use crate::share::config::ShareGroupSettings;
+use crate::share::partition::ShareLimits;
 use crate::share::{FetchContext, SharePartitionKey};
 
 /// READ on the share group, as Kafka's `KafkaApis` checks for ShareGroupHeartbeat, ShareFetch
@@ -80,7 +82,10 @@ pub async fn handle_share_group_heartbeat(
     req: ShareGroupHeartbeatRequest,
 ) -> ShareGroupHeartbeatResponse {
     use kafka_protocol::messages::share_group_heartbeat_response::{Assignment, TopicPartitions};
-    let interval = broker.groups.config().share.heartbeat_interval_ms;
+    let interval = broker
+        .groups
+        .share_limits(&req.group_id)
+        .heartbeat_interval_ms;
     if !crate::features::enabled(broker, crate::features::SHARE_VERSION) {
         return ShareGroupHeartbeatResponse::default()
             .with_error_code(ResponseError::UnsupportedVersion.code());
@@ -256,9 +261,19 @@ fn led_partition(
     Ok(part)
 }
 
+/// A share group's settings at this moment: the broker's with the group's `share.*`
+/// configs ([`crate::share::config`]).
+fn group_settings(broker: &Broker, group: &str) -> ShareGroupSettings {
+    broker.share.settings(
+        &broker.replicas.config,
+        &broker.replicas.group_configs(group),
+    )
+}
+
 /// Applies one partition's acknowledgement batches.
 fn acknowledge(
     broker: &Broker,
+    limits: &ShareLimits,
     group: &str,
     member: &str,
     topic_id: Uuid,
@@ -269,7 +284,10 @@ fn acknowledge(
         return Some((e, e.to_string()));
     }
     let key: SharePartitionKey = (group.to_string(), topic_id, index);
-    broker.share.acknowledge(&key, member, &batches).err()
+    broker
+        .share
+        .acknowledge(&key, member, &batches, limits)
+        .err()
 }
 
 /// ShareFetch.
@@ -278,7 +296,9 @@ pub async fn handle_share_fetch(
     ctx: &RequestContext,
     req: ShareFetchRequest,
 ) -> ShareFetchResponse {
-    let lock_ms = broker.share.limits.lock_duration_ms as i32;
+    let group_name = req.group_id.as_ref().map(|g| g.to_string());
+    let settings = group_settings(broker, group_name.as_deref().unwrap_or_default());
+    let lock_ms = settings.limits.lock_duration_ms as i32;
     let top_error = |e: ResponseError, msg: String| {
         ShareFetchResponse::default()
             .with_error_code(e.code())
@@ -342,6 +362,7 @@ pub async fn handle_share_fetch(
                 .collect();
             let err = acknowledge(
                 broker,
+                &settings.limits,
                 &group,
                 &member,
                 t.topic_id,
@@ -356,7 +377,9 @@ pub async fn handle_share_fetch(
     }
     let (fetch, full) = match context {
         FetchContext::Final => {
-            broker.share.close_session(&group, &member);
+            broker
+                .share
+                .close_session(&group, &member, &settings.limits);
             (Vec::new(), false)
         }
         FetchContext::Full(ps) => (ps, true),
@@ -372,6 +395,7 @@ pub async fn handle_share_fetch(
     let max_records = req.max_records.max(0) as usize;
     acquire_waiting(
         broker,
+        &settings,
         &group,
         &member,
         &fetch,
@@ -402,6 +426,7 @@ pub async fn handle_share_fetch(
 #[allow(clippy::too_many_arguments)]
 async fn acquire_waiting(
     broker: &Broker,
+    settings: &ShareGroupSettings,
     group: &str,
     member: &str,
     fetch: &[(Uuid, i32)],
@@ -428,10 +453,14 @@ async fn acquire_waiting(
             a.leader_epoch = part.leader_epoch();
             let key: SharePartitionKey = (group.to_string(), topic_id, index);
             if got < max_records && bytes_left > 0 {
-                match broker
-                    .share
-                    .acquire(&key, member, &part, max_records - got, bytes_left)
-                {
+                match broker.share.acquire(
+                    &key,
+                    member,
+                    &part,
+                    max_records - got,
+                    bytes_left,
+                    settings,
+                ) {
                     Ok(acq) => {
                         got += acq
                             .ranges
@@ -555,6 +584,7 @@ pub async fn handle_share_acknowledge(
             Ok(f) => f,
             Err(e) => return top_error(e, e.to_string()),
         };
+    let settings = group_settings(broker, &group);
     let denied = unreadable_topics(broker, ctx, req.topics.iter().map(|t| t.topic_id));
     let mut topics = Vec::with_capacity(req.topics.len());
     for t in req.topics {
@@ -570,6 +600,7 @@ pub async fn handle_share_acknowledge(
             } else {
                 acknowledge(
                     broker,
+                    &settings.limits,
                     &group,
                     &member,
                     t.topic_id,
@@ -597,7 +628,9 @@ pub async fn handle_share_acknowledge(
         );
     }
     if last {
-        broker.share.close_session(&group, &member);
+        broker
+            .share
+            .close_session(&group, &member, &settings.limits);
     }
     ShareAcknowledgeResponse::default().with_responses(topics)
 }

@@ -511,14 +511,30 @@ impl GroupCoordinator {
 
     /// A KIP-848 group's limits: the broker's, with the group's own
     /// `consumer.session.timeout.ms` and `consumer.heartbeat.interval.ms` when set
-    /// ([`overrides::consumer_timing`]).
+    /// ([`overrides::group_timing`]).
     pub fn consumer_limits(&self, group_id: &str) -> ConsumerLimits {
         let mut limits = self.config.consumer;
         let configs = self.replicas.group_configs(group_id);
         if !configs.is_empty() {
             let defaults = (limits.session_timeout_ms, limits.heartbeat_interval_ms);
             let (session_ms, heartbeat_ms) =
-                overrides::consumer_timing(&self.replicas.config, &configs, defaults);
+                overrides::group_timing(&self.replicas.config, &configs, "consumer", defaults);
+            limits.session_timeout_ms = session_ms;
+            limits.heartbeat_interval_ms = heartbeat_ms;
+        }
+        limits
+    }
+
+    /// A share group's limits: the broker's, with the group's own `share.session.timeout.ms`
+    /// and `share.heartbeat.interval.ms` when set, read at each heartbeat as Kafka's
+    /// `GroupMetadataManager.shareGroupHeartbeat` does.
+    pub fn share_limits(&self, group_id: &str) -> share::ShareLimits {
+        let mut limits = self.config.share;
+        let configs = self.replicas.group_configs(group_id);
+        if !configs.is_empty() {
+            let defaults = (limits.session_timeout_ms, limits.heartbeat_interval_ms);
+            let (session_ms, heartbeat_ms) =
+                overrides::group_timing(&self.replicas.config, &configs, "share", defaults);
             limits.session_timeout_ms = session_ms;
             limits.heartbeat_interval_ms = heartbeat_ms;
         }
@@ -906,7 +922,12 @@ impl GroupCoordinator {
         };
         let replicas = &self.replicas;
         let topics = |name: &str| replicas.topic(name).map(|t| (t.id, t.partition_count()));
-        let r = group.heartbeat(params, &topics, &self.config.share, Instant::now());
+        let r = group.heartbeat(
+            params,
+            &topics,
+            &self.share_limits(group_id),
+            Instant::now(),
+        );
         self.after_change(&mut st, group_id);
         r
     }

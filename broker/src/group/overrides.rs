@@ -7,7 +7,7 @@
 //! runs `GroupConfig.validate` on it: known names, each value by its key's type and
 //! validator, the broker's bounds for the keys that have them, and the cross-key rules.
 //! Values in range when set can fall outside the broker's bounds after the broker's are
-//! changed; [`consumer_timing`] caps them, as Kafka's group coordinator does.
+//! changed; [`clamped`] caps them, as Kafka's `GroupConfig.evaluate` does.
 
 use std::collections::BTreeMap;
 
@@ -247,34 +247,36 @@ fn validate_values(
     Ok(())
 }
 
-/// A KIP-848 group's session timeout and heartbeat interval: its overrides, capped to the
-/// broker's current bounds (Kafka's group coordinator logs and caps a value that the
-/// broker's bounds no longer allow), else the broker's values.
-pub fn consumer_timing(
+/// A group's override of a bounded key, clamped to the broker's current bounds (Kafka's
+/// `GroupConfig.evaluate` clamps each, logging, when the broker's bounds no longer allow
+/// it); `None` when the group does not set it.
+pub fn clamped(
     broker: &BrokerConfig,
     overrides: &BTreeMap<String, String>,
+    key: &str,
+) -> Option<i64> {
+    let v = int(overrides, key)?;
+    let Some((_, min_key, max_key)) = BOUNDED_KEYS.iter().find(|(k, _, _)| *k == key) else {
+        return Some(v);
+    };
+    let max = broker_int(broker, max_key);
+    let min = min_key.map_or(i64::MIN, |k| broker_int(broker, k));
+    Some(v.clamp(min, max.max(min)))
+}
+
+/// A group's session timeout and heartbeat interval (`prefix` is `consumer` or `share`): its
+/// overrides, clamped ([`clamped`]), else the broker's values.
+pub fn group_timing(
+    broker: &BrokerConfig,
+    overrides: &BTreeMap<String, String>,
+    prefix: &str,
     (session_ms, heartbeat_ms): (i32, i32),
 ) -> (i32, i32) {
-    let capped = |key: &str, min_key: &str, max_key: &str, default: i32| -> i32 {
-        let Some(v) = int(overrides, key) else {
-            return default;
-        };
-        let (min, max) = (broker_int(broker, min_key), broker_int(broker, max_key));
-        v.clamp(min, max.max(min)) as i32
-    };
+    let get =
+        |key: String, default: i32| clamped(broker, overrides, &key).map_or(default, |v| v as i32);
     (
-        capped(
-            "consumer.session.timeout.ms",
-            "group.consumer.min.session.timeout.ms",
-            "group.consumer.max.session.timeout.ms",
-            session_ms,
-        ),
-        capped(
-            "consumer.heartbeat.interval.ms",
-            "group.consumer.min.heartbeat.interval.ms",
-            "group.consumer.max.heartbeat.interval.ms",
-            heartbeat_ms,
-        ),
+        get(format!("{prefix}.session.timeout.ms"), session_ms),
+        get(format!("{prefix}.heartbeat.interval.ms"), heartbeat_ms),
     )
 }
 
@@ -318,6 +320,18 @@ mod tests {
             ]),
             Ok(())
         );
+        // ShareGroupAutoOffsetResetStrategy.Validator: `none` is a consumer strategy only.
+        assert_eq!(
+            check(&[("share.auto.offset.reset", "by_duration:PT1H")]),
+            Ok(())
+        );
+        assert_eq!(
+            check(&[("share.auto.offset.reset", "none")]),
+            Err("Invalid value none for configuration share.auto.offset.reset: Invalid value `none` \
+                 for configuration share.auto.offset.reset. The value must be either 'earliest', \
+                 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'."
+                .into())
+        );
         assert!(check(&[("consumer.heartbeat.interval.ms", "x")])
             .unwrap_err()
             .starts_with("Invalid value x for configuration consumer.heartbeat.interval.ms"));
@@ -338,7 +352,7 @@ mod tests {
     }
 
     #[test]
-    fn consumer_timing_takes_overrides_capped_to_the_brokers_bounds() {
+    fn group_timing_takes_overrides_capped_to_the_brokers_bounds() {
         let broker = BrokerConfig::load(None, &[]).unwrap();
         let o = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
             pairs
@@ -347,16 +361,17 @@ mod tests {
                 .collect()
         };
         assert_eq!(
-            consumer_timing(&broker, &o(&[]), (45_000, 5000)),
+            group_timing(&broker, &o(&[]), "consumer", (45_000, 5000)),
             (45_000, 5000)
         );
         assert_eq!(
-            consumer_timing(
+            group_timing(
                 &broker,
                 &o(&[
                     ("consumer.session.timeout.ms", "50000"),
                     ("consumer.heartbeat.interval.ms", "99999")
                 ]),
+                "consumer",
                 (45_000, 5000)
             ),
             (50_000, 15_000)

@@ -9,9 +9,10 @@
 //!
 //! Not durable yet: the state is in memory on the leader. Kafka persists it through the share
 //! coordinator on `__share_group_state`; in Brook a leader restart or a leadership move starts
-//! each share-partition again from `share.auto.offset.reset` (latest), so records in flight
-//! then are neither redelivered nor counted.
+//! each share-partition again from the group's `share.auto.offset.reset`, so records in
+//! flight then are neither redelivered nor counted.
 
+pub mod config;
 pub mod partition;
 
 use std::collections::{BTreeSet, HashMap};
@@ -23,9 +24,11 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use uuid::Uuid;
 
+use self::config::{AutoOffsetReset, ShareGroupSettings};
 use self::partition::{AckError, AcquiredRange, LogBatch, ShareLimits, SharePartition};
 use crate::cluster::partition::{FetchIsolation, Partition};
 use crate::config::{BrokerConfig, ConfigError};
+use brook_storage::AbortedTxn;
 
 /// Bound on fetches parked on share-partition changes at once; past it the oldest are woken
 /// early (they read again and park again), as `Partition::park_fetch` does.
@@ -66,6 +69,8 @@ pub struct Acquired {
 
 /// The share-partitions and share sessions of this node.
 pub struct SharePartitionManager {
+    /// The broker's `group.share.*` limits; a group's own `share.*` configs override them
+    /// ([`Self::settings`]).
     pub limits: ShareLimits,
     /// `group.share.max.share.sessions`.
     max_sessions: usize,
@@ -115,6 +120,15 @@ impl SharePartitionManager {
             sessions: Mutex::new(HashMap::new()),
             waiters: Mutex::new(Vec::new()),
         })
+    }
+
+    /// A share group's settings: the broker's limits with the group's `overrides`.
+    pub fn settings(
+        &self,
+        broker: &BrokerConfig,
+        overrides: &std::collections::BTreeMap<String, String>,
+    ) -> ShareGroupSettings {
+        ShareGroupSettings::resolve(broker, self.limits, overrides)
     }
 
     // -----------------------------------------------------------------------------------------
@@ -204,14 +218,14 @@ impl SharePartitionManager {
 
     /// Closes a member's session and releases what it holds (Kafka's `releaseSession`): its
     /// acquired records go to other members at once instead of at the lock timeout.
-    pub fn close_session(&self, group: &str, member: &str) {
+    pub fn close_session(&self, group: &str, member: &str, limits: &ShareLimits) {
         self.sessions
             .lock()
             .remove(&(group.to_string(), member.to_string()));
         let mut released = false;
         for ((g, _, _), sp) in self.partitions.lock().iter_mut() {
             if g == group {
-                released |= sp.release_member(member, &self.limits);
+                released |= sp.release_member(member, limits);
             }
         }
         if released {
@@ -229,6 +243,7 @@ impl SharePartitionManager {
         key: &SharePartitionKey,
         member: &str,
         batches: &[(i64, i64, Vec<i8>)],
+        limits: &ShareLimits,
     ) -> Result<(), (ResponseError, String)> {
         let now = crate::cluster::replica_manager::now_ms();
         let r = {
@@ -239,8 +254,8 @@ impl SharePartitionManager {
                     "no records of this share-partition are acquired".into(),
                 ));
             };
-            sp.expire_locks(now, &self.limits);
-            sp.acknowledge(member, batches, &self.limits)
+            sp.expire_locks(now, limits);
+            sp.acknowledge(member, batches, limits)
         };
         self.wake();
         r.map_err(|e| match e {
@@ -250,8 +265,9 @@ impl SharePartitionManager {
     }
 
     /// Acquires up to `max_records` of `part` for `member`, reading at most `max_bytes` of
-    /// the log. The share-partition starts at the high watermark the first time
-    /// (`share.auto.offset.reset=latest`, Kafka's default; Brook has no group configs yet).
+    /// the log, up to the high watermark or, for a read_committed group, the last stable
+    /// offset (Kafka's `FetchIsolation` of the share fetch), archiving the records of aborted
+    /// transactions instead of handing them out.
     pub fn acquire(
         &self,
         key: &SharePartitionKey,
@@ -259,19 +275,26 @@ impl SharePartitionManager {
         part: &Partition,
         max_records: usize,
         max_bytes: usize,
+        settings: &ShareGroupSettings,
     ) -> Result<Acquired, ResponseError> {
         let now = crate::cluster::replica_manager::now_ms();
-        let hw = part.high_watermark();
+        let limits = &settings.limits;
+        let read_limit = read_limit(part, settings.isolation);
         let (log_start, _) = part.offsets();
+        let initial = if self.partitions.lock().contains_key(key) {
+            None
+        } else {
+            Some(initial_offset(part, settings.auto_offset_reset, now)?)
+        };
         // The state is read, the log read without the lock, and the acquisition made under
         // the lock again: it takes only offsets still Available or past the end then.
         let fetch_offset = {
             let mut parts = self.partitions.lock();
             let sp = parts
                 .entry(key.clone())
-                .or_insert_with(|| SharePartition::new(hw));
+                .or_insert_with(|| SharePartition::new(initial.unwrap_or(log_start)));
             sp.on_log_start(log_start);
-            if sp.expire_locks(now, &self.limits) {
+            if sp.expire_locks(now, limits) {
                 drop(parts);
                 self.wake();
                 parts = self.partitions.lock();
@@ -279,13 +302,13 @@ impl SharePartitionManager {
             let Some(sp) = parts.get(key) else {
                 return Ok(Acquired::default());
             };
-            if !sp.can_acquire(hw, &self.limits) {
+            if !sp.can_acquire(read_limit, limits) {
                 return Ok(Acquired::default());
             }
             sp.fetch_offset()
         };
         let read = part
-            .read(fetch_offset, max_bytes, true, FetchIsolation::HighWatermark)
+            .read(fetch_offset, max_bytes, true, settings.isolation)
             .map_err(|e| {
                 ResponseError::try_from_code(e.error_code())
                     .unwrap_or(ResponseError::UnknownServerError)
@@ -294,14 +317,15 @@ impl SharePartitionManager {
             .slice
             .read()
             .map_err(|_| ResponseError::KafkaStorageError)?;
-        let batches = split_batches(&bytes);
+        let aborted = read.aborted_transactions.as_deref().unwrap_or_default();
+        let batches = split_batches(&bytes, aborted);
         let log_batches: Vec<LogBatch> = batches.iter().map(|b| b.1).collect();
         let (ranges, used) = {
             let mut parts = self.partitions.lock();
             let Some(sp) = parts.get_mut(key) else {
                 return Ok(Acquired::default());
             };
-            sp.acquire(member, &log_batches, max_records, now, &self.limits)
+            sp.acquire(member, &log_batches, max_records, now, limits)
         };
         let mut records = BytesMut::new();
         for i in used {
@@ -358,11 +382,47 @@ fn next_epoch(epoch: i32) -> i32 {
     }
 }
 
-/// The whole batches in `buf`: each one's byte span, offsets, and whether it is a control
-/// batch (whose offsets the acquisition archives instead of handing out).
-fn split_batches(buf: &[u8]) -> Vec<(std::ops::Range<usize>, LogBatch)> {
+/// The end of what a share fetch may read: the high watermark, or the last stable offset at
+/// read_committed.
+fn read_limit(part: &Partition, isolation: FetchIsolation) -> i64 {
+    match isolation {
+        FetchIsolation::HighWatermark => part.high_watermark(),
+        FetchIsolation::TxnCommitted => part.last_stable_offset(),
+    }
+}
+
+/// Where a new share-partition starts (Kafka's `SharePartition.startOffsetDuringInitialization`
+/// through `ReplicaManagerPartitionMetadataProvider`): the log start, the high watermark, or
+/// the first offset at or after now minus the duration; OFFSET_NOT_AVAILABLE when no record
+/// is that recent, and the next fetch tries again, as Kafka's initialization fails then.
+fn initial_offset(
+    part: &Partition,
+    reset: AutoOffsetReset,
+    now_ms: i64,
+) -> Result<i64, ResponseError> {
+    match reset {
+        AutoOffsetReset::Earliest => Ok(part.offsets().0),
+        AutoOffsetReset::Latest => Ok(part.high_watermark()),
+        AutoOffsetReset::ByDurationMs(ms) => part
+            .offset_for_timestamp(now_ms.saturating_sub(ms))
+            .map_err(|e| e.response_error())?
+            .map(|(offset, _)| offset)
+            .ok_or(ResponseError::OffsetNotAvailable),
+    }
+}
+
+/// The whole batches in `buf`: each one's byte span, offsets, and whether its offsets are to
+/// be archived instead of handed out: a control batch, or a transactional batch of a
+/// transaction in `aborted` (read_committed). Which batches are aborted is found as Kafka's
+/// `SharePartition.filterAbortedTransactionalRecords` (and the consumer's `CompletedFetch`)
+/// does: a producer is aborting from its aborted transaction's first offset until its ABORT
+/// marker.
+fn split_batches(buf: &[u8], aborted: &[AbortedTxn]) -> Vec<(std::ops::Range<usize>, LogBatch)> {
     use brook_storage::batch::batch_size_at;
-    use brook_storage::BatchHeader;
+    use brook_storage::{BatchHeader, RecordBatch};
+    let mut pending: Vec<AbortedTxn> = aborted.to_vec();
+    pending.sort_by_key(|t| std::cmp::Reverse(t.first_offset));
+    let mut aborting: std::collections::HashSet<i64> = std::collections::HashSet::new();
     let mut out = Vec::new();
     let mut pos = 0;
     while let Some(size) = batch_size_at(&buf[pos..]) {
@@ -372,15 +432,87 @@ fn split_batches(buf: &[u8]) -> Vec<(std::ops::Range<usize>, LogBatch)> {
         let Some(h) = BatchHeader::new(&buf[pos..]) else {
             break;
         };
+        let mut archive = h.is_control();
+        if h.has_producer_id() {
+            while pending
+                .last()
+                .is_some_and(|t| t.first_offset <= h.last_offset())
+            {
+                if let Some(t) = pending.pop() {
+                    aborting.insert(t.producer_id);
+                }
+            }
+            let abort_marker = h.is_control()
+                && RecordBatch::parse(&buf[pos..pos + size])
+                    .ok()
+                    .and_then(|(b, _)| brook_storage::control::parse_end_txn_marker(&b).ok())
+                    .flatten()
+                    .is_some_and(|m| !m.commit);
+            if abort_marker {
+                aborting.remove(&h.producer_id());
+            } else if h.is_transactional() && aborting.contains(&h.producer_id()) {
+                archive = true;
+            }
+        }
         out.push((
             pos..pos + size,
             LogBatch {
                 base_offset: h.base_offset(),
                 last_offset: h.last_offset(),
-                is_control: h.is_control(),
+                archive,
             },
         ));
         pos += size;
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use brook_storage::batch::set_base_offset;
+    use brook_storage::batch_builder::BatchBuilder;
+    use brook_storage::control::{build_end_txn_marker, EndTxnMarker};
+
+    fn data(producer_id: i64) -> Vec<u8> {
+        let mut b = BatchBuilder::new(0)
+            .idempotent(producer_id, 0, 0)
+            .records(1, 4);
+        b.transactional = true;
+        b.build().to_vec()
+    }
+
+    fn marker(producer_id: i64, commit: bool) -> Vec<u8> {
+        let m = EndTxnMarker {
+            commit,
+            coordinator_epoch: 0,
+        };
+        build_end_txn_marker(producer_id, 0, m, 0).to_vec()
+    }
+
+    #[test]
+    fn read_committed_archives_the_batches_of_aborted_transactions_only() {
+        // 0: producer 1 (aborted), 1: producer 2 (committed), 2: ABORT of 1, 3: COMMIT of 2,
+        // 4: producer 1 again, in a later transaction.
+        let mut log = Vec::new();
+        let batches = [data(1), data(2), marker(1, false), marker(2, true), data(1)];
+        for (offset, mut b) in batches.into_iter().enumerate() {
+            set_base_offset(&mut b, offset as i64);
+            log.extend(b);
+        }
+        let aborted = [AbortedTxn {
+            producer_id: 1,
+            first_offset: 0,
+            last_offset: 2,
+            last_stable_offset: 3,
+        }];
+        let archived = |aborted: &[AbortedTxn]| -> Vec<bool> {
+            split_batches(&log, aborted)
+                .iter()
+                .map(|(_, b)| b.archive)
+                .collect()
+        };
+        assert_eq!(archived(&aborted), [true, false, true, true, false]);
+        assert_eq!(archived(&[]), [false, false, true, true, false]);
+    }
 }

@@ -15,7 +15,8 @@
 //! Acknowledged and Archived are final; the SPSO moves past a run of final offsets. At most
 //! `group.share.partition.max.record.locks` offsets are in flight (Kafka's
 //! `maxInFlightRecords`): past that, nothing new is acquired until the SPSO moves.
-//! Nothing here awaits or reads the clock: `now_ms` is explicit.
+//! Nothing here awaits or reads the clock: `now_ms` is explicit; the limits are the group's
+//! at the time of each call ([`super::config`]).
 
 use std::collections::BTreeMap;
 
@@ -93,9 +94,10 @@ pub struct AcquiredRange {
 pub struct LogBatch {
     pub base_offset: i64,
     pub last_offset: i64,
-    /// A transaction marker: its offset holds no record to deliver, so it is Archived as
-    /// soon as it enters the window.
-    pub is_control: bool,
+    /// A transaction marker (its offset holds no record to deliver) or, at read_committed,
+    /// a batch of an aborted transaction: Archived as soon as it enters the window, and
+    /// never handed out.
+    pub archive: bool,
 }
 
 /// A share-partition.
@@ -203,7 +205,7 @@ impl SharePartition {
                     if offset - self.start_offset >= limits.max_in_flight {
                         break;
                     }
-                    let state = if b.is_control {
+                    let state = if b.archive {
                         RecordState::Archived
                     } else {
                         RecordState::Available
@@ -223,6 +225,11 @@ impl SharePartition {
                     continue;
                 };
                 if r.state != RecordState::Available {
+                    continue;
+                }
+                if b.archive {
+                    // Available from a read_uncommitted acquisition, aborted at read_committed.
+                    r.state = RecordState::Archived;
                     continue;
                 }
                 r.state = RecordState::Acquired;
@@ -383,7 +390,7 @@ mod tests {
         LogBatch {
             base_offset: a,
             last_offset: b,
-            is_control: false,
+            archive: false,
         }
     }
 

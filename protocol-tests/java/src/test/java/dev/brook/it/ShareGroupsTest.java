@@ -17,6 +17,9 @@ import java.util.Properties;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicBoolean;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -24,6 +27,7 @@ import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaShareConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -38,6 +42,9 @@ import org.junit.jupiter.api.extension.ExtendWith;
  * <p>A share-partition starts at the log end when first fetched ({@code share.auto.offset.reset}
  * defaults to latest), so each test first primes its group: it produces a marker until the consumer
  * sees one, and only then produces the records under test.
+ *
+ * <p>The group's own {@code share.*} configs ({@code kafka-configs --entity-type groups}) override the
+ * broker's: the start of a new share-partition, the isolation level, the lock duration and the delivery limit.
  */
 @ExtendWith(BrokerLogOnFailure.class)
 class ShareGroupsTest {
@@ -55,6 +62,7 @@ class ShareGroupsTest {
         props.put("group.share.min.record.lock.duration.ms", "1000");
         props.put("group.share.record.lock.duration.ms", Integer.toString(LOCK_MS));
         props.put("group.share.delivery.count.limit", Integer.toString(DELIVERY_LIMIT));
+        props.putAll(TxnSupport.brokerProps());
         broker = BrookBroker.start("share", props);
         bootstrap = broker.bootstrap();
     }
@@ -310,6 +318,111 @@ class ShareGroupsTest {
             b.commitSync();
         } finally {
             a.close(Duration.ZERO);
+        }
+    }
+
+    /** Sets a group's configs and waits until DescribeConfigs shows them (they travel by the metadata log). */
+    static void setGroupConfigs(String group, Map<String, String> configs) throws Exception {
+        ConfigResource r = new ConfigResource(ConfigResource.Type.GROUP, group);
+        List<AlterConfigOp> ops = configs.entrySet().stream()
+            .map(e -> new AlterConfigOp(new ConfigEntry(e.getKey(), e.getValue()), AlterConfigOp.OpType.SET))
+            .toList();
+        try (Admin admin = Clients.admin(bootstrap)) {
+            admin.incrementalAlterConfigs(Map.of(r, ops)).all().get();
+            GroupSupport.await("group configs of " + group, WAIT, () -> {
+                try {
+                    var c = admin.describeConfigs(List.of(r)).all().get().get(r);
+                    return configs.entrySet().stream().allMatch(e -> e.getValue().equals(c.get(e.getKey()).value()));
+                } catch (Exception e) {
+                    return false;
+                }
+            }, () -> configs.toString());
+        }
+    }
+
+    /** Polls (bounded) until {@code n} records arrived, acknowledging them (implicit mode). */
+    static List<String> pollValues(KafkaShareConsumer<byte[], byte[]> c, int n) {
+        List<String> got = new ArrayList<>();
+        long deadline = System.nanoTime() + WAIT.toNanos();
+        while (got.size() < n && System.nanoTime() < deadline) {
+            for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(200))) got.add(value(r));
+        }
+        return got;
+    }
+
+    @Test
+    void groupsAutoOffsetResetPlacesANewSharePartitionOnly() throws Exception {
+        String topic = Clients.uniqueTopic("share-reset");
+        Clients.createTopic(bootstrap, topic, 1);
+        produce(topic, values("old", 3));
+        for (String reset : List.of("earliest", "by_duration:PT1H")) {
+            String group = "reset-" + reset.replace(':', '-');
+            setGroupConfigs(group, Map.of("share.auto.offset.reset", reset));
+            try (KafkaShareConsumer<byte[], byte[]> c = consumer(group, false, 500)) {
+                c.subscribe(List.of(topic));
+                assertEquals(values("old", 3), pollValues(c, 3), reset + " starts before the records");
+            }
+        }
+        // Read when a share-partition is initialized: set later, it does not move one already started.
+        try (KafkaShareConsumer<byte[], byte[]> c = consumer("reset-late", false, 500)) {
+            String later = primedTopic("share-reset-late", c, false);
+            produce(later, values("before", 2));
+            assertEquals(values("before", 2), pollValues(c, 2));
+            setGroupConfigs("reset-late", Map.of("share.auto.offset.reset", "earliest"));
+            produce(later, List.of("after"));
+            assertEquals(List.of("after"), pollValues(c, 1), "the share-partition kept its place");
+        }
+    }
+
+    @Test
+    void readCommittedGroupSkipsAbortedRecordsAndStopsAtTheOpenTransaction() throws Exception {
+        String topic = Clients.uniqueTopic("share-txn");
+        Clients.createTopic(bootstrap, topic, 1);
+        String group = "read-committed";
+        setGroupConfigs(group, Map.of("share.isolation.level", "read_committed", "share.auto.offset.reset", "earliest"));
+        try (KafkaProducer<byte[], byte[]> p = TxnSupport.producer(bootstrap, "share-txn", Map.of());
+             KafkaShareConsumer<byte[], byte[]> c = consumer(group, false, 500)) {
+            p.initTransactions();
+            p.beginTransaction();
+            p.send(new ProducerRecord<>(topic, "aborted".getBytes(UTF_8))).get();
+            p.abortTransaction();
+            p.beginTransaction();
+            p.send(new ProducerRecord<>(topic, "committed".getBytes(UTF_8))).get();
+            p.commitTransaction();
+            p.beginTransaction();
+            p.send(new ProducerRecord<>(topic, "open".getBytes(UTF_8))).get();
+            c.subscribe(List.of(topic));
+            // The open transaction's record is below the high watermark but past the last stable offset.
+            assertEquals(List.of("committed"), pollValues(c, 1));
+            List<String> more = new ArrayList<>();
+            for (int i = 0; i < 5; i++) for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(200))) more.add(value(r));
+            assertEquals(List.of(), more, "nothing of the open transaction before its commit");
+            p.commitTransaction();
+            assertEquals(List.of("open"), pollValues(c, 1));
+        }
+    }
+
+    @Test
+    void groupsLockDurationAndDeliveryLimitOverrideTheBrokers() throws Exception {
+        String group = "group-limits";
+        setGroupConfigs(group, Map.of("share.record.lock.duration.ms", "2000", "share.delivery.count.limit", "2"));
+        try (KafkaShareConsumer<byte[], byte[]> c = consumer(group, true, 500)) {
+            String topic = primedTopic("share-group-limits", c, true);
+            assertEquals(java.util.Optional.of(2000), c.acquisitionLockTimeoutMs(), "the group's lock duration");
+            produce(topic, List.of("poison"));
+            for (int i = 1; i <= 2; i++) {
+                List<ConsumerRecord<byte[], byte[]>> got = pollRecords(c, WAIT);
+                assertEquals(List.of("poison"), got.stream().map(ShareGroupsTest::value).toList());
+                assertEquals(i, deliveries(got.get(0)));
+                c.acknowledge(got.get(0), AcknowledgeType.RELEASE);
+                c.commitSync();
+            }
+            produce(topic, List.of("after"));
+            List<ConsumerRecord<byte[], byte[]>> next = pollRecords(c, WAIT);
+            assertEquals(List.of("after"), next.stream().map(ShareGroupsTest::value).toList(),
+                "archived at the group's limit of 2, not the broker's " + DELIVERY_LIMIT);
+            c.acknowledge(next.get(0), AcknowledgeType.ACCEPT);
+            c.commitSync();
         }
     }
 }

@@ -415,17 +415,18 @@ async fn hand_over_then_stop(
 }
 
 /// Returns once this node has applied an image marking it in controlled shutdown (the
-/// controller commits the mark with the leadership moves, in one batch) and every local
-/// partition has taken that image's leadership: none still leads where the image names
-/// another leader.
+/// controller commits the mark with the leadership moves, in one batch), or fenced, and
+/// every local partition has taken that image's leadership: none still leads where the
+/// image names another leader.
 async fn hand_over_applied(broker: &Broker) {
     let me = broker.node_id();
     loop {
         let image = broker.replicas.image();
+        // A fenced (or unregistered) broker was granted its shutdown without a hand-over.
         let marked = image
             .brokers
             .get(&me)
-            .is_some_and(|b| b.in_controlled_shutdown);
+            .is_none_or(|b| b.in_controlled_shutdown || b.fenced);
         let applied = broker.replicas.all_partitions().iter().all(|p| {
             !p.is_leader()
                 || image

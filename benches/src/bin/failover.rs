@@ -14,7 +14,8 @@
 //! Each round starts a fresh cluster per system, alternating which goes first (round 1 Brook
 //! then Kafka, round 2 Kafka then Brook, ...), and runs every case on it: a new topic, its
 //! leaders read from Metadata and the active controller from DescribeQuorum, writes until each
-//! partition has acknowledged [`WARM_UP_ACKS`], the signal, writes until each of the victim's
+//! partition has acknowledged [`WARM_UP_ACKS`] and then for a random part of a second, the
+//! signal, writes until each of the victim's
 //! partitions has an acknowledgement after the victim is gone, then the victim restarted.
 //! Per victim partition it reports `recovered_ms` (from the signal to the first acknowledged
 //! write after the longest stretch without one: for SIGKILL the first write on the new leader)
@@ -51,6 +52,8 @@ const TOPIC_READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// that a later, longer stall would still be seen.
 const TAIL: Duration = Duration::from_millis(500);
 const REPLICATION_FACTOR: u32 = 3;
+/// librdkafka's topic scan, which re-queries the leader of a partition whose leader is down.
+const CLIENT_SCAN_PERIOD_MS: u64 = 1000;
 
 #[derive(Parser, Debug)]
 #[command(about = "Leader failover time, Brook next to Kafka 4.4")]
@@ -390,6 +393,15 @@ fn recovery(acks: &[Instant], signalled: Instant) -> Option<(f64, f64)> {
     Some((ms(end - signalled), ms(end - start.max(signalled))))
 }
 
+/// Milliseconds in `[0, CLIENT_SCAN_PERIOD_MS)`, from the clock's nanoseconds (no need for
+/// more randomness than that here).
+fn phase_delay_ms() -> u64 {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    u64::from(nanos) % CLIENT_SCAN_PERIOD_MS
+}
+
 fn unix_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -518,6 +530,11 @@ fn run_case(c: &mut Cluster, case: Case, round: usize, args: &Args) -> Result<Va
     if !warm {
         return Err(format!("{topic}: no steady writes before the signal"));
     }
+    // librdkafka re-queries a leaderless partition on a 1 s timer that starts with the
+    // producer; a signal at a fixed moment after the warm-up would meet that timer at the
+    // same phase in every case of a system (and a different one per system). A delay drawn
+    // uniformly over one period makes each case meet it at any phase.
+    w.run_until(Duration::from_millis(phase_delay_ms()), |_| false);
     let (at, at_unix) = measure(&mut w, case, pid, &led)?;
     let sample = Sample {
         victim,

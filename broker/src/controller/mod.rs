@@ -1396,25 +1396,42 @@ async fn quorum_leader_log_task(inner: Arc<Inner>) {
 async fn liveness_task(inner: Arc<Inner>) {
     let mut tick = tokio::time::interval(liveness_check_interval(inner.config.session_timeout_ms));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let me = inner.config.node_id as NodeId;
+    let mut metrics = inner.raft.metrics();
     let mut next_expiry: Option<Instant> = None;
+    // The term this node was last seen active controller in.
+    let mut active_term: Option<u64> = None;
     loop {
-        // The regular check, or the moment the next session ends if that comes sooner.
-        match next_expiry {
-            Some(at) => tokio::select! {
-                _ = tick.tick() => {}
-                _ = tokio::time::sleep_until(at) => {}
-            },
-            None => {
-                tick.tick().await;
+        // The regular check; the moment the next session ends, if sooner; and the moment this
+        // node becomes active controller, so that the brokers' sessions count from then
+        // (Kafka's `ClusterControlManager.activate`), not from the next regular check.
+        let session_end = async {
+            match next_expiry {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
             }
+        };
+        let activated = async {
+            let newly_active = |m: &openraft::RaftMetrics<NodeId, BasicNode>| {
+                m.current_leader == Some(me) && Some(m.current_term) != active_term
+            };
+            // A closed watch (the quorum shutting down) never wakes this again.
+            if metrics.wait_for(newly_active).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = session_end => {}
+            _ = activated => {}
         }
         next_expiry = None;
         let (leader, term) = {
-            let m = inner.raft.metrics();
-            let m = m.borrow();
+            let m = metrics.borrow();
             (m.current_leader, m.current_term)
         };
-        if leader != Some(inner.config.node_id as NodeId) {
+        active_term = (leader == Some(me)).then_some(term);
+        if leader != Some(me) {
             let mut l = inner.liveness.lock();
             l.term = None;
             l.next_balance = None;

@@ -260,11 +260,14 @@ impl Server {
         let admin = self
             .admin
             .map(|l| tokio::spawn(crate::admin::serve(l, broker.clone(), shutdown.clone())));
+        // Clients are served, and metadata applied, until the hand-over of a controlled
+        // shutdown is applied here (`hand_over_then_stop`), not only until the signal.
+        let (stop_serving, serve_until) = watch::channel(false);
         let replication = {
             let controller = broker.replicas.controller().clone();
             broker.replicas.follow_metadata(
                 broker.faults.clone(),
-                shutdown.clone(),
+                serve_until.clone(),
                 move |previous, current| {
                     if controller.is_active() {
                         report_fencing(previous, current);
@@ -272,8 +275,8 @@ impl Server {
                 },
             )
         };
-        let group_timers = tokio::spawn(broker.groups.clone().run(shutdown.clone()));
-        let txn_timers = tokio::spawn(broker.txn.clone().run(shutdown.clone()));
+        let group_timers = tokio::spawn(broker.groups.clone().run(serve_until.clone()));
+        let txn_timers = tokio::spawn(broker.txn.clone().run(serve_until.clone()));
         let quotas = ConnectionQuotas::new(
             broker.config.max_connections,
             broker.config.max_connections_per_ip,
@@ -297,6 +300,12 @@ impl Server {
             tracing::error!(error = %e, "cannot serve clients; stopping");
         }
         let served = !listeners.is_empty();
+        let hand_over = tokio::spawn(hand_over_then_stop(
+            broker.clone(),
+            shutdown.clone(),
+            served,
+            stop_serving,
+        ));
         let mut connections = Vec::new();
         if served {
             serving(self.local_addr);
@@ -305,7 +314,7 @@ impl Server {
                 .into_iter()
                 .map(|(config, socket)| {
                     let (broker, quotas, mut shutdown) =
-                        (broker.clone(), quotas.clone(), shutdown.clone());
+                        (broker.clone(), quotas.clone(), serve_until.clone());
                     tokio::spawn(async move {
                         let mut set = JoinSet::new();
                         accept_until_shutdown(
@@ -327,23 +336,7 @@ impl Server {
                 }
             }
         }
-        // Before the logs close, this node's leaderships move to other ISR members (Kafka's
-        // controlled shutdown), so clients find a new leader at once instead of after the
-        // session timeout; past that timeout the controller would fence it anyway. A single
-        // node has no other member to hand them to; a node that never served was given no
-        // leaderships.
-        let c = broker.replicas.controller();
-        if broker.config.controlled_shutdown_enable && served && !c.is_single_voter() {
-            let timeout = Duration::from_millis(broker.config.broker_session_timeout_ms);
-            if c.controlled_shutdown(timeout).await {
-                tracing::info!("controlled shutdown: the controller moved this node's leaderships");
-            } else {
-                tracing::warn!(
-                    ?timeout,
-                    "controlled shutdown not acknowledged; stopping anyway"
-                );
-            }
-        }
+        let _ = hand_over.await;
         broker.shutting_down.send_replace(true);
         tracing::info!("shutting down: finishing in-flight requests");
         // The group timer task answers parked JoinGroup/SyncGroup requests at shutdown, so
@@ -377,6 +370,80 @@ impl Server {
         }
     }
 }
+
+/// Waits for the stop signal, then (a cluster node that served, with
+/// `controlled.shutdown.enable`) hands this node's leaderships over while it still serves and
+/// applies metadata, as Kafka's `BrokerServer.shutdown` waits for its controlled shutdown
+/// before `SocketServer.stopProcessingRequests`: a produce parked on a moved partition then
+/// ends NOT_LEADER_OR_FOLLOWER naming the new leader (KIP-951), and the client goes there at
+/// once instead of finding a closed connection and refreshing its metadata. Then tells the
+/// acceptors, connections and metadata follower to stop (`stop`). A single node has no other
+/// member to hand its leaderships to; a node that never served was given none.
+async fn hand_over_then_stop(
+    broker: Arc<Broker>,
+    mut shutdown: watch::Receiver<bool>,
+    served: bool,
+    stop: watch::Sender<bool>,
+) {
+    if !served {
+        // Stopping already (signalled while starting, or unable to serve).
+        stop.send_replace(true);
+        return;
+    }
+    let _ = shutdown.wait_for(|s| *s).await;
+    let c = broker.replicas.controller();
+    if broker.config.controlled_shutdown_enable && !c.is_single_voter() {
+        // Past the session timeout the controller would fence this node anyway.
+        let timeout = Duration::from_millis(broker.config.broker_session_timeout_ms);
+        let deadline = tokio::time::Instant::now() + timeout;
+        if c.controlled_shutdown(timeout).await {
+            tracing::info!("controlled shutdown: the controller moved this node's leaderships");
+            if tokio::time::timeout_at(deadline, hand_over_applied(&broker))
+                .await
+                .is_err()
+            {
+                tracing::warn!("the hand-over was not applied here in time; stopping anyway");
+            }
+        } else {
+            tracing::warn!(
+                ?timeout,
+                "controlled shutdown not acknowledged; stopping anyway"
+            );
+        }
+    }
+    stop.send_replace(true);
+}
+
+/// Returns once this node has applied an image marking it in controlled shutdown (the
+/// controller commits the mark with the leadership moves, in one batch), or fenced, and
+/// every local partition has taken that image's leadership: none still leads where the
+/// image names another leader.
+async fn hand_over_applied(broker: &Broker) {
+    let me = broker.node_id();
+    loop {
+        let image = broker.replicas.image();
+        // A fenced (or unregistered) broker was granted its shutdown without a hand-over.
+        let marked = image
+            .brokers
+            .get(&me)
+            .is_none_or(|b| b.in_controlled_shutdown || b.fenced);
+        let applied = broker.replicas.all_partitions().iter().all(|p| {
+            !p.is_leader()
+                || image
+                    .topic_by_name(&p.topic)
+                    .and_then(|t| t.partitions.iter().find(|r| r.index == p.index))
+                    .is_none_or(|r| r.leader == me)
+        });
+        if marked && applied {
+            return;
+        }
+        // The image watch fires before the partitions apply it; a short poll covers both.
+        tokio::time::sleep(Duration::from_millis(HAND_OVER_POLL_MS)).await;
+    }
+}
+
+/// How often a stopping node looks whether its partitions have applied the hand-over.
+const HAND_OVER_POLL_MS: u64 = 5;
 
 /// The endpoint a listener is registered with: its `advertised.listeners` entry, else its
 /// bound address (the loopback address for a wildcard bind); `None` when

@@ -294,6 +294,11 @@ impl BrookCluster {
         Ok(c)
     }
 
+    /// The supervisor's HTTP address (HOST:PORT).
+    pub fn supervisor(&self) -> &str {
+        &self.supervisor
+    }
+
     fn nodes(&self) -> Result<Vec<Value>, String> {
         let v = http_json("GET", &format!("http://{}/nodes", self.supervisor), None)?;
         v["nodes"]

@@ -182,30 +182,37 @@ fn producer_log(process: &str, history: &History) -> rd::LogSink {
     })
 }
 
+/// The chaos producers' librdkafka settings (also the failover benchmark's, `benches/`):
+/// `acks` and idempotence as given, short retry and reconnect backoffs, and a lost answer
+/// retried after `socket.timeout.ms` rather than librdkafka's 60 s.
+pub fn producer_config(acks: &str, idempotence: bool) -> Vec<(&'static str, String)> {
+    [
+        ("acks", acks),
+        (
+            "enable.idempotence",
+            if idempotence { "true" } else { "false" },
+        ),
+        ("max.in.flight.requests.per.connection", "5"),
+        ("linger.ms", "5"),
+        ("retry.backoff.ms", "50"),
+        ("reconnect.backoff.max.ms", "1000"),
+        // A lost answer (a paused leader) is retried after this, not after librdkafka's 60 s.
+        ("socket.timeout.ms", "10000"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k, v.to_string()))
+    .chain([("message.timeout.ms", MESSAGE_TIMEOUT_MS.to_string())])
+    .collect()
+}
+
 fn new_producer(c: &Clients, process: &str, history: &History) -> RecProducer {
-    let timeout = MESSAGE_TIMEOUT_MS.to_string();
+    let config = producer_config(&c.settings.acks, c.settings.idempotence);
+    let mut settings: Vec<(&str, &str)> = config.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    // Debug lines come only from these contexts; warnings and errors from all.
+    settings.push(("debug", PRODUCER_DEBUG_CONTEXTS));
     rd::producer_with_log(
         &c.bootstrap,
-        &[
-            ("acks", c.settings.acks.as_str()),
-            (
-                "enable.idempotence",
-                if c.settings.idempotence {
-                    "true"
-                } else {
-                    "false"
-                },
-            ),
-            ("max.in.flight.requests.per.connection", "5"),
-            ("linger.ms", "5"),
-            ("retry.backoff.ms", "50"),
-            ("reconnect.backoff.max.ms", "1000"),
-            // A lost answer (a paused leader) is retried after this, not after librdkafka's 60 s.
-            ("socket.timeout.ms", "10000"),
-            ("message.timeout.ms", timeout.as_str()),
-            // Debug lines come only from these contexts; warnings and errors from all.
-            ("debug", PRODUCER_DEBUG_CONTEXTS),
-        ],
+        &settings,
         Some(producer_log(process, history)),
     )
 }

@@ -16,7 +16,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::messages::fetch_response::{
-    AbortedTransaction, EpochEndOffset, FetchableTopicResponse, PartitionData,
+    AbortedTransaction, EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint,
+    PartitionData,
 };
 use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::ResponseError;
@@ -189,8 +190,9 @@ pub async fn handle(
         .fetch_sessions
         .answer(&session, &fetched, &results, now_ms);
     let mut responses: Vec<FetchableTopicResponse> = Vec::new();
+    let mut node_endpoints = Vec::new();
     let mut last_group = None;
-    for ((w, data), keep) in wanted.iter().zip(results).zip(answer.keep) {
+    for ((w, mut data), keep) in wanted.iter().zip(results).zip(answer.keep) {
         if !keep {
             continue;
         }
@@ -203,6 +205,7 @@ pub async fn handle(
                 t.with_topic(w.topic.clone())
             });
         }
+        leader_hint(broker, ctx, &w.topic, &mut data, &mut node_endpoints);
         if let Some(t) = responses.last_mut() {
             t.partitions.push(data);
         }
@@ -210,7 +213,8 @@ pub async fn handle(
     let resp = FetchResponse::default()
         .with_error_code(answer.error.map_or(0, |e| e.code()))
         .with_session_id(answer.session_id)
-        .with_responses(responses);
+        .with_responses(responses)
+        .with_node_endpoints(node_endpoints);
     broker
         .metrics
         .requests
@@ -221,6 +225,42 @@ pub async fn handle(
         ctx.api_version,
         ctx.correlation_id,
     )?))
+}
+
+/// KIP-951 (`leader_hint`): from v16, a partition answered NOT_LEADER_OR_FOLLOWER or
+/// FENCED_LEADER_EPOCH names the leader this node knows, and the response carries its
+/// endpoint, as Kafka's `handleFetchRequest` does.
+fn leader_hint(
+    broker: &Broker,
+    ctx: &RequestContext,
+    topic: &str,
+    data: &mut PartitionData,
+    endpoints: &mut Vec<NodeEndpoint>,
+) {
+    let hinted = [
+        ResponseError::NotLeaderOrFollower.code(),
+        ResponseError::FencedLeaderEpoch.code(),
+    ];
+    if ctx.api_version < super::leader_hint::FETCH_HINT_VERSION_MIN
+        || !hinted.contains(&data.error_code)
+    {
+        return;
+    }
+    let listener = &ctx.session.listener_name;
+    let hint = super::leader_hint::current_leader(broker, listener, topic, data.partition_index);
+    data.current_leader = LeaderIdAndEpoch::default()
+        .with_leader_id(hint.leader_id.into())
+        .with_leader_epoch(hint.leader_epoch);
+    if let Some((host, port)) = hint.endpoint {
+        if !endpoints.iter().any(|e| e.node_id.0 == hint.leader_id) {
+            endpoints.push(
+                NodeEndpoint::default()
+                    .with_node_id(hint.leader_id.into())
+                    .with_host(super::sb(host))
+                    .with_port(port),
+            );
+        }
+    }
 }
 
 /// The most a consumer may fetch at once without being throttled, given nothing fetched

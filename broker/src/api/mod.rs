@@ -18,6 +18,7 @@ pub mod fetch;
 mod fetch_encode;
 pub mod fetch_session;
 pub mod groups;
+pub mod leader_hint;
 pub mod list_offsets;
 pub mod log_dirs;
 pub mod metadata;

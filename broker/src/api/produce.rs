@@ -7,14 +7,15 @@ use std::sync::Arc;
 
 use kafka_protocol::messages::produce_request::PartitionProduceData;
 use kafka_protocol::messages::produce_response::{
-    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+    BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse,
+    TopicProduceResponse,
 };
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
 use super::auth_helper::authorize;
-use super::{sb, Outcome, RequestContext};
+use super::{leader_hint, sb, Outcome, RequestContext};
 use crate::broker::Broker;
 use crate::cluster::partition::{Partition, PartitionError};
 use crate::cluster::replica_manager::now_ms;
@@ -145,10 +146,57 @@ pub async fn handle(
             None => Outcome::NoResponse,
         });
     }
+    let node_endpoints = leader_hints(broker, ctx, &mut topics);
     let resp = ProduceResponse::default()
         .with_responses(topics)
-        .with_throttle_time_ms(throttle_ms);
+        .with_throttle_time_ms(throttle_ms)
+        .with_node_endpoints(node_endpoints);
     super::respond(broker, ctx, &resp)
+}
+
+/// KIP-951 (`leader_hint`): from v10, each NOT_LEADER_OR_FOLLOWER partition names the leader
+/// this node knows, and the response carries that leader's endpoint, as Kafka's
+/// `handleProduceRequest` does. A v13 topic named by an unknown id has no name: no hint.
+fn leader_hints(
+    broker: &Broker,
+    ctx: &RequestContext,
+    topics: &mut [TopicProduceResponse],
+) -> Vec<NodeEndpoint> {
+    let mut endpoints: Vec<NodeEndpoint> = Vec::new();
+    if ctx.api_version < leader_hint::PRODUCE_HINT_VERSION_MIN {
+        return endpoints;
+    }
+    let listener = &ctx.session.listener_name;
+    let not_leader = ResponseError::NotLeaderOrFollower.code();
+    for t in topics.iter_mut() {
+        let name = match ctx.api_version >= 13 {
+            true => broker.replicas.topic_name_by_id(t.topic_id),
+            false => Some(t.name.to_string()),
+        };
+        let Some(name) = name else { continue };
+        for p in t
+            .partition_responses
+            .iter_mut()
+            .filter(|p| p.error_code == not_leader)
+        {
+            let hint = leader_hint::current_leader(broker, listener, &name, p.index);
+            p.current_leader = LeaderIdAndEpoch::default()
+                .with_leader_id(hint.leader_id.into())
+                .with_leader_epoch(hint.leader_epoch);
+            let Some((host, port)) = hint.endpoint else {
+                continue;
+            };
+            if !endpoints.iter().any(|e| e.node_id.0 == hint.leader_id) {
+                endpoints.push(
+                    NodeEndpoint::default()
+                        .with_node_id(hint.leader_id.into())
+                        .with_host(sb(host))
+                        .with_port(port),
+                );
+            }
+        }
+    }
+    endpoints
 }
 
 /// Whether transactional records may be written: WRITE on the request's transactional id.

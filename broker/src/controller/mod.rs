@@ -1253,6 +1253,34 @@ impl Inner {
         }
         expired
     }
+
+    /// When the next live broker's session ends, if no heartbeat comes first; brokers
+    /// already `expired` (being fenced) are retried by the regular check instead.
+    fn next_session_expiry(&self, image: &MetadataImage, expired: &[i32]) -> Option<Instant> {
+        let session = Duration::from_millis(self.config.session_timeout_ms);
+        let mut contacts = self.liveness.lock().last_contact.clone();
+        contacts.retain(|id, _| !expired.contains(id));
+        next_session_expiry(&contacts, image, session)
+    }
+}
+
+/// The first moment a live (unfenced) broker's session is over: its last contact plus the
+/// session timeout, just past it (expiry is "longer than the session"). Kafka's
+/// `BrokerHeartbeatManager.nextCheckTimeNs`, which `QuorumController` schedules its expired
+/// broker check at, so a dead broker is fenced when its session ends, not up to a check
+/// interval later. Brokers without a recorded contact get theirs at the next check.
+fn next_session_expiry(
+    last_contact: &HashMap<i32, Instant>,
+    image: &MetadataImage,
+    session: Duration,
+) -> Option<Instant> {
+    image
+        .brokers
+        .values()
+        .filter(|b| !b.fenced)
+        .filter_map(|b| last_contact.get(&b.node_id))
+        .map(|last| *last + session + Duration::from_millis(1))
+        .min()
 }
 
 /// The partition changes in `records` that give a partition a new leader (a leader moved,
@@ -1286,6 +1314,11 @@ fn leader_changes(image: &MetadataImage, records: &[MetadataRecord]) -> u64 {
 /// follower's parked Fetch after at most `KafkaRaftClient.MAX_FETCH_WAIT_MS` (500 ms).
 pub const RAFT_HEARTBEAT_INTERVAL_MS_MAX: u64 = 500;
 
+/// The widest spread of the moments followers campaign at after the fetch timeout
+/// ([`raft_timing`]): wide against the few milliseconds a vote takes on a busy machine, so two
+/// followers rarely split a vote, and short against the fetch timeout it adds to.
+pub const CAMPAIGN_SPREAD_MS_MAX: u64 = 200;
+
 /// The Raft library's timers, from Kafka's quorum settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RaftTiming {
@@ -1299,20 +1332,24 @@ pub struct RaftTiming {
 
 /// Maps KRaft's timers onto openraft's, as `KafkaRaftClient`, `FollowerState` and
 /// `QuorumConfig` define them: a voter that has not heard from the leader for
-/// `controller.quorum.fetch.timeout.ms` becomes a candidate, and until then refuses to vote
-/// for anyone else; a candidate's wait for votes is randomised over
-/// `controller.quorum.election.timeout.ms`. So an election starts between the fetch timeout
-/// and the fetch timeout plus the election timeout after the leader's last contact.
+/// `controller.quorum.fetch.timeout.ms` becomes a candidate at once
+/// (`KafkaRaftClient.pollFollowerAsVoter`: "Become candidate due to fetch timeout"), and until
+/// then refuses to vote for anyone else; `controller.quorum.election.timeout.ms` is how long a
+/// candidate then waits for votes (randomised) before it tries again. So an election starts
+/// at the fetch timeout after the leader's last contact; the voters' last contacts differ a
+/// little, which keeps them from campaigning at the same moment.
 ///
 /// openraft 0.9 has one randomised timer, `[election_timeout_min, election_timeout_max)`,
 /// and a leader lease of `election_timeout_max`: a follower refuses votes for the lease after
 /// the leader's last contact, and campaigns only after the lease *plus* its timer. Setting
 /// the timer to the fetch timeout (as a first mapping did) made a follower campaign 5 to 6 s
-/// after the leader died, at Kafka's defaults, where Kafka's campaigns after 2 to 3 s. Here
-/// `max + min = fetch` and `max - min = election`, so lease plus timer spans
-/// `[fetch, fetch + election)`, and the lease (`max`) ends before any follower campaigns. An
-/// election timeout over half the fetch timeout is cut to half, so that `min` keeps room
-/// above the heartbeat.
+/// after the leader died, at Kafka's defaults. Here `max + min = fetch` and `max - min` is a
+/// short spread ([`CAMPAIGN_SPREAD_MS_MAX`], or the election timeout if shorter), so lease
+/// plus timer spans `[fetch, fetch + spread)`: the campaign starts at Kafka's moment, and the
+/// spread keeps two followers from splitting the vote. (A spread of the whole election
+/// timeout, as a second mapping had, started elections 0.5 s later than Kafka's on average,
+/// which the failover benchmark, `benches/src/bin/failover.rs`, showed.) The lease (`max`)
+/// ends before any follower campaigns. A spread over half the fetch timeout is cut to half.
 ///
 /// The leader contacts each follower every [`RAFT_HEARTBEAT_INTERVAL_MS_MAX`] (or a fifth of
 /// the fetch timeout, if that is shorter: openraft wants it below `min`), so a follower
@@ -1321,10 +1358,12 @@ pub struct RaftTiming {
 /// machine then failed every commit and the quorum changed leader over and over.
 pub fn raft_timing(fetch_timeout_ms: u64, election_timeout_ms: u64) -> RaftTiming {
     let fetch = fetch_timeout_ms.max(20);
-    let election = election_timeout_ms.clamp(1, fetch / 2);
+    let spread = election_timeout_ms
+        .min(CAMPAIGN_SPREAD_MS_MAX)
+        .clamp(1, fetch / 2);
     RaftTiming {
-        election_timeout_min: (fetch - election) / 2,
-        election_timeout_max: (fetch + election) / 2,
+        election_timeout_min: (fetch - spread) / 2,
+        election_timeout_max: (fetch + spread) / 2,
         heartbeat_interval: (fetch / 5).clamp(1, RAFT_HEARTBEAT_INTERVAL_MS_MAX),
     }
 }
@@ -1376,21 +1415,51 @@ async fn quorum_leader_log_task(inner: Arc<Inner>) {
 async fn liveness_task(inner: Arc<Inner>) {
     let mut tick = tokio::time::interval(liveness_check_interval(inner.config.session_timeout_ms));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let me = inner.config.node_id as NodeId;
+    let mut metrics = inner.raft.metrics();
+    let mut next_expiry: Option<Instant> = None;
+    // The term this node was last seen active controller in.
+    let mut active_term: Option<u64> = None;
     loop {
-        tick.tick().await;
+        // The regular check; the moment the next session ends, if sooner; and the moment this
+        // node becomes active controller, so that the brokers' sessions count from then
+        // (Kafka's `ClusterControlManager.activate`), not from the next regular check.
+        let session_end = async {
+            match next_expiry {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        let activated = async {
+            let newly_active = |m: &openraft::RaftMetrics<NodeId, BasicNode>| {
+                m.current_leader == Some(me) && Some(m.current_term) != active_term
+            };
+            // A closed watch (the quorum shutting down) never wakes this again.
+            if metrics.wait_for(newly_active).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = session_end => {}
+            _ = activated => {}
+        }
+        next_expiry = None;
         let (leader, term) = {
-            let m = inner.raft.metrics();
-            let m = m.borrow();
+            let m = metrics.borrow();
             (m.current_leader, m.current_term)
         };
-        if leader != Some(inner.config.node_id as NodeId) {
+        active_term = (leader == Some(me)).then_some(term);
+        if leader != Some(me) {
             let mut l = inner.liveness.lock();
             l.term = None;
             l.next_balance = None;
             continue;
         }
         let image = inner.image_rx.borrow().clone();
-        for node_id in inner.expired_brokers(term, &image) {
+        let expired = inner.expired_brokers(term, &image);
+        next_expiry = inner.next_session_expiry(&image, &expired);
+        for node_id in expired {
             tracing::info!(node_id, "broker session expired; fencing");
             if let Err(e) = inner
                 .handle_locally(ControllerRequest::FenceBroker { node_id })
@@ -1529,10 +1598,10 @@ mod tests {
 
     #[test]
     fn the_quorum_campaigns_after_kafkas_fetch_timeout_as_openraft_counts_it() {
-        // Kafka's defaults: campaign 2 to 3 s after the leader's last contact; votes refused
-        // until 1.5 s; a heartbeat every 400 ms, below openraft's minimum timer.
+        // Kafka's defaults: campaign 2 to 2.2 s after the leader's last contact; votes
+        // refused until 1.1 s; a heartbeat every 400 ms, below openraft's minimum timer.
         let t = raft_timing(2000, 1000);
-        assert_eq!(campaign_after_ms(t), (2000, 3000));
+        assert_eq!(campaign_after_ms(t), (2000, 2200));
         assert!(
             t.election_timeout_max < 2000,
             "{t:?}: the lease outlasts the fetch timeout"
@@ -1552,6 +1621,28 @@ mod tests {
                 "{fetch}/{election}: {t:?}"
             );
         }
+    }
+
+    #[test]
+    fn the_next_liveness_check_is_when_the_first_live_session_ends() {
+        let mut img = fixtures::cluster(3);
+        let now = Instant::now();
+        let session = Duration::from_millis(3000);
+        let ms = Duration::from_millis;
+        let contacts: HashMap<i32, Instant> =
+            [(1, now), (2, now + ms(400)), (3, now - ms(200))].into();
+        // Node 3 was heard from first: its session ends first, just past the timeout.
+        assert_eq!(
+            next_session_expiry(&contacts, &img, session),
+            Some(now - ms(200) + session + ms(1))
+        );
+        // A fenced broker has no session to end.
+        img.brokers.get_mut(&3).unwrap().fenced = true;
+        assert_eq!(
+            next_session_expiry(&contacts, &img, session),
+            Some(now + session + ms(1))
+        );
+        assert_eq!(next_session_expiry(&HashMap::new(), &img, session), None);
     }
 
     #[test]

@@ -1,0 +1,85 @@
+//! What a client sees of a leader's failover (issue 31; `benches/src/bin/failover.rs`
+//! measures the times next to Kafka 4.4): KIP-951 leader hints, and a controlled shutdown
+//! that answers a produce parked on the stopping leader instead of leaving it hanging.
+
+use std::time::Duration;
+
+use brook_protocol_tests::batch::{encode_batch, Producer, Rec};
+use brook_protocol_tests::cluster::{admin_get, Cluster};
+use brook_protocol_tests::wire::WireClient;
+use brook_protocol_tests::{poll_until_ok, unique_topic};
+
+/// NOT_LEADER_OR_FOLLOWER.
+const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+/// Produce v11: past v10, where `CurrentLeader` and `NodeEndpoints` appear; names topics.
+const PRODUCE_V: i16 = 11;
+
+/// A produce parked on the leader (its followers cut off, so acks=all waits) when the leader
+/// gets SIGTERM: the controlled shutdown moves the leadership while the node still serves
+/// and applies metadata (Kafka's `BrokerServer.shutdown` waits for its controlled shutdown
+/// before it stops processing requests), so the parked produce is answered
+/// NOT_LEADER_OR_FOLLOWER naming the new leader, its epoch and its endpoint (KIP-951,
+/// Kafka's `KafkaApis.handleProduceRequest`), before the node exits. Then the restarted
+/// node, a follower now, answers a produce the same way.
+#[test]
+fn a_stopping_leader_answers_a_parked_produce_with_the_new_leader() {
+    // A follower must not leave the ISR while cut off: the produce stays parked.
+    let mut c = Cluster::start(3, &[("replica.lag.time.max.ms", "60000")]);
+    let topic = unique_topic("failover-hint");
+    c.create_topic(&topic, 1, 3, &[("min.insync.replicas", "2")]);
+    let old = c.partition_state(&topic, 0);
+    let leader = old.leader;
+    c.isolate_replication(leader);
+    let mut client = WireClient::connect(&c.address(leader));
+    let batch = encode_batch(Producer::NONE, &[Rec::kv("k", "parked", 1_700_000_000_000)]);
+    let mut req = WireClient::produce_request(&topic, 0, batch.clone(), -1);
+    req.timeout_ms = 60_000;
+    let parked = client.send(PRODUCE_V, &req);
+    // The produce is parked once the leader has appended it: its log end moved, its high
+    // watermark did not (the leader's partition view, docs/STATE-VIEWS.md).
+    let view = format!("/v1/partitions?topic={topic}");
+    poll_until_ok(
+        "the parked produce is appended",
+        Duration::from_secs(10),
+        || {
+            let body = admin_get(&c.admin_address(leader), &view)?;
+            let v: serde_json::Value = serde_json::from_str(&body).map_err(|e| e.to_string())?;
+            match v["partitions"][0]["log_end_offset"].as_i64() {
+                Some(n) if n >= 1 => Ok(()),
+                other => Err(format!("log end {other:?} in {v}")),
+            }
+        },
+    );
+    c.stop(leader);
+    let resp = client
+        .try_receive::<kafka_protocol::messages::ProduceRequest>(PRODUCE_V, parked)
+        .unwrap_or_else(|e| panic!("the parked produce got no answer before the exit: {e}"));
+    let new = c.partition_state(&topic, 0);
+    assert_ne!(new.leader, leader, "the leadership moved: {new:?}");
+    assert_hint(&resp, &c, new.leader, old.leader_epoch);
+    c.start_node(leader);
+    let mut client = WireClient::connect(&c.address(leader));
+    let req = WireClient::produce_request(&topic, 0, batch, -1);
+    let resp = client.request(PRODUCE_V, &req);
+    assert_hint(&resp, &c, new.leader, old.leader_epoch);
+}
+
+/// `resp` answers its one partition NOT_LEADER_OR_FOLLOWER naming `leader` at an epoch past
+/// `old_epoch`, and carries `leader`'s endpoint.
+fn assert_hint(
+    resp: &kafka_protocol::messages::ProduceResponse,
+    c: &Cluster,
+    leader: i32,
+    old_epoch: i32,
+) {
+    let p = &resp.responses[0].partition_responses[0];
+    assert_eq!(p.error_code, NOT_LEADER_OR_FOLLOWER, "{resp:?}");
+    assert_eq!(p.current_leader.leader_id.0, leader, "{resp:?}");
+    assert!(p.current_leader.leader_epoch > old_epoch, "{resp:?}");
+    let e = resp
+        .node_endpoints
+        .iter()
+        .find(|e| e.node_id.0 == leader)
+        .unwrap_or_else(|| panic!("no endpoint of node {leader}: {resp:?}"));
+    assert_eq!(format!("{}:{}", e.host.as_str(), e.port), c.address(leader));
+}

@@ -419,11 +419,21 @@ fn an_acks_all_produce_survives_a_leader_epoch_bump_that_keeps_the_leader() {
     let before = c.await_isr(&topic, 0, &[1, 2, 3], WAIT);
     assert_eq!(before.leader, 1);
     let mut producer = WireClient::connect(&c.address(1));
-    let r = producer.produce(
-        &topic,
-        0,
-        encode_batch(Producer::NONE, &[Rec::kv("k", "first", 1_000)]),
-    );
+    // Every node's Metadata can name node 1 leader a moment before node 1 has applied that
+    // leadership to its partition (Kafka's broker also publishes the image to its metadata
+    // cache before ReplicaManager.applyDelta): NOT_LEADER_OR_FOLLOWER until then, retried as a
+    // client retries it. Nothing is appended by a refused produce.
+    let r = poll_until_ok("node 1 accepts the first record as leader", WAIT, || {
+        let r = producer.produce(
+            &topic,
+            0,
+            encode_batch(Producer::NONE, &[Rec::kv("k", "first", 1_000)]),
+        );
+        match r.error_code {
+            NOT_LEADER_OR_FOLLOWER => Err(format!("{r:?}")),
+            _ => Ok(r),
+        }
+    });
     assert_eq!((r.error_code, r.base_offset), (NONE, 0), "{r:?}");
 
     // Neither follower can fetch: the next record waits for the high watermark.

@@ -382,6 +382,17 @@ pub struct CommandOutput {
     pub stderr: String,
 }
 
+/// Writes the test PKI (CA, broker and client stores, protected by `password`) into `dir`
+/// with `brook certs`; panics if it fails.
+pub fn write_test_pki(dir: &Path, password: &str) {
+    let d = dir.display().to_string();
+    let out = run_brook(
+        &["certs", "--dir", &d, "--password", password],
+        Duration::from_secs(30),
+    );
+    assert!(out.status.success(), "brook certs: {out:?}");
+}
+
 /// Runs `brook ARGS...` to completion, bounded by `timeout` (killed and a panic after it).
 pub fn run_brook<S: AsRef<OsStr>>(args: &[S], timeout: Duration) -> CommandOutput {
     run_brook_with_env(args, &[], timeout)

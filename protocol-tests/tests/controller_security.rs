@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use brook_protocol_tests::batch::{encode_batch, Producer, Rec};
 use brook_protocol_tests::errors::NONE;
-use brook_protocol_tests::process::run_brook;
+use brook_protocol_tests::process::write_test_pki;
 use brook_protocol_tests::{poll_until, rd, Cluster, WireClient};
 use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::CreateAclsRequest;
@@ -81,17 +81,7 @@ fn overrides(dir: &Path) -> Vec<(String, String)> {
 fn a_cluster_whose_controller_listener_speaks_sasl_ssl() {
     let pki = tempfile::tempdir().unwrap();
     let dir = pki.path();
-    let out = run_brook(
-        &[
-            "certs",
-            "--dir",
-            &dir.display().to_string(),
-            "--password",
-            PASSWORD,
-        ],
-        Duration::from_secs(30),
-    );
-    assert_eq!(out.status.code(), Some(0), "brook certs: {out:?}");
+    write_test_pki(dir, PASSWORD);
     let props = overrides(dir);
     let props: Vec<(&str, &str)> = props.iter().map(|(k, v)| (&**k, &**v)).collect();
     let mut c = Cluster::start(3, &props);

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use brook_protocol_tests::broker::brook_bin;
 use brook_protocol_tests::cluster::basic_authorization;
-use brook_protocol_tests::process::{run_brook, run_brook_with_env};
+use brook_protocol_tests::process::{run_brook, run_brook_with_env, write_test_pki};
 use brook_protocol_tests::Broker;
 use serde_json::Value;
 
@@ -177,17 +177,7 @@ fn the_admin_listener_refuses_requests_without_the_right_credentials() {
 fn an_https_admin_listener_serves_tls_and_needs_credentials_for_metrics() {
     let dir = tempfile::tempdir().unwrap();
     let pki = dir.path();
-    let out = run_brook(
-        &[
-            "certs",
-            "--dir",
-            &pki.display().to_string(),
-            "--password",
-            "pw",
-        ],
-        CLI,
-    );
-    assert!(out.status.success(), "brook certs: {out:?}");
+    write_test_pki(pki, "pw");
     let file = credentials_file(pki);
     let keystore = pki.join("broker.keystore.pem").display().to_string();
     let broker = Broker::start_with(&[

@@ -14,7 +14,7 @@ use std::time::Duration;
 use brook::security::ssl::client_tls;
 use brook_protocol_tests::batch::{encode_batch, Producer, Rec};
 use brook_protocol_tests::errors::NONE;
-use brook_protocol_tests::process::run_brook;
+use brook_protocol_tests::process::write_test_pki;
 use brook_protocol_tests::{Broker, Cluster, WireClient};
 
 const PASSWORD: &str = "brook-secret";
@@ -22,17 +22,7 @@ const IO_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Writes the test PKI into `dir` with `brook certs`.
 fn certs(dir: &Path) {
-    let out = run_brook(
-        &[
-            "certs",
-            "--dir",
-            &dir.display().to_string(),
-            "--password",
-            PASSWORD,
-        ],
-        Duration::from_secs(30),
-    );
-    assert_eq!(out.status.code(), Some(0), "brook certs: {out:?}");
+    write_test_pki(dir, PASSWORD);
 }
 
 fn p(dir: &Path, file: &str) -> String {

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use brook_protocol_tests::errors::NONE;
-use brook_protocol_tests::process::run_brook;
+use brook_protocol_tests::process::write_test_pki;
 use brook_protocol_tests::{Broker, WireClient};
 use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
@@ -30,12 +30,7 @@ const IO_TIMEOUT: Duration = Duration::from_secs(10);
 const KEY: &str = "listener.name.ssl.ssl.keystore.location";
 
 fn certs(dir: &Path) {
-    let d = dir.display().to_string();
-    let out = run_brook(
-        &["certs", "--dir", &d, "--password", "pw"],
-        Duration::from_secs(30),
-    );
-    assert!(out.status.success(), "brook certs: {out:?}");
+    write_test_pki(dir, "pw");
 }
 
 fn p(dir: &Path, file: &str) -> String {

@@ -8,7 +8,6 @@
 //! the node's new one-voter quorum on its first start, and then renames it.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -166,15 +165,8 @@ pub fn single_node_cluster_id(
         .or(legacy)
         .map(str::to_string)
         .unwrap_or_else(new_cluster_id);
-    let tmp = dir.join(format!("{META_PROPERTIES_FILE}.tmp"));
     let body = format!("version=1\nnode.id={node_id}\ncluster.id={id}\n");
-    let mut f = std::fs::File::create(&tmp).map_err(io)?;
-    f.write_all(body.as_bytes()).map_err(io)?;
-    f.sync_all().map_err(io)?;
-    std::fs::rename(&tmp, &path).map_err(io)?;
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io)?;
+    brook_storage::checkpoint::write_atomically(&path, &body).map_err(io)?;
     Ok(id)
 }
 

@@ -14,7 +14,7 @@
 //! crash leaves the old file or the new one, never a mix. The framing (version, count, one
 //! entry per line) and the write are Kafka's `CheckpointFile`, shared with the partition's
 //! `leader-epoch-checkpoint` ([`super::leader_epoch`]): [`parse_entries`], [`format_entries`],
-//! [`write_atomically`].
+//! [`write_atomically`] (over [`replace_file`], the one atomic file replace of the project).
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -115,20 +115,36 @@ pub fn format_entries(entries: impl ExactSizeIterator<Item = String>) -> String 
     s
 }
 
-/// Replaces the file at `path` with `text`: `<path>.tmp`, fsync, rename, directory fsync.
+/// Replaces the file at `path` with `text`, durably (see [`replace_file`]).
 pub fn write_atomically(path: &Path, text: &str) -> io::Result<()> {
+    replace_file(path, true, |f| f.write_all(text.as_bytes()))
+}
+
+/// Replaces the file at `path` with what `write` writes: into `<path>.tmp`, renamed over
+/// `path`, so a reader or a restart sees the old file or the new one, never a mix. With
+/// `durable` the new file is fsynced before the rename and the directory after it, so the
+/// replace also survives a machine crash (Kafka's `Utils.atomicMoveWithFallback` after a
+/// flush); without, only a process crash. The one way Brook replaces a file: checkpoints,
+/// `meta.properties` and the metadata quorum's files all go through it.
+pub fn replace_file(
+    path: &Path,
+    durable: bool,
+    write: impl FnOnce(&mut io::BufWriter<fs::File>) -> io::Result<()>,
+) -> io::Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = std::path::PathBuf::from(tmp);
-    {
-        let mut f = fs::File::create(&tmp)?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
+    let mut writer = io::BufWriter::new(fs::File::create(&tmp)?);
+    write(&mut writer)?;
+    let file = writer.into_inner().map_err(|e| e.into_error())?;
+    if durable {
+        file.sync_all()?;
     }
+    drop(file);
     fs::rename(&tmp, path)?;
     match path.parent() {
-        Some(dir) => fs::File::open(dir)?.sync_all(),
-        None => Ok(()),
+        Some(dir) if durable => fs::File::open(dir)?.sync_all(),
+        _ => Ok(()),
     }
 }
 

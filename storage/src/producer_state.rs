@@ -8,7 +8,7 @@
 //! of the log a restart has to replay.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::fs::{self, File};
+use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
@@ -700,22 +700,13 @@ impl ProducerStateManager {
     /// [`SNAPSHOTS_TO_KEEP`]. `sync` fsyncs the file and the directory.
     pub fn write_snapshot(&self, dir: &Path, sync: bool) -> io::Result<PathBuf> {
         let path = snapshot_path(dir, self.map_end_offset);
-        let tmp = path.with_extension("snapshot.tmp");
-        {
-            let mut f = File::create(&tmp)?;
-            f.write_all(&self.encode_snapshot())?;
-            if sync {
-                f.sync_all()?;
-            }
-        }
-        fs::rename(&tmp, &path)?;
+        let body = self.encode_snapshot();
+        crate::checkpoint::replace_file(&path, sync, |f| f.write_all(&body))?;
+        // An old snapshot that a crash brings back is harmless: loading takes the newest.
         let mut all = list_snapshots(dir)?;
         while all.len() > SNAPSHOTS_TO_KEEP {
             let (_, old) = all.remove(0);
             let _ = fs::remove_file(old);
-        }
-        if sync {
-            File::open(dir)?.sync_all()?;
         }
         Ok(path)
     }

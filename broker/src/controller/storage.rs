@@ -66,18 +66,8 @@ fn write_json_atomic<T: Serialize>(
     value: &T,
     durable: bool,
 ) -> std::io::Result<()> {
-    let tmp = dir.join(format!("{name}.tmp"));
     let body = serde_json::to_vec(value).map_err(std::io::Error::other)?;
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(&body)?;
-    if durable {
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, dir.join(name))?;
-    if durable {
-        std::fs::File::open(dir)?.sync_all()?;
-    }
-    Ok(())
+    brook_storage::checkpoint::replace_file(&dir.join(name), durable, |f| f.write_all(&body))
 }
 
 /// Reads `dir/name` as JSON; a missing file is `None`.
@@ -122,15 +112,12 @@ struct LogInner {
 impl LogInner {
     /// Rewrites the log file from `entries` (after truncate or purge).
     fn rewrite(&mut self) -> std::io::Result<()> {
-        let tmp = self.dir.join(format!("{LOG_FILE}.tmp"));
-        let mut f = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
-        for e in self.entries.values() {
-            f.write_all(&encode_line(e)?)?;
-        }
-        let f = f.into_inner().map_err(|e| e.into_error())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, self.dir.join(LOG_FILE))?;
-        std::fs::File::open(&self.dir)?.sync_all()?;
+        let entries = &self.entries;
+        brook_storage::checkpoint::replace_file(&self.dir.join(LOG_FILE), true, |f| {
+            entries
+                .values()
+                .try_for_each(|e| f.write_all(&encode_line(e)?))
+        })?;
         self.file = std::fs::OpenOptions::new()
             .append(true)
             .open(self.dir.join(LOG_FILE))?;

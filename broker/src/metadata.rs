@@ -176,22 +176,8 @@ pub fn new_cluster_id() -> String {
 }
 
 fn encode_cluster_id(bytes: [u8; 16]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut out = String::with_capacity(22);
-    let mut acc: u32 = 0;
-    let mut bits = 0;
-    for b in bytes {
-        acc = (acc << 8) | b as u32;
-        bits += 8;
-        while bits >= 6 {
-            bits -= 6;
-            out.push(ALPHABET[((acc >> bits) & 63) as usize] as char);
-        }
-    }
-    if bits > 0 {
-        out.push(ALPHABET[((acc << (6 - bits)) & 63) as usize] as char);
-    }
-    out
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
 /// A cluster id every node derives alike from the same seed (the voter set), in Kafka's
@@ -253,6 +239,9 @@ mod tests {
     fn cluster_id_shape() {
         let id = new_cluster_id();
         assert_eq!(id.len(), 22);
+        // Kafka's Uuid.toString: URL-safe base64 without padding.
+        assert_eq!(encode_cluster_id([0; 16]), "AAAAAAAAAAAAAAAAAAAAAA");
+        assert_eq!(encode_cluster_id([0xff; 16]), "_____________________w");
     }
 
     #[test]

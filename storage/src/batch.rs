@@ -351,11 +351,11 @@ pub fn set_max_timestamp(batch: &mut [u8], timestamp_type: TimestampType, max_ti
 }
 
 // ---------------------------------------------------------------------------------------------
-// Test helper: encode valid batches. Behind the `testutil` feature so that other crates' tests
-// and benchmarks can use it while a production build cannot.
+// Test helper: encode valid batches, for tests and benchmarks only. Not behind a cargo feature:
+// a feature that only tests turn on gives the test build another brook-storage, brook and
+// brook-tools to compile; scripts/check_features.py checks that only test code names it.
 // ---------------------------------------------------------------------------------------------
 
-#[cfg(any(test, feature = "testutil"))]
 pub mod testutil {
     //! Valid v2 batches for tests and benchmarks, on top of the production
     //! [`BatchBuilder`](crate::batch_builder::BatchBuilder).

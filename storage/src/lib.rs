@@ -35,8 +35,8 @@
 //! [`FetchSlice::read`] after releasing the lock, and a roll's fsync is handed back to the
 //! caller ([`UnifiedLog::roll_flush`]) to run without it.
 //!
-//! Feature `testutil`: `batch::testutil`, valid client-like batches for other crates' tests
-//! and benchmarks (this crate's own tests have it always).
+//! `batch::testutil`: valid client-like batches for tests and benchmarks, never for production
+//! code (`scripts/check_features.py` checks that only test code names it).
 #![forbid(unsafe_code)]
 
 pub mod batch;

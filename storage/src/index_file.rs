@@ -41,7 +41,8 @@ impl IndexFile {
 
     /// Writes entry number `n` (the one after the last kept).
     pub fn write_entry(&self, n: usize, entry: &[u8]) -> io::Result<()> {
-        debug_assert_eq!(entry.len() as u64, self.entry_bytes);
+        // A short or long entry would shift every later one: checked in release builds too.
+        assert_eq!(entry.len() as u64, self.entry_bytes, "index entry size");
         self.file.write_all_at(entry, n as u64 * self.entry_bytes)
     }
 

@@ -123,7 +123,12 @@ impl ProducerStateEntry {
         }
         self.batches.push_back(batch);
         self.last_timestamp = batch.timestamp;
-        debug_assert!(self.batches.len() <= NUM_BATCHES_TO_RETAIN);
+        // Kafka's five-batch window (ProducerStateEntry.NUM_BATCHES_TO_RETAIN): duplicate
+        // detection is only as good as this bound, so it holds in release builds too.
+        assert!(
+            self.batches.len() <= NUM_BATCHES_TO_RETAIN,
+            "producer batch window overflow"
+        );
     }
 }
 

@@ -45,7 +45,10 @@ pub fn register_broker(
     let epoch = image.metadata_offset as i64 + 1;
     let node_id = reg.node_id;
     let existing = image.brokers.get(&node_id);
-    debug_assert!(existing.is_none_or(|b| b.epoch < epoch));
+    assert!(
+        existing.is_none_or(|b| b.epoch < epoch),
+        "broker epochs increase"
+    );
     let mut records = fence_broker(image, node_id, policy);
     if existing.is_none_or(|b| b.incarnation != reg.incarnation) {
         let clean = existing.is_some_and(|b| reg.previous_epoch == Some(b.epoch));

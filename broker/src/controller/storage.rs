@@ -298,7 +298,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn purge(&mut self, log_id: LogId<NodeId>) -> StorageResult<()> {
         let mut inner = self.inner.lock();
-        debug_assert!(inner.last_purged.is_none_or(|p| p <= log_id));
+        assert!(
+            inner.last_purged.is_none_or(|p| p <= log_id),
+            "purges move forward"
+        );
         write_json_atomic(&inner.dir, PURGED_FILE, &log_id, true)
             .map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Delete, e))?;
         inner.last_purged = Some(log_id);
@@ -422,9 +425,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let mut inner = self.inner.lock();
         let mut replies = Vec::new();
         for e in entries {
-            debug_assert!(
+            assert!(
                 inner.last_applied < Some(e.log_id),
-                "entries applied in order"
+                "metadata log entries applied in order"
             );
             inner.last_applied = Some(e.log_id);
             inner.image.metadata_offset = e.log_id.index;

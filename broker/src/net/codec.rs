@@ -140,7 +140,9 @@ pub fn encode_response<T: Encodable>(
     out.put_i32(size as i32);
     header.encode(&mut out, hv).map_err(enc)?;
     body.encode(&mut out, version).map_err(enc)?;
-    debug_assert_eq!(out.len(), size + 4, "response size mismatch");
+    // The length prefix was computed before encoding; a frame whose body disagrees with it
+    // would desynchronise the client's reader, so it is checked in release builds too.
+    assert_eq!(out.len(), size + 4, "response size mismatch");
     Ok(out.freeze())
 }
 

@@ -40,6 +40,8 @@
 #![forbid(unsafe_code)]
 
 pub mod checker;
+pub mod coordinator;
+pub mod group;
 pub mod history;
 pub mod nemesis;
 pub mod producer_runs;

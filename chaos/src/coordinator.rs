@@ -4,12 +4,13 @@
 //! (key type 1 for a transactional id, 0 for a group), asked just before the kill.
 //!
 //! When the kill lands:
-//! - **EndTxn, SIGKILL on Brook**: a crash rule at `txn-after-prepare-before-markers` on the
-//!   coordinator (`docs/FAULTS.md`): the node dies once PrepareCommit/PrepareAbort is
-//!   replicated, before it answers EndTxn and before any WriteTxnMarkers, the window Kafka's
-//!   `TransactionCoordinator.endTransaction` leaves to `TransactionMarkerChannelManager` and a
-//!   new coordinator's `TransactionStateManager` load must complete. The next EndTxn that
-//!   coordinator serves fires it.
+//! - **EndTxn, SIGKILL on Brook**: a crash rule on the coordinator (`docs/FAULTS.md`), at
+//!   [`TXN_CRASH_POINTS`] in turn: `txn-after-prepare-before-markers`, where the node dies
+//!   once PrepareCommit/PrepareAbort is replicated, before it answers EndTxn and before any
+//!   WriteTxnMarkers (the window Kafka's `TransactionCoordinator.endTransaction` leaves to
+//!   `TransactionMarkerChannelManager`, which a new coordinator's `TransactionStateManager`
+//!   load must complete), and `txn-after-marker`, where it dies with some markers written and
+//!   no Complete record. The next EndTxn that coordinator serves fires it.
 //! - **EndTxn otherwise** (SIGTERM, or Kafka, which has no fault API): the workload marks each
 //!   `transactional.id` whose `commit_transaction` call is in flight
 //!   ([`crate::workload::Progress::committing`]); the nemesis looks up those ids'
@@ -50,6 +51,9 @@ const FIND_TIMEOUT: Duration = Duration::from_secs(5);
 pub const MOMENT_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long the group may take to assign after the joiner came or went before the step.
 const REBALANCE_TIMEOUT: Duration = Duration::from_secs(30);
+/// The crash points a SIGKILL of a transaction coordinator uses on Brook, one after the
+/// other.
+pub const TXN_CRASH_POINTS: [&str; 2] = ["txn-after-prepare-before-markers", "txn-after-marker"];
 /// How often the nemesis looks at which producers are committing (a commit takes a few ms).
 const COMMITTING_POLL: Duration = Duration::from_millis(1);
 
@@ -152,7 +156,9 @@ impl Nemesis<'_> {
     fn crash_txn_coordinator(&mut self) -> Result<Option<(String, i32)>, String> {
         let id = self.committing()?.remove(0);
         let node = self.find_coordinator(&id, KEY_TYPE_TRANSACTION)?;
-        let rule = json!({"action": "crash", "point": "txn-after-prepare-before-markers"});
+        let point =
+            TXN_CRASH_POINTS[self.stats.txn_coordinator_kills as usize % TXN_CRASH_POINTS.len()];
+        let rule = json!({"action": "crash", "point": point});
         let Some(rule_id) = self.target.add_rule(node, rule.clone())? else {
             self.stats.mapped += 1;
             self.note(format!(
@@ -173,7 +179,7 @@ impl Nemesis<'_> {
             return Ok(None);
         }
         self.note(format!(
-            "node {node} crashed at txn-after-prepare-before-markers (an EndTxn in flight)"
+            "node {node} crashed at {point} (an EndTxn in flight)"
         ));
         Ok(Some((id, node)))
     }

@@ -204,10 +204,10 @@ impl Nemesis<'_> {
                 .iter()
                 .find_map(|id| coordinators.get(id).map(|n| (id.clone(), *n)))
             {
-                self.signal_node(node, signal)?;
                 self.note(format!(
                     "{signal:?} node {node}: transaction coordinator of {id}, its commit in flight"
                 ));
+                self.signal_node(node, signal)?;
                 return Ok((id, node));
             }
             // Learn the coordinators of ids seen committing; the next commit of one is the
@@ -259,11 +259,11 @@ impl Nemesis<'_> {
                 "group {group}: no member revoked within {MOMENT_TIMEOUT:?} of a {rebalance:?}"
             ));
         }
-        self.signal_node(node, signal)?;
-        let died = Instant::now();
         self.note(format!(
             "{signal:?} node {node}: group coordinator of {group}, during the rebalance of a {rebalance:?}"
         ));
+        self.signal_node(node, signal)?;
+        let died = Instant::now();
         self.stats.group_coordinator_kills += 1;
         self.await_coordinator_moved(&group, KEY_TYPE_GROUP, node, died);
         self.restart_after(node, died, down_ms)

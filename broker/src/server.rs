@@ -338,6 +338,11 @@ impl Server {
         }
         let _ = hand_over.await;
         broker.shutting_down.send_replace(true);
+        // No request is served from here: parked acks=all waits end now (the connections
+        // they came on are closed, as Kafka's `SocketServer.stopProcessingRequests` does).
+        for p in broker.replicas.all_partitions() {
+            p.release_waits();
+        }
         tracing::info!("shutting down: finishing in-flight requests");
         // The group timer task answers parked JoinGroup/SyncGroup requests at shutdown, so
         // the connections waiting on them can finish.

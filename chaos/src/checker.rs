@@ -49,6 +49,10 @@
 //! - `partial-transaction`: the final read holds some but not all records of a transaction
 //!   that committed or may have (atomicity).
 //!
+//! With group consumers ([`crate::group`]), also `lost-offset-commit`: a member started
+//! reading a partition below an offset whose commit was acknowledged before it got the
+//! partition.
+//!
 //! A transaction's records count as sends for `duplicate` (of the reads) and `reorder`, not for
 //! `lost-write` or `unseen` (acknowledged means committed there: `lost-commit`).
 //!
@@ -80,10 +84,11 @@ pub enum Anomaly {
     UncommittedRead,
     LostCommit,
     PartialTransaction,
+    LostOffsetCommit,
 }
 
 impl Anomaly {
-    pub const ALL: [Anomaly; 12] = [
+    pub const ALL: [Anomaly; 13] = [
         Anomaly::LostWrite,
         Anomaly::Unseen,
         Anomaly::Duplicate,
@@ -96,6 +101,7 @@ impl Anomaly {
         Anomaly::UncommittedRead,
         Anomaly::LostCommit,
         Anomaly::PartialTransaction,
+        Anomaly::LostOffsetCommit,
     ];
 
     /// Whether only the transactional workload can show it.
@@ -124,6 +130,7 @@ impl Anomaly {
             Anomaly::UncommittedRead => "uncommitted-read",
             Anomaly::LostCommit => "lost-commit",
             Anomaly::PartialTransaction => "partial-transaction",
+            Anomaly::LostOffsetCommit => "lost-offset-commit",
         }
     }
 }
@@ -157,7 +164,7 @@ pub struct PartitionReport {
 }
 
 impl PartitionReport {
-    fn note(&mut self, kind: Anomaly, example: impl FnOnce() -> String) {
+    pub(crate) fn note(&mut self, kind: Anomaly, example: impl FnOnce() -> String) {
         let f = self.anomalies.entry(kind).or_default();
         f.count += 1;
         if f.examples.len() < EXAMPLES_MAX {
@@ -287,6 +294,7 @@ pub fn check(ops: &[Op]) -> BTreeMap<i32, PartitionReport> {
     check_polls(ops, &reads, &mut reports);
     check_txn_reads(ops, &txns, &mut reports);
     check_txn_final(&txns, &reads, &mut reports);
+    crate::group::check_offsets(ops, &mut reports);
     reports
 }
 

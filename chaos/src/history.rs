@@ -117,6 +117,30 @@ pub enum Op {
     },
     /// A fault applied or healed.
     Nemesis { at_ms: u64, event: String },
+    /// A group consumer (`gN`, see [`crate::group`]) got `partitions` from a rebalance.
+    GroupAssign {
+        process: String,
+        at_ms: u64,
+        partitions: Vec<i32>,
+    },
+    /// The first record a group consumer read of `partition` after its latest
+    /// [`Op::GroupAssign`]: where it started, which is the group's committed offset.
+    GroupStart {
+        process: String,
+        at_ms: u64,
+        partition: i32,
+        offset: i64,
+    },
+    /// One offset commit of a group consumer for `partition`: `offset` is the next to read;
+    /// `error` is `None` when the commit was acknowledged.
+    OffsetCommit {
+        process: String,
+        partition: i32,
+        offset: i64,
+        invoked_ms: u64,
+        completed_ms: u64,
+        error: Option<String>,
+    },
     /// Offsets `first_offset..=last_offset` of the final log were written by one producer id
     /// under one epoch (control batches left out): read from the batch headers after the
     /// final read (see [`crate::producer_runs`]).

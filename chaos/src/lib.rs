@@ -16,7 +16,9 @@
 //! failure (non-zero exit); with `acks=1` or idempotence off, the anomalies Kafka allows there
 //! are reported as expected, by name. The transactional workload ([`txn`], `--workload txn`)
 //! adds `aborted-read` (G1a), `uncommitted-read`, `lost-commit` and `partial-transaction`,
-//! all failures.
+//! all failures. The [`coordinator`] steps kill the transaction coordinator during an EndTxn
+//! and the group coordinator during a rebalance; the [`group`] consumers commit offsets and
+//! are checked for `lost-offset-commit`.
 //!
 //! ```sh
 //! cargo build --release -p brook-tools -p brook-chaos
@@ -32,6 +34,9 @@
 //! cargo run --release -p brook-chaos -- --seed 7 --steps 20 --acks 1
 //! # transactional producers, read_committed consumers
 //! cargo run --release -p brook-chaos -- --workload txn --seed 42 --steps 20
+//! # coordinators killed during EndTxn and rebalances
+//! cargo run --release -p brook-chaos -- --workload txn --group-consumers 2 --seed 77 --steps 12 \
+//!     --weights kill-txn-coordinator=1,kill-group-coordinator=1,kill-leader=1
 //! ```
 //!
 //! Output: a table on stdout, the JSON history and verdict in `--out`, the command that
@@ -40,6 +45,8 @@
 #![forbid(unsafe_code)]
 
 pub mod checker;
+pub mod coordinator;
+pub mod group;
 pub mod history;
 pub mod nemesis;
 pub mod producer_runs;

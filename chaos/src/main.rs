@@ -49,8 +49,10 @@ struct Args {
     #[arg(long, default_value_t = 20)]
     steps: usize,
     /// How often each kind of step is drawn, relative to the others: `kill-leader=60,isr-churn=15,...`
-    /// (kinds: kill-leader, isr-churn, crash-point, pause, delay-replication; one not named is
-    /// never drawn). Default: kill-leader=35,isr-churn=20,crash-point=15,pause=15,delay-replication=15.
+    /// (kinds: kill-leader, isr-churn, crash-point, pause, delay-replication,
+    /// kill-txn-coordinator (needs --workload txn), kill-group-coordinator (needs
+    /// --group-consumers); one not named is never drawn). Default:
+    /// kill-leader=35,isr-churn=20,crash-point=15,pause=15,delay-replication=15.
     #[arg(long, value_parser = Weights::parse)]
     weights: Option<Weights>,
     #[arg(long, default_value_t = 3)]
@@ -59,6 +61,10 @@ struct Args {
     producers: usize,
     #[arg(long, default_value_t = 2)]
     consumers: usize,
+    /// Members of a consumer group that commit offsets (checked for lost-offset-commit),
+    /// and the joiner the group-coordinator kills rebalance with.
+    #[arg(long, default_value_t = 0)]
+    group_consumers: usize,
     /// Records a second, per producer.
     #[arg(long, default_value_t = 200)]
     rate: u32,
@@ -145,6 +151,7 @@ fn main() -> ExitCode {
             partitions: args.partitions,
             producers: args.producers,
             consumers: args.consumers,
+            group_consumers: args.group_consumers,
             rate: args.rate,
             acks: args.acks.clone(),
             idempotence: args.idempotence,

@@ -6,7 +6,8 @@
 //! which has no fault API, a step that needs one is mapped to what a process can do, and the
 //! history says so: an ISR cut becomes a SIGSTOP of the follower for as long (a paused
 //! follower falls out of the ISR the same way and rejoins when resumed), a crash point
-//! becomes a SIGKILL of the leader under load, and link delays are left out.
+//! becomes a SIGKILL of the leader under load, and link delays are left out. The coordinator
+//! kills are in [`crate::coordinator`].
 //!
 //! [`Op::Nemesis`]: crate::history::Op::Nemesis
 
@@ -58,6 +59,11 @@ pub struct NemesisStats {
     pub skipped: u64,
     /// Sum of the times from a leader's death to Metadata naming another leader.
     pub failover_ms_total: u64,
+    /// Transaction coordinators killed (SIGKILL, SIGTERM or a crash point) while an EndTxn
+    /// was in flight.
+    pub txn_coordinator_kills: u64,
+    /// Group coordinators killed during a rebalance.
+    pub group_coordinator_kills: u64,
 }
 
 /// One partition as Metadata describes it.
@@ -69,13 +75,13 @@ pub struct PartitionView {
 }
 
 pub struct Nemesis<'a> {
-    target: &'a mut dyn Target,
+    pub(crate) target: &'a mut dyn Target,
     meta: BaseConsumer,
-    topic: String,
+    pub(crate) topic: String,
     /// The topic's partition count: Metadata must list them all.
     partitions: usize,
-    history: History,
-    progress: &'a Progress,
+    pub(crate) history: History,
+    pub(crate) progress: &'a Progress,
     pub stats: NemesisStats,
     /// Problems applying steps (the run proves less when there are any).
     pub errors: Vec<String>,
@@ -102,7 +108,7 @@ impl<'a> Nemesis<'a> {
         }
     }
 
-    fn note(&self, event: String) {
+    pub(crate) fn note(&self, event: String) {
         self.history.nemesis(event);
     }
 
@@ -251,6 +257,14 @@ impl<'a> Nemesis<'a> {
                 delay_ms,
                 for_ms,
             } => self.delay_replication(*partition, *delay_ms, *for_ms),
+            Step::KillTxnCoordinator { signal, down_ms } => {
+                self.kill_txn_coordinator(*signal, *down_ms)
+            }
+            Step::KillGroupCoordinator {
+                signal,
+                rebalance,
+                down_ms,
+            } => self.kill_group_coordinator(*signal, *rebalance, *down_ms),
         }
     }
 
@@ -281,7 +295,7 @@ impl<'a> Nemesis<'a> {
         self.after_leader_death(partition, node, down_ms)
     }
 
-    fn after_leader_death(
+    pub(crate) fn after_leader_death(
         &mut self,
         partition: i32,
         node: i32,

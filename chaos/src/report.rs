@@ -35,6 +35,28 @@ pub fn table(out: &RunOutput) -> String {
         "sends: {} acknowledged, {} failed or unknown; producers replaced after a fatal error: {}; steps not settled: {}, skipped: {}",
         out.acknowledged, out.not_acknowledged, out.producers_replaced, n.unsettled, n.skipped
     );
+    if n.txn_coordinator_kills + n.group_coordinator_kills > 0 {
+        let _ = writeln!(
+            s,
+            "coordinators killed: {} transaction coordinators during an EndTxn, {} group coordinators during a rebalance",
+            n.txn_coordinator_kills, n.group_coordinator_kills
+        );
+    }
+    if out.config.clients.group_consumers > 0 {
+        let (mut acked, mut failed, mut starts) = (0, 0, 0);
+        for op in &out.history {
+            match op {
+                Op::OffsetCommit { error: None, .. } => acked += 1,
+                Op::OffsetCommit { .. } => failed += 1,
+                Op::GroupStart { .. } => starts += 1,
+                _ => {}
+            }
+        }
+        let _ = writeln!(
+            s,
+            "group consumers: {acked} offset commits acknowledged, {failed} failed; {starts} starts after an assignment checked for lost-offset-commit"
+        );
+    }
     if out.config.clients.workload == WorkloadKind::Txn {
         let _ = writeln!(
             s,
@@ -58,7 +80,10 @@ pub fn anomalies_table(partitions: &BTreeMap<i32, PartitionReport>, v: &Verdict)
         .filter(|a| transactional || !a.transactional())
         // A client behaviour, not a broker anomaly: a column only when it happened.
         .filter(|a| {
-            *a != Anomaly::DuplicateAfterEpochBump || partitions.values().any(|r| r.count(*a) > 0)
+            !matches!(
+                a,
+                Anomaly::DuplicateAfterEpochBump | Anomaly::LostOffsetCommit
+            ) || partitions.values().any(|r| r.count(*a) > 0)
         })
         .collect();
     let mut s = String::new();
@@ -134,7 +159,7 @@ pub fn replay(out: &RunOutput) -> String {
         WorkloadKind::Txn => "txn",
     };
     format!(
-        "cargo run --release -p brook-chaos -- --target {} --workload {workload} --seed {} --steps {} --weights {} --partitions {} --producers {} --consumers {} --rate {} --acks {} --idempotence {} --min-insync-replicas {} --replica-lag-ms {} --settle-secs {}",
+        "cargo run --release -p brook-chaos -- --target {} --workload {workload} --seed {} --steps {} --weights {} --partitions {} --producers {} --consumers {} --group-consumers {} --rate {} --acks {} --idempotence {} --min-insync-replicas {} --replica-lag-ms {} --settle-secs {}",
         out.target,
         c.seed,
         c.steps,
@@ -142,6 +167,7 @@ pub fn replay(out: &RunOutput) -> String {
         c.clients.partitions,
         c.clients.producers,
         c.clients.consumers,
+        c.clients.group_consumers,
         c.clients.rate,
         c.clients.acks,
         c.clients.idempotence,

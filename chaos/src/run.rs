@@ -113,6 +113,15 @@ impl RunConfig {
         if c.partitions < 1 || c.producers < 1 || c.consumers < 1 || c.rate < 1 {
             return Err("partitions, producers, consumers and rate must be at least 1".into());
         }
+        let schedule = self.schedule();
+        let has = |f: fn(&Step) -> bool| schedule.iter().any(f);
+        if has(|s| matches!(s, Step::KillTxnCoordinator { .. })) && c.workload != WorkloadKind::Txn
+        {
+            return Err("a transaction coordinator kill needs --workload txn".into());
+        }
+        if has(|s| matches!(s, Step::KillGroupCoordinator { .. })) && c.group_consumers < 1 {
+            return Err("a group coordinator kill needs --group-consumers 1 or more".into());
+        }
         Ok(())
     }
 

@@ -50,6 +50,38 @@ pub enum Step {
         delay_ms: u64,
         for_ms: u64,
     },
+    /// Kill the transaction coordinator of a producer's `transactional.id` (FindCoordinator
+    /// key type 1) while an EndTxn is in flight, keep it down `down_ms`, start it again (see
+    /// [`crate::coordinator`]). Transactional workload only.
+    KillTxnCoordinator { signal: KillSignal, down_ms: u64 },
+    /// Kill the group coordinator of the group consumers' group (key type 0) during a
+    /// rebalance (a member joins or leaves; the kill lands between JoinGroup and SyncGroup),
+    /// keep it down `down_ms`, start it again. Needs group consumers (`--group-consumers`).
+    KillGroupCoordinator {
+        signal: KillSignal,
+        rebalance: Rebalance,
+        down_ms: u64,
+    },
+}
+
+/// How a coordinator is killed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KillSignal {
+    /// SIGKILL: nothing written after the signal.
+    Kill,
+    /// SIGTERM: the node shuts down in order (Kafka: a controlled shutdown).
+    Term,
+}
+
+/// What starts the rebalance a group coordinator dies in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Rebalance {
+    /// A new member joins the group.
+    Join,
+    /// A member leaves it (LeaveGroup).
+    Leave,
 }
 
 impl Step {
@@ -58,6 +90,14 @@ impl Step {
         matches!(
             self,
             Step::KillLeader { .. } | Step::IsrChurn { .. } | Step::CrashPoint { .. }
+        )
+    }
+
+    /// Whether the step kills a coordinator.
+    pub fn kills_coordinator(&self) -> bool {
+        matches!(
+            self,
+            Step::KillTxnCoordinator { .. } | Step::KillGroupCoordinator { .. }
         )
     }
 }
@@ -96,8 +136,9 @@ pub struct Shape {
 }
 
 /// How often each kind of step is drawn, relative to the others (`--weights`). The default
-/// (35, 20, 15, 15, 15) sums to 100, and a schedule drawn with it is the one every earlier
-/// run of the same seed applied.
+/// (35, 20, 15, 15, 15, and 0 for the coordinator kills) sums to 100, and a schedule drawn
+/// with it is the one every earlier run of the same seed applied: the coordinator kinds come
+/// last in the draw, so with weight 0 they change nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct Weights {
@@ -106,6 +147,10 @@ pub struct Weights {
     pub crash_point: u32,
     pub pause: u32,
     pub delay_replication: u32,
+    #[serde(default)]
+    pub kill_txn_coordinator: u32,
+    #[serde(default)]
+    pub kill_group_coordinator: u32,
 }
 
 impl Default for Weights {
@@ -116,33 +161,39 @@ impl Default for Weights {
             crash_point: 15,
             pause: 15,
             delay_replication: 15,
+            kill_txn_coordinator: 0,
+            kill_group_coordinator: 0,
         }
     }
 }
 
 /// The step kinds' names, in the order of [`Weights`]' fields and of the draw.
-pub const STEP_KINDS: [&str; 5] = [
+pub const STEP_KINDS: [&str; 7] = [
     "kill-leader",
     "isr-churn",
     "crash-point",
     "pause",
     "delay-replication",
+    "kill-txn-coordinator",
+    "kill-group-coordinator",
 ];
 
 impl Weights {
-    fn as_array(&self) -> [u32; 5] {
+    fn as_array(&self) -> [u32; 7] {
         [
             self.kill_leader,
             self.isr_churn,
             self.crash_point,
             self.pause,
             self.delay_replication,
+            self.kill_txn_coordinator,
+            self.kill_group_coordinator,
         ]
     }
 
     /// Parses `kill-leader=60,pause=10,...`; a kind not named gets weight 0.
     pub fn parse(s: &str) -> Result<Weights, String> {
-        let mut w = [0u32; 5];
+        let mut w = [0u32; STEP_KINDS.len()];
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (name, value) = part
                 .split_once('=')
@@ -162,6 +213,8 @@ impl Weights {
             crash_point: w[2],
             pause: w[3],
             delay_replication: w[4],
+            kill_txn_coordinator: w[5],
+            kill_group_coordinator: w[6],
         };
         if parsed.total() == 0 {
             return Err("the weights sum to 0".into());
@@ -229,14 +282,36 @@ pub fn generate(seed: u64, steps: usize, shape: Shape, weights: Weights) -> Vec<
                     },
                     pause_ms: rng.range(500, 4000),
                 },
-                _ => Step::DelayReplication {
+                4 => Step::DelayReplication {
                     partition,
                     delay_ms: rng.range(50, 500),
                     for_ms: rng.range(1000, 4000),
                 },
+                5 => Step::KillTxnCoordinator {
+                    signal: draw_signal(&mut rng),
+                    down_ms: rng.range(0, 3000),
+                },
+                _ => Step::KillGroupCoordinator {
+                    signal: draw_signal(&mut rng),
+                    rebalance: if rng.range(0, 1) == 0 {
+                        Rebalance::Join
+                    } else {
+                        Rebalance::Leave
+                    },
+                    down_ms: rng.range(0, 3000),
+                },
             }
         })
         .collect()
+}
+
+/// SIGKILL three times in four, SIGTERM otherwise.
+fn draw_signal(rng: &mut SplitMix64) -> KillSignal {
+    if rng.range(0, 3) == 0 {
+        KillSignal::Term
+    } else {
+        KillSignal::Kill
+    }
 }
 
 #[cfg(test)]
@@ -277,7 +352,8 @@ mod tests {
         let w = Weights::parse("kill-leader=3, pause=1").unwrap();
         assert_eq!(
             w.to_string(),
-            "kill-leader=3,isr-churn=0,crash-point=0,pause=1,delay-replication=0"
+            "kill-leader=3,isr-churn=0,crash-point=0,pause=1,delay-replication=0,\
+             kill-txn-coordinator=0,kill-group-coordinator=0"
         );
         assert_eq!(
             Weights::parse(&Weights::default().to_string()),
@@ -306,6 +382,22 @@ mod tests {
             .map(|st| serde_json::to_value(st).unwrap()["step"].to_string())
             .collect();
         assert_eq!(kinds.len(), 5, "{kinds:?}");
+        assert!(
+            !s.iter().any(Step::kills_coordinator),
+            "weight 0 by default"
+        );
+        let w = Weights::parse("kill-txn-coordinator=1,kill-group-coordinator=1").unwrap();
+        let s = generate(1, 40, SHAPE, w);
+        assert!(s.iter().all(Step::kills_coordinator));
+        let signals: std::collections::BTreeSet<String> = s
+            .iter()
+            .map(|st| serde_json::to_value(st).unwrap()["signal"].to_string())
+            .collect();
+        assert_eq!(
+            signals.len(),
+            2,
+            "SIGKILL and SIGTERM both come up: {signals:?}"
+        );
         assert!(s.iter().all(|st| match st {
             Step::IsrChurn { cut_ms, .. } => *cut_ms > SHAPE.replica_lag_ms,
             _ => true,

@@ -21,6 +21,9 @@ pub const CLUSTER_START_TIMEOUT: Duration = Duration::from_secs(240);
 pub const NODE_START_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long a SIGKILLed process may take to be gone.
 pub const KILL_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a node may take to exit after SIGTERM (a Kafka broker's controlled shutdown
+/// moves its leaderships first).
+pub const TERM_TIMEOUT: Duration = Duration::from_secs(60);
 /// Bound on one HTTP call to a supervisor or an admin listener (a start waits for READY).
 pub const HTTP_TIMEOUT: Duration = Duration::from_secs(130);
 
@@ -34,6 +37,8 @@ pub trait Target {
     fn pid(&mut self, id: i32) -> Result<Option<u32>, String>;
     /// SIGKILL; returns once the process is gone.
     fn kill(&mut self, id: i32) -> Result<(), String>;
+    /// SIGTERM (the node shuts down in order); returns once the process is gone.
+    fn terminate(&mut self, id: i32) -> Result<(), String>;
     /// Starts a stopped node with its configuration and data; returns once it serves.
     fn start(&mut self, id: i32) -> Result<(), String>;
     /// Installs a fault rule (the JSON of `docs/FAULTS.md`) on node `id`; `Ok(None)` when the
@@ -372,6 +377,13 @@ impl Target for BrookCluster {
         http_json("POST", &url, None).map(|_| ())
     }
 
+    fn terminate(&mut self, id: i32) -> Result<(), String> {
+        self.encode_failures_of_killed += self.node_encode_failures(id).unwrap_or(0);
+        // The supervisor answers once the node exited (or says it did not in time).
+        let url = format!("http://{}/nodes/{id}/kill?signal=term", self.supervisor);
+        http_json("POST", &url, None).map(|_| ())
+    }
+
     fn encode_failures(&mut self) -> Result<u64, String> {
         let mut n = self.encode_failures_of_killed;
         for id in self.ids.clone() {
@@ -569,6 +581,26 @@ impl Target for KafkaCluster {
         } else if !wait_for(KILL_TIMEOUT, || !pid_alive(pid)) {
             return Err(format!("Kafka node {id} (pid {pid}) survived SIGKILL"));
         }
+        n.pid = None;
+        Ok(())
+    }
+
+    fn terminate(&mut self, id: i32) -> Result<(), String> {
+        let n = self.node_mut(id)?;
+        let pid = n
+            .pid
+            .ok_or_else(|| format!("Kafka node {id} does not run"))?;
+        signal(pid, Signal::SIGTERM)?;
+        let exited = match n.child.as_mut() {
+            Some(c) => wait_for(TERM_TIMEOUT, || matches!(c.try_wait(), Ok(Some(_)))),
+            None => wait_for(TERM_TIMEOUT, || !pid_alive(pid)),
+        };
+        if !exited {
+            return Err(format!(
+                "Kafka node {id} (pid {pid}) did not exit within {TERM_TIMEOUT:?} of SIGTERM"
+            ));
+        }
+        n.child = None;
         n.pid = None;
         Ok(())
     }

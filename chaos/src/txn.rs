@@ -61,8 +61,13 @@ fn requires_abort(e: &KafkaError) -> bool {
     matches!(e, KafkaError::Transaction(r) if r.txn_requires_abort())
 }
 
+/// The `transactional.id` of producer `process` (a generation has its own).
+pub fn transactional_id(topic: &str, process: &str) -> String {
+    format!("{topic}-{process}")
+}
+
 fn new_producer(c: &Clients, process: &str) -> RecProducer {
-    let id = format!("{}-{process}", c.topic);
+    let id = transactional_id(&c.topic, process);
     let txn_timeout = TXN_TIMEOUT_MS.to_string();
     let message_timeout = TXN_MESSAGE_TIMEOUT_MS.to_string();
     rd::producer(
@@ -231,7 +236,18 @@ fn transact(
         Some(reason) => abort_txn(p, reason),
         None => {
             commit_invoked_ms = Some(t.history.now_ms());
-            commit_txn(p)
+            // The coordinator nemesis watches this set for an EndTxn in flight.
+            let id = transactional_id(&t.c.topic, process);
+            let committing = || {
+                t.progress
+                    .committing
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+            };
+            committing().insert(id.clone());
+            let ended = commit_txn(p);
+            committing().remove(&id);
+            ended
         }
     };
     let _ = take_reports(p, &mut records);

@@ -13,10 +13,10 @@
 //! Consumers and the final read use `isolation.level=read_committed` in both workloads
 //! (librdkafka's default).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -30,7 +30,7 @@ use rdkafka::{ClientContext, Message, Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 
 use crate::history::{History, Op, Outcome, Read, FINAL_READER};
-use crate::txn;
+use crate::{group, txn};
 
 /// Unacknowledged sends one producer may have.
 pub const OUTSTANDING_MAX: usize = 500;
@@ -63,6 +63,9 @@ pub struct ClientSettings {
     pub partitions: i32,
     pub producers: usize,
     pub consumers: usize,
+    /// Members of one consumer group that commit offsets ([`crate::group`]), besides the
+    /// assign-only consumers; a joiner comes and goes when the nemesis asks.
+    pub group_consumers: usize,
     /// Records a second, per producer.
     pub rate: u32,
     pub acks: String,
@@ -90,6 +93,16 @@ pub struct Progress {
     pub txns_committed: AtomicU64,
     pub txns_aborted: AtomicU64,
     pub txns_unknown: AtomicU64,
+    /// The `transactional.id`s whose `commit_transaction` call is in flight: the
+    /// coordinator nemesis kills a coordinator during one.
+    pub committing: Mutex<BTreeSet<String>>,
+    /// Revocations the group members got: each is a member that learnt of a rebalance and
+    /// is about to send JoinGroup.
+    pub rebalances: AtomicU64,
+    /// Assignments the group members got (rebalances completed, per member).
+    pub assignments: AtomicU64,
+    /// Whether the joining member ([`crate::group::joiner`]) should be in the group.
+    pub joiner_wanted: AtomicBool,
 }
 
 /// The running clients.
@@ -119,12 +132,27 @@ impl Workload {
                 })
             })
             .collect();
-        let consumers = (0..c.settings.consumers)
+        let mut consumers: Vec<JoinHandle<()>> = (0..c.settings.consumers)
             .map(|i| {
                 let (c, h, s) = (c.clone(), history.clone(), stop_consumers.clone());
                 std::thread::spawn(move || consume(&format!("c{i}"), &c, &h, &s))
             })
             .collect();
+        if c.settings.group_consumers > 0 {
+            let members = (0..c.settings.group_consumers).map(Some).chain([None]);
+            consumers.extend(members.map(|i| {
+                let (c, h, s, p) = (
+                    c.clone(),
+                    history.clone(),
+                    stop_consumers.clone(),
+                    progress.clone(),
+                );
+                std::thread::spawn(move || match i {
+                    Some(i) => group::consume(i, &c, &h, &s, &p),
+                    None => group::joiner(&c, &h, &s, &p),
+                })
+            }));
+        }
         Workload {
             stop_producers,
             stop_consumers,

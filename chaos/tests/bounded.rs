@@ -7,10 +7,12 @@
 //! - acks=1 (idempotence off: librdkafka refuses it without acks=all): three leader kills
 //!   while the followers trail by 700 ms; the lost writes Kafka allows there must show up,
 //!   named as expected, and no anomaly it does not allow. About 40 s.
-//! - the transactional workload (`--workload txn`, read_committed consumers): two leader
-//!   kills (one while followers trail by 300 ms), a pause of a leader and a crash point, under
-//!   transactions that commit or abort; no aborted or uncommitted read, no lost or partial
-//!   commit, nothing else either. About a minute.
+//! - the transactional workload (`--workload txn`, read_committed consumers, two members of a
+//!   consumer group committing offsets): two leader kills (one while followers trail by
+//!   300 ms), a pause of a leader and a crash point, then the transaction coordinator killed
+//!   with an EndTxn in flight and the group coordinator stopped (SIGTERM) during a rebalance,
+//!   under transactions that commit or abort; no aborted or uncommitted read, no lost or
+//!   partial commit, no lost offset commit, nothing else either. About a minute.
 //!
 //! The JSON history and verdict of each run land in `target/tmp/`; the table is printed. A
 //! failed run keeps the nodes' data and logs and says where (`Target::keep_data`, tested
@@ -21,7 +23,7 @@ use std::sync::{Mutex, MutexGuard};
 use brook_chaos::history::{Op, Outcome, FINAL_READER};
 use brook_chaos::report;
 use brook_chaos::run::{run, RunConfig, RunOutput};
-use brook_chaos::schedule::{Role, Step};
+use brook_chaos::schedule::{KillSignal, Rebalance, Role, Step};
 use brook_chaos::target::{BrookCluster, Target};
 use brook_chaos::workload::{ClientSettings, WorkloadKind};
 use brook_protocol_tests::process::brook_bin;
@@ -53,6 +55,7 @@ fn config_of(
             partitions: 3,
             producers: 2,
             consumers: 2,
+            group_consumers: 0,
             rate: 100,
             acks: acks.into(),
             idempotence,
@@ -214,12 +217,43 @@ fn transactions_show_no_aborted_uncommitted_lost_or_partial_data_under_the_nemes
             partition: 2,
             point: "after-leader-append".into(),
         },
+        // The transaction coordinator dies at txn-after-prepare-before-markers: an EndTxn in
+        // flight, PrepareCommit written, no marker yet.
+        Step::KillTxnCoordinator {
+            signal: KillSignal::Kill,
+            down_ms: 0,
+        },
+        // The group coordinator shuts down between a JoinGroup and the SyncGroup.
+        Step::KillGroupCoordinator {
+            signal: KillSignal::Term,
+            rebalance: Rebalance::Join,
+            down_ms: 0,
+        },
     ]);
+    cfg.clients.group_consumers = 2;
     let out = run_on_brook(&cfg, "brook-chaos-ci-txn");
     assert!(
         out.nemesis.leader_kills >= 2,
         "the schedule must kill leaders: {:?}",
         out.nemesis
+    );
+    assert_eq!(
+        (
+            out.nemesis.txn_coordinator_kills,
+            out.nemesis.group_coordinator_kills
+        ),
+        (1, 1),
+        "one coordinator of each kind killed: {:?}",
+        out.nemesis
+    );
+    let (commits, starts) = out.history.iter().fold((0, 0), |(c, s), op| match op {
+        Op::OffsetCommit { error: None, .. } => (c + 1, s),
+        Op::GroupStart { .. } => (c, s + 1),
+        _ => (c, s),
+    });
+    assert!(
+        commits >= 20 && starts >= 3,
+        "the group consumers committed {commits} offsets and started {starts} times"
     );
     assert!(
         out.txns_committed >= 50 && out.txns_aborted >= 10,

@@ -64,6 +64,59 @@ fn a_stopping_leader_answers_a_parked_produce_with_the_new_leader() {
     assert_hint(&resp, &c, new.leader, old.leader_epoch);
 }
 
+/// The same parked produce, but the stopping leader's controlled shutdown is never
+/// acknowledged (its controller traffic is cut), so it still leads when it stops serving.
+/// Kafka's `BrokerServer.shutdown` then goes on to `SocketServer.stopProcessingRequests`,
+/// which closes the connection with the produce still in the purgatory: the node exits a few
+/// seconds after SIGTERM and the client sees a closed connection (and retries). Brook did
+/// the same only once the produce's own timeout (60 s here; a client's
+/// `request.timeout.ms`, 30 s, in general) had run out, holding its exit that long.
+#[test]
+fn a_stopping_leader_whose_controlled_shutdown_fails_drops_a_parked_produce_and_exits() {
+    let mut c = Cluster::start(3, &[("replica.lag.time.max.ms", "60000")]);
+    let topic = unique_topic("failover-parked");
+    c.create_topic(&topic, 1, 3, &[("min.insync.replicas", "2")]);
+    let leader = c.partition_state(&topic, 0).leader;
+    c.isolate_replication(leader);
+    c.cut_link(leader, "*", "controller");
+    let mut client = WireClient::connect(&c.address(leader));
+    let batch = encode_batch(Producer::NONE, &[Rec::kv("k", "parked", 1_700_000_000_000)]);
+    let mut req = WireClient::produce_request(&topic, 0, batch, -1);
+    req.timeout_ms = 60_000;
+    let parked = client.send(PRODUCE_V, &req);
+    let view = format!("/v1/partitions?topic={topic}");
+    poll_until_ok(
+        "the parked produce is appended",
+        Duration::from_secs(10),
+        || {
+            let body = admin_get(&c.admin_address(leader), &view)?;
+            let v: serde_json::Value = serde_json::from_str(&body).map_err(|e| e.to_string())?;
+            match v["partitions"][0]["log_end_offset"].as_i64() {
+                Some(n) if n >= 1 => Ok(()),
+                other => Err(format!("log end {other:?} in {v}")),
+            }
+        },
+    );
+    let stopping = std::time::Instant::now();
+    c.stop(leader);
+    let took = stopping.elapsed();
+    assert!(
+        took < Duration::from_secs(15),
+        "SIGTERM to exit took {took:?} with a produce parked (controlled shutdown ~3 s)"
+    );
+    let answer = client.try_receive::<kafka_protocol::messages::ProduceRequest>(PRODUCE_V, parked);
+    assert!(
+        answer.is_err(),
+        "the parked produce's connection is closed unanswered: {answer:?}"
+    );
+    assert_eq!(
+        c.log_lines(leader, "controlled shutdown not acknowledged")
+            .len(),
+        1,
+        "the controlled shutdown must have failed for this case"
+    );
+}
+
 /// `resp` answers its one partition NOT_LEADER_OR_FOLLOWER naming `leader` at an epoch past
 /// `old_epoch`, and carries `leader`'s endpoint.
 fn assert_hint(

@@ -133,6 +133,7 @@ fn chaos_config(partitions: i32) -> RunConfig {
             partitions,
             producers: 1,
             consumers: 0,
+            group_consumers: 0,
             rate: 100,
             acks: "all".into(),
             idempotence: true,

@@ -116,7 +116,13 @@ pub async fn handle(
     for (name, id, partitions) in appended {
         let mut answers = Vec::with_capacity(partitions.len());
         for slot in partitions {
-            let resp = complete(&broker.faults, slot, deadline).await;
+            let Some(resp) = complete(&broker.faults, slot, deadline).await else {
+                // Kafka's `SocketServer.stopProcessingRequests` closes the connection of a
+                // produce still in the purgatory: no answer, the client retries elsewhere.
+                return Ok(Outcome::Close(
+                    "the broker is shutting down with this produce parked".into(),
+                ));
+            };
             if resp.error_code != 0 {
                 tracing::debug!(topic = %name, partition = resp.index, error = resp.error_code, "produce refused");
                 any_error = Some(resp.error_code);
@@ -382,9 +388,9 @@ async fn complete(
     faults: &FaultEngine,
     slot: Appended,
     deadline: tokio::time::Instant,
-) -> PartitionProduceResponse {
+) -> Option<PartitionProduceResponse> {
     let (part, info) = match slot {
-        Appended::Done(resp) => return resp,
+        Appended::Done(resp) => return Some(resp),
         Appended::Waiting { part, info } => (part, info),
     };
     match part
@@ -397,9 +403,15 @@ async fn complete(
                 &part.topic,
                 part.index,
             );
-            appended_response(part.index, &info)
+            Some(appended_response(part.index, &info))
         }
-        Err(e) => partition_error(part.index, e.error_code(), Some(e.to_string())),
+        // The node stopped serving while this produce was parked: no answer.
+        Err(PartitionError::ShuttingDown) => None,
+        Err(e) => Some(partition_error(
+            part.index,
+            e.error_code(),
+            Some(e.to_string()),
+        )),
     }
 }
 

@@ -63,6 +63,10 @@ pub enum PartitionError {
     RequestTimedOut,
     #[error("the topic's cleanup.policy does not include delete")]
     PolicyViolation,
+    /// The node stopped processing requests while this wait was parked
+    /// ([`Partition::release_waits`]).
+    #[error("the broker is shutting down")]
+    ShuttingDown,
 }
 
 impl PartitionError {
@@ -73,9 +77,9 @@ impl PartitionError {
             PartitionError::NotEnoughReplicas { .. } => ResponseError::NotEnoughReplicas,
             PartitionError::FencedLeaderEpoch { .. } => ResponseError::FencedLeaderEpoch,
             PartitionError::UnknownLeaderEpoch { .. } => ResponseError::UnknownLeaderEpoch,
-            PartitionError::NotLeader | PartitionError::NotFollower => {
-                ResponseError::NotLeaderOrFollower
-            }
+            PartitionError::NotLeader
+            | PartitionError::NotFollower
+            | PartitionError::ShuttingDown => ResponseError::NotLeaderOrFollower,
             PartitionError::NotEnoughReplicasAfterAppend { .. } => {
                 ResponseError::NotEnoughReplicasAfterAppend
             }
@@ -359,6 +363,9 @@ pub struct Partition {
     /// DeleteRecords (DelayedDeleteRecords) wait on it and re-read the state. It carries no
     /// copy of either watermark.
     changes: watch::Sender<u64>,
+    /// Set once the node stops processing requests ([`Partition::release_waits`]): the
+    /// waits on `changes` end with [`PartitionError::ShuttingDown`].
+    waits_released: AtomicBool,
     /// Client traffic through this partition, for `/metrics` (summed there by topic).
     pub traffic: PartitionTraffic,
 }
@@ -493,6 +500,7 @@ impl Partition {
             waiters: Mutex::new(Vec::new()),
             state: Mutex::new(state),
             changes: watch::channel(0).0,
+            waits_released: AtomicBool::new(false),
             traffic: PartitionTraffic::default(),
         }
     }
@@ -852,6 +860,9 @@ impl Partition {
             {
                 return done;
             }
+            if self.waits_released.load(Ordering::Acquire) {
+                return Err(PartitionError::ShuttingDown);
+            }
             match tokio::time::timeout_at(deadline, changes.changed()).await {
                 Ok(Ok(())) => {}
                 Ok(Err(_)) => return Err(PartitionError::NotLeader),
@@ -863,6 +874,18 @@ impl Partition {
                 }
             }
         }
+    }
+
+    /// Ends every wait for the high watermark, now and later, with
+    /// [`PartitionError::ShuttingDown`]: the node stops processing requests, so no follower
+    /// fetch will move the high watermark again. Kafka's `BrokerServer.shutdown` calls
+    /// `SocketServer.stopProcessingRequests` after its controlled shutdown, which closes every
+    /// connection with whatever is parked in the purgatories; without this, a node whose
+    /// controlled shutdown was not acknowledged (it still leads) would hold its exit for the
+    /// parked requests' whole timeouts (a client's `request.timeout.ms`, 30 s).
+    pub fn release_waits(&self) {
+        self.waits_released.store(true, Ordering::Release);
+        self.changes.send_modify(|v| *v = v.wrapping_add(1));
     }
 
     /// `Some` once an acks=all produce up to `required_offset` is decided

@@ -13,6 +13,15 @@
 //! `listener.name.<l>.<mechanism>.sasl.jaas.config` `username`/`password`. A connection that
 //! fails either is closed before any HTTP is read.
 //!
+//! SCRAM on the controller listener: the voters must authenticate one another before the
+//! quorum has a leader, so before any SCRAM record is in the metadata log. Until the cluster
+//! has recorded its bootstrap users (`MetadataImage::scram_bootstrapped`), the listener also
+//! accepts the credentials this node was formatted with (`brook format --add-scram`, Kafka's
+//! `kafka-storage format --add-scram` bootstrap records), the same ones the first leader then
+//! records; from then on only the metadata image's, so later changes and deletions hold.
+//! (Kafka 4.4's controllers read SCRAM credentials only from the replayed log, so a
+//! multi-voter quorum whose controller listener speaks only SCRAM cannot elect: KAFKA-15513.)
+//!
 //! Authorization mirrors Kafka's `ControllerApis`: every request Brook sends to the
 //! controller listener is one Kafka's controller answers only to a principal with
 //! CLUSTER_ACTION on the cluster (Vote, BeginQuorumEpoch, Fetch and FetchSnapshot of the Raft
@@ -47,7 +56,9 @@ use crate::net::client::{sasl_authenticate, SASL_RESPONSE_MAX_BYTES};
 use crate::net::stream::BrokerStream;
 use crate::security::acl::{AclOperation, ResourceType, CLUSTER_NAME};
 use crate::security::authorizer::Authorizer;
+use crate::security::bootstrap::{self, BootstrapCredential};
 use crate::security::sasl::{InterBrokerSasl, SaslAuthenticator, SaslServerConfig, SaslStep};
+use crate::security::scram::{ScramCredential, ScramMechanism};
 use crate::security::ssl::{self, ServerTls};
 use crate::security::{KafkaPrincipal, SecurityProtocol, Session};
 
@@ -77,6 +88,8 @@ pub struct ControllerChannel {
     pub sasl_client: Option<Arc<InterBrokerSasl>>,
     /// `authorizer.class.name`'s authorizer, fed from this node's metadata image.
     pub authorizer: Option<Authorizer>,
+    /// The SCRAM users this node was formatted with, served until the cluster records them.
+    pub bootstrap_scram: Arc<Vec<BootstrapCredential>>,
 }
 
 impl ControllerChannel {
@@ -90,6 +103,7 @@ impl ControllerChannel {
             sasl_server: None,
             sasl_client: None,
             authorizer: None,
+            bootstrap_scram: Arc::default(),
         }
     }
 
@@ -131,6 +145,12 @@ impl ControllerChannel {
             SecurityProtocol::Plaintext => None,
             _ => cfg.authorizer.clone().map(Authorizer::new),
         };
+        let bootstrap_scram = match protocol.uses_sasl() {
+            true => bootstrap::read(&cfg.log_dir).map_err(|e| {
+                ConfigError::Invalid(format!("{}: {e}", bootstrap::path(&cfg.log_dir).display()))
+            })?,
+            false => Vec::new(),
+        };
         Ok(ControllerChannel {
             listener_name: l.name.clone(),
             protocol,
@@ -139,6 +159,7 @@ impl ControllerChannel {
             sasl_server,
             sasl_client,
             authorizer,
+            bootstrap_scram: Arc::new(bootstrap_scram),
         })
     }
 
@@ -293,7 +314,7 @@ async fn accept(
         None => (BrokerStream::Plain(tcp), KafkaPrincipal::anonymous()),
     };
     if let Some(sasl) = &channel.sasl_server {
-        principal = sasl_exchange(sasl, image, &mut stream).await?;
+        principal = sasl_exchange(sasl, &channel.bootstrap_scram, image, &mut stream).await?;
     }
     Ok(AuthenticatedStream {
         stream,
@@ -302,12 +323,33 @@ async fn accept(
     })
 }
 
+/// A SCRAM credential on the controller listener: the metadata image's, or while the cluster
+/// has not recorded its bootstrap users, the one this node was formatted with.
+fn scram_credential(
+    image: &MetadataImage,
+    bootstrap: &[BootstrapCredential],
+    user: &str,
+    mechanism: ScramMechanism,
+) -> Option<ScramCredential> {
+    if let Some(c) = image.scram_credential(user, mechanism) {
+        return Some(c.clone());
+    }
+    if image.scram_bootstrapped {
+        return None;
+    }
+    bootstrap
+        .iter()
+        .find(|(u, m, _)| u == user && *m == mechanism.type_id())
+        .map(|(_, _, c)| c.clone())
+}
+
 /// The server side of the SASL exchange, frame by frame through [`SaslAuthenticator`]: the
 /// authenticated principal, or why the connection closes. Only the exchange's own requests
 /// are served: anything else (ApiVersions included, which Brook's controller clients never
 /// send) closes the connection.
 async fn sasl_exchange(
     config: &Arc<SaslServerConfig>,
+    bootstrap: &[BootstrapCredential],
     image: &watch::Receiver<Arc<MetadataImage>>,
     stream: &mut BrokerStream,
 ) -> Result<KafkaPrincipal, String> {
@@ -315,7 +357,7 @@ async fn sasl_exchange(
     loop {
         let frame = read_frame(stream).await?;
         let image = image.borrow().clone();
-        let lookup = |user: &str, m| image.scram_credential(user, m).cloned();
+        let lookup = |user: &str, m| scram_credential(&image, bootstrap, user, m);
         match auth.handle(frame, &lookup) {
             SaslStep::Respond(bytes) => write_flushed(stream, &bytes).await?,
             SaslStep::Complete {
@@ -491,5 +533,22 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("ssl.keystore.location"), "{e}");
+    }
+
+    #[test]
+    fn bootstrap_scram_users_serve_until_the_cluster_records_them() {
+        let m = ScramMechanism::Sha512;
+        let formatted = ScramCredential::generate(m, "controller-secret", 4096);
+        let bootstrap = vec![("controller".to_string(), m.type_id(), formatted.clone())];
+        let mut image = MetadataImage::default();
+        let found = |image: &MetadataImage, mech| {
+            scram_credential(image, &bootstrap, "controller", mech).is_some()
+        };
+        assert!(found(&image, m));
+        assert!(!found(&image, ScramMechanism::Sha256));
+        assert!(scram_credential(&image, &bootstrap, "other", m).is_none());
+        // Recorded (and then deleted): only the image counts.
+        image.scram_bootstrapped = true;
+        assert!(!found(&image, m));
     }
 }

@@ -172,6 +172,37 @@ fn a_controller_listener_speaking_scram_sha_512() {
     c.stop(last);
     c.start_node(last);
     c.await_brokers_listed(&c.ids(), WAIT);
+    // Every voter counted the other voters' logins on its controller listener.
+    for id in c.ids() {
+        let (ok, _) = controller_authentications(&c, id);
+        assert!(ok >= 1, "node {id}: no successful authentication counted");
+    }
+}
+
+/// `brook_successful_authentication` and `brook_failed_authentication` of node `id`'s
+/// controller listener, from its /metrics (Kafka's socket-server-metrics
+/// `successful-authentication-total` / `failed-authentication-total`, listener CONTROLLER).
+fn controller_authentications(c: &Cluster, id: i32) -> (u64, u64) {
+    let mut s = TcpStream::connect(c.admin_address(id)).unwrap();
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    let value = |name: &str| {
+        let prefix = format!("{name}_total{{listener=\"CONTROLLER\"}} ");
+        body.lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    (
+        value("brook_successful_authentication"),
+        value("brook_failed_authentication"),
+    )
 }
 
 /// acks=all writes (min.insync.replicas=2) commit before and after the partition leader is
@@ -307,4 +338,10 @@ fn a_wrong_controller_password_fails_with_a_clear_log_line(c: &mut Cluster) {
             .any(|l| l.contains("Invalid username or password"))
             .then_some(())
     });
+    // ... counted on their controller listener's /metrics.
+    let failed: u64 = others
+        .iter()
+        .map(|o| controller_authentications(c, *o).1)
+        .sum();
+    assert!(failed >= 1, "no failed authentication counted");
 }

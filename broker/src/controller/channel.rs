@@ -34,6 +34,7 @@
 
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -90,6 +91,27 @@ pub struct ControllerChannel {
     pub authorizer: Option<Authorizer>,
     /// The SCRAM users this node was formatted with, served until the cluster records them.
     pub bootstrap_scram: Arc<Vec<BootstrapCredential>>,
+    /// SASL authentications on the listener, for `/metrics` (Kafka's socket-server
+    /// `successful-authentication-total` / `failed-authentication-total` of the listener).
+    pub authentications: Authentications,
+}
+
+/// Counts of the controller listener's SASL authentications.
+#[derive(Debug, Default)]
+pub struct Authentications {
+    pub successful: AtomicU64,
+    pub failed: AtomicU64,
+}
+
+impl Authentications {
+    fn record(&self, succeeded: bool) {
+        let c = if succeeded {
+            &self.successful
+        } else {
+            &self.failed
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 impl ControllerChannel {
@@ -104,6 +126,7 @@ impl ControllerChannel {
             sasl_client: None,
             authorizer: None,
             bootstrap_scram: Arc::default(),
+            authentications: Authentications::default(),
         }
     }
 
@@ -160,6 +183,7 @@ impl ControllerChannel {
             sasl_client,
             authorizer,
             bootstrap_scram: Arc::new(bootstrap_scram),
+            authentications: Authentications::default(),
         })
     }
 
@@ -314,7 +338,9 @@ async fn accept(
         None => (BrokerStream::Plain(tcp), KafkaPrincipal::anonymous()),
     };
     if let Some(sasl) = &channel.sasl_server {
-        principal = sasl_exchange(sasl, &channel.bootstrap_scram, image, &mut stream).await?;
+        let exchanged = sasl_exchange(sasl, &channel.bootstrap_scram, image, &mut stream).await;
+        channel.authentications.record(exchanged.is_ok());
+        principal = exchanged?;
     }
     Ok(AuthenticatedStream {
         stream,

@@ -209,17 +209,32 @@ impl Cluster {
     /// Starts `size` nodes (ids 1..=size, all voters) with [`defaults`] and then `overrides`,
     /// waits for every READY line and until every node lists every broker as registered.
     pub fn start(size: usize, overrides: &[(&str, &str)]) -> Cluster {
-        Self::start_inner(size, overrides, None)
+        Self::start_inner(size, overrides, None, &[])
+    }
+
+    /// [`Cluster::start`] with every node first formatted by `brook format FORMAT_ARGS` (e.g.
+    /// `--add-scram ...`) on its own log directory.
+    pub fn start_formatted(
+        size: usize,
+        overrides: &[(&str, &str)],
+        format_args: &[&str],
+    ) -> Cluster {
+        Self::start_inner(size, overrides, None, format_args)
     }
 
     /// [`Cluster::start`] with one more broker listener per node, `name://127.0.0.1:PORT`:
     /// the overrides say what it speaks (`listener.security.protocol.map`) and whether it is
     /// the inter-broker listener; the harness keeps checking the cluster over PLAINTEXT.
     pub fn start_with_listener(size: usize, overrides: &[(&str, &str)], name: &str) -> Cluster {
-        Self::start_inner(size, overrides, Some(name.to_string()))
+        Self::start_inner(size, overrides, Some(name.to_string()), &[])
     }
 
-    fn start_inner(size: usize, overrides: &[(&str, &str)], extra: Option<String>) -> Cluster {
+    fn start_inner(
+        size: usize,
+        overrides: &[(&str, &str)],
+        extra: Option<String>,
+        format_args: &[&str],
+    ) -> Cluster {
         let dir = tempfile::Builder::new()
             .prefix("brook-cluster-")
             .tempdir()
@@ -261,8 +276,17 @@ impl Cluster {
             extra_listener: extra,
             dir: Some(dir),
         };
-        // Start them all, then wait: a node is only ready once the quorum has a leader.
         let ids = c.ids();
+        if !format_args.is_empty() {
+            for id in &ids {
+                let log_dirs = format!("log.dirs={}", c.data_dir(*id).display());
+                let mut args = vec!["format", "--override", &log_dirs];
+                args.extend_from_slice(format_args);
+                let out = crate::process::run_brook(&args, Duration::from_secs(30));
+                assert!(out.status.success(), "brook format: {out:?}");
+            }
+        }
+        // Start them all, then wait: a node is only ready once the quorum has a leader.
         for id in &ids {
             c.spawn(*id);
         }

@@ -4,6 +4,8 @@
 //! `ssl.*` keys, and `StandardAuthorizer` requiring CLUSTER_ACTION of controller requests
 //! (Kafka's `ControllerApis`). The quorum elects, brokers register and heartbeat, and acks=all
 //! writes survive a leader kill only if every call between the nodes passed TLS and SASL.
+//! And SCRAM-SHA-512 on that listener, with the controllers' user created by
+//! `brook format --add-scram` on every node (Kafka's `kafka-storage format --add-scram`).
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -16,7 +18,8 @@ use brook_protocol_tests::errors::NONE;
 use brook_protocol_tests::process::write_test_pki;
 use brook_protocol_tests::{poll_until, rd, Cluster, WireClient};
 use kafka_protocol::messages::create_acls_request::AclCreation;
-use kafka_protocol::messages::CreateAclsRequest;
+use kafka_protocol::messages::describe_user_scram_credentials_request::UserName;
+use kafka_protocol::messages::{CreateAclsRequest, DescribeUserScramCredentialsRequest};
 use kafka_protocol::protocol::StrBytes;
 
 const PASSWORD: &str = "brook-secret";
@@ -114,6 +117,92 @@ fn a_cluster_whose_controller_listener_speaks_sasl_ssl() {
         "{answer}"
     );
     a_wrong_controller_password_fails_with_a_clear_log_line(&mut c);
+}
+
+/// SASL_SSL with SCRAM-SHA-512 on the controller listener of three voters: the quorum elects
+/// and the brokers register before any SCRAM record is in the metadata log, with the user
+/// every node was formatted with; the first leader then records it, and a restarted node
+/// rejoins with the recorded credential.
+#[test]
+fn a_controller_listener_speaking_scram_sha_512() {
+    let pki = tempfile::tempdir().unwrap();
+    let dir = pki.path();
+    write_test_pki(dir, PASSWORD);
+    let scram_jaas = r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="controller" password="controller-secret";"#;
+    let mut props = overrides(dir);
+    props.retain(|(k, _)| !k.contains("plain") && !k.contains("mechanism"));
+    props.extend([
+        (
+            "sasl.mechanism.controller.protocol".to_string(),
+            "SCRAM-SHA-512".to_string(),
+        ),
+        (
+            "listener.name.controller.sasl.enabled.mechanisms".into(),
+            "SCRAM-SHA-512".into(),
+        ),
+        (
+            "listener.name.controller.scram-sha-512.sasl.jaas.config".into(),
+            scram_jaas.into(),
+        ),
+    ]);
+    let props: Vec<(&str, &str)> = props.iter().map(|(k, v)| (&**k, &**v)).collect();
+    let format = [
+        "--add-scram",
+        "SCRAM-SHA-512=[name=controller,password=controller-secret]",
+    ];
+    let mut c = Cluster::start_formatted(3, &props, &format);
+
+    let id = c.live_ids()[0];
+    let recorded = poll_until("the bootstrap user in the metadata", WAIT, || {
+        let mut w = WireClient::connect(&c.address(id));
+        let req = DescribeUserScramCredentialsRequest::default().with_users(Some(vec![
+            UserName::default().with_name(StrBytes::from_static_str("controller")),
+        ]));
+        let d = w.request(0, &req);
+        let r = d.results.into_iter().find(|r| r.error_code == NONE)?;
+        Some(
+            r.credential_infos
+                .iter()
+                .map(|i| (i.mechanism, i.iterations))
+                .collect::<Vec<_>>(),
+        )
+    });
+    assert_eq!(recorded, [(2, 4096)]);
+    let last = *c.ids().last().unwrap();
+    c.stop(last);
+    c.start_node(last);
+    c.await_brokers_listed(&c.ids(), WAIT);
+    // Every voter counted the other voters' logins on its controller listener.
+    for id in c.ids() {
+        let (ok, _) = controller_authentications(&c, id);
+        assert!(ok >= 1, "node {id}: no successful authentication counted");
+    }
+}
+
+/// `brook_successful_authentication` and `brook_failed_authentication` of node `id`'s
+/// controller listener, from its /metrics (Kafka's socket-server-metrics
+/// `successful-authentication-total` / `failed-authentication-total`, listener CONTROLLER).
+fn controller_authentications(c: &Cluster, id: i32) -> (u64, u64) {
+    let mut s = TcpStream::connect(c.admin_address(id)).unwrap();
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    let value = |name: &str| {
+        let prefix = format!("{name}_total{{listener=\"CONTROLLER\"}} ");
+        body.lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    (
+        value("brook_successful_authentication"),
+        value("brook_failed_authentication"),
+    )
 }
 
 /// acks=all writes (min.insync.replicas=2) commit before and after the partition leader is
@@ -249,4 +338,10 @@ fn a_wrong_controller_password_fails_with_a_clear_log_line(c: &mut Cluster) {
             .any(|l| l.contains("Invalid username or password"))
             .then_some(())
     });
+    // ... counted on their controller listener's /metrics.
+    let failed: u64 = others
+        .iter()
+        .map(|o| controller_authentications(c, *o).1)
+        .sum();
+    assert!(failed >= 1, "no failed authentication counted");
 }

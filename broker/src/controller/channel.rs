@@ -13,6 +13,15 @@
 //! `listener.name.<l>.<mechanism>.sasl.jaas.config` `username`/`password`. A connection that
 //! fails either is closed before any HTTP is read.
 //!
+//! SCRAM on the controller listener: the voters must authenticate one another before the
+//! quorum has a leader, so before any SCRAM record is in the metadata log. Until the cluster
+//! has recorded its bootstrap users (`MetadataImage::scram_bootstrapped`), the listener also
+//! accepts the credentials this node was formatted with (`brook format --add-scram`, Kafka's
+//! `kafka-storage format --add-scram` bootstrap records), the same ones the first leader then
+//! records; from then on only the metadata image's, so later changes and deletions hold.
+//! (Kafka 4.4's controllers read SCRAM credentials only from the replayed log, so a
+//! multi-voter quorum whose controller listener speaks only SCRAM cannot elect: KAFKA-15513.)
+//!
 //! Authorization mirrors Kafka's `ControllerApis`: every request Brook sends to the
 //! controller listener is one Kafka's controller answers only to a principal with
 //! CLUSTER_ACTION on the cluster (Vote, BeginQuorumEpoch, Fetch and FetchSnapshot of the Raft
@@ -25,6 +34,7 @@
 
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -47,7 +57,9 @@ use crate::net::client::{sasl_authenticate, SASL_RESPONSE_MAX_BYTES};
 use crate::net::stream::BrokerStream;
 use crate::security::acl::{AclOperation, ResourceType, CLUSTER_NAME};
 use crate::security::authorizer::Authorizer;
+use crate::security::bootstrap::{self, BootstrapCredential};
 use crate::security::sasl::{InterBrokerSasl, SaslAuthenticator, SaslServerConfig, SaslStep};
+use crate::security::scram::{ScramCredential, ScramMechanism};
 use crate::security::ssl::{self, ServerTls};
 use crate::security::{KafkaPrincipal, SecurityProtocol, Session};
 
@@ -77,6 +89,29 @@ pub struct ControllerChannel {
     pub sasl_client: Option<Arc<InterBrokerSasl>>,
     /// `authorizer.class.name`'s authorizer, fed from this node's metadata image.
     pub authorizer: Option<Authorizer>,
+    /// The SCRAM users this node was formatted with, served until the cluster records them.
+    pub bootstrap_scram: Arc<Vec<BootstrapCredential>>,
+    /// SASL authentications on the listener, for `/metrics` (Kafka's socket-server
+    /// `successful-authentication-total` / `failed-authentication-total` of the listener).
+    pub authentications: Authentications,
+}
+
+/// Counts of the controller listener's SASL authentications.
+#[derive(Debug, Default)]
+pub struct Authentications {
+    pub successful: AtomicU64,
+    pub failed: AtomicU64,
+}
+
+impl Authentications {
+    fn record(&self, succeeded: bool) {
+        let c = if succeeded {
+            &self.successful
+        } else {
+            &self.failed
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 impl ControllerChannel {
@@ -90,6 +125,8 @@ impl ControllerChannel {
             sasl_server: None,
             sasl_client: None,
             authorizer: None,
+            bootstrap_scram: Arc::default(),
+            authentications: Authentications::default(),
         }
     }
 
@@ -131,6 +168,12 @@ impl ControllerChannel {
             SecurityProtocol::Plaintext => None,
             _ => cfg.authorizer.clone().map(Authorizer::new),
         };
+        let bootstrap_scram = match protocol.uses_sasl() {
+            true => bootstrap::read(&cfg.log_dir).map_err(|e| {
+                ConfigError::Invalid(format!("{}: {e}", bootstrap::path(&cfg.log_dir).display()))
+            })?,
+            false => Vec::new(),
+        };
         Ok(ControllerChannel {
             listener_name: l.name.clone(),
             protocol,
@@ -139,6 +182,8 @@ impl ControllerChannel {
             sasl_server,
             sasl_client,
             authorizer,
+            bootstrap_scram: Arc::new(bootstrap_scram),
+            authentications: Authentications::default(),
         })
     }
 
@@ -293,7 +338,9 @@ async fn accept(
         None => (BrokerStream::Plain(tcp), KafkaPrincipal::anonymous()),
     };
     if let Some(sasl) = &channel.sasl_server {
-        principal = sasl_exchange(sasl, image, &mut stream).await?;
+        let exchanged = sasl_exchange(sasl, &channel.bootstrap_scram, image, &mut stream).await;
+        channel.authentications.record(exchanged.is_ok());
+        principal = exchanged?;
     }
     Ok(AuthenticatedStream {
         stream,
@@ -302,12 +349,33 @@ async fn accept(
     })
 }
 
+/// A SCRAM credential on the controller listener: the metadata image's, or while the cluster
+/// has not recorded its bootstrap users, the one this node was formatted with.
+fn scram_credential(
+    image: &MetadataImage,
+    bootstrap: &[BootstrapCredential],
+    user: &str,
+    mechanism: ScramMechanism,
+) -> Option<ScramCredential> {
+    if let Some(c) = image.scram_credential(user, mechanism) {
+        return Some(c.clone());
+    }
+    if image.scram_bootstrapped {
+        return None;
+    }
+    bootstrap
+        .iter()
+        .find(|(u, m, _)| u == user && *m == mechanism.type_id())
+        .map(|(_, _, c)| c.clone())
+}
+
 /// The server side of the SASL exchange, frame by frame through [`SaslAuthenticator`]: the
 /// authenticated principal, or why the connection closes. Only the exchange's own requests
 /// are served: anything else (ApiVersions included, which Brook's controller clients never
 /// send) closes the connection.
 async fn sasl_exchange(
     config: &Arc<SaslServerConfig>,
+    bootstrap: &[BootstrapCredential],
     image: &watch::Receiver<Arc<MetadataImage>>,
     stream: &mut BrokerStream,
 ) -> Result<KafkaPrincipal, String> {
@@ -315,7 +383,7 @@ async fn sasl_exchange(
     loop {
         let frame = read_frame(stream).await?;
         let image = image.borrow().clone();
-        let lookup = |user: &str, m| image.scram_credential(user, m).cloned();
+        let lookup = |user: &str, m| scram_credential(&image, bootstrap, user, m);
         match auth.handle(frame, &lookup) {
             SaslStep::Respond(bytes) => write_flushed(stream, &bytes).await?,
             SaslStep::Complete {
@@ -491,5 +559,22 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("ssl.keystore.location"), "{e}");
+    }
+
+    #[test]
+    fn bootstrap_scram_users_serve_until_the_cluster_records_them() {
+        let m = ScramMechanism::Sha512;
+        let formatted = ScramCredential::generate(m, "controller-secret", 4096);
+        let bootstrap = vec![("controller".to_string(), m.type_id(), formatted.clone())];
+        let mut image = MetadataImage::default();
+        let found = |image: &MetadataImage, mech| {
+            scram_credential(image, &bootstrap, "controller", mech).is_some()
+        };
+        assert!(found(&image, m));
+        assert!(!found(&image, ScramMechanism::Sha256));
+        assert!(scram_credential(&image, &bootstrap, "other", m).is_none());
+        // Recorded (and then deleted): only the image counts.
+        image.scram_bootstrapped = true;
+        assert!(!found(&image, m));
     }
 }

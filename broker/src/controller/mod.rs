@@ -614,6 +614,19 @@ impl Controller {
         (m.current_leader.map(|id| id as i32), m.current_term)
     }
 
+    /// The controller listener's name and its SASL authentications so far (successful,
+    /// failed), when it speaks SASL (for `/metrics`).
+    pub fn controller_listener_authentications(&self) -> Option<(Arc<str>, u64, u64)> {
+        let c = &self.inner.config.channel;
+        c.sasl_server.as_ref()?;
+        let a = &c.authentications;
+        Some((
+            c.listener_name.clone(),
+            a.successful.load(std::sync::atomic::Ordering::Relaxed),
+            a.failed.load(std::sync::atomic::Ordering::Relaxed),
+        ))
+    }
+
     /// This node's own view of the metadata quorum (for `/metrics`).
     pub fn local_quorum_state(&self) -> quorum::LocalQuorumState {
         quorum::local_state(&self.inner)

@@ -592,7 +592,8 @@ fn encode_client_telemetry(broker: &Broker, enc: &mut DescriptorEncoder) -> Resu
 }
 
 /// Kafka's socket-server `successful-authentication-total`, `failed-authentication-total`,
-/// `successful-reauthentication-total` and `failed-reauthentication-total`, per listener.
+/// `successful-reauthentication-total` and `failed-reauthentication-total`, per listener:
+/// the broker listeners' and the controller listener's (whose clients never re-authenticate).
 fn encode_authentications(broker: &Broker, enc: &mut DescriptorEncoder) -> Result<(), fmt::Error> {
     type Row = (String, [u64; 4]);
     let rows: Vec<Row> = broker
@@ -609,6 +610,13 @@ fn encode_authentications(broker: &Broker, enc: &mut DescriptorEncoder) -> Resul
             ];
             (e.key().to_string(), counts)
         })
+        .chain(
+            broker
+                .replicas
+                .controller()
+                .controller_listener_authentications()
+                .map(|(l, ok, failed)| (l.to_string(), [ok, failed, 0, 0])),
+        )
         .collect();
     for (i, name, help) in [
         (

@@ -11,6 +11,7 @@ pub mod acl;
 pub mod authorizer;
 pub mod bootstrap;
 pub mod jaas;
+pub mod jwks;
 pub mod oauthbearer;
 pub mod sasl;
 pub mod scram;

@@ -11,9 +11,9 @@
 //!   `unsecuredValidator*` options of the listener's JAAS login module.
 //!
 //! The token's expiry is the credential's lifetime, which bounds the session (KIP-368: Kafka's
-//! `CREDENTIAL_LIFETIME_MS_SASL_NEGOTIATED_PROPERTY_KEY`). Signed tokens checked against a JWKS
-//! (Kafka's `OAuthBearerValidatorCallbackHandler`) are not served: a listener configured with
-//! that handler refuses to start rather than accept unsigned tokens.
+//! `CREDENTIAL_LIFETIME_MS_SASL_NEGOTIATED_PROPERTY_KEY`). A listener whose server callback
+//! handler is Kafka's `OAuthBearerValidatorCallbackHandler` checks signed tokens against a JWKS
+//! instead ([`super::jwks`]); the exchange around the check is the same.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -25,6 +25,7 @@ use base64::engine::DecodePaddingMode;
 use base64::Engine;
 
 use super::jaas::JaasEntry;
+use super::jwks::JwtValidator;
 use super::sasl::{Evaluated, SaslError};
 
 /// The mechanism's name.
@@ -323,6 +324,32 @@ fn number_claim(claims: &BTreeMap<String, Claim>, name: &str) -> Result<Option<f
     }
 }
 
+/// The listener's server callback handler for OAUTHBEARER tokens.
+#[derive(Debug)]
+pub enum TokenValidator {
+    /// Kafka's default, `OAuthBearerUnsecuredValidatorCallbackHandler`.
+    Unsecured(UnsecuredValidator),
+    /// `OAuthBearerValidatorCallbackHandler`: signed tokens checked against a JWKS.
+    Jwks(JwtValidator),
+}
+
+impl TokenValidator {
+    /// The token's principal and expiry (ms since the epoch), or why it is refused.
+    fn validate(&self, token: &str, now_ms: i64) -> Result<(String, i64), Refusal> {
+        match self {
+            TokenValidator::Unsecured(v) => v
+                .validate(token, now_ms)
+                .map(|jws| (jws.principal_name.clone(), jws.lifetime_ms())),
+            // `OAuthBearerValidatorCallbackHandler.handleValidatorCallback`: every
+            // `JwtValidatorException` is `invalid_token`, its message only logged.
+            TokenValidator::Jwks(v) => v
+                .validate(token, now_ms)
+                .map(|t| (t.principal_name, t.lifetime_ms))
+                .map_err(Refusal::Token),
+        }
+    }
+}
+
 /// Kafka's `OAuthBearerUnsecuredJws.calculateScope`: a text claim is one scope item; a list
 /// is many, trimmed, blanks dropped.
 fn scope_of(claim: Option<&Claim>, name: &str) -> Result<Vec<String>, Refusal> {
@@ -453,7 +480,7 @@ fn split_auth(auth: &str) -> Option<(&str, &str)> {
 
 /// One connection's OAUTHBEARER exchange (Kafka's `OAuthBearerSaslServer`).
 pub struct OAuthBearerServer {
-    validator: Arc<UnsecuredValidator>,
+    validator: Arc<TokenValidator>,
     /// The JSON error challenge sent, which the client's `\x01` turns into the failure.
     error_message: Option<String>,
     /// The validated token's expiry, ms since the epoch, once complete.
@@ -461,7 +488,7 @@ pub struct OAuthBearerServer {
 }
 
 impl OAuthBearerServer {
-    pub fn new(validator: Arc<UnsecuredValidator>) -> OAuthBearerServer {
+    pub fn new(validator: Arc<TokenValidator>) -> OAuthBearerServer {
         OAuthBearerServer {
             validator,
             error_message: None,
@@ -479,27 +506,27 @@ impl OAuthBearerServer {
             Ok(why) => SaslError::Invalid(why),
             Err(why) => SaslError::Unexpected(why),
         })?;
-        let jws = match self.validator.validate(&first.token, now_ms()) {
-            Ok(jws) => jws,
+        let (principal_name, lifetime_ms) = match self.validator.validate(&first.token, now_ms()) {
+            Ok(valid) => valid,
             Err(Refusal::Unexpected(why)) => return Err(SaslError::Unexpected(why)),
             Err(refusal) => {
-                tracing::debug!(?refusal, "OAUTHBEARER token refused");
+                tracing::warn!(?refusal, "OAUTHBEARER token refused");
                 let json = refusal.json();
                 self.error_message = Some(json.clone());
                 return Ok(Evaluated::Challenge(json.into_bytes()));
             }
         };
-        if !first.authorization_id.is_empty() && first.authorization_id != jws.principal_name {
+        if !first.authorization_id.is_empty() && first.authorization_id != principal_name {
             return Err(SaslError::Authentication(format!(
                 "Authentication failed: Client requested an authorization id ({}) that is different from the token's principal name ({})",
-                first.authorization_id, jws.principal_name
+                first.authorization_id, principal_name
             )));
         }
-        // The unsecured validator accepts every extension (its
+        // Both validators accept every extension (their
         // `OAuthBearerExtensionsValidatorCallback` handling); none reaches the principal.
         let _ = first.extensions;
-        self.lifetime_ms = Some(jws.lifetime_ms());
-        Ok(Evaluated::Complete(Vec::new(), jws.principal_name))
+        self.lifetime_ms = Some(lifetime_ms);
+        Ok(Evaluated::Complete(Vec::new(), principal_name))
     }
 
     /// The credential's expiry once complete, ms since the epoch (Kafka's negotiated
@@ -787,7 +814,7 @@ mod tests {
         .unwrap();
         let login = UnsecuredLogin::from_jaas(&e).unwrap();
         let v = validator(r#"unsecuredValidatorRequiredScope="kafka x""#);
-        let mut s = OAuthBearerServer::new(Arc::new(v));
+        let mut s = OAuthBearerServer::new(Arc::new(TokenValidator::Unsecured(v)));
         let first = login.first_message(now_ms());
         assert!(String::from_utf8_lossy(&first).ends_with("\x01traceId=abc\x01\x01"));
         assert!(matches!(s.evaluate(&first), Ok(Evaluated::Complete(_, u)) if u == "broker"));
@@ -803,7 +830,7 @@ mod tests {
 
     #[test]
     fn the_error_challenge_and_the_clients_answer() {
-        let mut s = OAuthBearerServer::new(Arc::new(validator("")));
+        let mut s = OAuthBearerServer::new(Arc::new(TokenValidator::Unsecured(validator(""))));
         let expired = jws(r#"{"alg":"none"}"#, r#"{"sub":"alice","exp":1000}"#, "");
         let first = format!("n,,\x01auth=Bearer {expired}\x01\x01");
         match s.evaluate(first.as_bytes()) {

@@ -25,8 +25,9 @@ use kafka_protocol::protocol::{Decodable, StrBytes};
 use kafka_protocol::ResponseError;
 
 use super::jaas::{self, JaasEntry};
+use super::jwks::{self, JwtValidator, JwtValidatorConfig};
 use super::oauthbearer::{
-    self, OAuthBearerServer, UnsecuredLogin, UnsecuredValidator, OAUTHBEARER,
+    self, OAuthBearerServer, TokenValidator, UnsecuredLogin, UnsecuredValidator, OAUTHBEARER,
 };
 use super::scram::{ScramCredential, ScramMechanism, ScramServer};
 use super::KafkaPrincipal;
@@ -52,7 +53,7 @@ pub struct SaslServerConfig {
     /// PLAIN's `user_<name>` passwords.
     pub plain_users: BTreeMap<String, String>,
     /// OAUTHBEARER's token validator, when the mechanism is enabled.
-    pub oauthbearer: Option<Arc<UnsecuredValidator>>,
+    pub oauthbearer: Option<Arc<TokenValidator>>,
     /// `connection.failed.authentication.delay.ms`.
     pub failed_authentication_delay: Duration,
     /// `connections.max.reauth.ms` by mechanism, when positive: the listener's
@@ -124,14 +125,14 @@ impl SaslServerConfig {
     }
 }
 
-/// The listener's OAUTHBEARER validator: Kafka's default unsecured one. Another server callback
-/// handler (the JWKS one, or a custom class) is refused: Brook would otherwise accept unsigned
-/// tokens that the configured handler refuses.
+/// The listener's OAUTHBEARER validator, by its server callback handler class: Kafka's default
+/// unsecured one, or `OAuthBearerValidatorCallbackHandler` (signed tokens, a JWKS). Another
+/// class is refused: Brook would otherwise accept tokens that the configured handler refuses.
 fn oauthbearer_validator(
     cfg: &BrokerConfig,
     listener: &str,
     entry: &JaasEntry,
-) -> Result<UnsecuredValidator, ConfigError> {
+) -> Result<TokenValidator, ConfigError> {
     let key = format!(
         "{}oauthbearer.{}",
         crate::listeners::config_prefix(listener),
@@ -139,18 +140,72 @@ fn oauthbearer_validator(
     );
     match cfg.values.get(&key).map(|v| v.trim()) {
         None | Some("") | Some(oauthbearer::UNSECURED_VALIDATOR_CALLBACK_HANDLER) => {}
+        Some(jwks::VALIDATOR_CALLBACK_HANDLER) => {
+            let kafka_opts = std::env::var("KAFKA_OPTS").unwrap_or_default();
+            let c = jwt_validator_config(cfg, listener, &kafka_opts)?;
+            return JwtValidator::new(&c)
+                .map(TokenValidator::Jwks)
+                .map_err(ConfigError::Invalid);
+        }
         Some(other) => {
             return Err(ConfigError::Invalid(format!(
-                "{key}={other} is not served by Brook: OAUTHBEARER tokens are checked only by {}",
-                oauthbearer::UNSECURED_VALIDATOR_CALLBACK_HANDLER
+                "{key}={other} is not served by Brook: OAUTHBEARER tokens are checked by {} or {}",
+                oauthbearer::UNSECURED_VALIDATOR_CALLBACK_HANDLER,
+                jwks::VALIDATOR_CALLBACK_HANDLER
             )))
         }
     }
-    UnsecuredValidator::from_jaas(entry).map_err(|e| {
-        ConfigError::Invalid(format!(
-            "listener.name.{}.oauthbearer.sasl.jaas.config: {e}",
-            listener.to_ascii_lowercase()
-        ))
+    UnsecuredValidator::from_jaas(entry)
+        .map(TokenValidator::Unsecured)
+        .map_err(|e| {
+            ConfigError::Invalid(format!(
+                "listener.name.{}.oauthbearer.sasl.jaas.config: {e}",
+                listener.to_ascii_lowercase()
+            ))
+        })
+}
+
+/// The `sasl.oauthbearer.*` settings of `listener`: the listener's value
+/// (`listener.name.<l>.<key>`), else the broker's, else Kafka's default, as Kafka's
+/// `ChannelBuilders.channelBuilderConfigs` hands them to the handler. `kafka_opts` carries the
+/// URL allow-list system property.
+fn jwt_validator_config(
+    cfg: &BrokerConfig,
+    listener: &str,
+    kafka_opts: &str,
+) -> Result<JwtValidatorConfig, ConfigError> {
+    let get = |k: &str| {
+        cfg.listener_value(listener, k)
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+    };
+    let boolean = |k: &str| get(k).is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    let skew_key = "sasl.oauthbearer.clock.skew.seconds";
+    let clock_skew_seconds = match get(skew_key) {
+        None => 30,
+        Some(v) => v
+            .parse::<i32>()
+            .map_err(|_| invalid_number(skew_key))?
+            .into(),
+    };
+    Ok(JwtValidatorConfig {
+        jwks_endpoint_url: get(jwks::JWKS_ENDPOINT_URL),
+        // Kafka's LIST type: comma-separated, items trimmed, empty items dropped.
+        expected_audience: get("sasl.oauthbearer.expected.audience")
+            .map(|v| {
+                v.split(',')
+                    .map(|a| a.trim().to_string())
+                    .filter(|a| !a.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default(),
+        allow_unverified_audience: boolean("sasl.oauthbearer.allow.unverified.audience"),
+        expected_issuer: get("sasl.oauthbearer.expected.issuer"),
+        allow_unverified_issuer: boolean("sasl.oauthbearer.allow.unverified.issuer"),
+        clock_skew_seconds,
+        scope_claim_name: get("sasl.oauthbearer.scope.claim.name").unwrap_or("scope".into()),
+        sub_claim_name: get("sasl.oauthbearer.sub.claim.name").unwrap_or("sub".into()),
+        allowed_urls: jwks::system_property(kafka_opts, jwks::ALLOWED_URLS_PROPERTY),
     })
 }
 
@@ -832,9 +887,9 @@ mod tests {
         Arc::new(SaslServerConfig {
             enabled_mechanisms: SUPPORTED_MECHANISMS.iter().map(|m| m.to_string()).collect(),
             plain_users: BTreeMap::from([("alice".to_string(), "secret".to_string())]),
-            oauthbearer: Some(Arc::new(
+            oauthbearer: Some(Arc::new(TokenValidator::Unsecured(
                 UnsecuredValidator::from_jaas(&jaas::parse("M required;").unwrap()).unwrap(),
-            )),
+            ))),
             failed_authentication_delay: Duration::ZERO,
             max_reauth: BTreeMap::new(),
         })
@@ -918,9 +973,12 @@ mod tests {
         let sasl = &c.sasl["SASL_PLAINTEXT"];
         assert_eq!(sasl.max_reauth["OAUTHBEARER"], Duration::from_millis(3000));
         assert_eq!(sasl.max_reauth["PLAIN"], Duration::from_millis(60000));
+        let custom = "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class=com.example.Handler";
+        let e = oauth_listener(&[custom]).unwrap_err().to_string();
+        assert!(e.contains("is not served by Brook"), "{e}");
         let jwks = "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler";
         let e = oauth_listener(&[jwks]).unwrap_err().to_string();
-        assert!(e.contains("is not served by Brook"), "{e}");
+        assert!(e.contains("sasl.oauthbearer.expected.audience"), "{e}");
         let unsecured = format!(
             "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class={}",
             oauthbearer::UNSECURED_VALIDATOR_CALLBACK_HANDLER

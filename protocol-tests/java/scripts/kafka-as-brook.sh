@@ -101,7 +101,9 @@ if [ ! -f "$logdirs/meta.properties" ]; then
   cds_keep
 fi
 cds_flag kafka
-java $cds_arg -Xmx512m -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "$CP" kafka.Kafka "$props" >&2 &
+# KAFKA_OPTS carries JVM system properties, as for kafka-server-start.sh (the OAuth URL allow-list).
+# shellcheck disable=SC2086
+java $cds_arg -Xmx512m -Dorg.slf4j.simpleLogger.defaultLogLevel=warn $KAFKA_OPTS -cp "$CP" kafka.Kafka "$props" >&2 &
 pid=$!
 trap 'kill -TERM $pid; wait $pid || true; cds_keep; exit 0' TERM
 for i in $(seq 1 600); do

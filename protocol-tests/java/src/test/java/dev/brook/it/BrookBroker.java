@@ -45,6 +45,8 @@ public final class BrookBroker implements AutoCloseable {
     private final Path configFile;
     private final Path logFile;
     private final Map<String, String> extraProps;
+    /** Environment variables added to the broker process's (KAFKA_OPTS for JVM system properties). */
+    private Map<String, String> env = Map.of();
 
     private Process process;
     private Thread stdoutPump;
@@ -101,6 +103,15 @@ public final class BrookBroker implements AutoCloseable {
     /** Starts a fresh broker (new temp dir, port 0). {@code extraProps} are added to server.properties. */
     public static BrookBroker start(String name, Map<String, String> extraProps) {
         BrookBroker b = new BrookBroker(name, extraProps);
+        STARTED.add(b);
+        b.startProcess();
+        return b;
+    }
+
+    /** As {@link #start(String, Map)}, with {@code env} added to the broker process's environment. */
+    public static BrookBroker start(String name, Map<String, String> extraProps, Map<String, String> env) {
+        BrookBroker b = new BrookBroker(name, extraProps);
+        b.env = Map.copyOf(env);
         STARTED.add(b);
         b.startProcess();
         return b;
@@ -184,6 +195,7 @@ public final class BrookBroker implements AutoCloseable {
                 + " serve --config " + configFile + " (port " + (port == 0 ? "any" : port) + ")\n");
             ProcessBuilder pb = new ProcessBuilder(binary().toString(), "serve", "--config", configFile.toString());
             pb.directory(dir.toFile());
+            pb.environment().putAll(env);
             pb.redirectInput(ProcessBuilder.Redirect.PIPE);
             pb.redirectError(ProcessBuilder.Redirect.appendTo(logFile.toFile()));
             pb.redirectOutput(ProcessBuilder.Redirect.PIPE);

@@ -535,4 +535,44 @@ mod tests {
         sp.acknowledge("b", &[(5, 9, vec![1])], &LIMITS).unwrap();
         assert_eq!(sp.start_offset(), 10);
     }
+
+    #[test]
+    fn the_persisted_state_loads_back_as_it_was_left() {
+        let mut sp = SharePartition::new(0);
+        assert!(sp.take_dirty_state().is_none(), "nothing changed yet");
+        sp.acquire("m", &[batch(0, 9)], 10, 0, &LIMITS);
+        assert!(sp.take_dirty_state().is_none(), "an acquisition is not persisted");
+        sp.acknowledge("m", &[(0, 3, vec![1]), (5, 6, vec![2]), (8, 8, vec![3])], &LIMITS)
+            .unwrap();
+        let (start, batches) = sp.take_dirty_state().unwrap();
+        let b = |first, last, state, count| StateBatch {
+            first_offset: first,
+            last_offset: last,
+            delivery_state: state,
+            delivery_count: count,
+        };
+        assert_eq!(start, 4);
+        assert_eq!(
+            batches,
+            [
+                b(4, 4, STATE_AVAILABLE, 0),
+                b(5, 6, STATE_AVAILABLE, 1),
+                b(7, 7, STATE_AVAILABLE, 0),
+                b(8, 8, STATE_ARCHIVED, 1),
+                b(9, 9, STATE_AVAILABLE, 0),
+            ]
+        );
+        let loaded = SharePartition::from_state(start, &batches);
+        assert_eq!((loaded.start_offset(), loaded.end_offset()), (4, 10));
+        let mut loaded = loaded;
+        let (r, _) = loaded.acquire("n", &[batch(4, 9)], 10, 0, &LIMITS);
+        let counts: Vec<(i64, i64, i16)> = r
+            .iter()
+            .map(|r| (r.first_offset, r.last_offset, r.delivery_count))
+            .collect();
+        assert_eq!(counts, [(4, 4, 1), (5, 6, 2), (7, 7, 1), (9, 9, 1)]);
+        // A gap between batches is Available, never delivered; nothing past the cap loads.
+        let far = SharePartition::from_state(0, &[b(0, i64::MAX - 1, STATE_ACKNOWLEDGED, 1)]);
+        assert_eq!(far.end_offset(), LOADED_WINDOW_MAX);
+    }
 }

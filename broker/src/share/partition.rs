@@ -541,9 +541,16 @@ mod tests {
         let mut sp = SharePartition::new(0);
         assert!(sp.take_dirty_state().is_none(), "nothing changed yet");
         sp.acquire("m", &[batch(0, 9)], 10, 0, &LIMITS);
-        assert!(sp.take_dirty_state().is_none(), "an acquisition is not persisted");
-        sp.acknowledge("m", &[(0, 3, vec![1]), (5, 6, vec![2]), (8, 8, vec![3])], &LIMITS)
-            .unwrap();
+        assert!(
+            sp.take_dirty_state().is_none(),
+            "an acquisition is not persisted"
+        );
+        sp.acknowledge(
+            "m",
+            &[(0, 3, vec![1]), (5, 6, vec![2]), (8, 8, vec![3])],
+            &LIMITS,
+        )
+        .unwrap();
         let (start, batches) = sp.take_dirty_state().unwrap();
         let b = |first, last, state, count| StateBatch {
             first_offset: first,

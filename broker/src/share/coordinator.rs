@@ -301,10 +301,11 @@ impl ShareCoordinator {
             let index = self.acquire(&mut st, key)?;
             let per_snapshot = self.config.snapshot_update_records_per_snapshot;
             let (version, value) = match st.entries.get(key) {
-                Some(e) if e.offset.leader_epoch > w.leader_epoch => {
+                // -1 is "not given" (Kafka's `maybeGetWriteStateError` skips it).
+                Some(e) if w.leader_epoch != -1 && e.offset.leader_epoch > w.leader_epoch => {
                     return Err(ResponseError::FencedLeaderEpoch)
                 }
-                Some(e) if e.offset.state_epoch > w.state_epoch => {
+                Some(e) if w.state_epoch != -1 && e.offset.state_epoch > w.state_epoch => {
                     return Err(ResponseError::FencedStateEpoch)
                 }
                 None => (SNAPSHOT_KEY_VERSION, snapshot_of(None, &w)),

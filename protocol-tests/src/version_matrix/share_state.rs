@@ -16,7 +16,7 @@ fn initialized(env: &mut Env, v: i16) -> Result<(String, NodeId, i16), String> {
     use initialize_share_group_state_request as init;
     let group = env.fresh("ss");
     let id = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(env.fix.data_id.as_bytes());
-    let node = env.coordinator(&format!("{group}:{id}:0"), 2);
+    let node = share_coordinator(env, &format!("{group}:{id}:0"))?;
     let req = InitializeShareGroupStateRequest::default()
         .with_group_id(s(&group))
         .with_topics(vec![init::InitializeStateData::default()
@@ -31,6 +31,24 @@ fn initialized(env: &mut Env, v: i16) -> Result<(String, NodeId, i16), String> {
         |r| r.results[0].partitions[0].error_code,
     )?;
     Ok((group, node, r.results[0].partitions[0].error_code))
+}
+
+/// The coordinator of a share-partition key: FindCoordinator v6 (key type 2 exists from v6),
+/// which names it among its coordinators.
+fn share_coordinator(env: &mut Env, key: &str) -> Result<NodeId, String> {
+    let req = FindCoordinatorRequest::default()
+        .with_key_type(2)
+        .with_coordinator_keys(vec![s(key)]);
+    let any = env.any();
+    env.retry_coordinator(
+        &format!("FindCoordinator {key}"),
+        |env| env.call(any, 6, &req),
+        |r| r.coordinators.first().map_or(-1, |c| c.error_code),
+    )
+    .and_then(|r| match r.coordinators.first() {
+        Some(c) if c.error_code == 0 => Ok(c.node_id.0),
+        _ => Err(format!("no share coordinator: {r:?}")),
+    })
 }
 
 pub fn initialize_share_group_state(env: &mut Env, v: i16) -> R {

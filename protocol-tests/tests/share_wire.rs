@@ -481,3 +481,56 @@ fn fetch_after_failover(
         }
     })
 }
+
+/// The share coordinator's lookup and state APIs with bad input: a malformed share-partition
+/// key (FindCoordinator key type 2), a write whose batch ends before it starts, and a read of a
+/// topic that does not exist, each answered with Kafka's error code.
+#[test]
+fn share_state_apis_bad_input() {
+    use kafka_protocol::messages::{
+        read_share_group_state_request as read, write_share_group_state_request as write,
+    };
+    let broker = Broker::start_with(&[("share.coordinator.state.topic.num.partitions", "1")]);
+    let mut c = WireClient::connect(&broker.bootstrap());
+    let topic = unique_topic("sw-state");
+    c.ensure_topic(&topic);
+    let topic_id = c.metadata(&[&topic], false).topics[0].topic_id;
+    let find = |c: &mut WireClient, key: &str| -> i16 {
+        let req = FindCoordinatorRequest::default()
+            .with_key_type(2)
+            .with_coordinator_keys(vec![s(key)]);
+        let r: FindCoordinatorResponse = c.request(6, &req);
+        r.coordinators[0].error_code
+    };
+    assert_eq!(find(&mut c, "no-colons"), INVALID_REQUEST);
+    assert_eq!(find(&mut c, "g:id:not-a-number"), INVALID_REQUEST);
+    assert_eq!(find(&mut c, &format!("g:{topic_id}:0")), 0);
+    let req = WriteShareGroupStateRequest::default()
+        .with_group_id(s("g"))
+        .with_topics(vec![write::WriteStateData::default()
+            .with_topic_id(topic_id)
+            .with_partitions(vec![write::PartitionData::default()
+                .with_partition(0)
+                .with_start_offset(0)
+                .with_state_batches(vec![write::StateBatch::default()
+                    .with_first_offset(5)
+                    .with_last_offset(4)])])]);
+    let r: WriteShareGroupStateResponse = c.request(0, &req);
+    assert_eq!(
+        r.results[0].partitions[0].error_code, INVALID_REQUEST,
+        "{r:?}"
+    );
+    let req = ReadShareGroupStateRequest::default()
+        .with_group_id(s("g"))
+        .with_topics(vec![read::ReadStateData::default()
+            .with_topic_id(Uuid::new_v4())
+            .with_partitions(vec![
+                read::PartitionData::default().with_partition(0)
+            ])]);
+    let r: ReadShareGroupStateResponse = c.request(0, &req);
+    let unknown_topic_or_partition = 3;
+    assert_eq!(
+        r.results[0].partitions[0].error_code, unknown_topic_or_partition,
+        "{r:?}"
+    );
+}

@@ -44,6 +44,8 @@ pub struct Broker {
     pub fetch_sessions: crate::api::fetch_session::FetchSessionCache,
     /// KIP-932 share-partitions and share sessions of the partitions this node leads.
     pub share: crate::share::SharePartitionManager,
+    /// The share coordinator (`__share_group_state`, the state APIs' server side).
+    pub share_coordinator: Arc<crate::share::coordinator::ShareCoordinator>,
     /// Metadata's topic auto-creations in flight.
     pub auto_topics: crate::auto_topic_creation::AutoTopicCreationManager,
     /// Client byte-rate quotas of produce and fetch (Kafka's `QuotaManagers`).

@@ -780,6 +780,48 @@ const BROKER_KEYS: &[BrokerConfigKey] = &[
         "segment.bytes of __transaction_state."
     ),
     broker_key!(
+        "share.coordinator.state.topic.num.partitions",
+        Int,
+        Validator::AtLeast(1),
+        STATIC,
+        "Partitions of __share_group_state."
+    ),
+    broker_key!(
+        "share.coordinator.state.topic.replication.factor",
+        Short,
+        Validator::AtLeast(1),
+        STATIC,
+        "Replication factor of __share_group_state."
+    ),
+    broker_key!(
+        "share.coordinator.state.topic.min.isr",
+        Short,
+        Validator::AtLeast(1),
+        STATIC,
+        "min.insync.replicas of __share_group_state."
+    ),
+    broker_key!(
+        "share.coordinator.state.topic.segment.bytes",
+        Int,
+        Validator::AtLeast(1),
+        STATIC,
+        "segment.bytes of __share_group_state."
+    ),
+    broker_key!(
+        "share.coordinator.snapshot.update.records.per.snapshot",
+        Int,
+        Validator::Between(0, 500),
+        STATIC,
+        "ShareUpdate records of a share-partition between two ShareSnapshot records."
+    ),
+    broker_key!(
+        "share.coordinator.write.timeout.ms",
+        Int,
+        Validator::AtLeast(1),
+        STATIC,
+        "How long a share state write waits for replication."
+    ),
+    broker_key!(
         "transaction.max.timeout.ms",
         Int,
         Validator::AtLeast(1),

@@ -159,6 +159,10 @@ impl Server {
         let fetch_sessions =
             crate::api::fetch_session::FetchSessionCache::new(config.fetch_session_cache_slots);
         let share = crate::share::SharePartitionManager::from_config(&config)?;
+        let share_coordinator = Arc::new(crate::share::coordinator::ShareCoordinator::new(
+            &config,
+            replicas.clone(),
+        )?);
         let auto_topics = crate::auto_topic_creation::AutoTopicCreationManager::new(
             replicas.clone(),
             groups.clone(),
@@ -183,6 +187,7 @@ impl Server {
             events,
             fetch_sessions,
             share,
+            share_coordinator,
             telemetry: Default::default(),
             auto_topics,
         });

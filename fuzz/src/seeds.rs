@@ -494,6 +494,75 @@ pub fn requests(key: ApiKey) -> Vec<RequestKind> {
                     .with_share_session_epoch(1),
             ),
         ],
+        ApiKey::InitializeShareGroupState => {
+            use initialize_share_group_state_request as r;
+            vec![
+                R::InitializeShareGroupState(InitializeShareGroupStateRequest::default()),
+                R::InitializeShareGroupState(
+                    InitializeShareGroupStateRequest::default()
+                        .with_group_id(s("fuzz-share"))
+                        .with_topics(vec![r::InitializeStateData::default()
+                            .with_topic_id(topic_id())
+                            .with_partitions(vec![r::PartitionData::default().with_partition(0)])]),
+                ),
+            ]
+        }
+        ApiKey::ReadShareGroupState => {
+            use read_share_group_state_request as r;
+            vec![
+                R::ReadShareGroupState(ReadShareGroupStateRequest::default()),
+                R::ReadShareGroupState(
+                    ReadShareGroupStateRequest::default()
+                        .with_group_id(s("fuzz-share"))
+                        .with_topics(vec![r::ReadStateData::default()
+                            .with_topic_id(topic_id())
+                            .with_partitions(vec![r::PartitionData::default().with_partition(0)])]),
+                ),
+            ]
+        }
+        ApiKey::WriteShareGroupState => {
+            use write_share_group_state_request as r;
+            vec![
+                R::WriteShareGroupState(WriteShareGroupStateRequest::default()),
+                R::WriteShareGroupState(
+                    WriteShareGroupStateRequest::default()
+                        .with_group_id(s("fuzz-share"))
+                        .with_topics(vec![r::WriteStateData::default()
+                            .with_topic_id(topic_id())
+                            .with_partitions(vec![r::PartitionData::default()
+                                .with_partition(0)
+                                .with_state_batches(vec![r::StateBatch::default()
+                                    .with_first_offset(0)
+                                    .with_last_offset(1)])])]),
+                ),
+            ]
+        }
+        ApiKey::DeleteShareGroupState => {
+            use delete_share_group_state_request as r;
+            vec![
+                R::DeleteShareGroupState(DeleteShareGroupStateRequest::default()),
+                R::DeleteShareGroupState(
+                    DeleteShareGroupStateRequest::default()
+                        .with_group_id(s("fuzz-share"))
+                        .with_topics(vec![r::DeleteStateData::default()
+                            .with_topic_id(topic_id())
+                            .with_partitions(vec![r::PartitionData::default().with_partition(0)])]),
+                ),
+            ]
+        }
+        ApiKey::ReadShareGroupStateSummary => {
+            use read_share_group_state_summary_request as r;
+            vec![
+                R::ReadShareGroupStateSummary(ReadShareGroupStateSummaryRequest::default()),
+                R::ReadShareGroupStateSummary(
+                    ReadShareGroupStateSummaryRequest::default()
+                        .with_group_id(s("fuzz-share"))
+                        .with_topics(vec![r::ReadStateSummaryData::default()
+                            .with_topic_id(topic_id())
+                            .with_partitions(vec![r::PartitionData::default().with_partition(0)])]),
+                ),
+            ]
+        }
         _ => vec![],
     }
 }

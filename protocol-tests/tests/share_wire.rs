@@ -347,3 +347,190 @@ fn a_share_groups_heartbeat_and_session_overrides_reach_its_members() {
     let r = heartbeat(&mut c, &plain, &format!("{plain}-m"), 1, None);
     assert_eq!(r.error_code, 0, "the plain group keeps its member: {r:?}");
 }
+
+/// Durable share state (KIP-932's share coordinator on `__share_group_state`), on 3 nodes:
+/// what a share-partition leader acknowledged and released survives the SIGKILL of the
+/// partition's leader (case 1) and of the share coordinator's node (case 2). After failover
+/// the new leader reads the state back: acknowledged records never come again, released ones
+/// come with their delivery count one higher, and records acquired but never acknowledged
+/// come again (as in Kafka, which persists no acquisition, counted from their last release).
+#[test]
+fn share_state_survives_the_leader_and_the_share_coordinator() {
+    use brook_protocol_tests::{poll_until, Cluster};
+    use std::time::Duration;
+    const ACCEPT: i8 = 1;
+    const RELEASE: i8 = 2;
+    let timeout = Duration::from_secs(30);
+    let mut cluster = Cluster::start(
+        3,
+        &[
+            ("offsets.topic.num.partitions", "1"),
+            ("share.coordinator.state.topic.num.partitions", "1"),
+        ],
+    );
+    // Case 1: the partition leader is killed.
+    let topic = unique_topic("sw-durable");
+    cluster.create_topic(&topic, 1, 3, &[]);
+    let (group, member) = (format!("{topic}-g"), "m1");
+    let leader = cluster.leader_of(&topic, 0);
+    let mut c = WireClient::connect(&cluster.address(leader));
+    let topic_id = c.metadata(&[&topic], false).topics[0].topic_id;
+    // The opening fetch initializes the share-partition at the log end (offset 0).
+    let r = share_fetch(&mut c, &group, member, 0, topic_id, &[]);
+    assert_eq!(acquired(&r), (vec![], 0, 0), "{r:?}");
+    for i in 0..10 {
+        let rec = [Rec::kv("k", &format!("v{i}"), 1)];
+        assert_eq!(
+            c.produce(&topic, 0, encode_batch(Producer::NONE, &rec))
+                .error_code,
+            0
+        );
+    }
+    let r = share_fetch(&mut c, &group, member, 1, topic_id, &[]);
+    assert_eq!(acquired(&r), (vec![(0, 9, 1)], 0, 0), "{r:?}");
+    let r = acknowledge(
+        &mut c,
+        &group,
+        member,
+        2,
+        topic_id,
+        &[(0, 4, ACCEPT), (5, 6, RELEASE)],
+    );
+    assert_eq!(r.responses[0].partitions[0].error_code, 0, "{r:?}");
+    let old = leader;
+    cluster.kill(old);
+    let leader = cluster
+        .await_leader_other_than(&topic, 0, old, timeout)
+        .leader;
+    let got = fetch_after_failover(&cluster, leader, (&topic, topic_id), &group, timeout);
+    assert_eq!(got, vec![(5, 6, 2), (7, 9, 1)]);
+    cluster.start_node(old);
+
+    // Case 2: the share coordinator's node is killed (a topic led elsewhere).
+    let coordinator = cluster.leader_of("__share_group_state", 0);
+    let topic = poll_until(
+        "a topic whose leader is not the share coordinator",
+        timeout,
+        || {
+            let t = unique_topic("sw-durable2");
+            cluster.create_topic(&t, 1, 3, &[]);
+            (cluster.leader_of(&t, 0) != coordinator).then_some(t)
+        },
+    );
+    let leader = cluster.leader_of(&topic, 0);
+    let mut c = WireClient::connect(&cluster.address(leader));
+    let topic_id = c.metadata(&[&topic], false).topics[0].topic_id;
+    let r = share_fetch(&mut c, &group, member, 0, topic_id, &[]);
+    assert_eq!(acquired(&r), (vec![], 0, 0), "{r:?}");
+    for i in 0..10 {
+        let rec = [Rec::kv("k", &format!("v{i}"), 1)];
+        assert_eq!(
+            c.produce(&topic, 0, encode_batch(Producer::NONE, &rec))
+                .error_code,
+            0
+        );
+    }
+    let r = share_fetch(&mut c, &group, member, 1, topic_id, &[]);
+    assert_eq!(acquired(&r), (vec![(0, 9, 1)], 0, 0), "{r:?}");
+    let r = acknowledge(&mut c, &group, member, 2, topic_id, &[(0, 3, ACCEPT)]);
+    assert_eq!(r.responses[0].partitions[0].error_code, 0, "{r:?}");
+    cluster.kill(coordinator);
+    // Written through the new coordinator once it is elected (the persister retries).
+    let r = acknowledge(
+        &mut c,
+        &group,
+        member,
+        3,
+        topic_id,
+        &[(4, 5, ACCEPT), (6, 7, RELEASE)],
+    );
+    assert_eq!(r.responses[0].partitions[0].error_code, 0, "{r:?}");
+    cluster.start_node(coordinator);
+    cluster.kill(leader);
+    let leader = cluster
+        .await_leader_other_than(&topic, 0, leader, timeout)
+        .leader;
+    let got = fetch_after_failover(&cluster, leader, (&topic, topic_id), &group, timeout);
+    assert_eq!(got, vec![(6, 7, 2), (8, 9, 1)]);
+}
+
+/// The ranges a new member's opening ShareFetch acquires from `leader` once its high
+/// watermark is back at 10 (a new leader moves it when the followers fetch again) and it
+/// answers without error (it may still be loading, or the coordinator moving).
+fn fetch_after_failover(
+    cluster: &brook_protocol_tests::Cluster,
+    leader: i32,
+    (topic, topic_id): (&str, Uuid),
+    group: &str,
+    timeout: std::time::Duration,
+) -> Vec<(i64, i64, i16)> {
+    brook_protocol_tests::poll_until_ok("the high watermark at 10", timeout, || {
+        let mut c = WireClient::connect(&cluster.address(leader));
+        let p = c.list_offsets(topic, 0, -1);
+        (p.error_code, p.offset)
+            .eq(&(0, 10))
+            .then_some(())
+            .ok_or(format!("{p:?}"))
+    });
+    brook_protocol_tests::poll_until_ok("records again after failover", timeout, || {
+        let mut c = WireClient::connect(&cluster.address(leader));
+        let r = share_fetch(&mut c, group, "m2", 0, topic_id, &[]);
+        match acquired(&r) {
+            (got, 0, 0) if !got.is_empty() => Ok(got),
+            other => Err(format!("{other:?}: {r:?}")),
+        }
+    })
+}
+
+/// The share coordinator's lookup and state APIs with bad input: a malformed share-partition
+/// key (FindCoordinator key type 2), a write whose batch ends before it starts, and a read of a
+/// topic that does not exist, each answered with Kafka's error code.
+#[test]
+fn share_state_apis_bad_input() {
+    use kafka_protocol::messages::{
+        read_share_group_state_request as read, write_share_group_state_request as write,
+    };
+    let broker = Broker::start_with(&[("share.coordinator.state.topic.num.partitions", "1")]);
+    let mut c = WireClient::connect(&broker.bootstrap());
+    let topic = unique_topic("sw-state");
+    c.ensure_topic(&topic);
+    let topic_id = c.metadata(&[&topic], false).topics[0].topic_id;
+    let find = |c: &mut WireClient, key: &str| -> i16 {
+        let req = FindCoordinatorRequest::default()
+            .with_key_type(2)
+            .with_coordinator_keys(vec![s(key)]);
+        let r: FindCoordinatorResponse = c.request(6, &req);
+        r.coordinators[0].error_code
+    };
+    assert_eq!(find(&mut c, "no-colons"), INVALID_REQUEST);
+    assert_eq!(find(&mut c, "g:id:not-a-number"), INVALID_REQUEST);
+    assert_eq!(find(&mut c, &format!("g:{topic_id}:0")), 0);
+    let req = WriteShareGroupStateRequest::default()
+        .with_group_id(s("g"))
+        .with_topics(vec![write::WriteStateData::default()
+            .with_topic_id(topic_id)
+            .with_partitions(vec![write::PartitionData::default()
+                .with_partition(0)
+                .with_start_offset(0)
+                .with_state_batches(vec![write::StateBatch::default()
+                    .with_first_offset(5)
+                    .with_last_offset(4)])])]);
+    let r: WriteShareGroupStateResponse = c.request(0, &req);
+    assert_eq!(
+        r.results[0].partitions[0].error_code, INVALID_REQUEST,
+        "{r:?}"
+    );
+    let req = ReadShareGroupStateRequest::default()
+        .with_group_id(s("g"))
+        .with_topics(vec![read::ReadStateData::default()
+            .with_topic_id(Uuid::new_v4())
+            .with_partitions(vec![
+                read::PartitionData::default().with_partition(0)
+            ])]);
+    let r: ReadShareGroupStateResponse = c.request(0, &req);
+    let unknown_topic_or_partition = 3;
+    assert_eq!(
+        r.results[0].partitions[0].error_code, unknown_topic_or_partition,
+        "{r:?}"
+    );
+}

@@ -52,6 +52,7 @@ pub async fn handle_find_coordinator(
                 ),
                 Err(e) => Err((e.error_code(), e.to_string())),
             },
+            2 => share_coordinator(broker, &ctx.session.listener_name, &key).await,
             t => Err((
                 ResponseError::InvalidRequest.code(),
                 format!("unsupported key type {t}"),
@@ -83,7 +84,33 @@ pub async fn handle_find_coordinator(
         .with_port(c.port)
 }
 
-/// Kafka's `getCoordinator` checks: DESCRIBE on the group or the transactional id.
+/// A share-partition's coordinator (key type 2, key `group:topicId:partition`): the leader of
+/// the key's `__share_group_state` partition ([`crate::share::coordinator`]).
+async fn share_coordinator(
+    broker: &Broker,
+    listener: &str,
+    key: &str,
+) -> Result<(i32, String, i32), (i16, String)> {
+    let parts: Vec<&str> = key.rsplitn(3, ':').collect();
+    if parts.len() != 3 || parts[0].parse::<i32>().is_err() || parts[2].is_empty() {
+        let e = ResponseError::InvalidRequest;
+        return Err((e.code(), format!("invalid share coordinator key {key:?}")));
+    }
+    broker
+        .share_coordinator
+        .ensure_topic()
+        .await
+        .map_err(|e| (e.code(), e.to_string()))?;
+    coordinator_of(
+        broker,
+        listener,
+        crate::share::coordinator::SHARE_GROUP_STATE_TOPIC,
+        broker.share_coordinator.partition_for(key),
+    )
+}
+
+/// Kafka's `getCoordinator` checks: DESCRIBE on the group or the transactional id, and
+/// CLUSTER_ACTION for a share-partition's (an internal lookup of brokers).
 fn coordinator_denied(
     broker: &Broker,
     ctx: &RequestContext,
@@ -96,6 +123,12 @@ fn coordinator_denied(
             ResourceType::TransactionalId,
             ResponseError::TransactionalIdAuthorizationFailed,
         ),
+        2 => {
+            let allowed =
+                super::auth_helper::authorize_cluster(broker, ctx, AclOperation::ClusterAction);
+            let e = ResponseError::ClusterAuthorizationFailed;
+            return (!allowed).then(|| (e.code(), e.to_string()));
+        }
         _ => return None,
     };
     (!authorize(broker, ctx, AclOperation::Describe, rt, key)).then(|| denied(error))

@@ -30,6 +30,7 @@ pub mod quorum;
 pub mod reassignments;
 pub mod sasl;
 pub mod share;
+pub mod share_state;
 pub mod telemetry;
 pub mod topics;
 pub mod txn;
@@ -108,6 +109,12 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::ShareGroupDescribe, 1, 1, 1),
     api(ApiKey::ShareFetch, 1, 1, 1),
     api(ApiKey::ShareAcknowledge, 1, 1, 1),
+    // The share coordinator's state APIs (partition leaders' persisters call them).
+    api(ApiKey::InitializeShareGroupState, 0, 0, 0),
+    api(ApiKey::ReadShareGroupState, 0, 0, 0),
+    api(ApiKey::WriteShareGroupState, 0, 0, 0),
+    api(ApiKey::DeleteShareGroupState, 0, 0, 0),
+    api(ApiKey::ReadShareGroupStateSummary, 0, 0, 0),
     // Transactions: version 1 (AddPartitionsToTxn and AddOffsetsToTxn from clients, EndTxn
     // up to v4) and version 2 (`transaction.version` finalized at 2 in ApiVersions; EndTxn
     // v5 bumps the epoch at every transaction).
@@ -539,6 +546,29 @@ async fn process(
             broker,
             ctx,
             &share::handle_share_acknowledge(broker, ctx, r).await,
+        ),
+        RequestKind::InitializeShareGroupState(r) => respond(
+            broker,
+            ctx,
+            &share_state::handle_initialize(broker, ctx, r).await,
+        ),
+        RequestKind::ReadShareGroupState(r) => {
+            respond(broker, ctx, &share_state::handle_read(broker, ctx, r).await)
+        }
+        RequestKind::WriteShareGroupState(r) => respond(
+            broker,
+            ctx,
+            &share_state::handle_write(broker, ctx, r).await,
+        ),
+        RequestKind::DeleteShareGroupState(r) => respond(
+            broker,
+            ctx,
+            &share_state::handle_delete(broker, ctx, r).await,
+        ),
+        RequestKind::ReadShareGroupStateSummary(r) => respond(
+            broker,
+            ctx,
+            &share_state::handle_read_summary(broker, ctx, r).await,
         ),
         RequestKind::DescribeGroups(r) => respond(
             broker,

@@ -270,8 +270,9 @@ fn group_settings(broker: &Broker, group: &str) -> ShareGroupSettings {
     )
 }
 
-/// Applies one partition's acknowledgement batches.
-fn acknowledge(
+/// Applies one partition's acknowledgement batches and writes the result to the share
+/// coordinator before answering, as Kafka's `SharePartition.acknowledge` does.
+async fn acknowledge(
     broker: &Broker,
     limits: &ShareLimits,
     group: &str,
@@ -284,10 +285,11 @@ fn acknowledge(
         return Some((e, e.to_string()));
     }
     let key: SharePartitionKey = (group.to_string(), topic_id, index);
-    broker
-        .share
-        .acknowledge(&key, member, &batches, limits)
-        .err()
+    if let Err(e) = broker.share.acknowledge(&key, member, &batches, limits) {
+        return Some(e);
+    }
+    let written = broker.share.persist(broker, &key).await;
+    written.err().map(|e| (e, e.to_string()))
 }
 
 /// ShareFetch.
@@ -368,7 +370,8 @@ pub async fn handle_share_fetch(
                 t.topic_id,
                 p.partition_index,
                 batches,
-            );
+            )
+            .await;
             answers
                 .entry((t.topic_id, p.partition_index))
                 .or_default()
@@ -380,6 +383,7 @@ pub async fn handle_share_fetch(
             broker
                 .share
                 .close_session(&group, &member, &settings.limits);
+            broker.share.persist_group(broker, &group).await;
             (Vec::new(), false)
         }
         FetchContext::Full(ps) => (ps, true),
@@ -452,6 +456,14 @@ async fn acquire_waiting(
             };
             a.leader_epoch = part.leader_epoch();
             let key: SharePartitionKey = (group.to_string(), topic_id, index);
+            if let Err(e) = broker
+                .share
+                .maybe_initialize(broker, &key, &part, settings)
+                .await
+            {
+                a.error = Some(e);
+                continue;
+            }
             if got < max_records && bytes_left > 0 {
                 match broker.share.acquire(
                     &key,
@@ -471,6 +483,11 @@ async fn acquire_waiting(
                         a.acquired = acq;
                     }
                     Err(e) => a.error = Some(e),
+                }
+                // Lock timeouts the acquisition found are written, failures only logged
+                // (Kafka's `releaseAcquisitionLockOnTimeout`).
+                if let Err(e) = broker.share.persist(broker, &key).await {
+                    tracing::warn!(error = %e, "share state not written");
                 }
             }
             if !parked {
@@ -607,6 +624,7 @@ pub async fn handle_share_acknowledge(
                     p.partition_index,
                     batches,
                 )
+                .await
             };
             let leader = led_partition(broker, t.topic_id, p.partition_index).ok();
             parts.push(
@@ -631,6 +649,7 @@ pub async fn handle_share_acknowledge(
         broker
             .share
             .close_session(&group, &member, &settings.limits);
+        broker.share.persist_group(broker, &group).await;
     }
     ShareAcknowledgeResponse::default().with_responses(topics)
 }

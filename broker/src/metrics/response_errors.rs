@@ -108,6 +108,11 @@ per_partition!(
     OffsetCommitResponse => topics.partitions,
     TxnOffsetCommitResponse => topics.partitions,
     DescribeProducersResponse => topics.partitions,
+    InitializeShareGroupStateResponse => results.partitions,
+    ReadShareGroupStateResponse => results.partitions,
+    WriteShareGroupStateResponse => results.partitions,
+    DeleteShareGroupStateResponse => results.partitions,
+    ReadShareGroupStateSummaryResponse => results.partitions,
 );
 
 per_partition!(top:

@@ -7,13 +7,16 @@
 //! them through this manager, under one short `parking_lot::Mutex` never held across an
 //! await or a log read.
 //!
-//! Not durable yet: the state is in memory on the leader. Kafka persists it through the share
-//! coordinator on `__share_group_state`; in Brook a leader restart or a leadership move starts
-//! each share-partition again from the group's `share.auto.offset.reset`, so records in
-//! flight then are neither redelivered nor counted.
+//! Durable as Kafka's: a share-partition is initialized from its share coordinator's state
+//! ([`SharePartitionManager::maybe_initialize`], [`persister`], [`coordinator`]), and each
+//! acknowledgement, release and lock timeout is written there ([`SharePartitionManager::persist`])
+//! before it is answered, so a new leader delivers again what was not acknowledged.
 
 pub mod config;
+pub mod coordinator;
 pub mod partition;
+pub mod persister;
+pub mod records;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -78,6 +81,11 @@ pub struct SharePartitionManager {
     sessions: Mutex<HashMap<(String, String), ShareSession>>,
     /// Share fetches waiting for records to become acquirable (a release, a lock timeout).
     waiters: Mutex<Vec<Arc<Notify>>>,
+    /// Reads and writes the share-partitions' state at their share coordinators.
+    pub persister: persister::Persister,
+    /// One writer per share-partition at a time, so that writes reach the coordinator in
+    /// the order their states were taken.
+    write_locks: Mutex<HashMap<SharePartitionKey, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl SharePartitionManager {
@@ -119,6 +127,8 @@ impl SharePartitionManager {
             partitions: Mutex::new(HashMap::new()),
             sessions: Mutex::new(HashMap::new()),
             waiters: Mutex::new(Vec::new()),
+            persister: persister::Persister::default(),
+            write_locks: Mutex::new(HashMap::new()),
         })
     }
 
@@ -281,18 +291,14 @@ impl SharePartitionManager {
         let limits = &settings.limits;
         let read_limit = read_limit(part, settings.isolation);
         let (log_start, _) = part.offsets();
-        let initial = if self.partitions.lock().contains_key(key) {
-            None
-        } else {
-            Some(initial_offset(part, settings.auto_offset_reset, now)?)
-        };
         // The state is read, the log read without the lock, and the acquisition made under
         // the lock again: it takes only offsets still Available or past the end then.
         let fetch_offset = {
             let mut parts = self.partitions.lock();
-            let sp = parts
-                .entry(key.clone())
-                .or_insert_with(|| SharePartition::new(initial.unwrap_or(log_start)));
+            let Some(sp) = parts.get_mut(key) else {
+                // Not initialized ([`Self::maybe_initialize`]).
+                return Ok(Acquired::default());
+            };
             sp.on_log_start(log_start);
             if sp.expire_locks(now, limits) {
                 drop(parts);
@@ -336,6 +342,102 @@ impl SharePartitionManager {
             records: records.freeze(),
             ranges,
         })
+    }
+
+    /// Initializes a share-partition this node leads, unless it did at this leader epoch
+    /// (Kafka's `SharePartition.maybeInitialize`): its state is read from its share
+    /// coordinator; one with none starts where the group's `share.auto.offset.reset` puts it,
+    /// and that start offset is written first (InitializeShareGroupState), so that a new
+    /// leader starts there too.
+    pub async fn maybe_initialize(
+        &self,
+        broker: &crate::broker::Broker,
+        key: &SharePartitionKey,
+        part: &Partition,
+        settings: &ShareGroupSettings,
+    ) -> Result<(), ResponseError> {
+        let leader_epoch = part.leader_epoch();
+        {
+            let mut parts = self.partitions.lock();
+            match parts.get(key) {
+                Some(sp) if sp.leader_epoch == leader_epoch => return Ok(()),
+                // Led before, at another epoch: what it held may have changed since.
+                Some(_) => drop(parts.remove(key)),
+                None => {}
+            }
+        }
+        let read = self.persister.read(broker, key, leader_epoch).await?;
+        let mut sp = if read.start_offset >= 0 {
+            SharePartition::from_state(read.start_offset, &read.batches)
+        } else {
+            let now = crate::cluster::replica_manager::now_ms();
+            let start = initial_offset(part, settings.auto_offset_reset, now)?;
+            self.persister
+                .initialize(broker, key, read.state_epoch, start)
+                .await?;
+            SharePartition::new(start)
+        };
+        sp.leader_epoch = leader_epoch;
+        sp.state_epoch = read.state_epoch;
+        self.partitions.lock().entry(key.clone()).or_insert(sp);
+        self.wake();
+        Ok(())
+    }
+
+    /// Writes a share-partition's state to its share coordinator if it changed (Kafka's
+    /// `SharePartition.writeShareGroupState`, after an acknowledgement, a release or a lock
+    /// timeout). A failed write leaves the state to be written by the next one.
+    pub async fn persist(
+        &self,
+        broker: &crate::broker::Broker,
+        key: &SharePartitionKey,
+    ) -> Result<(), ResponseError> {
+        let lock = self
+            .write_locks
+            .lock()
+            .entry(key.clone())
+            .or_default()
+            .clone();
+        let _writing = lock.lock().await;
+        let state = {
+            let mut parts = self.partitions.lock();
+            parts.get_mut(key).and_then(|sp| {
+                let (start_offset, batches) = sp.take_dirty_state()?;
+                Some(coordinator::WriteState {
+                    state_epoch: sp.state_epoch,
+                    leader_epoch: sp.leader_epoch,
+                    start_offset,
+                    batches,
+                })
+            })
+        };
+        let Some(w) = state else {
+            return Ok(());
+        };
+        let r = self.persister.write(broker, key, &w).await;
+        if r.is_err() {
+            if let Some(sp) = self.partitions.lock().get_mut(key) {
+                sp.mark_dirty();
+            }
+        }
+        r
+    }
+
+    /// Persists every share-partition of `group` that changed (a closed share session
+    /// released what its member held); failures are logged, as Kafka logs them.
+    pub async fn persist_group(&self, broker: &crate::broker::Broker, group: &str) {
+        let keys: Vec<SharePartitionKey> = self
+            .partitions
+            .lock()
+            .keys()
+            .filter(|k| k.0 == group)
+            .cloned()
+            .collect();
+        for key in keys {
+            if let Err(e) = self.persist(broker, &key).await {
+                tracing::warn!(error = %e, group, "share state not written");
+            }
+        }
     }
 
     /// The earliest acquisition lock deadline among `keys`, for a parked fetch.

@@ -20,6 +20,13 @@
 
 use std::collections::BTreeMap;
 
+use super::records::StateBatch;
+
+/// Kafka's `RecordState` ids in persisted state batches.
+const STATE_AVAILABLE: i8 = 0;
+const STATE_ACKNOWLEDGED: i8 = 2;
+const STATE_ARCHIVED: i8 = 4;
+
 /// Kafka's `RecordState`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RecordState {
@@ -73,6 +80,17 @@ struct InFlight {
     lock_deadline_ms: i64,
 }
 
+impl InFlight {
+    fn available(delivery_count: i16) -> Self {
+        InFlight {
+            state: RecordState::Available,
+            delivery_count,
+            member: None,
+            lock_deadline_ms: 0,
+        }
+    }
+}
+
 /// Limits the state machine enforces (`group.share.*`).
 #[derive(Debug, Clone, Copy)]
 pub struct ShareLimits {
@@ -100,12 +118,23 @@ pub struct LogBatch {
     pub archive: bool,
 }
 
+/// Bound on the offsets a share-partition's persisted state may put in flight when it is
+/// loaded; offsets past it are read from the log again as new.
+pub const LOADED_WINDOW_MAX: i64 = 100_000;
+
 /// A share-partition.
 #[derive(Debug)]
 pub struct SharePartition {
     start_offset: i64,
     end_offset: i64,
     in_flight: BTreeMap<i64, InFlight>,
+    /// The partition's leader epoch when this node loaded it: a later leadership loads again.
+    pub leader_epoch: i32,
+    /// The state epoch read from the share coordinator.
+    pub state_epoch: i32,
+    /// A change Kafka's `SharePartition` persists (an acknowledgement, a release, a lock
+    /// timeout) not yet written to the share coordinator.
+    dirty: bool,
 }
 
 impl SharePartition {
@@ -115,7 +144,86 @@ impl SharePartition {
             start_offset: offset,
             end_offset: offset,
             in_flight: BTreeMap::new(),
+            leader_epoch: -1,
+            state_epoch: 0,
+            dirty: false,
         }
+    }
+
+    /// A share-partition from its persisted state (Kafka's `SharePartition.maybeInitialize`):
+    /// each batch's offsets in their state with their delivery count, offsets between the
+    /// batches Available and never delivered, the end after the last batch.
+    pub fn from_state(start_offset: i64, batches: &[StateBatch]) -> Self {
+        let mut sp = SharePartition::new(start_offset);
+        let cap = start_offset.saturating_add(LOADED_WINDOW_MAX);
+        let end = batches
+            .iter()
+            .map(|b| b.last_offset.saturating_add(1))
+            .max()
+            .unwrap_or(start_offset)
+            .clamp(start_offset, cap);
+        for offset in start_offset..end {
+            sp.in_flight.insert(offset, InFlight::available(0));
+        }
+        for b in batches {
+            for offset in b.first_offset.max(start_offset)..=b.last_offset.min(end - 1) {
+                let state = match b.delivery_state {
+                    STATE_ACKNOWLEDGED => RecordState::Acknowledged,
+                    STATE_ARCHIVED => RecordState::Archived,
+                    _ => RecordState::Available,
+                };
+                sp.in_flight.insert(
+                    offset,
+                    InFlight {
+                        state,
+                        ..InFlight::available(b.delivery_count.max(0))
+                    },
+                );
+            }
+        }
+        sp.end_offset = end;
+        sp.advance_start();
+        sp
+    }
+
+    /// The state to persist, if it changed since the last call: the start offset and every
+    /// in-flight offset as runs of one state and count. An Acquired offset is written as
+    /// Available with the count before its acquisition, as Kafka persists no acquisition:
+    /// after a failover it is delivered again, counted once more only if it had been released.
+    pub fn take_dirty_state(&mut self) -> Option<(i64, Vec<StateBatch>)> {
+        if !std::mem::take(&mut self.dirty) {
+            return None;
+        }
+        let mut runs: Vec<StateBatch> = Vec::new();
+        for (&offset, r) in &self.in_flight {
+            let (state, count) = match r.state {
+                RecordState::Available => (STATE_AVAILABLE, r.delivery_count),
+                RecordState::Acquired => (STATE_AVAILABLE, r.delivery_count - 1),
+                RecordState::Acknowledged => (STATE_ACKNOWLEDGED, r.delivery_count),
+                RecordState::Archived => (STATE_ARCHIVED, r.delivery_count),
+            };
+            match runs.last_mut() {
+                Some(l)
+                    if l.last_offset + 1 == offset
+                        && l.delivery_state == state
+                        && l.delivery_count == count =>
+                {
+                    l.last_offset = offset
+                }
+                _ => runs.push(StateBatch {
+                    first_offset: offset,
+                    last_offset: offset,
+                    delivery_state: state,
+                    delivery_count: count,
+                }),
+            }
+        }
+        Some((self.start_offset, runs))
+    }
+
+    /// Marks the state changed again (a write of it failed).
+    pub fn mark_dirty(&mut self) {
+        self.dirty = true;
     }
 
     pub fn start_offset(&self) -> i64 {
@@ -175,6 +283,7 @@ impl SharePartition {
             }
         }
         if changed {
+            self.dirty = true;
             self.advance_start();
         }
         changed
@@ -296,6 +405,7 @@ impl SharePartition {
                 }
             }
         }
+        self.dirty = true;
         self.advance_start();
         Ok(())
     }
@@ -311,6 +421,7 @@ impl SharePartition {
             }
         }
         if changed {
+            self.dirty = true;
             self.advance_start();
         }
         changed
@@ -423,5 +534,52 @@ mod tests {
         assert_eq!(r[0].delivery_count, 2);
         sp.acknowledge("b", &[(5, 9, vec![1])], &LIMITS).unwrap();
         assert_eq!(sp.start_offset(), 10);
+    }
+
+    #[test]
+    fn the_persisted_state_loads_back_as_it_was_left() {
+        let mut sp = SharePartition::new(0);
+        assert!(sp.take_dirty_state().is_none(), "nothing changed yet");
+        sp.acquire("m", &[batch(0, 9)], 10, 0, &LIMITS);
+        assert!(
+            sp.take_dirty_state().is_none(),
+            "an acquisition is not persisted"
+        );
+        sp.acknowledge(
+            "m",
+            &[(0, 3, vec![1]), (5, 6, vec![2]), (8, 8, vec![3])],
+            &LIMITS,
+        )
+        .unwrap();
+        let (start, batches) = sp.take_dirty_state().unwrap();
+        let b = |first, last, state, count| StateBatch {
+            first_offset: first,
+            last_offset: last,
+            delivery_state: state,
+            delivery_count: count,
+        };
+        assert_eq!(start, 4);
+        assert_eq!(
+            batches,
+            [
+                b(4, 4, STATE_AVAILABLE, 0),
+                b(5, 6, STATE_AVAILABLE, 1),
+                b(7, 7, STATE_AVAILABLE, 0),
+                b(8, 8, STATE_ARCHIVED, 1),
+                b(9, 9, STATE_AVAILABLE, 0),
+            ]
+        );
+        let loaded = SharePartition::from_state(start, &batches);
+        assert_eq!((loaded.start_offset(), loaded.end_offset()), (4, 10));
+        let mut loaded = loaded;
+        let (r, _) = loaded.acquire("n", &[batch(4, 9)], 10, 0, &LIMITS);
+        let counts: Vec<(i64, i64, i16)> = r
+            .iter()
+            .map(|r| (r.first_offset, r.last_offset, r.delivery_count))
+            .collect();
+        assert_eq!(counts, [(4, 4, 1), (5, 6, 2), (7, 7, 1), (9, 9, 1)]);
+        // A gap between batches is Available, never delivered; nothing past the cap loads.
+        let far = SharePartition::from_state(0, &[b(0, i64::MAX - 1, STATE_ACKNOWLEDGED, 1)]);
+        assert_eq!(far.end_offset(), LOADED_WINDOW_MAX);
     }
 }

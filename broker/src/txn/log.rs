@@ -1,12 +1,15 @@
-//! `__transaction_state`: where the coordinator keeps each transactional id's state.
+//! A coordinator's internal topic: `__transaction_state`, where the transaction coordinator
+//! keeps each transactional id's state, and `__share_group_state`, where the share
+//! coordinator keeps each share-partition's ([`crate::share::coordinator`]).
 //!
 //! An ordinary compacted Brook topic, like `__consumer_offsets` ([`crate::group::store`]):
 //! created on first use (alone: here, with one replica; in a cluster: through the controller
-//! with `transaction.state.log.replication.factor` replicas and
-//! `transaction.state.log.min.isr` as its `min.insync.replicas`). Records are written by the
+//! with the coordinator's replication factor, e.g. `transaction.state.log.replication.factor`,
+//! and its min ISR as the topic's `min.insync.replicas`). Records are written by the
 //! partition's leader with acks=all, uncompressed, without a producer id (Kafka's
-//! `TransactionLog`: `EnforcedRequiredAcks`, `EnforcedCompression`), and read back when this
-//! node comes to lead a partition.
+//! `TransactionLog`: `EnforcedRequiredAcks`, `EnforcedCompression`; the share coordinator's
+//! `CoordinatorRuntime` writes the same way), and read back when this node comes to lead a
+//! partition.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -30,10 +33,12 @@ pub const LOAD_READ_BYTES: usize = 5 * 1024 * 1024;
 /// How long topic creation waits for the topic to reach this node's metadata.
 const TOPIC_VISIBLE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Appends to and loads from `__transaction_state`.
-pub struct TransactionLog {
+/// Appends to and loads from one coordinator's internal topic.
+pub struct CoordinatorLog {
+    /// `__transaction_state` or `__share_group_state`.
+    topic: &'static str,
     replicas: Arc<ReplicaManager>,
-    /// `transaction.state.log.num.partitions`.
+    /// `transaction.state.log.num.partitions` (or the share coordinator's key).
     configured_partitions: i32,
     /// `transaction.state.log.replication.factor` (cluster only; alone it is 1).
     replication_factor: i16,
@@ -49,15 +54,17 @@ pub struct Written {
     pub last_offset: i64,
 }
 
-impl TransactionLog {
+impl CoordinatorLog {
     pub fn new(
+        topic: &'static str,
         replicas: Arc<ReplicaManager>,
         configured_partitions: i32,
         replication_factor: i16,
         min_isr: i32,
         segment_bytes: i64,
     ) -> Self {
-        TransactionLog {
+        CoordinatorLog {
+            topic,
             replicas,
             configured_partitions,
             replication_factor,
@@ -69,15 +76,17 @@ impl TransactionLog {
     /// The partition count in use: the existing topic's, else the configured one.
     pub fn partitions(&self) -> i32 {
         self.replicas
-            .topic(TRANSACTION_STATE_TOPIC)
+            .topic(self.topic)
             .map(|t| t.partition_count())
             .unwrap_or(self.configured_partitions)
     }
 
-    /// The partition of a transactional id (Kafka's `TransactionStateManager.partitionFor`:
-    /// `Utils.abs(transactionalId.hashCode) % partitions`).
-    pub fn partition_for(&self, transactional_id: &str) -> i32 {
-        crate::group::records::partition_for(transactional_id, self.partitions())
+    /// The partition of a key: a transactional id (Kafka's
+    /// `TransactionStateManager.partitionFor`: `Utils.abs(transactionalId.hashCode) %
+    /// partitions`), or a share-partition's `group:topicId:partition` (Kafka's
+    /// `ShareCoordinatorService.partitionFor`, the same hash).
+    pub fn partition_for(&self, key: &str) -> i32 {
+        crate::group::records::partition_for(key, self.partitions())
     }
 
     /// Kafka's `TransactionStateManager.transactionTopicConfigs`; `min.insync.replicas` only
@@ -104,7 +113,7 @@ impl TransactionLog {
     /// other broker to place them on). While a cluster has fewer live brokers than the
     /// replication factor creation fails, and the caller answers COORDINATOR_NOT_AVAILABLE.
     pub async fn ensure_topic(&self) -> Result<(), TxnError> {
-        if self.replicas.topic(TRANSACTION_STATE_TOPIC).is_some() {
+        if self.replicas.topic(self.topic).is_some() {
             return Ok(());
         }
         let controller = self.replicas.controller();
@@ -112,7 +121,7 @@ impl TransactionLog {
         let replication_factor = if single { 1 } else { self.replication_factor };
         match controller
             .create_topic(
-                TRANSACTION_STATE_TOPIC,
+                self.topic,
                 self.configured_partitions,
                 replication_factor,
                 self.topic_configs(!single),
@@ -121,15 +130,13 @@ impl TransactionLog {
         {
             Ok(_) | Err(ControllerError::TopicAlreadyExists(_)) => {}
             Err(e) => {
-                tracing::info!(error = %e, "{TRANSACTION_STATE_TOPIC} not created yet");
+                tracing::info!(error = %e, topic = self.topic, "coordinator topic not created yet");
                 return Err(TxnError::CoordinatorNotAvailable);
             }
         }
         let visible = self
             .replicas
-            .wait_for_metadata(TOPIC_VISIBLE_TIMEOUT, |rm| {
-                rm.topic(TRANSACTION_STATE_TOPIC).is_some()
-            })
+            .wait_for_metadata(TOPIC_VISIBLE_TIMEOUT, |rm| rm.topic(self.topic).is_some())
             .await;
         if visible {
             Ok(())
@@ -140,7 +147,7 @@ impl TransactionLog {
 
     /// The local replica of partition `index`, if any.
     pub fn partition(&self, index: i32) -> Option<Arc<Partition>> {
-        self.replicas.partition(TRANSACTION_STATE_TOPIC, index)
+        self.replicas.partition(self.topic, index)
     }
 
     /// Appends one record to partition `index` as its leader, acks=all.
@@ -218,7 +225,7 @@ impl TransactionLog {
                 }
                 for r in RecordIter::new(batch.records_bytes()) {
                     let Ok(r) = r else {
-                        tracing::warn!("skipping malformed record in {TRANSACTION_STATE_TOPIC}");
+                        tracing::warn!(topic = self.topic, "skipping a malformed record");
                         break;
                     };
                     if let Some(key) = r.key {

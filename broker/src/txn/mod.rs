@@ -53,7 +53,7 @@ use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
-use self::log::{TransactionLog, TRANSACTION_STATE_TOPIC};
+use self::log::{CoordinatorLog, TRANSACTION_STATE_TOPIC};
 use self::markers::{
     MarkerOutcome, MarkerRequest, TransactionMarkerChannelManager, MARKER_RETRY_BACKOFF,
 };
@@ -359,7 +359,7 @@ struct MarkerJob {
 pub struct TransactionCoordinator {
     config: TxnConfig,
     replicas: Arc<ReplicaManager>,
-    log: TransactionLog,
+    log: CoordinatorLog,
     markers: TransactionMarkerChannelManager,
     state: Mutex<State>,
     /// Connections for produce verification with other nodes' coordinators.
@@ -375,7 +375,8 @@ impl TransactionCoordinator {
         faults: Arc<FaultEngine>,
     ) -> Result<Self, ConfigError> {
         let config = TxnConfig::from_broker(broker)?;
-        let log = TransactionLog::new(
+        let log = CoordinatorLog::new(
+            TRANSACTION_STATE_TOPIC,
             replicas.clone(),
             config.num_partitions,
             config.replication_factor,

@@ -369,21 +369,9 @@ async fn ask_remote_coordinator(
     add: bool,
     index: i32,
 ) -> Result<i16, i16> {
-    let not_available = ResponseError::CoordinatorNotAvailable.code();
-    let (node, addr) = {
-        let image = broker.replicas.controller().image().borrow().clone();
-        let leader = image
-            .topic_by_name(TRANSACTION_STATE_TOPIC)
-            .and_then(|t| t.partitions.iter().find(|p| p.index == index))
-            .map(|p| p.leader)
-            .ok_or(not_available)?;
-        let b = image
-            .brokers
-            .get(&leader)
-            .filter(|b| !b.fenced)
-            .ok_or(not_available)?;
-        (b.node_id, format!("{}:{}", b.host, b.port))
-    };
+    let (node, addr) =
+        crate::share::persister::leader_address(broker, TRANSACTION_STATE_TOPIC, index)
+            .ok_or(ResponseError::CoordinatorNotAvailable.code())?;
     let conn = {
         let mut conns = broker.txn.verifier.conns.lock();
         conns

@@ -4,7 +4,7 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Encodable, StrBytes};
 
 use super::env::{s, tn, Env, NodeId, DATA_PARTITIONS};
-use super::{acls, features, groups, share, sorted, txns, Case, Meaning};
+use super::{acls, features, groups, share, share_state, sorted, txns, Case, Meaning};
 use crate::batch::{encode_batch, parse_batches, Producer, Rec};
 use crate::wire::WireClient;
 
@@ -52,6 +52,11 @@ pub fn case(key: ApiKey) -> Option<Case> {
         ShareGroupDescribe => (share::share_group_describe, 0),
         ShareFetch => (share::share_fetch, 0),
         ShareAcknowledge => (share::share_acknowledge, 0),
+        InitializeShareGroupState => (share_state::initialize_share_group_state, 0),
+        ReadShareGroupState => (share_state::read_share_group_state, 0),
+        WriteShareGroupState => (share_state::write_share_group_state, 0),
+        DeleteShareGroupState => (share_state::delete_share_group_state, 0),
+        ReadShareGroupStateSummary => (share_state::read_share_group_state_summary, 0),
         InitProducerId => (txns::init_producer_id, 0),
         AddPartitionsToTxn => (txns::add_partitions_to_txn, 0),
         AddOffsetsToTxn => (txns::add_offsets_to_txn, 0),

@@ -1,0 +1,94 @@
+package dev.brook.it;
+
+import static java.nio.charset.StandardCharsets.UTF_8;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assumptions.assumeFalse;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.Future;
+import org.apache.kafka.clients.consumer.AcknowledgeType;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaShareConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+/**
+ * Durable share-group state (KIP-932's share coordinator on {@code __share_group_state}) with Kafka 4.4's
+ * {@code KafkaShareConsumer}: a member acknowledges some records and releases others, the broker is killed
+ * (SIGKILL) and started again, and a new member of the group gets exactly the released records, each with its
+ * delivery count one higher; the acknowledged ones never come again. Without durable state the restarted broker
+ * would start the share-partition again at the log end and deliver nothing.
+ *
+ * <p>One node, so that it runs on Kafka 4.4 behind {@code kafka-as-brook.sh} too ({@code scripts/differential});
+ * the 3-node cases (the partition leader, then the share coordinator's node killed) are the raw-wire test
+ * {@code share_state_survives_the_leader_and_the_share_coordinator} in {@code protocol-tests/tests/share_wire.rs}.
+ */
+@ExtendWith(BrokerLogOnFailure.class)
+class ShareStateRestartTest {
+    static final Duration WAIT = Duration.ofSeconds(60);
+
+    @Test
+    void acknowledgedStayDoneAndReleasedComeBackCountedAfterAKill() throws Exception {
+        assumeFalse(TestBrokers.isExternal(), "kill -9 needs a broker started by the harness");
+        Map<String, String> props = new HashMap<>(TxnSupport.brokerProps());
+        props.put("share.coordinator.state.topic.num.partitions", "3");
+        props.put("share.coordinator.state.topic.replication.factor", "1");
+        props.put("share.coordinator.state.topic.min.isr", "1");
+        try (BrookBroker broker = BrookBroker.start("share-state", props)) {
+            ShareGroupsTest.bootstrap = broker.bootstrap();
+            String group = "durable";
+            String topic;
+            try (KafkaShareConsumer<byte[], byte[]> c = ShareGroupsTest.consumer(group, true, 500)) {
+                topic = ShareGroupsTest.primedTopic("share-durable", c, true);
+                List<String> sent = ShareGroupsTest.values("d", 10);
+                produceOneBatch(broker.bootstrap(), topic, sent);
+                List<ConsumerRecord<byte[], byte[]>> got = ShareGroupsTest.pollRecords(c, WAIT);
+                assertEquals(sent, got.stream().map(ShareGroupsTest::value).toList());
+                for (ConsumerRecord<byte[], byte[]> r : got) {
+                    assertEquals(1, ShareGroupsTest.deliveries(r));
+                    boolean accept = ShareGroupsTest.value(r).compareTo("d5") < 0;
+                    c.acknowledge(r, accept ? AcknowledgeType.ACCEPT : AcknowledgeType.RELEASE);
+                }
+                c.commitSync();
+                c.close(Duration.ofSeconds(5));
+            }
+            broker.kill();
+            broker.startAgain();
+            try (KafkaShareConsumer<byte[], byte[]> c = ShareGroupsTest.consumer(group, true, 500)) {
+                c.subscribe(List.of(topic));
+                List<ConsumerRecord<byte[], byte[]>> again = ShareGroupsTest.pollRecords(c, WAIT);
+                assertEquals(ShareGroupsTest.values("d", 10).subList(5, 10),
+                    again.stream().map(ShareGroupsTest::value).toList(), "only the released records, in order");
+                for (ConsumerRecord<byte[], byte[]> r : again) {
+                    assertEquals(2, ShareGroupsTest.deliveries(r), "delivered before the kill: " + ShareGroupsTest.value(r));
+                    c.acknowledge(r, AcknowledgeType.ACCEPT);
+                }
+                c.commitSync();
+            }
+        }
+    }
+
+    /**
+     * The values as one record batch: a share fetch acquires whole batches, so one poll returns them all, and the
+     * explicit acknowledgements of the test are all made after it (a released record polled again before the kill
+     * would be counted twice).
+     */
+    static void produceOneBatch(String bootstrap, String topic, List<String> values) throws Exception {
+        Map<String, Object> p = new HashMap<>();
+        p.put(ProducerConfig.LINGER_MS_CONFIG, 1000);
+        try (KafkaProducer<byte[], byte[]> producer = Clients.producer(bootstrap, p)) {
+            List<Future<RecordMetadata>> sent = new ArrayList<>();
+            for (String v : values) sent.add(producer.send(new ProducerRecord<>(topic, v.getBytes(UTF_8))));
+            producer.flush();
+            for (Future<RecordMetadata> f : sent) f.get();
+        }
+    }
+}

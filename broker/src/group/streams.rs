@@ -812,7 +812,7 @@ fn difference(
 
 /// Kafka's `throwIfStreamsGroupHeartbeatRequestIsInvalid` and
 /// `throwIfStreamsGroupHeartbeatRequestIsUsingUnsupportedFeatures`.
-fn validate_request(p: &StreamsHeartbeat) -> Result<(), GroupError> {
+pub(super) fn validate_request(p: &StreamsHeartbeat) -> Result<(), GroupError> {
     let invalid = |m: &str| Err(GroupError::InvalidRequest(m.into()));
     if p.member_id.is_empty() {
         return invalid("MemberId can't be empty.");
@@ -900,6 +900,8 @@ impl super::GroupCoordinator {
         if group_id.is_empty() || group_id.len() > super::MAX_GROUP_ID_BYTES {
             return Err(GroupError::InvalidRequest("GroupId can't be empty.".into()));
         }
+        // Before the group is looked at: a bad request creates nothing.
+        validate_request(&params)?;
         let limits = self.streams_limits(group_id);
         let mut st = self.state.lock();
         if st.shut_down {

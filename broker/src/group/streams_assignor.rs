@@ -1,6 +1,8 @@
 //! The `sticky` task assignor of streams groups, after Kafka's
-//! `streams.assignor.StickyTaskAssignor`: active tasks stay with their previous member while
-//! it is under its quota (the total over the members, rounded up), then go to a previous
+//! `streams.assignor.StickyTaskAssignor`: the active tasks of stateful subtopologies are
+//! placed first, under a quota of the stateful tasks over the members (rounded up), then the
+//! stateless ones, under a quota of all active tasks over the members. A task stays with its
+//! previous member while that member is under the quota, then goes to a previous
 //! standby holder under quota, then to the least loaded process (load: tasks per member of
 //! the process) and its least loaded member. Standby tasks of stateful subtopologies go to
 //! processes that hold no copy of the task yet, previous holders first, least loaded next.
@@ -79,7 +81,18 @@ pub fn assign(
             .push(i);
     }
     if !members.is_empty() {
-        assign_active(&mut st, tasks);
+        let (stateful_tasks, stateless_tasks): (BTreeMap<_, _>, BTreeMap<_, _>) = tasks
+            .iter()
+            .map(|(s, n)| (s.clone(), *n))
+            .partition(|(s, _)| stateful.contains(s));
+        let total: i32 = tasks.values().sum();
+        let stateful_total: i32 = stateful_tasks.values().sum();
+        assign_active(
+            &mut st,
+            &stateful_tasks,
+            quota(stateful_total, members.len()),
+        );
+        assign_active(&mut st, &stateless_tasks, quota(total, members.len()));
         if num_standby > 0 {
             assign_standby(&mut st, tasks, stateful, num_standby);
         }
@@ -120,20 +133,25 @@ fn holders(
     out
 }
 
-fn assign_active(st: &mut State, tasks: &BTreeMap<String, i32>) {
+/// Tasks per member, rounded up (Kafka's `computeTasksPerMember`).
+fn quota(tasks: i32, members: usize) -> usize {
+    (tasks.max(0) as usize).div_ceil(members.max(1))
+}
+
+fn assign_active(st: &mut State, tasks: &BTreeMap<String, i32>, quota: usize) {
     // By partition first: members then get the same partitions of every subtopology.
     let mut todo: Vec<TaskId> = tasks
         .iter()
         .flat_map(|(s, n)| (0..*n).map(move |p| (s.clone(), p)))
         .collect();
     todo.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
-    let quota = todo.len().div_ceil(st.members.len());
+    let under = |st: &State, m: usize| st.load[m] < quota;
     let prev_active = holders(st.members, |t| &t.active);
     let prev_standby = holders(st.members, |t| &t.standby);
     let mut rest = Vec::new();
     for task in todo {
         let prev = prev_active.get(&task).and_then(|ms| ms.first().copied());
-        match prev.filter(|m| st.load[*m] < quota) {
+        match prev.filter(|m| under(st, *m)) {
             Some(m) => give_active(st, m, task),
             None => rest.push(task),
         }
@@ -142,7 +160,7 @@ fn assign_active(st: &mut State, tasks: &BTreeMap<String, i32>) {
     for task in rest {
         let prev = prev_standby
             .get(&task)
-            .and_then(|ms| ms.iter().copied().find(|m| st.load[*m] < quota));
+            .and_then(|ms| ms.iter().copied().find(|m| under(st, *m)));
         match prev {
             Some(m) => give_active(st, m, task),
             None => rest2.push(task),

@@ -169,11 +169,10 @@ fn failed(code: i8, detail: String) -> ConfiguredTopology {
 fn summarize<'a>(topics: impl IntoIterator<Item = &'a String>) -> String {
     let all: Vec<&String> = topics.into_iter().collect();
     let shown: Vec<&str> = all.iter().take(3).map(|s| s.as_str()).collect();
-    let mut out = format!("[{}", shown.join(", "));
+    let mut out = shown.join(", ");
     if all.len() > 3 {
-        out.push_str(&format!(", ... ({} more)", all.len() - 3));
+        out.push_str(&format!(" and {} additional topics", all.len() - 3));
     }
-    out.push(']');
     out
 }
 
@@ -456,7 +455,7 @@ mod tests {
             c.status,
             Some((
                 status::MISSING_SOURCE_TOPICS,
-                "Source topics [input] are missing.".into()
+                "Source topics input are missing.".into()
             ))
         );
         let wrong = |t: &str| Some(if t == "app-changelog" { 5 } else { 3 });

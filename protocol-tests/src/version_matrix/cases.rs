@@ -4,7 +4,7 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Encodable, StrBytes};
 
 use super::env::{s, tn, Env, NodeId, DATA_PARTITIONS};
-use super::{acls, features, groups, share, sorted, txns, Case, Meaning};
+use super::{acls, features, groups, share, sorted, streams, txns, Case, Meaning};
 use crate::batch::{encode_batch, parse_batches, Producer, Rec};
 use crate::wire::WireClient;
 
@@ -52,6 +52,8 @@ pub fn case(key: ApiKey) -> Option<Case> {
         ShareGroupDescribe => (share::share_group_describe, 0),
         ShareFetch => (share::share_fetch, 0),
         ShareAcknowledge => (share::share_acknowledge, 0),
+        StreamsGroupHeartbeat => (streams::streams_group_heartbeat, 0),
+        StreamsGroupDescribe => (streams::streams_group_describe, 0),
         InitProducerId => (txns::init_producer_id, 0),
         AddPartitionsToTxn => (txns::add_partitions_to_txn, 0),
         AddOffsetsToTxn => (txns::add_offsets_to_txn, 0),

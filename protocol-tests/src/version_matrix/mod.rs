@@ -33,6 +33,7 @@ pub mod env;
 pub mod features;
 pub mod groups;
 pub mod share;
+pub mod streams;
 pub mod txns;
 
 use std::collections::BTreeMap;

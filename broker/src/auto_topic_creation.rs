@@ -87,6 +87,53 @@ impl AutoTopicCreationManager {
     }
 }
 
+impl AutoTopicCreationManager {
+    /// Kafka's `createStreamsInternalTopics`: starts the creation of a streams group's
+    /// missing internal topics with the partitions, replication factor (-1: the default)
+    /// and configs its topology asks for. Topics already in flight are skipped; the
+    /// group's next heartbeat sees them once created, and asks again if one failed.
+    pub fn create_streams_internal_topics(
+        &self,
+        topics: Vec<crate::group::streams_topology::TopicToCreate>,
+    ) {
+        for t in topics {
+            if validate_topic_name(&t.name).is_err() {
+                continue;
+            }
+            {
+                let mut in_flight = self.in_flight.lock();
+                if in_flight.len() >= AUTO_CREATIONS_IN_FLIGHT_MAX
+                    || !in_flight.insert(t.name.clone())
+                {
+                    continue;
+                }
+            }
+            let replicas = self.replicas.clone();
+            let in_flight = self.in_flight.clone();
+            let rf = if t.replication_factor > 0 {
+                t.replication_factor
+            } else {
+                self.replication_factor
+            };
+            tokio::spawn(async move {
+                let controller = replicas.controller();
+                let created = controller
+                    .create_topic(&t.name, t.partitions, rf, t.configs.clone())
+                    .await;
+                match created {
+                    Ok(_) | Err(ControllerError::TopicAlreadyExists(_)) => {
+                        tracing::info!(topic = %t.name, "created streams internal topic")
+                    }
+                    Err(error) => {
+                        tracing::info!(topic = %t.name, %error, "streams internal topic creation failed")
+                    }
+                }
+                in_flight.lock().remove(&t.name);
+            });
+        }
+    }
+}
+
 /// One auto-creation, owned by its background task.
 struct Creation {
     name: String,

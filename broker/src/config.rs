@@ -216,6 +216,11 @@ pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("group.share.delivery.count.limit", "5"),
     ("group.share.partition.max.record.locks", "2000"),
     ("group.share.max.share.sessions", "2000"),
+    // Streams groups (see crate::group::streams).
+    ("group.streams.heartbeat.interval.ms", "5000"),
+    ("group.streams.session.timeout.ms", "45000"),
+    ("group.streams.num.standby.replicas", "0"),
+    ("group.streams.max.size", "2147483647"),
     ("offsets.topic.num.partitions", "50"),
     ("offsets.topic.replication.factor", "3"),
     ("offsets.commit.timeout.ms", "5000"),

@@ -675,6 +675,34 @@ const BROKER_KEYS: &[BrokerConfigKey] = &[
         "Most share sessions this broker keeps."
     ),
     broker_key!(
+        "group.streams.heartbeat.interval.ms",
+        Int,
+        Validator::AtLeast(1),
+        STATIC,
+        "Heartbeat interval of streams group members."
+    ),
+    broker_key!(
+        "group.streams.session.timeout.ms",
+        Int,
+        Validator::AtLeast(1),
+        STATIC,
+        "Session timeout of streams group members."
+    ),
+    broker_key!(
+        "group.streams.num.standby.replicas",
+        Int,
+        Validator::AtLeast(0),
+        STATIC,
+        "Standby replicas of each stateful task of a streams group (at most group.streams.max.standby.replicas)."
+    ),
+    broker_key!(
+        "group.streams.max.size",
+        Int,
+        Validator::AtLeast(1),
+        STATIC,
+        "Most members a streams group may have."
+    ),
+    broker_key!(
         "group.consumer.session.timeout.ms",
         Int,
         Validator::AtLeast(1),

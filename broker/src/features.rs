@@ -23,6 +23,8 @@ pub const GROUP_VERSION: &str = "group.version";
 pub const ELR_VERSION: &str = "eligible.leader.replicas.version";
 /// Kafka's `ShareVersion.FEATURE_NAME`: level 1 enables share groups.
 pub const SHARE_VERSION: &str = "share.version";
+/// Kafka's `StreamsVersion.FEATURE_NAME`: level 1 enables streams groups (KIP-1071).
+pub const STREAMS_VERSION: &str = "streams.version";
 
 /// One feature: its name, the range of levels this node supports, and the level a new
 /// cluster finalizes (Kafka's `Features.defaultValue` at the latest production
@@ -45,10 +47,10 @@ pub struct Feature {
 /// - `eligible.leader.replicas.version` 0-1: the controller keeps ELRs (KIP-966);
 /// - `share.version` 0-1: KIP-932 share groups. Kafka 4.4 supports and finalizes 2
 ///   (`ShareVersion.SV_2`, the share-group dead-letter queue of KIP-1191), which Brook does
-///   not implement, so it supports and finalizes 1.
-///
-/// `streams.version` is left out (supported 0, as an unknown feature): Brook serves no
-/// streams groups (KIP-1071).
+///   not implement, so it supports and finalizes 1;
+/// - `streams.version` 0-1: KIP-1071 streams groups (StreamsGroupHeartbeat and
+///   StreamsGroupDescribe answer UNSUPPORTED_VERSION below 1, as Kafka's
+///   `isStreamsGroupProtocolEnabled`); a new 4.4 cluster finalizes 1.
 pub const FEATURES: &[Feature] = &[
     Feature {
         name: METADATA_VERSION,
@@ -77,6 +79,11 @@ pub const FEATURES: &[Feature] = &[
     },
     Feature {
         name: SHARE_VERSION,
+        supported: (0, 1),
+        bootstrap: 1,
+    },
+    Feature {
+        name: STREAMS_VERSION,
         supported: (0, 1),
         bootstrap: 1,
     },

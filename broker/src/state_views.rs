@@ -562,6 +562,7 @@ fn group_view(
         GroupKind::Classic(g) => classic_view(g),
         GroupKind::Consumer(g) => consumer_view(g, topic_name),
         GroupKind::Share(g) => share_view(g, topic_name),
+        GroupKind::Streams(g) => streams_view(g),
     };
     view.group_id = id.to_string();
     view.state = entry.state_str();
@@ -664,6 +665,33 @@ fn share_view(
                     .iter()
                     .map(|(id, parts)| TopicAssignment {
                         topic: topic_name(*id),
+                        partitions: parts.iter().copied().collect(),
+                    })
+                    .collect(),
+            ),
+        });
+    view
+}
+
+/// A streams group: each member's active tasks, as (subtopology id, partitions).
+fn streams_view(g: &crate::group::streams::StreamsGroup) -> GroupView {
+    let mut view = empty_group("streams", g.group_epoch);
+    view.assignment_epoch = Some(g.assignment_epoch);
+    view.protocol_type = Some("streams".into());
+    (view.members, view.members_truncated) =
+        bounded(g.members.values(), MEMBERS_PER_GROUP_MAX, |m| MemberView {
+            member_id: m.member_id.clone(),
+            group_instance_id: m.instance_id.clone(),
+            client_id: m.client_id.clone(),
+            client_host: m.client_host.clone(),
+            member_epoch: Some(m.member_epoch),
+            member_state: Some(m.state.as_str().to_string()),
+            assignment: Some(
+                m.assigned
+                    .active
+                    .iter()
+                    .map(|(s, parts)| TopicAssignment {
+                        topic: s.clone(),
                         partitions: parts.iter().copied().collect(),
                     })
                     .collect(),

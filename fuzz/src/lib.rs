@@ -144,6 +144,8 @@ fn trace_request(key: ApiKey, version: i16, payload: &[u8]) -> Result<(Vec<Field
         ShareGroupHeartbeat => ShareGroupHeartbeatRequest,
         ShareGroupDescribe => ShareGroupDescribeRequest,
         ShareFetch => ShareFetchRequest, ShareAcknowledge => ShareAcknowledgeRequest,
+        StreamsGroupHeartbeat => StreamsGroupHeartbeatRequest,
+        StreamsGroupDescribe => StreamsGroupDescribeRequest,
         UpdateFeatures => UpdateFeaturesRequest,
         GetTelemetrySubscriptions => GetTelemetrySubscriptionsRequest,
         PushTelemetry => PushTelemetryRequest, ListConfigResources => ListConfigResourcesRequest,

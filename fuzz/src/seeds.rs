@@ -475,6 +475,30 @@ pub fn requests(key: ApiKey) -> Vec<RequestKind> {
                     .with_group_ids(vec![s("fuzz-share").into()]),
             ),
         ],
+        ApiKey::StreamsGroupHeartbeat => vec![
+            R::StreamsGroupHeartbeat(StreamsGroupHeartbeatRequest::default()),
+            R::StreamsGroupHeartbeat(
+                StreamsGroupHeartbeatRequest::default()
+                    .with_group_id(s("fuzz-streams").into())
+                    .with_member_id(s("fuzz-member"))
+                    .with_member_epoch(0)
+                    .with_rebalance_timeout_ms(1000)
+                    .with_topology(Some(
+                        streams_group_heartbeat_request::Topology::default().with_subtopologies(
+                            vec![streams_group_heartbeat_request::Subtopology::default()
+                                .with_subtopology_id(s("0"))
+                                .with_source_topics(vec![s("fuzz-topic").into()])],
+                        ),
+                    )),
+            ),
+        ],
+        ApiKey::StreamsGroupDescribe => vec![
+            R::StreamsGroupDescribe(StreamsGroupDescribeRequest::default()),
+            R::StreamsGroupDescribe(
+                StreamsGroupDescribeRequest::default()
+                    .with_group_ids(vec![s("fuzz-streams").into()]),
+            ),
+        ],
         ApiKey::ShareFetch => vec![
             R::ShareFetch(ShareFetchRequest::default()),
             R::ShareFetch(

@@ -64,6 +64,7 @@ fn update_features_changes_finalized_levels_as_kafka_does() {
     let (tv, epoch) = finalized(&mut c, "transaction.version");
     assert_eq!(tv, Some(2));
     assert_eq!(finalized(&mut c, "share.version").0, Some(1));
+    assert_eq!(finalized(&mut c, "streams.version").0, Some(1));
 
     // A downgrade without a downgrade type, an unknown feature, a level past the range.
     let r = update(&mut c, 1, "transaction.version", 1, 1, false);

@@ -31,6 +31,7 @@ pub mod reassignments;
 pub mod sasl;
 pub mod share;
 pub mod share_state;
+pub mod streams_groups;
 pub mod telemetry;
 pub mod topics;
 pub mod txn;
@@ -115,6 +116,9 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::WriteShareGroupState, 0, 0, 0),
     api(ApiKey::DeleteShareGroupState, 0, 0, 0),
     api(ApiKey::ReadShareGroupStateSummary, 0, 0, 0),
+    // KIP-1071 streams groups.
+    api(ApiKey::StreamsGroupHeartbeat, 0, 1, 0),
+    api(ApiKey::StreamsGroupDescribe, 0, 1, 0),
     // Transactions: version 1 (AddPartitionsToTxn and AddOffsetsToTxn from clients, EndTxn
     // up to v4) and version 2 (`transaction.version` finalized at 2 in ApiVersions; EndTxn
     // v5 bumps the epoch at every transaction).
@@ -526,6 +530,16 @@ async fn process(
             broker,
             ctx,
             &groups::handle_consumer_group_describe(broker, ctx, r).await,
+        ),
+        RequestKind::StreamsGroupHeartbeat(r) => respond(
+            broker,
+            ctx,
+            &streams_groups::handle_streams_group_heartbeat(broker, ctx, r).await,
+        ),
+        RequestKind::StreamsGroupDescribe(r) => respond(
+            broker,
+            ctx,
+            &streams_groups::handle_streams_group_describe(broker, ctx, r).await,
         ),
         RequestKind::ShareGroupHeartbeat(r) => respond(
             broker,

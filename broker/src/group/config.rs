@@ -9,6 +9,8 @@ pub struct GroupConfig {
     pub classic: ClassicLimits,
     pub consumer: ConsumerLimits,
     pub share: share::ShareLimits,
+    /// `group.streams.*`.
+    pub streams: streams::StreamsLimits,
     /// `offsets.topic.num.partitions`.
     pub offsets_partitions: i32,
     /// `offset.metadata.max.bytes`.
@@ -131,6 +133,13 @@ impl GroupConfig {
                 session_timeout_ms: positive_i32("group.share.session.timeout.ms")?,
                 heartbeat_interval_ms: positive_i32("group.share.heartbeat.interval.ms")?,
                 max_size: positive_i32("group.share.max.size")? as usize,
+            },
+            streams: streams::StreamsLimits {
+                session_timeout_ms: positive_i32("group.streams.session.timeout.ms")?,
+                heartbeat_interval_ms: positive_i32("group.streams.heartbeat.interval.ms")?,
+                // Kafka refuses more than `group.streams.max.standby.replicas` (2).
+                num_standby_replicas: get("group.streams.num.standby.replicas")?.clamp(0, 2) as i32,
+                max_size: positive_i32("group.streams.max.size")? as usize,
             },
             offsets_partitions: positive_i32("offsets.topic.num.partitions")?,
             offset_metadata_max_bytes: positive_i32("offset.metadata.max.bytes")? as usize,

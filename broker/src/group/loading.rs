@@ -275,7 +275,9 @@ pub(super) fn consumer_for_replay<'a>(
     }
     match &mut e.kind {
         GroupKind::Consumer(g) => g,
-        GroupKind::Classic(_) | GroupKind::Share(_) => unreachable!("converted just above"),
+        GroupKind::Classic(_) | GroupKind::Share(_) | GroupKind::Streams(_) => {
+            unreachable!("converted just above")
+        }
     }
 }
 

@@ -21,7 +21,8 @@
 //! partitions), [`config`] (the coordinator's settings), [`records`] (the
 //! `__consumer_offsets` record layout), [`store`] (append and replay),
 //! [`consumer_protocol`] (the embedded consumer protocol blobs), [`txn`] (offsets committed
-//! inside transactions, pending until the transaction's marker).
+//! inside transactions, pending until the transaction's marker), [`streams`] (KIP-1071
+//! streams groups, with [`streams_topology`] and [`streams_assignor`]).
 
 pub mod assignors;
 pub mod classic;
@@ -35,6 +36,9 @@ pub mod overrides;
 pub mod records;
 pub mod share;
 pub mod store;
+pub mod streams;
+pub mod streams_assignor;
+pub mod streams_topology;
 pub mod txn;
 
 pub use config::GroupConfig;
@@ -139,6 +143,12 @@ pub enum GroupError {
     /// The session may not describe the topic (ACLs).
     #[error("topic authorization failed")]
     TopicAuthorizationFailed,
+    #[error("{0}")]
+    StreamsInvalidTopology(String),
+    #[error("{0}")]
+    StreamsInvalidTopologyEpoch(String),
+    #[error("Group {0} is not a streams group.")]
+    NotStreamsGroup(String),
 }
 
 impl GroupError {
@@ -175,6 +185,11 @@ impl GroupError {
             GroupError::UnstableOffsetCommit => ResponseError::UnstableOffsetCommit,
             GroupError::GroupAuthorizationFailed => ResponseError::GroupAuthorizationFailed,
             GroupError::TopicAuthorizationFailed => ResponseError::TopicAuthorizationFailed,
+            GroupError::StreamsInvalidTopology(_) => ResponseError::StreamsInvalidTopology,
+            GroupError::StreamsInvalidTopologyEpoch(_) => {
+                ResponseError::StreamsInvalidTopologyEpoch
+            }
+            GroupError::NotStreamsGroup(_) => ResponseError::GroupIdNotFound,
         }
     }
 
@@ -220,6 +235,8 @@ pub enum GroupKind {
     Consumer(ConsumerGroup),
     /// KIP-932: kept in memory only ([`share`]).
     Share(ShareGroup),
+    /// KIP-1071: kept in memory only ([`streams`]).
+    Streams(streams::StreamsGroup),
 }
 
 /// A committed (or pending) offset and the log offset of its record in the group's
@@ -267,6 +284,7 @@ impl GroupEntry {
             GroupKind::Classic(g) => g.is_empty(),
             GroupKind::Consumer(g) => g.members.is_empty(),
             GroupKind::Share(g) => g.members.is_empty(),
+            GroupKind::Streams(g) => g.members.is_empty(),
         }
     }
 
@@ -307,6 +325,7 @@ impl GroupEntry {
             ),
             GroupKind::Consumer(g) => g.subscribed_topics().contains(topic),
             GroupKind::Share(g) => g.subscribed_topics().contains(topic),
+            GroupKind::Streams(g) => g.subscribed_topics().contains(topic),
         }
     }
 
@@ -341,6 +360,7 @@ impl GroupEntry {
             GroupKind::Classic(g) => g.next_deadline(),
             GroupKind::Consumer(g) => g.next_deadline(),
             GroupKind::Share(g) => g.next_deadline(),
+            GroupKind::Streams(g) => g.next_deadline(),
         }
     }
 
@@ -350,15 +370,17 @@ impl GroupEntry {
             GroupKind::Classic(g) => g.state.as_str(),
             GroupKind::Consumer(g) => g.state_str(),
             GroupKind::Share(g) => g.state_str(),
+            GroupKind::Streams(g) => g.state_str(),
         }
     }
 
-    /// "classic", "consumer" or "share" (ListGroups v5 group type).
+    /// "classic", "consumer", "share" or "streams" (ListGroups v5 group type).
     pub fn type_str(&self) -> &'static str {
         match &self.kind {
             GroupKind::Classic(_) => "classic",
             GroupKind::Consumer(_) => "consumer",
             GroupKind::Share(_) => "share",
+            GroupKind::Streams(_) => "streams",
         }
     }
 
@@ -368,6 +390,7 @@ impl GroupEntry {
             GroupKind::Classic(g) => g.protocol_type.clone().unwrap_or_default(),
             GroupKind::Consumer(_) => "consumer".into(),
             GroupKind::Share(_) => "share".into(),
+            GroupKind::Streams(_) => "streams".into(),
         }
     }
 }
@@ -1002,7 +1025,9 @@ impl GroupCoordinator {
             }
             // Kafka's `describeGroups` reads classic groups only: any other is Dead, with
             // GROUP_ID_NOT_FOUND from v6.
-            GroupKind::Share(_) => return Err(GroupError::NotClassicGroup(group_id.into())),
+            GroupKind::Share(_) | GroupKind::Streams(_) => {
+                return Err(GroupError::NotClassicGroup(group_id.into()))
+            }
             GroupKind::Consumer(g) => GroupDescription {
                 state: g.state_str().into(),
                 protocol_type: "consumer".into(),
@@ -1117,6 +1142,7 @@ impl GroupCoordinator {
                 GroupKind::Classic(g) => g.generation_id,
                 GroupKind::Consumer(g) => g.group_epoch,
                 GroupKind::Share(g) => g.group_epoch,
+                GroupKind::Streams(g) => g.group_epoch,
             };
             *out.by_state
                 .entry((e.type_str(), e.state_str()))
@@ -1148,6 +1174,10 @@ impl GroupCoordinator {
             GroupKind::Consumer(_) => {}
             GroupKind::Share(g) if !g.members.is_empty() => return Err(GroupError::NonEmptyGroup),
             GroupKind::Share(_) => {}
+            GroupKind::Streams(g) if !g.members.is_empty() => {
+                return Err(GroupError::NonEmptyGroup)
+            }
+            GroupKind::Streams(_) => {}
         }
         // Committed offsets and pending transactional ones alike get a tombstone (Kafka's
         // `OffsetMetadataManager.deleteAllOffsets`), one per partition.
@@ -1190,6 +1220,7 @@ impl GroupCoordinator {
                     GroupKind::Classic(g) => g.on_deadlines(&self.config.classic, now),
                     GroupKind::Consumer(_) => {}
                     GroupKind::Share(g) => g.on_deadlines(now),
+                    GroupKind::Streams(g) => g.on_deadlines(now),
                 }
             }
             self.consumer_deadlines(&mut st, id, now);
@@ -1266,7 +1297,9 @@ fn existing_group_mut<'a>(
 fn classic_mut<'a>(st: &'a mut State, group_id: &str) -> Result<&'a mut ClassicGroup, GroupError> {
     match st.groups.get_mut(group_id).map(|e| &mut e.kind) {
         Some(GroupKind::Classic(g)) => Ok(g),
-        Some(GroupKind::Consumer(_) | GroupKind::Share(_)) => Err(GroupError::GroupIdNotFound),
+        Some(GroupKind::Consumer(_) | GroupKind::Share(_) | GroupKind::Streams(_)) => {
+            Err(GroupError::GroupIdNotFound)
+        }
         None => Err(GroupError::UnknownMemberId),
     }
 }
@@ -1281,7 +1314,9 @@ fn classic_or_convert(entry: &mut GroupEntry) -> Result<&mut ClassicGroup, Group
     }
     match &mut entry.kind {
         GroupKind::Classic(g) => Ok(g),
-        GroupKind::Consumer(_) | GroupKind::Share(_) => Err(GroupError::GroupIdNotFound),
+        GroupKind::Consumer(_) | GroupKind::Share(_) | GroupKind::Streams(_) => {
+            Err(GroupError::GroupIdNotFound)
+        }
     }
 }
 
@@ -1312,12 +1347,14 @@ fn record_changes(
 /// `createGroupTombstoneRecords`).
 fn group_record_tombstones(group_id: &str, entry: &GroupEntry) -> Vec<Record> {
     let mut keys: BTreeSet<Bytes> = entry.persisted.keys().cloned().collect();
-    keys.insert(match &entry.kind {
-        GroupKind::Classic(_) => records::group_metadata_key(group_id),
+    match &entry.kind {
+        GroupKind::Classic(_) => keys.insert(records::group_metadata_key(group_id)),
         GroupKind::Consumer(_) | GroupKind::Share(_) => {
-            records::consumer_group_metadata_key(group_id)
+            keys.insert(records::consumer_group_metadata_key(group_id))
         }
-    });
+        // Nothing of a streams group is written but its offsets.
+        GroupKind::Streams(_) => false,
+    };
     keys.into_iter().map(|k| (k, None)).collect()
 }
 

@@ -178,6 +178,15 @@ impl GroupCoordinator {
             // Share groups keep no committed offsets (their progress is the share-partition
             // state).
             GroupKind::Share(_) => Err(GroupError::GroupIdNotFound),
+            // Kafka's `StreamsGroup.validateOffsetCommit`, with the same TxnOffsetCommit rule.
+            GroupKind::Streams(g) => g
+                .validate_offset_commit(&who.member_id, who.generation_or_epoch)
+                .map_err(|e| match e {
+                    GroupError::StaleMemberEpoch if who.transactional => {
+                        GroupError::IllegalGeneration
+                    }
+                    e => e,
+                }),
         }
     }
 
@@ -196,16 +205,13 @@ impl GroupCoordinator {
         let mut st = self.state.lock();
         self.acquire(&mut st, group_id)?;
         let entry = st.groups.get(group_id);
-        if let (
-            Some((id, epoch)),
-            Some(GroupEntry {
-                kind: GroupKind::Consumer(g),
-                ..
-            }),
-        ) = (member, entry)
-        {
+        if let (Some((id, epoch)), Some(e)) = (member, entry) {
             if !id.is_empty() || epoch >= 0 {
-                g.validate_offset_fetch(id, epoch)?;
+                match &e.kind {
+                    GroupKind::Consumer(g) => g.validate_offset_fetch(id, epoch)?,
+                    GroupKind::Streams(g) => g.validate_offset_fetch(id, epoch)?,
+                    _ => {}
+                }
             }
         }
         let lookup = |t: &str, p: i32| {
@@ -274,6 +280,7 @@ impl GroupCoordinator {
             },
             GroupKind::Consumer(g) => Some(g.subscribed_topics()),
             GroupKind::Share(g) => Some(g.subscribed_topics()),
+            GroupKind::Streams(g) => Some(g.subscribed_topics()),
         };
         let subscribed = subscribed.unwrap_or_default();
         let mut codes = Vec::with_capacity(partitions.len());

@@ -4,7 +4,7 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Encodable, StrBytes};
 
 use super::env::{s, tn, Env, NodeId, DATA_PARTITIONS};
-use super::{acls, features, groups, share, share_state, sorted, txns, Case, Meaning};
+use super::{acls, features, groups, share, share_state, sorted, streams, txns, Case, Meaning};
 use crate::batch::{encode_batch, parse_batches, Producer, Rec};
 use crate::wire::WireClient;
 
@@ -57,6 +57,8 @@ pub fn case(key: ApiKey) -> Option<Case> {
         WriteShareGroupState => (share_state::write_share_group_state, 0),
         DeleteShareGroupState => (share_state::delete_share_group_state, 0),
         ReadShareGroupStateSummary => (share_state::read_share_group_state_summary, 0),
+        StreamsGroupHeartbeat => (streams::streams_group_heartbeat, 0),
+        StreamsGroupDescribe => (streams::streams_group_describe, 0),
         InitProducerId => (txns::init_producer_id, 0),
         AddPartitionsToTxn => (txns::add_partitions_to_txn, 0),
         AddOffsetsToTxn => (txns::add_offsets_to_txn, 0),

@@ -34,6 +34,7 @@ pub mod features;
 pub mod groups;
 pub mod share;
 pub mod share_state;
+pub mod streams;
 pub mod txns;
 
 use std::collections::BTreeMap;

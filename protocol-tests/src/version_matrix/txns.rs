@@ -223,6 +223,7 @@ pub fn txn_offset_commit(env: &mut Env, v: i16) -> R {
         .with_topics(vec![
             txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
                 .with_name(tn(&f.data))
+                .with_topic_id(f.data_id)
                 .with_partitions(vec![
                     txn_offset_commit_request::TxnOffsetCommitRequestPartition::default()
                         .with_partition_index(0)
@@ -234,7 +235,12 @@ pub fn txn_offset_commit(env: &mut Env, v: i16) -> R {
     }
     let r = env.call(node, v, &req)?;
     let codes = partition_codes!(r.topics);
-    Ok(format!("(partition, error) {codes:?}"))
+    // The answer names the topic as the request did: by id from v6, by name before.
+    let ours = r.topics.iter().all(|t| match v >= 6 {
+        true => t.topic_id == f.data_id,
+        false => t.name.as_str() == f.data,
+    });
+    Ok(format!("ours {ours} (partition, error) {codes:?}"))
 }
 
 /// The fixture transaction, and an id never used (TRANSACTIONAL_ID_NOT_FOUND).

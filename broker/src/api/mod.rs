@@ -117,7 +117,7 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::DescribeTransactions, 0, 0, 0),
     api(ApiKey::ListTransactions, 0, 2, 0),
     // Transactions, partition side: markers from coordinators, and producer state.
-    api(ApiKey::WriteTxnMarkers, 1, 1, 1),
+    api(ApiKey::WriteTxnMarkers, 1, 2, 1),
     api(ApiKey::DescribeProducers, 0, 0, 0),
     // Operations tools: kafka-log-dirs and kafka-metadata-quorum (v0 of DescribeLogDirs was
     // removed in Kafka 4.0).

@@ -29,7 +29,12 @@ fn s(v: &str) -> StrBytes {
 }
 
 /// An admin commit (no member) of `offset + p` to partitions 0 and 1 of each topic id.
-fn commit_by_id(c: &mut WireClient, group: &str, ids: &[Uuid], offset: i64) -> OffsetCommitResponse {
+fn commit_by_id(
+    c: &mut WireClient,
+    group: &str,
+    ids: &[Uuid],
+    offset: i64,
+) -> OffsetCommitResponse {
     let topic = |id: &Uuid| {
         OffsetCommitRequestTopic::default()
             .with_topic_id(*id)
@@ -56,9 +61,14 @@ fn fetched(r: &OffsetFetchResponse) -> Vec<(Uuid, i32, i64, i16)> {
         .iter()
         .flat_map(|g| &g.topics)
         .flat_map(|t| {
-            t.partitions
-                .iter()
-                .map(|p| (t.topic_id, p.partition_index, p.committed_offset, p.error_code))
+            t.partitions.iter().map(|p| {
+                (
+                    t.topic_id,
+                    p.partition_index,
+                    p.committed_offset,
+                    p.error_code,
+                )
+            })
         })
         .collect()
 }
@@ -97,7 +107,12 @@ fn offsets_by_topic_id_and_unknown_ids() {
     let codes: Vec<(Uuid, Vec<i16>)> = r
         .topics
         .iter()
-        .map(|t| (t.topic_id, t.partitions.iter().map(|p| p.error_code).collect()))
+        .map(|t| {
+            (
+                t.topic_id,
+                t.partitions.iter().map(|p| p.error_code).collect(),
+            )
+        })
         .collect();
     assert_eq!(
         codes,
@@ -134,7 +149,10 @@ fn offsets_by_topic_id_and_unknown_ids() {
             .with_partition_indexes(vec![1])]))]);
     let r: OffsetFetchResponse = c.request(9, &req);
     let t = &r.groups[0].topics[0];
-    assert_eq!((t.name.as_str(), t.partitions[0].committed_offset), (topic.as_str(), 6));
+    assert_eq!(
+        (t.name.as_str(), t.partitions[0].committed_offset),
+        (topic.as_str(), 6)
+    );
 
     // TxnOffsetCommit v6: an unknown id answers UNKNOWN_TOPIC_ID before the transaction is
     // looked at (this producer has none: the known id gets the coordinator's answer).
@@ -158,7 +176,13 @@ fn offsets_by_topic_id_and_unknown_ids() {
         );
     let r: TxnOffsetCommitResponse = c.request(6, &req);
     assert_eq!(r.topics[0].topic_id, unknown, "{r:?}");
-    assert_eq!(r.topics[0].partitions[0].error_code, UNKNOWN_TOPIC_ID, "{r:?}");
+    assert_eq!(
+        r.topics[0].partitions[0].error_code, UNKNOWN_TOPIC_ID,
+        "{r:?}"
+    );
     assert_eq!(r.topics[1].topic_id, id, "{r:?}");
-    assert_ne!(r.topics[1].partitions[0].error_code, UNKNOWN_TOPIC_ID, "{r:?}");
+    assert_ne!(
+        r.topics[1].partitions[0].error_code, UNKNOWN_TOPIC_ID,
+        "{r:?}"
+    );
 }

@@ -1027,8 +1027,14 @@ mod tests {
         assert!(m.check_marker(5, 2, 4, 2).is_ok(), "a retried marker");
         m.update(5, 2, 0, 0, 2, 2, 0, true);
         assert_eq!(m.check_marker(5, 2, 4, 2).unwrap_err().error_code(), 47);
-        assert!(m.check_marker(5, 2, 4, 1).is_ok(), "version 1 accepts the same epoch");
-        assert!(m.check_marker(5, 3, 4, 2).is_ok(), "a bumped epoch is accepted");
+        assert!(
+            m.check_marker(5, 2, 4, 1).is_ok(),
+            "version 1 accepts the same epoch"
+        );
+        assert!(
+            m.check_marker(5, 3, 4, 2).is_ok(),
+            "a bumped epoch is accepted"
+        );
         m.update(6, 0, 0, 0, 2, 2, 0, true);
         let plain = m.check(6, 0, 1, 1, false, C, None);
         assert_eq!(plain.unwrap_err().error_code(), 48);

@@ -248,7 +248,14 @@ impl UnifiedLog {
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<LogAppendInfo, LogError> {
-        self.append_with_origin(&records, leader_epoch, now_ms, AppendOrigin::Client, None, 0)
+        self.append_with_origin(
+            &records,
+            leader_epoch,
+            now_ms,
+            AppendOrigin::Client,
+            None,
+            0,
+        )
     }
 
     /// [`Self::append_as_leader`] for an append subject to KIP-890 verification, carrying the

@@ -58,7 +58,11 @@ fn resolve(broker: &Broker, by_id: bool, name: &TopicName, id: Uuid) -> Option<T
 
 /// A topic's id by name, nil when the metadata does not know it.
 fn id_of(broker: &Broker, name: &str) -> Uuid {
-    broker.replicas.topic(name).map(|m| m.id).unwrap_or_default()
+    broker
+        .replicas
+        .topic(name)
+        .map(|m| m.id)
+        .unwrap_or_default()
 }
 
 /// Splits a commit's partitions: the code of each one refused here (UNKNOWN_TOPIC_ID for a
@@ -284,7 +288,11 @@ fn commit_partitions(
     let mut shape = Vec::new();
     let mut all = Vec::new();
     for (name, id, parts) in topics {
-        shape.push((name.clone(), id, parts.iter().map(|p| p.partition).collect()));
+        shape.push((
+            name.clone(),
+            id,
+            parts.iter().map(|p| p.partition).collect(),
+        ));
         all.extend(parts.into_iter().map(|p| (name.is_some(), p)));
     }
     (shape, all)
@@ -508,7 +516,11 @@ fn fetch_batched_group(
     let mut topics = found_topics(
         found,
         |name, ps| {
-            let id = if by_id { id_of(broker, &name) } else { Uuid::nil() };
+            let id = if by_id {
+                id_of(broker, &name)
+            } else {
+                Uuid::nil()
+            };
             OffsetFetchResponseTopics::default()
                 .with_name(name)
                 .with_topic_id(id)

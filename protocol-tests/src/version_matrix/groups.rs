@@ -322,8 +322,16 @@ pub fn offset_fetch(env: &mut Env, v: i16) -> R {
     };
     // The answer names the topic as the request did: by id from v10, by name before.
     let ours = match v {
-        10.. => r.groups.iter().flat_map(|g| &g.topics).all(|t| t.topic_id == f.data_id),
-        8..=9 => r.groups.iter().flat_map(|g| &g.topics).all(|t| t.name.as_str() == f.data),
+        10.. => r
+            .groups
+            .iter()
+            .flat_map(|g| &g.topics)
+            .all(|t| t.topic_id == f.data_id),
+        8..=9 => r
+            .groups
+            .iter()
+            .flat_map(|g| &g.topics)
+            .all(|t| t.name.as_str() == f.data),
         _ => r.topics.iter().all(|t| t.name.as_str() == f.data),
     };
     let mut out: Vec<String> = if v >= 8 {

@@ -329,7 +329,9 @@ pub fn write_txn_markers(env: &mut Env, v: i16) -> R {
             let stale = env.call(leader, v, &marker(epoch, TRANSACTION_VERSION_2))?;
             let expected = vec![(0, ResponseError::InvalidProducerEpoch.code())];
             if codes(&stale) != expected {
-                return Err(format!("WriteTxnMarkers v{v} at the producer's epoch: {stale:?}"));
+                return Err(format!(
+                    "WriteTxnMarkers v{v} at the producer's epoch: {stale:?}"
+                ));
             }
             marker(epoch + 1, TRANSACTION_VERSION_2)
         }

@@ -106,9 +106,9 @@ class OffsetsByTopicIdTest {
 
             if (admin != null) {
                 assertTrue(requests(admin, "OffsetCommit", version) > commitsBefore,
-                    "the 4.4 " + protocol + " consumer committed with OffsetCommit v" + version);
+                    "the 4.4 KIP-848 consumer committed with OffsetCommit v" + version);
                 assertTrue(requests(admin, "OffsetFetch", version) > fetchesBefore,
-                    "the 4.4 " + protocol + " consumer fetched with OffsetFetch v" + version);
+                    "the 4.4 KIP-848 consumer fetched with OffsetFetch v" + version);
             }
         }
     }

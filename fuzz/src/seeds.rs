@@ -836,6 +836,7 @@ fn txn_offset_commit() -> TxnOffsetCommitRequest {
         .with_member_id(s(""))
         .with_topics(vec![TxnOffsetCommitRequestTopic::default()
             .with_name(topic())
+            .with_topic_id(topic_id())
             .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
                 .with_partition_index(0)
                 .with_committed_offset(0)

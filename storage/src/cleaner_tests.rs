@@ -381,12 +381,12 @@ fn aborted_transactions_lose_their_data_and_markers_stay_while_it_is_there() {
     log.append_as_leader(txn_kv(5, 0, "x", "aborted"), 0, NOW)
         .unwrap();
     let abort = log
-        .append_as_coordinator(build_control_batch(5, 0, false, 0, NOW), 0, NOW)
+        .append_as_coordinator(build_control_batch(5, 0, false, 0, NOW), 0, NOW, 0)
         .unwrap()
         .first_offset;
     log.append_as_leader(txn_kv(6, 0, "y", "committed"), 0, NOW)
         .unwrap();
-    log.append_as_coordinator(build_control_batch(6, 0, true, 0, NOW), 0, NOW)
+    log.append_as_coordinator(build_control_batch(6, 0, true, 0, NOW), 0, NOW, 0)
         .unwrap();
     write_updates(&mut log, 2, 30);
     log.on_high_watermark_updated(log.log_end_offset());

@@ -57,6 +57,11 @@ impl BatchMetadata {
     }
 }
 
+/// The transaction version from which a marker's epoch must be newer than the producer's
+/// (Kafka's `ProducerAppendInfo.checkProducerEpoch`: transaction version 2 bumps the epoch at
+/// every EndTxn).
+pub const TRANSACTION_VERSION_BUMPS_MARKER_EPOCH: i8 = 2;
+
 /// State of one producer id.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProducerStateEntry {
@@ -489,22 +494,35 @@ impl ProducerStateManager {
         self.map_end_offset = self.map_end_offset.max(last_offset + 1);
     }
 
-    /// Kafka's checks of a marker a coordinator writes (`ProducerAppendInfo.appendEndTxnMarker`):
-    /// an epoch older than the producer's is INVALID_PRODUCER_EPOCH, a coordinator epoch older
-    /// than the last marker's is TRANSACTION_COORDINATOR_FENCED (a zombie coordinator). A newer
-    /// producer epoch is accepted (the coordinator bumped it, e.g. aborting on a timeout).
+    /// Kafka's checks of a marker a coordinator writes (`ProducerAppendInfo.appendEndTxnMarker`
+    /// and `checkProducerEpoch`): an epoch older than the producer's is INVALID_PRODUCER_EPOCH,
+    /// a coordinator epoch older than the last marker's is TRANSACTION_COORDINATOR_FENCED (a
+    /// zombie coordinator). A newer producer epoch is accepted (the coordinator bumped it, e.g.
+    /// aborting on a timeout). A marker of transaction version 2 (WriteTxnMarkers v2) carries
+    /// the epoch its coordinator bumped at EndTxn, so the producer's own epoch is refused too,
+    /// except as a retry of a marker already written (no transaction open any more) or at the
+    /// last epoch, which cannot be bumped.
     pub fn check_marker(
         &self,
         producer_id: i64,
         epoch: i16,
         coordinator_epoch: i32,
+        transaction_version: i8,
     ) -> Result<(), LogError> {
         let Some(entry) = self.producers.get(&producer_id) else {
             return Ok(());
         };
-        if epoch < entry.producer_epoch {
+        let strict = transaction_version >= TRANSACTION_VERSION_BUMPS_MARKER_EPOCH;
+        let retry = epoch == entry.producer_epoch
+            && (entry.current_txn_first_offset.is_none() || epoch == i16::MAX);
+        let stale = match strict {
+            true => epoch <= entry.producer_epoch && !retry,
+            false => epoch < entry.producer_epoch,
+        };
+        if stale {
             return Err(LogError::InvalidProducerEpoch(format!(
-                "marker epoch {epoch} is older than producer {producer_id}'s epoch {}",
+                "marker epoch {epoch} (transaction version {transaction_version}) is not newer \
+                 than producer {producer_id}'s epoch {}",
                 entry.producer_epoch
             )));
         }
@@ -991,13 +1009,26 @@ mod tests {
     #[test]
     fn marker_checks_follow_kafka() {
         let mut m = ProducerStateManager::new();
-        assert!(m.check_marker(5, 0, 0).is_ok(), "unknown producer");
+        assert!(m.check_marker(5, 0, 0, 0).is_ok(), "unknown producer");
         m.update(5, 2, 0, 0, 0, 0, 0, true);
         m.append_marker(5, 2, marker(false, 4), 1, 0);
-        assert_eq!(m.check_marker(5, 1, 4).unwrap_err().error_code(), 47);
-        assert_eq!(m.check_marker(5, 2, 3).unwrap_err().error_code(), 52);
+        assert_eq!(m.check_marker(5, 1, 4, 0).unwrap_err().error_code(), 47);
+        assert_eq!(m.check_marker(5, 2, 3, 0).unwrap_err().error_code(), 52);
         assert!(
-            m.check_marker(5, 3, 4).is_ok(),
+            m.check_marker(5, 3, 4, 0).is_ok(),
+            "a bumped epoch is accepted"
+        );
+        // Transaction version 2: the producer's own epoch is a retry once its transaction
+        // ended, and refused while one is open; a bumped epoch is accepted.
+        assert!(m.check_marker(5, 2, 4, 2).is_ok(), "a retried marker");
+        m.update(5, 2, 0, 0, 2, 2, 0, true);
+        assert_eq!(m.check_marker(5, 2, 4, 2).unwrap_err().error_code(), 47);
+        assert!(
+            m.check_marker(5, 2, 4, 1).is_ok(),
+            "version 1 accepts the same epoch"
+        );
+        assert!(
+            m.check_marker(5, 3, 4, 2).is_ok(),
             "a bumped epoch is accepted"
         );
         m.update(6, 0, 0, 0, 2, 2, 0, true);

@@ -32,7 +32,7 @@ fn txn_batch(pid: i64, seq: i32, n: usize) -> Bytes {
 }
 
 fn marker(log: &mut UnifiedLog, pid: i64, commit: bool) -> Result<LogAppendInfo, LogError> {
-    log.append_as_coordinator(build_control_batch(pid, 0, commit, 0, NOW), 0, NOW)
+    log.append_as_coordinator(build_control_batch(pid, 0, commit, 0, NOW), 0, NOW, 0)
 }
 
 fn aborted(log: &UnifiedLog) -> Vec<AbortedTxn> {
@@ -86,19 +86,19 @@ fn marker_epochs_are_checked_and_clients_may_not_write_markers() {
     log.append_as_leader(b.build(), 0, NOW).unwrap();
     let client = log.append_as_leader(build_control_batch(7, 3, true, 0, NOW), 0, NOW);
     assert_eq!(client.unwrap_err().error_code(), 87, "INVALID_RECORD");
-    let old_epoch = log.append_as_coordinator(build_control_batch(7, 2, false, 5, NOW), 0, NOW);
+    let old_epoch = log.append_as_coordinator(build_control_batch(7, 2, false, 5, NOW), 0, NOW, 0);
     assert_eq!(
         old_epoch.unwrap_err().error_code(),
         47,
         "INVALID_PRODUCER_EPOCH"
     );
     // A newer epoch (a coordinator aborting after a timeout) is accepted and bumps it.
-    log.append_as_coordinator(build_control_batch(7, 4, false, 5, NOW), 0, NOW)
+    log.append_as_coordinator(build_control_batch(7, 4, false, 5, NOW), 0, NOW, 0)
         .unwrap();
     let p = log.producer_state().get(7).unwrap();
     assert_eq!((p.producer_epoch, p.coordinator_epoch), (4, 5));
     assert_eq!(p.batches().count(), 0, "the old epoch's batches are gone");
-    let zombie = log.append_as_coordinator(build_control_batch(7, 4, true, 4, NOW), 0, NOW);
+    let zombie = log.append_as_coordinator(build_control_batch(7, 4, true, 4, NOW), 0, NOW, 0);
     assert_eq!(
         zombie.unwrap_err().error_code(),
         52,
@@ -109,7 +109,7 @@ fn marker_epochs_are_checked_and_clients_may_not_write_markers() {
     bad.transactional = true;
     bad.control = true;
     assert_eq!(
-        log.append_as_coordinator(bad.build(), 0, NOW)
+        log.append_as_coordinator(bad.build(), 0, NOW, 0)
             .unwrap_err()
             .error_code(),
         87

@@ -248,7 +248,14 @@ impl UnifiedLog {
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<LogAppendInfo, LogError> {
-        self.append_with_origin(&records, leader_epoch, now_ms, AppendOrigin::Client, None)
+        self.append_with_origin(
+            &records,
+            leader_epoch,
+            now_ms,
+            AppendOrigin::Client,
+            None,
+            0,
+        )
     }
 
     /// [`Self::append_as_leader`] for an append subject to KIP-890 verification, carrying the
@@ -264,7 +271,7 @@ impl UnifiedLog {
         guard: VerificationGuard,
     ) -> Result<LogAppendInfo, LogError> {
         let origin = AppendOrigin::Client;
-        self.append_with_origin(&records, leader_epoch, now_ms, origin, Some(guard))
+        self.append_with_origin(&records, leader_epoch, now_ms, origin, Some(guard), 0)
     }
 
     /// Before a leader asks the transaction coordinator about a producer's transactional
@@ -311,6 +318,7 @@ impl UnifiedLog {
         records: Bytes,
         leader_epoch: i32,
         now_ms: i64,
+        marker_transaction_version: i8,
     ) -> Result<LogAppendInfo, LogError> {
         self.append_with_origin(
             &records,
@@ -318,9 +326,12 @@ impl UnifiedLog {
             now_ms,
             AppendOrigin::Coordinator,
             None,
+            marker_transaction_version,
         )
     }
 
+    /// `marker_transaction_version`: the transaction version a coordinator's marker was sent
+    /// with (WriteTxnMarkers v2; 0 for anything else), which decides its epoch check.
     fn append_with_origin(
         &mut self,
         records: &[u8],
@@ -328,6 +339,7 @@ impl UnifiedLog {
         now_ms: i64,
         origin: AppendOrigin,
         verification: Option<VerificationGuard>,
+        marker_transaction_version: i8,
     ) -> Result<LogAppendInfo, LogError> {
         self.check_usable()?;
         let v = validate_produce(records, &self.config, now_ms, origin)?;
@@ -376,6 +388,7 @@ impl UnifiedLog {
                 v.producer_id,
                 v.producer_epoch,
                 m.coordinator_epoch,
+                marker_transaction_version,
             )?;
             marker = Some(m);
         }

@@ -521,7 +521,9 @@ pub async fn handle_list_groups(
     ListGroupsResponse::default().with_groups(groups)
 }
 
-/// DeleteGroups.
+/// DeleteGroups v0-3. v3's `ErrorMessage` stays null: Kafka's `GroupCoordinatorShard.deleteGroups`
+/// answers classic and consumer groups with a code alone (the message carries a streams
+/// group's topology errors, and Brook has no streams groups).
 pub async fn handle_delete_groups(
     broker: &Broker,
     ctx: &RequestContext,

@@ -31,17 +31,20 @@ pub mod spec {
     pub const MAX_TIMESTAMP: i64 = -3;
     pub const EARLIEST_LOCAL: i64 = -4;
     pub const LATEST_TIERED: i64 = -5;
+    pub const EARLIEST_PENDING_UPLOAD: i64 = -6;
 
     /// The first ListOffsets version that may ask for a special timestamp (Kafka's
     /// `ReplicaManager.timestampMinSupportedVersion`): the max timestamp arrived with v7
     /// (KIP-734), the earliest local offset with v8 (KIP-405), the latest tiered offset with
-    /// v9 (KIP-1005). `None` for a negative timestamp that means nothing.
+    /// v9 (KIP-1005), the earliest offset not yet uploaded to remote storage with v11
+    /// (KIP-1023). `None` for a negative timestamp that means nothing.
     pub fn min_version(timestamp: i64) -> Option<i16> {
         match timestamp {
             LATEST | EARLIEST => Some(1),
             MAX_TIMESTAMP => Some(7),
             EARLIEST_LOCAL => Some(8),
             LATEST_TIERED => Some(9),
+            EARLIEST_PENDING_UPLOAD => Some(11),
             _ => None,
         }
     }
@@ -198,7 +201,10 @@ fn answer(
                 leader_epoch: part.epoch_for_offset(log_start),
             }));
         }
-        spec::LATEST_TIERED => {
+        // Brook has no tiered storage: Kafka answers both -1/-1 with epoch -1 on a log
+        // without remote storage (`UnifiedLog.fetchOffsetByTimestamp` and
+        // `fetchEarliestPendingUploadOffset`).
+        spec::LATEST_TIERED | spec::EARLIEST_PENDING_UPLOAD => {
             return Ok(Some(Found {
                 timestamp: -1,
                 offset: -1,

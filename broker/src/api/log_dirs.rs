@@ -6,7 +6,9 @@
 //! (leader or follower) is listed with the size of its segment files, read from its log, and
 //! Kafka's offset lag for a current (not future) replica: `max(HW - LEO, 0)`, which is 0.
 //! Brook has no AlterReplicaLogDirs, so no replica is ever a future one. Total and usable
-//! bytes (v4) are the directory's filesystem's, from `statvfs`.
+//! bytes (v4) are the directory's filesystem's, from `statvfs`. `IsCordoned` (v5, KIP-1066)
+//! stays false: Brook has no `cordoned.log.dirs`, so its one directory always takes new
+//! replicas.
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -72,7 +72,7 @@ const fn api(key: ApiKey, min: i16, max: i16, decode_min: i16) -> ApiSupport {
 pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::Produce, 0, 13, ProduceRequest::VERSIONS.min),
     api(ApiKey::Fetch, 4, 18, 4),
-    api(ApiKey::ListOffsets, 1, 10, 1),
+    api(ApiKey::ListOffsets, 1, 11, 1),
     api(ApiKey::Metadata, 0, 13, 0),
     api(ApiKey::DescribeTopicPartitions, 0, 0, 0),
     api(ApiKey::ApiVersions, 0, 5, 0),
@@ -95,13 +95,13 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::SyncGroup, 0, 5, 0),
     api(ApiKey::Heartbeat, 0, 4, 0),
     api(ApiKey::LeaveGroup, 0, 5, 0),
-    api(ApiKey::OffsetCommit, 2, 9, 2),
-    api(ApiKey::OffsetFetch, 1, 9, 1),
-    api(ApiKey::TxnOffsetCommit, 0, 5, 0),
+    api(ApiKey::OffsetCommit, 2, 10, 2),
+    api(ApiKey::OffsetFetch, 1, 10, 1),
+    api(ApiKey::TxnOffsetCommit, 0, 6, 0),
     api(ApiKey::OffsetDelete, 0, 0, 0),
     api(ApiKey::DescribeGroups, 0, 6, 0),
     api(ApiKey::ListGroups, 0, 5, 0),
-    api(ApiKey::DeleteGroups, 0, 2, 0),
+    api(ApiKey::DeleteGroups, 0, 3, 0),
     api(ApiKey::ConsumerGroupHeartbeat, 0, 1, 0),
     api(ApiKey::ConsumerGroupDescribe, 0, 1, 0),
     // KIP-932 share groups: Kafka 4.4's versions, except ShareFetch and ShareAcknowledge v2
@@ -128,11 +128,11 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::DescribeTransactions, 0, 0, 0),
     api(ApiKey::ListTransactions, 0, 2, 0),
     // Transactions, partition side: markers from coordinators, and producer state.
-    api(ApiKey::WriteTxnMarkers, 1, 1, 1),
+    api(ApiKey::WriteTxnMarkers, 1, 2, 1),
     api(ApiKey::DescribeProducers, 0, 0, 0),
     // Operations tools: kafka-log-dirs and kafka-metadata-quorum (v0 of DescribeLogDirs was
     // removed in Kafka 4.0).
-    api(ApiKey::DescribeLogDirs, 1, 4, 1),
+    api(ApiKey::DescribeLogDirs, 1, 5, 1),
     api(ApiKey::DescribeQuorum, 0, 2, 0),
     // ACLs (Kafka 4.0 removed v0 of the three).
     api(ApiKey::DescribeAcls, 1, 3, 1),

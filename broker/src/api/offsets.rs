@@ -18,6 +18,7 @@ use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
 };
 use kafka_protocol::messages::*;
+use uuid::Uuid;
 
 use super::auth_helper::authorize;
 use super::{sb, RequestContext};
@@ -29,54 +30,81 @@ use crate::security::acl::{AclOperation, ResourceType};
 
 const GROUP_DENIED: i16 = ResponseError::GroupAuthorizationFailed.code();
 const TOPIC_DENIED: i16 = ResponseError::TopicAuthorizationFailed.code();
+const UNKNOWN_TOPIC_ID: i16 = ResponseError::UnknownTopicId.code();
 
 /// `op` on the group.
 fn may(broker: &Broker, ctx: &RequestContext, op: AclOperation, group: &str) -> bool {
     authorize(broker, ctx, op, ResourceType::Group, group)
 }
 
-/// Splits a commit's partitions by READ on their topic: which were allowed, in order, and
-/// the allowed ones for the coordinator.
+/// OffsetCommit and OffsetFetch name topics by id from v10, TxnOffsetCommit from v6
+/// (Kafka's `OffsetCommitRequest.useTopicIds` and its siblings).
+pub const OFFSET_COMMIT_TOPIC_IDS_FROM: i16 = 10;
+pub const OFFSET_FETCH_TOPIC_IDS_FROM: i16 = 10;
+pub const TXN_OFFSET_COMMIT_TOPIC_IDS_FROM: i16 = 6;
+
+/// A request topic's name: its own, or the name of its id when the version names topics by
+/// id (`None` for an id the metadata does not know, nil included: Kafka's
+/// `metadataCache.getTopicName`, which leaves such a topic nameless).
+fn resolve(broker: &Broker, by_id: bool, name: &TopicName, id: Uuid) -> Option<TopicName> {
+    match by_id {
+        false => Some(name.clone()),
+        true => broker
+            .replicas
+            .topic_name_by_id(id)
+            .map(|n| TopicName(sb(n))),
+    }
+}
+
+/// A topic's id by name, nil when the metadata does not know it.
+fn id_of(broker: &Broker, name: &str) -> Uuid {
+    broker
+        .replicas
+        .topic(name)
+        .map(|m| m.id)
+        .unwrap_or_default()
+}
+
+/// Splits a commit's partitions: the code of each one refused here (UNKNOWN_TOPIC_ID for a
+/// topic id that names nothing, then TOPIC_AUTHORIZATION_FAILED without READ on the topic,
+/// Kafka's `handleOffsetCommitRequest` order), in order, and the others for the coordinator.
 fn readable(
     broker: &Broker,
     ctx: &RequestContext,
-    partitions: Vec<CommitPartition>,
-) -> (Vec<bool>, Vec<CommitPartition>) {
-    let mask: Vec<bool> = partitions
+    partitions: Vec<(bool, CommitPartition)>,
+) -> (Vec<Option<i16>>, Vec<CommitPartition>) {
+    let mask: Vec<Option<i16>> = partitions
         .iter()
-        .map(|p| {
-            authorize(
-                broker,
-                ctx,
-                AclOperation::Read,
-                ResourceType::Topic,
-                &p.topic,
-            )
+        .map(|(known, p)| {
+            if !known {
+                return Some(UNKNOWN_TOPIC_ID);
+            }
+            let read = AclOperation::Read;
+            (!authorize(broker, ctx, read, ResourceType::Topic, &p.topic)).then_some(TOPIC_DENIED)
         })
         .collect();
     let allowed = partitions
         .into_iter()
         .zip(&mask)
-        .filter_map(|(p, &ok)| ok.then_some(p))
+        .filter_map(|((_, p), refused)| refused.is_none().then_some(p))
         .collect();
     (mask, allowed)
 }
 
-/// The coordinator's codes for the allowed partitions laid back among the refused ones
-/// (TOPIC_AUTHORIZATION_FAILED).
-fn with_refused(mask: &[bool], codes: Vec<i16>) -> Vec<i16> {
+/// The coordinator's codes for the allowed partitions laid back among the refused ones.
+fn with_refused(mask: &[Option<i16>], codes: Vec<i16>) -> Vec<i16> {
     let mut codes = codes.into_iter();
     mask.iter()
-        .map(|&ok| match ok {
-            true => codes
+        .map(|refused| match refused {
+            None => codes
                 .next()
                 .unwrap_or(ResponseError::UnknownServerError.code()),
-            false => TOPIC_DENIED,
+            Some(code) => *code,
         })
         .collect()
 }
 
-/// OffsetCommit v2-9.
+/// OffsetCommit v2-10 (v10 names topics by id).
 pub async fn handle_offset_commit(
     broker: &Broker,
     ctx: &RequestContext,
@@ -89,9 +117,12 @@ pub async fn handle_offset_commit(
         api_version: ctx.api_version,
         transactional: false,
     };
+    let by_id = ctx.api_version >= OFFSET_COMMIT_TOPIC_IDS_FROM;
     let (shape, partitions) = commit_partitions(req.topics.iter().map(|t| {
+        let name = resolve(broker, by_id, &t.name, t.topic_id);
+        let topic = name.as_ref().map(|n| n.to_string()).unwrap_or_default();
         let parts = t.partitions.iter().map(|p| CommitPartition {
-            topic: t.name.to_string(),
+            topic: topic.clone(),
             partition: p.partition_index,
             offset: p.committed_offset,
             leader_epoch: if ctx.api_version >= 6 {
@@ -101,9 +132,10 @@ pub async fn handle_offset_commit(
             },
             metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
         });
-        (t.name.clone(), parts.collect())
+        let parts = parts.collect();
+        (name, t.topic_id, parts)
     }));
-    // Kafka's `handleOffsetCommitRequest`: READ on the group, then READ on each topic.
+    // Kafka's `handleOffsetCommitRequest`: READ on the group, then each topic's id and READ.
     let codes = if !may(broker, ctx, AclOperation::Read, &req.group_id) {
         vec![GROUP_DENIED; partitions.len()]
     } else {
@@ -114,9 +146,10 @@ pub async fn handle_offset_commit(
             .await;
         with_refused(&mask, codes)
     };
-    let topics = commit_topics(shape, codes, |name, parts| {
+    let topics = commit_topics(shape, codes, |name, id, parts| {
         OffsetCommitResponseTopic::default()
             .with_name(name)
+            .with_topic_id(id)
             .with_partitions(
                 parts
                     .into_iter()
@@ -131,11 +164,11 @@ pub async fn handle_offset_commit(
     OffsetCommitResponse::default().with_topics(topics)
 }
 
-/// TxnOffsetCommit v0-5 (Kafka's `KafkaApis.handleTxnOffsetCommitRequest` and
+/// TxnOffsetCommit v0-6 (Kafka's `KafkaApis.handleTxnOffsetCommitRequest` and
 /// `GroupCoordinatorService.commitTransactionalOffsets`): the offsets are written as the
 /// producer's transactional records and become the group's only when its transaction
 /// commits. Member id, instance id and generation come from v3; the committed leader epoch
-/// from v2.
+/// from v2; topic ids instead of names from v6.
 pub async fn handle_txn_offset_commit(
     broker: &Broker,
     ctx: &RequestContext,
@@ -157,15 +190,19 @@ pub async fn handle_txn_offset_commit(
         api_version: v,
         transactional: true,
     };
+    let by_id = v >= TXN_OFFSET_COMMIT_TOPIC_IDS_FROM;
     let (shape, partitions) = commit_partitions(req.topics.iter().map(|t| {
+        let name = resolve(broker, by_id, &t.name, t.topic_id);
+        let topic = name.as_ref().map(|n| n.to_string()).unwrap_or_default();
         let parts = t.partitions.iter().map(|p| CommitPartition {
-            topic: t.name.to_string(),
+            topic: topic.clone(),
             partition: p.partition_index,
             offset: p.committed_offset,
             leader_epoch: if v >= 2 { p.committed_leader_epoch } else { -1 },
             metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
         });
-        (t.name.clone(), parts.collect())
+        let parts = parts.collect();
+        (name, t.topic_id, parts)
     }));
     let producer = TxnProducer {
         producer_id: req.producer_id.0,
@@ -221,9 +258,10 @@ pub async fn handle_txn_offset_commit(
         };
         with_refused(&mask, codes)
     };
-    let topics = commit_topics(shape, codes, |name, parts| {
+    let topics = commit_topics(shape, codes, |name, id, parts| {
         TxnOffsetCommitResponseTopic::default()
             .with_name(name)
+            .with_topic_id(id)
             .with_partitions(
                 parts
                     .into_iter()
@@ -238,31 +276,39 @@ pub async fn handle_txn_offset_commit(
     TxnOffsetCommitResponse::default().with_topics(topics)
 }
 
-/// A commit request's topics as (name, partition indexes) in request order, and its
-/// partitions flattened for the coordinator.
+/// One request topic of a commit: (name, id, partition indexes), the name `None` for an id
+/// the metadata does not know.
+type CommitShape = (Option<TopicName>, Uuid, Vec<i32>);
+
+/// A commit request's topics in request order, and its partitions flattened for the
+/// coordinator, each with whether its topic is known.
 fn commit_partitions(
-    topics: impl Iterator<Item = (TopicName, Vec<CommitPartition>)>,
-) -> (Vec<(TopicName, Vec<i32>)>, Vec<CommitPartition>) {
+    topics: impl Iterator<Item = (Option<TopicName>, Uuid, Vec<CommitPartition>)>,
+) -> (Vec<CommitShape>, Vec<(bool, CommitPartition)>) {
     let mut shape = Vec::new();
     let mut all = Vec::new();
-    for (name, parts) in topics {
-        shape.push((name, parts.iter().map(|p| p.partition).collect()));
-        all.extend(parts);
+    for (name, id, parts) in topics {
+        shape.push((
+            name.clone(),
+            id,
+            parts.iter().map(|p| p.partition).collect(),
+        ));
+        all.extend(parts.into_iter().map(|p| (name.is_some(), p)));
     }
     (shape, all)
 }
 
-/// The response topics of a commit: the coordinator's codes, in request order, laid back over
-/// the request's shape with the version's own message types.
+/// The response topics of a commit: the codes, in request order, laid back over the
+/// request's shape with the version's own message types (an unknown id answers nameless).
 fn commit_topics<T>(
-    shape: Vec<(TopicName, Vec<i32>)>,
+    shape: Vec<CommitShape>,
     codes: Vec<i16>,
-    topic: impl Fn(TopicName, Vec<(i32, i16)>) -> T,
+    topic: impl Fn(TopicName, Uuid, Vec<(i32, i16)>) -> T,
 ) -> Vec<T> {
     let mut codes = codes.into_iter();
     shape
         .into_iter()
-        .map(|(name, idx)| {
+        .map(|(name, id, idx)| {
             let parts = idx
                 .into_iter()
                 .map(|p| {
@@ -272,7 +318,7 @@ fn commit_topics<T>(
                     (p, code)
                 })
                 .collect();
-            topic(name, parts)
+            topic(name.unwrap_or_default(), id, parts)
         })
         .collect()
 }
@@ -363,56 +409,18 @@ fn described(
         .collect()
 }
 
-/// OffsetFetch v1-9.
+/// OffsetFetch v1-10 (v10 names topics by id).
 pub async fn handle_offset_fetch(
     broker: &Broker,
     ctx: &RequestContext,
     req: OffsetFetchRequest,
 ) -> OffsetFetchResponse {
     if ctx.api_version >= 8 {
+        let by_id = ctx.api_version >= OFFSET_FETCH_TOPIC_IDS_FROM;
         let groups = req
             .groups
             .into_iter()
-            .map(|g| {
-                let all_topics = g.topics.is_none();
-                let topics = g.topics.map(|ts| {
-                    ts.into_iter()
-                        .map(|t| (t.name.to_string(), t.partition_indexes))
-                        .collect()
-                });
-                let member_id = g.member_id.as_ref().map(|m| m.to_string());
-                let member = member_id.as_deref().map(|m| (m, g.member_epoch));
-                if !may(broker, ctx, AclOperation::Describe, &g.group_id) {
-                    return OffsetFetchResponseGroup::default()
-                        .with_group_id(g.group_id)
-                        .with_error_code(GROUP_DENIED);
-                }
-                match fetch_group(broker, &g.group_id, member, topics, req.require_stable)
-                    .map(|found| described(broker, ctx, found, all_topics))
-                {
-                    Ok(found) => OffsetFetchResponseGroup::default()
-                        .with_group_id(g.group_id)
-                        .with_topics(found_topics(
-                            found,
-                            |name, ps| {
-                                OffsetFetchResponseTopics::default()
-                                    .with_name(name)
-                                    .with_partitions(ps)
-                            },
-                            |p, f| {
-                                OffsetFetchResponsePartitions::default()
-                                    .with_partition_index(p)
-                                    .with_committed_offset(f.offset)
-                                    .with_committed_leader_epoch(f.leader_epoch)
-                                    .with_metadata(Some(sb(f.metadata)))
-                                    .with_error_code(f.error_code)
-                            },
-                        )),
-                    Err(e) => OffsetFetchResponseGroup::default()
-                        .with_group_id(g.group_id)
-                        .with_error_code(e.error_code()),
-                }
-            })
+            .map(|g| fetch_batched_group(broker, ctx, g, by_id, req.require_stable))
             .collect();
         return OffsetFetchResponse::default().with_groups(groups);
     }
@@ -469,6 +477,82 @@ pub async fn handle_offset_fetch(
         ),
         Err(e) => OffsetFetchResponse::default().with_error_code(e.error_code()),
     }
+}
+
+/// One group of a batched OffsetFetch (v8+; Kafka's `fetchOffsetsForGroup` and
+/// `fetchAllOffsetsForGroup`). From v10 topics are named by id: a requested id the metadata
+/// does not know answers UNKNOWN_TOPIC_ID on each of its partitions, after the found topics;
+/// an all-topics fetch leaves out the topics that have no id any more (deleted).
+fn fetch_batched_group(
+    broker: &Broker,
+    ctx: &RequestContext,
+    g: offset_fetch_request::OffsetFetchRequestGroup,
+    by_id: bool,
+    require_stable: bool,
+) -> OffsetFetchResponseGroup {
+    let all_topics = g.topics.is_none();
+    let mut unknown_ids = Vec::new();
+    let topics = g.topics.map(|ts| {
+        ts.into_iter()
+            .filter_map(|t| match resolve(broker, by_id, &t.name, t.topic_id) {
+                Some(name) => Some((name.to_string(), t.partition_indexes)),
+                None => {
+                    unknown_ids.push((t.topic_id, t.partition_indexes));
+                    None
+                }
+            })
+            .collect()
+    });
+    let member_id = g.member_id.as_ref().map(|m| m.to_string());
+    let member = member_id.as_deref().map(|m| (m, g.member_epoch));
+    let group = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
+    if !may(broker, ctx, AclOperation::Describe, &g.group_id) {
+        return group.with_error_code(GROUP_DENIED);
+    }
+    let found = match fetch_group(broker, &g.group_id, member, topics, require_stable) {
+        Ok(found) => described(broker, ctx, found, all_topics),
+        Err(e) => return group.with_error_code(e.error_code()),
+    };
+    let mut topics = found_topics(
+        found,
+        |name, ps| {
+            let id = if by_id {
+                id_of(broker, &name)
+            } else {
+                Uuid::nil()
+            };
+            OffsetFetchResponseTopics::default()
+                .with_name(name)
+                .with_topic_id(id)
+                .with_partitions(ps)
+        },
+        |p, f| {
+            OffsetFetchResponsePartitions::default()
+                .with_partition_index(p)
+                .with_committed_offset(f.offset)
+                .with_committed_leader_epoch(f.leader_epoch)
+                .with_metadata(Some(sb(f.metadata)))
+                .with_error_code(f.error_code)
+        },
+    );
+    if by_id {
+        topics.retain(|t| !t.topic_id.is_nil());
+    }
+    topics.extend(unknown_ids.into_iter().map(|(id, ps)| {
+        OffsetFetchResponseTopics::default()
+            .with_topic_id(id)
+            .with_partitions(
+                ps.into_iter()
+                    .map(|p| {
+                        OffsetFetchResponsePartitions::default()
+                            .with_partition_index(p)
+                            .with_committed_offset(-1)
+                            .with_error_code(UNKNOWN_TOPIC_ID)
+                    })
+                    .collect(),
+            )
+    }));
+    group.with_topics(topics)
 }
 
 /// OffsetDelete v0.

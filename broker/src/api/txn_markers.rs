@@ -11,7 +11,10 @@
 //! partition then completes the producer's transactional offset commits in the group
 //! coordinator.
 //!
-//! Served versions: 1 only. Kafka 4 removed v0 (KIP-896); kafka-protocol 0.18 decodes v1.
+//! Served versions: 1 and 2 (Kafka 4 removed v0, KIP-896). v2 adds each marker's transaction
+//! version, which Kafka passes to the append (`ReplicaManager.appendRecords`, then
+//! `ProducerAppendInfo.checkProducerEpoch`) and to the group coordinator's
+//! `completeTransaction` for `__consumer_offsets`; here both are the marker's append.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -63,6 +66,9 @@ pub async fn handle(
             coordinator_epoch: m.coordinator_epoch,
         };
         let batch = build_end_txn_marker(m.producer_id.0, m.producer_epoch, marker, now);
+        // v2 names the transaction's version (v1 reads 0): at 2 the marker's epoch is the
+        // one its coordinator bumped, and must be newer than the producer's.
+        let tv = m.transaction_version;
         for t in &m.topics {
             for &index in &t.partition_indexes {
                 let slot = match broker.replicas.partition_or_error(&t.name, index) {
@@ -70,7 +76,7 @@ pub async fn handle(
                         Slot::Done(kafka_protocol::ResponseError::ClusterAuthorizationFailed.code())
                     }
                     Err(e) => Slot::Done(e.code()),
-                    Ok(part) => match part.append_marker_to_leader(batch.clone(), now) {
+                    Ok(part) => match part.append_marker_to_leader(batch.clone(), tv, now) {
                         Ok(info) => {
                             crate::events::emit(|| crate::events::EventKind::TxnMarker {
                                 topic: t.name.to_string(),

@@ -706,7 +706,7 @@ impl Partition {
         verification: Option<VerificationGuard>,
     ) -> Result<LogAppendInfo, PartitionError> {
         let origin = AppendOrigin::Client;
-        self.append_to_leader(records, required_acks, now_ms, origin, verification)
+        self.append_to_leader(records, required_acks, now_ms, origin, verification, 0)
     }
 
     /// Leader: before the transaction coordinator is asked about a producer's batch, the
@@ -731,14 +731,17 @@ impl Partition {
 
     /// Appends a COMMIT or ABORT marker a transaction coordinator asked for (WriteTxnMarkers),
     /// with the coordinator origin and acks=all, as Kafka's `KafkaApis` does: at the current
-    /// leader epoch, no sequence check, the marker's producer and coordinator epochs checked.
+    /// leader epoch, no sequence check, the marker's producer and coordinator epochs checked
+    /// (strictly newer at `transaction_version` 2, the version WriteTxnMarkers v2 names).
     /// The caller waits for the high watermark.
     pub fn append_marker_to_leader(
         &self,
         marker: Bytes,
+        transaction_version: i8,
         now_ms: i64,
     ) -> Result<LogAppendInfo, PartitionError> {
-        self.append_to_leader(marker, -1, now_ms, AppendOrigin::Coordinator, None)
+        let origin = AppendOrigin::Coordinator;
+        self.append_to_leader(marker, -1, now_ms, origin, None, transaction_version)
     }
 
     /// Appends a batch written by one of this broker's coordinators (Kafka's
@@ -753,7 +756,7 @@ impl Partition {
         now_ms: i64,
     ) -> Result<LogAppendInfo, PartitionError> {
         let origin = AppendOrigin::Coordinator;
-        self.append_to_leader(records, required_acks, now_ms, origin, None)
+        self.append_to_leader(records, required_acks, now_ms, origin, None, 0)
     }
 
     fn append_to_leader(
@@ -763,9 +766,16 @@ impl Partition {
         now_ms: i64,
         origin: AppendOrigin,
         verification: Option<VerificationGuard>,
+        marker_transaction_version: i8,
     ) -> Result<LogAppendInfo, PartitionError> {
-        let appended =
-            self.append_to_leader_locked(records, required_acks, now_ms, origin, verification);
+        let appended = self.append_to_leader_locked(
+            records,
+            required_acks,
+            now_ms,
+            origin,
+            verification,
+            marker_transaction_version,
+        );
         self.flush_rolled_segments();
         appended
     }
@@ -777,6 +787,7 @@ impl Partition {
         now_ms: i64,
         origin: AppendOrigin,
         verification: Option<VerificationGuard>,
+        marker_transaction_version: i8,
     ) -> Result<LogAppendInfo, PartitionError> {
         let mut log = self.log.lock();
         {
@@ -794,7 +805,8 @@ impl Partition {
         }
         let info = match origin {
             AppendOrigin::Coordinator => {
-                log.append_as_coordinator(records, self.leader_epoch(), now_ms)?
+                let tv = marker_transaction_version;
+                log.append_as_coordinator(records, self.leader_epoch(), now_ms, tv)?
             }
             _ => match verification {
                 Some(guard) => {

@@ -608,7 +608,7 @@ fn marker(
     let index = groups.offsets_partition_for(group);
     let part = replicas.partition(OFFSETS_TOPIC, index).unwrap();
     let batch = build_control_batch(p.producer_id, p.producer_epoch, commit, 0, now_ms());
-    part.append_marker_to_leader(batch, now_ms()).unwrap();
+    part.append_marker_to_leader(batch, 0, now_ms()).unwrap();
     groups.complete_txn_offsets(index, p.producer_id, commit);
 }
 

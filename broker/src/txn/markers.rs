@@ -23,8 +23,10 @@ use tokio::sync::Semaphore;
 use crate::log_limit::{key_of, RepeatLimiter};
 use crate::net::client::{BrokerConnection, ClientError};
 
-/// The only WriteTxnMarkers version Kafka 4 serves.
-pub const WRITE_TXN_MARKERS_VERSION: i16 = 1;
+/// The WriteTxnMarkers version the coordinator sends: v2, which names each marker's
+/// transaction version (Kafka's `TransactionMarkerChannelManager` sends the newest the
+/// destination serves; Kafka 4.4 and Brook serve 1-2).
+pub const WRITE_TXN_MARKERS_VERSION: i16 = 2;
 /// Requests queued or in flight per destination node.
 pub const MARKER_QUEUE_PER_DESTINATION_MAX: usize = 64;
 /// Bound on one WriteTxnMarkers round trip, connecting included.
@@ -80,6 +82,8 @@ pub struct MarkerRequest {
     pub producer_epoch: i16,
     pub commit: bool,
     pub coordinator_epoch: i32,
+    /// The transaction's client transaction version (Kafka's `TxnMarkerEntry.transactionVersion`).
+    pub transaction_version: i8,
     pub partitions: Vec<(String, i32)>,
 }
 
@@ -153,7 +157,8 @@ impl TransactionMarkerChannelManager {
                 .with_producer_epoch(m.producer_epoch)
                 .with_transaction_result(m.commit)
                 .with_topics(topics)
-                .with_coordinator_epoch(m.coordinator_epoch)]);
+                .with_coordinator_epoch(m.coordinator_epoch)
+                .with_transaction_version(m.transaction_version)]);
         let resp = {
             let mut conn = dest.conn.lock().await;
             conn.send(WRITE_TXN_MARKERS_VERSION, &req).await

@@ -352,7 +352,15 @@ struct MarkerJob {
     commit: bool,
     producer_id: i64,
     producer_epoch: i16,
+    /// The transaction's client transaction version, which its markers name.
+    transaction_version: i8,
     complete: TxnTransit,
+}
+
+/// A transaction's client version as its markers carry it (an int8 on the wire; versions are
+/// 0-2).
+fn marker_transaction_version(client_transaction_version: i16) -> i8 {
+    i8::try_from(client_transaction_version).unwrap_or(i8::MAX)
 }
 
 /// The transaction coordinator of this node.
@@ -498,6 +506,7 @@ impl TransactionCoordinator {
                     commit: m.state == TransactionState::PrepareCommit,
                     producer_id: m.producer_id,
                     producer_epoch: m.producer_epoch,
+                    transaction_version: marker_transaction_version(m.client_transaction_version),
                     complete,
                 });
             }
@@ -937,6 +946,7 @@ impl TransactionCoordinator {
                 commit,
                 producer_id: m.producer_id,
                 producer_epoch: m.producer_epoch,
+                transaction_version: marker_transaction_version(m.client_transaction_version),
                 complete: m.prepare_complete(now_ms())?,
             }
         };
@@ -1144,6 +1154,7 @@ impl TransactionCoordinator {
                     producer_epoch: job.producer_epoch,
                     commit: job.commit,
                     coordinator_epoch: job.coordinator_epoch,
+                    transaction_version: job.transaction_version,
                     partitions,
                 };
                 for (tp, outcome) in self.markers.send(node, &addr, &req).await {

@@ -2,6 +2,7 @@
 
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Encodable, StrBytes};
+use kafka_protocol::ResponseError;
 
 use super::env::{s, tn, Env, NodeId, DATA_PARTITIONS};
 use super::{acls, features, groups, share, share_state, sorted, streams, txns, Case, Meaning};
@@ -226,9 +227,27 @@ fn list_offsets(env: &mut Env, v: i16) -> R {
                 ));
             }
         }
+        out.push(pending_upload(env, node, &f.data, ps[0], v)?);
     }
     out.sort();
     Ok(out.join("; "))
+}
+
+/// EARLIEST_PENDING_UPLOAD (-6, KIP-1023): from v11, -1/-1 (Brook has no tiered storage, as
+/// a Kafka log without remote storage answers); below v11, UNSUPPORTED_VERSION.
+fn pending_upload(env: &mut Env, node: NodeId, topic: &str, partition: i32, v: i16) -> R {
+    const EARLIEST_PENDING_UPLOAD: i64 = -6;
+    let req = WireClient::list_offsets_request(topic, partition, EARLIEST_PENDING_UPLOAD);
+    let r = env.call(node, v, &req)?;
+    let p = &r.topics[0].partitions[0];
+    let expected = match v >= 11 {
+        true => (0, -1, -1),
+        false => (ResponseError::UnsupportedVersion.code(), -1, -1),
+    };
+    match (p.error_code, p.offset, p.timestamp) == expected {
+        true => Ok(format!("p{partition} pending upload as the version allows")),
+        false => Err(format!("ListOffsets v{v} at -6: {p:?}")),
+    }
 }
 
 /// The data topic by name, and all topics (a null list; at v0, which has no null, an empty
@@ -677,6 +696,10 @@ fn describe_log_dirs(env: &mut Env, v: i16) -> R {
             .with_partitions((0..DATA_PARTITIONS).collect()),
     ]));
     let r = env.call(node, v, &req)?;
+    // v5's IsCordoned: Brook has no `cordoned.log.dirs`, so never.
+    if r.results.iter().any(|d| d.is_cordoned) {
+        return Err(format!("DescribeLogDirs v{v}: a cordoned log dir: {r:?}"));
+    }
     let mut out: Vec<String> = r
         .results
         .iter()

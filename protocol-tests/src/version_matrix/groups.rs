@@ -102,8 +102,10 @@ fn commit(
         .with_generation_id_or_member_epoch(generation)
         .with_member_id(s(member))
         .with_topics(vec![
+            // v10 names the topic by id, older versions by name (the codec writes one).
             offset_commit_request::OffsetCommitRequestTopic::default()
                 .with_name(tn(&env.fix.data))
+                .with_topic_id(env.fix.data_id)
                 .with_partitions(partitions),
         ]);
     let code = |r: &OffsetCommitResponse| {
@@ -280,8 +282,13 @@ pub fn offset_commit(env: &mut Env, v: i16) -> R {
     let f = env.fix.clone();
     let node = env.coordinator(&f.group, 0);
     let r = commit(env, node, v, &f.group, &f.member, f.generation)?;
+    // The answer names the topic as the request did: by id from v10, by name before.
+    let ours = r.topics.iter().all(|t| match v >= 10 {
+        true => t.topic_id == f.data_id,
+        false => t.name.as_str() == f.data,
+    });
     Ok(format!(
-        "(partition, error) {:?}",
+        "ours {ours} (partition, error) {:?}",
         partition_codes!(r.topics)
     ))
 }
@@ -297,6 +304,7 @@ pub fn offset_fetch(env: &mut Env, v: i16) -> R {
             .with_topics(Some(vec![
                 offset_fetch_request::OffsetFetchRequestTopics::default()
                     .with_name(tn(&f.data))
+                    .with_topic_id(f.data_id)
                     .with_partition_indexes(partitions),
             ]))];
     } else {
@@ -311,6 +319,20 @@ pub fn offset_fetch(env: &mut Env, v: i16) -> R {
     let fetched = |i: i32, offset: i64, metadata: &Option<StrBytes>, error: i16| {
         let metadata = metadata.as_ref().map(|m| m.to_string());
         format!("p{i} {offset} {metadata:?} error {error}")
+    };
+    // The answer names the topic as the request did: by id from v10, by name before.
+    let ours = match v {
+        10.. => r
+            .groups
+            .iter()
+            .flat_map(|g| &g.topics)
+            .all(|t| t.topic_id == f.data_id),
+        8..=9 => r
+            .groups
+            .iter()
+            .flat_map(|g| &g.topics)
+            .all(|t| t.name.as_str() == f.data),
+        _ => r.topics.iter().all(|t| t.name.as_str() == f.data),
     };
     let mut out: Vec<String> = if v >= 8 {
         r.groups
@@ -340,7 +362,7 @@ pub fn offset_fetch(env: &mut Env, v: i16) -> R {
             .collect()
     };
     out.sort();
-    Ok(out.join("; "))
+    Ok(format!("ours {ours} {}", out.join("; ")))
 }
 
 /// Offsets committed by an admin (no member) to a fresh group, deleted for one partition.
@@ -443,6 +465,11 @@ pub fn delete_groups(env: &mut Env, v: i16) -> R {
             v,
             &DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s(group))]),
         )?;
+        // v3's error message: null for a classic group, whatever the code (Kafka sets it
+        // only for streams groups' topology errors).
+        if let Some(m) = r.results.iter().find_map(|g| g.error_message.as_ref()) {
+            return Err(format!("DeleteGroups v{v} {what}: error message {m:?}"));
+        }
         out.extend(
             r.results
                 .iter()

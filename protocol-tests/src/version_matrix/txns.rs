@@ -3,6 +3,7 @@
 //! fresh transactional id.
 
 use kafka_protocol::messages::*;
+use kafka_protocol::ResponseError;
 
 use super::env::{s, tn, Env, NodeId};
 use super::Meaning;
@@ -223,6 +224,7 @@ pub fn txn_offset_commit(env: &mut Env, v: i16) -> R {
         .with_topics(vec![
             txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
                 .with_name(tn(&f.data))
+                .with_topic_id(f.data_id)
                 .with_partitions(vec![
                     txn_offset_commit_request::TxnOffsetCommitRequestPartition::default()
                         .with_partition_index(0)
@@ -234,7 +236,12 @@ pub fn txn_offset_commit(env: &mut Env, v: i16) -> R {
     }
     let r = env.call(node, v, &req)?;
     let codes = partition_codes!(r.topics);
-    Ok(format!("(partition, error) {codes:?}"))
+    // The answer names the topic as the request did: by id from v6, by name before.
+    let ours = r.topics.iter().all(|t| match v >= 6 {
+        true => t.topic_id == f.data_id,
+        false => t.name.as_str() == f.data,
+    });
+    Ok(format!("ours {ours} (partition, error) {codes:?}"))
 }
 
 /// The fixture transaction, and an id never used (TRANSACTIONAL_ID_NOT_FOUND).
@@ -289,27 +296,49 @@ pub fn list_transactions(env: &mut Env, v: i16) -> R {
     Ok(format!("error {} {ours:?}", r.error_code))
 }
 
-/// A commit marker for a fresh transaction's record, as its coordinator would write it.
+/// A commit marker for a fresh transaction's record, as its coordinator would write it: at v2
+/// with transaction version 2, whose coordinator bumped the epoch at EndTxn. There a marker at
+/// the producer's own epoch, with its transaction open, is INVALID_PRODUCER_EPOCH first
+/// (Kafka's `ProducerAppendInfo.checkProducerEpoch`).
 pub fn write_txn_markers(env: &mut Env, v: i16) -> R {
+    const TRANSACTION_VERSION_2: i8 = 2;
     let side = env.fix.side.clone();
     let txn = env.fresh("marker");
     let (pid, epoch) = begin_with_record(env, &txn)?;
-    let req = WriteTxnMarkersRequest::default().with_markers(vec![
-        write_txn_markers_request::WritableTxnMarker::default()
-            .with_producer_id(ProducerId(pid))
-            .with_producer_epoch(epoch)
-            .with_transaction_result(true)
-            .with_topics(vec![
-                write_txn_markers_request::WritableTxnMarkerTopic::default()
-                    .with_name(tn(&side))
-                    .with_partition_indexes(vec![0]),
-            ]),
-    ]);
+    let marker = |epoch: i16, tv: i8| {
+        WriteTxnMarkersRequest::default().with_markers(vec![
+            write_txn_markers_request::WritableTxnMarker::default()
+                .with_producer_id(ProducerId(pid))
+                .with_producer_epoch(epoch)
+                .with_transaction_result(true)
+                .with_transaction_version(tv)
+                .with_topics(vec![
+                    write_txn_markers_request::WritableTxnMarkerTopic::default()
+                        .with_name(tn(&side))
+                        .with_partition_indexes(vec![0]),
+                ]),
+        ])
+    };
     let leader = env.leader_of(&side, 0);
+    let codes = |r: &WriteTxnMarkersResponse| {
+        let topics: Vec<_> = r.markers.iter().flat_map(|m| m.topics.iter()).collect();
+        partition_codes!(topics)
+    };
+    let req = match v >= 2 {
+        true => {
+            let stale = env.call(leader, v, &marker(epoch, TRANSACTION_VERSION_2))?;
+            let expected = vec![(0, ResponseError::InvalidProducerEpoch.code())];
+            if codes(&stale) != expected {
+                return Err(format!(
+                    "WriteTxnMarkers v{v} at the producer's epoch: {stale:?}"
+                ));
+            }
+            marker(epoch + 1, TRANSACTION_VERSION_2)
+        }
+        false => marker(epoch, 0),
+    };
     let r = env.call(leader, v, &req)?;
-    let topics: Vec<_> = r.markers.iter().flat_map(|m| m.topics.iter()).collect();
-    let codes = partition_codes!(topics);
-    Ok(format!("(partition, error) {codes:?}"))
+    Ok(format!("(partition, error) {:?}", codes(&r)))
 }
 
 /// The side partition's producers: the fixture transaction's is active with an open start.

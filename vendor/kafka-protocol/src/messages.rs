@@ -1553,7 +1553,7 @@ impl ApiKey {
         match self {
             ApiKey::Produce => VersionRange { min: 3, max: 13 },
             ApiKey::Fetch => VersionRange { min: 4, max: 18 },
-            ApiKey::ListOffsets => VersionRange { min: 1, max: 10 },
+            ApiKey::ListOffsets => VersionRange { min: 1, max: 11 }, // Brook: Kafka 4.4's maximum
             ApiKey::Metadata => VersionRange { min: 0, max: 13 },
             ApiKey::OffsetCommit => VersionRange { min: 2, max: 10 },
             ApiKey::OffsetFetch => VersionRange { min: 1, max: 10 },
@@ -1574,22 +1574,22 @@ impl ApiKey {
             ApiKey::AddPartitionsToTxn => VersionRange { min: 0, max: 5 },
             ApiKey::AddOffsetsToTxn => VersionRange { min: 0, max: 4 },
             ApiKey::EndTxn => VersionRange { min: 0, max: 5 },
-            ApiKey::WriteTxnMarkers => VersionRange { min: 1, max: 1 },
-            ApiKey::TxnOffsetCommit => VersionRange { min: 0, max: 5 },
+            ApiKey::WriteTxnMarkers => VersionRange { min: 1, max: 2 }, // Brook: Kafka 4.4's maximum
+            ApiKey::TxnOffsetCommit => VersionRange { min: 0, max: 6 }, // Brook: Kafka 4.4's maximum
             ApiKey::DescribeAcls => VersionRange { min: 1, max: 3 },
             ApiKey::CreateAcls => VersionRange { min: 1, max: 3 },
             ApiKey::DeleteAcls => VersionRange { min: 1, max: 3 },
             ApiKey::DescribeConfigs => VersionRange { min: 1, max: 4 },
             ApiKey::AlterConfigs => VersionRange { min: 0, max: 2 },
             ApiKey::AlterReplicaLogDirs => VersionRange { min: 1, max: 2 },
-            ApiKey::DescribeLogDirs => VersionRange { min: 1, max: 4 },
+            ApiKey::DescribeLogDirs => VersionRange { min: 1, max: 5 }, // Brook: Kafka 4.4's maximum
             ApiKey::SaslAuthenticate => VersionRange { min: 0, max: 2 },
             ApiKey::CreatePartitions => VersionRange { min: 0, max: 3 },
             ApiKey::CreateDelegationToken => VersionRange { min: 1, max: 3 },
             ApiKey::RenewDelegationToken => VersionRange { min: 1, max: 2 },
             ApiKey::ExpireDelegationToken => VersionRange { min: 1, max: 2 },
             ApiKey::DescribeDelegationToken => VersionRange { min: 1, max: 3 },
-            ApiKey::DeleteGroups => VersionRange { min: 0, max: 2 },
+            ApiKey::DeleteGroups => VersionRange { min: 0, max: 3 }, // Brook: Kafka 4.4's maximum
             ApiKey::ElectLeaders => VersionRange { min: 0, max: 2 },
             ApiKey::IncrementalAlterConfigs => VersionRange { min: 0, max: 1 },
             ApiKey::AlterPartitionReassignments => VersionRange { min: 0, max: 1 },

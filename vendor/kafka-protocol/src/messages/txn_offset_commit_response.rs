@@ -17,7 +17,7 @@ use crate::protocol::{
     Encodable, Encoder, HeaderVersion, Message, StrBytes, VersionRange,
 };
 
-/// Valid versions: 0-5
+/// Valid versions: 0-6
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct TxnOffsetCommitResponse {
@@ -69,7 +69,7 @@ impl TxnOffsetCommitResponse {
 #[cfg(feature = "broker")]
 impl Encodable for TxnOffsetCommitResponse {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version < 0 || version > 5 {
+        if version < 0 || version > 6 {
             bail!("specified version not supported by this message type");
         }
         types::Int32.encode(buf, &self.throttle_time_ms)?;
@@ -120,7 +120,7 @@ impl Encodable for TxnOffsetCommitResponse {
 #[cfg(feature = "client")]
 impl Decodable for TxnOffsetCommitResponse {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version < 0 || version > 5 {
+        if version < 0 || version > 6 {
             bail!("specified version not supported by this message type");
         }
         let throttle_time_ms = types::Int32.decode(buf)?;
@@ -158,11 +158,11 @@ impl Default for TxnOffsetCommitResponse {
 }
 
 impl Message for TxnOffsetCommitResponse {
-    const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 6 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
-/// Valid versions: 0-5
+/// Valid versions: 0-6
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct TxnOffsetCommitResponsePartition {
@@ -214,7 +214,7 @@ impl TxnOffsetCommitResponsePartition {
 #[cfg(feature = "broker")]
 impl Encodable for TxnOffsetCommitResponsePartition {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version < 0 || version > 5 {
+        if version < 0 || version > 6 {
             bail!("specified version not supported by this message type");
         }
         types::Int32.encode(buf, &self.partition_index)?;
@@ -256,7 +256,7 @@ impl Encodable for TxnOffsetCommitResponsePartition {
 #[cfg(feature = "client")]
 impl Decodable for TxnOffsetCommitResponsePartition {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version < 0 || version > 5 {
+        if version < 0 || version > 6 {
             bail!("specified version not supported by this message type");
         }
         let partition_index = types::Int32.decode(buf)?;
@@ -290,11 +290,11 @@ impl Default for TxnOffsetCommitResponsePartition {
 }
 
 impl Message for TxnOffsetCommitResponsePartition {
-    const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 6 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
-/// Valid versions: 0-5
+/// Valid versions: 0-6
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct TxnOffsetCommitResponseTopic {
@@ -302,6 +302,11 @@ pub struct TxnOffsetCommitResponseTopic {
     ///
     /// Supported API versions: 0-5
     pub name: super::TopicName,
+
+    /// The topic ID.
+    ///
+    /// Supported API versions: 6+ (Brook: added)
+    pub topic_id: Uuid,
 
     /// The responses for each partition in the topic.
     ///
@@ -331,6 +336,11 @@ impl TxnOffsetCommitResponseTopic {
         self.partitions = value;
         self
     }
+    /// Sets `topic_id` to the passed value.
+    pub fn with_topic_id(mut self, value: Uuid) -> Self {
+        self.topic_id = value;
+        self
+    }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
         self.unknown_tagged_fields = value;
@@ -346,13 +356,18 @@ impl TxnOffsetCommitResponseTopic {
 #[cfg(feature = "broker")]
 impl Encodable for TxnOffsetCommitResponseTopic {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version < 0 || version > 5 {
+        if version < 0 || version > 6 {
             bail!("specified version not supported by this message type");
         }
-        if version >= 3 {
-            types::CompactString.encode(buf, &self.name)?;
-        } else {
-            types::String.encode(buf, &self.name)?;
+        if version <= 5 {
+            if version >= 3 {
+                types::CompactString.encode(buf, &self.name)?;
+            } else {
+                types::String.encode(buf, &self.name)?;
+            }
+        }
+        if version >= 6 {
+            types::Uuid.encode(buf, &self.topic_id)?;
         }
         if version >= 3 {
             types::CompactArray(types::Struct { version }).encode(buf, &self.partitions)?;
@@ -375,10 +390,15 @@ impl Encodable for TxnOffsetCommitResponseTopic {
     }
     fn compute_size(&self, version: i16) -> Result<usize> {
         let mut total_size = 0;
-        if version >= 3 {
-            total_size += types::CompactString.compute_size(&self.name)?;
-        } else {
-            total_size += types::String.compute_size(&self.name)?;
+        if version <= 5 {
+            if version >= 3 {
+                total_size += types::CompactString.compute_size(&self.name)?;
+            } else {
+                total_size += types::String.compute_size(&self.name)?;
+            }
+        }
+        if version >= 6 {
+            total_size += types::Uuid.compute_size(&self.topic_id)?;
         }
         if version >= 3 {
             total_size +=
@@ -405,13 +425,22 @@ impl Encodable for TxnOffsetCommitResponseTopic {
 #[cfg(feature = "client")]
 impl Decodable for TxnOffsetCommitResponseTopic {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version < 0 || version > 5 {
+        if version < 0 || version > 6 {
             bail!("specified version not supported by this message type");
         }
-        let name = if version >= 3 {
-            types::CompactString.decode(buf)?
+        let name = if version <= 5 {
+            if version >= 3 {
+                types::CompactString.decode(buf)?
+            } else {
+                types::String.decode(buf)?
+            }
         } else {
-            types::String.decode(buf)?
+            Default::default()
+        };
+        let topic_id = if version >= 6 {
+            types::Uuid.decode(buf)?
+        } else {
+            Uuid::nil()
         };
         let partitions = if version >= 3 {
             types::CompactArray(types::Struct { version }).decode(buf)?
@@ -430,6 +459,7 @@ impl Decodable for TxnOffsetCommitResponseTopic {
         }
         Ok(Self {
             name,
+            topic_id,
             partitions,
             unknown_tagged_fields,
         })
@@ -440,6 +470,7 @@ impl Default for TxnOffsetCommitResponseTopic {
     fn default() -> Self {
         Self {
             name: Default::default(),
+            topic_id: Uuid::nil(),
             partitions: Default::default(),
             unknown_tagged_fields: BTreeMap::new(),
         }
@@ -447,7 +478,7 @@ impl Default for TxnOffsetCommitResponseTopic {
 }
 
 impl Message for TxnOffsetCommitResponseTopic {
-    const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 6 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 

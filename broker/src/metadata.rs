@@ -223,6 +223,12 @@ pub fn ensure_directory_id(
     Ok(id)
 }
 
+/// A uuid as Kafka's `Uuid.toString` writes it (URL-safe base64 without padding), as
+/// directory ids appear in Kafka's messages and `meta.properties`.
+pub fn kafka_uuid_string(id: Uuid) -> String {
+    encode_cluster_id(id.into_bytes())
+}
+
 /// Kafka cluster ids are 16 random bytes in URL-safe base64 without padding (22 characters).
 pub fn new_cluster_id() -> String {
     encode_cluster_id(Uuid::new_v4().into_bytes())

@@ -1229,7 +1229,8 @@ impl Inner {
         // An AddRaftVoter waits up to its own timeout for the new voter to catch up.
         let timeout = match &change {
             voter_control::VoterChange::Add { timeout_ms, .. } => {
-                Duration::from_millis(*timeout_ms).max(deadline - Instant::now())
+                Duration::from_millis(*timeout_ms)
+                    .max(deadline.saturating_duration_since(Instant::now()))
             }
             _ => deadline.saturating_duration_since(Instant::now()),
         };

@@ -62,7 +62,8 @@ pub struct ObserveRequest {
 
 /// Kafka's `ReplicaKey.toString`, for messages.
 fn replica_key(id: i32, directory_id: Uuid) -> String {
-    format!("ReplicaKey(id={id}, directoryId=Optional[{directory_id}])")
+    let dir = crate::metadata::kafka_uuid_string(directory_id);
+    format!("ReplicaKey(id={id}, directoryId=Optional[{dir}])")
 }
 
 fn client_write_error(

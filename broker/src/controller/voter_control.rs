@@ -254,11 +254,9 @@ pub(super) async fn observe(inner: &Inner, req: ObserveRequest) -> Result<(), Co
         let timeout = deadline.saturating_duration_since(Instant::now());
         return network::post_json(&link, &addr, "/controller/observe", &req, timeout)
             .await
-            .unwrap_or_else(|_| {
-                Err(ControllerError::NotController {
-                    active: Some(active),
-                })
-            });
+            .unwrap_or(Err(ControllerError::NotController {
+                active: Some(active),
+            }));
     }
     if inner
         .node_address(req.node_id)

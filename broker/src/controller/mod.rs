@@ -611,7 +611,7 @@ impl Controller {
                 }
             }));
         }
-        if !inner.config.bootstrap_servers.is_empty() {
+        if local_addr.is_some() {
             tasks.push(tokio::spawn(voter_control::observer_join_task(
                 inner.clone(),
             )));
@@ -1260,9 +1260,13 @@ impl Inner {
 
     async fn wait_for_active(&self, deadline: Instant) -> Result<i32, ControllerError> {
         let mut metrics = self.raft.metrics();
-        let found =
-            tokio::time::timeout_at(deadline, metrics.wait_for(|m| m.current_leader.is_some()))
-                .await;
+        // A leader the membership no longer lists as a voter (RemoveRaftVoter removed it) is
+        // stepping down, as Kafka's resigning leader: wait for the voters' next one.
+        let voting_leader = |m: &openraft::RaftMetrics<NodeId, BasicNode>| {
+            m.current_leader
+                .is_some_and(|l| m.membership_config.membership().voter_ids().any(|v| v == l))
+        };
+        let found = tokio::time::timeout_at(deadline, metrics.wait_for(voting_leader)).await;
         match found {
             Ok(Ok(m)) => Ok(m.current_leader.map_or(NO_LEADER, |id| id as i32)),
             _ => Err(ControllerError::NotController { active: None }),

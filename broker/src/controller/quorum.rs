@@ -177,7 +177,13 @@ pub(super) fn local_state(inner: &Inner) -> LocalQuorumState {
 pub(super) fn describe_as_leader(inner: &Inner) -> Result<QuorumDescription, ControllerError> {
     let metrics = inner.raft.metrics().borrow().clone();
     let own = inner.config.node_id as NodeId;
-    if metrics.state != ServerState::Leader || metrics.current_leader != Some(own) {
+    let voter = metrics
+        .membership_config
+        .membership()
+        .voter_ids()
+        .any(|v| v == own);
+    // A leader removed from the voters is stepping down: it describes no quorum.
+    if metrics.state != ServerState::Leader || metrics.current_leader != Some(own) || !voter {
         return Err(inner.not_controller());
     }
     let term = metrics.current_term;

@@ -12,7 +12,8 @@
 //!   timeout (openraft's blocking `add_learner`), then `change_membership` makes it a voter;
 //!   the answer comes once the new voter set is committed (joint, then final configuration);
 //! - RemoveRaftVoter: `change_membership` without the voter, which stays a learner (Kafka's
-//!   removed voter keeps fetching as an observer).
+//!   removed voter keeps fetching as an observer); the leader removing itself leaves the
+//!   membership, so that it steps down, and rejoins as an observer.
 //!
 //! As in Kafka, only the active controller (the Raft leader) changes voters, one change at a
 //! time, and only at `kraft.version` 1: a quorum started from `controller.quorum.voters` has
@@ -214,11 +215,15 @@ async fn remove_voter(
         )));
     }
     let timeout = Duration::from_millis(inner.config.request_timeout_ms);
+    // The leader removing itself leaves the membership altogether: openraft keeps a leader
+    // that stays a learner leading, where Kafka's resigns. It comes back as an observer
+    // (`observer_join_task`), as Kafka's keeps fetching.
+    let retain = voter_id != inner.config.node_id;
     let changed = tokio::time::timeout(
         timeout,
         inner
             .raft
-            .change_membership(ChangeMembers::RemoveVoters(BTreeSet::from([id])), true),
+            .change_membership(ChangeMembers::RemoveVoters(BTreeSet::from([id])), retain),
     )
     .await;
     match changed {
@@ -290,16 +295,29 @@ pub(super) async fn observe(inner: &Inner, req: ObserveRequest) -> Result<(), Co
     }
 }
 
-/// On a node with `controller.quorum.bootstrap.servers`: while it is not a member of the
-/// quorum (a new observer, or one the membership lost), asks each bootstrap server in turn to
-/// take it in, every [`OBSERVER_JOIN_RETRY`].
+/// While this node is not a member of the quorum (a new observer, or a voter the leader
+/// removed along with itself), asks each bootstrap server (else each other configured voter)
+/// in turn to take it in, every [`OBSERVER_JOIN_RETRY`].
 pub(super) async fn observer_join_task(inner: Arc<Inner>) {
     let me = inner.config.node_id;
     let address = inner.config.listen.to_string();
+    // A static voter that RemoveRaftVoter took out of the membership asks the other voters.
+    let servers: Vec<String> = match inner.config.bootstrap_servers.is_empty() {
+        false => inner.config.bootstrap_servers.clone(),
+        true => inner
+            .config
+            .voters
+            .iter()
+            .filter(|(id, _)| **id != me)
+            .map(|(_, addr)| addr.clone())
+            .collect(),
+    };
+    if servers.is_empty() {
+        return;
+    }
     let mut next = 0usize;
     loop {
         if !inner.is_member(me) {
-            let servers = &inner.config.bootstrap_servers;
             let server = &servers[next % servers.len()];
             next = next.wrapping_add(1);
             let req = ObserveRequest {

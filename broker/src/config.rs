@@ -176,6 +176,7 @@ pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
     // KRaft (read by `controller::ControllerConfig::from_broker_config`).
     ("process.roles", ""),
     ("controller.quorum.voters", ""),
+    ("controller.quorum.bootstrap.servers", ""),
     ("controller.listener.names", ""),
     ("controller.quorum.election.timeout.ms", "1000"),
     ("controller.quorum.fetch.timeout.ms", "2000"),

@@ -38,8 +38,9 @@ pub struct Feature {
 
 /// The features of Kafka 4.4 for what Brook implements:
 /// - `metadata.version` 4.4-IV2: the only level Brook's records correspond to;
-/// - `kraft.version` 0: Brook's quorum has static voters (`controller.quorum.voters`), so
-///   KIP-853's level 1 is not supported;
+/// - `kraft.version` 0-1: a quorum starts at 0 with its static voters
+///   (`controller.quorum.voters`); `kafka-features upgrade --feature kraft.version=1` turns
+///   on KIP-853's voter changes (AddRaftVoter, RemoveRaftVoter: `controller::voter_control`);
 /// - `transaction.version` 0-2 (KIP-890 part 2 at 2): kafka-clients 4.4 then sends no
 ///   AddPartitionsToTxn or AddOffsetsToTxn and uses EndTxn v5; clients that do not read it
 ///   keep version 1, also served;
@@ -59,7 +60,7 @@ pub const FEATURES: &[Feature] = &[
     },
     Feature {
         name: KRAFT_VERSION,
-        supported: (0, 0),
+        supported: (0, 1),
         bootstrap: 0,
     },
     Feature {

@@ -170,6 +170,57 @@ pub fn single_node_cluster_id(
     Ok(id)
 }
 
+/// A quorum node's `meta.properties` (Kafka's, as `kafka-storage format` writes it): its
+/// `directory.id` (KIP-858), created on a first start, and the node and cluster ids. Tools
+/// read it: `kafka-metadata-quorum add-controller` sends the directory id with AddRaftVoter.
+/// Returns the directory id, in Kafka's `Uuid.toString` form.
+pub fn ensure_directory_id(
+    dir: &Path,
+    node_id: i32,
+    cluster_id: &str,
+) -> Result<String, MetadataError> {
+    let path = dir.join(META_PROPERTIES_FILE);
+    let io = |source| MetadataError::Io {
+        path: path.clone(),
+        source,
+    };
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(io(e)),
+    };
+    let value = |key: &str| {
+        text.lines()
+            .filter_map(|l| l.split_once('='))
+            .find(|(k, _)| k.trim() == key)
+            .map(|(_, v)| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+    };
+    if let Some(id) = value("directory.id") {
+        return Ok(id);
+    }
+    let id = new_cluster_id();
+    let cluster_id = value("cluster.id").unwrap_or_else(|| cluster_id.to_string());
+    let body =
+        format!("version=1\nnode.id={node_id}\ncluster.id={cluster_id}\ndirectory.id={id}\n");
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let tmp = dir.join(format!("{META_PROPERTIES_FILE}.tmp"));
+    let mut f = std::fs::File::create(&tmp).map_err(io)?;
+    f.write_all(body.as_bytes()).map_err(io)?;
+    f.sync_all().map_err(io)?;
+    std::fs::rename(&tmp, &path).map_err(io)?;
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io)?;
+    Ok(id)
+}
+
+/// A uuid as Kafka's `Uuid.toString` writes it (URL-safe base64 without padding), as
+/// directory ids appear in Kafka's messages and `meta.properties`.
+pub fn kafka_uuid_string(id: Uuid) -> String {
+    encode_cluster_id(id.into_bytes())
+}
+
 /// Kafka cluster ids are 16 random bytes in URL-safe base64 without padding (22 characters).
 pub fn new_cluster_id() -> String {
     encode_cluster_id(Uuid::new_v4().into_bytes())

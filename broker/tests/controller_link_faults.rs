@@ -38,6 +38,7 @@ fn config(
     ControllerConfig {
         node_id: id,
         voters: voters.clone(),
+        bootstrap_servers: Vec::new(),
         listener_name: "CONTROLLER".into(),
         listen: voters[&id].parse().unwrap(),
         metadata_dir: dir.join("__cluster_metadata"),

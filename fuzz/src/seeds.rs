@@ -425,6 +425,25 @@ pub fn requests(key: ApiKey) -> Vec<RequestKind> {
                     ]),
             ])),
         ],
+        // Ids no node has: a seed must not unregister the fuzzed broker.
+        ApiKey::AddRaftVoter => vec![
+            R::AddRaftVoter(AddRaftVoterRequest::default()),
+            R::AddRaftVoter(
+                AddRaftVoterRequest::default()
+                    .with_voter_id(999)
+                    .with_voter_directory_id(topic_id())
+                    .with_listeners(vec![add_raft_voter_request::Listener::default()
+                        .with_name(s("CONTROLLER"))
+                        .with_host(s("127.0.0.1"))
+                        .with_port(1)]),
+            ),
+        ],
+        ApiKey::RemoveRaftVoter => vec![R::RemoveRaftVoter(
+            RemoveRaftVoterRequest::default().with_voter_id(999),
+        )],
+        ApiKey::UnregisterBroker => vec![R::UnregisterBroker(
+            UnregisterBrokerRequest::default().with_broker_id(BrokerId(999)),
+        )],
         ApiKey::CreateAcls => vec![
             R::CreateAcls(CreateAclsRequest::default()),
             R::CreateAcls(CreateAclsRequest::default().with_creations(vec![

@@ -4,7 +4,8 @@
 //! `timeout_ms`, the deadline the controller gets to take the request up.
 //!
 //! The cluster tests run one at a time (one 3-node cluster on the machine at once). Every wait
-//! is a condition polled against a deadline.
+//! is a condition polled against a deadline. The voter-change refusals at `kraft.version` 0 and
+//! UnregisterBroker of the killed node reuse the failover test's cluster.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, MutexGuard};
@@ -19,16 +20,23 @@ use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
 use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
 use kafka_protocol::messages::describe_quorum_response::DescribeQuorumResponse;
 use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
+use kafka_protocol::messages::{add_raft_voter_request, BrokerId};
+use kafka_protocol::messages::{AddRaftVoterRequest, AddRaftVoterResponse};
 use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse};
 use kafka_protocol::messages::{DescribeQuorumRequest, TopicName};
 use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse};
+use kafka_protocol::messages::{RemoveRaftVoterRequest, RemoveRaftVoterResponse};
+use kafka_protocol::messages::{UnregisterBrokerRequest, UnregisterBrokerResponse};
 use kafka_protocol::protocol::StrBytes;
+use uuid::Uuid;
 
 const DESCRIBE_QUORUM_V: i16 = 2;
 const DESCRIBE_LOG_DIRS_V: i16 = 4;
 const INVALID_REQUEST: i16 = 42;
 const ELECT_LEADERS_V: i16 = 2;
 const REQUEST_TIMED_OUT: i16 = 7;
+const UNSUPPORTED_VERSION: i16 = 35;
+const BROKER_ID_NOT_REGISTERED: i16 = 102;
 const ELECTION_NOT_NEEDED: i16 = 84;
 const FAILOVER_WAIT: Duration = Duration::from_secs(45);
 const REPLICATE_WAIT: Duration = Duration::from_secs(30);
@@ -198,6 +206,54 @@ fn describe_quorum_from_every_node_and_after_leader_kill() {
         r.topics[0].partitions[0].error_code, UNKNOWN_TOPIC_OR_PARTITION,
         "{r:?}"
     );
+
+    voter_changes_need_kraft_version_1(&c.address(after.leader));
+    unregister_broker_removes_the_dead_broker(&c, &survivors, before.leader);
+}
+
+/// Static voters (`controller.quorum.voters`) finalize `kraft.version` 0: Kafka's
+/// `AddVoterHandler` and `RemoveVoterHandler` refuse every change with UNSUPPORTED_VERSION.
+fn voter_changes_need_kraft_version_1(addr: &str) {
+    let listener = add_raft_voter_request::Listener::default()
+        .with_name(StrBytes::from_static_str("CONTROLLER"))
+        .with_host(StrBytes::from_static_str("127.0.0.1"))
+        .with_port(1);
+    let add = AddRaftVoterRequest::default()
+        .with_cluster_id(None)
+        .with_timeout_ms(5_000)
+        .with_voter_id(9)
+        .with_voter_directory_id(Uuid::from_u128(9))
+        .with_listeners(vec![listener]);
+    let r: AddRaftVoterResponse = client(addr).unwrap().request(0, &add);
+    assert_eq!(r.error_code, UNSUPPORTED_VERSION, "{r:?}");
+    let message = r
+        .error_message
+        .as_ref()
+        .map(|m| m.to_string())
+        .unwrap_or_default();
+    assert!(message.contains("kraft.version feature is 0"), "{r:?}");
+    // No directory id: not a valid voter (`KafkaRaftClient.handleAddVoterRequest`).
+    let r: AddRaftVoterResponse = client(addr)
+        .unwrap()
+        .request(0, &add.clone().with_voter_directory_id(Uuid::nil()));
+    assert_eq!(r.error_code, INVALID_REQUEST, "{r:?}");
+    let remove = RemoveRaftVoterRequest::default()
+        .with_cluster_id(None)
+        .with_voter_id(1)
+        .with_voter_directory_id(Uuid::from_u128(1));
+    let r: RemoveRaftVoterResponse = client(addr).unwrap().request(0, &remove);
+    assert_eq!(r.error_code, UNSUPPORTED_VERSION, "{r:?}");
+}
+
+/// UnregisterBroker (Kafka's `ReplicationControlManager.unregisterBroker`): the dead broker's
+/// registration goes, and a second attempt finds none.
+fn unregister_broker_removes_the_dead_broker(c: &Cluster, survivors: &[i32], dead: i32) {
+    let addr = c.address(survivors[0]);
+    let req = UnregisterBrokerRequest::default().with_broker_id(BrokerId(dead));
+    let r: UnregisterBrokerResponse = client(&addr).unwrap().request(0, &req);
+    assert_eq!(r.error_code, NONE, "{r:?}");
+    let r: UnregisterBrokerResponse = client(&addr).unwrap().request(0, &req);
+    assert_eq!(r.error_code, BROKER_ID_NOT_REGISTERED, "{r:?}");
 }
 
 /// Sum of the `.log` files in a partition directory.

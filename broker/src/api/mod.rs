@@ -27,6 +27,7 @@ pub mod produce;
 pub mod producer_id;
 pub mod producers;
 pub mod quorum;
+pub mod raft_voters;
 pub mod reassignments;
 pub mod sasl;
 pub mod share;
@@ -134,6 +135,10 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     // removed in Kafka 4.0).
     api(ApiKey::DescribeLogDirs, 1, 5, 1),
     api(ApiKey::DescribeQuorum, 0, 2, 0),
+    // KIP-853 voter changes and broker decommissioning (kafka-metadata-quorum, kafka-cluster).
+    api(ApiKey::AddRaftVoter, 0, 0, 0),
+    api(ApiKey::RemoveRaftVoter, 0, 0, 0),
+    api(ApiKey::UnregisterBroker, 0, 0, 0),
     // ACLs (Kafka 4.0 removed v0 of the three).
     api(ApiKey::DescribeAcls, 1, 3, 1),
     api(ApiKey::CreateAcls, 1, 3, 1),
@@ -710,6 +715,19 @@ async fn process(
             broker,
             ctx,
             &configs::handle_list_config_resources(broker, ctx, r),
+        ),
+        RequestKind::AddRaftVoter(r) => {
+            respond(broker, ctx, &raft_voters::handle_add(broker, ctx, r).await)
+        }
+        RequestKind::RemoveRaftVoter(r) => respond(
+            broker,
+            ctx,
+            &raft_voters::handle_remove(broker, ctx, r).await,
+        ),
+        RequestKind::UnregisterBroker(r) => respond(
+            broker,
+            ctx,
+            &raft_voters::handle_unregister_broker(broker, ctx, r).await,
         ),
         other => Err(CodecError::UnknownApiKey(ctx.api_key as i16)).inspect_err(|_| drop(other)),
     }

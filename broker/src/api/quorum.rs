@@ -6,9 +6,10 @@
 //! so the tool gets the leader's view from any bootstrap address. Brook does the same: a node
 //! that is not the Raft leader asks the leader ([`Controller::describe_quorum`]).
 //!
-//! Voter directory ids: Brook has none, so `replica_directory_id` is the zero uuid (the tool
-//! prints `null`). Nodes (v2) carry each voter's controller listener from
-//! `controller.quorum.voters`.
+//! Voter directory ids: Brook's quorum records none, so `replica_directory_id` is the zero
+//! uuid (the tool prints `null`). Nodes (v2) carry each voter's controller listener from the
+//! Raft membership; observers are the nodes that joined through
+//! `controller.quorum.bootstrap.servers` and do not vote (`controller::voter_control`).
 //!
 //! A single node (`brook serve` without `process.roles`) has no Raft log: it answers
 //! INVALID_REQUEST (not retriable) with a message saying so, rather than inventing a quorum.

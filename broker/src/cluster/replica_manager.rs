@@ -318,6 +318,7 @@ impl ReplicaManager {
                     .cluster_id
                     .clone()
                     .unwrap_or_else(|| crate::metadata::cluster_id_from_seed(&voters));
+                crate::metadata::ensure_directory_id(&dir, config.node_id, &id)?;
                 (Controller::start_with_faults(cc, faults).await?, id)
             }
             None => {

@@ -49,6 +49,16 @@ pub enum ControllerError {
     /// An UpdateFeatures refused, with Kafka's whole message.
     #[error("{0}")]
     InvalidFeatureUpdate(String),
+    /// AddRaftVoter of a node that already votes (Kafka's DUPLICATE_VOTER).
+    #[error("{0}")]
+    DuplicateVoter(String),
+    /// RemoveRaftVoter of a node that does not vote, or of the last voter (VOTER_NOT_FOUND).
+    #[error("{0}")]
+    VoterNotFound(String),
+    /// A request the cluster's finalized features do not allow (UNSUPPORTED_VERSION), such
+    /// as a voter change at `kraft.version` 0.
+    #[error("{0}")]
+    UnsupportedVersion(String),
     /// Storage, network set-up or an internal Raft failure.
     #[error("controller failure: {0}")]
     Internal(String),
@@ -76,6 +86,9 @@ impl ControllerError {
             ControllerError::NoReassignmentInProgress(_) => ResponseError::NoReassignmentInProgress,
             ControllerError::NewLeaderElected => ResponseError::NewLeaderElected,
             ControllerError::InvalidFeatureUpdate(_) => ResponseError::InvalidUpdateVersion,
+            ControllerError::DuplicateVoter(_) => ResponseError::DuplicateVoter,
+            ControllerError::VoterNotFound(_) => ResponseError::VoterNotFound,
+            ControllerError::UnsupportedVersion(_) => ResponseError::UnsupportedVersion,
             ControllerError::Internal(_) => ResponseError::UnknownServerError,
         }
     }

@@ -102,10 +102,19 @@ fn update_feature(
     if level > current && u.upgrade_type != UpgradeType::Upgrade {
         return Err(invalid(name, level, "Can't downgrade to a newer version."));
     }
-    // `metadata.version` and `kraft.version` support one level here, so only an update to
-    // that same level reaches this point: Kafka records a no-op for either.
-    if name == METADATA_VERSION || name == KRAFT_VERSION {
+    // `metadata.version` supports one level here, so only an update to that same level
+    // reaches this point: Kafka records a no-op.
+    if name == METADATA_VERSION || (name == KRAFT_VERSION && level == current) {
         return Ok(None);
+    }
+    // `kraft.version` goes up, never down (Kafka's `KafkaRaftClient.upgradeKRaftVersion`):
+    // the voter changes of level 1 cannot be undone by a downgrade.
+    if name == KRAFT_VERSION && level < current {
+        return Err(invalid(
+            name,
+            level,
+            "Unsupported downgrade of kraft.version: it can only be upgraded.",
+        ));
     }
     Ok(Some(MetadataRecord::FeatureLevel {
         name: name.to_string(),
@@ -223,6 +232,33 @@ mod tests {
             true,
         );
         assert!(validate.unwrap().0.is_empty());
+    }
+
+    #[test]
+    fn kraft_version_goes_up_only() {
+        let mut img = MetadataImage::default();
+        let kv = features::KRAFT_VERSION;
+        let policy = crate::controller::fixtures::ELR;
+        let (records, _) =
+            update_features(&img, &policy, &update(kv, 1, UpgradeType::Upgrade), false).unwrap();
+        assert_eq!(
+            records,
+            vec![MetadataRecord::FeatureLevel {
+                name: kv.into(),
+                level: 1
+            }]
+        );
+        img.feature_levels.insert(kv.into(), 1);
+        let down = update_features(
+            &img,
+            &policy,
+            &update(kv, 0, UpgradeType::SafeDowngrade),
+            false,
+        );
+        assert!(message(down).contains("can only be upgraded"));
+        let same =
+            update_features(&img, &policy, &update(kv, 1, UpgradeType::Upgrade), false).unwrap();
+        assert!(same.0.is_empty());
     }
 
     #[test]

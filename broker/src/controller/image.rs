@@ -260,6 +260,10 @@ pub enum MetadataRecord {
     FenceBroker { node_id: i32, epoch: i64 },
     /// The broker (at this epoch) is unfenced.
     UnfenceBroker { node_id: i32, epoch: i64 },
+    /// The broker's registration (at this epoch) is removed (Kafka's
+    /// `UnregisterBrokerRecord`); the ISR and leader changes that go with it are separate
+    /// `PartitionChange` records in the same batch.
+    UnregisterBroker { node_id: i32, epoch: i64 },
     /// The broker (at this epoch) began a controlled shutdown (Kafka's
     /// `BrokerRegistrationChangeRecord` with `InControlledShutdown`).
     BrokerInControlledShutdown { node_id: i32, epoch: i64 },
@@ -492,6 +496,13 @@ impl MetadataImage {
                     return Err("stale broker epoch");
                 }
                 b.fenced = fenced;
+            }
+            MetadataRecord::UnregisterBroker { node_id, epoch } => {
+                let b = self.brokers.get(node_id).ok_or("unknown broker")?;
+                if b.epoch != *epoch {
+                    return Err("stale broker epoch");
+                }
+                self.brokers.remove(node_id);
             }
             MetadataRecord::BrokerInControlledShutdown { node_id, epoch } => {
                 let b = self.brokers.get_mut(node_id).ok_or("unknown broker")?;

@@ -39,6 +39,7 @@ pub mod replication_control;
 pub mod request;
 pub mod scram_control;
 mod storage;
+pub mod voter_control;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -128,8 +129,15 @@ pub const SINGLE_VOTER_ADDRESS: &str = "127.0.0.1:0";
 pub struct ControllerConfig {
     /// This node's id (`node.id`); must be one of `voters`.
     pub node_id: i32,
-    /// `controller.quorum.voters`: id → `host:port` of each voter's controller listener.
+    /// `controller.quorum.voters`: id → `host:port` of each voter's controller listener: the
+    /// voters a new quorum starts with. Empty for a node that joins a running quorum through
+    /// `bootstrap_servers` (KIP-853). Once the quorum runs, its membership (openraft's, in the
+    /// Raft log) is the owner of who votes and where each member listens ([`Inner::node_address`]).
     pub voters: BTreeMap<i32, String>,
+    /// `controller.quorum.bootstrap.servers` (KIP-853): controller listeners (`host:port`) that
+    /// a node not among `voters` asks to take it in as an observer (a Raft learner), as a
+    /// Kafka observer fetches from them; AddRaftVoter then makes it a voter.
+    pub bootstrap_servers: Vec<String>,
     /// The controller listener's name (the first of `controller.listener.names`), which
     /// DescribeQuorum shows with each voter's address.
     pub listener_name: String,
@@ -192,22 +200,44 @@ impl ControllerConfig {
             value: get(key),
             reason: reason.into(),
         };
-        let voters = parse_voters(&get("controller.quorum.voters"))
-            .map_err(|r| invalid("controller.quorum.voters", &r))?;
-        let own = voters.get(&cfg.node_id).ok_or_else(|| {
-            invalid(
+        let bootstrap_servers =
+            parse_bootstrap_servers(&get("controller.quorum.bootstrap.servers"))
+                .map_err(|r| invalid("controller.quorum.bootstrap.servers", &r))?;
+        // Kafka's `QuorumConfig`: static voters when `controller.quorum.voters` is set, else
+        // the node finds the quorum through the bootstrap servers.
+        let voters = match get("controller.quorum.voters").trim() {
+            "" if !bootstrap_servers.is_empty() => BTreeMap::new(),
+            v => parse_voters(v).map_err(|r| invalid("controller.quorum.voters", &r))?,
+        };
+        let own = voters.get(&cfg.node_id);
+        if own.is_none() && !voters.is_empty() {
+            return Err(invalid(
                 "controller.quorum.voters",
                 "node.id is not among the voters",
-            )
-        })?;
-        let listen = match cfg.controller_listener() {
-            Some(a) => a,
-            None => own.parse().map_err(|_| {
+            ));
+        }
+        if voters.is_empty() && cfg.cluster_id.is_none() {
+            // A joining node must name the cluster it joins, as `kafka-storage format
+            // --cluster-id` does; a static quorum derives its id from its voters.
+            return Err(invalid(
+                "controller.quorum.bootstrap.servers",
+                "a node without controller.quorum.voters needs cluster.id",
+            ));
+        }
+        let listen = match (cfg.controller_listener(), own) {
+            (Some(a), _) => a,
+            (None, Some(own)) => own.parse().map_err(|_| {
                 invalid(
                     "controller.listener.names",
                     "no CONTROLLER listener in listeners and the voter address is not IP:PORT",
                 )
             })?,
+            (None, None) => {
+                return Err(invalid(
+                    "controller.listener.names",
+                    "no CONTROLLER listener in listeners",
+                ))
+            }
         };
         let broker_endpoint = roles.contains(&"broker").then(|| {
             let l = cfg.listeners.inter_broker_listener();
@@ -225,6 +255,7 @@ impl ControllerConfig {
         Ok(Some(ControllerConfig {
             node_id: cfg.node_id,
             voters,
+            bootstrap_servers,
             listener_name,
             listen,
             metadata_dir: cfg.log_dir.join(METADATA_DIR),
@@ -266,6 +297,7 @@ impl ControllerConfig {
         ControllerConfig {
             node_id: cfg.node_id,
             voters: BTreeMap::from([(cfg.node_id, SINGLE_VOTER_ADDRESS.to_string())]),
+            bootstrap_servers: Vec::new(),
             listener_name: DEFAULT_LISTENER_NAME.to_string(),
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             metadata_dir: cfg.log_dir.join(METADATA_DIR),
@@ -313,6 +345,21 @@ pub fn parse_voters(s: &str) -> Result<BTreeMap<i32, String>, String> {
     Ok(out)
 }
 
+/// Parses `controller.quorum.bootstrap.servers`: `host:port,host:port` (Kafka's
+/// `QuorumConfig.parseBootstrapServers`).
+pub fn parse_bootstrap_servers(s: &str) -> Result<Vec<String>, String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(|v| match v.rsplit_once(':') {
+            Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {
+                Ok(v.to_string())
+            }
+            _ => Err(format!("{v:?} is not HOST:PORT")),
+        })
+        .collect()
+}
+
 /// What the active controller knows about broker liveness (Kafka's `BrokerHeartbeatManager`).
 /// Not replicated: it is rebuilt, with a grace period, whenever a node becomes active.
 #[derive(Default)]
@@ -354,6 +401,9 @@ pub(crate) struct Inner {
     /// Leader changes this node committed as active controller (Kafka's `ControllerStats`
     /// leader election rate), for `/metrics`.
     leader_elections: AtomicU64,
+    /// Held by the one voter change (AddRaftVoter, RemoveRaftVoter) in flight on the active
+    /// controller; another is refused, as Kafka's `LeaderState.isOperationPending`.
+    voter_change: tokio::sync::Mutex<()>,
 }
 
 /// A running quorum member. Cheap to clone.
@@ -433,9 +483,12 @@ impl Controller {
         faults: Option<Arc<FaultEngine>>,
         import: Vec<MetadataRecord>,
     ) -> Result<Controller, ControllerError> {
-        if !config.voters.contains_key(&config.node_id) {
+        // Not a voter of a new quorum: it joins a running one through the bootstrap servers.
+        let observer = !config.voters.contains_key(&config.node_id);
+        if observer && config.bootstrap_servers.is_empty() {
             return Err(internal(format!(
-                "node {} is not in controller.quorum.voters",
+                "node {} is not in controller.quorum.voters and has no \
+                 controller.quorum.bootstrap.servers",
                 config.node_id
             )));
         }
@@ -487,7 +540,9 @@ impl Controller {
             .collect();
         // Only a node with an empty log and no vote takes the membership; asking a restarted
         // one makes openraft log an error.
-        let initialized = if raft.is_initialized().await.map_err(internal)? {
+        // An observer takes its membership from the leader that adds it (as a Kafka
+        // observer reads the voters from the log it fetches), never from its configuration.
+        let initialized = if observer || raft.is_initialized().await.map_err(internal)? {
             false
         } else {
             match raft.initialize(members).await {
@@ -496,7 +551,17 @@ impl Controller {
                 Err(e) => return Err(internal(e)),
             }
         };
-        if config.voters.len() == 1 {
+        // A quorum that grew past its one configured voter (AddRaftVoter) elects as any other.
+        let alone = config.voters.len() == 1
+            && raft
+                .metrics()
+                .borrow()
+                .membership_config
+                .membership()
+                .voter_ids()
+                .count()
+                == 1;
+        if alone {
             become_leader_alone(&raft, &config, initialized).await?;
             let empty = {
                 let image = image_rx.borrow();
@@ -524,6 +589,7 @@ impl Controller {
             broker_epoch: watch::channel(None).0,
             incarnation: Uuid::new_v4(),
             leader_elections: AtomicU64::new(0),
+            voter_change: tokio::sync::Mutex::new(()),
         });
         let mut tasks = Vec::new();
         if let Some(listener) = listener {
@@ -544,6 +610,11 @@ impl Controller {
                     tracing::error!(error = %e, "controller listener failed");
                 }
             }));
+        }
+        if local_addr.is_some() {
+            tasks.push(tokio::spawn(voter_control::observer_join_task(
+                inner.clone(),
+            )));
         }
         tasks.push(tokio::spawn(liveness_task(inner.clone())));
         tasks.push(tokio::spawn(quorum_leader_log_task(inner.clone())));
@@ -644,10 +715,9 @@ impl Controller {
             return quorum::describe_as_leader(inner);
         }
         let addr = inner
-            .config
-            .voters
-            .get(&active)
+            .node_address(active)
             .ok_or(ControllerError::NotController { active: None })?;
+        let addr = &addr;
         let link = network::Link {
             from: inner.config.node_id,
             to: active,
@@ -663,6 +733,38 @@ impl Controller {
                     active: Some(active),
                 })
             })
+    }
+
+    /// AddRaftVoter (KIP-853): makes `voter_id`, listening at `address` (`host:port` of its
+    /// controller listener), a voter once it has caught up, within `timeout_ms`. See
+    /// [`voter_control`].
+    pub async fn add_voter(
+        &self,
+        voter_id: i32,
+        directory_id: Uuid,
+        address: String,
+        timeout_ms: u64,
+    ) -> Result<(), ControllerError> {
+        let change = voter_control::VoterChange::Add {
+            voter_id,
+            directory_id,
+            address,
+            timeout_ms,
+        };
+        self.inner.change_voters(change, false).await
+    }
+
+    /// RemoveRaftVoter (KIP-853): `voter_id` stops voting and stays an observer.
+    pub async fn remove_voter(
+        &self,
+        voter_id: i32,
+        directory_id: Uuid,
+    ) -> Result<(), ControllerError> {
+        let change = voter_control::VoterChange::Remove {
+            voter_id,
+            directory_id,
+        };
+        self.inner.change_voters(change, false).await
     }
 
     /// Waits until some active controller is known, up to `timeout`.
@@ -981,6 +1083,18 @@ impl Controller {
         }
     }
 
+    /// UnregisterBroker: removes broker `node_id`'s registration through the active
+    /// controller (a running broker registers again with its next heartbeat).
+    pub async fn unregister_broker(&self, node_id: i32) -> Result<(), ControllerError> {
+        let req = ControllerRequest::UnregisterBroker { node_id };
+        self.inner.submit(req).await.map(|_| ())
+    }
+
+    /// The controller listener's name, as the quorum's endpoints carry it.
+    pub fn listener_name(&self) -> &str {
+        &self.inner.config.listener_name
+    }
+
     /// AllocateProducerIds: returns `(first_id, count)` of a fresh block for `node_id`.
     pub async fn allocate_producer_id_block(
         &self,
@@ -1074,6 +1188,81 @@ impl Inner {
         }
     }
 
+    /// The controller listener (`host:port`) of quorum member `node_id`: from the Raft
+    /// membership, the owner once the quorum runs (AddRaftVoter adds members the
+    /// configuration never named), else from `controller.quorum.voters`.
+    fn node_address(&self, node_id: i32) -> Option<String> {
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow();
+        m.membership_config
+            .membership()
+            .get_node(&(node_id as NodeId))
+            .map(|n| n.addr.clone())
+            .or_else(|| self.config.voters.get(&node_id).cloned())
+    }
+
+    /// Whether `node_id` is a voter or a learner (an observer) of the quorum.
+    fn is_member(&self, node_id: i32) -> bool {
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow();
+        m.membership_config
+            .membership()
+            .get_node(&(node_id as NodeId))
+            .is_some()
+    }
+
+    /// The link this node calls node `to` over (fault rules, security).
+    fn link_to(&self, to: i32) -> network::Link {
+        network::Link {
+            from: self.config.node_id,
+            to,
+            faults: self.faults.clone(),
+            channel: self.config.channel.clone(),
+        }
+    }
+
+    /// A voter change, on the active controller or forwarded to it once (a forwarded change
+    /// is never forwarded again: a node that is no longer active answers NOT_CONTROLLER).
+    async fn change_voters(
+        &self,
+        change: voter_control::VoterChange,
+        forwarded: bool,
+    ) -> Result<(), ControllerError> {
+        let deadline = Instant::now() + Duration::from_millis(self.config.request_timeout_ms);
+        let active = self.wait_for_active(deadline).await?;
+        if active == self.config.node_id {
+            return voter_control::change_locally(self, change).await;
+        }
+        if forwarded {
+            return Err(self.not_controller());
+        }
+        let addr = self
+            .node_address(active)
+            .ok_or(ControllerError::NotController { active: None })?;
+        // An AddRaftVoter waits up to its own timeout for the new voter to catch up.
+        let timeout = match &change {
+            voter_control::VoterChange::Add { timeout_ms, .. } => {
+                Duration::from_millis(*timeout_ms)
+                    .max(deadline.saturating_duration_since(Instant::now()))
+            }
+            _ => deadline.saturating_duration_since(Instant::now()),
+        };
+        network::post_json(
+            &self.link_to(active),
+            &addr,
+            "/controller/voters",
+            &change,
+            timeout,
+        )
+        .await
+        .unwrap_or_else(|e| {
+            tracing::debug!(error = %e, active, "voter change: leader unreachable");
+            Err(ControllerError::NotController {
+                active: Some(active),
+            })
+        })
+    }
+
     fn active(&self) -> Option<i32> {
         self.raft
             .metrics()
@@ -1084,9 +1273,13 @@ impl Inner {
 
     async fn wait_for_active(&self, deadline: Instant) -> Result<i32, ControllerError> {
         let mut metrics = self.raft.metrics();
-        let found =
-            tokio::time::timeout_at(deadline, metrics.wait_for(|m| m.current_leader.is_some()))
-                .await;
+        // A leader the membership no longer lists as a voter (RemoveRaftVoter removed it) is
+        // stepping down, as Kafka's resigning leader: wait for the voters' next one.
+        let voting_leader = |m: &openraft::RaftMetrics<NodeId, BasicNode>| {
+            m.current_leader
+                .is_some_and(|l| m.membership_config.membership().voter_ids().any(|v| v == l))
+        };
+        let found = tokio::time::timeout_at(deadline, metrics.wait_for(voting_leader)).await;
         match found {
             Ok(Ok(m)) => Ok(m.current_leader.map_or(NO_LEADER, |id| id as i32)),
             _ => Err(ControllerError::NotController { active: None }),
@@ -1163,7 +1356,8 @@ impl Inner {
         req: &ControllerRequest,
         deadline: Instant,
     ) -> Option<Result<ControllerReply, ControllerError>> {
-        let addr = self.config.voters.get(&active)?;
+        let addr = self.node_address(active)?;
+        let addr = &addr;
         let timeout = deadline.saturating_duration_since(Instant::now());
         let link = network::Link {
             from: self.config.node_id,
@@ -1706,6 +1900,35 @@ mod tests {
             "controller.quorum.voters=1@127.0.0.1:9192",
         ]);
         assert!(ControllerConfig::from_broker_config(&bad).is_err());
+    }
+
+    #[test]
+    fn a_node_without_voters_joins_through_the_bootstrap_servers() {
+        let load = |extra: &[&str]| {
+            let mut o: Vec<String> = [
+                "node.id=4",
+                "log.dirs=/tmp/brook-4",
+                "process.roles=broker,controller",
+                "listeners=PLAINTEXT://127.0.0.1:9095,CONTROLLER://127.0.0.1:9195",
+                "controller.listener.names=CONTROLLER",
+                "controller.quorum.bootstrap.servers=127.0.0.1:9192, 127.0.0.1:9193",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            o.extend(extra.iter().map(|s| s.to_string()));
+            BrokerConfig::load(None, &o).unwrap()
+        };
+        // It must name the cluster it joins.
+        assert!(ControllerConfig::from_broker_config(&load(&[])).is_err());
+        let c = ControllerConfig::from_broker_config(&load(&["cluster.id=MkU3OEVBNTcwNTJENDM2Qk"]))
+            .unwrap()
+            .unwrap();
+        assert!(c.voters.is_empty());
+        assert_eq!(c.bootstrap_servers, ["127.0.0.1:9192", "127.0.0.1:9193"]);
+        assert_eq!(c.listen.port(), 9195);
+        assert!(parse_bootstrap_servers("127.0.0.1").is_err());
+        assert_eq!(parse_bootstrap_servers(""), Ok(Vec::new()));
     }
 
     #[test]

@@ -46,6 +46,7 @@ use super::error::ControllerError;
 use super::quorum::{self, FollowerClocks, QuorumDescription};
 use super::request::{ControllerReply, ControllerRequest};
 use super::storage::LogStore;
+use super::voter_control;
 use super::{Inner, NodeId, TypeConfig};
 use crate::cluster::replica_manager::now_ms;
 use crate::fault::{Direction, FaultEngine, LinkAction, Traffic};
@@ -248,6 +249,8 @@ pub(super) fn router(inner: Arc<Inner>) -> Router {
         .route("/raft/snapshot", post(snapshot))
         .route("/controller/request", post(forwarded))
         .route("/controller/quorum", post(describe_quorum))
+        .route("/controller/voters", post(voters))
+        .route("/controller/observe", post(observe))
         .layer(DefaultBodyLimit::max(MAX_RPC_BODY_BYTES))
         .layer(axum::middleware::from_fn_with_state(
             inner.clone(),
@@ -328,6 +331,22 @@ async fn describe_quorum(
     State(inner): State<Arc<Inner>>,
 ) -> Json<Result<QuorumDescription, ControllerError>> {
     Json(quorum::describe_as_leader(&inner))
+}
+
+/// A voter change forwarded to the active controller: never forwarded again.
+async fn voters(
+    State(inner): State<Arc<Inner>>,
+    Json(change): Json<voter_control::VoterChange>,
+) -> Json<Result<(), ControllerError>> {
+    Json(inner.change_voters(change, true).await)
+}
+
+/// An observer asking to be taken in (`controller.quorum.bootstrap.servers`).
+async fn observe(
+    State(inner): State<Arc<Inner>>,
+    Json(req): Json<voter_control::ObserveRequest>,
+) -> Json<Result<(), ControllerError>> {
+    Json(voter_control::observe(&inner, req).await)
 }
 
 /// Creates a [`PeerClient`] per Raft peer.

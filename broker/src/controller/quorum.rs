@@ -55,7 +55,8 @@ pub struct QuorumDescription {
     pub leader_epoch: i32,
     pub high_watermark: i64,
     pub voters: Vec<QuorumReplica>,
-    /// Raft learners (none in Brook's combined mode today).
+    /// Raft learners: nodes that joined through `controller.quorum.bootstrap.servers` and
+    /// are not (or no longer) voters.
     pub observers: Vec<QuorumReplica>,
     pub endpoints: Vec<QuorumEndpoint>,
 }
@@ -176,7 +177,13 @@ pub(super) fn local_state(inner: &Inner) -> LocalQuorumState {
 pub(super) fn describe_as_leader(inner: &Inner) -> Result<QuorumDescription, ControllerError> {
     let metrics = inner.raft.metrics().borrow().clone();
     let own = inner.config.node_id as NodeId;
-    if metrics.state != ServerState::Leader || metrics.current_leader != Some(own) {
+    let voter = metrics
+        .membership_config
+        .membership()
+        .voter_ids()
+        .any(|v| v == own);
+    // A leader removed from the voters is stepping down: it describes no quorum.
+    if metrics.state != ServerState::Leader || metrics.current_leader != Some(own) || !voter {
         return Err(inner.not_controller());
     }
     let term = metrics.current_term;
@@ -219,9 +226,9 @@ pub(super) fn describe_as_leader(inner: &Inner) -> Result<QuorumDescription, Con
     })
 }
 
-/// A voter's controller listener, from `controller.quorum.voters`.
+/// A voter's controller listener, from the quorum's membership.
 fn endpoint(inner: &Inner, node_id: i32) -> Option<QuorumEndpoint> {
-    let addr = inner.config.voters.get(&node_id)?;
+    let addr = inner.node_address(node_id)?;
     let (host, port) = addr.rsplit_once(':')?;
     Some(QuorumEndpoint {
         node_id,

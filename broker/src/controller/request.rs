@@ -27,7 +27,7 @@ use super::image::{MetadataImage, MetadataRecord, PartitionRegistration};
 use super::producer_id_control::allocate_producer_ids;
 use super::replication_control::{
     alter_partition, alter_partition_reassignments, create_partitions, create_topic, delete_topic,
-    elect_leaders, elect_preferred_leaders, fence_broker, TopicSpec,
+    elect_leaders, elect_preferred_leaders, fence_broker, unregister_broker, TopicSpec,
 };
 
 /// A write to the metadata, as sent to the active controller (possibly forwarded).
@@ -126,6 +126,8 @@ pub enum ControllerRequest {
     AllocateProducerIds { node_id: i32 },
     /// Issued by the active controller's own liveness check.
     FenceBroker { node_id: i32 },
+    /// UnregisterBroker: the broker's registration goes (decommissioning).
+    UnregisterBroker { node_id: i32 },
     /// Issued by the active controller every `leader.imbalance.check.interval.seconds`
     /// (with `auto.leader.rebalance.enable`): preferred-leader elections.
     ElectPreferredLeaders,
@@ -387,6 +389,10 @@ pub fn decide(
         ControllerRequest::FenceBroker { node_id } => {
             Ok((fence_broker(image, *node_id, policy), ControllerReply::Done))
         }
+        ControllerRequest::UnregisterBroker { node_id } => Ok((
+            unregister_broker(image, *node_id, policy)?,
+            ControllerReply::Done,
+        )),
         ControllerRequest::ElectLeaders {
             election,
             partitions,

@@ -46,6 +46,9 @@ top_level_only!(
     GetTelemetrySubscriptionsResponse,
     PushTelemetryResponse,
     ListConfigResourcesResponse,
+    AddRaftVoterResponse,
+    RemoveRaftVoterResponse,
+    UnregisterBrokerResponse,
 );
 
 /// Responses with one error code per element of a list (topics, groups, resources).

@@ -36,6 +36,9 @@ pub fn case(key: ApiKey) -> Option<Case> {
         ListPartitionReassignments => (list_reassignments, 0),
         DescribeLogDirs => (describe_log_dirs, 0),
         DescribeQuorum => (describe_quorum, 0),
+        AddRaftVoter => (add_raft_voter, 0),
+        RemoveRaftVoter => (remove_raft_voter, 0),
+        UnregisterBroker => (unregister_broker, 0),
         FindCoordinator => (groups::find_coordinator, 0),
         JoinGroup => (groups::join_group, 0),
         SyncGroup => (groups::sync_group, 0),
@@ -745,6 +748,42 @@ fn describe_quorum(env: &mut Env, v: i16) -> R {
         })
         .collect();
     Ok(format!("error {} {out:?}", r.error_code))
+}
+
+/// A voter that already votes: refused without a change (UNSUPPORTED_VERSION at
+/// `kraft.version` 0, DUPLICATE_VOTER at 1).
+fn add_raft_voter(env: &mut Env, v: i16) -> R {
+    let req = AddRaftVoterRequest::default()
+        .with_cluster_id(None)
+        .with_timeout_ms(5_000)
+        .with_voter_id(1)
+        .with_voter_directory_id(uuid::Uuid::from_u128(1))
+        .with_listeners(vec![add_raft_voter_request::Listener::default()
+            .with_name(s("CONTROLLER"))
+            .with_host(s("127.0.0.1"))
+            .with_port(1)]);
+    let any = env.any();
+    let r = env.call(any, v, &req)?;
+    Ok(format!("error {}", r.error_code))
+}
+
+/// A node that does not vote: refused without a change.
+fn remove_raft_voter(env: &mut Env, v: i16) -> R {
+    let req = RemoveRaftVoterRequest::default()
+        .with_cluster_id(None)
+        .with_voter_id(999)
+        .with_voter_directory_id(uuid::Uuid::from_u128(1));
+    let any = env.any();
+    let r = env.call(any, v, &req)?;
+    Ok(format!("error {}", r.error_code))
+}
+
+/// A broker id never registered: BROKER_ID_NOT_REGISTERED, nothing removed.
+fn unregister_broker(env: &mut Env, v: i16) -> R {
+    let req = UnregisterBrokerRequest::default().with_broker_id(BrokerId(999));
+    let any = env.any();
+    let r = env.call(any, v, &req)?;
+    Ok(format!("error {}", r.error_code))
 }
 
 /// On a listener without SASL (or once authenticated), Kafka answers the handshake with

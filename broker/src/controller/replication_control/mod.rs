@@ -43,6 +43,26 @@ pub fn fence_broker(
     records
 }
 
+/// UnregisterBroker (Kafka's `ReplicationControlManager.unregisterBroker` and
+/// `handleBrokerUnregistered`): the broker leaves every ISR and leadership, as when fenced,
+/// and its registration is removed. BROKER_ID_NOT_REGISTERED for a broker not registered.
+pub fn unregister_broker(
+    image: &MetadataImage,
+    node_id: i32,
+    policy: &ElectionPolicy,
+) -> Result<Vec<MetadataRecord>, ControllerError> {
+    let b = image
+        .brokers
+        .get(&node_id)
+        .ok_or(ControllerError::BrokerIdNotRegistered(node_id))?;
+    let mut records = move_replica_away(image, node_id, policy);
+    records.push(MetadataRecord::UnregisterBroker {
+        node_id,
+        epoch: b.epoch,
+    });
+    Ok(records)
+}
+
 /// Takes `node_id` out of every ISR it is in and out of every leadership, electing from what
 /// remains: what fencing and controlled shutdown share (Kafka's `generateLeaderAndIsrUpdates`
 /// with `brokerToRemove`).
@@ -234,6 +254,26 @@ mod tests {
         apply(&mut img, &records);
         let p = img.partition(id, 0).unwrap();
         assert_eq!((p.leader, p.leader_epoch), (2, 3));
+    }
+
+    #[test]
+    fn unregistering_moves_leadership_and_removes_the_registration() {
+        let mut img = cluster(3);
+        let id = with_topic(&mut img, 1, 3);
+        assert_eq!(
+            unregister_broker(&img, 9, &no_elr(false)),
+            Err(ControllerError::BrokerIdNotRegistered(9))
+        );
+        let records = unregister_broker(&img, 1, &no_elr(false)).unwrap();
+        apply(&mut img, &records);
+        assert!(!img.brokers.contains_key(&1));
+        let p = img.partition(id, 0).unwrap();
+        assert_eq!((p.leader, p.isr.clone()), (2, vec![2, 3]));
+        // A fenced broker goes as well.
+        fence(&mut img, 3, false);
+        let records = unregister_broker(&img, 3, &no_elr(false)).unwrap();
+        apply(&mut img, &records);
+        assert!(!img.brokers.contains_key(&3));
     }
 
     #[test]

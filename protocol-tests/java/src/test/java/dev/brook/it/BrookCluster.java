@@ -214,6 +214,22 @@ public final class BrookCluster implements AutoCloseable {
         node(id).kill();
     }
 
+    /**
+     * Starts node {@code id} as a controller that joins the running quorum (KIP-853): {@code
+     * controller.quorum.bootstrap.servers} names the voters' controller listeners and it has no {@code
+     * controller.quorum.voters}, so it starts as an observer. Waits until every live node lists it as a broker.
+     * The cluster's nodes need an explicit {@code cluster.id} override (the joining node has no voters to derive one).
+     */
+    public NodeProc addJoiningNode(int id) throws InterruptedException {
+        if (nodes.containsKey(id)) throw new IllegalArgumentException("node " + id + " exists in " + this);
+        int[] ports = freePorts(2);
+        NodeProc n = new NodeProc(id, ports[0], ports[1], true);
+        nodes.put(id, n);
+        n.start();
+        awaitBrokersListed(Set.of(id), Duration.ofSeconds(30));
+        return n;
+    }
+
     public void stop(int id) {
         node(id).stop();
     }
@@ -717,7 +733,15 @@ public final class BrookCluster implements AutoCloseable {
         private volatile boolean expectDown = true;
         volatile Map<String, String> readyFields = Map.of();
 
+        /** Started with bootstrap servers instead of voters ({@link #addJoiningNode}). */
+        final boolean joining;
+
         NodeProc(int id, int clientPort, int controllerPort) {
+            this(id, clientPort, controllerPort, false);
+        }
+
+        NodeProc(int id, int clientPort, int controllerPort, boolean joining) {
+            this.joining = joining;
             this.id = id;
             this.clientPort = clientPort;
             this.controllerPort = controllerPort;
@@ -737,18 +761,29 @@ public final class BrookCluster implements AutoCloseable {
             return process;
         }
 
-        List<String> command() {
-            String voters = nodes.values().stream()
+        /** The properties this node is started with (a tool's {@code --command-config} can take them too). */
+        public Map<String, String> properties() {
+            String voters = nodes.values().stream().filter(n -> !n.joining)
                 .map(n -> n.id + "@127.0.0.1:" + n.controllerPort).collect(Collectors.joining(","));
             Map<String, String> props = new LinkedHashMap<>();
             props.put("node.id", String.valueOf(id));
             props.put("listeners", "PLAINTEXT://127.0.0.1:" + clientPort + ",CONTROLLER://127.0.0.1:" + controllerPort);
             props.put("controller.listener.names", "CONTROLLER");
             props.put("process.roles", "broker,controller");
-            props.put("controller.quorum.voters", voters);
+            if (joining) {
+                props.put("controller.quorum.bootstrap.servers", nodes.values().stream().filter(n -> !n.joining)
+                    .map(n -> "127.0.0.1:" + n.controllerPort).collect(Collectors.joining(",")));
+            } else {
+                props.put("controller.quorum.voters", voters);
+            }
             props.put("log.dirs", dataDir.toString());
             props.put("admin.listener", "127.0.0.1:0");
             props.putAll(overrides);
+            return props;
+        }
+
+        List<String> command() {
+            Map<String, String> props = properties();
             List<String> cmd = new ArrayList<>();
             cmd.add(binary().toString());
             cmd.add("serve");

@@ -1,0 +1,347 @@
+//! Changes to the metadata quorum's voters (KIP-853): AddRaftVoter and RemoveRaftVoter as
+//! Kafka's `AddVoterHandler` and `RemoveVoterHandler` decide them, and the observers that
+//! `controller.quorum.bootstrap.servers` brings in.
+//!
+//! Kafka keeps the voter set in `VotersRecord`s of the metadata log; Brook's is openraft's
+//! membership, also in the Raft log. The mapping:
+//! - an observer (a node started with bootstrap servers and not among the voters) asks a
+//!   bootstrap server to be taken in ([`observer_join_task`]); the active controller adds it
+//!   as a Raft learner, which it then replicates to, so DescribeQuorum lists it as an observer
+//!   as Kafka lists a fetching observer;
+//! - AddRaftVoter: the learner must catch up with the leader's log within the request's
+//!   timeout (openraft's blocking `add_learner`), then `change_membership` makes it a voter;
+//!   the answer comes once the new voter set is committed (joint, then final configuration);
+//! - RemoveRaftVoter: `change_membership` without the voter, which stays a learner (Kafka's
+//!   removed voter keeps fetching as an observer); the leader removing itself leaves the
+//!   membership, so that it steps down, and rejoins as an observer.
+//!
+//! As in Kafka, only the active controller (the Raft leader) changes voters, one change at a
+//! time, and only at `kraft.version` 1: a quorum started from `controller.quorum.voters` has
+//! 0 until `kafka-features upgrade --feature kraft.version=1`.
+//!
+//! Directory ids: Brook's quorum records none (DescribeQuorum shows the zero uuid), so a voter
+//! is known by its id alone and the directory id of a request is not compared.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
+use openraft::{BasicNode, ChangeMembers};
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use super::{internal, network, ControllerError, Inner, NodeId};
+use crate::features::KRAFT_VERSION;
+
+/// How often an observer asks the bootstrap servers to take it in, until it is a member.
+pub const OBSERVER_JOIN_RETRY: Duration = Duration::from_millis(500);
+
+/// One voter change, as the broker or a forwarding node hands it to the active controller.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum VoterChange {
+    /// AddRaftVoter: `address` is the new voter's controller listener (`host:port`).
+    Add {
+        voter_id: i32,
+        directory_id: Uuid,
+        address: String,
+        timeout_ms: u64,
+    },
+    /// RemoveRaftVoter.
+    Remove { voter_id: i32, directory_id: Uuid },
+}
+
+/// An observer's request to be replicated to (`/controller/observe`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObserveRequest {
+    pub node_id: i32,
+    pub address: String,
+    /// Set by a node that passed the request on to the leader: never passed on again.
+    pub forwarded: bool,
+}
+
+/// Kafka's `ReplicaKey.toString`, for messages.
+fn replica_key(id: i32, directory_id: Uuid) -> String {
+    let dir = crate::metadata::kafka_uuid_string(directory_id);
+    format!("ReplicaKey(id={id}, directoryId=Optional[{dir}])")
+}
+
+fn client_write_error(
+    inner: &Inner,
+    e: RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>,
+) -> ControllerError {
+    match e {
+        RaftError::APIError(ClientWriteError::ForwardToLeader(_)) => inner.not_controller(),
+        RaftError::APIError(ClientWriteError::ChangeMembershipError(
+            ChangeMembershipError::InProgress(p),
+        )) => ControllerError::RequestTimedOut(format!(
+            "Request timed out waiting for voters to commit the latest voter change at {:?}",
+            p.membership_log_id
+        )),
+        other => internal(other),
+    }
+}
+
+/// Decides and commits one voter change; only on the active controller (Kafka's
+/// `KafkaRaftClient.handleAddVoterRequest` / `handleRemoveVoterRequest`, which only the leader
+/// serves).
+pub(super) async fn change_locally(
+    inner: &Inner,
+    change: VoterChange,
+) -> Result<(), ControllerError> {
+    // One change at a time (`LeaderState.isOperationPending`).
+    let Ok(_one) = inner.voter_change.try_lock() else {
+        return Err(ControllerError::RequestTimedOut(
+            "Request timed out waiting for leader to handle previous voter change request".into(),
+        ));
+    };
+    // The leader has committed an entry of its term: its view of the voters is current
+    // (Kafka: the high watermark is known).
+    inner
+        .raft
+        .ensure_linearizable()
+        .await
+        .map_err(|_| inner.not_controller())?;
+    let kraft_version = inner.image_rx.borrow().feature_level(KRAFT_VERSION);
+    let verb = match change {
+        VoterChange::Add { .. } => "adding",
+        VoterChange::Remove { .. } => "removing",
+    };
+    if kraft_version < 1 {
+        return Err(ControllerError::UnsupportedVersion(format!(
+            "Cluster doesn't support {verb} voter because the {KRAFT_VERSION} feature is \
+             {kraft_version}"
+        )));
+    }
+    let (voters, uncommitted) = {
+        let metrics = inner.raft.metrics();
+        let m = metrics.borrow();
+        let membership = &m.membership_config;
+        let voters: BTreeSet<NodeId> = membership.membership().voter_ids().collect();
+        let joint = membership.membership().get_joint_config().len() > 1;
+        let at = membership.log_id().map(|l| l.index);
+        (voters, joint || at > inner.log.committed_index())
+    };
+    if uncommitted {
+        return Err(ControllerError::RequestTimedOut(
+            "Request timed out waiting for voters to commit the latest voter change".into(),
+        ));
+    }
+    match change {
+        VoterChange::Add {
+            voter_id,
+            directory_id,
+            address,
+            timeout_ms,
+        } => add_voter(inner, &voters, voter_id, directory_id, address, timeout_ms).await,
+        VoterChange::Remove {
+            voter_id,
+            directory_id,
+        } => remove_voter(inner, &voters, voter_id, directory_id).await,
+    }
+}
+
+/// Kafka's `AddVoterHandler`: not a voter yet, caught up with the leader within the timeout
+/// (else REQUEST_TIMED_OUT), then the new voter set, answered once committed.
+async fn add_voter(
+    inner: &Inner,
+    voters: &BTreeSet<NodeId>,
+    voter_id: i32,
+    directory_id: Uuid,
+    address: String,
+    timeout_ms: u64,
+) -> Result<(), ControllerError> {
+    let key = replica_key(voter_id, directory_id);
+    let id = voter_id as NodeId;
+    if voter_id < 0 {
+        return Err(ControllerError::InvalidRequest(format!(
+            "{key} is not a valid replica id"
+        )));
+    }
+    if voters.contains(&id) {
+        return Err(ControllerError::DuplicateVoter(format!(
+            "The voter id for {key} is already part of the set of voters {voters:?}."
+        )));
+    }
+    let deadline = Instant::now() + Duration::from_millis(timeout_ms);
+    // Blocking: returns once the learner has the leader's log as it was when asked.
+    let caught_up = tokio::time::timeout_at(
+        deadline,
+        inner.raft.add_learner(id, BasicNode::new(&address), true),
+    )
+    .await;
+    match caught_up {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => return Err(client_write_error(inner, e)),
+        Err(_) => {
+            return Err(ControllerError::RequestTimedOut(format!(
+                "Aborted add voter operation for {key} since it is lagging behind"
+            )))
+        }
+    }
+    let changed = tokio::time::timeout_at(
+        deadline,
+        inner
+            .raft
+            .change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([id])), true),
+    )
+    .await;
+    match changed {
+        Ok(Ok(_)) => {
+            tracing::info!(voter_id, %address, "added a voter to the metadata quorum");
+            Ok(())
+        }
+        Ok(Err(e)) => Err(client_write_error(inner, e)),
+        Err(_) => Err(ControllerError::RequestTimedOut(format!(
+            "Request timed out waiting for the voter set with {key} to commit"
+        ))),
+    }
+}
+
+/// Kafka's `RemoveVoterHandler`: a current voter, not the last one (`VoterSet.removeVoter`);
+/// it stays a learner, an observer.
+async fn remove_voter(
+    inner: &Inner,
+    voters: &BTreeSet<NodeId>,
+    voter_id: i32,
+    directory_id: Uuid,
+) -> Result<(), ControllerError> {
+    let key = replica_key(voter_id, directory_id);
+    let id = voter_id as NodeId;
+    if voter_id < 0 || !voters.contains(&id) || voters.len() == 1 {
+        return Err(ControllerError::VoterNotFound(format!(
+            "Cannot remove voter {key} from the set of voters {voters:?}"
+        )));
+    }
+    let timeout = Duration::from_millis(inner.config.request_timeout_ms);
+    // The leader removing itself leaves the membership altogether: openraft keeps a leader
+    // that stays a learner leading, where Kafka's resigns. It comes back as an observer
+    // (`observer_join_task`), as Kafka's keeps fetching.
+    let retain = voter_id != inner.config.node_id;
+    let changed = tokio::time::timeout(
+        timeout,
+        inner
+            .raft
+            .change_membership(ChangeMembers::RemoveVoters(BTreeSet::from([id])), retain),
+    )
+    .await;
+    match changed {
+        Ok(Ok(_)) => {
+            tracing::info!(voter_id, "removed a voter from the metadata quorum");
+            Ok(())
+        }
+        Ok(Err(e)) => Err(client_write_error(inner, e)),
+        Err(_) => Err(ControllerError::RequestTimedOut(format!(
+            "Request timed out waiting for the voter set without {key} to commit"
+        ))),
+    }
+}
+
+/// Takes observer `req.node_id` in as a Raft learner, on the leader; another node passes the
+/// request on to the leader once.
+pub(super) async fn observe(inner: &Inner, req: ObserveRequest) -> Result<(), ControllerError> {
+    let me = inner.config.node_id;
+    let deadline = Instant::now() + Duration::from_millis(inner.config.request_timeout_ms);
+    let active = inner.wait_for_active(deadline).await?;
+    if active != me {
+        if req.forwarded {
+            return Err(inner.not_controller());
+        }
+        let addr = inner
+            .node_address(active)
+            .ok_or(ControllerError::NotController { active: None })?;
+        let link = inner.link_to(active);
+        let req = ObserveRequest {
+            forwarded: true,
+            ..req
+        };
+        let timeout = deadline.saturating_duration_since(Instant::now());
+        return network::post_json(&link, &addr, "/controller/observe", &req, timeout)
+            .await
+            .unwrap_or(Err(ControllerError::NotController {
+                active: Some(active),
+            }));
+    }
+    if inner
+        .node_address(req.node_id)
+        .is_some_and(|a| a == req.address && inner.is_member(req.node_id))
+    {
+        return Ok(());
+    }
+    if inner.is_member(req.node_id) {
+        // A member's listener does not move under it (Kafka's UpdateRaftVoter, not served).
+        return Err(ControllerError::InvalidRequest(format!(
+            "node {} is a member of the quorum at another address",
+            req.node_id
+        )));
+    }
+    let added = tokio::time::timeout_at(
+        deadline,
+        inner
+            .raft
+            .add_learner(req.node_id as NodeId, BasicNode::new(&req.address), false),
+    )
+    .await;
+    match added {
+        Ok(Ok(_)) => {
+            tracing::info!(node_id = req.node_id, address = %req.address, "observer joined the metadata quorum");
+            Ok(())
+        }
+        Ok(Err(e)) => Err(client_write_error(inner, e)),
+        Err(_) => Err(ControllerError::RequestTimedOut(
+            "the observer was not added in time".into(),
+        )),
+    }
+}
+
+/// While this node is not a member of the quorum (a new observer, or a voter the leader
+/// removed along with itself), asks each bootstrap server (else each other configured voter)
+/// in turn to take it in, every [`OBSERVER_JOIN_RETRY`].
+pub(super) async fn observer_join_task(inner: Arc<Inner>) {
+    let me = inner.config.node_id;
+    let address = inner.config.listen.to_string();
+    // A static voter that RemoveRaftVoter took out of the membership asks the other voters.
+    let servers: Vec<String> = match inner.config.bootstrap_servers.is_empty() {
+        false => inner.config.bootstrap_servers.clone(),
+        true => inner
+            .config
+            .voters
+            .iter()
+            .filter(|(id, _)| **id != me)
+            .map(|(_, addr)| addr.clone())
+            .collect(),
+    };
+    if servers.is_empty() {
+        return;
+    }
+    let mut next = 0usize;
+    loop {
+        if !inner.is_member(me) {
+            let server = &servers[next % servers.len()];
+            next = next.wrapping_add(1);
+            let req = ObserveRequest {
+                node_id: me,
+                address: address.clone(),
+                forwarded: false,
+            };
+            let link = inner.link_to(super::NO_LEADER);
+            let answer: Result<Result<(), ControllerError>, _> = network::post_json(
+                &link,
+                server,
+                "/controller/observe",
+                &req,
+                OBSERVER_JOIN_RETRY * 4,
+            )
+            .await;
+            match answer {
+                Ok(Ok(())) => {
+                    tracing::info!(server, "asked to join the metadata quorum as an observer")
+                }
+                Ok(Err(e)) => tracing::debug!(server, error = %e, "joining the metadata quorum"),
+                Err(e) => tracing::debug!(server, error = %e, "bootstrap server unreachable"),
+            }
+        }
+        tokio::time::sleep(OBSERVER_JOIN_RETRY).await;
+    }
+}

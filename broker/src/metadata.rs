@@ -204,14 +204,7 @@ pub fn ensure_directory_id(
     let body =
         format!("version=1\nnode.id={node_id}\ncluster.id={cluster_id}\ndirectory.id={id}\n");
     std::fs::create_dir_all(dir).map_err(io)?;
-    let tmp = dir.join(format!("{META_PROPERTIES_FILE}.tmp"));
-    let mut f = std::fs::File::create(&tmp).map_err(io)?;
-    f.write_all(body.as_bytes()).map_err(io)?;
-    f.sync_all().map_err(io)?;
-    std::fs::rename(&tmp, &path).map_err(io)?;
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io)?;
+    brook_storage::checkpoint::write_atomically(&path, &body).map_err(io)?;
     Ok(id)
 }
 

@@ -552,15 +552,7 @@ impl Controller {
             }
         };
         // A quorum that grew past its one configured voter (AddRaftVoter) elects as any other.
-        let alone = config.voters.len() == 1
-            && raft
-                .metrics()
-                .borrow()
-                .membership_config
-                .membership()
-                .voter_ids()
-                .count()
-                == 1;
+        let alone = config.voters.len() == 1 && stored_voter_count(&raft, &config).await? == 1;
         if alone {
             become_leader_alone(&raft, &config, initialized).await?;
             let empty = {
@@ -1142,6 +1134,26 @@ impl Controller {
             tracing::warn!(error = %e, "raft shutdown");
         }
     }
+}
+
+/// How many voters the stored membership has. openraft reports the membership it loaded (or
+/// the one `initialize` just wrote) through its metrics only after its core task first runs,
+/// and until then the metrics show an empty membership; so this waits for a membership with a
+/// log id (every stored or initialized one has one), within the request timeout.
+async fn stored_voter_count(
+    raft: &Raft<TypeConfig>,
+    config: &ControllerConfig,
+) -> Result<usize, ControllerError> {
+    let timeout = Duration::from_millis(config.request_timeout_ms);
+    let metrics = raft
+        .wait(Some(timeout))
+        .metrics(
+            |m| m.membership_config.log_id().is_some(),
+            "the stored membership is loaded",
+        )
+        .await
+        .map_err(|e| internal(format!("the quorum's membership did not load: {e}")))?;
+    Ok(metrics.membership_config.membership().voter_ids().count())
 }
 
 /// A one-voter quorum needs no votes but its own. On a fresh log `initialize` has already

@@ -184,12 +184,7 @@ impl ShareCoordinator {
             return Err(ResponseError::NotCoordinator);
         }
         let index = self.partition_for(&coordinator_key(key));
-        let epoch = self
-            .log
-            .partition(index)
-            .filter(|p| p.is_leader())
-            .map(|p| p.leader_epoch());
-        match epoch {
+        match self.log.led_epoch(index) {
             None => {
                 self.unload(st, index);
                 Err(ResponseError::NotCoordinator)

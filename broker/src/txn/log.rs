@@ -150,6 +150,14 @@ impl CoordinatorLog {
         self.replicas.partition(self.topic, index)
     }
 
+    /// The leader epoch of partition `index` when this node leads it: a coordinator serves a
+    /// partition's keys only then, and reloads its state when the epoch changes.
+    pub fn led_epoch(&self, index: i32) -> Option<i32> {
+        self.partition(index)
+            .filter(|p| p.is_leader())
+            .map(|p| p.leader_epoch())
+    }
+
     /// Appends one record to partition `index` as its leader, acks=all.
     pub fn append(
         &self,

@@ -443,12 +443,7 @@ impl TransactionCoordinator {
     }
 
     fn acquire_partition(self: &Arc<Self>, st: &mut State, index: i32) -> Result<i32, TxnError> {
-        let epoch = self
-            .log
-            .partition(index)
-            .filter(|p| p.is_leader())
-            .map(|p| p.leader_epoch());
-        match epoch {
+        match self.log.led_epoch(index) {
             None => {
                 self.unload(st, index);
                 Err(TxnError::NotCoordinator)

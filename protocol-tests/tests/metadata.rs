@@ -121,3 +121,30 @@ fn only_kafkas_internal_topics_are_internal() {
         assert_eq!((t.error_code, t.is_internal), (NONE, internal), "{t:?}");
     }
 }
+
+/// A leader that Metadata names has taken its role: a produce sent the moment an
+/// auto-created topic is listed is accepted, not refused NOT_LEADER_OR_FOLLOWER while the
+/// node still opens the topic's partition logs. (Metadata once answered from the quorum's
+/// newest image, ahead of the node applying it; kafka-go's `TestConn` subtests, which
+/// produce once on a fresh topic without retrying, failed on it.) Many partitions per topic
+/// make the apply long enough to be seen: the last partition takes its role last.
+#[test]
+fn a_listed_leader_accepts_a_produce_at_once() {
+    const PARTITIONS: i32 = 64;
+    let broker = Broker::start_with(&[("num.partitions", &PARTITIONS.to_string())]);
+    let mut c = WireClient::connect(&broker.bootstrap());
+    for round in 0..3 {
+        let topic = unique_topic(&format!("listed-leader-{round}"));
+        metadata_topic(&mut c, &topic, true);
+        await_listed(&mut c, &topic);
+        let r = c.produce(
+            &topic,
+            PARTITIONS - 1,
+            encode_batch(Producer::NONE, &[Rec::kv("k", "v", 1)]),
+        );
+        assert_eq!(
+            r.error_code, NONE,
+            "produce to {topic}'s last partition right after Metadata listed it: {r:?}"
+        );
+    }
+}

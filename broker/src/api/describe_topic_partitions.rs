@@ -138,14 +138,13 @@ fn retain_described(
 
 /// Every topic's name, from the metadata this node serves.
 fn topic_names(broker: &Broker) -> Vec<String> {
-    let image = broker.replicas.controller().image();
-    let names = image.borrow().topic_ids.keys().cloned().collect();
-    names
+    broker.replicas.image().topic_ids.keys().cloned().collect()
 }
 
-/// One topic as the quorum's committed image describes it.
+/// One topic as the image this node has applied describes it (as Metadata answers: see
+/// `api/metadata.rs`).
 fn topic_view(broker: &Broker, name: &str) -> Option<TopicView> {
-    image_topic_view(&broker.replicas.controller().image().borrow(), name)
+    image_topic_view(&broker.replicas.image(), name)
 }
 
 fn image_topic_view(image: &MetadataImage, name: &str) -> Option<TopicView> {

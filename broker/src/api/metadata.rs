@@ -136,7 +136,11 @@ async fn metadata(broker: &Broker, ctx: &RequestContext, req: MetadataRequest) -
     let controller = broker.replicas.controller();
     let allow_auto_create =
         (ctx.api_version < 4 || req.allow_auto_topic_creation) && broker.config.auto_create_topics;
-    let image = controller.image().borrow().clone();
+    // The image this node has applied, not the quorum's newest: a leader named here has taken
+    // its role, so a produce that follows is not refused NOT_LEADER_OR_FOLLOWER while the
+    // node still opens the partition's log (Kafka's broker answers from its metadata cache,
+    // which a publisher fills in step with `ReplicaManager.applyDelta`).
+    let image = broker.replicas.image();
     // Kafka's `MetadataRequest.isAllTopics`: a null list, or at v0 (which has no null) an
     // empty one.
     let all_topics = match &req.topics {

@@ -62,6 +62,10 @@ class ShareGroupsTest {
         props.put("group.share.min.record.lock.duration.ms", "1000");
         props.put("group.share.record.lock.duration.ms", Integer.toString(LOCK_MS));
         props.put("group.share.delivery.count.limit", Integer.toString(DELIVERY_LIMIT));
+        // A member learns its assignment from a heartbeat: Kafka's 5 s default interval made each
+        // test wait seconds for it (about 6 s per test on Kafka 4.4).
+        props.put("group.share.min.heartbeat.interval.ms", "500");
+        props.put("group.share.heartbeat.interval.ms", "500");
         props.putAll(TxnSupport.brokerProps());
         broker = BrookBroker.start("share", props);
         bootstrap = broker.bootstrap();

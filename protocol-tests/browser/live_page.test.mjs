@@ -5,7 +5,8 @@
 // with the page's own Kill button, and checks what the page shows: high watermark bars that
 // advance, the last stable offset, the open transaction, the group's committed offset and lag
 // and the coordinator's transactions as the broker's JSON views give them, the timeline's
-// filters and export, a new leader, and the ISR shrink and the kill on the timeline.
+// filters and export, the produce rate and latency plots, a new leader, the ISR shrink and
+// the kill on the timeline, and the under-replicated partition on the plots.
 //
 // BROOK_BIN, LIVE_PRODUCE_BIN and LIVE_CONSUME_BIN name the binaries (default: the
 // workspace's target/debug);
@@ -106,6 +107,7 @@ async function main() {
       [`${part} .replica[data-replica="${leader}"]`, hw1], { timeout: SETTLE_MS });
     say(`leader ${leader}, high watermark advancing past ${hw1}`);
 
+    await producePlots(page, leader);
     await transactionsAndConsumers(page, supervisor, bootstrap, await opened);
     await timelineFilters(page, topic);
     // Kill the leader with the page's own control.
@@ -121,6 +123,7 @@ async function main() {
     await page.waitForSelector(`#timeline li[data-type="leader_elected"][data-topic="${topic}"][data-node="${newLeader}"]`,
       { timeout: SETTLE_MS });
     say(`new leader ${newLeader}; the ISR shrink is on the timeline`);
+    await underReplicatedPlot(page, supervisor, newLeader);
 
     // Records still flow through the new leader.
     const hw2 = await hwOf(newLeader);
@@ -190,6 +193,32 @@ async function transactionsAndConsumers(page, supervisor, bootstrap, topic) {
     `[data-producer="${t.producer_id}"]`, { timeout: SETTLE_MS });
   say(`${topic}: LSO ${lead.last_stable_offset} below HW ${lead.high_watermark}, open transaction of producer ` +
     `${t.producer_id}, group committed ${committed} with lag ${lead.high_watermark - committed}`);
+}
+
+// The latest point of node `node`'s line on plot `plot`, once it is at least `min`.
+async function plotPoint(page, plot, node, min) {
+  const sel = `#plot-${plot} polyline[data-node="${node}"]`;
+  const handle = await page.waitForFunction(([s, least]) => {
+    const v = document.querySelector(s)?.dataset.latest;
+    return v !== undefined && v !== "" && Number(v) >= least ? Number(v) : null;
+  }, [sel, min], { timeout: SETTLE_MS });
+  return handle.jsonValue();
+}
+// The produce plots of the leader, from its /metrics: a byte rate while the producer runs
+// (about 4 KiB/s: 50 records a second) and a p99 latency from the Produce histogram.
+async function producePlots(page, leader) {
+  const rate = await plotPoint(page, "produce-rate", leader, Number.MIN_VALUE);
+  const p99 = await plotPoint(page, "produce-p99", leader, Number.MIN_VALUE);
+  say(`plots: node ${leader} takes ${Math.round(rate)} bytes/s, Produce p99 under ${p99} ms`);
+}
+// After the kill the new leader leads a partition whose ISR lost the old leader: the plot
+// shows it under-replicated, as the node's own /metrics says.
+async function underReplicatedPlot(page, supervisor, node) {
+  const shown = await plotPoint(page, "under-replicated", node, 1);
+  const text = await (await fetch(`http://${supervisor}/nodes/${node}/metrics`)).text();
+  const gauge = Number(/^brook_under_replicated_partitions (\S+)$/m.exec(text)?.[1]);
+  if (!(gauge >= 1)) throw new Error(`node ${node}'s /metrics: brook_under_replicated_partitions ${gauge}`);
+  say(`plots: node ${node} shows ${shown} under-replicated partition(s); its /metrics says ${gauge}`);
 }
 
 // The timeline hides internal topics until asked, filters by kind, node and topic, and

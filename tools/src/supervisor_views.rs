@@ -24,6 +24,9 @@ pub const VIEW_ANSWER_BYTES_MAX: u64 = 16 << 20;
 /// paused past the keep-alive or has not started yet).
 pub const EVENT_FOLLOW_RETRY: Duration = Duration::from_millis(300);
 
+/// Largest `/metrics` text read from a node for the live page's plots.
+pub const METRICS_ANSWER_BYTES_MAX: u64 = 4 << 20;
+
 /// Where one node's admin listener is, as the supervisor knows it now.
 #[derive(Debug, Clone)]
 pub struct NodeTarget {
@@ -118,6 +121,22 @@ pub fn forward(
         .read_json::<Value>()
         .map_err(|e| format!("{url}: {e}"))?;
     Ok((status, value))
+}
+
+/// A node's `/metrics` (blocking): its status and Prometheus text, as the node wrote it.
+pub fn forward_metrics(admin: SocketAddr) -> Result<(StatusCode, String), String> {
+    let url = format!("http://{admin}/metrics");
+    let resp = authorized(agent(Some(NODE_CALL_TIMEOUT)).get(&url))
+        .call()
+        .map_err(|e| format!("{url}: {e}"))?;
+    let status = StatusCode::from_u16(resp.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+    let text = resp
+        .into_body()
+        .with_config()
+        .limit(METRICS_ANSWER_BYTES_MAX)
+        .read_to_string()
+        .map_err(|e| format!("{url}: {e}"))?;
+    Ok((status, text))
 }
 
 /// Copies node `id`'s event stream into `log` for as long as `stopping` says no: each event

@@ -104,6 +104,44 @@ async fn merged_events(
     }
 }
 
+/// The admin listener of node `id`, or why there is none.
+fn node_admin(sup: &Supervisor, id: i32) -> Result<SocketAddr, OpError> {
+    sup.view(id)?
+        .admin
+        .and_then(|a| a.parse::<SocketAddr>().ok())
+        .ok_or_else(|| {
+            OpError(
+                StatusCode::CONFLICT,
+                format!("node {id} has no admin listener"),
+            )
+        })
+}
+
+/// `GET /nodes/{id}/metrics`: the node's Prometheus text, for the live page's plots (a page
+/// served by the supervisor cannot read another origin's `/metrics`).
+async fn node_metrics(
+    State(sup): State<Arc<Supervisor>>,
+    UrlPath(id): UrlPath<String>,
+) -> Result<Response, OpError> {
+    let admin = node_admin(&sup, node_id(&id)?)?;
+    let answer =
+        tokio::task::spawn_blocking(move || crate::supervisor_views::forward_metrics(admin))
+            .await
+            .map_err(|e| OpError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    match answer {
+        Ok((status, text)) => Ok((
+            status,
+            [(
+                axum::http::header::CONTENT_TYPE,
+                brook::metrics::CONTENT_TYPE,
+            )],
+            text,
+        )
+            .into_response()),
+        Err(e) => Err(OpError(StatusCode::BAD_GATEWAY, e)),
+    }
+}
+
 /// `/nodes/{id}/faults[/{rule}]`: forwarded to the node's admin listener as it came.
 async fn node_faults(
     State(sup): State<Arc<Supervisor>>,
@@ -113,17 +151,7 @@ async fn node_faults(
 ) -> Result<Response, OpError> {
     let rest = uri.path().strip_prefix("/nodes/").unwrap_or("");
     let (raw_id, tail) = rest.split_once('/').unwrap_or((rest, ""));
-    let id = node_id(raw_id)?;
-    let admin = sup
-        .view(id)?
-        .admin
-        .and_then(|a| a.parse::<SocketAddr>().ok())
-        .ok_or_else(|| {
-            OpError(
-                StatusCode::CONFLICT,
-                format!("node {id} has no admin listener"),
-            )
-        })?;
+    let admin = node_admin(&sup, node_id(raw_id)?)?;
     let path = format!("/{tail}");
     let method = method.as_str().to_string();
     let body = body.map(|Json(b)| b);
@@ -148,6 +176,7 @@ pub(super) fn router(sup: Arc<Supervisor>) -> Router {
         .route("/nodes/{id}/start", post(start_node))
         .route("/nodes/{id}/pause", post(pause_node))
         .route("/nodes/{id}/resume", post(resume_node))
+        .route("/nodes/{id}/metrics", get(node_metrics))
         .route("/nodes/{id}/faults", faults.clone())
         .route("/nodes/{id}/faults/{rule}", faults)
         .route("/v1/events", get(merged_events))

@@ -6,7 +6,8 @@
 // advance, the last stable offset, the open transaction, the group's committed offset and lag
 // and the coordinator's transactions as the broker's JSON views give them, the timeline's
 // filters and export, the produce rate and latency plots, a new leader, the ISR shrink and
-// the kill on the timeline, and the under-replicated partition on the plots.
+// the kill on the timeline, the under-replicated partition on the plots, and the timeline
+// paused, scrubbed back and replayed.
 //
 // BROOK_BIN, LIVE_PRODUCE_BIN and LIVE_CONSUME_BIN name the binaries (default: the
 // workspace's target/debug);
@@ -130,6 +131,7 @@ async function main() {
     await page.waitForFunction(([sel, was]) => Number(document.querySelector(sel)?.dataset.hw) > was,
       [`${part} .replica[data-replica="${newLeader}"]`, hw2], { timeout: SETTLE_MS });
     say(`high watermark advancing past ${hw2} on node ${newLeader}`);
+    await timelineReplay(page, leader);
     if (process.env.LIVE_PAGE_SCREENSHOT) {
       await page.screenshot({ path: process.env.LIVE_PAGE_SCREENSHOT, fullPage: true });
       say(`screenshot: ${process.env.LIVE_PAGE_SCREENSHOT}`);
@@ -193,6 +195,33 @@ async function transactionsAndConsumers(page, supervisor, bootstrap, topic) {
     `[data-producer="${t.producer_id}"]`, { timeout: SETTLE_MS });
   say(`${topic}: LSO ${lead.last_stable_offset} below HW ${lead.high_watermark}, open transaction of producer ` +
     `${t.producer_id}, group committed ${committed} with lag ${lead.high_watermark - committed}`);
+}
+
+// The timeline held: a paused timeline keeps new events (the killed node started again)
+// without showing them; scrubbed to its oldest event it shows no kill; a replay plays the
+// events forward and goes live again, showing the kill and the new start.
+async function timelineReplay(page, killed) {
+  const started = `#timeline li[data-type="node_started"][data-node="${killed}"]`;
+  const kept = async () => Number((await page.textContent("#tl-count")).split(" of ")[1]);
+  await page.click("#tl-pause");
+  const [shownBefore, startsBefore, keptBefore] = [await page.$$eval("#timeline li", (l) => l.length),
+    await page.$$eval(started, (l) => l.length), await kept()];
+  await page.click(`#nodes tr[data-node="${killed}"] button[data-action="start"]`);
+  await page.waitForSelector(`#nodes tr[data-node="${killed}"][data-state="up"]`, { timeout: SETTLE_MS });
+  await page.waitForFunction(([n]) => Number(document.querySelector("#tl-count").textContent.split(" of ")[1]) > n,
+    [keptBefore], { timeout: SETTLE_MS });
+  const held = [await page.$$eval("#timeline li", (l) => l.length), await page.$$eval(started, (l) => l.length)];
+  if (held[0] !== shownBefore || held[1] !== startsBefore) {
+    throw new Error(`paused timeline changed: ${shownBefore} -> ${held[0]} items, ${startsBefore} -> ${held[1]} starts`);
+  }
+  await page.$eval("#tl-scrub", (r) => { r.value = "0"; r.dispatchEvent(new Event("input")); });
+  if (await page.$("#timeline li[data-type=\"node_killed\"]")) throw new Error("scrubbed to the start, the kill is shown");
+  await page.click("#tl-replay");
+  await page.waitForFunction(() => document.querySelector("#tl-pause").textContent === "pause", null, { timeout: SETTLE_MS });
+  await page.waitForSelector(`#timeline li[data-type="node_killed"][data-node="${killed}"]`, { timeout: SETTLE_MS });
+  const after = await page.$$eval(started, (l) => l.length);
+  if (after !== startsBefore + 1) throw new Error(`after the replay: ${after} starts of node ${killed}, not ${startsBefore + 1}`);
+  say(`timeline: paused held node ${killed}'s start back (${await kept()} events kept); scrub and replay went live again`);
 }
 
 // The latest point of node `node`'s line on plot `plot`, once it is at least `min`.

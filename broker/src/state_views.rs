@@ -49,6 +49,8 @@ pub const MEMBERS_PER_GROUP_MAX: usize = 500;
 pub const OFFSETS_PER_GROUP_MAX: usize = 1_000;
 /// Bound on the open transactions listed for one partition.
 pub const OPEN_TRANSACTIONS_PER_PARTITION_MAX: usize = 50;
+/// Most aborted transactions shown per partition: the latest ones.
+pub const ABORTED_TRANSACTIONS_PER_PARTITION_MAX: usize = 20;
 /// Bound on the transactional ids one `/v1/transactions` answer lists.
 pub const TRANSACTIONS_PER_ANSWER_MAX: usize = 200;
 /// Bound on the query parameters read from one request.
@@ -226,6 +228,16 @@ struct PartitionView {
     /// stable offset.
     open_transactions: Vec<OpenTransactionView>,
     open_transactions_truncated: bool,
+    /// The latest aborted transactions, oldest first: the offsets from the first record to
+    /// the ABORT marker that read_committed consumers skip.
+    aborted_transactions: Vec<AbortedTransactionView>,
+}
+
+#[derive(Serialize)]
+struct AbortedTransactionView {
+    producer_id: i64,
+    first_offset: i64,
+    marker_offset: i64,
 }
 
 #[derive(Serialize)]
@@ -320,6 +332,15 @@ fn partition_view(p: &Partition, node_id: i32, image: Option<&MetadataImage>) ->
             })
             .collect(),
         open_transactions_truncated,
+        aborted_transactions: p
+            .aborted_transactions(ABORTED_TRANSACTIONS_PER_PARTITION_MAX)
+            .into_iter()
+            .map(|t| AbortedTransactionView {
+                producer_id: t.producer_id,
+                first_offset: t.first_offset,
+                marker_offset: t.last_offset,
+            })
+            .collect(),
     }
 }
 

@@ -5,7 +5,7 @@
 // with the page's own Kill button, and checks what the page shows: high watermark bars that
 // advance, the last stable offset, the open transaction, the group's committed offset and lag
 // and the coordinator's transactions as the broker's JSON views give them, the timeline's
-// filters and export, the produce rate and latency plots, a new leader, the ISR shrink and
+// filters and export, an aborted transaction's range, the produce rate and latency plots, a new leader, the ISR shrink and
 // the kill on the timeline, the under-replicated partition on the plots, and the timeline
 // paused, scrubbed back and replayed.
 //
@@ -110,6 +110,7 @@ async function main() {
 
     await producePlots(page, leader);
     await transactionsAndConsumers(page, supervisor, bootstrap, await opened);
+    await abortedTransaction(page, supervisor, bootstrap);
     await timelineFilters(page, topic);
     // Kill the leader with the page's own control.
     await page.click(`#nodes tr[data-node="${leader}"] button[data-action="kill"]`);
@@ -248,6 +249,30 @@ async function underReplicatedPlot(page, supervisor, node) {
   const gauge = Number(/^brook_under_replicated_partitions (\S+)$/m.exec(text)?.[1]);
   if (!(gauge >= 1)) throw new Error(`node ${node}'s /metrics: brook_under_replicated_partitions ${gauge}`);
   say(`plots: node ${node} shows ${shown} under-replicated partition(s); its /metrics says ${gauge}`);
+}
+
+// Three records in a transaction aborted at once: the leader's view lists the range up to
+// the ABORT marker, and the page draws and names it.
+async function abortedTransaction(page, supervisor, bootstrap) {
+  const topic = `live-abort-${Date.now()}`;
+  const txn = spawn(PRODUCE, ["--bootstrap", bootstrap, "--topic", topic, "--records", "3", "--interval-ms", "0",
+    "--transactional-id", topic, "--hold-ms", "0"], { stdio: ["ignore", "pipe", "inherit"] });
+  children.push(txn);
+  await lineWith(txn, "ABORTED", SETTLE_MS);
+  if (await exited(txn, SETTLE_MS) !== 0) throw new Error("live_produce (abort) failed");
+  const part = `.partition[data-topic="${topic}"][data-partition="0"]`;
+  const row = await page.waitForSelector(`${part} .aborted-txn`, { timeout: SETTLE_MS });
+  const shown = await row.evaluate((r) => ({ ...r.dataset }));
+  const parts = await merged(supervisor, `/v1/partitions?topic=${topic}`);
+  const lead = Object.values(parts).flatMap((v) => v.partitions || []).find((p) => p.role === "leader");
+  const a = lead.aborted_transactions;
+  if (a.length !== 1 || a[0].first_offset !== 0 || a[0].marker_offset !== 3 || lead.last_stable_offset !== 4) {
+    throw new Error(`JSON view of the aborted transaction: ${JSON.stringify(lead)}`);
+  }
+  if (Number(shown.firstOffset) !== 0 || Number(shown.markerOffset) !== 3 || Number(shown.producer) !== a[0].producer_id) {
+    throw new Error(`page shows ${JSON.stringify(shown)}, the view ${JSON.stringify(a)}`);
+  }
+  say(`${topic}: aborted records 0..2 with the ABORT marker at 3, as the leader's view lists them`);
 }
 
 // The timeline hides internal topics until asked, filters by kind, node and topic, and

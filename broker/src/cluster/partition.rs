@@ -1549,6 +1549,19 @@ impl Partition {
             .collect()
     }
 
+    /// The last `max` aborted transactions of the log, oldest first: each one's producer,
+    /// first offset and ABORT marker offset, from the segments' transaction indexes (the
+    /// ranges read_committed consumers are told to skip; Kafka's
+    /// `LocalLog.collectAbortedTransactions` over the whole log). For the admin state views.
+    pub fn aborted_transactions(&self, max: usize) -> Vec<AbortedTxn> {
+        let log = self.log.lock();
+        let mut all =
+            log.collect_aborted_transactions(log.log_start_offset(), log.log_end_offset());
+        let cut = all.len().saturating_sub(max);
+        all.drain(..cut);
+        all
+    }
+
     /// The leader epoch `offset` was written in, or -1 when the leader epoch cache does not
     /// know (ListOffsets answers it, as Kafka's `UnifiedLog.fetchOffsetByTimestamp`).
     pub fn epoch_for_offset(&self, offset: i64) -> i32 {

@@ -293,6 +293,20 @@ fn streams_group_lifecycle_over_the_wire() {
     let settled = describe(&broker.bootstrap(), &app);
     assert_eq!(settled.group_state.as_str(), "Stable", "{settled:?}");
     assert_eq!(settled.group_epoch, before.group_epoch, "no new rebalance");
+
+    // The last member leaves and the empty group is deleted: its tombstones keep it deleted
+    // across a restart.
+    let r = heartbeat(&mut c, &app, b, -1, None, None);
+    assert_eq!(r.error_code, 0, "{r:?}");
+    let d: DeleteGroupsResponse = c.request(
+        2,
+        &DeleteGroupsRequest::default().with_groups_names(vec![s(&app).into()]),
+    );
+    assert_eq!(d.results[0].error_code, 0, "{d:?}");
+    broker.kill9();
+    broker.start_again();
+    let gone = describe(&broker.bootstrap(), &app);
+    assert_eq!(gone.error_code, GROUP_ID_NOT_FOUND, "{gone:?}");
 }
 
 /// The coordinator's node dies: the new leader of the group's offsets partition reads the

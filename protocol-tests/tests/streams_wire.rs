@@ -2,11 +2,13 @@
 //! reported, its internal topics are created by the broker, tasks go to the first member and
 //! move to a second one only after the first gave them up, offsets are committed with the
 //! member epoch, StreamsGroupDescribe shows the group, and bad heartbeats get Kafka's errors.
+//! The group lives in `__consumer_offsets`: it survives a broker restart and a move of its
+//! coordinator, members, epochs, topology and assignments.
 
 use std::time::Duration;
 
 use brook_protocol_tests::wire::WireClient as Wire;
-use brook_protocol_tests::{poll_until, unique_topic, Broker, WireClient};
+use brook_protocol_tests::{poll_until, poll_until_ok, unique_topic, Broker, Cluster, WireClient};
 use kafka_protocol::messages::streams_group_heartbeat_request::{
     Subtopology, TaskIds, TopicInfo, Topology,
 };
@@ -19,6 +21,9 @@ const INVALID_REQUEST: i16 = 42;
 const GROUP_ID_NOT_FOUND: i16 = 69;
 const FENCED_MEMBER_EPOCH: i16 = 110;
 const STALE_MEMBER_EPOCH: i16 = 113;
+const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
+const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+const NOT_COORDINATOR: i16 = 16;
 const MISSING_SOURCE_TOPICS: i8 = 1;
 const MISSING_INTERNAL_TOPICS: i8 = 3;
 
@@ -109,9 +114,44 @@ fn commit(c: &mut WireClient, group: &str, member: &str, epoch: i32, topic: &str
     r.topics[0].partitions[0].error_code
 }
 
+/// StreamsGroupDescribe of one group, retried (bounded) while the coordinator is still
+/// loading or moving; any other answer is returned as it is.
+fn describe(addr: &str, group: &str) -> streams_group_describe_response::DescribedGroup {
+    poll_until_ok("a settled coordinator", Duration::from_secs(30), || {
+        let mut c =
+            WireClient::try_connect(addr, Duration::from_secs(5)).map_err(|e| e.to_string())?;
+        let d: StreamsGroupDescribeResponse = c.request(
+            1,
+            &StreamsGroupDescribeRequest::default().with_group_ids(vec![s(group).into()]),
+        );
+        let g = d
+            .groups
+            .into_iter()
+            .next()
+            .ok_or("no group in the answer")?;
+        match g.error_code {
+            COORDINATOR_LOAD_IN_PROGRESS | COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR => {
+                Err(format!("error {}", g.error_code))
+            }
+            _ => Ok(g),
+        }
+    })
+}
+
+/// What a coordinator must read back: the group as described, but for its state (a group
+/// read back is NotReady until a heartbeat configures its topology against the topics, as in
+/// Kafka).
+fn durable_view(
+    mut g: streams_group_describe_response::DescribedGroup,
+) -> streams_group_describe_response::DescribedGroup {
+    assert_eq!(g.error_code, 0, "{g:?}");
+    g.group_state = s("");
+    g
+}
+
 #[test]
 fn streams_group_lifecycle_over_the_wire() {
-    let broker = Broker::start_with(&[("offsets.topic.num.partitions", "1")]);
+    let mut broker = Broker::start_with(&[("offsets.topic.num.partitions", "1")]);
     let mut c = WireClient::connect(&broker.bootstrap());
     let app = unique_topic("stw");
     let input = format!("{app}-in");
@@ -236,5 +276,78 @@ fn streams_group_lifecycle_over_the_wire() {
     let r = heartbeat(&mut c, &app, b, epoch_b, None, Some(&moved));
     assert_eq!(r.error_code, 0, "{r:?}");
     assert!(r.member_epoch > epoch_b, "{r:?}");
-    assert_eq!(active(&r), Some(tasks_a), "{r:?}");
+    assert_eq!(active(&r), Some(tasks_a.clone()), "{r:?}");
+    let epoch_b = r.member_epoch;
+
+    // A SIGKILL and a restart: the group is read back from `__consumer_offsets` as it was,
+    // without the member that left, and b carries on at its epoch.
+    let before = durable_view(describe(&broker.bootstrap(), &app));
+    assert_eq!(before.members.len(), 1, "{before:?}");
+    broker.kill9();
+    broker.start_again();
+    let after = durable_view(describe(&broker.bootstrap(), &app));
+    assert_eq!(after, before);
+    let mut c = WireClient::connect(&broker.bootstrap());
+    let r = heartbeat(&mut c, &app, b, epoch_b, None, Some(&tasks_a));
+    assert_eq!((r.error_code, r.member_epoch), (0, epoch_b), "{r:?}");
+    let settled = describe(&broker.bootstrap(), &app);
+    assert_eq!(settled.group_state.as_str(), "Stable", "{settled:?}");
+    assert_eq!(settled.group_epoch, before.group_epoch, "no new rebalance");
+
+    // The last member leaves and the empty group is deleted: its tombstones keep it deleted
+    // across a restart.
+    let r = heartbeat(&mut c, &app, b, -1, None, None);
+    assert_eq!(r.error_code, 0, "{r:?}");
+    let d: DeleteGroupsResponse = c.request(
+        2,
+        &DeleteGroupsRequest::default().with_groups_names(vec![s(&app).into()]),
+    );
+    assert_eq!(d.results[0].error_code, 0, "{d:?}");
+    broker.kill9();
+    broker.start_again();
+    let gone = describe(&broker.bootstrap(), &app);
+    assert_eq!(gone.error_code, GROUP_ID_NOT_FOUND, "{gone:?}");
+}
+
+/// The coordinator's node dies: the new leader of the group's offsets partition reads the
+/// streams group back, and its member heartbeats there at the epoch it had.
+#[test]
+fn streams_group_moves_with_its_coordinator() {
+    let c = &mut Cluster::start(3, &[("offsets.topic.num.partitions", "1")]);
+    let app = unique_topic("stwm");
+    let input = format!("{app}-in");
+    c.create_topic(&input, 2, 3, &[]);
+    let coordinator = poll_until_ok("a coordinator", Duration::from_secs(60), || {
+        c.find_coordinator(1, &app)
+    });
+    let mut w = WireClient::connect(&c.address(coordinator));
+    let mut epoch = 0;
+    let tasks = poll_until("the member's tasks", Duration::from_secs(30), || {
+        let topology = (epoch == 0).then(|| topology(&app, &input));
+        let r = heartbeat(&mut w, &app, "m", epoch, topology, Some(&vec![]));
+        match r.error_code {
+            0 => epoch = r.member_epoch,
+            // The new offsets partition may still be electing or loading.
+            COORDINATOR_LOAD_IN_PROGRESS | COORDINATOR_NOT_AVAILABLE => return None,
+            _ => panic!("{r:?}"),
+        }
+        let missing = statuses(&r).contains(&MISSING_INTERNAL_TOPICS);
+        active(&r).filter(|t| !missing && count(t) == 4)
+    });
+    let before = durable_view(describe(&c.address(coordinator), &app));
+    drop(w);
+
+    c.kill(coordinator);
+    let survivor = c.live_ids()[0];
+    let moved = poll_until_ok("a new coordinator", Duration::from_secs(60), || {
+        match c.find_coordinator(survivor, &app) {
+            Ok(n) if n != coordinator => Ok(n),
+            other => Err(format!("{other:?}")),
+        }
+    });
+    let after = durable_view(describe(&c.address(moved), &app));
+    assert_eq!(after, before);
+    let mut w = WireClient::connect(&c.address(moved));
+    let r = heartbeat(&mut w, &app, "m", epoch, None, Some(&tasks));
+    assert_eq!((r.error_code, r.member_epoch), (0, epoch), "{r:?}");
 }

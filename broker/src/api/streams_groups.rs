@@ -65,7 +65,7 @@ pub async fn handle_streams_group_heartbeat(
     let group_id = req.group_id.to_string();
     let params = heartbeat_params(ctx, req, topology);
     broker.groups.prepare_write().await;
-    let r = match broker.groups.streams_heartbeat(&group_id, params) {
+    let r = match broker.groups.streams_heartbeat(&group_id, params).await {
         Ok(r) => r,
         Err(e) => return error(e.error_code(), Some(e.to_string())),
     };

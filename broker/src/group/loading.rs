@@ -36,7 +36,11 @@ impl GroupCoordinator {
             Some(e) if st.loaded.get(&index) == Some(&e) => Ok(()),
             Some(e) => {
                 self.unload(st, index);
-                let (groups, n) = load_partition(&self.store, index, self.consumer_session())?;
+                let sessions = ReplaySessions {
+                    consumer: self.consumer_session(),
+                    streams: self.streams_session(),
+                };
+                let (groups, n) = load_partition(&self.store, index, sessions)?;
                 tracing::info!(
                     partition = index,
                     leader_epoch = e,
@@ -104,12 +108,19 @@ impl GroupCoordinator {
     }
 }
 
+/// The sessions members read back from the log start with, by protocol.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ReplaySessions {
+    pub consumer: std::time::Duration,
+    pub streams: std::time::Duration,
+}
+
 /// Reads offsets partition `index` back: its groups with their members, committed offsets
 /// and the offsets of transactions still open. Returns them and the number of records read.
 pub(super) fn load_partition(
     store: &OffsetsStore,
     index: i32,
-    consumer_session: std::time::Duration,
+    sessions: ReplaySessions,
 ) -> Result<(HashMap<String, GroupEntry>, usize), GroupError> {
     let mut groups: HashMap<String, GroupEntry> = HashMap::new();
     let n = store.replay_partition(index, &mut |item| match item {
@@ -118,7 +129,7 @@ pub(super) fn load_partition(
             value,
             offset,
             txn,
-        } => replay_record(&mut groups, key, value, offset, txn, consumer_session),
+        } => replay_record(&mut groups, key, value, offset, txn, sessions),
         // Every group read here lives on this partition, where the marker is.
         Replayed::Marker {
             producer_id,
@@ -141,8 +152,9 @@ pub(super) fn replay_record(
     value: Option<&[u8]>,
     offset: i64,
     txn: Option<i64>,
-    consumer_session: std::time::Duration,
+    sessions: ReplaySessions,
 ) {
+    let consumer_session = sessions.consumer;
     match key {
         RecordKey::OffsetCommit {
             group,
@@ -243,6 +255,11 @@ pub(super) fn replay_record(
                 }
             }
         }
+        RecordKey::Streams(k) => {
+            if let Err(e) = super::streams_records::replay(groups, k, value, sessions.streams) {
+                tracing::warn!(error = %e, "skipping streams group record");
+            }
+        }
         RecordKey::Other(_) => {}
     }
 }
@@ -252,7 +269,7 @@ pub(super) fn replay_record(
 /// A group record's tombstone: the group is gone, but offsets committed to it stay (a
 /// deletion tombstones them first; a conversion between the classic and KIP-848 protocols
 /// writes the new group's records right after).
-fn group_tombstone(groups: &mut HashMap<String, GroupEntry>, group: &str) {
+pub(super) fn group_tombstone(groups: &mut HashMap<String, GroupEntry>, group: &str) {
     let Some(e) = groups.get_mut(group) else {
         return;
     };
@@ -281,12 +298,14 @@ pub(super) fn consumer_for_replay<'a>(
     }
 }
 
-/// After replay: what each KIP-848 group's records are now, so that the next change writes
+/// After replay: what each KIP-848 and streams group's records are now, so that the next change writes
 /// only differences (and tombstones for members that go).
 pub(super) fn note_persisted(groups: &mut HashMap<String, GroupEntry>) {
     for e in groups.values_mut() {
-        if let GroupKind::Consumer(g) = &e.kind {
-            e.persisted = g.records().into_iter().collect();
+        match &e.kind {
+            GroupKind::Consumer(g) => e.persisted = g.records().into_iter().collect(),
+            GroupKind::Streams(g) => e.persisted = g.records().into_iter().collect(),
+            GroupKind::Classic(_) | GroupKind::Share(_) => {}
         }
     }
 }

@@ -38,6 +38,7 @@ pub mod share;
 pub mod store;
 pub mod streams;
 pub mod streams_assignor;
+pub mod streams_records;
 pub mod streams_topology;
 pub mod txn;
 
@@ -235,7 +236,7 @@ pub enum GroupKind {
     Consumer(ConsumerGroup),
     /// KIP-932: kept in memory only ([`share`]).
     Share(ShareGroup),
-    /// KIP-1071: kept in memory only ([`streams`]).
+    /// KIP-1071: persisted as Kafka's streams records ([`streams_records`]).
     Streams(streams::StreamsGroup),
 }
 
@@ -264,8 +265,8 @@ pub struct GroupEntry {
     /// the producer's COMMIT marker reaches the group's offsets partition, and vanish with its
     /// ABORT marker ([`GroupCoordinator::complete_txn_offsets`]).
     pub pending_txn: BTreeMap<i64, OffsetMap>,
-    /// KIP-848 groups: the records last written for the group (key → value), so that only
-    /// changes are written and a key no longer produced gets a tombstone.
+    /// KIP-848 and streams groups: the records last written for the group (key → value), so
+    /// that only changes are written and a key no longer produced gets a tombstone.
     pub persisted: HashMap<Bytes, Bytes>,
 }
 
@@ -569,6 +570,11 @@ impl GroupCoordinator {
         std::time::Duration::from_millis(self.config.consumer.session_timeout_ms as u64)
     }
 
+    /// The session a streams member read back from the log starts with.
+    fn streams_session(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.config.streams.session_timeout_ms.max(0) as u64)
+    }
+
     /// Creates `__consumer_offsets` if needed (FindCoordinator does, as Kafka does).
     pub async fn ensure_offsets_topic(&self) -> Result<(), GroupError> {
         self.store.ensure_topic().await
@@ -590,11 +596,9 @@ impl GroupCoordinator {
     }
 
     /// After a change to `group`: persist what must be, and make the timer see a new
-    /// earlier deadline.
-    fn after_change(&self, st: &mut State, group_id: &str) {
-        let Some(entry) = st.groups.get_mut(group_id) else {
-            return;
-        };
+    /// earlier deadline. Returns the write, for a caller that answers once it is committed.
+    fn after_change(&self, st: &mut State, group_id: &str) -> Option<Written> {
+        let entry = st.groups.get_mut(group_id)?;
         let (write, desired): (Vec<Record>, Option<HashMap<Bytes, Bytes>>) = match &mut entry.kind {
             GroupKind::Classic(g) if g.needs_persist => {
                 g.needs_persist = false;
@@ -611,11 +615,19 @@ impl GroupCoordinator {
                 let write = record_changes(&entry.persisted, &desired);
                 (write, Some(desired))
             }
+            GroupKind::Streams(g) => {
+                let desired: HashMap<Bytes, Bytes> = g.records().into_iter().collect();
+                let write =
+                    streams_records::kafka_order(record_changes(&entry.persisted, &desired));
+                (write, Some(desired))
+            }
             _ => (Vec::new(), None),
         };
+        let mut written = None;
         if !write.is_empty() {
             match self.store.append(group_id, write) {
-                Ok(_) => {
+                Ok(w) => {
+                    written = w;
                     if let Some(d) = desired {
                         entry.persisted = d;
                     }
@@ -632,6 +644,7 @@ impl GroupCoordinator {
                 self.timer.notify_one();
             }
         }
+        written
     }
 
     fn check_group_id(group_id: &str) -> Result<(), GroupError> {
@@ -1352,8 +1365,11 @@ fn group_record_tombstones(group_id: &str, entry: &GroupEntry) -> Vec<Record> {
         GroupKind::Consumer(_) | GroupKind::Share(_) => {
             keys.insert(records::consumer_group_metadata_key(group_id))
         }
-        // Nothing of a streams group is written but its offsets.
-        GroupKind::Streams(_) => false,
+        GroupKind::Streams(_) => {
+            keys.extend(streams_records::group_keys(group_id));
+            let tombstones = keys.into_iter().map(|k| (k, None)).collect();
+            return streams_records::kafka_order(tombstones);
+        }
     };
     keys.into_iter().map(|k| (k, None)).collect()
 }

@@ -12,7 +12,8 @@
 //! - version 7: a member's target assignment, key (group, member),
 //!   `ConsumerGroupTargetAssignmentMemberValue`;
 //! - version 8: a member's current assignment, epochs and state, key (group, member),
-//!   `ConsumerGroupCurrentMemberAssignmentValue`.
+//!   `ConsumerGroupCurrentMemberAssignmentValue`;
+//! - versions 17 and 19 to 23: a KIP-1071 streams group's records ([`super::streams_records`]).
 //!
 //! The KIP-848 values are flexible versions (compact strings and arrays, tagged fields).
 //!
@@ -66,6 +67,8 @@ pub enum RecordKey {
     TargetAssignmentMember { group: String, member: String },
     /// A KIP-848 member's current assignment.
     CurrentMemberAssignment { group: String, member: String },
+    /// A KIP-1071 streams group's record ([`super::streams_records`]).
+    Streams(super::streams_records::StreamsKey),
     /// A record type Brook does not replay (Kafka's other coordinator records).
     Other(i16),
 }
@@ -192,7 +195,7 @@ pub struct GroupMetadataValue {
 #[error("malformed __consumer_offsets record: {0}")]
 pub struct RecordError(pub String);
 
-fn put_str(out: &mut BytesMut, s: &str) {
+pub(crate) fn put_str(out: &mut BytesMut, s: &str) {
     // Group ids, topics and metadata are bounded well below i16::MAX by the coordinator.
     out.put_i16(s.len().min(i16::MAX as usize) as i16);
     out.put_slice(&s.as_bytes()[..s.len().min(i16::MAX as usize)]);
@@ -330,7 +333,7 @@ fn put_compact_nullable_str(out: &mut BytesMut, s: Option<&str>) {
     }
 }
 
-fn put_compact_str(out: &mut BytesMut, s: &str) {
+pub(crate) fn put_compact_str(out: &mut BytesMut, s: &str) {
     put_compact_nullable_str(out, Some(s));
 }
 
@@ -634,6 +637,9 @@ pub fn decode_key(key: &[u8]) -> Result<RecordKey, RecordError> {
             group: r.str()?,
             member: r.str()?,
         },
+        v if super::streams_records::is_streams_type(v) => {
+            RecordKey::Streams(super::streams_records::decode_key(v, &mut r)?)
+        }
         other => RecordKey::Other(other),
     })
 }

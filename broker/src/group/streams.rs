@@ -10,9 +10,9 @@
 //! another member still holds it, nor while another member of the same process holds it as a
 //! standby.
 //!
-//! Held in memory only: after a coordinator move or restart the members rejoin with epoch 0
-//! and the topology comes back with the first of them (their committed offsets are kept, as
-//! for every group).
+//! Persisted in `__consumer_offsets` as Kafka's streams records ([`super::streams_records`]):
+//! after a coordinator move or restart the new coordinator reads the group back, members,
+//! epochs, topology and assignments, and its members carry on at their epochs.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
@@ -117,12 +117,12 @@ pub struct StreamsMember {
     pub assigned: TasksTuple,
     /// What the member still owns but must give up.
     pub pending_revocation: TasksTuple,
-    session_deadline: Instant,
-    revocation_deadline: Option<Instant>,
+    pub(super) session_deadline: Instant,
+    pub(super) revocation_deadline: Option<Instant>,
 }
 
 impl StreamsMember {
-    fn new(member_id: &str, session_deadline: Instant) -> Self {
+    pub(super) fn new(member_id: &str, session_deadline: Instant) -> Self {
         StreamsMember {
             member_id: member_id.to_string(),
             instance_id: None,
@@ -239,13 +239,13 @@ pub struct StreamsGroup {
     pub configured: Option<ConfiguredTopology>,
     /// The topology epoch whose topics were found valid, -1 if none.
     pub validated_topology_epoch: i32,
-    /// The partition counts of the topology's topics the configuration was computed from
-    /// (-1 for a missing topic): a change reconfigures and is a new group epoch (Kafka's
-    /// metadata hash).
-    metadata_seen: BTreeMap<String, i32>,
+    /// A hash of the partition counts of the topology's topics the configuration was
+    /// computed from ([`metadata_hash`]): a change reconfigures and is a new group epoch
+    /// (Kafka's metadata hash; persisted in the group's epoch record).
+    pub(super) metadata_hash: i64,
     endpoint_information_epoch: i32,
-    /// The standby count the target was computed with.
-    standby_seen: i32,
+    /// The standby count the target was computed with (Kafka's last assignment configs).
+    pub(super) standby_seen: i32,
     shutdown_requested_by: Option<String>,
 }
 
@@ -260,7 +260,7 @@ impl StreamsGroup {
             topology: None,
             configured: None,
             validated_topology_epoch: -1,
-            metadata_seen: BTreeMap::new(),
+            metadata_hash: 0,
             endpoint_information_epoch: 0,
             standby_seen: 0,
             shutdown_requested_by: None,
@@ -457,11 +457,12 @@ impl StreamsGroup {
                 (t, n)
             })
             .collect();
+        let hash = metadata_hash(&seen);
         let mut bump = false;
-        if seen != self.metadata_seen || self.configured.is_none() {
-            bump = seen != self.metadata_seen;
+        if hash != self.metadata_hash || self.configured.is_none() {
+            bump = hash != self.metadata_hash;
             self.configured = Some(configure(topology, partitions));
-            self.metadata_seen = seen;
+            self.metadata_hash = hash;
         }
         let validated = match &self.configured {
             Some(c) if c.is_ready() => topology.epoch,
@@ -756,6 +757,59 @@ impl StreamsGroup {
     }
 }
 
+/// Replay of the group's records ([`super::streams_records::replay`]).
+impl StreamsGroup {
+    pub(super) fn restore_metadata(&mut self, v: super::streams_records::MetadataValue) {
+        self.group_epoch = v.epoch;
+        self.metadata_hash = v.metadata_hash;
+        self.validated_topology_epoch = v.validated_topology_epoch;
+        if let Some(n) = v.num_standby_replicas {
+            self.standby_seen = n;
+        }
+    }
+
+    /// The topology is configured again against the topics at the next heartbeat.
+    pub(super) fn restore_topology(&mut self, t: Topology) {
+        self.topology = Some(t);
+        self.configured = None;
+    }
+
+    pub(super) fn restore_topology_removed(&mut self) {
+        self.topology = None;
+        self.configured = None;
+    }
+
+    /// A member read back: created at epoch 0 with nothing assigned until its records say
+    /// more; its session starts at `session_deadline`.
+    pub(super) fn restored_member(
+        &mut self,
+        member_id: &str,
+        session_deadline: Instant,
+    ) -> &mut StreamsMember {
+        self.members
+            .entry(member_id.to_string())
+            .or_insert_with(|| StreamsMember::new(member_id, session_deadline))
+    }
+}
+
+/// A hash of (topic, partition count) pairs, 0 for none. It stands where Kafka's metadata
+/// hash (`Utils.computeGroupHash` over topic ids, names, partitions and racks) does and is
+/// only ever compared with itself: FNV-1a, so that it is the same after a restart.
+fn metadata_hash(seen: &BTreeMap<String, i32>) -> i64 {
+    if seen.is_empty() {
+        return 0;
+    }
+    const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut h = FNV_OFFSET;
+    for (topic, n) in seen {
+        for b in topic.bytes().chain([0]).chain(n.to_be_bytes()) {
+            h = (h ^ b as u64).wrapping_mul(FNV_PRIME);
+        }
+    }
+    h as i64
+}
+
 fn set_epoch(m: &mut StreamsMember, epoch: i32) {
     if m.member_epoch != epoch {
         m.previous_member_epoch = m.member_epoch;
@@ -889,14 +943,27 @@ impl super::GroupCoordinator {
         limits
     }
 
-    /// StreamsGroupHeartbeat. A joining member creates the group, or takes over a group
-    /// id that has nothing but committed offsets; any other kind of group is
-    /// GROUP_ID_NOT_FOUND, as in Kafka's `getOrCreateStreamsGroup`.
-    pub fn streams_heartbeat(
+    /// StreamsGroupHeartbeat, answered once the group's records it wrote are on every
+    /// in-sync replica (Kafka's `CoordinatorRuntime` completes a write on the high
+    /// watermark), so that a new coordinator reads back what the member was told.
+    pub async fn streams_heartbeat(
         &self,
         group_id: &str,
         params: StreamsHeartbeat,
     ) -> Result<StreamsHeartbeatResult, GroupError> {
+        let (result, written) = self.streams_heartbeat_now(group_id, params)?;
+        self.wait_committed(written).await?;
+        Ok(result)
+    }
+
+    /// The part of StreamsGroupHeartbeat done under the coordinator's lock. A joining member
+    /// creates the group, or takes over a group id that has nothing but committed offsets;
+    /// any other kind of group is GROUP_ID_NOT_FOUND, as in Kafka's `getOrCreateStreamsGroup`.
+    fn streams_heartbeat_now(
+        &self,
+        group_id: &str,
+        params: StreamsHeartbeat,
+    ) -> Result<(StreamsHeartbeatResult, Option<super::store::Written>), GroupError> {
         if group_id.is_empty() || group_id.len() > super::MAX_GROUP_ID_BYTES {
             return Err(GroupError::InvalidRequest("GroupId can't be empty.".into()));
         }
@@ -928,8 +995,8 @@ impl super::GroupCoordinator {
         };
         let partitions = |t: &str| self.replicas.topic(t).map(|m| m.partition_count());
         let result = g.heartbeat(params, &limits, &partitions, Instant::now());
-        self.after_change(&mut st, group_id);
-        result
+        let written = self.after_change(&mut st, group_id);
+        Ok((result?, written))
     }
 
     /// StreamsGroupDescribe for one group: GROUP_ID_NOT_FOUND unless it is a streams group.

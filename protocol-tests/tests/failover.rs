@@ -7,7 +7,12 @@ use std::time::Duration;
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
-use kafka_protocol::messages::{FindCoordinatorRequest, OffsetCommitRequest};
+use kafka_protocol::messages::write_txn_markers_request::{
+    WritableTxnMarker, WritableTxnMarkerTopic,
+};
+use kafka_protocol::messages::{
+    FindCoordinatorRequest, OffsetCommitRequest, ProducerId, WriteTxnMarkersRequest,
+};
 use kafka_protocol::protocol::StrBytes;
 
 use brook_protocol_tests::batch::{encode_batch, Producer, Rec};
@@ -23,6 +28,11 @@ const PRODUCE_V: i16 = 11;
 const OFFSET_COMMIT_V: i16 = 8;
 /// FindCoordinator v3: one key, a node id in the answer.
 const FIND_COORDINATOR_V: i16 = 3;
+/// WriteTxnMarkers v1 (Kafka 4 serves 1 and 2).
+const WRITE_TXN_MARKERS_V: i16 = 1;
+/// The producer a marker of the test ends a transaction of (none began one: a marker is
+/// appended all the same, as Kafka's).
+const MARKER_PRODUCER_ID: i64 = 4_000;
 /// Group ids tried to find one a given node coordinates (3 nodes lead the partitions).
 const GROUP_CANDIDATES: usize = 60;
 
@@ -104,6 +114,8 @@ fn a_stopping_leader_whose_controlled_shutdown_fails_drops_a_parked_produce_and_
     c.isolate_replication(leader);
     let mut committer = WireClient::connect(&c.address(leader));
     let commit = committer.send(OFFSET_COMMIT_V, &offset_commit(&group, &topic));
+    let mut coordinator = WireClient::connect(&c.address(leader));
+    let markers = coordinator.send(WRITE_TXN_MARKERS_V, &commit_marker(&topic));
     c.cut_link(leader, "*", "controller");
     let mut client = WireClient::connect(&c.address(leader));
     let batch = encode_batch(Producer::NONE, &[Rec::kv("k", "parked", 1_700_000_000_000)]);
@@ -134,6 +146,11 @@ fn a_stopping_leader_whose_controlled_shutdown_fails_drops_a_parked_produce_and_
     assert!(
         answer.is_err(),
         "the parked produce's connection is closed unanswered: {answer:?}"
+    );
+    let answer = coordinator.try_receive::<WriteTxnMarkersRequest>(WRITE_TXN_MARKERS_V, markers);
+    assert!(
+        answer.is_err(),
+        "the parked WriteTxnMarkers' connection is closed unanswered: {answer:?}"
     );
     let answer = committer.try_receive::<OffsetCommitRequest>(OFFSET_COMMIT_V, commit);
     assert!(
@@ -186,6 +203,19 @@ fn offset_commit(group: &str, topic: &str) -> OffsetCommitRequest {
             .with_partitions(vec![OffsetCommitRequestPartition::default()
                 .with_partition_index(0)
                 .with_committed_offset(1)])])
+}
+
+/// A COMMIT marker on `topic`'s partition 0 for a producer, as a transaction coordinator
+/// sends one (it waits for the high watermark as a produce with acks=all does).
+fn commit_marker(topic: &str) -> WriteTxnMarkersRequest {
+    WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
+        .with_producer_id(ProducerId(MARKER_PRODUCER_ID))
+        .with_producer_epoch(0)
+        .with_transaction_result(true)
+        .with_coordinator_epoch(0)
+        .with_topics(vec![WritableTxnMarkerTopic::default()
+            .with_name(StrBytes::from_string(topic.to_string()).into())
+            .with_partition_indexes(vec![0])])])
 }
 
 /// `resp` answers its one partition NOT_LEADER_OR_FOLLOWER naming `leader` at an epoch past

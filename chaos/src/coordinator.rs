@@ -15,10 +15,11 @@
 //!   `transactional.id` whose `commit_transaction` call is in flight
 //!   ([`crate::workload::Progress::committing`]); the nemesis looks up those ids'
 //!   coordinators and signals the first one whose producer is committing, at once.
-//! - **Rebalance**: the joiner member comes or goes ([`crate::group::joiner`]), and the kill
-//!   follows the first revocation another member gets: an eager member revokes when it
-//!   learns of the rebalance and sends JoinGroup next, so the group is between JoinGroup and
-//!   SyncGroup. The same on Brook and Kafka.
+//! - **Rebalance**: once every member holds an assignment (only such a member revokes), the
+//!   joiner member comes or goes ([`crate::group::joiner`]), and the kill follows the first
+//!   revocation another member gets: an eager member revokes when it learns of the
+//!   rebalance and sends JoinGroup next, so the group is between JoinGroup and SyncGroup.
+//!   The same on Brook and Kafka.
 //!
 //! After the kill the nemesis waits for FindCoordinator to name another node (the
 //! coordinator's failover time is noted), keeps the node down for the step's `down_ms` and
@@ -227,6 +228,28 @@ impl Nemesis<'_> {
         ))
     }
 
+    /// Waits (up to [`REBALANCE_TIMEOUT`]) until every group member holds an assignment:
+    /// an eager librdkafka member that holds none when a rebalance begins (the group's first
+    /// generation still forming, or a member that lost its assignment to a session timeout
+    /// after an earlier coordinator failover) rejoins without a revocation, so a rebalance
+    /// started then shows the nemesis no revocation at all.
+    fn await_members_holding(&mut self, group: &str) {
+        let p = self.progress;
+        let all_hold = || {
+            let started = p.members_started.load(Ordering::Relaxed);
+            started > 0 && p.members_holding.load(Ordering::Relaxed) == started
+        };
+        if all_hold() {
+            return;
+        }
+        let since = Instant::now();
+        let held = wait_for(REBALANCE_TIMEOUT, all_hold);
+        self.note(format!(
+            "group {group}: every member assigned after {} ms: {held}",
+            since.elapsed().as_millis()
+        ));
+    }
+
     pub(crate) fn kill_group_coordinator(
         &mut self,
         signal: KillSignal,
@@ -248,6 +271,7 @@ impl Nemesis<'_> {
                 if in_before { "in" } else { "out" }
             ));
         }
+        self.await_members_holding(&group);
         let node = self.find_coordinator(&group, KEY_TYPE_GROUP)?;
         let begun = self.progress.rebalances.load(Ordering::Relaxed);
         joiner.store(!in_before, Ordering::Relaxed);

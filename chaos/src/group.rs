@@ -56,6 +56,27 @@ struct Member {
     joiner: bool,
     /// Partitions assigned whose first record is still to be read.
     fresh: std::sync::Mutex<Vec<i32>>,
+    /// Whether this member holds an assignment (counted in [`Progress::members_holding`]).
+    holding: AtomicBool,
+}
+
+impl Member {
+    /// Notes whether the member holds an assignment now; the joiner is not counted.
+    fn set_holding(&self, now: bool) {
+        if self.joiner || self.holding.swap(now, Ordering::Relaxed) == now {
+            return;
+        }
+        match now {
+            true => self
+                .progress
+                .members_holding
+                .fetch_add(1, Ordering::Relaxed),
+            false => self
+                .progress
+                .members_holding
+                .fetch_sub(1, Ordering::Relaxed),
+        };
+    }
 }
 
 impl ClientContext for Member {
@@ -76,6 +97,7 @@ impl ConsumerContext for Member {
         // JoinGroup: the group is between JoinGroup and SyncGroup from here.
         if !self.joiner && matches!(rebalance, Rebalance::Revoke(_)) {
             self.progress.rebalances.fetch_add(1, Ordering::Relaxed);
+            self.set_holding(false);
         }
     }
 
@@ -86,6 +108,7 @@ impl ConsumerContext for Member {
         let partitions: Vec<i32> = tpl.elements().iter().map(|e| e.partition()).collect();
         *self.fresh.lock().unwrap_or_else(|e| e.into_inner()) = partitions.clone();
         self.progress.assignments.fetch_add(1, Ordering::Relaxed);
+        self.set_holding(true);
         self.history.push(Op::GroupAssign {
             process: self.process.clone(),
             at_ms: self.history.now_ms(),
@@ -116,6 +139,7 @@ fn member(
             progress: p.clone(),
             joiner: process.starts_with("gj"),
             fresh: Default::default(),
+            holding: AtomicBool::new(false),
         });
     let subscribed = consumer.and_then(|m: BaseConsumer<Member>| {
         m.subscribe(&[c.topic.as_str()])?;
@@ -202,6 +226,7 @@ fn commit(m: &BaseConsumer<Member>, c: &Clients, h: &History, next: &BTreeMap<i3
 pub fn consume(index: usize, c: &Clients, h: &History, stop: &AtomicBool, p: &Arc<Progress>) {
     let process = format!("g{index}");
     if let Some(m) = member(&process, c, h, p) {
+        p.members_started.fetch_add(1, Ordering::Relaxed);
         run_member(&m, c, h, || stop.load(Ordering::Relaxed));
     }
 }

@@ -101,6 +101,13 @@ pub struct Progress {
     pub rebalances: AtomicU64,
     /// Assignments the group members got (rebalances completed, per member).
     pub assignments: AtomicU64,
+    /// Group members `g0`.. started (their consumers created), the joiner not counted.
+    pub members_started: AtomicU64,
+    /// Of those, the members holding an assignment now (assigned, not revoked since): only
+    /// these revoke when a rebalance begins (librdkafka's eager
+    /// `rd_kafka_cgrp_revoke_all_rejoin` rejoins without the revoke callback when it holds
+    /// no assignment, e.g. during the group's first generation or after a lost one).
+    pub members_holding: AtomicU64,
     /// Whether the joining member ([`crate::group::joiner`]) should be in the group.
     pub joiner_wanted: AtomicBool,
 }

@@ -10,8 +10,8 @@
 //! - the transactional workload (`--workload txn`, read_committed consumers, two members of a
 //!   consumer group committing offsets): two leader kills (one while followers trail by
 //!   300 ms), a pause of a leader and a crash point, then the transaction coordinator killed
-//!   with an EndTxn in flight (the group coordinator's kill during a rebalance is left out
-//!   until its missed revocations are understood: issue 31), under transactions that commit or abort; no aborted or uncommitted read, no lost or
+//!   with an EndTxn in flight and the group coordinator stopped (SIGTERM) during a rebalance,
+//!   under transactions that commit or abort; no aborted or uncommitted read, no lost or
 //!   partial commit, no lost offset commit, nothing else either. About a minute.
 //!
 //! The JSON history and verdict of each run land in `target/tmp/`; the table is printed. A
@@ -23,7 +23,7 @@ use std::sync::{Mutex, MutexGuard};
 use brook_chaos::history::{Op, Outcome, FINAL_READER};
 use brook_chaos::report;
 use brook_chaos::run::{run, RunConfig, RunOutput};
-use brook_chaos::schedule::{KillSignal, Role, Step};
+use brook_chaos::schedule::{KillSignal, Rebalance, Role, Step};
 use brook_chaos::target::{BrookCluster, Target};
 use brook_chaos::workload::{ClientSettings, WorkloadKind};
 use brook_protocol_tests::process::brook_bin;
@@ -223,9 +223,12 @@ fn transactions_show_no_aborted_uncommitted_lost_or_partial_data_under_the_nemes
             signal: KillSignal::Kill,
             down_ms: 0,
         },
-        // No KillGroupCoordinator here yet: in 2 of 4 runs on the final code its joiner saw no
-        // revocation within 20 s (also as the first step), an open bug (issue 31's note); the
-        // step runs in `brook chaos` runs by hand until it is fixed.
+        // The group coordinator shuts down between a JoinGroup and the SyncGroup.
+        Step::KillGroupCoordinator {
+            signal: KillSignal::Term,
+            rebalance: Rebalance::Join,
+            down_ms: 0,
+        },
     ]);
     cfg.clients.group_consumers = 2;
     let out = run_on_brook(&cfg, "brook-chaos-ci-txn");
@@ -235,8 +238,12 @@ fn transactions_show_no_aborted_uncommitted_lost_or_partial_data_under_the_nemes
         out.nemesis
     );
     assert_eq!(
-        out.nemesis.txn_coordinator_kills, 1,
-        "the transaction coordinator killed during an EndTxn: {:?}",
+        (
+            out.nemesis.txn_coordinator_kills,
+            out.nemesis.group_coordinator_kills
+        ),
+        (1, 1),
+        "one coordinator of each kind killed: {:?}",
         out.nemesis
     );
     let (commits, starts) = out.history.iter().fold((0, 0), |(c, s), op| match op {

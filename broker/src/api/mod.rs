@@ -222,6 +222,25 @@ impl RequestContext {
     }
 }
 
+/// A write that waited for a high watermark (OffsetCommit and TxnOffsetCommit on
+/// `__consumer_offsets`, WriteTxnMarkers) and ended after the node stopped processing
+/// requests gets no answer: Kafka's `BrokerServer.shutdown` calls
+/// `SocketServer.stopProcessingRequests` after its controlled shutdown, which closes every
+/// connection with whatever is still parked in the purgatories, so the client sees a closed
+/// connection and retries elsewhere rather than an error from a node going away (a produce
+/// does the same in `produce::handle`).
+fn unless_stopped(
+    broker: &Broker,
+    answer: Result<Outcome, CodecError>,
+) -> Result<Outcome, CodecError> {
+    if *broker.shutting_down.borrow() {
+        return Ok(Outcome::Close(
+            "the broker stopped processing requests with this write parked".into(),
+        ));
+    }
+    answer
+}
+
 /// Turns a `String` into the codec's string type.
 pub fn sb(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
@@ -604,10 +623,13 @@ async fn process(
             ctx,
             &groups::handle_delete_groups(broker, ctx, r).await,
         ),
-        RequestKind::OffsetCommit(r) => respond(
+        RequestKind::OffsetCommit(r) => unless_stopped(
             broker,
-            ctx,
-            &offsets::handle_offset_commit(broker, ctx, r).await,
+            respond(
+                broker,
+                ctx,
+                &offsets::handle_offset_commit(broker, ctx, r).await,
+            ),
         ),
         RequestKind::OffsetFetch(r) => respond(
             broker,
@@ -619,10 +641,13 @@ async fn process(
             ctx,
             &offsets::handle_offset_delete(broker, ctx, r).await,
         ),
-        RequestKind::TxnOffsetCommit(r) => respond(
+        RequestKind::TxnOffsetCommit(r) => unless_stopped(
             broker,
-            ctx,
-            &offsets::handle_txn_offset_commit(broker, ctx, r).await,
+            respond(
+                broker,
+                ctx,
+                &offsets::handle_txn_offset_commit(broker, ctx, r).await,
+            ),
         ),
         RequestKind::AddPartitionsToTxn(r) => respond(
             broker,
@@ -645,9 +670,10 @@ async fn process(
             ctx,
             &txn::handle_list_transactions(broker, ctx, r).await,
         ),
-        RequestKind::WriteTxnMarkers(r) => {
-            respond(broker, ctx, &txn_markers::handle(broker, ctx, r).await)
-        }
+        RequestKind::WriteTxnMarkers(r) => unless_stopped(
+            broker,
+            respond(broker, ctx, &txn_markers::handle(broker, ctx, r).await),
+        ),
         RequestKind::DescribeProducers(r) => {
             respond(broker, ctx, &producers::handle(broker, ctx, r).await)
         }

@@ -142,7 +142,8 @@ fn oauthbearer_validator(
         None | Some("") | Some(oauthbearer::UNSECURED_VALIDATOR_CALLBACK_HANDLER) => {}
         Some(jwks::VALIDATOR_CALLBACK_HANDLER) => {
             let kafka_opts = std::env::var("KAFKA_OPTS").unwrap_or_default();
-            let c = jwt_validator_config(cfg, listener, &kafka_opts)?;
+            let mut c = jwt_validator_config(cfg, listener, &kafka_opts)?;
+            c.jaas_options = entry.options.clone();
             return JwtValidator::new(&c)
                 .map(TokenValidator::Jwks)
                 .map_err(ConfigError::Invalid);
@@ -180,6 +181,10 @@ fn jwt_validator_config(
             .filter(|v| !v.is_empty())
     };
     let boolean = |k: &str| get(k).is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    let long = |k: &str, default: i64| match get(k) {
+        None => Ok(default),
+        Some(v) => v.parse::<i64>().map_err(|_| invalid_number(k)),
+    };
     let skew_key = "sasl.oauthbearer.clock.skew.seconds";
     let clock_skew_seconds = match get(skew_key) {
         None => 30,
@@ -206,6 +211,19 @@ fn jwt_validator_config(
         scope_claim_name: get("sasl.oauthbearer.scope.claim.name").unwrap_or("scope".into()),
         sub_claim_name: get("sasl.oauthbearer.sub.claim.name").unwrap_or("sub".into()),
         allowed_urls: jwks::system_property(kafka_opts, jwks::ALLOWED_URLS_PROPERTY),
+        jwks_refresh_ms: long(
+            "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+            jwks::JWKS_REFRESH_MS_DEFAULT,
+        )?,
+        jwks_retry_backoff_ms: long(
+            "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
+            jwks::JWKS_RETRY_BACKOFF_MS_DEFAULT,
+        )?,
+        jwks_retry_backoff_max_ms: long(
+            "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
+            jwks::JWKS_RETRY_BACKOFF_MAX_MS_DEFAULT,
+        )?,
+        jaas_options: BTreeMap::new(),
     })
 }
 

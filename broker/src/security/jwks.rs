@@ -66,11 +66,6 @@ pub struct JwtValidatorConfig {
     pub jaas_options: BTreeMap<String, String>,
 }
 
-/// Kafka's defaults (`SaslConfigs.DEFAULT_SASL_OAUTHBEARER_JWKS_ENDPOINT_*`).
-pub const JWKS_REFRESH_MS_DEFAULT: i64 = 60 * 60 * 1000;
-pub const JWKS_RETRY_BACKOFF_MS_DEFAULT: i64 = 100;
-pub const JWKS_RETRY_BACKOFF_MAX_MS_DEFAULT: i64 = 10_000;
-
 /// A token that passed: what `BasicOAuthBearerToken` keeps.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ValidToken {

@@ -181,9 +181,14 @@ fn jwt_validator_config(
             .filter(|v| !v.is_empty())
     };
     let boolean = |k: &str| get(k).is_some_and(|v| v.eq_ignore_ascii_case("true"));
-    let long = |k: &str, default: i64| match get(k) {
-        None => Ok(default),
-        Some(v) => v.parse::<i64>().map_err(|_| invalid_number(k)),
+    // A LONG key, else Kafka's default for it (kafka_broker_keys.tsv).
+    let long = |k: &str| {
+        let kafka_default = || crate::config_def::kafka_broker_key(k).and_then(|d| d.default);
+        let value = get(k).or_else(|| kafka_default().map(str::to_string));
+        value
+            .unwrap_or_default()
+            .parse::<i64>()
+            .map_err(|_| invalid_number(k))
     };
     let skew_key = "sasl.oauthbearer.clock.skew.seconds";
     let clock_skew_seconds = match get(skew_key) {
@@ -211,18 +216,9 @@ fn jwt_validator_config(
         scope_claim_name: get("sasl.oauthbearer.scope.claim.name").unwrap_or("scope".into()),
         sub_claim_name: get("sasl.oauthbearer.sub.claim.name").unwrap_or("sub".into()),
         allowed_urls: jwks::system_property(kafka_opts, jwks::ALLOWED_URLS_PROPERTY),
-        jwks_refresh_ms: long(
-            "sasl.oauthbearer.jwks.endpoint.refresh.ms",
-            jwks::JWKS_REFRESH_MS_DEFAULT,
-        )?,
-        jwks_retry_backoff_ms: long(
-            "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
-            jwks::JWKS_RETRY_BACKOFF_MS_DEFAULT,
-        )?,
-        jwks_retry_backoff_max_ms: long(
-            "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
-            jwks::JWKS_RETRY_BACKOFF_MAX_MS_DEFAULT,
-        )?,
+        jwks_refresh_ms: long("sasl.oauthbearer.jwks.endpoint.refresh.ms")?,
+        jwks_retry_backoff_ms: long("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms")?,
+        jwks_retry_backoff_max_ms: long("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms")?,
         jaas_options: BTreeMap::new(),
     })
 }

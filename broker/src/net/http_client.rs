@@ -173,6 +173,24 @@ impl HttpClient {
         self.exchange(&target, stream, request).await
     }
 
+    /// One request over `io`, a connection the caller opened and secured itself (the
+    /// controller's channel: TLS, then SASL, before any HTTP); `url` names the host and path.
+    pub async fn send_on<S>(
+        &self,
+        io: S,
+        method: Method,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: Bytes,
+    ) -> Result<HttpResponse, HttpError>
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let target = Target::parse(url)?;
+        let request = target.request(method, headers, body)?;
+        self.exchange(&target, io, request).await
+    }
+
     /// The request and its whole answer over `io`, within the read timeout, the body read no
     /// further than `body_bytes_max`. hyper's connection task is driven here, alongside the
     /// exchange, so nothing outlives the call.

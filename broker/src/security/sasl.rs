@@ -133,6 +133,7 @@ fn oauthbearer_validator(
     listener: &str,
     entry: &JaasEntry,
 ) -> Result<TokenValidator, ConfigError> {
+    broker_login_token(cfg, listener, entry)?;
     let key = format!(
         "{}oauthbearer.{}",
         crate::listeners::config_prefix(listener),
@@ -164,6 +165,33 @@ fn oauthbearer_validator(
                 listener.to_ascii_lowercase()
             ))
         })
+}
+
+/// Kafka logs the broker in on every OAUTHBEARER listener at start-up (`LoginManager`). Its
+/// default login callback handler, `OAuthBearerUnsecuredLoginCallbackHandler`, makes no token
+/// when the login module has no options, and otherwise makes one, which fails start-up
+/// without a principal claim ("No principal name in JWT claim: sub"): so does Brook's.
+fn broker_login_token(
+    cfg: &BrokerConfig,
+    listener: &str,
+    entry: &JaasEntry,
+) -> Result<(), ConfigError> {
+    let handler = format!(
+        "{}oauthbearer.sasl.login.callback.handler.class",
+        crate::listeners::config_prefix(listener)
+    );
+    let custom = [handler.as_str(), "sasl.login.callback.handler.class"]
+        .iter()
+        .any(|k| cfg.values.get(*k).is_some_and(|v| !v.trim().is_empty()));
+    if entry.options.is_empty() || custom {
+        return Ok(());
+    }
+    UnsecuredLogin::from_jaas(entry).map(|_| ()).map_err(|e| {
+        ConfigError::Invalid(format!(
+            "listener.name.{}.oauthbearer.sasl.jaas.config: {e}",
+            listener.to_ascii_lowercase()
+        ))
+    })
 }
 
 /// The `sasl.oauthbearer.*` settings of `listener`: the listener's value
@@ -998,6 +1026,16 @@ mod tests {
             oauthbearer::UNSECURED_VALIDATOR_CALLBACK_HANDLER
         );
         assert!(oauth_listener(&[&unsecured]).is_ok());
+        // Options make Kafka's default login handler make the broker's own token at start-up.
+        let module = "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required";
+        let e = oauth_listener(&[&format!("{module} ssl.truststore.type=\"PEM\";")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("No principal name in JWT claim: sub"), "{e}");
+        let with_sub = format!(
+            "{module} unsecuredLoginStringClaim_sub=\"broker\" ssl.truststore.type=\"PEM\";"
+        );
+        assert!(oauth_listener(&[&with_sub]).is_ok());
     }
 
     #[test]

@@ -264,8 +264,11 @@ class OAuthJwksTest {
         });
         server.start();
         String url = "https://127.0.0.1:" + server.getAddress().getPort() + "/jwks.json";
-        Map<String, String> props = brokerProps(url, " ssl.truststore.location=\"" + pki.truststore()
-            + "\" ssl.truststore.password=\"" + Pki.PASSWORD + "\" ssl.truststore.type=\"PKCS12\"");
+        // With any option, Kafka's default login callback handler (the unsecured one) makes the broker's own
+        // token at start-up and requires its subject.
+        Map<String, String> props = brokerProps(url, " unsecuredLoginStringClaim_sub=\"broker\""
+            + " ssl.truststore.location=\"" + pki.truststore() + "\" ssl.truststore.password=\"" + Pki.PASSWORD
+            + "\" ssl.truststore.type=\"PKCS12\"");
         props.put("listener.name.sasl_plaintext.sasl.oauthbearer.jwks.endpoint.refresh.ms", "500");
         try (BrookBroker b = BrookBroker.start("jwks-https", props, Map.of("KAFKA_OPTS", "-D" + ALLOWED_URLS + "=" + url))) {
             String bootstrap = saslListener(b);

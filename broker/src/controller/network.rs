@@ -8,11 +8,11 @@
 //! - `POST /controller/quorum`: DescribeQuorum from a follower, answered by the Raft leader
 //!   with `Result<QuorumDescription, ControllerError>` (NOT_CONTROLLER from any other node).
 //!
-//! Client side: a deliberately tiny HTTP/1.1 client on `tokio::net::TcpStream` (one
-//! connection per call, `Connection: close`, body read to EOF with a bound), so the quorum
-//! needs no HTTP client dependency. Loopback and LAN connects are cheap next to the Raft
-//! heartbeat interval, and a fresh connection per call means a restarted peer is picked up
-//! without any reconnect logic.
+//! Client side: Brook's one HTTP client ([`HttpClient::send_on`]) over the connection the
+//! [`ControllerChannel`] opened (TLS and SASL first when the listener is secured): one
+//! connection per call, `Connection: close`, the answer bounded by [`MAX_RPC_BODY_BYTES`].
+//! Loopback and LAN connects are cheap next to the Raft heartbeat interval, and a fresh
+//! connection per call means a restarted peer is picked up without any reconnect logic.
 //!
 //! Every request carries the caller's node id in a [`NODE_ID_HEADER`] header, so that link
 //! fault rules ([`FaultEngine::link_fault`], traffic `controller`) can act on both ends: an
@@ -40,7 +40,6 @@ use openraft::raft::{
 };
 use openraft::BasicNode;
 use serde::{de::DeserializeOwned, Serialize};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::error::ControllerError;
 use super::quorum::{self, FollowerClocks, QuorumDescription};
@@ -51,6 +50,7 @@ use super::{Inner, NodeId, TypeConfig};
 use crate::cluster::replica_manager::now_ms;
 use crate::fault::{Direction, FaultEngine, LinkAction, Traffic};
 use crate::log_limit::{key_of, RepeatLimiter};
+use crate::net::http_client::{HttpClient, HttpError};
 
 use super::channel::{self, ControllerChannel};
 
@@ -58,9 +58,6 @@ use super::channel::{self, ControllerChannel};
 /// us buffer; Raft batches (`max_payload_entries`) and snapshot chunks
 /// (`snapshot_max_chunk_size`) are configured well below it.
 pub const MAX_RPC_BODY_BYTES: usize = 32 << 20;
-
-/// Room for the status line and headers on top of the body.
-const MAX_RPC_HEADER_BYTES: usize = 16 << 10;
 
 /// The header that names the calling node on every Raft and forwarded request.
 pub const NODE_ID_HEADER: &str = "brook-node-id";
@@ -142,10 +139,6 @@ pub async fn post_json<Req: Serialize, Resp: DeserializeOwned>(
         addr: addr.to_string(),
         reason,
     };
-    let io = |source| RpcError::Io {
-        addr: addr.to_string(),
-        source,
-    };
     let call = async {
         let fault = link
             .faults
@@ -166,27 +159,28 @@ pub async fn post_json<Req: Serialize, Resp: DeserializeOwned>(
         }
         // TLS and SASL when the listener is secured; `connect` sets TCP_NODELAY (Raft
         // heartbeats are tiny; Nagle must not hold them back).
-        let mut stream = link
+        let stream = link
             .channel
             .connect(addr, link.from)
             .await
             .map_err(|source| connect_error(addr, source))?;
         let body = serde_json::to_vec(body).map_err(|e| http(e.to_string()))?;
-        let head = format!(
-            "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
-             {NODE_ID_HEADER}: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-            link.from,
-            body.len()
-        );
-        stream.write_all(head.as_bytes()).await.map_err(io)?;
-        stream.write_all(&body).await.map_err(io)?;
-        let mut answer = Vec::new();
-        (&mut stream)
-            .take((MAX_RPC_BODY_BYTES + MAX_RPC_HEADER_BYTES) as u64)
-            .read_to_end(&mut answer)
+        let from = link.from.to_string();
+        let headers = [
+            ("content-type", "application/json"),
+            (NODE_ID_HEADER, from.as_str()),
+            ("connection", "close"),
+        ];
+        // The call's own timeout (below) bounds the whole exchange.
+        let client = HttpClient::new(None)
+            .with_timeouts(timeout_ms(timeout), timeout_ms(timeout))
+            .with_body_bytes_max(MAX_RPC_BODY_BYTES);
+        let url = format!("http://{addr}{path}");
+        let answer = client
+            .send_on(stream, hyper::Method::POST, &url, &headers, body.into())
             .await
-            .map_err(io)?;
-        decode_answer(addr, &answer)
+            .map_err(|e| rpc_error(addr, e))?;
+        decode_answer(addr, answer)
     };
     tokio::time::timeout(timeout, call)
         .await
@@ -213,32 +207,45 @@ fn connect_error(addr: &str, source: std::io::Error) -> RpcError {
     e
 }
 
-/// The JSON body of a whole HTTP/1.1 answer (`Connection: close`, read to EOF) from `addr`.
-fn decode_answer<Resp: DeserializeOwned>(addr: &str, answer: &[u8]) -> Result<Resp, RpcError> {
-    let http = |reason: String| RpcError::Http {
-        addr: addr.to_string(),
-        reason,
-    };
-    let split = answer
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| http("no end of headers".into()))?;
-    let head = String::from_utf8_lossy(&answer[..split]).to_ascii_lowercase();
-    let body = &answer[split + 4..];
-    let status = head.split_whitespace().nth(1).unwrap_or("");
-    if status != "200" {
+fn timeout_ms(timeout: Duration) -> u64 {
+    u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A failed exchange as the Raft network reports it: a timeout stays a timeout (retried at
+/// once); the rest make the peer unreachable ([`RpcError::is_unreachable`]).
+fn rpc_error(addr: &str, e: HttpError) -> RpcError {
+    match e {
+        HttpError::Timeout { .. } => RpcError::Timeout(addr.to_string()),
+        HttpError::Io { why, .. } => RpcError::Io {
+            addr: addr.to_string(),
+            source: std::io::Error::other(why),
+        },
+        other => RpcError::Http {
+            addr: addr.to_string(),
+            reason: other.to_string(),
+        },
+    }
+}
+
+/// The JSON body of a 200 answer from `addr`; another status is [`RpcError::Status`] with the
+/// start of its body.
+fn decode_answer<Resp: DeserializeOwned>(
+    addr: &str,
+    answer: crate::net::http_client::HttpResponse,
+) -> Result<Resp, RpcError> {
+    if answer.status != hyper::StatusCode::OK {
+        let body = &answer.body;
         let reason = &body[..body.len().min(STATUS_REASON_BYTES_MAX)];
         return Err(RpcError::Status {
             addr: addr.to_string(),
-            status: status.to_string(),
+            status: answer.status.as_str().to_string(),
             reason: String::from_utf8_lossy(reason).trim().to_string(),
         });
     }
-    // axum sends JSON with a Content-Length; chunked bodies are not expected here.
-    if head.contains("transfer-encoding: chunked") {
-        return Err(http("chunked body".into()));
-    }
-    serde_json::from_slice(body).map_err(|e| http(e.to_string()))
+    serde_json::from_slice(&answer.body).map_err(|e| RpcError::Http {
+        addr: addr.to_string(),
+        reason: e.to_string(),
+    })
 }
 
 /// The axum router of the controller listener.
@@ -456,6 +463,7 @@ impl RaftNetwork<TypeConfig> for PeerClient {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     /// A peer that answers every call with `answer` and closes.
     async fn peer_answering(answer: &'static str) -> String {

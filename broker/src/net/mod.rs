@@ -4,5 +4,6 @@ pub mod client;
 pub mod codec;
 pub mod connection;
 pub mod connection_quotas;
+pub mod http_client;
 pub mod memory_pool;
 pub mod stream;

@@ -1,7 +1,9 @@
 //! OAUTHBEARER tokens signed by an identity provider, checked against its JSON Web Key Set,
 //! as Kafka's `OAuthBearerValidatorCallbackHandler` does with `BrokerJwtValidator` (jose4j's
-//! `JwtConsumer` underneath) and a `file:` JWKS (`JwksFileVerificationKeyResolver`, which
-//! re-reads the file when it changes: `CachedFile.RefreshPolicy.lastModifiedPolicy`).
+//! `JwtConsumer` underneath) and the JWKS its `VerificationKeyResolverFactory` picks by URL: a
+//! `file:` one (`JwksFileVerificationKeyResolver`, which re-reads the file when it changes:
+//! `CachedFile.RefreshPolicy.lastModifiedPolicy`) or an `http(s):` one
+//! (`RefreshingHttpsJwksVerificationKeyResolver`: [`super::jwks_https`]).
 //!
 //! The checks, in jose4j's order: the compact serialization (`SerializedJwt`), the header's
 //! algorithm (never `none`: `AlgorithmConstraints.DISALLOW_NONE`), the verification key chosen
@@ -14,10 +16,8 @@
 //! Signatures are verified with aws-lc-rs, the crypto provider rustls already uses here:
 //! RS256/384/512 and PS256/384/512 (RSA keys of 2048 to 8192 bits, as jose4j requires at
 //! least 2048), ES256/384/512.
-//!
-//! Only `file:` JWKS URLs are served: an `http(s):` one is refused at start-up (Brook has no
-//! HTTP client; Kafka's is `RefreshingHttpsJwks`).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -26,6 +26,9 @@ use aws_lc_rs::signature::{self, RsaPublicKeyComponents, UnparsedPublicKey};
 use base64::Engine;
 use parking_lot::Mutex;
 use serde_json::{Map, Value};
+
+use super::jwks_https::{RefreshSettings, RefreshingHttpsJwks};
+use crate::net::http_client::HttpClient;
 
 /// The handler class that selects this validator
 /// (`listener.name.<l>.oauthbearer.sasl.server.callback.handler.class`).
@@ -53,6 +56,14 @@ pub struct JwtValidatorConfig {
     pub sub_claim_name: String,
     /// The value of [`ALLOWED_URLS_PROPERTY`] ("" when unset).
     pub allowed_urls: String,
+    /// `sasl.oauthbearer.jwks.endpoint.refresh.ms`, `.retry.backoff.ms` and
+    /// `.retry.backoff.max.ms` (an `http(s):` JWKS only).
+    pub jwks_refresh_ms: i64,
+    pub jwks_retry_backoff_ms: i64,
+    pub jwks_retry_backoff_max_ms: i64,
+    /// The options of the listener's OAUTHBEARER login module: their `ssl.*` keys are the TLS
+    /// of an `https:` JWKS fetch (Kafka's `JaasOptionsUtils.createSSLSocketFactory`).
+    pub jaas_options: BTreeMap<String, String>,
 }
 
 /// A token that passed: what `BasicOAuthBearerToken` keeps.
@@ -63,10 +74,17 @@ pub struct ValidToken {
     pub lifetime_ms: i64,
 }
 
-/// Kafka's `BrokerJwtValidator` over a `file:` JWKS.
+/// Where the verification keys come from.
+#[derive(Debug)]
+enum KeySource {
+    File(JwksFile),
+    Https(RefreshingHttpsJwks),
+}
+
+/// Kafka's `BrokerJwtValidator` over a JWKS.
 #[derive(Debug)]
 pub struct JwtValidator {
-    keys: JwksFile,
+    keys: KeySource,
     expected_audience: Vec<String>,
     expected_issuer: Option<String>,
     clock_skew_seconds: i64,
@@ -85,8 +103,10 @@ impl JwtValidator {
         if cfg.expected_issuer.is_none() && !cfg.allow_unverified_issuer {
             return Err("The OAuth validator for the broker requires \"sasl.oauthbearer.expected.issuer\" to be configured so that the token's issuer (\"iss\") claim can be verified, but it was not set. Set \"sasl.oauthbearer.expected.issuer\" to the issuer URL of the OAuth/OIDC provider that signs the tokens, or set \"sasl.oauthbearer.allow.unverified.issuer\" to true to accept tokens regardless of their issuer.".into());
         }
-        let path = jwks_file(cfg)?;
-        let keys = JwksFile::open(path)?;
+        let keys = match jwks_location(cfg)? {
+            JwksLocation::File(path) => KeySource::File(JwksFile::open(path)?),
+            JwksLocation::Http(url) => KeySource::Https(refreshing_jwks(cfg, &url)?),
+        };
         Ok(JwtValidator {
             keys,
             expected_audience: cfg.expected_audience.clone(),
@@ -119,15 +139,8 @@ impl JwtValidator {
                 "'{alg}' is not a permitted algorithm for this JWS (none and unsupported algorithms are refused)"
             ));
         };
-        let keys = self.keys.current()?;
         let kid = header.get("kid").and_then(Value::as_str);
-        let Some(key) = keys.iter().find(|k| k.suits(algorithm, kid)) else {
-            return Err(format!(
-                "Unable to find a suitable verification key for JWS w/ header {} from JWKs {}",
-                Value::Object(header.clone()),
-                keys.len()
-            ));
-        };
+        let key = self.resolve_key(&header, algorithm, kid)?;
         let signature = base64url(&jwt.signature).ok_or("Invalid JWS Signature")?;
         let signed = format!("{}.{}", jwt.header, jwt.payload);
         if !key.verifies(algorithm, signed.as_bytes(), &signature) {
@@ -137,6 +150,38 @@ impl JwtValidator {
             .ok_or("Unable to parse the JWT claims: not a Base64url-encoded JSON object")?;
         self.check_claims(&claims, now_ms / 1000)?;
         Ok(claims)
+    }
+
+    /// The verification key (the resolver's `resolveKey`); an `http(s):` JWKS without it asks
+    /// for an early refresh (`RefreshingHttpsJwksVerificationKeyResolver`).
+    fn resolve_key(
+        &self,
+        header: &Map<String, Value>,
+        algorithm: Algorithm,
+        kid: Option<&str>,
+    ) -> Result<Jwk, String> {
+        let keys = match &self.keys {
+            KeySource::File(file) => file.current()?,
+            KeySource::Https(https) => https.keys(),
+        };
+        if let Some(key) = keys.iter().find(|k| k.suits(algorithm, kid)) {
+            return Ok(key.clone());
+        }
+        let mut why = format!(
+            "Unable to find a suitable verification key for JWS w/ header {} from JWKs {}",
+            Value::Object(header.clone()),
+            keys.len()
+        );
+        if let KeySource::Https(https) = &self.keys {
+            if kid.is_some_and(|k| https.maybe_expedite_refresh(k)) {
+                tracing::debug!(
+                    location = https.location(),
+                    "refreshing the JWKS: no key for {kid:?}"
+                );
+            }
+            why.push_str(&format!(" obtained from {}", https.location()));
+        }
+        Err(why)
     }
 
     /// jose4j's `NumericDateValidator`, `AudValidator` and `IssValidator`, all reported.
@@ -287,9 +332,47 @@ fn numeric_date(claims: &Map<String, Value>, name: &str) -> Result<Option<i64>, 
     }
 }
 
-/// The JWKS file of a `file:` URL, checked as `ConfigurationUtils.validateUrl` and
-/// `validateFileUrl` check it (the allow-list first, then the file).
-fn jwks_file(cfg: &JwtValidatorConfig) -> Result<PathBuf, String> {
+/// A JWKS URL's kind: a file or an `http(s):` URL.
+enum JwksLocation {
+    File(PathBuf),
+    Http(String),
+}
+
+/// The `http(s):` JWKS's keys (Kafka's `VerificationKeyResolverFactory.create`): TLS from the
+/// login module's options for `https:`, refreshed as configured.
+fn refreshing_jwks(cfg: &JwtValidatorConfig, url: &str) -> Result<RefreshingHttpsJwks, String> {
+    let at_least = |name: &str, value: i64, min: i64| match value >= min {
+        true => Ok(value as u64),
+        false => Err(format!(
+            "The OAuth configuration option {name} value must be at least {min}"
+        )),
+    };
+    let settings = RefreshSettings {
+        refresh_ms: at_least(
+            "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+            cfg.jwks_refresh_ms,
+            0,
+        )?,
+        // Kafka reads the two back-offs without a minimum; a negative one waits not at all.
+        retry_backoff_ms: cfg.jwks_retry_backoff_ms.max(0) as u64,
+        retry_backoff_max_ms: cfg.jwks_retry_backoff_max_ms.max(0) as u64,
+    };
+    let tls = match url
+        .get(..6)
+        .is_some_and(|p| p.eq_ignore_ascii_case("https:"))
+    {
+        true => Some(
+            crate::security::ssl::jaas_client_tls(&cfg.jaas_options)
+                .map_err(|e| format!("{JWKS_ENDPOINT_URL}={url}: {e}"))?,
+        ),
+        false => None,
+    };
+    RefreshingHttpsJwks::start(url, HttpClient::new(tls), settings)
+}
+
+/// The JWKS of a URL, checked as `ConfigurationUtils.validateUrl` and `validateFileUrl` check
+/// it (the allow-list first, then the file).
+fn jwks_location(cfg: &JwtValidatorConfig) -> Result<JwksLocation, String> {
     let name = JWKS_ENDPOINT_URL;
     let url = match cfg.jwks_endpoint_url.as_deref().map(str::trim) {
         None | Some("") => {
@@ -310,9 +393,7 @@ fn jwks_file(cfg: &JwtValidatorConfig) -> Result<PathBuf, String> {
         return Err(format!("Invalid value {url} for configuration {name}: The URL cannot be accessed due to restrictions. Update the system property '{ALLOWED_URLS_PROPERTY}' to allow the URL to be accessed."));
     }
     if protocol != "file" {
-        return Err(format!(
-            "{name}={url}: Brook reads JWKS only from file: URLs"
-        ));
+        return Ok(JwksLocation::Http(url.to_string()));
     }
     // `new File(url.toURI().getRawPath())`: file:/p, file:///p and file://host/p.
     let raw = rest.strip_prefix("//").map_or(rest, |r| match r.find('/') {
@@ -331,7 +412,7 @@ fn jwks_file(cfg: &JwtValidatorConfig) -> Result<PathBuf, String> {
             "The OAuth configuration option {name} references a directory ({shown}), not a file"
         ));
     }
-    Ok(path)
+    Ok(JwksLocation::File(path))
 }
 
 /// A file's modification time and length, when it can be read.
@@ -373,8 +454,7 @@ fn stamp(path: &Path) -> Stamp {
     Some((m.modified().ok()?, m.len()))
 }
 
-/// jose4j's `JsonWebKeySet(String)`: an object whose `keys` are JWKs; a key that cannot be
-/// used (unknown `kty`, bad members) is skipped with a log line, as jose4j skips it.
+/// The keys of a JWKS file, read no further than [`JWKS_FILE_BYTES_MAX`].
 fn read_jwks(path: &Path) -> Result<Vec<Jwk>, String> {
     let shown = path.display();
     let len = std::fs::metadata(path)
@@ -387,18 +467,25 @@ fn read_jwks(path: &Path) -> Result<Vec<Jwk>, String> {
     }
     let text =
         std::fs::read(path).map_err(|e| format!("Could not read the JWKS file {shown}: {e}"))?;
-    let json: Value = serde_json::from_slice(&text)
-        .map_err(|e| format!("The JWKS file {shown} is not JSON: {e}"))?;
+    parse_jwks(&text, &shown.to_string())
+}
+
+/// jose4j's `JsonWebKeySet(String)`: an object whose `keys` are JWKs; a key that cannot be
+/// used (unknown `kty`, bad members) is skipped with a log line, as jose4j skips it. `shown`
+/// names the file or URL in errors.
+pub(crate) fn parse_jwks(text: &[u8], shown: &str) -> Result<Vec<Jwk>, String> {
+    let json: Value = serde_json::from_slice(text)
+        .map_err(|e| format!("The JWKS at {shown} is not JSON: {e}"))?;
     let Some(Value::Array(keys)) = json.get("keys") else {
         return Err(format!(
-            "The JWKS file {shown} has no \"keys\" member (a JSON Web Key Set)"
+            "The JWKS at {shown} has no \"keys\" member (a JSON Web Key Set)"
         ));
     };
     let mut jwks = Vec::new();
     for k in keys {
         match Jwk::parse(k) {
             Ok(jwk) => jwks.push(jwk),
-            Err(why) => tracing::warn!(file = %shown, "ignoring a JWK of the JWKS: {why}"),
+            Err(why) => tracing::warn!(jwks = %shown, "ignoring a JWK of the JWKS: {why}"),
         }
     }
     Ok(jwks)
@@ -434,7 +521,7 @@ impl Algorithm {
 
 /// One verification key of the set.
 #[derive(Debug, Clone)]
-struct Jwk {
+pub(crate) struct Jwk {
     kid: Option<String>,
     /// `alg`, when the key names the one algorithm it is for.
     alg: Option<String>,
@@ -457,6 +544,10 @@ enum KeyMaterial {
 }
 
 impl Jwk {
+    pub(crate) fn kid(&self) -> Option<&str> {
+        self.kid.as_deref()
+    }
+
     fn parse(v: &Value) -> Result<Jwk, String> {
         let text = |name: &str| v.get(name).and_then(Value::as_str).map(str::to_string);
         let bytes = |name: &str| {
@@ -703,6 +794,133 @@ mod tests {
         let jwks = serde_json::json!({"keys": [b.jwk("k9"), a.jwk("k1"), {"kty": "EC"}]});
         std::fs::write(dir.path().join("jwks.json"), jwks.to_string()).unwrap();
         assert!(v.validate(&token, NOW_MS).is_ok());
+    }
+
+    /// A loopback HTTP server answering every GET with `body` (200) or `status`; counts them.
+    struct JwksServer {
+        url: String,
+        body: Arc<Mutex<(u16, String)>>,
+        gets: Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    impl JwksServer {
+        fn start(status: u16, body: String) -> JwksServer {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            listener.set_nonblocking(true).unwrap();
+            let url = format!("http://{}/jwks.json", listener.local_addr().unwrap());
+            let body = Arc::new(Mutex::new((status, body)));
+            let gets = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let (b, g) = (body.clone(), gets.clone());
+            std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                rt.block_on(async move {
+                    let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                    while let Ok((mut s, _)) = listener.accept().await {
+                        let mut buf = [0u8; 4096];
+                        let _ = s.read(&mut buf).await;
+                        g.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        let (status, text) = b.lock().clone();
+                        let answer = format!("HTTP/1.1 {status} X\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}", text.len());
+                        let _ = s.write_all(answer.as_bytes()).await;
+                        let _ = s.shutdown().await;
+                    }
+                })
+            });
+            JwksServer { url, body, gets }
+        }
+    }
+
+    fn http_config(server: &JwksServer, refresh_ms: i64) -> JwtValidatorConfig {
+        JwtValidatorConfig {
+            jwks_endpoint_url: Some(server.url.clone()),
+            allowed_urls: server.url.clone(),
+            jwks_refresh_ms: refresh_ms,
+            jwks_retry_backoff_ms: 10,
+            jwks_retry_backoff_max_ms: 100,
+            ..setup(tempfile::tempdir().unwrap().path(), &Signer::new())
+        }
+    }
+
+    /// Polls `check` every 10 ms for at most 5 s.
+    fn poll_until(mut check: impl FnMut() -> bool) -> bool {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while std::time::Instant::now() < deadline {
+            if check() {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        false
+    }
+
+    #[test]
+    fn an_http_jwks_is_fetched_and_an_unknown_kid_refreshes_it_early() {
+        let (a, b) = (Signer::new(), Signer::new());
+        let set = |s: &Signer, kid: &str| serde_json::json!({"keys": [s.jwk(kid)]}).to_string();
+        let server = JwksServer::start(200, set(&a, "k1"));
+        // An hour between scheduled refreshes: only the unknown kid can refresh the set.
+        let v = JwtValidator::new(&http_config(&server, 3_600_000)).unwrap();
+        let now_ms = 1_700_000_000_000;
+        assert!(v
+            .validate(&a.token("k1", &claims(serde_json::json!({}))), now_ms)
+            .is_ok());
+        *server.body.lock() = (200, set(&b, "k2"));
+        let rotated = b.token("k2", &claims(serde_json::json!({})));
+        let refused = v.validate(&rotated, now_ms).unwrap_err();
+        assert!(
+            refused.contains(&format!("obtained from {}", server.url)),
+            "{refused}"
+        );
+        assert!(poll_until(|| v.validate(&rotated, now_ms).is_ok()));
+        assert!(v
+            .validate(&a.token("k1", &claims(serde_json::json!({}))), now_ms)
+            .is_err());
+        let KeySource::Https(https) = &v.keys else {
+            panic!("not an http JWKS")
+        };
+        // Once a minute per kid (Kafka's MISSING_KEY_ID_CACHE_IN_FLIGHT_MS).
+        assert!(https.maybe_expedite_refresh("k3"));
+        assert!(!https.maybe_expedite_refresh("k3"));
+        assert!(https.maybe_expedite_refresh("k4"));
+        assert!(!https.maybe_expedite_refresh(&"k".repeat(1001)));
+    }
+
+    #[test]
+    fn an_http_jwks_refreshes_on_schedule_and_must_load_at_start_up() {
+        let (a, b) = (Signer::new(), Signer::new());
+        let set = |s: &Signer, kid: &str| serde_json::json!({"keys": [s.jwk(kid)]}).to_string();
+        let server = JwksServer::start(200, set(&a, "k1"));
+        let v = JwtValidator::new(&http_config(&server, 50)).unwrap();
+        let fetched = server.gets.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(poll_until(|| server
+            .gets
+            .load(std::sync::atomic::Ordering::SeqCst)
+            >= fetched + 2));
+        // The same kid, a new key: only a scheduled refresh finds it.
+        *server.body.lock() = (200, set(&b, "k1"));
+        let token = b.token("k1", &claims(serde_json::json!({})));
+        assert!(poll_until(|| v.validate(&token, 1_700_000_000_000).is_ok()));
+        drop(v);
+        let missing = JwksServer::start(404, String::new());
+        let err = JwtValidator::new(&http_config(&missing, 50)).unwrap_err();
+        assert!(
+            err.starts_with("Could not refresh JWKS: Non 200 status code (404)"),
+            "{err}"
+        );
+        assert_eq!(missing.gets.load(std::sync::atomic::Ordering::SeqCst), 1);
+        let not_json = JwksServer::start(200, "<html>".into());
+        let err = JwtValidator::new(&http_config(&not_json, 50)).unwrap_err();
+        assert!(err.contains("is not JSON"), "{err}");
+        let err = JwtValidator::new(&JwtValidatorConfig {
+            jwks_refresh_ms: -1,
+            ..http_config(&server, 50)
+        })
+        .unwrap_err();
+        assert!(err.contains("refresh.ms value must be at least 0"), "{err}");
     }
 
     #[test]

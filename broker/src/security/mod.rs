@@ -12,6 +12,7 @@ pub mod authorizer;
 pub mod bootstrap;
 pub mod jaas;
 pub mod jwks;
+pub mod jwks_https;
 pub mod oauthbearer;
 pub mod sasl;
 pub mod scram;

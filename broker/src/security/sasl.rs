@@ -133,6 +133,7 @@ fn oauthbearer_validator(
     listener: &str,
     entry: &JaasEntry,
 ) -> Result<TokenValidator, ConfigError> {
+    broker_login_token(cfg, listener, entry)?;
     let key = format!(
         "{}oauthbearer.{}",
         crate::listeners::config_prefix(listener),
@@ -142,7 +143,8 @@ fn oauthbearer_validator(
         None | Some("") | Some(oauthbearer::UNSECURED_VALIDATOR_CALLBACK_HANDLER) => {}
         Some(jwks::VALIDATOR_CALLBACK_HANDLER) => {
             let kafka_opts = std::env::var("KAFKA_OPTS").unwrap_or_default();
-            let c = jwt_validator_config(cfg, listener, &kafka_opts)?;
+            let mut c = jwt_validator_config(cfg, listener, &kafka_opts)?;
+            c.jaas_options = entry.options.clone();
             return JwtValidator::new(&c)
                 .map(TokenValidator::Jwks)
                 .map_err(ConfigError::Invalid);
@@ -165,6 +167,33 @@ fn oauthbearer_validator(
         })
 }
 
+/// Kafka logs the broker in on every OAUTHBEARER listener at start-up (`LoginManager`). Its
+/// default login callback handler, `OAuthBearerUnsecuredLoginCallbackHandler`, makes no token
+/// when the login module has no options, and otherwise makes one, which fails start-up
+/// without a principal claim ("No principal name in JWT claim: sub"): so does Brook's.
+fn broker_login_token(
+    cfg: &BrokerConfig,
+    listener: &str,
+    entry: &JaasEntry,
+) -> Result<(), ConfigError> {
+    let handler = format!(
+        "{}oauthbearer.sasl.login.callback.handler.class",
+        crate::listeners::config_prefix(listener)
+    );
+    let custom = [handler.as_str(), "sasl.login.callback.handler.class"]
+        .iter()
+        .any(|k| cfg.values.get(*k).is_some_and(|v| !v.trim().is_empty()));
+    if entry.options.is_empty() || custom {
+        return Ok(());
+    }
+    UnsecuredLogin::from_jaas(entry).map(|_| ()).map_err(|e| {
+        ConfigError::Invalid(format!(
+            "listener.name.{}.oauthbearer.sasl.jaas.config: {e}",
+            listener.to_ascii_lowercase()
+        ))
+    })
+}
+
 /// The `sasl.oauthbearer.*` settings of `listener`: the listener's value
 /// (`listener.name.<l>.<key>`), else the broker's, else Kafka's default, as Kafka's
 /// `ChannelBuilders.channelBuilderConfigs` hands them to the handler. `kafka_opts` carries the
@@ -180,6 +209,15 @@ fn jwt_validator_config(
             .filter(|v| !v.is_empty())
     };
     let boolean = |k: &str| get(k).is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    // A LONG key, else Kafka's default for it (kafka_broker_keys.tsv).
+    let long = |k: &str| {
+        let kafka_default = || crate::config_def::kafka_broker_key(k).and_then(|d| d.default);
+        let value = get(k).or_else(|| kafka_default().map(str::to_string));
+        value
+            .unwrap_or_default()
+            .parse::<i64>()
+            .map_err(|_| invalid_number(k))
+    };
     let skew_key = "sasl.oauthbearer.clock.skew.seconds";
     let clock_skew_seconds = match get(skew_key) {
         None => 30,
@@ -206,6 +244,10 @@ fn jwt_validator_config(
         scope_claim_name: get("sasl.oauthbearer.scope.claim.name").unwrap_or("scope".into()),
         sub_claim_name: get("sasl.oauthbearer.sub.claim.name").unwrap_or("sub".into()),
         allowed_urls: jwks::system_property(kafka_opts, jwks::ALLOWED_URLS_PROPERTY),
+        jwks_refresh_ms: long("sasl.oauthbearer.jwks.endpoint.refresh.ms")?,
+        jwks_retry_backoff_ms: long("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms")?,
+        jwks_retry_backoff_max_ms: long("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms")?,
+        jaas_options: BTreeMap::new(),
     })
 }
 
@@ -984,6 +1026,16 @@ mod tests {
             oauthbearer::UNSECURED_VALIDATOR_CALLBACK_HANDLER
         );
         assert!(oauth_listener(&[&unsecured]).is_ok());
+        // Options make Kafka's default login handler make the broker's own token at start-up.
+        let module = "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required";
+        let e = oauth_listener(&[&format!("{module} ssl.truststore.type=\"PEM\";")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("No principal name in JWT claim: sub"), "{e}");
+        let with_sub = format!(
+            "{module} unsecuredLoginStringClaim_sub=\"broker\" ssl.truststore.type=\"PEM\";"
+        );
+        assert!(oauth_listener(&[&with_sub]).is_ok());
     }
 
     #[test]

@@ -25,6 +25,7 @@ use std::sync::Arc;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
 use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{
@@ -307,7 +308,49 @@ pub fn client_tls(
     let Some(roots) = stores::truststore(&v)? else {
         return Err(v.err("ssl.truststore.location", format!("listener {listener} uses TLS between brokers but has no trust store to verify them (ssl.truststore.location or ssl.truststore.certificates)")));
     };
-    let versions = protocol_versions(&v)?;
+    client_tls_from(&v, roots)
+}
+
+/// The client context of an OAuth HTTPS call, from the `ssl.*` options of the login module's
+/// JAAS configuration (Kafka's `JaasOptionsUtils.createSSLSocketFactory`: the client
+/// `ssl.*` keys, their defaults otherwise). Without a truststore Java trusts its default
+/// CAs; Brook trusts the platform's CA bundle ([`platform_roots`]).
+pub fn jaas_client_tls(options: &BTreeMap<String, String>) -> Result<Arc<ClientConfig>, SslError> {
+    let v = SslView::new(options, None);
+    let roots = match stores::truststore(&v)? {
+        Some(roots) => roots,
+        None => platform_roots().map_err(|why| v.err("ssl.truststore.location", why))?,
+    };
+    client_tls_from(&v, roots)
+}
+
+/// The CA bundle at `SSL_CERT_FILE`, else at the usual Debian or Red Hat path.
+fn platform_roots() -> Result<rustls::RootCertStore, String> {
+    let candidates = std::env::var("SSL_CERT_FILE").into_iter().chain([
+        "/etc/ssl/certs/ca-certificates.crt".to_string(),
+        "/etc/pki/tls/certs/ca-bundle.crt".to_string(),
+    ]);
+    for path in candidates {
+        let Ok(pem) = std::fs::read(&path) else {
+            continue;
+        };
+        let mut roots = rustls::RootCertStore::empty();
+        let certs = CertificateDer::pem_slice_iter(&pem).filter_map(Result::ok);
+        let (added, _) = roots.add_parsable_certificates(certs);
+        if added > 0 {
+            return Ok(roots);
+        }
+    }
+    Err("no trust store is configured (ssl.truststore.location or ssl.truststore.certificates) and no platform CA bundle was found (SSL_CERT_FILE)".into())
+}
+
+/// A client context verifying peers against `roots`, with the view's protocols, endpoint
+/// identification and client certificate.
+fn client_tls_from(
+    v: &SslView<'_>,
+    roots: rustls::RootCertStore,
+) -> Result<Arc<ClientConfig>, SslError> {
+    let versions = protocol_versions(v)?;
     let inner = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider())
         .build()
         .map_err(|e| v.err("ssl.truststore.location", e.to_string()))?;
@@ -329,7 +372,7 @@ pub fn client_tls(
             ))
         }
     };
-    let config = match stores::keystore(&v)? {
+    let config = match stores::keystore(v)? {
         Some(keys) => builder
             .with_client_auth_cert(keys.chain, keys.key)
             .map_err(|e| {

@@ -5,12 +5,18 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
+import com.sun.net.httpserver.HttpsConfigurator;
+import com.sun.net.httpserver.HttpsServer;
+import java.io.InputStream;
+import java.io.OutputStream;
 import java.math.BigInteger;
+import java.net.InetSocketAddress;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.security.KeyPair;
 import java.security.KeyPairGenerator;
+import java.security.KeyStore;
 import java.security.PrivateKey;
 import java.security.Signature;
 import java.security.interfaces.ECPublicKey;
@@ -23,6 +29,9 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+import javax.net.ssl.KeyManagerFactory;
+import javax.net.ssl.SSLContext;
 import org.apache.kafka.clients.CommonClientConfigs;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
@@ -42,6 +51,7 @@ import org.junit.jupiter.api.extension.ExtendWith;
  * their token from a {@code file:} token endpoint (FileJwtRetriever). The tokens are signed here
  * with Java's crypto (RS256 and ES256); a valid one produces, and wrong audience, wrong issuer,
  * expired, unknown key id and bad signature are refused with {@code {"status":"invalid_token"}}.
+ * A second broker reads its JWKS over https from a server of the test's own ({@link #httpsJwksIsRefreshedWhenKeysRotate}).
  */
 @ExtendWith(BrokerLogOnFailure.class)
 class OAuthJwksTest {
@@ -72,23 +82,33 @@ class OAuthJwksTest {
             + ecJwk("ec-1", (ECPublicKey) ec.getPublic()) + "]}");
         String jwksUrl = jwks.toUri().toString();
 
+        broker = BrookBroker.start("jwks", brokerProps(jwksUrl, ""),
+            Map.of("KAFKA_OPTS", "-D" + ALLOWED_URLS + "=" + jwksUrl));
+        sasl = saslListener(broker);
+        previousAllowedUrls = System.getProperty(ALLOWED_URLS);
+    }
+
+    /** A broker whose SASL_PLAINTEXT listener checks signed tokens against the JWKS at {@code jwksUrl}. */
+    static Map<String, String> brokerProps(String jwksUrl, String loginModuleOptions) {
         Map<String, String> props = new HashMap<>();
         props.put("listeners", "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0");
         String l = "listener.name.sasl_plaintext.";
         props.put(l + "sasl.enabled.mechanisms", "OAUTHBEARER");
         props.put(l + "oauthbearer.sasl.jaas.config",
-            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;");
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required" + loginModuleOptions + ";");
         props.put(l + "oauthbearer.sasl.server.callback.handler.class",
             "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler");
         props.put(l + "sasl.oauthbearer.jwks.endpoint.url", jwksUrl);
         props.put(l + "sasl.oauthbearer.expected.audience", AUDIENCE);
         props.put(l + "sasl.oauthbearer.expected.issuer", ISSUER);
-        broker = BrookBroker.start("jwks", props, Map.of("KAFKA_OPTS", "-D" + ALLOWED_URLS + "=" + jwksUrl));
-        for (String listener : broker.readyFields().get("listeners").split(",")) {
-            if (listener.startsWith("SASL_PLAINTEXT://")) sasl = listener.substring("SASL_PLAINTEXT://".length());
+        return props;
+    }
+
+    static String saslListener(BrookBroker b) {
+        for (String listener : b.readyFields().get("listeners").split(",")) {
+            if (listener.startsWith("SASL_PLAINTEXT://")) return listener.substring("SASL_PLAINTEXT://".length());
         }
-        assertNotNull(sasl, "no SASL_PLAINTEXT listener in " + broker.readyFields());
-        previousAllowedUrls = System.getProperty(ALLOWED_URLS);
+        throw new IllegalStateException("no SASL_PLAINTEXT listener in " + b.readyFields());
     }
 
     @AfterAll
@@ -165,15 +185,23 @@ class OAuthJwksTest {
     }
 
     static void produce(String token) throws Exception {
-        try (KafkaProducer<byte[], byte[]> p = Clients.producer(sasl, client(token))) {
+        produce(sasl, token);
+    }
+
+    static void produce(String bootstrap, String token) throws Exception {
+        try (KafkaProducer<byte[], byte[]> p = Clients.producer(bootstrap, client(token))) {
             p.send(new ProducerRecord<>(Clients.uniqueTopic("jwks"), "v".getBytes(UTF_8))).get(30, TimeUnit.SECONDS);
         }
     }
 
     /** The SaslAuthenticationException message a producer sending {@code token} gets. */
     static String refusal(String token) throws Exception {
+        return refusal(sasl, token);
+    }
+
+    static String refusal(String bootstrap, String token) throws Exception {
         Map<String, Object> security = client(token);
-        try (KafkaProducer<byte[], byte[]> p = Clients.producer(sasl, security)) {
+        try (KafkaProducer<byte[], byte[]> p = Clients.producer(bootstrap, security)) {
             Throwable t = assertThrows(Exception.class,
                 () -> p.send(new ProducerRecord<>("jwks-refused", "v".getBytes(UTF_8))).get(30, TimeUnit.SECONDS));
             while (t != null && !(t instanceof SaslAuthenticationException)) t = t.getCause();
@@ -209,5 +237,73 @@ class OAuthJwksTest {
         assertEquals(INVALID_TOKEN,
             refusal(jwt("RS256", "rsa-1", other, claims("alice", AUDIENCE, ISSUER, now(), now() + 3600))),
             "bad signature");
+    }
+
+    /**
+     * The JWKS over https, as identity providers serve it: the test serves it with the JDK's HttpsServer and a
+     * certificate of the test's CA, which the broker trusts through the {@code ssl.truststore.*} options of its
+     * login module (Kafka's JaasOptionsUtils.createSSLSocketFactory). The broker refreshes it every 500 ms
+     * ({@code sasl.oauthbearer.jwks.endpoint.refresh.ms}). A token of the served key produces; once the set is
+     * rotated to a new key id, a token of the new key produces after a refresh (the first may be refused: its
+     * unknown kid asks for an early refresh) and a token of the retired key is refused.
+     */
+    @Test
+    void httpsJwksIsRefreshedWhenKeysRotate() throws Exception {
+        Pki pki = Pki.shared();
+        AtomicReference<String> served = new AtomicReference<>(
+            "{\"keys\":[" + rsaJwk("rsa-1", (RSAPublicKey) rsa.getPublic()) + "]}");
+        HttpsServer server = HttpsServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
+        server.setHttpsConfigurator(new HttpsConfigurator(serverTls(pki)));
+        server.createContext("/jwks.json", exchange -> {
+            byte[] body = served.get().getBytes(UTF_8);
+            exchange.getResponseHeaders().set("Content-Type", "application/json");
+            exchange.sendResponseHeaders(200, body.length);
+            try (OutputStream out = exchange.getResponseBody()) {
+                out.write(body);
+            }
+        });
+        server.start();
+        String url = "https://127.0.0.1:" + server.getAddress().getPort() + "/jwks.json";
+        // With any option, Kafka's default login callback handler (the unsecured one) makes the broker's own
+        // token at start-up and requires its subject.
+        Map<String, String> props = brokerProps(url, " unsecuredLoginStringClaim_sub=\"broker\""
+            + " ssl.truststore.location=\"" + pki.truststore() + "\" ssl.truststore.password=\"" + Pki.PASSWORD
+            + "\" ssl.truststore.type=\"PKCS12\"");
+        props.put("listener.name.sasl_plaintext.sasl.oauthbearer.jwks.endpoint.refresh.ms", "500");
+        try (BrookBroker b = BrookBroker.start("jwks-https", props, Map.of("KAFKA_OPTS", "-D" + ALLOWED_URLS + "=" + url))) {
+            String bootstrap = saslListener(b);
+            String retired = jwt("RS256", "rsa-1", rsa.getPrivate(), claims("alice", AUDIENCE, ISSUER, now(), now() + 3600));
+            produce(bootstrap, retired);
+            KeyPairGenerator g = KeyPairGenerator.getInstance("EC");
+            g.initialize(new ECGenParameterSpec("secp256r1"));
+            KeyPair next = g.generateKeyPair();
+            served.set("{\"keys\":[" + ecJwk("ec-2", (ECPublicKey) next.getPublic()) + "]}");
+            String rotated = jwt("ES256", "ec-2", next.getPrivate(), claims("carol", AUDIENCE, ISSUER, now(), now() + 3600));
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+            while (true) {
+                try {
+                    produce(bootstrap, rotated);
+                    break;
+                } catch (Exception refused) {
+                    if (System.nanoTime() > deadline) throw refused;
+                }
+            }
+            assertEquals(INVALID_TOKEN, refusal(bootstrap, retired), "the retired key");
+        } finally {
+            server.stop(0);
+        }
+    }
+
+    /** TLS for the JWKS server: the PKI's broker certificate (it names 127.0.0.1). */
+    static SSLContext serverTls(Pki pki) throws Exception {
+        KeyStore store = KeyStore.getInstance("PKCS12");
+        try (InputStream in = Files.newInputStream(pki.keystore("broker"))) {
+            store.load(in, Pki.PASSWORD.toCharArray());
+        }
+        KeyManagerFactory keys = KeyManagerFactory.getInstance(KeyManagerFactory.getDefaultAlgorithm());
+        keys.init(store, Pki.PASSWORD.toCharArray());
+        SSLContext tls = SSLContext.getInstance("TLS");
+        tls.init(keys.getKeyManagers(), null, null);
+        return tls;
     }
 }

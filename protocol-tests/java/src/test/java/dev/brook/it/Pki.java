@@ -27,6 +27,17 @@ final class Pki {
     Path truststore() { return dir.resolve("truststore.p12"); }
     Path keystore(String name) { return dir.resolve(name + ".p12"); }
 
+    private static Pki shared;
+
+    /**
+     * One PKI for every class of the test JVM (surefire reuses one fork): keytool runs a JVM per step, some 15 s
+     * for the whole set on a busy 2-core machine, so the classes that only need some CA share it.
+     */
+    static synchronized Pki shared() throws Exception {
+        if (shared == null) shared = create(Files.createTempDirectory("brook-pki-"));
+        return shared;
+    }
+
     static Pki create(Path dir) throws Exception {
         Files.createDirectories(dir);
         Pki pki = new Pki(dir);

@@ -5,7 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.HashMap;
 import java.util.List;
@@ -38,7 +37,7 @@ class SslTest {
 
     @BeforeAll
     static void makePki() throws Exception {
-        pki = Pki.create(Files.createTempDirectory("brook-ssl-pki-"));
+        pki = Pki.shared();
     }
 
     /** Broker properties: its one listener speaks SSL with {@code keystore}. */

@@ -214,6 +214,18 @@ pub fn kafka_uuid_string(id: Uuid) -> String {
     encode_cluster_id(id.into_bytes())
 }
 
+/// A uuid in Kafka's `Uuid.toString` form, as `Uuid.fromString` reads it (URL-safe base64
+/// of 16 bytes); `None` if it is not one.
+pub fn parse_kafka_uuid(s: &str) -> Option<Uuid> {
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(s.trim().trim_end_matches('='))
+        .ok()?;
+    <[u8; 16]>::try_from(bytes.as_slice())
+        .ok()
+        .map(Uuid::from_bytes)
+}
+
 /// Kafka cluster ids are 16 random bytes in URL-safe base64 without padding (22 characters).
 pub fn new_cluster_id() -> String {
     encode_cluster_id(Uuid::new_v4().into_bytes())

@@ -208,6 +208,15 @@ pub fn ensure_directory_id(
     Ok(id)
 }
 
+/// The `directory.id` that log directory `dir`'s `meta.properties` records, if any.
+pub fn read_directory_id(dir: &Path) -> Option<Uuid> {
+    let text = std::fs::read_to_string(dir.join(META_PROPERTIES_FILE)).ok()?;
+    text.lines()
+        .filter_map(|l| l.split_once('='))
+        .find(|(k, _)| k.trim() == "directory.id")
+        .and_then(|(_, v)| parse_kafka_uuid(v))
+}
+
 /// A uuid as Kafka's `Uuid.toString` writes it (URL-safe base64 without padding), as
 /// directory ids appear in Kafka's messages and `meta.properties`.
 pub fn kafka_uuid_string(id: Uuid) -> String {

@@ -498,11 +498,11 @@ fn replicas(addr: &str) -> Result<Replicas, String> {
 }
 
 /// Polls node `addr` until its voters are `want` (with directory ids) and, if given,
-/// `observer` is among its observers.
-fn await_replicas(addr: &str, want: &BTreeMap<i32, Uuid>, observer: Option<i32>) {
+/// `observer` (id, directory id) is among its observers.
+fn await_replicas(addr: &str, want: &BTreeMap<i32, Uuid>, observer: Option<(i32, Uuid)>) {
     poll_until_ok("the quorum's voters", REPLICATE_WAIT, || {
         let (voters, observers) = replicas(addr)?;
-        let observed = observer.is_none_or(|o| observers.contains_key(&o));
+        let observed = observer.is_none_or(|(o, d)| observers.get(&o) == Some(&d));
         match voters == *want && observed {
             true => Ok(()),
             false => Err(format!("voters {voters:?}, observers {observers:?}")),
@@ -546,8 +546,9 @@ fn remove_voter(addr: &str, id: i32, directory_id: Uuid) -> RemoveRaftVoterRespo
 
 /// `brook format --standalone` (KIP-853): node 1 starts as the only voter, with its
 /// directory id and `kraft.version` 1; node 2 (`--no-initial-controllers`) joins as an
-/// observer and AddRaftVoter v1 (`AckWhenCommitted` false) makes it a voter. RemoveRaftVoter
-/// removes only the voter with the request's directory id (Kafka's `ReplicaKey`).
+/// observer, listed with its directory id, and AddRaftVoter v1 (`AckWhenCommitted` false)
+/// makes it a voter, but not under another directory id. RemoveRaftVoter removes only the
+/// voter with the request's directory id (Kafka's `ReplicaKey`).
 #[test]
 fn a_standalone_controller_starts_alone_and_another_joins_by_add_raft_voter() {
     let _turn = serial();
@@ -557,7 +558,12 @@ fn a_standalone_controller_starts_alone_and_another_joins_by_add_raft_voter() {
         kafka_uuid(&c.directory_id(2)),
     );
     let at = c.address(1);
-    await_replicas(&at, &BTreeMap::from([(1, one)]), Some(2));
+    await_replicas(&at, &BTreeMap::from([(1, one)]), Some((2, two)));
+    // The observer fetches as node 2 with its own directory: no voter with another one is
+    // caught up (Kafka's `AddVoterHandler`).
+    let other = add_voter_request(&c, 2, Uuid::from_u128(7));
+    let r: AddRaftVoterResponse = client(&at).unwrap().request(0, &other);
+    assert_eq!(r.error_code, REQUEST_TIMED_OUT, "{r:?}");
     let add = add_voter_request(&c, 2, two).with_ack_when_committed(false);
     let r: AddRaftVoterResponse = client(&at).unwrap().request(ADD_RAFT_VOTER_V1, &add);
     assert_eq!(r.error_code, NONE, "{r:?}");
@@ -575,7 +581,7 @@ fn a_standalone_controller_starts_alone_and_another_joins_by_add_raft_voter() {
     assert!(message.contains(&listed), "{message}");
     let r = remove_voter(&at, 2, two);
     assert_eq!(r.error_code, NONE, "{r:?}");
-    await_replicas(&at, &BTreeMap::from([(1, one)]), Some(2));
+    await_replicas(&at, &BTreeMap::from([(1, one)]), Some((2, two)));
 }
 
 /// `brook format --initial-controllers` on three nodes: the quorum starts with exactly those

@@ -425,6 +425,9 @@ pub(crate) struct Inner {
     /// Held by the one voter change (AddRaftVoter, RemoveRaftVoter) in flight on the active
     /// controller; another is refused, as Kafka's `LeaderState.isOperationPending`.
     voter_change: tokio::sync::Mutex<()>,
+    /// The directory id each observer this node took in as leader sent
+    /// (`voter_control::observe`): one entry per node id that asked, a few.
+    observer_directory_ids: parking_lot::Mutex<HashMap<i32, Uuid>>,
 }
 
 /// A running quorum member. Cheap to clone.
@@ -603,6 +606,7 @@ impl Controller {
             incarnation: Uuid::new_v4(),
             leader_elections: AtomicU64::new(0),
             voter_change: tokio::sync::Mutex::new(()),
+            observer_directory_ids: parking_lot::Mutex::new(HashMap::new()),
         });
         let mut tasks = Vec::new();
         if let Some(listener) = listener {

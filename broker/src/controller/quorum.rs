@@ -193,8 +193,13 @@ pub(super) fn describe_as_leader(inner: &Inner) -> Result<QuorumDescription, Con
     let now = now_ms();
     let replication = metrics.replication.unwrap_or_default();
     let image = inner.image_rx.borrow().clone();
+    let observed = inner.observer_directory_ids.lock().clone();
     let replica = |id: NodeId| {
-        let directory_id = super::voter_control::directory_id_of(&image, id as i32);
+        // A voter's recorded `ReplicaKey`, else the one it sent as an observer.
+        let directory_id = match super::voter_control::directory_id_of(&image, id as i32) {
+            d if d.is_nil() => observed.get(&(id as i32)).copied().unwrap_or_default(),
+            d => d,
+        };
         if id == own {
             // Kafka reports the leader as fetched and caught up now.
             return QuorumReplica {

@@ -26,6 +26,11 @@
 //! zero uuid), as in Kafka. RemoveRaftVoter removes only the voter whose recorded directory
 //! id is the request's (`VoterSet.removeVoter` compares the whole `ReplicaKey`).
 //!
+//! Observers tell the leader their directory ids when they ask to be taken in; AddRaftVoter of
+//! an observer's id with another directory id is refused as not caught up, as Kafka's leader
+//! finds no caught-up replica with that `ReplicaKey`. A leader that did not take the observer
+//! in (after a failover) knows no directory id for it and does not check.
+//!
 //! AddRaftVoter v1 (KIP-1186): with `AckWhenCommitted` false the answer comes once the leader
 //! has appended the new voter set, not once it is committed; the change goes on.
 
@@ -76,6 +81,10 @@ pub struct ObserveRequest {
     pub address: String,
     /// Set by a node that passed the request on to the leader: never passed on again.
     pub forwarded: bool,
+    /// The observer's `directory.id` (its `ReplicaKey` with `node_id`, as a Kafka observer's
+    /// fetches carry it); the zero uuid from a node that sends none.
+    #[serde(default)]
+    pub directory_id: Uuid,
 }
 
 /// Kafka's `ReplicaKey.toString`, for messages (the zero uuid is no directory id).
@@ -209,6 +218,15 @@ pub(super) async fn change_locally(
                 return Err(ControllerError::DuplicateVoter(format!(
                     "The voter id for {key} is already part of the set of voters {}.",
                     voter_keys(&image, &voters)
+                )));
+            }
+            // The observer that fetches as this voter id has another directory: the voter
+            // with the request's `ReplicaKey` is not caught up (Kafka's
+            // `AddVoterHandler.handleApiVersionsResponse`, `isReplicaCaughtUp`).
+            let observed = inner.observer_directory_ids.lock().get(&voter_id).copied();
+            if observed.is_some_and(|o| !o.is_nil() && o != directory_id) {
+                return Err(ControllerError::RequestTimedOut(format!(
+                    "Aborted add voter operation for {key} since it is lagging behind"
                 )));
             }
             let deadline = Instant::now() + Duration::from_millis(timeout_ms);
@@ -405,6 +423,12 @@ pub(super) async fn observe(inner: &Inner, req: ObserveRequest) -> Result<(), Co
                 active: Some(active),
             }));
     }
+    // The leader knows each observer by its `ReplicaKey` (Kafka's `LeaderState` keeps
+    // observers' states by it), for AddRaftVoter's check and DescribeQuorum.
+    inner
+        .observer_directory_ids
+        .lock()
+        .insert(req.node_id, req.directory_id);
     if inner
         .node_address(req.node_id)
         .is_some_and(|a| a == req.address && inner.is_member(req.node_id))
@@ -457,6 +481,12 @@ pub(super) async fn observer_join_task(inner: Arc<Inner>) {
     if servers.is_empty() {
         return;
     }
+    let directory_id = inner
+        .config
+        .metadata_dir
+        .parent()
+        .and_then(crate::metadata::read_directory_id)
+        .unwrap_or_default();
     let mut next = 0usize;
     loop {
         if !inner.is_member(me) {
@@ -466,6 +496,7 @@ pub(super) async fn observer_join_task(inner: Arc<Inner>) {
                 node_id: me,
                 address: address.clone(),
                 forwarded: false,
+                directory_id,
             };
             let link = inner.link_to(super::NO_LEADER);
             let answer: Result<Result<(), ControllerError>, _> = network::post_json(

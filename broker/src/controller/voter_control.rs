@@ -518,3 +518,30 @@ pub(super) async fn observer_join_task(inner: Arc<Inner>) {
         tokio::time::sleep(OBSERVER_JOIN_RETRY).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::dynamic_voters::DynamicVoter;
+
+    #[test]
+    fn a_formatted_voter_set_is_recorded_once() {
+        let mut image = MetadataImage::default();
+        let voter = DynamicVoter {
+            node_id: 1,
+            host: "127.0.0.1".into(),
+            port: 9093,
+            directory_id: Uuid::from_u128(5),
+        };
+        let formatted = BootstrapVoters {
+            kraft_version: 1,
+            voters: vec![voter],
+        };
+        let (records, _) = bootstrap(&image, &formatted);
+        image.apply_batch(&MetadataBatch(records));
+        assert_eq!(image.feature_level(KRAFT_VERSION), 1);
+        assert_eq!(directory_id_of(&image, 1), Uuid::from_u128(5));
+        assert_eq!(directory_id_of(&image, 2), Uuid::nil());
+        assert!(bootstrap(&image, &formatted).0.is_empty());
+    }
+}

@@ -41,6 +41,7 @@ pub struct Feature {
 /// - `kraft.version` 0-1: a quorum starts at 0 with its static voters
 ///   (`controller.quorum.voters`); `kafka-features upgrade --feature kraft.version=1` turns
 ///   on KIP-853's voter changes (AddRaftVoter, RemoveRaftVoter: `controller::voter_control`);
+///   a quorum formatted with a voter set starts at 1 (`controller::dynamic_voters`);
 /// - `transaction.version` 0-2 (KIP-890 part 2 at 2): kafka-clients 4.4 then sends no
 ///   AddPartitionsToTxn or AddOffsetsToTxn and uses EndTxn v5; clients that do not read it
 ///   keep version 1, also served;

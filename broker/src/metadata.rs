@@ -208,10 +208,31 @@ pub fn ensure_directory_id(
     Ok(id)
 }
 
+/// The `directory.id` that log directory `dir`'s `meta.properties` records, if any.
+pub fn read_directory_id(dir: &Path) -> Option<Uuid> {
+    let text = std::fs::read_to_string(dir.join(META_PROPERTIES_FILE)).ok()?;
+    text.lines()
+        .filter_map(|l| l.split_once('='))
+        .find(|(k, _)| k.trim() == "directory.id")
+        .and_then(|(_, v)| parse_kafka_uuid(v))
+}
+
 /// A uuid as Kafka's `Uuid.toString` writes it (URL-safe base64 without padding), as
 /// directory ids appear in Kafka's messages and `meta.properties`.
 pub fn kafka_uuid_string(id: Uuid) -> String {
     encode_cluster_id(id.into_bytes())
+}
+
+/// A uuid in Kafka's `Uuid.toString` form, as `Uuid.fromString` reads it (URL-safe base64
+/// of 16 bytes); `None` if it is not one.
+pub fn parse_kafka_uuid(s: &str) -> Option<Uuid> {
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(s.trim().trim_end_matches('='))
+        .ok()?;
+    <[u8; 16]>::try_from(bytes.as_slice())
+        .ok()
+        .map(Uuid::from_bytes)
 }
 
 /// Kafka cluster ids are 16 random bytes in URL-safe base64 without padding (22 characters).

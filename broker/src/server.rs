@@ -289,7 +289,10 @@ impl Server {
         let ready = match await_serving(&broker, &mut shutdown).await {
             Ok(true) => {
                 apply_dynamic_stores(&broker);
-                bootstrap_scram(&broker).await.map(|()| true)
+                match bootstrap_scram(&broker).await {
+                    Ok(()) => bootstrap_voters(&broker).await.map(|()| true),
+                    Err(e) => Err(e),
+                }
             }
             other => other,
         };
@@ -563,6 +566,25 @@ async fn bootstrap_scram(broker: &Broker) -> Result<(), ServerError> {
         .replicas
         .controller()
         .bootstrap_scram_credentials(credentials)
+        .await?;
+    broker.replicas.wait_caught_up().await;
+    Ok(())
+}
+
+/// Records the voter set this node was formatted with (`brook format --standalone` or
+/// `--initial-controllers`: its directory ids and `kraft.version` 1), unless the cluster has
+/// recorded its `kraft.version` already, before clients are served.
+async fn bootstrap_voters(broker: &Broker) -> Result<(), ServerError> {
+    let metadata_dir = broker.config.log_dir.join(crate::controller::METADATA_DIR);
+    let formatted = crate::controller::dynamic_voters::read(&metadata_dir)
+        .map_err(|e| ReplicaError::Io(std::io::Error::other(format!("bootstrap voters: {e}"))))?;
+    let Some(bootstrap) = formatted else {
+        return Ok(());
+    };
+    broker
+        .replicas
+        .controller()
+        .bootstrap_voters(bootstrap)
         .await?;
     broker.replicas.wait_caught_up().await;
     Ok(())

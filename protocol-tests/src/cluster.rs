@@ -155,12 +155,28 @@ struct Node {
     overrides: Vec<(String, String)>,
 }
 
+/// How a cluster's metadata quorum is formed (KIP-853).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuorumFormat {
+    /// `controller.quorum.voters` lists every node (`kraft.version` 0).
+    Static,
+    /// Node 1 is formatted `brook format --standalone`, the others
+    /// `--no-initial-controllers`: they join as observers through node 1.
+    Standalone,
+    /// Every node is formatted with the same `--initial-controllers` naming every node.
+    InitialControllers,
+}
+
+/// The cluster id of a dynamic quorum's nodes, which have no voters to derive one from.
+pub const DYNAMIC_QUORUM_CLUSTER_ID: &str = "MkU3OEVBNTcwNTJENDM2Qk";
+
 /// A cluster of `brook serve` processes; dropping it kills every node.
 pub struct Cluster {
     nodes: BTreeMap<i32, Node>,
     /// Every property but the per-node ones, in order: defaults, then the test's overrides.
     props: Vec<(String, String)>,
     voters: String,
+    quorum: QuorumFormat,
     /// The name of an extra broker listener each node has, besides PLAINTEXT (which the
     /// harness's own checks use).
     extra_listener: Option<String>,
@@ -212,6 +228,73 @@ impl Cluster {
         Self::start_inner(size, overrides, None, &[])
     }
 
+    /// [`Cluster::start`] with a dynamic quorum: every node is formatted for `quorum` with its
+    /// own configuration and started with `controller.quorum.bootstrap.servers` (node 1's
+    /// controller listener for [`QuorumFormat::Standalone`], every node's otherwise) and
+    /// [`DYNAMIC_QUORUM_CLUSTER_ID`]. [`QuorumFormat::InitialControllers`] gives node N the
+    /// directory id [`Cluster::directory_id`] reads back.
+    pub fn start_dynamic(size: usize, overrides: &[(&str, &str)], quorum: QuorumFormat) -> Cluster {
+        let mut props = vec![("cluster.id", DYNAMIC_QUORUM_CLUSTER_ID)];
+        props.extend_from_slice(overrides);
+        let mut c = Self::prepare(size, &props, None);
+        c.quorum = quorum;
+        let initial = c.initial_controllers();
+        for id in c.ids() {
+            let flag = match quorum {
+                QuorumFormat::Static => Vec::new(),
+                QuorumFormat::Standalone if id == 1 => vec!["--standalone".to_string()],
+                QuorumFormat::Standalone => vec!["--no-initial-controllers".to_string()],
+                QuorumFormat::InitialControllers => {
+                    vec!["--initial-controllers".to_string(), initial.clone()]
+                }
+            };
+            let mut args = vec!["format".to_string()];
+            for (k, v) in c.node_props(id) {
+                args.push("--override".into());
+                args.push(format!("{k}={v}"));
+            }
+            args.extend(flag);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let out = crate::process::run_brook(&args, Duration::from_secs(30));
+            assert!(out.status.success(), "brook format: {out:?}");
+        }
+        c.start_all();
+        c
+    }
+
+    /// `--initial-controllers` naming every node: `id@127.0.0.1:port:directoryId`.
+    fn initial_controllers(&self) -> String {
+        self.nodes
+            .iter()
+            .map(|(id, n)| {
+                let dir = self.formatted_directory_id(*id);
+                format!("{id}@127.0.0.1:{}:{dir}", n.controller_port)
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// The directory id [`QuorumFormat::InitialControllers`] formats node `id` with, in
+    /// Kafka's uuid form: unique per node and run (from its controller port).
+    fn formatted_directory_id(&self, id: i32) -> String {
+        use base64::Engine as _;
+        let port = u128::from(self.node(id).controller_port);
+        let raw = (0x4272_6f6f_6b00_u128 << 64) | (port << 16) | id as u128;
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw.to_be_bytes())
+    }
+
+    /// Node `id`'s `directory.id`, from its `meta.properties`.
+    pub fn directory_id(&self, id: i32) -> String {
+        let path = self.data_dir(id).join("meta.properties");
+        let text =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        text.lines()
+            .find_map(|l| l.strip_prefix("directory.id="))
+            .unwrap_or_else(|| panic!("no directory.id in {}: {text}", path.display()))
+            .trim()
+            .to_string()
+    }
+
     /// [`Cluster::start`] with every node first formatted by `brook format FORMAT_ARGS` (e.g.
     /// `--add-scram ...`) on its own log directory.
     pub fn start_formatted(
@@ -235,6 +318,23 @@ impl Cluster {
         extra: Option<String>,
         format_args: &[&str],
     ) -> Cluster {
+        let mut c = Self::prepare(size, overrides, extra);
+        let ids = c.ids();
+        if !format_args.is_empty() {
+            for id in &ids {
+                let log_dirs = format!("log.dirs={}", c.data_dir(*id).display());
+                let mut args = vec!["format", "--override", &log_dirs];
+                args.extend_from_slice(format_args);
+                let out = crate::process::run_brook(&args, Duration::from_secs(30));
+                assert!(out.status.success(), "brook format: {out:?}");
+            }
+        }
+        c.start_all();
+        c
+    }
+
+    /// The cluster's nodes, ports and directories, before any is formatted or started.
+    fn prepare(size: usize, overrides: &[(&str, &str)], extra: Option<String>) -> Cluster {
         let dir = tempfile::Builder::new()
             .prefix("brook-cluster-")
             .tempdir()
@@ -269,33 +369,27 @@ impl Cluster {
             .map(|(id, n)| format!("{id}@127.0.0.1:{}", n.controller_port))
             .collect::<Vec<_>>()
             .join(",");
-        let mut c = Cluster {
+        Cluster {
             nodes,
             props,
             voters,
+            quorum: QuorumFormat::Static,
             extra_listener: extra,
             dir: Some(dir),
-        };
-        let ids = c.ids();
-        if !format_args.is_empty() {
-            for id in &ids {
-                let log_dirs = format!("log.dirs={}", c.data_dir(*id).display());
-                let mut args = vec!["format", "--override", &log_dirs];
-                args.extend_from_slice(format_args);
-                let out = crate::process::run_brook(&args, Duration::from_secs(30));
-                assert!(out.status.success(), "brook format: {out:?}");
-            }
         }
-        // Start them all, then wait: a node is only ready once the quorum has a leader.
+    }
+
+    /// Starts every node, then waits: a node is only ready once the quorum has a leader.
+    fn start_all(&mut self) {
+        let ids = self.ids();
         for id in &ids {
-            c.spawn(*id);
+            self.spawn(*id);
         }
         for id in &ids {
-            c.await_ready(*id);
+            self.await_ready(*id);
         }
         // READY means this node is registered; the others may not have applied that yet.
-        c.await_brokers_listed(&ids, REGISTER_TIMEOUT);
-        c
+        self.await_brokers_listed(&ids, REGISTER_TIMEOUT);
     }
 
     fn node(&self, id: i32) -> &Node {
@@ -319,7 +413,28 @@ impl Cluster {
         format!("127.0.0.1:{}", self.node(id).extra_port)
     }
 
-    fn spawn(&mut self, id: i32) {
+    /// The quorum's place in node `id`'s configuration: its static voters, or the bootstrap
+    /// servers of a dynamic quorum.
+    fn quorum_prop(&self) -> (String, String) {
+        let all = || {
+            self.nodes
+                .values()
+                .map(|n| format!("127.0.0.1:{}", n.controller_port))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let servers = match self.quorum {
+            QuorumFormat::Static => {
+                return ("controller.quorum.voters".into(), self.voters.clone())
+            }
+            QuorumFormat::Standalone => self.controller_address(1),
+            QuorumFormat::InitialControllers => all(),
+        };
+        ("controller.quorum.bootstrap.servers".into(), servers)
+    }
+
+    /// Node `id`'s whole configuration, as `brook serve` and `brook format` take it.
+    fn node_props(&self, id: i32) -> Vec<(String, String)> {
         let n = self.node(id);
         let extra = match &self.extra_listener {
             Some(name) => format!(",{name}://127.0.0.1:{}", n.extra_port),
@@ -336,7 +451,7 @@ impl Cluster {
                 ),
             ),
             ("controller.listener.names".into(), "CONTROLLER".into()),
-            ("controller.quorum.voters".into(), self.voters.clone()),
+            self.quorum_prop(),
             ("log.dirs".into(), n.data_dir.display().to_string()),
             ("admin.listener".into(), "127.0.0.1:0".into()),
         ];
@@ -350,8 +465,12 @@ impl Cluster {
             (k.clone(), v)
         }));
         props.extend(n.overrides.iter().cloned());
+        props
+    }
+
+    fn spawn(&mut self, id: i32) {
         let mut args = vec!["serve".to_string()];
-        for (k, v) in props {
+        for (k, v) in self.node_props(id) {
             args.push("--override".into());
             args.push(format!("{k}={v}"));
         }

@@ -12,6 +12,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use brook_protocol_tests::batch::{encode_batch, Producer, Rec};
+use brook_protocol_tests::cluster::QuorumFormat;
 use brook_protocol_tests::cluster::CALL;
 use brook_protocol_tests::errors::{NONE, UNKNOWN_TOPIC_OR_PARTITION};
 use brook_protocol_tests::wire::topic_name;
@@ -460,4 +461,214 @@ fn forwarded_elect_leaders_keeps_its_deadline() {
         r.error_code, NONE,
         "timeout_ms 30000 through node {other}: {r:?}"
     );
+}
+
+const DUPLICATE_VOTER: i16 = 126;
+const VOTER_NOT_FOUND: i16 = 127;
+/// AddRaftVoter v1 (KIP-1186): `AckWhenCommitted`.
+const ADD_RAFT_VOTER_V1: i16 = 1;
+
+/// A directory id as `meta.properties` and `--initial-controllers` write it (Kafka's
+/// `Uuid.toString`, URL-safe base64 of the 16 bytes).
+fn kafka_uuid(s: &str) -> Uuid {
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(s)
+        .unwrap_or_else(|e| panic!("{s}: {e}"));
+    Uuid::from_slice(&bytes).unwrap_or_else(|e| panic!("{s}: {e}"))
+}
+
+/// The voters and observers of node `addr`'s DescribeQuorum (v2), with their directory ids.
+type Replicas = (BTreeMap<i32, Uuid>, BTreeMap<i32, Uuid>);
+
+fn replicas(addr: &str) -> Result<Replicas, String> {
+    let r = describe_quorum(addr)?;
+    let p = r
+        .topics
+        .first()
+        .and_then(|t| t.partitions.first())
+        .filter(|p| r.error_code == NONE && p.error_code == NONE)
+        .ok_or_else(|| format!("{addr}: {r:?}"))?;
+    let keys = |rs: &[kafka_protocol::messages::describe_quorum_response::ReplicaState]| {
+        rs.iter()
+            .map(|v| (v.replica_id.0, v.replica_directory_id))
+            .collect()
+    };
+    Ok((keys(&p.current_voters), keys(&p.observers)))
+}
+
+/// Polls node `addr` until its voters are `want` (with directory ids) and, if given,
+/// `observer` (id, directory id) is among its observers.
+fn await_replicas(addr: &str, want: &BTreeMap<i32, Uuid>, observer: Option<(i32, Uuid)>) {
+    poll_until_ok("the quorum's voters", REPLICATE_WAIT, || {
+        let (voters, observers) = replicas(addr)?;
+        let observed = observer.is_none_or(|(o, d)| observers.get(&o) == Some(&d));
+        match voters == *want && observed {
+            true => Ok(()),
+            false => Err(format!("voters {voters:?}, observers {observers:?}")),
+        }
+    })
+}
+
+fn add_voter_request(c: &Cluster, id: i32, directory_id: Uuid) -> AddRaftVoterRequest {
+    let (host, port) = c
+        .controller_address(id)
+        .rsplit_once(':')
+        .map(|(h, p)| (h.to_string(), p.parse().unwrap()))
+        .unwrap();
+    AddRaftVoterRequest::default()
+        .with_cluster_id(None)
+        .with_timeout_ms(20_000)
+        .with_voter_id(id)
+        .with_voter_directory_id(directory_id)
+        .with_listeners(vec![add_raft_voter_request::Listener::default()
+            .with_name(StrBytes::from_static_str("CONTROLLER"))
+            .with_host(StrBytes::from(host))
+            .with_port(port)])
+}
+
+/// RemoveRaftVoter, retried while the previous voter change is not committed yet
+/// (REQUEST_TIMED_OUT, retriable: an AddRaftVoter with `AckWhenCommitted` false answered
+/// before its voter set was committed).
+fn remove_voter(addr: &str, id: i32, directory_id: Uuid) -> RemoveRaftVoterResponse {
+    let remove = RemoveRaftVoterRequest::default()
+        .with_cluster_id(None)
+        .with_voter_id(id)
+        .with_voter_directory_id(directory_id);
+    poll_until_ok("the last voter change committed", REPLICATE_WAIT, || {
+        let r: RemoveRaftVoterResponse = client(addr)?.try_request(0, &remove)?;
+        match r.error_code {
+            REQUEST_TIMED_OUT => Err(format!("{r:?}")),
+            _ => Ok(r),
+        }
+    })
+}
+
+/// `brook format --standalone` (KIP-853): node 1 starts as the only voter, with its
+/// directory id and `kraft.version` 1; node 2 (`--no-initial-controllers`) joins as an
+/// observer, listed with its directory id, and AddRaftVoter v1 (`AckWhenCommitted` false)
+/// makes it a voter, but not under another directory id. RemoveRaftVoter removes only the
+/// voter with the request's directory id (Kafka's `ReplicaKey`).
+#[test]
+fn a_standalone_controller_starts_alone_and_another_joins_by_add_raft_voter() {
+    let _turn = serial();
+    let c = Cluster::start_dynamic(2, &[], QuorumFormat::Standalone);
+    let (one, two) = (
+        kafka_uuid(&c.directory_id(1)),
+        kafka_uuid(&c.directory_id(2)),
+    );
+    let at = c.address(1);
+    await_replicas(&at, &BTreeMap::from([(1, one)]), Some((2, two)));
+    // The observer fetches as node 2 with its own directory: no voter with another one is
+    // caught up (Kafka's `AddVoterHandler`).
+    let other = add_voter_request(&c, 2, Uuid::from_u128(7));
+    let r: AddRaftVoterResponse = client(&at).unwrap().request(0, &other);
+    assert_eq!(r.error_code, REQUEST_TIMED_OUT, "{r:?}");
+    let add = add_voter_request(&c, 2, two).with_ack_when_committed(false);
+    let r: AddRaftVoterResponse = client(&at).unwrap().request(ADD_RAFT_VOTER_V1, &add);
+    assert_eq!(r.error_code, NONE, "{r:?}");
+    let both = BTreeMap::from([(1, one), (2, two)]);
+    await_replicas(&at, &both, None);
+    await_replicas(&c.address(2), &both, None);
+    // A voter is known by its id and directory id together.
+    let r = remove_voter(&at, 2, Uuid::from_u128(7));
+    assert_eq!(r.error_code, VOTER_NOT_FOUND, "{r:?}");
+    let message = r.error_message.map(|m| m.to_string()).unwrap_or_default();
+    let listed = format!(
+        "ReplicaKey(id=2, directoryId=Optional[{}])",
+        c.directory_id(2)
+    );
+    assert!(message.contains(&listed), "{message}");
+    let r = remove_voter(&at, 2, two);
+    assert_eq!(r.error_code, NONE, "{r:?}");
+    await_replicas(&at, &BTreeMap::from([(1, one)]), Some((2, two)));
+}
+
+/// `brook format --initial-controllers` on three nodes: the quorum starts with exactly those
+/// voters, each with the directory id it was formatted with (also its `meta.properties`), at
+/// `kraft.version` 1 (AddRaftVoter of a voter is a DUPLICATE_VOTER, not UNSUPPORTED_VERSION).
+#[test]
+fn initial_controllers_start_with_their_voters_and_directory_ids() {
+    let _turn = serial();
+    let c = Cluster::start_dynamic(3, &[], QuorumFormat::InitialControllers);
+    let want: BTreeMap<i32, Uuid> = c
+        .ids()
+        .into_iter()
+        .map(|id| (id, kafka_uuid(&c.directory_id(id))))
+        .collect();
+    assert_eq!(want.values().collect::<BTreeSet<_>>().len(), 3, "{want:?}");
+    for id in c.ids() {
+        await_replicas(&c.address(id), &want, None);
+    }
+    let add = add_voter_request(&c, 3, want[&3]);
+    let r: AddRaftVoterResponse = client(&c.address(1)).unwrap().request(0, &add);
+    assert_eq!(r.error_code, DUPLICATE_VOTER, "{r:?}");
+}
+
+/// `brook format`'s quorum flags refuse what `kafka-storage format` refuses
+/// (`StorageTool.runFormatCommand`), before writing anything.
+#[test]
+fn format_refuses_what_kafka_storage_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let log_dirs = format!("log.dirs={}", dir.path().join("node").display());
+    let base = [
+        "format",
+        "--override",
+        "process.roles=broker,controller",
+        "--override",
+        "node.id=1",
+        "--override",
+        "listeners=PLAINTEXT://127.0.0.1:1,CONTROLLER://127.0.0.1:2",
+        "--override",
+        "controller.listener.names=CONTROLLER",
+        "--override",
+        "cluster.id=MkU3OEVBNTcwNTJENDM2Qk",
+        "--override",
+        &log_dirs,
+    ];
+    let refused = |extra: &[&str], want: &str| {
+        let args: Vec<&str> = base.iter().chain(extra).copied().collect();
+        let out = brook_protocol_tests::process::run_brook(&args, Duration::from_secs(30));
+        assert!(!out.status.success(), "{extra:?}: {out:?}");
+        assert!(out.stderr.contains(want), "{extra:?}: {out:?}");
+    };
+    let voters = ["--override", "controller.quorum.voters=1@127.0.0.1:2"];
+    let servers = [
+        "--override",
+        "controller.quorum.bootstrap.servers=127.0.0.1:2",
+    ];
+    refused(
+        &[voters[0], voters[1], "--standalone"],
+        "You cannot specify controller.quorum.voters",
+    );
+    refused(&servers, "you must specify one of the following");
+    refused(
+        &[
+            servers[0],
+            servers[1],
+            "--initial-controllers",
+            "1@127.0.0.1:2:nope",
+        ],
+        "Failed to parse directory ID",
+    );
+    refused(
+        &[
+            servers[0],
+            servers[1],
+            "--standalone",
+            "--no-initial-controllers",
+        ],
+        "cannot be used with",
+    );
+    refused(
+        &[
+            "--override",
+            "process.roles=broker",
+            servers[0],
+            servers[1],
+            "--standalone",
+        ],
+        "You can only use --standalone on a controller.",
+    );
+    assert!(!dir.path().join("node").join("meta.properties").exists());
 }

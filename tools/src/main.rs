@@ -70,6 +70,17 @@ enum Command {
         /// (repeatable; `iterations=N` optional).
         #[arg(long = "add-scram", value_name = "MECHANISM=[name=..,password=..]")]
         add_scram: Vec<String>,
+        /// Initializes a controller as a single-node dynamic quorum (KIP-853); the
+        /// configuration has controller.quorum.bootstrap.servers, not controller.quorum.voters.
+        #[arg(long, short = 's', group = "quorum")]
+        standalone: bool,
+        /// Initializes a dynamic quorum with these voters, the same on every node:
+        /// id@host:port:directoryId,... (directory ids in Kafka's uuid form).
+        #[arg(long, short = 'I', value_name = "VOTERS", group = "quorum")]
+        initial_controllers: Option<String>,
+        /// Initializes a node of a dynamic quorum that joins it later (AddRaftVoter).
+        #[arg(long, short = 'N', group = "quorum")]
+        no_initial_controllers: bool,
     },
     /// Prints the batches of a segment file (or of every segment in a partition directory),
     /// transaction markers, and the aborted transactions of `.txnindex` files.
@@ -253,7 +264,19 @@ fn main() -> ExitCode {
             config,
             overrides,
             add_scram,
-        } => format(config, overrides, add_scram),
+            standalone,
+            initial_controllers,
+            no_initial_controllers,
+        } => {
+            use brook::controller::dynamic_voters::QuorumFlag;
+            let quorum = match (standalone, initial_controllers, no_initial_controllers) {
+                (true, _, _) => Some(QuorumFlag::Standalone),
+                (_, Some(v), _) => Some(QuorumFlag::InitialControllers(v)),
+                (_, _, true) => Some(QuorumFlag::NoInitialControllers),
+                _ => None,
+            };
+            format(config, overrides, add_scram, quorum)
+        }
         Command::Fault { command } => fault(command),
         Command::DumpLog {
             path,
@@ -283,7 +306,13 @@ fn raise_open_file_limit() {
     }
 }
 
-fn format(config: Option<PathBuf>, overrides: Vec<String>, add_scram: Vec<String>) -> ExitCode {
+fn format(
+    config: Option<PathBuf>,
+    overrides: Vec<String>,
+    add_scram: Vec<String>,
+    quorum: Option<brook::controller::dynamic_voters::QuorumFlag>,
+) -> ExitCode {
+    use brook::controller::dynamic_voters;
     let config = match BrokerConfig::load(config.as_deref(), &overrides) {
         Ok(c) => c,
         Err(e) => {
@@ -291,6 +320,19 @@ fn format(config: Option<PathBuf>, overrides: Vec<String>, add_scram: Vec<String
             return ExitCode::from(2);
         }
     };
+    // The quorum flags first, as `kafka-storage format` checks them before writing anything.
+    let formatted = dynamic_voters::plan(&config, quorum.as_ref()).and_then(|plan| match plan {
+        Some(p) => dynamic_voters::format(&config.log_dir, config.node_id, &p).map(Some),
+        None => Ok(None),
+    });
+    match formatted {
+        Ok(Some(line)) => println!("{line}"),
+        Ok(None) => {}
+        Err(e) => {
+            eprintln!("brook format: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
     let parsed: Result<Vec<_>, String> = add_scram
         .iter()
         .map(|a| brook::security::bootstrap::parse_add_scram(a))

@@ -136,7 +136,7 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::DescribeLogDirs, 1, 5, 1),
     api(ApiKey::DescribeQuorum, 0, 2, 0),
     // KIP-853 voter changes and broker decommissioning (kafka-metadata-quorum, kafka-cluster).
-    api(ApiKey::AddRaftVoter, 0, 0, 0),
+    api(ApiKey::AddRaftVoter, 0, 1, 0),
     api(ApiKey::RemoveRaftVoter, 0, 0, 0),
     api(ApiKey::UnregisterBroker, 0, 0, 0),
     // ACLs (Kafka 4.0 removed v0 of the three).

@@ -6,8 +6,9 @@
 //! so the tool gets the leader's view from any bootstrap address. Brook does the same: a node
 //! that is not the Raft leader asks the leader ([`Controller::describe_quorum`]).
 //!
-//! Voter directory ids: Brook's quorum records none, so `replica_directory_id` is the zero
-//! uuid (the tool prints `null`). Nodes (v2) carry each voter's controller listener from the
+//! Directory ids (`replica_directory_id`, v2): each replica's recorded one (Kafka's
+//! `ReplicaKey`, see `controller::voter_control`); a static voter has none, the zero uuid
+//! (the tool prints `null`). Nodes (v2) carry each voter's controller listener from the
 //! Raft membership; observers are the nodes that joined through
 //! `controller.quorum.bootstrap.servers` and do not vote (`controller::voter_control`).
 //!
@@ -111,9 +112,16 @@ fn single_partition(partition: PartitionData) -> DescribeQuorumResponse {
         .with_partitions(vec![partition.with_partition_index(0)])])
 }
 
-fn replica_state(r: &QuorumReplica) -> ReplicaState {
+/// One replica at `version`: `ReplicaDirectoryId` arrived with v2 and is not ignorable.
+fn replica_state(r: &QuorumReplica, version: i16) -> ReplicaState {
+    let directory_id = if version >= 2 {
+        r.directory_id
+    } else {
+        uuid::Uuid::nil()
+    };
     ReplicaState::default()
         .with_replica_id(r.replica_id.into())
+        .with_replica_directory_id(directory_id)
         .with_log_end_offset(r.log_end_offset)
         .with_last_fetch_timestamp(r.last_fetch_timestamp_ms)
         .with_last_caught_up_timestamp(r.last_caught_up_timestamp_ms)
@@ -127,8 +135,13 @@ fn describe(d: &QuorumDescription, version: i16) -> DescribeQuorumResponse {
         .with_leader_id(d.leader_id.into())
         .with_leader_epoch(d.leader_epoch)
         .with_high_watermark(d.high_watermark)
-        .with_current_voters(d.voters.iter().map(replica_state).collect())
-        .with_observers(d.observers.iter().map(replica_state).collect());
+        .with_current_voters(d.voters.iter().map(|r| replica_state(r, version)).collect())
+        .with_observers(
+            d.observers
+                .iter()
+                .map(|r| replica_state(r, version))
+                .collect(),
+        );
     let nodes = d
         .endpoints
         .iter()

@@ -9,7 +9,8 @@
 //! `handleRemoveVoterRequest` (cluster id, a valid voter, the controller listener among the
 //! new voter's endpoints). Brook checks the same here and hands the change to the controller
 //! (`Controller::add_voter`, `remove_voter`, `unregister_broker`), which routes it to the
-//! active controller.
+//! active controller. AddRaftVoter v1 (KIP-1186) adds `AckWhenCommitted`: false answers once
+//! the leader has appended the new voter set rather than committed it.
 //!
 //! A single node (no `process.roles`) has no quorum to change: INVALID_REQUEST, as
 //! DescribeQuorum answers it.
@@ -119,13 +120,19 @@ async fn add(
     let address = format!("{}:{}", endpoint.host.as_str(), endpoint.port);
     let timeout_ms = u64::try_from(req.timeout_ms).unwrap_or(0);
     controller
-        .add_voter(req.voter_id, req.voter_directory_id, address, timeout_ms)
+        .add_voter(
+            req.voter_id,
+            req.voter_directory_id,
+            address,
+            timeout_ms,
+            req.ack_when_committed,
+        )
         .await
         .map_err(refusal)
 }
 
-/// Handles one RemoveRaftVoter request. The directory id is not compared: Brook's quorum
-/// records none (see `controller::voter_control`).
+/// Handles one RemoveRaftVoter request: the voter is removed only if its recorded directory
+/// id is the request's (see `controller::voter_control`).
 pub async fn handle_remove(
     broker: &Broker,
     ctx: &RequestContext,

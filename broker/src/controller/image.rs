@@ -216,6 +216,12 @@ pub struct MetadataImage {
     /// change by pointer. Stored as a list of pairs: an entity is a map, not a JSON key.
     #[serde(default, with = "client_quota_entries")]
     pub client_quotas: Arc<ClientQuotas>,
+    /// Each voter's directory id, as the quorum recorded it (the `VoterDirectoryId` of
+    /// Kafka's `VotersRecord`): from the formatted voter set or an AddRaftVoter. A static
+    /// voter (`controller.quorum.voters`) has none, as in Kafka. Kept after a voter leaves:
+    /// the Raft membership says who votes; this names only their directories.
+    #[serde(default)]
+    pub voter_directory_ids: BTreeMap<i32, Uuid>,
 }
 
 /// Every entity's quotas (Kafka's `ClientQuotasImage`).
@@ -349,6 +355,9 @@ pub enum MetadataRecord {
     },
     /// A feature's finalized level (Kafka's `FeatureLevelRecord`); 0 turns it off.
     FeatureLevel { name: String, level: i16 },
+    /// A voter's directory id (Kafka's `VotersRecord.Voter`: its `ReplicaKey`), recorded
+    /// before the membership change that adds the voter, or from the formatted voter set.
+    VoterDirectoryId { voter_id: i32, directory_id: Uuid },
     /// Sets (`Some`) or removes (`None`) keys of one client-metrics subscription (Kafka's
     /// `ConfigRecord` with resource type CLIENT_METRICS).
     AlterClientMetricsConfigs {
@@ -588,6 +597,12 @@ impl MetadataImage {
                 }
             }
             MetadataRecord::ScramBootstrapped => self.scram_bootstrapped = true,
+            MetadataRecord::VoterDirectoryId {
+                voter_id,
+                directory_id,
+            } => {
+                self.voter_directory_ids.insert(*voter_id, *directory_id);
+            }
             MetadataRecord::ClientQuota { entity, key, value } => {
                 // Kafka's `ClientQuotaControlManager.replay`: an entity without keys is gone.
                 let quotas = Arc::make_mut(&mut self.client_quotas);

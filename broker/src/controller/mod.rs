@@ -26,6 +26,7 @@ pub mod channel;
 pub mod client_quota_control;
 pub mod cluster_control;
 pub mod configuration_control;
+pub mod dynamic_voters;
 pub mod error;
 pub mod feature_control;
 #[cfg(test)]
@@ -130,8 +131,9 @@ pub struct ControllerConfig {
     /// This node's id (`node.id`); must be one of `voters`.
     pub node_id: i32,
     /// `controller.quorum.voters`: id → `host:port` of each voter's controller listener: the
-    /// voters a new quorum starts with. Empty for a node that joins a running quorum through
-    /// `bootstrap_servers` (KIP-853). Once the quorum runs, its membership (openraft's, in the
+    /// voters a new quorum starts with, else the voter set `brook format --standalone` or
+    /// `--initial-controllers` wrote ([`dynamic_voters`]). Empty for a node that joins a
+    /// running quorum through `bootstrap_servers` (KIP-853). Once the quorum runs, its membership (openraft's, in the
     /// Raft log) is the owner of who votes and where each member listens ([`Inner::node_address`]).
     pub voters: BTreeMap<i32, String>,
     /// `controller.quorum.bootstrap.servers` (KIP-853): controller listeners (`host:port`) that
@@ -216,7 +218,26 @@ impl ControllerConfig {
                 "node.id is not among the voters",
             ));
         }
-        if voters.is_empty() && cfg.cluster_id.is_none() {
+        // A dynamic quorum's node formatted with a voter set (`brook format --standalone`,
+        // `--initial-controllers`) starts with those voters; another waits to be taken in.
+        let dynamic = voters.is_empty();
+        let mut voters = voters;
+        if dynamic {
+            let metadata_dir = cfg.log_dir.join(METADATA_DIR);
+            let formatted = dynamic_voters::read(&metadata_dir).map_err(|e| {
+                ConfigError::Invalid(format!(
+                    "{}: {e}",
+                    dynamic_voters::path(&metadata_dir).display()
+                ))
+            })?;
+            voters = formatted
+                .into_iter()
+                .flat_map(|b| b.voters)
+                .map(|v| (v.node_id, v.address()))
+                .collect();
+        }
+        let own = voters.get(&cfg.node_id);
+        if dynamic && cfg.cluster_id.is_none() {
             // A joining node must name the cluster it joins, as `kafka-storage format
             // --cluster-id` does; a static quorum derives its id from its voters.
             return Err(invalid(
@@ -404,6 +425,9 @@ pub(crate) struct Inner {
     /// Held by the one voter change (AddRaftVoter, RemoveRaftVoter) in flight on the active
     /// controller; another is refused, as Kafka's `LeaderState.isOperationPending`.
     voter_change: tokio::sync::Mutex<()>,
+    /// The directory id each observer this node took in as leader sent
+    /// (`voter_control::observe`): one entry per node id that asked, a few.
+    observer_directory_ids: parking_lot::Mutex<HashMap<i32, Uuid>>,
 }
 
 /// A running quorum member. Cheap to clone.
@@ -582,6 +606,7 @@ impl Controller {
             incarnation: Uuid::new_v4(),
             leader_elections: AtomicU64::new(0),
             voter_change: tokio::sync::Mutex::new(()),
+            observer_directory_ids: parking_lot::Mutex::new(HashMap::new()),
         });
         let mut tasks = Vec::new();
         if let Some(listener) = listener {
@@ -728,20 +753,23 @@ impl Controller {
     }
 
     /// AddRaftVoter (KIP-853): makes `voter_id`, listening at `address` (`host:port` of its
-    /// controller listener), a voter once it has caught up, within `timeout_ms`. See
-    /// [`voter_control`].
+    /// controller listener), a voter once it has caught up, within `timeout_ms`; answered
+    /// once the new voter set is committed, or appended if not `ack_when_committed`
+    /// (KIP-1186). See [`voter_control`].
     pub async fn add_voter(
         &self,
         voter_id: i32,
         directory_id: Uuid,
         address: String,
         timeout_ms: u64,
+        ack_when_committed: bool,
     ) -> Result<(), ControllerError> {
         let change = voter_control::VoterChange::Add {
             voter_id,
             directory_id,
             address,
             timeout_ms,
+            ack_when_committed,
         };
         self.inner.change_voters(change, false).await
     }
@@ -985,6 +1013,16 @@ impl Controller {
         credentials: Vec<(String, i8, crate::security::scram::ScramCredential)>,
     ) -> Result<(), ControllerError> {
         let req = ControllerRequest::BootstrapScramCredentials { credentials };
+        self.inner.submit(req).await.map(|_| ())
+    }
+
+    /// Records the formatted voter set's directory ids and `kraft.version`
+    /// ([`dynamic_voters`]) unless the cluster has recorded its `kraft.version` already.
+    pub async fn bootstrap_voters(
+        &self,
+        bootstrap: dynamic_voters::BootstrapVoters,
+    ) -> Result<(), ControllerError> {
+        let req = ControllerRequest::BootstrapVoters { bootstrap };
         self.inner.submit(req).await.map(|_| ())
     }
 

@@ -30,6 +30,9 @@ pub const UNKNOWN: i64 = -1;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QuorumReplica {
     pub replica_id: i32,
+    /// Its recorded directory id (Kafka's `ReplicaKey`); the zero uuid if none.
+    #[serde(default)]
+    pub directory_id: uuid::Uuid,
     /// [`UNKNOWN`] until the follower has matched an entry in this term.
     pub log_end_offset: i64,
     /// Leader wall clock, ms; [`UNKNOWN`] if not seen in this term.
@@ -189,11 +192,19 @@ pub(super) fn describe_as_leader(inner: &Inner) -> Result<QuorumDescription, Con
     let term = metrics.current_term;
     let now = now_ms();
     let replication = metrics.replication.unwrap_or_default();
+    let image = inner.image_rx.borrow().clone();
+    let observed = inner.observer_directory_ids.lock().clone();
     let replica = |id: NodeId| {
+        // A voter's recorded `ReplicaKey`, else the one it sent as an observer.
+        let directory_id = match super::voter_control::directory_id_of(&image, id as i32) {
+            d if d.is_nil() => observed.get(&(id as i32)).copied().unwrap_or_default(),
+            d => d,
+        };
         if id == own {
             // Kafka reports the leader as fetched and caught up now.
             return QuorumReplica {
                 replica_id: id as i32,
+                directory_id,
                 log_end_offset: offset_after(metrics.last_log_index),
                 last_fetch_timestamp_ms: now,
                 last_caught_up_timestamp_ms: now,
@@ -202,6 +213,7 @@ pub(super) fn describe_as_leader(inner: &Inner) -> Result<QuorumDescription, Con
         let (fetch, caught_up) = inner.clocks.get(id, term);
         QuorumReplica {
             replica_id: id as i32,
+            directory_id,
             log_end_offset: match replication.get(&id) {
                 Some(Some(matched)) => offset_after(Some(matched.index)),
                 _ => UNKNOWN,

@@ -122,6 +122,10 @@ pub enum ControllerRequest {
     BootstrapScramCredentials {
         credentials: Vec<(String, i8, crate::security::scram::ScramCredential)>,
     },
+    /// The voter set a dynamic quorum was formatted with; recorded once per cluster.
+    BootstrapVoters {
+        bootstrap: super::dynamic_voters::BootstrapVoters,
+    },
     /// AllocateProducerIds: a block of producer ids for `node_id`.
     AllocateProducerIds { node_id: i32 },
     /// Issued by the active controller's own liveness check.
@@ -341,6 +345,9 @@ pub fn decide(
         )),
         ControllerRequest::BootstrapScramCredentials { credentials } => {
             Ok(super::scram_control::bootstrap(image, credentials))
+        }
+        ControllerRequest::BootstrapVoters { bootstrap } => {
+            Ok(super::voter_control::bootstrap(image, bootstrap))
         }
         ControllerRequest::AlterClientQuotas {
             alterations,

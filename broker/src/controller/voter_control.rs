@@ -19,8 +19,20 @@
 //! time, and only at `kraft.version` 1: a quorum started from `controller.quorum.voters` has
 //! 0 until `kafka-features upgrade --feature kraft.version=1`.
 //!
-//! Directory ids: Brook's quorum records none (DescribeQuorum shows the zero uuid), so a voter
-//! is known by its id alone and the directory id of a request is not compared.
+//! Directory ids (Kafka's `ReplicaKey`): openraft's membership holds ids and addresses, so
+//! each voter's directory id is a metadata record beside it
+//! (`MetadataRecord::VoterDirectoryId`), written before the membership change that adds the
+//! voter, or from the formatted voter set ([`bootstrap`]). A static voter has none (the
+//! zero uuid), as in Kafka. RemoveRaftVoter removes only the voter whose recorded directory
+//! id is the request's (`VoterSet.removeVoter` compares the whole `ReplicaKey`).
+//!
+//! Observers tell the leader their directory ids when they ask to be taken in; AddRaftVoter of
+//! an observer's id with another directory id is refused as not caught up, as Kafka's leader
+//! finds no caught-up replica with that `ReplicaKey`. A leader that did not take the observer
+//! in (after a failover) knows no directory id for it and does not check.
+//!
+//! AddRaftVoter v1 (KIP-1186): with `AckWhenCommitted` false the answer comes once the leader
+//! has appended the new voter set, not once it is committed; the change goes on.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -32,6 +44,9 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use super::dynamic_voters::BootstrapVoters;
+use super::image::{MetadataBatch, MetadataImage, MetadataRecord};
+use super::request::{ControllerReply, ControllerResult};
 use super::{internal, network, ControllerError, Inner, NodeId};
 use crate::features::KRAFT_VERSION;
 
@@ -47,9 +62,16 @@ pub enum VoterChange {
         directory_id: Uuid,
         address: String,
         timeout_ms: u64,
+        /// AddRaftVoter v1's `AckWhenCommitted` (true below v1).
+        #[serde(default = "ack_when_committed_default")]
+        ack_when_committed: bool,
     },
     /// RemoveRaftVoter.
     Remove { voter_id: i32, directory_id: Uuid },
+}
+
+fn ack_when_committed_default() -> bool {
+    true
 }
 
 /// An observer's request to be replicated to (`/controller/observe`).
@@ -59,12 +81,61 @@ pub struct ObserveRequest {
     pub address: String,
     /// Set by a node that passed the request on to the leader: never passed on again.
     pub forwarded: bool,
+    /// The observer's `directory.id` (its `ReplicaKey` with `node_id`, as a Kafka observer's
+    /// fetches carry it); the zero uuid from a node that sends none.
+    #[serde(default)]
+    pub directory_id: Uuid,
 }
 
-/// Kafka's `ReplicaKey.toString`, for messages.
+/// Kafka's `ReplicaKey.toString`, for messages (the zero uuid is no directory id).
 fn replica_key(id: i32, directory_id: Uuid) -> String {
-    let dir = crate::metadata::kafka_uuid_string(directory_id);
-    format!("ReplicaKey(id={id}, directoryId=Optional[{dir}])")
+    match directory_id.is_nil() {
+        true => format!("ReplicaKey(id={id}, directoryId=Optional.empty)"),
+        false => {
+            let dir = crate::metadata::kafka_uuid_string(directory_id);
+            format!("ReplicaKey(id={id}, directoryId=Optional[{dir}])")
+        }
+    }
+}
+
+/// The voters as Kafka's `VoterSet.voterKeys` prints them in messages.
+fn voter_keys(image: &MetadataImage, voters: &BTreeSet<NodeId>) -> String {
+    let keys: Vec<String> = voters
+        .iter()
+        .map(|v| replica_key(*v as i32, directory_id_of(image, *v as i32)))
+        .collect();
+    format!("[{}]", keys.join(", "))
+}
+
+/// The recorded directory id of voter `id`; the zero uuid if it has none (a static voter).
+pub fn directory_id_of(image: &MetadataImage, id: i32) -> Uuid {
+    image
+        .voter_directory_ids
+        .get(&id)
+        .copied()
+        .unwrap_or_default()
+}
+
+/// The formatted voter set's records (Kafka's bootstrap `KRaftVersionRecord` and
+/// `VotersRecord`), unless the cluster recorded its `kraft.version` already: written once,
+/// by whichever formatted node asks first.
+pub fn bootstrap(image: &MetadataImage, bootstrap: &BootstrapVoters) -> ControllerResult {
+    if image.feature_levels.contains_key(KRAFT_VERSION) {
+        return (Vec::new(), ControllerReply::Done);
+    }
+    let mut records: Vec<MetadataRecord> = bootstrap
+        .voters
+        .iter()
+        .map(|v| MetadataRecord::VoterDirectoryId {
+            voter_id: v.node_id,
+            directory_id: v.directory_id,
+        })
+        .collect();
+    records.push(MetadataRecord::FeatureLevel {
+        name: KRAFT_VERSION.to_string(),
+        level: bootstrap.kraft_version,
+    });
+    (records, ControllerReply::Done)
 }
 
 fn client_write_error(
@@ -128,90 +199,179 @@ pub(super) async fn change_locally(
             "Request timed out waiting for voters to commit the latest voter change".into(),
         ));
     }
+    let image = inner.image_rx.borrow().clone();
     match change {
         VoterChange::Add {
             voter_id,
             directory_id,
             address,
             timeout_ms,
-        } => add_voter(inner, &voters, voter_id, directory_id, address, timeout_ms).await,
-        VoterChange::Remove {
-            voter_id,
-            directory_id,
-        } => remove_voter(inner, &voters, voter_id, directory_id).await,
-    }
-}
-
-/// Kafka's `AddVoterHandler`: not a voter yet, caught up with the leader within the timeout
-/// (else REQUEST_TIMED_OUT), then the new voter set, answered once committed.
-async fn add_voter(
-    inner: &Inner,
-    voters: &BTreeSet<NodeId>,
-    voter_id: i32,
-    directory_id: Uuid,
-    address: String,
-    timeout_ms: u64,
-) -> Result<(), ControllerError> {
-    let key = replica_key(voter_id, directory_id);
-    let id = voter_id as NodeId;
-    if voter_id < 0 {
-        return Err(ControllerError::InvalidRequest(format!(
-            "{key} is not a valid replica id"
-        )));
-    }
-    if voters.contains(&id) {
-        return Err(ControllerError::DuplicateVoter(format!(
-            "The voter id for {key} is already part of the set of voters {voters:?}."
-        )));
-    }
-    let deadline = Instant::now() + Duration::from_millis(timeout_ms);
-    // Blocking: returns once the learner has the leader's log as it was when asked.
-    let caught_up = tokio::time::timeout_at(
-        deadline,
-        inner.raft.add_learner(id, BasicNode::new(&address), true),
-    )
-    .await;
-    match caught_up {
-        Ok(Ok(_)) => {}
-        Ok(Err(e)) => return Err(client_write_error(inner, e)),
-        Err(_) => {
-            return Err(ControllerError::RequestTimedOut(format!(
-                "Aborted add voter operation for {key} since it is lagging behind"
-            )))
-        }
-    }
-    let changed = tokio::time::timeout_at(
-        deadline,
-        inner
-            .raft
-            .change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([id])), true),
-    )
-    .await;
-    match changed {
-        Ok(Ok(_)) => {
+            ack_when_committed,
+        } => {
+            let key = replica_key(voter_id, directory_id);
+            if voter_id < 0 {
+                return Err(ControllerError::InvalidRequest(format!(
+                    "{key} is not a valid replica id"
+                )));
+            }
+            if voters.contains(&(voter_id as NodeId)) {
+                return Err(ControllerError::DuplicateVoter(format!(
+                    "The voter id for {key} is already part of the set of voters {}.",
+                    voter_keys(&image, &voters)
+                )));
+            }
+            // The observer that fetches as this voter id has another directory: the voter
+            // with the request's `ReplicaKey` is not caught up (Kafka's
+            // `AddVoterHandler.handleApiVersionsResponse`, `isReplicaCaughtUp`).
+            let observed = inner.observer_directory_ids.lock().get(&voter_id).copied();
+            if observed.is_some_and(|o| !o.is_nil() && o != directory_id) {
+                return Err(ControllerError::RequestTimedOut(format!(
+                    "Aborted add voter operation for {key} since it is lagging behind"
+                )));
+            }
+            let deadline = Instant::now() + Duration::from_millis(timeout_ms);
+            catch_up(inner, voter_id, &key, address.clone(), deadline).await?;
+            let new_voter = NewVoter {
+                voter_id,
+                directory_id,
+                key,
+                ack_when_committed,
+            };
+            add_voter(inner, new_voter, deadline).await?;
             tracing::info!(voter_id, %address, "added a voter to the metadata quorum");
             Ok(())
         }
+        VoterChange::Remove {
+            voter_id,
+            directory_id,
+        } => remove_voter(inner, &image, &voters, voter_id, directory_id).await,
+    }
+}
+
+/// The voter an AddRaftVoter adds, once caught up.
+struct NewVoter {
+    voter_id: i32,
+    directory_id: Uuid,
+    /// Kafka's `ReplicaKey` of it, for messages.
+    key: String,
+    ack_when_committed: bool,
+}
+
+/// Kafka's `AddVoterHandler` up to `isReplicaCaughtUp`: the new voter, a Raft learner, has
+/// the leader's log within the request's timeout, else REQUEST_TIMED_OUT.
+async fn catch_up(
+    inner: &Inner,
+    voter_id: i32,
+    key: &str,
+    address: String,
+    deadline: Instant,
+) -> Result<(), ControllerError> {
+    // Blocking: returns once the learner has the leader's log as it was when asked.
+    let caught_up = tokio::time::timeout_at(
+        deadline,
+        inner
+            .raft
+            .add_learner(voter_id as NodeId, BasicNode::new(&address), true),
+    )
+    .await;
+    match caught_up {
+        Ok(Ok(_)) => Ok(()),
         Ok(Err(e)) => Err(client_write_error(inner, e)),
         Err(_) => Err(ControllerError::RequestTimedOut(format!(
-            "Request timed out waiting for the voter set with {key} to commit"
+            "Aborted add voter operation for {key} since it is lagging behind"
         ))),
     }
 }
 
-/// Kafka's `RemoveVoterHandler`: a current voter, not the last one (`VoterSet.removeVoter`);
-/// it stays a learner, an observer.
+/// Kafka's `AddVoterHandler` from the caught-up voter on: its `ReplicaKey` recorded, then the
+/// new voter set, answered once committed, or with `AckWhenCommitted` false once the leader
+/// has appended it (`AddVoterHandlerState`'s `ackWhenCommitted`, KIP-1186).
+async fn add_voter(
+    inner: &Inner,
+    voter: NewVoter,
+    deadline: Instant,
+) -> Result<(), ControllerError> {
+    let record = MetadataRecord::VoterDirectoryId {
+        voter_id: voter.voter_id,
+        directory_id: voter.directory_id,
+    };
+    let recorded = tokio::time::timeout_at(
+        deadline,
+        inner.raft.client_write(MetadataBatch(vec![record])),
+    )
+    .await;
+    match recorded {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => return Err(client_write_error(inner, e)),
+        Err(_) => return Err(timed_out_committing(&voter.key)),
+    }
+    let id = voter.voter_id as NodeId;
+    let raft = inner.raft.clone();
+    let mut change = tokio::spawn(async move {
+        raft.change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([id])), true)
+            .await
+    });
+    if !voter.ack_when_committed {
+        // Appended: the leader's effective membership (its log's last) lists the voter.
+        let mut metrics = inner.raft.metrics();
+        let appended = metrics.wait_for(|m| {
+            m.membership_config
+                .membership()
+                .voter_ids()
+                .any(|v| v == id)
+        });
+        tokio::select! {
+            Ok(_) = appended => return Ok(()),
+            _ = tokio::time::sleep_until(deadline) => return Err(timed_out_committing(&voter.key)),
+            joined = &mut change => return change_result(inner, joined, &voter.key),
+        }
+    }
+    match tokio::time::timeout_at(deadline, &mut change).await {
+        Ok(joined) => change_result(inner, joined, &voter.key),
+        // The change goes on: openraft cannot take back an appended membership.
+        Err(_) => Err(timed_out_committing(&voter.key)),
+    }
+}
+
+fn timed_out_committing(key: &str) -> ControllerError {
+    ControllerError::RequestTimedOut(format!(
+        "Request timed out waiting for the voter set with {key} to commit"
+    ))
+}
+
+type MembershipResult = Result<
+    openraft::raft::ClientWriteResponse<super::TypeConfig>,
+    RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>,
+>;
+
+fn change_result(
+    inner: &Inner,
+    joined: Result<MembershipResult, tokio::task::JoinError>,
+    key: &str,
+) -> Result<(), ControllerError> {
+    match joined {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(client_write_error(inner, e)),
+        Err(e) => Err(internal(format!("adding {key}: {e}"))),
+    }
+}
+
+/// Kafka's `RemoveVoterHandler`: a current voter with this `ReplicaKey`, not the last one
+/// (`VoterSet.removeVoter`); it stays a learner, an observer.
 async fn remove_voter(
     inner: &Inner,
+    image: &MetadataImage,
     voters: &BTreeSet<NodeId>,
     voter_id: i32,
     directory_id: Uuid,
 ) -> Result<(), ControllerError> {
     let key = replica_key(voter_id, directory_id);
     let id = voter_id as NodeId;
-    if voter_id < 0 || !voters.contains(&id) || voters.len() == 1 {
+    let same_key = directory_id_of(image, voter_id) == directory_id;
+    if voter_id < 0 || !voters.contains(&id) || !same_key || voters.len() == 1 {
         return Err(ControllerError::VoterNotFound(format!(
-            "Cannot remove voter {key} from the set of voters {voters:?}"
+            "Cannot remove voter {key} from the set of voters {}",
+            voter_keys(image, voters)
         )));
     }
     let timeout = Duration::from_millis(inner.config.request_timeout_ms);
@@ -263,6 +423,12 @@ pub(super) async fn observe(inner: &Inner, req: ObserveRequest) -> Result<(), Co
                 active: Some(active),
             }));
     }
+    // The leader knows each observer by its `ReplicaKey` (Kafka's `LeaderState` keeps
+    // observers' states by it), for AddRaftVoter's check and DescribeQuorum.
+    inner
+        .observer_directory_ids
+        .lock()
+        .insert(req.node_id, req.directory_id);
     if inner
         .node_address(req.node_id)
         .is_some_and(|a| a == req.address && inner.is_member(req.node_id))
@@ -315,6 +481,12 @@ pub(super) async fn observer_join_task(inner: Arc<Inner>) {
     if servers.is_empty() {
         return;
     }
+    let directory_id = inner
+        .config
+        .metadata_dir
+        .parent()
+        .and_then(crate::metadata::read_directory_id)
+        .unwrap_or_default();
     let mut next = 0usize;
     loop {
         if !inner.is_member(me) {
@@ -324,6 +496,7 @@ pub(super) async fn observer_join_task(inner: Arc<Inner>) {
                 node_id: me,
                 address: address.clone(),
                 forwarded: false,
+                directory_id,
             };
             let link = inner.link_to(super::NO_LEADER);
             let answer: Result<Result<(), ControllerError>, _> = network::post_json(
@@ -343,5 +516,32 @@ pub(super) async fn observer_join_task(inner: Arc<Inner>) {
             }
         }
         tokio::time::sleep(OBSERVER_JOIN_RETRY).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::dynamic_voters::DynamicVoter;
+
+    #[test]
+    fn a_formatted_voter_set_is_recorded_once() {
+        let mut image = MetadataImage::default();
+        let voter = DynamicVoter {
+            node_id: 1,
+            host: "127.0.0.1".into(),
+            port: 9093,
+            directory_id: Uuid::from_u128(5),
+        };
+        let formatted = BootstrapVoters {
+            kraft_version: 1,
+            voters: vec![voter],
+        };
+        let (records, _) = bootstrap(&image, &formatted);
+        image.apply_batch(&MetadataBatch(records));
+        assert_eq!(image.feature_level(KRAFT_VERSION), 1);
+        assert_eq!(directory_id_of(&image, 1), Uuid::from_u128(5));
+        assert_eq!(directory_id_of(&image, 2), Uuid::nil());
+        assert!(bootstrap(&image, &formatted).0.is_empty());
     }
 }

@@ -17,7 +17,7 @@ use crate::protocol::{
     Encodable, Encoder, HeaderVersion, Message, StrBytes, VersionRange,
 };
 
-/// Valid versions: 0
+/// Valid versions: 0-1
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct AddRaftVoterRequest {
@@ -46,11 +46,22 @@ pub struct AddRaftVoterRequest {
     /// Supported API versions: 0
     pub listeners: Vec<Listener>,
 
+    /// Brook: v1's AckWhenCommitted (KIP-1186). When true, return a response after the new
+    /// voter set is committed. Otherwise, return after the leader writes the changes locally.
+    ///
+    /// Supported API versions: 1
+    pub ack_when_committed: bool,
+
     /// Other tagged fields
     pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
 }
 
 impl AddRaftVoterRequest {
+    /// Brook: sets `ack_when_committed` (v1) to the passed value.
+    pub fn with_ack_when_committed(mut self, value: bool) -> Self {
+        self.ack_when_committed = value;
+        self
+    }
     /// Sets `cluster_id` to the passed value.
     ///
     /// The cluster id.
@@ -111,7 +122,7 @@ impl AddRaftVoterRequest {
 #[cfg(feature = "client")]
 impl Encodable for AddRaftVoterRequest {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 0 {
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
         types::CompactString.encode(buf, &self.cluster_id)?;
@@ -119,6 +130,12 @@ impl Encodable for AddRaftVoterRequest {
         types::Int32.encode(buf, &self.voter_id)?;
         types::Uuid.encode(buf, &self.voter_directory_id)?;
         types::CompactArray(types::Struct { version }).encode(buf, &self.listeners)?;
+        // Brook: AckWhenCommitted (v1).
+        if version >= 1 {
+            types::Boolean.encode(buf, &self.ack_when_committed)?;
+        } else if !self.ack_when_committed {
+            bail!("A field is set that is not available on the selected protocol version");
+        }
         let num_tagged_fields = self.unknown_tagged_fields.len();
         if num_tagged_fields > std::u32::MAX as usize {
             bail!(
@@ -139,6 +156,12 @@ impl Encodable for AddRaftVoterRequest {
         total_size += types::Uuid.compute_size(&self.voter_directory_id)?;
         total_size +=
             types::CompactArray(types::Struct { version }).compute_size(&self.listeners)?;
+        // Brook: AckWhenCommitted (v1).
+        if version >= 1 {
+            total_size += types::Boolean.compute_size(&self.ack_when_committed)?;
+        } else if !self.ack_when_committed {
+            bail!("A field is set that is not available on the selected protocol version");
+        }
         let num_tagged_fields = self.unknown_tagged_fields.len();
         if num_tagged_fields > std::u32::MAX as usize {
             bail!(
@@ -156,7 +179,7 @@ impl Encodable for AddRaftVoterRequest {
 #[cfg(feature = "broker")]
 impl Decodable for AddRaftVoterRequest {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 0 {
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
         let cluster_id = types::CompactString.decode(buf)?;
@@ -164,6 +187,12 @@ impl Decodable for AddRaftVoterRequest {
         let voter_id = types::Int32.decode(buf)?;
         let voter_directory_id = types::Uuid.decode(buf)?;
         let listeners = types::CompactArray(types::Struct { version }).decode(buf)?;
+        // Brook: AckWhenCommitted (v1), true below.
+        let ack_when_committed = if version >= 1 {
+            types::Boolean.decode(buf)?
+        } else {
+            true
+        };
         let mut unknown_tagged_fields = BTreeMap::new();
         let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
         for _ in 0..num_tagged_fields {
@@ -178,6 +207,7 @@ impl Decodable for AddRaftVoterRequest {
             voter_id,
             voter_directory_id,
             listeners,
+            ack_when_committed,
             unknown_tagged_fields,
         })
     }
@@ -191,17 +221,18 @@ impl Default for AddRaftVoterRequest {
             voter_id: 0,
             voter_directory_id: Uuid::nil(),
             listeners: Default::default(),
+            ack_when_committed: true,
             unknown_tagged_fields: BTreeMap::new(),
         }
     }
 }
 
 impl Message for AddRaftVoterRequest {
-    const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 }; // Brook: v1 (KIP-1186)
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
-/// Valid versions: 0
+/// Valid versions: 0-1
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct Listener {
@@ -267,7 +298,7 @@ impl Listener {
 #[cfg(feature = "client")]
 impl Encodable for Listener {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 0 {
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
         types::CompactString.encode(buf, &self.name)?;
@@ -307,7 +338,7 @@ impl Encodable for Listener {
 #[cfg(feature = "broker")]
 impl Decodable for Listener {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 0 {
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
         let name = types::CompactString.decode(buf)?;
@@ -342,7 +373,7 @@ impl Default for Listener {
 }
 
 impl Message for Listener {
-    const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 }; // Brook: v1 (KIP-1186)
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 

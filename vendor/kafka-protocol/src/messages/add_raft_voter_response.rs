@@ -17,7 +17,7 @@ use crate::protocol::{
     Encodable, Encoder, HeaderVersion, Message, StrBytes, VersionRange,
 };
 
-/// Valid versions: 0
+/// Valid versions: 0-1
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct AddRaftVoterResponse {
@@ -83,7 +83,7 @@ impl AddRaftVoterResponse {
 #[cfg(feature = "broker")]
 impl Encodable for AddRaftVoterResponse {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 0 {
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
         types::Int32.encode(buf, &self.throttle_time_ms)?;
@@ -123,7 +123,7 @@ impl Encodable for AddRaftVoterResponse {
 #[cfg(feature = "client")]
 impl Decodable for AddRaftVoterResponse {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 0 {
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
         let throttle_time_ms = types::Int32.decode(buf)?;
@@ -158,7 +158,7 @@ impl Default for AddRaftVoterResponse {
 }
 
 impl Message for AddRaftVoterResponse {
-    const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 }; // Brook: v1 is v0 (KIP-1186)
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 

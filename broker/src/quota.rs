@@ -27,7 +27,8 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::controller::client_quota_control::{
-    CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, ENTITY_CLIENT_ID, ENTITY_USER, PRODUCER_BYTE_RATE,
+    CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, ENTITY_CLIENT_ID, ENTITY_USER,
+    PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE,
 };
 use crate::controller::image::ClientQuotas;
 
@@ -43,6 +44,7 @@ pub const SENSORS_SWEEP_AT: usize = 4096;
 pub enum QuotaType {
     Produce,
     Fetch,
+    Request,
     ControllerMutation,
 }
 
@@ -52,6 +54,7 @@ impl QuotaType {
         match self {
             QuotaType::Produce => "Produce",
             QuotaType::Fetch => "Fetch",
+            QuotaType::Request => "Request",
             QuotaType::ControllerMutation => "ControllerMutation",
         }
     }
@@ -61,6 +64,7 @@ impl QuotaType {
         match self {
             QuotaType::Produce => PRODUCER_BYTE_RATE,
             QuotaType::Fetch => CONSUMER_BYTE_RATE,
+            QuotaType::Request => REQUEST_PERCENTAGE,
             QuotaType::ControllerMutation => CONTROLLER_MUTATION_RATE,
         }
     }
@@ -279,7 +283,14 @@ impl ClientQuotaManager {
             return 0;
         }
         // `QuotaUtils.throttleTime`: the delay that brings the rate back to the quota.
-        ((rate - limit) / limit * window_ms as f64).round() as i32
+        let throttle_ms = ((rate - limit) / limit * window_ms as f64).round() as i64;
+        // Request time is bounded by one window (Kafka's `ClientRequestQuotaManager`
+        // passes `quota.window.size.seconds` to `QuotaUtils.boundedThrottleTime`).
+        let bound_ms = match self.quota_type {
+            QuotaType::Request => self.window.window_ms,
+            _ => i32::MAX as i64,
+        };
+        throttle_ms.min(bound_ms) as i32
     }
 
     /// Kafka's `unrecordQuotaSensor`: takes back a recorded value (a throttled fetch sends
@@ -528,12 +539,14 @@ impl State {
     }
 }
 
-/// The broker's client quota managers (Kafka's `QuotaManagers.produce`, `.fetch` and
-/// `.controllerMutation`).
+/// The broker's client quota managers (Kafka's `QuotaManagers.produce`, `.fetch`,
+/// `.request` and `.controllerMutation`).
 #[derive(Debug)]
 pub struct QuotaManagers {
     pub produce: ClientQuotaManager,
     pub fetch: ClientQuotaManager,
+    /// `request_percentage`: request time in percent of one thread (`api::request_quota`).
+    pub request: ClientQuotaManager,
     pub controller_mutation: ClientQuotaManager,
 }
 
@@ -543,6 +556,7 @@ impl QuotaManagers {
         QuotaManagers {
             produce: ClientQuotaManager::new(QuotaType::Produce, window),
             fetch: ClientQuotaManager::new(QuotaType::Fetch, window),
+            request: ClientQuotaManager::new(QuotaType::Request, window),
             controller_mutation: ClientQuotaManager::new(
                 QuotaType::ControllerMutation,
                 controller_window,

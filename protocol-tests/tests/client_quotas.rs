@@ -3,7 +3,8 @@
 //! `strict`, `validate_only`, quotas surviving a restart), and a librdkafka producer held to its
 //! `producer_byte_rate`, told so by the throttle time of its Produce answers (KIP-219), and
 //! CreateTopics, CreatePartitions and DeleteTopics held to `controller_mutation_rate` (strict
-//! and permissive versions, Kafka's `ControllerMutationQuotaManager`).
+//! and permissive versions, Kafka's `ControllerMutationQuotaManager`), and a client
+//! hammering Metadata held to its `request_percentage` (Kafka's `ClientRequestQuotaManager`).
 //!
 //! The tests run against Kafka 4.4 too (`scripts/differential`, through kafka-as-brook.sh).
 
@@ -716,4 +717,78 @@ fn strict_delete_and_grow(b: &Broker) {
     let r = again.request(3, &grow);
     assert_eq!(r.results[0].error_code, THROTTLING_QUOTA_EXCEEDED);
     assert!(r.throttle_time_ms > 0, "{}", r.throttle_time_ms);
+}
+
+/// `request_percentage` of the hammering client: 1% of one thread, 10 ms of request time a
+/// second.
+const REQUEST_PERCENTAGE: f64 = 1.0;
+/// Bounds the hammering whatever the broker does.
+const HAMMER_REQUESTS_MAX: usize = 50_000;
+const HAMMER_FOR: Duration = Duration::from_secs(10);
+
+#[test]
+fn a_client_hammering_cheap_requests_is_held_to_its_request_percentage() {
+    let b = Broker::start_with(&[
+        ("quota.window.num", "2"),
+        ("quota.window.size.seconds", "1"),
+    ]);
+    let mut admin = WireClient::connect(&b.bootstrap());
+    let set = alter(
+        &mut admin,
+        1,
+        vec![entry(
+            &[("client-id", Some("hammer"))],
+            &[("request_percentage", Some(REQUEST_PERCENTAGE))],
+        )],
+        false,
+    );
+    assert_eq!(set, vec![(0, None)]);
+    let mut c = mutator(&b, "hammer");
+    let start = Instant::now();
+    let mut sent = 0;
+    let throttle_ms = loop {
+        assert!(
+            sent < HAMMER_REQUESTS_MAX && start.elapsed() < HAMMER_FOR,
+            "{sent} Metadata requests in {:?}, none throttled",
+            start.elapsed()
+        );
+        sent += 1;
+        let t = c.metadata(&[], false).throttle_time_ms;
+        if t > 0 {
+            break t;
+        }
+    };
+    // Kafka bounds a request-time throttle by one window (`quota.window.size.seconds`).
+    assert!(throttle_ms <= 1000, "{throttle_ms}");
+    // Hammering on, the client is muted (KIP-219) most of the time: the throttle times
+    // handed out fill most of the time, and (muted, not just told) no more than it.
+    let (all_ms, muted_ms, elapsed) = hammer_on(&mut c, HAMMER_ON);
+    let elapsed_ms = elapsed.as_millis() as i64;
+    eprintln!(
+        "first throttle after {sent} requests ({throttle_ms} ms); then {all_ms} ms of \
+         throttle in {elapsed_ms} ms"
+    );
+    assert!(all_ms * 2 >= elapsed_ms, "{all_ms} of {elapsed_ms} ms");
+    assert!(
+        muted_ms <= elapsed_ms + 100,
+        "{muted_ms} ms throttled in {elapsed_ms} ms: not muted"
+    );
+}
+
+/// How long the hammering goes on once throttled.
+const HAMMER_ON: Duration = Duration::from_millis(1500);
+
+/// Metadata requests for `period`: the throttle times of all answers, of all but the last
+/// (whose mute falls after the period), and the time taken.
+fn hammer_on(c: &mut WireClient, period: Duration) -> (i64, i64, Duration) {
+    let start = Instant::now();
+    let (mut all_ms, mut last_ms) = (0i64, 0i64);
+    for _ in 0..HAMMER_REQUESTS_MAX {
+        if start.elapsed() >= period {
+            break;
+        }
+        last_ms = c.metadata(&[], false).throttle_time_ms as i64;
+        all_ms += last_ms;
+    }
+    (all_ms, all_ms - last_ms, start.elapsed())
 }

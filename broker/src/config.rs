@@ -116,6 +116,9 @@ pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
     // The client quotas' sampled rates (crate::quota), Kafka's defaults.
     ("quota.window.num", "11"),
     ("quota.window.size.seconds", "1"),
+    // The controller mutation quota's token bucket (crate::quota), Kafka's defaults.
+    ("controller.quota.window.num", "11"),
+    ("controller.quota.window.size.seconds", "1"),
     ("message.max.bytes", "1048588"),
     ("log.segment.bytes", "1073741824"),
     ("log.roll.ms", ""),
@@ -309,6 +312,9 @@ pub struct BrokerConfig {
     /// `quota.window.num` samples of `quota.window.size.seconds` each: the window client
     /// byte rates are measured over (Kafka's `ClientQuotaManagerConfig`).
     pub quota_window: crate::quota::QuotaWindow,
+    /// `controller.quota.window.num` windows of `controller.quota.window.size.seconds`: the
+    /// burst of the `controller_mutation_rate` token bucket.
+    pub controller_quota_window: crate::quota::QuotaWindow,
     pub retention_check_interval_ms: u64,
     /// The log cleaner's settings (Kafka's `log.cleaner.*` broker keys).
     pub log_cleaner: LogCleanerConfig,
@@ -479,14 +485,8 @@ impl BrokerConfig {
                 "max.incremental.fetch.session.cache.slots",
                 &get("max.incremental.fetch.session.cache.slots"),
             )?,
-            quota_window: crate::quota::QuotaWindow {
-                samples: positive::<i32>("quota.window.num", &get("quota.window.num"))? as usize,
-                window_ms: positive::<i32>(
-                    "quota.window.size.seconds",
-                    &get("quota.window.size.seconds"),
-                )? as i64
-                    * 1000,
-            },
+            quota_window: quota_window(&get, "quota.window")?,
+            controller_quota_window: quota_window(&get, "controller.quota.window")?,
             log_cleaner: LogCleanerConfig {
                 enable: parse_bool("log.cleaner.enable", &get("log.cleaner.enable"))?,
                 threads: at_least_zero_int("log.cleaner.threads", &get("log.cleaner.threads"))?,
@@ -843,6 +843,20 @@ fn positive<T: std::str::FromStr + PartialOrd + Default>(
         return Err(invalid(key, v, "must be positive"));
     }
     Ok(n)
+}
+
+/// `<prefix>.num` samples of `<prefix>.size.seconds` each (Kafka's `ClientQuotaManagerConfig`
+/// from `quota.window.*` or `controller.quota.window.*`).
+fn quota_window(
+    get: &impl Fn(&str) -> String,
+    prefix: &str,
+) -> Result<crate::quota::QuotaWindow, ConfigError> {
+    let num = format!("{prefix}.num");
+    let size = format!("{prefix}.size.seconds");
+    Ok(crate::quota::QuotaWindow {
+        samples: positive::<i32>(&num, &get(&num))? as usize,
+        window_ms: positive::<i32>(&size, &get(&size))? as i64 * 1000,
+    })
 }
 
 /// `queued.max.request.bytes`: a value <= 0 means no bound; a bound must hold the largest

@@ -11,6 +11,14 @@
 //! change, so a quota altered on any node applies to the next request. With no quota of the
 //! manager's key anywhere, a check is that comparison and one branch (Kafka's
 //! `quotasEnabled`).
+//!
+//! `controller_mutation_rate` is held by a token bucket instead of a sampled rate (Kafka's
+//! `ControllerMutationQuotaManager` with its `TokenBucket`): partitions created or deleted
+//! take tokens, which refill at the quota up to `controller.quota.window.num` windows of
+//! `controller.quota.window.size.seconds` worth. Kafka holds it on the active controller,
+//! which every broker forwards CreateTopics, CreatePartitions and DeleteTopics to; Brook
+//! holds it on the broker that takes the request (`api::topics`), so a client spreading its
+//! mutations over several brokers gets the quota once per broker.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,7 +27,8 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::controller::client_quota_control::{
-    CONSUMER_BYTE_RATE, ENTITY_CLIENT_ID, ENTITY_USER, PRODUCER_BYTE_RATE,
+    CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, ENTITY_CLIENT_ID, ENTITY_USER,
+    PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE,
 };
 use crate::controller::image::ClientQuotas;
 
@@ -35,6 +44,8 @@ pub const SENSORS_SWEEP_AT: usize = 4096;
 pub enum QuotaType {
     Produce,
     Fetch,
+    Request,
+    ControllerMutation,
 }
 
 impl QuotaType {
@@ -43,6 +54,8 @@ impl QuotaType {
         match self {
             QuotaType::Produce => "Produce",
             QuotaType::Fetch => "Fetch",
+            QuotaType::Request => "Request",
+            QuotaType::ControllerMutation => "ControllerMutation",
         }
     }
 
@@ -51,6 +64,8 @@ impl QuotaType {
         match self {
             QuotaType::Produce => PRODUCER_BYTE_RATE,
             QuotaType::Fetch => CONSUMER_BYTE_RATE,
+            QuotaType::Request => REQUEST_PERCENTAGE,
+            QuotaType::ControllerMutation => CONTROLLER_MUTATION_RATE,
         }
     }
 }
@@ -147,10 +162,50 @@ impl SampledRate {
     }
 }
 
-/// One client's rate and when it was last used.
+/// Kafka's `TokenBucket` stat: `tokens` refill at the quota per second up to a burst of
+/// `samples * window * quota`; a client may mutate while it has any left, and goes below
+/// zero by the mutation that exhausts them.
+#[derive(Debug, Default)]
+struct TokenBucket {
+    tokens: f64,
+    last_update_ms: i64,
+}
+
+impl TokenBucket {
+    /// `TokenBucket.refill`. A new bucket (last update 0) starts full, as Kafka's does.
+    fn refill(&mut self, w: QuotaWindow, quota: f64, now: i64) -> f64 {
+        let burst = w.samples as f64 * (w.window_ms as f64 / 1000.0) * quota;
+        let elapsed_s = (now - self.last_update_ms).max(0) as f64 / 1000.0;
+        self.tokens = burst.min(self.tokens + quota * elapsed_s);
+        self.last_update_ms = now;
+        burst
+    }
+
+    /// `TokenBucket.measure`: the tokens left now.
+    fn measure(&mut self, w: QuotaWindow, quota: f64, now: i64) -> f64 {
+        self.refill(w, quota, now);
+        self.tokens
+    }
+
+    /// `TokenBucket.record`: takes `value` tokens.
+    fn record(&mut self, w: QuotaWindow, quota: f64, value: f64, now: i64) -> f64 {
+        let burst = self.refill(w, quota, now);
+        self.tokens = burst.min(self.tokens - value);
+        self.tokens
+    }
+}
+
+/// `ControllerMutationQuotaManager.throttleTimeMs`: how long the bucket takes to refill
+/// from `tokens` (below zero) back to zero.
+fn bucket_throttle_ms(tokens: f64, quota: f64) -> i64 {
+    (-tokens / quota * 1000.0).round() as i64
+}
+
+/// One client's rate (or, for controller mutations, token bucket) and when it was last used.
 #[derive(Debug)]
 struct Sensor {
     rate: SampledRate,
+    bucket: TokenBucket,
     last_record_ms: i64,
 }
 
@@ -228,7 +283,14 @@ impl ClientQuotaManager {
             return 0;
         }
         // `QuotaUtils.throttleTime`: the delay that brings the rate back to the quota.
-        ((rate - limit) / limit * window_ms as f64).round() as i32
+        let throttle_ms = ((rate - limit) / limit * window_ms as f64).round() as i64;
+        // Request time is bounded by one window (Kafka's `ClientRequestQuotaManager`
+        // passes `quota.window.size.seconds` to `QuotaUtils.boundedThrottleTime`).
+        let bound_ms = match self.quota_type {
+            QuotaType::Request => self.window.window_ms,
+            _ => i32::MAX as i64,
+        };
+        throttle_ms.min(bound_ms) as i32
     }
 
     /// Kafka's `unrecordQuotaSensor`: takes back a recorded value (a throttled fetch sends
@@ -261,6 +323,54 @@ impl ClientQuotaManager {
             .map(|l| l * (w.samples as f64 - 1.0) * (w.window_ms as f64 / 1000.0))
     }
 
+    /// The client's token bucket after taking `permits`: the tokens left and the quota, or
+    /// `None` when no `controller_mutation_rate` applies to the client (Kafka's
+    /// `UnboundedControllerMutationQuota`).
+    fn take_tokens(
+        &self,
+        quotas: &Arc<ClientQuotas>,
+        user: &str,
+        client_id: &str,
+        permits: f64,
+        now: i64,
+    ) -> Option<(f64, f64)> {
+        let mut st = self.state.lock();
+        st.refresh(self.quota_type, quotas);
+        if st.enabled == 0 {
+            return None;
+        }
+        let tags = st.metric_tags(user, client_id);
+        let limit = st.quota_limit(&tags)?;
+        let w = self.window;
+        let bucket = &mut st.sensor(tags, now).bucket;
+        let tokens = if permits == 0.0 {
+            bucket.measure(w, limit, now)
+        } else {
+            bucket.record(w, limit, permits, now)
+        };
+        Some((tokens, limit))
+    }
+
+    /// Kafka's `ControllerMutationQuotaManager.newQuotaFor`: one request's quota, strict
+    /// (mutations refused once the tokens are spent) or permissive (accepted, throttled).
+    pub fn mutation_quota(
+        &self,
+        quotas: Arc<ClientQuotas>,
+        user: &str,
+        client_id: &str,
+        strict: bool,
+    ) -> ControllerMutationQuota<'_> {
+        ControllerMutationQuota {
+            manager: self,
+            quotas,
+            user: user.to_string(),
+            client_id: client_id.to_string(),
+            strict,
+            last_throttle_ms: 0,
+            last_recorded_ms: 0,
+        }
+    }
+
     /// Kafka's `throttle`: counts the throttle time (the channel is muted by the caller).
     pub fn throttle(&self, throttle_ms: i32) {
         if throttle_ms > 0 {
@@ -276,6 +386,64 @@ impl ClientQuotaManager {
             self.throttle_time_ms_total.load(Ordering::Relaxed),
             self.throttled_total.load(Ordering::Relaxed),
         )
+    }
+}
+
+/// One request's controller mutation quota (Kafka's `StrictControllerMutationQuota` and
+/// `PermissiveControllerMutationQuota`), asked once per topic the request mutates.
+#[derive(Debug)]
+pub struct ControllerMutationQuota<'a> {
+    manager: &'a ClientQuotaManager,
+    quotas: Arc<ClientQuotas>,
+    user: String,
+    client_id: String,
+    strict: bool,
+    last_throttle_ms: i64,
+    last_recorded_ms: i64,
+}
+
+impl ControllerMutationQuota<'_> {
+    /// A strict quota whose client has no tokens left: the mutation is refused with
+    /// THROTTLING_QUOTA_EXCEEDED and the time until the bucket is back at zero kept for the
+    /// answer (Kafka's strict `record`, which checks before it takes). `None` otherwise.
+    pub fn exceeded(&mut self, now: i64) -> Option<i32> {
+        if !self.strict {
+            return None;
+        }
+        let (tokens, quota) =
+            self.manager
+                .take_tokens(&self.quotas, &self.user, &self.client_id, 0.0, now)?;
+        if tokens >= 0.0 {
+            return None;
+        }
+        self.last_throttle_ms = bucket_throttle_ms(tokens, quota);
+        self.last_recorded_ms = now;
+        Some(self.last_throttle_ms as i32)
+    }
+
+    /// Takes `permits` (partitions created or deleted) for a mutation the controller
+    /// accepted. A permissive quota that this takes below zero keeps the throttle time.
+    pub fn record(&mut self, permits: usize, now: i64) {
+        let taken = self.manager.take_tokens(
+            &self.quotas,
+            &self.user,
+            &self.client_id,
+            permits as f64,
+            now,
+        );
+        if let Some((tokens, quota)) = taken {
+            if !self.strict && tokens < 0.0 {
+                self.last_throttle_ms = bucket_throttle_ms(tokens, quota);
+                self.last_recorded_ms = now;
+            }
+        }
+    }
+
+    /// `AbstractControllerMutationQuota.throttleTime`: the kept throttle time less what has
+    /// passed since (the request may have waited on the controller meanwhile).
+    pub fn throttle_time_ms(&self, now: i64) -> i32 {
+        let left = self.last_throttle_ms - (now - self.last_recorded_ms);
+        left.clamp(0, i32::MAX as i64) as i32
     }
 }
 
@@ -363,6 +531,7 @@ impl State {
         }
         let s = self.sensors.entry(tags).or_insert_with(|| Sensor {
             rate: SampledRate::new(),
+            bucket: TokenBucket::default(),
             last_record_ms: now,
         });
         s.last_record_ms = now;
@@ -370,18 +539,28 @@ impl State {
     }
 }
 
-/// The broker's byte-rate quota managers (Kafka's `QuotaManagers.produce` and `.fetch`).
+/// The broker's client quota managers (Kafka's `QuotaManagers.produce`, `.fetch`,
+/// `.request` and `.controllerMutation`).
 #[derive(Debug)]
 pub struct QuotaManagers {
     pub produce: ClientQuotaManager,
     pub fetch: ClientQuotaManager,
+    /// `request_percentage`: request time in percent of one thread (`api::request_quota`).
+    pub request: ClientQuotaManager,
+    pub controller_mutation: ClientQuotaManager,
 }
 
 impl QuotaManagers {
-    pub fn new(window: QuotaWindow) -> QuotaManagers {
+    /// `window` is `quota.window.*`, `controller_window` is `controller.quota.window.*`.
+    pub fn new(window: QuotaWindow, controller_window: QuotaWindow) -> QuotaManagers {
         QuotaManagers {
             produce: ClientQuotaManager::new(QuotaType::Produce, window),
             fetch: ClientQuotaManager::new(QuotaType::Fetch, window),
+            request: ClientQuotaManager::new(QuotaType::Request, window),
+            controller_mutation: ClientQuotaManager::new(
+                QuotaType::ControllerMutation,
+                controller_window,
+            ),
         }
     }
 }
@@ -436,6 +615,43 @@ mod tests {
         let t = m.record_and_get_throttle_ms(&q, "u", "c", 2500.0, now);
         // sum 6500 over a 10 s window: 650 B/s, (650 - 500) / 500 * 10000 = 3000 ms.
         assert_eq!(t, 3000);
+    }
+
+    fn mutation_quotas(rate: f64) -> Arc<ClientQuotas> {
+        let mut q = ClientQuotas::new();
+        let e: QuotaEntity = [("client-id".to_string(), Some("c".to_string()))]
+            .into_iter()
+            .collect();
+        q.insert(
+            e,
+            BTreeMap::from([(CONTROLLER_MUTATION_RATE.to_string(), QuotaValue::new(rate))]),
+        );
+        Arc::new(q)
+    }
+
+    #[test]
+    fn a_strict_mutation_quota_refuses_once_the_bucket_is_spent() {
+        // 2 partitions/s, 2 windows of 1 s: a burst of 4 partitions.
+        let w = QuotaWindow {
+            samples: 2,
+            window_ms: 1000,
+        };
+        let m = ClientQuotaManager::new(QuotaType::ControllerMutation, w);
+        let q = mutation_quotas(2.0);
+        let now = 1_000_000;
+        let mut strict = m.mutation_quota(q.clone(), "u", "c", true);
+        assert_eq!(strict.exceeded(now), None);
+        strict.record(6, now);
+        // The mutation that spends the bucket passes; -2 tokens take 1 s to refill.
+        assert_eq!(strict.throttle_time_ms(now), 0);
+        assert_eq!(strict.exceeded(now), Some(1000));
+        assert_eq!(strict.throttle_time_ms(now + 300), 700);
+        assert_eq!(strict.exceeded(now + 1000), None);
+        // A permissive quota accepts and throttles.
+        let mut permissive = m.mutation_quota(q, "u", "c", false);
+        assert_eq!(permissive.exceeded(now + 1000), None);
+        permissive.record(3, now + 1000);
+        assert_eq!(permissive.throttle_time_ms(now + 1000), 1500);
     }
 
     #[test]

@@ -170,7 +170,8 @@ impl Server {
             config.num_partitions,
             config.default_replication_factor,
         );
-        let quotas = crate::quota::QuotaManagers::new(config.quota_window);
+        let quotas =
+            crate::quota::QuotaManagers::new(config.quota_window, config.controller_quota_window);
         let broker = Arc::new(Broker {
             tls: crate::security::ssl::reload::LiveTls::new(&config.tls.servers),
             quotas,

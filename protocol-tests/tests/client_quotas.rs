@@ -1,18 +1,27 @@
 //! Client quotas as Kafka 4.4 serves them: AlterClientQuotas and DescribeClientQuotas over the
 //! raw wire (Kafka's validation and errors, defaults, the exact/default/specified match types,
 //! `strict`, `validate_only`, quotas surviving a restart), and a librdkafka producer held to its
-//! `producer_byte_rate`, told so by the throttle time of its Produce answers (KIP-219).
+//! `producer_byte_rate`, told so by the throttle time of its Produce answers (KIP-219), and
+//! CreateTopics, CreatePartitions and DeleteTopics held to `controller_mutation_rate` (strict
+//! and permissive versions, Kafka's `ControllerMutationQuotaManager`), and a client
+//! hammering Metadata held to its `request_percentage` (Kafka's `ClientRequestQuotaManager`).
 //!
-//! Both tests run against Kafka 4.4 too (`scripts/differential`, through kafka-as-brook.sh).
+//! The tests run against Kafka 4.4 too (`scripts/differential`, through kafka-as-brook.sh).
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use brook_protocol_tests::wire::topic_name;
 use brook_protocol_tests::{poll_until_ok, Broker, WireClient};
 use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
-use kafka_protocol::messages::{AlterClientQuotasRequest, DescribeClientQuotasRequest};
+use kafka_protocol::messages::{
+    AlterClientQuotasRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest,
+    DescribeClientQuotasRequest,
+};
 use kafka_protocol::protocol::StrBytes;
 use rdkafka::config::ClientConfig;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
@@ -20,6 +29,8 @@ use rdkafka::statistics::Statistics;
 use rdkafka::ClientContext;
 
 const INVALID_REQUEST: i16 = 42;
+const TOPIC_ALREADY_EXISTS: i16 = 36;
+const THROTTLING_QUOTA_EXCEEDED: i16 = 89;
 const UNSUPPORTED_VERSION: i16 = 35;
 
 const EXACT: i8 = 0;
@@ -563,4 +574,221 @@ fn scrape_metrics(admin: &str) -> String {
     raw.split_once("\r\n\r\n")
         .map(|(_, b)| b.to_string())
         .unwrap_or_default()
+}
+
+/// `controller_mutation_rate` of the default client-id: 2 partitions/s, each client-id its
+/// own bucket of `controller.quota.window.num` (2) windows of 1 s, so a burst of 4.
+const MUTATIONS_PER_SECOND: f64 = 2.0;
+
+#[test]
+fn topic_mutations_are_held_to_the_controller_mutation_rate() {
+    let b = Broker::start_with(&[
+        ("controller.quota.window.num", "2"),
+        ("controller.quota.window.size.seconds", "1"),
+    ]);
+    let mut admin = WireClient::connect(&b.bootstrap());
+    admin.client_id = "unlimited".into();
+    let set = alter(
+        &mut admin,
+        1,
+        vec![entry(
+            &[("client-id", None)],
+            &[("controller_mutation_rate", Some(MUTATIONS_PER_SECOND))],
+        )],
+        false,
+    );
+    assert_eq!(set, vec![(0, None)]);
+    // Quotas reach the brokers through the metadata log: wait until one is enforced.
+    let mut attempt = 0;
+    poll_until_ok(
+        "the mutation quota enforced",
+        Duration::from_secs(10),
+        || {
+            attempt += 1;
+            let mut c = mutator(&b, &format!("probe-{attempt}"));
+            let first = format!("probe-{attempt}-a");
+            let second = format!("probe-{attempt}-b");
+            let r = create_topics(&mut c, 6, &[(&first, 5), (&second, 1)]);
+            (r.1[1] == THROTTLING_QUOTA_EXCEEDED)
+                .then_some(())
+                .ok_or(format!("not yet enforced: {r:?}"))
+        },
+    );
+    strict_create_topics(&b);
+    permissive_create_topics(&b);
+    strict_delete_and_grow(&b);
+}
+
+/// A raw client with its own client-id (its own bucket).
+fn mutator(b: &Broker, client_id: &str) -> WireClient {
+    let mut c = WireClient::connect(&b.bootstrap());
+    c.client_id = client_id.into();
+    c
+}
+
+/// CreateTopics at `version`: the answer's throttle time and each topic's error code.
+fn create_topics(c: &mut WireClient, version: i16, topics: &[(&str, i32)]) -> (i32, Vec<i16>) {
+    let req = CreateTopicsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(
+            topics
+                .iter()
+                .map(|(name, n)| {
+                    CreatableTopic::default()
+                        .with_name(topic_name(name))
+                        .with_num_partitions(*n)
+                        .with_replication_factor(1)
+                })
+                .collect(),
+        );
+    let r = c.request(version, &req);
+    let codes = topics
+        .iter()
+        .map(|(name, _)| {
+            r.topics
+                .iter()
+                .find(|t| t.name.0.as_str() == *name)
+                .map_or(-1, |t| t.error_code)
+        })
+        .collect();
+    (r.throttle_time_ms, codes)
+}
+
+/// The window a throttle time from a bucket at about `deficit` partitions below zero falls
+/// in: what refilling it takes, less the little time the request took.
+fn refill_ms(deficit: f64) -> std::ops::RangeInclusive<i32> {
+    let ms = (deficit / MUTATIONS_PER_SECOND * 1000.0) as i32;
+    ms - 400..=ms
+}
+
+/// v6: the topic that spends the bucket passes, the next is refused with a throttle time;
+/// an existing topic is refused as existing first, and costs nothing.
+fn strict_create_topics(b: &Broker) {
+    let mut admin = mutator(b, "unlimited-2");
+    assert_eq!(create_topics(&mut admin, 6, &[("exists", 1)]).1, vec![0]);
+    let mut c = mutator(b, "strict");
+    let topics = [("s1", 3), ("s2", 3), ("exists", 1), ("s3", 1)];
+    let (throttle_ms, codes) = create_topics(&mut c, 6, &topics);
+    assert_eq!(
+        codes,
+        vec![0, 0, TOPIC_ALREADY_EXISTS, THROTTLING_QUOTA_EXCEEDED]
+    );
+    assert!(refill_ms(2.0).contains(&throttle_ms), "{throttle_ms}");
+    // The refused topic does not exist.
+    let md = admin.metadata(&["s3"], false);
+    assert_ne!(md.topics[0].error_code, 0, "s3 was created");
+}
+
+/// v5: every topic is created, and the answer carries the time to refill the bucket.
+fn permissive_create_topics(b: &Broker) {
+    let mut c = mutator(b, "permissive");
+    let (throttle_ms, codes) = create_topics(&mut c, 5, &[("p1", 3), ("p2", 3)]);
+    assert_eq!(codes, vec![0, 0]);
+    assert!(refill_ms(2.0).contains(&throttle_ms), "{throttle_ms}");
+}
+
+/// DeleteTopics v5 and CreatePartitions v3 are strict too. The second request goes on
+/// another connection of the same client-id: the first is muted for the throttle time,
+/// the bucket is the client-id's.
+fn strict_delete_and_grow(b: &Broker) {
+    let mut c = mutator(b, "deleter");
+    // Three topics of 3 partitions from a bucket of 4: two go, one is refused (which one
+    // is not fixed: Kafka's controller takes them in hash order).
+    let req = DeleteTopicsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topic_names(["s1", "s2", "p1"].iter().map(|n| topic_name(n)).collect());
+    let r = c.request(5, &req);
+    let mut codes: Vec<i16> = r.responses.iter().map(|t| t.error_code).collect();
+    codes.sort();
+    assert_eq!(codes, vec![0, 0, THROTTLING_QUOTA_EXCEEDED]);
+    assert!(
+        refill_ms(2.0).contains(&r.throttle_time_ms),
+        "{}",
+        r.throttle_time_ms
+    );
+
+    let mut again = mutator(b, "deleter");
+    let grow = CreatePartitionsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![CreatePartitionsTopic::default()
+            .with_name(topic_name("p2"))
+            .with_count(4)
+            .with_assignments(None)]);
+    let r = again.request(3, &grow);
+    assert_eq!(r.results[0].error_code, THROTTLING_QUOTA_EXCEEDED);
+    assert!(r.throttle_time_ms > 0, "{}", r.throttle_time_ms);
+}
+
+/// `request_percentage` of the hammering client: 1% of one thread, 10 ms of request time a
+/// second.
+const REQUEST_PERCENTAGE: f64 = 1.0;
+/// Bounds the hammering whatever the broker does.
+const HAMMER_REQUESTS_MAX: usize = 50_000;
+const HAMMER_FOR: Duration = Duration::from_secs(10);
+
+#[test]
+fn a_client_hammering_cheap_requests_is_held_to_its_request_percentage() {
+    let b = Broker::start_with(&[
+        ("quota.window.num", "2"),
+        ("quota.window.size.seconds", "1"),
+    ]);
+    let mut admin = WireClient::connect(&b.bootstrap());
+    let set = alter(
+        &mut admin,
+        1,
+        vec![entry(
+            &[("client-id", Some("hammer"))],
+            &[("request_percentage", Some(REQUEST_PERCENTAGE))],
+        )],
+        false,
+    );
+    assert_eq!(set, vec![(0, None)]);
+    let mut c = mutator(&b, "hammer");
+    let start = Instant::now();
+    let mut sent = 0;
+    let throttle_ms = loop {
+        assert!(
+            sent < HAMMER_REQUESTS_MAX && start.elapsed() < HAMMER_FOR,
+            "{sent} Metadata requests in {:?}, none throttled",
+            start.elapsed()
+        );
+        sent += 1;
+        let t = c.metadata(&[], false).throttle_time_ms;
+        if t > 0 {
+            break t;
+        }
+    };
+    // Kafka bounds a request-time throttle by one window (`quota.window.size.seconds`).
+    assert!(throttle_ms <= 1000, "{throttle_ms}");
+    // Hammering on, the client is muted (KIP-219) most of the time: the throttle times
+    // handed out fill most of the time, and (muted, not just told) no more than it.
+    let (all_ms, muted_ms, elapsed) = hammer_on(&mut c, HAMMER_ON);
+    let elapsed_ms = elapsed.as_millis() as i64;
+    eprintln!(
+        "first throttle after {sent} requests ({throttle_ms} ms); then {all_ms} ms of \
+         throttle in {elapsed_ms} ms"
+    );
+    assert!(all_ms * 2 >= elapsed_ms, "{all_ms} of {elapsed_ms} ms");
+    assert!(
+        muted_ms <= elapsed_ms + 100,
+        "{muted_ms} ms throttled in {elapsed_ms} ms: not muted"
+    );
+}
+
+/// How long the hammering goes on once throttled.
+const HAMMER_ON: Duration = Duration::from_millis(1500);
+
+/// Metadata requests for `period`: the throttle times of all answers, of all but the last
+/// (whose mute falls after the period), and the time taken.
+fn hammer_on(c: &mut WireClient, period: Duration) -> (i64, i64, Duration) {
+    let start = Instant::now();
+    let (mut all_ms, mut last_ms) = (0i64, 0i64);
+    for _ in 0..HAMMER_REQUESTS_MAX {
+        if start.elapsed() >= period {
+            break;
+        }
+        last_ms = c.metadata(&[], false).throttle_time_ms as i64;
+        all_ms += last_ms;
+    }
+    (all_ms, all_ms - last_ms, start.elapsed())
 }

@@ -279,8 +279,8 @@ fn quota_window_bytes(broker: &Broker, ctx: &RequestContext, follower: Option<i3
         .map_or(usize::MAX, |v| v as usize)
 }
 
-/// A consumer's fetch against its fetch quota (Kafka's `handleFetchRequest`): the answer's
-/// record bytes are recorded; over the quota, they are taken back and the answer is the
+/// A consumer's fetch against its fetch and request quotas (Kafka's `handleFetchRequest`):
+/// the answer's record bytes are recorded; over either quota, they are taken back and the answer is the
 /// session's throttled one, no partitions and the throttle time (KIP-219), with the
 /// session left as it was (Kafka's `FetchContext.getThrottledResponse`). Kafka counts the
 /// whole answer's encoded size; Brook counts its record bytes, all but a few bytes per
@@ -296,7 +296,9 @@ fn over_quota(
         .filter_map(|p| p.records.as_ref().map(|r| r.len()))
         .sum();
     let manager = &broker.quotas.fetch;
-    let throttle_ms = super::client_quotas::record_and_throttle(broker, ctx, manager, bytes);
+    let bandwidth_ms = super::client_quotas::record_and_throttle(broker, ctx, manager, bytes);
+    // The request quota throttles the same way (a follower's fetch, exempt, never gets here).
+    let throttle_ms = bandwidth_ms.max(super::request_quota::record(broker, ctx));
     if throttle_ms == 0 {
         return None;
     }

@@ -29,6 +29,7 @@ pub mod producers;
 pub mod quorum;
 pub mod raft_voters;
 pub mod reassignments;
+pub mod request_quota;
 pub mod sasl;
 pub mod share;
 pub mod share_state;
@@ -38,6 +39,7 @@ pub mod topics;
 pub mod txn;
 pub mod txn_markers;
 
+use std::future::Future;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -192,6 +194,8 @@ pub struct RequestContext {
     /// How long the connection is muted after the answer (KIP-219): set by a handler whose
     /// client went over a quota, read by `net::connection`.
     pub throttle: ThrottleSlot,
+    /// The time the request's handling has been polled (`request_quota`).
+    pub request_time: request_quota::RequestTimer,
 }
 
 /// A request's channel throttle time in ms (Kafka's `ThrottledChannel`), 0 for none.
@@ -246,16 +250,28 @@ pub fn sb(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
 }
 
-/// Counts a handler's response's error codes, then encodes it.
-pub(crate) fn respond<T: kafka_protocol::protocol::Encodable + ResponseErrors>(
+/// Counts a handler's response's error codes, records the request's time against the
+/// client's request quota (raising the answer's throttle time if that is over it), then
+/// encodes it.
+pub(crate) fn respond<T>(
     broker: &Broker,
     ctx: &RequestContext,
     resp: &T,
-) -> Result<Outcome, CodecError> {
+) -> Result<Outcome, CodecError>
+where
+    T: kafka_protocol::protocol::Encodable + ResponseErrors + request_quota::ThrottleTimeField,
+{
     broker
         .metrics
         .requests
         .record_errors(ctx.api_key, ctx.api_version, resp);
+    let throttle_ms = request_quota::record(broker, ctx);
+    if throttle_ms > 0 {
+        if let Some(raised) = request_quota::with_throttle(resp, throttle_ms) {
+            return encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, &raised)
+                .map(Outcome::Respond);
+        }
+    }
     Ok(Outcome::Respond(encode_response(
         ctx.api_key,
         ctx.api_version,
@@ -347,6 +363,7 @@ pub async fn handle_frame(
         session: session.clone(),
         request_bytes: frame.len(),
         throttle: ThrottleSlot::default(),
+        request_time: Default::default(),
     };
     if version < row.decode_min || version > row.max {
         if key == ApiKey::ApiVersions {
@@ -416,7 +433,11 @@ pub async fn handle_frame(
         _ => {}
     }
 
-    let outcome = process(broker, &ctx, req).await?;
+    // Each poll of the handling is timed, for the request quota (`request_quota`).
+    let outcome = {
+        let mut handling = std::pin::pin!(process(broker, &ctx, req));
+        std::future::poll_fn(|cx| ctx.request_time.poll(|| handling.as_mut().poll(cx))).await?
+    };
 
     match fault {
         Some(FaultAction::DropResponse) => Ok((ctx, Outcome::NoResponse)),
@@ -785,6 +806,7 @@ pub async fn illegal_sasl_state_response(
         session: session.clone(),
         request_bytes: 0,
         throttle: ThrottleSlot::default(),
+        request_time: Default::default(),
     };
     let code = kafka_protocol::ResponseError::IllegalSaslState.code();
     match error_response(broker, &ctx, &req, code) {

@@ -1,4 +1,11 @@
-//! CreateTopics, DeleteTopics and CreatePartitions.
+//! CreateTopics, DeleteTopics and CreatePartitions, held to the client's
+//! `controller_mutation_rate` (Kafka's `ControllerApis` with its `ControllerMutationQuota`):
+//! each topic takes as many tokens as partitions it creates or deletes once the controller
+//! has accepted it, so a refused topic costs nothing. From CreateTopics v6, DeleteTopics v5
+//! and CreatePartitions v3 the quota is strict: a topic asked for once the tokens are spent
+//! gets THROTTLING_QUOTA_EXCEEDED (after the controller's own validation, as Kafka applies
+//! the quota last); older versions are accepted and throttled. Either way the answer carries
+//! the throttle time and the connection is muted for it (KIP-219).
 
 use std::collections::BTreeMap;
 
@@ -18,10 +25,53 @@ use super::auth_helper::{authorize, authorize_cluster};
 use super::configs::{config_source, topic_config_entries};
 use super::{sb, RequestContext};
 use crate::broker::Broker;
+use crate::cluster::replica_manager::now_ms;
+use crate::quota::ControllerMutationQuota;
 use crate::security::acl::{AclOperation, ResourceType};
 
 /// Kafka's message for a topic refused by the authorizer (`ControllerApis`).
 const AUTHORIZATION_FAILED: &str = "Authorization failed.";
+
+/// The versions from which a request's mutation quota is strict (the `strictSinceVersion`s
+/// Kafka's `ControllerApis` passes).
+const CREATE_TOPICS_STRICT_SINCE: i16 = 6;
+const DELETE_TOPICS_STRICT_SINCE: i16 = 5;
+const CREATE_PARTITIONS_STRICT_SINCE: i16 = 3;
+
+/// `Errors.THROTTLING_QUOTA_EXCEEDED`'s message, what Kafka answers a refused topic with.
+const THROTTLING_QUOTA_EXCEEDED: &str = "The throttling quota has been exceeded.";
+
+/// The request's controller mutation quota (Kafka's `newQuotaFor(request, strictSince)`).
+fn mutation_quota<'a>(
+    broker: &'a Broker,
+    ctx: &RequestContext,
+    strict_since: i16,
+) -> ControllerMutationQuota<'a> {
+    broker.quotas.controller_mutation.mutation_quota(
+        broker.replicas.image().client_quotas.clone(),
+        &ctx.session.principal.name,
+        ctx.client_id.as_deref().unwrap_or(""),
+        ctx.api_version >= strict_since,
+    )
+}
+
+/// The answer's throttle time: the quota's, for which the connection is muted after the
+/// answer (Kafka's `sendResponseMaybeThrottleWithControllerQuota`).
+fn throttle_answer(broker: &Broker, ctx: &RequestContext, quota: &ControllerMutationQuota) -> i32 {
+    let ms = quota.throttle_time_ms(now_ms());
+    if ms > 0 {
+        broker.quotas.controller_mutation.throttle(ms);
+        ctx.throttle.set(ms);
+    }
+    ms
+}
+
+fn throttled() -> Refusal {
+    (
+        ResponseError::ThrottlingQuotaExceeded.code(),
+        THROTTLING_QUOTA_EXCEEDED.to_string(),
+    )
+}
 
 /// `op` on the cluster or else on the topic (Kafka's `ControllerApis` checks).
 fn may(broker: &Broker, ctx: &RequestContext, op: AclOperation, topic: &str) -> bool {
@@ -34,6 +84,7 @@ pub async fn handle_create_topics(
     ctx: &RequestContext,
     req: CreateTopicsRequest,
 ) -> CreateTopicsResponse {
+    let mut quota = mutation_quota(broker, ctx, CREATE_TOPICS_STRICT_SINCE);
     let mut seen = std::collections::HashSet::new();
     let mut topics = Vec::with_capacity(req.topics.len());
     for t in req.topics {
@@ -64,7 +115,8 @@ pub async fn handle_create_topics(
                 configs.insert(c.name.to_string(), v.to_string());
             }
         }
-        let outcome = create_topic(broker, &name, &t, configs, req.validate_only).await;
+        let outcome =
+            create_within_quota(broker, &mut quota, &name, &t, configs, req.validate_only).await;
         // The created topic's configs only with DESCRIBE_CONFIGS on it.
         let describable = || {
             authorize(
@@ -101,10 +153,32 @@ pub async fn handle_create_topics(
                 .with_error_message(Some(sb(msg))),
         });
     }
-    CreateTopicsResponse::default().with_topics(topics)
+    CreateTopicsResponse::default()
+        .with_throttle_time_ms(throttle_answer(broker, ctx, &quota))
+        .with_topics(topics)
 }
 
 type Refusal = (i16, String);
+
+/// `create_topic` held to the mutation quota: a client out of tokens under a strict quota
+/// has the topic validated only, and refused if it is valid; an accepted topic (validated
+/// only or not, as Kafka counts both) takes its partitions' tokens.
+async fn create_within_quota(
+    broker: &Broker,
+    quota: &mut ControllerMutationQuota<'_>,
+    name: &str,
+    t: &kafka_protocol::messages::create_topics_request::CreatableTopic,
+    configs: BTreeMap<String, String>,
+    validate_only: bool,
+) -> Result<crate::controller::TopicImage, Refusal> {
+    if quota.exceeded(now_ms()).is_some() {
+        create_topic(broker, name, t, configs, true).await?;
+        return Err(throttled());
+    }
+    let created = create_topic(broker, name, t, configs, validate_only).await?;
+    quota.record(created.partitions.len(), now_ms());
+    Ok(created)
+}
 
 /// The controller validates the request (manual assignments included) and assigns and
 /// commits the topic, or for `validate_only` only answers; the answer waits until this
@@ -179,6 +253,7 @@ pub async fn handle_delete_topics(
     ctx: &RequestContext,
     req: DeleteTopicsRequest,
 ) -> DeleteTopicsResponse {
+    let mut quota = mutation_quota(broker, ctx, DELETE_TOPICS_STRICT_SINCE);
     let mut targets: Vec<(Option<String>, Uuid)> = req
         .topic_names
         .iter()
@@ -227,17 +302,7 @@ pub async fn handle_delete_topics(
             );
             continue;
         }
-        let known = broker.replicas.topic(&name).map(|t| t.id).unwrap_or(id);
-        let outcome = broker
-            .replicas
-            .controller()
-            .delete_topic(&name)
-            .await
-            .map(|_| known)
-            .map_err(|e| (e.code(), e.to_string()));
-        if outcome.is_ok() {
-            broker.replicas.wait_caught_up().await;
-        }
+        let outcome = delete_within_quota(broker, &mut quota, &name, id).await;
         responses.push(match outcome {
             Ok(id) => result.with_topic_id(id),
             Err((code, msg)) => result
@@ -246,7 +311,35 @@ pub async fn handle_delete_topics(
                 .with_error_message(Some(sb(msg))),
         });
     }
-    DeleteTopicsResponse::default().with_responses(responses)
+    DeleteTopicsResponse::default()
+        .with_throttle_time_ms(throttle_answer(broker, ctx, &quota))
+        .with_responses(responses)
+}
+
+/// Deletes `name` through the controller, held to the mutation quota: a topic this node
+/// knows takes its partition count in tokens, and under a strict quota with none left is
+/// refused (Kafka checks the topic exists before it applies the quota).
+async fn delete_within_quota(
+    broker: &Broker,
+    quota: &mut ControllerMutationQuota<'_>,
+    name: &str,
+    id: Uuid,
+) -> Result<Uuid, Refusal> {
+    let known = broker.replicas.topic(name);
+    let partitions = known.as_ref().map_or(0, |t| t.partitions.len());
+    let id = known.map(|t| t.id).unwrap_or(id);
+    if partitions > 0 && quota.exceeded(now_ms()).is_some() {
+        return Err(throttled());
+    }
+    broker
+        .replicas
+        .controller()
+        .delete_topic(name)
+        .await
+        .map_err(|e| (e.code(), e.to_string()))?;
+    quota.record(partitions, now_ms());
+    broker.replicas.wait_caught_up().await;
+    Ok(id)
 }
 
 /// Answers CreatePartitions.
@@ -255,6 +348,7 @@ pub async fn handle_create_partitions(
     ctx: &RequestContext,
     req: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
+    let mut quota = mutation_quota(broker, ctx, CREATE_PARTITIONS_STRICT_SINCE);
     let mut results = Vec::with_capacity(req.topics.len());
     for t in req.topics {
         let result = CreatePartitionsTopicResult::default().with_name(t.name.clone());
@@ -272,15 +366,15 @@ pub async fn handle_create_partitions(
                 .map(|a| a.broker_ids.iter().map(|b| b.0).collect())
                 .collect()
         });
-        let outcome = broker
-            .replicas
-            .controller()
-            .create_partitions(&name, t.count, assignments, req.validate_only)
-            .await
-            .map_err(|e| (e.code(), e.to_string()));
-        if outcome.is_ok() && !req.validate_only {
-            broker.replicas.wait_caught_up().await;
-        }
+        let outcome = grow_within_quota(
+            broker,
+            &mut quota,
+            &name,
+            t.count,
+            assignments,
+            req.validate_only,
+        )
+        .await;
         results.push(match outcome {
             Ok(()) => result,
             Err((code, msg)) => result
@@ -288,5 +382,42 @@ pub async fn handle_create_partitions(
                 .with_error_message(Some(sb(msg))),
         });
     }
-    CreatePartitionsResponse::default().with_results(results)
+    CreatePartitionsResponse::default()
+        .with_throttle_time_ms(throttle_answer(broker, ctx, &quota))
+        .with_results(results)
+}
+
+/// Grows `name` to `count` partitions through the controller, held to the mutation quota:
+/// the partitions added take their tokens; under a strict quota with none left the request
+/// is validated only and, if valid, refused.
+async fn grow_within_quota(
+    broker: &Broker,
+    quota: &mut ControllerMutationQuota<'_>,
+    name: &str,
+    count: i32,
+    assignments: Option<Vec<Vec<i32>>>,
+    validate_only: bool,
+) -> Result<(), Refusal> {
+    let controller = broker.replicas.controller();
+    let refusal = |e: crate::controller::ControllerError| (e.code(), e.to_string());
+    if quota.exceeded(now_ms()).is_some() {
+        controller
+            .create_partitions(name, count, assignments, true)
+            .await
+            .map_err(refusal)?;
+        return Err(throttled());
+    }
+    let before = broker
+        .replicas
+        .topic(name)
+        .map_or(0, |t| t.partitions.len());
+    controller
+        .create_partitions(name, count, assignments, validate_only)
+        .await
+        .map_err(refusal)?;
+    quota.record((count.max(0) as usize).saturating_sub(before), now_ms());
+    if !validate_only {
+        broker.replicas.wait_caught_up().await;
+    }
+    Ok(())
 }

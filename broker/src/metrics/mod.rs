@@ -653,10 +653,11 @@ fn encode_authentications(broker: &Broker, enc: &mut DescriptorEncoder) -> Resul
     Ok(())
 }
 
-/// Throttle time handed to clients over a byte-rate quota, by quota type (Kafka's
-/// `throttle-time` sensors of the `Produce` and `Fetch` groups, summed over clients).
+/// Throttle time handed to clients over a quota, by quota type (Kafka's `throttle-time`
+/// sensors of the `Produce`, `Fetch`, `Request` and `ControllerMutation` groups, summed over clients).
 fn encode_quota_throttles(broker: &Broker, enc: &mut DescriptorEncoder) -> Result<(), fmt::Error> {
-    let managers = [&broker.quotas.produce, &broker.quotas.fetch];
+    let q = &broker.quotas;
+    let managers = [&q.produce, &q.fetch, &q.request, &q.controller_mutation];
     let rows: Vec<(&str, (u64, u64))> = managers
         .iter()
         .map(|m| (m.quota_type().name(), m.throttle_totals()))

@@ -84,6 +84,11 @@ pub struct ShareGroup {
     pub target: HashMap<String, TopicPartitions>,
     /// The subscribed topics' metadata the target was computed from.
     topics_seen: TopicsImage,
+    /// The share-partitions whose state the share coordinator may hold for this group
+    /// (Kafka's `ShareGroupStatePartitionMetadata` initialized topics): every partition of a
+    /// topic its members subscribed to, and those AlterShareGroupOffsets set
+    /// ([`super::share_offsets`]). Deleted with the group or by DeleteShareGroupOffsets.
+    pub state_topics: BTreeMap<Uuid, BTreeSet<i32>>,
 }
 
 impl ShareGroup {
@@ -95,6 +100,7 @@ impl ShareGroup {
             members: BTreeMap::new(),
             target: HashMap::new(),
             topics_seen: BTreeMap::new(),
+            state_topics: BTreeMap::new(),
         }
     }
 
@@ -204,6 +210,10 @@ impl ShareGroup {
         member.session_deadline = now + session;
         let image = self.topics_image(topics);
         if image != self.topics_seen {
+            // Kafka's heartbeat initializes every partition of the subscribed topics.
+            for (id, n) in image.values() {
+                self.state_topics.entry(*id).or_default().extend(0..*n);
+            }
             self.topics_seen = image;
             bump = true;
         }

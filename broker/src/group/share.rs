@@ -210,13 +210,10 @@ impl ShareGroup {
         member.session_deadline = now + session;
         let image = self.topics_image(topics);
         if image != self.topics_seen {
-            // Kafka's heartbeat initializes every partition of the subscribed topics.
-            for (id, n) in image.values() {
-                self.state_topics.entry(*id).or_default().extend(0..*n);
-            }
             self.topics_seen = image;
             bump = true;
         }
+        self.note_state_topics();
         if bump {
             self.group_epoch += 1;
         }
@@ -248,6 +245,18 @@ impl ShareGroup {
             member_id: member_id.to_string(),
             member_epoch: m.member_epoch,
             assignment: (joining || changed).then(|| m.assigned.clone()),
+        }
+    }
+
+    /// Kafka's heartbeat initializes every partition of the subscribed topics
+    /// (`GroupMetadataManager.computeShareGroupInitializationTopics`), again after
+    /// DeleteShareGroupOffsets removed one.
+    fn note_state_topics(&mut self) {
+        for (id, n) in self.topics_seen.values() {
+            let held = self.state_topics.entry(*id).or_default();
+            if held.len() < *n as usize {
+                held.extend(0..*n);
+            }
         }
     }
 

@@ -16,9 +16,9 @@
 //! closed ([`crate::share::SharePartitionManager::persist_group`]).
 
 use kafka_protocol::messages::{
-    alter_share_group_offsets_response as alter_resp,
-    describe_share_group_offsets_response as describe_resp,
-    delete_share_group_offsets_response as delete_resp, AlterShareGroupOffsetsRequest,
+    alter_share_group_offsets_request, alter_share_group_offsets_response as alter_resp,
+    delete_share_group_offsets_request, delete_share_group_offsets_response as delete_resp,
+    describe_share_group_offsets_response as describe_resp, AlterShareGroupOffsetsRequest,
     AlterShareGroupOffsetsResponse, DeleteShareGroupOffsetsRequest,
     DeleteShareGroupOffsetsResponse, DescribeShareGroupOffsetsRequest,
     DescribeShareGroupOffsetsResponse,
@@ -68,7 +68,13 @@ pub async fn handle_describe_share_group_offsets(
         let denied = |e: ResponseError| out.clone().with_error_code(e.code());
         groups.push(if !share_groups_enabled(broker) {
             denied(ResponseError::UnsupportedVersion)
-        } else if !authorize(broker, ctx, AclOperation::Describe, ResourceType::Group, &g.group_id) {
+        } else if !authorize(
+            broker,
+            ctx,
+            AclOperation::Describe,
+            ResourceType::Group,
+            &g.group_id,
+        ) {
             denied(ResponseError::GroupAuthorizationFailed)
         } else {
             match g.topics {
@@ -108,7 +114,13 @@ async fn describe_all(
         let Some(name) = broker.replicas.topic_name_by_id(id) else {
             continue;
         };
-        if !authorize(broker, ctx, AclOperation::Describe, ResourceType::Topic, &name) {
+        if !authorize(
+            broker,
+            ctx,
+            AclOperation::Describe,
+            ResourceType::Topic,
+            &name,
+        ) {
             continue;
         }
         let mut rows = Vec::with_capacity(partitions.len());
@@ -148,7 +160,13 @@ async fn describe_topics(
                 .with_partition_index(p)
                 .with_start_offset(UNINITIALIZED_START_OFFSET)
         };
-        if !authorize(broker, ctx, AclOperation::Describe, ResourceType::Topic, &name) {
+        if !authorize(
+            broker,
+            ctx,
+            AclOperation::Describe,
+            ResourceType::Topic,
+            &name,
+        ) {
             let e = ResponseError::TopicAuthorizationFailed;
             let rows = partitions
                 .iter()
@@ -162,7 +180,8 @@ async fn describe_topics(
             continue;
         }
         let Some(meta) = broker.replicas.topic(&name) else {
-            unknown.push(topic.with_partitions(partitions.into_iter().map(uninitialized).collect()));
+            unknown
+                .push(topic.with_partitions(partitions.into_iter().map(uninitialized).collect()));
             continue;
         };
         let mut rows = Vec::with_capacity(partitions.len());
@@ -220,42 +239,15 @@ pub async fn handle_alter_share_group_offsets(
     }
     broker.groups.prepare_write().await;
     let mut responses = Vec::with_capacity(req.topics.len());
-    // (topic id, name, [(partition, start offset)]) of the topics to alter.
-    let mut to_alter: Vec<(Uuid, String, Vec<(i32, i64)>)> = Vec::new();
-    for t in req.topics {
-        let name = t.topic_name.to_string();
-        let meta = broker.replicas.topic(&name);
-        let error = if !authorize(broker, ctx, AclOperation::Read, ResourceType::Topic, &name) {
-            Some(ResponseError::TopicAuthorizationFailed)
-        } else if meta.is_none() {
-            Some(ResponseError::UnknownTopicOrPartition)
-        } else {
-            None
-        };
-        let id = meta.as_ref().map_or(Uuid::nil(), |m| m.id);
-        let count = meta.as_ref().map_or(0, |m| m.partition_count());
-        let mut rows = Vec::with_capacity(t.partitions.len());
-        let mut valid = Vec::with_capacity(t.partitions.len());
-        for p in &t.partitions {
-            // Kafka's `GroupMetadataManager.alterShareGroupOffsets`: a partition the topic
-            // does not have is UNKNOWN_TOPIC_OR_PARTITION.
-            let e = error.or((!(0..count).contains(&p.partition_index))
-                .then_some(ResponseError::UnknownTopicOrPartition));
-            match e {
-                Some(e) => rows.push(alter_row(p.partition_index, Some(e))),
-                None => valid.push((p.partition_index, p.start_offset)),
-            }
-        }
-        if !valid.is_empty() {
-            to_alter.push((id, name.clone(), valid));
-        }
-        if !rows.is_empty() {
-            responses.push(alter_topic(&name, id, rows));
-        }
+    let mut to_alter: Vec<TopicToAlter> = Vec::new();
+    for t in &req.topics {
+        let (alter, refused) = check_alter_topic(broker, ctx, t);
+        to_alter.extend(alter);
+        responses.extend(refused);
     }
     let held: StateTopics = to_alter
         .iter()
-        .map(|(id, _, ps)| (*id, ps.iter().map(|p| p.0).collect()))
+        .map(|t| (t.id, t.partitions.iter().map(|p| p.0).collect()))
         .collect();
     let group_epoch = match broker.groups.alter_share_offsets(&group, &held) {
         Ok(epoch) => epoch,
@@ -265,16 +257,64 @@ pub async fn handle_alter_share_group_offsets(
                 .with_error_message(group_message(&e))
         }
     };
-    for (id, name, partitions) in to_alter {
-        let mut rows = Vec::with_capacity(partitions.len());
-        for (p, start) in partitions {
-            let key: SharePartitionKey = (group.clone(), id, p);
+    for t in to_alter {
+        let mut rows = Vec::with_capacity(t.partitions.len());
+        for (p, start) in t.partitions {
+            let key: SharePartitionKey = (group.clone(), t.id, p);
             let r = initialize_at(broker, &key, group_epoch, start).await;
             rows.push(alter_row(p, r.err()));
         }
-        responses.push(alter_topic(&name, id, rows));
+        responses.push(alter_topic(&t.name, t.id, rows));
     }
     AlterShareGroupOffsetsResponse::default().with_responses(responses)
+}
+
+/// A topic's partitions to alter: (partition, new start offset).
+struct TopicToAlter {
+    id: Uuid,
+    name: String,
+    partitions: Vec<(i32, i64)>,
+}
+
+/// Splits a requested topic (Kafka's `KafkaApis.handleAlterShareGroupOffsetsRequest` and
+/// `GroupMetadataManager.alterShareGroupOffsets`) into the partitions to alter and the
+/// answer for the others: TOPIC_AUTHORIZATION_FAILED without READ, UNKNOWN_TOPIC_OR_PARTITION
+/// for a topic or partition that does not exist.
+fn check_alter_topic(
+    broker: &Broker,
+    ctx: &RequestContext,
+    t: &alter_share_group_offsets_request::AlterShareGroupOffsetsRequestTopic,
+) -> (
+    Option<TopicToAlter>,
+    Option<alter_resp::AlterShareGroupOffsetsResponseTopic>,
+) {
+    let name = t.topic_name.to_string();
+    let meta = broker.replicas.topic(&name);
+    let error = if !authorize(broker, ctx, AclOperation::Read, ResourceType::Topic, &name) {
+        Some(ResponseError::TopicAuthorizationFailed)
+    } else if meta.is_none() {
+        Some(ResponseError::UnknownTopicOrPartition)
+    } else {
+        None
+    };
+    let id = meta.as_ref().map_or(Uuid::nil(), |m| m.id);
+    let count = meta.as_ref().map_or(0, |m| m.partition_count());
+    let mut rows = Vec::new();
+    let mut valid = Vec::new();
+    for p in &t.partitions {
+        let missing = !(0..count).contains(&p.partition_index);
+        match error.or(missing.then_some(ResponseError::UnknownTopicOrPartition)) {
+            Some(e) => rows.push(alter_row(p.partition_index, Some(e))),
+            None => valid.push((p.partition_index, p.start_offset)),
+        }
+    }
+    let refused = (!rows.is_empty()).then(|| alter_topic(&name, id, rows));
+    let alter = (!valid.is_empty()).then_some(TopicToAlter {
+        id,
+        name,
+        partitions: valid,
+    });
+    (alter, refused)
 }
 
 /// Initializes a share-partition's state at `start_offset` (Kafka's `persisterInitialize`
@@ -338,30 +378,20 @@ pub async fn handle_delete_share_group_offsets(
         let e = ResponseError::UnsupportedVersion;
         return top_error(e.code(), message(e));
     }
-    if !authorize(broker, ctx, AclOperation::Delete, ResourceType::Group, &group) {
+    if !authorize(
+        broker,
+        ctx,
+        AclOperation::Delete,
+        ResourceType::Group,
+        &group,
+    ) {
         let e = ResponseError::GroupAuthorizationFailed;
         return top_error(e.code(), message(e));
     }
     // Kafka's order: the topics the caller may not READ, the deleted topics, the topics
     // without state, then those whose state could not be deleted.
-    let (mut denied, mut deleted, mut refused, mut failed) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let mut requested: Vec<(String, Uuid)> = Vec::new();
-    for t in req.topics {
-        let name = t.topic_name.to_string();
-        if !authorize(broker, ctx, AclOperation::Read, ResourceType::Topic, &name) {
-            let e = ResponseError::TopicAuthorizationFailed;
-            denied.push(delete_row(&name, Uuid::nil(), Some((e, e.to_string()))));
-            continue;
-        }
-        match broker.replicas.topic(&name) {
-            Some(meta) => requested.push((name, meta.id)),
-            None => {
-                let e = ResponseError::UnknownTopicOrPartition;
-                refused.push(delete_row(&name, Uuid::nil(), Some((e, e.to_string()))));
-            }
-        }
-    }
+    let (mut denied, mut refused, requested) = split_delete_topics(broker, ctx, &req.topics);
+    let (mut deleted, mut failed) = (Vec::new(), Vec::new());
     let ids: Vec<Uuid> = requested.iter().map(|(_, id)| *id).collect();
     let held = match broker.groups.share_offsets_to_delete(&group, &ids) {
         Ok(held) => held,
@@ -390,6 +420,34 @@ pub async fn handle_delete_share_group_offsets(
     DeleteShareGroupOffsetsResponse::default().with_responses(denied)
 }
 
+/// The requested topics the caller may not READ, those that do not exist, and the others
+/// with their ids.
+fn split_delete_topics(
+    broker: &Broker,
+    ctx: &RequestContext,
+    topics: &[delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic],
+) -> (DeleteRows, DeleteRows, Vec<(String, Uuid)>) {
+    let (mut denied, mut refused, mut requested) = (Vec::new(), Vec::new(), Vec::new());
+    for t in topics {
+        let name = t.topic_name.to_string();
+        if !authorize(broker, ctx, AclOperation::Read, ResourceType::Topic, &name) {
+            let e = ResponseError::TopicAuthorizationFailed;
+            denied.push(delete_row(&name, Uuid::nil(), Some((e, e.to_string()))));
+            continue;
+        }
+        match broker.replicas.topic(&name) {
+            Some(meta) => requested.push((name, meta.id)),
+            None => {
+                let e = ResponseError::UnknownTopicOrPartition;
+                refused.push(delete_row(&name, Uuid::nil(), Some((e, e.to_string()))));
+            }
+        }
+    }
+    (denied, refused, requested)
+}
+
+type DeleteRows = Vec<delete_resp::DeleteShareGroupOffsetsResponseTopic>;
+
 fn delete_row(
     name: &str,
     id: Uuid,
@@ -399,7 +457,9 @@ fn delete_row(
         .with_topic_name(sb(name).into())
         .with_topic_id(id);
     match error {
-        Some((e, why)) => row.with_error_code(e.code()).with_error_message(Some(sb(why))),
+        Some((e, why)) => row
+            .with_error_code(e.code())
+            .with_error_message(Some(sb(why))),
         None => row,
     }
 }

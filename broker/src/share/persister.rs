@@ -252,7 +252,11 @@ impl Persister {
 
     /// DeleteShareGroupState: the share-partition's state is removed (DeleteGroups and
     /// DeleteShareGroupOffsets, as Kafka's `persister.deleteState`).
-    pub async fn delete(&self, broker: &Broker, key: &SharePartitionKey) -> Result<(), ResponseError> {
+    pub async fn delete(
+        &self,
+        broker: &Broker,
+        key: &SharePartitionKey,
+    ) -> Result<(), ResponseError> {
         let req = DeleteShareGroupStateRequest::default()
             .with_group_id(sb(key.0.clone()))
             .with_topics(vec![delete_req::DeleteStateData::default()

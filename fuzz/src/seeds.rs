@@ -606,6 +606,52 @@ pub fn requests(key: ApiKey) -> Vec<RequestKind> {
                 ),
             ]
         }
+        ApiKey::DescribeShareGroupOffsets => {
+            use describe_share_group_offsets_request as r;
+            let group = |topics| {
+                r::DescribeShareGroupOffsetsRequestGroup::default()
+                    .with_group_id(GroupId(s("fuzz-share")))
+                    .with_topics(topics)
+            };
+            vec![
+                R::DescribeShareGroupOffsets(DescribeShareGroupOffsetsRequest::default()),
+                R::DescribeShareGroupOffsets(DescribeShareGroupOffsetsRequest::default().with_groups(
+                    vec![
+                        group(None),
+                        group(Some(vec![r::DescribeShareGroupOffsetsRequestTopic::default()
+                            .with_topic_name(TopicName(s(TOPIC)))
+                            .with_partitions(vec![0, 1])])),
+                    ],
+                )),
+            ]
+        }
+        ApiKey::AlterShareGroupOffsets => {
+            use alter_share_group_offsets_request as r;
+            vec![
+                R::AlterShareGroupOffsets(AlterShareGroupOffsetsRequest::default()),
+                R::AlterShareGroupOffsets(
+                    AlterShareGroupOffsetsRequest::default()
+                        .with_group_id(GroupId(s("fuzz-share")))
+                        .with_topics(vec![r::AlterShareGroupOffsetsRequestTopic::default()
+                            .with_topic_name(TopicName(s(TOPIC)))
+                            .with_partitions(vec![r::AlterShareGroupOffsetsRequestPartition::default()
+                                .with_partition_index(0)
+                                .with_start_offset(0)])]),
+                ),
+            ]
+        }
+        ApiKey::DeleteShareGroupOffsets => {
+            use delete_share_group_offsets_request as r;
+            vec![
+                R::DeleteShareGroupOffsets(DeleteShareGroupOffsetsRequest::default()),
+                R::DeleteShareGroupOffsets(
+                    DeleteShareGroupOffsetsRequest::default()
+                        .with_group_id(GroupId(s("fuzz-share")))
+                        .with_topics(vec![r::DeleteShareGroupOffsetsRequestTopic::default()
+                            .with_topic_name(TopicName(s(TOPIC)))]),
+                ),
+            ]
+        }
         _ => vec![],
     }
 }

@@ -534,3 +534,199 @@ fn share_state_apis_bad_input() {
         "{r:?}"
     );
 }
+
+fn describe_offsets(
+    c: &mut WireClient,
+    group: &str,
+    topics: Option<&[&str]>,
+) -> describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseGroup {
+    use kafka_protocol::messages::describe_share_group_offsets_request::*;
+    let topics = topics.map(|ts| {
+        ts.iter()
+            .map(|t| {
+                DescribeShareGroupOffsetsRequestTopic::default()
+                    .with_topic_name(s(t).into())
+                    .with_partitions(vec![0])
+            })
+            .collect()
+    });
+    let req = DescribeShareGroupOffsetsRequest::default().with_groups(vec![
+        DescribeShareGroupOffsetsRequestGroup::default()
+            .with_group_id(s(group).into())
+            .with_topics(topics),
+    ]);
+    let mut r: DescribeShareGroupOffsetsResponse = c.request(0, &req);
+    r.groups.remove(0)
+}
+
+/// (topic, partition 0's start offset) of each described topic.
+fn start_offsets(
+    g: &describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseGroup,
+) -> Vec<(String, i64)> {
+    g.topics
+        .iter()
+        .map(|t| (t.topic_name.to_string(), t.partitions[0].start_offset))
+        .collect()
+}
+
+fn alter_offsets(
+    c: &mut WireClient,
+    group: &str,
+    topic: &str,
+    partition: i32,
+    start: i64,
+) -> AlterShareGroupOffsetsResponse {
+    use kafka_protocol::messages::alter_share_group_offsets_request::*;
+    let req = AlterShareGroupOffsetsRequest::default()
+        .with_group_id(s(group).into())
+        .with_topics(vec![AlterShareGroupOffsetsRequestTopic::default()
+            .with_topic_name(s(topic).into())
+            .with_partitions(vec![
+                AlterShareGroupOffsetsRequestPartition::default()
+                    .with_partition_index(partition)
+                    .with_start_offset(start),
+            ])]);
+    c.request(0, &req)
+}
+
+fn delete_offsets(c: &mut WireClient, group: &str, topic: &str) -> DeleteShareGroupOffsetsResponse {
+    use kafka_protocol::messages::delete_share_group_offsets_request::*;
+    let req = DeleteShareGroupOffsetsRequest::default()
+        .with_group_id(s(group).into())
+        .with_topics(vec![
+            DeleteShareGroupOffsetsRequestTopic::default().with_topic_name(s(topic).into())
+        ]);
+    c.request(0, &req)
+}
+
+/// The share group offsets admin APIs over the wire (Kafka's `GroupCoordinatorService`
+/// paths): a start offset is described after acknowledgements, altered and deleted only while
+/// the group is empty (NON_EMPTY_GROUP), an altered one is where the next member starts (the
+/// partition leader dropped the group's share-partition when its last session closed), bad
+/// topics and partitions are answered UNKNOWN_TOPIC_OR_PARTITION, an unknown group's delete
+/// GROUP_ID_NOT_FOUND; and DeleteGroups deletes the group's share state.
+#[test]
+fn share_group_offsets_admin_apis() {
+    const NON_EMPTY_GROUP: i16 = 68;
+    const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    let broker = Broker::start_with(&[
+        ("offsets.topic.num.partitions", "1"),
+        ("share.coordinator.state.topic.num.partitions", "1"),
+    ]);
+    let mut c = WireClient::connect(&broker.bootstrap());
+    let topic = unique_topic("sw-offsets");
+    let other = unique_topic("sw-offsets-other");
+    c.ensure_topic(&topic);
+    c.ensure_topic(&other);
+    let topic_id = c.metadata(&[&topic], false).topics[0].topic_id;
+    let group = format!("{topic}-g");
+    let a = Uuid::new_v4().to_string();
+    assert_eq!(heartbeat(&mut c, &group, &a, 0, Some(&topic)).error_code, 0);
+    assert_eq!(
+        share_fetch(&mut c, &group, &a, 0, topic_id, &[]).error_code,
+        0
+    );
+    let recs: Vec<Rec> = (0..3).map(|i| Rec::kv("k", &format!("v{i}"), 1)).collect();
+    c.produce(&topic, 0, encode_batch(Producer::NONE, &recs));
+    let r = share_fetch(&mut c, &group, &a, 1, topic_id, &[]);
+    assert_eq!(acquired(&r).0, vec![(0, 2, 1)], "{r:?}");
+    assert_eq!(
+        acknowledge(&mut c, &group, &a, 2, topic_id, &[(0, 2, 1)]).error_code,
+        0
+    );
+    let d = describe_offsets(&mut c, &group, Some(&[&topic, "no-such-topic"]));
+    assert_eq!(
+        start_offsets(&d),
+        [(topic.clone(), 3), ("no-such-topic".into(), -1)]
+    );
+    assert_eq!(
+        start_offsets(&describe_offsets(&mut c, &group, None)),
+        [(topic.clone(), 3)]
+    );
+
+    // A member holds the group: neither altered nor deleted.
+    assert_eq!(
+        alter_offsets(&mut c, &group, &topic, 0, 1).error_code,
+        NON_EMPTY_GROUP
+    );
+    assert_eq!(
+        delete_offsets(&mut c, &group, &topic).error_code,
+        NON_EMPTY_GROUP
+    );
+    assert_eq!(
+        acknowledge(&mut c, &group, &a, -1, topic_id, &[]).error_code,
+        0
+    );
+    assert_eq!(heartbeat(&mut c, &group, &a, -1, None).error_code, 0);
+
+    let r = alter_offsets(&mut c, &group, &topic, 0, 1);
+    assert_eq!(r.error_code, 0, "{r:?}");
+    assert_eq!(r.responses[0].partitions[0].error_code, 0, "{r:?}");
+    for (t, p) in [("no-such-topic", 0), (topic.as_str(), 5)] {
+        let r = alter_offsets(&mut c, &group, t, p, 0);
+        let code = r.responses[0].partitions[0].error_code;
+        assert_eq!(
+            (r.error_code, code),
+            (0, UNKNOWN_TOPIC_OR_PARTITION),
+            "{r:?}"
+        );
+    }
+    assert_eq!(
+        start_offsets(&describe_offsets(&mut c, &group, None)),
+        [(topic.clone(), 1)]
+    );
+    let b = Uuid::new_v4().to_string();
+    assert_eq!(heartbeat(&mut c, &group, &b, 0, Some(&topic)).error_code, 0);
+    let r = share_fetch(&mut c, &group, &b, 0, topic_id, &[]);
+    assert_eq!(
+        acquired(&r).0,
+        vec![(1, 2, 1)],
+        "from the altered offset: {r:?}"
+    );
+    assert_eq!(
+        acknowledge(&mut c, &group, &b, -1, topic_id, &[]).error_code,
+        0
+    );
+    assert_eq!(heartbeat(&mut c, &group, &b, -1, None).error_code, 0);
+
+    let r = delete_offsets(&mut c, "no-such-group", &topic);
+    assert_eq!(r.error_code, GROUP_ID_NOT_FOUND, "{r:?}");
+    let r = delete_offsets(&mut c, &group, &other);
+    assert_eq!(
+        r.responses[0].error_code, UNKNOWN_TOPIC_OR_PARTITION,
+        "{r:?}"
+    );
+    let r = delete_offsets(&mut c, &group, &topic);
+    assert_eq!((r.error_code, r.responses[0].error_code), (0, 0), "{r:?}");
+    assert_eq!(start_offsets(&describe_offsets(&mut c, &group, None)), []);
+    let d = describe_offsets(&mut c, &group, Some(&[&topic]));
+    assert_eq!(start_offsets(&d), [(topic.clone(), -1)]);
+
+    // A member's fetch starts the share-partition again (at the log end), and DeleteGroups
+    // takes the group's share state with it.
+    assert_eq!(heartbeat(&mut c, &group, &b, 0, Some(&topic)).error_code, 0);
+    assert_eq!(
+        share_fetch(&mut c, &group, &b, 0, topic_id, &[]).error_code,
+        0
+    );
+    assert_eq!(
+        acknowledge(&mut c, &group, &b, -1, topic_id, &[]).error_code,
+        0
+    );
+    assert_eq!(heartbeat(&mut c, &group, &b, -1, None).error_code, 0);
+    assert_eq!(
+        start_offsets(&describe_offsets(&mut c, &group, None)),
+        [(topic.clone(), 3)]
+    );
+    let r: DeleteGroupsResponse = c.request(
+        2,
+        &DeleteGroupsRequest::default().with_groups_names(vec![s(&group).into()]),
+    );
+    assert_eq!(r.results[0].error_code, 0, "{r:?}");
+    let d = describe_offsets(&mut c, &group, Some(&[&topic]));
+    assert_eq!(
+        start_offsets(&d),
+        [(topic.clone(), -1)],
+        "state left after DeleteGroups"
+    );
+}

@@ -535,6 +535,8 @@ pub async fn handle_delete_groups(
         let allowed = authorize(broker, ctx, AclOperation::Delete, ResourceType::Group, g);
         let code = if !allowed {
             GROUP_DENIED
+        } else if let Err(code) = super::share_offsets::delete_share_group_state(broker, g).await {
+            code
         } else {
             match broker.groups.delete_group(g).await {
                 Ok(()) => 0,

@@ -32,6 +32,7 @@ pub mod reassignments;
 pub mod request_quota;
 pub mod sasl;
 pub mod share;
+pub mod share_offsets;
 pub mod share_state;
 pub mod streams_groups;
 pub mod telemetry;
@@ -119,6 +120,11 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::WriteShareGroupState, 0, 0, 0),
     api(ApiKey::DeleteShareGroupState, 0, 0, 0),
     api(ApiKey::ReadShareGroupStateSummary, 0, 0, 0),
+    // The share group offsets admin APIs (DescribeShareGroupOffsets v1 adds the lag, not
+    // served yet).
+    api(ApiKey::DescribeShareGroupOffsets, 0, 0, 0),
+    api(ApiKey::AlterShareGroupOffsets, 0, 0, 0),
+    api(ApiKey::DeleteShareGroupOffsets, 0, 0, 0),
     // KIP-1071 streams groups.
     api(ApiKey::StreamsGroupHeartbeat, 0, 1, 0),
     api(ApiKey::StreamsGroupDescribe, 0, 1, 0),
@@ -628,6 +634,21 @@ async fn process(
             broker,
             ctx,
             &share_state::handle_read_summary(broker, ctx, r).await,
+        ),
+        RequestKind::DescribeShareGroupOffsets(r) => respond(
+            broker,
+            ctx,
+            &share_offsets::handle_describe_share_group_offsets(broker, ctx, r).await,
+        ),
+        RequestKind::AlterShareGroupOffsets(r) => respond(
+            broker,
+            ctx,
+            &share_offsets::handle_alter_share_group_offsets(broker, ctx, r).await,
+        ),
+        RequestKind::DeleteShareGroupOffsets(r) => respond(
+            broker,
+            ctx,
+            &share_offsets::handle_delete_share_group_offsets(broker, ctx, r).await,
         ),
         RequestKind::DescribeGroups(r) => respond(
             broker,

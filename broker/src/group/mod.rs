@@ -35,6 +35,7 @@ mod offsets;
 pub mod overrides;
 pub mod records;
 pub mod share;
+pub mod share_offsets;
 pub mod store;
 pub mod streams;
 pub mod streams_assignor;

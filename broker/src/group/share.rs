@@ -84,6 +84,11 @@ pub struct ShareGroup {
     pub target: HashMap<String, TopicPartitions>,
     /// The subscribed topics' metadata the target was computed from.
     topics_seen: TopicsImage,
+    /// The share-partitions whose state the share coordinator may hold for this group
+    /// (Kafka's `ShareGroupStatePartitionMetadata` initialized topics): every partition of a
+    /// topic its members subscribed to, and those AlterShareGroupOffsets set
+    /// ([`super::share_offsets`]). Deleted with the group or by DeleteShareGroupOffsets.
+    pub state_topics: BTreeMap<Uuid, BTreeSet<i32>>,
 }
 
 impl ShareGroup {
@@ -95,6 +100,7 @@ impl ShareGroup {
             members: BTreeMap::new(),
             target: HashMap::new(),
             topics_seen: BTreeMap::new(),
+            state_topics: BTreeMap::new(),
         }
     }
 
@@ -207,6 +213,7 @@ impl ShareGroup {
             self.topics_seen = image;
             bump = true;
         }
+        self.note_state_topics();
         if bump {
             self.group_epoch += 1;
         }
@@ -238,6 +245,18 @@ impl ShareGroup {
             member_id: member_id.to_string(),
             member_epoch: m.member_epoch,
             assignment: (joining || changed).then(|| m.assigned.clone()),
+        }
+    }
+
+    /// Kafka's heartbeat initializes every partition of the subscribed topics
+    /// (`GroupMetadataManager.computeShareGroupInitializationTopics`), again after
+    /// DeleteShareGroupOffsets removed one.
+    fn note_state_topics(&mut self) {
+        for (id, n) in self.topics_seen.values() {
+            let held = self.state_topics.entry(*id).or_default();
+            if held.len() < *n as usize {
+                held.extend(0..*n);
+            }
         }
     }
 

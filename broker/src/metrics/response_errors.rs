@@ -122,6 +122,7 @@ per_partition!(
 
 per_partition!(top:
     FetchResponse => responses.partitions,
+    AlterShareGroupOffsetsResponse => responses.partitions,
     ShareAcknowledgeResponse => responses.partitions,
     OffsetDeleteResponse => topics.partitions,
 );
@@ -135,6 +136,24 @@ impl ResponseErrors for ShareFetchResponse {
                 f(p.acknowledge_error_code);
             }
         }
+    }
+}
+
+impl ResponseErrors for DescribeShareGroupOffsetsResponse {
+    fn error_codes(&self, f: &mut dyn FnMut(i16)) {
+        for g in &self.groups {
+            f(g.error_code);
+            for t in &g.topics {
+                t.partitions.iter().for_each(|p| f(p.error_code));
+            }
+        }
+    }
+}
+
+impl ResponseErrors for DeleteShareGroupOffsetsResponse {
+    fn error_codes(&self, f: &mut dyn FnMut(i16)) {
+        f(self.error_code);
+        self.responses.iter().for_each(|t| f(t.error_code));
     }
 }
 

@@ -415,16 +415,29 @@ impl SharePartitionManager {
             return Ok(());
         };
         let r = self.persister.write(broker, key, &w).await;
-        if r.is_err() {
-            if let Some(sp) = self.partitions.lock().get_mut(key) {
-                sp.mark_dirty();
+        match r {
+            Ok(()) => {}
+            // The state was initialized again since this node read it (AlterShareGroupOffsets,
+            // or a new leader): this copy is stale, and the next fetch reads the state back
+            // (Kafka's `SharePartitionManager.fencedSharePartitionHandler`).
+            Err(ResponseError::FencedStateEpoch | ResponseError::FencedLeaderEpoch) => {
+                self.partitions.lock().remove(key);
+            }
+            Err(_) => {
+                if let Some(sp) = self.partitions.lock().get_mut(key) {
+                    sp.mark_dirty();
+                }
             }
         }
         r
     }
 
     /// Persists every share-partition of `group` that changed (a closed share session
-    /// released what its member held); failures are logged, as Kafka logs them.
+    /// released what its member held); failures are logged, as Kafka logs them. When no
+    /// share session of the group is left on this node, its written share-partitions are
+    /// dropped (Kafka's `ShareGroupListener.onGroupEmpty`), so that the next fetch reads
+    /// their state again: AlterShareGroupOffsets, DeleteShareGroupOffsets and DeleteGroups
+    /// change it only while the group is empty.
     pub async fn persist_group(&self, broker: &crate::broker::Broker, group: &str) {
         let keys: Vec<SharePartitionKey> = self
             .partitions
@@ -433,9 +446,21 @@ impl SharePartitionManager {
             .filter(|k| k.0 == group)
             .cloned()
             .collect();
+        let mut written = Vec::with_capacity(keys.len());
         for key in keys {
-            if let Err(e) = self.persist(broker, &key).await {
-                tracing::warn!(error = %e, group, "share state not written");
+            match self.persist(broker, &key).await {
+                Ok(()) => written.push(key),
+                Err(e) => tracing::warn!(error = %e, group, "share state not written"),
+            }
+        }
+        let sessions = self.sessions.lock();
+        if sessions.keys().any(|(g, _)| g == group) {
+            return;
+        }
+        let mut parts = self.partitions.lock();
+        for key in written {
+            if parts.get(&key).is_some_and(|sp| !sp.is_dirty()) {
+                parts.remove(&key);
             }
         }
     }

@@ -226,6 +226,11 @@ impl SharePartition {
         self.dirty = true;
     }
 
+    /// Whether the state changed since it was last written.
+    pub fn is_dirty(&self) -> bool {
+        self.dirty
+    }
+
     pub fn start_offset(&self) -> i64 {
         self.start_offset
     }

@@ -15,9 +15,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::messages::{
+    delete_share_group_state_request as delete_req,
     initialize_share_group_state_request as init_req, read_share_group_state_request as read_req,
-    write_share_group_state_request as write_req, InitializeShareGroupStateRequest,
-    ReadShareGroupStateRequest, WriteShareGroupStateRequest,
+    read_share_group_state_summary_request as summary_req,
+    write_share_group_state_request as write_req, DeleteShareGroupStateRequest,
+    InitializeShareGroupStateRequest, ReadShareGroupStateRequest,
+    ReadShareGroupStateSummaryRequest, WriteShareGroupStateRequest,
 };
 use kafka_protocol::protocol::Request;
 use kafka_protocol::ResponseError;
@@ -45,6 +48,15 @@ pub struct ReadState {
     /// -1 when the share-partition has no state yet.
     pub start_offset: i64,
     pub batches: Vec<StateBatch>,
+}
+
+/// A share-partition's state summary (Kafka's `PartitionStateSummaryData`).
+#[derive(Debug, Clone, Copy)]
+pub struct StateSummary {
+    /// -1 when the share-partition has no state.
+    pub start_offset: i64,
+    pub state_epoch: i32,
+    pub leader_epoch: i32,
 }
 
 /// One connection per coordinator node.
@@ -195,6 +207,63 @@ impl Persister {
                     .with_partition(key.2)
                     .with_state_epoch(state_epoch)
                     .with_start_offset(start_offset)])]);
+        self.call(broker, key, &req, |r| {
+            r.results
+                .first()
+                .and_then(|t| t.partitions.first())
+                .map_or(ResponseError::UnknownServerError.code(), |p| p.error_code)
+        })
+        .await
+        .map(|_| ())
+    }
+
+    /// ReadShareGroupStateSummary (DescribeShareGroupOffsets reads it, as Kafka's
+    /// `GroupCoordinatorService.describeShareGroupOffsets` does).
+    pub async fn read_summary(
+        &self,
+        broker: &Broker,
+        key: &SharePartitionKey,
+    ) -> Result<StateSummary, ResponseError> {
+        let req = ReadShareGroupStateSummaryRequest::default()
+            .with_group_id(sb(key.0.clone()))
+            .with_topics(vec![summary_req::ReadStateSummaryData::default()
+                .with_topic_id(key.1)
+                .with_partitions(vec![
+                    summary_req::PartitionData::default().with_partition(key.2)
+                ])]);
+        let first = |r: &kafka_protocol::messages::ReadShareGroupStateSummaryResponse| {
+            r.results
+                .first()
+                .and_then(|t| t.partitions.first())
+                .cloned()
+        };
+        let resp = self
+            .call(broker, key, &req, |r| {
+                first(r).map_or(ResponseError::UnknownServerError.code(), |p| p.error_code)
+            })
+            .await?;
+        let p = first(&resp).ok_or(ResponseError::UnknownServerError)?;
+        Ok(StateSummary {
+            start_offset: p.start_offset,
+            state_epoch: p.state_epoch,
+            leader_epoch: p.leader_epoch,
+        })
+    }
+
+    /// DeleteShareGroupState: the share-partition's state is removed (DeleteGroups and
+    /// DeleteShareGroupOffsets, as Kafka's `persister.deleteState`).
+    pub async fn delete(
+        &self,
+        broker: &Broker,
+        key: &SharePartitionKey,
+    ) -> Result<(), ResponseError> {
+        let req = DeleteShareGroupStateRequest::default()
+            .with_group_id(sb(key.0.clone()))
+            .with_topics(vec![delete_req::DeleteStateData::default()
+                .with_topic_id(key.1)
+                .with_partitions(vec![
+                    delete_req::PartitionData::default().with_partition(key.2)
+                ])]);
         self.call(broker, key, &req, |r| {
             r.results
                 .first()

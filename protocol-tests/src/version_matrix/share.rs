@@ -115,3 +115,72 @@ pub fn share_acknowledge(env: &mut Env, v: i16) -> R {
         r.error_code, zero.error_code
     ))
 }
+
+/// AlterShareGroupOffsets of a fresh group (created empty by the alter): partition 0 of the
+/// data topic to offset 0, and partition 999 (UNKNOWN_TOPIC_OR_PARTITION). Returns the group.
+fn altered(env: &mut Env, v: i16) -> Result<(String, AlterShareGroupOffsetsResponse), String> {
+    use alter_share_group_offsets_request::*;
+    let group = env.fresh("so");
+    let node = env.coordinator(&group, 0);
+    let partition = |p: i32| {
+        AlterShareGroupOffsetsRequestPartition::default()
+            .with_partition_index(p)
+            .with_start_offset(0)
+    };
+    let req = AlterShareGroupOffsetsRequest::default()
+        .with_group_id(GroupId(s(&group)))
+        .with_topics(vec![AlterShareGroupOffsetsRequestTopic::default()
+            .with_topic_name(tn(&env.fix.data))
+            .with_partitions(vec![partition(0), partition(999)])]);
+    let r = env.retry_coordinator(
+        &format!("AlterShareGroupOffsets {group}"),
+        |env| env.call(node, v, &req),
+        |r| r.error_code,
+    )?;
+    Ok((group, r))
+}
+
+pub fn alter_share_group_offsets(env: &mut Env, v: i16) -> R {
+    let (_, r) = altered(env, v)?;
+    Ok(format!(
+        "error {} partitions {:?}",
+        r.error_code,
+        partition_codes!(r.responses)
+    ))
+}
+
+pub fn describe_share_group_offsets(env: &mut Env, v: i16) -> R {
+    use describe_share_group_offsets_request::*;
+    let (group, _) = altered(env, 0)?;
+    let node = env.coordinator(&group, 0);
+    let req = DescribeShareGroupOffsetsRequest::default().with_groups(vec![
+        DescribeShareGroupOffsetsRequestGroup::default()
+            .with_group_id(GroupId(s(&group)))
+            .with_topics(Some(vec![DescribeShareGroupOffsetsRequestTopic::default()
+                .with_topic_name(tn(&env.fix.data))
+                .with_partitions(vec![0])])),
+    ]);
+    let r = env.call(node, v, &req)?;
+    let g = r.groups.first().ok_or("no group in the answer")?;
+    let starts: Vec<(i32, i64, i16)> = g
+        .topics
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .map(|p| (p.partition_index, p.start_offset, p.error_code))
+        .collect();
+    Ok(format!("error {} partitions {starts:?}", g.error_code))
+}
+
+pub fn delete_share_group_offsets(env: &mut Env, v: i16) -> R {
+    use delete_share_group_offsets_request::*;
+    let (group, _) = altered(env, 0)?;
+    let node = env.coordinator(&group, 0);
+    let req = DeleteShareGroupOffsetsRequest::default()
+        .with_group_id(GroupId(s(&group)))
+        .with_topics(vec![
+            DeleteShareGroupOffsetsRequestTopic::default().with_topic_name(tn(&env.fix.data))
+        ]);
+    let r = env.call(node, v, &req)?;
+    let topics: Vec<i16> = r.responses.iter().map(|t| t.error_code).collect();
+    Ok(format!("error {} topics {topics:?}", r.error_code))
+}

@@ -3,6 +3,8 @@ package dev.brook.it;
 import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 import static org.junit.jupiter.api.Assumptions.assumeFalse;
@@ -16,10 +18,13 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.ListShareGroupOffsetsSpec;
+import org.apache.kafka.clients.admin.SharePartitionOffsetInfo;
 import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -27,7 +32,9 @@ import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaShareConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.GroupNotEmptyException;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -427,6 +434,79 @@ class ShareGroupsTest {
                 "archived at the group's limit of 2, not the broker's " + DELIVERY_LIMIT);
             c.acknowledge(next.get(0), AcknowledgeType.ACCEPT);
             c.commitSync();
+        }
+    }
+
+    /** The group's share-partition offsets as {@code Admin.listShareGroupOffsets} lists them (all partitions). */
+    static Map<TopicPartition, SharePartitionOffsetInfo> shareOffsets(Admin admin, String group) throws Exception {
+        return admin.listShareGroupOffsets(Map.of(group, new ListShareGroupOffsetsSpec())).partitionsToOffsetInfo(group).get();
+    }
+
+    static long startOffset(Admin admin, String group, TopicPartition tp) throws Exception {
+        SharePartitionOffsetInfo info = shareOffsets(admin, group).get(tp);
+        return info == null ? -1 : info.startOffset();
+    }
+
+    /**
+     * The share group offsets admin APIs (DescribeShareGroupOffsets, AlterShareGroupOffsets,
+     * DeleteShareGroupOffsets) through Admin and {@code kafka-share-groups.sh}: an altered start offset
+     * is where the next member starts, offsets are altered only in an empty group, deleted offsets and
+     * a deleted group start again at the group's {@code share.auto.offset.reset}.
+     */
+    @Test
+    void shareGroupOffsetsAreListedResetAndDeletedWithTheirGroup() throws Exception {
+        String topic = Clients.uniqueTopic("share-offsets");
+        Clients.createTopic(bootstrap, topic, 1);
+        TopicPartition tp = new TopicPartition(topic, 0);
+        produce(topic, values("v", 5));
+        String group = "offsets-admin";
+        setGroupConfigs(group, Map.of("share.auto.offset.reset", "earliest"));
+        try (Admin admin = Clients.admin(bootstrap)) {
+            try (KafkaShareConsumer<byte[], byte[]> c = consumer(group, false, 500)) {
+                c.subscribe(List.of(topic));
+                assertEquals(values("v", 5), pollValues(c, 5));
+                c.commitSync();
+                ExecutionException e = assertThrows(ExecutionException.class,
+                    () -> admin.alterShareGroupOffsets(group, Map.of(tp, 0L)).all().get());
+                assertInstanceOf(GroupNotEmptyException.class, e.getCause(), "altered while a member is in the group");
+            }
+            GroupSupport.await("every record acknowledged", WAIT, () -> {
+                try {
+                    return startOffset(admin, group, tp) == 5;
+                } catch (Exception e) {
+                    return false;
+                }
+            }, () -> {
+                try {
+                    return "offsets " + shareOffsets(admin, group);
+                } catch (Exception e) {
+                    return "offsets not listed: " + e;
+                }
+            });
+            KafkaTool.tool("consumer.group.ShareGroupCommand", bootstrap, "--reset-offsets", "--group", group,
+                "--topic", topic, "--to-offset", "2", "--execute");
+            assertEquals(2, startOffset(admin, group, tp));
+            String described = KafkaTool.tool("consumer.group.ShareGroupCommand", bootstrap, "--describe", "--offsets",
+                "--group", group).out();
+            assertTrue(described.matches("(?s).*" + group + "\\s+" + topic + "\\s+0\\s+2\\s.*"), described);
+            try (KafkaShareConsumer<byte[], byte[]> c = consumer(group, false, 500)) {
+                c.subscribe(List.of(topic));
+                assertEquals(List.of("v2", "v3", "v4"), pollValues(c, 3), "from the reset offset");
+                c.commitSync();
+            }
+            admin.deleteShareGroupOffsets(group, Set.of(topic)).all().get();
+            assertFalse(shareOffsets(admin, group).containsKey(tp), "deleted offsets are not listed");
+            try (KafkaShareConsumer<byte[], byte[]> c = consumer(group, false, 500)) {
+                c.subscribe(List.of(topic));
+                assertEquals(values("v", 5), pollValues(c, 5), "from share.auto.offset.reset after the delete");
+                // Acknowledged: only a deleted state hands them out again.
+                c.commitSync();
+            }
+            admin.deleteShareGroups(List.of(group)).all().get();
+            try (KafkaShareConsumer<byte[], byte[]> c = consumer(group, false, 500)) {
+                c.subscribe(List.of(topic));
+                assertEquals(values("v", 5), pollValues(c, 5), "a re-created group starts at share.auto.offset.reset");
+            }
         }
     }
 }

@@ -32,6 +32,22 @@ use crate::api::sb;
 use crate::broker::Broker;
 use crate::net::client::BrokerConnection;
 
+/// The one partition of a persister answer (each call names one share-partition): every
+/// share-group-state response nests it as `results[0].partitions[0]`.
+macro_rules! only_partition {
+    ($resp:expr) => {
+        $resp.results.first().and_then(|t| t.partitions.first())
+    };
+}
+
+/// The error code of a persister answer's one partition; a malformed answer is an
+/// UNKNOWN_SERVER_ERROR.
+macro_rules! only_partition_code {
+    ($resp:expr) => {
+        only_partition!($resp).map_or(ResponseError::UnknownServerError.code(), |p| p.error_code)
+    };
+}
+
 /// The only version of the state APIs.
 pub const STATE_API_VERSION: i16 = 0;
 /// Sends of one request before its error is the answer.
@@ -163,18 +179,10 @@ impl Persister {
                 .with_partitions(vec![read_req::PartitionData::default()
                     .with_partition(key.2)
                     .with_leader_epoch(leader_epoch)])]);
-        let first = |r: &kafka_protocol::messages::ReadShareGroupStateResponse| {
-            r.results
-                .first()
-                .and_then(|t| t.partitions.first())
-                .cloned()
-        };
         let resp = self
-            .call(broker, key, &req, |r| {
-                first(r).map_or(ResponseError::UnknownServerError.code(), |p| p.error_code)
-            })
+            .call(broker, key, &req, |r| only_partition_code!(r))
             .await?;
-        let p = first(&resp).ok_or(ResponseError::UnknownServerError)?;
+        let p = only_partition!(resp).ok_or(ResponseError::UnknownServerError)?;
         Ok(ReadState {
             state_epoch: p.state_epoch,
             start_offset: p.start_offset,
@@ -207,14 +215,9 @@ impl Persister {
                     .with_partition(key.2)
                     .with_state_epoch(state_epoch)
                     .with_start_offset(start_offset)])]);
-        self.call(broker, key, &req, |r| {
-            r.results
-                .first()
-                .and_then(|t| t.partitions.first())
-                .map_or(ResponseError::UnknownServerError.code(), |p| p.error_code)
-        })
-        .await
-        .map(|_| ())
+        self.call(broker, key, &req, |r| only_partition_code!(r))
+            .await
+            .map(|_| ())
     }
 
     /// ReadShareGroupStateSummary (DescribeShareGroupOffsets reads it, as Kafka's
@@ -231,18 +234,10 @@ impl Persister {
                 .with_partitions(vec![
                     summary_req::PartitionData::default().with_partition(key.2)
                 ])]);
-        let first = |r: &kafka_protocol::messages::ReadShareGroupStateSummaryResponse| {
-            r.results
-                .first()
-                .and_then(|t| t.partitions.first())
-                .cloned()
-        };
         let resp = self
-            .call(broker, key, &req, |r| {
-                first(r).map_or(ResponseError::UnknownServerError.code(), |p| p.error_code)
-            })
+            .call(broker, key, &req, |r| only_partition_code!(r))
             .await?;
-        let p = first(&resp).ok_or(ResponseError::UnknownServerError)?;
+        let p = only_partition!(resp).ok_or(ResponseError::UnknownServerError)?;
         Ok(StateSummary {
             start_offset: p.start_offset,
             state_epoch: p.state_epoch,
@@ -264,14 +259,9 @@ impl Persister {
                 .with_partitions(vec![
                     delete_req::PartitionData::default().with_partition(key.2)
                 ])]);
-        self.call(broker, key, &req, |r| {
-            r.results
-                .first()
-                .and_then(|t| t.partitions.first())
-                .map_or(ResponseError::UnknownServerError.code(), |p| p.error_code)
-        })
-        .await
-        .map(|_| ())
+        self.call(broker, key, &req, |r| only_partition_code!(r))
+            .await
+            .map(|_| ())
     }
 
     /// WriteShareGroupState: the share-partition's start offset and state batches.
@@ -302,14 +292,9 @@ impl Persister {
                     .with_leader_epoch(w.leader_epoch)
                     .with_start_offset(w.start_offset)
                     .with_state_batches(batches)])]);
-        self.call(broker, key, &req, |r| {
-            r.results
-                .first()
-                .and_then(|t| t.partitions.first())
-                .map_or(ResponseError::UnknownServerError.code(), |p| p.error_code)
-        })
-        .await
-        .map(|_| ())
+        self.call(broker, key, &req, |r| only_partition_code!(r))
+            .await
+            .map(|_| ())
     }
 }
 

@@ -141,8 +141,9 @@ fn topic_names(broker: &Broker) -> Vec<String> {
     broker.replicas.image().topic_ids.keys().cloned().collect()
 }
 
-/// One topic as the image this node has applied describes it (as Metadata answers: see
-/// `api/metadata.rs`).
+/// One topic as the image this node has applied describes it, as Metadata answers (Kafka's
+/// `DescribeTopicPartitionsRequestHandler` reads the broker's metadata cache, which follows
+/// `ReplicaManager.applyDelta`; see `api/metadata.rs`).
 fn topic_view(broker: &Broker, name: &str) -> Option<TopicView> {
     image_topic_view(&broker.replicas.image(), name)
 }

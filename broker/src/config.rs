@@ -106,6 +106,7 @@ pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
     // Connection limits (crate::net::connection_quotas), Kafka's defaults: no limit.
     ("max.connections", "2147483647"),
     ("max.connections.per.ip", "2147483647"),
+    ("max.connection.creation.rate", "2147483647"),
     // A connection with no bytes read or written for this long is closed
     // (crate::net::connection); negative: never.
     ("connections.max.idle.ms", "600000"),
@@ -300,6 +301,9 @@ pub struct BrokerConfig {
     /// `max.connections.per.ip`: open connections from one address; one more is closed
     /// right after accept.
     pub max_connections_per_ip: usize,
+    /// `max.connection.creation.rate`: new connections per second across the broker's
+    /// listeners; over it the acceptor holds each new one (`i32::MAX`: no limit).
+    pub max_connection_creation_rate: i32,
     /// `connections.max.idle.ms`: a connection that reads and writes nothing for this long is
     /// closed (Kafka's `Selector` idle expiry); `None` for a negative value (never).
     pub connections_max_idle_ms: Option<u64>,
@@ -474,6 +478,10 @@ impl BrokerConfig {
             )?,
             max_connections: at_least_zero_int("max.connections", &get("max.connections"))?,
             max_connections_per_ip: max_connections_per_ip(&get("max.connections.per.ip"))?,
+            max_connection_creation_rate: at_least_zero_int(
+                "max.connection.creation.rate",
+                &get("max.connection.creation.rate"),
+            )? as i32,
             connections_max_idle_ms: {
                 let ms: i64 =
                     parse_num("connections.max.idle.ms", &get("connections.max.idle.ms"))?;

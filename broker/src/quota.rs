@@ -27,8 +27,8 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::controller::client_quota_control::{
-    CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, ENTITY_CLIENT_ID, ENTITY_USER,
-    PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE,
+    CONNECTION_CREATION_RATE, CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, ENTITY_CLIENT_ID,
+    ENTITY_IP, ENTITY_USER, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE,
 };
 use crate::controller::image::ClientQuotas;
 
@@ -160,6 +160,61 @@ impl SampledRate {
         let sum: f64 = self.samples.iter().map(|s| s.value).sum();
         (sum / (window as f64 / 1000.0), window)
     }
+
+    /// `Sensor.checkQuotas` with `QuotaUtils.boundedThrottleTime`: 0 while the rate is within
+    /// `limit`, else the delay that brings it back to `limit`, at most `bound_ms`.
+    fn throttle_ms(&mut self, w: QuotaWindow, limit: f64, now: i64, bound_ms: i64) -> i64 {
+        let (rate, window_ms) = self.measure(w, now);
+        if rate <= limit {
+            return 0;
+        }
+        let throttle_ms = ((rate - limit) / limit * window_ms as f64).round() as i64;
+        throttle_ms.min(bound_ms)
+    }
+}
+
+/// A rate held to an upper bound on its own, outside any client's quotas (Kafka's `Sensor`
+/// with a `Rate` stat and a `Quota`): the connection creation rates of
+/// `net::connection_quotas`.
+#[derive(Debug)]
+pub struct RateQuota {
+    rate: SampledRate,
+    last_record_ms: i64,
+}
+
+impl RateQuota {
+    pub fn new(now: i64) -> RateQuota {
+        RateQuota {
+            rate: SampledRate::new(),
+            last_record_ms: now,
+        }
+    }
+
+    /// `Sensor.record(value, now)` with its quota check: records `value`, then answers how
+    /// long to throttle (0: within `limit`), at most `bound_ms`.
+    pub fn record_and_get_throttle_ms(
+        &mut self,
+        w: QuotaWindow,
+        limit: f64,
+        value: f64,
+        now: i64,
+        bound_ms: i64,
+    ) -> i64 {
+        self.rate.record(w, value, now);
+        self.last_record_ms = now;
+        self.rate.throttle_ms(w, limit, now, bound_ms)
+    }
+
+    /// `Sensor.record(-value, now, false)`: takes back a recorded value, unchecked.
+    pub fn unrecord(&mut self, w: QuotaWindow, value: f64, now: i64) {
+        self.rate.record(w, -value, now);
+    }
+
+    /// When a value was last recorded (idle rates are swept after
+    /// [`INACTIVE_SENSOR_EXPIRATION_MS`]).
+    pub fn last_record_ms(&self) -> i64 {
+        self.last_record_ms
+    }
 }
 
 /// Kafka's `TokenBucket` stat: `tokens` refill at the quota per second up to a burst of
@@ -278,19 +333,13 @@ impl ClientQuotaManager {
         };
         let sensor = st.sensor(tags, now);
         sensor.rate.record(self.window, value, now);
-        let (rate, window_ms) = sensor.rate.measure(self.window, now);
-        if rate <= limit {
-            return 0;
-        }
-        // `QuotaUtils.throttleTime`: the delay that brings the rate back to the quota.
-        let throttle_ms = ((rate - limit) / limit * window_ms as f64).round() as i64;
         // Request time is bounded by one window (Kafka's `ClientRequestQuotaManager`
         // passes `quota.window.size.seconds` to `QuotaUtils.boundedThrottleTime`).
         let bound_ms = match self.quota_type {
             QuotaType::Request => self.window.window_ms,
             _ => i32::MAX as i64,
         };
-        throttle_ms.min(bound_ms) as i32
+        sensor.rate.throttle_ms(self.window, limit, now, bound_ms) as i32
     }
 
     /// Kafka's `unrecordQuotaSensor`: takes back a recorded value (a throttled fetch sends
@@ -541,6 +590,26 @@ impl State {
 
 /// The broker's client quota managers (Kafka's `QuotaManagers.produce`, `.fetch`,
 /// `.request` and `.controllerMutation`).
+/// The `connection_creation_rate` an address is held to (Kafka's
+/// `ConnectionQuotas.connectionRateForIp`): its own `ip` entity's, else the default `ip`
+/// entity's, as an int; `None` when that is Kafka's default, `i32::MAX` (no quota).
+pub fn ip_connection_creation_rate(quotas: &ClientQuotas, ip: std::net::IpAddr) -> Option<f64> {
+    // Kafka resolves a named entity to an address; Brook's names are IP literals.
+    let named = |name: &Option<String>| {
+        name.as_deref()
+            .is_some_and(|n| n.parse::<std::net::IpAddr>().ok() == Some(ip))
+    };
+    let default = |name: &Option<String>| name.is_none();
+    let rate_of = |pick: &dyn Fn(&Option<String>) -> bool| {
+        quotas
+            .iter()
+            .filter(|(e, _)| e.len() == 1 && e.get(ENTITY_IP).is_some_and(pick))
+            .find_map(|(_, keys)| keys.get(CONNECTION_CREATION_RATE))
+    };
+    let rate = rate_of(&named).or_else(|| rate_of(&default))?.get() as i32;
+    (rate != i32::MAX).then_some(f64::from(rate))
+}
+
 #[derive(Debug)]
 pub struct QuotaManagers {
     pub produce: ClientQuotaManager,

@@ -18,7 +18,7 @@ use crate::group::GroupCoordinator;
 use crate::listeners::{Advertised, Listener};
 use crate::log_limit::{key_of, RepeatLimiter};
 use crate::metrics::BrokerMetrics;
-use crate::net::connection_quotas::{Accepted, ConnectionQuotas};
+use crate::net::connection_quotas::{Accepted, ConnectionQuotas, ConnectionRateLimits};
 use crate::net::memory_pool::RequestMemoryPool;
 use crate::txn::TransactionCoordinator;
 
@@ -286,6 +286,7 @@ impl Server {
         let quotas = ConnectionQuotas::new(
             broker.config.max_connections,
             broker.config.max_connections_per_ip,
+            connection_rate_limits(&broker),
         );
         let ready = match await_serving(&broker, &mut shutdown).await {
             Ok(true) => {
@@ -591,8 +592,27 @@ async fn bootstrap_voters(broker: &Broker) -> Result<(), ServerError> {
     Ok(())
 }
 
+/// The connection creation rates: the broker's from its config, each address's from the
+/// client quotas of the image this node has applied.
+fn connection_rate_limits(broker: &Arc<Broker>) -> ConnectionRateLimits {
+    let image_of = Arc::downgrade(broker);
+    ConnectionRateLimits {
+        max_connection_creation_rate: broker.config.max_connection_creation_rate,
+        window: broker.config.quota_window,
+        ip_rate: Box::new(move |ip| {
+            let broker = image_of.upgrade()?;
+            crate::quota::ip_connection_creation_rate(&broker.replicas.image().client_quotas, ip)
+        }),
+    }
+}
+
 /// Lines about refused connections, per client address.
 static REFUSED: RepeatLimiter = RepeatLimiter::new();
+/// Lines about throttled connections, per client address.
+static THROTTLED: RepeatLimiter = RepeatLimiter::new();
+/// Throttled connections held open at once; beyond it one closes at once. Each holds a
+/// descriptor for at most one quota window.
+const THROTTLED_CONNECTIONS_MAX: usize = 1024;
 /// Lines about failed accepts.
 static ACCEPT_ERRORS: RepeatLimiter = RepeatLimiter::new();
 
@@ -606,10 +626,15 @@ async fn accept_until_shutdown(
     connections: &mut JoinSet<()>,
     shutdown: &mut watch::Receiver<bool>,
 ) {
+    // Kafka's `protectedListener`: the inter-broker listener is exempt from the broker's
+    // creation rate when clients have a listener of their own.
+    let listeners = &broker.config.listeners;
+    let protected = listeners.broker.len() > 1 && config.name == listeners.inter_broker;
+    let mut throttled = JoinSet::new();
     loop {
         tokio::select! {
             // Waits while max.connections are open; refuses an address at its limit.
-            accepted = quotas.accept(&listener) => match accepted {
+            accepted = quotas.accept(&listener, protected) => match accepted {
                 Ok(Accepted::Connection(stream, slot)) => {
                     let serve = crate::net::connection::serve(
                         broker.clone(),
@@ -622,6 +647,19 @@ async fn accept_until_shutdown(
                         serve.await;
                         drop(slot);
                     });
+                }
+                // Left unread, then closed: the client sees its connection end after the
+                // throttle time (Kafka's `closeThrottledConnections`).
+                Ok(Accepted::Throttled { stream, ip, throttle_ms }) => {
+                    if throttled.len() < THROTTLED_CONNECTIONS_MAX {
+                        throttled.spawn(async move {
+                            tokio::time::sleep(Duration::from_millis(throttle_ms as u64)).await;
+                            drop(stream);
+                        });
+                    }
+                    if let Some(note) = THROTTLED.admit(key_of(ip)) {
+                        tracing::debug!(%ip, throttle_ms, "delaying the close of a connection over its address's connection_creation_rate{note}");
+                    }
                 }
                 // A client reconnecting in a loop is refused on every attempt.
                 Ok(Accepted::Refused { ip, max_connections_per_ip }) => {
@@ -643,6 +681,7 @@ async fn accept_until_shutdown(
             },
             // Reap finished connection tasks so the set stays bounded by live connections.
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            Some(_) = throttled.join_next(), if !throttled.is_empty() => {}
             _ = shutdown.changed() => break,
         }
     }

@@ -792,3 +792,137 @@ fn hammer_on(c: &mut WireClient, period: Duration) -> (i64, i64, Duration) {
     }
     (all_ms, all_ms - last_ms, start.elapsed())
 }
+
+/// One connection of a burst: answered, or closed unanswered after this long.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Probe {
+    Answered(Duration),
+    Closed(Duration),
+}
+
+/// Opens `n` connections at once, sends an ApiVersions v0 on each, and reads each answer:
+/// what each connection saw, timed from the first connect, and the client address used.
+fn burst(bootstrap: &str, n: usize) -> (Vec<Probe>, std::net::IpAddr) {
+    use std::io::{Read, Write};
+    // ApiVersions v0: api key 18, version 0, correlation id 1, client id "burst", no body.
+    let mut frame = vec![0, 0, 0, 0, 0, 18, 0, 0, 0, 0, 0, 1, 0, 5];
+    frame.extend_from_slice(b"burst");
+    let size = (frame.len() - 4) as u32;
+    frame[..4].copy_from_slice(&size.to_be_bytes());
+    let t0 = Instant::now();
+    let mut streams: Vec<std::net::TcpStream> = (0..n)
+        .map(|_| std::net::TcpStream::connect(bootstrap).expect("connect"))
+        .collect();
+    let ip = streams[0].local_addr().expect("local address").ip();
+    for s in &mut streams {
+        // A throttled connection may already be closed; its read below says so.
+        let _ = s.write_all(&frame);
+    }
+    let probes = streams
+        .iter_mut()
+        .map(|s| {
+            s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+            let mut size = [0u8; 4];
+            match s.read_exact(&mut size) {
+                Ok(()) => Probe::Answered(t0.elapsed()),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    panic!("no answer and no close within 15 s")
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                    panic!("no answer and no close within 15 s")
+                }
+                Err(_) => Probe::Closed(t0.elapsed()),
+            }
+        })
+        .collect();
+    (probes, ip)
+}
+
+fn answered(probes: &[Probe]) -> usize {
+    probes
+        .iter()
+        .filter(|p| matches!(p, Probe::Answered(_)))
+        .count()
+}
+
+/// Kafka's `ConnectionQuotas.recordIpConnectionMaybeThrottle`: a new connection from an
+/// address over its `connection_creation_rate` is accepted, left unanswered for the throttle
+/// time and closed; the address's own `ip` entity wins over the default one.
+#[test]
+fn an_address_over_its_connection_creation_rate_has_new_connections_closed() {
+    // Rates over one second at least: 5 per second allows 5 connections at once.
+    let b = Broker::start_with(&[
+        ("quota.window.num", "2"),
+        ("quota.window.size.seconds", "1"),
+    ]);
+    let mut admin = WireClient::connect(&b.bootstrap());
+    let rate = |ip: Option<&str>, v: f64| {
+        vec![entry(
+            &[("ip", ip)],
+            &[("connection_creation_rate", Some(v))],
+        )]
+    };
+    assert_eq!(
+        alter(&mut admin, 1, rate(None, 5.0), false),
+        vec![(0, None)]
+    );
+    // Quotas reach the listeners through the metadata log: wait for the first burst held.
+    let (probes, ip) = poll_until_ok(
+        "the default ip quota enforced",
+        Duration::from_secs(10),
+        || {
+            let (probes, ip) = burst(&b.bootstrap(), 12);
+            (answered(&probes) < 12)
+                .then_some((probes.clone(), ip))
+                .ok_or(format!("every connection answered: {probes:?}"))
+        },
+    );
+    // The address's rate started with this burst: 5 connections pass, the rest are closed.
+    assert!(answered(&probes) <= 6, "{probes:?}");
+    for p in &probes {
+        if let Probe::Closed(after) = p {
+            // (6 - 5) / 5 of the one-second window: 200 ms.
+            assert!(
+                *after >= Duration::from_millis(100),
+                "closed at once: {probes:?}"
+            );
+        }
+    }
+    let own = ip.to_string();
+    assert_eq!(
+        alter(&mut admin, 1, rate(Some(&own), 1000.0), false),
+        vec![(0, None)]
+    );
+    poll_until_ok(
+        "the address's own quota applied",
+        Duration::from_secs(10),
+        || {
+            let (probes, _) = burst(&b.bootstrap(), 12);
+            (answered(&probes) == 12)
+                .then_some(())
+                .ok_or(format!("still throttled: {probes:?}"))
+        },
+    );
+}
+
+/// Kafka's `ConnectionQuotas.waitForConnectionSlot`: over `max.connection.creation.rate` the
+/// broker holds each new connection before serving it, so a burst is served, but spread out.
+#[test]
+fn max_connection_creation_rate_spreads_a_burst_out() {
+    let b = Broker::start_with(&[
+        ("max.connection.creation.rate", "5"),
+        ("quota.window.num", "2"),
+        ("quota.window.size.seconds", "1"),
+    ]);
+    let (probes, _) = burst(&b.bootstrap(), 10);
+    assert_eq!(answered(&probes), 10, "{probes:?}");
+    let last = probes
+        .iter()
+        .map(|p| match p {
+            Probe::Answered(t) | Probe::Closed(t) => *t,
+        })
+        .max()
+        .unwrap();
+    // 5 at once, then each held 200 ms or more: at least a second for the other 5.
+    assert!(last >= Duration::from_millis(800), "{probes:?}");
+}

@@ -1,25 +1,55 @@
-//! Connection limits of the broker listener: Kafka's `max.connections` and
-//! `max.connections.per.ip` (`ConnectionQuotas` in Kafka's `SocketServer`).
+//! Connection limits of the broker listeners: Kafka's `max.connections`,
+//! `max.connections.per.ip`, `max.connection.creation.rate` and the `connection_creation_rate`
+//! quota of `ip` entities (`ConnectionQuotas` in Kafka's `SocketServer`).
 //!
-//! Kafka treats the two differently, and so does Brook:
+//! Kafka treats them differently, and so does Brook:
 //! - at the broker-wide limit the acceptor waits for a slot: new connections stay in the
 //!   kernel's accept backlog until an open one ends (`waitForConnectionSlot`);
+//! - over the broker-wide creation rate the acceptor holds the connection it just accepted,
+//!   and with it the backlog, for the throttle time, then serves it (the same wait); the
+//!   inter-broker listener is exempt when there are other listeners (`protectedListener`);
 //! - an address already at its limit has its new connection accepted and closed at once
-//!   (`TooManyConnectionsException`), so a client sees an EOF on its first read.
+//!   (`TooManyConnectionsException`), so a client sees an EOF on its first read;
+//! - an address over its creation rate has its new connection accepted, left unread for
+//!   the throttle time, then closed (`ConnectionThrottledException`); it is not counted.
 //!
-//! `ConnectionQuotas` is the one owner of both counts. Every accepted connection holds a
-//! [`ConnectionSlot`]; dropping it (the connection's task ends, however it ends) gives both
-//! counts back, so no path can leak a slot.
+//! `ConnectionQuotas` is the one owner of the counts and rates. Every accepted connection
+//! holds a [`ConnectionSlot`]; dropping it (the connection's task ends, however it ends) gives
+//! both counts back, so no path can leak a slot.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-/// The open connections of the broker listener, in total and per address.
+use crate::cluster::replica_manager::now_ms;
+use crate::quota::{QuotaWindow, RateQuota, INACTIVE_SENSOR_EXPIRATION_MS, SENSORS_SWEEP_AT};
+
+/// The `connection_creation_rate` quota of an address (`ConnectionQuotas.connectionRateForIp`:
+/// its own `ip` entity, else the default one), `None` where no quota applies.
+pub type IpConnectionRate = Box<dyn Fn(IpAddr) -> Option<f64> + Send + Sync>;
+
+/// The creation-rate limits: `max.connection.creation.rate` (Kafka's default, `i32::MAX`, is
+/// no limit), the window the rates are sampled over, and each address's quota.
+pub struct ConnectionRateLimits {
+    pub max_connection_creation_rate: i32,
+    pub window: QuotaWindow,
+    pub ip_rate: IpConnectionRate,
+}
+
+/// The sampled creation rates: the broker's and each throttled address's.
+struct Rates {
+    broker: RateQuota,
+    /// Addresses with a quota; idle ones are swept past [`SENSORS_SWEEP_AT`] entries.
+    per_ip: HashMap<IpAddr, RateQuota>,
+}
+
+/// The open connections of the broker listeners, in total and per address, and the rates
+/// they were opened at.
 pub struct ConnectionQuotas {
     /// One permit per connection that may still open (`max.connections` minus the open ones).
     total: Arc<Semaphore>,
@@ -27,6 +57,8 @@ pub struct ConnectionQuotas {
     /// bounded by the open connections, themselves bounded by `max.connections`.
     per_ip: Mutex<HashMap<IpAddr, usize>>,
     max_connections_per_ip: usize,
+    limits: ConnectionRateLimits,
+    rates: Mutex<Rates>,
 }
 
 /// An accepted connection's share of the quotas; dropping it frees the share.
@@ -45,23 +77,45 @@ pub enum Accepted {
         ip: IpAddr,
         max_connections_per_ip: usize,
     },
+    /// A connection to leave unread for `throttle_ms` and then close: its address is over
+    /// its `connection_creation_rate`.
+    Throttled {
+        stream: TcpStream,
+        ip: IpAddr,
+        throttle_ms: i64,
+    },
 }
 
 impl ConnectionQuotas {
-    /// Limits of `max_connections` in total and `max_connections_per_ip` per address.
-    pub fn new(max_connections: usize, max_connections_per_ip: usize) -> Arc<Self> {
+    /// Limits of `max_connections` in total and `max_connections_per_ip` per address, and the
+    /// creation rates of `limits`.
+    pub fn new(
+        max_connections: usize,
+        max_connections_per_ip: usize,
+        limits: ConnectionRateLimits,
+    ) -> Arc<Self> {
         // Kafka's limits are ints, far below the semaphore's ceiling; clamp all the same.
         let permits = max_connections.min(Semaphore::MAX_PERMITS);
         Arc::new(ConnectionQuotas {
             total: Arc::new(Semaphore::new(permits)),
             per_ip: Mutex::new(HashMap::new()),
             max_connections_per_ip,
+            limits,
+            rates: Mutex::new(Rates {
+                broker: RateQuota::new(now_ms()),
+                per_ip: HashMap::new(),
+            }),
         })
     }
 
-    /// Waits for a broker-wide slot, then accepts one connection and counts it for its
+    /// Waits for a broker-wide slot, then accepts one connection, holds it while the broker
+    /// is over its creation rate (unless the listener is `protected`), and counts it for its
     /// address. Cancel safe: dropping the future before it returns counts nothing.
-    pub async fn accept(self: &Arc<Self>, listener: &TcpListener) -> std::io::Result<Accepted> {
+    pub async fn accept(
+        self: &Arc<Self>,
+        listener: &TcpListener,
+        protected: bool,
+    ) -> std::io::Result<Accepted> {
         let total = match self.total.clone().acquire_owned().await {
             Ok(permit) => permit,
             // The semaphore is never closed; should it be, stop accepting rather than spin.
@@ -69,6 +123,18 @@ impl ConnectionQuotas {
         };
         let (stream, peer) = listener.accept().await?;
         let ip = peer.ip();
+        let wait_ms = self.record_broker_connection(protected, now_ms());
+        if wait_ms > 0 {
+            tokio::time::sleep(Duration::from_millis(wait_ms as u64)).await;
+        }
+        if let Some(throttle_ms) = self.record_ip_connection(ip, protected, now_ms()) {
+            // Not counted: the permit goes back with `total`.
+            return Ok(Accepted::Throttled {
+                stream,
+                ip,
+                throttle_ms,
+            });
+        }
         if !self.count(ip) {
             // Dropping the stream closes the socket; the permit goes back with `total`.
             return Ok(Accepted::Refused {
@@ -82,6 +148,54 @@ impl ConnectionQuotas {
             _total: total,
         };
         Ok(Accepted::Connection(stream, slot))
+    }
+
+    /// The most a connection is held or throttled: one quota window (Kafka's
+    /// `ConnectionQuotas.maxThrottleTimeMs`).
+    fn throttle_ms_max(&self) -> i64 {
+        self.limits.window.window_ms
+    }
+
+    /// `recordConnectionAndGetThrottleTimeMs`: records the connection in the broker's rate
+    /// and answers how long the acceptor waits before serving it.
+    fn record_broker_connection(&self, protected: bool, now: i64) -> i64 {
+        let limit = self.limits.max_connection_creation_rate;
+        if protected {
+            return 0;
+        }
+        let (w, max) = (self.limits.window, self.throttle_ms_max());
+        let mut rates = self.rates.lock();
+        rates
+            .broker
+            .record_and_get_throttle_ms(w, f64::from(limit), 1.0, now, max)
+    }
+
+    /// `recordIpConnectionMaybeThrottle`: records the connection in its address's rate if
+    /// the address has a quota; over it, takes the connection back out of both rates and
+    /// answers the throttle time.
+    fn record_ip_connection(&self, ip: IpAddr, protected: bool, now: i64) -> Option<i64> {
+        let limit = (self.limits.ip_rate)(ip)?;
+        let (w, max) = (self.limits.window, self.throttle_ms_max());
+        let mut rates = self.rates.lock();
+        if !rates.per_ip.contains_key(&ip) && rates.per_ip.len() >= SENSORS_SWEEP_AT {
+            rates
+                .per_ip
+                .retain(|_, r| now - r.last_record_ms() < INACTIVE_SENSOR_EXPIRATION_MS);
+        }
+        let rate = rates
+            .per_ip
+            .entry(ip)
+            .or_insert_with(|| RateQuota::new(now));
+        let throttle_ms = rate.record_and_get_throttle_ms(w, limit, 1.0, now, max);
+        if throttle_ms <= 0 {
+            return None;
+        }
+        rate.unrecord(w, 1.0, now);
+        // `updateListenerMetrics`: the broker's rate does not count a refused connection.
+        if !protected {
+            rates.broker.unrecord(w, 1.0, now);
+        }
+        Some(throttle_ms)
     }
 
     /// Counts one more connection from `ip`, unless the address is at its limit.
@@ -121,6 +235,25 @@ impl Drop for ConnectionSlot {
 mod tests {
     use super::*;
 
+    /// Samples of one second, at least one full window: a rate is the count of the last
+    /// second or so.
+    const W: QuotaWindow = QuotaWindow {
+        samples: 2,
+        window_ms: 1000,
+    };
+
+    fn limits(max_connection_creation_rate: i32, ip_rate: Option<f64>) -> ConnectionRateLimits {
+        ConnectionRateLimits {
+            max_connection_creation_rate,
+            window: W,
+            ip_rate: Box::new(move |_| ip_rate),
+        }
+    }
+
+    fn unlimited() -> ConnectionRateLimits {
+        limits(i32::MAX, None)
+    }
+
     async fn bound() -> (TcpListener, std::net::SocketAddr) {
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let a = l.local_addr().unwrap();
@@ -130,21 +263,21 @@ mod tests {
     #[tokio::test]
     async fn per_ip_limit_refuses_and_frees_on_drop() {
         let (l, addr) = bound().await;
-        let q = ConnectionQuotas::new(100, 2);
+        let q = ConnectionQuotas::new(100, 2, unlimited());
         let ip: IpAddr = "127.0.0.1".parse().unwrap();
         let mut slots = Vec::new();
         let mut clients = Vec::new();
         for _ in 0..2 {
             clients.push(TcpStream::connect(addr).await.unwrap());
-            match q.accept(&l).await.unwrap() {
+            match q.accept(&l, false).await.unwrap() {
                 Accepted::Connection(s, slot) => slots.push((s, slot)),
-                Accepted::Refused { .. } => panic!("refused below the limit"),
+                _ => panic!("refused below the limit"),
             }
         }
         assert_eq!(q.open_from(ip), 2);
         clients.push(TcpStream::connect(addr).await.unwrap());
         assert!(matches!(
-            q.accept(&l).await.unwrap(),
+            q.accept(&l, false).await.unwrap(),
             Accepted::Refused {
                 max_connections_per_ip: 2,
                 ..
@@ -155,7 +288,7 @@ mod tests {
         assert_eq!(q.open_from(ip), 1, "a dropped slot is given back");
         clients.push(TcpStream::connect(addr).await.unwrap());
         assert!(matches!(
-            q.accept(&l).await.unwrap(),
+            q.accept(&l, false).await.unwrap(),
             Accepted::Connection(..)
         ));
     }
@@ -163,21 +296,83 @@ mod tests {
     #[tokio::test]
     async fn total_limit_waits_for_a_slot() {
         let (l, addr) = bound().await;
-        let q = ConnectionQuotas::new(1, 10);
+        let q = ConnectionQuotas::new(1, 10, unlimited());
         let _c1 = TcpStream::connect(addr).await.unwrap();
-        let first = match q.accept(&l).await.unwrap() {
+        let first = match q.accept(&l, false).await.unwrap() {
             Accepted::Connection(s, slot) => (s, slot),
-            Accepted::Refused { .. } => panic!("refused"),
+            _ => panic!("refused"),
         };
         let _c2 = TcpStream::connect(addr).await.unwrap();
         let waited =
-            tokio::time::timeout(std::time::Duration::from_millis(200), q.accept(&l)).await;
+            tokio::time::timeout(std::time::Duration::from_millis(200), q.accept(&l, false)).await;
         assert!(waited.is_err(), "accepted past max.connections");
         drop(first);
-        let second = tokio::time::timeout(std::time::Duration::from_secs(5), q.accept(&l))
+        let second = tokio::time::timeout(std::time::Duration::from_secs(5), q.accept(&l, false))
             .await
             .expect("a freed slot lets the next connection in")
             .unwrap();
         assert!(matches!(second, Accepted::Connection(..)));
+    }
+
+    #[tokio::test]
+    async fn an_address_over_its_creation_rate_is_throttled_and_not_counted() {
+        let (l, addr) = bound().await;
+        let q = ConnectionQuotas::new(100, 100, limits(i32::MAX, Some(2.0)));
+        let ip: IpAddr = "127.0.0.1".parse().unwrap();
+        let mut held = Vec::new();
+        for _ in 0..2 {
+            held.push(TcpStream::connect(addr).await.unwrap());
+            assert!(matches!(
+                q.accept(&l, false).await.unwrap(),
+                Accepted::Connection(..)
+            ));
+        }
+        held.push(TcpStream::connect(addr).await.unwrap());
+        // Three in the first second against two per second: (3 - 2) / 2 of the window.
+        match q.accept(&l, false).await.unwrap() {
+            Accepted::Throttled { throttle_ms, .. } => assert_eq!(throttle_ms, 500),
+            _ => panic!("a third connection within the second is not throttled"),
+        }
+        assert_eq!(
+            q.open_from(ip),
+            0,
+            "the slots were dropped; none is counted"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_broker_creation_rate_holds_the_acceptor_unless_protected() {
+        let (l, addr) = bound().await;
+        let q = ConnectionQuotas::new(100, 100, limits(2, None));
+        let mut held = Vec::new();
+        for _ in 0..2 {
+            held.push(TcpStream::connect(addr).await.unwrap());
+            assert!(matches!(
+                q.accept(&l, false).await.unwrap(),
+                Accepted::Connection(..)
+            ));
+        }
+        held.push(TcpStream::connect(addr).await.unwrap());
+        let t0 = std::time::Instant::now();
+        let third = q.accept(&l, false).await.unwrap();
+        assert!(
+            matches!(third, Accepted::Connection(..)),
+            "held, then served"
+        );
+        assert!(
+            t0.elapsed() >= Duration::from_millis(450),
+            "{:?}",
+            t0.elapsed()
+        );
+        held.push(TcpStream::connect(addr).await.unwrap());
+        let t0 = std::time::Instant::now();
+        assert!(matches!(
+            q.accept(&l, true).await.unwrap(),
+            Accepted::Connection(..)
+        ));
+        assert!(
+            t0.elapsed() < Duration::from_millis(450),
+            "a protected listener waited"
+        );
     }
 }

@@ -13,8 +13,9 @@ use kafka_protocol::messages::write_txn_markers_request::{
     WritableTxnMarker, WritableTxnMarkerTopic,
 };
 use kafka_protocol::messages::{
-    ConsumerGroupHeartbeatRequest, FindCoordinatorRequest, JoinGroupRequest, OffsetCommitRequest,
-    ProducerId, SyncGroupRequest, WriteTxnMarkersRequest,
+    ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, FindCoordinatorRequest,
+    HeartbeatRequest, JoinGroupRequest, OffsetCommitRequest, ProducerId, SyncGroupRequest,
+    WriteTxnMarkersRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -43,6 +44,17 @@ const JOIN_V: i16 = 5;
 const SYNC_V: i16 = 3;
 /// ConsumerGroupHeartbeat v1.
 const CONSUMER_HEARTBEAT_V: i16 = 1;
+/// Heartbeat v3, ConsumerGroupDescribe v0.
+const HEARTBEAT_V: i16 = 3;
+const CONSUMER_GROUP_DESCRIBE_V: i16 = 0;
+const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+const REBALANCE_IN_PROGRESS: i16 = 27;
+const GROUP_ID_NOT_FOUND: i16 = 69;
+/// `offsets.topic.num.partitions`, Kafka's default the cluster keeps.
+const OFFSETS_PARTITIONS: i32 = 50;
+/// The cut-off followers leave the ISR after `replica.lag.time.max.ms` (3 s in the
+/// harness's defaults).
+const ISR_SHRINK_WAIT: Duration = Duration::from_secs(20);
 /// How long an answer that must wait for a commit is watched for after its record was
 /// appended: an answer sent before the commit is on the socket by then.
 const NO_ANSWER_WATCH: Duration = Duration::from_millis(300);
@@ -233,6 +245,61 @@ fn group_answers_wait_for_their_records_to_commit() {
     assert_eq!((r.error_code, r.member_epoch), (0, 1), "{r:?}");
     let assigned = r.assignment.expect("an assignment");
     assert_eq!(assigned.topic_partitions.len(), 1, "{assigned:?}");
+}
+
+/// A group write that cannot be appended — too few in-sync replicas once the coordinator's
+/// followers fell out of the ISR (`min.insync.replicas=2`) — is answered as Kafka's
+/// coordinator answers it, COORDINATOR_NOT_AVAILABLE, and leaves the group as Kafka's
+/// reverted timeline does: the leader's SyncGroup fails every parked SyncGroup and the group
+/// rebalances (Brook answered it and went Stable); a ConsumerGroupHeartbeat that would have
+/// created its group leaves no group behind (Brook answered it and kept the group).
+#[test]
+fn a_group_write_that_cannot_be_appended_answers_the_error_and_keeps_no_trace() {
+    let c = Cluster::start(3, &[("group.initial.rebalance.delay.ms", "0")]);
+    let topic = unique_topic("groupfail");
+    c.create_topic(&topic, 1, 3, &[]);
+    let node = c.partition_state(&topic, 0).leader;
+    let [classic, consumer] = [0, 1].map(|nth| group_coordinated_by_nth(&c, node, nth));
+    let mut client = WireClient::connect(&c.address(node));
+    let member = join_alone(&mut client, &classic);
+    c.isolate_replication(node);
+    for group in [&classic, &consumer] {
+        let partition = brook::group::records::partition_for(group, OFFSETS_PARTITIONS);
+        c.await_isr("__consumer_offsets", partition, &[node], ISR_SHRINK_WAIT);
+    }
+
+    let sync = SyncGroupRequest::default()
+        .with_group_id(s(&classic).into())
+        .with_member_id(s(&member))
+        .with_generation_id(1);
+    let r = client.request(SYNC_V, &sync);
+    assert_eq!(r.error_code, COORDINATOR_NOT_AVAILABLE, "{r:?}");
+    let heartbeat = HeartbeatRequest::default()
+        .with_group_id(s(&classic).into())
+        .with_member_id(s(&member))
+        .with_generation_id(1);
+    let r = client.request(HEARTBEAT_V, &heartbeat);
+    assert_eq!(
+        r.error_code, REBALANCE_IN_PROGRESS,
+        "the group rebalances: {r:?}"
+    );
+
+    let join = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(s(&consumer).into())
+        .with_member_id(s("member-848"))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(10_000)
+        .with_subscribed_topic_names(Some(vec![s(&topic).into()]))
+        .with_topic_partitions(Some(vec![]));
+    let r = client.request(CONSUMER_HEARTBEAT_V, &join);
+    assert_eq!(r.error_code, COORDINATOR_NOT_AVAILABLE, "{r:?}");
+    let describe =
+        ConsumerGroupDescribeRequest::default().with_group_ids(vec![s(&consumer).into()]);
+    let d = client.request(CONSUMER_GROUP_DESCRIBE_V, &describe);
+    assert_eq!(
+        d.groups[0].error_code, GROUP_ID_NOT_FOUND,
+        "the heartbeat left no group: {d:?}"
+    );
 }
 
 fn s(v: &str) -> StrBytes {

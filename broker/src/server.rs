@@ -281,7 +281,10 @@ impl Server {
                 },
             )
         };
-        let group_timers = tokio::spawn(broker.groups.clone().run(serve_until.clone()));
+        // The group timer task stops once requests are no longer processed, so the parked
+        // JoinGroup/SyncGroup it answers then are closed unanswered (`api::unless_stopped`).
+        let group_timers =
+            tokio::spawn(broker.groups.clone().run(broker.shutting_down.subscribe()));
         let txn_timers = tokio::spawn(broker.txn.clone().run(serve_until.clone()));
         let quotas = ConnectionQuotas::new(
             broker.config.max_connections,

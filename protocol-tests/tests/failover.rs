@@ -4,14 +4,18 @@
 
 use std::time::Duration;
 
+use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
+use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::write_txn_markers_request::{
     WritableTxnMarker, WritableTxnMarkerTopic,
 };
 use kafka_protocol::messages::{
-    FindCoordinatorRequest, OffsetCommitRequest, ProducerId, WriteTxnMarkersRequest,
+    ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, FindCoordinatorRequest,
+    HeartbeatRequest, JoinGroupRequest, OffsetCommitRequest, ProducerId, SyncGroupRequest,
+    WriteTxnMarkersRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -35,6 +39,25 @@ const WRITE_TXN_MARKERS_V: i16 = 1;
 const MARKER_PRODUCER_ID: i64 = 4_000;
 /// Group ids tried to find one a given node coordinates (3 nodes lead the partitions).
 const GROUP_CANDIDATES: usize = 60;
+/// JoinGroup v5 (a member id first, MEMBER_ID_REQUIRED), SyncGroup v3.
+const JOIN_V: i16 = 5;
+const SYNC_V: i16 = 3;
+/// ConsumerGroupHeartbeat v1.
+const CONSUMER_HEARTBEAT_V: i16 = 1;
+/// Heartbeat v3, ConsumerGroupDescribe v0.
+const HEARTBEAT_V: i16 = 3;
+const CONSUMER_GROUP_DESCRIBE_V: i16 = 0;
+const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+const REBALANCE_IN_PROGRESS: i16 = 27;
+const GROUP_ID_NOT_FOUND: i16 = 69;
+/// `offsets.topic.num.partitions`, Kafka's default the cluster keeps.
+const OFFSETS_PARTITIONS: i32 = 50;
+/// The cut-off followers leave the ISR after `replica.lag.time.max.ms` (3 s in the
+/// harness's defaults).
+const ISR_SHRINK_WAIT: Duration = Duration::from_secs(20);
+/// How long an answer that must wait for a commit is watched for after its record was
+/// appended: an answer sent before the commit is on the socket by then.
+const NO_ANSWER_WATCH: Duration = Duration::from_millis(300);
 
 /// A produce parked on the leader (its followers cut off, so acks=all waits) when the leader
 /// gets SIGTERM: the controlled shutdown moves the leadership while the node still serves
@@ -165,10 +188,197 @@ fn a_stopping_leader_whose_controlled_shutdown_fails_drops_a_parked_produce_and_
     );
 }
 
+/// A group's answers wait for its records to commit, as Kafka's `CoordinatorRuntime`
+/// completes a write only at the high watermark (issue 31). With the coordinator's followers
+/// cut off, the leader's SyncGroup of a classic group and a KIP-848 ConsumerGroupHeartbeat that
+/// joins are appended to `__consumer_offsets` but not answered; once the followers are let
+/// through, both are, with the assignment. Brook answered both at once, so a coordinator
+/// failure could reload an older generation or epoch than the members had been told.
+#[test]
+fn group_answers_wait_for_their_records_to_commit() {
+    let c = Cluster::start(
+        3,
+        &[
+            // Cut-off followers stay in the ISR, so nothing commits until they are let through.
+            ("replica.lag.time.max.ms", "60000"),
+            ("offsets.commit.timeout.ms", "60000"),
+            ("group.initial.rebalance.delay.ms", "0"),
+        ],
+    );
+    let topic = unique_topic("groupcommit");
+    c.create_topic(&topic, 1, 3, &[]);
+    let node = c.partition_state(&topic, 0).leader;
+    let [classic, consumer] = [0, 1].map(|nth| group_coordinated_by_nth(&c, node, nth));
+    let mut client = WireClient::connect(&c.address(node));
+    let member = join_alone(&mut client, &classic);
+
+    let cut = c.isolate_replication(node);
+    let assignment = SyncGroupRequestAssignment::default()
+        .with_member_id(s(&member))
+        .with_assignment(bytes::Bytes::from_static(b"assigned"));
+    let sync = SyncGroupRequest::default()
+        .with_group_id(s(&classic).into())
+        .with_member_id(s(&member))
+        .with_generation_id(1)
+        .with_assignments(vec![assignment]);
+    let parked = client.send(SYNC_V, &sync);
+    await_uncommitted_offsets_record(&c, node);
+    assert_unanswered(&mut client, "the leader's SyncGroup");
+    c.fault_remove(node, cut);
+    let r = client.receive::<SyncGroupRequest>(SYNC_V, parked);
+    assert_eq!(r.error_code, 0, "{r:?}");
+    assert_eq!(&r.assignment[..], b"assigned");
+
+    let cut = c.isolate_replication(node);
+    let join = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(s(&consumer).into())
+        .with_member_id(s("member-848"))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(10_000)
+        .with_subscribed_topic_names(Some(vec![s(&topic).into()]))
+        .with_topic_partitions(Some(vec![]));
+    let parked = client.send(CONSUMER_HEARTBEAT_V, &join);
+    await_uncommitted_offsets_record(&c, node);
+    assert_unanswered(&mut client, "the joining ConsumerGroupHeartbeat");
+    c.fault_remove(node, cut);
+    let r = client.receive::<ConsumerGroupHeartbeatRequest>(CONSUMER_HEARTBEAT_V, parked);
+    assert_eq!((r.error_code, r.member_epoch), (0, 1), "{r:?}");
+    let assigned = r.assignment.expect("an assignment");
+    assert_eq!(assigned.topic_partitions.len(), 1, "{assigned:?}");
+}
+
+/// A group write that cannot be appended — too few in-sync replicas once the coordinator's
+/// followers fell out of the ISR (`min.insync.replicas=2`) — is answered as Kafka's
+/// coordinator answers it, COORDINATOR_NOT_AVAILABLE, and leaves the group as Kafka's
+/// reverted timeline does: the leader's SyncGroup fails every parked SyncGroup and the group
+/// rebalances (Brook answered it and went Stable); a ConsumerGroupHeartbeat that would have
+/// created its group leaves no group behind (Brook answered it and kept the group).
+#[test]
+fn a_group_write_that_cannot_be_appended_answers_the_error_and_keeps_no_trace() {
+    let c = Cluster::start(3, &[("group.initial.rebalance.delay.ms", "0")]);
+    let topic = unique_topic("groupfail");
+    c.create_topic(&topic, 1, 3, &[]);
+    let node = c.partition_state(&topic, 0).leader;
+    let [classic, consumer] = [0, 1].map(|nth| group_coordinated_by_nth(&c, node, nth));
+    let mut client = WireClient::connect(&c.address(node));
+    let member = join_alone(&mut client, &classic);
+    c.isolate_replication(node);
+    for group in [&classic, &consumer] {
+        let partition = brook::group::records::partition_for(group, OFFSETS_PARTITIONS);
+        c.await_isr("__consumer_offsets", partition, &[node], ISR_SHRINK_WAIT);
+    }
+
+    let sync = SyncGroupRequest::default()
+        .with_group_id(s(&classic).into())
+        .with_member_id(s(&member))
+        .with_generation_id(1);
+    let r = client.request(SYNC_V, &sync);
+    assert_eq!(r.error_code, COORDINATOR_NOT_AVAILABLE, "{r:?}");
+    let heartbeat = HeartbeatRequest::default()
+        .with_group_id(s(&classic).into())
+        .with_member_id(s(&member))
+        .with_generation_id(1);
+    let r = client.request(HEARTBEAT_V, &heartbeat);
+    assert_eq!(
+        r.error_code, REBALANCE_IN_PROGRESS,
+        "the group rebalances: {r:?}"
+    );
+
+    let join = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(s(&consumer).into())
+        .with_member_id(s("member-848"))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(10_000)
+        .with_subscribed_topic_names(Some(vec![s(&topic).into()]))
+        .with_topic_partitions(Some(vec![]));
+    let r = client.request(CONSUMER_HEARTBEAT_V, &join);
+    assert_eq!(r.error_code, COORDINATOR_NOT_AVAILABLE, "{r:?}");
+    let describe =
+        ConsumerGroupDescribeRequest::default().with_group_ids(vec![s(&consumer).into()]);
+    let d = client.request(CONSUMER_GROUP_DESCRIBE_V, &describe);
+    assert_eq!(
+        d.groups[0].error_code, GROUP_ID_NOT_FOUND,
+        "the heartbeat left no group: {d:?}"
+    );
+}
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+/// A JoinGroup of one member (v5: MEMBER_ID_REQUIRED, then again with the id); returns its
+/// member id, the leader of generation 1.
+fn join_alone(client: &mut WireClient, group: &str) -> String {
+    let protocol = JoinGroupRequestProtocol::default()
+        .with_name(s("range"))
+        .with_metadata(bytes::Bytes::from_static(b"m"));
+    let join = |member: &str| {
+        JoinGroupRequest::default()
+            .with_group_id(s(group).into())
+            .with_member_id(s(member))
+            .with_protocol_type(s("consumer"))
+            .with_session_timeout_ms(30_000)
+            .with_rebalance_timeout_ms(30_000)
+            .with_protocols(vec![protocol.clone()])
+    };
+    let first = client.request(JOIN_V, &join(""));
+    assert_eq!(first.error_code, 79, "MEMBER_ID_REQUIRED: {first:?}");
+    let r = client.request(JOIN_V, &join(&first.member_id));
+    assert_eq!((r.error_code, r.generation_id), (0, 1), "{r:?}");
+    assert_eq!(r.leader, r.member_id);
+    r.member_id.to_string()
+}
+
+/// Waits until some `__consumer_offsets` partition on `node` holds a record above its high
+/// watermark: a coordinator write was appended and waits for the followers.
+fn await_uncommitted_offsets_record(c: &Cluster, node: i32) {
+    let view = "/v1/partitions?topic=__consumer_offsets";
+    poll_until_ok(
+        "a group record appended, not committed",
+        Duration::from_secs(10),
+        || {
+            let body = admin_get(&c.admin_address(node), view)?;
+            let v: serde_json::Value = serde_json::from_str(&body).map_err(|e| e.to_string())?;
+            let parts = v["partitions"].as_array().cloned().unwrap_or_default();
+            let pending = parts.iter().any(|p| {
+                let (leo, hw) = (p["log_end_offset"].as_i64(), p["high_watermark"].as_i64());
+                matches!((leo, hw), (Some(leo), Some(hw)) if leo > hw)
+            });
+            pending
+                .then_some(())
+                .ok_or_else(|| "all committed".to_string())
+        },
+    );
+}
+
+/// Nothing arrives on `client` for [`NO_ANSWER_WATCH`].
+fn assert_unanswered(client: &mut WireClient, what: &str) {
+    let stream = client.stream();
+    stream.set_read_timeout(Some(NO_ANSWER_WATCH)).unwrap();
+    let peeked = stream.peek(&mut [0u8; 1]);
+    stream
+        .set_read_timeout(Some(brook_protocol_tests::wire::IO_TIMEOUT))
+        .unwrap();
+    let waiting = matches!(&peeked, Err(e) if matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    ));
+    assert!(
+        waiting,
+        "{what} was answered before its record committed: {peeked:?}"
+    );
+}
+
 /// A group whose coordinator is `node` (the leader of the group's `__consumer_offsets`
 /// partition), found by asking FindCoordinator about a few group ids; the first lookup
 /// creates the topic, as a client's does.
 fn group_coordinated_by(c: &Cluster, node: i32) -> String {
+    group_coordinated_by_nth(c, node, 0)
+}
+
+/// The `nth` (from 0) of the groups [`group_coordinated_by`] finds for `node`.
+fn group_coordinated_by_nth(c: &Cluster, node: i32, nth: usize) -> String {
+    let mut found = 0;
     let mut client = WireClient::connect(&c.address(node));
     let prefix = unique_topic("failover-group");
     for i in 0..GROUP_CANDIDATES {
@@ -184,7 +394,10 @@ fn group_coordinated_by(c: &Cluster, node: i32) -> String {
             }
         });
         if coordinator == node {
-            return group;
+            if found == nth {
+                return group;
+            }
+            found += 1;
         }
     }
     panic!("none of {GROUP_CANDIDATES} groups is coordinated by node {node}");

@@ -362,8 +362,11 @@ fn rebalance_timeout_and_session_timeout_remove_members() {
     assert_eq!(heartbeat(&mut b, &group, &b_id, 2), 25);
 }
 
+/// A JoinGroup and a SyncGroup parked at shutdown get no answer: their connections are
+/// closed, as Kafka's `SocketServer.stopProcessingRequests` closes every connection with a
+/// request still parked (Brook answered them NOT_COORDINATOR).
 #[test]
-fn shutdown_answers_a_parked_join_and_exits_promptly() {
+fn shutdown_closes_a_parked_join_and_sync_and_exits_promptly() {
     let mut broker = Broker::start_with(&[
         ("group.initial.rebalance.delay.ms", "0"),
         ("offsets.topic.num.partitions", "1"),
@@ -380,6 +383,32 @@ fn shutdown_answers_a_parked_join_and_exits_promptly() {
         .to_string();
     let parked = join_timeouts(&mut b, &group, &b_id, 10_000, 60_000);
     await_rebalance(&mut a, &group, &a_id);
+    // Another group in CompletingRebalance: D's SyncGroup waits for the leader C's.
+    let synced = format!("{group}-sync");
+    let mut c = WireClient::connect(&broker.bootstrap());
+    let mut d = WireClient::connect(&broker.bootstrap());
+    let (c_id, _) = stable_member(&mut c, &synced);
+    let cid = join_timeouts(&mut d, &synced, "", 10_000, 60_000);
+    let d_id = d
+        .receive::<JoinGroupRequest>(JOIN_V, cid)
+        .member_id
+        .to_string();
+    let d_join = join_timeouts(&mut d, &synced, &d_id, 10_000, 60_000);
+    await_rebalance(&mut c, &synced, &c_id);
+    let c_join = join_timeouts(&mut c, &synced, &c_id, 10_000, 60_000);
+    assert_eq!(
+        c.receive::<JoinGroupRequest>(JOIN_V, c_join).generation_id,
+        2
+    );
+    assert_eq!(
+        d.receive::<JoinGroupRequest>(JOIN_V, d_join).generation_id,
+        2
+    );
+    let sync = SyncGroupRequest::default()
+        .with_group_id(s(&synced).into())
+        .with_member_id(s(&d_id))
+        .with_generation_id(2);
+    let parked_sync = d.send(SYNC_V, &sync);
     let started = std::time::Instant::now();
     let status = broker.stop();
     assert!(status.success(), "clean exit: {status}");
@@ -387,8 +416,10 @@ fn shutdown_answers_a_parked_join_and_exits_promptly() {
         started.elapsed() < std::time::Duration::from_secs(20),
         "did not wait out the rebalance"
     );
-    let r = b.receive::<JoinGroupRequest>(JOIN_V, parked);
-    assert_eq!(r.error_code, 16, "NOT_COORDINATOR for the parked join");
+    let r = b.try_receive::<JoinGroupRequest>(JOIN_V, parked);
+    assert!(r.is_err(), "the parked join's connection is closed: {r:?}");
+    let r = d.try_receive::<SyncGroupRequest>(SYNC_V, parked_sync);
+    assert!(r.is_err(), "the parked sync's connection is closed: {r:?}");
 }
 
 /// Each of `topics` by its id, with its partition count (Metadata v12 carries the ids).

@@ -253,15 +253,19 @@ pub async fn handle_sync_group(
         .into_iter()
         .map(|a| (a.member_id.to_string(), a.assignment))
         .collect();
-    let r = match broker.groups.sync_group(
-        &req.group_id,
-        &req.member_id,
-        req.group_instance_id.as_deref(),
-        req.generation_id,
-        pt.as_deref(),
-        pn.as_deref(),
-        assignments,
-    ) {
+    let r = match broker
+        .groups
+        .sync_group(
+            &req.group_id,
+            &req.member_id,
+            req.group_instance_id.as_deref(),
+            req.generation_id,
+            pt.as_deref(),
+            pn.as_deref(),
+            assignments,
+        )
+        .await
+    {
         Ok(Pending::Now(r)) => r,
         Ok(Pending::Wait(rx)) => rx
             .await
@@ -377,7 +381,11 @@ pub async fn handle_consumer_group_heartbeat(
         client_host: ctx.client_host(),
     };
     broker.groups.prepare_write().await;
-    match broker.groups.consumer_heartbeat(&req.group_id, params) {
+    match broker
+        .groups
+        .consumer_heartbeat(&req.group_id, params)
+        .await
+    {
         Ok(r) => ConsumerGroupHeartbeatResponse::default()
             .with_member_id(Some(sb(r.member_id)))
             .with_member_epoch(r.member_epoch)

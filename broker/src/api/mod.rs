@@ -232,9 +232,10 @@ impl RequestContext {
     }
 }
 
-/// A write that waited for a high watermark (OffsetCommit and TxnOffsetCommit on
-/// `__consumer_offsets`, WriteTxnMarkers) and ended after the node stopped processing
-/// requests gets no answer: Kafka's `BrokerServer.shutdown` calls
+/// A request that was parked — a write waiting for a high watermark (OffsetCommit and
+/// TxnOffsetCommit on `__consumer_offsets`, WriteTxnMarkers, group heartbeats whose records
+/// must commit), or a JoinGroup/SyncGroup waiting for the rebalance — and ended after the
+/// node stopped processing requests gets no answer: Kafka's `BrokerServer.shutdown` calls
 /// `SocketServer.stopProcessingRequests` after its controlled shutdown, which closes every
 /// connection with whatever is still parked in the purgatories, so the client sees a closed
 /// connection and retries elsewhere rather than an error from a node going away (a produce
@@ -554,15 +555,21 @@ async fn process(
             ctx,
             &groups::handle_find_coordinator(broker, ctx, r).await,
         ),
-        RequestKind::JoinGroup(r) => respond(
+        RequestKind::JoinGroup(r) => unless_stopped(
             broker,
-            ctx,
-            &groups::handle_join_group(broker, ctx, r).await,
+            respond(
+                broker,
+                ctx,
+                &groups::handle_join_group(broker, ctx, r).await,
+            ),
         ),
-        RequestKind::SyncGroup(r) => respond(
+        RequestKind::SyncGroup(r) => unless_stopped(
             broker,
-            ctx,
-            &groups::handle_sync_group(broker, ctx, r).await,
+            respond(
+                broker,
+                ctx,
+                &groups::handle_sync_group(broker, ctx, r).await,
+            ),
         ),
         RequestKind::Heartbeat(r) => {
             respond(broker, ctx, &groups::handle_heartbeat(broker, ctx, r).await)
@@ -572,20 +579,26 @@ async fn process(
             ctx,
             &groups::handle_leave_group(broker, ctx, r).await,
         ),
-        RequestKind::ConsumerGroupHeartbeat(r) => respond(
+        RequestKind::ConsumerGroupHeartbeat(r) => unless_stopped(
             broker,
-            ctx,
-            &groups::handle_consumer_group_heartbeat(broker, ctx, r).await,
+            respond(
+                broker,
+                ctx,
+                &groups::handle_consumer_group_heartbeat(broker, ctx, r).await,
+            ),
         ),
         RequestKind::ConsumerGroupDescribe(r) => respond(
             broker,
             ctx,
             &groups::handle_consumer_group_describe(broker, ctx, r).await,
         ),
-        RequestKind::StreamsGroupHeartbeat(r) => respond(
+        RequestKind::StreamsGroupHeartbeat(r) => unless_stopped(
             broker,
-            ctx,
-            &streams_groups::handle_streams_group_heartbeat(broker, ctx, r).await,
+            respond(
+                broker,
+                ctx,
+                &streams_groups::handle_streams_group_heartbeat(broker, ctx, r).await,
+            ),
         ),
         RequestKind::StreamsGroupDescribe(r) => respond(
             broker,

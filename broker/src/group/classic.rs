@@ -201,9 +201,15 @@ pub struct ClassicGroup {
     /// Members that have not sent SyncGroup for this generation, and until when they may.
     pending_sync: HashSet<String>,
     sync_deadline: Option<Instant>,
-    /// Set when the group metadata record should be written (a generation completed its
-    /// sync, or the group became empty). The coordinator clears it after writing.
+    /// Set when the group metadata record should be written (the leader's assignment of a
+    /// generation, or the group became empty). The coordinator clears it after writing.
     pub needs_persist: bool,
+    /// The leader's assignment of generation `.0` while its metadata record is on its way to
+    /// the high watermark: the group stays `CompletingRebalance`, every SyncGroup stays
+    /// parked, until [`Self::complete_sync`] (Kafka's `classicGroupSyncToClassicGroup`
+    /// completes the generation in its append future, which `CoordinatorRuntime` completes
+    /// once the write is committed).
+    assignment_to_store: Option<(i32, HashMap<String, Bytes>)>,
     /// When the group entered its current state, in wall-clock ms (Kafka's
     /// `ClassicGroup.currentStateTimestamp`, written in its metadata record): an Empty
     /// group's offsets expire counting from it. `None` for a group loaded from a record
@@ -235,6 +241,7 @@ impl ClassicGroup {
             pending_sync: HashSet::new(),
             sync_deadline: None,
             needs_persist: false,
+            assignment_to_store: None,
             current_state_timestamp_ms: Some(crate::cluster::replica_manager::now_ms()),
         }
     }
@@ -643,6 +650,7 @@ impl ClassicGroup {
         }
         self.pending_sync.clear();
         self.sync_deadline = None;
+        self.assignment_to_store = None;
         let was_empty = self.state == ClassicState::Empty;
         self.transition_to(ClassicState::PreparingRebalance);
         self.report_phase();
@@ -817,27 +825,18 @@ impl ClassicGroup {
                     ));
                 }
                 if self.leader_id.as_deref() == Some(member_id) {
-                    for m in &mut self.members {
-                        m.assignment = assignments
-                            .iter()
-                            .find(|(id, _)| *id == m.member_id)
-                            .map(|(_, a)| a.clone())
-                            .unwrap_or_default();
-                    }
-                    self.transition_to(ClassicState::Stable);
+                    // Members the leader left out get an empty assignment, as in Kafka.
+                    let assignment = self
+                        .members
+                        .iter()
+                        .map(|m| {
+                            let a = assignments.iter().find(|(id, _)| *id == m.member_id);
+                            let a = a.map(|(_, a)| a.clone()).unwrap_or_default();
+                            (m.member_id.clone(), a)
+                        })
+                        .collect();
+                    self.assignment_to_store = Some((self.generation_id, assignment));
                     self.needs_persist = true;
-                    self.report_phase();
-                    let (pt, pn) = (self.protocol_type.clone(), self.protocol_name.clone());
-                    for m in &mut self.members {
-                        if let Some(w) = m.sync_waiter.take() {
-                            let _ = w.send(SyncResponse {
-                                error_code: 0,
-                                protocol_type: pt.clone(),
-                                protocol_name: pn.clone(),
-                                assignment: m.assignment.clone(),
-                            });
-                        }
-                    }
                 }
                 Ok(Pending::Wait(rx))
             }
@@ -851,6 +850,70 @@ impl ClassicGroup {
                     protocol_name: self.protocol_name.clone(),
                     assignment: self.members[idx].assignment.clone(),
                 }))
+            }
+        }
+    }
+
+    /// The assignment of `m` the group's metadata record carries: the one being stored
+    /// while a leader's SyncGroup waits for its record, else the member's.
+    pub fn recorded_assignment(&self, m: &ClassicMember) -> Bytes {
+        match &self.assignment_to_store {
+            Some((_, a)) => a.get(&m.member_id).cloned().unwrap_or_default(),
+            None => m.assignment.clone(),
+        }
+    }
+
+    /// Whether a leader's assignment of `generation` waits for its metadata record.
+    pub fn storing_assignment(&self, generation: i32) -> bool {
+        matches!(self.assignment_to_store, Some((g, _)) if g == generation)
+    }
+
+    /// The end of a leader's SyncGroup of `generation`, once its metadata record is
+    /// committed or its write failed (the append future's callback of Kafka's
+    /// `classicGroupSyncToClassicGroup`). Nothing happens if the group has moved on (another
+    /// join started a rebalance meanwhile). Committed: the assignment becomes the members',
+    /// the group `Stable`, and every parked SyncGroup is answered. Failed: every parked
+    /// SyncGroup gets the error (Kafka's `resetAndPropagateAssignmentWithError`) and the
+    /// group rebalances.
+    pub fn complete_sync(
+        &mut self,
+        generation: i32,
+        committed: Result<(), GroupError>,
+        limits: &ClassicLimits,
+        now: Instant,
+    ) {
+        if self.state != ClassicState::CompletingRebalance || self.generation_id != generation {
+            return;
+        }
+        let Some((_, assignment)) = self.assignment_to_store.take_if(|(g, _)| *g == generation)
+        else {
+            return;
+        };
+        if let Err(e) = committed {
+            for m in &mut self.members {
+                m.assignment = Bytes::new();
+                if let Some(w) = m.sync_waiter.take() {
+                    let _ = w.send(SyncResponse::error(e.error_code()));
+                }
+            }
+            tracing::info!(group = %self.group_id, generation, error = %e, "storing the group assignment failed: rebalancing");
+            self.maybe_prepare_rebalance(limits, now);
+            return;
+        }
+        for m in &mut self.members {
+            m.assignment = assignment.get(&m.member_id).cloned().unwrap_or_default();
+        }
+        self.transition_to(ClassicState::Stable);
+        self.report_phase();
+        let (pt, pn) = (self.protocol_type.clone(), self.protocol_name.clone());
+        for m in &mut self.members {
+            if let Some(w) = m.sync_waiter.take() {
+                let _ = w.send(SyncResponse {
+                    error_code: 0,
+                    protocol_type: pt.clone(),
+                    protocol_name: pn.clone(),
+                    assignment: m.assignment.clone(),
+                });
             }
         }
     }
@@ -1152,6 +1215,27 @@ mod tests {
         }
     }
 
+    /// The leader's SyncGroup of generation `gen`, its metadata record then committed.
+    fn leader_sync(
+        g: &mut ClassicGroup,
+        (id, instance): (&str, Option<&str>),
+        gen: i32,
+        assignment: Vec<(String, Bytes)>,
+        now: Instant,
+    ) -> oneshot::Receiver<SyncResponse> {
+        let rx = waiting(
+            g.sync(id, instance, gen, None, None, assignment, now)
+                .unwrap(),
+        );
+        assert_eq!(
+            g.state,
+            ClassicState::CompletingRebalance,
+            "until committed"
+        );
+        g.complete_sync(gen, Ok(()), &LIMITS, now);
+        rx
+    }
+
     /// Joins a new member through MEMBER_ID_REQUIRED; returns its id and join receiver.
     fn join_new(
         g: &mut ClassicGroup,
@@ -1189,10 +1273,13 @@ mod tests {
             )
             .unwrap(),
         );
+        assert!(g.needs_persist);
+        assert!(srx.try_recv().is_err(), "answered once the record commits");
+        assert_eq!(g.state, ClassicState::CompletingRebalance);
+        g.complete_sync(1, Ok(()), &LIMITS, now);
         let s = srx.try_recv().unwrap();
         assert_eq!(s.assignment, Bytes::from_static(b"a1"));
         assert_eq!(g.state, ClassicState::Stable);
-        assert!(g.needs_persist);
         g.heartbeat(&id, None, 1, now).unwrap();
         assert_eq!(
             g.heartbeat(&id, None, 0, now),
@@ -1205,12 +1292,42 @@ mod tests {
     }
 
     #[test]
+    fn a_failed_assignment_write_answers_every_sync_the_error_and_rebalances() {
+        let now = Instant::now();
+        let mut g = ClassicGroup::new("g".into());
+        let (m1, mut rx1) = join_new(&mut g, "m1", now);
+        let (m2, mut rx2) = join_new(&mut g, "m2", now);
+        rx1.try_recv().unwrap();
+        let mut rx1 = waiting(
+            g.join(params(&m1), &LIMITS, now, || unreachable!())
+                .unwrap(),
+        );
+        rx1.try_recv().unwrap();
+        rx2.try_recv().unwrap();
+        let gen = g.generation_id;
+        let mut s2 = waiting(g.sync(&m2, None, gen, None, None, vec![], now).unwrap());
+        let asg = vec![(m1.clone(), Bytes::from_static(b"x"))];
+        let mut s1 = waiting(g.sync(&m1, None, gen, None, None, asg, now).unwrap());
+        assert!(g.storing_assignment(gen));
+        // A completion of another generation is not this write's.
+        g.complete_sync(gen - 1, Ok(()), &LIMITS, now);
+        assert!(s1.try_recv().is_err() && s2.try_recv().is_err());
+        g.complete_sync(gen, Err(GroupError::CoordinatorNotAvailable), &LIMITS, now);
+        let code = ResponseError::CoordinatorNotAvailable.code();
+        assert_eq!(s1.try_recv().unwrap().error_code, code);
+        assert_eq!(s2.try_recv().unwrap().error_code, code);
+        assert_eq!(g.state, ClassicState::PreparingRebalance);
+        assert!(g.members.iter().all(|m| m.assignment.is_empty()));
+        assert!(!g.storing_assignment(gen));
+    }
+
+    #[test]
     fn second_member_waits_for_first_to_rejoin() {
         let now = Instant::now();
         let mut g = ClassicGroup::new("g".into());
         let (m1, mut rx1) = join_new(&mut g, "m1", now);
         rx1.try_recv().unwrap();
-        waiting(g.sync(&m1, None, 1, None, None, vec![], now).unwrap());
+        leader_sync(&mut g, (&m1, None), 1, vec![], now);
         let (_m2, mut rx2) = join_new(&mut g, "m2", now);
         assert_eq!(g.state, ClassicState::PreparingRebalance);
         assert!(rx2.try_recv().is_err(), "m2 waits for m1");
@@ -1236,7 +1353,7 @@ mod tests {
         let mut g = ClassicGroup::new("g".into());
         let (m1, mut rx1) = join_new(&mut g, "m1", now);
         rx1.try_recv().unwrap();
-        waiting(g.sync(&m1, None, 1, None, None, vec![], now).unwrap());
+        leader_sync(&mut g, (&m1, None), 1, vec![], now);
         let (m2, mut rx2) = join_new(&mut g, "m2", now);
         // m1 never rejoins; its session is kept alive by heartbeats.
         let later = now + Duration::from_millis(5_000);
@@ -1265,7 +1382,7 @@ mod tests {
         rx1.try_recv().unwrap();
         rx2.try_recv().unwrap();
         let gen = g.generation_id;
-        waiting(g.sync(&m1, None, gen, None, None, vec![], now).unwrap());
+        leader_sync(&mut g, (&m1, None), gen, vec![], now);
         g.sync(&m2, None, gen, None, None, vec![], now).unwrap();
         assert_eq!(g.state, ClassicState::Stable);
         let t = now + Duration::from_millis(8_000);
@@ -1321,7 +1438,7 @@ mod tests {
         let mut rx = waiting(g.join(p.clone(), &LIMITS, now, || "a".into()).unwrap());
         rx.try_recv().unwrap();
         let asg = vec![("a".to_string(), Bytes::from_static(b"x"))];
-        waiting(g.sync("a", Some("i1"), 1, None, None, asg, now).unwrap());
+        leader_sync(&mut g, ("a", Some("i1")), 1, asg, now);
         assert_eq!(g.state, ClassicState::Stable);
         // The restarted instance takes over without a rebalance and keeps its assignment.
         let r = now_answer(g.join(p, &LIMITS, now, || "b".into()).unwrap());
@@ -1344,7 +1461,7 @@ mod tests {
         let mut g = ClassicGroup::new("g".into());
         let (m1, mut rx1) = join_new(&mut g, "m1", now);
         rx1.try_recv().unwrap();
-        waiting(g.sync(&m1, None, 1, None, None, vec![], now).unwrap());
+        leader_sync(&mut g, (&m1, None), 1, vec![], now);
         g.needs_persist = false;
         g.leave(&m1, None, &LIMITS, now).unwrap();
         assert_eq!(g.state, ClassicState::Empty);
@@ -1370,7 +1487,7 @@ mod tests {
         // TxnOffsetCommit: no rebalance check, and no member information is fine.
         g.validate_offset_commit(&m1, None, 1, true).unwrap();
         g.validate_offset_commit("", None, -1, true).unwrap();
-        waiting(g.sync(&m1, None, 1, None, None, vec![], now).unwrap());
+        leader_sync(&mut g, (&m1, None), 1, vec![], now);
         g.validate_offset_commit(&m1, None, 1, false).unwrap();
         assert_eq!(
             g.validate_offset_commit(&m1, None, 0, false),

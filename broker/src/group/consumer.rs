@@ -169,8 +169,9 @@ pub struct ConsumerLimits {
 /// Topic name → (topic id, partition count), for the topics a group subscribes to.
 pub type TopicsImage = BTreeMap<String, (Uuid, i32)>;
 
-/// A KIP-848 consumer group.
-#[derive(Debug)]
+/// A KIP-848 consumer group. Cloned before a heartbeat, to put back should the write of
+/// its records fail.
+#[derive(Debug, Clone)]
 pub struct ConsumerGroup {
     pub group_id: String,
     pub group_epoch: i32,

@@ -632,7 +632,7 @@ impl GroupCoordinator {
         group_id: &str,
         params: HeartbeatParams,
         limits: &ConsumerLimits,
-    ) -> Result<HeartbeatResult, GroupError> {
+    ) -> Result<(HeartbeatResult, Option<Written>), GroupError> {
         let replicas = &self.replicas;
         let topics = |name: &str| replicas.topic(name).map(|t| (t.id, t.partition_count()));
         let all_topics = || replicas.topics().iter().map(|t| t.name.clone()).collect();
@@ -667,8 +667,8 @@ impl GroupCoordinator {
             group = group_id,
             "classic group upgraded to a consumer group"
         );
-        self.after_change(st, group_id);
-        Ok(result)
+        let written = self.after_change(st, group_id);
+        Ok((result, written))
     }
 
     /// Converts the KIP-848 group to a classic group without `leaving` (none: ""), writes the

@@ -597,9 +597,27 @@ impl GroupCoordinator {
     }
 
     /// After a change to `group`: persist what must be, and make the timer see a new
-    /// earlier deadline. Returns the write, for a caller that answers once it is committed.
+    /// earlier deadline. Returns the write, for a caller that answers once it is committed;
+    /// a failed append is logged, and the next change writes the difference again.
     fn after_change(&self, st: &mut State, group_id: &str) -> Option<Written> {
-        let entry = st.groups.get_mut(group_id)?;
+        match self.after_change_or_error(st, group_id) {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::warn!(group = group_id, error = %e, "could not write group metadata");
+                None
+            }
+        }
+    }
+
+    /// [`Self::after_change`] for a caller that answers a failed append itself.
+    fn after_change_or_error(
+        &self,
+        st: &mut State,
+        group_id: &str,
+    ) -> Result<Option<Written>, GroupError> {
+        let Some(entry) = st.groups.get_mut(group_id) else {
+            return Ok(None);
+        };
         let (write, desired): (Vec<Record>, Option<HashMap<Bytes, Bytes>>) = match &mut entry.kind {
             GroupKind::Classic(g) if g.needs_persist => {
                 g.needs_persist = false;
@@ -624,19 +642,13 @@ impl GroupCoordinator {
             }
             _ => (Vec::new(), None),
         };
-        let mut written = None;
+        let mut written = Ok(None);
         if !write.is_empty() {
-            match self.store.append(group_id, write) {
-                Ok(w) => {
-                    written = w;
-                    if let Some(d) = desired {
-                        entry.persisted = d;
-                    }
-                }
-                // Kept as it was: the next change writes the difference again.
-                Err(e) => {
-                    tracing::warn!(group = group_id, error = %e, "could not write group metadata")
-                }
+            written = self.store.append(group_id, write);
+            // On failure `persisted` is kept as it was: the next change writes the
+            // difference again.
+            if let (Ok(_), Some(d)) = (&written, desired) {
+                entry.persisted = d;
             }
         }
         if let Some(d) = entry.next_deadline() {
@@ -704,9 +716,13 @@ impl GroupCoordinator {
         result
     }
 
-    /// SyncGroup.
+    /// SyncGroup. The leader's assignment is answered, to every member, once the group's
+    /// metadata record carrying it is committed (on every in-sync replica), so that a new
+    /// coordinator reads back the generation members were told about; a failed or timed-out
+    /// write answers them all the error and rebalances (Kafka's
+    /// `classicGroupSyncToClassicGroup` through `CoordinatorRuntime`).
     #[allow(clippy::too_many_arguments)]
-    pub fn sync_group(
+    pub async fn sync_group(
         &self,
         group_id: &str,
         member_id: &str,
@@ -716,6 +732,53 @@ impl GroupCoordinator {
         protocol_name: Option<&str>,
         assignments: Vec<(String, Bytes)>,
     ) -> Result<Pending<SyncResponse>, GroupError> {
+        let (answer, stored) = self.sync_group_now(
+            group_id,
+            member_id,
+            group_instance_id,
+            generation_id,
+            protocol_type,
+            protocol_name,
+            assignments,
+        )?;
+        if let Some(written) = stored {
+            let committed = match written {
+                Ok(w) => self.wait_committed(w).await,
+                Err(e) => Err(e),
+            };
+            let mut st = self.state.lock();
+            if let Some(GroupKind::Classic(g)) = st.groups.get_mut(group_id).map(|e| &mut e.kind) {
+                g.complete_sync(
+                    generation_id,
+                    committed,
+                    &self.config.classic,
+                    Instant::now(),
+                );
+            }
+            self.after_change(&mut st, group_id);
+        }
+        Ok(answer)
+    }
+
+    /// The part of SyncGroup done under the coordinator's lock; with the write of the
+    /// leader's assignment, when this was the leader's SyncGroup.
+    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
+    fn sync_group_now(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        group_instance_id: Option<&str>,
+        generation_id: i32,
+        protocol_type: Option<&str>,
+        protocol_name: Option<&str>,
+        assignments: Vec<(String, Bytes)>,
+    ) -> Result<
+        (
+            Pending<SyncResponse>,
+            Option<Result<Option<Written>, GroupError>>,
+        ),
+        GroupError,
+    > {
         Self::check_group_id(group_id)?;
         if assignments
             .iter()
@@ -743,7 +806,7 @@ impl GroupCoordinator {
                     &topic_name,
                     Instant::now(),
                 )
-                .map(Pending::Now);
+                .map(|r| (Pending::Now(r), None));
         }
         let group = classic_mut(&mut st, group_id)?;
         let r = group.sync(
@@ -755,8 +818,18 @@ impl GroupCoordinator {
             assignments,
             Instant::now(),
         );
-        self.after_change(&mut st, group_id);
-        r
+        // This was the leader's SyncGroup, whose assignment waits for its record.
+        let storing = r.is_ok()
+            && group.leader_id.as_deref() == Some(member_id)
+            && group.storing_assignment(generation_id);
+        let written = self.after_change_or_error(&mut st, group_id);
+        if storing {
+            return r.map(|answer| (answer, Some(written)));
+        }
+        if let Err(e) = written {
+            tracing::warn!(group = group_id, error = %e, "could not write group metadata");
+        }
+        r.map(|answer| (answer, None))
     }
 
     /// Heartbeat.
@@ -817,12 +890,26 @@ impl GroupCoordinator {
     // KIP-848
     // -----------------------------------------------------------------------------------------
 
-    /// ConsumerGroupHeartbeat.
-    pub fn consumer_heartbeat(
+    /// ConsumerGroupHeartbeat, answered once the group's records it wrote are on every
+    /// in-sync replica (Kafka's `CoordinatorRuntime` completes a write on the high
+    /// watermark), so that a new coordinator reads back the epoch and assignment the member
+    /// was told about.
+    pub async fn consumer_heartbeat(
         &self,
         group_id: &str,
         params: HeartbeatParams,
     ) -> Result<HeartbeatResult, GroupError> {
+        let (result, written) = self.consumer_heartbeat_now(group_id, params)?;
+        self.wait_committed(written).await?;
+        Ok(result)
+    }
+
+    /// The part of ConsumerGroupHeartbeat done under the coordinator's lock.
+    fn consumer_heartbeat_now(
+        &self,
+        group_id: &str,
+        params: HeartbeatParams,
+    ) -> Result<(HeartbeatResult, Option<Written>), GroupError> {
         if group_id.is_empty() || group_id.len() > MAX_GROUP_ID_BYTES {
             return Err(GroupError::InvalidRequest("group id is invalid".into()));
         }
@@ -842,6 +929,7 @@ impl GroupCoordinator {
         }
         self.acquire(&mut st, group_id)?;
         let joining = params.member_epoch == 0;
+        let created = !st.groups.contains_key(group_id);
         let entry = match st.groups.get_mut(group_id) {
             Some(e) => e,
             None if joining => st.groups.entry(group_id.to_string()).or_insert(GroupEntry {
@@ -874,12 +962,14 @@ impl GroupCoordinator {
         {
             let member_id = params.member_id.clone();
             self.downgrade(&mut st, group_id, &member_id, true);
-            return Ok(HeartbeatResult {
+            let left = HeartbeatResult {
                 member_id,
                 member_epoch: consumer::LEAVE_GROUP_MEMBER_EPOCH,
                 assignment: None,
-            });
+            };
+            return Ok((left, None));
         }
+        let before = (!created).then(|| group.clone());
         let replicas = &self.replicas;
         let topics = |name: &str| replicas.topic(name).map(|t| (t.id, t.partition_count()));
         let all_topics = || replicas.topics().iter().map(|t| t.name.clone()).collect();
@@ -891,8 +981,13 @@ impl GroupCoordinator {
             Instant::now(),
             || Uuid::new_v4().to_string(),
         );
-        self.after_change(&mut st, group_id);
-        r
+        match self.after_change_or_error(&mut st, group_id) {
+            Ok(written) => r.map(|r| (r, written)),
+            Err(e) => {
+                restore_consumer_group(&mut st, group_id, before);
+                Err(e)
+            }
+        }
     }
 
     /// Resolves a topic id to its name (the KIP-848 assignment names topics by id).
@@ -1290,6 +1385,24 @@ impl GroupCoordinator {
     }
 }
 
+/// Puts a KIP-848 group back as it was before a heartbeat whose records could not be
+/// appended, or removes it if the heartbeat created it (`before` is `None`): the heartbeat
+/// leaves no trace, as Kafka's `CoordinatorRuntime` reverts its timeline to the snapshot
+/// taken before the write (`failCurrentBatch`). A write that was appended but is never
+/// committed is not reverted, there as here: the log a new leader keeps decides.
+fn restore_consumer_group(st: &mut State, group_id: &str, before: Option<ConsumerGroup>) {
+    match before {
+        None => {
+            st.groups.remove(group_id);
+        }
+        Some(g) => {
+            if let Some(e) = st.groups.get_mut(group_id) {
+                e.kind = GroupKind::Consumer(g);
+            }
+        }
+    }
+}
+
 /// The group an admin request names (DeleteGroups, OffsetDelete); a dead classic group is
 /// gone already, so it answers GROUP_ID_NOT_FOUND as an unknown one does.
 fn existing_group_mut<'a>(
@@ -1380,7 +1493,7 @@ fn classic_record(g: &ClassicGroup) -> Bytes {
     let blobs: usize = g
         .members
         .iter()
-        .map(|m| m.metadata(&protocol).len() + m.assignment.len())
+        .map(|m| m.metadata(&protocol).len() + g.recorded_assignment(m).len())
         .sum();
     let with_blobs = blobs <= MAX_GROUP_RECORD_MEMBER_BYTES;
     records::group_metadata_value(&records::GroupMetadataValue {
@@ -1405,7 +1518,7 @@ fn classic_record(g: &ClassicGroup) -> Bytes {
                     Bytes::new()
                 },
                 assignment: if with_blobs {
-                    m.assignment.clone()
+                    g.recorded_assignment(m)
                 } else {
                     Bytes::new()
                 },

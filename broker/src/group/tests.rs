@@ -202,6 +202,7 @@ async fn classic_group_members_are_restored_from_the_group_record() {
                 None,
                 vec![(j.member_id.clone(), Bytes::from_static(b"a"))],
             )
+            .await
             .unwrap()
         else {
             panic!("leader sync waits on its own channel");
@@ -434,6 +435,7 @@ async fn a_consumer_group_with_members_expires_only_unsubscribed_topics_offsets(
     }
     groups
         .consumer_heartbeat("g", join_848("", 0, Some(vec!["t".into()])))
+        .await
         .unwrap();
     let retention = groups.config.offsets_retention_ms;
     aged_offsets(&groups, "g", &[("t", 0), ("u", 0)], retention + 1);
@@ -497,11 +499,13 @@ async fn consumer_group_members_are_restored_from_their_records() {
         let mut epochs: HashMap<String, i32> = HashMap::new();
         let r = groups
             .consumer_heartbeat("g", join_848("", 0, Some(vec!["t".into()])))
+            .await
             .unwrap();
         a = r.member_id;
         epochs.insert(a.clone(), r.member_epoch);
         let r = groups
             .consumer_heartbeat("g", join_848("", 0, Some(vec!["t".into()])))
+            .await
             .unwrap();
         b = r.member_id;
         epochs.insert(b.clone(), r.member_epoch);
@@ -511,7 +515,7 @@ async fn consumer_group_members_are_restored_from_their_records() {
             for m in [&a, &b] {
                 let mut p = join_848(m, epochs[m], None);
                 p.owned = Some(owned.get(m).cloned().unwrap_or_default());
-                let r = groups.consumer_heartbeat("g", p).unwrap();
+                let r = groups.consumer_heartbeat("g", p).await.unwrap();
                 epochs.insert(m.clone(), r.member_epoch);
                 if let Some(tps) = r.assignment {
                     owned.insert(
@@ -536,6 +540,7 @@ async fn consumer_group_members_are_restored_from_their_records() {
         // b leaves for good.
         let r = groups
             .consumer_heartbeat("g", join_848(&b, -1, None))
+            .await
             .unwrap();
         assert_eq!(r.member_epoch, -1);
         close(&replicas).await;
@@ -566,7 +571,7 @@ async fn consumer_group_members_are_restored_from_their_records() {
             .map(|(t, ps)| (*t, ps.iter().copied().collect()))
             .collect(),
     );
-    let r = groups.consumer_heartbeat("g", p).unwrap();
+    let r = groups.consumer_heartbeat("g", p).await.unwrap();
     assert_eq!(r.member_id, a);
     // The target for the epoch b's leave started is computed now; nothing else bumps it.
     assert_eq!(r.member_epoch, d.group_epoch);
@@ -899,6 +904,7 @@ async fn txn_offset_commit_of_a_consumer_group_member_checks_its_epoch() {
         .unwrap();
     let r = groups
         .consumer_heartbeat("g", join_848("", 0, Some(vec!["t".into()])))
+        .await
         .unwrap();
     assert!(r.member_epoch > 0);
     let member = |epoch: i32, transactional: bool| Committer {

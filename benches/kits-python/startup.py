@@ -2,7 +2,8 @@
 (acks=all, confluent-kafka), and resident memory, for the pytest-brook kit and for a Kafka 4.4
 node of scripts/kafka-reference, alternating which goes first. Not part of CI.
 
-    PYTHONPATH=kits/python/python BROOK_BIN=... python benches/kits-python/startup.py [--rounds 5] [--nodes 1]
+    PYTHONPATH=kits/python/python BROOK_BIN=... python benches/kits-python/startup.py [--rounds 5] [--nodes 1] \
+        [--release-bin target/release/brook]
 
 Brook: ``Brook.start(topics=["bench"])`` (the topic created before it returns), and without it
 (auto-created on the first produce). Kafka: ``scripts/kafka-reference start`` on storage formatted
@@ -51,9 +52,10 @@ def first_ack(bootstrap: str) -> None:
         raise RuntimeError(f"no acknowledgement: {acks}")
 
 
-def brook(nodes: int, topic_at_start: bool) -> tuple[float, int]:
+def brook(nodes: int, topic_at_start: bool, binary: str | None = None) -> tuple[float, int]:
     t0 = time.monotonic()
     kw = {"topics": [f"bench:1:{nodes}"]} if topic_at_start else {"config": {"auto.create.topics.enable": "true"}}
+    kw["binary"] = binary
     with Brook.start(nodes=nodes, **kw) as b:
         first_ack(b.bootstrap_servers)
         ms = (time.monotonic() - t0) * 1000
@@ -86,12 +88,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--nodes", type=int, default=1)
+    ap.add_argument("--release-bin", help="also a release build of brook, topic at start")
     a = ap.parse_args()
     runs = {
         "brook, topic at start": lambda: brook(a.nodes, True),
         "brook, auto-created topic": lambda: brook(a.nodes, False),
         "kafka 4.4 (kafka-reference)": lambda: kafka(a.nodes),
     }
+    if a.release_bin:
+        runs["brook release, topic at start"] = lambda: brook(a.nodes, True, a.release_bin)
     results = {k: [] for k in runs}
     for r in range(a.rounds):
         order = list(runs) if r % 2 == 0 else list(reversed(runs))

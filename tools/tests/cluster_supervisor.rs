@@ -129,7 +129,12 @@ fn a_topic_the_cluster_refuses_fails_the_start() {
     // One node cannot hold two replicas: CreateTopics answers INVALID_REPLICATION_FACTOR.
     let out = Command::new(BIN)
         .args(["cluster", "--nodes", "1", "--base-port", "0"])
-        .args(["--supervisor-listener", "127.0.0.1:0", "--topic", "orders:1:2"])
+        .args([
+            "--supervisor-listener",
+            "127.0.0.1:0",
+            "--topic",
+            "orders:1:2",
+        ])
         .arg("--data-dir")
         .arg(dir.path())
         .output()
@@ -151,7 +156,10 @@ fn a_topic_the_cluster_refuses_fails_the_start() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("partitions must be a number of at least 1"), "{stderr}");
+    assert!(
+        stderr.contains("partitions must be a number of at least 1"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -203,7 +211,10 @@ fn cluster_start_kill_restart_stop() {
     for addr in &bootstrap {
         let led = leaders(addr, &["placed", "defaults"]);
         assert_eq!(led.len(), 3, "{addr}: {led:?}");
-        assert!(led.iter().all(|(_, _, leader)| *leader >= 1), "{addr}: {led:?}");
+        assert!(
+            led.iter().all(|(_, _, leader)| *leader >= 1),
+            "{addr}: {led:?}"
+        );
     }
 
     // Three live nodes, with distinct pids and ports.

@@ -73,7 +73,11 @@ pub struct ClusterArgs {
     /// NAME:PARTITIONS or NAME:PARTITIONS:REPLICATION_FACTOR (the broker's defaults
     /// otherwise). `CLUSTER READY` then means every node names a leader for each partition.
     /// Not with `--secure` (the supervisor speaks plaintext to the client listener).
-    #[arg(long = "topic", value_name = "NAME[:PARTITIONS[:RF]]", conflicts_with = "secure")]
+    #[arg(
+        long = "topic",
+        value_name = "NAME[:PARTITIONS[:RF]]",
+        conflicts_with = "secure"
+    )]
     pub topics: Vec<super::topics::TopicSpec>,
 }
 

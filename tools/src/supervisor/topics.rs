@@ -50,25 +50,32 @@ impl FromStr for TopicSpec {
         let mut parts = s.split(':');
         let name = parts.next().unwrap_or_default().to_string();
         if name.is_empty() {
-            return Err(format!("topic {s:?}: no name (NAME[:PARTITIONS[:REPLICATION_FACTOR]])"));
+            return Err(format!(
+                "topic {s:?}: no name (NAME[:PARTITIONS[:REPLICATION_FACTOR]])"
+            ));
         }
         let number = |what: &str, v: Option<&str>| -> Result<i64, String> {
             match v {
                 None => Ok(-1),
                 Some(v) => match v.parse::<i64>() {
                     Ok(n) if n >= 1 => Ok(n),
-                    _ => Err(format!("topic {s:?}: {what} must be a number of at least 1, not {v:?}")),
+                    _ => Err(format!(
+                        "topic {s:?}: {what} must be a number of at least 1, not {v:?}"
+                    )),
                 },
             }
         };
         let partitions = number("partitions", parts.next())?;
         let replication_factor = number("replication factor", parts.next())?;
         if parts.next().is_some() {
-            return Err(format!("topic {s:?}: more than NAME:PARTITIONS:REPLICATION_FACTOR"));
+            return Err(format!(
+                "topic {s:?}: more than NAME:PARTITIONS:REPLICATION_FACTOR"
+            ));
         }
         Ok(TopicSpec {
             name,
-            partitions: i32::try_from(partitions).map_err(|_| format!("topic {s:?}: too many partitions"))?,
+            partitions: i32::try_from(partitions)
+                .map_err(|_| format!("topic {s:?}: too many partitions"))?,
             replication_factor: i16::try_from(replication_factor)
                 .map_err(|_| format!("topic {s:?}: replication factor too large"))?,
         })
@@ -95,7 +102,11 @@ pub async fn create(
         let known = tokio::time::timeout_at(deadline, await_leaders(topics, client)).await;
         match known {
             Ok(r) => r?,
-            Err(_) => return Err(format!("node {client} did not learn every --topic leader in time")),
+            Err(_) => {
+                return Err(format!(
+                    "node {client} did not learn every --topic leader in time"
+                ))
+            }
         }
     }
     Ok(())
@@ -162,7 +173,9 @@ async fn await_leaders(topics: &[TopicSpec], client: &str) -> Result<(), String>
                 t.name.as_ref().is_some_and(|n| n.0.as_str() == spec.name)
                     && t.error_code == 0
                     && !t.partitions.is_empty()
-                    && t.partitions.iter().all(|p| p.error_code == 0 && p.leader_id.0 >= 0)
+                    && t.partitions
+                        .iter()
+                        .all(|p| p.error_code == 0 && p.leader_id.0 >= 0)
             })
         };
         if topics.iter().all(led) {
@@ -186,7 +199,15 @@ mod tests {
         assert_eq!("orders".parse(), Ok(spec("orders", -1, -1)));
         assert_eq!("orders:3".parse(), Ok(spec("orders", 3, -1)));
         assert_eq!("orders:3:2".parse(), Ok(spec("orders", 3, 2)));
-        for bad in ["", ":3", "orders:0", "orders:x", "orders:3:0", "orders:1:1:1", "o:1:40000"] {
+        for bad in [
+            "",
+            ":3",
+            "orders:0",
+            "orders:x",
+            "orders:3:0",
+            "orders:1:1:1",
+            "o:1:40000",
+        ] {
             assert!(bad.parse::<TopicSpec>().is_err(), "{bad:?} accepted");
         }
     }

@@ -2,7 +2,9 @@
 //! ports in a temporary directory; the test lists them through the supervisor's HTTP API and
 //! the `brook node` CLI, kills node 2 (it stays dead), restarts it, checks a node's admin API
 //! takes link and crash rules (and refuses bad ones with 400), then SIGTERMs the supervisor
-//! and checks every child is gone.
+//! and checks every child is gone. Its `--topic` is known to every node, with a leader for
+//! each partition, when `CLUSTER READY` is printed; a `--topic` the cluster refuses fails the
+//! start with the broker's reason and leaves no node behind.
 //!
 //! Waits are bounded: lines are read on a thread and received with a timeout, and every HTTP
 //! call that changes a node answers only once the change has happened.
@@ -87,6 +89,79 @@ fn process_exists(pid: i64) -> bool {
     kill(Pid::from_raw(pid as i32), None).is_ok()
 }
 
+/// `(topic, partition, leader)` for every partition of `topics` in `addr`'s Metadata answer;
+/// a topic the node does not know (an error code) is left out.
+fn leaders(addr: &str, topics: &[&str]) -> Vec<(String, i32, i32)> {
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    use kafka_protocol::messages::{MetadataRequest, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+    let request = MetadataRequest::default().with_topics(Some(
+        topics
+            .iter()
+            .map(|t| {
+                let name = TopicName(StrBytes::from_string(t.to_string()));
+                MetadataRequestTopic::default().with_name(Some(name))
+            })
+            .collect(),
+    ));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut conn =
+        brook::net::client::BrokerConnection::new(addr.into(), "test".into(), START_WAIT);
+    let response = runtime
+        .block_on(conn.send(12, &request))
+        .unwrap_or_else(|e| panic!("Metadata from {addr}: {e}"));
+    let mut led = Vec::new();
+    for t in response.topics.iter().filter(|t| t.error_code == 0) {
+        let name = t.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default();
+        for p in &t.partitions {
+            led.push((name.clone(), p.partition_index, p.leader_id.0));
+        }
+    }
+    led
+}
+
+#[test]
+fn a_topic_the_cluster_refuses_fails_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    // One node cannot hold two replicas: CreateTopics answers INVALID_REPLICATION_FACTOR.
+    let out = Command::new(BIN)
+        .args(["cluster", "--nodes", "1", "--base-port", "0"])
+        .args([
+            "--supervisor-listener",
+            "127.0.0.1:0",
+            "--topic",
+            "orders:1:2",
+        ])
+        .arg("--data-dir")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("brook: creating topic orders: InvalidReplicationFactor"),
+        "{stderr}"
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("CLUSTER READY"));
+    // The node was stopped before the supervisor exited.
+    let log = std::fs::read_to_string(dir.path().join("node-1.log")).unwrap();
+    assert!(log.contains("shutdown complete"), "{log}");
+    // A bad --topic is refused before anything starts.
+    let out = Command::new(BIN)
+        .args(["cluster", "--topic", "orders:0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("partitions must be a number of at least 1"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn cluster_start_kill_restart_stop() {
     let dir = tempfile::tempdir().unwrap();
@@ -101,6 +176,8 @@ fn cluster_start_kill_restart_stop() {
         .arg("--data-dir")
         .arg(dir.path())
         .args(["--override", "num.partitions=1"])
+        .args(["--override", "auto.create.topics.enable=false"])
+        .args(["--topic", "placed:2:3", "--topic", "defaults"])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -127,6 +204,18 @@ fn cluster_start_kill_restart_stop() {
     assert_eq!(admins.len(), 3, "{ready}");
     assert!(admins[0].starts_with("1@"), "{ready}");
     let base = format!("http://{supervisor}");
+
+    // The --topic topics: every node's first Metadata answer names a leader for each
+    // partition (what a client's first request sees), with the partitions asked for or the
+    // broker's default (num.partitions=1).
+    for addr in &bootstrap {
+        let led = leaders(addr, &["placed", "defaults"]);
+        assert_eq!(led.len(), 3, "{addr}: {led:?}");
+        assert!(
+            led.iter().all(|(_, _, leader)| *leader >= 1),
+            "{addr}: {led:?}"
+        );
+    }
 
     // Three live nodes, with distinct pids and ports.
     let (status, v) = call("GET", &format!("{base}/nodes"), None);

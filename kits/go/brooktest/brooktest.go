@@ -57,6 +57,7 @@ var testDefaults = [][2]string{
 type options struct {
 	nodes        int
 	config       [][2]string
+	topics       []string
 	readyTimeout time.Duration
 	bin          string
 }
@@ -72,6 +73,14 @@ func Nodes(n int) Option { return func(o *options) { o.nodes = n } }
 // does not declare makes Start fail with Brook's message naming it.
 func Config(key, value string) Option {
 	return func(o *options) { o.config = append(o.config, [2]string{key, value}) }
+}
+
+// Topic creates a topic before Start returns: "name", "name:partitions" or
+// "name:partitions:replicationFactor" (the broker's defaults otherwise). Every node then names
+// each partition's leader, so a first producer needs no metadata retry; a topic the cluster
+// refuses makes Start fail with the broker's reason.
+func Topic(spec string) Option {
+	return func(o *options) { o.topics = append(o.topics, spec) }
 }
 
 // ReadyTimeout bounds the wait for every node to be ready (default DefaultReadyTimeout).
@@ -125,6 +134,9 @@ func start(t testing.TB, opts ...Option) (*Cluster, error) {
 		fmt.Sprintf("--ready-timeout-secs=%d", int(o.readyTimeout.Seconds())+1)}
 	for _, kv := range append(testDefaults, o.config...) {
 		args = append(args, "--override="+kv[0]+"="+kv[1])
+	}
+	for _, spec := range o.topics {
+		args = append(args, "--topic="+spec)
 	}
 	c := &Cluster{t: t, dir: dir, admins: map[int]string{}, exited: make(chan struct{})}
 	if err := c.spawn(o.bin, args); err != nil {

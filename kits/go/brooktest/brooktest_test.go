@@ -57,3 +57,30 @@ func TestAClusterNotReadyInTimeIsOneErrorWithTheLogs(t *testing.T) {
 		t.Fatalf("want a timeout with the logs, got %v", err)
 	}
 }
+
+func TestTopicsAreLedOnceStartReturns(t *testing.T) {
+	if _, err := FindBin(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := start(t, Topic("orders:3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Read once, no wait: the cluster counts as ready only when every partition has its leader.
+	for p := 0; p < 3; p++ {
+		if _, leader, err := c.partitionOnLeader("orders", p); err != nil || leader != 1 {
+			t.Fatalf("orders-%d: leader %d, %v", p, leader, err)
+		}
+	}
+}
+
+func TestARefusedTopicIsNamed(t *testing.T) {
+	if _, err := FindBin(); err != nil {
+		t.Fatal(err)
+	}
+	// One node cannot hold two replicas.
+	_, err := start(t, Topic("orders:1:2"))
+	if err == nil || !strings.Contains(err.Error(), "creating topic orders: InvalidReplicationFactor") {
+		t.Fatalf("want the broker's reason, got %v", err)
+	}
+}

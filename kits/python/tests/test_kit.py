@@ -62,6 +62,19 @@ def test_wrong_architecture_is_named(tmp_path):
         Brook.start(binary=fake)
 
 
+def test_topics_are_led_once_the_cluster_is_ready():
+    with Brook.start(topics=["orders:3"]) as b:
+        # Read once, no wait: the cluster counts as ready only when every partition has its leader.
+        partitions = b.partitions_view("orders")["1"]["partitions"]
+        assert [(p["partition"], p["role"]) for p in partitions] == [(0, "leader"), (1, "leader"), (2, "leader")]
+
+
+def test_refused_topic_is_named():
+    # One node cannot hold two replicas.
+    with pytest.raises(BrookError, match="creating topic orders: InvalidReplicationFactor"):
+        Brook.start(topics=["orders:1:2"])
+
+
 def test_not_ready_in_time_stops_everything():
     t0 = time.monotonic()
     with pytest.raises(BrookError, match="not ready within 0.05 s"):

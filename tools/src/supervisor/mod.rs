@@ -28,6 +28,10 @@
 //!   own events (node started, killed, paused, resumed, exited); `GET /`: the live page
 //!   ([`crate::supervisor_views`], docs/EVENTS.md).
 //!
+//! With `--topic NAME[:PARTITIONS[:RF]]` (repeatable) the supervisor creates the topics once
+//! every node is READY and prints `CLUSTER READY` only when every node names each partition's
+//! leader ([`topics`]); a topic the cluster refuses fails the start.
+//!
 //! With `--http-auth` every request to this API and to the nodes' admin listeners needs HTTP
 //! Basic credentials, made fresh at start and printed with the cluster's settings
 //! ([`credentials`]); without it, both are open as before.
@@ -77,6 +81,7 @@ mod credentials;
 mod http;
 mod plan;
 mod secure;
+mod topics;
 
 use self::http::router;
 use self::plan::{check_ports_free, plan, NodePlan};
@@ -629,6 +634,18 @@ fn follow_events(sup: &Arc<Supervisor>) {
     }
 }
 
+/// The `--topic` topics, created through the first node, known to every node; bounded by
+/// the ready timeout.
+async fn create_topics(args: &ClusterArgs, views: &[NodeView]) -> Result<(), String> {
+    let clients: Vec<String> = views.iter().filter_map(|v| v.client.clone()).collect();
+    let Some(creator) = clients.first() else {
+        return Ok(());
+    };
+    let deadline =
+        tokio::time::Instant::now() + Duration::from_secs(args.ready_timeout_secs.max(1));
+    topics::create(&args.topics, creator, &clients, deadline).await
+}
+
 /// `brook cluster`.
 pub fn run(args: ClusterArgs) -> ExitCode {
     crate::block_on_command(Some(2), supervise(args))
@@ -758,6 +775,11 @@ async fn supervise(mut args: ClusterArgs) -> ExitCode {
     }
 
     let views = sup.views();
+    if let Err(e) = create_topics(&args, &views).await {
+        eprintln!("brook: {e}");
+        sup.stop_all().await;
+        return ExitCode::FAILURE;
+    }
     let join = |f: &dyn Fn(&NodeView) -> Option<String>| {
         views.iter().filter_map(f).collect::<Vec<_>>().join(",")
     };

@@ -69,6 +69,16 @@ pub struct ClusterArgs {
     /// to the supervisor, so the cluster dies with the test process.
     #[arg(long)]
     pub exit_on_stdin_eof: bool,
+    /// Creates a topic once every node is READY, before `CLUSTER READY` (repeatable): NAME,
+    /// NAME:PARTITIONS or NAME:PARTITIONS:REPLICATION_FACTOR (the broker's defaults
+    /// otherwise). `CLUSTER READY` then means every node names a leader for each partition.
+    /// Not with `--secure` (the supervisor speaks plaintext to the client listener).
+    #[arg(
+        long = "topic",
+        value_name = "NAME[:PARTITIONS[:RF]]",
+        conflicts_with = "secure"
+    )]
+    pub topics: Vec<super::topics::TopicSpec>,
 }
 
 /// How one node is started; fixed for the life of the supervisor, except that ports picked

@@ -133,9 +133,14 @@ class Brook:
 
     @classmethod
     def start(cls, nodes: int = 1, config: dict | None = None, base_port: int = 0, ready_timeout: float = 60,
-              binary: str | os.PathLike | None = None, keep_dir: bool = False) -> "Brook":
+              binary: str | os.PathLike | None = None, keep_dir: bool = False,
+              topics: list[str] | None = None) -> "Brook":
         """Starts ``nodes`` nodes (ids 1..n, each a broker and a quorum voter) with Kafka broker
-        ``config`` on every node, and waits until each lists every node as a broker."""
+        ``config`` on every node, and waits until each lists every node as a broker.
+
+        ``topics`` are created before it returns, each ``"name"``, ``"name:partitions"`` or
+        ``"name:partitions:replication_factor"`` (the broker's defaults otherwise): every node
+        then names a leader for each partition, so a first producer needs no metadata retry."""
         if nodes < 1:
             raise ValueError(f"nodes must be at least 1, not {nodes}")
         bin_path = find_binary(binary)
@@ -146,6 +151,8 @@ class Brook:
                "--ready-timeout-secs", str(max(1, int(ready_timeout)))]
         for k, v in (config or {}).items():
             cmd += ["--override", f"{k}={v}"]
+        for t in topics or []:
+            cmd += ["--topic", t]
         with open(directory / "supervisor.log", "ab") as err:
             # stdin is a pipe this process holds: when it ends, however it ends, the pipe
             # closes and the supervisor stops the cluster (--exit-on-stdin-eof).

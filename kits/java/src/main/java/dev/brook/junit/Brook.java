@@ -74,6 +74,7 @@ public final class Brook implements AutoCloseable {
         Path binary;
         boolean keepDir = Boolean.getBoolean("brook.keep");
         final Map<String, String> config = new LinkedHashMap<>();
+        final List<String> topics = new ArrayList<>();
 
         /** Node ids 1..n, every one a broker and a voter of the metadata quorum (default 1). */
         public Builder nodes(int n) {
@@ -86,6 +87,21 @@ public final class Brook implements AutoCloseable {
         public Builder withConfig(String key, String value) {
             config.put(key, value);
             return this;
+        }
+
+        /**
+         * A topic created before {@link #start()} returns, with the broker's default partitions and replication
+         * factor; {@code "name:partitions"} and {@code "name:partitions:replicationFactor"} set them. Every node
+         * then names a leader for each partition, so a first producer finds it at once (no auto-creation round).
+         */
+        public Builder topic(String spec) {
+            topics.add(spec);
+            return this;
+        }
+
+        /** A topic of {@code partitions} partitions and {@code replicationFactor} replicas, as {@link #topic(String)}. */
+        public Builder topic(String name, int partitions, int replicationFactor) {
+            return topic(name + ":" + partitions + ":" + replicationFactor);
         }
 
         /** Node 1's client port (node i: port + i - 1, controller ports +100, admin +552); 0 (default): free ports. */
@@ -140,6 +156,10 @@ public final class Brook implements AutoCloseable {
             cmd.add("--override");
             cmd.add(k + "=" + v);
         });
+        for (String t : b.topics) {
+            cmd.add("--topic");
+            cmd.add(t);
+        }
         return cmd;
     }
 

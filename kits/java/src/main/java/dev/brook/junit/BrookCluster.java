@@ -32,6 +32,13 @@ public @interface BrookCluster {
     /** Kafka broker config for every node, {@code "key=value"} as in server.properties. */
     String[] config() default {};
 
+    /**
+     * Topics created before the cluster counts as ready, {@code "name"}, {@code "name:partitions"} or
+     * {@code "name:partitions:replicationFactor"} (the broker's defaults otherwise): every node then names a
+     * leader for each partition, so a test's first producer needs no metadata retry.
+     */
+    String[] topics() default {};
+
     /** How long the cluster may take to be ready. */
     int readyTimeoutSeconds() default 60;
 }

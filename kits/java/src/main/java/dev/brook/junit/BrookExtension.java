@@ -92,6 +92,7 @@ public final class BrookExtension implements BeforeAllCallback, TestInstancePost
             if (eq <= 0) throw new BrookException("@BrookCluster config entry " + kv + " is not key=value");
             b.withConfig(kv.substring(0, eq).trim(), kv.substring(eq + 1).trim());
         }
+        for (String t : s.topics()) b.topic(t);
         return b.start();
     }
 

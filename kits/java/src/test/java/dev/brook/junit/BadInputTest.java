@@ -72,6 +72,15 @@ class BadInputTest {
     }
 
     @Test
+    void refusedTopicIsNamed() {
+        // One node cannot hold two replicas.
+        BrookException e = assertThrows(BrookException.class, () -> Brook.cluster().topic("orders", 1, 2).start());
+        assertTrue(e.getMessage().contains("creating topic orders: InvalidReplicationFactor"), e.getMessage());
+        e = assertThrows(BrookException.class, () -> Brook.cluster().topic("orders:0").start());
+        assertTrue(e.getMessage().contains("partitions must be a number of at least 1"), e.getMessage());
+    }
+
+    @Test
     void notReadyInTimeStopsEverything() {
         long t0 = System.nanoTime();
         BrookException e = assertThrows(BrookException.class,

@@ -87,7 +87,8 @@ async function main() {
     await page.waitForSelector('#nodes tr[data-node="3"]', { timeout: SETTLE_MS });
 
     const topic = `live-${Date.now()}`;
-    const producer = spawn(PRODUCE, ["--bootstrap", bootstrap, "--topic", topic, "--records", "4000", "--interval-ms", "20"],
+    const producer = spawn(PRODUCE, ["--bootstrap", bootstrap, "--topic", topic, "--records", "4000", "--interval-ms", "20",
+      "--metrics-subscription", "live-page"],
       { stdio: ["ignore", "inherit", "inherit"] });
     children.push(producer);
     // The open transaction starts meanwhile; it is checked below.
@@ -111,6 +112,7 @@ async function main() {
     await producePlots(page, leader);
     await transactionsAndConsumers(page, supervisor, bootstrap, await opened);
     await abortedTransaction(page, supervisor, bootstrap);
+    await clientMetrics(page, supervisor);
     await timelineFilters(page, topic);
     // Kill the leader with the page's own control.
     await page.click(`#nodes tr[data-node="${leader}"] button[data-action="kill"]`);
@@ -145,6 +147,25 @@ async function main() {
   }
   clearTimeout(overall);
   say("passed");
+}
+
+// The steady producer's own metrics (KIP-714): once its subscription exists, librdkafka
+// pushes its producer metrics to one node every second; the page lists each client
+// instance with the pushes and metrics that node's /v1/client-metrics view holds.
+async function clientMetrics(page, supervisor) {
+  const row = '#client-metrics tr[data-client-instance]';
+  await page.waitForSelector(`${row} .metric[data-metric^="org.apache.kafka.producer."]`, { timeout: SETTLE_MS });
+  const shown = await page.$$eval(row, (rows) => rows.map((r) => ({ id: r.dataset.clientInstance, pushes: Number(r.dataset.pushes),
+    metrics: [...r.querySelectorAll(".metric")].map((m) => m.dataset.metric) })));
+  const known = Object.values(await merged(supervisor, "/v1/client-metrics")).flatMap((v) => (v && v.clients) || []);
+  for (const s of shown) {
+    const v = known.find((c) => c.client_instance_id === s.id);
+    if (!v || s.pushes < 1 || v.pushes < s.pushes) throw new Error(`client ${s.id}: page ${JSON.stringify(s)}, view ${JSON.stringify(v)}`);
+    const names = v.metrics.map((m) => m.name + (m.attributes ? `{${m.attributes}}` : ""));
+    const missing = s.metrics.filter((m) => !names.includes(m));
+    if (missing.length) throw new Error(`client ${s.id}: the page shows metrics the node never received: ${missing}`);
+  }
+  say(`client metrics: ${shown.length} client instance(s) pushing, e.g. ${shown[0].metrics[0]}`);
 }
 
 // Five records in a transaction left open on a topic of their own; resolves with the topic.

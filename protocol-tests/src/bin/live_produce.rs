@@ -2,7 +2,7 @@
 //! page's browser test (`protocol-tests/browser/`).
 //!
 //! `live_produce --bootstrap HOST:PORT --topic T [--records N] [--interval-ms MS]
-//!               [--transactional-id ID] [--hold-ms MS]`
+//!               [--transactional-id ID] [--hold-ms MS] [--metrics-subscription NAME]`
 //!
 //! Without `--transactional-id`: a steady idempotent acks=all stream; prints `DELIVERED n`
 //! after every 10 delivered records and exits once N records were sent and flushed (bounded
@@ -12,6 +12,10 @@
 //! that the partition has an open transaction and a last stable offset below its high
 //! watermark; prints `OPEN n` once they are delivered, then aborts after `--hold-ms`
 //! (default 120 s) and exits.
+//!
+//! With `--metrics-subscription NAME`: first creates the client-metrics subscription NAME
+//! (KIP-714, as `kafka-client-metrics --alter --name NAME --metrics org.apache.kafka.producer.
+//! --interval 1000` does), so that librdkafka pushes its producer metrics every second.
 
 use std::time::Duration;
 
@@ -21,7 +25,7 @@ use rdkafka::producer::Producer;
 fn usage() -> ! {
     eprintln!(
         "usage: live_produce --bootstrap HOST:PORT --topic T [--records N] [--interval-ms MS] \
-         [--transactional-id ID] [--hold-ms MS]"
+         [--transactional-id ID] [--hold-ms MS] [--metrics-subscription NAME]"
     );
     std::process::exit(2)
 }
@@ -33,6 +37,7 @@ struct Args {
     interval_ms: u64,
     transactional_id: Option<String>,
     hold_ms: u64,
+    metrics_subscription: Option<String>,
 }
 
 fn args() -> Args {
@@ -43,6 +48,7 @@ fn args() -> Args {
         interval_ms: 50,
         transactional_id: None,
         hold_ms: 120_000,
+        metrics_subscription: None,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     for pair in argv.chunks(2) {
@@ -54,6 +60,7 @@ fn args() -> Args {
             "--interval-ms" => a.interval_ms = value.parse().unwrap_or_else(|_| usage()),
             "--transactional-id" => a.transactional_id = Some(value.clone()),
             "--hold-ms" => a.hold_ms = value.parse().unwrap_or_else(|_| usage()),
+            "--metrics-subscription" => a.metrics_subscription = Some(value.clone()),
             _ => usage(),
         }
     }
@@ -65,10 +72,53 @@ fn args() -> Args {
 
 fn main() {
     let a = args();
+    if let Some(name) = &a.metrics_subscription {
+        subscribe_metrics(&a.bootstrap, name);
+    }
     match &a.transactional_id {
         Some(id) => open_transaction(&a, id),
         None => steady(&a),
     }
+}
+
+/// IncrementalAlterConfigs on the CLIENT_METRICS resource `name` (resource type 16):
+/// every producer metric, pushed every second.
+fn subscribe_metrics(bootstrap: &str, name: &str) {
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    use kafka_protocol::messages::{
+        IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+    };
+    use kafka_protocol::protocol::StrBytes;
+    const CLIENT_METRICS: i8 = 16;
+    let s = |v: &str| StrBytes::from_string(v.to_string());
+    let first = bootstrap.split(',').next().unwrap_or(bootstrap);
+    let mut c = brook_protocol_tests::WireClient::connect(first);
+    let configs = [
+        ("metrics", "org.apache.kafka.producer."),
+        ("interval.ms", "1000"),
+    ]
+    .iter()
+    .map(|(k, v)| {
+        AlterableConfig::default()
+            .with_name(s(k))
+            .with_value(Some(s(v)))
+    })
+    .collect();
+    let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        AlterConfigsResource::default()
+            .with_resource_type(CLIENT_METRICS)
+            .with_resource_name(s(name))
+            .with_configs(configs),
+    ]);
+    let r: IncrementalAlterConfigsResponse = c.request(1, &req);
+    let code = r.responses.first().map_or(-1, |x| x.error_code);
+    assert_eq!(
+        code, 0,
+        "the client-metrics subscription was refused: {r:?}"
+    );
+    println!("SUBSCRIBED {name}");
 }
 
 fn steady(a: &Args) {

@@ -185,5 +185,6 @@ pub(super) fn router(sup: Arc<Supervisor>) -> Router {
         .route("/v1/producers", get(merged_view))
         .route("/v1/groups", get(merged_view))
         .route("/v1/transactions", get(merged_view))
+        .route("/v1/client-metrics", get(merged_view))
         .with_state(sup)
 }

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use kafka_protocol::ResponseError;
 
-use crate::api::fetch_session::{next_epoch, FetchParams, INITIAL_EPOCH, INVALID_SESSION_ID};
+use crate::cluster::fetch_session::{next_epoch, FetchParams, INITIAL_EPOCH, INVALID_SESSION_ID};
 
 /// A partition by topic name and index (followers fetch by name).
 pub type PartitionKey = (String, i32);

@@ -383,7 +383,7 @@ mod tests {
     }
 
     fn exchange(m: ScramMechanism, stored_pw: &str, client_pw: &str) -> Result<String, SaslError> {
-        let cred = ScramCredential::generate(m, stored_pw, 4096);
+        let cred = generate_credential(m, stored_pw, 4096);
         let lookup =
             move |u: &str, mech: ScramMechanism| (u == "alice" && mech == m).then(|| cred.clone());
         let mut server = ScramServer::new(m);

@@ -111,7 +111,7 @@ pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("connections.max.idle.ms", "600000"),
     // The most record bytes one Fetch answer holds, whatever the request asks (55 MiB).
     ("fetch.max.bytes", "57671680"),
-    // Incremental fetch sessions held at once (crate::api::fetch_session).
+    // Incremental fetch sessions held at once (crate::cluster::fetch_session).
     ("max.incremental.fetch.session.cache.slots", "1000"),
     // The client quotas' sampled rates (crate::quota), Kafka's defaults.
     ("quota.window.num", "11"),

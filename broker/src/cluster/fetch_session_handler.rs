@@ -1,5 +1,5 @@
 //! A follower's half of an incremental fetch session (KIP-227), as Kafka's client-side
-//! `FetchSessionHandler` keeps it; the leader's half is `crate::api::fetch_session`.
+//! `FetchSessionHandler` keeps it; the leader's half is `crate::cluster::fetch_session`.
 //!
 //! The first fetch names every partition with epoch 0; once the leader answers a session
 //! id, each later fetch names only the partitions that joined the set or whose fetch

@@ -24,6 +24,11 @@ And the other way round, so that the code map cannot fall behind the code: every
 file of the workspace crates (`SOURCE_ROOTS`) is named, by its file name or a path ending in
 it (a `mod.rs`, `lib.rs` or `main.rs` also by its folder), and every variant of the metadata
 log's `MetadataRecord` is named.
+
+And the controller's decisions stay pure (see "Crate graph"): brook-controller's
+`[dependencies]` name no crate that does I/O or runs tasks (`CONTROLLER_IO_CRATES`), and its
+code (comments left out) names no file, socket, process, environment or clock
+(`CONTROLLER_IO_NAMES`).
 Exit status 1 and one line per stale or missing name when anything is wrong.
 """
 
@@ -37,11 +42,23 @@ DOC = ROOT / "docs" / "ARCHITECTURE.md"
 
 # The folders whose Rust files the code map must name: every crate's sources, not its tests.
 SOURCE_ROOTS = (
-    "broker/src/", "storage/src/", "tools/src/", "chaos/src/", "benches/src/", "kits/rust/src/",
+    "broker/src/", "storage/src/", "controller/src/", "tools/src/", "chaos/src/", "benches/src/", "kits/rust/src/",
     "kits/rust/example/src/", "protocol-tests/src/", "fuzz/src/",
 )
 # The metadata log's record type, whose every variant the document names.
-METADATA_RECORD = ("broker/src/controller/image.rs", "MetadataRecord")
+METADATA_RECORD = ("controller/src/image.rs", "MetadataRecord")
+# What brook-controller may not depend on: crates that do I/O, read randomness from the OS
+# for their own purposes, or run tasks.
+CONTROLLER_MANIFEST = "controller/Cargo.toml"
+CONTROLLER_IO_CRATES = (
+    "tokio", "tokio-rustls", "openraft", "axum", "hyper", "hyper-util", "mio", "socket2",
+    "nix", "rustls", "tempfile", "rand", "brook", "brook-storage",
+)
+# What brook-controller's code may not name: the disk, the network, processes, the
+# environment, threads and clocks. A decision that needs a time takes it as an argument.
+CONTROLLER_IO_NAMES = re.compile(
+    r"\bstd::(fs|net|process|env|thread)\b|\b(Instant|SystemTime|UNIX_EPOCH)\b"
+)
 
 FILE_SUFFIXES = (".rs", ".md", ".java", ".py", ".toml", ".properties", ".json", ".jsonl", ".yml")
 
@@ -190,6 +207,23 @@ def unnamed_record_types(toks):
     return [v for v in variants if v not in named]
 
 
+def controller_io():
+    """Where brook-controller's manifest or code reaches for I/O or a clock."""
+    found = []
+    manifest = (ROOT / CONTROLLER_MANIFEST).read_text()
+    deps = re.search(r"(?ms)^\[dependencies\]\n(.*?)(?=^\[|\Z)", manifest)
+    for name in re.findall(r"(?m)^([A-Za-z0-9_-]+)\s*[=.]", deps.group(1) if deps else ""):
+        if name in CONTROLLER_IO_CRATES:
+            found.append(f"{CONTROLLER_MANIFEST}: depends on `{name}`, which does I/O")
+    for rs in sorted((ROOT / "controller" / "src").rglob("*.rs")):
+        for n, line in enumerate(rs.read_text().splitlines(), 1):
+            code = line.split("//", 1)[0]
+            m = CONTROLLER_IO_NAMES.search(code)
+            if m:
+                found.append(f"{rs.relative_to(ROOT)}:{n}: `{m.group(0)}` in the controller's decisions")
+    return found
+
+
 def main():
     files = tracked_files()
     dirs = {str(Path(f).parent) for f in files}
@@ -205,10 +239,14 @@ def main():
         stale.append(f"docs/ARCHITECTURE.md: the code map does not name `{rel}`")
     for variant in unnamed_record_types(toks):
         stale.append(f"docs/ARCHITECTURE.md: no `{variant}` (a {METADATA_RECORD[1]} variant)")
+    stale += controller_io()
     for line in stale:
         print(line)
     if stale:
-        print(f"{len(stale)} stale or missing names in docs/ARCHITECTURE.md", file=sys.stderr)
+        print(
+            f"{len(stale)} stale or missing names in docs/ARCHITECTURE.md or I/O in brook-controller",
+            file=sys.stderr,
+        )
         return 1
     print("docs/ARCHITECTURE.md: every code name it mentions exists, and it names every source file")
     return 0

@@ -41,7 +41,7 @@ pub struct Broker {
     /// The process's event log (`GET /v1/events`, [`crate::events`]).
     pub events: Arc<crate::events::EventLog>,
     /// Incremental fetch sessions (KIP-227) of consumers and followers fetching here.
-    pub fetch_sessions: crate::api::fetch_session::FetchSessionCache,
+    pub fetch_sessions: crate::cluster::fetch_session::FetchSessionCache,
     /// KIP-932 share-partitions and share sessions of the partitions this node leads.
     pub share: crate::share::SharePartitionManager,
     /// The share coordinator (`__share_group_state`, the state APIs' server side).

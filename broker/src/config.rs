@@ -112,7 +112,7 @@ pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("connections.max.idle.ms", "600000"),
     // The most record bytes one Fetch answer holds, whatever the request asks (55 MiB).
     ("fetch.max.bytes", "57671680"),
-    // Incremental fetch sessions held at once (crate::api::fetch_session).
+    // Incremental fetch sessions held at once (crate::cluster::fetch_session).
     ("max.incremental.fetch.session.cache.slots", "1000"),
     // The client quotas' sampled rates (crate::quota), Kafka's defaults.
     ("quota.window.num", "11"),
@@ -252,20 +252,10 @@ pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("add.partitions.to.txn.retry.backoff.max.ms", "100"),
 ];
 
-/// Dynamic broker configs by resource name: a node id for one broker, "" for the cluster-wide
-/// default (Kafka's `DynamicBrokerConfig` layers). The metadata owns them
-/// (`MetadataImage::broker_configs`, `MetadataImage::broker_configs`).
-pub type DynamicBrokerConfigs = BTreeMap<String, BTreeMap<String, String>>;
-
-/// The ISR size a partition with `replicas` replicas needs: `min.insync.replicas` capped by
-/// the replication factor, as Kafka's `Partition.effectiveMinIsr` and the controller's
-/// `ReplicationControlManager.getTopicEffectiveMinIsr` compute it. A topic asking for more
-/// in-sync replicas than it has would otherwise never commit anything. Both the partition and
-/// the controller call this, so they cannot disagree.
-pub fn effective_min_isr(min_insync_replicas: i32, replicas: usize) -> i32 {
-    let replicas = i32::try_from(replicas.max(1)).unwrap_or(i32::MAX);
-    min_insync_replicas.min(replicas)
-}
+// The metadata owns the dynamic broker configs and the min-ISR rule the controller and the
+// partitions share (brook-controller).
+pub use brook_controller::configuration_control::effective_min_isr;
+pub use brook_controller::image::DynamicBrokerConfigs;
 
 /// The parsed broker configuration.
 #[derive(Debug, Clone)]

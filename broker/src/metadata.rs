@@ -16,6 +16,8 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::controller::{MetadataImage, TopicImage};
+// Topic names and uuid strings are the metadata records' (brook-controller validates them).
+pub use brook_controller::names::{kafka_uuid_string, parse_kafka_uuid, validate_topic_name};
 
 /// File name of the metadata that single nodes of earlier versions kept in the log directory.
 pub const LEGACY_METADATA_FILE: &str = "brook-metadata.json";
@@ -217,32 +219,13 @@ pub fn read_directory_id(dir: &Path) -> Option<Uuid> {
         .and_then(|(_, v)| parse_kafka_uuid(v))
 }
 
-/// A uuid as Kafka's `Uuid.toString` writes it (URL-safe base64 without padding), as
-/// directory ids appear in Kafka's messages and `meta.properties`.
-pub fn kafka_uuid_string(id: Uuid) -> String {
-    encode_cluster_id(id.into_bytes())
-}
-
-/// A uuid in Kafka's `Uuid.toString` form, as `Uuid.fromString` reads it (URL-safe base64
-/// of 16 bytes); `None` if it is not one.
-pub fn parse_kafka_uuid(s: &str) -> Option<Uuid> {
-    use base64::Engine as _;
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(s.trim().trim_end_matches('='))
-        .ok()?;
-    <[u8; 16]>::try_from(bytes.as_slice())
-        .ok()
-        .map(Uuid::from_bytes)
-}
-
 /// Kafka cluster ids are 16 random bytes in URL-safe base64 without padding (22 characters).
 pub fn new_cluster_id() -> String {
     encode_cluster_id(Uuid::new_v4().into_bytes())
 }
 
 fn encode_cluster_id(bytes: [u8; 16]) -> String {
-    use base64::Engine as _;
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+    kafka_uuid_string(Uuid::from_bytes(bytes))
 }
 
 /// A cluster id every node derives alike from the same seed (the voter set), in Kafka's
@@ -271,31 +254,6 @@ pub fn is_internal_topic(name: &str) -> bool {
     INTERNAL_TOPICS.contains(&name)
 }
 
-/// Kafka's topic name rule: 1-249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`.
-pub fn validate_topic_name(name: &str) -> Result<(), String> {
-    if name.is_empty() {
-        return Err("topic name is empty".into());
-    }
-    if name == "." || name == ".." {
-        return Err(format!("topic name {name:?} is not allowed"));
-    }
-    if name.len() > 249 {
-        return Err(format!(
-            "topic name is {} characters long, the limit is 249",
-            name.len()
-        ));
-    }
-    if let Some(c) = name
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
-    {
-        return Err(format!(
-            "topic name {name:?} contains {c:?}; only [a-zA-Z0-9._-] are allowed"
-        ));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -307,14 +265,6 @@ mod tests {
         // Kafka's Uuid.toString: URL-safe base64 without padding.
         assert_eq!(encode_cluster_id([0; 16]), "AAAAAAAAAAAAAAAAAAAAAA");
         assert_eq!(encode_cluster_id([0xff; 16]), "_____________________w");
-    }
-
-    #[test]
-    fn topic_names() {
-        assert!(validate_topic_name("orders.v1_x-y").is_ok());
-        assert!(validate_topic_name("bad/name").is_err());
-        assert!(validate_topic_name("..").is_err());
-        assert!(validate_topic_name(&"a".repeat(250)).is_err());
     }
 
     #[test]

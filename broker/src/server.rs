@@ -157,7 +157,7 @@ impl Server {
             faults.clone(),
         )?);
         let fetch_sessions =
-            crate::api::fetch_session::FetchSessionCache::new(config.fetch_session_cache_slots);
+            crate::cluster::fetch_session::FetchSessionCache::new(config.fetch_session_cache_slots);
         let share = crate::share::SharePartitionManager::from_config(&config)?;
         let share_coordinator = Arc::new(crate::share::coordinator::ShareCoordinator::new(
             &config,

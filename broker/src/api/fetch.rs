@@ -7,7 +7,7 @@
 //! read, so it can drop their records. A parked read_committed fetch wakes when the LSO can
 //! move: on every append (a marker) and every high watermark change, the partition's events.
 //!
-//! Incremental fetch sessions (KIP-227) live in [`super::fetch_session`]: a fetch of a
+//! Incremental fetch sessions (KIP-227) live in [`crate::cluster::fetch_session`]: a fetch of a
 //! session reads the session's partitions, and its answer leaves out those where nothing
 //! changed.
 
@@ -26,9 +26,9 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::auth_helper::{authorize, authorize_cluster};
-use super::fetch_session::{FetchParams, FetchSessionCache, SessionKey};
 use super::{Outcome, RequestContext};
 use crate::broker::Broker;
+use crate::cluster::fetch_session::{FetchParams, FetchSessionCache, SessionKey};
 use crate::cluster::partition::{FetchIsolation, FollowerFetch, Partition};
 use crate::fault::{Direction, LinkAction, Traffic};
 use crate::metrics::GaugeGuard;
@@ -288,7 +288,7 @@ fn quota_window_bytes(broker: &Broker, ctx: &RequestContext, follower: Option<i3
 fn over_quota(
     broker: &Broker,
     ctx: &RequestContext,
-    session: &super::fetch_session::FetchContext,
+    session: &crate::cluster::fetch_session::FetchContext,
     results: &[PartitionData],
 ) -> Option<Result<Outcome, CodecError>> {
     let bytes: usize = results

@@ -16,7 +16,6 @@ pub mod elect_leaders;
 pub mod features;
 pub mod fetch;
 mod fetch_encode;
-pub mod fetch_session;
 pub mod groups;
 pub mod leader_hint;
 pub mod list_offsets;
@@ -61,6 +60,16 @@ pub struct ApiSupport {
     pub min: i16,
     pub max: i16,
     pub decode_min: i16,
+}
+
+impl crate::metrics::ServedApi for ApiSupport {
+    fn key(&self) -> ApiKey {
+        self.key
+    }
+
+    fn decoded_versions(&self) -> std::ops::RangeInclusive<i16> {
+        self.decode_min..=self.max
+    }
 }
 
 const fn api(key: ApiKey, min: i16, max: i16, decode_min: i16) -> ApiSupport {

@@ -1,5 +1,5 @@
 //! A follower's half of an incremental fetch session (KIP-227), as Kafka's client-side
-//! `FetchSessionHandler` keeps it; the leader's half is `crate::api::fetch_session`.
+//! `FetchSessionHandler` keeps it; the leader's half is `crate::cluster::fetch_session`.
 //!
 //! The first fetch names every partition with epoch 0; once the leader answers a session
 //! id, each later fetch names only the partitions that joined the set or whose fetch
@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use kafka_protocol::ResponseError;
 
-use crate::api::fetch_session::{next_epoch, FetchParams, INITIAL_EPOCH, INVALID_SESSION_ID};
+use crate::cluster::fetch_session::{next_epoch, FetchParams, INITIAL_EPOCH, INVALID_SESSION_ID};
 
 /// A partition by topic name and index (followers fetch by name).
 pub type PartitionKey = (String, i32);

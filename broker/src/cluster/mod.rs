@@ -1,5 +1,6 @@
 //! Partitions and the ReplicaManager that owns them.
 
+pub mod fetch_session;
 pub mod fetch_session_handler;
 pub mod log_cleaner;
 pub mod partition;

@@ -62,7 +62,7 @@ pub const REPLICA_FETCH_BACKOFF: Duration = Duration::from_millis(200);
 pub const REPLICA_FETCH_IO_TIMEOUT: Duration = Duration::from_secs(10);
 
 use super::fetch_session_handler::{FetchSessionHandler, PartitionKey};
-use crate::api::fetch_session::{FetchParams, INITIAL_EPOCH};
+use crate::cluster::fetch_session::{FetchParams, INITIAL_EPOCH};
 
 /// A partition in a fetcher's set.
 struct Followed {

@@ -564,7 +564,7 @@ mod tests {
     #[test]
     fn bootstrap_scram_users_serve_until_the_cluster_records_them() {
         let m = ScramMechanism::Sha512;
-        let formatted = ScramCredential::generate(m, "controller-secret", 4096);
+        let formatted = crate::security::scram::generate_credential(m, "controller-secret", 4096);
         let bootstrap = vec![("controller".to_string(), m.type_id(), formatted.clone())];
         let mut image = MetadataImage::default();
         let found = |image: &MetadataImage, mech| {

@@ -14,122 +14,16 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
 use uuid::Uuid;
+
+pub use brook_controller::voter_set::{
+    parse_dynamic_voters, BootstrapVoters, DynamicVoter, DYNAMIC_KRAFT_VERSION,
+};
 
 use crate::config::BrokerConfig;
 
 /// The formatted voter set's file in the metadata directory.
 pub const BOOTSTRAP_VOTERS_FILE: &str = "bootstrap-voters.json";
-
-/// `kraft.version` of a quorum formatted with a voter set (`KRaftVersion.KRAFT_VERSION_1`).
-pub const DYNAMIC_KRAFT_VERSION: i16 = 1;
-
-/// One voter of a formatted quorum: Kafka's `DynamicVoter`, `id@host:port:directoryId`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DynamicVoter {
-    pub node_id: i32,
-    pub host: String,
-    pub port: u16,
-    pub directory_id: Uuid,
-}
-
-impl DynamicVoter {
-    /// Parses `id@host:port:directoryId` (an IPv6 host in brackets) as `DynamicVoter.parse`.
-    pub fn parse(input: &str) -> Result<Self, String> {
-        let input = input.trim();
-        let (id, rest) = match input.split_once('@') {
-            None => return Err("No @ found in dynamic voter string.".into()),
-            Some(("", _)) => return Err("Invalid @ at beginning of dynamic voter string.".into()),
-            Some(parts) => parts,
-        };
-        let node_id: i32 = id
-            .parse()
-            .map_err(|_| "Failed to parse node id in dynamic voter string.".to_string())?;
-        if node_id < 0 {
-            return Err(format!(
-                "Invalid negative node id {node_id} in dynamic voter string."
-            ));
-        }
-        if rest.is_empty() {
-            return Err("No hostname found after node id.".into());
-        }
-        let (host, rest) = match rest.strip_prefix('[') {
-            Some(bracketed) => bracketed.split_once(']').ok_or(
-                "Hostname began with left bracket, but no right bracket was found.".to_string(),
-            )?,
-            None => {
-                let colon = rest
-                    .find(':')
-                    .ok_or("No colon following hostname could be found.".to_string())?;
-                rest.split_at(colon)
-            }
-        };
-        let rest = rest
-            .strip_prefix(':')
-            .ok_or("Port section must start with a colon.".to_string())?;
-        let (port, directory) = rest
-            .split_once(':')
-            .ok_or("No colon following port could be found.".to_string())?;
-        let port: u16 = match port.parse::<i64>() {
-            Ok(p) => u16::try_from(p)
-                .map_err(|_| format!("Invalid port {p} in dynamic voter string."))?,
-            Err(_) => return Err("Failed to parse port in dynamic voter string.".into()),
-        };
-        let directory_id = crate::metadata::parse_kafka_uuid(directory)
-            .ok_or("Failed to parse directory ID in dynamic voter string.".to_string())?;
-        Ok(DynamicVoter {
-            node_id,
-            host: host.to_string(),
-            port,
-            directory_id,
-        })
-    }
-
-    /// `host:port` of the voter's controller listener, as the quorum's membership holds it.
-    pub fn address(&self) -> String {
-        match self.host.contains(':') {
-            true => format!("[{}]:{}", self.host, self.port),
-            false => format!("{}:{}", self.host, self.port),
-        }
-    }
-}
-
-impl std::fmt::Display for DynamicVoter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let dir = crate::metadata::kafka_uuid_string(self.directory_id);
-        write!(f, "{}@{}:{dir}", self.node_id, self.address())
-    }
-}
-
-/// Parses `--initial-controllers`: comma-separated voters, each node id once
-/// (`DynamicVoters.parse`).
-pub fn parse_dynamic_voters(input: &str) -> Result<Vec<DynamicVoter>, String> {
-    let mut voters: Vec<DynamicVoter> = Vec::new();
-    for v in input.trim().split(',').filter(|v| !v.is_empty()) {
-        let voter = DynamicVoter::parse(v)?;
-        if voters.iter().any(|o| o.node_id == voter.node_id) {
-            return Err(format!(
-                "Node id {} was specified more than once.",
-                voter.node_id
-            ));
-        }
-        voters.push(voter);
-    }
-    if voters.is_empty() {
-        return Err("No voters given.".into());
-    }
-    voters.sort_by_key(|v| v.node_id);
-    Ok(voters)
-}
-
-/// What `brook format` writes for a dynamic quorum: the voter set (none for a node formatted
-/// `--no-initial-controllers`, which joins a running quorum) and `kraft.version`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BootstrapVoters {
-    pub kraft_version: i16,
-    pub voters: Vec<DynamicVoter>,
-}
 
 /// The formatted voter set's path in metadata directory `metadata_dir`.
 pub fn path(metadata_dir: &Path) -> PathBuf {
@@ -305,40 +199,4 @@ fn standalone_voter(cfg: &BrokerConfig) -> Result<DynamicVoter, String> {
         port: listen.port(),
         directory_id: Uuid::new_v4(),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn voters_parse_as_kafkas_dynamic_voters() {
-        let v = parse_dynamic_voters(
-            "2@example.com:8083:MvDxzVmcRsaTz33bUuRU6A,0@[::1]:8082:JEXY6aqzQY-32P5TStzaFg",
-        )
-        .unwrap();
-        assert_eq!(v[0].node_id, 0);
-        assert_eq!(v[0].address(), "[::1]:8082");
-        assert_eq!(v[1].address(), "example.com:8083");
-        assert_eq!(
-            v[1].to_string(),
-            "2@example.com:8083:MvDxzVmcRsaTz33bUuRU6A"
-        );
-        for (bad, why) in [
-            ("", "No voters given."),
-            ("1example.com:1:MvDxzVmcRsaTz33bUuRU6A", "No @ found"),
-            ("@h:1:MvDxzVmcRsaTz33bUuRU6A", "Invalid @"),
-            ("-1@h:1:MvDxzVmcRsaTz33bUuRU6A", "negative node id"),
-            ("1@h:70000:MvDxzVmcRsaTz33bUuRU6A", "Invalid port 70000"),
-            ("1@h:1", "No colon following port"),
-            ("1@h:1:nope", "directory ID"),
-            (
-                "1@h:1:MvDxzVmcRsaTz33bUuRU6A,1@g:2:MvDxzVmcRsaTz33bUuRU6A",
-                "more than once",
-            ),
-        ] {
-            let e = parse_dynamic_voters(bad).unwrap_err();
-            assert!(e.contains(why), "{bad}: {e}");
-        }
-    }
 }

@@ -21,24 +21,16 @@
 //! the commit index and snapshots. Broker liveness (last heartbeat times) is not: a newly
 //! active controller gives every unfenced broker a full session timeout, as Kafka does.
 
-pub mod acl_control;
+// The decisions are brook-controller's (no network, disk or clock); re-exported so that
+// `crate::controller::image` and the like name the one definition.
+pub use brook_controller::{
+    acl_control, client_quota_control, cluster_control, configuration_control, error,
+    feature_control, image, producer_id_control, replication_control, request, scram_control,
+};
 pub mod channel;
-pub mod client_quota_control;
-pub mod cluster_control;
-pub mod configuration_control;
 pub mod dynamic_voters;
-pub mod error;
-pub mod feature_control;
-#[cfg(test)]
-mod fixtures;
-pub mod image;
 mod network;
-mod partition_change;
-pub mod producer_id_control;
 pub mod quorum;
-pub mod replication_control;
-pub mod request;
-pub mod scram_control;
 mod storage;
 pub mod voter_control;
 
@@ -1436,7 +1428,7 @@ impl Inner {
                 "{MAX_PENDING_WRITES} controller writes already pending"
             )));
         };
-        let deadline = req.deadline_from(Instant::now());
+        let deadline = req.decide_within().map(|within| Instant::now() + within);
         let timeout = Duration::from_millis(self.config.request_timeout_ms);
         match tokio::time::timeout(timeout, self.decide_and_commit(&req, deadline)).await {
             Ok(r) => r,
@@ -1517,27 +1509,8 @@ impl Inner {
         let session = Duration::from_millis(self.config.session_timeout_ms);
         let mut contacts = self.liveness.lock().last_contact.clone();
         contacts.retain(|id, _| !expired.contains(id));
-        next_session_expiry(&contacts, image, session)
+        cluster_control::next_session_expiry(&contacts, image, session)
     }
-}
-
-/// The first moment a live (unfenced) broker's session is over: its last contact plus the
-/// session timeout, just past it (expiry is "longer than the session"). Kafka's
-/// `BrokerHeartbeatManager.nextCheckTimeNs`, which `QuorumController` schedules its expired
-/// broker check at, so a dead broker is fenced when its session ends, not up to a check
-/// interval later. Brokers without a recorded contact get theirs at the next check.
-fn next_session_expiry(
-    last_contact: &HashMap<i32, Instant>,
-    image: &MetadataImage,
-    session: Duration,
-) -> Option<Instant> {
-    image
-        .brokers
-        .values()
-        .filter(|b| !b.fenced)
-        .filter_map(|b| last_contact.get(&b.node_id))
-        .map(|last| *last + session + Duration::from_millis(1))
-        .min()
 }
 
 /// The partition changes in `records` that give a partition a new leader (a leader moved,
@@ -1878,28 +1851,6 @@ mod tests {
                 "{fetch}/{election}: {t:?}"
             );
         }
-    }
-
-    #[test]
-    fn the_next_liveness_check_is_when_the_first_live_session_ends() {
-        let mut img = fixtures::cluster(3);
-        let now = Instant::now();
-        let session = Duration::from_millis(3000);
-        let ms = Duration::from_millis;
-        let contacts: HashMap<i32, Instant> =
-            [(1, now), (2, now + ms(400)), (3, now - ms(200))].into();
-        // Node 3 was heard from first: its session ends first, just past the timeout.
-        assert_eq!(
-            next_session_expiry(&contacts, &img, session),
-            Some(now - ms(200) + session + ms(1))
-        );
-        // A fenced broker has no session to end.
-        img.brokers.get_mut(&3).unwrap().fenced = true;
-        assert_eq!(
-            next_session_expiry(&contacts, &img, session),
-            Some(now + session + ms(1))
-        );
-        assert_eq!(next_session_expiry(&HashMap::new(), &img, session), None);
     }
 
     #[test]

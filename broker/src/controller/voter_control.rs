@@ -44,11 +44,11 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::dynamic_voters::BootstrapVoters;
 use super::image::{MetadataBatch, MetadataImage, MetadataRecord};
-use super::request::{ControllerReply, ControllerResult};
 use super::{internal, network, ControllerError, Inner, NodeId};
 use crate::features::KRAFT_VERSION;
+pub use brook_controller::voter_set::{bootstrap, directory_id_of};
+use brook_controller::voter_set::{replica_key, voter_keys};
 
 /// How often an observer asks the bootstrap servers to take it in, until it is a member.
 pub const OBSERVER_JOIN_RETRY: Duration = Duration::from_millis(500);
@@ -85,57 +85,6 @@ pub struct ObserveRequest {
     /// fetches carry it); the zero uuid from a node that sends none.
     #[serde(default)]
     pub directory_id: Uuid,
-}
-
-/// Kafka's `ReplicaKey.toString`, for messages (the zero uuid is no directory id).
-fn replica_key(id: i32, directory_id: Uuid) -> String {
-    match directory_id.is_nil() {
-        true => format!("ReplicaKey(id={id}, directoryId=Optional.empty)"),
-        false => {
-            let dir = crate::metadata::kafka_uuid_string(directory_id);
-            format!("ReplicaKey(id={id}, directoryId=Optional[{dir}])")
-        }
-    }
-}
-
-/// The voters as Kafka's `VoterSet.voterKeys` prints them in messages.
-fn voter_keys(image: &MetadataImage, voters: &BTreeSet<NodeId>) -> String {
-    let keys: Vec<String> = voters
-        .iter()
-        .map(|v| replica_key(*v as i32, directory_id_of(image, *v as i32)))
-        .collect();
-    format!("[{}]", keys.join(", "))
-}
-
-/// The recorded directory id of voter `id`; the zero uuid if it has none (a static voter).
-pub fn directory_id_of(image: &MetadataImage, id: i32) -> Uuid {
-    image
-        .voter_directory_ids
-        .get(&id)
-        .copied()
-        .unwrap_or_default()
-}
-
-/// The formatted voter set's records (Kafka's bootstrap `KRaftVersionRecord` and
-/// `VotersRecord`), unless the cluster recorded its `kraft.version` already: written once,
-/// by whichever formatted node asks first.
-pub fn bootstrap(image: &MetadataImage, bootstrap: &BootstrapVoters) -> ControllerResult {
-    if image.feature_levels.contains_key(KRAFT_VERSION) {
-        return (Vec::new(), ControllerReply::Done);
-    }
-    let mut records: Vec<MetadataRecord> = bootstrap
-        .voters
-        .iter()
-        .map(|v| MetadataRecord::VoterDirectoryId {
-            voter_id: v.node_id,
-            directory_id: v.directory_id,
-        })
-        .collect();
-    records.push(MetadataRecord::FeatureLevel {
-        name: KRAFT_VERSION.to_string(),
-        level: bootstrap.kraft_version,
-    });
-    (records, ControllerReply::Done)
 }
 
 fn client_write_error(
@@ -516,32 +465,5 @@ pub(super) async fn observer_join_task(inner: Arc<Inner>) {
             }
         }
         tokio::time::sleep(OBSERVER_JOIN_RETRY).await;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::controller::dynamic_voters::DynamicVoter;
-
-    #[test]
-    fn a_formatted_voter_set_is_recorded_once() {
-        let mut image = MetadataImage::default();
-        let voter = DynamicVoter {
-            node_id: 1,
-            host: "127.0.0.1".into(),
-            port: 9093,
-            directory_id: Uuid::from_u128(5),
-        };
-        let formatted = BootstrapVoters {
-            kraft_version: 1,
-            voters: vec![voter],
-        };
-        let (records, _) = bootstrap(&image, &formatted);
-        image.apply_batch(&MetadataBatch(records));
-        assert_eq!(image.feature_level(KRAFT_VERSION), 1);
-        assert_eq!(directory_id_of(&image, 1), Uuid::from_u128(5));
-        assert_eq!(directory_id_of(&image, 2), Uuid::nil());
-        assert!(bootstrap(&image, &formatted).0.is_empty());
     }
 }

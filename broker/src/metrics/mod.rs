@@ -18,6 +18,7 @@ pub mod response_errors;
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::ops::RangeInclusive;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,9 +33,16 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
-use crate::api::ApiSupport;
 use crate::broker::Broker;
 use response_errors::ResponseErrors;
+
+/// An API the broker serves, as the request metrics need it: its key and the versions it
+/// decodes. The ApiVersions table's rows (`api::ApiSupport`) implement it, so the metrics
+/// name no handler module.
+pub trait ServedApi {
+    fn key(&self) -> ApiKey;
+    fn decoded_versions(&self) -> RangeInclusive<i16>;
+}
 
 /// Slots in the per-API table, indexed by API key number; Kafka's keys stay well below it.
 /// An API key at or above it is not counted (none is in `SUPPORTED_APIS`).
@@ -82,13 +90,15 @@ pub struct RequestMetrics {
 
 impl RequestMetrics {
     /// One slot per served API version, created now so that recording never allocates.
-    pub fn new(apis: &[ApiSupport]) -> RequestMetrics {
+    pub fn new<A: ServedApi>(apis: &[A]) -> RequestMetrics {
         let mut table: Vec<Option<ApiSlot>> = (0..API_KEY_SLOTS_MAX).map(|_| None).collect();
         for a in apis {
-            let Some(slot) = table.get_mut(a.key as i16 as usize) else {
+            let Some(slot) = table.get_mut(a.key() as i16 as usize) else {
                 continue;
             };
-            let versions = (a.decode_min..=a.max)
+            let decoded = a.decoded_versions();
+            let first_version = *decoded.start();
+            let versions = decoded
                 .map(|_| VersionSlot {
                     requests: Counter::default(),
                     encode_failures: Counter::default(),
@@ -96,8 +106,8 @@ impl RequestMetrics {
                 })
                 .collect();
             *slot = Some(ApiSlot {
-                name: format!("{:?}", a.key),
-                first_version: a.decode_min,
+                name: format!("{:?}", a.key()),
+                first_version,
                 versions,
             });
         }
@@ -244,7 +254,7 @@ pub struct BrokerMetrics {
 
 impl BrokerMetrics {
     /// Metrics for the APIs in `apis`.
-    pub fn new(apis: &[ApiSupport]) -> BrokerMetrics {
+    pub fn new<A: ServedApi>(apis: &[A]) -> BrokerMetrics {
         BrokerMetrics {
             requests: RequestMetrics::new(apis),
             connections: Gauge::default(),

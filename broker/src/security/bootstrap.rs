@@ -60,7 +60,7 @@ pub fn parse_add_scram(arg: &str) -> Result<BootstrapCredential, String> {
     if !(SCRAM_ITERATIONS_MIN..=super::scram::SCRAM_ITERATIONS_MAX).contains(&iterations) {
         return Err(format!("Invalid number of iterations {iterations}"));
     }
-    let credential = ScramCredential::generate(m, &password, iterations);
+    let credential = crate::security::scram::generate_credential(m, &password, iterations);
     Ok((name, m.type_id(), credential))
 }
 

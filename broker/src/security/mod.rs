@@ -7,7 +7,8 @@
 //! replace it once the client has authenticated. Handlers read it from
 //! [`crate::api::RequestContext::session`], so authorization has one source.
 
-pub mod acl;
+// The ACL vocabulary is the metadata's (its records carry ACLs): brook-controller owns it.
+pub use brook_controller::acl;
 pub mod authorizer;
 pub mod bootstrap;
 pub mod jaas;

@@ -16,6 +16,7 @@ use kafka_protocol::messages::write_txn_markers_request::{
     WritableTxnMarker, WritableTxnMarkerTopic,
 };
 use kafka_protocol::messages::{TopicName, WriteTxnMarkersRequest};
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
 use tokio::sync::Semaphore;
@@ -146,7 +147,7 @@ impl TransactionMarkerChannelManager {
                 Some(last) if last.name.as_str() == t => last.partition_indexes.push(*p),
                 _ => topics.push(
                     WritableTxnMarkerTopic::default()
-                        .with_name(TopicName(crate::api::sb(t.clone())))
+                        .with_name(TopicName(StrBytes::from_string(t.clone())))
                         .with_partition_indexes(vec![*p]),
                 ),
             }

@@ -159,10 +159,8 @@ pub struct TransactionMetadata {
     pub has_failed_epoch_fence: bool,
 }
 
-/// Kafka's `TransactionVersion` 2 (KIP-890 part 2): the `transaction.version` feature
-/// level from which a client's transactions bump the epoch at every EndTxn and add
-/// partitions implicitly with Produce v12+ and TxnOffsetCommit v5+.
-pub const TRANSACTION_VERSION_2: i16 = 2;
+/// The feature table owns the level (`brook_controller::features`).
+pub use brook_controller::features::TRANSACTION_VERSION_2;
 
 /// Kafka's `TransactionVersion.supportsEpochBump`.
 pub fn supports_epoch_bump(client_transaction_version: i16) -> bool {

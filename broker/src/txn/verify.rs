@@ -40,6 +40,7 @@ use kafka_protocol::messages::add_partitions_to_txn_request::{
     AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
 };
 use kafka_protocol::messages::{AddPartitionsToTxnRequest, ApiKey, TopicName, TransactionalId};
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::log::TRANSACTION_STATE_TOPIC;
@@ -387,12 +388,14 @@ async fn ask_remote_coordinator(
     };
     let req = AddPartitionsToTxnRequest::default().with_transactions(vec![
         AddPartitionsToTxnTransaction::default()
-            .with_transactional_id(TransactionalId(crate::api::sb(transactional_id)))
+            .with_transactional_id(TransactionalId(StrBytes::from_string(
+                transactional_id.to_string(),
+            )))
             .with_producer_id(pid.into())
             .with_producer_epoch(epoch)
             .with_verify_only(!add)
             .with_topics(vec![AddPartitionsToTxnTopic::default()
-                .with_name(TopicName(crate::api::sb(tp.0.clone())))
+                .with_name(TopicName(StrBytes::from_string(tp.0.clone())))
                 .with_partitions(vec![tp.1])]),
     ]);
     let version = if add { ADD_VERSION } else { VERIFY_VERSION };

@@ -215,10 +215,10 @@ impl AclBindingFilter {
 /// A client address as Java's `InetAddress.getHostAddress` prints it, the form ACL hosts are
 /// compared with: dotted IPv4 (also for an IPv4-mapped IPv6 address, which Java reads as
 /// IPv4), and IPv6 as eight uncompressed hex groups (`0:0:0:0:0:0:0:1`).
-pub fn java_host_address(ip: std::net::IpAddr) -> String {
+pub fn java_host_address(ip: core::net::IpAddr) -> String {
     match ip {
-        std::net::IpAddr::V4(v4) => v4.to_string(),
-        std::net::IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+        core::net::IpAddr::V4(v4) => v4.to_string(),
+        core::net::IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
             Some(v4) => v4.to_string(),
             None => v6
                 .segments()

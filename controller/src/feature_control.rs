@@ -10,11 +10,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::configuration_control::ElectionPolicy;
-use super::error::ControllerError;
-use super::image::{MetadataImage, MetadataRecord};
-use super::request::{ControllerReply, ControllerResult};
+use crate::configuration_control::ElectionPolicy;
+use crate::error::ControllerError;
 use crate::features::{self, KRAFT_VERSION, METADATA_VERSION};
+use crate::image::{MetadataImage, MetadataRecord};
+use crate::request::{ControllerReply, ControllerResult};
 
 /// Kafka's `FeatureUpdate.UpgradeType`, by its wire code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -188,7 +188,7 @@ mod tests {
         let tv = features::TRANSACTION_VERSION;
         let (records, _) = update_features(
             &img,
-            &crate::controller::fixtures::ELR,
+            &crate::fixtures::ELR,
             &update(tv, 1, UpgradeType::SafeDowngrade),
             false,
         )
@@ -202,14 +202,14 @@ mod tests {
         );
         let refused = update_features(
             &img,
-            &crate::controller::fixtures::ELR,
+            &crate::fixtures::ELR,
             &update(tv, 1, UpgradeType::Upgrade),
             false,
         );
         assert!(message(refused).contains("without setting the upgrade type"));
         let too_new = update_features(
             &img,
-            &crate::controller::fixtures::ELR,
+            &crate::fixtures::ELR,
             &update(tv, 3, UpgradeType::Upgrade),
             false,
         );
@@ -220,14 +220,14 @@ mod tests {
         );
         let unknown = update_features(
             &img,
-            &crate::controller::fixtures::ELR,
+            &crate::fixtures::ELR,
             &update("x", 1, UpgradeType::Upgrade),
             false,
         );
         assert!(message(unknown).ends_with("Local controller 1 does not support this feature."));
         let validate = update_features(
             &img,
-            &crate::controller::fixtures::ELR,
+            &crate::fixtures::ELR,
             &update(tv, 0, UpgradeType::UnsafeDowngrade),
             true,
         );
@@ -238,7 +238,7 @@ mod tests {
     fn kraft_version_goes_up_only() {
         let mut img = MetadataImage::default();
         let kv = features::KRAFT_VERSION;
-        let policy = crate::controller::fixtures::ELR;
+        let policy = crate::fixtures::ELR;
         let (records, _) =
             update_features(&img, &policy, &update(kv, 1, UpgradeType::Upgrade), false).unwrap();
         assert_eq!(
@@ -266,7 +266,7 @@ mod tests {
         let mut img = MetadataImage::default();
         img.feature_levels.insert(features::ELR_VERSION.into(), 0);
         let on = update(features::ELR_VERSION, 1, UpgradeType::Upgrade);
-        let policy = crate::controller::fixtures::ELR;
+        let policy = crate::fixtures::ELR;
         let (records, _) = update_features(&img, &policy, &on, false).unwrap();
         assert_eq!(records.len(), 2, "{records:?}");
         assert!(

@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use uuid::Uuid;
 
 use super::MAX_PARTITIONS_PER_REQUEST;
-use crate::controller::error::ControllerError;
-use crate::controller::image::{MetadataImage, MetadataRecord, PartitionRegistration};
-use crate::controller::request::{ControllerReply, ControllerResult};
+use crate::error::ControllerError;
+use crate::image::{MetadataImage, MetadataRecord, PartitionRegistration};
+use crate::request::{ControllerReply, ControllerResult};
 
 /// Rack-unaware round-robin assignment (Kafka's `StripedReplicaPlacer` without racks): the
 /// leader of partition `i` is live broker `(start + i) % n`, followers the next ones in order.
@@ -64,7 +64,7 @@ pub fn create_topic(
     id: Uuid,
 ) -> Result<ControllerResult, ControllerError> {
     let name = spec.name;
-    crate::metadata::validate_topic_name(name).map_err(ControllerError::InvalidTopic)?;
+    crate::names::validate_topic_name(name).map_err(ControllerError::InvalidTopic)?;
     if image.topic_ids.contains_key(name) {
         return Err(ControllerError::TopicAlreadyExists(name.to_string()));
     }
@@ -305,7 +305,7 @@ pub fn delete_topic(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::fixtures::*;
+    use crate::fixtures::*;
 
     #[test]
     fn create_topic_round_robin() {

@@ -10,8 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use kafka_protocol::ResponseError;
 use serde::{Deserialize, Serialize};
 
-use super::image::{MetadataImage, MetadataRecord};
-use super::request::{ControllerReply, ControllerResult};
+use crate::image::{MetadataImage, MetadataRecord};
+use crate::request::{ControllerReply, ControllerResult};
 
 /// Kafka's `ClientQuotaEntity.USER`.
 pub const ENTITY_USER: &str = "user";
@@ -197,7 +197,7 @@ fn keys_for_entity(entity: &QuotaEntity) -> Result<&'static [(&'static str, KeyT
         )),
         // Kafka also accepts a host name it can resolve; the controller decides without the
         // network, so only an IP literal (or the default) is valid here.
-        Some(Some(ip)) if ip.parse::<std::net::IpAddr>().is_err() => Err(invalid(format!(
+        Some(Some(ip)) if ip.parse::<core::net::IpAddr>().is_err() => Err(invalid(format!(
             "{ip} is not a valid IP or resolvable host."
         ))),
         Some(_) => Ok(IP_KEYS),

@@ -5,9 +5,9 @@
 
 use std::collections::BTreeMap;
 
-use super::error::ControllerError;
-use super::image::{MetadataImage, MetadataRecord, PartitionRegistration, TopicImage};
-use super::request::{ControllerReply, ControllerResult};
+use crate::error::ControllerError;
+use crate::image::{MetadataImage, MetadataRecord, PartitionRegistration, TopicImage};
+use crate::request::{ControllerReply, ControllerResult};
 
 /// Topic config key that enables unclean leader election.
 pub const UNCLEAN_KEY: &str = "unclean.leader.election.enable";
@@ -38,19 +38,25 @@ impl ElectionPolicy {
     }
 
     /// Kafka's `getTopicEffectiveMinIsr`: the topic's `min.insync.replicas`, at most its
-    /// replication factor ([`crate::config::effective_min_isr`], which the partition uses too).
+    /// replication factor ([`effective_min_isr`], which the partition uses too).
     pub(super) fn effective_min_isr(&self, t: &TopicImage, p: &PartitionRegistration) -> usize {
         let configured = t
             .configs
             .get("min.insync.replicas")
             .and_then(|v| v.parse::<i32>().ok())
             .unwrap_or(self.default_min_isr);
-        usize::try_from(crate::config::effective_min_isr(
-            configured,
-            p.replicas.len(),
-        ))
-        .unwrap_or(0)
+        usize::try_from(effective_min_isr(configured, p.replicas.len())).unwrap_or(0)
     }
+}
+
+/// The ISR size a partition with `replicas` replicas needs: `min.insync.replicas` capped by
+/// the replication factor, as Kafka's `Partition.effectiveMinIsr` and the controller's
+/// `ReplicationControlManager.getTopicEffectiveMinIsr` compute it. A topic asking for more
+/// in-sync replicas than it has would otherwise never commit anything. Both the partition and
+/// the controller call this, so they cannot disagree.
+pub fn effective_min_isr(min_insync_replicas: i32, replicas: usize) -> i32 {
+    let replicas = i32::try_from(replicas.max(1)).unwrap_or(i32::MAX);
+    min_insync_replicas.min(replicas)
 }
 
 /// A topic's config overrides set (`Some`) or removed (`None`) (Kafka's

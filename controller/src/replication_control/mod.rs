@@ -217,8 +217,8 @@ pub fn alter_partition(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::cluster_control::heartbeat;
-    use crate::controller::fixtures::*;
+    use crate::cluster_control::heartbeat;
+    use crate::fixtures::*;
     use uuid::Uuid;
 
     #[test]

@@ -7,8 +7,8 @@
 
 use uuid::Uuid;
 
-use super::configuration_control::ElectionPolicy;
-use super::image::{MetadataRecord, PartitionRegistration, TopicImage, NO_LEADER};
+use crate::configuration_control::ElectionPolicy;
+use crate::image::{MetadataRecord, PartitionRegistration, TopicImage, NO_LEADER};
 
 /// The kind of election a change runs (Kafka's `PartitionChangeBuilder.Election`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -285,10 +285,10 @@ pub(super) fn change_record(topic_id: Uuid, next: &PartitionRegistration) -> Met
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::cluster_control::{heartbeat, register_broker, shut_down_heartbeat};
-    use crate::controller::fixtures::*;
-    use crate::controller::image::MetadataImage;
-    use crate::controller::replication_control::{alter_partition, fence_broker};
+    use crate::cluster_control::{heartbeat, register_broker, shut_down_heartbeat};
+    use crate::fixtures::*;
+    use crate::image::MetadataImage;
+    use crate::replication_control::{alter_partition, fence_broker};
     use proptest::prelude::*;
 
     /// Kafka's PartitionChangeBuilderTest ELR cases: shrinking below min ISR keeps the replica

@@ -14,18 +14,17 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::acl_control::{create_acls, delete_acls, AclCreateResults, AclDeleteResults};
-use super::cluster_control::{heartbeat, register_broker, shut_down_heartbeat, Registration};
-use super::configuration_control::{
+use crate::acl_control::{create_acls, delete_acls, AclCreateResults, AclDeleteResults};
+use crate::cluster_control::{heartbeat, register_broker, shut_down_heartbeat, Registration};
+use crate::configuration_control::{
     alter_broker_configs, alter_configs, alter_group_configs, ElectionPolicy,
 };
-use super::error::ControllerError;
-use super::image::{MetadataImage, MetadataRecord, PartitionRegistration};
-use super::producer_id_control::allocate_producer_ids;
-use super::replication_control::{
+use crate::error::ControllerError;
+use crate::image::{MetadataImage, MetadataRecord, PartitionRegistration};
+use crate::producer_id_control::allocate_producer_ids;
+use crate::replication_control::{
     alter_partition, alter_partition_reassignments, create_partitions, create_topic, delete_topic,
     elect_leaders, elect_preferred_leaders, fence_broker, unregister_broker, TopicSpec,
 };
@@ -94,7 +93,7 @@ pub enum ControllerRequest {
         previous_epoch: Option<i64>,
         /// Every advertised listener (Kafka's `BrokerRegistrationRequest.listeners`).
         #[serde(default)]
-        endpoints: Vec<super::image::BrokerEndpoint>,
+        endpoints: Vec<crate::image::BrokerEndpoint>,
     },
     /// BrokerHeartbeat.
     Heartbeat {
@@ -110,21 +109,21 @@ pub enum ControllerRequest {
     /// AlterUserScramCredentials (Kafka's `ScramControlManager.alterCredentials`).
     AlterUserScramCredentials {
         deletions: Vec<(String, i8)>,
-        upsertions: Vec<super::scram_control::ScramUpsertion>,
+        upsertions: Vec<crate::scram_control::ScramUpsertion>,
     },
     /// AlterClientQuotas (Kafka's `ClientQuotaControlManager.alterClientQuotas`).
     AlterClientQuotas {
-        alterations: Vec<super::client_quota_control::QuotaAlteration>,
+        alterations: Vec<crate::client_quota_control::QuotaAlteration>,
         /// Validate and answer, record nothing (`ValidateOnly`).
         validate_only: bool,
     },
     /// The credentials this node was formatted with; recorded once per cluster.
     BootstrapScramCredentials {
-        credentials: Vec<(String, i8, crate::security::scram::ScramCredential)>,
+        credentials: Vec<(String, i8, crate::scram::ScramCredential)>,
     },
     /// The voter set a dynamic quorum was formatted with; recorded once per cluster.
     BootstrapVoters {
-        bootstrap: super::dynamic_voters::BootstrapVoters,
+        bootstrap: crate::voter_set::BootstrapVoters,
     },
     /// AllocateProducerIds: a block of producer ids for `node_id`.
     AllocateProducerIds { node_id: i32 },
@@ -141,7 +140,7 @@ pub enum ControllerRequest {
         election: ElectionType,
         partitions: Option<Vec<(String, Vec<i32>)>>,
         /// The request's `TimeoutMs`: the active controller must begin deciding it within
-        /// this long of receiving it ([`ControllerRequest::deadline_from`]).
+        /// this long of receiving it ([`ControllerRequest::decide_within`]).
         #[serde(default)]
         timeout_ms: Option<i32>,
     },
@@ -153,16 +152,14 @@ pub enum ControllerRequest {
         allow_replication_factor_change: bool,
     },
     /// CreateAcls: the bindings, already past the broker's checks (`api::acls`).
-    CreateAcls {
-        acls: Vec<crate::security::acl::StandardAcl>,
-    },
+    CreateAcls { acls: Vec<crate::acl::StandardAcl> },
     /// DeleteAcls: the filters.
     DeleteAcls {
-        filters: Vec<crate::security::acl::AclBindingFilter>,
+        filters: Vec<crate::acl::AclBindingFilter>,
     },
     /// UpdateFeatures (Kafka's `FeatureControlManager.updateFeatures`).
     UpdateFeatures {
-        updates: Vec<super::feature_control::FeatureUpdate>,
+        updates: Vec<crate::feature_control::FeatureUpdate>,
         validate_only: bool,
     },
     /// Sets (`Some`) or removes (`None`) keys of a client-metrics subscription; the caller
@@ -174,17 +171,18 @@ pub enum ControllerRequest {
 }
 
 impl ControllerRequest {
-    /// The deadline by which the active controller must begin deciding a request it received
-    /// at `received`, for the requests that carry a client's timeout (Kafka's
+    /// How long after receiving it the active controller may begin deciding a request, for
+    /// the requests that carry a client's timeout (Kafka's
     /// `ControllerRequestContext.requestTimeoutMsToDeadlineNs`, which `ControllerApis`
-    /// computes from the request's `timeoutMs`). A negative timeout is a deadline already
-    /// passed.
-    pub fn deadline_from(&self, received: Instant) -> Option<Instant> {
+    /// computes from the request's `timeoutMs`). A negative timeout is zero: a deadline
+    /// already passed. The caller adds it to its clock's reading at receipt; this crate
+    /// reads no clock.
+    pub fn decide_within(&self) -> Option<Duration> {
         match self {
             ControllerRequest::ElectLeaders {
                 timeout_ms: Some(ms),
                 ..
-            } => Some(received + Duration::from_millis((*ms).max(0) as u64)),
+            } => Some(Duration::from_millis((*ms).max(0) as u64)),
             _ => None,
         }
     }
@@ -287,9 +285,9 @@ pub enum ControllerReply {
     /// DeleteAcls' results.
     AclsDeleted(AclDeleteResults),
     /// AlterUserScramCredentials' results: user, error code, error message.
-    ScramResults(Vec<super::scram_control::ScramResult>),
+    ScramResults(Vec<crate::scram_control::ScramResult>),
     /// AlterClientQuotas' results: entity, error code, error message.
-    ClientQuotaResults(Vec<super::client_quota_control::QuotaResult>),
+    ClientQuotaResults(Vec<crate::client_quota_control::QuotaResult>),
 }
 
 /// Records plus reply: what a request turns into (Kafka's `ControllerResult`).
@@ -340,20 +338,20 @@ pub fn decide(
         ControllerRequest::AlterUserScramCredentials {
             deletions,
             upsertions,
-        } => Ok(super::scram_control::alter_credentials(
+        } => Ok(crate::scram_control::alter_credentials(
             image, deletions, upsertions,
         )),
         ControllerRequest::BootstrapScramCredentials { credentials } => {
-            Ok(super::scram_control::bootstrap(image, credentials))
+            Ok(crate::scram_control::bootstrap(image, credentials))
         }
         ControllerRequest::BootstrapVoters { bootstrap } => {
-            Ok(super::voter_control::bootstrap(image, bootstrap))
+            Ok(crate::voter_set::bootstrap(image, bootstrap))
         }
         ControllerRequest::AlterClientQuotas {
             alterations,
             validate_only,
         } => only_validated(
-            Ok(super::client_quota_control::alter_client_quotas(
+            Ok(crate::client_quota_control::alter_client_quotas(
                 image,
                 alterations,
             )),
@@ -423,7 +421,7 @@ pub fn decide(
         ControllerRequest::UpdateFeatures {
             updates,
             validate_only,
-        } => super::feature_control::update_features(image, policy, updates, *validate_only),
+        } => crate::feature_control::update_features(image, policy, updates, *validate_only),
         ControllerRequest::AlterClientMetricsConfigs { name, configs } => Ok((
             vec![MetadataRecord::AlterClientMetricsConfigs {
                 name: name.clone(),
@@ -447,7 +445,7 @@ fn only_validated(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::fixtures::*;
+    use crate::fixtures::*;
 
     #[test]
     fn validate_only_records_nothing() {

@@ -2,17 +2,21 @@
 //! `BrokerHeartbeatManager`, with `ReplicationControlManager.processBrokerHeartbeat`): broker
 //! epochs, unfencing once a broker has caught up, controlled shutdown, and the end of a
 //! previous incarnation, clean or not. What these do to partitions (leaving ISRs and
-//! leaderships) is decided by [`super::replication_control`].
+//! leaderships) is decided by [`crate::replication_control`].
+
+use std::collections::HashMap;
+use std::ops::Add;
+use std::time::Duration;
 
 use uuid::Uuid;
 
-use super::configuration_control::ElectionPolicy;
-use super::error::ControllerError;
-use super::image::{BrokerEndpoint, MetadataImage, MetadataRecord};
-use super::replication_control::{
+use crate::configuration_control::ElectionPolicy;
+use crate::error::ControllerError;
+use crate::image::{BrokerEndpoint, MetadataImage, MetadataRecord};
+use crate::replication_control::{
     fence_broker, move_replica_away, remove_unclean_replica, unfence_broker,
 };
-use super::request::{ControllerReply, ControllerResult};
+use crate::request::{ControllerReply, ControllerResult};
 
 /// What a broker registers with (Kafka's `BrokerRegistrationRequest`).
 pub struct Registration<'a> {
@@ -142,10 +146,33 @@ pub fn shut_down_heartbeat(
     Ok((records, heartbeat_reply(false, true)))
 }
 
+/// The first moment a live (unfenced) broker's session is over: its last contact plus the
+/// session timeout, just past it (expiry is "longer than the session"). Kafka's
+/// `BrokerHeartbeatManager.nextCheckTimeNs`, which `QuorumController` schedules its expired
+/// broker check at, so a dead broker is fenced when its session ends, not up to a check
+/// interval later. Brokers without a recorded contact get theirs at the next check. The
+/// caller's clock is `T` (the broker's is tokio's `Instant`): this crate reads none.
+pub fn next_session_expiry<T>(
+    last_contact: &HashMap<i32, T>,
+    image: &MetadataImage,
+    session: Duration,
+) -> Option<T>
+where
+    T: Copy + Ord + Add<Duration, Output = T>,
+{
+    image
+        .brokers
+        .values()
+        .filter(|b| !b.fenced)
+        .filter_map(|b| last_contact.get(&b.node_id))
+        .map(|last| *last + session + Duration::from_millis(1))
+        .min()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::fixtures::*;
+    use crate::fixtures::*;
 
     #[test]
     fn controlled_shutdown_moves_leadership_before_the_broker_stops() {
@@ -234,5 +261,31 @@ mod tests {
         let (records, _) = register_broker(&img, &restart(2, Some(1)), &ELR);
         apply(&mut img, &records);
         assert_eq!(state(&img, id), (1, vec![1], vec![], vec![]));
+    }
+
+    #[test]
+    fn the_next_liveness_check_is_when_the_first_live_session_ends() {
+        let mut img = cluster(3);
+        // Times as offsets from an origin: any clock's instants add durations alike.
+        let ms = Duration::from_millis;
+        let now = ms(10_000);
+        let session = ms(3000);
+        let contacts: HashMap<i32, Duration> =
+            [(1, now), (2, now + ms(400)), (3, now - ms(200))].into();
+        // Node 3 was heard from first: its session ends first, just past the timeout.
+        assert_eq!(
+            next_session_expiry(&contacts, &img, session),
+            Some(now - ms(200) + session + ms(1))
+        );
+        // A fenced broker has no session to end.
+        img.brokers.get_mut(&3).unwrap().fenced = true;
+        assert_eq!(
+            next_session_expiry(&contacts, &img, session),
+            Some(now + session + ms(1))
+        );
+        assert_eq!(
+            next_session_expiry(&HashMap::<i32, Duration>::new(), &img, session),
+            None
+        );
     }
 }

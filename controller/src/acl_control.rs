@@ -5,12 +5,12 @@ use std::collections::BTreeSet;
 
 use uuid::Uuid;
 
-use super::error::ControllerError;
-use super::image::{MetadataImage, MetadataRecord};
-use super::request::{ControllerReply, ControllerResult};
-use crate::security::acl::{
+use crate::acl::{
     AclBindingFilter, AclOperation, AclPermissionType, PatternType, ResourceType, StandardAcl,
 };
+use crate::error::ControllerError;
+use crate::image::{MetadataImage, MetadataRecord};
+use crate::request::{ControllerReply, ControllerResult};
 
 /// The most records one CreateAcls or DeleteAcls may write (Kafka's
 /// `QuorumController.MAX_RECORDS_PER_USER_OP`).

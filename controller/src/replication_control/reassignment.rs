@@ -5,11 +5,11 @@
 //! cancellation takes the adding replicas out again.
 
 use super::topics::validate_manual_assignment;
-use crate::controller::configuration_control::ElectionPolicy;
-use crate::controller::error::ControllerError;
-use crate::controller::image::{MetadataImage, MetadataRecord, PartitionRegistration, TopicImage};
-use crate::controller::partition_change::PartitionChangeBuilder;
-use crate::controller::request::{ControllerReply, ControllerResult, TopicReassignmentTargets};
+use crate::configuration_control::ElectionPolicy;
+use crate::error::ControllerError;
+use crate::image::{MetadataImage, MetadataRecord, PartitionRegistration, TopicImage};
+use crate::partition_change::PartitionChangeBuilder;
+use crate::request::{ControllerReply, ControllerResult, TopicReassignmentTargets};
 
 /// AlterPartitionReassignments (Kafka's `ReplicationControlManager.
 /// alterPartitionReassignments`): each partition is decided on its own and answers its own
@@ -204,9 +204,9 @@ pub fn list_partition_reassignments<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::fixtures::*;
-    use crate::controller::replication_control::alter_partition;
-    use crate::controller::request::AlterPartitionRequest;
+    use crate::fixtures::*;
+    use crate::replication_control::alter_partition;
+    use crate::request::AlterPartitionRequest;
     use uuid::Uuid;
 
     /// AlterPartitionReassignments of partition 0 of topic "t" to `target` (`None` cancels);

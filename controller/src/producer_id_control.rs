@@ -2,8 +2,8 @@
 //! broker the next [`PRODUCER_ID_BLOCK_SIZE`] ids past the image's watermark, which only moves
 //! up, so no two blocks overlap.
 
-use super::image::{MetadataImage, MetadataRecord};
-use super::request::{ControllerReply, ControllerResult};
+use crate::image::{MetadataImage, MetadataRecord};
+use crate::request::{ControllerReply, ControllerResult};
 
 /// Producer ids handed out per AllocateProducerIds, as Kafka's `ProducerIdsBlock` size.
 pub const PRODUCER_ID_BLOCK_SIZE: i64 = 1000;
@@ -27,8 +27,8 @@ pub fn allocate_producer_ids(image: &MetadataImage, node_id: i32) -> ControllerR
 
 #[cfg(test)]
 mod tests {
-    use crate::controller::fixtures::*;
-    use crate::controller::request::{decide, ControllerReply, ControllerRequest};
+    use crate::fixtures::*;
+    use crate::request::{decide, ControllerReply, ControllerRequest};
 
     #[test]
     fn producer_id_blocks_do_not_overlap() {

@@ -12,9 +12,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::client_quota_control::{QuotaEntity, QuotaValue};
-use crate::security::acl::StandardAcl;
-use crate::security::scram::{ScramCredential, ScramMechanism};
+use crate::acl::StandardAcl;
+use crate::client_quota_control::{QuotaEntity, QuotaValue};
+use crate::scram::{ScramCredential, ScramMechanism};
 
 /// Kafka's "no leader" value for a partition's leader id.
 pub const NO_LEADER: i32 = -1;
@@ -170,6 +170,11 @@ impl TopicImage {
     }
 }
 
+/// Dynamic broker configs by resource name: a node id for one broker, "" for the cluster-wide
+/// default (Kafka's `DynamicBrokerConfig` layers). The metadata owns them
+/// (`MetadataImage::broker_configs`).
+pub type DynamicBrokerConfigs = BTreeMap<String, BTreeMap<String, String>>;
+
 /// The committed metadata, identical on every node once it has applied the same log prefix
 /// (Kafka's `MetadataImage`). A single node's comes from its own one-voter quorum.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -187,7 +192,7 @@ pub struct MetadataImage {
     /// Dynamic broker configs by resource name: a node id, or "" for the cluster default
     /// (Kafka's `ConfigRecord`s of resource type BROKER).
     #[serde(default)]
-    pub broker_configs: crate::config::DynamicBrokerConfigs,
+    pub broker_configs: crate::image::DynamicBrokerConfigs,
     /// Group config overrides by group id (Kafka's `ConfigRecord`s of resource type GROUP):
     /// the group need not exist.
     #[serde(default)]

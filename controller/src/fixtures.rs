@@ -5,12 +5,12 @@ use std::collections::BTreeMap;
 
 use uuid::Uuid;
 
-use super::cluster_control::{heartbeat, register_broker, Registration};
-use super::configuration_control::ElectionPolicy;
-use super::error::ControllerError;
-use super::image::{MetadataImage, MetadataRecord};
-use super::replication_control::{alter_partition, create_topic, fence_broker, TopicSpec};
-use super::request::{AlterPartitionRequest, ControllerReply, ControllerResult};
+use crate::cluster_control::{heartbeat, register_broker, Registration};
+use crate::configuration_control::ElectionPolicy;
+use crate::error::ControllerError;
+use crate::image::{MetadataImage, MetadataRecord};
+use crate::replication_control::{alter_partition, create_topic, fence_broker, TopicSpec};
+use crate::request::{AlterPartitionRequest, ControllerReply, ControllerResult};
 
 /// Brokers 1..=n registered and unfenced.
 pub(super) fn cluster(n: i32) -> MetadataImage {

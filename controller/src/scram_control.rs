@@ -9,11 +9,9 @@ use std::collections::BTreeMap;
 use kafka_protocol::ResponseError;
 use serde::{Deserialize, Serialize};
 
-use super::image::{MetadataImage, MetadataRecord};
-use super::request::{ControllerReply, ControllerResult};
-use crate::security::scram::{
-    ScramCredential, ScramMechanism, SCRAM_ITERATIONS_MAX, SCRAM_ITERATIONS_MIN,
-};
+use crate::image::{MetadataImage, MetadataRecord};
+use crate::request::{ControllerReply, ControllerResult};
+use crate::scram::{ScramCredential, ScramMechanism, SCRAM_ITERATIONS_MAX, SCRAM_ITERATIONS_MIN};
 
 /// One upsertion of AlterUserScramCredentials.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -172,7 +170,7 @@ pub fn bootstrap(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::image::MetadataBatch;
+    use crate::image::MetadataBatch;
 
     fn up(name: &str, mechanism: i8, iterations: i32) -> ScramUpsertion {
         ScramUpsertion {
@@ -228,7 +226,13 @@ mod tests {
     #[test]
     fn bootstrap_happens_once() {
         let mut img = MetadataImage::default();
-        let c = ScramCredential::generate(ScramMechanism::Sha256, "pw", 4096);
+        let salted = ScramMechanism::Sha256.salted_password("pw", b"salt", 4096);
+        let c = ScramCredential::from_salted_password(
+            ScramMechanism::Sha256,
+            b"salt".to_vec(),
+            &salted,
+            4096,
+        );
         let creds = vec![("admin".to_string(), 1, c)];
         let (records, _) = bootstrap(&img, &creds);
         assert_eq!(records.len(), 2);

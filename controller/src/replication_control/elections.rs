@@ -3,13 +3,11 @@
 //! preferred-leader balancing (`maybeBalancePartitionLeaders`).
 
 use super::MAX_PARTITIONS_PER_REQUEST;
-use crate::controller::configuration_control::ElectionPolicy;
-use crate::controller::error::ControllerError;
-use crate::controller::image::{MetadataImage, MetadataRecord, NO_LEADER};
-use crate::controller::partition_change::{Election, PartitionChangeBuilder};
-use crate::controller::request::{
-    ControllerReply, ControllerResult, ElectionOutcome, ElectionType,
-};
+use crate::configuration_control::ElectionPolicy;
+use crate::error::ControllerError;
+use crate::image::{MetadataImage, MetadataRecord, NO_LEADER};
+use crate::partition_change::{Election, PartitionChangeBuilder};
+use crate::request::{ControllerReply, ControllerResult, ElectionOutcome, ElectionType};
 
 /// Bound on preferred-leader elections in one metadata write (Kafka's
 /// `MAX_ELECTIONS_PER_IMBALANCE`); the rest wait for the next check.
@@ -142,9 +140,9 @@ fn elect_one(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::fixtures::*;
-    use crate::controller::replication_control::unfence_broker;
-    use crate::controller::request::ElectionResults;
+    use crate::fixtures::*;
+    use crate::replication_control::unfence_broker;
+    use crate::request::ElectionResults;
 
     #[test]
     fn preferred_leaders_come_back_when_live_and_in_sync() {

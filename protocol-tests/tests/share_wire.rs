@@ -312,7 +312,8 @@ fn fetch_and_acknowledge_bad_input() {
 /// stays acquired by its member at its delivery count under a new acquisition lock, so it is
 /// not handed to another member when the first lock would have run out, and its member can
 /// still accept it. A ShareFetch renews only with `IsRenewAck` and nothing asked for; RENEW
-/// needs `IsRenewAck` and v2, else the partition's answer is INVALID_REQUEST.
+/// needs `IsRenewAck` and v2, else the partition's answer is INVALID_REQUEST. Then v2's
+/// record-limit acquisition.
 #[test]
 fn renew_keeps_records_acquired_under_a_new_lock() {
     use std::time::{Duration, Instant};
@@ -335,8 +336,14 @@ fn renew_keeps_records_acquired_under_a_new_lock() {
     let (a, b) = (Uuid::new_v4().to_string(), Uuid::new_v4().to_string());
     assert_eq!(heartbeat(&mut c, &group, &a, 0, Some(&topic)).error_code, 0);
     assert_eq!(heartbeat(&mut c, &group, &b, 0, Some(&topic)).error_code, 0);
-    assert_eq!(share_fetch(&mut c, &group, &a, 0, topic_id, &[]).error_code, 0);
-    assert_eq!(share_fetch(&mut c, &group, &b, 0, topic_id, &[]).error_code, 0);
+    assert_eq!(
+        share_fetch(&mut c, &group, &a, 0, topic_id, &[]).error_code,
+        0
+    );
+    assert_eq!(
+        share_fetch(&mut c, &group, &b, 0, topic_id, &[]).error_code,
+        0
+    );
     let recs: Vec<Rec> = (0..3).map(|i| Rec::kv("k", &format!("v{i}"), 1)).collect();
     c.produce(&topic, 0, encode_batch(Producer::NONE, &recs));
     let r = share_fetch(&mut c, &group, &a, 1, topic_id, &[]);
@@ -345,12 +352,21 @@ fn renew_keeps_records_acquired_under_a_new_lock() {
 
     // RENEW before v2, or without IsRenewAck: INVALID_REQUEST, nothing applied.
     let r = acknowledge_at(&mut c, 1, false, &group, &a, 2, topic_id, &[(0, 2, RENEW)]);
-    assert_eq!(r.responses[0].partitions[0].error_code, INVALID_REQUEST, "{r:?}");
+    assert_eq!(
+        r.responses[0].partitions[0].error_code, INVALID_REQUEST,
+        "{r:?}"
+    );
     let r = acknowledge_at(&mut c, 2, false, &group, &a, 3, topic_id, &[(0, 2, RENEW)]);
-    assert_eq!(r.responses[0].partitions[0].error_code, INVALID_REQUEST, "{r:?}");
+    assert_eq!(
+        r.responses[0].partitions[0].error_code, INVALID_REQUEST,
+        "{r:?}"
+    );
     // Another member cannot renew A's records.
     let r = acknowledge_at(&mut c, 2, true, &group, &b, 1, topic_id, &[(0, 2, RENEW)]);
-    assert_eq!(r.responses[0].partitions[0].error_code, INVALID_RECORD_STATE, "{r:?}");
+    assert_eq!(
+        r.responses[0].partitions[0].error_code, INVALID_RECORD_STATE,
+        "{r:?}"
+    );
 
     // Halfway through the lock, A renews with a renewal ShareFetch (it acquires nothing).
     std::thread::sleep(Duration::from_millis(LOCK_MS / 2).saturating_sub(acquired_at.elapsed()));
@@ -362,18 +378,24 @@ fn renew_keeps_records_acquired_under_a_new_lock() {
             .with_share_session_epoch(4)
             .with_max_bytes(0)
             .with_is_renew_ack(true)
-            .with_topics(vec![FetchTopic::default().with_topic_id(topic_id).with_partitions(
-                vec![FetchPartition::default()
+            .with_topics(vec![FetchTopic::default()
+                .with_topic_id(topic_id)
+                .with_partitions(vec![FetchPartition::default()
                     .with_partition_index(0)
-                    .with_acknowledgement_batches(vec![AcknowledgementBatch::default()
-                        .with_first_offset(0)
-                        .with_last_offset(2)
-                        .with_acknowledge_types(vec![RENEW])])],
-            )])
+                    .with_acknowledgement_batches(vec![
+                        AcknowledgementBatch::default()
+                            .with_first_offset(0)
+                            .with_last_offset(2)
+                            .with_acknowledge_types(vec![RENEW]),
+                    ])])])
     };
     let r: ShareFetchResponse = c.request(2, &req);
     assert_eq!(r.error_code, 0, "{r:?}");
-    assert_eq!(acquired(&r), (vec![], 0, 0), "a renewal acquires nothing: {r:?}");
+    assert_eq!(
+        acquired(&r),
+        (vec![], 0, 0),
+        "a renewal acquires nothing: {r:?}"
+    );
     assert_eq!(r.acquisition_lock_timeout_ms, LOCK_MS as i32);
 
     // Past the first lock's end (and before the renewed one's), B still gets nothing and A
@@ -381,7 +403,10 @@ fn renew_keeps_records_acquired_under_a_new_lock() {
     let past_first_lock = Duration::from_millis(LOCK_MS + LOCK_MS / 6);
     std::thread::sleep(past_first_lock.saturating_sub(acquired_at.elapsed()));
     let r = share_fetch(&mut c, &group, &b, 2, topic_id, &[]);
-    assert!(acquired(&r).0.is_empty(), "renewed records handed to B: {r:?}");
+    assert!(
+        acquired(&r).0.is_empty(),
+        "renewed records handed to B: {r:?}"
+    );
     assert!(
         acquired_at.elapsed() < Duration::from_millis(2 * LOCK_MS),
         "too slow to tell the renewed lock from the first one"
@@ -389,6 +414,30 @@ fn renew_keeps_records_acquired_under_a_new_lock() {
     let r = acknowledge_at(&mut c, 2, false, &group, &a, 5, topic_id, &[(0, 2, 1)]);
     assert_eq!(r.responses[0].partitions[0].error_code, 0, "{r:?}");
     assert_eq!(r.acquisition_lock_timeout_ms, LOCK_MS as i32, "{r:?}");
+
+    // v2's ShareAcquireMode (KIP-1206): record-limit takes MaxRecords exactly, splitting the
+    // batch; an unknown mode is INVALID_REQUEST.
+    c.produce(&topic, 0, encode_batch(Producer::NONE, &recs));
+    let fetch = |mode: i8, epoch: i32| {
+        use kafka_protocol::messages::share_fetch_request::*;
+        ShareFetchRequest::default()
+            .with_group_id(Some(s(&group).into()))
+            .with_member_id(Some(s(&b)))
+            .with_share_session_epoch(epoch)
+            .with_max_wait_ms(200)
+            .with_max_records(2)
+            .with_batch_size(2)
+            .with_share_acquire_mode(mode)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic_id(topic_id)
+                .with_partitions(vec![
+                    FetchPartition::default().with_partition_index(0)
+                ])])
+    };
+    let r: ShareFetchResponse = c.request(2, &fetch(7, 3));
+    assert_eq!(r.error_code, INVALID_REQUEST, "{r:?}");
+    let r: ShareFetchResponse = c.request(2, &fetch(1, 3));
+    assert_eq!(acquired(&r), (vec![(3, 4, 1)], 0, 0), "{r:?}");
 }
 
 /// A share group's own `share.heartbeat.interval.ms` and `share.session.timeout.ms` (Kafka's
@@ -670,7 +719,9 @@ fn start_offsets(
 }
 
 /// Partition 0's lag (v1) of each described topic.
-fn lags(g: &describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseGroup) -> Vec<i64> {
+fn lags(
+    g: &describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseGroup,
+) -> Vec<i64> {
     g.topics.iter().map(|t| t.partitions[0].lag).collect()
 }
 
@@ -782,7 +833,10 @@ fn share_group_offsets_admin_apis() {
     }
     // An altered start has delivered nothing past it: lag 3 - 1 - 0.
     let d = describe_offsets(&mut c, &group, None);
-    assert_eq!((start_offsets(&d), lags(&d)), (vec![(topic.clone(), 1)], vec![2]));
+    assert_eq!(
+        (start_offsets(&d), lags(&d)),
+        (vec![(topic.clone(), 1)], vec![2])
+    );
     let b = Uuid::new_v4().to_string();
     assert_eq!(heartbeat(&mut c, &group, &b, 0, Some(&topic)).error_code, 0);
     let r = share_fetch(&mut c, &group, &b, 0, topic_id, &[]);

@@ -31,7 +31,11 @@ use crate::cluster::partition::Partition;
 use crate::group::share::{ShareHeartbeatParams, SHARE_ASSIGNOR};
 use crate::security::acl::{AclOperation, ResourceType};
 use crate::share::config::ShareGroupSettings;
-use crate::share::partition::ACKNOWLEDGE_TYPE_RENEW;
+use crate::share::partition::{MaxRecords, ACKNOWLEDGE_TYPE_RENEW};
+
+/// ShareFetch v2's ShareAcquireMode ids (Kafka's `ShareAcquireMode`).
+const ACQUIRE_MODE_BATCH_OPTIMIZED: i8 = 0;
+const ACQUIRE_MODE_RECORD_LIMIT: i8 = 1;
 use crate::share::{FetchContext, SharePartitionKey};
 
 /// READ on the share group, as Kafka's `KafkaApis` checks for ShareGroupHeartbeat, ShareFetch
@@ -363,6 +367,16 @@ pub async fn handle_share_fetch(
         let e = ResponseError::GroupAuthorizationFailed;
         return top_error(e, e.to_string());
     }
+    let record_limit = match req.share_acquire_mode {
+        ACQUIRE_MODE_BATCH_OPTIMIZED => false,
+        ACQUIRE_MODE_RECORD_LIMIT => true,
+        m => {
+            return top_error(
+                ResponseError::InvalidRequest,
+                format!("Unknown share acquire mode id: {m}"),
+            )
+        }
+    };
     let renew_only = ctx.api_version >= 2 && req.is_renew_ack;
     if renew_only {
         if let Err(m) = check_renew_fetch(&req) {
@@ -458,7 +472,10 @@ pub async fn handle_share_fetch(
     }
     let max_bytes = (req.max_bytes.max(0) as usize).min(broker.config.fetch_max_bytes);
     let max_wait = Duration::from_millis(req.max_wait_ms.clamp(0, FETCH_MAX_WAIT_MS_LIMIT) as u64);
-    let max_records = req.max_records.max(0) as usize;
+    let max_records = MaxRecords {
+        count: req.max_records.max(0) as usize,
+        record_limit,
+    };
     acquire_waiting(
         broker,
         &settings,
@@ -496,7 +513,7 @@ async fn acquire_waiting(
     group: &str,
     member: &str,
     fetch: &[(Uuid, i32)],
-    max_records: usize,
+    max_records: MaxRecords,
     max_bytes: usize,
     max_wait: Duration,
     answers: &mut HashMap<(Uuid, i32), PartitionAnswer>,
@@ -526,12 +543,15 @@ async fn acquire_waiting(
                 a.error = Some(e);
                 continue;
             }
-            if got < max_records && bytes_left > 0 {
+            if got < max_records.count && bytes_left > 0 {
                 match broker.share.acquire(
                     &key,
                     member,
                     &part,
-                    max_records - got,
+                    MaxRecords {
+                        count: max_records.count - got,
+                        ..max_records
+                    },
                     bytes_left,
                     settings,
                 ) {
@@ -556,7 +576,7 @@ async fn acquire_waiting(
                 part.park_fetch(&waiter);
             }
         }
-        if got > 0 || Instant::now() >= deadline || fetch.is_empty() || max_records == 0 {
+        if got > 0 || Instant::now() >= deadline || fetch.is_empty() || max_records.count == 0 {
             return;
         }
         if !parked {

@@ -224,9 +224,7 @@ async fn describe_partition(
                 .with_start_offset(s.start_offset)
                 .with_leader_epoch(s.leader_epoch)
                 .with_lag(latest - s.start_offset - i64::from(s.delivery_complete_count)),
-            Err(e) => row
-                .with_error_code(e.code())
-                .with_error_message(message(e)),
+            Err(e) => row.with_error_code(e.code()).with_error_message(message(e)),
         },
         Err(e) => {
             tracing::debug!(error = %e, group = %key.0, "share state summary not read");
@@ -240,11 +238,7 @@ async fn describe_partition(
 /// `NetworkPartitionMetadataClient.listLatestOffsets` asks the leader with ListOffsets
 /// (LATEST, read_uncommitted): this node's own partition when it leads it, else the leader's
 /// answer over the inter-broker listener.
-async fn latest_offset(
-    broker: &Broker,
-    topic_id: Uuid,
-    index: i32,
-) -> Result<i64, ResponseError> {
+async fn latest_offset(broker: &Broker, topic_id: Uuid, index: i32) -> Result<i64, ResponseError> {
     use kafka_protocol::messages::{list_offsets_request as lo, ListOffsetsRequest};
     use kafka_protocol::protocol::Message;
     let name = broker

@@ -28,7 +28,7 @@ use tokio::sync::Notify;
 use uuid::Uuid;
 
 use self::config::{AutoOffsetReset, ShareGroupSettings};
-use self::partition::{AckError, AcquiredRange, LogBatch, ShareLimits, SharePartition};
+use self::partition::{AckError, AcquiredRange, LogBatch, MaxRecords, ShareLimits, SharePartition};
 use crate::cluster::partition::{FetchIsolation, Partition};
 use crate::config::{BrokerConfig, ConfigError};
 use brook_storage::AbortedTxn;
@@ -289,7 +289,7 @@ impl SharePartitionManager {
         key: &SharePartitionKey,
         member: &str,
         part: &Partition,
-        max_records: usize,
+        max_records: MaxRecords,
         max_bytes: usize,
         settings: &ShareGroupSettings,
     ) -> Result<Acquired, ResponseError> {

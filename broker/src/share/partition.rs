@@ -112,6 +112,27 @@ pub struct AcquiredRange {
     pub delivery_count: i16,
 }
 
+/// How many records one acquisition may take: ShareFetch's MaxRecords, and v2's
+/// ShareAcquireMode (KIP-1206).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MaxRecords {
+    pub count: usize,
+    /// Record-limit mode (1): at most `count`, the last batch split (its other offsets enter
+    /// the window Available, as Kafka's `SharePartition.createBatches`). Batch-optimized (0):
+    /// whole batches until `count` is reached.
+    pub record_limit: bool,
+}
+
+impl From<usize> for MaxRecords {
+    /// Batch-optimized, the default mode.
+    fn from(count: usize) -> Self {
+        MaxRecords {
+            count,
+            record_limit: false,
+        }
+    }
+}
+
 /// A record batch of the log, as the acquisition sees it.
 #[derive(Debug, Clone, Copy)]
 pub struct LogBatch {
@@ -335,21 +356,23 @@ impl SharePartition {
 
     /// Acquires for `member`, from `batches` read at [`Self::fetch_offset`]: Available
     /// offsets within the in-flight window, then new offsets past the end, whole batches at
-    /// a time, until `max_records` are acquired or the in-flight limit is reached. Returns
-    /// the acquired ranges and the indexes of the batches holding any of them.
+    /// a time (or, in record-limit mode, up to the count exactly), until `max_records` are
+    /// acquired or the in-flight limit is reached. Returns the acquired ranges and the indexes
+    /// of the batches holding any of them.
     pub fn acquire(
         &mut self,
         member: &str,
         batches: &[LogBatch],
-        max_records: usize,
+        max_records: MaxRecords,
         now_ms: i64,
         limits: &ShareLimits,
     ) -> (Vec<AcquiredRange>, Vec<usize>) {
+        let max = max_records.count;
         let mut acquired: Vec<(i64, i16)> = Vec::new();
         let mut used = Vec::new();
         let deadline = now_ms.saturating_add(limits.lock_duration_ms);
         for (i, b) in batches.iter().enumerate() {
-            if acquired.len() >= max_records {
+            if acquired.len() >= max {
                 break;
             }
             let before = acquired.len();
@@ -383,6 +406,9 @@ impl SharePartition {
                 if b.archive {
                     // Available from a read_uncommitted acquisition, aborted at read_committed.
                     r.state = RecordState::Archived;
+                    continue;
+                }
+                if max_records.record_limit && acquired.len() >= max {
                     continue;
                 }
                 r.state = RecordState::Acquired;
@@ -570,18 +596,22 @@ mod tests {
     fn release_redelivers_until_the_limit_then_archives() {
         let mut sp = SharePartition::new(0);
         for round in 1..=3 {
-            let (r, _) = sp.acquire("m", &[batch(0, 1)], 10, 0, &LIMITS);
+            let (r, _) = sp.acquire("m", &[batch(0, 1)], 10.into(), 0, &LIMITS);
             assert_eq!(r[0].delivery_count, round);
-            sp.acknowledge("m", &[(0, 1, vec![2])], &LIMITS, None).unwrap();
+            sp.acknowledge("m", &[(0, 1, vec![2])], &LIMITS, None)
+                .unwrap();
         }
         assert_eq!(sp.start_offset(), 2, "archived at the limit");
-        assert!(sp.acquire("m", &[batch(0, 1)], 10, 0, &LIMITS).0.is_empty());
+        assert!(sp
+            .acquire("m", &[batch(0, 1)], 10.into(), 0, &LIMITS)
+            .0
+            .is_empty());
     }
 
     #[test]
     fn only_the_holder_may_acknowledge_and_locks_expire() {
         let mut sp = SharePartition::new(5);
-        sp.acquire("a", &[batch(0, 9)], 10, 0, &LIMITS);
+        sp.acquire("a", &[batch(0, 9)], 10.into(), 0, &LIMITS);
         assert!(matches!(
             sp.acknowledge("b", &[(5, 5, vec![1])], &LIMITS, None),
             Err(AckError::InvalidRecordState(_))
@@ -591,16 +621,37 @@ mod tests {
             Err(AckError::InvalidRecordState(_))
         ));
         assert!(sp.expire_locks(1000, &LIMITS));
-        let (r, _) = sp.acquire("b", &[batch(5, 9)], 10, 1000, &LIMITS);
+        let (r, _) = sp.acquire("b", &[batch(5, 9)], 10.into(), 1000, &LIMITS);
         assert_eq!(r[0].delivery_count, 2);
-        sp.acknowledge("b", &[(5, 9, vec![1])], &LIMITS, None).unwrap();
+        sp.acknowledge("b", &[(5, 9, vec![1])], &LIMITS, None)
+            .unwrap();
         assert_eq!(sp.start_offset(), 10);
+    }
+
+    #[test]
+    fn record_limit_mode_splits_the_last_batch() {
+        let mut sp = SharePartition::new(0);
+        let strict = MaxRecords {
+            count: 3,
+            record_limit: true,
+        };
+        let (r, used) = sp.acquire("m", &[batch(0, 4), batch(5, 9)], strict, 0, &LIMITS);
+        assert_eq!((r[0].first_offset, r[0].last_offset, used), (0, 2, vec![0]));
+        // The rest of the batch waits Available for the next acquisition.
+        assert_eq!(sp.end_offset(), 5);
+        assert_eq!(sp.fetch_offset(), 3);
+        let (r, _) = sp.acquire("m", &[batch(0, 4), batch(5, 9)], 3.into(), 0, &LIMITS);
+        assert_eq!(
+            (r[0].first_offset, r[0].last_offset),
+            (3, 9),
+            "batch-optimized: whole batches"
+        );
     }
 
     #[test]
     fn renew_keeps_the_acquisition_under_a_new_lock_and_writes_nothing() {
         let mut sp = SharePartition::new(0);
-        sp.acquire("m", &[batch(0, 1)], 10, 0, &LIMITS);
+        sp.acquire("m", &[batch(0, 1)], 10.into(), 0, &LIMITS);
         let renew = vec![ACKNOWLEDGE_TYPE_RENEW];
         assert!(matches!(
             sp.acknowledge("m", &[(0, 1, renew.clone())], &LIMITS, None),
@@ -612,10 +663,17 @@ mod tests {
         ));
         sp.acknowledge("m", &[(0, 1, renew)], &LIMITS, Some(1500))
             .unwrap();
-        assert!(sp.take_dirty_state().is_none(), "a renewal is not persisted");
+        assert!(
+            sp.take_dirty_state().is_none(),
+            "a renewal is not persisted"
+        );
         assert_eq!(sp.next_lock_deadline_ms(), Some(1500));
-        assert!(!sp.expire_locks(1000, &LIMITS), "the old lock no longer expires");
-        sp.acknowledge("m", &[(0, 1, vec![1])], &LIMITS, None).unwrap();
+        assert!(
+            !sp.expire_locks(1000, &LIMITS),
+            "the old lock no longer expires"
+        );
+        sp.acknowledge("m", &[(0, 1, vec![1])], &LIMITS, None)
+            .unwrap();
         assert_eq!(sp.start_offset(), 2);
         assert_eq!(sp.take_dirty_state().unwrap().delivery_complete_count, 2);
     }
@@ -624,7 +682,7 @@ mod tests {
     fn the_persisted_state_loads_back_as_it_was_left() {
         let mut sp = SharePartition::new(0);
         assert!(sp.take_dirty_state().is_none(), "nothing changed yet");
-        sp.acquire("m", &[batch(0, 9)], 10, 0, &LIMITS);
+        sp.acquire("m", &[batch(0, 9)], 10.into(), 0, &LIMITS);
         assert!(
             sp.take_dirty_state().is_none(),
             "an acquisition is not persisted"
@@ -662,14 +720,16 @@ mod tests {
         let loaded = SharePartition::from_state(start, &batches);
         assert_eq!((loaded.start_offset(), loaded.end_offset()), (4, 10));
         let mut loaded = loaded;
-        let (r, _) = loaded.acquire("n", &[batch(4, 9)], 10, 0, &LIMITS);
+        let (r, _) = loaded.acquire("n", &[batch(4, 9)], 10.into(), 0, &LIMITS);
         let counts: Vec<(i64, i64, i16)> = r
             .iter()
             .map(|r| (r.first_offset, r.last_offset, r.delivery_count))
             .collect();
         assert_eq!(counts, [(4, 4, 1), (5, 6, 2), (7, 7, 1), (9, 9, 1)]);
         // The next change is written at the start offset the last one left.
-        loaded.acknowledge("n", &[(4, 4, vec![1])], &LIMITS, None).unwrap();
+        loaded
+            .acknowledge("n", &[(4, 4, vec![1])], &LIMITS, None)
+            .unwrap();
         let w = loaded.take_dirty_state().unwrap();
         assert_eq!((w.start_offset, w.delivery_complete_count), (4, 2));
         // A gap between batches is Available, never delivered; nothing past the cap loads.

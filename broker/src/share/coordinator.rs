@@ -642,6 +642,31 @@ mod tests {
     }
 
     #[test]
+    fn a_write_never_moves_the_start_back_and_keeps_the_count_as_kafka() {
+        let held = ShareGroupOffset {
+            snapshot_epoch: 0,
+            state_epoch: 0,
+            leader_epoch: 0,
+            start_offset: 5,
+            delivery_complete_count: 3,
+            batches: Vec::new(),
+        };
+        let w = |start_offset, delivery_complete_count| WriteState {
+            state_epoch: 0,
+            leader_epoch: 0,
+            start_offset,
+            delivery_complete_count,
+            batches: Vec::new(),
+        };
+        assert_eq!(written_start_and_count(Some(&held), &w(8, 1)), (8, 1));
+        assert_eq!(written_start_and_count(Some(&held), &w(5, 2)), (5, 3));
+        assert_eq!(written_start_and_count(Some(&held), &w(5, 4)), (5, 4));
+        assert_eq!(written_start_and_count(Some(&held), &w(2, 9)), (5, 3));
+        assert_eq!(written_start_and_count(Some(&held), &w(-1, -1)), (5, 3));
+        assert_eq!(written_start_and_count(None, &w(0, 5)), (0, 5));
+    }
+
+    #[test]
     fn the_coordinator_key_prints_the_topic_id_as_kafka() {
         let id = Uuid::from_u128(0);
         assert_eq!(

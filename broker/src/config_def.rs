@@ -1192,7 +1192,7 @@ pub const GROUP_CONFIGS: &[GroupConfigKey] = &[
         Validator::None,
         None,
         "true",
-        "Whether RENEW acknowledgements are allowed (stored; Brook serves no ShareFetch version with RENEW)."
+        "Whether this group's members may RENEW their acquisition locks (ShareFetch and ShareAcknowledge v2)."
     ),
     group_key!(
         "share.session.timeout.ms",

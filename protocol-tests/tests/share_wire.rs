@@ -1,7 +1,8 @@
 //! Share group APIs (KIP-932) over the raw wire, with bad input: unknown members, wrong
 //! member epochs, bad share session epochs, and acknowledgements of offsets the member did not
 //! acquire, each answered with Kafka's error code; and the acquisition itself (delivery
-//! counts, a second member kept off locked records) seen directly in ShareFetch answers.
+//! counts, a second member kept off locked records) seen directly in ShareFetch answers;
+//! v2's RENEW (KIP-1222) and DescribeShareGroupOffsets v1's lag (KIP-1226).
 
 use brook_protocol_tests::batch::{encode_batch, Producer, Rec};
 use brook_protocol_tests::{unique_topic, Broker, WireClient};
@@ -81,8 +82,24 @@ fn acknowledge(
     topic_id: Uuid,
     acks: &[(i64, i64, i8)],
 ) -> ShareAcknowledgeResponse {
+    acknowledge_at(c, V, false, group, member, epoch, topic_id, acks)
+}
+
+/// A ShareAcknowledge at `version`, with v2's `IsRenewAck`.
+#[allow(clippy::too_many_arguments)]
+fn acknowledge_at(
+    c: &mut WireClient,
+    version: i16,
+    is_renew_ack: bool,
+    group: &str,
+    member: &str,
+    epoch: i32,
+    topic_id: Uuid,
+    acks: &[(i64, i64, i8)],
+) -> ShareAcknowledgeResponse {
     use kafka_protocol::messages::share_acknowledge_request::*;
     let req = ShareAcknowledgeRequest::default()
+        .with_is_renew_ack(is_renew_ack)
         .with_group_id(Some(s(group).into()))
         .with_member_id(Some(s(member)))
         .with_share_session_epoch(epoch)
@@ -100,7 +117,7 @@ fn acknowledge(
                         })
                         .collect(),
                 )])]);
-    c.request(V, &req)
+    c.request(version, &req)
 }
 
 /// (first, last, delivery count) of each acquired range, and the partition's error codes.
@@ -289,6 +306,138 @@ fn fetch_and_acknowledge_bad_input() {
         acknowledge(&mut c, &group, &b, 3, topic_id, &[]).error_code,
         SHARE_SESSION_NOT_FOUND
     );
+}
+
+/// v2's RENEW (KIP-1222, Kafka's `SharePartition.acknowledgeCompleteBatch`): a renewed record
+/// stays acquired by its member at its delivery count under a new acquisition lock, so it is
+/// not handed to another member when the first lock would have run out, and its member can
+/// still accept it. A ShareFetch renews only with `IsRenewAck` and nothing asked for; RENEW
+/// needs `IsRenewAck` and v2, else the partition's answer is INVALID_REQUEST. Then v2's
+/// record-limit acquisition.
+#[test]
+fn renew_keeps_records_acquired_under_a_new_lock() {
+    use std::time::{Duration, Instant};
+    // The lock is the one clock here: the test renews halfway through it and looks after it
+    // would have run out.
+    const LOCK_MS: u64 = 3000;
+    const RENEW: i8 = 4;
+    let lock = LOCK_MS.to_string();
+    let broker = Broker::start_with(&[
+        ("offsets.topic.num.partitions", "1"),
+        ("share.coordinator.state.topic.num.partitions", "1"),
+        ("group.share.min.record.lock.duration.ms", "1000"),
+        ("group.share.record.lock.duration.ms", &lock),
+    ]);
+    let mut c = WireClient::connect(&broker.bootstrap());
+    let topic = unique_topic("sw-renew");
+    c.ensure_topic(&topic);
+    let topic_id = c.metadata(&[&topic], false).topics[0].topic_id;
+    let group = format!("{topic}-g");
+    let (a, b) = (Uuid::new_v4().to_string(), Uuid::new_v4().to_string());
+    assert_eq!(heartbeat(&mut c, &group, &a, 0, Some(&topic)).error_code, 0);
+    assert_eq!(heartbeat(&mut c, &group, &b, 0, Some(&topic)).error_code, 0);
+    assert_eq!(
+        share_fetch(&mut c, &group, &a, 0, topic_id, &[]).error_code,
+        0
+    );
+    assert_eq!(
+        share_fetch(&mut c, &group, &b, 0, topic_id, &[]).error_code,
+        0
+    );
+    let recs: Vec<Rec> = (0..3).map(|i| Rec::kv("k", &format!("v{i}"), 1)).collect();
+    c.produce(&topic, 0, encode_batch(Producer::NONE, &recs));
+    let r = share_fetch(&mut c, &group, &a, 1, topic_id, &[]);
+    let acquired_at = Instant::now();
+    assert_eq!(acquired(&r), (vec![(0, 2, 1)], 0, 0), "{r:?}");
+
+    // RENEW before v2, or without IsRenewAck: INVALID_REQUEST, nothing applied.
+    let r = acknowledge_at(&mut c, 1, false, &group, &a, 2, topic_id, &[(0, 2, RENEW)]);
+    assert_eq!(
+        r.responses[0].partitions[0].error_code, INVALID_REQUEST,
+        "{r:?}"
+    );
+    let r = acknowledge_at(&mut c, 2, false, &group, &a, 3, topic_id, &[(0, 2, RENEW)]);
+    assert_eq!(
+        r.responses[0].partitions[0].error_code, INVALID_REQUEST,
+        "{r:?}"
+    );
+    // Another member cannot renew A's records.
+    let r = acknowledge_at(&mut c, 2, true, &group, &b, 1, topic_id, &[(0, 2, RENEW)]);
+    assert_eq!(
+        r.responses[0].partitions[0].error_code, INVALID_RECORD_STATE,
+        "{r:?}"
+    );
+
+    // Halfway through the lock, A renews with a renewal ShareFetch (it acquires nothing).
+    std::thread::sleep(Duration::from_millis(LOCK_MS / 2).saturating_sub(acquired_at.elapsed()));
+    let req = {
+        use kafka_protocol::messages::share_fetch_request::*;
+        ShareFetchRequest::default()
+            .with_group_id(Some(s(&group).into()))
+            .with_member_id(Some(s(&a)))
+            .with_share_session_epoch(4)
+            .with_max_bytes(0)
+            .with_is_renew_ack(true)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic_id(topic_id)
+                .with_partitions(vec![FetchPartition::default()
+                    .with_partition_index(0)
+                    .with_acknowledgement_batches(vec![
+                        AcknowledgementBatch::default()
+                            .with_first_offset(0)
+                            .with_last_offset(2)
+                            .with_acknowledge_types(vec![RENEW]),
+                    ])])])
+    };
+    let r: ShareFetchResponse = c.request(2, &req);
+    assert_eq!(r.error_code, 0, "{r:?}");
+    assert_eq!(
+        acquired(&r),
+        (vec![], 0, 0),
+        "a renewal acquires nothing: {r:?}"
+    );
+    assert_eq!(r.acquisition_lock_timeout_ms, LOCK_MS as i32);
+
+    // Past the first lock's end (and before the renewed one's), B still gets nothing and A
+    // accepts what it holds.
+    let past_first_lock = Duration::from_millis(LOCK_MS + LOCK_MS / 6);
+    std::thread::sleep(past_first_lock.saturating_sub(acquired_at.elapsed()));
+    let r = share_fetch(&mut c, &group, &b, 2, topic_id, &[]);
+    assert!(
+        acquired(&r).0.is_empty(),
+        "renewed records handed to B: {r:?}"
+    );
+    assert!(
+        acquired_at.elapsed() < Duration::from_millis(2 * LOCK_MS),
+        "too slow to tell the renewed lock from the first one"
+    );
+    let r = acknowledge_at(&mut c, 2, false, &group, &a, 5, topic_id, &[(0, 2, 1)]);
+    assert_eq!(r.responses[0].partitions[0].error_code, 0, "{r:?}");
+    assert_eq!(r.acquisition_lock_timeout_ms, LOCK_MS as i32, "{r:?}");
+
+    // v2's ShareAcquireMode (KIP-1206): record-limit takes MaxRecords exactly, splitting the
+    // batch; an unknown mode is INVALID_REQUEST.
+    c.produce(&topic, 0, encode_batch(Producer::NONE, &recs));
+    let fetch = |mode: i8, epoch: i32| {
+        use kafka_protocol::messages::share_fetch_request::*;
+        ShareFetchRequest::default()
+            .with_group_id(Some(s(&group).into()))
+            .with_member_id(Some(s(&b)))
+            .with_share_session_epoch(epoch)
+            .with_max_wait_ms(200)
+            .with_max_records(2)
+            .with_batch_size(2)
+            .with_share_acquire_mode(mode)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic_id(topic_id)
+                .with_partitions(vec![
+                    FetchPartition::default().with_partition_index(0)
+                ])])
+    };
+    let r: ShareFetchResponse = c.request(2, &fetch(7, 3));
+    assert_eq!(r.error_code, INVALID_REQUEST, "{r:?}");
+    let r: ShareFetchResponse = c.request(2, &fetch(1, 3));
+    assert_eq!(acquired(&r), (vec![(3, 4, 1)], 0, 0), "{r:?}");
 }
 
 /// A share group's own `share.heartbeat.interval.ms` and `share.session.timeout.ms` (Kafka's
@@ -555,7 +704,7 @@ fn describe_offsets(
             .with_group_id(s(group).into())
             .with_topics(topics),
     ]);
-    let mut r: DescribeShareGroupOffsetsResponse = c.request(0, &req);
+    let mut r: DescribeShareGroupOffsetsResponse = c.request(1, &req);
     r.groups.remove(0)
 }
 
@@ -567,6 +716,13 @@ fn start_offsets(
         .iter()
         .map(|t| (t.topic_name.to_string(), t.partitions[0].start_offset))
         .collect()
+}
+
+/// Partition 0's lag (v1) of each described topic.
+fn lags(
+    g: &describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseGroup,
+) -> Vec<i64> {
+    g.topics.iter().map(|t| t.partitions[0].lag).collect()
 }
 
 fn alter_offsets(
@@ -634,14 +790,18 @@ fn share_group_offsets_admin_apis() {
         acknowledge(&mut c, &group, &a, 2, topic_id, &[(0, 2, 1)]).error_code,
         0
     );
+    // As Kafka 4.4 stores it: the acknowledged batch is written before the start offset
+    // moves past it (Kafka's `SharePartition.rollbackOrProcessStateUpdates`), so the stored
+    // start stays 0 with 3 offsets delivered: lag 3 - 0 - 3 = 0 (v1, KIP-1226).
     let d = describe_offsets(&mut c, &group, Some(&[&topic, "no-such-topic"]));
     assert_eq!(
         start_offsets(&d),
-        [(topic.clone(), 3), ("no-such-topic".into(), -1)]
+        [(topic.clone(), 0), ("no-such-topic".into(), -1)]
     );
+    assert_eq!(lags(&d), [0, -1]);
     assert_eq!(
         start_offsets(&describe_offsets(&mut c, &group, None)),
-        [(topic.clone(), 3)]
+        [(topic.clone(), 0)]
     );
 
     // A member holds the group: neither altered nor deleted.
@@ -671,9 +831,11 @@ fn share_group_offsets_admin_apis() {
             "{r:?}"
         );
     }
+    // An altered start has delivered nothing past it: lag 3 - 1 - 0.
+    let d = describe_offsets(&mut c, &group, None);
     assert_eq!(
-        start_offsets(&describe_offsets(&mut c, &group, None)),
-        [(topic.clone(), 1)]
+        (start_offsets(&d), lags(&d)),
+        (vec![(topic.clone(), 1)], vec![2])
     );
     let b = Uuid::new_v4().to_string();
     assert_eq!(heartbeat(&mut c, &group, &b, 0, Some(&topic)).error_code, 0);

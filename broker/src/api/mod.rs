@@ -117,21 +117,20 @@ pub const SUPPORTED_APIS: &[ApiSupport] = &[
     api(ApiKey::DeleteGroups, 0, 3, 0),
     api(ApiKey::ConsumerGroupHeartbeat, 0, 1, 0),
     api(ApiKey::ConsumerGroupDescribe, 0, 1, 0),
-    // KIP-932 share groups: Kafka 4.4's versions, except ShareFetch and ShareAcknowledge v2
-    // (the RENEW acknowledge type), not served yet.
+    // KIP-932 share groups: Kafka 4.4's versions (ShareFetch and ShareAcknowledge v2 add the
+    // RENEW acknowledge type, KIP-1222).
     api(ApiKey::ShareGroupHeartbeat, 1, 1, 1),
     api(ApiKey::ShareGroupDescribe, 1, 1, 1),
-    api(ApiKey::ShareFetch, 1, 1, 1),
-    api(ApiKey::ShareAcknowledge, 1, 1, 1),
+    api(ApiKey::ShareFetch, 1, 2, 1),
+    api(ApiKey::ShareAcknowledge, 1, 2, 1),
     // The share coordinator's state APIs (partition leaders' persisters call them).
     api(ApiKey::InitializeShareGroupState, 0, 0, 0),
     api(ApiKey::ReadShareGroupState, 0, 0, 0),
-    api(ApiKey::WriteShareGroupState, 0, 0, 0),
+    api(ApiKey::WriteShareGroupState, 0, 1, 0),
     api(ApiKey::DeleteShareGroupState, 0, 0, 0),
-    api(ApiKey::ReadShareGroupStateSummary, 0, 0, 0),
-    // The share group offsets admin APIs (DescribeShareGroupOffsets v1 adds the lag, not
-    // served yet).
-    api(ApiKey::DescribeShareGroupOffsets, 0, 0, 0),
+    api(ApiKey::ReadShareGroupStateSummary, 0, 1, 0),
+    // The share group offsets admin APIs (DescribeShareGroupOffsets v1 adds the lag, KIP-1226).
+    api(ApiKey::DescribeShareGroupOffsets, 0, 1, 0),
     api(ApiKey::AlterShareGroupOffsets, 0, 0, 0),
     api(ApiKey::DeleteShareGroupOffsets, 0, 0, 0),
     // KIP-1071 streams groups.

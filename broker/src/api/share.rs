@@ -6,6 +6,10 @@
 //! the member, long-polling like Fetch (`max_wait_ms`) on appends to its partitions and on
 //! share-partition changes (a release or an acknowledgement), and waking at the earliest
 //! acquisition lock deadline, when locked records become acquirable again.
+//!
+//! From v2 (KIP-1222) an acknowledgement may RENEW a record's acquisition lock; a ShareFetch
+//! with `IsRenewAck` only acknowledges (it must ask for nothing: zero bytes, records and
+//! wait), as Kafka's `KafkaApis.handleShareFetchRequest`.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -27,7 +31,11 @@ use crate::cluster::partition::Partition;
 use crate::group::share::{ShareHeartbeatParams, SHARE_ASSIGNOR};
 use crate::security::acl::{AclOperation, ResourceType};
 use crate::share::config::ShareGroupSettings;
-use crate::share::partition::ShareLimits;
+use crate::share::partition::{MaxRecords, ACKNOWLEDGE_TYPE_RENEW};
+
+/// ShareFetch v2's ShareAcquireMode ids (Kafka's `ShareAcquireMode`).
+const ACQUIRE_MODE_BATCH_OPTIMIZED: i8 = 0;
+const ACQUIRE_MODE_RECORD_LIMIT: i8 = 1;
 use crate::share::{FetchContext, SharePartitionKey};
 
 /// READ on the share group, as Kafka's `KafkaApis` checks for ShareGroupHeartbeat, ShareFetch
@@ -270,11 +278,55 @@ fn group_settings(broker: &Broker, group: &str) -> ShareGroupSettings {
     )
 }
 
+/// The acknowledge types a request may carry (Kafka's `KafkaApis.validateAcknowledgementBatches`):
+/// up to REJECT (3) before v2, up to RENEW (4) from v2, and RENEW only in a request that
+/// says so (`IsRenewAck`); otherwise the partition's answer is INVALID_REQUEST.
+fn check_ack_types(
+    version: i16,
+    is_renew_ack: bool,
+    types: &[i8],
+) -> Result<(), (ResponseError, String)> {
+    let max = if version >= 2 {
+        ACKNOWLEDGE_TYPE_RENEW
+    } else {
+        ACKNOWLEDGE_TYPE_RENEW - 1
+    };
+    let invalid = |m: String| Err((ResponseError::InvalidRequest, m));
+    if let Some(t) = types.iter().find(|&&t| !(0..=max).contains(&t)) {
+        return invalid(format!("invalid acknowledge type {t}"));
+    }
+    if !is_renew_ack && types.contains(&ACKNOWLEDGE_TYPE_RENEW) {
+        return invalid("RENEW acknowledgements need IsRenewAck".into());
+    }
+    Ok(())
+}
+
+/// Kafka's check of a ShareFetch with `IsRenewAck`: it acknowledges only, so it must ask for
+/// no bytes, no records and no wait (INVALID_REQUEST naming each field set).
+fn check_renew_fetch(req: &ShareFetchRequest) -> Result<(), String> {
+    let fields = [
+        ("maxBytes", req.max_bytes),
+        ("minBytes", req.min_bytes),
+        ("maxRecords", req.max_records),
+        ("maxWaitMs", req.max_wait_ms),
+    ];
+    let set: String = fields
+        .iter()
+        .filter(|(_, v)| *v != 0)
+        .map(|(name, _)| format!("{name} must be set to 0, "))
+        .collect();
+    if set.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("{set}if isRenewAck is true."))
+    }
+}
+
 /// Applies one partition's acknowledgement batches and writes the result to the share
 /// coordinator before answering, as Kafka's `SharePartition.acknowledge` does.
 async fn acknowledge(
     broker: &Broker,
-    limits: &ShareLimits,
+    settings: &ShareGroupSettings,
     group: &str,
     member: &str,
     topic_id: Uuid,
@@ -285,7 +337,7 @@ async fn acknowledge(
         return Some((e, e.to_string()));
     }
     let key: SharePartitionKey = (group.to_string(), topic_id, index);
-    if let Err(e) = broker.share.acknowledge(&key, member, &batches, limits) {
+    if let Err(e) = broker.share.acknowledge(&key, member, &batches, settings) {
         return Some(e);
     }
     let written = broker.share.persist(broker, &key).await;
@@ -314,6 +366,22 @@ pub async fn handle_share_fetch(
     if !may_read_group(broker, ctx, &group) {
         let e = ResponseError::GroupAuthorizationFailed;
         return top_error(e, e.to_string());
+    }
+    let record_limit = match req.share_acquire_mode {
+        ACQUIRE_MODE_BATCH_OPTIMIZED => false,
+        ACQUIRE_MODE_RECORD_LIMIT => true,
+        m => {
+            return top_error(
+                ResponseError::InvalidRequest,
+                format!("Unknown share acquire mode id: {m}"),
+            )
+        }
+    };
+    let renew_only = ctx.api_version >= 2 && req.is_renew_ack;
+    if renew_only {
+        if let Err(m) = check_renew_fetch(&req) {
+            return top_error(ResponseError::InvalidRequest, m);
+        }
     }
     let requested: Vec<(Uuid, i32)> = req
         .topics
@@ -357,21 +425,27 @@ pub async fn handle_share_fetch(
                 a.ack_error = Some(topic_denied());
                 continue;
             }
-            let batches = p
+            let batches: Vec<_> = p
                 .acknowledgement_batches
                 .iter()
                 .map(|b| (b.first_offset, b.last_offset, b.acknowledge_types.clone()))
                 .collect();
-            let err = acknowledge(
-                broker,
-                &settings.limits,
-                &group,
-                &member,
-                t.topic_id,
-                p.partition_index,
-                batches,
-            )
-            .await;
+            let types: Vec<i8> = batches.iter().flat_map(|b| b.2.clone()).collect();
+            let err = match check_ack_types(ctx.api_version, req.is_renew_ack, &types) {
+                Err(e) => Some(e),
+                Ok(()) => {
+                    acknowledge(
+                        broker,
+                        &settings,
+                        &group,
+                        &member,
+                        t.topic_id,
+                        p.partition_index,
+                        batches,
+                    )
+                    .await
+                }
+            };
             answers
                 .entry((t.topic_id, p.partition_index))
                 .or_default()
@@ -389,6 +463,8 @@ pub async fn handle_share_fetch(
         FetchContext::Full(ps) => (ps, true),
         FetchContext::Incremental(ps) => (ps, false),
     };
+    // A renewal fetch acquires nothing (Kafka answers its acknowledgements only).
+    let fetch = if renew_only { Vec::new() } else { fetch };
     let (fetch, refused): (Vec<_>, Vec<_>) =
         fetch.into_iter().partition(|(t, _)| !denied.contains(t));
     for key in refused {
@@ -396,7 +472,10 @@ pub async fn handle_share_fetch(
     }
     let max_bytes = (req.max_bytes.max(0) as usize).min(broker.config.fetch_max_bytes);
     let max_wait = Duration::from_millis(req.max_wait_ms.clamp(0, FETCH_MAX_WAIT_MS_LIMIT) as u64);
-    let max_records = req.max_records.max(0) as usize;
+    let max_records = MaxRecords {
+        count: req.max_records.max(0) as usize,
+        record_limit,
+    };
     acquire_waiting(
         broker,
         &settings,
@@ -434,7 +513,7 @@ async fn acquire_waiting(
     group: &str,
     member: &str,
     fetch: &[(Uuid, i32)],
-    max_records: usize,
+    max_records: MaxRecords,
     max_bytes: usize,
     max_wait: Duration,
     answers: &mut HashMap<(Uuid, i32), PartitionAnswer>,
@@ -464,12 +543,15 @@ async fn acquire_waiting(
                 a.error = Some(e);
                 continue;
             }
-            if got < max_records && bytes_left > 0 {
+            if got < max_records.count && bytes_left > 0 {
                 match broker.share.acquire(
                     &key,
                     member,
                     &part,
-                    max_records - got,
+                    MaxRecords {
+                        count: max_records.count - got,
+                        ..max_records
+                    },
                     bytes_left,
                     settings,
                 ) {
@@ -494,7 +576,7 @@ async fn acquire_waiting(
                 part.park_fetch(&waiter);
             }
         }
-        if got > 0 || Instant::now() >= deadline || fetch.is_empty() || max_records == 0 {
+        if got > 0 || Instant::now() >= deadline || fetch.is_empty() || max_records.count == 0 {
             return;
         }
         if !parked {
@@ -607,17 +689,20 @@ pub async fn handle_share_acknowledge(
     for t in req.topics {
         let mut parts = Vec::with_capacity(t.partitions.len());
         for p in t.partitions {
-            let batches = p
+            let batches: Vec<_> = p
                 .acknowledgement_batches
                 .into_iter()
                 .map(|b| (b.first_offset, b.last_offset, b.acknowledge_types))
                 .collect();
+            let types: Vec<i8> = batches.iter().flat_map(|b| b.2.clone()).collect();
             let err = if denied.contains(&t.topic_id) {
                 Some(topic_denied())
+            } else if let Err(e) = check_ack_types(ctx.api_version, req.is_renew_ack, &types) {
+                Some(e)
             } else {
                 acknowledge(
                     broker,
-                    &settings.limits,
+                    &settings,
                     &group,
                     &member,
                     t.topic_id,
@@ -651,5 +736,8 @@ pub async fn handle_share_acknowledge(
             .close_session(&group, &member, &settings.limits);
         broker.share.persist_group(broker, &group).await;
     }
-    ShareAcknowledgeResponse::default().with_responses(topics)
+    // v2's lock duration (dropped below v2), as Kafka answers a ShareAcknowledge.
+    ShareAcknowledgeResponse::default()
+        .with_acquisition_lock_timeout_ms(settings.limits.lock_duration_ms as i32)
+        .with_responses(topics)
 }

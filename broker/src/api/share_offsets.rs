@@ -38,6 +38,12 @@ use crate::share::SharePartitionKey;
 /// The leader epoch Kafka answers for a share-partition whose summary could not be read
 /// (`PartitionFactory.DEFAULT_LEADER_EPOCH`).
 const DEFAULT_LEADER_EPOCH: i32 = 0;
+/// DescribeShareGroupOffsets v1's lag when it cannot be computed (the field's default).
+const LAG_UNKNOWN: i64 = -1;
+/// ListOffsets' timestamp for the latest offset (`ListOffsetsRequest.LATEST_TIMESTAMP`).
+const LATEST_TIMESTAMP: i64 = -1;
+/// Bound on the round trip to a partition leader for its latest offset.
+const LATEST_OFFSET_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 fn message(e: ResponseError) -> Option<kafka_protocol::protocol::StrBytes> {
     Some(sb(e.to_string()))
@@ -55,7 +61,7 @@ fn share_groups_enabled(broker: &Broker) -> bool {
 // DescribeShareGroupOffsets
 // ---------------------------------------------------------------------------------------------
 
-/// DescribeShareGroupOffsets v0.
+/// DescribeShareGroupOffsets v0-1 (v1 adds each partition's lag).
 pub async fn handle_describe_share_group_offsets(
     broker: &Broker,
     ctx: &RequestContext,
@@ -195,23 +201,83 @@ async fn describe_topics(
     known
 }
 
-/// One share-partition's start offset and leader epoch from its state summary; one whose
-/// summary could not be read starts at -1 without an error, as Kafka 4.4 answers it.
+/// One share-partition's start offset, leader epoch and lag from its state summary; one
+/// whose summary could not be read starts at -1 without an error, as Kafka 4.4 answers it.
+/// The lag (v1, KIP-1226) is Kafka's `GroupCoordinatorService.computeShareGroupLagAndBuildResponse`:
+/// the partition's latest offset less the start offset less the offsets past it already
+/// delivered; -1 without a start offset or a delivery complete count; a failed look-up of the
+/// latest offset is the partition's error.
 async fn describe_partition(
     broker: &Broker,
     key: &SharePartitionKey,
 ) -> describe_resp::DescribeShareGroupOffsetsResponsePartition {
     let row = describe_resp::DescribeShareGroupOffsetsResponsePartition::default()
-        .with_partition_index(key.2);
+        .with_partition_index(key.2)
+        .with_lag(LAG_UNKNOWN);
     match broker.share.persister.read_summary(broker, key).await {
-        Ok(s) => row
-            .with_start_offset(s.start_offset)
-            .with_leader_epoch(s.leader_epoch),
+        Ok(s) if s.start_offset == UNINITIALIZED_START_OFFSET || s.delivery_complete_count < 0 => {
+            row.with_start_offset(s.start_offset)
+                .with_leader_epoch(s.leader_epoch)
+        }
+        Ok(s) => match latest_offset(broker, key.1, key.2).await {
+            Ok(latest) => row
+                .with_start_offset(s.start_offset)
+                .with_leader_epoch(s.leader_epoch)
+                .with_lag(latest - s.start_offset - i64::from(s.delivery_complete_count)),
+            Err(e) => row.with_error_code(e.code()).with_error_message(message(e)),
+        },
         Err(e) => {
             tracing::debug!(error = %e, group = %key.0, "share state summary not read");
             row.with_start_offset(UNINITIALIZED_START_OFFSET)
                 .with_leader_epoch(DEFAULT_LEADER_EPOCH)
         }
+    }
+}
+
+/// A partition's latest offset (its high watermark), as Kafka's
+/// `NetworkPartitionMetadataClient.listLatestOffsets` asks the leader with ListOffsets
+/// (LATEST, read_uncommitted): this node's own partition when it leads it, else the leader's
+/// answer over the inter-broker listener.
+async fn latest_offset(broker: &Broker, topic_id: Uuid, index: i32) -> Result<i64, ResponseError> {
+    use kafka_protocol::messages::{list_offsets_request as lo, ListOffsetsRequest};
+    use kafka_protocol::protocol::Message;
+    let name = broker
+        .replicas
+        .topic_name_by_id(topic_id)
+        .ok_or(ResponseError::UnknownTopicOrPartition)?;
+    if let Some(part) = broker.replicas.partition(&name, index) {
+        if part.is_leader() {
+            return Ok(part.high_watermark());
+        }
+    }
+    let (_, addr) = crate::share::persister::leader_address(broker, &name, index)
+        .ok_or(ResponseError::LeaderNotAvailable)?;
+    let req = ListOffsetsRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_topics(vec![lo::ListOffsetsTopic::default()
+            .with_name(sb(name).into())
+            .with_partitions(vec![lo::ListOffsetsPartition::default()
+                .with_partition_index(index)
+                .with_timestamp(LATEST_TIMESTAMP)])]);
+    let mut conn = crate::net::client::BrokerConnection::new(
+        addr,
+        format!("brook-share-lag-{}", broker.node_id()),
+        LATEST_OFFSET_TIMEOUT,
+    )
+    .with_tls(broker.config.tls.inter_broker.clone())
+    .with_sasl(broker.config.inter_broker_sasl.clone());
+    let resp = conn
+        .send(ListOffsetsRequest::VERSIONS.max, &req)
+        .await
+        .map_err(|_| ResponseError::NetworkException)?;
+    let p = resp
+        .topics
+        .first()
+        .and_then(|t| t.partitions.first())
+        .ok_or(ResponseError::UnknownServerError)?;
+    match ResponseError::try_from_code(p.error_code) {
+        Some(e) => Err(e),
+        None => Ok(p.offset),
     }
 }
 

@@ -3,6 +3,9 @@
 //! ReadShareGroupStateSummary, sent by partition leaders' persisters
 //! ([`crate::share::persister`]) to the share coordinator ([`crate::share::coordinator`]).
 //!
+//! WriteShareGroupState and ReadShareGroupStateSummary v1 (KIP-1226) carry the delivery
+//! complete count, from which DescribeShareGroupOffsets v1 derives the lag.
+//!
 //! Internal APIs: each needs CLUSTER_ACTION on the cluster, as Kafka's `KafkaApis` checks;
 //! without it every partition is answered CLUSTER_AUTHORIZATION_FAILED. Each partition is
 //! answered on its own (Kafka's `ShareCoordinatorService` splits a request by key).
@@ -139,6 +142,8 @@ pub async fn handle_write(
                 state_epoch: p.state_epoch,
                 leader_epoch: p.leader_epoch,
                 start_offset: p.start_offset,
+                // -1 from a v0 request (the codec's default).
+                delivery_complete_count: p.delivery_complete_count,
                 batches: p
                     .state_batches
                     .iter()
@@ -219,7 +224,9 @@ pub async fn handle_read_summary(
                 Ok(Some(s)) => out
                     .with_state_epoch(s.state_epoch)
                     .with_leader_epoch(s.leader_epoch)
-                    .with_start_offset(s.start_offset),
+                    .with_start_offset(s.start_offset)
+                    // Dropped at v0 (an ignorable field).
+                    .with_delivery_complete_count(s.delivery_complete_count),
                 Err(e) => out
                     .with_start_offset(UNINITIALIZED_START_OFFSET)
                     .with_error_code(e.code())

@@ -51,6 +51,9 @@ pub struct ShareGroupSettings {
     pub limits: ShareLimits,
     pub auto_offset_reset: AutoOffsetReset,
     pub isolation: FetchIsolation,
+    /// `share.renew.acknowledge.enable` (Kafka's `ShareGroupConfigProvider.isRenewAcknowledgeEnabled`:
+    /// a group config only, true unless the group sets it false), read at each acknowledgement.
+    pub renew_enabled: bool,
 }
 
 impl ShareGroupSettings {
@@ -78,10 +81,14 @@ impl ShareGroupSettings {
             Some("read_committed") => FetchIsolation::TxnCommitted,
             _ => FetchIsolation::HighWatermark,
         };
+        let renew_enabled = !overrides
+            .get("share.renew.acknowledge.enable")
+            .is_some_and(|v| v.eq_ignore_ascii_case("false"));
         ShareGroupSettings {
             limits,
             auto_offset_reset,
             isolation,
+            renew_enabled,
         }
     }
 }

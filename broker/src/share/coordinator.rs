@@ -31,7 +31,7 @@ use parking_lot::Mutex;
 
 use super::records::{
     decode_key, decode_value, encode_key, encode_value, StateBatch, StateValue,
-    SNAPSHOT_KEY_VERSION, STATE_BATCHES_MAX, UPDATE_KEY_VERSION,
+    DELIVERY_COMPLETE_COUNT_UNKNOWN, SNAPSHOT_KEY_VERSION, STATE_BATCHES_MAX, UPDATE_KEY_VERSION,
 };
 use super::SharePartitionKey;
 use crate::cluster::replica_manager::ReplicaManager;
@@ -103,6 +103,9 @@ pub struct ShareGroupOffset {
     pub state_epoch: i32,
     pub leader_epoch: i32,
     pub start_offset: i64,
+    /// The offsets at or after the start offset whose delivery is complete, as the leader
+    /// last wrote it (KIP-1226); -1 when unknown (a v0 write). The lag is derived from it.
+    pub delivery_complete_count: i32,
     pub batches: Vec<StateBatch>,
 }
 
@@ -126,6 +129,8 @@ pub struct WriteState {
     pub state_epoch: i32,
     pub leader_epoch: i32,
     pub start_offset: i64,
+    /// WriteShareGroupState v1's DeliveryCompleteCount; -1 at v0.
+    pub delivery_complete_count: i32,
     pub batches: Vec<StateBatch>,
 }
 
@@ -307,16 +312,20 @@ impl ShareCoordinator {
                 Some(e) if e.updates_since_snapshot >= per_snapshot => {
                     (SNAPSHOT_KEY_VERSION, snapshot_of(Some(&e.offset), &w))
                 }
-                Some(e) => (
-                    UPDATE_KEY_VERSION,
-                    StateValue {
-                        snapshot_epoch: e.offset.snapshot_epoch,
-                        state_epoch: None,
-                        leader_epoch: w.leader_epoch,
-                        start_offset: w.start_offset,
-                        batches: combine(&[], &w.batches, w.start_offset),
-                    },
-                ),
+                Some(e) => {
+                    let (start, count) = written_start_and_count(Some(&e.offset), &w);
+                    (
+                        UPDATE_KEY_VERSION,
+                        StateValue {
+                            snapshot_epoch: e.offset.snapshot_epoch,
+                            state_epoch: None,
+                            leader_epoch: w.leader_epoch,
+                            start_offset: start,
+                            delivery_complete_count: count,
+                            batches: combine(&[], &w.batches, start),
+                        },
+                    )
+                }
             };
             let record_key = encode_key(version, &key.0, key.1, key.2);
             let written = self
@@ -351,6 +360,12 @@ impl ShareCoordinator {
                 state_epoch: Some(state_epoch),
                 leader_epoch: current.map_or(-1, |c| c.leader_epoch),
                 start_offset,
+                // Kafka's `ShareGroupOffset.fromRequest`: nothing delivered yet at a start.
+                delivery_complete_count: if start_offset == UNINITIALIZED_START_OFFSET {
+                    DELIVERY_COMPLETE_COUNT_UNKNOWN
+                } else {
+                    0
+                },
                 batches: Vec::new(),
             };
             let record_key = encode_key(SNAPSHOT_KEY_VERSION, &key.0, key.1, key.2);
@@ -428,10 +443,7 @@ fn validate_batches(batches: &[StateBatch]) -> Result<(), ResponseError> {
 /// A snapshot of the merged state: the first of a key (epoch 0), or the next after
 /// `share.coordinator.snapshot.update.records.per.snapshot` updates.
 fn snapshot_of(current: Option<&ShareGroupOffset>, w: &WriteState) -> StateValue {
-    let start = match (w.start_offset, current) {
-        (-1, Some(c)) => c.start_offset,
-        (s, _) => s,
-    };
+    let (start, count) = written_start_and_count(current, w);
     StateValue {
         snapshot_epoch: current.map_or(0, |c| c.snapshot_epoch.wrapping_add(1)),
         state_epoch: Some(match (w.state_epoch, current) {
@@ -443,8 +455,25 @@ fn snapshot_of(current: Option<&ShareGroupOffset>, w: &WriteState) -> StateValue
             (l, _) => l,
         },
         start_offset: start,
+        delivery_complete_count: count,
         batches: combine(current.map_or(&[], |c| &c.batches), &w.batches, start),
     }
+}
+
+/// The start offset and delivery complete count a write leaves (Kafka's
+/// `ShareCoordinatorShard.generateShareStateRecord`): the start never moves back (a write's
+/// -1 keeps it); the count is the write's at a newer start, the larger of both at the same
+/// start, and the held one when the write's start is older.
+fn written_start_and_count(current: Option<&ShareGroupOffset>, w: &WriteState) -> (i64, i32) {
+    let Some(c) = current else {
+        return (w.start_offset, w.delivery_complete_count);
+    };
+    let count = match w.start_offset.cmp(&c.start_offset) {
+        std::cmp::Ordering::Greater => w.delivery_complete_count,
+        std::cmp::Ordering::Equal => w.delivery_complete_count.max(c.delivery_complete_count),
+        std::cmp::Ordering::Less => c.delivery_complete_count,
+    };
+    (w.start_offset.max(c.start_offset), count)
 }
 
 /// Applies one record (Kafka's `handleShareSnapshot` / `handleShareUpdate`): a snapshot
@@ -464,6 +493,7 @@ fn replay(
                     state_epoch,
                     leader_epoch: v.leader_epoch,
                     start_offset: v.start_offset,
+                    delivery_complete_count: v.delivery_complete_count,
                     batches: v.batches,
                 },
                 updates_since_snapshot: if updates >= per_snapshot { 0 } else { updates },
@@ -478,6 +508,8 @@ fn replay(
             if v.leader_epoch != -1 {
                 o.leader_epoch = v.leader_epoch;
             }
+            // Kafka's `ShareCoordinatorShard.merge` takes the update's count as it is.
+            o.delivery_complete_count = v.delivery_complete_count;
             o.batches = combine(&o.batches, &v.batches, o.start_offset);
             e.updates_since_snapshot += 1;
         }
@@ -487,6 +519,7 @@ fn replay(
                 state_epoch: 0,
                 leader_epoch: v.leader_epoch,
                 start_offset: v.start_offset,
+                delivery_complete_count: v.delivery_complete_count,
                 batches: v.batches,
             };
             entries.insert(
@@ -587,12 +620,14 @@ mod tests {
             state_epoch: Some(0),
             leader_epoch: 1,
             start_offset: 0,
+            delivery_complete_count: 0,
             batches: vec![b(0, 9, 0, 1)],
         };
         replay(&mut entries, key.clone(), snapshot.clone(), 2);
         let update = StateValue {
             state_epoch: None,
             start_offset: 5,
+            delivery_complete_count: 2,
             batches: vec![b(5, 6, 2, 1)],
             ..snapshot.clone()
         };
@@ -601,8 +636,34 @@ mod tests {
         assert_eq!(e.offset.start_offset, 5);
         assert_eq!(e.offset.batches, [b(5, 6, 2, 1), b(7, 9, 0, 1)]);
         assert_eq!(e.updates_since_snapshot, 1);
+        assert_eq!(e.offset.delivery_complete_count, 2);
         replay(&mut entries, key.clone(), snapshot, 2);
         assert_eq!(entries[&key].offset.batches, [b(0, 9, 0, 1)]);
+    }
+
+    #[test]
+    fn a_write_never_moves_the_start_back_and_keeps_the_count_as_kafka() {
+        let held = ShareGroupOffset {
+            snapshot_epoch: 0,
+            state_epoch: 0,
+            leader_epoch: 0,
+            start_offset: 5,
+            delivery_complete_count: 3,
+            batches: Vec::new(),
+        };
+        let w = |start_offset, delivery_complete_count| WriteState {
+            state_epoch: 0,
+            leader_epoch: 0,
+            start_offset,
+            delivery_complete_count,
+            batches: Vec::new(),
+        };
+        assert_eq!(written_start_and_count(Some(&held), &w(8, 1)), (8, 1));
+        assert_eq!(written_start_and_count(Some(&held), &w(5, 2)), (5, 3));
+        assert_eq!(written_start_and_count(Some(&held), &w(5, 4)), (5, 4));
+        assert_eq!(written_start_and_count(Some(&held), &w(2, 9)), (5, 3));
+        assert_eq!(written_start_and_count(Some(&held), &w(-1, -1)), (5, 3));
+        assert_eq!(written_start_and_count(None, &w(0, 5)), (0, 5));
     }
 
     #[test]

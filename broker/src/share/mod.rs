@@ -28,7 +28,7 @@ use tokio::sync::Notify;
 use uuid::Uuid;
 
 use self::config::{AutoOffsetReset, ShareGroupSettings};
-use self::partition::{AckError, AcquiredRange, LogBatch, ShareLimits, SharePartition};
+use self::partition::{AckError, AcquiredRange, LogBatch, MaxRecords, ShareLimits, SharePartition};
 use crate::cluster::partition::{FetchIsolation, Partition};
 use crate::config::{BrokerConfig, ConfigError};
 use brook_storage::AbortedTxn;
@@ -247,15 +247,21 @@ impl SharePartitionManager {
     // Share-partitions
     // -----------------------------------------------------------------------------------------
 
-    /// Applies a member's acknowledgements to one share-partition.
+    /// Applies a member's acknowledgements to one share-partition; a RENEW restarts the
+    /// record's lock for the group's `share.record.lock.duration.ms` from now (Kafka's
+    /// `scheduleAcquisitionLockTimeout`), if the group allows renewal.
     pub fn acknowledge(
         &self,
         key: &SharePartitionKey,
         member: &str,
         batches: &[(i64, i64, Vec<i8>)],
-        limits: &ShareLimits,
+        settings: &ShareGroupSettings,
     ) -> Result<(), (ResponseError, String)> {
         let now = crate::cluster::replica_manager::now_ms();
+        let limits = &settings.limits;
+        let renew_deadline_ms = settings
+            .renew_enabled
+            .then(|| now.saturating_add(limits.lock_duration_ms));
         let r = {
             let mut parts = self.partitions.lock();
             let Some(sp) = parts.get_mut(key) else {
@@ -265,7 +271,7 @@ impl SharePartitionManager {
                 ));
             };
             sp.expire_locks(now, limits);
-            sp.acknowledge(member, batches, limits)
+            sp.acknowledge(member, batches, limits, renew_deadline_ms)
         };
         self.wake();
         r.map_err(|e| match e {
@@ -283,7 +289,7 @@ impl SharePartitionManager {
         key: &SharePartitionKey,
         member: &str,
         part: &Partition,
-        max_records: usize,
+        max_records: MaxRecords,
         max_bytes: usize,
         settings: &ShareGroupSettings,
     ) -> Result<Acquired, ResponseError> {
@@ -402,12 +408,13 @@ impl SharePartitionManager {
         let state = {
             let mut parts = self.partitions.lock();
             parts.get_mut(key).and_then(|sp| {
-                let (start_offset, batches) = sp.take_dirty_state()?;
+                let w = sp.take_dirty_state()?;
                 Some(coordinator::WriteState {
                     state_epoch: sp.state_epoch,
                     leader_epoch: sp.leader_epoch,
-                    start_offset,
-                    batches,
+                    start_offset: w.start_offset,
+                    delivery_complete_count: w.delivery_complete_count,
+                    batches: w.batches,
                 })
             })
         };

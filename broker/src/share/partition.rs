@@ -43,17 +43,22 @@ pub enum AcknowledgeType {
     Accept,
     Release,
     Reject,
+    /// KIP-1222 (ShareFetch/ShareAcknowledge v2): the record stays acquired by its member,
+    /// under a new acquisition lock.
+    Renew,
 }
 
+/// The wire byte of RENEW, the highest acknowledge type (v2 only; the API checks versions).
+pub const ACKNOWLEDGE_TYPE_RENEW: i8 = 4;
+
 impl AcknowledgeType {
-    /// The wire byte; RENEW (4) exists from ShareFetch/ShareAcknowledge v2 only, which Brook
-    /// does not serve.
     pub fn from_byte(b: i8) -> Option<Self> {
         match b {
             0 => Some(AcknowledgeType::Gap),
             1 => Some(AcknowledgeType::Accept),
             2 => Some(AcknowledgeType::Release),
             3 => Some(AcknowledgeType::Reject),
+            ACKNOWLEDGE_TYPE_RENEW => Some(AcknowledgeType::Renew),
             _ => None,
         }
     }
@@ -107,6 +112,27 @@ pub struct AcquiredRange {
     pub delivery_count: i16,
 }
 
+/// How many records one acquisition may take: ShareFetch's MaxRecords, and v2's
+/// ShareAcquireMode (KIP-1206).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MaxRecords {
+    pub count: usize,
+    /// Record-limit mode (1): at most `count`, the last batch split (its other offsets enter
+    /// the window Available, as Kafka's `SharePartition.createBatches`). Batch-optimized (0):
+    /// whole batches until `count` is reached.
+    pub record_limit: bool,
+}
+
+impl From<usize> for MaxRecords {
+    /// Batch-optimized, the default mode.
+    fn from(count: usize) -> Self {
+        MaxRecords {
+            count,
+            record_limit: false,
+        }
+    }
+}
+
 /// A record batch of the log, as the acquisition sees it.
 #[derive(Debug, Clone, Copy)]
 pub struct LogBatch {
@@ -132,9 +158,20 @@ pub struct SharePartition {
     pub leader_epoch: i32,
     /// The state epoch read from the share coordinator.
     pub state_epoch: i32,
-    /// A change Kafka's `SharePartition` persists (an acknowledgement, a release, a lock
-    /// timeout) not yet written to the share coordinator.
-    dirty: bool,
+    /// The state to write for a change Kafka's `SharePartition` persists (an
+    /// acknowledgement, a release, a lock timeout) not yet written to the share coordinator,
+    /// taken before that change moved the start offset ([`Self::changed`]).
+    unwritten: Option<WriteSnapshot>,
+}
+
+/// What a write of the state carries (Kafka's `writeShareGroupState` arguments).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteSnapshot {
+    pub start_offset: i64,
+    /// Offsets at or after `start_offset` whose delivery is complete (Acknowledged or
+    /// Archived; Kafka's `SharePartition.deliveryCompleteCount`).
+    pub delivery_complete_count: i32,
+    pub batches: Vec<StateBatch>,
 }
 
 impl SharePartition {
@@ -146,7 +183,7 @@ impl SharePartition {
             in_flight: BTreeMap::new(),
             leader_epoch: -1,
             state_epoch: 0,
-            dirty: false,
+            unwritten: None,
         }
     }
 
@@ -186,15 +223,28 @@ impl SharePartition {
         sp
     }
 
-    /// The state to persist, if it changed since the last call: the start offset and every
-    /// in-flight offset as runs of one state and count. An Acquired offset is written as
-    /// Available with the count before its acquisition, as Kafka persists no acquisition:
-    /// after a failover it is delivered again, counted once more only if it had been released.
-    pub fn take_dirty_state(&mut self) -> Option<(i64, Vec<StateBatch>)> {
-        if !std::mem::take(&mut self.dirty) {
-            return None;
-        }
+    /// The state to persist, if it changed since the last call ([`Self::changed`]).
+    pub fn take_dirty_state(&mut self) -> Option<WriteSnapshot> {
+        self.unwritten.take()
+    }
+
+    /// Records a change to persist, before the change moves the start offset: Kafka's
+    /// `SharePartition` writes the state (`writeShareGroupState`) with the start offset and
+    /// delivery complete count it has while the change's transition is in progress, and only
+    /// once the write succeeds moves the start offset past it (`maybeUpdateCachedStateAndOffsets`).
+    /// So the state written after every record is acknowledged keeps the old start offset,
+    /// with those records Acknowledged and counted delivered (the lag is 0 all the same).
+    fn changed(&mut self) {
+        self.unwritten = Some(self.snapshot());
+    }
+
+    /// The start offset and every in-flight offset as runs of one state and count. An
+    /// Acquired offset is written as Available with the count before its acquisition, as
+    /// Kafka persists no acquisition: after a failover it is delivered again, counted once
+    /// more only if it had been released.
+    fn snapshot(&self) -> WriteSnapshot {
         let mut runs: Vec<StateBatch> = Vec::new();
+        let mut complete: i32 = 0;
         for (&offset, r) in &self.in_flight {
             let (state, count) = match r.state {
                 RecordState::Available => (STATE_AVAILABLE, r.delivery_count),
@@ -202,6 +252,9 @@ impl SharePartition {
                 RecordState::Acknowledged => (STATE_ACKNOWLEDGED, r.delivery_count),
                 RecordState::Archived => (STATE_ARCHIVED, r.delivery_count),
             };
+            if state != STATE_AVAILABLE && offset >= self.start_offset {
+                complete = complete.saturating_add(1);
+            }
             match runs.last_mut() {
                 Some(l)
                     if l.last_offset + 1 == offset
@@ -218,17 +271,24 @@ impl SharePartition {
                 }),
             }
         }
-        Some((self.start_offset, runs))
+        WriteSnapshot {
+            start_offset: self.start_offset,
+            delivery_complete_count: complete,
+            batches: runs,
+        }
     }
 
-    /// Marks the state changed again (a write of it failed).
+    /// Marks the state changed again (a write of it failed): the next write carries the
+    /// state as it is then, unless a newer change is already waiting.
     pub fn mark_dirty(&mut self) {
-        self.dirty = true;
+        if self.unwritten.is_none() {
+            self.unwritten = Some(self.snapshot());
+        }
     }
 
     /// Whether the state changed since it was last written.
     pub fn is_dirty(&self) -> bool {
-        self.dirty
+        self.unwritten.is_some()
     }
 
     pub fn start_offset(&self) -> i64 {
@@ -288,7 +348,7 @@ impl SharePartition {
             }
         }
         if changed {
-            self.dirty = true;
+            self.changed();
             self.advance_start();
         }
         changed
@@ -296,21 +356,23 @@ impl SharePartition {
 
     /// Acquires for `member`, from `batches` read at [`Self::fetch_offset`]: Available
     /// offsets within the in-flight window, then new offsets past the end, whole batches at
-    /// a time, until `max_records` are acquired or the in-flight limit is reached. Returns
-    /// the acquired ranges and the indexes of the batches holding any of them.
+    /// a time (or, in record-limit mode, up to the count exactly), until `max_records` are
+    /// acquired or the in-flight limit is reached. Returns the acquired ranges and the indexes
+    /// of the batches holding any of them.
     pub fn acquire(
         &mut self,
         member: &str,
         batches: &[LogBatch],
-        max_records: usize,
+        max_records: MaxRecords,
         now_ms: i64,
         limits: &ShareLimits,
     ) -> (Vec<AcquiredRange>, Vec<usize>) {
+        let max = max_records.count;
         let mut acquired: Vec<(i64, i16)> = Vec::new();
         let mut used = Vec::new();
         let deadline = now_ms.saturating_add(limits.lock_duration_ms);
         for (i, b) in batches.iter().enumerate() {
-            if acquired.len() >= max_records {
+            if acquired.len() >= max {
                 break;
             }
             let before = acquired.len();
@@ -346,6 +408,9 @@ impl SharePartition {
                     r.state = RecordState::Archived;
                     continue;
                 }
+                if max_records.record_limit && acquired.len() >= max {
+                    continue;
+                }
                 r.state = RecordState::Acquired;
                 r.delivery_count = r.delivery_count.saturating_add(1);
                 r.member = Some(member.to_string());
@@ -362,12 +427,17 @@ impl SharePartition {
 
     /// Applies one member's acknowledgements, all or none (Kafka's `SharePartition.acknowledge`):
     /// every offset named must be Acquired by `member`. Each batch has one type for all its
-    /// offsets or one per offset.
+    /// offsets or one per offset. RENEW (Kafka's `acknowledgeCompleteBatch` and
+    /// `acknowledgePerOffsetBatchRecords`) keeps the record Acquired by `member` at its
+    /// delivery count and restarts its lock at `renew_deadline_ms`; `None` when the group
+    /// disabled renewal (`share.renew.acknowledge.enable=false`: INVALID_RECORD_STATE). A
+    /// renewal alone changes nothing persisted, as Kafka writes no state for it.
     pub fn acknowledge(
         &mut self,
         member: &str,
         batches: &[(i64, i64, Vec<i8>)],
         limits: &ShareLimits,
+        renew_deadline_ms: Option<i64>,
     ) -> Result<(), AckError> {
         let mut plan: Vec<(i64, AcknowledgeType)> = Vec::new();
         for (first, last, types) in batches {
@@ -396,22 +466,34 @@ impl SharePartition {
                         "offset {offset} is not acquired by member {member}"
                     )));
                 }
+                if t == AcknowledgeType::Renew && renew_deadline_ms.is_none() {
+                    return Err(AckError::InvalidRecordState(
+                        "Renewing acquisition locks is not enabled for the group.".into(),
+                    ));
+                }
                 plan.push((offset, t));
             }
         }
+        let mut persisted = false;
         for (offset, t) in plan {
             if let Some(r) = self.in_flight.get_mut(&offset) {
+                persisted |= t != AcknowledgeType::Renew;
                 match t {
                     AcknowledgeType::Accept => finish(r, RecordState::Acknowledged),
                     AcknowledgeType::Reject | AcknowledgeType::Gap => {
                         finish(r, RecordState::Archived)
                     }
                     AcknowledgeType::Release => release(r, limits),
+                    AcknowledgeType::Renew => {
+                        r.lock_deadline_ms = renew_deadline_ms.unwrap_or(r.lock_deadline_ms)
+                    }
                 }
             }
         }
-        self.dirty = true;
-        self.advance_start();
+        if persisted {
+            self.changed();
+            self.advance_start();
+        }
         Ok(())
     }
 
@@ -426,7 +508,7 @@ impl SharePartition {
             }
         }
         if changed {
-            self.dirty = true;
+            self.changed();
             self.advance_start();
         }
         changed
@@ -514,38 +596,93 @@ mod tests {
     fn release_redelivers_until_the_limit_then_archives() {
         let mut sp = SharePartition::new(0);
         for round in 1..=3 {
-            let (r, _) = sp.acquire("m", &[batch(0, 1)], 10, 0, &LIMITS);
+            let (r, _) = sp.acquire("m", &[batch(0, 1)], 10.into(), 0, &LIMITS);
             assert_eq!(r[0].delivery_count, round);
-            sp.acknowledge("m", &[(0, 1, vec![2])], &LIMITS).unwrap();
+            sp.acknowledge("m", &[(0, 1, vec![2])], &LIMITS, None)
+                .unwrap();
         }
         assert_eq!(sp.start_offset(), 2, "archived at the limit");
-        assert!(sp.acquire("m", &[batch(0, 1)], 10, 0, &LIMITS).0.is_empty());
+        assert!(sp
+            .acquire("m", &[batch(0, 1)], 10.into(), 0, &LIMITS)
+            .0
+            .is_empty());
     }
 
     #[test]
     fn only_the_holder_may_acknowledge_and_locks_expire() {
         let mut sp = SharePartition::new(5);
-        sp.acquire("a", &[batch(0, 9)], 10, 0, &LIMITS);
+        sp.acquire("a", &[batch(0, 9)], 10.into(), 0, &LIMITS);
         assert!(matches!(
-            sp.acknowledge("b", &[(5, 5, vec![1])], &LIMITS),
+            sp.acknowledge("b", &[(5, 5, vec![1])], &LIMITS, None),
             Err(AckError::InvalidRecordState(_))
         ));
         assert!(matches!(
-            sp.acknowledge("a", &[(9, 10, vec![1])], &LIMITS),
+            sp.acknowledge("a", &[(9, 10, vec![1])], &LIMITS, None),
             Err(AckError::InvalidRecordState(_))
         ));
         assert!(sp.expire_locks(1000, &LIMITS));
-        let (r, _) = sp.acquire("b", &[batch(5, 9)], 10, 1000, &LIMITS);
+        let (r, _) = sp.acquire("b", &[batch(5, 9)], 10.into(), 1000, &LIMITS);
         assert_eq!(r[0].delivery_count, 2);
-        sp.acknowledge("b", &[(5, 9, vec![1])], &LIMITS).unwrap();
+        sp.acknowledge("b", &[(5, 9, vec![1])], &LIMITS, None)
+            .unwrap();
         assert_eq!(sp.start_offset(), 10);
+    }
+
+    #[test]
+    fn record_limit_mode_splits_the_last_batch() {
+        let mut sp = SharePartition::new(0);
+        let strict = MaxRecords {
+            count: 3,
+            record_limit: true,
+        };
+        let (r, used) = sp.acquire("m", &[batch(0, 4), batch(5, 9)], strict, 0, &LIMITS);
+        assert_eq!((r[0].first_offset, r[0].last_offset, used), (0, 2, vec![0]));
+        // The rest of the batch waits Available for the next acquisition.
+        assert_eq!(sp.end_offset(), 5);
+        assert_eq!(sp.fetch_offset(), 3);
+        let (r, _) = sp.acquire("m", &[batch(0, 4), batch(5, 9)], 3.into(), 0, &LIMITS);
+        assert_eq!(
+            (r[0].first_offset, r[0].last_offset),
+            (3, 9),
+            "batch-optimized: whole batches"
+        );
+    }
+
+    #[test]
+    fn renew_keeps_the_acquisition_under_a_new_lock_and_writes_nothing() {
+        let mut sp = SharePartition::new(0);
+        sp.acquire("m", &[batch(0, 1)], 10.into(), 0, &LIMITS);
+        let renew = vec![ACKNOWLEDGE_TYPE_RENEW];
+        assert!(matches!(
+            sp.acknowledge("m", &[(0, 1, renew.clone())], &LIMITS, None),
+            Err(AckError::InvalidRecordState(_))
+        ));
+        assert!(matches!(
+            sp.acknowledge("n", &[(0, 1, renew.clone())], &LIMITS, Some(1500)),
+            Err(AckError::InvalidRecordState(_))
+        ));
+        sp.acknowledge("m", &[(0, 1, renew)], &LIMITS, Some(1500))
+            .unwrap();
+        assert!(
+            sp.take_dirty_state().is_none(),
+            "a renewal is not persisted"
+        );
+        assert_eq!(sp.next_lock_deadline_ms(), Some(1500));
+        assert!(
+            !sp.expire_locks(1000, &LIMITS),
+            "the old lock no longer expires"
+        );
+        sp.acknowledge("m", &[(0, 1, vec![1])], &LIMITS, None)
+            .unwrap();
+        assert_eq!(sp.start_offset(), 2);
+        assert_eq!(sp.take_dirty_state().unwrap().delivery_complete_count, 2);
     }
 
     #[test]
     fn the_persisted_state_loads_back_as_it_was_left() {
         let mut sp = SharePartition::new(0);
         assert!(sp.take_dirty_state().is_none(), "nothing changed yet");
-        sp.acquire("m", &[batch(0, 9)], 10, 0, &LIMITS);
+        sp.acquire("m", &[batch(0, 9)], 10.into(), 0, &LIMITS);
         assert!(
             sp.take_dirty_state().is_none(),
             "an acquisition is not persisted"
@@ -554,19 +691,25 @@ mod tests {
             "m",
             &[(0, 3, vec![1]), (5, 6, vec![2]), (8, 8, vec![3])],
             &LIMITS,
+            None,
         )
         .unwrap();
-        let (start, batches) = sp.take_dirty_state().unwrap();
+        let w = sp.take_dirty_state().unwrap();
+        let (start, batches) = (w.start_offset, w.batches);
         let b = |first, last, state, count| StateBatch {
             first_offset: first,
             last_offset: last,
             delivery_state: state,
             delivery_count: count,
         };
-        assert_eq!(start, 4);
+        // Written as Kafka writes it: the start offset before the acknowledgement moved it,
+        // and the acknowledged offsets counted delivered.
+        assert_eq!((start, w.delivery_complete_count), (0, 5));
+        assert_eq!(sp.start_offset(), 4);
         assert_eq!(
             batches,
             [
+                b(0, 3, STATE_ACKNOWLEDGED, 1),
                 b(4, 4, STATE_AVAILABLE, 0),
                 b(5, 6, STATE_AVAILABLE, 1),
                 b(7, 7, STATE_AVAILABLE, 0),
@@ -577,12 +720,18 @@ mod tests {
         let loaded = SharePartition::from_state(start, &batches);
         assert_eq!((loaded.start_offset(), loaded.end_offset()), (4, 10));
         let mut loaded = loaded;
-        let (r, _) = loaded.acquire("n", &[batch(4, 9)], 10, 0, &LIMITS);
+        let (r, _) = loaded.acquire("n", &[batch(4, 9)], 10.into(), 0, &LIMITS);
         let counts: Vec<(i64, i64, i16)> = r
             .iter()
             .map(|r| (r.first_offset, r.last_offset, r.delivery_count))
             .collect();
         assert_eq!(counts, [(4, 4, 1), (5, 6, 2), (7, 7, 1), (9, 9, 1)]);
+        // The next change is written at the start offset the last one left.
+        loaded
+            .acknowledge("n", &[(4, 4, vec![1])], &LIMITS, None)
+            .unwrap();
+        let w = loaded.take_dirty_state().unwrap();
+        assert_eq!((w.start_offset, w.delivery_complete_count), (4, 2));
         // A gap between batches is Available, never delivered; nothing past the cap loads.
         let far = SharePartition::from_state(0, &[b(0, i64::MAX - 1, STATE_ACKNOWLEDGED, 1)]);
         assert_eq!(far.end_offset(), LOADED_WINDOW_MAX);

@@ -48,8 +48,12 @@ macro_rules! only_partition_code {
     };
 }
 
-/// The only version of the state APIs.
-pub const STATE_API_VERSION: i16 = 0;
+/// The version of the state APIs sent: Kafka 4.4's newest, whose WriteShareGroupState and
+/// ReadShareGroupStateSummary carry the delivery complete count (KIP-1226). Initialize, Read
+/// and Delete have only v0, and the coordinator serves each of them at its own version.
+fn state_api_version<R: Request>() -> i16 {
+    R::VERSIONS.max
+}
 /// Sends of one request before its error is the answer.
 pub const PERSISTER_ATTEMPTS_MAX: u32 = 40;
 /// Wait before a request is sent again.
@@ -73,6 +77,8 @@ pub struct StateSummary {
     pub start_offset: i64,
     pub state_epoch: i32,
     pub leader_epoch: i32,
+    /// -1 when unknown (state written without it).
+    pub delivery_complete_count: i32,
 }
 
 /// One connection per coordinator node.
@@ -157,7 +163,7 @@ impl Persister {
                 }
             }
         };
-        let resp = conn.lock().await.send(STATE_API_VERSION, req).await;
+        let resp = conn.lock().await.send(state_api_version::<R>(), req).await;
         resp.map_err(|e| {
             tracing::debug!(error = %e, node, "share state request lost");
             self.conns.lock().remove(&node);
@@ -242,6 +248,7 @@ impl Persister {
             start_offset: p.start_offset,
             state_epoch: p.state_epoch,
             leader_epoch: p.leader_epoch,
+            delivery_complete_count: p.delivery_complete_count,
         })
     }
 
@@ -291,6 +298,7 @@ impl Persister {
                     .with_state_epoch(w.state_epoch)
                     .with_leader_epoch(w.leader_epoch)
                     .with_start_offset(w.start_offset)
+                    .with_delivery_complete_count(w.delivery_complete_count)
                     .with_state_batches(batches)])]);
         self.call(broker, key, &req, |r| only_partition_code!(r))
             .await

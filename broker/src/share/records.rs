@@ -6,8 +6,9 @@
 //! (16 bytes), partition (i32). Value: version i16 (0), then a flexible struct: snapshot
 //! epoch (u16), for a snapshot the state epoch (i32), leader epoch (i32), start offset
 //! (i64), state batches (compact array of first offset i64, last offset i64, delivery state
-//! i8, delivery count i16, tagged fields), tagged fields. A null value is a tombstone
-//! (DeleteShareGroupState).
+//! i8, delivery count i16, tagged fields), tagged fields: tag 0 is the delivery complete
+//! count (i32, KIP-1226; -1 when absent, as Kafka 4.4's `DeliveryCompleteCount`). A null
+//! value is a tombstone (DeleteShareGroupState).
 
 use bytes::{BufMut, Bytes, BytesMut};
 use uuid::Uuid;
@@ -18,6 +19,11 @@ pub const SNAPSHOT_KEY_VERSION: i16 = 0;
 pub const UPDATE_KEY_VERSION: i16 = 1;
 /// The only value version of both.
 const VALUE_VERSION: i16 = 0;
+/// The value's tagged field holding the delivery complete count (Kafka's
+/// `ShareSnapshotValue`/`ShareUpdateValue` tag 0).
+const DELIVERY_COMPLETE_COUNT_TAG: u64 = 0;
+/// The delivery complete count of a record without one (written before KIP-1226).
+pub const DELIVERY_COMPLETE_COUNT_UNKNOWN: i32 = -1;
 /// Bound on the state batches one decoded value may hold (a corrupt count is refused
 /// instead of allocated).
 pub const STATE_BATCHES_MAX: usize = 100_000;
@@ -41,6 +47,9 @@ pub struct StateValue {
     pub leader_epoch: i32,
     /// -1 in an update that does not move it.
     pub start_offset: i64,
+    /// The offsets at or after the start offset whose delivery is complete (Acknowledged
+    /// or Archived), -1 when unknown.
+    pub delivery_complete_count: i32,
     pub batches: Vec<StateBatch>,
 }
 
@@ -74,7 +83,15 @@ pub fn encode_value(v: &StateValue) -> Bytes {
         b.put_i16(s.delivery_count);
         put_uvarint(&mut b, 0);
     }
-    put_uvarint(&mut b, 0);
+    // Kafka writes a tagged field only when it is not its default.
+    if v.delivery_complete_count == DELIVERY_COMPLETE_COUNT_UNKNOWN {
+        put_uvarint(&mut b, 0);
+    } else {
+        put_uvarint(&mut b, 1);
+        put_uvarint(&mut b, DELIVERY_COMPLETE_COUNT_TAG);
+        put_uvarint(&mut b, 4);
+        b.put_i32(v.delivery_complete_count);
+    }
     b.freeze()
 }
 
@@ -117,11 +134,25 @@ pub fn decode_value(buf: &[u8], snapshot: bool) -> Result<StateValue, String> {
         });
         r.skip_tags()?;
     }
+    // A record written before KIP-1226 may end here, without its tagged fields.
+    let mut delivery_complete_count = DELIVERY_COMPLETE_COUNT_UNKNOWN;
+    if !r.0.is_empty() {
+        for _ in 0..r.uvarint()? {
+            let tag = r.uvarint()?;
+            let len = r.uvarint()? as usize;
+            let field = r.take(len)?;
+            if tag == DELIVERY_COMPLETE_COUNT_TAG {
+                let b: [u8; 4] = field.try_into().map_err(|_| "delivery complete count")?;
+                delivery_complete_count = i32::from_be_bytes(b);
+            }
+        }
+    }
     Ok(StateValue {
         snapshot_epoch,
         state_epoch,
         leader_epoch,
         start_offset,
+        delivery_complete_count,
         batches,
     })
 }
@@ -171,7 +202,7 @@ impl<'a> Reader<'a> {
         }
         Err("varint too long".into())
     }
-    /// Skips a tagged-field section (none are defined: Brook writes none).
+    /// Skips a tagged-field section (a state batch defines none).
     fn skip_tags(&mut self) -> Result<(), String> {
         let n = self.uvarint()?;
         for _ in 0..n {
@@ -200,15 +231,19 @@ mod tests {
             state_epoch: Some(1),
             leader_epoch: 7,
             start_offset: 5,
+            delivery_complete_count: 3,
             batches: batches.clone(),
         };
         let bytes = encode_value(&snapshot);
         assert_eq!(decode_value(&bytes, true).unwrap(), snapshot);
         let update = StateValue {
             state_epoch: None,
-            ..snapshot
+            delivery_complete_count: DELIVERY_COMPLETE_COUNT_UNKNOWN,
+            ..snapshot.clone()
         };
         assert_eq!(decode_value(&encode_value(&update), false).unwrap(), update);
+        // Tag 0 is the delivery complete count, after the batches.
+        assert_eq!(&bytes[bytes.len() - 7..], [1, 0, 4, 0, 0, 0, 3]);
         let id = Uuid::from_u128(42);
         let key = encode_key(UPDATE_KEY_VERSION, "g", id, 3);
         assert_eq!(
@@ -216,5 +251,8 @@ mod tests {
             Some((UPDATE_KEY_VERSION, "g".to_string(), id, 3))
         );
         assert!(decode_value(&bytes[..bytes.len() - 3], true).is_err());
+        // A value without the tagged fields (an older writer's) has no count.
+        let old = decode_value(&bytes[..bytes.len() - 7], true).unwrap();
+        assert_eq!(old.delivery_complete_count, DELIVERY_COMPLETE_COUNT_UNKNOWN);
     }
 }

@@ -91,7 +91,23 @@ fn open_session(
 }
 
 pub fn share_fetch(env: &mut Env, v: i16) -> R {
-    let (_, _, _, r) = open_session(env, v)?;
+    let (leader, group, member, r) = open_session(env, v)?;
+    if v >= 2 {
+        // v2's IsRenewAck (KIP-1222): a renewal fetch that asks for records is refused.
+        let renew = ShareFetchRequest::default()
+            .with_group_id(Some(GroupId(s(&group))))
+            .with_member_id(Some(s(&member)))
+            .with_share_session_epoch(1)
+            .with_max_records(100)
+            .with_is_renew_ack(true);
+        let refused = env.call(leader, v, &renew)?;
+        if refused.error_code != 42 {
+            return Err(format!(
+                "a renewal fetch asking for records got error {}, not INVALID_REQUEST",
+                refused.error_code
+            ));
+        }
+    }
     let parts: Vec<String> = r
         .responses
         .iter()
@@ -108,6 +124,12 @@ pub fn share_acknowledge(env: &mut Env, v: i16) -> R {
         .with_member_id(Some(s(&member)))
         .with_share_session_epoch(1);
     let r = env.call(leader, v, &req)?;
+    if v >= 2 && r.error_code == 0 && r.acquisition_lock_timeout_ms <= 0 {
+        return Err(format!(
+            "v2 answered lock timeout {}",
+            r.acquisition_lock_timeout_ms
+        ));
+    }
     // Epoch 0 is never valid for ShareAcknowledge.
     let zero = env.call(leader, v, &req.clone().with_share_session_epoch(0))?;
     Ok(format!(
@@ -168,6 +190,17 @@ pub fn describe_share_group_offsets(env: &mut Env, v: i16) -> R {
         .flat_map(|t| &t.partitions)
         .map(|p| (p.partition_index, p.start_offset, p.error_code))
         .collect();
+    // v1's lag (KIP-1226): a share-partition set to start at 0, with nothing delivered, lags
+    // by its whole log; v0 has no lag.
+    let lags: Vec<i64> = g
+        .topics
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .map(|p| p.lag)
+        .collect();
+    if v >= 1 && lags.iter().any(|&l| l < 0) {
+        return Err(format!("v{v} answered lags {lags:?}"));
+    }
     Ok(format!("error {} partitions {starts:?}", g.error_code))
 }
 

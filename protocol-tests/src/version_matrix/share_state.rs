@@ -103,6 +103,7 @@ pub fn write_share_group_state(env: &mut Env, v: i16) -> R {
                 .with_state_epoch(0)
                 .with_leader_epoch(0)
                 .with_start_offset(1)
+                .with_delivery_complete_count(1)
                 .with_state_batches(vec![write::StateBatch::default()
                     .with_first_offset(1)
                     .with_last_offset(2)
@@ -110,6 +111,12 @@ pub fn write_share_group_state(env: &mut Env, v: i16) -> R {
                     .with_delivery_count(1)])])]);
     let r = env.call(node, v, &req)?;
     let code = r.results[0].partitions[0].error_code;
+    // v1's DeliveryCompleteCount (KIP-1226) is stored: the summary answers it (v0 carries
+    // none, -1).
+    let count = summary(env, node, &group, 1)?.delivery_complete_count;
+    if count != if v >= 1 { 1 } else { -1 } {
+        return Err(format!("v{v} write left delivery complete count {count}"));
+    }
     Ok(format!(
         "error {code}, then {}",
         read(env, node, &group, 0)?
@@ -134,18 +141,39 @@ pub fn delete_share_group_state(env: &mut Env, v: i16) -> R {
     ))
 }
 
-pub fn read_share_group_state_summary(env: &mut Env, v: i16) -> R {
+/// The one partition of a ReadShareGroupStateSummary at `v`.
+fn summary(
+    env: &mut Env,
+    node: NodeId,
+    group: &str,
+    v: i16,
+) -> Result<read_share_group_state_summary_response::PartitionResult, String> {
     use read_share_group_state_summary_request as summary;
-    let (group, node, _) = initialized(env, 0)?;
     let req = ReadShareGroupStateSummaryRequest::default()
-        .with_group_id(s(&group))
+        .with_group_id(s(group))
         .with_topics(vec![summary::ReadStateSummaryData::default()
             .with_topic_id(env.fix.data_id)
             .with_partitions(vec![summary::PartitionData::default()
                 .with_partition(0)
                 .with_leader_epoch(0)])]);
     let r = env.call(node, v, &req)?;
-    let p = &r.results[0].partitions[0];
+    r.results
+        .first()
+        .and_then(|t| t.partitions.first())
+        .cloned()
+        .ok_or_else(|| format!("no partition in {r:?}"))
+}
+
+pub fn read_share_group_state_summary(env: &mut Env, v: i16) -> R {
+    let (group, node, _) = initialized(env, 0)?;
+    let p = summary(env, node, &group, v)?;
+    // v1's DeliveryCompleteCount (KIP-1226): an initialized start has delivered nothing.
+    if v >= 1 && p.delivery_complete_count != 0 {
+        return Err(format!(
+            "v{v} answered delivery complete count {}",
+            p.delivery_complete_count
+        ));
+    }
     Ok(format!(
         "error {} start {} state epoch {}",
         p.error_code, p.start_offset, p.state_epoch

@@ -1625,19 +1625,19 @@ impl ApiKey {
             ApiKey::DescribeTopicPartitions => VersionRange { min: 0, max: 0 },
             ApiKey::ShareGroupHeartbeat => VersionRange { min: 1, max: 1 },
             ApiKey::ShareGroupDescribe => VersionRange { min: 1, max: 1 },
-            ApiKey::ShareFetch => VersionRange { min: 1, max: 1 },
-            ApiKey::ShareAcknowledge => VersionRange { min: 1, max: 1 },
+            ApiKey::ShareFetch => VersionRange { min: 1, max: 2 }, // Brook: v2 (KIP-1222)
+            ApiKey::ShareAcknowledge => VersionRange { min: 1, max: 2 }, // Brook: v2 (KIP-1222)
             ApiKey::AddRaftVoter => VersionRange { min: 0, max: 1 }, // Brook: v1 (KIP-1186)
             ApiKey::RemoveRaftVoter => VersionRange { min: 0, max: 0 },
             ApiKey::UpdateRaftVoter => VersionRange { min: 0, max: 0 },
             ApiKey::InitializeShareGroupState => VersionRange { min: 0, max: 0 },
             ApiKey::ReadShareGroupState => VersionRange { min: 0, max: 0 },
-            ApiKey::WriteShareGroupState => VersionRange { min: 0, max: 0 },
+            ApiKey::WriteShareGroupState => VersionRange { min: 0, max: 1 }, // Brook: v1 (KIP-1226)
             ApiKey::DeleteShareGroupState => VersionRange { min: 0, max: 0 },
-            ApiKey::ReadShareGroupStateSummary => VersionRange { min: 0, max: 0 },
+            ApiKey::ReadShareGroupStateSummary => VersionRange { min: 0, max: 1 }, // Brook: v1 (KIP-1226)
             ApiKey::StreamsGroupHeartbeat => VersionRange { min: 0, max: 1 },
             ApiKey::StreamsGroupDescribe => VersionRange { min: 0, max: 1 },
-            ApiKey::DescribeShareGroupOffsets => VersionRange { min: 0, max: 0 },
+            ApiKey::DescribeShareGroupOffsets => VersionRange { min: 0, max: 1 }, // Brook: v1 (KIP-1226)
             ApiKey::AlterShareGroupOffsets => VersionRange { min: 0, max: 0 },
             ApiKey::DeleteShareGroupOffsets => VersionRange { min: 0, max: 0 },
         }

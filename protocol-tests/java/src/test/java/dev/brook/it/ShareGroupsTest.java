@@ -15,6 +15,7 @@ import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Properties;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
@@ -332,6 +333,44 @@ class ShareGroupsTest {
         }
     }
 
+    /**
+     * {@code AcknowledgeType.RENEW} (KIP-1222, ShareFetch/ShareAcknowledge v2): a renewed record stays
+     * acquired by its member under a new lock, so another member does not get it when the first lock
+     * would have run out, and it comes back from the member's next poll to be accepted.
+     */
+    @Test
+    void renewKeepsARecordAcquiredPastItsFirstLock() throws Exception {
+        String group = "renew";
+        int lockMs = 4000;
+        setGroupConfigs(group, Map.of("share.record.lock.duration.ms", Integer.toString(lockMs)));
+        try (KafkaShareConsumer<byte[], byte[]> a = consumer(group, true, 500);
+             KafkaShareConsumer<byte[], byte[]> b = consumer(group, true, 500)) {
+            String topic = primedTopic("share-renew", a, true);
+            produce(topic, List.of("held"));
+            List<ConsumerRecord<byte[], byte[]>> held = pollRecords(a, WAIT);
+            long acquiredAt = System.nanoTime();
+            assertEquals(List.of("held"), held.stream().map(ShareGroupsTest::value).toList());
+            Thread.sleep(lockMs / 2);
+            a.acknowledge(held.get(0), AcknowledgeType.RENEW);
+            ConsumerRecord<byte[], byte[]> renewed = null;
+            long deadline = System.nanoTime() + WAIT.toNanos();
+            while (renewed == null && System.nanoTime() < deadline) {
+                for (ConsumerRecord<byte[], byte[]> r : a.poll(Duration.ofMillis(100))) {
+                    if (r.offset() == held.get(0).offset()) renewed = r;
+                }
+            }
+            assertTrue(renewed != null, "the renewed record came back from the member's poll");
+            assertEquals(1, deliveries(renewed), "a renewal is not a redelivery");
+            // Past the first lock (and before the renewed one ends), the other member gets nothing.
+            b.subscribe(List.of(topic));
+            long firstLockEnd = acquiredAt + (lockMs + lockMs / 4) * 1_000_000L;
+            List<ConsumerRecord<byte[], byte[]>> stolen = pollRecords(b, Duration.ofNanos(Math.max(0, firstLockEnd - System.nanoTime())));
+            assertEquals(List.of(), stolen.stream().map(ShareGroupsTest::value).toList(), "handed on despite the renewal");
+            a.acknowledge(renewed, AcknowledgeType.ACCEPT);
+            a.commitSync().forEach((tp, error) -> assertEquals(Optional.empty(), error, "accepting " + tp));
+        }
+    }
+
     /** Sets a group's configs and waits until DescribeConfigs shows them (they travel by the metadata log). */
     static void setGroupConfigs(String group, Map<String, String> configs) throws Exception {
         ConfigResource r = new ConfigResource(ConfigResource.Type.GROUP, group);
@@ -471,12 +510,13 @@ class ShareGroupsTest {
                 assertInstanceOf(GroupNotEmptyException.class, e.getCause(), "altered while a member is in the group");
             }
             // Every record acknowledged, as the stored state says it: Kafka 4.4 persists the
-            // acknowledged batch before moving the start offset, so its summary shows start 0 and
-            // (DescribeShareGroupOffsets v1) lag 0; Brook answers v0, without lag, start 5.
+            // acknowledged batch before moving the start offset (SharePartition writes, then
+            // maybeUpdateCachedStateAndOffsets), so its summary shows start 0 with the 5 records
+            // delivered: DescribeShareGroupOffsets v1's lag 5 - 0 - 5 = 0.
             GroupSupport.await("every record acknowledged", WAIT, () -> {
                 try {
                     SharePartitionOffsetInfo info = shareOffsets(admin, group).get(tp);
-                    return info != null && info.lag().map(lag -> lag == 0).orElse(info.startOffset() == 5);
+                    return info != null && info.startOffset() == 0 && info.lag().equals(Optional.of(0L));
                 } catch (Exception e) {
                     return false;
                 }
@@ -490,6 +530,7 @@ class ShareGroupsTest {
             KafkaTool.tool("consumer.group.ShareGroupCommand", bootstrap, "--reset-offsets", "--group", group,
                 "--topic", topic, "--to-offset", "2", "--execute");
             assertEquals(2, startOffset(admin, group, tp));
+            assertEquals(Optional.of(3L), shareOffsets(admin, group).get(tp).lag(), "a reset start has delivered nothing past it");
             String described = KafkaTool.tool("consumer.group.ShareGroupCommand", bootstrap, "--describe", "--offsets",
                 "--group", group).out();
             assertTrue(described.matches("(?s).*" + group + "\\s+" + topic + "\\s+0\\s+2\\s.*"), described);

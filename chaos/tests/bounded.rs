@@ -17,7 +17,7 @@
 //!   for the clients and between brokers, mutual TLS on the controller listener): a leader
 //!   killed under load, then the transaction coordinator killed with an EndTxn in flight, so
 //!   that replication, elections and marker delivery all go over the secured listeners.
-//!   About 30 s.
+//!   About 45 s.
 //!
 //! The JSON history and verdict of each run land in `target/tmp/`; the table is printed. A
 //! failed run keeps the nodes' data and logs and says where (`Target::keep_data`, tested

@@ -30,7 +30,6 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use brook_protocol_tests::errors;
-use brook_protocol_tests::wire::WireClient;
 use kafka_protocol::messages::find_coordinator_request::FindCoordinatorRequest;
 use kafka_protocol::protocol::StrBytes;
 use serde_json::json;
@@ -65,9 +64,10 @@ impl Nemesis<'_> {
         req.key = StrBytes::from_string(key.to_string());
         req.key_type = key_type;
         let mut failures = Vec::new();
+        let security = self.target.client_security();
         for addr in self.target.bootstrap().split(',') {
-            let answer = WireClient::try_connect(addr, FIND_TIMEOUT)
-                .map_err(|e| e.to_string())
+            let answer = security
+                .connect(addr, FIND_TIMEOUT)
                 .and_then(|mut c| c.try_request(FIND_COORDINATOR_V, &req));
             match answer {
                 Ok(r) if r.error_code == errors::NONE => return Ok(r.node_id.0),

@@ -125,7 +125,9 @@ fn member(
 ) -> Option<BaseConsumer<Member>> {
     let session = SESSION_TIMEOUT_MS.to_string();
     let heartbeat = HEARTBEAT_INTERVAL_MS.to_string();
-    let consumer = ClientConfig::new()
+    let mut config = ClientConfig::new();
+    c.security.apply(&mut config);
+    let consumer = config
         .set("bootstrap.servers", &c.bootstrap)
         .set("group.id", group_id(&c.topic))
         .set("enable.auto.commit", "false")

@@ -18,7 +18,10 @@
 //! adds `aborted-read` (G1a), `uncommitted-read`, `lost-commit` and `partial-transaction`,
 //! all failures. The [`coordinator`] steps kill the transaction coordinator during an EndTxn
 //! and the group coordinator during a rebalance; the [`group`] consumers commit offsets and
-//! are checked for `lost-offset-commit`.
+//! are checked for `lost-offset-commit`. With `--secure` the run starts the cluster as
+//! `brook cluster --secure --sasl` does (SASL_SSL with SCRAM-SHA-512 for clients and between
+//! brokers, mutual TLS on the controller listener) and every client, the checker's own wire
+//! connections included, uses the client settings that cluster writes ([`security`]).
 //!
 //! ```sh
 //! cargo build --release -p brook-tools -p brook-chaos
@@ -34,6 +37,8 @@
 //! cargo run --release -p brook-chaos -- --seed 7 --steps 20 --acks 1
 //! # transactional producers, read_committed consumers
 //! cargo run --release -p brook-chaos -- --workload txn --seed 42 --steps 20
+//! # the same over SASL_SSL (SCRAM-SHA-512), TLS between the nodes
+//! cargo run --release -p brook-chaos -- --secure --workload txn --seed 42 --steps 20
 //! # coordinators killed during EndTxn and rebalances
 //! cargo run --release -p brook-chaos -- --workload txn --group-consumers 2 --seed 77 --steps 12 \
 //!     --weights kill-txn-coordinator=1,kill-group-coordinator=1,kill-leader=1
@@ -53,6 +58,7 @@ pub mod producer_runs;
 pub mod report;
 pub mod run;
 pub mod schedule;
+pub mod security;
 pub mod target;
 pub mod txn;
 pub mod verdict;

@@ -97,6 +97,11 @@ struct Args {
     /// Use the running `brook cluster` whose supervisor listens here, instead of starting one.
     #[arg(long)]
     supervisor: Option<String>,
+    /// Start the Brook cluster as `brook cluster --secure --sasl` does: SASL_SSL with
+    /// SCRAM-SHA-512 for the clients and between brokers, mutual TLS on the controller
+    /// listener; every client of the run uses the settings that cluster writes.
+    #[arg(long, conflicts_with = "supervisor")]
+    secure: bool,
     /// Keep the started Brook cluster's data here instead of a temp dir.
     #[arg(long)]
     data_dir: Option<PathBuf>,
@@ -179,8 +184,18 @@ fn main() -> ExitCode {
                 );
                 return ExitCode::from(2);
             }
-            BrookCluster::start(&bin, 3, args.data_dir.clone(), &overrides)
-                .map(|c| Box::new(c) as _)
+            let data = args.data_dir.clone();
+            match args.secure {
+                true => BrookCluster::start_secure(&bin, 3, data, &overrides),
+                false => BrookCluster::start(&bin, 3, data, &overrides),
+            }
+            .map(|c| Box::new(c) as _)
+        }
+        (TargetKind::Kafka, _) if args.secure => {
+            eprintln!(
+                "brook chaos: --secure starts a Brook cluster; the Kafka target is PLAINTEXT"
+            );
+            return ExitCode::from(2);
         }
         (TargetKind::Kafka, _) => {
             KafkaCluster::start(&args.kafka_script, &overrides).map(|c| Box::new(c) as _)

@@ -95,7 +95,8 @@ impl<'a> Nemesis<'a> {
         history: History,
         progress: &'a Progress,
     ) -> Nemesis<'a> {
-        let meta = rd::consumer(&target.bootstrap(), &[]);
+        let security = target.client_security();
+        let meta = rd::consumer(&target.bootstrap(), &security.rdkafka());
         Nemesis {
             target,
             meta,
@@ -123,6 +124,11 @@ impl<'a> Nemesis<'a> {
             .iter()
             .find(|t| t.name() == self.topic)
             .ok_or_else(|| format!("metadata lists no topic {}", self.topic))?;
+        // A broker that has not applied the topic's creation yet answers
+        // UNKNOWN_TOPIC_OR_PARTITION with no partitions: not an answer about the partitions.
+        if let Some(e) = t.error() {
+            return Err(format!("metadata of topic {}: error {e:?}", self.topic));
+        }
         let mut parts: Vec<_> = t
             .partitions()
             .iter()
@@ -152,11 +158,15 @@ impl<'a> Nemesis<'a> {
     /// the step counted as skipped, when it has none: a step acts on a leader and its
     /// followers, and an offline partition is an availability fact, not a safety one.
     fn led(&mut self, partition: i32) -> Result<Option<PartitionView>, String> {
-        let led = wait_for(FAILOVER_TIMEOUT, || {
-            self.partition(partition).is_ok_and(|p| p.leader >= 0)
+        // The view that showed the leader: another Metadata answer may come from a node that
+        // lags behind it.
+        let mut led = None;
+        wait_for(FAILOVER_TIMEOUT, || {
+            led = self.partition(partition).ok().filter(|p| p.leader >= 0);
+            led.is_some()
         });
-        if led {
-            return self.partition(partition).map(Some);
+        if led.is_some() {
+            return Ok(led);
         }
         self.stats.skipped += 1;
         self.note(format!(

@@ -13,6 +13,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::security::ClientSecurity;
 use brook_protocol_tests::batch::parse_batches;
 use brook_protocol_tests::wire::{WireClient, FETCH_V, METADATA_V};
 use kafka_protocol::messages::{FetchRequest, MetadataRequest};
@@ -27,29 +28,36 @@ pub const PARTITION_READ_TIMEOUT: Duration = Duration::from_secs(120);
 const FETCH_WAIT_MS: i32 = 100;
 
 /// Reads the batch headers of every partition of `topic` from its leader, folded into runs.
-pub fn read(bootstrap: &str, topic: &str, partitions: i32) -> Result<Vec<Op>, String> {
+pub fn read(
+    bootstrap: &str,
+    security: &ClientSecurity,
+    topic: &str,
+    partitions: i32,
+) -> Result<Vec<Op>, String> {
     let mut ops = Vec::new();
     for partition in 0..partitions {
-        let leader = leader_address(bootstrap, topic, partition)?;
-        let mut client = WireClient::try_connect(&leader, REQUEST_TIMEOUT)
-            .map_err(|e| format!("connect {leader}: {e}"))?;
+        let leader = leader_address(bootstrap, security, topic, partition)?;
+        let mut client = security.connect(&leader, REQUEST_TIMEOUT)?;
         ops.extend(read_partition(&mut client, topic, partition)?);
     }
     Ok(ops)
 }
 
 /// The address of `partition`'s leader, from any bootstrap address that answers Metadata.
-fn leader_address(bootstrap: &str, topic: &str, partition: i32) -> Result<String, String> {
+fn leader_address(
+    bootstrap: &str,
+    security: &ClientSecurity,
+    topic: &str,
+    partition: i32,
+) -> Result<String, String> {
     let mut failures = Vec::new();
     for addr in bootstrap.split(',') {
-        let answer = WireClient::try_connect(addr, REQUEST_TIMEOUT)
-            .map_err(|e| e.to_string())
-            .and_then(|mut c| {
-                c.try_request::<MetadataRequest>(
-                    METADATA_V,
-                    &WireClient::metadata_request(&[topic], false),
-                )
-            });
+        let answer = security.connect(addr, REQUEST_TIMEOUT).and_then(|mut c| {
+            c.try_request::<MetadataRequest>(
+                METADATA_V,
+                &WireClient::metadata_request(&[topic], false),
+            )
+        });
         let md = match answer {
             Ok(md) => md,
             Err(e) => {

@@ -18,8 +18,9 @@ pub fn table(out: &RunOutput) -> String {
     let n = &out.nemesis;
     let _ = writeln!(
         s,
-        "brook chaos on {}: seed {}, {} steps ({} leader kills, {} ISR cuts, {} crash points, {} pauses, {} link delays, {} mapped), {:.1} s",
+        "brook chaos on {} ({}): seed {}, {} steps ({} leader kills, {} ISR cuts, {} crash points, {} pauses, {} link delays, {} mapped), {:.1} s",
         out.target,
+        out.security_protocol,
         out.config.seed,
         n.steps,
         n.leader_kills,
@@ -159,8 +160,9 @@ pub fn replay(out: &RunOutput) -> String {
         WorkloadKind::Txn => "txn",
     };
     format!(
-        "cargo run --release -p brook-chaos -- --target {} --workload {workload} --seed {} --steps {} --weights {} --partitions {} --producers {} --consumers {} --group-consumers {} --rate {} --acks {} --idempotence {} --min-insync-replicas {} --replica-lag-ms {} --settle-secs {}",
+        "cargo run --release -p brook-chaos -- --target {}{} --workload {workload} --seed {} --steps {} --weights {} --partitions {} --producers {} --consumers {} --group-consumers {} --rate {} --acks {} --idempotence {} --min-insync-replicas {} --replica-lag-ms {} --settle-secs {}",
         out.target,
+        if out.security_protocol == "plaintext" { "" } else { " --secure" },
         c.seed,
         c.steps,
         c.weights,

@@ -15,6 +15,7 @@ use crate::history::{History, Op};
 use crate::nemesis::{Nemesis, NemesisStats, SETTLE_TIMEOUT};
 use crate::producer_runs;
 use crate::schedule::{generate, Shape, Step, Weights};
+use crate::security::ClientSecurity;
 use crate::target::Target;
 use crate::txn;
 use crate::verdict::{judge, Guarantees, Verdict};
@@ -145,6 +146,8 @@ impl RunConfig {
 #[derive(Debug, Serialize)]
 pub struct RunOutput {
     pub target: String,
+    /// The clients' `security.protocol` (librdkafka's spelling): `plaintext` or `sasl_ssl`.
+    pub security_protocol: String,
     pub topic: String,
     pub config: RunConfig,
     pub schedule: Vec<Step>,
@@ -164,7 +167,12 @@ pub struct RunOutput {
 
 /// Creates the topic with a raw CreateTopics (any broker forwards it to the controller), on
 /// the first node that answers; a retry may find what a lost first answer created.
-fn create_topic(bootstrap: &str, topic: &str, cfg: &RunConfig) -> Result<(), String> {
+fn create_topic(
+    bootstrap: &str,
+    security: &ClientSecurity,
+    topic: &str,
+    cfg: &RunConfig,
+) -> Result<(), String> {
     let min_isr = cfg.min_insync_replicas.to_string();
     let req = WireClient::create_topics_request(
         topic,
@@ -175,8 +183,8 @@ fn create_topic(bootstrap: &str, topic: &str, cfg: &RunConfig) -> Result<(), Str
     );
     let mut failures = Vec::new();
     for (attempt, addr) in bootstrap.split(',').enumerate() {
-        let answer = WireClient::try_connect(addr, CREATE_TOPIC_TIMEOUT)
-            .map_err(|e| e.to_string())
+        let answer = security
+            .connect(addr, CREATE_TOPIC_TIMEOUT)
             .and_then(|mut c| c.try_request(CREATE_TOPICS_V, &req));
         match answer {
             Ok(r) => {
@@ -205,6 +213,7 @@ pub fn run(target: &mut dyn Target, cfg: &RunConfig) -> Result<RunOutput, String
         .unwrap_or_default();
     let topic = format!("chaos-{}-{unique}", cfg.seed);
     let bootstrap = target.bootstrap();
+    let security = target.client_security();
     let schedule = cfg.schedule();
     let history = History::new();
     let progress = Arc::new(Progress::default());
@@ -217,19 +226,21 @@ pub fn run(target: &mut dyn Target, cfg: &RunConfig) -> Result<RunOutput, String
         &progress,
     );
     nemesis.await_brokers(SETTLE_TIMEOUT)?;
-    create_topic(&bootstrap, &topic, cfg)?;
+    create_topic(&bootstrap, &security, &topic, cfg)?;
     if !nemesis.settle(SETTLE_TIMEOUT) {
         return Err(format!("topic {topic} has no full ISR on every partition"));
     }
     let clients = Clients {
         bootstrap,
+        security,
         topic: topic.clone(),
         seed: cfg.seed,
         settings: cfg.clients.clone(),
     };
     let mut workload = Workload::start(&clients, &history, progress.clone());
     history.nemesis(format!(
-        "target {target_name}, topic {topic}, seed {}, {} steps",
+        "target {target_name} ({}), topic {topic}, seed {}, {} steps",
+        clients.security.protocol(),
         cfg.seed,
         schedule.len()
     ));
@@ -260,7 +271,12 @@ pub fn run(target: &mut dyn Target, cfg: &RunConfig) -> Result<RunOutput, String
         run_errors.push(e);
     }
     // Without the runs a duplicate stays unclassified (a failure): noted, not a run error.
-    match producer_runs::read(&clients.bootstrap, &clients.topic, cfg.clients.partitions) {
+    match producer_runs::read(
+        &clients.bootstrap,
+        &clients.security,
+        &clients.topic,
+        cfg.clients.partitions,
+    ) {
         Ok(runs) => {
             for op in runs {
                 history.push(op);
@@ -293,6 +309,7 @@ pub fn run(target: &mut dyn Target, cfg: &RunConfig) -> Result<RunOutput, String
     let p = &progress;
     Ok(RunOutput {
         target: target_name,
+        security_protocol: clients.security.protocol().to_string(),
         topic,
         config: cfg.clone(),
         schedule,

@@ -15,6 +15,8 @@ use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use serde_json::Value;
 
+use crate::security::ClientSecurity;
+
 /// How long a cluster may take to start (a JVM cluster on a loaded machine is slow).
 pub const CLUSTER_START_TIMEOUT: Duration = Duration::from_secs(240);
 /// How long a restarted node may take to be ready again.
@@ -59,6 +61,10 @@ pub trait Target {
     /// Brook's own bug, which a client sees as a closed connection. Kafka has no such count.
     fn encode_failures(&mut self) -> Result<u64, String> {
         Ok(0)
+    }
+    /// How clients reach the nodes: TLS and SASL settings, none for PLAINTEXT.
+    fn client_security(&self) -> ClientSecurity {
+        ClientSecurity::plaintext()
     }
 }
 
@@ -224,6 +230,8 @@ pub struct BrookCluster {
     /// Encode failures counted by node incarnations this run killed: read just before each
     /// kill, since a restarted node counts from zero.
     encode_failures_of_killed: u64,
+    /// The client settings of a secured cluster (PLAINTEXT otherwise).
+    security: ClientSecurity,
 }
 
 impl BrookCluster {
@@ -234,6 +242,29 @@ impl BrookCluster {
         nodes: usize,
         data_dir: Option<PathBuf>,
         overrides: &[(String, String)],
+    ) -> Result<BrookCluster, String> {
+        Self::launch(bin, nodes, data_dir, overrides, false)
+    }
+
+    /// [`BrookCluster::start`] with `brook cluster --secure --sasl`: SASL_SSL with
+    /// SCRAM-SHA-512 on the client listener, which is also the inter-broker one, and mutual
+    /// TLS on the controller listener. The run's clients use the librdkafka settings the
+    /// supervisor writes and names on its `CLUSTER READY` line (`librdkafka=`).
+    pub fn start_secure(
+        bin: &Path,
+        nodes: usize,
+        data_dir: Option<PathBuf>,
+        overrides: &[(String, String)],
+    ) -> Result<BrookCluster, String> {
+        Self::launch(bin, nodes, data_dir, overrides, true)
+    }
+
+    fn launch(
+        bin: &Path,
+        nodes: usize,
+        data_dir: Option<PathBuf>,
+        overrides: &[(String, String)],
+        secure: bool,
     ) -> Result<BrookCluster, String> {
         let (dir, tmp) = match data_dir {
             Some(d) => (d, None),
@@ -249,6 +280,9 @@ impl BrookCluster {
             .arg(nodes.to_string())
             .arg("--data-dir")
             .arg(&dir);
+        if secure {
+            cmd.args(["--secure", "--sasl"]);
+        }
         let mut child = spawn_with_overrides(cmd, overrides)?;
         let line = match await_line(
             &mut child,
@@ -267,6 +301,10 @@ impl BrookCluster {
         let mut c = BrookCluster::attach(supervisor)?;
         c.child = Some(child);
         c._dir = tmp;
+        if secure {
+            let file = field(&line, "librdkafka").ok_or("CLUSTER READY without librdkafka=")?;
+            c.security = ClientSecurity::from_librdkafka_file(Path::new(file))?;
+        }
         Ok(c)
     }
 
@@ -279,6 +317,7 @@ impl BrookCluster {
             child: None,
             _dir: None,
             encode_failures_of_killed: 0,
+            security: ClientSecurity::plaintext(),
         };
         let nodes = c.nodes()?;
         c.ids = nodes
@@ -352,6 +391,10 @@ impl Target for BrookCluster {
 
     fn name(&self) -> &'static str {
         "brook"
+    }
+
+    fn client_security(&self) -> ClientSecurity {
+        self.security.clone()
     }
 
     fn bootstrap(&self) -> String {

@@ -72,7 +72,7 @@ fn new_producer(c: &Clients, process: &str) -> RecProducer {
     let message_timeout = TXN_MESSAGE_TIMEOUT_MS.to_string();
     rd::producer(
         &c.bootstrap,
-        &[
+        &c.security.with(&[
             ("transactional.id", id.as_str()),
             ("transaction.timeout.ms", txn_timeout.as_str()),
             ("message.timeout.ms", message_timeout.as_str()),
@@ -83,7 +83,7 @@ fn new_producer(c: &Clients, process: &str) -> RecProducer {
             ("retry.backoff.ms", "50"),
             ("reconnect.backoff.max.ms", "1000"),
             ("socket.timeout.ms", "10000"),
-        ],
+        ]),
     )
 }
 

@@ -30,6 +30,7 @@ use rdkafka::{ClientContext, Message, Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 
 use crate::history::{History, Op, Outcome, Read, FINAL_READER};
+use crate::security::ClientSecurity;
 use crate::{group, txn};
 
 /// Unacknowledged sends one producer may have.
@@ -76,6 +77,8 @@ pub struct ClientSettings {
 #[derive(Debug, Clone)]
 pub struct Clients {
     pub bootstrap: String,
+    /// TLS and SASL settings of every client (none for PLAINTEXT).
+    pub security: ClientSecurity,
     pub topic: String,
     /// The run's seed: the transactional workload draws its transactions from it.
     pub seed: u64,
@@ -245,6 +248,7 @@ fn new_producer(c: &Clients, process: &str, history: &History) -> RecProducer {
     let mut settings: Vec<(&str, &str)> = config.iter().map(|(k, v)| (*k, v.as_str())).collect();
     // Debug lines come only from these contexts; warnings and errors from all.
     settings.push(("debug", PRODUCER_DEBUG_CONTEXTS));
+    settings.extend(c.security.rdkafka());
     rd::producer_with_log(
         &c.bootstrap,
         &settings,
@@ -483,6 +487,7 @@ fn consumer_with_log(
     history: &History,
 ) -> Result<BaseConsumer<ConsumerLog>, KafkaError> {
     let mut cfg = ClientConfig::new();
+    clients.security.apply(&mut cfg);
     cfg.set("bootstrap.servers", &clients.bootstrap)
         .set("group.id", "brook-chaos-unused")
         .set("enable.auto.commit", "false")
@@ -566,7 +571,7 @@ pub fn final_read(clients: &Clients, history: &History, timeout: Duration) -> Re
             &clients.bootstrap,
             &clients.topic,
             &partitions,
-            &[ISOLATION_LEVEL],
+            &clients.security.with(&[ISOLATION_LEVEL]),
             timeout,
         )
     }))
@@ -606,10 +611,15 @@ const WATERMARKS_TIMEOUT: Duration = Duration::from_secs(5);
 /// read_committed read to the end stops at the LSO and would miss committed records after it.
 /// `Err` with the partitions still unstable after `timeout`.
 pub fn await_stable(clients: &Clients, timeout: Duration) -> Result<(), String> {
-    let committed = rd::consumer(&clients.bootstrap, &[ISOLATION_LEVEL]);
+    let committed = rd::consumer(
+        &clients.bootstrap,
+        &clients.security.with(&[ISOLATION_LEVEL]),
+    );
     let uncommitted = rd::consumer(
         &clients.bootstrap,
-        &[("isolation.level", "read_uncommitted")],
+        &clients
+            .security
+            .with(&[("isolation.level", "read_uncommitted")]),
     );
     let deadline = Instant::now() + timeout;
     loop {

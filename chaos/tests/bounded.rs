@@ -13,11 +13,17 @@
 //!   with an EndTxn in flight and the group coordinator stopped (SIGTERM) during a rebalance,
 //!   under transactions that commit or abort; no aborted or uncommitted read, no lost or
 //!   partial commit, no lost offset commit, nothing else either. About a minute.
+//! - the same transactional workload over SASL_SSL (`BrookCluster::start_secure`: SCRAM-SHA-512
+//!   for the clients and between brokers, mutual TLS on the controller listener): a leader
+//!   killed under load, then the transaction coordinator killed with an EndTxn in flight, so
+//!   that replication, elections and marker delivery all go over the secured listeners.
+//!   About 45 s.
 //!
 //! The JSON history and verdict of each run land in `target/tmp/`; the table is printed. A
 //! failed run keeps the nodes' data and logs and says where (`Target::keep_data`, tested
 //! last).
 
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
 use brook_chaos::history::{Op, Outcome, FINAL_READER};
@@ -69,8 +75,14 @@ fn config_of(
 }
 
 fn run_on_brook(cfg: &RunConfig, name: &str) -> RunOutput {
+    run_on(cfg, name, BrookCluster::start)
+}
+
+type Start = fn(&Path, usize, Option<PathBuf>, &[(String, String)]) -> Result<BrookCluster, String>;
+
+fn run_on(cfg: &RunConfig, name: &str, start: Start) -> RunOutput {
     let _turn = serial();
-    let mut cluster = BrookCluster::start(&brook_bin(), 3, None, &cfg.broker_overrides())
+    let mut cluster = start(&brook_bin(), 3, None, &cfg.broker_overrides())
         .unwrap_or_else(|e| panic!("start brook cluster: {e}"));
     let out = run(&mut cluster, cfg).unwrap_or_else(|e| panic!("chaos run: {e}"));
     if !out.verdict.ok {
@@ -270,6 +282,53 @@ fn transactions_show_no_aborted_uncommitted_lost_or_partial_data_under_the_nemes
     assert!(
         out.verdict.ok,
         "transactions at acks=all with read_committed consumers promise no anomaly: {:?}\n{}",
+        out.verdict,
+        report::table(&out)
+    );
+}
+
+/// Over SASL_SSL every node talks to the others through the secured listeners: the replica
+/// fetchers and WriteTxnMarkers log in with SCRAM over TLS, the quorum uses mutual TLS, and the
+/// checker's clients (librdkafka and its own wire connections) use the settings the cluster
+/// writes. A leader kill and a transaction coordinator kill must lose, duplicate or tear
+/// nothing, as in PLAINTEXT.
+#[test]
+fn transactions_over_sasl_ssl_survive_a_leader_and_a_coordinator_kill() {
+    let mut cfg = config_of(WorkloadKind::Txn, 29, 2, "all", true);
+    cfg.schedule = Some(vec![
+        Step::KillLeader {
+            partition: 0,
+            lag_ms: None,
+            down_ms: 1000,
+        },
+        Step::KillTxnCoordinator {
+            signal: KillSignal::Kill,
+            down_ms: 0,
+        },
+    ]);
+    let out = run_on(&cfg, "brook-chaos-ci-sasl-ssl", BrookCluster::start_secure);
+    assert_eq!(out.security_protocol, "sasl_ssl");
+    assert_eq!(
+        (out.nemesis.leader_kills, out.nemesis.txn_coordinator_kills),
+        (1, 1),
+        "a leader and a transaction coordinator killed: {:?}",
+        out.nemesis
+    );
+    assert!(
+        out.txns_committed >= 20 && out.txns_aborted >= 3,
+        "{} committed, {} aborted transactions",
+        out.txns_committed,
+        out.txns_aborted
+    );
+    let finally_read = out
+        .history
+        .iter()
+        .filter(|op| matches!(op, Op::Poll { process, .. } if process == FINAL_READER))
+        .count();
+    assert_eq!(finally_read, 3, "the final read covers every partition");
+    assert!(
+        out.verdict.ok,
+        "transactions at acks=all over SASL_SSL promise no anomaly: {:?}\n{}",
         out.verdict,
         report::table(&out)
     );

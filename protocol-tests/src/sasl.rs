@@ -159,24 +159,44 @@ impl Scram {
     /// Handshake v1 and the two SCRAM rounds; the last SaslAuthenticate answer. The server
     /// signature is checked when it succeeds.
     pub fn login(self, c: &mut WireClient, user: &str, password: &str) -> SaslAuthenticateResponse {
-        let h = handshake(c, 1, self.name());
-        assert_eq!(h.error_code, 0, "handshake: {h:?}");
+        self.try_login(c, user, password)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Scram::login`] where a closed connection, a refused handshake or a wrong server
+    /// signature is an `Err` (for clients of nodes that may be going away).
+    pub fn try_login(
+        self,
+        c: &mut WireClient,
+        user: &str,
+        password: &str,
+    ) -> Result<SaslAuthenticateResponse, String> {
+        let mechanism = SaslHandshakeRequest::default()
+            .with_mechanism(StrBytes::from_string(self.name().into()));
+        let h = c.try_request(1, &mechanism)?;
+        if h.error_code != 0 {
+            return Err(format!("handshake: {h:?}"));
+        }
+        let round = |c: &mut WireClient, token: &[u8]| {
+            let req =
+                SaslAuthenticateRequest::default().with_auth_bytes(Bytes::copy_from_slice(token));
+            c.try_request(2, &req)
+        };
         let bare = format!("n={user},r=clientnonce123");
-        let first = authenticate(c, 2, format!("n,,{bare}").as_bytes());
+        let first = round(c, format!("n,,{bare}").as_bytes())?;
         if first.error_code != 0 {
-            return first;
+            return Ok(first);
         }
-        let server_first = String::from_utf8(first.auth_bytes.to_vec()).unwrap();
+        let server_first = String::from_utf8_lossy(&first.auth_bytes).into_owned();
         let (fin, server_sig) = self.client_final(&bare, &server_first, password, 0);
-        let last = authenticate(c, 2, fin.as_bytes());
-        if last.error_code == 0 {
-            let want = format!("v={}", B64.encode(server_sig));
-            assert_eq!(
-                String::from_utf8_lossy(&last.auth_bytes),
-                want,
-                "server signature"
-            );
+        let last = round(c, fin.as_bytes())?;
+        let want = format!("v={}", B64.encode(server_sig));
+        if last.error_code == 0 && String::from_utf8_lossy(&last.auth_bytes) != want {
+            return Err(format!(
+                "server signature {:?}, not {want}",
+                last.auth_bytes
+            ));
         }
-        last
+        Ok(last)
     }
 }

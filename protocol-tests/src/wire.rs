@@ -1,8 +1,10 @@
 //! A tiny blocking Kafka wire client built on `kafka-protocol` message types.
-//! It frames requests itself so that tests can also send arbitrary bytes.
+//! It frames requests itself so that tests can also send arbitrary bytes; over plain TCP or,
+//! for SSL and SASL_SSL listeners, over a rustls session on it ([`WireClient::try_connect_tls`]).
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes};
@@ -43,8 +45,41 @@ pub const IO_TIMEOUT: Duration = Duration::from_secs(20);
 
 pub struct WireClient {
     stream: TcpStream,
+    /// The TLS session on `stream` when the listener speaks TLS: every byte goes through it.
+    tls: Option<Box<rustls::ClientConnection>>,
     next_correlation_id: i32,
     pub client_id: String,
+}
+
+/// The byte stream frames go over: the socket, or the TLS session on it.
+enum Io<'a> {
+    Plain(&'a mut TcpStream),
+    Tls(rustls::Stream<'a, rustls::ClientConnection, TcpStream>),
+}
+
+impl Read for Io<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Io::Plain(s) => s.read(buf),
+            Io::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Io<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Io::Plain(s) => s.write(buf),
+            Io::Tls(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Io::Plain(s) => s.flush(),
+            Io::Tls(s) => s.flush(),
+        }
+    }
 }
 
 pub fn topic_name(s: &str) -> TopicName {
@@ -66,25 +101,55 @@ impl WireClient {
         Self::with_stream(TcpStream::connect_timeout(&sa, timeout)?, timeout)
     }
 
+    /// [`WireClient::try_connect`] to a TLS listener: the handshake with `config`, the
+    /// certificate checked against `addr`'s host, done before this returns.
+    pub fn try_connect_tls(
+        addr: &str,
+        timeout: Duration,
+        config: Arc<rustls::ClientConfig>,
+    ) -> std::io::Result<WireClient> {
+        let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+        let name = rustls::pki_types::ServerName::try_from(host.to_string())
+            .map_err(|e| std::io::Error::new(ErrorKind::InvalidInput, format!("{host}: {e}")))?;
+        let mut conn =
+            rustls::ClientConnection::new(config, name).map_err(std::io::Error::other)?;
+        let mut c = Self::try_connect(addr, timeout)?;
+        while conn.is_handshaking() {
+            conn.complete_io(&mut c.stream)?;
+        }
+        c.tls = Some(Box::new(conn));
+        Ok(c)
+    }
+
     fn with_stream(stream: TcpStream, io_timeout: Duration) -> std::io::Result<WireClient> {
         stream.set_read_timeout(Some(io_timeout))?;
         stream.set_write_timeout(Some(io_timeout))?;
         stream.set_nodelay(true)?;
         Ok(WireClient {
             stream,
+            tls: None,
             next_correlation_id: 1,
             client_id: "brook-protocol-tests".into(),
         })
     }
 
+    /// The socket (under the TLS session, if there is one).
     pub fn stream(&mut self) -> &mut TcpStream {
         &mut self.stream
     }
 
+    fn io(&mut self) -> Io<'_> {
+        match &mut self.tls {
+            Some(conn) => Io::Tls(rustls::Stream::new(conn.as_mut(), &mut self.stream)),
+            None => Io::Plain(&mut self.stream),
+        }
+    }
+
     /// Writes raw bytes (no framing).
     pub fn write_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        self.stream.write_all(bytes)?;
-        self.stream.flush()
+        let mut io = self.io();
+        io.write_all(bytes)?;
+        io.flush()
     }
 
     /// Writes a length-prefixed frame.
@@ -100,7 +165,7 @@ impl WireClient {
         let mut len = [0u8; 4];
         let mut got = 0;
         while got < 4 {
-            let n = self.stream.read(&mut len[got..])?;
+            let n = self.io().read(&mut len[got..])?;
             if n == 0 {
                 if got == 0 {
                     return Ok(None);
@@ -120,7 +185,7 @@ impl WireClient {
             ));
         }
         let mut buf = vec![0u8; len as usize];
-        self.stream.read_exact(&mut buf)?;
+        self.io().read_exact(&mut buf)?;
         Ok(Some(Bytes::from(buf)))
     }
 
@@ -236,7 +301,7 @@ impl WireClient {
                 ));
             }
             self.stream.set_read_timeout(Some(left)).unwrap();
-            match self.stream.read(&mut buf) {
+            match self.io().read(&mut buf) {
                 Ok(0) => {
                     return if received.is_empty() {
                         Ok(())
@@ -255,6 +320,8 @@ impl WireClient {
                         ErrorKind::ConnectionReset
                             | ErrorKind::ConnectionAborted
                             | ErrorKind::BrokenPipe
+                            // A TLS peer that closed without close_notify.
+                            | ErrorKind::UnexpectedEof
                     ) =>
                 {
                     return if received.is_empty() {

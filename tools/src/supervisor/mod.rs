@@ -9,6 +9,9 @@
 //! CLUSTER READY bootstrap=127.0.0.1:9092,... supervisor=127.0.0.1:9600 admins=1@127.0.0.1:9644,...
 //! ```
 //!
+//! (with `--secure`, also ` librdkafka=<data-dir>/tls/librdkafka.properties`, the client
+//! settings file).
+//!
 //! Children's stdout and stderr go to `<data-dir>/node-N.log`. A child that exits without
 //! being asked to is reported (`NODE EXITED ... unexpected` on stdout) and stays dead until
 //! it is started again: chaos tests rely on a killed node staying down.
@@ -652,7 +655,10 @@ pub fn run(args: ClusterArgs) -> ExitCode {
 }
 
 async fn supervise(mut args: ClusterArgs) -> ExitCode {
-    let secure = match args.secure.then(|| secure::Secure::prepare(&args.data_dir)) {
+    let secure = match args
+        .secure
+        .then(|| secure::Secure::prepare(&args.data_dir, args.sasl))
+    {
         Some(Ok(s)) => {
             args.overrides.splice(0..0, s.overrides());
             Some(s)
@@ -685,6 +691,14 @@ async fn supervise(mut args: ClusterArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // `--secure --sasl`: the SCRAM user is in every log directory before any node starts.
+    let formatted = secure.as_ref().map_or(Ok(()), |s| {
+        plans.iter().try_for_each(|p| s.format(&p.log_dirs))
+    });
+    if let Err(e) = formatted {
+        eprintln!("brook: --secure --sasl: {e}");
+        return ExitCode::FAILURE;
+    }
     let exe = match std::env::current_exe() {
         Ok(e) => e,
         Err(e) => {
@@ -794,10 +808,16 @@ async fn supervise(mut args: ClusterArgs) -> ExitCode {
         }
         None => None,
     };
+    // `--secure`: where the librdkafka settings are, for programs that drive the cluster
+    // (the chaos checker).
+    let librdkafka = secure
+        .as_ref()
+        .map(|s| format!(" librdkafka={}", s.librdkafka_path().display()))
+        .unwrap_or_default();
     let mut out = std::io::stdout().lock();
     let _ = writeln!(
         out,
-        "CLUSTER READY bootstrap={bootstrap} supervisor={sup_addr} admins={admins}"
+        "CLUSTER READY bootstrap={bootstrap} supervisor={sup_addr} admins={admins}{librdkafka}"
     );
     let _ = writeln!(out, "  {} nodes; each is `brook serve`:", views.len());
     for v in &views {
@@ -817,8 +837,8 @@ async fn supervise(mut args: ClusterArgs) -> ExitCode {
         out,
         "  brook node list|kill|restart|start --supervisor {sup_addr} [--id N]; Ctrl-C stops the cluster"
     );
-    if let Some(text) = tls_clients {
-        let _ = write!(out, "  TLS clients (ssl.client.auth=required):\n{text}");
+    if let (Some(text), Some(s)) = (tls_clients, &secure) {
+        let _ = write!(out, "  {}:\n{text}", s.heading());
     }
     if let Some(a) = &http_auth {
         let _ = write!(out, "{}", a.client_settings());

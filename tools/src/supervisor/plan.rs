@@ -59,6 +59,11 @@ pub struct ClusterArgs {
     /// the client settings. Not with `--config-dir`.
     #[arg(long, conflicts_with = "config_dir")]
     pub secure: bool,
+    /// With `--secure`: the client (and inter-broker) listener is SASL_SSL with
+    /// SCRAM-SHA-512 instead of mutual TLS; every node is formatted with the SCRAM user
+    /// `admin` (as `brook format --add-scram` does), whom the nodes log in as too.
+    #[arg(long, requires = "secure")]
+    pub sasl: bool,
     /// Requires HTTP Basic credentials on the supervisor's API and every node's admin
     /// listener: user `admin` with a fresh random password, written to
     /// `<data-dir>/http-credentials.properties` and printed once the cluster is ready.
@@ -90,7 +95,8 @@ pub(super) struct NodePlan {
     pub(super) config_file: Option<PathBuf>,
     /// Generated listeners (without `--config-dir`): client, controller, admin.
     pub(super) generated: Option<GeneratedPorts>,
-    /// The generated client listener's name: PLAINTEXT, or SSL with `--secure`.
+    /// The generated client listener's name: PLAINTEXT, SSL with `--secure`, SASL_SSL with
+    /// `--secure --sasl`.
     pub(super) client_listener: &'static str,
     /// `controller.quorum.voters`, shared by every node (generated mode).
     pub(super) voters: String,
@@ -271,7 +277,11 @@ pub(super) fn plan(args: &ClusterArgs) -> Result<Vec<NodePlan>, String> {
             id,
             config_file: None,
             generated: Some(ports),
-            client_listener: if args.secure { "SSL" } else { "PLAINTEXT" },
+            client_listener: match (args.secure, args.sasl) {
+                (true, true) => "SASL_SSL",
+                (true, false) => "SSL",
+                _ => "PLAINTEXT",
+            },
             voters: voters.clone(),
             log_dirs: args.data_dir.join(format!("node-{id}")),
             overrides: args.overrides.clone(),

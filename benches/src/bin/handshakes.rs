@@ -24,6 +24,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use brook_protocol_tests::sasl::Scram;
+use brook_protocol_tests::wire::decode_response;
 use bytes::Bytes;
 use clap::{Parser, ValueEnum};
 use kafka_protocol::messages::{
@@ -32,8 +34,6 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Encodable, Request, StrBytes};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
-use brook_protocol_tests::sasl::Scram;
-use brook_protocol_tests::wire::decode_response;
 use serde_json::json;
 
 /// Socket timeout of one connection's reads and writes.
@@ -123,15 +123,18 @@ where
     body.encode(&mut buf, version).map_err(|e| e.to_string())?;
     let len = (buf.len() - 4) as i32;
     buf[..4].copy_from_slice(&len.to_be_bytes());
-    s.write_all(&buf).map_err(|e| format!("send {key:?}: {e}"))?;
+    s.write_all(&buf)
+        .map_err(|e| format!("send {key:?}: {e}"))?;
     let mut size = [0u8; 4];
-    s.read_exact(&mut size).map_err(|e| format!("read {key:?}: {e}"))?;
+    s.read_exact(&mut size)
+        .map_err(|e| format!("read {key:?}: {e}"))?;
     let size = i32::from_be_bytes(size);
     if size < 0 || size as usize > FRAME_BYTES_MAX {
         return Err(format!("{key:?} response length {size}"));
     }
     let mut frame = vec![0u8; size as usize];
-    s.read_exact(&mut frame).map_err(|e| format!("read {key:?}: {e}"))?;
+    s.read_exact(&mut frame)
+        .map_err(|e| format!("read {key:?}: {e}"))?;
     Ok(decode_response(key, version, cid, Bytes::from(frame)))
 }
 
@@ -140,8 +143,10 @@ impl Client {
     fn connect_once(&self, nonce: &str) -> Result<(), String> {
         let tcp = TcpStream::connect(&self.args.addr).map_err(|e| e.to_string())?;
         tcp.set_nodelay(true).map_err(|e| e.to_string())?;
-        tcp.set_read_timeout(Some(IO_TIMEOUT)).map_err(|e| e.to_string())?;
-        tcp.set_write_timeout(Some(IO_TIMEOUT)).map_err(|e| e.to_string())?;
+        tcp.set_read_timeout(Some(IO_TIMEOUT))
+            .map_err(|e| e.to_string())?;
+        tcp.set_write_timeout(Some(IO_TIMEOUT))
+            .map_err(|e| e.to_string())?;
         let host = self.args.addr.rsplit_once(':').map_or("", |(h, _)| h);
         let name = ServerName::try_from(host.to_string()).map_err(|e| e.to_string())?;
         let conn = rustls::ClientConnection::new(Arc::clone(&self.tls), name)
@@ -163,24 +168,32 @@ impl Client {
     }
 
     fn scram_login(&self, s: &mut Tls, nonce: &str) -> Result<(), String> {
-        let hs = SaslHandshakeRequest::default()
-            .with_mechanism(StrBytes::from_static_str(SCRAM.name()));
+        let hs =
+            SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(SCRAM.name()));
         let h = call(s, 2, 1, &hs)?;
         if h.error_code != 0 {
             return Err(format!("SaslHandshake error {}", h.error_code));
         }
         let bare = format!("n={},r={nonce}", self.args.user);
-        let auth = |token: Vec<u8>| SaslAuthenticateRequest::default().with_auth_bytes(token.into());
+        let auth =
+            |token: Vec<u8>| SaslAuthenticateRequest::default().with_auth_bytes(token.into());
         let first = call(s, 3, 2, &auth(format!("n,,{bare}").into_bytes()))?;
         if first.error_code != 0 {
-            return Err(format!("SaslAuthenticate error {} {:?}", first.error_code, first.error_message));
+            return Err(format!(
+                "SaslAuthenticate error {} {:?}",
+                first.error_code, first.error_message
+            ));
         }
-        let server_first = String::from_utf8(first.auth_bytes.to_vec()).map_err(|e| e.to_string())?;
+        let server_first =
+            String::from_utf8(first.auth_bytes.to_vec()).map_err(|e| e.to_string())?;
         let salted = self.salted(&server_first);
         let (fin, server_sig) = SCRAM.client_final_salted(&bare, &server_first, &salted, 0);
         let last = call(s, 4, 2, &auth(fin.into_bytes()))?;
         if last.error_code != 0 {
-            return Err(format!("SaslAuthenticate error {} {:?}", last.error_code, last.error_message));
+            return Err(format!(
+                "SaslAuthenticate error {} {:?}",
+                last.error_code, last.error_message
+            ));
         }
         let want = format!("v={}", base64_encode(&server_sig));
         if last.auth_bytes.as_ref() != want.as_bytes() {
@@ -264,7 +277,11 @@ fn main() {
         eprintln!("handshakes: {e}");
         std::process::exit(2)
     });
-    let c = Arc::new(Client { args, tls, salted: Mutex::new(None) });
+    let c = Arc::new(Client {
+        args,
+        tls,
+        salted: Mutex::new(None),
+    });
     let result = warm_up(&c).and_then(|()| timed(&c));
     let (secs, mut ms) = match result {
         Ok(r) => r,

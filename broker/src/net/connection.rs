@@ -37,8 +37,9 @@ pub const WRITE_IOVECS_MAX: usize = 64;
 pub const CONNECTION_READ_BUFFER_BYTES: usize = 64 * 1024;
 
 /// Read buffer under a TLS connection's TLS layer: the bytes taken from the socket per read.
-/// rustls asks its socket for 4 KiB at a time, so without it a 16 KiB record cost four reads
-/// (a produce over SSL made four times the plaintext path's reads); Kafka's
+/// rustls asks its socket for 4 KiB at a time (or the rest of its record buffer), so without
+/// it a 16 KiB record cost several reads (a produce over SSL made four times the plaintext
+/// path's `recvfrom` calls; with it, one and a half times); Kafka's
 /// `SslTransportLayer` reads up to its whole network buffer per read too. As large as the
 /// plaintext path's [`CONNECTION_READ_BUFFER_BYTES`], so both read the socket alike.
 pub const TLS_SOCKET_READ_BUFFER_BYTES: usize = CONNECTION_READ_BUFFER_BYTES;
@@ -210,7 +211,10 @@ async fn tls_accept(
     peer: Option<std::net::SocketAddr>,
     idle_ms: Option<u64>,
     shutdown: &mut watch::Receiver<bool>,
-) -> Option<(Box<tokio_rustls::server::TlsStream<TlsSocket>>, KafkaPrincipal)> {
+) -> Option<(
+    Box<tokio_rustls::server::TlsStream<TlsSocket>>,
+    KafkaPrincipal,
+)> {
     let accept = tokio_rustls::TlsAcceptor::from(tls.config.clone()).accept(tls_socket(stream));
     let bound = async {
         match idle_ms {
@@ -578,10 +582,12 @@ mod tls_read_tests {
         (Arc::new(server), Arc::new(client))
     }
 
-    /// A megabyte of TLS records (16 KiB each) takes the server at most a read per record
-    /// from its socket; rustls alone asks for 4 KiB per read, four or more per record.
+    /// A megabyte of TLS records (16 KiB each) takes the server at most three socket reads
+    /// per four records (28 reads for these 64 when measured, waits for data included).
+    /// rustls alone asks for 4 KiB per read, or what is left of its record buffer: 79 reads
+    /// without the buffer.
     #[tokio::test]
-    async fn a_tls_connection_reads_its_socket_a_record_or_more_at_a_time() {
+    async fn a_tls_connection_reads_its_socket_more_than_a_record_at_a_time() {
         let (server, client) = configs();
         let (near, far) = tokio::io::duplex(PIPE_BYTES);
         let reads = Arc::new(AtomicU64::new(0));
@@ -612,7 +618,7 @@ mod tls_read_tests {
         let (socket_reads, _client) = tokio::join!(serve, send);
         let records = (SENT_BYTES / (16 * 1024)) as u64;
         assert!(
-            socket_reads <= records,
+            socket_reads <= records * 3 / 4,
             "{socket_reads} socket reads for {records} records of 16 KiB"
         );
     }

@@ -84,8 +84,15 @@ type Tls = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
 struct Client {
     args: Args,
     tls: Arc<rustls::ClientConfig>,
-    /// (salt, iterations, Hi(password, salt, iterations)) of the last login.
-    salted: Mutex<Option<(Vec<u8>, u32, Vec<u8>)>>,
+    salted: Mutex<Option<Salted>>,
+}
+
+/// SCRAM's salted password of the last login, with the salt and iteration count it is for.
+struct Salted {
+    salt: Vec<u8>,
+    iterations: u32,
+    /// Hi(password, salt, iterations).
+    value: Vec<u8>,
 }
 
 fn tls_config(ca: &Path) -> Result<Arc<rustls::ClientConfig>, String> {
@@ -207,11 +214,15 @@ impl Client {
         let (_, salt, iterations) = Scram::parse_server_first(server_first);
         let mut cache = self.salted.lock().unwrap_or_else(|e| e.into_inner());
         match &*cache {
-            Some((s, i, v)) if *s == salt && *i == iterations => v.clone(),
+            Some(s) if s.salt == salt && s.iterations == iterations => s.value.clone(),
             _ => {
-                let v = SCRAM.salted_password(&self.args.password, &salt, iterations);
-                *cache = Some((salt, iterations, v.clone()));
-                v
+                let value = SCRAM.salted_password(&self.args.password, &salt, iterations);
+                *cache = Some(Salted {
+                    salt,
+                    iterations,
+                    value: value.clone(),
+                });
+                value
             }
         }
     }

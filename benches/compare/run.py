@@ -6,6 +6,8 @@
     python3 benches/compare/run.py                      # full: 1,000,000 records, 4 alternations
     python3 benches/compare/run.py --records 200000 --reps 2   # reduced
     python3 benches/compare/run.py --records 200000 --reps 3 --txn-only   # W7, W8, W9 alone
+    cargo build --release -p brook-benches --bin handshakes
+    python3 benches/compare/run.py --records 500000 --reps 2 --tls-only   # secured, below
 
 Each alternation runs Brook, then Kafka (A B A B ...), each on fresh data directories:
   start one node (timed: process start until the first acks=all produce succeeds; idle RSS),
@@ -18,6 +20,12 @@ Each alternation runs Brook, then Kafka (A B A B ...), each on fresh data direct
   records over 3 partitions, each flushed before the commit is timed), stop;
   start three nodes (timed, idle RSS per node), W2 produce 1 KiB acks=all RF=3
   min.insync.replicas=2, stop.
+--tls-only runs the secured workloads instead (issue 29): one node per system serving
+PLAINTEXT, SSL and SASL_SSL (SCRAM-SHA-512) listeners from the same settings and certificates
+(class Security: `brook certs` once per run, PKCS12 stores for both; the SCRAM user made with
+kafka-configs), new connections per second over SSL (TLS handshake + ApiVersions) and SASL_SSL
+(+ the SCRAM login) with benches/src/bin/handshakes.rs, then W1 and W4 over each listener, so
+each system's CPU per GiB over TLS can be set against its own over PLAINTEXT.
 Broker CPU is utime+stime from /proc/<pid>/stat of every broker process (for Brook's cluster,
 the supervisor and its `brook serve` children), read before and after each tool run.
 Prints a table of medians and Brook/Kafka ratios; --json FILE keeps every sample.
@@ -289,14 +297,16 @@ class Brook:
         self.binary = binary
         self.proc = None
 
-    def start(self, nodes, data):
+    def start(self, nodes, data, security=None):
         shutil.rmtree(data, ignore_errors=True)
         os.makedirs(data)
         self.logf = open(os.path.join(data, "brook.log"), "w")
         if nodes == 1:
-            cmd = [self.binary, "serve", "--override", "node.id=1",
-                   "--override", f"listeners=PLAINTEXT://127.0.0.1:{BROOK_PORT}",
-                   "--override", f"log.dirs={data}/node-1"]
+            listeners = security.overrides(BROOK_PORT) if security else \
+                [f"listeners=PLAINTEXT://127.0.0.1:{BROOK_PORT}"]
+            cmd = [self.binary, "serve", "--override", "node.id=1", "--override", f"log.dirs={data}/node-1"]
+            for o in listeners:
+                cmd += ["--override", o]
             self.bootstrap = f"127.0.0.1:{BROOK_PORT}"
         else:
             cmd = [self.binary, "cluster", "--nodes", "3", "--data-dir", data, "--base-port", str(BROOK_PORT),
@@ -331,12 +341,17 @@ class Brook:
 class Kafka:
     name = "kafka"
 
-    def start(self, nodes, data):
+    def start(self, nodes, data, security=None):
         script = os.path.join(ROOT, "scripts", "kafka-reference")
         shutil.rmtree(data, ignore_errors=True)
         args = ["--nodes", str(nodes), "--base-port", str(KAFKA_PORT), "--data-dir", data]
         if nodes == 3:
             args += ["--override", "default.replication.factor=3", "--override", "min.insync.replicas=2"]
+        if security:
+            # kafka-reference appends overrides to each node's properties, where the last
+            # `listeners` line wins; its controller listener is the client port + 100.
+            for o in security.overrides(KAFKA_PORT, controller_port=KAFKA_PORT + 100):
+                args += ["--override", o]
         subprocess.run([script, "format"] + args, check=True, stdout=subprocess.DEVNULL)
         self.data, self.nodes = data, nodes
         self.bootstrap = ",".join(f"127.0.0.1:{KAFKA_PORT + i}" for i in range(nodes))
@@ -383,11 +398,11 @@ PERF_RE = re.compile(r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/se
                      r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99.9th")
 
 
-def produce(sysm, topic, n, size, acks, extra=()):
+def produce(sysm, topic, n, size, acks, extra=(), bootstrap=None):
     pids = sysm.cpu_pids()
     c0 = cpu_seconds(pids)
     out = java("org.apache.kafka.tools.ProducerPerformance",
-               ["--bootstrap-server", sysm.bootstrap, "--topic", topic, "--num-records", str(n),
+               ["--bootstrap-server", bootstrap or sysm.bootstrap, "--topic", topic, "--num-records", str(n),
                 "--record-size", str(size), "--throughput", "-1", "--command-property", f"acks={acks}"]
                + list(extra))
     cpu = cpu_seconds(pids) - c0
@@ -401,12 +416,12 @@ def produce(sysm, topic, n, size, acks, extra=()):
             "cpu_s_per_m_records": cpu / (int(sent) / 1e6)}
 
 
-def consume(sysm, topic, n, size):
+def consume(sysm, topic, n, size, extra=(), bootstrap=None):
     pids = sysm.cpu_pids()
     c0 = cpu_seconds(pids)
     out = java("org.apache.kafka.tools.ConsumerPerformance",
-               ["--bootstrap-server", sysm.bootstrap, "--topic", topic, "--num-records", str(n),
-                "--timeout", "60000", "--group", f"perf-{topic}-{time.time_ns()}"])
+               ["--bootstrap-server", bootstrap or sysm.bootstrap, "--topic", topic, "--num-records", str(n),
+                "--timeout", "60000", "--group", f"perf-{topic}-{time.time_ns()}"] + list(extra))
     cpu = cpu_seconds(pids) - c0
     lines = [l for l in out.splitlines() if l.strip() and not l.startswith("start.time")]
     v = [x.strip() for x in lines[-1].split(",")]
@@ -570,6 +585,144 @@ def rd_rows():
     return rows
 
 
+# ---------------------------------------------------------------- secured listeners (--tls-only)
+
+STORE_PASSWORD = "brook-secret"
+SCRAM_USER, SCRAM_PASSWORD, SCRAM_ITERATIONS = "bench", "bench-secret", 4096
+# Each system's node serves three client listeners: PLAINTEXT on its client port, SSL and
+# SASL_SSL (SCRAM-SHA-512) on that port plus these offsets.
+LISTENER_OFFSETS = {"PLAINTEXT": 0, "SSL": 10, "SASL_SSL": 20}
+SCRAM_JAAS = "org.apache.kafka.common.security.scram.ScramLoginModule required"
+
+
+class Security:
+    """The one owner of the secured settings both systems start from: certificates made once
+    per run by `brook certs` (a CA and a broker key store naming 127.0.0.1, PKCS12 and PEM),
+    the server.properties lines of the three listeners, the SCRAM user, and the client
+    properties Kafka's tools read (--command-config)."""
+
+    def __init__(self, brook_bin, d):
+        shutil.rmtree(d, ignore_errors=True)
+        subprocess.run([brook_bin, "certs", "--dir", d, "--password", STORE_PASSWORD], check=True,
+                       stdout=subprocess.DEVNULL)
+        self.dir, self.ca_pem = d, os.path.join(d, "ca.pem")
+        trust = ["ssl.truststore.type=PKCS12", f"ssl.truststore.location={d}/truststore.p12",
+                 f"ssl.truststore.password={STORE_PASSWORD}"]
+        sasl = ["sasl.mechanism=SCRAM-SHA-512",
+                f'sasl.jaas.config={SCRAM_JAAS} username="{SCRAM_USER}" password="{SCRAM_PASSWORD}";']
+        self.client_config = {}
+        for proto, lines in (("SSL", trust), ("SASL_SSL", trust + sasl)):
+            path = os.path.join(d, f"{proto.lower()}-client.properties")
+            with open(path, "w") as f:
+                f.write("\n".join([f"security.protocol={proto}"] + lines) + "\n")
+            self.client_config[proto] = path
+
+    def overrides(self, port, controller_port=None):
+        """server.properties lines of a node whose PLAINTEXT listener is `port`."""
+        names = ",".join(f"{n}://127.0.0.1:{port + o}" for n, o in LISTENER_OFFSETS.items())
+        pmap = ",".join(f"{n}:{n}" for n in LISTENER_OFFSETS)
+        listeners = names
+        if controller_port:
+            listeners += f",CONTROLLER://127.0.0.1:{controller_port}"
+            pmap += ",CONTROLLER:PLAINTEXT"
+        return [f"listeners={listeners}", f"advertised.listeners={names}",
+                f"listener.security.protocol.map={pmap}",
+                "ssl.keystore.type=PKCS12", f"ssl.keystore.location={self.dir}/broker.keystore.p12",
+                f"ssl.keystore.password={STORE_PASSWORD}",
+                "listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-512",
+                f"listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config={SCRAM_JAAS};"]
+
+    @staticmethod
+    def bootstrap(plain_bootstrap, proto):
+        host, port = plain_bootstrap.rsplit(":", 1)
+        return f"{host}:{int(port) + LISTENER_OFFSETS[proto]}"
+
+    def client_args(self, proto):
+        return ["--command-config", self.client_config[proto]] if proto != "PLAINTEXT" else []
+
+    @staticmethod
+    def add_user(sysm):
+        """The SCRAM user, through AlterUserScramCredentials on the PLAINTEXT listener."""
+        java("org.apache.kafka.tools.ConfigCommand",
+             ["--bootstrap-server", sysm.bootstrap, "--alter", "--entity-type", "users", "--entity-name",
+              SCRAM_USER, "--add-config",
+              f"SCRAM-SHA-512=[iterations={SCRAM_ITERATIONS},password={SCRAM_PASSWORD}]"])
+
+
+def handshakes(sysm, sec, proto, a):
+    """benches/src/bin/handshakes.rs against one listener: connections per second, and the
+    broker's CPU per connection (warm-up included in both the CPU and the count)."""
+    pids = sysm.cpu_pids()
+    c0 = cpu_seconds(pids)
+    p = subprocess.run([a.handshakes_bin, "--addr", sec.bootstrap(sysm.bootstrap, proto), "--protocol",
+                        proto.lower().replace("_", "-"), "--ca", sec.ca_pem, "--user", SCRAM_USER,
+                        "--password", SCRAM_PASSWORD, "--connections", str(a.handshakes),
+                        "--warmup", str(HANDSHAKE_WARMUP), "--threads", str(a.handshake_threads)],
+                       capture_output=True, text=True, timeout=900)
+    cpu = cpu_seconds(pids) - c0
+    if p.returncode != 0:
+        raise RuntimeError(f"handshakes failed ({p.returncode}):\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}")
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    out["cpu_ms_per_conn"] = cpu * 1000 / (a.handshakes + HANDSHAKE_WARMUP)
+    return out
+
+
+HANDSHAKE_WARMUP = 50
+SECURED = ("PLAINTEXT", "SSL", "SASL_SSL")
+
+
+def tls_round(sysm, rep, a, sec):
+    """One node with the three listeners: new-connection rates over SSL and SASL_SSL, then W1
+    (produce 1 KiB acks=1) and W4 (consume it) over each listener, in an order that turns
+    round every alternation so no listener always runs on the coldest broker."""
+    r = {}
+    data = os.path.join(WORK, f"{sysm.name}-tls")
+    log(sysm.name, rep, "start 1 node with PLAINTEXT, SSL and SASL_SSL listeners")
+    r["startup1_s"] = sysm.start(1, data, sec)
+    try:
+        sec.add_user(sysm)
+        for proto in ("SSL", "SASL_SSL"):
+            log(sysm.name, rep, proto, a.handshakes, "new connections")
+            r[f"hs_{proto}"] = handshakes(sysm, sec, proto, a)
+        order = SECURED[rep % 3:] + SECURED[:rep % 3]
+        for proto in order:
+            t = f"w1-{proto.lower()}-{rep}"
+            create_topic(sysm.bootstrap, t, 1)
+            boot = sec.bootstrap(sysm.bootstrap, proto)
+            log(sysm.name, rep, proto, "W1 produce", a.records, "x 1 KiB acks=1")
+            r[f"w1_{proto}"] = produce(sysm, t, a.records, 1024, "1", sec.client_args(proto), bootstrap=boot)
+            log(sysm.name, rep, proto, "W4 consume")
+            r[f"w4_{proto}"] = consume(sysm, t, a.records, 1024, sec.client_args(proto), bootstrap=boot)
+    finally:
+        sysm.stop()
+        shutil.rmtree(data, ignore_errors=True)
+    log(sysm.name, rep, "done", json.dumps(r))
+    return r
+
+
+def tls_rows():
+    rows = []
+    for w, what in (("w1", "W1 produce 1 KiB acks=1"), ("w4", "W4 consume")):
+        for proto in SECURED:
+            k = f"{w}_{proto}"
+            rows += [(f"{what} over {proto}: throughput", lambda r, k=k: r[k]["mib_s"], "MiB/s", "high"),
+                     (f"{what} over {proto}: broker CPU per GiB", lambda r, k=k: r[k]["cpu_s_per_gib"],
+                      "s/GiB", "low")]
+            if w == "w1":
+                rows.append((f"{what} over {proto}: latency p99", lambda r, k=k: r[k]["p99_ms"], "ms", "low"))
+        for proto in ("SSL", "SASL_SSL"):
+            rows.append((f"{what}: CPU per GiB over {proto} / over PLAINTEXT (same system)",
+                         lambda r, k=f"{w}_{proto}", p=f"{w}_PLAINTEXT": r[k]["cpu_s_per_gib"] / r[p]["cpu_s_per_gib"],
+                         "ratio", "low"))
+    for proto, what in (("SSL", "TLS handshake + ApiVersions"),
+                        ("SASL_SSL", "TLS handshake + ApiVersions + SCRAM-SHA-512 login")):
+        k = f"hs_{proto}"
+        rows += [(f"{what}: connections per second", lambda r, k=k: r[k]["per_s"], "conn/s", "high"),
+                 (f"{what}: p50 per connection", lambda r, k=k: r[k]["p50_ms"], "ms", "low"),
+                 (f"{what}: broker CPU per connection", lambda r, k=k: r[k]["cpu_ms_per_conn"], "ms", "low")]
+    return rows
+
+
 # ---------------------------------------------------------------- one alternation
 
 def one_round(sysm, rep, a):
@@ -685,6 +838,12 @@ def table(results, rows=None):
     return "\n".join(out)
 
 
+def rows_of(a):
+    if getattr(a, "tls_only", False):
+        return tls_rows()
+    return rd_rows() if getattr(a, "suite", "java") == "rdkafka" else None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=1_000_000, help="records in W1, W2 and W4 (default 1,000,000)")
@@ -697,6 +856,14 @@ def main():
     ap.add_argument("--txn-only", action="store_true", help="run only W7, W8 and W9 (and start-up)")
     ap.add_argument("--commit-txns", type=int, default=500,
                     help="W9 transactions timed (after 20 not counted; default 500)")
+    ap.add_argument("--tls-only", action="store_true",
+                    help="run only the secured workloads: W1 and W4 over PLAINTEXT, SSL and SASL_SSL "
+                         "(SCRAM-SHA-512) on one node, and new connections per second over SSL and SASL_SSL")
+    ap.add_argument("--handshakes", type=int, default=2000,
+                    help="--tls-only: connections timed per listener (default 2000)")
+    ap.add_argument("--handshake-threads", type=int, default=2,
+                    help="--tls-only: connections open at a time (default 2)")
+    ap.add_argument("--handshakes-bin", default=os.path.join(ROOT, "target", "release", "handshakes"))
     ap.add_argument("--idle-wait", type=float, default=3, help="seconds after start-up before idle RSS (default 3)")
     ap.add_argument("--brook-bin", default=os.path.join(ROOT, "target", "release", "brook"))
     ap.add_argument("--only", choices=["brook", "kafka"], help="run one system only")
@@ -715,7 +882,7 @@ def main():
         res = d["results"]
         print(f"records={d['args']['records']} small_records={d['args']['small_records']} "
               f"rounds: brook {len(res['brook'])}, kafka {len(res['kafka'])}")
-        print(table(res, rd_rows() if d["args"].get("suite") == "rdkafka" else None))
+        print(table(res, rows_of(argparse.Namespace(**d["args"]))))
         return
     if a.small_records is None:
         a.small_records = a.records
@@ -723,6 +890,8 @@ def main():
         sys.exit(f"no Kafka jars in {LIB}: run scripts/kafka-reference fetch")
     if not os.access(a.brook_bin, os.X_OK):
         sys.exit(f"no brook binary at {a.brook_bin}: run cargo build --release --bin brook")
+    if a.tls_only and not os.access(a.handshakes_bin, os.X_OK):
+        sys.exit(f"no handshake benchmark at {a.handshakes_bin}: run cargo build --release -p brook-benches --bin handshakes")
     if a.suite == "rdkafka" and not os.access(RD_LOAD, os.X_OK):
         sys.exit(f"no load generator at {RD_LOAD}: run cargo build --release -p brook-protocol-tests --bin rdkafka_load")
     os.makedirs(WORK, exist_ok=True)
@@ -730,6 +899,7 @@ def main():
     if a.only:
         systems = [s for s in systems if s.name == a.only]
     results = {"brook": [], "kafka": []}
+    sec = Security(a.brook_bin, os.path.join(WORK, "pki")) if a.tls_only else None
     t0 = time.monotonic()
     for rep in range(a.reps):
         # Each round reverses the order: on a VM whose host reclaims freed memory, the
@@ -737,13 +907,18 @@ def main():
         # the host, and the second into what the first one's deleted data just freed
         # (benches/RESULTS.md, "Physical references"). An even number of rounds balances it.
         for s in (systems if rep % 2 == 0 else systems[::-1]):
-            results[s.name].append(rd_round(s, rep, a) if a.suite == "rdkafka" else one_round(s, rep, a))
+            if a.tls_only:
+                results[s.name].append(tls_round(s, rep, a, sec))
+            elif a.suite == "rdkafka":
+                results[s.name].append(rd_round(s, rep, a))
+            else:
+                results[s.name].append(one_round(s, rep, a))
             if a.json:
                 with open(a.json, "w") as f:
                     json.dump({"args": vars(a), "results": results}, f, indent=1)
     print(f"records={a.records} small_records={a.small_records} reps={a.reps} "
           f"e2e={a.e2e_rate}/s for {a.e2e_seconds}s; wall time {time.monotonic() - t0:.0f} s")
-    print(table(results, rd_rows() if a.suite == "rdkafka" else None))
+    print(table(results, rows_of(a)))
 
 
 if __name__ == "__main__":

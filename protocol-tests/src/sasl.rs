@@ -118,15 +118,8 @@ impl Scram {
         }
     }
 
-    /// The client-final message for `server_first`, with the proof XORed with `tamper`
-    /// (0 for a true proof); and the server signature to expect.
-    pub fn client_final(
-        self,
-        client_first_bare: &str,
-        server_first: &str,
-        password: &str,
-        tamper: u8,
-    ) -> (String, Vec<u8>) {
+    /// The server nonce, salt and iteration count of a server-first message.
+    pub fn parse_server_first(server_first: &str) -> (String, Vec<u8>, u32) {
         let mut nonce = "";
         let mut salt = Vec::new();
         let mut iterations = 0;
@@ -139,17 +132,43 @@ impl Scram {
                 iterations = v.parse().unwrap();
             }
         }
+        (nonce.to_string(), salt, iterations)
+    }
+
+    /// The client-final message for `server_first`, with the proof XORed with `tamper`
+    /// (0 for a true proof); and the server signature to expect.
+    pub fn client_final(
+        self,
+        client_first_bare: &str,
+        server_first: &str,
+        password: &str,
+        tamper: u8,
+    ) -> (String, Vec<u8>) {
+        let (_, salt, iterations) = Self::parse_server_first(server_first);
         let salted = self.salted_password(password, &salt, iterations);
+        self.client_final_salted(client_first_bare, server_first, &salted, tamper)
+    }
+
+    /// As [`Scram::client_final`], from the salted password (`Hi(password, salt, i)`): a
+    /// client that logs in many times computes it once per salt and iteration count.
+    pub fn client_final_salted(
+        self,
+        client_first_bare: &str,
+        server_first: &str,
+        salted: &[u8],
+        tamper: u8,
+    ) -> (String, Vec<u8>) {
+        let (nonce, _, _) = Self::parse_server_first(server_first);
         let without_proof = format!("c=biws,r={nonce}");
         let auth = format!("{client_first_bare},{server_first},{without_proof}");
-        let client_key = self.hmac(&salted, b"Client Key");
+        let client_key = self.hmac(salted, b"Client Key");
         let signature = self.hmac(&self.hash(&client_key), auth.as_bytes());
         let proof: Vec<u8> = client_key
             .iter()
             .zip(&signature)
             .map(|(a, b)| a ^ b ^ tamper)
             .collect();
-        let server_sig = self.hmac(&self.hmac(&salted, b"Server Key"), auth.as_bytes());
+        let server_sig = self.hmac(&self.hmac(salted, b"Server Key"), auth.as_bytes());
         (
             format!("{without_proof},p={}", B64.encode(proof)),
             server_sig,

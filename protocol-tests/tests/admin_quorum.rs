@@ -672,3 +672,49 @@ fn format_refuses_what_kafka_storage_refuses() {
     );
     assert!(!dir.path().join("node").join("meta.properties").exists());
 }
+
+/// A formatted log directory is refused a second `brook format`, or, with
+/// `--ignore-formatted`, left as it is (Kafka's `Formatter.doFormat`): the SCRAM users the
+/// first format wrote stay.
+#[test]
+fn format_refuses_a_formatted_directory_unless_told_to_ignore_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let log_dirs = format!("log.dirs={}", dir.path().join("node").display());
+    let format = |extra: &[&str]| {
+        let mut args = vec!["format", "--override", &log_dirs];
+        args.extend_from_slice(extra);
+        brook_protocol_tests::process::run_brook(&args, Duration::from_secs(30))
+    };
+    let first = format(&["--add-scram", "SCRAM-SHA-256=[name=alice,password=one]"]);
+    assert!(first.status.success(), "{first:?}");
+    let users = dir.path().join("node").join("__cluster_metadata");
+    let written = std::fs::read_dir(&users)
+        .unwrap()
+        .map(|e| std::fs::read(e.unwrap().path()).unwrap())
+        .collect::<Vec<_>>();
+    let again = format(&["--add-scram", "SCRAM-SHA-256=[name=bob,password=two]"]);
+    assert!(!again.status.success(), "{again:?}");
+    assert!(
+        again
+            .stderr
+            .contains("is already formatted. Use --ignore-formatted"),
+        "{again:?}"
+    );
+    let ignored = format(&[
+        "--ignore-formatted",
+        "--add-scram",
+        "SCRAM-SHA-256=[name=bob,password=two]",
+    ]);
+    assert!(ignored.status.success(), "{ignored:?}");
+    assert!(
+        ignored
+            .stdout
+            .contains("All of the log directories are already formatted."),
+        "{ignored:?}"
+    );
+    let kept = std::fs::read_dir(&users)
+        .unwrap()
+        .map(|e| std::fs::read(e.unwrap().path()).unwrap())
+        .collect::<Vec<_>>();
+    assert_eq!(kept, written, "a formatted directory was written again");
+}

@@ -81,6 +81,10 @@ enum Command {
         /// Initializes a node of a dynamic quorum that joins it later (AddRaftVoter).
         #[arg(long, short = 'N', group = "quorum")]
         no_initial_controllers: bool,
+        /// Leaves an already formatted log directory as it is and succeeds, where `format`
+        /// otherwise refuses it (kafka-storage's `--ignore-formatted`).
+        #[arg(long, short = 'g')]
+        ignore_formatted: bool,
     },
     /// Prints the batches of a segment file (or of every segment in a partition directory),
     /// transaction markers, and the aborted transactions of `.txnindex` files.
@@ -267,6 +271,7 @@ fn main() -> ExitCode {
             standalone,
             initial_controllers,
             no_initial_controllers,
+            ignore_formatted,
         } => {
             use brook::controller::dynamic_voters::QuorumFlag;
             let quorum = match (standalone, initial_controllers, no_initial_controllers) {
@@ -275,7 +280,7 @@ fn main() -> ExitCode {
                 (_, _, true) => Some(QuorumFlag::NoInitialControllers),
                 _ => None,
             };
-            format(config, overrides, add_scram, quorum)
+            format(config, overrides, add_scram, quorum, ignore_formatted)
         }
         Command::Fault { command } => fault(command),
         Command::DumpLog {
@@ -311,6 +316,7 @@ fn format(
     overrides: Vec<String>,
     add_scram: Vec<String>,
     quorum: Option<brook::controller::dynamic_voters::QuorumFlag>,
+    ignore_formatted: bool,
 ) -> ExitCode {
     use brook::controller::dynamic_voters;
     let config = match BrokerConfig::load(config.as_deref(), &overrides) {
@@ -320,11 +326,19 @@ fn format(
             return ExitCode::from(2);
         }
     };
-    // The quorum flags first, as `kafka-storage format` checks them before writing anything.
-    let formatted = dynamic_voters::plan(&config, quorum.as_ref()).and_then(|plan| match plan {
-        Some(p) => dynamic_voters::format(&config.log_dir, config.node_id, &p).map(Some),
-        None => Ok(None),
-    });
+    // The quorum flags first, as `kafka-storage format` checks them before writing anything;
+    // then a formatted directory is refused, or left as it is (`Formatter.doFormat`).
+    let plan = dynamic_voters::plan(&config, quorum.as_ref());
+    if plan.is_ok() && ignore_formatted && dynamic_voters::is_formatted(&config.log_dir) {
+        println!("All of the log directories are already formatted.");
+        return ExitCode::SUCCESS;
+    }
+    let formatted = plan
+        .and_then(|plan| dynamic_voters::refuse_formatted(&config.log_dir).map(|()| plan))
+        .and_then(|plan| match plan {
+            Some(p) => dynamic_voters::format(&config.log_dir, config.node_id, &p).map(Some),
+            None => Ok(None),
+        });
     match formatted {
         Ok(Some(line)) => println!("{line}"),
         Ok(None) => {}

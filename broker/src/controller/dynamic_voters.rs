@@ -146,18 +146,32 @@ pub fn plan(cfg: &BrokerConfig, flag: Option<&QuorumFlag>) -> Result<Option<Form
     }))
 }
 
+/// Whether log directory `log_dir` is formatted: it has `meta.properties` (a node started on
+/// it, or `brook format` wrote it for a dynamic quorum) or the SCRAM users `brook format
+/// --add-scram` wrote.
+pub fn is_formatted(log_dir: &Path) -> bool {
+    log_dir.join(crate::metadata::META_PROPERTIES_FILE).exists()
+        || crate::security::bootstrap::path(log_dir).exists()
+}
+
+/// Kafka's `Formatter.doFormat` refusal of a formatted directory, with its message.
+pub fn refuse_formatted(log_dir: &Path) -> Result<(), String> {
+    match is_formatted(log_dir) {
+        true => Err(format!(
+            "Log directory {} is already formatted. Use --ignore-formatted to ignore this \
+             directory and format the others.",
+            log_dir.display()
+        )),
+        false => Ok(()),
+    }
+}
+
 /// Writes `plan` into log directory `log_dir`: `meta.properties` with the directory id
 /// (`Formatter.doFormat`; a directory that has one is already formatted) and the bootstrap
 /// voter set. Returns what a formatted node prints.
 pub fn format(log_dir: &Path, node_id: i32, plan: &FormatPlan) -> Result<String, String> {
+    refuse_formatted(log_dir)?;
     let meta = log_dir.join(crate::metadata::META_PROPERTIES_FILE);
-    if meta.exists() {
-        return Err(format!(
-            "Log directory {} is already formatted. Use --ignore-formatted to ignore this \
-             directory and format the others.",
-            log_dir.display()
-        ));
-    }
     let io = |e: std::io::Error| format!("Error while writing {}: {e}", log_dir.display());
     std::fs::create_dir_all(log_dir).map_err(io)?;
     let directory_id = crate::metadata::kafka_uuid_string(plan.directory_id);

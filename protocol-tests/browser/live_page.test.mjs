@@ -160,12 +160,17 @@ async function clientMetrics(page, supervisor) {
   const known = Object.values(await merged(supervisor, "/v1/client-metrics")).flatMap((v) => (v && v.clients) || []);
   for (const s of shown) {
     const v = known.find((c) => c.client_instance_id === s.id);
-    if (!v || s.pushes < 1 || v.pushes < s.pushes) throw new Error(`client ${s.id}: page ${JSON.stringify(s)}, view ${JSON.stringify(v)}`);
+    // A client that has fetched its subscription but not pushed yet is listed with 0 pushes
+    // and no metrics; one that shows metrics has pushed them at least once.
+    const consistent = v && v.pushes >= s.pushes && (s.pushes >= 1 || s.metrics.length === 0);
+    if (!consistent) throw new Error(`client ${s.id}: page ${JSON.stringify(s)}, view ${JSON.stringify(v)}`);
     const names = v.metrics.map((m) => m.name + (m.attributes ? `{${m.attributes}}` : ""));
     const missing = s.metrics.filter((m) => !names.includes(m));
     if (missing.length) throw new Error(`client ${s.id}: the page shows metrics the node never received: ${missing}`);
   }
-  say(`client metrics: ${shown.length} client instance(s) pushing, e.g. ${shown[0].metrics[0]}`);
+  const pushing = shown.filter((s) => s.pushes >= 1 && s.metrics.length > 0);
+  if (!pushing.length) throw new Error(`no client instance on the page has pushed metrics: ${JSON.stringify(shown)}`);
+  say(`client metrics: ${pushing.length} of ${shown.length} client instance(s) pushing, e.g. ${pushing[0].metrics[0]}`);
 }
 
 // Five records in a transaction left open on a topic of their own; resolves with the topic.

@@ -915,14 +915,66 @@ fn max_connection_creation_rate_spreads_a_burst_out() {
         ("quota.window.size.seconds", "1"),
     ]);
     let (probes, _) = burst(&b.bootstrap(), 10);
-    assert_eq!(answered(&probes), 10, "{probes:?}");
-    let last = probes
+    // 5 at once, then each held 200 ms or more: at least a second for the other 5.
+    let last = last_answered(&probes);
+    assert!(last >= Duration::from_millis(800), "{probes:?}");
+}
+
+/// When the last connection of a burst was answered (every one must be).
+fn last_answered(probes: &[Probe]) -> Duration {
+    assert_eq!(answered(probes), probes.len(), "{probes:?}");
+    probes
         .iter()
         .map(|p| match p {
             Probe::Answered(t) | Probe::Closed(t) => *t,
         })
         .max()
-        .unwrap();
+        .unwrap_or_default()
+}
+
+/// Kafka's `ListenerConnectionQuota`: `listener.name.<l>.max.connection.creation.rate` holds
+/// new connections on that listener as the broker-wide key does on all of them.
+#[test]
+fn a_listener_creation_rate_spreads_a_burst_on_that_listener() {
+    let b = Broker::start_with(&[
+        ("listener.name.plaintext.max.connection.creation.rate", "5"),
+        ("quota.window.num", "2"),
+        ("quota.window.size.seconds", "1"),
+    ]);
+    let (probes, _) = burst(&b.bootstrap(), 10);
     // 5 at once, then each held 200 ms or more: at least a second for the other 5.
+    let last = last_answered(&probes);
     assert!(last >= Duration::from_millis(800), "{probes:?}");
+}
+
+/// Kafka's `ConnectionQuotas.protectedListener` and `ListenerConnectionQuota`: with a second
+/// listener, the inter-broker one (PLAINTEXT) neither waits on nor counts in the broker-wide
+/// `max.connection.creation.rate`, but is held to its own rate, which without a
+/// `listener.name.` key is the broker-wide value (`valuesWithPrefixOverride`).
+#[test]
+fn the_inter_broker_listener_is_held_to_its_own_rate_not_the_brokers() {
+    let b = Broker::start_with(&[
+        (
+            "listeners",
+            "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        ),
+        (
+            "listener.name.sasl_plaintext.sasl.enabled.mechanisms",
+            "PLAIN",
+        ),
+        (
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config",
+            r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret" user_admin="admin-secret";"#,
+        ),
+        ("max.connection.creation.rate", "5"),
+        ("quota.window.num", "2"),
+        ("quota.window.size.seconds", "1"),
+    ]);
+    let (probes, _) = burst(&b.listener_address("PLAINTEXT"), 10);
+    let last = last_answered(&probes);
+    assert!(last >= Duration::from_millis(800), "not held: {probes:?}");
+    // Had those 10 counted in the broker's rate, 5 more on the other listener would wait.
+    let (probes, _) = burst(&b.listener_address("SASL_PLAINTEXT"), 5);
+    let last = last_answered(&probes);
+    assert!(last < Duration::from_millis(500), "held: {probes:?}");
 }

@@ -3,17 +3,21 @@
 //! `strict`, `validate_only`, quotas surviving a restart), and a librdkafka producer held to its
 //! `producer_byte_rate`, told so by the throttle time of its Produce answers (KIP-219), and
 //! CreateTopics, CreatePartitions and DeleteTopics held to `controller_mutation_rate` (strict
-//! and permissive versions, Kafka's `ControllerMutationQuotaManager`), and a client
-//! hammering Metadata held to its `request_percentage` (Kafka's `ClientRequestQuotaManager`).
+//! and permissive versions, Kafka's `ControllerMutationQuotaManager`; one bucket per client
+//! on the active controller, whichever broker a request comes through), and a client
+//! hammering Metadata held to its `request_percentage` (Kafka's `ClientRequestQuotaManager`),
+//! and the connection creation rates (per address, broker-wide, per listener).
 //!
-//! The tests run against Kafka 4.4 too (`scripts/differential`, through kafka-as-brook.sh).
+//! The tests run against Kafka 4.4 too (`scripts/differential`, through kafka-as-brook.sh);
+//! the 3-node one with `KAFKA_CLUSTER_BOOTSTRAP` naming a running Kafka cluster's brokers
+//! (`scripts/kafka-reference start --nodes 3`).
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use brook_protocol_tests::wire::topic_name;
-use brook_protocol_tests::{poll_until_ok, Broker, WireClient};
+use brook_protocol_tests::{poll_until_ok, unique_topic, Broker, Cluster, WireClient};
 use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
@@ -977,4 +981,78 @@ fn the_inter_broker_listener_is_held_to_its_own_rate_not_the_brokers() {
     let (probes, _) = burst(&b.listener_address("SASL_PLAINTEXT"), 5);
     let last = last_answered(&probes);
     assert!(last < Duration::from_millis(500), "held: {probes:?}");
+}
+
+/// A cluster's brokers for the shared-bucket test: `KAFKA_CLUSTER_BOOTSTRAP`, a running
+/// Kafka 4.4 cluster's addresses (`scripts/kafka-reference start --nodes 3` prints them), or
+/// a 3-node Brook cluster started here (kept alive with the addresses).
+fn three_brokers() -> (Option<Cluster>, Vec<String>) {
+    if let Ok(list) = std::env::var("KAFKA_CLUSTER_BOOTSTRAP") {
+        let addrs: Vec<String> = list.split(',').map(str::to_string).collect();
+        assert_eq!(
+            addrs.len(),
+            3,
+            "KAFKA_CLUSTER_BOOTSTRAP names 3 brokers: {list}"
+        );
+        return (None, addrs);
+    }
+    let c = Cluster::start(3, &[]);
+    let addrs = c.ids().iter().map(|id| c.address(*id)).collect();
+    (Some(c), addrs)
+}
+
+/// Kafka's `ControllerApis` charges `controller_mutation_rate` on the active controller,
+/// from the principal and client id the forwarding broker passes on: one client id's
+/// requests through two brokers take tokens from one bucket. A strict CreateTopics (v6)
+/// that spends a bucket of 11 tokens (1 a second, `controller.quota.window.num` 11 windows
+/// of 1 s, the defaults) 9 tokens below zero through one broker leaves the same client id
+/// refused through another for the next 9 s.
+#[test]
+fn one_client_id_through_two_brokers_spends_one_mutation_bucket() {
+    let (_cluster, addrs) = three_brokers();
+    let client = |i: usize, id: &str| {
+        let mut c = WireClient::connect(&addrs[i]);
+        c.client_id = id.into();
+        c
+    };
+    let run = unique_topic("shared");
+    let quota = vec![entry(
+        &[("client-id", None)],
+        &[("controller_mutation_rate", Some(1.0))],
+    )];
+    assert_eq!(
+        alter(&mut client(0, "admin"), 1, quota, false),
+        vec![(0, None)]
+    );
+    // Quotas reach the controller through the metadata log: wait until one is enforced.
+    let mut attempt = 0;
+    poll_until_ok(
+        "the mutation quota enforced",
+        Duration::from_secs(30),
+        || {
+            attempt += 1;
+            let mut c = client(0, &format!("{run}-probe-{attempt}"));
+            let topics = [
+                (format!("{run}-p{attempt}a"), 12),
+                (format!("{run}-p{attempt}b"), 1),
+            ];
+            let topics: Vec<(&str, i32)> = topics.iter().map(|(n, p)| (n.as_str(), *p)).collect();
+            let r = create_topics(&mut c, 6, &topics);
+            (r.1[1] == THROTTLING_QUOTA_EXCEEDED)
+                .then_some(())
+                .ok_or(format!("not yet enforced: {r:?}"))
+        },
+    );
+    let shared = format!("{run}-client");
+    let first = format!("{run}-a");
+    let (_, codes) = create_topics(&mut client(0, &shared), 6, &[(&first, 20)]);
+    assert_eq!(codes, vec![0]);
+    let second = format!("{run}-b");
+    let (throttle_ms, codes) = create_topics(&mut client(1, &shared), 6, &[(&second, 1)]);
+    assert_eq!(
+        codes,
+        vec![THROTTLING_QUOTA_EXCEEDED],
+        "another broker, another bucket"
+    );
+    assert!((1..=9000).contains(&throttle_ms), "{throttle_ms}");
 }

@@ -602,25 +602,32 @@ fn topic_mutations_are_held_to_the_controller_mutation_rate() {
         false,
     );
     assert_eq!(set, vec![(0, None)]);
-    // Quotas reach the brokers through the metadata log: wait until one is enforced.
+    await_mutation_quota(&b.bootstrap(), "", 5);
+    strict_create_topics(&b);
+    permissive_create_topics(&b);
+    strict_delete_and_grow(&b);
+}
+
+/// Waits until `controller_mutation_rate` is enforced through `addr` (quotas reach the
+/// controller through the metadata log): each probe, a client id of its own, creates a topic
+/// of `partitions` that spends its bucket and then one more, refused once enforced.
+fn await_mutation_quota(addr: &str, prefix: &str, partitions: i32) {
     let mut attempt = 0;
     poll_until_ok(
         "the mutation quota enforced",
-        Duration::from_secs(10),
+        Duration::from_secs(30),
         || {
             attempt += 1;
-            let mut c = mutator(&b, &format!("probe-{attempt}"));
-            let first = format!("probe-{attempt}-a");
-            let second = format!("probe-{attempt}-b");
-            let r = create_topics(&mut c, 6, &[(&first, 5), (&second, 1)]);
+            let mut c = WireClient::connect(addr);
+            c.client_id = format!("{prefix}probe-{attempt}");
+            let first = format!("{prefix}probe-{attempt}-a");
+            let second = format!("{prefix}probe-{attempt}-b");
+            let r = create_topics(&mut c, 6, &[(&first, partitions), (&second, 1)]);
             (r.1[1] == THROTTLING_QUOTA_EXCEEDED)
                 .then_some(())
                 .ok_or(format!("not yet enforced: {r:?}"))
         },
     );
-    strict_create_topics(&b);
-    permissive_create_topics(&b);
-    strict_delete_and_grow(&b);
 }
 
 /// A raw client with its own client-id (its own bucket).
@@ -913,13 +920,18 @@ fn an_address_over_its_connection_creation_rate_has_new_connections_closed() {
 /// broker holds each new connection before serving it, so a burst is served, but spread out.
 #[test]
 fn max_connection_creation_rate_spreads_a_burst_out() {
+    assert_burst_spread_out_by("max.connection.creation.rate");
+}
+
+/// A broker with `key` at 5 new connections a second (over two windows of 1 s): a burst of
+/// 10 is served 5 at once, then each held 200 ms or more, so the last after 800 ms or more.
+fn assert_burst_spread_out_by(key: &str) {
     let b = Broker::start_with(&[
-        ("max.connection.creation.rate", "5"),
+        (key, "5"),
         ("quota.window.num", "2"),
         ("quota.window.size.seconds", "1"),
     ]);
     let (probes, _) = burst(&b.bootstrap(), 10);
-    // 5 at once, then each held 200 ms or more: at least a second for the other 5.
     let last = last_answered(&probes);
     assert!(last >= Duration::from_millis(800), "{probes:?}");
 }
@@ -940,15 +952,7 @@ fn last_answered(probes: &[Probe]) -> Duration {
 /// new connections on that listener as the broker-wide key does on all of them.
 #[test]
 fn a_listener_creation_rate_spreads_a_burst_on_that_listener() {
-    let b = Broker::start_with(&[
-        ("listener.name.plaintext.max.connection.creation.rate", "5"),
-        ("quota.window.num", "2"),
-        ("quota.window.size.seconds", "1"),
-    ]);
-    let (probes, _) = burst(&b.bootstrap(), 10);
-    // 5 at once, then each held 200 ms or more: at least a second for the other 5.
-    let last = last_answered(&probes);
-    assert!(last >= Duration::from_millis(800), "{probes:?}");
+    assert_burst_spread_out_by("listener.name.plaintext.max.connection.creation.rate");
 }
 
 /// Kafka's `ConnectionQuotas.protectedListener` and `ListenerConnectionQuota`: with a second
@@ -1024,25 +1028,7 @@ fn one_client_id_through_two_brokers_spends_one_mutation_bucket() {
         alter(&mut client(0, "admin"), 1, quota, false),
         vec![(0, None)]
     );
-    // Quotas reach the controller through the metadata log: wait until one is enforced.
-    let mut attempt = 0;
-    poll_until_ok(
-        "the mutation quota enforced",
-        Duration::from_secs(30),
-        || {
-            attempt += 1;
-            let mut c = client(0, &format!("{run}-probe-{attempt}"));
-            let topics = [
-                (format!("{run}-p{attempt}a"), 12),
-                (format!("{run}-p{attempt}b"), 1),
-            ];
-            let topics: Vec<(&str, i32)> = topics.iter().map(|(n, p)| (n.as_str(), *p)).collect();
-            let r = create_topics(&mut c, 6, &topics);
-            (r.1[1] == THROTTLING_QUOTA_EXCEEDED)
-                .then_some(())
-                .ok_or(format!("not yet enforced: {r:?}"))
-        },
-    );
+    await_mutation_quota(&addrs[0], &format!("{run}-"), 12);
     let shared = format!("{run}-client");
     let first = format!("{run}-a");
     let (_, codes) = create_topics(&mut client(0, &shared), 6, &[(&first, 20)]);

@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use crate::config_def;
 use crate::security::authorizer::{AuthorizerConfig, AUTHORIZER_KEYS};
@@ -294,6 +295,10 @@ pub struct BrokerConfig {
     /// `max.connection.creation.rate`: new connections per second across the broker's
     /// listeners; over it the acceptor holds each new one (`i32::MAX`: no limit).
     pub max_connection_creation_rate: i32,
+    /// Each broker listener's own creation rate, by listener name:
+    /// `listener.name.<l>.max.connection.creation.rate`, else `max.connection.creation.rate`
+    /// (Kafka's `ListenerConnectionQuota`, configured from the listener's prefixed values).
+    pub listener_max_connection_creation_rate: BTreeMap<Arc<str>, i32>,
     /// `connections.max.idle.ms`: a connection that reads and writes nothing for this long is
     /// closed (Kafka's `Selector` idle expiry); `None` for a negative value (never).
     pub connections_max_idle_ms: Option<u64>,
@@ -442,6 +447,8 @@ impl BrokerConfig {
             &get("log.segment.bytes"),
             LOG_SEGMENT_BYTES_MIN,
         )?;
+        let listener_max_connection_creation_rate =
+            listener_connection_creation_rates(&values, &listeners)?;
         let mut cfg = BrokerConfig {
             node_id,
             listeners,
@@ -472,6 +479,7 @@ impl BrokerConfig {
                 "max.connection.creation.rate",
                 &get("max.connection.creation.rate"),
             )? as i32,
+            listener_max_connection_creation_rate,
             connections_max_idle_ms: {
                 let ms: i64 =
                     parse_num("connections.max.idle.ms", &get("connections.max.idle.ms"))?;
@@ -887,6 +895,25 @@ fn at_least_zero_int(key: &str, v: &str) -> Result<usize, ConfigError> {
         return Err(invalid(key, v, "must be 0 or more"));
     }
     Ok(n as usize)
+}
+
+/// Each broker listener's `max.connection.creation.rate` as Kafka's `ConnectionQuotas.addListener`
+/// configures its `ListenerConnectionQuota`: from `valuesWithPrefixOverride(configPrefix)`, so
+/// the listener's prefixed key, else the broker-wide key, parsed and checked by the key's own
+/// definition (`atLeast(0)`), whose name the error carries.
+fn listener_connection_creation_rates(
+    values: &BTreeMap<String, String>,
+    listeners: &crate::listeners::Listeners,
+) -> Result<BTreeMap<Arc<str>, i32>, ConfigError> {
+    const KEY: &str = "max.connection.creation.rate";
+    let mut rates = BTreeMap::new();
+    for l in &listeners.broker {
+        let prefixed = format!("{}{KEY}", l.config_prefix());
+        let v = values.get(&prefixed).or_else(|| values.get(KEY));
+        let rate = at_least_zero_int(KEY, v.map_or("2147483647", String::as_str))?;
+        rates.insert(l.name.clone(), rate as i32);
+    }
+    Ok(rates)
 }
 
 /// `max.connections.per.ip`: Kafka accepts 0 only together with

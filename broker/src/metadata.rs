@@ -36,6 +36,9 @@ pub enum MetadataError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// A `meta.properties` that does not belong to this node: Kafka's own message.
+    #[error("{0}")]
+    Verify(String),
     #[error(
         "metadata file {path} of an earlier Brook version cannot be imported: {reason}. \
          Repair or move the file away (its topics' data stays in the log directory; without \
@@ -133,6 +136,84 @@ impl LegacyMetadataFile {
         );
         Ok(())
     }
+}
+
+/// Kafka's `MetaPropertiesEnsemble.verify` as `KafkaRaftServer.initializeLogDirs` runs it at
+/// start-up, with the configured node id expected: a `meta.properties` that lacks what its
+/// version always has, or that another node wrote, stops the start with Kafka's message
+/// rather than letting this node serve another's data. Kafka has no cluster id key and
+/// expects none; Brook's `cluster.id`, when set, is expected as Kafka expects the first
+/// directory's in the others. A directory without the file passes: Brook writes it on the
+/// first start (Kafka requires `kafka-storage format` first).
+pub fn verify_meta_properties(
+    dir: &Path,
+    node_id: i32,
+    cluster_id: Option<&str>,
+) -> Result<(), MetadataError> {
+    let path = dir.join(META_PROPERTIES_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => return Err(MetadataError::Io { path, source }),
+    };
+    let props = parse_properties(&text);
+    let shown = path.display();
+    let refuse = |m: String| Err(MetadataError::Verify(m));
+    // Version 1 always has both ids; version 0 (no `version`) names the node `broker.id`.
+    let v1 = props.get("version").is_some_and(|v| v == "1");
+    match (props.get("cluster.id"), cluster_id) {
+        (None, _) if v1 => {
+            return refuse(format!(
+                "cluster.id was not specified in the v1 file: {shown}"
+            ))
+        }
+        (Some(read), Some(expected)) if read.as_str() != expected => {
+            return refuse(format!(
+                "Invalid cluster.id in: {shown}. Expected {expected}, but read {read}"
+            ))
+        }
+        _ => {}
+    }
+    let stored = props.get(if v1 { "node.id" } else { "broker.id" });
+    match stored.map(|v| v.parse::<i32>()) {
+        None if v1 => refuse(format!("node.id was not specified in {shown}")),
+        Some(Ok(stored)) if stored != node_id => refuse(format!(
+            "Stored node id {stored} doesn't match previous node id {node_id} in {shown}. \
+             If you moved your data, make sure your configured node id matches. If you \
+             intend to create a new node, you should remove all data in your data \
+             directories."
+        )),
+        Some(Err(_)) => refuse(format!("Invalid node.id in {shown}")),
+        _ => verify_directory_id(dir, props.get("directory.id")),
+    }
+}
+
+/// `MetaPropertiesEnsemble.verify`'s directory id check: none of the first 100 ids, which
+/// Kafka reserves (`DirectoryId.reserved`: unassigned, lost, migrating), with Kafka's
+/// message, typo included.
+fn verify_directory_id(dir: &Path, value: Option<&String>) -> Result<(), MetadataError> {
+    let Some(id) = value.and_then(|v| parse_kafka_uuid(v)) else {
+        return Ok(());
+    };
+    let (most, least) = id.as_u64_pair();
+    match most == 0 && least < 100 {
+        true => Err(MetadataError::Verify(format!(
+            "Invalid resrved directory ID {} found in {}",
+            kafka_uuid_string(id),
+            dir.display()
+        ))),
+        false => Ok(()),
+    }
+}
+
+/// `key=value` lines of a properties file, later lines winning, blank values left out.
+fn parse_properties(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .filter(|(_, v)| !v.is_empty())
+        .collect()
 }
 
 /// A single node's cluster id: the one its `meta.properties` records; on a first start
@@ -281,6 +362,42 @@ mod tests {
                 .len(),
             22
         );
+    }
+
+    #[test]
+    fn meta_properties_of_another_node_or_cluster_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(
+            verify_meta_properties(dir.path(), 1, Some("c")).is_ok(),
+            "no file"
+        );
+        let write = |body: &str| std::fs::write(dir.path().join(META_PROPERTIES_FILE), body);
+        let verify = |node, cluster| {
+            verify_meta_properties(dir.path(), node, cluster).map_err(|e| e.to_string())
+        };
+        write("version=1\nnode.id=1\ncluster.id=c\n").unwrap();
+        assert!(verify(1, Some("c")).is_ok() && verify(1, None).is_ok());
+        assert!(verify(2, None)
+            .unwrap_err()
+            .starts_with("Stored node id 1 doesn't match previous node id 2 in "));
+        assert!(verify(1, Some("d"))
+            .unwrap_err()
+            .ends_with(". Expected d, but read c"));
+        write("version=1\nnode.id=1\n").unwrap();
+        assert!(verify(1, None)
+            .unwrap_err()
+            .starts_with("cluster.id was not specified in the v1 file: "));
+        write("version=1\ncluster.id=c\n").unwrap();
+        assert!(verify(1, None)
+            .unwrap_err()
+            .starts_with("node.id was not specified in "));
+        // Version 0 may lack both, and names the node broker.id.
+        write("broker.id=3\n").unwrap();
+        assert!(verify(3, Some("c")).is_ok() && verify(1, None).is_err());
+        write("version=1\nnode.id=1\ncluster.id=c\ndirectory.id=AAAAAAAAAAAAAAAAAAAAAQ\n").unwrap();
+        assert!(verify(1, None)
+            .unwrap_err()
+            .starts_with("Invalid resrved directory ID "));
     }
 
     #[test]

@@ -415,8 +415,7 @@ impl ClientQuotaManager {
             user: user.to_string(),
             client_id: client_id.to_string(),
             strict,
-            last_throttle_ms: 0,
-            last_recorded_ms: 0,
+            kept: KeptThrottle::default(),
         }
     }
 
@@ -447,8 +446,31 @@ pub struct ControllerMutationQuota<'a> {
     user: String,
     client_id: String,
     strict: bool,
-    last_throttle_ms: i64,
-    last_recorded_ms: i64,
+    kept: KeptThrottle,
+}
+
+/// A throttle time and when it was computed (Kafka's `AbstractControllerMutationQuota`
+/// `lastThrottleTimeMs` and `lastRecordedTimeMs`): a request that goes on waiting on the
+/// controller after it is told is throttled for what is left.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct KeptThrottle {
+    throttle_ms: i64,
+    at_ms: i64,
+}
+
+impl KeptThrottle {
+    /// Keeps `throttle_ms`, computed at `now`, in place of the one kept before.
+    pub fn keep(&mut self, throttle_ms: i64, now: i64) {
+        self.throttle_ms = throttle_ms;
+        self.at_ms = now;
+    }
+
+    /// `AbstractControllerMutationQuota.throttleTime`: the kept throttle time less what has
+    /// passed since.
+    pub fn left_ms(&self, now: i64) -> i32 {
+        let left = self.throttle_ms - (now - self.at_ms);
+        left.clamp(0, i32::MAX as i64) as i32
+    }
 }
 
 impl ControllerMutationQuota<'_> {
@@ -465,9 +487,9 @@ impl ControllerMutationQuota<'_> {
         if tokens >= 0.0 {
             return None;
         }
-        self.last_throttle_ms = bucket_throttle_ms(tokens, quota);
-        self.last_recorded_ms = now;
-        Some(self.last_throttle_ms as i32)
+        let throttle_ms = bucket_throttle_ms(tokens, quota);
+        self.kept.keep(throttle_ms, now);
+        Some(throttle_ms as i32)
     }
 
     /// Takes `permits` (partitions created or deleted) for a mutation the controller
@@ -482,8 +504,7 @@ impl ControllerMutationQuota<'_> {
         );
         if let Some((tokens, quota)) = taken {
             if !self.strict && tokens < 0.0 {
-                self.last_throttle_ms = bucket_throttle_ms(tokens, quota);
-                self.last_recorded_ms = now;
+                self.kept.keep(bucket_throttle_ms(tokens, quota), now);
             }
         }
     }
@@ -491,8 +512,7 @@ impl ControllerMutationQuota<'_> {
     /// `AbstractControllerMutationQuota.throttleTime`: the kept throttle time less what has
     /// passed since (the request may have waited on the controller meanwhile).
     pub fn throttle_time_ms(&self, now: i64) -> i32 {
-        let left = self.last_throttle_ms - (now - self.last_recorded_ms);
-        left.clamp(0, i32::MAX as i64) as i32
+        self.kept.left_ms(now)
     }
 }
 

@@ -595,12 +595,18 @@ async fn bootstrap_voters(broker: &Broker) -> Result<(), ServerError> {
     Ok(())
 }
 
-/// The connection creation rates: the broker's from its config, each address's from the
-/// client quotas of the image this node has applied.
+/// The connection creation rates: the broker's and each listener's from its config, each
+/// address's from the client quotas of the image this node has applied.
 fn connection_rate_limits(broker: &Arc<Broker>) -> ConnectionRateLimits {
     let image_of = Arc::downgrade(broker);
     ConnectionRateLimits {
         max_connection_creation_rate: broker.config.max_connection_creation_rate,
+        listener_rates: broker
+            .config
+            .listener_max_connection_creation_rate
+            .iter()
+            .map(|(name, rate)| (name.clone(), *rate))
+            .collect(),
         window: broker.config.quota_window,
         ip_rate: Box::new(move |ip| {
             let broker = image_of.upgrade()?;
@@ -630,14 +636,14 @@ async fn accept_until_shutdown(
     shutdown: &mut watch::Receiver<bool>,
 ) {
     // Kafka's `protectedListener`: the inter-broker listener is exempt from the broker's
-    // creation rate when clients have a listener of their own.
+    // creation rate when clients have a listener of their own (not from its own rate).
     let listeners = &broker.config.listeners;
     let protected = listeners.broker.len() > 1 && config.name == listeners.inter_broker;
     let mut throttled = JoinSet::new();
     loop {
         tokio::select! {
             // Waits while max.connections are open; refuses an address at its limit.
-            accepted = quotas.accept(&listener, protected) => match accepted {
+            accepted = quotas.accept(&listener, &config.name, protected) => match accepted {
                 Ok(Accepted::Connection(stream, slot)) => {
                     let serve = crate::net::connection::serve(
                         broker.clone(),

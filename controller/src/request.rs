@@ -48,6 +48,14 @@ pub enum ControllerRequest {
     },
     /// DeleteTopics for one topic.
     DeleteTopic { name: String },
+    /// A topic mutation (CreateTopic, DeleteTopic, CreatePartitions) charged to the client's
+    /// `controller_mutation_rate` bucket, which the active controller holds for the clients
+    /// of every broker (Kafka's `ControllerApis` with its `ControllerMutationQuotaManager`).
+    /// `decide` decides `request` alone; the controller's runner applies the quota.
+    WithMutationQuota {
+        quota: MutationQuotaKey,
+        request: Box<ControllerRequest>,
+    },
     /// Grows the topic to `total_count` partitions (Kafka's CreatePartitions semantics).
     CreatePartitions {
         name: String,
@@ -288,6 +296,78 @@ pub enum ControllerReply {
     ScramResults(Vec<crate::scram_control::ScramResult>),
     /// AlterClientQuotas' results: entity, error code, error message.
     ClientQuotaResults(Vec<crate::client_quota_control::QuotaResult>),
+    /// The answer to [`ControllerRequest::WithMutationQuota`]: the mutation's reply, or
+    /// `None` when the client's tokens were spent under a strict quota (THROTTLING_QUOTA_EXCEEDED),
+    /// and how long the client is to be throttled, 0 for not at all.
+    MutationQuota {
+        reply: Option<Box<ControllerReply>>,
+        throttle_ms: i32,
+    },
+}
+
+/// Whose `controller_mutation_rate` bucket a topic mutation is charged to: the principal and
+/// client id of the client's request (what Kafka's forwarding envelope carries to the
+/// controller's `ControllerRequestContext`), and whether the quota is strict (the request's
+/// version is at least the API's `strictSinceVersion`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MutationQuotaKey {
+    pub user: String,
+    pub client_id: String,
+    pub strict: bool,
+}
+
+/// How a topic mutation meets its client's quota on the active controller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QuotaCharge {
+    /// Not charged: a deletion of a topic the image lacks (refused as unknown first).
+    Free,
+    /// Charged; with the tokens spent under a strict quota, this validate-only form is
+    /// decided instead, so a mutation refused for its own reason keeps that reason (Kafka
+    /// applies the quota after validating: `ReplicationControlManager`), and `None` means
+    /// there is nothing more to validate.
+    Charged(Option<ControllerRequest>),
+}
+
+impl ControllerRequest {
+    /// How this mutation meets the quota on `image` (see [`QuotaCharge`]).
+    pub fn quota_charge(&self, image: &MetadataImage) -> QuotaCharge {
+        match self {
+            ControllerRequest::CreateTopic { .. } | ControllerRequest::CreatePartitions { .. } => {
+                let mut probe = self.clone();
+                if let ControllerRequest::CreateTopic { validate_only, .. }
+                | ControllerRequest::CreatePartitions { validate_only, .. } = &mut probe
+                {
+                    *validate_only = true;
+                }
+                QuotaCharge::Charged(Some(probe))
+            }
+            ControllerRequest::DeleteTopic { name } if image.topic_by_name(name).is_none() => {
+                QuotaCharge::Free
+            }
+            _ => QuotaCharge::Charged(None),
+        }
+    }
+
+    /// The permits (partitions created or deleted) a decided mutation takes from the
+    /// bucket (Kafka's `applyPartitionChangeQuota` arguments): `image` is the image it was
+    /// decided on, `reply` its reply.
+    pub fn mutation_permits(&self, image: &MetadataImage, reply: &ControllerReply) -> usize {
+        let existing = |name: &str| image.topic_by_name(name).map_or(0, |t| t.partitions.len());
+        match (self, reply) {
+            (
+                ControllerRequest::CreateTopic { .. },
+                ControllerReply::TopicCreated { partitions, .. },
+            ) => partitions.len(),
+            (ControllerRequest::DeleteTopic { name }, _) => existing(name),
+            (
+                ControllerRequest::CreatePartitions {
+                    name, total_count, ..
+                },
+                _,
+            ) => (*total_count.max(&0) as usize).saturating_sub(existing(name)),
+            _ => 0,
+        }
+    }
 }
 
 /// Records plus reply: what a request turns into (Kafka's `ControllerResult`).
@@ -318,6 +398,7 @@ pub fn decide(
             only_validated(create_topic(image, &spec, Uuid::new_v4()), *validate_only)
         }
         ControllerRequest::DeleteTopic { name } => delete_topic(image, name),
+        ControllerRequest::WithMutationQuota { request, .. } => decide(image, request, policy),
         ControllerRequest::CreatePartitions {
             name,
             total_count,

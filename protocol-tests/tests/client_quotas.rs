@@ -3,17 +3,21 @@
 //! `strict`, `validate_only`, quotas surviving a restart), and a librdkafka producer held to its
 //! `producer_byte_rate`, told so by the throttle time of its Produce answers (KIP-219), and
 //! CreateTopics, CreatePartitions and DeleteTopics held to `controller_mutation_rate` (strict
-//! and permissive versions, Kafka's `ControllerMutationQuotaManager`), and a client
-//! hammering Metadata held to its `request_percentage` (Kafka's `ClientRequestQuotaManager`).
+//! and permissive versions, Kafka's `ControllerMutationQuotaManager`; one bucket per client
+//! on the active controller, whichever broker a request comes through), and a client
+//! hammering Metadata held to its `request_percentage` (Kafka's `ClientRequestQuotaManager`),
+//! and the connection creation rates (per address, broker-wide, per listener).
 //!
-//! The tests run against Kafka 4.4 too (`scripts/differential`, through kafka-as-brook.sh).
+//! The tests run against Kafka 4.4 too (`scripts/differential`, through kafka-as-brook.sh);
+//! the 3-node one with `KAFKA_CLUSTER_BOOTSTRAP` naming a running Kafka cluster's brokers
+//! (`scripts/kafka-reference start --nodes 3`).
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use brook_protocol_tests::wire::topic_name;
-use brook_protocol_tests::{poll_until_ok, Broker, WireClient};
+use brook_protocol_tests::{poll_until_ok, unique_topic, Broker, Cluster, WireClient};
 use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
@@ -598,25 +602,32 @@ fn topic_mutations_are_held_to_the_controller_mutation_rate() {
         false,
     );
     assert_eq!(set, vec![(0, None)]);
-    // Quotas reach the brokers through the metadata log: wait until one is enforced.
+    await_mutation_quota(&b.bootstrap(), "", 5);
+    strict_create_topics(&b);
+    permissive_create_topics(&b);
+    strict_delete_and_grow(&b);
+}
+
+/// Waits until `controller_mutation_rate` is enforced through `addr` (quotas reach the
+/// controller through the metadata log): each probe, a client id of its own, creates a topic
+/// of `partitions` that spends its bucket and then one more, refused once enforced.
+fn await_mutation_quota(addr: &str, prefix: &str, partitions: i32) {
     let mut attempt = 0;
     poll_until_ok(
         "the mutation quota enforced",
-        Duration::from_secs(10),
+        Duration::from_secs(30),
         || {
             attempt += 1;
-            let mut c = mutator(&b, &format!("probe-{attempt}"));
-            let first = format!("probe-{attempt}-a");
-            let second = format!("probe-{attempt}-b");
-            let r = create_topics(&mut c, 6, &[(&first, 5), (&second, 1)]);
+            let mut c = WireClient::connect(addr);
+            c.client_id = format!("{prefix}probe-{attempt}");
+            let first = format!("{prefix}probe-{attempt}-a");
+            let second = format!("{prefix}probe-{attempt}-b");
+            let r = create_topics(&mut c, 6, &[(&first, partitions), (&second, 1)]);
             (r.1[1] == THROTTLING_QUOTA_EXCEEDED)
                 .then_some(())
                 .ok_or(format!("not yet enforced: {r:?}"))
         },
     );
-    strict_create_topics(&b);
-    permissive_create_topics(&b);
-    strict_delete_and_grow(&b);
 }
 
 /// A raw client with its own client-id (its own bucket).
@@ -909,20 +920,125 @@ fn an_address_over_its_connection_creation_rate_has_new_connections_closed() {
 /// broker holds each new connection before serving it, so a burst is served, but spread out.
 #[test]
 fn max_connection_creation_rate_spreads_a_burst_out() {
+    assert_burst_spread_out_by("max.connection.creation.rate");
+}
+
+/// A broker with `key` at 5 new connections a second (over two windows of 1 s): a burst of
+/// 10 is served 5 at once, then each held 200 ms or more, so the last after 800 ms or more.
+fn assert_burst_spread_out_by(key: &str) {
     let b = Broker::start_with(&[
-        ("max.connection.creation.rate", "5"),
+        (key, "5"),
         ("quota.window.num", "2"),
         ("quota.window.size.seconds", "1"),
     ]);
     let (probes, _) = burst(&b.bootstrap(), 10);
-    assert_eq!(answered(&probes), 10, "{probes:?}");
-    let last = probes
+    let last = last_answered(&probes);
+    assert!(last >= Duration::from_millis(800), "{probes:?}");
+}
+
+/// When the last connection of a burst was answered (every one must be).
+fn last_answered(probes: &[Probe]) -> Duration {
+    assert_eq!(answered(probes), probes.len(), "{probes:?}");
+    probes
         .iter()
         .map(|p| match p {
             Probe::Answered(t) | Probe::Closed(t) => *t,
         })
         .max()
-        .unwrap();
-    // 5 at once, then each held 200 ms or more: at least a second for the other 5.
-    assert!(last >= Duration::from_millis(800), "{probes:?}");
+        .unwrap_or_default()
+}
+
+/// Kafka's `ListenerConnectionQuota`: `listener.name.<l>.max.connection.creation.rate` holds
+/// new connections on that listener as the broker-wide key does on all of them.
+#[test]
+fn a_listener_creation_rate_spreads_a_burst_on_that_listener() {
+    assert_burst_spread_out_by("listener.name.plaintext.max.connection.creation.rate");
+}
+
+/// Kafka's `ConnectionQuotas.protectedListener` and `ListenerConnectionQuota`: with a second
+/// listener, the inter-broker one (PLAINTEXT) neither waits on nor counts in the broker-wide
+/// `max.connection.creation.rate`, but is held to its own rate, which without a
+/// `listener.name.` key is the broker-wide value (`valuesWithPrefixOverride`).
+#[test]
+fn the_inter_broker_listener_is_held_to_its_own_rate_not_the_brokers() {
+    let b = Broker::start_with(&[
+        (
+            "listeners",
+            "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        ),
+        (
+            "listener.name.sasl_plaintext.sasl.enabled.mechanisms",
+            "PLAIN",
+        ),
+        (
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config",
+            r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret" user_admin="admin-secret";"#,
+        ),
+        ("max.connection.creation.rate", "5"),
+        ("quota.window.num", "2"),
+        ("quota.window.size.seconds", "1"),
+    ]);
+    let (probes, _) = burst(&b.listener_address("PLAINTEXT"), 10);
+    let last = last_answered(&probes);
+    assert!(last >= Duration::from_millis(800), "not held: {probes:?}");
+    // Had those 10 counted in the broker's rate, 5 more on the other listener would wait.
+    let (probes, _) = burst(&b.listener_address("SASL_PLAINTEXT"), 5);
+    let last = last_answered(&probes);
+    assert!(last < Duration::from_millis(500), "held: {probes:?}");
+}
+
+/// A cluster's brokers for the shared-bucket test: `KAFKA_CLUSTER_BOOTSTRAP`, a running
+/// Kafka 4.4 cluster's addresses (`scripts/kafka-reference start --nodes 3` prints them), or
+/// a 3-node Brook cluster started here (kept alive with the addresses).
+fn three_brokers() -> (Option<Cluster>, Vec<String>) {
+    if let Ok(list) = std::env::var("KAFKA_CLUSTER_BOOTSTRAP") {
+        let addrs: Vec<String> = list.split(',').map(str::to_string).collect();
+        assert_eq!(
+            addrs.len(),
+            3,
+            "KAFKA_CLUSTER_BOOTSTRAP names 3 brokers: {list}"
+        );
+        return (None, addrs);
+    }
+    let c = Cluster::start(3, &[]);
+    let addrs = c.ids().iter().map(|id| c.address(*id)).collect();
+    (Some(c), addrs)
+}
+
+/// Kafka's `ControllerApis` charges `controller_mutation_rate` on the active controller,
+/// from the principal and client id the forwarding broker passes on: one client id's
+/// requests through two brokers take tokens from one bucket. A strict CreateTopics (v6)
+/// that spends a bucket of 11 tokens (1 a second, `controller.quota.window.num` 11 windows
+/// of 1 s, the defaults) 9 tokens below zero through one broker leaves the same client id
+/// refused through another for the next 9 s.
+#[test]
+fn one_client_id_through_two_brokers_spends_one_mutation_bucket() {
+    let (_cluster, addrs) = three_brokers();
+    let client = |i: usize, id: &str| {
+        let mut c = WireClient::connect(&addrs[i]);
+        c.client_id = id.into();
+        c
+    };
+    let run = unique_topic("shared");
+    let quota = vec![entry(
+        &[("client-id", None)],
+        &[("controller_mutation_rate", Some(1.0))],
+    )];
+    assert_eq!(
+        alter(&mut client(0, "admin"), 1, quota, false),
+        vec![(0, None)]
+    );
+    await_mutation_quota(&addrs[0], &format!("{run}-"), 12);
+    let shared = format!("{run}-client");
+    let first = format!("{run}-a");
+    let (_, codes) = create_topics(&mut client(0, &shared), 6, &[(&first, 20)]);
+    assert_eq!(codes, vec![0]);
+    let second = format!("{run}-b");
+    let (throttle_ms, codes) = create_topics(&mut client(1, &shared), 6, &[(&second, 1)]);
+    assert_eq!(
+        codes,
+        vec![THROTTLING_QUOTA_EXCEEDED],
+        "another broker, another bucket"
+    );
+    assert!((1..=9000).contains(&throttle_ms), "{throttle_ms}");
 }

@@ -1,9 +1,11 @@
 //! Durability across restarts: a clean SIGTERM restart between produce and consume, and a
-//! SIGKILL in the middle of an idempotent produce run followed by a restart on the same port.
+//! SIGKILL in the middle of an idempotent produce run followed by a restart on the same port,
+//! and a log directory of another node or cluster refused at start-up.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use brook_protocol_tests::process::run_brook;
 use brook_protocol_tests::rd::{self, Delivery};
 use brook_protocol_tests::{unique_topic, Broker, WireClient};
 
@@ -183,4 +185,53 @@ fn sigkill_during_idempotent_produce_keeps_acknowledged_records_exactly_once() {
         &failed[..failed.len().min(5)]
     );
     assert_eq!(msgs.len(), N, "records read back");
+}
+
+/// `brook serve` on the stopped `broker`'s config and data with `overrides`: its exit status
+/// and what it printed.
+fn serve_once(broker: &Broker, overrides: &[&str]) -> (bool, String) {
+    let config = broker.dir().join("server.properties");
+    let mut args = vec!["serve".to_string(), "--config".to_string()];
+    args.push(config.display().to_string());
+    for o in overrides {
+        args.extend(["--override".to_string(), o.to_string()]);
+    }
+    let out = run_brook(&args, Duration::from_secs(60));
+    (
+        out.status.success(),
+        format!("{}{}", out.stdout, out.stderr),
+    )
+}
+
+/// Kafka's `MetaPropertiesEnsemble.verify` at start-up (`KafkaRaftServer.initializeLogDirs`,
+/// the configured node id expected): a log directory another node id wrote is refused with
+/// Kafka's message, and so is one of another cluster id than the configured `cluster.id`;
+/// nothing is changed, and the node it belongs to starts on it again.
+#[test]
+fn a_log_directory_of_another_node_or_cluster_is_refused_at_start() {
+    let mut broker = Broker::start();
+    let cluster_id = WireClient::connect(&broker.bootstrap())
+        .metadata(&[], false)
+        .cluster_id
+        .map(|s| s.to_string())
+        .expect("a cluster id");
+    assert!(broker.stop().success());
+    let meta = broker.data_dir().join("meta.properties");
+    let (ok, out) = serve_once(&broker, &["node.id=2"]);
+    let want = format!(
+        "Stored node id 1 doesn't match previous node id 2 in {}. If you moved your data, \
+         make sure your configured node id matches. If you intend to create a new node, you \
+         should remove all data in your data directories.",
+        meta.display()
+    );
+    assert!(!ok && out.contains(&want), "{out}");
+    let (ok, out) = serve_once(&broker, &["cluster.id=AAAAAAAAAAAAAAAAAAAAAA"]);
+    let want = format!(
+        "Invalid cluster.id in: {}. Expected AAAAAAAAAAAAAAAAAAAAAA, but read {cluster_id}",
+        meta.display()
+    );
+    assert!(!ok && out.contains(&want), "{out}");
+    broker.start_again();
+    let md = WireClient::connect(&broker.bootstrap()).metadata(&[], false);
+    assert_eq!(md.cluster_id.map(|s| s.to_string()), Some(cluster_id));
 }

@@ -1,7 +1,10 @@
 //! CreateTopics, DeleteTopics and CreatePartitions, held to the client's
 //! `controller_mutation_rate` (Kafka's `ControllerApis` with its `ControllerMutationQuota`):
-//! each topic takes as many tokens as partitions it creates or deletes once the controller
-//! has accepted it, so a refused topic costs nothing. From CreateTopics v6, DeleteTopics v5
+//! each topic goes to the active controller with the client's principal and client id, as
+//! Kafka's forwarding envelope carries them, and the controller charges the client's bucket
+//! there, so a client's requests through every broker share one bucket. Each topic takes as
+//! many tokens as partitions it creates or deletes once the controller has accepted it, so a
+//! refused topic costs nothing. From CreateTopics v6, DeleteTopics v5
 //! and CreatePartitions v3 the quota is strict: a topic asked for once the tokens are spent
 //! gets THROTTLING_QUOTA_EXCEEDED (after the controller's own validation, as Kafka applies
 //! the quota last); older versions are accepted and throttled. Either way the answer carries
@@ -26,7 +29,9 @@ use super::configs::{config_source, topic_config_entries};
 use super::{sb, RequestContext};
 use crate::broker::Broker;
 use crate::cluster::replica_manager::now_ms;
-use crate::quota::ControllerMutationQuota;
+use crate::controller::request::MutationQuotaKey;
+use crate::controller::{ControllerReply, ControllerRequest};
+use crate::quota::KeptThrottle;
 use crate::security::acl::{AclOperation, ResourceType};
 
 /// Kafka's message for a topic refused by the authorizer (`ControllerApis`).
@@ -41,29 +46,61 @@ const CREATE_PARTITIONS_STRICT_SINCE: i16 = 3;
 /// `Errors.THROTTLING_QUOTA_EXCEEDED`'s message, what Kafka answers a refused topic with.
 const THROTTLING_QUOTA_EXCEEDED: &str = "The throttling quota has been exceeded.";
 
-/// The request's controller mutation quota (Kafka's `newQuotaFor(request, strictSince)`).
-fn mutation_quota<'a>(
-    broker: &'a Broker,
-    ctx: &RequestContext,
-    strict_since: i16,
-) -> ControllerMutationQuota<'a> {
-    broker.quotas.controller_mutation.mutation_quota(
-        broker.replicas.image().client_quotas.clone(),
-        &ctx.session.principal.name,
-        ctx.client_id.as_deref().unwrap_or(""),
-        ctx.api_version >= strict_since,
-    )
+/// One request's controller mutation quota as the broker taking it sees it: whose bucket
+/// the controller charges (Kafka's `newQuotaFor(request, strictSince)` on the controller,
+/// from the forwarded principal and client id) and the throttle time it last answered.
+struct MutationQuota {
+    key: MutationQuotaKey,
+    throttle: KeptThrottle,
 }
 
-/// The answer's throttle time: the quota's, for which the connection is muted after the
-/// answer (Kafka's `sendResponseMaybeThrottleWithControllerQuota`).
-fn throttle_answer(broker: &Broker, ctx: &RequestContext, quota: &ControllerMutationQuota) -> i32 {
-    let ms = quota.throttle_time_ms(now_ms());
+fn mutation_quota(ctx: &RequestContext, strict_since: i16) -> MutationQuota {
+    MutationQuota {
+        key: MutationQuotaKey {
+            user: ctx.session.principal.name.clone(),
+            client_id: ctx.client_id.as_deref().unwrap_or("").to_string(),
+            strict: ctx.api_version >= strict_since,
+        },
+        throttle: KeptThrottle::default(),
+    }
+}
+
+/// `req` decided by the active controller against the client's bucket: its reply, or
+/// THROTTLING_QUOTA_EXCEEDED; a throttle time in the controller's answer is kept for ours.
+async fn charged(
+    broker: &Broker,
+    quota: &mut MutationQuota,
+    req: ControllerRequest,
+) -> Result<ControllerReply, Refusal> {
+    let (reply, throttle_ms) = broker
+        .replicas
+        .controller()
+        .submit_mutation(req, quota.key.clone())
+        .await
+        .map_err(|e| (e.code(), e.to_string()))?;
+    if throttle_ms > 0 {
+        quota.throttle.keep(i64::from(throttle_ms), now_ms());
+    }
+    reply.ok_or_else(throttled)
+}
+
+/// The answer's throttle time: the one the controller answered, less the time since, for
+/// which the connection is muted after the answer (Kafka's `sendForwardedResponse`).
+fn throttle_answer(broker: &Broker, ctx: &RequestContext, quota: &MutationQuota) -> i32 {
+    let ms = quota.throttle.left_ms(now_ms());
     if ms > 0 {
         broker.quotas.controller_mutation.throttle(ms);
         ctx.throttle.set(ms);
     }
     ms
+}
+
+/// A reply of another kind than the request's: a bug between broker and controller.
+fn unexpected(reply: ControllerReply) -> Refusal {
+    (
+        ResponseError::UnknownServerError.code(),
+        format!("unexpected controller reply {reply:?}"),
+    )
 }
 
 fn throttled() -> Refusal {
@@ -84,7 +121,7 @@ pub async fn handle_create_topics(
     ctx: &RequestContext,
     req: CreateTopicsRequest,
 ) -> CreateTopicsResponse {
-    let mut quota = mutation_quota(broker, ctx, CREATE_TOPICS_STRICT_SINCE);
+    let mut quota = mutation_quota(ctx, CREATE_TOPICS_STRICT_SINCE);
     let mut seen = std::collections::HashSet::new();
     let mut topics = Vec::with_capacity(req.topics.len());
     for t in req.topics {
@@ -115,8 +152,7 @@ pub async fn handle_create_topics(
                 configs.insert(c.name.to_string(), v.to_string());
             }
         }
-        let outcome =
-            create_within_quota(broker, &mut quota, &name, &t, configs, req.validate_only).await;
+        let outcome = create_topic(broker, &mut quota, &name, &t, configs, req.validate_only).await;
         // The created topic's configs only with DESCRIBE_CONFIGS on it.
         let describable = || {
             authorize(
@@ -160,31 +196,15 @@ pub async fn handle_create_topics(
 
 type Refusal = (i16, String);
 
-/// `create_topic` held to the mutation quota: a client out of tokens under a strict quota
-/// has the topic validated only, and refused if it is valid; an accepted topic (validated
-/// only or not, as Kafka counts both) takes its partitions' tokens.
-async fn create_within_quota(
-    broker: &Broker,
-    quota: &mut ControllerMutationQuota<'_>,
-    name: &str,
-    t: &kafka_protocol::messages::create_topics_request::CreatableTopic,
-    configs: BTreeMap<String, String>,
-    validate_only: bool,
-) -> Result<crate::controller::TopicImage, Refusal> {
-    if quota.exceeded(now_ms()).is_some() {
-        create_topic(broker, name, t, configs, true).await?;
-        return Err(throttled());
-    }
-    let created = create_topic(broker, name, t, configs, validate_only).await?;
-    quota.record(created.partitions.len(), now_ms());
-    Ok(created)
-}
-
-/// The controller validates the request (manual assignments included) and assigns and
-/// commits the topic, or for `validate_only` only answers; the answer waits until this
-/// node's image has the topic, so a Metadata request right after sees it.
+/// The controller validates the request (manual assignments included), charges the client's
+/// bucket, and assigns and commits the topic, or for `validate_only` only answers; a client
+/// out of tokens under a strict quota has the topic validated only, and refused if it is
+/// valid; an accepted topic (validated only or not, as Kafka counts both) takes its
+/// partitions' tokens. The answer waits until this node's image has the topic, so a
+/// Metadata request right after sees it.
 async fn create_topic(
     broker: &Broker,
+    quota: &mut MutationQuota,
     name: &str,
     t: &kafka_protocol::messages::create_topics_request::CreatableTopic,
     configs: BTreeMap<String, String>,
@@ -207,7 +227,7 @@ async fn create_topic(
         -1 if !manual => broker.config.default_replication_factor,
         rf => rf,
     };
-    let req = crate::controller::ControllerRequest::CreateTopic {
+    let req = ControllerRequest::CreateTopic {
         name: name.to_string(),
         partitions,
         replication_factor: rf,
@@ -224,12 +244,10 @@ async fn create_topic(
             .collect(),
         validate_only,
     };
-    let (id, parts) = broker
-        .replicas
-        .controller()
-        .submit_create_topic(req)
-        .await
-        .map_err(|e| (e.code(), e.to_string()))?;
+    let (id, parts) = match charged(broker, quota, req).await? {
+        ControllerReply::TopicCreated { id, partitions } => (id, partitions),
+        other => return Err(unexpected(other)),
+    };
     if !validate_only {
         broker
             .replicas
@@ -253,7 +271,7 @@ pub async fn handle_delete_topics(
     ctx: &RequestContext,
     req: DeleteTopicsRequest,
 ) -> DeleteTopicsResponse {
-    let mut quota = mutation_quota(broker, ctx, DELETE_TOPICS_STRICT_SINCE);
+    let mut quota = mutation_quota(ctx, DELETE_TOPICS_STRICT_SINCE);
     let mut targets: Vec<(Option<String>, Uuid)> = req
         .topic_names
         .iter()
@@ -316,28 +334,20 @@ pub async fn handle_delete_topics(
         .with_responses(responses)
 }
 
-/// Deletes `name` through the controller, held to the mutation quota: a topic this node
-/// knows takes its partition count in tokens, and under a strict quota with none left is
-/// refused (Kafka checks the topic exists before it applies the quota).
+/// Deletes `name` through the controller, held to the mutation quota: a topic the
+/// controller knows takes its partition count in tokens, and under a strict quota with none
+/// left is refused (Kafka checks the topic exists before it applies the quota).
 async fn delete_within_quota(
     broker: &Broker,
-    quota: &mut ControllerMutationQuota<'_>,
+    quota: &mut MutationQuota,
     name: &str,
     id: Uuid,
 ) -> Result<Uuid, Refusal> {
-    let known = broker.replicas.topic(name);
-    let partitions = known.as_ref().map_or(0, |t| t.partitions.len());
-    let id = known.map(|t| t.id).unwrap_or(id);
-    if partitions > 0 && quota.exceeded(now_ms()).is_some() {
-        return Err(throttled());
-    }
-    broker
-        .replicas
-        .controller()
-        .delete_topic(name)
-        .await
-        .map_err(|e| (e.code(), e.to_string()))?;
-    quota.record(partitions, now_ms());
+    let id = broker.replicas.topic(name).map_or(id, |t| t.id);
+    let req = ControllerRequest::DeleteTopic {
+        name: name.to_string(),
+    };
+    charged(broker, quota, req).await?;
     broker.replicas.wait_caught_up().await;
     Ok(id)
 }
@@ -348,7 +358,7 @@ pub async fn handle_create_partitions(
     ctx: &RequestContext,
     req: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
-    let mut quota = mutation_quota(broker, ctx, CREATE_PARTITIONS_STRICT_SINCE);
+    let mut quota = mutation_quota(ctx, CREATE_PARTITIONS_STRICT_SINCE);
     let mut results = Vec::with_capacity(req.topics.len());
     for t in req.topics {
         let result = CreatePartitionsTopicResult::default().with_name(t.name.clone());
@@ -392,30 +402,19 @@ pub async fn handle_create_partitions(
 /// is validated only and, if valid, refused.
 async fn grow_within_quota(
     broker: &Broker,
-    quota: &mut ControllerMutationQuota<'_>,
+    quota: &mut MutationQuota,
     name: &str,
     count: i32,
     assignments: Option<Vec<Vec<i32>>>,
     validate_only: bool,
 ) -> Result<(), Refusal> {
-    let controller = broker.replicas.controller();
-    let refusal = |e: crate::controller::ControllerError| (e.code(), e.to_string());
-    if quota.exceeded(now_ms()).is_some() {
-        controller
-            .create_partitions(name, count, assignments, true)
-            .await
-            .map_err(refusal)?;
-        return Err(throttled());
-    }
-    let before = broker
-        .replicas
-        .topic(name)
-        .map_or(0, |t| t.partitions.len());
-    controller
-        .create_partitions(name, count, assignments, validate_only)
-        .await
-        .map_err(refusal)?;
-    quota.record((count.max(0) as usize).saturating_sub(before), now_ms());
+    let req = ControllerRequest::CreatePartitions {
+        name: name.to_string(),
+        total_count: count,
+        assignments,
+        validate_only,
+    };
+    charged(broker, quota, req).await?;
     if !validate_only {
         broker.replicas.wait_caught_up().await;
     }

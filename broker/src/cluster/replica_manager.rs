@@ -303,6 +303,11 @@ impl ReplicaManager {
             .map(|e| (e.host.clone(), e.port))
             .unwrap_or_default();
         let dir = config.log_dir.clone();
+        crate::metadata::verify_meta_properties(
+            &dir,
+            config.node_id,
+            config.cluster_id.as_deref(),
+        )?;
         let state = StartupState::read(&dir)?;
         let (controller, cluster_id) = match ControllerConfig::from_broker_config(&config)? {
             Some(mut cc) => {

@@ -420,6 +420,10 @@ pub(crate) struct Inner {
     /// The directory id each observer this node took in as leader sent
     /// (`voter_control::observe`): one entry per node id that asked, a few.
     observer_directory_ids: parking_lot::Mutex<HashMap<i32, Uuid>>,
+    /// The clients' `controller_mutation_rate` buckets, charged here while this node is the
+    /// active controller, for the topic mutations every broker sends (Kafka's
+    /// `ControllerServer` `quotaManagers.controllerMutation`, over `controller.quota.window.*`).
+    mutation_quotas: crate::quota::ClientQuotaManager,
 }
 
 /// A running quorum member. Cheap to clone.
@@ -581,6 +585,7 @@ impl Controller {
                     .map_err(internal)?;
             }
         }
+        let controller_quota_window = config.broker_config.controller_quota_window;
         let inner = Arc::new(Inner {
             config,
             raft,
@@ -599,6 +604,10 @@ impl Controller {
             leader_elections: AtomicU64::new(0),
             voter_change: tokio::sync::Mutex::new(()),
             observer_directory_ids: parking_lot::Mutex::new(HashMap::new()),
+            mutation_quotas: crate::quota::ClientQuotaManager::new(
+                crate::quota::QuotaType::ControllerMutation,
+                controller_quota_window,
+            ),
         });
         let mut tasks = Vec::new();
         if let Some(listener) = listener {
@@ -819,6 +828,26 @@ impl Controller {
     ) -> Result<(Uuid, Vec<PartitionRegistration>), ControllerError> {
         match self.inner.submit(req).await? {
             ControllerReply::TopicCreated { id, partitions } => Ok((id, partitions)),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// A topic mutation (CreateTopic, DeleteTopic, CreatePartitions) charged to `quota`'s
+    /// bucket on the active controller: its reply, `None` when refused as over a strict
+    /// quota, and the throttle time the controller answered.
+    pub async fn submit_mutation(
+        &self,
+        req: ControllerRequest,
+        quota: request::MutationQuotaKey,
+    ) -> Result<(Option<ControllerReply>, i32), ControllerError> {
+        let req = ControllerRequest::WithMutationQuota {
+            quota,
+            request: Box::new(req),
+        };
+        match self.inner.submit(req).await? {
+            ControllerReply::MutationQuota { reply, throttle_ms } => {
+                Ok((reply.map(|r| *r), throttle_ms))
+            }
             other => Err(unexpected(other)),
         }
     }
@@ -1458,7 +1487,7 @@ impl Inner {
             RaftError::Fatal(f) => internal(f),
         })?;
         let image = self.image_rx.borrow().clone();
-        let (records, reply) = request::decide(&image, req, &self.policy(&image))?;
+        let (records, reply) = self.decide_charged(&image, req)?;
         let elections = leader_changes(&image, &records);
         if !records.is_empty() {
             self.raft
@@ -1480,6 +1509,51 @@ impl Inner {
                 .insert(*node_id, Instant::now());
         }
         Ok(reply)
+    }
+
+    /// Decides `req` on `image`. A topic mutation sent with its client's quota is charged to
+    /// the client's `controller_mutation_rate` bucket here, on the active controller, so a
+    /// client's requests through any broker share one bucket (Kafka's `ControllerApis`,
+    /// `controllerMutationQuotaRecorderFor`, and `ReplicationControlManager`'s
+    /// `applyPartitionChangeQuota` after its validation).
+    fn decide_charged(
+        &self,
+        image: &MetadataImage,
+        req: &ControllerRequest,
+    ) -> Result<request::ControllerResult, ControllerError> {
+        let policy = self.policy(image);
+        let ControllerRequest::WithMutationQuota {
+            quota: key,
+            request: inner,
+        } = req
+        else {
+            return request::decide(image, req, &policy);
+        };
+        let now = crate::cluster::replica_manager::now_ms();
+        let mut quota = self.mutation_quotas.mutation_quota(
+            image.client_quotas.clone(),
+            &key.user,
+            &key.client_id,
+            key.strict,
+        );
+        let charge = inner.quota_charge(image);
+        if charge != request::QuotaCharge::Free && quota.exceeded(now).is_some() {
+            if let request::QuotaCharge::Charged(Some(probe)) = charge {
+                request::decide(image, &probe, &policy)?;
+            }
+            let refused = ControllerReply::MutationQuota {
+                reply: None,
+                throttle_ms: quota.throttle_time_ms(now),
+            };
+            return Ok((Vec::new(), refused));
+        }
+        let (records, reply) = request::decide(image, inner, &policy)?;
+        quota.record(inner.mutation_permits(image, &reply), now);
+        let charged = ControllerReply::MutationQuota {
+            reply: Some(Box::new(reply)),
+            throttle_ms: quota.throttle_time_ms(now),
+        };
+        Ok((records, charged))
     }
 
     /// Brokers the active controller should fence now: unfenced, and silent for longer than

@@ -5,9 +5,12 @@
 //! Kafka treats them differently, and so does Brook:
 //! - at the broker-wide limit the acceptor waits for a slot: new connections stay in the
 //!   kernel's accept backlog until an open one ends (`waitForConnectionSlot`);
-//! - over the broker-wide creation rate the acceptor holds the connection it just accepted,
-//!   and with it the backlog, for the throttle time, then serves it (the same wait); the
-//!   inter-broker listener is exempt when there are other listeners (`protectedListener`);
+//! - over the broker-wide creation rate, or over its listener's own
+//!   (`listener.name.<l>.max.connection.creation.rate`, else the broker-wide value), the
+//!   acceptor holds the connection it just accepted, and with it the backlog, for the longer
+//!   of the two throttle times, then serves it (the same wait); the inter-broker listener is
+//!   exempt from the broker-wide rate when there are other listeners (`protectedListener`),
+//!   not from its own (`recordConnectionAndGetThrottleTimeMs`);
 //! - an address already at its limit has its new connection accepted and closed at once
 //!   (`TooManyConnectionsException`), so a client sees an EOF on its first read;
 //! - an address over its creation rate has its new connection accepted, left unread for
@@ -34,16 +37,21 @@ use crate::quota::{QuotaWindow, RateQuota, INACTIVE_SENSOR_EXPIRATION_MS, SENSOR
 pub type IpConnectionRate = Box<dyn Fn(IpAddr) -> Option<f64> + Send + Sync>;
 
 /// The creation-rate limits: `max.connection.creation.rate` (Kafka's default, `i32::MAX`, is
-/// no limit), the window the rates are sampled over, and each address's quota.
+/// no limit), each listener's, the window the rates are sampled over, and each address's quota.
 pub struct ConnectionRateLimits {
     pub max_connection_creation_rate: i32,
+    /// Each broker listener's own limit, by listener name (`ListenerConnectionQuota`); a
+    /// listener not named has none.
+    pub listener_rates: HashMap<Arc<str>, i32>,
     pub window: QuotaWindow,
     pub ip_rate: IpConnectionRate,
 }
 
-/// The sampled creation rates: the broker's and each throttled address's.
+/// The sampled creation rates: the broker's, each listener's and each throttled address's.
 struct Rates {
     broker: RateQuota,
+    /// One per listener of `ConnectionRateLimits::listener_rates`, made at start-up.
+    per_listener: HashMap<Arc<str>, RateQuota>,
     /// Addresses with a quota; idle ones are swept past [`SENSORS_SWEEP_AT`] entries.
     per_ip: HashMap<IpAddr, RateQuota>,
 }
@@ -96,6 +104,11 @@ impl ConnectionQuotas {
     ) -> Arc<Self> {
         // Kafka's limits are ints, far below the semaphore's ceiling; clamp all the same.
         let permits = max_connections.min(Semaphore::MAX_PERMITS);
+        let per_listener = limits
+            .listener_rates
+            .keys()
+            .map(|name| (name.clone(), RateQuota::new(now_ms())))
+            .collect();
         Arc::new(ConnectionQuotas {
             total: Arc::new(Semaphore::new(permits)),
             per_ip: Mutex::new(HashMap::new()),
@@ -103,17 +116,20 @@ impl ConnectionQuotas {
             limits,
             rates: Mutex::new(Rates {
                 broker: RateQuota::new(now_ms()),
+                per_listener,
                 per_ip: HashMap::new(),
             }),
         })
     }
 
-    /// Waits for a broker-wide slot, then accepts one connection, holds it while the broker
-    /// is over its creation rate (unless the listener is `protected`), and counts it for its
-    /// address. Cancel safe: dropping the future before it returns counts nothing.
+    /// Waits for a broker-wide slot, then accepts one connection on `listener` (named `name`),
+    /// holds it while the broker (unless the listener is `protected`) or the listener is over
+    /// its creation rate, and counts it for its address. Cancel safe: dropping the future
+    /// before it returns counts nothing.
     pub async fn accept(
         self: &Arc<Self>,
         listener: &TcpListener,
+        name: &str,
         protected: bool,
     ) -> std::io::Result<Accepted> {
         let total = match self.total.clone().acquire_owned().await {
@@ -123,11 +139,11 @@ impl ConnectionQuotas {
         };
         let (stream, peer) = listener.accept().await?;
         let ip = peer.ip();
-        let wait_ms = self.record_broker_connection(protected, now_ms());
+        let wait_ms = self.record_connection(name, protected, now_ms());
         if wait_ms > 0 {
             tokio::time::sleep(Duration::from_millis(wait_ms as u64)).await;
         }
-        if let Some(throttle_ms) = self.record_ip_connection(ip, protected, now_ms()) {
+        if let Some(throttle_ms) = self.record_ip_connection(ip, name, protected, now_ms()) {
             // Not counted: the permit goes back with `total`.
             return Ok(Accepted::Throttled {
                 stream,
@@ -157,23 +173,41 @@ impl ConnectionQuotas {
     }
 
     /// `recordConnectionAndGetThrottleTimeMs`: records the connection in the broker's rate
-    /// and answers how long the acceptor waits before serving it.
-    fn record_broker_connection(&self, protected: bool, now: i64) -> i64 {
-        let limit = self.limits.max_connection_creation_rate;
-        if protected {
-            return 0;
-        }
+    /// (unless `protected`) and in its listener's, and answers how long the acceptor waits
+    /// before serving it: the longer of the two throttle times. Both rates count it either way.
+    fn record_connection(&self, name: &str, protected: bool, now: i64) -> i64 {
         let (w, max) = (self.limits.window, self.throttle_ms_max());
         let mut rates = self.rates.lock();
-        rates
-            .broker
-            .record_and_get_throttle_ms(w, f64::from(limit), 1.0, now, max)
+        let broker_ms = if protected {
+            0
+        } else {
+            let limit = f64::from(self.limits.max_connection_creation_rate);
+            rates
+                .broker
+                .record_and_get_throttle_ms(w, limit, 1.0, now, max)
+        };
+        let listener_ms = match (
+            rates.per_listener.get_mut(name),
+            self.limits.listener_rates.get(name),
+        ) {
+            (Some(rate), Some(&limit)) => {
+                rate.record_and_get_throttle_ms(w, f64::from(limit), 1.0, now, max)
+            }
+            _ => 0,
+        };
+        broker_ms.max(listener_ms)
     }
 
     /// `recordIpConnectionMaybeThrottle`: records the connection in its address's rate if
-    /// the address has a quota; over it, takes the connection back out of both rates and
-    /// answers the throttle time.
-    fn record_ip_connection(&self, ip: IpAddr, protected: bool, now: i64) -> Option<i64> {
+    /// the address has a quota; over it, takes the connection back out of the address's, the
+    /// broker's and the listener's rates and answers the throttle time.
+    fn record_ip_connection(
+        &self,
+        ip: IpAddr,
+        name: &str,
+        protected: bool,
+        now: i64,
+    ) -> Option<i64> {
         let limit = (self.limits.ip_rate)(ip)?;
         let (w, max) = (self.limits.window, self.throttle_ms_max());
         let mut rates = self.rates.lock();
@@ -191,9 +225,13 @@ impl ConnectionQuotas {
             return None;
         }
         rate.unrecord(w, 1.0, now);
-        // `updateListenerMetrics`: the broker's rate does not count a refused connection.
+        // `updateListenerMetrics`: neither the broker's nor the listener's rate counts a
+        // refused connection.
         if !protected {
             rates.broker.unrecord(w, 1.0, now);
+        }
+        if let Some(listener) = rates.per_listener.get_mut(name) {
+            listener.unrecord(w, 1.0, now);
         }
         Some(throttle_ms)
     }
@@ -242,9 +280,13 @@ mod tests {
         window_ms: 1000,
     };
 
+    /// The listener the tests accept on.
+    const L: &str = "PLAINTEXT";
+
     fn limits(max_connection_creation_rate: i32, ip_rate: Option<f64>) -> ConnectionRateLimits {
         ConnectionRateLimits {
             max_connection_creation_rate,
+            listener_rates: HashMap::new(),
             window: W,
             ip_rate: Box::new(move |_| ip_rate),
         }
@@ -269,7 +311,7 @@ mod tests {
         let mut clients = Vec::new();
         for _ in 0..2 {
             clients.push(TcpStream::connect(addr).await.unwrap());
-            match q.accept(&l, false).await.unwrap() {
+            match q.accept(&l, L, false).await.unwrap() {
                 Accepted::Connection(s, slot) => slots.push((s, slot)),
                 _ => panic!("refused below the limit"),
             }
@@ -277,7 +319,7 @@ mod tests {
         assert_eq!(q.open_from(ip), 2);
         clients.push(TcpStream::connect(addr).await.unwrap());
         assert!(matches!(
-            q.accept(&l, false).await.unwrap(),
+            q.accept(&l, L, false).await.unwrap(),
             Accepted::Refused {
                 max_connections_per_ip: 2,
                 ..
@@ -288,7 +330,7 @@ mod tests {
         assert_eq!(q.open_from(ip), 1, "a dropped slot is given back");
         clients.push(TcpStream::connect(addr).await.unwrap());
         assert!(matches!(
-            q.accept(&l, false).await.unwrap(),
+            q.accept(&l, L, false).await.unwrap(),
             Accepted::Connection(..)
         ));
     }
@@ -298,19 +340,23 @@ mod tests {
         let (l, addr) = bound().await;
         let q = ConnectionQuotas::new(1, 10, unlimited());
         let _c1 = TcpStream::connect(addr).await.unwrap();
-        let first = match q.accept(&l, false).await.unwrap() {
+        let first = match q.accept(&l, L, false).await.unwrap() {
             Accepted::Connection(s, slot) => (s, slot),
             _ => panic!("refused"),
         };
         let _c2 = TcpStream::connect(addr).await.unwrap();
-        let waited =
-            tokio::time::timeout(std::time::Duration::from_millis(200), q.accept(&l, false)).await;
+        let waited = tokio::time::timeout(
+            std::time::Duration::from_millis(200),
+            q.accept(&l, L, false),
+        )
+        .await;
         assert!(waited.is_err(), "accepted past max.connections");
         drop(first);
-        let second = tokio::time::timeout(std::time::Duration::from_secs(5), q.accept(&l, false))
-            .await
-            .expect("a freed slot lets the next connection in")
-            .unwrap();
+        let second =
+            tokio::time::timeout(std::time::Duration::from_secs(5), q.accept(&l, L, false))
+                .await
+                .expect("a freed slot lets the next connection in")
+                .unwrap();
         assert!(matches!(second, Accepted::Connection(..)));
     }
 
@@ -323,13 +369,13 @@ mod tests {
         for _ in 0..2 {
             held.push(TcpStream::connect(addr).await.unwrap());
             assert!(matches!(
-                q.accept(&l, false).await.unwrap(),
+                q.accept(&l, L, false).await.unwrap(),
                 Accepted::Connection(..)
             ));
         }
         held.push(TcpStream::connect(addr).await.unwrap());
         // Three in the first second against two per second: (3 - 2) / 2 of the window.
-        match q.accept(&l, false).await.unwrap() {
+        match q.accept(&l, L, false).await.unwrap() {
             Accepted::Throttled { throttle_ms, .. } => assert_eq!(throttle_ms, 500),
             _ => panic!("a third connection within the second is not throttled"),
         }
@@ -348,13 +394,13 @@ mod tests {
         for _ in 0..2 {
             held.push(TcpStream::connect(addr).await.unwrap());
             assert!(matches!(
-                q.accept(&l, false).await.unwrap(),
+                q.accept(&l, L, false).await.unwrap(),
                 Accepted::Connection(..)
             ));
         }
         held.push(TcpStream::connect(addr).await.unwrap());
         let t0 = std::time::Instant::now();
-        let third = q.accept(&l, false).await.unwrap();
+        let third = q.accept(&l, L, false).await.unwrap();
         assert!(
             matches!(third, Accepted::Connection(..)),
             "held, then served"
@@ -367,12 +413,64 @@ mod tests {
         held.push(TcpStream::connect(addr).await.unwrap());
         let t0 = std::time::Instant::now();
         assert!(matches!(
-            q.accept(&l, true).await.unwrap(),
+            q.accept(&l, L, true).await.unwrap(),
             Accepted::Connection(..)
         ));
         assert!(
             t0.elapsed() < Duration::from_millis(450),
             "a protected listener waited"
         );
+    }
+
+    /// Accepts a burst of `n` on `name`, answering how long the last accept took.
+    async fn burst_on(
+        q: &Arc<ConnectionQuotas>,
+        l: &TcpListener,
+        addr: std::net::SocketAddr,
+        name: &str,
+        protected: bool,
+        n: usize,
+    ) -> (Duration, Vec<TcpStream>) {
+        let mut held = Vec::new();
+        let mut last = Duration::ZERO;
+        for _ in 0..n {
+            held.push(TcpStream::connect(addr).await.unwrap());
+            let t0 = std::time::Instant::now();
+            assert!(matches!(
+                q.accept(l, name, protected).await.unwrap(),
+                Accepted::Connection(..)
+            ));
+            last = t0.elapsed();
+        }
+        (last, held)
+    }
+
+    #[tokio::test]
+    async fn a_listener_over_its_own_rate_is_held_even_when_protected() {
+        let (l, addr) = bound().await;
+        let mut lim = limits(i32::MAX, None);
+        lim.listener_rates = HashMap::from([(Arc::from(L), 2), (Arc::from("OTHER"), i32::MAX)]);
+        let q = ConnectionQuotas::new(100, 100, lim);
+        // Two pass at once; the third waits (3 - 2) / 2 of the window, protected or not.
+        let (last, _held) = burst_on(&q, &l, addr, L, true, 3).await;
+        assert!(last >= Duration::from_millis(450), "{last:?}");
+        // Another listener's rate is its own.
+        let (last, _other) = burst_on(&q, &l, addr, "OTHER", false, 3).await;
+        assert!(last < Duration::from_millis(450), "{last:?}");
+    }
+
+    #[tokio::test]
+    async fn a_protected_listener_neither_waits_on_nor_fills_the_broker_rate() {
+        let (l, addr) = bound().await;
+        let mut lim = limits(2, None);
+        lim.listener_rates = HashMap::from([(Arc::from(L), i32::MAX)]);
+        let q = ConnectionQuotas::new(100, 100, lim);
+        let (last, _protected) = burst_on(&q, &l, addr, L, true, 3).await;
+        assert!(last < Duration::from_millis(450), "{last:?}");
+        // The broker's rate saw none of them: two more pass at once, the third waits.
+        let (last, _held) = burst_on(&q, &l, addr, "EXTERNAL", false, 2).await;
+        assert!(last < Duration::from_millis(450), "{last:?}");
+        let (last, _held) = burst_on(&q, &l, addr, "EXTERNAL", false, 1).await;
+        assert!(last >= Duration::from_millis(450), "{last:?}");
     }
 }

@@ -1803,8 +1803,13 @@ async fn liveness_task(inner: Arc<Inner>) {
 
 /// The broker side of this node: register, then heartbeat every
 /// `broker.heartbeat.interval.ms`, re-registering when the epoch is refused.
-/// Backoff of registration and heartbeats while the broker is not yet registered and unfenced.
+/// Backoff of registration while the broker is not yet registered (no quorum leader yet).
 pub const BROKER_STARTUP_RETRY: Duration = Duration::from_millis(50);
+/// Next heartbeat of a freshly registered broker the controller still fences (it has not
+/// caught up with its own registration yet; a broker fenced later keeps the 50 ms): Kafka's `BrokerLifecycleManager` re-sends a STARTING
+/// broker's heartbeat after 10 ms, "so that in the case where there is no recovery work to be
+/// done, we start up a bit quicker".
+pub const FENCED_HEARTBEAT_RETRY: Duration = Duration::from_millis(10);
 
 async fn broker_lifecycle_task(inner: Arc<Inner>) {
     let Some((host, port)) = inner.config.broker_endpoint.clone() else {
@@ -1821,17 +1826,18 @@ async fn broker_lifecycle_task(inner: Arc<Inner>) {
     // Until this broker is registered and unfenced, it retries on a short backoff rather
     // than a full heartbeat interval: a fresh cluster is usable as soon as the quorum has a
     // leader, not one heartbeat interval later. A controlled shutdown heartbeats at once.
-    let mut hurry = false;
+    let mut hurry: Option<Duration> = None;
+    // Registered and not yet unfenced: Kafka's STARTING state.
+    let mut starting = false;
     loop {
-        if hurry {
-            tokio::time::sleep(BROKER_STARTUP_RETRY).await;
+        if let Some(backoff) = hurry.take() {
+            tokio::time::sleep(backoff).await;
         } else {
             tokio::select! {
                 _ = tick.tick() => {}
                 _ = wanted.changed() => {}
             }
         }
-        hurry = false;
         if enabled.wait_for(|on| *on).await.is_err() {
             return;
         }
@@ -1849,16 +1855,17 @@ async fn broker_lifecycle_task(inner: Arc<Inner>) {
                 match inner.submit(req).await {
                     Ok(ControllerReply::BrokerRegistered { epoch: e }) => {
                         epoch = Some(e);
+                        starting = true;
                         inner.broker_epoch.send_replace(Some(e));
                         e
                     }
                     Ok(_) => {
-                        hurry = true;
+                        hurry = Some(BROKER_STARTUP_RETRY);
                         continue;
                     }
                     Err(err) => {
                         tracing::debug!(error = %err, "broker registration failed; retrying");
-                        hurry = true;
+                        hurry = Some(BROKER_STARTUP_RETRY);
                         continue;
                     }
                 }
@@ -1882,14 +1889,19 @@ async fn broker_lifecycle_task(inner: Arc<Inner>) {
             }) if want_shut_down => {
                 inner.shut_down_granted.send_replace(true);
             }
-            Ok(ControllerReply::Heartbeat { fenced: true, .. }) => hurry = true,
-            Ok(_) => {}
+            Ok(ControllerReply::Heartbeat { fenced: true, .. }) if starting => {
+                hurry = Some(FENCED_HEARTBEAT_RETRY)
+            }
+            Ok(ControllerReply::Heartbeat { fenced: true, .. }) => {
+                hurry = Some(BROKER_STARTUP_RETRY)
+            }
+            Ok(_) => starting = false,
             Err(
                 ControllerError::StaleBrokerEpoch { .. }
                 | ControllerError::BrokerIdNotRegistered(_),
             ) => {
                 epoch = None;
-                hurry = true;
+                hurry = Some(BROKER_STARTUP_RETRY);
             }
             Err(err) => tracing::debug!(error = %err, "broker heartbeat failed"),
         }

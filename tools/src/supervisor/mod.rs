@@ -3,7 +3,9 @@
 //! The supervisor re-executes the current binary once per node (`brook serve` with Kafka's
 //! KRaft keys: `process.roles=broker,controller`, a PLAINTEXT and a CONTROLLER listener,
 //! `controller.quorum.voters`, an admin listener and a data directory per node), waits for
-//! each child's `READY` line, then prints one line scripts can wait for:
+//! each child's `READY` line and until every node lists every node as an unfenced broker
+//! (Kafka's `TestUtils.waitUntilBrokerMetadataIsPropagated`), then prints one line scripts
+//! can wait for:
 //!
 //! ```text
 //! CLUSTER READY bootstrap=127.0.0.1:9092,... supervisor=127.0.0.1:9600 admins=1@127.0.0.1:9644,...
@@ -75,6 +77,7 @@ use serde_json::{json, Map, Value};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
 
 use crate::supervisor_views::NodeTarget;
 use brook::config::BrokerConfig;
@@ -639,13 +642,66 @@ fn follow_events(sup: &Arc<Supervisor>) {
 
 /// The `--topic` topics, created through the first node, known to every node; bounded by
 /// the ready timeout.
+/// Pause between two readings of the nodes' cluster views while one does not yet list every
+/// node; it only paces the loop, the views decide.
+const BROKERS_POLL_INTERVAL_MS: u64 = 5;
+
+/// Waits until every running node lists every node as a registered, unfenced broker (its
+/// `/v1/cluster` view's `controller.brokers`), before `CLUSTER READY`: Kafka's
+/// `TestUtils.waitUntilBrokerMetadataIsPropagated` (every broker's metadata cache has every
+/// broker alive). A node is READY once it is unfenced itself; another node may apply that a
+/// moment later. Checked here, a kit needs no call of its own after `CLUSTER READY` (a JVM's
+/// first HTTP client costs it half a second). Nodes without an admin listener are not read.
+async fn await_brokers_propagated(sup: &Arc<Supervisor>, deadline: Instant) -> Result<(), String> {
+    let targets: Vec<NodeTarget> = sup
+        .targets()
+        .into_iter()
+        .filter(|t| t.admin.is_some())
+        .collect();
+    let ids: Vec<i32> = sup.nodes.lock().keys().copied().collect();
+    loop {
+        let read = targets.clone();
+        let merged = tokio::task::spawn_blocking(move || {
+            crate::supervisor_views::merged_get(&read, "/v1/cluster")
+        })
+        .await
+        .map_err(|e| format!("reading the nodes' cluster views: {e}"))?;
+        let missing: Vec<String> = targets
+            .iter()
+            .filter(|t| !lists_unfenced(&merged["nodes"][t.id.to_string()], &ids))
+            .map(|t| format!("node {}", t.id))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "{} did not list every node as an unfenced broker in time",
+                missing.join(", ")
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(BROKERS_POLL_INTERVAL_MS)).await;
+    }
+}
+
+/// Whether a node's `/v1/cluster` view lists each of `ids` as an unfenced broker.
+fn lists_unfenced(view: &Value, ids: &[i32]) -> bool {
+    let Some(brokers) = view["controller"]["brokers"].as_array() else {
+        return false;
+    };
+    ids.iter().all(|id| {
+        brokers
+            .iter()
+            .any(|b| b["id"].as_i64() == Some(i64::from(*id)) && b["fenced"] == json!(false))
+    })
+}
+
 async fn create_topics(args: &ClusterArgs, views: &[NodeView]) -> Result<(), String> {
     let clients: Vec<String> = views.iter().filter_map(|v| v.client.clone()).collect();
     let Some(creator) = clients.first() else {
         return Ok(());
     };
-    let deadline =
-        tokio::time::Instant::now() + Duration::from_secs(args.ready_timeout_secs.max(1));
+    let deadline = Instant::now() + Duration::from_secs(args.ready_timeout_secs.max(1));
     topics::create(&args.topics, creator, &clients, deadline).await
 }
 
@@ -788,6 +844,12 @@ async fn supervise(mut args: ClusterArgs) -> ExitCode {
         return ExitCode::FAILURE;
     }
 
+    let deadline = Instant::now() + sup.ready_timeout;
+    if let Err(e) = await_brokers_propagated(&sup, deadline).await {
+        eprintln!("brook: {e}");
+        sup.stop_all().await;
+        return ExitCode::FAILURE;
+    }
     let views = sup.views();
     if let Err(e) = create_topics(&args, &views).await {
         eprintln!("brook: {e}");

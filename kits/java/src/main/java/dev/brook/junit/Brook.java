@@ -47,19 +47,27 @@ public final class Brook implements AutoCloseable {
     public static final long POLL_INTERVAL_MS = 20;
     /** Bound on one call to the supervisor (node restarts wait for READY: up to the ready timeout). */
     static final Duration CALL_TIMEOUT = Duration.ofSeconds(90);
-    /** How long close() lets the supervisor stop its nodes before it kills them. */
+    /** How long close() lets the supervisor reap its killed nodes and exit before it kills the supervisor. */
     static final long STOP_TIMEOUT_MS = 20_000;
+    /** How long close() waits for the last of the supervisor's output to reach supervisor.out. */
+    static final long PUMP_JOIN_MS = 2_000;
     /** Lines of the supervisor's output an error message repeats. */
     static final int TAIL_LINES = 30;
 
     private final Process process;
+    /** Copies the supervisor's stdout to {@code supervisor.out}; ends at the supervisor's exit. */
+    private final Thread pump;
     private final Path dir;
     private final boolean keepDir;
     private final String bootstrap;
     private final String supervisor;
     private final Set<Integer> ids;
-    private final HttpClient http = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1)
-        .connectTimeout(Duration.ofSeconds(5)).build();
+    /**
+     * Made at the first call to the supervisor, not at start: a JVM's first {@code HttpClient} loads its classes and
+     * starts a selector thread, about half a second in a fresh JVM, and a test that only produces and consumes never
+     * needs it ({@code CLUSTER READY} already means every node lists every node as an unfenced broker).
+     */
+    private HttpClient http;
     private final Thread shutdownHook;
 
     public static Builder cluster() {
@@ -136,8 +144,9 @@ public final class Brook implements AutoCloseable {
         }
     }
 
-    private Brook(Process process, Path dir, boolean keepDir, Map<String, String> ready, int nodes) {
+    private Brook(Process process, Thread pump, Path dir, boolean keepDir, Map<String, String> ready, int nodes) {
         this.process = process;
+        this.pump = pump;
         this.dir = dir;
         this.keepDir = keepDir;
         this.bootstrap = ready.get("bootstrap");
@@ -187,15 +196,9 @@ public final class Brook implements AutoCloseable {
             if (!b.keepDir) deleteTree(dir);
             throw e;
         }
-        Brook brook = new Brook(p, dir, b.keepDir, fields, b.nodes);
-        try {
-            brook.awaitBrokersRegistered(Duration.ofNanos(Math.max(0, deadline - System.nanoTime())));
-        } catch (BrookException e) {
-            brook.close();
-            throw new BrookException("brook cluster of " + b.nodes + " did not become ready within "
-                + b.readyTimeout.toMillis() + " ms: " + e.getMessage(), e);
-        }
-        return brook;
+        // The supervisor prints CLUSTER READY once every node lists every node as an unfenced broker (Kafka's
+        // TestUtils.waitUntilBrokerMetadataIsPropagated) and each --topic has its leader: nothing is left to wait for.
+        return new Brook(p, pump, dir, b.keepDir, fields, b.nodes);
     }
 
     /** Copies the supervisor's stdout to a file and hands over its CLUSTER READY line. */
@@ -527,6 +530,14 @@ public final class Brook implements AutoCloseable {
         return send("POST", path, json);
     }
 
+    private synchronized HttpClient client() {
+        if (http == null) {
+            http = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).connectTimeout(Duration.ofSeconds(5))
+                .build();
+        }
+        return http;
+    }
+
     private Object send(String method, String path, String json) {
         HttpRequest.Builder rb = HttpRequest.newBuilder(URI.create("http://" + supervisor + path))
             .timeout(CALL_TIMEOUT);
@@ -537,7 +548,7 @@ public final class Brook implements AutoCloseable {
         }
         HttpResponse<String> r;
         try {
-            r = http.send(rb.build(), HttpResponse.BodyHandlers.ofString());
+            r = client().send(rb.build(), HttpResponse.BodyHandlers.ofString());
         } catch (IOException e) {
             throw new BrookException(method + " " + path + " on the supervisor " + supervisor + ": " + e, e);
         } catch (InterruptedException e) {
@@ -566,12 +577,24 @@ public final class Brook implements AutoCloseable {
         if (!keepDir) deleteTree(dir);
     }
 
-    /** Closes the supervisor's stdin, which stops the cluster ({@code --exit-on-stdin-eof}); bounded, then SIGKILL. */
+    /**
+     * Kills every node (SIGKILL), then closes the supervisor's stdin, which stops it ({@code --exit-on-stdin-eof}):
+     * it reaps the nodes and exits; bounded, then SIGKILL. The cluster is being thrown away, as Testcontainers kills
+     * its containers: a clean stop of every node at once cannot complete, since each node's controlled shutdown
+     * (Kafka's {@code BrokerServer.shutdown}) waits for the controller to commit it, and once a majority of the voters
+     * has gone no commit can happen, so the last nodes waited their {@code broker.session.timeout.ms} (9 s) before
+     * they gave up. What a node acknowledged is on disk either way (Brook's log survives SIGKILL); {@link #stop(int)}
+     * is the clean shutdown of one node.
+     */
     private void stopProcess() {
         if (!process.isAlive()) return;
+        // The supervisor's children are the nodes; it starts no other process.
+        process.children().forEach(ProcessHandle::destroyForcibly);
         try {
             process.getOutputStream().close();
             if (!process.waitFor(STOP_TIMEOUT_MS, TimeUnit.MILLISECONDS)) killTree(process);
+            // Its last lines ("CLUSTER STOPPED") are in supervisor.out when close() returns.
+            pump.join(PUMP_JOIN_MS);
         } catch (IOException e) {
             killTree(process);
         } catch (InterruptedException e) {

@@ -139,7 +139,7 @@ impl ControllerChannel {
         let tls_error = |e: ssl::SslError| ConfigError::Invalid(e.to_string());
         let (server_tls, client_tls) = match protocol.uses_tls() {
             true => (
-                Some(ssl::server_tls(&cfg.values, &l.name).map_err(tls_error)?),
+                Some(ssl::server_tls(&cfg.values, &l.name, protocol).map_err(tls_error)?),
                 Some(ssl::client_tls(&cfg.values, &l.name).map_err(tls_error)?),
             ),
             false => (None, None),

@@ -34,6 +34,8 @@ use rustls::{
 
 pub use principal::SslPrincipalMapper;
 
+use crate::security::SecurityProtocol;
+
 /// A `ssl.*` value Brook cannot use: names the key (with its listener prefix when the
 /// prefixed key was the one read) and why.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -210,8 +212,10 @@ pub fn contexts(
         .iter()
         .filter(|l| l.security_protocol.uses_tls())
     {
-        out.servers
-            .insert(l.name.clone(), server_tls(values, &l.name)?);
+        out.servers.insert(
+            l.name.clone(),
+            server_tls(values, &l.name, l.security_protocol)?,
+        );
     }
     let inter = listeners.inter_broker_listener();
     if inter.security_protocol.uses_tls() {
@@ -224,21 +228,51 @@ pub fn contexts(
 pub fn server_tls(
     values: &BTreeMap<String, String>,
     listener: &str,
+    protocol: SecurityProtocol,
 ) -> Result<ServerTls, SslError> {
-    server_tls_from(
-        &SslView::new(values, Some(listener)),
-        &format!("listener {listener}"),
-    )
+    let v = SslView::new(values, Some(listener));
+    let client_auth = listener_client_auth(&v, listener, protocol);
+    server_tls_with(&v, &format!("listener {listener}"), client_auth)
+}
+
+/// The `ssl.client.auth` a listener applies. A SASL_SSL listener asks for client certificates
+/// only when its `listener.name.<l>.ssl.client.auth` says so: the unprefixed key is for SSL
+/// listeners (Kafka's `ChannelBuilders.create`, which passes `sslClientAuthOverride=none` to
+/// `SaslChannelBuilder` then, with the same warning).
+fn listener_client_auth(
+    v: &SslView<'_>,
+    listener: &str,
+    protocol: SecurityProtocol,
+) -> SslClientAuth {
+    let key = "ssl.client.auth";
+    if protocol != SecurityProtocol::SaslSsl || v.source(key) != key {
+        return SslClientAuth::of(v);
+    }
+    if SslClientAuth::of(v) != SslClientAuth::None {
+        tracing::warn!(
+            listener,
+            "Broker configuration 'ssl.client.auth' is applied only to SSL listeners. Listener-prefixed configuration can be used to enable SSL client authentication for SASL_SSL listeners."
+        );
+    }
+    SslClientAuth::None
 }
 
 /// The server context the `ssl.*` keys of `v` configure, for `what` (named in errors): a
 /// broker listener, or the admin listener ([`crate::admin_security`]).
 pub fn server_tls_from(v: &SslView<'_>, what: &str) -> Result<ServerTls, SslError> {
+    server_tls_with(v, what, SslClientAuth::of(v))
+}
+
+/// [`server_tls_from`] with the client authentication decided by the caller.
+pub(crate) fn server_tls_with(
+    v: &SslView<'_>,
+    what: &str,
+    client_auth: SslClientAuth,
+) -> Result<ServerTls, SslError> {
     let Some(keys) = stores::keystore(v)? else {
         return Err(v.err("ssl.keystore.location", format!("{what} uses TLS but has no key store (ssl.keystore.location, or ssl.keystore.key with ssl.keystore.certificate.chain)")));
     };
     let versions = protocol_versions(v)?;
-    let client_auth = SslClientAuth::of(v);
     let builder = ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&versions)
         .map_err(|e| v.err("ssl.enabled.protocols", e.to_string()))?;

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 use x509_cert::der::{Decode, Encode};
 
-use super::{server_tls, ServerTls, SslView};
+use super::{server_tls_with, ServerTls, SslView};
 
 /// Kafka's `SslConfigs.RECONFIGURABLE_CONFIGS`.
 pub const RECONFIGURABLE_SSL_KEYS: &[&str] = &[
@@ -82,10 +82,13 @@ impl LiveTls {
             .iter()
             .filter(|(n, _)| listeners.contains(&n.to_lowercase()))
         {
-            let new = server_tls(&merged, name).map_err(|e| {
-                format!("Validation of dynamic config update of SSLFactory failed: {e}")
-            })?;
+            // ssl.client.auth is not reconfigurable (Kafka's `SslFactory`): the listener keeps
+            // the one it started with, its SASL_SSL override included.
             let v = SslView::new(&merged, Some(name));
+            let new =
+                server_tls_with(&v, &format!("listener {name}"), old.client_auth).map_err(|e| {
+                    format!("Validation of dynamic config update of SSLFactory failed: {e}")
+                })?;
             let allow = |k: &str| v.get(k).is_some_and(|s| s.eq_ignore_ascii_case("true"));
             ensure_compatible(
                 &old.certificate,

@@ -102,7 +102,7 @@ async fn pem_and_pkcs12_stores_serve_mutual_tls_with_mapped_principals() {
         ("ssl.truststore.location", &s(&f.client.truststore_p12)),
         ("ssl.truststore.password", "pw"),
     ]);
-    let tls = server_tls(&server, "SSL").unwrap();
+    let tls = server_tls(&server, "SSL", SecurityProtocol::Ssl).unwrap();
     assert_eq!(tls.client_auth, SslClientAuth::Required);
     let (principal, ok) = handshake(
         tls.clone(),
@@ -132,7 +132,7 @@ async fn endpoint_identification_checks_the_peer_name_unless_empty() {
         ("ssl.keystore.key", &elsewhere.key_pem),
         ("ssl.keystore.certificate.chain", &chain),
     ]);
-    let tls = server_tls(&server, "SSL").unwrap();
+    let tls = server_tls(&server, "SSL", SecurityProtocol::Ssl).unwrap();
     let trust = ca.cert_pem();
     let mut client = props(&[
         ("ssl.truststore.type", "PEM"),
@@ -166,17 +166,21 @@ fn inline_and_encrypted_pem_keys_load() {
         ("ssl.keystore.certificate.chain", &chain),
         ("ssl.key.password", "keypw"),
     ]);
-    server_tls(&ok, "SSL").unwrap();
+    server_tls(&ok, "SSL", SecurityProtocol::Ssl).unwrap();
     let mut wrong = ok.clone();
     wrong.insert("ssl.key.password".into(), "nope".into());
     assert_eq!(
-        server_tls(&wrong, "SSL").unwrap_err().key,
+        server_tls(&wrong, "SSL", SecurityProtocol::Ssl)
+            .unwrap_err()
+            .key,
         "ssl.key.password"
     );
     let mut missing = ok.clone();
     missing.remove("ssl.key.password");
     assert_eq!(
-        server_tls(&missing, "SSL").unwrap_err().key,
+        server_tls(&missing, "SSL", SecurityProtocol::Ssl)
+            .unwrap_err()
+            .key,
         "ssl.key.password"
     );
     let plain = props(&[
@@ -184,7 +188,7 @@ fn inline_and_encrypted_pem_keys_load() {
         ("ssl.keystore.key", &issued.key_pem),
         ("ssl.keystore.certificate.chain", &chain),
     ]);
-    server_tls(&plain, "SSL").unwrap();
+    server_tls(&plain, "SSL", SecurityProtocol::Ssl).unwrap();
 }
 
 #[test]
@@ -244,8 +248,47 @@ fn bad_material_names_the_key_and_its_listener_prefix() {
         ),
     ];
     for (pairs, key) in cases {
-        let err = server_tls(&props(&pairs), "SSL").unwrap_err();
+        let err = server_tls(&props(&pairs), "SSL", SecurityProtocol::Ssl).unwrap_err();
         assert_eq!(err.key, key, "{pairs:?}: {err}");
     }
     let _ = &f.ca;
+}
+
+/// Kafka's `ChannelBuilders.create`: the unprefixed `ssl.client.auth` is for SSL listeners; a
+/// SASL_SSL listener asks for client certificates only through its own prefixed key, so a
+/// SASL client without a certificate completes the handshake (librdkafka's 0097-ssl_verify
+/// with an untrusted client key on SASL_SSL, scripts/librdkafka-suite).
+#[tokio::test]
+async fn sasl_ssl_ignores_the_unprefixed_ssl_client_auth() {
+    let f = fixture();
+    let (keystore, truststore) = (s(&f.server.keystore_p12), s(&f.server.truststore_p12));
+    let mut server = props(&[
+        ("ssl.keystore.type", "PKCS12"),
+        ("ssl.keystore.location", &keystore),
+        ("ssl.keystore.password", "pw"),
+        ("ssl.truststore.type", "PKCS12"),
+        ("ssl.truststore.location", &truststore),
+        ("ssl.truststore.password", "pw"),
+        ("ssl.client.auth", "required"),
+    ]);
+    let ssl = server_tls(&server, "SSL", SecurityProtocol::Ssl).unwrap();
+    assert_eq!(ssl.client_auth, SslClientAuth::Required);
+    let sasl_ssl = server_tls(&server, "SASL_SSL", SecurityProtocol::SaslSsl).unwrap();
+    assert_eq!(sasl_ssl.client_auth, SslClientAuth::None);
+    let anonymous = props(&[
+        ("ssl.truststore.type", "PEM"),
+        ("ssl.truststore.location", &s(&f.client.truststore_pem)),
+    ]);
+    let client = || client_tls(&anonymous, "SASL_SSL").unwrap();
+    let (_, ok) = handshake(sasl_ssl, client(), "127.0.0.1").await;
+    ok.unwrap();
+    // The listener's own key asks for certificates on SASL_SSL too.
+    server.insert(
+        "listener.name.sasl_ssl.ssl.client.auth".into(),
+        "required".into(),
+    );
+    let prefixed = server_tls(&server, "SASL_SSL", SecurityProtocol::SaslSsl).unwrap();
+    assert_eq!(prefixed.client_auth, SslClientAuth::Required);
+    let (principal, _) = handshake(prefixed, client(), "127.0.0.1").await;
+    assert_eq!(principal, None);
 }

@@ -7,7 +7,8 @@ use brook_storage::batch::increment_sequence;
 use brook_storage::producer_state::SequenceCheck;
 use brook_storage::validator::AppendOrigin;
 use brook_storage::ProducerStateManager;
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::measurement::WallTime;
+use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion};
 
 const PRODUCERS: i64 = 10_000;
 const RECORDS_PER_BATCH: i32 = 10;
@@ -36,10 +37,19 @@ fn filled(producers: i64) -> ProducerStateManager {
 
 fn bench_dedup(c: &mut Criterion) {
     let mut group = c.benchmark_group("dedup");
-    let one = filled(1);
-    let many = filled(PRODUCERS);
     let next = 5 * RECORDS_PER_BATCH;
+    bench_one_producer(&mut group, &filled(1), next);
+    bench_many_producers(&mut group, &filled(PRODUCERS), next);
+    bench_check_and_update(&mut group, next);
+    group.finish();
+}
 
+/// `check` of one producer's next batch, and of a retry of the oldest batch of its window.
+fn bench_one_producer(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    one: &ProducerStateManager,
+    next: i32,
+) {
     group.bench_function("check_in_sequence/1_producer", |b| {
         b.iter(|| {
             one.check(
@@ -71,6 +81,14 @@ fn bench_dedup(c: &mut Criterion) {
             r
         })
     });
+}
+
+/// `check` of the next batch of one producer among [`PRODUCERS`].
+fn bench_many_producers(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    many: &ProducerStateManager,
+    next: i32,
+) {
     group.bench_function("check_in_sequence/10k_producers", |b| {
         let mut pid = 0i64;
         b.iter(|| {
@@ -87,6 +105,10 @@ fn bench_dedup(c: &mut Criterion) {
             .unwrap()
         })
     });
+}
+
+/// `check` then `update`, batch after batch, for one producer.
+fn bench_check_and_update(group: &mut BenchmarkGroup<'_, WallTime>, next: i32) {
     group.bench_function("check_and_update/1_producer", |b| {
         let mut m = filled(1);
         let mut seq = next;
@@ -111,7 +133,6 @@ fn bench_dedup(c: &mut Criterion) {
             r
         })
     });
-    group.finish();
 }
 
 criterion_group!(benches, bench_dedup);

@@ -103,24 +103,7 @@ impl Server {
         let config = Arc::new(config);
         // A cluster node on a fixed port binds once it may serve (`run_with`).
         let clustered = crate::controller::ControllerConfig::from_broker_config(&config)?.is_some();
-        let mut listeners = Vec::new();
-        for l in &config.listeners.broker {
-            let (socket, addr) = if clustered && l.addr.port() != 0 {
-                (None, l.addr)
-            } else {
-                let s = bind(l.addr).await?;
-                let addr = s.local_addr().map_err(|source| ServerError::Bind {
-                    addr: l.addr,
-                    source,
-                })?;
-                (Some(s), addr)
-            };
-            listeners.push(BrokerListener {
-                config: Arc::new(l.clone()),
-                socket,
-                addr,
-            });
-        }
+        let listeners = bind_broker_listeners(&config, clustered).await?;
         let local_addr = listeners[0].addr;
         let endpoints: Vec<BrokerEndpoint> =
             listeners.iter().filter_map(advertised_endpoint).collect();
@@ -133,18 +116,7 @@ impl Server {
             config.node_id,
             config.admin_event_buffer_len_max,
         ));
-        let (admin, admin_addr) = match config.admin_listener {
-            Some(addr) => {
-                let l = crate::admin::bind(addr)
-                    .await
-                    .map_err(|source| ServerError::Bind { addr, source })?;
-                let bound = l
-                    .local_addr()
-                    .map_err(|source| ServerError::Bind { addr, source })?;
-                (Some(l), Some(bound))
-            }
-            None => (None, None),
-        };
+        let (admin, admin_addr) = bind_admin(config.admin_listener).await?;
         // Every node is a voter of a metadata quorum (a cluster's, or alone its own) and
         // registers its broker with its advertised (or bound) listeners.
         let replicas =
@@ -224,63 +196,10 @@ impl Server {
         serving: impl FnOnce(SocketAddr),
     ) -> Result<(), ServerError> {
         let broker = self.broker.clone();
-        let retention = {
-            let b = broker.clone();
-            tokio::spawn(every(
-                Duration::from_millis(broker.config.retention_check_interval_ms),
-                shutdown.clone(),
-                move || b.replicas.run_retention(),
-            ))
-        };
-        let cleaner = crate::cluster::log_cleaner::LogCleaner::start(
-            broker.replicas.clone(),
-            broker.faults.clone(),
-        );
-        let checkpoints = [
-            (
-                OffsetCheckpoint::HighWatermark,
-                broker.config.high_watermark_checkpoint_interval_ms,
-            ),
-            (
-                OffsetCheckpoint::RecoveryPoint,
-                broker.config.recovery_point_checkpoint_interval_ms,
-            ),
-            (
-                OffsetCheckpoint::LogStartOffset,
-                broker.config.log_start_offset_checkpoint_interval_ms,
-            ),
-        ]
-        .map(|(which, period_ms)| {
-            // Shutdown writes every checkpoint once more, after closing the logs.
-            let b = broker.clone();
-            tokio::spawn(every(
-                Duration::from_millis(period_ms),
-                shutdown.clone(),
-                move || {
-                    if let Err(e) = b.replicas.write_checkpoint(which) {
-                        tracing::warn!(file = which.file(), error = %e, "checkpoint write failed");
-                    }
-                },
-            ))
-        });
-        let admin = self
-            .admin
-            .map(|l| tokio::spawn(crate::admin::serve(l, broker.clone(), shutdown.clone())));
         // Clients are served, and metadata applied, until the hand-over of a controlled
         // shutdown is applied here (`hand_over_then_stop`), not only until the signal.
         let (stop_serving, serve_until) = watch::channel(false);
-        let replication = {
-            let controller = broker.replicas.controller().clone();
-            broker.replicas.follow_metadata(
-                broker.faults.clone(),
-                serve_until.clone(),
-                move |previous, current| {
-                    if controller.is_active() {
-                        report_fencing(previous, current);
-                    }
-                },
-            )
-        };
+        let tasks = BackgroundTasks::start(&broker, self.admin, &shutdown, &serve_until);
         // The group timer task stops once requests are no longer processed, so the parked
         // JoinGroup/SyncGroup it answers then are closed unanswered (`api::unless_stopped`).
         let group_timers =
@@ -291,24 +210,8 @@ impl Server {
             broker.config.max_connections_per_ip,
             connection_rate_limits(&broker),
         );
-        let ready = match await_serving(&broker, &mut shutdown).await {
-            Ok(true) => {
-                apply_dynamic_stores(&broker);
-                match bootstrap_scram(&broker).await {
-                    Ok(()) => bootstrap_voters(&broker).await.map(|()| true),
-                    Err(e) => Err(e),
-                }
-            }
-            other => other,
-        };
-        let (listeners, startup_error) = match ready {
-            Ok(true) => match bind_all(self.listeners).await {
-                Ok(l) => (l, None),
-                Err(e) => (Vec::new(), Some(e)),
-            },
-            Ok(false) => (Vec::new(), None),
-            Err(e) => (Vec::new(), Some(e)),
-        };
+        let (listeners, startup_error) =
+            bind_when_serving(&broker, &mut shutdown, self.listeners).await;
         if let Some(e) = &startup_error {
             tracing::error!(error = %e, "cannot serve clients; stopping");
         }
@@ -322,32 +225,7 @@ impl Server {
         let mut connections = Vec::new();
         if served {
             serving(self.local_addr);
-            // One acceptor per listener; each keeps its connections' tasks for the drain below.
-            let acceptors: Vec<_> = listeners
-                .into_iter()
-                .map(|(config, socket)| {
-                    let (broker, quotas, mut shutdown) =
-                        (broker.clone(), quotas.clone(), serve_until.clone());
-                    tokio::spawn(async move {
-                        let mut set = JoinSet::new();
-                        accept_until_shutdown(
-                            &broker,
-                            socket,
-                            config,
-                            &quotas,
-                            &mut set,
-                            &mut shutdown,
-                        )
-                        .await;
-                        set
-                    })
-                })
-                .collect();
-            for a in acceptors {
-                if let Ok(set) = a.await {
-                    connections.push(set);
-                }
-            }
+            connections = accept_on_all(&broker, listeners, &quotas, &serve_until).await;
         }
         let _ = hand_over.await;
         broker.shutting_down.send_replace(true);
@@ -364,16 +242,127 @@ impl Server {
         for mut set in connections {
             while set.join_next().await.is_some() {}
         }
-        let _ = retention.await;
-        for c in checkpoints {
+        tasks.stop(&broker).await?;
+        tracing::info!("shutdown complete");
+        match startup_error {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Binds each broker listener, or (a cluster node on a fixed port, `clustered`) keeps its
+/// configured address to bind once the node may serve.
+async fn bind_broker_listeners(
+    config: &BrokerConfig,
+    clustered: bool,
+) -> Result<Vec<BrokerListener>, ServerError> {
+    let mut listeners = Vec::new();
+    for l in &config.listeners.broker {
+        let (socket, addr) = if clustered && l.addr.port() != 0 {
+            (None, l.addr)
+        } else {
+            let s = bind(l.addr).await?;
+            let addr = s.local_addr().map_err(|source| ServerError::Bind {
+                addr: l.addr,
+                source,
+            })?;
+            (Some(s), addr)
+        };
+        listeners.push(BrokerListener {
+            config: Arc::new(l.clone()),
+            socket,
+            addr,
+        });
+    }
+    Ok(listeners)
+}
+
+/// Binds the admin HTTP listener (`admin.listener`), when set: the socket and its address.
+async fn bind_admin(
+    admin_listener: Option<SocketAddr>,
+) -> Result<(Option<TcpListener>, Option<SocketAddr>), ServerError> {
+    let Some(addr) = admin_listener else {
+        return Ok((None, None));
+    };
+    let l = crate::admin::bind(addr)
+        .await
+        .map_err(|source| ServerError::Bind { addr, source })?;
+    let bound = l
+        .local_addr()
+        .map_err(|source| ServerError::Bind { addr, source })?;
+    Ok((Some(l), Some(bound)))
+}
+
+/// The node's background tasks: retention, the log cleaner, the offset checkpoints, the
+/// admin HTTP listener and the metadata follower (which applies images and replicates).
+struct BackgroundTasks {
+    retention: tokio::task::JoinHandle<()>,
+    cleaner: Arc<crate::cluster::log_cleaner::LogCleaner>,
+    checkpoints: [tokio::task::JoinHandle<()>; 3],
+    admin: Option<tokio::task::JoinHandle<()>>,
+    replication: tokio::task::JoinHandle<()>,
+}
+
+impl BackgroundTasks {
+    /// Starts the tasks; they run until `shutdown`, the metadata follower until
+    /// `serve_until` (the hand-over of a controlled shutdown).
+    fn start(
+        broker: &Arc<Broker>,
+        admin: Option<TcpListener>,
+        shutdown: &watch::Receiver<bool>,
+        serve_until: &watch::Receiver<bool>,
+    ) -> BackgroundTasks {
+        let retention = {
+            let b = broker.clone();
+            tokio::spawn(every(
+                Duration::from_millis(broker.config.retention_check_interval_ms),
+                shutdown.clone(),
+                move || b.replicas.run_retention(),
+            ))
+        };
+        let cleaner = crate::cluster::log_cleaner::LogCleaner::start(
+            broker.replicas.clone(),
+            broker.faults.clone(),
+        );
+        let checkpoints = spawn_checkpoints(broker, shutdown);
+        let admin =
+            admin.map(|l| tokio::spawn(crate::admin::serve(l, broker.clone(), shutdown.clone())));
+        let replication = {
+            let controller = broker.replicas.controller().clone();
+            broker.replicas.follow_metadata(
+                broker.faults.clone(),
+                serve_until.clone(),
+                move |previous, current| {
+                    if controller.is_active() {
+                        report_fencing(previous, current);
+                    }
+                },
+            )
+        };
+        BackgroundTasks {
+            retention,
+            cleaner,
+            checkpoints,
+            admin,
+            replication,
+        }
+    }
+
+    /// Waits for the tasks to end, stops the metadata quorum, then the cleaner, and closes
+    /// every log (final flush, checkpoints, the clean-shutdown marker).
+    async fn stop(self, broker: &Arc<Broker>) -> Result<(), ServerError> {
+        let _ = self.retention.await;
+        for c in self.checkpoints {
             let _ = c.await;
         }
-        let _ = replication.await;
+        let _ = self.replication.await;
         broker.replicas.controller().shutdown().await;
-        if let Some(a) = admin {
+        if let Some(a) = self.admin {
             let _ = a.await;
         }
         let b = broker.clone();
+        let cleaner = self.cleaner;
         tokio::task::spawn_blocking(move || {
             // The cleaner stops before the logs close: no swap after the final flush.
             cleaner.shutdown();
@@ -381,12 +370,101 @@ impl Server {
         })
         .await
         .map_err(|e| ReplicaError::Io(std::io::Error::other(e)))??;
-        tracing::info!("shutdown complete");
-        match startup_error {
-            Some(e) => Err(e),
-            None => Ok(()),
+        Ok(())
+    }
+}
+
+/// The periodic checkpoint writers: high watermarks (Kafka's `ReplicaManager` high watermark
+/// checkpoint task), recovery points and log start offsets (`LogManager`'s scheduled tasks).
+fn spawn_checkpoints(
+    broker: &Arc<Broker>,
+    shutdown: &watch::Receiver<bool>,
+) -> [tokio::task::JoinHandle<()>; 3] {
+    [
+        (
+            OffsetCheckpoint::HighWatermark,
+            broker.config.high_watermark_checkpoint_interval_ms,
+        ),
+        (
+            OffsetCheckpoint::RecoveryPoint,
+            broker.config.recovery_point_checkpoint_interval_ms,
+        ),
+        (
+            OffsetCheckpoint::LogStartOffset,
+            broker.config.log_start_offset_checkpoint_interval_ms,
+        ),
+    ]
+    .map(|(which, period_ms)| {
+        // Shutdown writes every checkpoint once more, after closing the logs.
+        let b = broker.clone();
+        tokio::spawn(every(
+            Duration::from_millis(period_ms),
+            shutdown.clone(),
+            move || {
+                if let Err(e) = b.replicas.write_checkpoint(which) {
+                    tracing::warn!(file = which.file(), error = %e, "checkpoint write failed");
+                }
+            },
+        ))
+    })
+}
+
+/// Waits until the node may serve ([`await_serving`]), applies the dynamic stores and the
+/// bootstrap SCRAM users and voters, then binds the listeners. No listeners when shutdown
+/// came first or starting failed (the error).
+async fn bind_when_serving(
+    broker: &Arc<Broker>,
+    shutdown: &mut watch::Receiver<bool>,
+    listeners: Vec<BrokerListener>,
+) -> (Vec<(Arc<Listener>, TcpListener)>, Option<ServerError>) {
+    let ready = match await_serving(broker, shutdown).await {
+        Ok(true) => {
+            apply_dynamic_stores(broker);
+            match bootstrap_scram(broker).await {
+                Ok(()) => bootstrap_voters(broker).await.map(|()| true),
+                Err(e) => Err(e),
+            }
+        }
+        other => other,
+    };
+    match ready {
+        Ok(true) => match bind_all(listeners).await {
+            Ok(l) => (l, None),
+            Err(e) => (Vec::new(), Some(e)),
+        },
+        Ok(false) => (Vec::new(), None),
+        Err(e) => (Vec::new(), Some(e)),
+    }
+}
+
+/// One acceptor per listener until `serve_until`; returns each one's connection tasks, for
+/// the drain at shutdown.
+async fn accept_on_all(
+    broker: &Arc<Broker>,
+    listeners: Vec<(Arc<Listener>, TcpListener)>,
+    quotas: &Arc<ConnectionQuotas>,
+    serve_until: &watch::Receiver<bool>,
+) -> Vec<JoinSet<()>> {
+    let acceptors: Vec<_> = listeners
+        .into_iter()
+        .map(|(config, socket)| {
+            let (broker, quotas, mut shutdown) =
+                (broker.clone(), quotas.clone(), serve_until.clone());
+            tokio::spawn(async move {
+                let mut set = JoinSet::new();
+                accept_until_shutdown(&broker, socket, config, &quotas, &mut set, &mut shutdown)
+                    .await;
+                set
+            })
+        })
+        .collect();
+    let mut connections = Vec::new();
+    for a in acceptors {
+        if let Ok(set) = a.await {
+            connections.push(set);
         }
     }
+    connections
 }
 
 /// Waits for the stop signal, then (a cluster node that served, with

@@ -206,8 +206,16 @@ impl TxnView<'_> {
     }
 }
 
-/// Every partition's report, keyed by partition.
-pub fn check(ops: &[Op]) -> BTreeMap<i32, PartitionReport> {
+/// The history's writes.
+struct Writes<'a> {
+    /// Each partition's sends, a transaction's records among them (for `reorder`).
+    sends: BTreeMap<i32, Vec<SendView<'a>>>,
+    /// Each written partition's report, with its sends' outcomes counted.
+    reports: BTreeMap<i32, PartitionReport>,
+    txns: Vec<TxnView<'a>>,
+}
+
+fn writes(ops: &[Op]) -> Writes<'_> {
     let mut sends: BTreeMap<i32, Vec<SendView<'_>>> = BTreeMap::new();
     let mut reports: BTreeMap<i32, PartitionReport> = BTreeMap::new();
     let mut txns: Vec<TxnView<'_>> = Vec::new();
@@ -277,6 +285,20 @@ pub fn check(ops: &[Op]) -> BTreeMap<i32, PartitionReport> {
             });
         }
     }
+    Writes {
+        sends,
+        reports,
+        txns,
+    }
+}
+
+/// Every partition's report, keyed by partition.
+pub fn check(ops: &[Op]) -> BTreeMap<i32, PartitionReport> {
+    let Writes {
+        sends,
+        mut reports,
+        txns,
+    } = writes(ops);
     let reads = Reads::of(ops);
     let writers = Writers::of(ops, &sends);
     for p in reads.partitions() {

@@ -119,31 +119,27 @@ fn brook_bin(args: &Args) -> PathBuf {
     })
 }
 
-fn main() -> ExitCode {
-    let args = Args::parse();
-    if let Some(path) = &args.check {
-        return match report::recheck(path) {
-            Ok((reports, verdict)) => {
-                print!("{}", report::anomalies_table(&reports, &verdict));
-                if verdict.ok {
-                    ExitCode::SUCCESS
-                } else {
-                    ExitCode::FAILURE
-                }
+/// `--check`: the verdict of a saved run's history, checked again.
+fn recheck(path: &std::path::Path) -> ExitCode {
+    match report::recheck(path) {
+        Ok((reports, verdict)) => {
+            print!("{}", report::anomalies_table(&reports, &verdict));
+            if verdict.ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
             }
-            Err(e) => {
-                eprintln!("brook chaos: {e}");
-                ExitCode::from(2)
-            }
-        };
+        }
+        Err(e) => {
+            eprintln!("brook chaos: {e}");
+            ExitCode::from(2)
+        }
     }
-    let seed = args.seed.unwrap_or_else(|| {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(1)
-    });
-    let cfg = RunConfig {
+}
+
+/// The run the arguments ask for.
+fn run_config(args: &Args, seed: u64) -> RunConfig {
+    RunConfig {
         seed,
         steps: args.steps,
         weights: args.weights.unwrap_or_default(),
@@ -166,41 +162,57 @@ fn main() -> ExitCode {
         replica_lag_ms: args.replica_lag_ms,
         settle_secs: args.settle_secs,
         time_limit_secs: args.time_limit_secs,
-    };
+    }
+}
+
+/// The cluster the run goes against: a Brook cluster started here (or attached to through
+/// its supervisor), or a Kafka cluster from `scripts/kafka-reference`, with the run's
+/// broker settings.
+fn start_target(args: &Args, overrides: &[(String, String)]) -> Result<Box<dyn Target>, String> {
+    match (args.target, &args.supervisor) {
+        (TargetKind::Brook, Some(s)) => BrookCluster::attach(s).map(|c| Box::new(c) as _),
+        (TargetKind::Brook, None) => {
+            let bin = brook_bin(args);
+            if !bin.exists() {
+                return Err(format!(
+                    "no broker binary at {} (cargo build --release --bin brook, or --brook-bin)",
+                    bin.display()
+                ));
+            }
+            let data = args.data_dir.clone();
+            match args.secure {
+                true => BrookCluster::start_secure(&bin, 3, data, overrides),
+                false => BrookCluster::start(&bin, 3, data, overrides),
+            }
+            .map(|c| Box::new(c) as _)
+        }
+        (TargetKind::Kafka, _) if args.secure => {
+            Err("--secure starts a Brook cluster; the Kafka target is PLAINTEXT".to_string())
+        }
+        (TargetKind::Kafka, _) => {
+            KafkaCluster::start(&args.kafka_script, overrides).map(|c| Box::new(c) as _)
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    if let Some(path) = &args.check {
+        return recheck(path);
+    }
+    let seed = args.seed.unwrap_or_else(|| {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1)
+    });
+    let cfg = run_config(&args, seed);
     if let Err(e) = cfg.validate() {
         eprintln!("brook chaos: {e}");
         return ExitCode::from(2);
     }
     eprintln!("brook chaos: seed {seed}, {} steps", cfg.steps);
-    let overrides = cfg.broker_overrides();
-    let target: Result<Box<dyn Target>, String> = match (args.target, &args.supervisor) {
-        (TargetKind::Brook, Some(s)) => BrookCluster::attach(s).map(|c| Box::new(c) as _),
-        (TargetKind::Brook, None) => {
-            let bin = brook_bin(&args);
-            if !bin.exists() {
-                eprintln!(
-                    "brook chaos: no broker binary at {} (cargo build --release --bin brook, or --brook-bin)",
-                    bin.display()
-                );
-                return ExitCode::from(2);
-            }
-            let data = args.data_dir.clone();
-            match args.secure {
-                true => BrookCluster::start_secure(&bin, 3, data, &overrides),
-                false => BrookCluster::start(&bin, 3, data, &overrides),
-            }
-            .map(|c| Box::new(c) as _)
-        }
-        (TargetKind::Kafka, _) if args.secure => {
-            eprintln!(
-                "brook chaos: --secure starts a Brook cluster; the Kafka target is PLAINTEXT"
-            );
-            return ExitCode::from(2);
-        }
-        (TargetKind::Kafka, _) => {
-            KafkaCluster::start(&args.kafka_script, &overrides).map(|c| Box::new(c) as _)
-        }
-    };
+    let target = start_target(&args, &cfg.broker_overrides());
     let mut target = match target {
         Ok(t) => t,
         Err(e) => {

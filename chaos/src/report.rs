@@ -73,20 +73,7 @@ pub fn table(out: &RunOutput) -> String {
 /// The transactional anomalies get columns when the history has transactions, and
 /// `duplicate-after-epoch-bump` when there are some.
 pub fn anomalies_table(partitions: &BTreeMap<i32, PartitionReport>, v: &Verdict) -> String {
-    let transactional = partitions
-        .values()
-        .any(|r| r.txn_records > 0 || r.anomalies.keys().any(|a| a.transactional()));
-    let columns: Vec<Anomaly> = Anomaly::ALL
-        .into_iter()
-        .filter(|a| transactional || !a.transactional())
-        // A client behaviour, not a broker anomaly: a column only when it happened.
-        .filter(|a| {
-            !matches!(
-                a,
-                Anomaly::DuplicateAfterEpochBump | Anomaly::LostOffsetCommit
-            ) || partitions.values().any(|r| r.count(*a) > 0)
-        })
-        .collect();
+    let columns = anomaly_columns(partitions);
     let mut s = String::new();
     let _ = writeln!(s, "promise: {}", v.promise);
     let _ = write!(
@@ -126,6 +113,30 @@ pub fn anomalies_table(partitions: &BTreeMap<i32, PartitionReport>, v: &Verdict)
             );
         }
     }
+    write_verdict(&mut s, v);
+    s
+}
+
+/// The anomalies that get a column: the transactional ones when the history has
+/// transactions; the client behaviours (not broker anomalies) only when they happened.
+fn anomaly_columns(partitions: &BTreeMap<i32, PartitionReport>) -> Vec<Anomaly> {
+    let transactional = partitions
+        .values()
+        .any(|r| r.txn_records > 0 || r.anomalies.keys().any(|a| a.transactional()));
+    Anomaly::ALL
+        .into_iter()
+        .filter(|a| transactional || !a.transactional())
+        .filter(|a| {
+            !matches!(
+                a,
+                Anomaly::DuplicateAfterEpochBump | Anomaly::LostOffsetCommit
+            ) || partitions.values().any(|r| r.count(*a) > 0)
+        })
+        .collect()
+}
+
+/// The expected anomalies, the run errors and the verdict, a line each.
+fn write_verdict(s: &mut String, v: &Verdict) {
     for (name, count) in &v.expected {
         let _ = writeln!(s, "expected with these settings: {count} {name}");
     }
@@ -146,7 +157,6 @@ pub fn anomalies_table(partitions: &BTreeMap<i32, PartitionReport>, v: &Verdict)
             }
         );
     }
-    s
 }
 
 /// The command line that replays this run's schedule.

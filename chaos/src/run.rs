@@ -202,6 +202,66 @@ fn create_topic(
     Err(format!("CreateTopics {topic}: {}", failures.join("; ")))
 }
 
+/// Applies the nemesis schedule step by step, each followed by `cfg.settle_secs`, until
+/// it ends or the run's time limit is reached.
+fn apply_schedule(
+    nemesis: &mut Nemesis<'_>,
+    history: &History,
+    cfg: &RunConfig,
+    schedule: &[Step],
+    started: Instant,
+) {
+    let settle = Duration::from_secs(cfg.settle_secs);
+    for (n, step) in schedule.iter().enumerate() {
+        if let Some(limit) = cfg.time_limit_secs {
+            if started.elapsed() >= Duration::from_secs(limit) {
+                history.nemesis(format!(
+                    "time limit of {limit} s reached: {n} of {} steps applied",
+                    schedule.len()
+                ));
+                break;
+            }
+        }
+        nemesis.run_step(n + 1, step, settle);
+    }
+}
+
+/// Stops the producers, waits for open transactions to end (transactional workload), reads
+/// every partition to its end and the producers' batch headers into the history, then
+/// stops the consumers. Returns what went wrong.
+fn stop_clients(
+    workload: &mut Workload,
+    clients: &Clients,
+    history: &History,
+    cfg: &RunConfig,
+) -> Vec<String> {
+    let mut run_errors = workload.stop_producers();
+    if cfg.clients.workload == WorkloadKind::Txn {
+        if let Err(e) = await_stable(clients, txn::STABLE_TIMEOUT) {
+            run_errors.push(e);
+        }
+    }
+    if let Err(e) = final_read(clients, history, FINAL_READ_TIMEOUT) {
+        run_errors.push(e);
+    }
+    // Without the runs a duplicate stays unclassified (a failure): noted, not a run error.
+    match producer_runs::read(
+        &clients.bootstrap,
+        &clients.security,
+        &clients.topic,
+        cfg.clients.partitions,
+    ) {
+        Ok(runs) => {
+            for op in runs {
+                history.push(op);
+            }
+        }
+        Err(e) => history.nemesis(format!("batch headers not read: {e}")),
+    }
+    run_errors.extend(workload.stop_consumers());
+    run_errors
+}
+
 /// Runs `cfg` against `target`. `Err` when the run cannot start (no topic, no settled
 /// cluster); problems after that are run errors in the verdict.
 pub fn run(target: &mut dyn Target, cfg: &RunConfig) -> Result<RunOutput, String> {
@@ -244,47 +304,12 @@ pub fn run(target: &mut dyn Target, cfg: &RunConfig) -> Result<RunOutput, String
         cfg.seed,
         schedule.len()
     ));
-    let settle = Duration::from_secs(cfg.settle_secs);
-    for (n, step) in schedule.iter().enumerate() {
-        if let Some(limit) = cfg.time_limit_secs {
-            if started.elapsed() >= Duration::from_secs(limit) {
-                history.nemesis(format!(
-                    "time limit of {limit} s reached: {n} of {} steps applied",
-                    schedule.len()
-                ));
-                break;
-            }
-        }
-        nemesis.run_step(n + 1, step, settle);
-    }
+    apply_schedule(&mut nemesis, &history, cfg, &schedule, started);
     nemesis.heal();
     nemesis.settle(SETTLE_TIMEOUT);
     history.nemesis("healed; stopping the producers".into());
     let mut run_errors = nemesis.errors.clone();
-    run_errors.extend(workload.stop_producers());
-    if cfg.clients.workload == WorkloadKind::Txn {
-        if let Err(e) = await_stable(&clients, txn::STABLE_TIMEOUT) {
-            run_errors.push(e);
-        }
-    }
-    if let Err(e) = final_read(&clients, &history, FINAL_READ_TIMEOUT) {
-        run_errors.push(e);
-    }
-    // Without the runs a duplicate stays unclassified (a failure): noted, not a run error.
-    match producer_runs::read(
-        &clients.bootstrap,
-        &clients.security,
-        &clients.topic,
-        cfg.clients.partitions,
-    ) {
-        Ok(runs) => {
-            for op in runs {
-                history.push(op);
-            }
-        }
-        Err(e) => history.nemesis(format!("batch headers not read: {e}")),
-    }
-    run_errors.extend(workload.stop_consumers());
+    run_errors.extend(stop_clients(&mut workload, &clients, &history, cfg));
     if progress.acknowledged.load(Relaxed) == 0 {
         run_errors.push("no send was acknowledged: the run checked nothing".into());
     }

@@ -301,45 +301,15 @@ fn produce_with(
             let s = *seq;
             *seq += 1;
             let partition = (s % c.settings.partitions as u64) as i32;
-            let value = format!("{process}-{s}");
-            let rec = rd::record(
-                &c.topic,
-                s as usize,
-                Some(partition),
-                None,
-                Some(value.as_bytes()),
-            );
-            let invoked_ms = history.now_ms();
-            match p.send(rec) {
-                Ok(()) => {
-                    in_flight.insert(
-                        s as usize,
-                        InFlight {
-                            seq: s,
-                            partition,
-                            value,
-                            invoked_ms,
-                        },
-                    );
-                }
-                Err((e, _)) => {
-                    // QueueFull cannot happen below OUTSTANDING_MAX; anything else never left.
-                    let op = send_op(
-                        process,
-                        InFlight {
-                            seq: s,
-                            partition,
-                            value,
-                            invoked_ms,
-                        },
-                        history,
-                        Outcome::Failed {
-                            error: e.to_string(),
-                        },
-                    );
-                    progress.not_acknowledged.fetch_add(1, Ordering::Relaxed);
-                    history.push(op);
-                }
+            let sent = InFlight {
+                seq: s,
+                partition,
+                value: format!("{process}-{s}"),
+                invoked_ms: history.now_ms(),
+            };
+            if let Some(op) = send(&p, c, process, &mut in_flight, history, sent) {
+                progress.not_acknowledged.fetch_add(1, Ordering::Relaxed);
+                history.push(op);
             }
             p.poll(Duration::ZERO);
         } else {
@@ -354,9 +324,56 @@ fn produce_with(
         FLUSH_TIMEOUT
     });
     record_reports(process, &p, &mut in_flight, history, progress);
+    record_unreported(process, in_flight, fatal.as_ref(), history, progress);
+    fatal.is_some()
+}
+
+/// Hands one record to the producer, in flight until its delivery report; the failed send
+/// when it never left (QueueFull cannot happen below OUTSTANDING_MAX).
+fn send(
+    p: &RecProducer,
+    c: &Clients,
+    process: &str,
+    in_flight: &mut HashMap<usize, InFlight>,
+    history: &History,
+    sent: InFlight,
+) -> Option<Op> {
+    let rec = rd::record(
+        &c.topic,
+        sent.seq as usize,
+        Some(sent.partition),
+        None,
+        Some(sent.value.as_bytes()),
+    );
+    // The record borrows the value: dropped with the error, before `sent` moves.
+    let result = p.send(rec).map_err(|(e, _)| e);
+    match result {
+        Ok(()) => {
+            in_flight.insert(sent.seq as usize, sent);
+            None
+        }
+        Err(e) => Some(send_op(
+            process,
+            sent,
+            history,
+            Outcome::Failed {
+                error: e.to_string(),
+            },
+        )),
+    }
+}
+
+/// The sends still in flight when the producer stopped: their outcome is unknown.
+fn record_unreported(
+    process: &str,
+    in_flight: HashMap<usize, InFlight>,
+    fatal: Option<&(rdkafka::types::RDKafkaErrorCode, String)>,
+    history: &History,
+    progress: &Progress,
+) {
     let mut left: Vec<InFlight> = in_flight.into_values().collect();
     left.sort_by_key(|f| f.seq);
-    let why = match &fatal {
+    let why = match fatal {
         Some((code, msg)) => format!("producer failed fatally ({code:?}: {msg}) before reporting"),
         None => "not reported before the run ended".to_string(),
     };
@@ -369,7 +386,6 @@ fn produce_with(
             Outcome::Unknown { error: why.clone() },
         ));
     }
-    fatal.is_some()
 }
 
 fn send_op(process: &str, f: InFlight, history: &History, outcome: Outcome) -> Op {

@@ -136,6 +136,53 @@ impl PartitionRegistration {
 }
 
 impl PartitionRegistration {
+    /// Applies a `PartitionChange` record to this partition (Kafka's
+    /// `PartitionRegistration.merge`), after checking that it keeps the partition's
+    /// invariants; a record of another kind is refused.
+    fn merge(&mut self, record: &MetadataRecord) -> Result<(), &'static str> {
+        let MetadataRecord::PartitionChange {
+            leader,
+            leader_epoch,
+            isr,
+            partition_epoch,
+            elr,
+            last_known_elr,
+            replicas,
+            adding_replicas,
+            removing_replicas,
+            ..
+        } = record
+        else {
+            return Err("not a partition change record");
+        };
+        // Paired with the checks in `election`: epochs never go backwards, and the
+        // partition epoch moves on every change.
+        if *leader_epoch < self.leader_epoch || *partition_epoch <= self.partition_epoch {
+            return Err("partition epochs go backwards");
+        }
+        let assignment = replicas.as_ref().unwrap_or(&self.replicas);
+        check_assignment(assignment, adding_replicas, removing_replicas)?;
+        let subset = |s: &[i32]| s.iter().all(|r| assignment.contains(r));
+        if !subset(isr) || !subset(elr) || elr.iter().any(|r| isr.contains(r)) {
+            return Err("ISR and ELR are not disjoint subsets of the replicas");
+        }
+        if *leader != NO_LEADER && !isr.contains(leader) {
+            return Err("the leader is not in the ISR");
+        }
+        self.leader = *leader;
+        self.leader_epoch = *leader_epoch;
+        self.isr = isr.clone();
+        self.partition_epoch = *partition_epoch;
+        self.elr = elr.clone();
+        self.last_known_elr = last_known_elr.clone();
+        if let Some(r) = replicas {
+            self.replicas = r.clone();
+        }
+        self.adding_replicas = adding_replicas.clone();
+        self.removing_replicas = removing_replicas.clone();
+        Ok(())
+    }
+
     /// Whether a reassignment is under way (Kafka's
     /// `PartitionReassignmentReplicas.isReassignmentInProgress`).
     pub fn is_reassigning(&self) -> bool {
@@ -381,6 +428,20 @@ fn apply_changes(layer: &mut BTreeMap<String, String>, changes: &BTreeMap<String
     }
 }
 
+/// Applies `changes` to the config layer of `name` in `layers`, removing the layer once it
+/// has no keys left.
+fn apply_layer_changes(
+    layers: &mut BTreeMap<String, BTreeMap<String, String>>,
+    name: &str,
+    changes: &BTreeMap<String, Option<String>>,
+) {
+    let layer = layers.entry(name.to_string()).or_default();
+    apply_changes(layer, changes);
+    if layer.is_empty() {
+        layers.remove(name);
+    }
+}
+
 /// Records applied together (one Raft entry).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MetadataBatch(pub Vec<MetadataRecord>);
@@ -475,10 +536,58 @@ impl MetadataImage {
         }
     }
 
-    /// Applies one record.
+    /// Applies one record. Like Kafka's `MetadataDelta.replay`, each record goes to the part
+    /// of the image it changes: the cluster's brokers, the topics, the configurations, the
+    /// SCRAM credentials, the ACLs; the one-field records are applied here.
     pub fn apply(&mut self, record: &MetadataRecord) -> Result<(), &'static str> {
+        use MetadataRecord as R;
         match record {
-            MetadataRecord::RegisterBroker {
+            R::RegisterBroker { .. }
+            | R::FenceBroker { .. }
+            | R::UnfenceBroker { .. }
+            | R::UnregisterBroker { .. }
+            | R::BrokerInControlledShutdown { .. } => self.replay_cluster(record)?,
+            R::CreateTopic { .. }
+            | R::DeleteTopic { .. }
+            | R::CreatePartitions { .. }
+            | R::AlterConfigs { .. }
+            | R::PartitionChange { .. } => self.replay_topics(record)?,
+            R::UserScramCredential { .. } | R::RemoveUserScramCredential { .. } => {
+                self.replay_scram(record)?;
+            }
+            R::ClientQuota { .. }
+            | R::AlterClientMetricsConfigs { .. }
+            | R::AlterBrokerConfigs { .. }
+            | R::AlterGroupConfigs { .. } => self.replay_configs(record)?,
+            R::AccessControlEntry { .. } | R::RemoveAccessControlEntry { .. } => {
+                self.replay_acls(record)?;
+            }
+            R::ScramBootstrapped => self.scram_bootstrapped = true,
+            R::VoterDirectoryId {
+                voter_id,
+                directory_id,
+            } => {
+                self.voter_directory_ids.insert(*voter_id, *directory_id);
+            }
+            R::FeatureLevel { name, level } => {
+                self.feature_levels.insert(name.clone(), *level);
+            }
+            R::AllocateProducerIds { next_block, .. } => {
+                if *next_block <= self.next_producer_id_block {
+                    return Err("producer id blocks go backwards");
+                }
+                self.next_producer_id_block = *next_block;
+            }
+        }
+        Ok(())
+    }
+
+    /// The brokers' registrations and states (Kafka's `ClusterDelta.replay`). A record naming
+    /// a broker's epoch applies only to that registration of the broker.
+    fn replay_cluster(&mut self, record: &MetadataRecord) -> Result<(), &'static str> {
+        use MetadataRecord as R;
+        match record {
+            R::RegisterBroker {
                 node_id,
                 host,
                 port,
@@ -502,61 +611,54 @@ impl MetadataImage {
                     },
                 );
             }
-            MetadataRecord::FenceBroker { node_id, epoch }
-            | MetadataRecord::UnfenceBroker { node_id, epoch } => {
-                let fenced = matches!(record, MetadataRecord::FenceBroker { .. });
-                let b = self.brokers.get_mut(node_id).ok_or("unknown broker")?;
-                if b.epoch != *epoch {
-                    return Err("stale broker epoch");
-                }
-                b.fenced = fenced;
+            R::FenceBroker { node_id, epoch } => {
+                self.registered_broker(*node_id, *epoch)?.fenced = true;
             }
-            MetadataRecord::UnregisterBroker { node_id, epoch } => {
-                let b = self.brokers.get(node_id).ok_or("unknown broker")?;
-                if b.epoch != *epoch {
-                    return Err("stale broker epoch");
-                }
+            R::UnfenceBroker { node_id, epoch } => {
+                self.registered_broker(*node_id, *epoch)?.fenced = false;
+            }
+            R::UnregisterBroker { node_id, epoch } => {
+                self.registered_broker(*node_id, *epoch)?;
                 self.brokers.remove(node_id);
             }
-            MetadataRecord::BrokerInControlledShutdown { node_id, epoch } => {
-                let b = self.brokers.get_mut(node_id).ok_or("unknown broker")?;
-                if b.epoch != *epoch {
-                    return Err("stale broker epoch");
-                }
-                b.in_controlled_shutdown = true;
+            R::BrokerInControlledShutdown { node_id, epoch } => {
+                self.registered_broker(*node_id, *epoch)?
+                    .in_controlled_shutdown = true;
             }
-            MetadataRecord::CreateTopic {
+            _ => return Err("not a broker record"),
+        }
+        Ok(())
+    }
+
+    /// Broker `node_id`'s registration, when it is the one of broker epoch `epoch`.
+    fn registered_broker(
+        &mut self,
+        node_id: i32,
+        epoch: i64,
+    ) -> Result<&mut BrokerRegistration, &'static str> {
+        let b = self.brokers.get_mut(&node_id).ok_or("unknown broker")?;
+        if b.epoch != epoch {
+            return Err("stale broker epoch");
+        }
+        Ok(b)
+    }
+
+    /// Topics, their partitions and their configs (Kafka's `TopicsDelta.replay`, and
+    /// `ConfigurationsDelta.replay` for a topic's configs).
+    fn replay_topics(&mut self, record: &MetadataRecord) -> Result<(), &'static str> {
+        use MetadataRecord as R;
+        match record {
+            R::CreateTopic {
                 name,
                 id,
                 partitions,
                 configs,
-            } => {
-                if self.topic_ids.contains_key(name) || self.topics.contains_key(id) {
-                    return Err("topic exists");
-                }
-                if partitions
-                    .iter()
-                    .enumerate()
-                    .any(|(i, p)| p.index as usize != i)
-                {
-                    return Err("partition indexes are not dense");
-                }
-                self.topic_ids.insert(name.clone(), *id);
-                self.topics.insert(
-                    *id,
-                    TopicImage {
-                        name: name.clone(),
-                        id: *id,
-                        partitions: partitions.clone(),
-                        configs: configs.clone(),
-                    },
-                );
-            }
-            MetadataRecord::DeleteTopic { id } => {
+            } => self.create_topic(name, *id, partitions, configs)?,
+            R::DeleteTopic { id } => {
                 let t = self.topics.remove(id).ok_or("unknown topic id")?;
                 self.topic_ids.remove(&t.name);
             }
-            MetadataRecord::CreatePartitions { id, partitions } => {
+            R::CreatePartitions { id, partitions } => {
                 let t = self.topics.get_mut(id).ok_or("unknown topic id")?;
                 let first = t.partitions.len();
                 if partitions
@@ -568,15 +670,61 @@ impl MetadataImage {
                 }
                 t.partitions.extend(partitions.iter().cloned());
             }
-            MetadataRecord::AlterConfigs { id, configs } => {
+            R::AlterConfigs { id, configs } => {
                 let t = self.topics.get_mut(id).ok_or("unknown topic id")?;
-                for (k, v) in configs {
-                    match v {
-                        Some(v) => t.configs.insert(k.clone(), v.clone()),
-                        None => t.configs.remove(k),
-                    };
-                }
+                apply_changes(&mut t.configs, configs);
             }
+            R::PartitionChange {
+                topic_id,
+                partition,
+                ..
+            } => {
+                let t = self.topics.get_mut(topic_id).ok_or("unknown topic id")?;
+                usize::try_from(*partition)
+                    .ok()
+                    .and_then(|i| t.partitions.get_mut(i))
+                    .ok_or("unknown partition")?
+                    .merge(record)?;
+            }
+            _ => return Err("not a topic record"),
+        }
+        Ok(())
+    }
+
+    /// A new topic (Kafka's `TopicRecord` and its `PartitionRecord`s, applied together).
+    fn create_topic(
+        &mut self,
+        name: &str,
+        id: Uuid,
+        partitions: &[PartitionRegistration],
+        configs: &BTreeMap<String, String>,
+    ) -> Result<(), &'static str> {
+        if self.topic_ids.contains_key(name) || self.topics.contains_key(&id) {
+            return Err("topic exists");
+        }
+        if partitions
+            .iter()
+            .enumerate()
+            .any(|(i, p)| p.index as usize != i)
+        {
+            return Err("partition indexes are not dense");
+        }
+        self.topic_ids.insert(name.to_string(), id);
+        self.topics.insert(
+            id,
+            TopicImage {
+                name: name.to_string(),
+                id,
+                partitions: partitions.to_vec(),
+                configs: configs.clone(),
+            },
+        );
+        Ok(())
+    }
+
+    /// SCRAM credentials (Kafka's `ScramDelta.replay`): a user without credentials is gone.
+    fn replay_scram(&mut self, record: &MetadataRecord) -> Result<(), &'static str> {
+        match record {
             MetadataRecord::UserScramCredential {
                 name,
                 mechanism,
@@ -601,13 +749,15 @@ impl MetadataImage {
                     self.scram_credentials.remove(name);
                 }
             }
-            MetadataRecord::ScramBootstrapped => self.scram_bootstrapped = true,
-            MetadataRecord::VoterDirectoryId {
-                voter_id,
-                directory_id,
-            } => {
-                self.voter_directory_ids.insert(*voter_id, *directory_id);
-            }
+            _ => return Err("not a SCRAM record"),
+        }
+        Ok(())
+    }
+
+    /// Client quotas (Kafka's `ClientQuotasDelta.replay`) and the broker, group and client
+    /// metrics config layers (`ConfigurationsDelta.replay`).
+    fn replay_configs(&mut self, record: &MetadataRecord) -> Result<(), &'static str> {
+        match record {
             MetadataRecord::ClientQuota { entity, key, value } => {
                 // Kafka's `ClientQuotaControlManager.replay`: an entity without keys is gone.
                 let quotas = Arc::make_mut(&mut self.client_quotas);
@@ -620,80 +770,23 @@ impl MetadataImage {
                     quotas.remove(entity);
                 }
             }
-            MetadataRecord::FeatureLevel { name, level } => {
-                self.feature_levels.insert(name.clone(), *level);
-            }
             MetadataRecord::AlterClientMetricsConfigs { name, configs } => {
-                let layer = self.client_metrics_configs.entry(name.clone()).or_default();
-                apply_changes(layer, configs);
-                if layer.is_empty() {
-                    self.client_metrics_configs.remove(name);
-                }
+                apply_layer_changes(&mut self.client_metrics_configs, name, configs);
             }
             MetadataRecord::AlterBrokerConfigs { resource, configs } => {
-                let layer = self.broker_configs.entry(resource.clone()).or_default();
-                apply_changes(layer, configs);
-                if layer.is_empty() {
-                    self.broker_configs.remove(resource);
-                }
+                apply_layer_changes(&mut self.broker_configs, resource, configs);
             }
             MetadataRecord::AlterGroupConfigs { group, configs } => {
-                let overrides = self.group_configs.entry(group.clone()).or_default();
-                apply_changes(overrides, configs);
-                if overrides.is_empty() {
-                    self.group_configs.remove(group);
-                }
+                apply_layer_changes(&mut self.group_configs, group, configs);
             }
-            MetadataRecord::PartitionChange {
-                topic_id,
-                partition,
-                leader,
-                leader_epoch,
-                isr,
-                partition_epoch,
-                elr,
-                last_known_elr,
-                replicas,
-                adding_replicas,
-                removing_replicas,
-            } => {
-                let t = self.topics.get_mut(topic_id).ok_or("unknown topic id")?;
-                let p = usize::try_from(*partition)
-                    .ok()
-                    .and_then(|i| t.partitions.get_mut(i))
-                    .ok_or("unknown partition")?;
-                // Paired with the checks in `election`: epochs never go backwards, and the
-                // partition epoch moves on every change.
-                if *leader_epoch < p.leader_epoch || *partition_epoch <= p.partition_epoch {
-                    return Err("partition epochs go backwards");
-                }
-                let assignment = replicas.as_ref().unwrap_or(&p.replicas);
-                check_assignment(assignment, adding_replicas, removing_replicas)?;
-                let subset = |s: &[i32]| s.iter().all(|r| assignment.contains(r));
-                if !subset(isr) || !subset(elr) || elr.iter().any(|r| isr.contains(r)) {
-                    return Err("ISR and ELR are not disjoint subsets of the replicas");
-                }
-                if *leader != NO_LEADER && !isr.contains(leader) {
-                    return Err("the leader is not in the ISR");
-                }
-                p.leader = *leader;
-                p.leader_epoch = *leader_epoch;
-                p.isr = isr.clone();
-                p.partition_epoch = *partition_epoch;
-                p.elr = elr.clone();
-                p.last_known_elr = last_known_elr.clone();
-                if let Some(r) = replicas {
-                    p.replicas = r.clone();
-                }
-                p.adding_replicas = adding_replicas.clone();
-                p.removing_replicas = removing_replicas.clone();
-            }
-            MetadataRecord::AllocateProducerIds { next_block, .. } => {
-                if *next_block <= self.next_producer_id_block {
-                    return Err("producer id blocks go backwards");
-                }
-                self.next_producer_id_block = *next_block;
-            }
+            _ => return Err("not a config record"),
+        }
+        Ok(())
+    }
+
+    /// ACLs (Kafka's `AclsDelta.replay`): ids are unique, a removal names an existing one.
+    fn replay_acls(&mut self, record: &MetadataRecord) -> Result<(), &'static str> {
+        match record {
             MetadataRecord::AccessControlEntry { id, acl } => {
                 if self.acls.contains_key(id) {
                     return Err("ACL id exists");
@@ -706,6 +799,7 @@ impl MetadataImage {
                 }
                 Arc::make_mut(&mut self.acls).remove(id);
             }
+            _ => return Err("not an ACL record"),
         }
         Ok(())
     }

@@ -373,14 +373,79 @@ impl ControllerRequest {
 /// Records plus reply: what a request turns into (Kafka's `ControllerResult`).
 pub type ControllerResult = (Vec<MetadataRecord>, ControllerReply);
 
-/// Decides one request against `image`.
+/// Decides one request against `image`. Like Kafka's `QuorumController`, a request goes to the
+/// control manager that owns what it changes: topics, partitions and leaders to the
+/// replication control (`ReplicationControlManager`), brokers to the cluster control
+/// (`ClusterControlManager`), configs to the configuration control
+/// (`ConfigurationControlManager`); the others are one call each.
 pub fn decide(
     image: &MetadataImage,
     req: &ControllerRequest,
     policy: &ElectionPolicy,
 ) -> Result<ControllerResult, ControllerError> {
+    use ControllerRequest as Q;
     match req {
-        ControllerRequest::CreateTopic {
+        Q::CreateTopic { .. }
+        | Q::DeleteTopic { .. }
+        | Q::CreatePartitions { .. }
+        | Q::AlterPartition(_)
+        | Q::ElectLeaders { .. }
+        | Q::ElectPreferredLeaders
+        | Q::AlterPartitionReassignments { .. } => decide_replication(image, req, policy),
+        Q::WithMutationQuota { request, .. } => decide(image, request, policy),
+        Q::RegisterBroker { .. }
+        | Q::Heartbeat { .. }
+        | Q::FenceBroker { .. }
+        | Q::UnregisterBroker { .. } => decide_cluster(image, req, policy),
+        Q::AlterConfigs { .. }
+        | Q::AlterBrokerConfigs { .. }
+        | Q::AlterGroupConfigs { .. }
+        | Q::AlterClientMetricsConfigs { .. } => decide_configs(image, req),
+        Q::AlterUserScramCredentials {
+            deletions,
+            upsertions,
+        } => Ok(crate::scram_control::alter_credentials(
+            image, deletions, upsertions,
+        )),
+        Q::BootstrapScramCredentials { credentials } => {
+            Ok(crate::scram_control::bootstrap(image, credentials))
+        }
+        Q::BootstrapVoters { bootstrap } => Ok(crate::voter_set::bootstrap(image, bootstrap)),
+        Q::AlterClientQuotas {
+            alterations,
+            validate_only,
+        } => only_validated(
+            Ok(crate::client_quota_control::alter_client_quotas(
+                image,
+                alterations,
+            )),
+            *validate_only,
+        ),
+        Q::AllocateProducerIds { node_id } => Ok(allocate_producer_ids(image, *node_id)),
+        Q::CreateAcls { acls } => create_acls(image, acls),
+        Q::DeleteAcls { filters } => delete_acls(image, filters),
+        Q::UpdateFeatures {
+            updates,
+            validate_only,
+        } => crate::feature_control::update_features(image, policy, updates, *validate_only),
+    }
+}
+
+/// A request `decide` sent to a control manager that does not own it.
+fn not_owned(manager: &str) -> ControllerError {
+    ControllerError::InvalidRequest(format!("a request {manager} does not decide"))
+}
+
+/// Topics, partitions, their leaders and ISRs, and reassignments (Kafka's
+/// `ReplicationControlManager`).
+fn decide_replication(
+    image: &MetadataImage,
+    req: &ControllerRequest,
+    policy: &ElectionPolicy,
+) -> Result<ControllerResult, ControllerError> {
+    use ControllerRequest as Q;
+    match req {
+        Q::CreateTopic {
             name,
             partitions,
             replication_factor,
@@ -397,9 +462,8 @@ pub fn decide(
             };
             only_validated(create_topic(image, &spec, Uuid::new_v4()), *validate_only)
         }
-        ControllerRequest::DeleteTopic { name } => delete_topic(image, name),
-        ControllerRequest::WithMutationQuota { request, .. } => decide(image, request, policy),
-        ControllerRequest::CreatePartitions {
+        Q::DeleteTopic { name } => delete_topic(image, name),
+        Q::CreatePartitions {
             name,
             total_count,
             assignments,
@@ -408,37 +472,39 @@ pub fn decide(
             create_partitions(image, name, *total_count, assignments.as_deref()),
             *validate_only,
         ),
-        ControllerRequest::AlterConfigs { name, configs } => alter_configs(image, name, configs),
-        ControllerRequest::AlterBrokerConfigs { resource, configs } => {
-            Ok(alter_broker_configs(resource, configs))
-        }
-        ControllerRequest::AlterGroupConfigs { group, configs } => {
-            Ok(alter_group_configs(group, configs))
-        }
-        ControllerRequest::AlterPartition(r) => alter_partition(image, r, policy),
-        ControllerRequest::AlterUserScramCredentials {
-            deletions,
-            upsertions,
-        } => Ok(crate::scram_control::alter_credentials(
-            image, deletions, upsertions,
+        Q::AlterPartition(r) => alter_partition(image, r, policy),
+        Q::ElectLeaders {
+            election,
+            partitions,
+            ..
+        } => elect_leaders(image, *election, partitions.as_deref(), policy),
+        Q::ElectPreferredLeaders => Ok((
+            elect_preferred_leaders(image, policy),
+            ControllerReply::Done,
         )),
-        ControllerRequest::BootstrapScramCredentials { credentials } => {
-            Ok(crate::scram_control::bootstrap(image, credentials))
-        }
-        ControllerRequest::BootstrapVoters { bootstrap } => {
-            Ok(crate::voter_set::bootstrap(image, bootstrap))
-        }
-        ControllerRequest::AlterClientQuotas {
-            alterations,
-            validate_only,
-        } => only_validated(
-            Ok(crate::client_quota_control::alter_client_quotas(
-                image,
-                alterations,
-            )),
-            *validate_only,
-        ),
-        ControllerRequest::RegisterBroker {
+        Q::AlterPartitionReassignments {
+            topics,
+            allow_replication_factor_change,
+        } => Ok(alter_partition_reassignments(
+            image,
+            topics,
+            *allow_replication_factor_change,
+            policy,
+        )),
+        _ => Err(not_owned("ReplicationControlManager")),
+    }
+}
+
+/// Brokers' registrations, heartbeats, fencing and unregistration (Kafka's
+/// `ClusterControlManager`, with the leader moves `ReplicationControlManager` makes for them).
+fn decide_cluster(
+    image: &MetadataImage,
+    req: &ControllerRequest,
+    policy: &ElectionPolicy,
+) -> Result<ControllerResult, ControllerError> {
+    use ControllerRequest as Q;
+    match req {
+        Q::RegisterBroker {
             node_id,
             host,
             port,
@@ -457,59 +523,47 @@ pub fn decide(
             },
             policy,
         )),
-        ControllerRequest::Heartbeat {
+        Q::Heartbeat {
             node_id,
             epoch,
             metadata_offset,
             want_shut_down: false,
         } => heartbeat(image, *node_id, *epoch, *metadata_offset, policy),
-        ControllerRequest::Heartbeat {
+        Q::Heartbeat {
             node_id,
             epoch,
             metadata_offset,
             want_shut_down: true,
         } => shut_down_heartbeat(image, *node_id, *epoch, *metadata_offset, policy),
-        ControllerRequest::AllocateProducerIds { node_id } => {
-            Ok(allocate_producer_ids(image, *node_id))
-        }
-        ControllerRequest::FenceBroker { node_id } => {
+        Q::FenceBroker { node_id } => {
             Ok((fence_broker(image, *node_id, policy), ControllerReply::Done))
         }
-        ControllerRequest::UnregisterBroker { node_id } => Ok((
+        Q::UnregisterBroker { node_id } => Ok((
             unregister_broker(image, *node_id, policy)?,
             ControllerReply::Done,
         )),
-        ControllerRequest::ElectLeaders {
-            election,
-            partitions,
-            ..
-        } => elect_leaders(image, *election, partitions.as_deref(), policy),
-        ControllerRequest::ElectPreferredLeaders => Ok((
-            elect_preferred_leaders(image, policy),
-            ControllerReply::Done,
-        )),
-        ControllerRequest::AlterPartitionReassignments {
-            topics,
-            allow_replication_factor_change,
-        } => Ok(alter_partition_reassignments(
-            image,
-            topics,
-            *allow_replication_factor_change,
-            policy,
-        )),
-        ControllerRequest::CreateAcls { acls } => create_acls(image, acls),
-        ControllerRequest::DeleteAcls { filters } => delete_acls(image, filters),
-        ControllerRequest::UpdateFeatures {
-            updates,
-            validate_only,
-        } => crate::feature_control::update_features(image, policy, updates, *validate_only),
-        ControllerRequest::AlterClientMetricsConfigs { name, configs } => Ok((
+        _ => Err(not_owned("ClusterControlManager")),
+    }
+}
+
+/// Topic, broker, group and client metrics configs (Kafka's `ConfigurationControlManager`).
+fn decide_configs(
+    image: &MetadataImage,
+    req: &ControllerRequest,
+) -> Result<ControllerResult, ControllerError> {
+    use ControllerRequest as Q;
+    match req {
+        Q::AlterConfigs { name, configs } => alter_configs(image, name, configs),
+        Q::AlterBrokerConfigs { resource, configs } => Ok(alter_broker_configs(resource, configs)),
+        Q::AlterGroupConfigs { group, configs } => Ok(alter_group_configs(group, configs)),
+        Q::AlterClientMetricsConfigs { name, configs } => Ok((
             vec![MetadataRecord::AlterClientMetricsConfigs {
                 name: name.clone(),
                 configs: configs.clone(),
             }],
             ControllerReply::Done,
         )),
+        _ => Err(not_owned("ConfigurationControlManager")),
     }
 }
 

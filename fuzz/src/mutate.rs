@@ -235,82 +235,94 @@ pub fn apply(frame: &mut Vec<u8>, t: &Target, mutations: &[Mutation]) {
     let mut prefix: Vec<(usize, [u8; 2])> = Vec::new();
     for m in mutations {
         match m {
-            Mutation::Length { field, value } if !lengths.is_empty() => {
-                let f = field.get(&lengths);
-                edits.push(Edit {
-                    pos: f.pos,
-                    len: f.len,
-                    with: evil_bytes(frame, f, *value),
-                    truncate: false,
-                });
-            }
-            Mutation::Varint { field, form } if !varints.is_empty() => {
-                let f = field.get(&varints);
-                edits.push(Edit {
-                    pos: f.pos,
-                    len: f.len,
-                    with: varint_form_bytes(frame, f, *form),
-                    truncate: false,
-                });
-            }
-            Mutation::Truncate { field, delta } if !t.fields.is_empty() => {
-                let f = field.get(t.fields);
-                let at = (f.pos as i64 + *delta as i64).clamp(0, frame.len() as i64) as usize;
-                edits.push(Edit {
-                    pos: at,
-                    len: 0,
-                    with: vec![],
-                    truncate: true,
-                });
-            }
-            Mutation::ApiKey { key, unknown } => {
-                let k = unknown.unwrap_or_else(|| *key.get(t.keys));
-                prefix.push((0, k.to_be_bytes()));
-            }
-            Mutation::Version { near, raw } => {
-                let v = raw.unwrap_or_else(|| {
-                    let base = if *near < 0 {
-                        t.versions.0
-                    } else {
-                        t.versions.1
-                    };
-                    base.saturating_add(*near as i16)
-                });
-                prefix.push((2, v.to_be_bytes()));
-            }
-            Mutation::Flip { pos, bit } if !frame.is_empty() => {
-                let p = pos.index(frame.len());
-                edits.push(Edit {
-                    pos: p,
-                    len: 1,
-                    with: vec![frame[p] ^ (1 << bit)],
-                    truncate: false,
-                });
-            }
-            Mutation::Tagged { count, tag, size } if t.flexible && !frame.is_empty() => {
-                let mut with = Vec::new();
-                put_uvarint(&mut with, *count);
-                put_uvarint(&mut with, *tag);
-                put_uvarint(&mut with, *size);
-                with.extend(std::iter::repeat_n(0x41, (*size).min(8) as usize));
-                edits.push(Edit {
-                    pos: frame.len() - 1,
-                    len: 1,
-                    with,
-                    truncate: false,
-                });
-            }
-            Mutation::Append(bytes) => {
-                edits.push(Edit {
-                    pos: frame.len(),
-                    len: 0,
-                    with: bytes.clone(),
-                    truncate: false,
-                });
-            }
-            _ => {}
+            Mutation::ApiKey { .. } | Mutation::Version { .. } => prefix.extend(header_patch(t, m)),
+            _ => edits.extend(body_edit(frame, t, m, &lengths, &varints)),
         }
     }
+    splice_edits(frame, edits);
+    for (at, bytes) in prefix {
+        if frame.len() >= at + 2 {
+            frame[at..at + 2].copy_from_slice(&bytes);
+        }
+    }
+}
+
+/// A header mutation as the bytes written over the request header at an offset: the API
+/// key (offset 0) or the API version (offset 2).
+fn header_patch(t: &Target, m: &Mutation) -> Option<(usize, [u8; 2])> {
+    match m {
+        Mutation::ApiKey { key, unknown } => {
+            let k = unknown.unwrap_or_else(|| *key.get(t.keys));
+            Some((0, k.to_be_bytes()))
+        }
+        Mutation::Version { near, raw } => {
+            let v = raw.unwrap_or_else(|| {
+                let base = if *near < 0 {
+                    t.versions.0
+                } else {
+                    t.versions.1
+                };
+                base.saturating_add(*near as i16)
+            });
+            Some((2, v.to_be_bytes()))
+        }
+        _ => None,
+    }
+}
+
+/// A mutation of the frame's bytes resolved to its edit on the traced fields; `None` when
+/// the frame has no field of the kind it needs.
+fn body_edit(
+    frame: &[u8],
+    t: &Target,
+    m: &Mutation,
+    lengths: &[&Field],
+    varints: &[&Field],
+) -> Option<Edit> {
+    let replace = |pos: usize, len: usize, with: Vec<u8>| Edit {
+        pos,
+        len,
+        with,
+        truncate: false,
+    };
+    match m {
+        Mutation::Length { field, value } if !lengths.is_empty() => {
+            let f = field.get(lengths);
+            Some(replace(f.pos, f.len, evil_bytes(frame, f, *value)))
+        }
+        Mutation::Varint { field, form } if !varints.is_empty() => {
+            let f = field.get(varints);
+            Some(replace(f.pos, f.len, varint_form_bytes(frame, f, *form)))
+        }
+        Mutation::Truncate { field, delta } if !t.fields.is_empty() => {
+            let f = field.get(t.fields);
+            let at = (f.pos as i64 + *delta as i64).clamp(0, frame.len() as i64) as usize;
+            Some(Edit {
+                pos: at,
+                len: 0,
+                with: vec![],
+                truncate: true,
+            })
+        }
+        Mutation::Flip { pos, bit } if !frame.is_empty() => {
+            let p = pos.index(frame.len());
+            Some(replace(p, 1, vec![frame[p] ^ (1 << bit)]))
+        }
+        Mutation::Tagged { count, tag, size } if t.flexible && !frame.is_empty() => {
+            let mut with = Vec::new();
+            put_uvarint(&mut with, *count);
+            put_uvarint(&mut with, *tag);
+            put_uvarint(&mut with, *size);
+            with.extend(std::iter::repeat_n(0x41, (*size).min(8) as usize));
+            Some(replace(frame.len() - 1, 1, with))
+        }
+        Mutation::Append(bytes) => Some(replace(frame.len(), 0, bytes.clone())),
+        _ => None,
+    }
+}
+
+/// Applies the edits to the frame.
+fn splice_edits(frame: &mut Vec<u8>, mut edits: Vec<Edit>) {
     // Back to front, so that each edit's position is still the traced one.
     edits.sort_by(|a, b| b.pos.cmp(&a.pos).then(b.truncate.cmp(&a.truncate)));
     let mut end = frame.len();
@@ -324,11 +336,6 @@ pub fn apply(frame: &mut Vec<u8>, t: &Target, mutations: &[Mutation]) {
         } else {
             frame.splice(e.pos..e.pos + e.len, e.with);
             end = e.pos;
-        }
-    }
-    for (at, bytes) in prefix {
-        if frame.len() >= at + 2 {
-            frame[at..at + 2].copy_from_slice(&bytes);
         }
     }
 }

@@ -30,14 +30,78 @@ fn topic_id() -> Uuid {
 
 /// Seed requests for `key`, or an empty list for an API the generator does not know.
 pub fn requests(key: ApiKey) -> Vec<RequestKind> {
+    record_apis(key)
+        .or_else(|| topic_and_config_apis(key))
+        .or_else(|| election_and_reassignment_apis(key))
+        .or_else(|| quorum_apis(key))
+        .or_else(|| classic_group_apis(key))
+        .or_else(|| offset_and_group_apis(key))
+        .or_else(|| transaction_apis(key))
+        .or_else(|| sasl_and_scram_apis(key))
+        .or_else(|| quota_and_telemetry_apis(key))
+        .or_else(|| acl_apis(key))
+        .or_else(|| share_group_apis(key))
+        .or_else(|| share_group_offset_apis(key))
+        .or_else(|| share_state_write_apis(key))
+        .or_else(|| share_state_read_apis(key))
+        .unwrap_or_default()
+}
+
+/// The seeds of Produce, Fetch and the other APIs on a partition's records and offsets.
+fn record_apis(key: ApiKey) -> Option<Vec<RequestKind>> {
     use RequestKind as R;
-    match key {
+    Some(match key {
         ApiKey::Produce => produce(),
         ApiKey::Fetch => vec![R::Fetch(FetchRequest::default()), R::Fetch(fetch())],
         ApiKey::ListOffsets => vec![
             R::ListOffsets(ListOffsetsRequest::default()),
             R::ListOffsets(list_offsets()),
         ],
+        ApiKey::OffsetForLeaderEpoch => vec![
+            R::OffsetForLeaderEpoch(OffsetForLeaderEpochRequest::default()),
+            R::OffsetForLeaderEpoch(offset_for_leader_epoch()),
+        ],
+        ApiKey::DeleteRecords => vec![
+            R::DeleteRecords(DeleteRecordsRequest::default()),
+            R::DeleteRecords(
+                DeleteRecordsRequest::default()
+                    .with_topics(vec![delete_records_request::DeleteRecordsTopic::default()
+                        .with_name(topic())
+                        .with_partitions(vec![
+                            delete_records_request::DeleteRecordsPartition::default()
+                                .with_partition_index(0)
+                                .with_offset(0),
+                            delete_records_request::DeleteRecordsPartition::default()
+                                .with_partition_index(1)
+                                .with_offset(-1),
+                        ])])
+                    .with_timeout_ms(1000),
+            ),
+        ],
+        ApiKey::DescribeProducers => vec![
+            R::DescribeProducers(DescribeProducersRequest::default()),
+            R::DescribeProducers(DescribeProducersRequest::default().with_topics(vec![
+                describe_producers_request::TopicRequest::default()
+                    .with_name(topic())
+                    .with_partition_indexes(vec![0, 1]),
+            ])),
+        ],
+        ApiKey::DescribeLogDirs => vec![
+            R::DescribeLogDirs(DescribeLogDirsRequest::default()),
+            R::DescribeLogDirs(DescribeLogDirsRequest::default().with_topics(Some(vec![
+                describe_log_dirs_request::DescribableLogDirTopic::default()
+                    .with_topic(topic())
+                    .with_partitions(vec![0, 1]),
+            ]))),
+        ],
+        _ => return None,
+    })
+}
+
+/// The seeds of Metadata, ApiVersions, and the topic, cluster and config APIs.
+fn topic_and_config_apis(key: ApiKey) -> Option<Vec<RequestKind>> {
+    use RequestKind as R;
+    Some(match key {
         ApiKey::Metadata => metadata(),
         ApiKey::ApiVersions => vec![
             R::ApiVersions(ApiVersionsRequest::default()),
@@ -58,43 +122,13 @@ pub fn requests(key: ApiKey) -> Vec<RequestKind> {
                     .with_timeout_ms(1000),
             ),
         ],
-        ApiKey::DeleteRecords => vec![
-            R::DeleteRecords(DeleteRecordsRequest::default()),
-            R::DeleteRecords(
-                DeleteRecordsRequest::default()
-                    .with_topics(vec![delete_records_request::DeleteRecordsTopic::default()
-                        .with_name(topic())
-                        .with_partitions(vec![
-                            delete_records_request::DeleteRecordsPartition::default()
-                                .with_partition_index(0)
-                                .with_offset(0),
-                            delete_records_request::DeleteRecordsPartition::default()
-                                .with_partition_index(1)
-                                .with_offset(-1),
-                        ])])
-                    .with_timeout_ms(1000),
-            ),
-        ],
-        ApiKey::InitProducerId => vec![
-            R::InitProducerId(InitProducerIdRequest::default()),
-            R::InitProducerId(
-                InitProducerIdRequest::default()
-                    .with_transaction_timeout_ms(60_000)
-                    .with_producer_id((-1).into())
-                    .with_producer_epoch(-1),
-            ),
-        ],
-        ApiKey::OffsetForLeaderEpoch => vec![
-            R::OffsetForLeaderEpoch(OffsetForLeaderEpochRequest::default()),
-            R::OffsetForLeaderEpoch(offset_for_leader_epoch()),
+        ApiKey::CreatePartitions => vec![
+            R::CreatePartitions(CreatePartitionsRequest::default()),
+            R::CreatePartitions(create_partitions()),
         ],
         ApiKey::DescribeConfigs => vec![
             R::DescribeConfigs(DescribeConfigsRequest::default()),
             R::DescribeConfigs(describe_configs()),
-        ],
-        ApiKey::CreatePartitions => vec![
-            R::CreatePartitions(CreatePartitionsRequest::default()),
-            R::CreatePartitions(create_partitions()),
         ],
         ApiKey::AlterConfigs => vec![
             R::AlterConfigs(AlterConfigsRequest::default()),
@@ -105,6 +139,132 @@ pub fn requests(key: ApiKey) -> Vec<RequestKind> {
             R::IncrementalAlterConfigs(incremental_alter_configs()),
         ],
         ApiKey::DescribeCluster => vec![R::DescribeCluster(DescribeClusterRequest::default())],
+        ApiKey::DescribeTopicPartitions => vec![
+            R::DescribeTopicPartitions(DescribeTopicPartitionsRequest::default()),
+            R::DescribeTopicPartitions(
+                DescribeTopicPartitionsRequest::default()
+                    .with_topics(vec![
+                        describe_topic_partitions_request::TopicRequest::default()
+                            .with_name(topic()),
+                    ])
+                    .with_response_partition_limit(1)
+                    .with_cursor(Some(
+                        describe_topic_partitions_request::Cursor::default()
+                            .with_topic_name(topic())
+                            .with_partition_index(1),
+                    )),
+            ),
+        ],
+        ApiKey::ListConfigResources => vec![
+            R::ListConfigResources(ListConfigResourcesRequest::default()),
+            R::ListConfigResources(
+                ListConfigResourcesRequest::default().with_resource_types(vec![2, 4, 16, 32]),
+            ),
+        ],
+        _ => return None,
+    })
+}
+
+/// The seeds of leader elections, reassignments and feature updates.
+fn election_and_reassignment_apis(key: ApiKey) -> Option<Vec<RequestKind>> {
+    use RequestKind as R;
+    Some(match key {
+        ApiKey::ElectLeaders => vec![
+            R::ElectLeaders(ElectLeadersRequest::default()),
+            R::ElectLeaders(
+                ElectLeadersRequest::default()
+                    .with_election_type(1)
+                    .with_topic_partitions(Some(vec![
+                        elect_leaders_request::TopicPartitions::default()
+                            .with_topic(topic())
+                            .with_partitions(vec![0, 1, 7]),
+                    ])),
+            ),
+        ],
+        ApiKey::AlterPartitionReassignments => vec![
+            R::AlterPartitionReassignments(AlterPartitionReassignmentsRequest::default()),
+            R::AlterPartitionReassignments(
+                AlterPartitionReassignmentsRequest::default()
+                    .with_allow_replication_factor_change(false)
+                    .with_topics(vec![alter_partition_reassignments_request::ReassignableTopic::default()
+                        .with_name(topic())
+                        .with_partitions(vec![
+                            alter_partition_reassignments_request::ReassignablePartition::default()
+                                .with_partition_index(0)
+                                .with_replicas(Some(vec![BrokerId(1), BrokerId(2)])),
+                            alter_partition_reassignments_request::ReassignablePartition::default()
+                                .with_partition_index(7),
+                        ])]),
+            ),
+        ],
+        ApiKey::ListPartitionReassignments => vec![
+            R::ListPartitionReassignments(ListPartitionReassignmentsRequest::default()),
+            R::ListPartitionReassignments(
+                ListPartitionReassignmentsRequest::default().with_topics(Some(vec![
+                    list_partition_reassignments_request::ListPartitionReassignmentsTopics::default()
+                        .with_name(topic())
+                        .with_partition_indexes(vec![0, 1]),
+                ])),
+            ),
+        ],
+        ApiKey::UpdateFeatures => vec![
+            R::UpdateFeatures(UpdateFeaturesRequest::default()),
+            R::UpdateFeatures(
+                UpdateFeaturesRequest::default()
+                    .with_validate_only(true)
+                    .with_feature_updates(vec![
+                        update_features_request::FeatureUpdateKey::default()
+                            .with_feature(s("transaction.version"))
+                            .with_max_version_level(1)
+                            .with_upgrade_type(2),
+                    ]),
+            ),
+        ],
+        _ => return None,
+    })
+}
+
+/// The seeds of the metadata quorum's APIs.
+fn quorum_apis(key: ApiKey) -> Option<Vec<RequestKind>> {
+    use RequestKind as R;
+    Some(match key {
+        ApiKey::DescribeQuorum => vec![
+            R::DescribeQuorum(DescribeQuorumRequest::default()),
+            R::DescribeQuorum(DescribeQuorumRequest::default().with_topics(vec![
+                describe_quorum_request::TopicData::default()
+                    .with_topic_name(TopicName(s("__cluster_metadata")))
+                    .with_partitions(vec![
+                        describe_quorum_request::PartitionData::default().with_partition_index(0),
+                    ]),
+            ])),
+        ],
+        // Ids no node has: a seed must not unregister the fuzzed broker.
+        ApiKey::AddRaftVoter => vec![
+            R::AddRaftVoter(AddRaftVoterRequest::default()),
+            R::AddRaftVoter(
+                AddRaftVoterRequest::default()
+                    .with_voter_id(999)
+                    .with_voter_directory_id(topic_id())
+                    .with_listeners(vec![add_raft_voter_request::Listener::default()
+                        .with_name(s("CONTROLLER"))
+                        .with_host(s("127.0.0.1"))
+                        .with_port(1)]),
+            ),
+        ],
+        ApiKey::RemoveRaftVoter => vec![R::RemoveRaftVoter(
+            RemoveRaftVoterRequest::default().with_voter_id(999),
+        )],
+        ApiKey::UnregisterBroker => vec![R::UnregisterBroker(
+            UnregisterBrokerRequest::default().with_broker_id(BrokerId(999)),
+        )],
+        _ => return None,
+    })
+}
+
+/// The seeds of the classic group protocol and the group listing APIs.
+fn classic_group_apis(key: ApiKey) -> Option<Vec<RequestKind>> {
+    use RequestKind as R;
+    Some(match key {
         ApiKey::FindCoordinator => vec![
             R::FindCoordinator(FindCoordinatorRequest::default()),
             R::FindCoordinator(
@@ -141,6 +301,34 @@ pub fn requests(key: ApiKey) -> Vec<RequestKind> {
                         .with_reason(Some(s("fuzz")))]),
             ),
         ],
+        ApiKey::DescribeGroups => vec![
+            R::DescribeGroups(DescribeGroupsRequest::default()),
+            R::DescribeGroups(
+                DescribeGroupsRequest::default().with_groups(vec![group(), GroupId(s("fuzz-h"))]),
+            ),
+        ],
+        ApiKey::ListGroups => vec![
+            R::ListGroups(ListGroupsRequest::default()),
+            R::ListGroups(
+                ListGroupsRequest::default()
+                    .with_states_filter(vec![s("Stable"), s("Empty")])
+                    .with_types_filter(vec![s("classic")]),
+            ),
+        ],
+        ApiKey::DeleteGroups => vec![
+            R::DeleteGroups(DeleteGroupsRequest::default()),
+            R::DeleteGroups(
+                DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s("fuzz-gone"))]),
+            ),
+        ],
+        _ => return None,
+    })
+}
+
+/// The seeds of committed offsets and the consumer (KIP-848) and streams (KIP-1071) groups.
+fn offset_and_group_apis(key: ApiKey) -> Option<Vec<RequestKind>> {
+    use RequestKind as R;
+    Some(match key {
         ApiKey::OffsetCommit => vec![
             R::OffsetCommit(OffsetCommitRequest::default()),
             R::OffsetCommit(offset_commit()),
@@ -163,30 +351,6 @@ pub fn requests(key: ApiKey) -> Vec<RequestKind> {
                     ]),
             ),
         ],
-        ApiKey::TxnOffsetCommit => vec![
-            R::TxnOffsetCommit(TxnOffsetCommitRequest::default()),
-            R::TxnOffsetCommit(txn_offset_commit()),
-        ],
-        ApiKey::DescribeGroups => vec![
-            R::DescribeGroups(DescribeGroupsRequest::default()),
-            R::DescribeGroups(
-                DescribeGroupsRequest::default().with_groups(vec![group(), GroupId(s("fuzz-h"))]),
-            ),
-        ],
-        ApiKey::ListGroups => vec![
-            R::ListGroups(ListGroupsRequest::default()),
-            R::ListGroups(
-                ListGroupsRequest::default()
-                    .with_states_filter(vec![s("Stable"), s("Empty")])
-                    .with_types_filter(vec![s("classic")]),
-            ),
-        ],
-        ApiKey::DeleteGroups => vec![
-            R::DeleteGroups(DeleteGroupsRequest::default()),
-            R::DeleteGroups(
-                DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s("fuzz-gone"))]),
-            ),
-        ],
         ApiKey::ConsumerGroupHeartbeat => vec![
             R::ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest::default()),
             R::ConsumerGroupHeartbeat(consumer_group_heartbeat()),
@@ -196,6 +360,51 @@ pub fn requests(key: ApiKey) -> Vec<RequestKind> {
             R::ConsumerGroupDescribe(
                 ConsumerGroupDescribeRequest::default().with_group_ids(vec![group()]),
             ),
+        ],
+        ApiKey::StreamsGroupHeartbeat => vec![
+            R::StreamsGroupHeartbeat(StreamsGroupHeartbeatRequest::default()),
+            R::StreamsGroupHeartbeat(
+                StreamsGroupHeartbeatRequest::default()
+                    .with_group_id(s("fuzz-streams").into())
+                    .with_member_id(s("fuzz-member"))
+                    .with_member_epoch(0)
+                    .with_rebalance_timeout_ms(1000)
+                    .with_topology(Some(
+                        streams_group_heartbeat_request::Topology::default().with_subtopologies(
+                            vec![streams_group_heartbeat_request::Subtopology::default()
+                                .with_subtopology_id(s("0"))
+                                .with_source_topics(vec![s("fuzz-topic").into()])],
+                        ),
+                    )),
+            ),
+        ],
+        ApiKey::StreamsGroupDescribe => vec![
+            R::StreamsGroupDescribe(StreamsGroupDescribeRequest::default()),
+            R::StreamsGroupDescribe(
+                StreamsGroupDescribeRequest::default()
+                    .with_group_ids(vec![s("fuzz-streams").into()]),
+            ),
+        ],
+        _ => return None,
+    })
+}
+
+/// The seeds of the transaction APIs.
+fn transaction_apis(key: ApiKey) -> Option<Vec<RequestKind>> {
+    use RequestKind as R;
+    Some(match key {
+        ApiKey::InitProducerId => vec![
+            R::InitProducerId(InitProducerIdRequest::default()),
+            R::InitProducerId(
+                InitProducerIdRequest::default()
+                    .with_transaction_timeout_ms(60_000)
+                    .with_producer_id((-1).into())
+                    .with_producer_epoch(-1),
+            ),
+        ],
+        ApiKey::TxnOffsetCommit => vec![
+            R::TxnOffsetCommit(TxnOffsetCommitRequest::default()),
+            R::TxnOffsetCommit(txn_offset_commit()),
         ],
         ApiKey::AddPartitionsToTxn => vec![
             R::AddPartitionsToTxn(AddPartitionsToTxnRequest::default()),
@@ -241,6 +450,14 @@ pub fn requests(key: ApiKey) -> Vec<RequestKind> {
             R::WriteTxnMarkers(write_txn_markers(true)),
             R::WriteTxnMarkers(write_txn_markers(false)),
         ],
+        _ => return None,
+    })
+}
+
+/// The seeds of SASL and the SCRAM credential APIs.
+fn sasl_and_scram_apis(key: ApiKey) -> Option<Vec<RequestKind>> {
+    use RequestKind as R;
+    Some(match key {
         // Once past (or without) a SASL exchange, the handshake answers ILLEGAL_SASL_STATE.
         ApiKey::SaslHandshake => vec![
             R::SaslHandshake(SaslHandshakeRequest::default()),
@@ -281,6 +498,14 @@ pub fn requests(key: ApiKey) -> Vec<RequestKind> {
                 ])),
             ),
         ],
+        _ => return None,
+    })
+}
+
+/// The seeds of client quotas and client telemetry.
+fn quota_and_telemetry_apis(key: ApiKey) -> Option<Vec<RequestKind>> {
+    use RequestKind as R;
+    Some(match key {
         ApiKey::DescribeClientQuotas => vec![
             R::DescribeClientQuotas(DescribeClientQuotasRequest::default()),
             R::DescribeClientQuotas(
@@ -311,19 +536,6 @@ pub fn requests(key: ApiKey) -> Vec<RequestKind> {
                     .with_validate_only(true),
             ),
         ],
-        ApiKey::UpdateFeatures => vec![
-            R::UpdateFeatures(UpdateFeaturesRequest::default()),
-            R::UpdateFeatures(
-                UpdateFeaturesRequest::default()
-                    .with_validate_only(true)
-                    .with_feature_updates(vec![
-                        update_features_request::FeatureUpdateKey::default()
-                            .with_feature(s("transaction.version"))
-                            .with_max_version_level(1)
-                            .with_upgrade_type(2),
-                    ]),
-            ),
-        ],
         ApiKey::GetTelemetrySubscriptions => vec![
             R::GetTelemetrySubscriptions(GetTelemetrySubscriptionsRequest::default()),
             R::GetTelemetrySubscriptions(
@@ -339,111 +551,14 @@ pub fn requests(key: ApiKey) -> Vec<RequestKind> {
                     .with_metrics(Bytes::from_static(&[0x0a, 0x02, 0x12, 0x00])),
             ),
         ],
-        ApiKey::ListConfigResources => vec![
-            R::ListConfigResources(ListConfigResourcesRequest::default()),
-            R::ListConfigResources(
-                ListConfigResourcesRequest::default().with_resource_types(vec![2, 4, 16, 32]),
-            ),
-        ],
-        ApiKey::DescribeProducers => vec![
-            R::DescribeProducers(DescribeProducersRequest::default()),
-            R::DescribeProducers(DescribeProducersRequest::default().with_topics(vec![
-                describe_producers_request::TopicRequest::default()
-                    .with_name(topic())
-                    .with_partition_indexes(vec![0, 1]),
-            ])),
-        ],
-        ApiKey::ElectLeaders => vec![
-            R::ElectLeaders(ElectLeadersRequest::default()),
-            R::ElectLeaders(
-                ElectLeadersRequest::default()
-                    .with_election_type(1)
-                    .with_topic_partitions(Some(vec![
-                        elect_leaders_request::TopicPartitions::default()
-                            .with_topic(topic())
-                            .with_partitions(vec![0, 1, 7]),
-                    ])),
-            ),
-        ],
-        ApiKey::AlterPartitionReassignments => vec![
-            R::AlterPartitionReassignments(AlterPartitionReassignmentsRequest::default()),
-            R::AlterPartitionReassignments(
-                AlterPartitionReassignmentsRequest::default()
-                    .with_allow_replication_factor_change(false)
-                    .with_topics(vec![alter_partition_reassignments_request::ReassignableTopic::default()
-                        .with_name(topic())
-                        .with_partitions(vec![
-                            alter_partition_reassignments_request::ReassignablePartition::default()
-                                .with_partition_index(0)
-                                .with_replicas(Some(vec![BrokerId(1), BrokerId(2)])),
-                            alter_partition_reassignments_request::ReassignablePartition::default()
-                                .with_partition_index(7),
-                        ])]),
-            ),
-        ],
-        ApiKey::ListPartitionReassignments => vec![
-            R::ListPartitionReassignments(ListPartitionReassignmentsRequest::default()),
-            R::ListPartitionReassignments(
-                ListPartitionReassignmentsRequest::default().with_topics(Some(vec![
-                    list_partition_reassignments_request::ListPartitionReassignmentsTopics::default()
-                        .with_name(topic())
-                        .with_partition_indexes(vec![0, 1]),
-                ])),
-            ),
-        ],
-        ApiKey::DescribeTopicPartitions => vec![
-            R::DescribeTopicPartitions(DescribeTopicPartitionsRequest::default()),
-            R::DescribeTopicPartitions(
-                DescribeTopicPartitionsRequest::default()
-                    .with_topics(vec![
-                        describe_topic_partitions_request::TopicRequest::default()
-                            .with_name(topic()),
-                    ])
-                    .with_response_partition_limit(1)
-                    .with_cursor(Some(
-                        describe_topic_partitions_request::Cursor::default()
-                            .with_topic_name(topic())
-                            .with_partition_index(1),
-                    )),
-            ),
-        ],
-        ApiKey::DescribeLogDirs => vec![
-            R::DescribeLogDirs(DescribeLogDirsRequest::default()),
-            R::DescribeLogDirs(DescribeLogDirsRequest::default().with_topics(Some(vec![
-                describe_log_dirs_request::DescribableLogDirTopic::default()
-                    .with_topic(topic())
-                    .with_partitions(vec![0, 1]),
-            ]))),
-        ],
-        ApiKey::DescribeQuorum => vec![
-            R::DescribeQuorum(DescribeQuorumRequest::default()),
-            R::DescribeQuorum(DescribeQuorumRequest::default().with_topics(vec![
-                describe_quorum_request::TopicData::default()
-                    .with_topic_name(TopicName(s("__cluster_metadata")))
-                    .with_partitions(vec![
-                        describe_quorum_request::PartitionData::default().with_partition_index(0),
-                    ]),
-            ])),
-        ],
-        // Ids no node has: a seed must not unregister the fuzzed broker.
-        ApiKey::AddRaftVoter => vec![
-            R::AddRaftVoter(AddRaftVoterRequest::default()),
-            R::AddRaftVoter(
-                AddRaftVoterRequest::default()
-                    .with_voter_id(999)
-                    .with_voter_directory_id(topic_id())
-                    .with_listeners(vec![add_raft_voter_request::Listener::default()
-                        .with_name(s("CONTROLLER"))
-                        .with_host(s("127.0.0.1"))
-                        .with_port(1)]),
-            ),
-        ],
-        ApiKey::RemoveRaftVoter => vec![R::RemoveRaftVoter(
-            RemoveRaftVoterRequest::default().with_voter_id(999),
-        )],
-        ApiKey::UnregisterBroker => vec![R::UnregisterBroker(
-            UnregisterBrokerRequest::default().with_broker_id(BrokerId(999)),
-        )],
+        _ => return None,
+    })
+}
+
+/// The seeds of the ACL APIs.
+fn acl_apis(key: ApiKey) -> Option<Vec<RequestKind>> {
+    use RequestKind as R;
+    Some(match key {
         ApiKey::CreateAcls => vec![
             R::CreateAcls(CreateAclsRequest::default()),
             R::CreateAcls(CreateAclsRequest::default().with_creations(vec![
@@ -477,6 +592,14 @@ pub fn requests(key: ApiKey) -> Vec<RequestKind> {
                     .with_permission_type(1),
             ])),
         ],
+        _ => return None,
+    })
+}
+
+/// The seeds of the share group APIs (KIP-932).
+fn share_group_apis(key: ApiKey) -> Option<Vec<RequestKind>> {
+    use RequestKind as R;
+    Some(match key {
         ApiKey::ShareGroupHeartbeat => vec![
             R::ShareGroupHeartbeat(ShareGroupHeartbeatRequest::default()),
             R::ShareGroupHeartbeat(
@@ -490,32 +613,7 @@ pub fn requests(key: ApiKey) -> Vec<RequestKind> {
         ApiKey::ShareGroupDescribe => vec![
             R::ShareGroupDescribe(ShareGroupDescribeRequest::default()),
             R::ShareGroupDescribe(
-                ShareGroupDescribeRequest::default()
-                    .with_group_ids(vec![s("fuzz-share").into()]),
-            ),
-        ],
-        ApiKey::StreamsGroupHeartbeat => vec![
-            R::StreamsGroupHeartbeat(StreamsGroupHeartbeatRequest::default()),
-            R::StreamsGroupHeartbeat(
-                StreamsGroupHeartbeatRequest::default()
-                    .with_group_id(s("fuzz-streams").into())
-                    .with_member_id(s("fuzz-member"))
-                    .with_member_epoch(0)
-                    .with_rebalance_timeout_ms(1000)
-                    .with_topology(Some(
-                        streams_group_heartbeat_request::Topology::default().with_subtopologies(
-                            vec![streams_group_heartbeat_request::Subtopology::default()
-                                .with_subtopology_id(s("0"))
-                                .with_source_topics(vec![s("fuzz-topic").into()])],
-                        ),
-                    )),
-            ),
-        ],
-        ApiKey::StreamsGroupDescribe => vec![
-            R::StreamsGroupDescribe(StreamsGroupDescribeRequest::default()),
-            R::StreamsGroupDescribe(
-                StreamsGroupDescribeRequest::default()
-                    .with_group_ids(vec![s("fuzz-streams").into()]),
+                ShareGroupDescribeRequest::default().with_group_ids(vec![s("fuzz-share").into()]),
             ),
         ],
         ApiKey::ShareFetch => vec![
@@ -537,6 +635,72 @@ pub fn requests(key: ApiKey) -> Vec<RequestKind> {
                     .with_share_session_epoch(1),
             ),
         ],
+        _ => return None,
+    })
+}
+
+/// The seeds of the share group offset APIs.
+fn share_group_offset_apis(key: ApiKey) -> Option<Vec<RequestKind>> {
+    use RequestKind as R;
+    Some(match key {
+        ApiKey::DescribeShareGroupOffsets => {
+            use describe_share_group_offsets_request as r;
+            let group = |topics| {
+                r::DescribeShareGroupOffsetsRequestGroup::default()
+                    .with_group_id(GroupId(s("fuzz-share")))
+                    .with_topics(topics)
+            };
+            vec![
+                R::DescribeShareGroupOffsets(DescribeShareGroupOffsetsRequest::default()),
+                R::DescribeShareGroupOffsets(
+                    DescribeShareGroupOffsetsRequest::default().with_groups(vec![
+                        group(None),
+                        group(Some(vec![
+                            r::DescribeShareGroupOffsetsRequestTopic::default()
+                                .with_topic_name(TopicName(s(TOPIC)))
+                                .with_partitions(vec![0, 1]),
+                        ])),
+                    ]),
+                ),
+            ]
+        }
+        ApiKey::AlterShareGroupOffsets => {
+            use alter_share_group_offsets_request as r;
+            vec![
+                R::AlterShareGroupOffsets(AlterShareGroupOffsetsRequest::default()),
+                R::AlterShareGroupOffsets(
+                    AlterShareGroupOffsetsRequest::default()
+                        .with_group_id(GroupId(s("fuzz-share")))
+                        .with_topics(vec![r::AlterShareGroupOffsetsRequestTopic::default()
+                            .with_topic_name(TopicName(s(TOPIC)))
+                            .with_partitions(vec![
+                                r::AlterShareGroupOffsetsRequestPartition::default()
+                                    .with_partition_index(0)
+                                    .with_start_offset(0),
+                            ])]),
+                ),
+            ]
+        }
+        ApiKey::DeleteShareGroupOffsets => {
+            use delete_share_group_offsets_request as r;
+            vec![
+                R::DeleteShareGroupOffsets(DeleteShareGroupOffsetsRequest::default()),
+                R::DeleteShareGroupOffsets(
+                    DeleteShareGroupOffsetsRequest::default()
+                        .with_group_id(GroupId(s("fuzz-share")))
+                        .with_topics(vec![r::DeleteShareGroupOffsetsRequestTopic::default()
+                            .with_topic_name(TopicName(s(TOPIC)))]),
+                ),
+            ]
+        }
+        _ => return None,
+    })
+}
+
+/// The seeds of the share coordinator's state APIs that write.
+fn share_state_write_apis(key: ApiKey) -> Option<Vec<RequestKind>> {
+    use RequestKind as R;
+    Some(match key {
         ApiKey::InitializeShareGroupState => {
             use initialize_share_group_state_request as r;
             vec![
@@ -546,20 +710,9 @@ pub fn requests(key: ApiKey) -> Vec<RequestKind> {
                         .with_group_id(s("fuzz-share"))
                         .with_topics(vec![r::InitializeStateData::default()
                             .with_topic_id(topic_id())
-                            .with_partitions(vec![r::PartitionData::default().with_partition(0)])]),
-                ),
-            ]
-        }
-        ApiKey::ReadShareGroupState => {
-            use read_share_group_state_request as r;
-            vec![
-                R::ReadShareGroupState(ReadShareGroupStateRequest::default()),
-                R::ReadShareGroupState(
-                    ReadShareGroupStateRequest::default()
-                        .with_group_id(s("fuzz-share"))
-                        .with_topics(vec![r::ReadStateData::default()
-                            .with_topic_id(topic_id())
-                            .with_partitions(vec![r::PartitionData::default().with_partition(0)])]),
+                            .with_partitions(
+                                vec![r::PartitionData::default().with_partition(0)],
+                            )]),
                 ),
             ]
         }
@@ -589,7 +742,32 @@ pub fn requests(key: ApiKey) -> Vec<RequestKind> {
                         .with_group_id(s("fuzz-share"))
                         .with_topics(vec![r::DeleteStateData::default()
                             .with_topic_id(topic_id())
-                            .with_partitions(vec![r::PartitionData::default().with_partition(0)])]),
+                            .with_partitions(
+                                vec![r::PartitionData::default().with_partition(0)],
+                            )]),
+                ),
+            ]
+        }
+        _ => return None,
+    })
+}
+
+/// The seeds of the share coordinator's state APIs that read.
+fn share_state_read_apis(key: ApiKey) -> Option<Vec<RequestKind>> {
+    use RequestKind as R;
+    Some(match key {
+        ApiKey::ReadShareGroupState => {
+            use read_share_group_state_request as r;
+            vec![
+                R::ReadShareGroupState(ReadShareGroupStateRequest::default()),
+                R::ReadShareGroupState(
+                    ReadShareGroupStateRequest::default()
+                        .with_group_id(s("fuzz-share"))
+                        .with_topics(vec![r::ReadStateData::default()
+                            .with_topic_id(topic_id())
+                            .with_partitions(
+                                vec![r::PartitionData::default().with_partition(0)],
+                            )]),
                 ),
             ]
         }
@@ -602,58 +780,14 @@ pub fn requests(key: ApiKey) -> Vec<RequestKind> {
                         .with_group_id(s("fuzz-share"))
                         .with_topics(vec![r::ReadStateSummaryData::default()
                             .with_topic_id(topic_id())
-                            .with_partitions(vec![r::PartitionData::default().with_partition(0)])]),
+                            .with_partitions(
+                                vec![r::PartitionData::default().with_partition(0)],
+                            )]),
                 ),
             ]
         }
-        ApiKey::DescribeShareGroupOffsets => {
-            use describe_share_group_offsets_request as r;
-            let group = |topics| {
-                r::DescribeShareGroupOffsetsRequestGroup::default()
-                    .with_group_id(GroupId(s("fuzz-share")))
-                    .with_topics(topics)
-            };
-            vec![
-                R::DescribeShareGroupOffsets(DescribeShareGroupOffsetsRequest::default()),
-                R::DescribeShareGroupOffsets(DescribeShareGroupOffsetsRequest::default().with_groups(
-                    vec![
-                        group(None),
-                        group(Some(vec![r::DescribeShareGroupOffsetsRequestTopic::default()
-                            .with_topic_name(TopicName(s(TOPIC)))
-                            .with_partitions(vec![0, 1])])),
-                    ],
-                )),
-            ]
-        }
-        ApiKey::AlterShareGroupOffsets => {
-            use alter_share_group_offsets_request as r;
-            vec![
-                R::AlterShareGroupOffsets(AlterShareGroupOffsetsRequest::default()),
-                R::AlterShareGroupOffsets(
-                    AlterShareGroupOffsetsRequest::default()
-                        .with_group_id(GroupId(s("fuzz-share")))
-                        .with_topics(vec![r::AlterShareGroupOffsetsRequestTopic::default()
-                            .with_topic_name(TopicName(s(TOPIC)))
-                            .with_partitions(vec![r::AlterShareGroupOffsetsRequestPartition::default()
-                                .with_partition_index(0)
-                                .with_start_offset(0)])]),
-                ),
-            ]
-        }
-        ApiKey::DeleteShareGroupOffsets => {
-            use delete_share_group_offsets_request as r;
-            vec![
-                R::DeleteShareGroupOffsets(DeleteShareGroupOffsetsRequest::default()),
-                R::DeleteShareGroupOffsets(
-                    DeleteShareGroupOffsetsRequest::default()
-                        .with_group_id(GroupId(s("fuzz-share")))
-                        .with_topics(vec![r::DeleteShareGroupOffsetsRequestTopic::default()
-                            .with_topic_name(TopicName(s(TOPIC)))]),
-                ),
-            ]
-        }
-        _ => vec![],
-    }
+        _ => return None,
+    })
 }
 
 /// A COMMIT or ABORT marker for producer 1 on partitions 0 and 1 of the seeds' topic.

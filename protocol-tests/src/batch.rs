@@ -267,6 +267,54 @@ fn be_i16(b: &[u8]) -> i16 {
     i16::from_be_bytes(b.try_into().unwrap())
 }
 
+/// The records of the uncompressed batch at byte `pos`, `body` being what follows its
+/// header; every byte of it must belong to the `record_count` records.
+fn parse_records(
+    body: &[u8],
+    batch: &ParsedBatch,
+    pos: usize,
+) -> Result<Vec<ParsedRecord>, String> {
+    let mut c = Cur { b: body, p: 0 };
+    let mut records = Vec::new();
+    for _ in 0..batch.record_count {
+        let rec_len = c.varint()?;
+        let start = c.p;
+        let _attrs = c.take(1)?;
+        let ts_delta = c.varint()?;
+        let off_delta = c.varint()?;
+        let key = c.bytes()?;
+        let value = c.bytes()?;
+        let nh = c.varint()?;
+        let mut headers = Vec::new();
+        for _ in 0..nh {
+            let k = c.bytes()?.ok_or("null header key")?;
+            let v = c.bytes()?;
+            headers.push((String::from_utf8_lossy(&k).into_owned(), v));
+        }
+        if (c.p - start) as i64 != rec_len {
+            return Err(format!(
+                "record length {rec_len} but parsed {} bytes",
+                c.p - start
+            ));
+        }
+        records.push(ParsedRecord {
+            offset: batch.base_offset + off_delta,
+            timestamp: batch.base_timestamp + ts_delta,
+            key,
+            value,
+            headers,
+        });
+    }
+    if c.p != body.len() {
+        return Err(format!(
+            "batch at byte {pos}: {} trailing bytes after {} records",
+            body.len() - c.p,
+            batch.record_count
+        ));
+    }
+    Ok(records)
+}
+
 /// Parses the batches in a Fetch `records` field. A trailing partial batch (allowed by the
 /// protocol) is ignored.
 pub fn parse_batches(data: &[u8]) -> Result<Vec<ParsedBatch>, String> {
@@ -304,43 +352,7 @@ pub fn parse_batches(data: &[u8]) -> Result<Vec<ParsedBatch>, String> {
             return Err(format!("batch at byte {pos} has magic {}", batch.magic));
         }
         if batch.compression() == 0 {
-            let mut c = Cur { b: &b[61..], p: 0 };
-            for _ in 0..batch.record_count {
-                let rec_len = c.varint()?;
-                let start = c.p;
-                let _attrs = c.take(1)?;
-                let ts_delta = c.varint()?;
-                let off_delta = c.varint()?;
-                let key = c.bytes()?;
-                let value = c.bytes()?;
-                let nh = c.varint()?;
-                let mut headers = Vec::new();
-                for _ in 0..nh {
-                    let k = c.bytes()?.ok_or("null header key")?;
-                    let v = c.bytes()?;
-                    headers.push((String::from_utf8_lossy(&k).into_owned(), v));
-                }
-                if (c.p - start) as i64 != rec_len {
-                    return Err(format!(
-                        "record length {rec_len} but parsed {} bytes",
-                        c.p - start
-                    ));
-                }
-                batch.records.push(ParsedRecord {
-                    offset: batch.base_offset + off_delta,
-                    timestamp: batch.base_timestamp + ts_delta,
-                    key,
-                    value,
-                    headers,
-                });
-            }
-            if c.p != b.len() - 61 {
-                return Err(format!(
-                    "batch at byte {pos}: {} trailing bytes after {} records",
-                    b.len() - 61 - c.p,
-                    batch.record_count
-                ));
-            }
+            batch.records = parse_records(&b[61..], &batch, pos)?;
         }
         out.push(batch);
         pos = end;

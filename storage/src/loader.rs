@@ -26,7 +26,7 @@ use super::control::parse_end_txn_marker;
 use super::producer_state::{delete_snapshots_after, CompletedTxn, ProducerStateManager};
 use super::segment::{
     remove_if_exists, rename_segment_files, segment_file, suffixed_file, BatchScanner, LogSegment,
-    Scanned, INDEX_SUFFIX, LOG_SUFFIX, SEGMENT_FILE_SUFFIXES, TIME_INDEX_SUFFIX,
+    OpenedSegment, Scanned, INDEX_SUFFIX, LOG_SUFFIX, SEGMENT_FILE_SUFFIXES, TIME_INDEX_SUFFIX,
 };
 use super::txn_index::TXN_INDEX_SUFFIX;
 use super::{LogConfig, LogError};
@@ -174,7 +174,9 @@ pub struct Loaded {
     pub producer_state: ProducerStateManager,
 }
 
-/// Opens or creates the partition directory and recovers it as needed.
+/// Opens or creates the partition directory and recovers it as needed, in the steps of
+/// Kafka's `LogLoader.load`: swap files completed, stray files removed, segments opened and
+/// recovered, a first segment created for an empty log, then the producer state loaded.
 pub fn load(
     dir: &Path,
     config: &LogConfig,
@@ -187,72 +189,19 @@ pub fn load(
     let bases = clean_dir(dir)?;
     let lso_checkpoint = checkpoints.log_start_offset;
     let recovery_point = checkpoints.recovery_point.unwrap_or(0);
-    let mut segments = BTreeMap::new();
-
-    let mut expected_next: Option<i64> = None;
-    let mut truncated_at: Option<i64> = None;
-    // The first segment whose indexes recovery rebuilt: its `.txnindex` and every later one's
-    // are rebuilt from the producer state at its base.
-    let mut first_recovered: Option<i64> = None;
-    for (i, &base) in bases.iter().enumerate() {
-        if truncated_at.is_some() {
-            // Everything after a torn segment is unflushed data from after the tear.
-            tracing::warn!(base, "deleting segment after a truncated one");
-            LogSegment::open(
-                dir,
-                base,
-                config.index_interval_bytes,
-                config.segment_index_bytes,
-                now_ms,
-            )?
-            .segment
-            .delete_files()?;
-            continue;
-        }
-        let next_base = bases.get(i + 1).copied();
-        let opened = LogSegment::open(
-            dir,
-            base,
-            config.index_interval_bytes,
-            config.segment_index_bytes,
-            now_ms,
-        )?;
-        let mut seg = opened.segment;
-        // A segment needs recovery if it may hold unflushed data or its indexes are in doubt.
-        let unflushed = !had_clean_shutdown && next_base.is_none_or(|nb| nb > recovery_point);
-        if unflushed || !opened.indexes_ok || swapped.contains(&base) {
-            first_recovered.get_or_insert(base);
-            let result = seg.recover(expected_next)?;
-            if result.truncated_bytes > 0 {
-                tracing::warn!(
-                    base,
-                    bytes = result.truncated_bytes,
-                    "truncated invalid bytes at the end of a segment"
-                );
-                truncated_at = Some(seg.next_offset());
-            }
-            if seg.is_empty() && next_base.is_some() && truncated_at.is_none() && i > 0 {
-                // An empty segment in the middle is impossible in a healthy log; drop it.
-                seg.delete_files()?;
-                continue;
-            }
-        }
-        expected_next = Some(seg.next_offset());
-        segments.insert(base, seg);
-    }
-
+    let opener = SegmentOpener {
+        dir,
+        config,
+        now_ms,
+    };
+    let mut recovered =
+        opener.recover_segments(&bases, had_clean_shutdown, recovery_point, &swapped)?;
+    let segments = &mut recovered.segments;
     if segments.is_empty() {
         let base = lso_checkpoint.unwrap_or(0).max(0);
-        let seg = LogSegment::create(
-            dir,
-            base,
-            config.index_interval_bytes,
-            config.segment_index_bytes,
-            now_ms,
-        )?;
-        segments.insert(base, seg);
+        segments.insert(base, opener.create(base)?);
         fsync_dir(dir)?;
-    } else if truncated_at.is_some() {
+    } else if recovered.truncated_at.is_some() {
         fsync_dir(dir)?;
     }
 
@@ -267,25 +216,134 @@ pub fn load(
         .max(first_base)
         .min(log_end_offset);
     let recovery_point = recovery_point.min(log_end_offset);
-
-    let producer_state = match first_recovered {
-        None => rebuild_producer_state(dir, &mut segments, log_start_offset, log_end_offset)?,
-        Some(from) => {
-            let mut state = rebuild_producer_state(dir, &mut segments, log_start_offset, from)?;
-            for seg in segments.range_mut(from..).map(|(_, s)| s) {
-                seg.txn_index_mut().reset()?;
-            }
-            replay(&mut state, &mut segments, from, log_end_offset, true)?;
-            state.advance_to(log_end_offset);
-            state
-        }
-    };
-    Ok(Loaded {
+    let producer_state = load_producer_state(
+        dir,
         segments,
+        recovered.first_recovered,
+        log_start_offset,
+        log_end_offset,
+    )?;
+    Ok(Loaded {
+        segments: recovered.segments,
         log_start_offset,
         log_end_offset,
         recovery_point,
         producer_state,
+    })
+}
+
+/// Opens a partition directory's segments with its log's settings.
+struct SegmentOpener<'a> {
+    dir: &'a Path,
+    config: &'a LogConfig,
+    now_ms: i64,
+}
+
+/// The segments [`SegmentOpener::recover_segments`] kept.
+struct RecoveredSegments {
+    /// By base offset; empty when the directory had none.
+    segments: BTreeMap<i64, LogSegment>,
+    /// The next offset of a segment whose end was torn; every later segment was deleted.
+    truncated_at: Option<i64>,
+    /// The first segment whose indexes recovery rebuilt: its `.txnindex` and every later
+    /// one's are rebuilt from the producer state at its base.
+    first_recovered: Option<i64>,
+}
+
+impl SegmentOpener<'_> {
+    fn open(&self, base: i64) -> io::Result<OpenedSegment> {
+        LogSegment::open(
+            self.dir,
+            base,
+            self.config.index_interval_bytes,
+            self.config.segment_index_bytes,
+            self.now_ms,
+        )
+    }
+
+    fn create(&self, base: i64) -> io::Result<LogSegment> {
+        LogSegment::create(
+            self.dir,
+            base,
+            self.config.index_interval_bytes,
+            self.config.segment_index_bytes,
+            self.now_ms,
+        )
+    }
+
+    /// Opens the segments at `bases` and recovers (Kafka's `LogLoader.recoverLog` and
+    /// `recoverSegment`) those that may hold unflushed data (after an unclean shutdown, from
+    /// `recovery_point` on), whose indexes are in doubt, or that a swap just completed.
+    fn recover_segments(
+        &self,
+        bases: &[i64],
+        had_clean_shutdown: bool,
+        recovery_point: i64,
+        swapped: &[i64],
+    ) -> Result<RecoveredSegments, LogError> {
+        let mut kept = RecoveredSegments {
+            segments: BTreeMap::new(),
+            truncated_at: None,
+            first_recovered: None,
+        };
+        let mut expected_next: Option<i64> = None;
+        for (i, &base) in bases.iter().enumerate() {
+            if kept.truncated_at.is_some() {
+                // Everything after a torn segment is unflushed data from after the tear.
+                tracing::warn!(base, "deleting segment after a truncated one");
+                self.open(base)?.segment.delete_files()?;
+                continue;
+            }
+            let next_base = bases.get(i + 1).copied();
+            let opened = self.open(base)?;
+            let mut seg = opened.segment;
+            // A segment needs recovery if it may hold unflushed data or its indexes are in doubt.
+            let unflushed = !had_clean_shutdown && next_base.is_none_or(|nb| nb > recovery_point);
+            if unflushed || !opened.indexes_ok || swapped.contains(&base) {
+                kept.first_recovered.get_or_insert(base);
+                let result = seg.recover(expected_next)?;
+                if result.truncated_bytes > 0 {
+                    tracing::warn!(
+                        base,
+                        bytes = result.truncated_bytes,
+                        "truncated invalid bytes at the end of a segment"
+                    );
+                    kept.truncated_at = Some(seg.next_offset());
+                }
+                if seg.is_empty() && next_base.is_some() && kept.truncated_at.is_none() && i > 0 {
+                    // An empty segment in the middle is impossible in a healthy log; drop it.
+                    seg.delete_files()?;
+                    continue;
+                }
+            }
+            expected_next = Some(seg.next_offset());
+            kept.segments.insert(base, seg);
+        }
+        Ok(kept)
+    }
+}
+
+/// Producer state as of the log end offset (Kafka's `UnifiedLog.rebuildProducerState` when
+/// the log is loaded). When recovery rebuilt segments from `first_recovered` on, their
+/// transaction indexes are rebuilt too, by a replay from that segment's base.
+fn load_producer_state(
+    dir: &Path,
+    segments: &mut BTreeMap<i64, LogSegment>,
+    first_recovered: Option<i64>,
+    log_start_offset: i64,
+    log_end_offset: i64,
+) -> Result<ProducerStateManager, LogError> {
+    Ok(match first_recovered {
+        None => rebuild_producer_state(dir, segments, log_start_offset, log_end_offset)?,
+        Some(from) => {
+            let mut state = rebuild_producer_state(dir, segments, log_start_offset, from)?;
+            for seg in segments.range_mut(from..).map(|(_, s)| s) {
+                seg.txn_index_mut().reset()?;
+            }
+            replay(&mut state, segments, from, log_end_offset, true)?;
+            state.advance_to(log_end_offset);
+            state
+        }
     })
 }
 

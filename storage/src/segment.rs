@@ -338,13 +338,7 @@ impl LogSegment {
         let (offset_index, idx_ok) =
             OffsetIndex::open(&idx_path, base_offset, index_max_bytes, size)?;
         // Bound for the time index check is not known yet; check it after the tail scan.
-        let created_ms = log
-            .metadata()
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(now_ms);
+        let created_ms = modified_ms(&log).unwrap_or(now_ms);
         let (time_index, _) = TimeIndex::open(&tidx_path, base_offset, index_max_bytes, i64::MAX)?;
         let (txn_index, txn_idx_ok) = TransactionIndex::open(
             segment_file(dir, base_offset, TXN_INDEX_SUFFIX),
@@ -368,21 +362,37 @@ impl LogSegment {
             created_ms,
             next_offset: base_offset,
         };
-        let mut ok =
+        let files_ok =
             idx_ok && txn_idx_ok && (idx_existed || size == 0) && (tidx_existed || size == 0);
         if let Some(last) = seg.time_index.last_entry() {
             seg.max_timestamp_so_far = last;
         }
-        // Walk the tail after the last index entry.
-        let start = seg.offset_index.last_entry();
+        let tail_ok = seg.scan_tail()?;
+        if seg.rolling_based_timestamp.is_none() && size > 0 {
+            seg.rolling_based_timestamp = seg.first_batch_max_timestamp()?;
+        }
+        let ok = files_ok && tail_ok && seg.indexes_end_within_log();
+        Ok(OpenedSegment {
+            segment: seg,
+            indexes_ok: ok,
+        })
+    }
+
+    /// Walks the batches after the last offset index entry, setting the next offset, the
+    /// bytes since that entry, the largest timestamp and (when the walk starts at the
+    /// segment's first batch) the timestamp `segment.ms` rolls by. False when the tail holds
+    /// invalid bytes or a batch whose offsets do not belong here.
+    fn scan_tail(&mut self) -> io::Result<bool> {
+        let start = self.offset_index.last_entry();
         let mut next_offset = if start.position == 0 {
-            base_offset
+            self.base_offset
         } else {
             start.offset + 1
         };
         let mut first = start.position == 0;
-        let mut scanner = BatchScanner::new(&seg.log, start.position as u64, size, false);
+        let mut scanner = BatchScanner::new(&self.log, start.position as u64, self.size, false);
         let mut tail_bytes = 0u64;
+        let mut ok = true;
         loop {
             match scanner.next_batch()? {
                 Scanned::Batch {
@@ -390,15 +400,15 @@ impl LogSegment {
                 } => {
                     let h = BatchHeader::new(bytes).expect("scanner returns whole headers");
                     if first {
-                        seg.rolling_based_timestamp = Some(h.max_timestamp());
+                        self.rolling_based_timestamp = Some(h.max_timestamp());
                         first = false;
                     }
-                    if h.base_offset() < base_offset || h.last_offset() < h.base_offset() {
+                    if h.base_offset() < self.base_offset || h.last_offset() < h.base_offset() {
                         ok = false;
                         break;
                     }
-                    if h.max_timestamp() > seg.max_timestamp_so_far.timestamp {
-                        seg.max_timestamp_so_far = TimestampOffset {
+                    if h.max_timestamp() > self.max_timestamp_so_far.timestamp {
+                        self.max_timestamp_so_far = TimestampOffset {
                             timestamp: h.max_timestamp(),
                             offset: h.last_offset(),
                         };
@@ -413,33 +423,33 @@ impl LogSegment {
                 }
             }
         }
-        seg.next_offset = next_offset;
-        seg.bytes_since_last_index_entry = tail_bytes;
-        if seg.rolling_based_timestamp.is_none() && size > 0 {
-            // Read the first batch's header for segment.ms.
-            let mut scanner = BatchScanner::new(&seg.log, 0, size, false);
-            if let Scanned::Batch { bytes, .. } = scanner.next_batch()? {
-                seg.rolling_based_timestamp = BatchHeader::new(bytes).map(|h| h.max_timestamp());
+        self.next_offset = next_offset;
+        self.bytes_since_last_index_entry = tail_bytes;
+        Ok(ok)
+    }
+
+    /// The first batch's max timestamp, read from its header (for `segment.ms`).
+    fn first_batch_max_timestamp(&self) -> io::Result<Option<i64>> {
+        let mut scanner = BatchScanner::new(&self.log, 0, self.size, false);
+        Ok(match scanner.next_batch()? {
+            Scanned::Batch { bytes, .. } => BatchHeader::new(bytes).map(|h| h.max_timestamp()),
+            _ => None,
+        })
+    }
+
+    /// Whether the time and transaction indexes end at offsets the log holds: an entry past
+    /// the next offset is for a batch or a marker the log lost.
+    fn indexes_end_within_log(&self) -> bool {
+        let next_offset = self.next_offset;
+        if let Some(last) = self.time_index.last_entry() {
+            if last.offset >= next_offset.max(self.base_offset + 1) {
+                return false;
             }
         }
-        if let Some(last) = seg.time_index.last_entry() {
-            if last.offset >= next_offset.max(base_offset + 1) {
-                ok = false;
-            }
-        }
-        if seg
-            .txn_index
+        self.txn_index
             .entries()
             .last()
-            .is_some_and(|t| t.last_offset >= next_offset)
-        {
-            // An entry for a marker the log does not hold.
-            ok = false;
-        }
-        Ok(OpenedSegment {
-            segment: seg,
-            indexes_ok: ok,
-        })
+            .is_none_or(|t| t.last_offset < next_offset)
     }
 
     /// The first offset this segment may hold.
@@ -836,4 +846,13 @@ impl LogSegment {
         }
         Ok(())
     }
+}
+
+/// The file's modification time in ms since the epoch, when the file system has one.
+fn modified_ms(file: &File) -> Option<i64> {
+    file.metadata()
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_millis() as i64)
 }

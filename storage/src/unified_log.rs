@@ -413,50 +413,70 @@ impl UnifiedLog {
             v.max_timestamp
         };
         self.maybe_roll(v.size, max_timestamp, last_offset, now_ms)?;
-
-        // Patch the header: offsets and leader epoch lie outside the CRC; a timestamp change
-        // needs a new CRC, computed over the patched header and the untouched body.
-        let mut header = [0u8; HEADER_LEN];
-        header.copy_from_slice(&records[..HEADER_LEN]);
-        batch::set_base_offset(&mut header, first_offset);
-        batch::set_partition_leader_epoch(&mut header, leader_epoch);
-        let new_max_ts = if log_append_time {
-            Some((TimestampType::LogAppendTime, now_ms))
-        } else {
-            v.corrected_max_timestamp
-                .map(|t| (TimestampType::CreateTime, t))
-        };
-        if let Some((ts_type, ts)) = new_max_ts {
-            set_max_timestamp_split(&mut header, &records[HEADER_LEN..], ts_type, ts);
-        }
+        let append_time_ms = log_append_time.then_some(now_ms);
+        let header =
+            assign_offsets_in_header(records, v, first_offset, leader_epoch, append_time_ms);
         let info = AppendedBatch {
             last_offset,
             max_timestamp,
         };
-        let body = &records[HEADER_LEN..];
-        let result = if records.len() <= SINGLE_WRITE_MAX_BYTES {
-            let mut scratch = std::mem::take(&mut self.scratch);
-            scratch.clear();
-            scratch.extend_from_slice(&header);
-            scratch.extend_from_slice(body);
-            debug_assert!(
-                RecordBatch::parse(&scratch)
-                    .map(|(b, _)| b.is_crc_valid())
-                    .unwrap_or(false),
-                "CRC must hold after patching"
-            );
-            let r = self.active_mut().append(&scratch, info);
-            self.scratch = scratch;
-            r
-        } else {
-            self.active_mut().append_parts(&header, body, info)
-        };
-        result?;
+        self.write_patched(&header, &records[HEADER_LEN..], info)?;
         self.log_end_offset = last_offset + 1;
         if self.leader_epochs.assign(leader_epoch, first_offset) {
             self.leader_epochs.persist()?;
         }
+        self.update_producer_state(v, marker, first_offset, last_offset, max_timestamp)?;
+        self.producer_state.advance_to(self.log_end_offset);
+        self.after_append(v.record_count as u64)?;
+        self.check_invariants();
+        Ok(LogAppendInfo {
+            first_offset,
+            last_offset,
+            log_append_time_ms: if log_append_time { now_ms } else { -1 },
+            log_start_offset: self.log_start_offset,
+            duplicate: None,
+            record_count: v.record_count as i64,
+        })
+    }
 
+    /// Writes a batch whose header was patched to the active segment: in one write, through
+    /// the reused scratch buffer, when it is at most [`SINGLE_WRITE_MAX_BYTES`], else header
+    /// and body as two parts.
+    fn write_patched(
+        &mut self,
+        header: &[u8; HEADER_LEN],
+        body: &[u8],
+        info: AppendedBatch,
+    ) -> Result<(), LogError> {
+        if HEADER_LEN + body.len() > SINGLE_WRITE_MAX_BYTES {
+            return Ok(self.active_mut().append_parts(header, body, info)?);
+        }
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.clear();
+        scratch.extend_from_slice(header);
+        scratch.extend_from_slice(body);
+        debug_assert!(
+            RecordBatch::parse(&scratch)
+                .map(|(b, _)| b.is_crc_valid())
+                .unwrap_or(false),
+            "CRC must hold after patching"
+        );
+        let r = self.active_mut().append(&scratch, info);
+        self.scratch = scratch;
+        Ok(r?)
+    }
+
+    /// The producer state after a written batch (Kafka's `ProducerAppendInfo.append` and
+    /// `appendEndTxnMarker`): a marker completes its producer's transaction, and an aborted
+    /// one goes to the `.txnindex`; a producer's batch moves its sequence and epoch.
+    fn update_producer_state(
+        &mut self,
+        v: &ValidatedBatch,
+        marker: Option<EndTxnMarker>,
+        first_offset: i64,
+        last_offset: i64,
+        max_timestamp: i64,
+    ) -> Result<(), LogError> {
         if let Some(marker) = marker {
             let completed = self.producer_state.append_marker(
                 v.producer_id,
@@ -478,17 +498,7 @@ impl UnifiedLog {
                 v.is_transactional,
             );
         }
-        self.producer_state.advance_to(self.log_end_offset);
-        self.after_append(v.record_count as u64)?;
-        self.check_invariants();
-        Ok(LogAppendInfo {
-            first_offset,
-            last_offset,
-            log_append_time_ms: if log_append_time { now_ms } else { -1 },
-            log_start_offset: self.log_start_offset,
-            duplicate: None,
-            record_count: v.record_count as i64,
-        })
+        Ok(())
     }
 
     /// Appends batches copied from the leader. They already carry offsets and leader epochs and
@@ -497,6 +507,35 @@ impl UnifiedLog {
     pub fn append_as_follower(&mut self, records: Bytes) -> Result<LogAppendInfo, LogError> {
         self.check_usable()?;
         // Validate the whole set first so that a bad batch in the middle writes nothing.
+        let record_count = self.check_follower_batches(&records)?;
+        let first_offset = self.log_end_offset;
+        if records.is_empty() {
+            return Ok(LogAppendInfo {
+                first_offset,
+                last_offset: first_offset - 1,
+                log_append_time_ms: -1,
+                log_start_offset: self.log_start_offset,
+                duplicate: None,
+                record_count: 0,
+            });
+        }
+        self.write_follower_batches(&records)?;
+        self.producer_state.advance_to(self.log_end_offset);
+        self.after_append(record_count as u64)?;
+        self.check_invariants();
+        Ok(LogAppendInfo {
+            first_offset,
+            last_offset: self.log_end_offset - 1,
+            log_append_time_ms: -1,
+            log_start_offset: self.log_start_offset,
+            duplicate: None,
+            record_count,
+        })
+    }
+
+    /// Checks every batch a follower is about to append (CRC, offsets not going back) and
+    /// returns their record count.
+    fn check_follower_batches(&self, records: &[u8]) -> Result<i64, LogError> {
         let mut pos = 0;
         let mut expected = self.log_end_offset;
         let mut record_count = 0i64;
@@ -521,17 +560,12 @@ impl UnifiedLog {
             record_count += h.last_offset_delta() as i64 + 1;
             pos += size;
         }
-        let first_offset = self.log_end_offset;
-        if records.is_empty() {
-            return Ok(LogAppendInfo {
-                first_offset,
-                last_offset: first_offset - 1,
-                log_append_time_ms: -1,
-                log_start_offset: self.log_start_offset,
-                duplicate: None,
-                record_count: 0,
-            });
-        }
+        Ok(record_count)
+    }
+
+    /// Writes checked follower batches as they are, moving the log end offset, the leader
+    /// epoch cache and the producer state batch by batch.
+    fn write_follower_batches(&mut self, records: &[u8]) -> Result<(), LogError> {
         let mut pos = 0;
         let mut epochs_changed = false;
         while pos < records.len() {
@@ -556,17 +590,7 @@ impl UnifiedLog {
         if epochs_changed {
             self.leader_epochs.persist()?;
         }
-        self.producer_state.advance_to(self.log_end_offset);
-        self.after_append(record_count as u64)?;
-        self.check_invariants();
-        Ok(LogAppendInfo {
-            first_offset,
-            last_offset: self.log_end_offset - 1,
-            log_append_time_ms: -1,
-            log_start_offset: self.log_start_offset,
-            duplicate: None,
-            record_count,
-        })
+        Ok(())
     }
 
     /// Appends an aborted transaction to the active segment's `.txnindex`: the segment the
@@ -1277,6 +1301,34 @@ impl UnifiedLog {
         }
         Ok(())
     }
+}
+
+/// The batch's header with its offsets assigned in place (Kafka's
+/// `LogValidator.assignOffsetsNonCompressed` and its in-place path for compressed batches):
+/// base offset and leader epoch lie outside the CRC; a new max timestamp (the log append time,
+/// or the corrected create time) needs a new CRC, computed over the patched header and the
+/// untouched body.
+fn assign_offsets_in_header(
+    records: &[u8],
+    v: &ValidatedBatch,
+    first_offset: i64,
+    leader_epoch: i32,
+    log_append_time_ms: Option<i64>,
+) -> [u8; HEADER_LEN] {
+    let mut header = [0u8; HEADER_LEN];
+    header.copy_from_slice(&records[..HEADER_LEN]);
+    batch::set_base_offset(&mut header, first_offset);
+    batch::set_partition_leader_epoch(&mut header, leader_epoch);
+    let new_max_ts = match log_append_time_ms {
+        Some(now_ms) => Some((TimestampType::LogAppendTime, now_ms)),
+        None => v
+            .corrected_max_timestamp
+            .map(|t| (TimestampType::CreateTime, t)),
+    };
+    if let Some((ts_type, ts)) = new_max_ts {
+        set_max_timestamp_split(&mut header, &records[HEADER_LEN..], ts_type, ts);
+    }
+    header
 }
 
 /// Like [`batch::set_max_timestamp`] on a header held apart from its body.

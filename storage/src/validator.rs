@@ -253,7 +253,44 @@ pub fn validate_produce(
     now_ms: i64,
     origin: AppendOrigin,
 ) -> Result<ValidatedBatch, LogError> {
-    // Framing, in the order Kafka's batch iterator checks it.
+    let size = check_framing(buf)?;
+    let batch = RecordBatch { buf };
+    let h = batch.header();
+    analyze_batch(&batch, &h, size, config, origin)?;
+    let (codec, count) = validate_batch(&h, origin)?;
+
+    let mut corrected_max_timestamp = None;
+    let mut max_timestamp = h.max_timestamp();
+    let rule = TimestampRule::new(&h, now_ms, config);
+    let (n, seen_max) = validate_records(&batch, &h, codec, count, config, &rule)?;
+    if n != count {
+        return Err(LogError::InvalidRecord(format!(
+            "declared {count} records, found {n}"
+        )));
+    }
+    if config.message_timestamp_type == TimestampType::CreateTime && seen_max != h.max_timestamp() {
+        corrected_max_timestamp = Some(seen_max);
+        max_timestamp = seen_max;
+    }
+
+    Ok(ValidatedBatch {
+        size,
+        record_count: count,
+        producer_id: h.producer_id(),
+        producer_epoch: h.producer_epoch(),
+        base_sequence: h.base_sequence(),
+        last_sequence: h.last_sequence(),
+        is_transactional: h.is_transactional(),
+        is_control: h.is_control(),
+        max_timestamp,
+        corrected_max_timestamp,
+    })
+}
+
+/// The payload's framing, in the order Kafka's batch iterator checks it
+/// (`ByteBufferLogInputStream.nextBatchSize`), then the Produce rules: magic v2, exactly one
+/// batch, a complete v2 header. Returns the batch's size in bytes.
+fn check_framing(buf: &[u8]) -> Result<usize, LogError> {
     if buf.len() < LOG_OVERHEAD {
         return Err(LogError::InvalidRecord(
             "produce payload holds no record batch".into(),
@@ -296,8 +333,18 @@ pub fn validate_produce(
             "batch length {length} is smaller than a v2 header"
         )));
     }
-    let batch = RecordBatch { buf };
-    let h = batch.header();
+    Ok(size)
+}
+
+/// Kafka's `UnifiedLog.analyzeAndValidateRecords` for the one batch: a client's base offset
+/// is 0, the batch fits `max.message.bytes`, its CRC is right.
+fn analyze_batch(
+    batch: &RecordBatch<'_>,
+    h: &BatchHeader<'_>,
+    size: usize,
+    config: &LogConfig,
+    origin: AppendOrigin,
+) -> Result<(), LogError> {
     if origin == AppendOrigin::Client && h.base_offset() != 0 {
         return Err(LogError::InvalidRecord(format!(
             "baseOffset must be 0, got {}",
@@ -316,7 +363,13 @@ pub fn validate_produce(
             h.crc()
         )));
     }
-    // LogValidator.validateBatch
+    Ok(())
+}
+
+/// Kafka's `LogValidator.validateBatch`: a known codec, a record count that matches the
+/// offset range, no control batch and no negative sequence from a client. Returns the codec
+/// and the record count.
+fn validate_batch(h: &BatchHeader<'_>, origin: AppendOrigin) -> Result<(Codec, i32), LogError> {
     let Some(codec) = h.codec() else {
         return Err(LogError::CorruptMessage(format!(
             "unknown compression codec id {}",
@@ -354,53 +407,40 @@ pub fn validate_produce(
             h.producer_id()
         )));
     }
+    Ok((codec, count))
+}
 
-    let mut corrected_max_timestamp = None;
-    let mut max_timestamp = h.max_timestamp();
-    let rule = TimestampRule::new(&h, now_ms, config);
-    // One pass over the varint framing: count, offset deltas 0..n-1, timestamps. In place
-    // and without allocation for an uncompressed batch; a compressed one is streamed through
-    // a bounded buffer (never held whole) and still stored exactly as received.
-    let (n, seen_max) = match codec {
+/// One pass over the records' varint framing: count, offset deltas 0..n-1, timestamps (and
+/// keys on a compacted log), as Kafka's `LogValidator` checks each record. In place and
+/// without allocation for an uncompressed batch; a compressed one is streamed through a
+/// bounded buffer (never held whole) and still stored exactly as received. Returns the
+/// records found and their largest timestamp.
+fn validate_records(
+    batch: &RecordBatch<'_>,
+    h: &BatchHeader<'_>,
+    codec: Codec,
+    count: i32,
+    config: &LogConfig,
+    rule: &TimestampRule,
+) -> Result<(i32, i64), LogError> {
+    match codec {
         Codec::None if config.cleanup_policy_compact => walk_uncompressed_for_validation::<true>(
             batch.records_bytes(),
             count,
             h.base_timestamp(),
-            &rule,
-        )?,
+            rule,
+        ),
         Codec::None => walk_uncompressed_for_validation::<false>(
             batch.records_bytes(),
             count,
             h.base_timestamp(),
-            &rule,
-        )?,
+            rule,
+        ),
         codec => {
             let mut s = RecordStream::open(codec, batch.records_bytes())?;
-            walk(&mut s, config.cleanup_policy_compact, count, &h, &rule)?
+            walk(&mut s, config.cleanup_policy_compact, count, h, rule)
         }
-    };
-    if n != count {
-        return Err(LogError::InvalidRecord(format!(
-            "declared {count} records, found {n}"
-        )));
     }
-    if config.message_timestamp_type == TimestampType::CreateTime && seen_max != h.max_timestamp() {
-        corrected_max_timestamp = Some(seen_max);
-        max_timestamp = seen_max;
-    }
-
-    Ok(ValidatedBatch {
-        size,
-        record_count: count,
-        producer_id: h.producer_id(),
-        producer_epoch: h.producer_epoch(),
-        base_sequence: h.base_sequence(),
-        last_sequence: h.last_sequence(),
-        is_transactional: h.is_transactional(),
-        is_control: h.is_control(),
-        max_timestamp,
-        corrected_max_timestamp,
-    })
 }
 
 #[cfg(test)]

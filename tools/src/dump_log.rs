@@ -156,55 +156,77 @@ pub fn dump_segment(
                 break;
             }
         };
-        let h: BatchHeader = batch.header();
-        let ts_kind = match h.timestamp_type() {
-            TimestampType::CreateTime => "CreateTime",
-            TimestampType::LogAppendTime => "LogAppendTime",
-        };
-        writeln!(
-            out,
-            "baseOffset: {} lastOffset: {} count: {} baseSequence: {} lastSequence: {} producerId: {} producerEpoch: {} \
-             partitionLeaderEpoch: {} isTransactional: {} isControl: {} position: {} {}: {} baseTimestamp: {} size: {} \
-             magic: {} compresscodec: {} crc: {} isvalid: {}",
-            h.base_offset(),
-            h.last_offset(),
-            h.record_count(),
-            h.base_sequence(),
-            h.last_sequence(),
-            h.producer_id(),
-            h.producer_epoch(),
-            h.partition_leader_epoch(),
-            h.is_transactional(),
-            h.is_control(),
-            position,
-            ts_kind,
-            h.max_timestamp(),
-            h.base_timestamp(),
-            size,
-            h.magic(),
-            codec_name(h.codec_id()),
-            h.crc(),
-            batch.is_crc_valid(),
-        )?;
-        if h.is_control() {
-            match parse_end_txn_marker(&batch) {
-                Ok(Some(m)) => writeln!(
-                    out,
-                    "| offset: {} endTxnMarker: {} coordinatorEpoch: {}",
-                    h.base_offset(),
-                    if m.commit { "COMMIT" } else { "ABORT" },
-                    m.coordinator_epoch
-                )?,
-                Ok(None) => writeln!(out, "| offset: {} control record", h.base_offset())?,
-                Err(e) => writeln!(out, "| offset: {} bad control record: {e}", h.base_offset())?,
-            }
-        } else if decode_txn_log {
-            dump_txn_records(&batch, out)?;
-        }
+        print_batch(out, &batch, position, size)?;
+        print_batch_records(out, &batch, decode_txn_log)?;
         count += 1;
         position += size as u64;
     }
     Ok(count)
+}
+
+/// One batch's line, in the form of Kafka's `DumpLogSegments` batch level.
+fn print_batch(
+    out: &mut impl Write,
+    batch: &RecordBatch<'_>,
+    position: u64,
+    size: i64,
+) -> std::io::Result<()> {
+    let h: BatchHeader = batch.header();
+    let ts_kind = match h.timestamp_type() {
+        TimestampType::CreateTime => "CreateTime",
+        TimestampType::LogAppendTime => "LogAppendTime",
+    };
+    writeln!(
+        out,
+        "baseOffset: {} lastOffset: {} count: {} baseSequence: {} lastSequence: {} producerId: {} producerEpoch: {} \
+         partitionLeaderEpoch: {} isTransactional: {} isControl: {} position: {} {}: {} baseTimestamp: {} size: {} \
+         magic: {} compresscodec: {} crc: {} isvalid: {}",
+        h.base_offset(),
+        h.last_offset(),
+        h.record_count(),
+        h.base_sequence(),
+        h.last_sequence(),
+        h.producer_id(),
+        h.producer_epoch(),
+        h.partition_leader_epoch(),
+        h.is_transactional(),
+        h.is_control(),
+        position,
+        ts_kind,
+        h.max_timestamp(),
+        h.base_timestamp(),
+        size,
+        h.magic(),
+        codec_name(h.codec_id()),
+        h.crc(),
+        batch.is_crc_valid(),
+    )
+}
+
+/// A batch's records under its line: a control batch's marker, or (`decode_txn_log`) each
+/// record decoded as a transaction log record.
+fn print_batch_records(
+    out: &mut impl Write,
+    batch: &RecordBatch<'_>,
+    decode_txn_log: bool,
+) -> std::io::Result<()> {
+    let h = batch.header();
+    if h.is_control() {
+        match parse_end_txn_marker(batch) {
+            Ok(Some(m)) => writeln!(
+                out,
+                "| offset: {} endTxnMarker: {} coordinatorEpoch: {}",
+                h.base_offset(),
+                if m.commit { "COMMIT" } else { "ABORT" },
+                m.coordinator_epoch
+            )?,
+            Ok(None) => writeln!(out, "| offset: {} control record", h.base_offset())?,
+            Err(e) => writeln!(out, "| offset: {} bad control record: {e}", h.base_offset())?,
+        }
+    } else if decode_txn_log {
+        dump_txn_records(batch, out)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -450,29 +450,14 @@ fn fault(command: FaultCommand) -> ExitCode {
             error,
             when,
         } => {
-            let when = match when.as_deref() {
-                None => None,
-                Some("before") => Some(When::Before),
-                Some("after") => Some(When::After),
-                Some(other) => {
-                    eprintln!("brook: --when must be before or after, not {other:?}");
-                    return ExitCode::from(2);
-                }
-            };
-            let kind = match kind.as_deref() {
-                None => None,
-                Some("request") => Some(RuleKind::Request),
-                Some("crash") => Some(RuleKind::Crash),
-                Some("link") => Some(RuleKind::Link),
-                Some(other) => {
-                    eprintln!("brook: --kind must be request, crash or link, not {other:?}");
-                    return ExitCode::from(2);
-                }
-            };
-            let error = match error.as_deref().map(parse_error) {
-                None => None,
-                Some(Ok(code)) => Some(code),
-                Some(Err(e)) => {
+            let parsed = (
+                parse_when(when.as_deref()),
+                parse_kind(kind.as_deref()),
+                error.as_deref().map(parse_error).transpose(),
+            );
+            let (when, kind, error) = match parsed {
+                (Ok(when), Ok(kind), Ok(error)) => (when, kind, error),
+                (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
                     eprintln!("brook: {e}");
                     return ExitCode::from(2);
                 }
@@ -655,6 +640,29 @@ fn dump_log(path: &std::path::Path, transaction_log_decoder: bool) -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+/// `brook fault add --when`: before or after the request is processed.
+fn parse_when(when: Option<&str>) -> Result<Option<When>, String> {
+    match when {
+        None => Ok(None),
+        Some("before") => Ok(Some(When::Before)),
+        Some("after") => Ok(Some(When::After)),
+        Some(other) => Err(format!("--when must be before or after, not {other:?}")),
+    }
+}
+
+/// `brook fault add --kind`: a request, crash or link rule.
+fn parse_kind(kind: Option<&str>) -> Result<Option<RuleKind>, String> {
+    match kind {
+        None => Ok(None),
+        Some("request") => Ok(Some(RuleKind::Request)),
+        Some("crash") => Ok(Some(RuleKind::Crash)),
+        Some("link") => Ok(Some(RuleKind::Link)),
+        Some(other) => Err(format!(
+            "--kind must be request, crash or link, not {other:?}"
+        )),
+    }
 }
 
 /// `--error`: a Kafka error name (any case) or a numeric code.

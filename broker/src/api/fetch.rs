@@ -29,7 +29,7 @@ use super::auth_helper::{authorize, authorize_cluster};
 use super::{Outcome, RequestContext};
 use crate::broker::Broker;
 use crate::cluster::fetch_session::{FetchParams, FetchSessionCache, SessionKey};
-use crate::cluster::partition::{FetchIsolation, FollowerFetch, Partition};
+use crate::cluster::partition::{FetchIsolation, FollowerFetch, Partition, PartitionRead};
 use crate::fault::{Direction, LinkAction, Traffic};
 use crate::metrics::GaugeGuard;
 use crate::net::codec::CodecError;
@@ -73,49 +73,12 @@ pub async fn handle(
     let follower = (replica_id >= 0).then_some(replica_id);
     let isolation = FetchIsolation::from_isolation_level(req.isolation_level);
     if let Some(peer) = follower {
-        // A link rule cuts or slows the peer's replication traffic to this node; a cut link
-        // looks like a dead connection to the follower.
-        match broker
-            .faults
-            .link_fault(peer, Traffic::Replication, Direction::In)
-        {
-            Some(LinkAction::Partition) => {
-                return Ok(Outcome::Close(format!(
-                    "link from node {peer} partitioned by a fault rule"
-                )))
-            }
-            Some(LinkAction::Delay(d)) => {
-                broker.fault_sleep(d).await;
-            }
-            None => {}
+        if let Some(cut) = replication_link_fault(broker, peer).await {
+            return Ok(cut);
         }
     }
-    // The request's partitions, and the ones it drops from its session (v7+).
     let version = ctx.api_version;
-    let mut requested = Vec::new();
-    for t in &req.topics {
-        for p in &t.partitions {
-            requested.push((
-                SessionKey::new(version, &t.topic, t.topic_id, p.partition),
-                FetchParams {
-                    fetch_offset: p.fetch_offset,
-                    log_start_offset: p.log_start_offset,
-                    partition_max_bytes: p.partition_max_bytes,
-                    current_leader_epoch: p.current_leader_epoch,
-                    last_fetched_epoch: p.last_fetched_epoch,
-                },
-            ));
-        }
-    }
-    let forgotten: Vec<SessionKey> = req
-        .forgotten_topics_data
-        .iter()
-        .flat_map(|t| {
-            t.partitions
-                .iter()
-                .map(move |&p| SessionKey::new(version, &t.topic, t.topic_id, p))
-        })
-        .collect();
+    let (requested, forgotten) = session_partitions(&req, version);
     let now_ms = crate::cluster::replica_manager::now_ms();
     let session = broker.fetch_sessions.new_context(
         version,
@@ -138,47 +101,15 @@ pub async fn handle(
     let wanted = resolve(broker, by_id, &fetched, allowed);
     let max_wait = Duration::from_millis(req.max_wait_ms.clamp(0, FETCH_MAX_WAIT_MS_LIMIT) as u64);
     let deadline = Instant::now() + max_wait;
-    // The broker's fetch.max.bytes caps what the request asks, for consumers and followers
-    // alike, and min_bytes cannot exceed the cap (Kafka's `KafkaApis.handleFetchRequest`). A
-    // max_bytes of 0 or less still answers the first batch (KIP-74's one-batch minimum below).
-    let max_bytes = (req.max_bytes.max(0) as usize)
-        .min(broker.config.fetch_max_bytes)
-        .min(quota_window_bytes(broker, ctx, follower));
-    let min_bytes = (req.min_bytes.max(0) as usize).min(max_bytes);
-
-    let waiter = Arc::new(Notify::new());
-    let mut parked = false;
-    // Raised from the first wait to the answer (Kafka's Fetch purgatory).
-    let mut delayed: Option<GaugeGuard> = None;
-    let results = loop {
-        let (results, bytes, any_error) = read_all(broker, follower, isolation, &wanted, max_bytes);
-        // Answer once min_bytes are readable (at once for min_bytes=0), on any error or
-        // diverging epoch, or at max_wait_ms (Kafka's ReplicaManager.fetchMessages).
-        if bytes >= min_bytes || any_error || Instant::now() >= deadline || wanted.is_empty() {
-            break results;
-        }
-        if !parked {
-            // Park first, then read again: an append between the read above and the park
-            // would otherwise be missed until the deadline.
-            for w in &wanted {
-                if let Ok(p) = &w.partition {
-                    p.park_fetch(&waiter);
-                }
-            }
-            parked = true;
-            continue;
-        }
-        delayed.get_or_insert_with(|| GaugeGuard::new(&broker.metrics.delayed_fetches));
-        if tokio::time::timeout_at(deadline, waiter.notified())
-            .await
-            .is_err()
-        {
-            let (results, _, _) = read_all(broker, follower, isolation, &wanted, max_bytes);
-            break results;
-        }
-        parked = false;
+    let (max_bytes, min_bytes) = bytes_limits(broker, ctx, &req, follower);
+    let read = PartitionsRead {
+        broker,
+        follower,
+        isolation,
+        wanted: &wanted,
+        max_bytes,
     };
-    drop(delayed);
+    let results = read.wait_for_min_bytes(min_bytes, deadline).await;
     if follower.is_none() {
         if let Some(throttled) = over_quota(broker, ctx, &session, &results) {
             return throttled;
@@ -189,10 +120,107 @@ pub async fn handle(
     let answer = broker
         .fetch_sessions
         .answer(&session, &fetched, &results, now_ms);
+    let (responses, node_endpoints) = topic_responses(broker, ctx, &wanted, results, &answer.keep);
+    let resp = FetchResponse::default()
+        .with_error_code(answer.error.map_or(0, |e| e.code()))
+        .with_session_id(answer.session_id)
+        .with_responses(responses)
+        .with_node_endpoints(node_endpoints);
+    broker
+        .metrics
+        .requests
+        .record_errors(ctx.api_key, ctx.api_version, &resp);
+    // The records go to the socket as the log read returned them, not copied into one buffer.
+    Ok(Outcome::RespondChunks(super::fetch_encode::encode_chunks(
+        &resp,
+        ctx.api_version,
+        ctx.correlation_id,
+    )?))
+}
+
+/// The answer's (max_bytes, min_bytes). The broker's fetch.max.bytes caps what the request
+/// asks, for consumers and followers alike, and min_bytes cannot exceed the cap (Kafka's
+/// `KafkaApis.handleFetchRequest`). A max_bytes of 0 or less still answers the first batch
+/// (KIP-74's one-batch minimum, in `read_all`).
+fn bytes_limits(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: &FetchRequest,
+    follower: Option<i32>,
+) -> (usize, usize) {
+    let max_bytes = (req.max_bytes.max(0) as usize)
+        .min(broker.config.fetch_max_bytes)
+        .min(quota_window_bytes(broker, ctx, follower));
+    let min_bytes = (req.min_bytes.max(0) as usize).min(max_bytes);
+    (max_bytes, min_bytes)
+}
+
+/// A link rule on the follower `peer`'s replication traffic to this node: a cut link closes
+/// the connection (it looks dead to the follower), a slow one delays the fetch.
+async fn replication_link_fault(broker: &Broker, peer: i32) -> Option<Outcome> {
+    match broker
+        .faults
+        .link_fault(peer, Traffic::Replication, Direction::In)
+    {
+        Some(LinkAction::Partition) => Some(Outcome::Close(format!(
+            "link from node {peer} partitioned by a fault rule"
+        ))),
+        Some(LinkAction::Delay(d)) => {
+            broker.fault_sleep(d).await;
+            None
+        }
+        None => None,
+    }
+}
+
+/// The request's partitions with their fetch positions, and the ones it drops from its
+/// session (v7+; Kafka's `FetchRequest.fetchData` and `forgottenTopics`).
+fn session_partitions(
+    req: &FetchRequest,
+    version: i16,
+) -> (Vec<(SessionKey, FetchParams)>, Vec<SessionKey>) {
+    let mut requested = Vec::new();
+    for t in &req.topics {
+        for p in &t.partitions {
+            requested.push((
+                SessionKey::new(version, &t.topic, t.topic_id, p.partition),
+                FetchParams {
+                    fetch_offset: p.fetch_offset,
+                    log_start_offset: p.log_start_offset,
+                    partition_max_bytes: p.partition_max_bytes,
+                    current_leader_epoch: p.current_leader_epoch,
+                    last_fetched_epoch: p.last_fetched_epoch,
+                },
+            ));
+        }
+    }
+    let forgotten = req
+        .forgotten_topics_data
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(move |&p| SessionKey::new(version, &t.topic, t.topic_id, p))
+        })
+        .collect();
+    (requested, forgotten)
+}
+
+/// The answer's topic entries, one per group of consecutive wanted partitions, holding the
+/// partitions the session keeps (`keep`), with their leader hints and the hinted leaders'
+/// endpoints.
+fn topic_responses(
+    broker: &Broker,
+    ctx: &RequestContext,
+    wanted: &[Wanted],
+    results: Vec<PartitionData>,
+    keep: &[bool],
+) -> (Vec<FetchableTopicResponse>, Vec<NodeEndpoint>) {
+    let by_id = ctx.api_version >= 13;
     let mut responses: Vec<FetchableTopicResponse> = Vec::new();
     let mut node_endpoints = Vec::new();
     let mut last_group = None;
-    for ((w, mut data), keep) in wanted.iter().zip(results).zip(answer.keep) {
+    for ((w, mut data), &keep) in wanted.iter().zip(results).zip(keep) {
         if !keep {
             continue;
         }
@@ -210,21 +238,7 @@ pub async fn handle(
             t.partitions.push(data);
         }
     }
-    let resp = FetchResponse::default()
-        .with_error_code(answer.error.map_or(0, |e| e.code()))
-        .with_session_id(answer.session_id)
-        .with_responses(responses)
-        .with_node_endpoints(node_endpoints);
-    broker
-        .metrics
-        .requests
-        .record_errors(ctx.api_key, ctx.api_version, &resp);
-    // The records go to the socket as the log read returned them, not copied into one buffer.
-    Ok(Outcome::RespondChunks(super::fetch_encode::encode_chunks(
-        &resp,
-        ctx.api_version,
-        ctx.correlation_id,
-    )?))
+    (responses, node_endpoints)
 }
 
 /// KIP-951 (`leader_hint`): from v16, a partition answered NOT_LEADER_OR_FOLLOWER or
@@ -378,42 +392,99 @@ fn count_bytes_out(wanted: &[Wanted], results: &[PartitionData]) {
     }
 }
 
-/// Reads every wanted partition once. Returns the answers, the bytes found, and whether any
-/// partition has an error (which answers the fetch at once, as Kafka does).
-fn read_all(
-    broker: &Broker,
+/// One fetch's reads: the wanted partitions, read as a consumer (at `isolation`) or as
+/// follower `follower`, within `max_bytes` for the whole answer.
+struct PartitionsRead<'a> {
+    broker: &'a Broker,
     follower: Option<i32>,
     isolation: FetchIsolation,
-    wanted: &[Wanted],
+    wanted: &'a [Wanted],
     max_bytes: usize,
-) -> (Vec<PartitionData>, usize, bool) {
-    let now = crate::cluster::replica_manager::now_ms();
-    let mut out = Vec::with_capacity(wanted.len());
-    let mut total = 0usize;
-    let mut any_error = false;
-    for w in wanted {
+}
+
+impl PartitionsRead<'_> {
+    /// Reads until `min_bytes` are readable (at once for 0), any partition has an error or a
+    /// diverging epoch, or `deadline` passes, parked on the partitions' events in between
+    /// (Kafka's `ReplicaManager.fetchMessages` and its `DelayedFetch`).
+    async fn wait_for_min_bytes(&self, min_bytes: usize, deadline: Instant) -> Vec<PartitionData> {
+        let waiter = Arc::new(Notify::new());
+        let mut parked = false;
+        // Raised from the first wait to the answer (Kafka's Fetch purgatory).
+        let mut delayed: Option<GaugeGuard> = None;
+        loop {
+            let (results, bytes, any_error) = self.read_all();
+            if bytes >= min_bytes
+                || any_error
+                || Instant::now() >= deadline
+                || self.wanted.is_empty()
+            {
+                return results;
+            }
+            if !parked {
+                // Park first, then read again: an append between the read above and the park
+                // would otherwise be missed until the deadline.
+                for w in self.wanted {
+                    if let Ok(p) = &w.partition {
+                        p.park_fetch(&waiter);
+                    }
+                }
+                parked = true;
+                continue;
+            }
+            delayed.get_or_insert_with(|| GaugeGuard::new(&self.broker.metrics.delayed_fetches));
+            if tokio::time::timeout_at(deadline, waiter.notified())
+                .await
+                .is_err()
+            {
+                return self.read_all().0;
+            }
+            parked = false;
+        }
+    }
+
+    /// Reads every wanted partition once. Returns the answers, the bytes found, and whether
+    /// any partition has an error (which answers the fetch at once, as Kafka does).
+    fn read_all(&self) -> (Vec<PartitionData>, usize, bool) {
+        let now = crate::cluster::replica_manager::now_ms();
+        let mut out = Vec::with_capacity(self.wanted.len());
+        let mut total = 0usize;
+        let mut any_error = false;
+        for w in self.wanted {
+            let budget = w
+                .partition_max_bytes
+                .min(self.max_bytes.saturating_sub(total));
+            // KIP-74: the first partition with data may exceed the limits by one whole batch,
+            // so that a batch larger than max_bytes never stalls a consumer.
+            let min_one = total == 0;
+            let PartitionAnswer { data, error } = self.read_partition(w, budget, min_one, now);
+            any_error |= error;
+            // Errors and diverging epochs carry no records.
+            total += data.records.as_ref().map_or(0, |r| r.len());
+            out.push(data);
+        }
+        (out, total, any_error)
+    }
+
+    /// One partition's answer (Kafka's `ReplicaManager.readFromLog` for one partition).
+    fn read_partition(
+        &self,
+        w: &Wanted,
+        budget: usize,
+        min_one: bool,
+        now: i64,
+    ) -> PartitionAnswer {
         let base = PartitionData::default().with_partition_index(w.partition_index);
         let part = match &w.partition {
             Ok(part) => part,
-            Err(e) => {
-                any_error = true;
-                out.push(error_data(base, e.code()));
-                continue;
-            }
+            Err(e) => return PartitionAnswer::error(error_data(base, e.code())),
         };
         if let Err(e) = part.check_leader_epoch(w.current_leader_epoch) {
-            any_error = true;
-            out.push(error_data(base, e.error_code()));
-            continue;
+            return PartitionAnswer::error(error_data(base, e.error_code()));
         }
-        let budget = w.partition_max_bytes.min(max_bytes.saturating_sub(total));
-        // KIP-74: the first partition with data may exceed the limits by one whole batch,
-        // so that a batch larger than max_bytes never stalls a consumer.
-        let min_one = total == 0;
-        let read = match follower {
+        let read = match self.follower {
             None => {
                 tracing::trace!(topic = %part.topic, partition = part.index, fetch_offset = w.fetch_offset, current_leader_epoch = w.current_leader_epoch, "consumer fetch");
-                part.read(w.fetch_offset, budget, min_one, isolation)
+                part.read(w.fetch_offset, budget, min_one, self.isolation)
             }
             Some(replica) => match part.fetch_for_follower(
                 replica,
@@ -429,8 +500,7 @@ fn read_all(
                     log_start_offset,
                 }) => {
                     // The follower must truncate before it fetches again: no records.
-                    any_error = true;
-                    out.push(
+                    return PartitionAnswer::error(
                         base.with_high_watermark(high_watermark)
                             .with_last_stable_offset(high_watermark)
                             .with_log_start_offset(log_start_offset)
@@ -441,12 +511,11 @@ fn read_all(
                             )
                             .with_records(Some(Bytes::new())),
                     );
-                    continue;
                 }
                 Ok(FollowerFetch::Records { read, isr_proposal }) => {
                     if let Some(isr) = isr_proposal {
                         tracing::info!(topic = %part.topic, partition = part.index, ?isr, "expanding ISR");
-                        broker.replicas.propose_isr(part, isr);
+                        self.broker.replicas.propose_isr(part, isr);
                     }
                     Ok(read)
                 }
@@ -454,48 +523,63 @@ fn read_all(
             },
         };
         match read {
-            Ok(read) => {
-                let records = match read.slice.read() {
-                    Ok(b) => b,
-                    Err(e) => {
-                        tracing::error!(topic = %part.topic, partition = part.index, error = %e, "fetch read failed");
-                        any_error = true;
-                        out.push(error_data(base, ResponseError::KafkaStorageError.code()));
-                        continue;
-                    }
-                };
-                total += records.len();
-                let aborted = read.aborted_within(&records).map(|list| {
-                    list.iter()
-                        .map(|t| {
-                            AbortedTransaction::default()
-                                .with_producer_id(t.producer_id.into())
-                                .with_first_offset(t.first_offset)
-                        })
-                        .collect()
-                });
-                out.push(
-                    base.with_high_watermark(read.high_watermark)
-                        .with_last_stable_offset(read.last_stable_offset)
-                        .with_log_start_offset(read.log_start_offset)
-                        .with_aborted_transactions(aborted)
-                        .with_records(Some(records)),
-                );
-            }
+            Ok(read) => read_data(part, base, read),
             Err(e) => {
-                any_error = true;
                 let (log_start, _) = part.offsets();
                 let hw = part.high_watermark();
-                out.push(
+                PartitionAnswer::error(
                     error_data(base, e.error_code())
                         .with_high_watermark(hw)
                         .with_last_stable_offset(part.last_stable_offset())
                         .with_log_start_offset(log_start),
-                );
+                )
             }
         }
     }
-    (out, total, any_error)
+}
+
+/// A partition's answer from what its log read returned: the records, the offsets, and the
+/// aborted transactions overlapping the records (read_committed).
+fn read_data(part: &Partition, base: PartitionData, read: PartitionRead) -> PartitionAnswer {
+    let records = match read.slice.read() {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::error!(topic = %part.topic, partition = part.index, error = %e, "fetch read failed");
+            let code = ResponseError::KafkaStorageError.code();
+            return PartitionAnswer::error(error_data(base, code));
+        }
+    };
+    let aborted = read.aborted_within(&records).map(|list| {
+        list.iter()
+            .map(|t| {
+                AbortedTransaction::default()
+                    .with_producer_id(t.producer_id.into())
+                    .with_first_offset(t.first_offset)
+            })
+            .collect()
+    });
+    PartitionAnswer {
+        data: base
+            .with_high_watermark(read.high_watermark)
+            .with_last_stable_offset(read.last_stable_offset)
+            .with_log_start_offset(read.log_start_offset)
+            .with_aborted_transactions(aborted)
+            .with_records(Some(records)),
+        error: false,
+    }
+}
+
+/// One partition's answer to a read; `error` for an error or a follower's diverging epoch,
+/// which answer the fetch at once.
+struct PartitionAnswer {
+    data: PartitionData,
+    error: bool,
+}
+
+impl PartitionAnswer {
+    fn error(data: PartitionData) -> PartitionAnswer {
+        PartitionAnswer { data, error: true }
+    }
 }
 
 fn error_data(base: PartitionData, code: i16) -> PartitionData {

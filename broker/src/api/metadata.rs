@@ -13,6 +13,7 @@ use super::auth_helper::{authorize, authorize_cluster, authorized_operations};
 use super::cluster::AUTHORIZED_OPERATIONS_OMITTED;
 use super::{sb, RequestContext};
 use crate::broker::Broker;
+use crate::controller::{MetadataImage, PartitionRegistration};
 use crate::security::acl::{AclOperation, ResourceType, CLUSTER_NAME};
 
 const NONE: i16 = 0;
@@ -147,7 +148,36 @@ async fn metadata(broker: &Broker, ctx: &RequestContext, req: MetadataRequest) -
         None => true,
         Some(list) => list.is_empty() && ctx.api_version == 0,
     };
-    let mut wanted: Vec<(Option<String>, Uuid)> = match &req.topics {
+    let lookup = TopicLookup {
+        broker,
+        ctx,
+        image: &image,
+        live: image.live_brokers(),
+        all_topics,
+        allow_auto_create,
+    };
+    let topics = wanted_topics(&req, &image, all_topics)
+        .into_iter()
+        .filter_map(|(name, id)| lookup.topic_metadata(name, id))
+        .collect();
+    // controller_id must be a live broker in this answer (KAFKA-FACTS §5).
+    let controller_id =
+        image.controller_id_for_clients(controller.active_controller_id(), broker.node_id());
+    MetadataResponse::default()
+        .with_brokers(alive_brokers(&image, &ctx.session.listener_name))
+        .with_cluster_id(Some(sb(broker.replicas.cluster_id())))
+        .with_controller_id(controller_id.into())
+        .with_topics(topics)
+        .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
+}
+
+/// The topics asked, by name or (v10+) by id, or every topic of the image.
+fn wanted_topics(
+    req: &MetadataRequest,
+    image: &MetadataImage,
+    all_topics: bool,
+) -> Vec<(Option<String>, Uuid)> {
+    match &req.topics {
         Some(list) if !all_topics => list
             .iter()
             .map(|t| {
@@ -164,82 +194,111 @@ async fn metadata(broker: &Broker, ctx: &RequestContext, req: MetadataRequest) -
             .values()
             .map(|t| (Some(t.name.clone()), t.id))
             .collect(),
-    };
-    let live: Vec<i32> = image.live_brokers();
-    let topics = wanted
-        .drain(..)
-        .filter_map(|(name, id)| {
-            let topic = match &name {
-                Some(n) => image.topic_by_name(n),
-                None => image.topics.get(&id),
+    }
+}
+
+/// What one Metadata request looks topics up in (Kafka's `KafkaApis.getTopicMetadata` over
+/// its `MetadataCache`).
+struct TopicLookup<'a> {
+    broker: &'a Broker,
+    ctx: &'a RequestContext,
+    image: &'a MetadataImage,
+    /// Registered, unfenced brokers: a leader or replica elsewhere is offline.
+    live: Vec<i32>,
+    all_topics: bool,
+    allow_auto_create: bool,
+}
+
+impl TopicLookup<'_> {
+    /// One asked topic's entry; `None` when the authorizer hides it.
+    fn topic_metadata(&self, name: Option<String>, id: Uuid) -> Option<MetadataResponseTopic> {
+        let topic = match &name {
+            Some(n) => self.image.topic_by_name(n),
+            None => self.image.topics.get(&id),
+        };
+        if self.broker.authorizer().is_some() {
+            let (shown, by_id) = match (&name, topic) {
+                (Some(n), _) => (n.as_str(), None),
+                (None, Some(t)) => (t.name.as_str(), Some(id)),
+                (None, None) => ("", None),
             };
-            if broker.authorizer().is_some() {
-                let (shown, by_id) = match (&name, topic) {
-                    (Some(n), _) => (n.as_str(), None),
-                    (None, Some(t)) => (t.name.as_str(), Some(id)),
-                    (None, None) => ("", None),
-                };
-                let creating = topic.is_none() && name.is_some() && allow_auto_create;
-                if !shown.is_empty() {
-                    match access(broker, ctx, shown, by_id, all_topics, creating) {
-                        Access::Allowed => {}
-                        Access::Hidden => return None,
-                        Access::Denied(t) => return Some(t),
-                    }
+            let creating = topic.is_none() && name.is_some() && self.allow_auto_create;
+            if !shown.is_empty() {
+                match access(
+                    self.broker,
+                    self.ctx,
+                    shown,
+                    by_id,
+                    self.all_topics,
+                    creating,
+                ) {
+                    Access::Allowed => {}
+                    Access::Hidden => return None,
+                    Access::Denied(t) => return Some(t),
                 }
             }
-            let Some(t) = topic else {
-                // Kafka's `getTopicMetadata`: a missing topic asked by name is auto-created
-                // when allowed, else only its name is checked.
-                let code = match &name {
-                    Some(n) if allow_auto_create => broker.auto_topics.create_topic(n).code(),
-                    Some(n) if crate::metadata::validate_topic_name(n).is_err() => {
-                        ResponseError::InvalidTopicException.code()
-                    }
-                    Some(_) => UNKNOWN_TOPIC,
-                    None => ResponseError::UnknownTopicId.code(),
-                };
-                return Some(error_topic(name, id, code));
-            };
-            let partitions = t
-                .partitions
-                .iter()
-                .map(|p| {
-                    let offline: Vec<_> = p
-                        .replicas
-                        .iter()
-                        .filter(|r| !live.contains(r))
-                        .map(|r| (*r).into())
-                        .collect();
-                    let leader_known = p.leader >= 0 && live.contains(&p.leader);
-                    MetadataResponsePartition::default()
-                        .with_partition_index(p.index)
-                        .with_error_code(if leader_known {
-                            NONE
-                        } else {
-                            ResponseError::LeaderNotAvailable.code()
-                        })
-                        .with_leader_id(if leader_known { p.leader } else { -1 }.into())
-                        .with_leader_epoch(p.leader_epoch)
-                        .with_replica_nodes(p.replicas.iter().map(|r| (*r).into()).collect())
-                        .with_isr_nodes(p.isr.iter().map(|r| (*r).into()).collect())
-                        .with_offline_replicas(offline)
-                })
-                .collect();
-            Some(
-                MetadataResponseTopic::default()
-                    .with_name(Some(sb(t.name.clone()).into()))
-                    .with_topic_id(t.id)
-                    .with_is_internal(crate::metadata::is_internal_topic(&t.name))
-                    .with_partitions(partitions)
-                    .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED),
-            )
-        })
+        }
+        let Some(t) = topic else {
+            return Some(self.missing_topic(name, id));
+        };
+        let partitions = t
+            .partitions
+            .iter()
+            .map(|p| partition_metadata(p, &self.live))
+            .collect();
+        Some(
+            MetadataResponseTopic::default()
+                .with_name(Some(sb(t.name.clone()).into()))
+                .with_topic_id(t.id)
+                .with_is_internal(crate::metadata::is_internal_topic(&t.name))
+                .with_partitions(partitions)
+                .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED),
+        )
+    }
+
+    /// Kafka's `getTopicMetadata`: a missing topic asked by name is auto-created when
+    /// allowed, else only its name is checked.
+    fn missing_topic(&self, name: Option<String>, id: Uuid) -> MetadataResponseTopic {
+        let code = match &name {
+            Some(n) if self.allow_auto_create => self.broker.auto_topics.create_topic(n).code(),
+            Some(n) if crate::metadata::validate_topic_name(n).is_err() => {
+                ResponseError::InvalidTopicException.code()
+            }
+            Some(_) => UNKNOWN_TOPIC,
+            None => ResponseError::UnknownTopicId.code(),
+        };
+        error_topic(name, id, code)
+    }
+}
+
+/// One partition's entry: its leader when that broker is live (else LEADER_NOT_AVAILABLE),
+/// its replicas, ISR and offline replicas (Kafka's `KRaftMetadataCache.getPartitionMetadata`).
+fn partition_metadata(p: &PartitionRegistration, live: &[i32]) -> MetadataResponsePartition {
+    let offline: Vec<_> = p
+        .replicas
+        .iter()
+        .filter(|r| !live.contains(r))
+        .map(|r| (*r).into())
         .collect();
-    // The endpoints of the listener the request came in on (Kafka's
-    // `MetadataCache.getAliveBrokerNodes(listenerName)`).
-    let listener = &ctx.session.listener_name;
-    let brokers = image
+    let leader_known = p.leader >= 0 && live.contains(&p.leader);
+    MetadataResponsePartition::default()
+        .with_partition_index(p.index)
+        .with_error_code(if leader_known {
+            NONE
+        } else {
+            ResponseError::LeaderNotAvailable.code()
+        })
+        .with_leader_id(if leader_known { p.leader } else { -1 }.into())
+        .with_leader_epoch(p.leader_epoch)
+        .with_replica_nodes(p.replicas.iter().map(|r| (*r).into()).collect())
+        .with_isr_nodes(p.isr.iter().map(|r| (*r).into()).collect())
+        .with_offline_replicas(offline)
+}
+
+/// The endpoints of the listener the request came in on (Kafka's
+/// `MetadataCache.getAliveBrokerNodes(listenerName)`).
+fn alive_brokers(image: &MetadataImage, listener: &str) -> Vec<MetadataResponseBroker> {
+    image
         .brokers
         .values()
         .filter(|b| !b.fenced)
@@ -252,14 +311,5 @@ async fn metadata(broker: &Broker, ctx: &RequestContext, req: MetadataRequest) -
                     .with_port(port as i32),
             )
         })
-        .collect();
-    // controller_id must be a live broker in this answer (KAFKA-FACTS §5).
-    let controller_id =
-        image.controller_id_for_clients(controller.active_controller_id(), broker.node_id());
-    MetadataResponse::default()
-        .with_brokers(brokers)
-        .with_cluster_id(Some(sb(broker.replicas.cluster_id())))
-        .with_controller_id(controller_id.into())
-        .with_topics(topics)
-        .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
+        .collect()
 }

@@ -404,14 +404,34 @@ pub async fn handle_frame(
     } else {
         broker.faults.decide(&request_facts(broker, &ctx, &req))
     };
-    match &fault {
-        Some(FaultAction::DropRequest) => return Ok((ctx, Outcome::NoResponse)),
-        Some(FaultAction::Close { when: When::Before }) => {
-            return Ok((
-                ctx,
-                Outcome::Close("fault rule: close before processing".into()),
-            ))
-        }
+    if let Some(outcome) = fault_before_processing(broker, &ctx, &req, fault.as_ref()).await? {
+        return Ok((ctx, outcome));
+    }
+
+    // Each poll of the handling is timed, for the request quota (`request_quota`).
+    let outcome = {
+        let mut handling = std::pin::pin!(process(broker, &ctx, req));
+        std::future::poll_fn(|cx| ctx.request_time.poll(|| handling.as_mut().poll(cx))).await?
+    };
+    let outcome = fault_after_processing(broker, fault, outcome).await;
+    Ok((ctx, outcome))
+}
+
+/// What a fault rule does before the request is processed: drop it, close the connection,
+/// answer its error (after its delay), or delay it. `Some` when the rule answers in place of
+/// the processing; a request still waiting when shutdown starts is not processed.
+async fn fault_before_processing(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: &RequestKind,
+    fault: Option<&FaultAction>,
+) -> Result<Option<Outcome>, CodecError> {
+    let shutting_down = || Outcome::Close("shutting down during a fault delay".into());
+    match fault {
+        Some(FaultAction::DropRequest) => Ok(Some(Outcome::NoResponse)),
+        Some(FaultAction::Close { when: When::Before }) => Ok(Some(Outcome::Close(
+            "fault rule: close before processing".into(),
+        ))),
         Some(FaultAction::Error {
             error_code,
             delay_ms,
@@ -422,44 +442,36 @@ pub async fn handle_frame(
                     .fault_sleep(std::time::Duration::from_millis(*ms))
                     .await
                 {
-                    return Ok((
-                        ctx,
-                        Outcome::Close("shutting down during a fault delay".into()),
-                    ));
+                    return Ok(Some(shutting_down()));
                 }
             }
-            let outcome = error_response(broker, &ctx, &req, *error_code)?;
-            return Ok((ctx, outcome));
+            error_response(broker, ctx, req, *error_code).map(Some)
         }
         Some(FaultAction::Delay {
             delay_ms,
             when: When::Before,
-        })
-            // A request still waiting when shutdown starts is not processed.
-            if !broker
+        }) => {
+            let slept = broker
                 .fault_sleep(std::time::Duration::from_millis(*delay_ms))
-                .await
-            => {
-                return Ok((
-                    ctx,
-                    Outcome::Close("shutting down during a fault delay".into()),
-                ));
-            }
-        _ => {}
+                .await;
+            Ok((!slept).then(shutting_down))
+        }
+        _ => Ok(None),
     }
+}
 
-    // Each poll of the handling is timed, for the request quota (`request_quota`).
-    let outcome = {
-        let mut handling = std::pin::pin!(process(broker, &ctx, req));
-        std::future::poll_fn(|cx| ctx.request_time.poll(|| handling.as_mut().poll(cx))).await?
-    };
-
+/// What a fault rule does once the request is processed: drop the answer, close the
+/// connection instead of answering, or delay the answer.
+async fn fault_after_processing(
+    broker: &Broker,
+    fault: Option<FaultAction>,
+    outcome: Outcome,
+) -> Outcome {
     match fault {
-        Some(FaultAction::DropResponse) => Ok((ctx, Outcome::NoResponse)),
-        Some(FaultAction::Close { when: When::After }) => Ok((
-            ctx,
-            Outcome::Close("fault rule: close after processing".into()),
-        )),
+        Some(FaultAction::DropResponse) => Outcome::NoResponse,
+        Some(FaultAction::Close { when: When::After }) => {
+            Outcome::Close("fault rule: close after processing".into())
+        }
         Some(FaultAction::Delay {
             delay_ms,
             when: When::After,
@@ -467,9 +479,9 @@ pub async fn handle_frame(
             broker
                 .fault_sleep(std::time::Duration::from_millis(delay_ms))
                 .await;
-            Ok((ctx, outcome))
+            outcome
         }
-        _ => Ok((ctx, outcome)),
+        _ => outcome,
     }
 }
 

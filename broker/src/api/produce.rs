@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use kafka_protocol::messages::produce_request::PartitionProduceData;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse,
     TopicProduceResponse,
@@ -63,80 +63,18 @@ pub async fn handle(
     // One timeout for the whole request, as Kafka's DelayedProduce has.
     let deadline = tokio::time::Instant::now()
         + std::time::Duration::from_millis(req.timeout_ms.max(0) as u64);
+    let transactional_id = req.transactional_id.as_ref().map(|t| t.as_str());
     let mut appended: Vec<(String, Uuid, Vec<Appended>)> = Vec::with_capacity(req.topic_data.len());
     for td in req.topic_data {
-        // From v13 topics are named by id only.
-        let (name, id) = if ctx.api_version >= 13 {
-            match broker.replicas.topic_name_by_id(td.topic_id) {
-                Some(n) => (n, td.topic_id),
-                None => (String::new(), td.topic_id),
-            }
-        } else {
-            (td.name.to_string(), Uuid::nil())
-        };
-        let mut partitions = Vec::with_capacity(td.partition_data.len());
-        // WRITE on the topic (an unknown topic id is answered as such, below).
-        if !name.is_empty()
-            && !authorize(broker, ctx, AclOperation::Write, ResourceType::Topic, &name)
-        {
-            let code = ResponseError::TopicAuthorizationFailed.code();
-            partitions.extend(
-                td.partition_data
-                    .iter()
-                    .map(|pd| Appended::Done(partition_error(pd.index, code, None))),
-            );
-            appended.push((name, id, partitions));
-            continue;
-        }
-        for pd in td.partition_data {
-            // KIP-890 part 1: a transactional batch is checked with its coordinator first, and
-            // its append carries the guard of that check.
-            let verified = crate::txn::verify::verify_partition_data(
-                broker,
-                ctx.api_version,
-                req.transactional_id.as_ref().map(|t| t.as_str()),
-                &name,
-                &pd,
-            )
-            .await;
-            partitions.push(match verified {
-                Ok(guard) => append_partition(broker, ctx, &name, pd, acks, now, guard),
-                Err((code, message)) => Appended::Done(partition_error(pd.index, code, message)),
-            });
-        }
-        appended.push((name, id, partitions));
+        appended.push(append_topic(broker, ctx, transactional_id, td, acks, now).await);
     }
-    // One parked operation per request, as Kafka's DelayedProduce.
-    let waits = appended
-        .iter()
-        .any(|(_, _, ps)| ps.iter().any(|p| matches!(p, Appended::Waiting { .. })));
-    let _delayed = waits.then(|| GaugeGuard::new(&broker.metrics.delayed_produces));
-    let mut any_error = None;
-    let mut topics = Vec::with_capacity(appended.len());
-    for (name, id, partitions) in appended {
-        let mut answers = Vec::with_capacity(partitions.len());
-        for slot in partitions {
-            let Some(resp) = complete(&broker.faults, slot, deadline).await else {
-                // Kafka's `SocketServer.stopProcessingRequests` closes the connection of a
-                // produce still in the purgatory: no answer, the client retries elsewhere.
-                return Ok(Outcome::Close(
-                    "the broker is shutting down with this produce parked".into(),
-                ));
-            };
-            if resp.error_code != 0 {
-                tracing::debug!(topic = %name, partition = resp.index, error = resp.error_code, "produce refused");
-                any_error = Some(resp.error_code);
-                report_error(&name, &resp);
-            }
-            answers.push(resp);
-        }
-        topics.push(
-            TopicProduceResponse::default()
-                .with_name(sb(name).into())
-                .with_topic_id(id)
-                .with_partition_responses(answers),
-        );
-    }
+    let Some((mut topics, any_error)) = complete_all(broker, appended, deadline).await else {
+        // Kafka's `SocketServer.stopProcessingRequests` closes the connection of a
+        // produce still in the purgatory: no answer, the client retries elsewhere.
+        return Ok(Outcome::Close(
+            "the broker is shutting down with this produce parked".into(),
+        ));
+    };
     // The produce quota counts the whole request (Kafka's `handleProduceRequest`); an
     // acks=0 client gets no answer but its connection is muted all the same.
     let throttle_ms = super::client_quotas::record_and_throttle(
@@ -158,6 +96,93 @@ pub async fn handle(
         .with_throttle_time_ms(throttle_ms)
         .with_node_endpoints(node_endpoints);
     super::respond(broker, ctx, &resp)
+}
+
+/// One topic of the request (Kafka's `ReplicaManager.appendRecords` for its partitions):
+/// WRITE on the topic checked, then each partition's batch verified with its transaction
+/// coordinator when transactional and appended. Returns the topic's name (empty for an
+/// unknown v13 topic id), its id (nil before v13) and its partitions.
+async fn append_topic(
+    broker: &Broker,
+    ctx: &RequestContext,
+    transactional_id: Option<&str>,
+    td: TopicProduceData,
+    acks: i16,
+    now: i64,
+) -> (String, Uuid, Vec<Appended>) {
+    // From v13 topics are named by id only.
+    let (name, id) = if ctx.api_version >= 13 {
+        match broker.replicas.topic_name_by_id(td.topic_id) {
+            Some(n) => (n, td.topic_id),
+            None => (String::new(), td.topic_id),
+        }
+    } else {
+        (td.name.to_string(), Uuid::nil())
+    };
+    let mut partitions = Vec::with_capacity(td.partition_data.len());
+    // WRITE on the topic (an unknown topic id is answered as such, below).
+    if !name.is_empty() && !authorize(broker, ctx, AclOperation::Write, ResourceType::Topic, &name)
+    {
+        let code = ResponseError::TopicAuthorizationFailed.code();
+        partitions.extend(
+            td.partition_data
+                .iter()
+                .map(|pd| Appended::Done(partition_error(pd.index, code, None))),
+        );
+        return (name, id, partitions);
+    }
+    for pd in td.partition_data {
+        // KIP-890 part 1: a transactional batch is checked with its coordinator first, and
+        // its append carries the guard of that check.
+        let verified = crate::txn::verify::verify_partition_data(
+            broker,
+            ctx.api_version,
+            transactional_id,
+            &name,
+            &pd,
+        )
+        .await;
+        partitions.push(match verified {
+            Ok(guard) => append_partition(broker, ctx, &name, pd, acks, now, guard),
+            Err((code, message)) => Appended::Done(partition_error(pd.index, code, message)),
+        });
+    }
+    (name, id, partitions)
+}
+
+/// Every partition's answer, the acks=all ones once replicated or at `deadline` (one parked
+/// operation per request, as Kafka's `DelayedProduce`), with the last error code seen.
+/// `None` when the broker shuts down while the request is parked.
+async fn complete_all(
+    broker: &Broker,
+    appended: Vec<(String, Uuid, Vec<Appended>)>,
+    deadline: tokio::time::Instant,
+) -> Option<(Vec<TopicProduceResponse>, Option<i16>)> {
+    let waits = appended
+        .iter()
+        .any(|(_, _, ps)| ps.iter().any(|p| matches!(p, Appended::Waiting { .. })));
+    let _delayed = waits.then(|| GaugeGuard::new(&broker.metrics.delayed_produces));
+    let mut any_error = None;
+    let mut topics = Vec::with_capacity(appended.len());
+    for (name, id, partitions) in appended {
+        let mut answers = Vec::with_capacity(partitions.len());
+        for slot in partitions {
+            let resp = complete(&broker.faults, slot, deadline).await?;
+            if resp.error_code != 0 {
+                tracing::debug!(topic = %name, partition = resp.index, error = resp.error_code, "produce refused");
+                any_error = Some(resp.error_code);
+                report_error(&name, &resp);
+            }
+            answers.push(resp);
+        }
+        topics.push(
+            TopicProduceResponse::default()
+                .with_name(sb(name).into())
+                .with_topic_id(id)
+                .with_partition_responses(answers),
+        );
+    }
+    Some((topics, any_error))
 }
 
 /// KIP-951 (`leader_hint`): from v10, each NOT_LEADER_OR_FOLLOWER partition names the leader

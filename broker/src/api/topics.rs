@@ -153,41 +153,7 @@ pub async fn handle_create_topics(
             }
         }
         let outcome = create_topic(broker, &mut quota, &name, &t, configs, req.validate_only).await;
-        // The created topic's configs only with DESCRIBE_CONFIGS on it.
-        let describable = || {
-            authorize(
-                broker,
-                ctx,
-                AclOperation::DescribeConfigs,
-                ResourceType::Topic,
-                &name,
-            )
-        };
-        topics.push(match outcome {
-            Ok(meta) if !describable() => result
-                .with_topic_id(meta.id)
-                .with_topic_config_error_code(ResponseError::TopicAuthorizationFailed.code()),
-            Ok(meta) => {
-                let dynamic = broker.replicas.dynamic_broker_configs();
-                let entries = topic_config_entries(broker, &dynamic, &meta.configs)
-                    .into_iter()
-                    .map(|e| {
-                        CreatableTopicConfigs::default()
-                            .with_name(sb(e.name))
-                            .with_value(e.value.map(sb))
-                            .with_config_source(config_source(e.source))
-                    })
-                    .collect();
-                result
-                    .with_topic_id(meta.id)
-                    .with_num_partitions(meta.partition_count())
-                    .with_replication_factor(meta.replication_factor())
-                    .with_configs(Some(entries))
-            }
-            Err((code, msg)) => result
-                .with_error_code(code)
-                .with_error_message(Some(sb(msg))),
-        });
+        topics.push(created_topic_result(broker, ctx, &name, result, outcome));
     }
     CreateTopicsResponse::default()
         .with_throttle_time_ms(throttle_answer(broker, ctx, &quota))
@@ -195,6 +161,52 @@ pub async fn handle_create_topics(
 }
 
 type Refusal = (i16, String);
+
+/// A topic's CreateTopics answer: its error, or its id, partitions, replication factor and
+/// configs; the configs only with DESCRIBE_CONFIGS on the topic (Kafka's
+/// `ControllerApis.createTopics` and its `describableTopicNames`).
+fn created_topic_result(
+    broker: &Broker,
+    ctx: &RequestContext,
+    name: &str,
+    result: CreatableTopicResult,
+    outcome: Result<crate::controller::TopicImage, Refusal>,
+) -> CreatableTopicResult {
+    let describable = || {
+        authorize(
+            broker,
+            ctx,
+            AclOperation::DescribeConfigs,
+            ResourceType::Topic,
+            name,
+        )
+    };
+    match outcome {
+        Ok(meta) if !describable() => result
+            .with_topic_id(meta.id)
+            .with_topic_config_error_code(ResponseError::TopicAuthorizationFailed.code()),
+        Ok(meta) => {
+            let dynamic = broker.replicas.dynamic_broker_configs();
+            let entries = topic_config_entries(broker, &dynamic, &meta.configs)
+                .into_iter()
+                .map(|e| {
+                    CreatableTopicConfigs::default()
+                        .with_name(sb(e.name))
+                        .with_value(e.value.map(sb))
+                        .with_config_source(config_source(e.source))
+                })
+                .collect();
+            result
+                .with_topic_id(meta.id)
+                .with_num_partitions(meta.partition_count())
+                .with_replication_factor(meta.replication_factor())
+                .with_configs(Some(entries))
+        }
+        Err((code, msg)) => result
+            .with_error_code(code)
+            .with_error_message(Some(sb(msg))),
+    }
+}
 
 /// The controller validates the request (manual assignments included), charges the client's
 /// bucket, and assigns and commits the topic, or for `validate_only` only answers; a client

@@ -19,6 +19,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
+use kafka_protocol::messages::write_txn_markers_request::WritableTxnMarker;
 use kafka_protocol::messages::write_txn_markers_response::{
     WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
 };
@@ -66,9 +68,6 @@ pub async fn handle(
             coordinator_epoch: m.coordinator_epoch,
         };
         let batch = build_end_txn_marker(m.producer_id.0, m.producer_epoch, marker, now);
-        // v2 names the transaction's version (v1 reads 0): at 2 the marker's epoch is the
-        // one its coordinator bumped, and must be newer than the producer's.
-        let tv = m.transaction_version;
         for t in &m.topics {
             for &index in &t.partition_indexes {
                 let slot = match broker.replicas.partition_or_error(&t.name, index) {
@@ -76,24 +75,7 @@ pub async fn handle(
                         Slot::Done(kafka_protocol::ResponseError::ClusterAuthorizationFailed.code())
                     }
                     Err(e) => Slot::Done(e.code()),
-                    Ok(part) => match part.append_marker_to_leader(batch.clone(), tv, now) {
-                        Ok(info) => {
-                            crate::events::emit(|| crate::events::EventKind::TxnMarker {
-                                topic: t.name.to_string(),
-                                partition: index,
-                                producer_id: m.producer_id.0,
-                                producer_epoch: m.producer_epoch,
-                                committed: m.transaction_result,
-                                coordinator_epoch: m.coordinator_epoch,
-                                offset: info.last_offset,
-                            });
-                            Slot::Waiting {
-                                part,
-                                last_offset: info.last_offset,
-                            }
-                        }
-                        Err(e) => Slot::Done(e.error_code()),
-                    },
+                    Ok(part) => append_marker(part, m, &t.name, index, batch.clone(), now),
                 };
                 slots.push((mi, t.name.clone(), index, slot));
             }
@@ -131,6 +113,39 @@ pub async fn handle(
         push_result(&mut markers[mi], name, index, code);
     }
     WriteTxnMarkersResponse::default().with_markers(markers)
+}
+
+/// Appends `m`'s marker batch to partition `index` of `topic`, this node leading it, as
+/// Kafka's `handleWriteTxnMarkersRequest` does through `ReplicaManager.appendRecords` with
+/// the coordinator's origin; the marker then waits for the high watermark.
+fn append_marker(
+    part: Arc<Partition>,
+    m: &WritableTxnMarker,
+    topic: &TopicName,
+    index: i32,
+    batch: Bytes,
+    now: i64,
+) -> Slot {
+    // v2 names the transaction's version (v1 reads 0): at 2 the marker's epoch is the
+    // one its coordinator bumped, and must be newer than the producer's.
+    match part.append_marker_to_leader(batch, m.transaction_version, now) {
+        Ok(info) => {
+            crate::events::emit(|| crate::events::EventKind::TxnMarker {
+                topic: topic.to_string(),
+                partition: index,
+                producer_id: m.producer_id.0,
+                producer_epoch: m.producer_epoch,
+                committed: m.transaction_result,
+                coordinator_epoch: m.coordinator_epoch,
+                offset: info.last_offset,
+            });
+            Slot::Waiting {
+                part,
+                last_offset: info.last_offset,
+            }
+        }
+        Err(e) => Slot::Done(e.error_code()),
+    }
 }
 
 /// Adds one partition's answer under its topic, keeping the request's topic order.

@@ -61,7 +61,7 @@ pub const REPLICA_FETCH_BACKOFF: Duration = Duration::from_millis(200);
 /// Bound on one request/response exchange.
 pub const REPLICA_FETCH_IO_TIMEOUT: Duration = Duration::from_secs(10);
 
-use super::fetch_session_handler::{FetchSessionHandler, PartitionKey};
+use super::fetch_session_handler::{FetchBuild, FetchSessionHandler, PartitionKey};
 use crate::cluster::fetch_session::{FetchParams, INITIAL_EPOCH};
 
 /// A partition in a fetcher's set.
@@ -348,8 +348,34 @@ impl Fetcher {
         self.session.handle_error();
     }
 
-    /// One Fetch for `ready`, and each partition's answer applied.
+    /// One Fetch for `ready`, and each partition's answer applied (Kafka's
+    /// `AbstractFetcherThread.maybeFetch`).
     async fn round(&mut self, ready: Vec<Arc<Partition>>) -> Result<(), FetchRoundError> {
+        let (req, asked) = self.build_fetch(ready);
+        let resp = self.exchange(&req).await?;
+        if !self
+            .session
+            .handle_response(resp.error_code, resp.session_id)
+        {
+            // A session error answers no partitions; the next fetch, at once, is full
+            // (Kafka's `RemoteLeaderEndPoint.fetch` returns no data for it, no backoff).
+            tracing::debug!(
+                leader = self.leader,
+                error = resp.error_code,
+                session = resp.session_id,
+                "fetch session reset"
+            );
+            return Ok(());
+        }
+        self.process_fetch_response(resp, asked)
+    }
+
+    /// The Fetch for `ready` from their fetch positions, through the fetch session (Kafka's
+    /// `RemoteLeaderEndPoint.buildFetch`), and what was asked of each partition.
+    fn build_fetch(
+        &mut self,
+        ready: Vec<Arc<Partition>>,
+    ) -> (FetchRequest, HashMap<PartitionKey, Asked>) {
         let mut asked: HashMap<PartitionKey, Asked> = HashMap::with_capacity(ready.len());
         let mut next = Vec::with_capacity(ready.len());
         for p in ready {
@@ -375,68 +401,18 @@ impl Fetcher {
                 },
             );
         }
-        let build = self.session.build(&next);
-        let mut topics: BTreeMap<String, Vec<FetchPartition>> = BTreeMap::new();
-        for ((topic, index), params) in build.to_send {
-            topics.entry(topic).or_default().push(
-                FetchPartition::default()
-                    .with_partition(index)
-                    .with_current_leader_epoch(params.current_leader_epoch)
-                    .with_fetch_offset(params.fetch_offset)
-                    .with_last_fetched_epoch(params.last_fetched_epoch)
-                    .with_log_start_offset(params.log_start_offset)
-                    .with_partition_max_bytes(params.partition_max_bytes),
-            );
-        }
-        let mut forgotten: BTreeMap<String, Vec<i32>> = BTreeMap::new();
-        for (topic, index) in build.forgotten {
-            forgotten.entry(topic).or_default().push(index);
-        }
-        // A full fetch is answered at once (min_bytes 0), so that it is never cancelled
-        // mid-wait; the incremental ones after it wait for records.
-        let full = build.epoch == INITIAL_EPOCH;
-        let req = FetchRequest::default()
-            .with_replica_id(self.node_id.into())
-            .with_max_wait_ms(if full { 0 } else { REPLICA_FETCH_WAIT_MAX_MS })
-            .with_min_bytes(if full { 0 } else { 1 })
-            .with_max_bytes(REPLICA_FETCH_RESPONSE_MAX_BYTES)
-            .with_session_id(build.session_id)
-            .with_session_epoch(build.epoch)
-            .with_topics(
-                topics
-                    .into_iter()
-                    .map(|(name, partitions)| {
-                        FetchTopic::default()
-                            .with_topic(TopicName(StrBytes::from_string(name)))
-                            .with_partitions(partitions)
-                    })
-                    .collect(),
-            )
-            .with_forgotten_topics_data(
-                forgotten
-                    .into_iter()
-                    .map(|(name, partitions)| {
-                        ForgottenTopic::default()
-                            .with_topic(TopicName(StrBytes::from_string(name)))
-                            .with_partitions(partitions)
-                    })
-                    .collect(),
-            );
-        let resp = self.exchange(&req).await?;
-        if !self
-            .session
-            .handle_response(resp.error_code, resp.session_id)
-        {
-            // A session error answers no partitions; the next fetch, at once, is full
-            // (Kafka's `RemoteLeaderEndPoint.fetch` returns no data for it, no backoff).
-            tracing::debug!(
-                leader = self.leader,
-                error = resp.error_code,
-                session = resp.session_id,
-                "fetch session reset"
-            );
-            return Ok(());
-        }
+        let req = fetch_request(self.node_id, self.session.build(&next));
+        (req, asked)
+    }
+
+    /// Applies each partition's answer that is still wanted: the partition kept its role
+    /// and leader epoch while the fetch was out (Kafka's
+    /// `AbstractFetcherThread.processFetchRequest`). A partition that fails backs off.
+    fn process_fetch_response(
+        &mut self,
+        resp: FetchResponse,
+        mut asked: HashMap<PartitionKey, Asked>,
+    ) -> Result<(), FetchRoundError> {
         for t in resp.responses {
             let topic = t.topic.to_string();
             for data in t.partitions {
@@ -512,40 +488,12 @@ impl Fetcher {
         .map_err(|e| FetchRoundError::Local(e.to_string()))
     }
 
+    /// Sends `req` to the leader on this fetcher's connection (opened first when there is
+    /// none) and reads its answer, each within [`REPLICA_FETCH_IO_TIMEOUT`].
     async fn exchange(&mut self, req: &FetchRequest) -> Result<FetchResponse, FetchRoundError> {
-        // A link rule cuts or slows this node's replication traffic to the leader.
-        match self
-            .faults
-            .link_fault(self.leader, Traffic::Replication, Direction::Out)
-        {
-            Some(LinkAction::Partition) => {
-                self.conn = None;
-                return Err(FetchRoundError::Io(std::io::Error::new(
-                    std::io::ErrorKind::ConnectionRefused,
-                    "link partitioned by a fault rule",
-                )));
-            }
-            Some(LinkAction::Delay(d)) => tokio::time::sleep(d).await,
-            None => {}
-        }
+        self.link_fault().await?;
         if self.conn.is_none() {
-            let addr = self
-                .leader_addr()
-                .ok_or(FetchRoundError::NoAddress(self.leader))?;
-            let client_id = format!("brook-replica-fetcher-{}", self.node_id);
-            let connecting = async {
-                let mut stream = connect(&addr, self.tls.as_ref()).await?;
-                if let Some(sasl) = &self.sasl {
-                    crate::net::client::sasl_authenticate(&mut stream, sasl, &client_id).await?;
-                }
-                Ok::<_, std::io::Error>(stream)
-            };
-            let stream = tokio::time::timeout(REPLICA_FETCH_IO_TIMEOUT, connecting)
-                .await
-                .map_err(|_| {
-                    std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out")
-                })??;
-            self.conn = Some(stream);
+            self.conn = Some(self.connect_to_leader().await?);
         }
         self.correlation_id = self.correlation_id.wrapping_add(1);
         let version = REPLICA_FETCH_VERSION;
@@ -569,37 +517,14 @@ impl Fetcher {
         let Some(conn) = self.conn.as_mut() else {
             return Err(FetchRoundError::Protocol("no connection".into()));
         };
-        let io = async {
-            conn.write_all(&frame).await?;
-            conn.flush().await?;
-            let size = conn.read_i32().await?;
-            if size < 0 || size as usize > REPLICA_FETCH_FRAME_MAX_BYTES {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    format!("response of {size} bytes"),
-                ));
-            }
-            // Filled as it arrives, without zeroing first: the answer is up to
-            // REPLICA_FETCH_RESPONSE_MAX_BYTES of records.
-            let size = size as usize;
-            let mut buf = BytesMut::with_capacity(size);
-            while buf.len() < size {
-                if (&mut *conn)
-                    .take((size - buf.len()) as u64)
-                    .read_buf(&mut buf)
-                    .await?
-                    == 0
-                {
-                    return Err(std::io::ErrorKind::UnexpectedEof.into());
-                }
-            }
-            Ok(buf.freeze())
-        };
         // The leader may hold the fetch for REPLICA_FETCH_WAIT_MAX_MS; anything much longer
         // means the leader or the link is gone.
-        let mut buf = tokio::time::timeout(REPLICA_FETCH_IO_TIMEOUT, io)
-            .await
-            .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "fetch timed out"))??;
+        let mut buf =
+            tokio::time::timeout(REPLICA_FETCH_IO_TIMEOUT, send_and_receive(conn, &frame))
+                .await
+                .map_err(|_| {
+                    std::io::Error::new(std::io::ErrorKind::TimedOut, "fetch timed out")
+                })??;
         let rh = ResponseHeader::decode(&mut buf, ApiKey::Fetch.response_header_version(version))
             .map_err(enc)?;
         if rh.correlation_id != self.correlation_id {
@@ -611,6 +536,129 @@ impl Fetcher {
         }
         Ok(resp)
     }
+
+    /// A link rule on this node's replication traffic to the leader: a cut link drops the
+    /// connection and fails the exchange, a slow one delays it.
+    async fn link_fault(&mut self) -> Result<(), FetchRoundError> {
+        match self
+            .faults
+            .link_fault(self.leader, Traffic::Replication, Direction::Out)
+        {
+            Some(LinkAction::Partition) => {
+                self.conn = None;
+                return Err(FetchRoundError::Io(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionRefused,
+                    "link partitioned by a fault rule",
+                )));
+            }
+            Some(LinkAction::Delay(d)) => tokio::time::sleep(d).await,
+            None => {}
+        }
+        Ok(())
+    }
+
+    /// A connection to the leader's inter-broker listener, over TLS and SASL when the
+    /// listener uses them, within [`REPLICA_FETCH_IO_TIMEOUT`].
+    async fn connect_to_leader(&self) -> Result<BrokerStream, FetchRoundError> {
+        let addr = self
+            .leader_addr()
+            .ok_or(FetchRoundError::NoAddress(self.leader))?;
+        let client_id = format!("brook-replica-fetcher-{}", self.node_id);
+        let connecting = async {
+            let mut stream = connect(&addr, self.tls.as_ref()).await?;
+            if let Some(sasl) = &self.sasl {
+                crate::net::client::sasl_authenticate(&mut stream, sasl, &client_id).await?;
+            }
+            Ok::<_, std::io::Error>(stream)
+        };
+        Ok(tokio::time::timeout(REPLICA_FETCH_IO_TIMEOUT, connecting)
+            .await
+            .map_err(|_| {
+                std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out")
+            })??)
+    }
+}
+
+/// The Fetch request of a session's build: the partitions to send by topic, the forgotten
+/// ones, and the wait. A full fetch is answered at once (min_bytes 0), so that it is never
+/// cancelled mid-wait; the incremental ones after it wait for records.
+fn fetch_request(node_id: i32, build: FetchBuild) -> FetchRequest {
+    let mut topics: BTreeMap<String, Vec<FetchPartition>> = BTreeMap::new();
+    for ((topic, index), params) in build.to_send {
+        topics.entry(topic).or_default().push(
+            FetchPartition::default()
+                .with_partition(index)
+                .with_current_leader_epoch(params.current_leader_epoch)
+                .with_fetch_offset(params.fetch_offset)
+                .with_last_fetched_epoch(params.last_fetched_epoch)
+                .with_log_start_offset(params.log_start_offset)
+                .with_partition_max_bytes(params.partition_max_bytes),
+        );
+    }
+    let mut forgotten: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+    for (topic, index) in build.forgotten {
+        forgotten.entry(topic).or_default().push(index);
+    }
+    let full = build.epoch == INITIAL_EPOCH;
+    FetchRequest::default()
+        .with_replica_id(node_id.into())
+        .with_max_wait_ms(if full { 0 } else { REPLICA_FETCH_WAIT_MAX_MS })
+        .with_min_bytes(if full { 0 } else { 1 })
+        .with_max_bytes(REPLICA_FETCH_RESPONSE_MAX_BYTES)
+        .with_session_id(build.session_id)
+        .with_session_epoch(build.epoch)
+        .with_topics(
+            topics
+                .into_iter()
+                .map(|(name, partitions)| {
+                    FetchTopic::default()
+                        .with_topic(TopicName(StrBytes::from_string(name)))
+                        .with_partitions(partitions)
+                })
+                .collect(),
+        )
+        .with_forgotten_topics_data(
+            forgotten
+                .into_iter()
+                .map(|(name, partitions)| {
+                    ForgottenTopic::default()
+                        .with_topic(TopicName(StrBytes::from_string(name)))
+                        .with_partitions(partitions)
+                })
+                .collect(),
+        )
+}
+
+/// Writes a request frame and reads the answer's frame, refusing one larger than
+/// [`REPLICA_FETCH_FRAME_MAX_BYTES`].
+async fn send_and_receive(
+    conn: &mut BrokerStream,
+    frame: &[u8],
+) -> Result<bytes::Bytes, std::io::Error> {
+    conn.write_all(frame).await?;
+    conn.flush().await?;
+    let size = conn.read_i32().await?;
+    if size < 0 || size as usize > REPLICA_FETCH_FRAME_MAX_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("response of {size} bytes"),
+        ));
+    }
+    // Filled as it arrives, without zeroing first: the answer is up to
+    // REPLICA_FETCH_RESPONSE_MAX_BYTES of records.
+    let size = size as usize;
+    let mut buf = BytesMut::with_capacity(size);
+    while buf.len() < size {
+        if (&mut *conn)
+            .take((size - buf.len()) as u64)
+            .read_buf(&mut buf)
+            .await?
+            == 0
+        {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+    }
+    Ok(buf.freeze())
 }
 
 /// Where a follower truncates when the leader answers that its log diverged.

@@ -282,6 +282,59 @@ impl StartupState {
     }
 }
 
+/// Starts this node's voter of the metadata quorum: a cluster's (`process.roles` includes
+/// `controller`), with the cluster id configured or derived from the voters, or alone its
+/// own one-voter quorum, importing a legacy metadata file. Returns it with the cluster id.
+async fn start_quorum(
+    config: &Arc<BrokerConfig>,
+    endpoints: Vec<crate::controller::image::BrokerEndpoint>,
+    state: &StartupState,
+    faults: Option<Arc<FaultEngine>>,
+) -> Result<(Controller, String), ReplicaError> {
+    let dir = &config.log_dir;
+    let broker_endpoint = endpoints
+        .iter()
+        .find(|e| *e.name == *config.listeners.inter_broker)
+        .or(endpoints.first())
+        .map(|e| (e.host.clone(), e.port))
+        .unwrap_or_default();
+    let Some(mut cc) = ControllerConfig::from_broker_config(config)? else {
+        let mut cc = ControllerConfig::single_voter(config, broker_endpoint);
+        cc.broker_listeners = endpoints;
+        cc.previous_broker_epoch = state.previous_broker_epoch;
+        let legacy_id = state.legacy.as_ref().map(|l| l.cluster_id.as_str());
+        let id = crate::metadata::single_node_cluster_id(
+            dir,
+            config.node_id,
+            config.cluster_id.as_deref(),
+            legacy_id,
+        )?;
+        let import = state
+            .legacy
+            .as_ref()
+            .map(|l| legacy_import_records(l, config.node_id))
+            .unwrap_or_default();
+        return Ok((
+            Controller::start_single_voter(cc, faults, import).await?,
+            id,
+        ));
+    };
+    cc.broker_endpoint = Some(broker_endpoint);
+    cc.broker_listeners = endpoints;
+    cc.previous_broker_epoch = state.previous_broker_epoch;
+    let voters = config
+        .values
+        .get("controller.quorum.voters")
+        .cloned()
+        .unwrap_or_default();
+    let id = config
+        .cluster_id
+        .clone()
+        .unwrap_or_else(|| crate::metadata::cluster_id_from_seed(&voters));
+    crate::metadata::ensure_directory_id(dir, config.node_id, &id)?;
+    Ok((Controller::start_with_faults(cc, faults).await?, id))
+}
+
 impl ReplicaManager {
     /// Opens the log directory and starts this node's voter of the metadata quorum: a
     /// cluster's (`process.roles` includes `controller`) or, alone, its own one-voter quorum.
@@ -296,12 +349,6 @@ impl ReplicaManager {
         endpoints: Vec<crate::controller::image::BrokerEndpoint>,
         faults: Option<Arc<FaultEngine>>,
     ) -> Result<Self, ReplicaError> {
-        let broker_endpoint = endpoints
-            .iter()
-            .find(|e| *e.name == *config.listeners.inter_broker)
-            .or(endpoints.first())
-            .map(|e| (e.host.clone(), e.port))
-            .unwrap_or_default();
         let dir = config.log_dir.clone();
         crate::metadata::verify_meta_properties(
             &dir,
@@ -309,45 +356,7 @@ impl ReplicaManager {
             config.cluster_id.as_deref(),
         )?;
         let state = StartupState::read(&dir)?;
-        let (controller, cluster_id) = match ControllerConfig::from_broker_config(&config)? {
-            Some(mut cc) => {
-                cc.broker_endpoint = Some(broker_endpoint);
-                cc.broker_listeners = endpoints;
-                cc.previous_broker_epoch = state.previous_broker_epoch;
-                let voters = config
-                    .values
-                    .get("controller.quorum.voters")
-                    .cloned()
-                    .unwrap_or_default();
-                let id = config
-                    .cluster_id
-                    .clone()
-                    .unwrap_or_else(|| crate::metadata::cluster_id_from_seed(&voters));
-                crate::metadata::ensure_directory_id(&dir, config.node_id, &id)?;
-                (Controller::start_with_faults(cc, faults).await?, id)
-            }
-            None => {
-                let mut cc = ControllerConfig::single_voter(&config, broker_endpoint);
-                cc.broker_listeners = endpoints;
-                cc.previous_broker_epoch = state.previous_broker_epoch;
-                let legacy_id = state.legacy.as_ref().map(|l| l.cluster_id.as_str());
-                let id = crate::metadata::single_node_cluster_id(
-                    &dir,
-                    config.node_id,
-                    config.cluster_id.as_deref(),
-                    legacy_id,
-                )?;
-                let import = state
-                    .legacy
-                    .as_ref()
-                    .map(|l| legacy_import_records(l, config.node_id))
-                    .unwrap_or_default();
-                (
-                    Controller::start_single_voter(cc, faults, import).await?,
-                    id,
-                )
-            }
-        };
+        let (controller, cluster_id) = start_quorum(&config, endpoints, &state, faults).await?;
         let stats = ReplicationStats::default();
         let fetchers = ReplicaFetchers::new(stats.follower_truncations.clone())
             .with_tls(config.tls.inter_broker.clone())
@@ -652,7 +661,47 @@ impl ReplicaManager {
         // Roles are only taken from an image that holds this process's own registration, so a
         // restarted node never acts on the stale leadership it remembers.
         let registered = image.registered_and_unfenced(me, controller.incarnation());
-        // Partitions this node should no longer host: deleted topics, moved replicas.
+        self.stop_stale_partitions(image);
+        for t in image.topics.values() {
+            self.topic_names.insert(t.id, t.name.clone());
+            let log_config = match self.config.log_config(&image.broker_configs, &t.configs) {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::error!(topic = %t.name, error = %e, "topic configs are invalid; keeping the old ones");
+                    continue;
+                }
+            };
+            let min_isr = self
+                .config
+                .min_insync_replicas(&image.broker_configs, &t.configs);
+            for reg in t.partitions.iter().filter(|r| r.replicas.contains(&me)) {
+                let Some(part) = self.get_or_create_partition(t, reg, &log_config, min_isr, now)
+                else {
+                    continue;
+                };
+                if registered {
+                    self.apply_role(&part, reg, faults, now);
+                }
+            }
+        }
+        // The ACLs first, so that whoever sees this image applied (a CreateAcls answer waiting
+        // for it) sees them enforced.
+        if let Some(authorizer) = &self.authorizer {
+            authorizer.follow(&image.acls, image.metadata_offset);
+        }
+        *self.image.write() = image.clone();
+        // Every partition this node hosts is open now; entries of others are stale.
+        *self.startup_checkpoints.lock() = StartupCheckpoints::default();
+        if registered {
+            self.roles_applied.store(true, Ordering::Release);
+        }
+        self.applied.send_modify(|v| *v += 1);
+    }
+
+    /// Stops and deletes the partitions this node should no longer host: deleted topics,
+    /// moved replicas (Kafka's `ReplicaManager.stopPartitions` for the image's deletes).
+    fn stop_stale_partitions(&self, image: &MetadataImage) {
+        let me = self.config.node_id;
         let stale: Vec<(String, i32)> = self
             .partitions
             .iter()
@@ -675,93 +724,82 @@ impl ReplicaManager {
                 }
             }
         }
-        for t in image.topics.values() {
-            self.topic_names.insert(t.id, t.name.clone());
-            let log_config = match self.config.log_config(&image.broker_configs, &t.configs) {
-                Ok(c) => c,
-                Err(e) => {
-                    tracing::error!(topic = %t.name, error = %e, "topic configs are invalid; keeping the old ones");
-                    continue;
+    }
+
+    /// The hosted partition of `reg`, with the topic's current configs, its log opened when
+    /// it is new here (Kafka's `ReplicaManager.getOrCreatePartition`). `None` when the log
+    /// cannot be opened.
+    fn get_or_create_partition(
+        &self,
+        t: &crate::controller::TopicImage,
+        reg: &PartitionRegistration,
+        log_config: &brook_storage::LogConfig,
+        min_isr: i32,
+        now: i64,
+    ) -> Option<Arc<Partition>> {
+        let key = (t.name.clone(), reg.index);
+        if let Some(p) = self.partitions.get(&key).map(|p| p.clone()) {
+            p.update_config(log_config.clone(), min_isr);
+            return Some(p);
+        }
+        match self.open_replica_log(&t.name, reg.index, log_config.clone(), now) {
+            Ok((log, checkpointed_hw)) => {
+                let p = Arc::new(
+                    Partition::new_replica(
+                        t.name.clone(),
+                        t.id,
+                        reg.index,
+                        self.config.node_id,
+                        min_isr,
+                        self.config.replica_lag_time_max_ms,
+                        log,
+                    )
+                    .with_isr_eligibility(self.isr_eligibility()),
+                );
+                if let Some(hw) = checkpointed_hw {
+                    p.restore_high_watermark(hw);
                 }
-            };
-            let min_isr = self
-                .config
-                .min_insync_replicas(&image.broker_configs, &t.configs);
-            for reg in &t.partitions {
-                if !reg.replicas.contains(&me) {
-                    continue;
-                }
-                let key = (t.name.clone(), reg.index);
-                let part = match self.partitions.get(&key).map(|p| p.clone()) {
-                    Some(p) => {
-                        p.update_config(log_config.clone(), min_isr);
-                        p
-                    }
-                    None => {
-                        match self.open_replica_log(&t.name, reg.index, log_config.clone(), now) {
-                            Ok((log, checkpointed_hw)) => {
-                                let p = Arc::new(
-                                    Partition::new_replica(
-                                        t.name.clone(),
-                                        t.id,
-                                        reg.index,
-                                        me,
-                                        min_isr,
-                                        self.config.replica_lag_time_max_ms,
-                                        log,
-                                    )
-                                    .with_isr_eligibility(self.isr_eligibility()),
-                                );
-                                if let Some(hw) = checkpointed_hw {
-                                    p.restore_high_watermark(hw);
-                                }
-                                self.partitions.insert(key.clone(), p.clone());
-                                p
-                            }
-                            Err(e) => {
-                                tracing::error!(topic = %t.name, partition = reg.index, error = %e, "cannot open partition log");
-                                continue;
-                            }
-                        }
-                    }
-                };
-                if !registered {
-                    continue;
-                }
-                if let Some(role) = part.apply_registration(
-                    reg.leader,
-                    reg.leader_epoch,
-                    reg.partition_epoch,
-                    reg.replicas.clone(),
-                    reg.isr.clone(),
-                    now,
-                ) {
-                    let mut fetchers = self.fetchers.lock();
-                    match role {
-                        Role::Follower { leader } => fetchers.follow(
-                            part.clone(),
-                            leader,
-                            me,
-                            controller.image(),
-                            faults.clone(),
-                        ),
-                        _ => fetchers.unfollow(&key),
-                    }
-                }
+                self.partitions.insert(key, p.clone());
+                Some(p)
+            }
+            Err(e) => {
+                tracing::error!(topic = %t.name, partition = reg.index, error = %e, "cannot open partition log");
+                None
             }
         }
-        // The ACLs first, so that whoever sees this image applied (a CreateAcls answer waiting
-        // for it) sees them enforced.
-        if let Some(authorizer) = &self.authorizer {
-            authorizer.follow(&image.acls, image.metadata_offset);
+    }
+
+    /// Applies `reg` to the hosted partition: when its role changes, a follower fetches from
+    /// its new leader and a leader stops fetching (Kafka's `applyLocalLeadersDelta` and
+    /// `applyLocalFollowersDelta`).
+    fn apply_role(
+        &self,
+        part: &Arc<Partition>,
+        reg: &PartitionRegistration,
+        faults: &Arc<FaultEngine>,
+        now: i64,
+    ) {
+        let Some(role) = part.apply_registration(
+            reg.leader,
+            reg.leader_epoch,
+            reg.partition_epoch,
+            reg.replicas.clone(),
+            reg.isr.clone(),
+            now,
+        ) else {
+            return;
+        };
+        let mut fetchers = self.fetchers.lock();
+        match role {
+            Role::Follower { leader } => fetchers.follow(
+                part.clone(),
+                leader,
+                self.config.node_id,
+                self.controller.image(),
+                faults.clone(),
+            ),
+            _ => fetchers.unfollow(&(part.topic.clone(), reg.index)),
         }
-        *self.image.write() = image.clone();
-        // Every partition this node hosts is open now; entries of others are stale.
-        *self.startup_checkpoints.lock() = StartupCheckpoints::default();
-        if registered {
-            self.roles_applied.store(true, Ordering::Release);
-        }
-        self.applied.send_modify(|v| *v += 1);
     }
 
     /// Opens a cluster partition's log with its start-up checkpoints; returns it with its

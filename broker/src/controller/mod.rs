@@ -179,6 +179,99 @@ pub struct ControllerConfig {
     pub channel: Arc<channel::ControllerChannel>,
 }
 
+/// `key`'s value refused for `reason`.
+fn invalid_value(cfg: &BrokerConfig, key: &str, reason: &str) -> ConfigError {
+    ConfigError::InvalidValue {
+        key: key.into(),
+        value: cfg.values.get(key).cloned().unwrap_or_default(),
+        reason: reason.into(),
+    }
+}
+
+/// The quorum's voters, and whether the quorum is dynamic. Kafka's `QuorumConfig`: static
+/// voters when `controller.quorum.voters` is set, else the node finds the quorum through
+/// the bootstrap servers (`has_bootstrap_servers`); a dynamic quorum's node formatted with a
+/// voter set (`brook format --standalone`, `--initial-controllers`) starts with those
+/// voters, another waits to be taken in.
+fn quorum_voters(
+    cfg: &BrokerConfig,
+    has_bootstrap_servers: bool,
+) -> Result<(BTreeMap<i32, String>, bool), ConfigError> {
+    let configured = cfg
+        .values
+        .get("controller.quorum.voters")
+        .map_or("", |v| v.trim());
+    let voters = match configured {
+        "" if has_bootstrap_servers => BTreeMap::new(),
+        v => parse_voters(v).map_err(|r| invalid_value(cfg, "controller.quorum.voters", &r))?,
+    };
+    if !voters.is_empty() {
+        if !voters.contains_key(&cfg.node_id) {
+            return Err(invalid_value(
+                cfg,
+                "controller.quorum.voters",
+                "node.id is not among the voters",
+            ));
+        }
+        return Ok((voters, false));
+    }
+    let metadata_dir = cfg.log_dir.join(METADATA_DIR);
+    let formatted = dynamic_voters::read(&metadata_dir).map_err(|e| {
+        ConfigError::Invalid(format!(
+            "{}: {e}",
+            dynamic_voters::path(&metadata_dir).display()
+        ))
+    })?;
+    let voters = formatted
+        .into_iter()
+        .flat_map(|b| b.voters)
+        .map(|v| (v.node_id, v.address()))
+        .collect();
+    Ok((voters, true))
+}
+
+/// Where the controller listens: the CONTROLLER listener of `listeners`, else this node's
+/// own voter address (`own`) when it is IP:PORT.
+fn controller_listen_addr(
+    cfg: &BrokerConfig,
+    own: Option<&String>,
+) -> Result<SocketAddr, ConfigError> {
+    match (cfg.controller_listener(), own) {
+        (Some(a), _) => Ok(a),
+        (None, Some(own)) => own.parse().map_err(|_| {
+            invalid_value(
+                cfg,
+                "controller.listener.names",
+                "no CONTROLLER listener in listeners and the voter address is not IP:PORT",
+            )
+        }),
+        (None, None) => Err(invalid_value(
+            cfg,
+            "controller.listener.names",
+            "no CONTROLLER listener in listeners",
+        )),
+    }
+}
+
+/// How often the controller checks the leaders' balance
+/// (`leader.imbalance.check.interval.seconds`); `None` with
+/// `auto.leader.rebalance.enable=false`.
+fn leader_imbalance_check_interval(cfg: &BrokerConfig) -> Result<Option<Duration>, ConfigError> {
+    let get = |k: &str| cfg.values.get(k).cloned().unwrap_or_default();
+    if get("auto.leader.rebalance.enable") == "false" {
+        return Ok(None);
+    }
+    let secs = get("leader.imbalance.check.interval.seconds");
+    match secs.trim().parse::<u64>() {
+        Ok(s) if s > 0 => Ok(Some(Duration::from_secs(s))),
+        _ => Err(invalid_value(
+            cfg,
+            "leader.imbalance.check.interval.seconds",
+            "must be a positive number of seconds",
+        )),
+    }
+}
+
 impl ControllerConfig {
     /// The quorum settings of a node whose `process.roles` includes `controller`; `None` for
     /// a broker-only or single-node (no `process.roles`) configuration.
@@ -197,37 +290,7 @@ impl ControllerConfig {
         let bootstrap_servers =
             parse_bootstrap_servers(&get("controller.quorum.bootstrap.servers"))
                 .map_err(|r| invalid("controller.quorum.bootstrap.servers", &r))?;
-        // Kafka's `QuorumConfig`: static voters when `controller.quorum.voters` is set, else
-        // the node finds the quorum through the bootstrap servers.
-        let voters = match get("controller.quorum.voters").trim() {
-            "" if !bootstrap_servers.is_empty() => BTreeMap::new(),
-            v => parse_voters(v).map_err(|r| invalid("controller.quorum.voters", &r))?,
-        };
-        let own = voters.get(&cfg.node_id);
-        if own.is_none() && !voters.is_empty() {
-            return Err(invalid(
-                "controller.quorum.voters",
-                "node.id is not among the voters",
-            ));
-        }
-        // A dynamic quorum's node formatted with a voter set (`brook format --standalone`,
-        // `--initial-controllers`) starts with those voters; another waits to be taken in.
-        let dynamic = voters.is_empty();
-        let mut voters = voters;
-        if dynamic {
-            let metadata_dir = cfg.log_dir.join(METADATA_DIR);
-            let formatted = dynamic_voters::read(&metadata_dir).map_err(|e| {
-                ConfigError::Invalid(format!(
-                    "{}: {e}",
-                    dynamic_voters::path(&metadata_dir).display()
-                ))
-            })?;
-            voters = formatted
-                .into_iter()
-                .flat_map(|b| b.voters)
-                .map(|v| (v.node_id, v.address()))
-                .collect();
-        }
+        let (voters, dynamic) = quorum_voters(cfg, !bootstrap_servers.is_empty())?;
         let own = voters.get(&cfg.node_id);
         if dynamic && cfg.cluster_id.is_none() {
             // A joining node must name the cluster it joins, as `kafka-storage format
@@ -237,21 +300,7 @@ impl ControllerConfig {
                 "a node without controller.quorum.voters needs cluster.id",
             ));
         }
-        let listen = match (cfg.controller_listener(), own) {
-            (Some(a), _) => a,
-            (None, Some(own)) => own.parse().map_err(|_| {
-                invalid(
-                    "controller.listener.names",
-                    "no CONTROLLER listener in listeners and the voter address is not IP:PORT",
-                )
-            })?,
-            (None, None) => {
-                return Err(invalid(
-                    "controller.listener.names",
-                    "no CONTROLLER listener in listeners",
-                ))
-            }
-        };
+        let listen = controller_listen_addr(cfg, own)?;
         let broker_endpoint = roles.contains(&"broker").then(|| {
             let l = cfg.listeners.inter_broker_listener();
             match &l.advertised {
@@ -278,20 +327,7 @@ impl ControllerConfig {
             session_timeout_ms: cfg.broker_session_timeout_ms,
             broker_config: Arc::new(cfg.clone()),
             previous_broker_epoch: None,
-            leader_imbalance_check_interval: if get("auto.leader.rebalance.enable") == "false" {
-                None
-            } else {
-                let secs = get("leader.imbalance.check.interval.seconds");
-                match secs.trim().parse::<u64>() {
-                    Ok(s) if s > 0 => Some(Duration::from_secs(s)),
-                    _ => {
-                        return Err(invalid(
-                            "leader.imbalance.check.interval.seconds",
-                            "must be a positive number of seconds",
-                        ))
-                    }
-                }
-            },
+            leader_imbalance_check_interval: leader_imbalance_check_interval(cfg)?,
             election_timeout_ms: cfg.controller_election_timeout_ms,
             fetch_timeout_ms: cfg.controller_fetch_timeout_ms,
             request_timeout_ms: cfg.controller_socket_timeout_ms,
@@ -521,22 +557,7 @@ impl Controller {
         let clocks = Arc::new(quorum::FollowerClocks::default());
         let (state_machine, image_rx) =
             storage::StateMachine::open(&config.metadata_dir).map_err(internal)?;
-        let timing = raft_timing(config.fetch_timeout_ms, config.election_timeout_ms);
-        let raft_config = openraft::Config {
-            cluster_name: "brook".into(),
-            election_timeout_min: timing.election_timeout_min,
-            election_timeout_max: timing.election_timeout_max,
-            heartbeat_interval: timing.heartbeat_interval,
-            install_snapshot_timeout: timing.election_timeout_min.max(1000),
-            max_payload_entries: MAX_ENTRIES_PER_APPEND,
-            snapshot_policy: SnapshotPolicy::LogsSinceLast(config.snapshot_interval_entries.max(1)),
-            max_in_snapshot_log_to_keep: LOGS_KEPT_AFTER_SNAPSHOT
-                .min(config.snapshot_interval_entries / 5),
-            snapshot_max_chunk_size: SNAPSHOT_CHUNK_BYTES,
-            ..Default::default()
-        }
-        .validate()
-        .map_err(internal)?;
+        let raft_config = raft_config(&config)?;
         let raft = Raft::new(
             config.node_id as NodeId,
             Arc::new(raft_config),
@@ -552,38 +573,12 @@ impl Controller {
         )
         .await
         .map_err(internal)?;
-        // Every voter initialises the same membership on its first start.
-        let members: BTreeMap<NodeId, BasicNode> = config
-            .voters
-            .iter()
-            .map(|(id, addr)| (*id as NodeId, BasicNode::new(addr)))
-            .collect();
-        // Only a node with an empty log and no vote takes the membership; asking a restarted
-        // one makes openraft log an error.
-        // An observer takes its membership from the leader that adds it (as a Kafka
-        // observer reads the voters from the log it fetches), never from its configuration.
-        let initialized = if observer || raft.is_initialized().await.map_err(internal)? {
-            false
-        } else {
-            match raft.initialize(members).await {
-                Ok(()) => true,
-                Err(RaftError::APIError(InitializeError::NotAllowed(_))) => false,
-                Err(e) => return Err(internal(e)),
-            }
-        };
+        let initialized = initialize_membership(&raft, &config, observer).await?;
         // A quorum that grew past its one configured voter (AddRaftVoter) elects as any other.
         let alone = config.voters.len() == 1 && stored_voter_count(&raft, &config).await? == 1;
         if alone {
             become_leader_alone(&raft, &config, initialized).await?;
-            let empty = {
-                let image = image_rx.borrow();
-                image.brokers.is_empty() && image.topics.is_empty()
-            };
-            if empty && !import.is_empty() {
-                raft.client_write(MetadataBatch(import))
-                    .await
-                    .map_err(internal)?;
-            }
+            import_into_empty_image(&raft, &image_rx, import).await?;
         }
         let controller_quota_window = config.broker_config.controller_quota_window;
         let inner = Arc::new(Inner {
@@ -609,36 +604,7 @@ impl Controller {
                 controller_quota_window,
             ),
         });
-        let mut tasks = Vec::new();
-        if let Some(listener) = listener {
-            let router = network::router(inner.clone());
-            let channel = inner.config.channel.clone();
-            let image = inner.image_rx.clone();
-            tasks.push(tokio::spawn(async move {
-                let served = match channel.secured() {
-                    true => {
-                        let listener = channel::SecuredListener::new(listener, channel, image);
-                        let app =
-                            router.into_make_service_with_connect_info::<channel::ControllerPeer>();
-                        axum::serve(listener, app).await
-                    }
-                    false => axum::serve(listener, router).await,
-                };
-                if let Err(e) = served {
-                    tracing::error!(error = %e, "controller listener failed");
-                }
-            }));
-        }
-        if local_addr.is_some() {
-            tasks.push(tokio::spawn(voter_control::observer_join_task(
-                inner.clone(),
-            )));
-        }
-        tasks.push(tokio::spawn(liveness_task(inner.clone())));
-        tasks.push(tokio::spawn(quorum_leader_log_task(inner.clone())));
-        if inner.config.broker_endpoint.is_some() {
-            tasks.push(tokio::spawn(broker_lifecycle_task(inner.clone())));
-        }
+        let tasks = spawn_tasks(&inner, listener);
         Ok(Controller {
             inner,
             tasks: Arc::new(parking_lot::Mutex::new(tasks)),
@@ -1715,6 +1681,114 @@ async fn quorum_leader_log_task(inner: Arc<Inner>) {
     }
 }
 
+/// Writes `import` (a legacy metadata file's records) as the first batch of a single
+/// voter's quorum whose image is still empty; an image with brokers or topics has it already.
+async fn import_into_empty_image(
+    raft: &Raft<TypeConfig>,
+    image_rx: &watch::Receiver<Arc<MetadataImage>>,
+    import: Vec<MetadataRecord>,
+) -> Result<(), ControllerError> {
+    let empty = {
+        let image = image_rx.borrow();
+        image.brokers.is_empty() && image.topics.is_empty()
+    };
+    if empty && !import.is_empty() {
+        raft.client_write(MetadataBatch(import))
+            .await
+            .map_err(internal)?;
+    }
+    Ok(())
+}
+
+/// openraft's settings from the quorum's (Kafka's `QuorumConfig` timeouts, mapped by
+/// `raft_timing`), with the snapshot policy and the append and snapshot chunk bounds.
+fn raft_config(config: &ControllerConfig) -> Result<openraft::Config, ControllerError> {
+    let timing = raft_timing(config.fetch_timeout_ms, config.election_timeout_ms);
+    openraft::Config {
+        cluster_name: "brook".into(),
+        election_timeout_min: timing.election_timeout_min,
+        election_timeout_max: timing.election_timeout_max,
+        heartbeat_interval: timing.heartbeat_interval,
+        install_snapshot_timeout: timing.election_timeout_min.max(1000),
+        max_payload_entries: MAX_ENTRIES_PER_APPEND,
+        snapshot_policy: SnapshotPolicy::LogsSinceLast(config.snapshot_interval_entries.max(1)),
+        max_in_snapshot_log_to_keep: LOGS_KEPT_AFTER_SNAPSHOT
+            .min(config.snapshot_interval_entries / 5),
+        snapshot_max_chunk_size: SNAPSHOT_CHUNK_BYTES,
+        ..Default::default()
+    }
+    .validate()
+    .map_err(internal)
+}
+
+/// Every voter initialises the same membership, the configured voters, on its first start;
+/// whether this start did. Only a node with an empty log and no vote takes the membership;
+/// asking a restarted one makes openraft log an error. An observer takes its membership
+/// from the leader that adds it (as a Kafka observer reads the voters from the log it
+/// fetches), never from its configuration.
+async fn initialize_membership(
+    raft: &Raft<TypeConfig>,
+    config: &ControllerConfig,
+    observer: bool,
+) -> Result<bool, ControllerError> {
+    if observer || raft.is_initialized().await.map_err(internal)? {
+        return Ok(false);
+    }
+    let members: BTreeMap<NodeId, BasicNode> = config
+        .voters
+        .iter()
+        .map(|(id, addr)| (*id as NodeId, BasicNode::new(addr)))
+        .collect();
+    match raft.initialize(members).await {
+        Ok(()) => Ok(true),
+        Err(RaftError::APIError(InitializeError::NotAllowed(_))) => Ok(false),
+        Err(e) => Err(internal(e)),
+    }
+}
+
+/// The controller's tasks: its listener (when it has one) and the join of an observer, the
+/// liveness and leader log tasks, and the broker's lifecycle when this node is a broker.
+fn spawn_tasks(
+    inner: &Arc<Inner>,
+    listener: Option<tokio::net::TcpListener>,
+) -> Vec<JoinHandle<()>> {
+    let mut tasks = Vec::new();
+    if let Some(listener) = listener {
+        tasks.push(tokio::spawn(serve_controller_listener(
+            inner.clone(),
+            listener,
+        )));
+        tasks.push(tokio::spawn(voter_control::observer_join_task(
+            inner.clone(),
+        )));
+    }
+    tasks.push(tokio::spawn(liveness_task(inner.clone())));
+    tasks.push(tokio::spawn(quorum_leader_log_task(inner.clone())));
+    if inner.config.broker_endpoint.is_some() {
+        tasks.push(tokio::spawn(broker_lifecycle_task(inner.clone())));
+    }
+    tasks
+}
+
+/// Serves the controller listener: Raft's and the controller's requests, over TLS or SASL
+/// when the controller channel is secured.
+async fn serve_controller_listener(inner: Arc<Inner>, listener: tokio::net::TcpListener) {
+    let router = network::router(inner.clone());
+    let channel = inner.config.channel.clone();
+    let image = inner.image_rx.clone();
+    let served = match channel.secured() {
+        true => {
+            let listener = channel::SecuredListener::new(listener, channel, image);
+            let app = router.into_make_service_with_connect_info::<channel::ControllerPeer>();
+            axum::serve(listener, app).await
+        }
+        false => axum::serve(listener, router).await,
+    };
+    if let Err(e) = served {
+        tracing::error!(error = %e, "controller listener failed");
+    }
+}
+
 /// Runs on every node; acts only while the node is the active controller.
 async fn liveness_task(inner: Arc<Inner>) {
     let mut tick = tokio::time::interval(liveness_check_interval(inner.config.session_timeout_ms));
@@ -1761,42 +1835,60 @@ async fn liveness_task(inner: Arc<Inner>) {
             continue;
         }
         let image = inner.image_rx.borrow().clone();
-        let expired = inner.expired_brokers(term, &image);
-        next_expiry = inner.next_session_expiry(&image, &expired);
-        for node_id in expired {
-            tracing::info!(node_id, "broker session expired; fencing");
-            if let Err(e) = inner
-                .handle_locally(ControllerRequest::FenceBroker { node_id })
-                .await
-            {
-                // Tried again each liveness check while the quorum cannot commit.
-                static FENCING: RepeatLimiter = RepeatLimiter::new();
-                if let Some(note) = FENCING.admit(key_of(node_id)) {
-                    tracing::warn!(node_id, error = %e, "fencing failed{note}");
-                }
+        next_expiry = fence_stale_brokers(&inner, term, &image).await;
+        maybe_balance_partition_leaders(&inner, &image).await;
+    }
+}
+
+/// Fences the brokers whose sessions expired (Kafka's
+/// `QuorumController.maybeFenceStaleBroker`); returns when the next session ends.
+async fn fence_stale_brokers(
+    inner: &Arc<Inner>,
+    term: u64,
+    image: &MetadataImage,
+) -> Option<Instant> {
+    let expired = inner.expired_brokers(term, image);
+    let next_expiry = inner.next_session_expiry(image, &expired);
+    for node_id in expired {
+        tracing::info!(node_id, "broker session expired; fencing");
+        if let Err(e) = inner
+            .handle_locally(ControllerRequest::FenceBroker { node_id })
+            .await
+        {
+            // Tried again each liveness check while the quorum cannot commit.
+            static FENCING: RepeatLimiter = RepeatLimiter::new();
+            if let Some(note) = FENCING.admit(key_of(node_id)) {
+                tracing::warn!(node_id, error = %e, "fencing failed{note}");
             }
         }
-        // Preferred-leader balance: the interval counts from this node becoming active
-        // controller (or from its last balance), as Kafka schedules it.
-        if let Some(interval) = inner.config.leader_imbalance_check_interval {
-            let due = {
-                let mut l = inner.liveness.lock();
-                let now = Instant::now();
-                let next = *l.next_balance.get_or_insert(now + interval);
-                if now >= next {
-                    l.next_balance = Some(now + interval);
-                }
-                now >= next
-            };
-            if due && replication_control::has_imbalanced_partitions(&image) {
-                tracing::info!("electing preferred leaders");
-                if let Err(e) = inner
-                    .handle_locally(ControllerRequest::ElectPreferredLeaders)
-                    .await
-                {
-                    tracing::warn!(error = %e, "preferred leader election failed");
-                }
-            }
+    }
+    next_expiry
+}
+
+/// Preferred-leader balance (Kafka's `QuorumController.maybeScheduleNextBalancePartitionLeaders`):
+/// the interval counts from this node becoming active controller (or from its last
+/// balance), as Kafka schedules it; an election runs when a partition is not led by its
+/// preferred replica.
+async fn maybe_balance_partition_leaders(inner: &Arc<Inner>, image: &MetadataImage) {
+    let Some(interval) = inner.config.leader_imbalance_check_interval else {
+        return;
+    };
+    let due = {
+        let mut l = inner.liveness.lock();
+        let now = Instant::now();
+        let next = *l.next_balance.get_or_insert(now + interval);
+        if now >= next {
+            l.next_balance = Some(now + interval);
+        }
+        now >= next
+    };
+    if due && replication_control::has_imbalanced_partitions(image) {
+        tracing::info!("electing preferred leaders");
+        if let Err(e) = inner
+            .handle_locally(ControllerRequest::ElectPreferredLeaders)
+            .await
+        {
+            tracing::warn!(error = %e, "preferred leader election failed");
         }
     }
 }
@@ -1815,7 +1907,6 @@ async fn broker_lifecycle_task(inner: Arc<Inner>) {
     let Some((host, port)) = inner.config.broker_endpoint.clone() else {
         return;
     };
-    let node_id = inner.config.node_id;
     let mut enabled = inner.heartbeats_enabled.subscribe();
     let mut tick = tokio::time::interval(Duration::from_millis(
         inner.config.heartbeat_interval_ms.max(1),
@@ -1843,67 +1934,99 @@ async fn broker_lifecycle_task(inner: Arc<Inner>) {
         }
         let e = match epoch {
             Some(e) => e,
-            None => {
-                let req = ControllerRequest::RegisterBroker {
-                    node_id,
-                    host: host.clone(),
-                    port,
-                    incarnation: inner.incarnation,
-                    previous_epoch: inner.config.previous_broker_epoch,
-                    endpoints: inner.config.broker_listeners.clone(),
-                };
-                match inner.submit(req).await {
-                    Ok(ControllerReply::BrokerRegistered { epoch: e }) => {
-                        epoch = Some(e);
-                        starting = true;
-                        inner.broker_epoch.send_replace(Some(e));
-                        e
-                    }
-                    Ok(_) => {
-                        hurry = Some(BROKER_STARTUP_RETRY);
-                        continue;
-                    }
-                    Err(err) => {
-                        tracing::debug!(error = %err, "broker registration failed; retrying");
-                        hurry = Some(BROKER_STARTUP_RETRY);
-                        continue;
-                    }
+            None => match register_broker(&inner, &host, port).await {
+                Some(e) => {
+                    epoch = Some(e);
+                    starting = true;
+                    e
                 }
-            }
+                None => {
+                    hurry = Some(BROKER_STARTUP_RETRY);
+                    continue;
+                }
+            },
         };
-        // This node's image is what its broker side serves from.
-        let metadata_offset = inner.image_rx.borrow().metadata_offset;
-        let want_shut_down = *inner.shut_down_wanted.borrow();
-        match inner
-            .submit(ControllerRequest::Heartbeat {
-                node_id,
-                epoch: e,
-                metadata_offset,
-                want_shut_down,
-            })
-            .await
-        {
-            Ok(ControllerReply::Heartbeat {
-                should_shut_down: true,
-                ..
-            }) if want_shut_down => {
-                inner.shut_down_granted.send_replace(true);
-            }
-            Ok(ControllerReply::Heartbeat { fenced: true, .. }) if starting => {
-                hurry = Some(FENCED_HEARTBEAT_RETRY)
-            }
-            Ok(ControllerReply::Heartbeat { fenced: true, .. }) => {
-                hurry = Some(BROKER_STARTUP_RETRY)
-            }
-            Ok(_) => starting = false,
-            Err(
-                ControllerError::StaleBrokerEpoch { .. }
-                | ControllerError::BrokerIdNotRegistered(_),
-            ) => {
+        match send_broker_heartbeat(&inner, e).await {
+            HeartbeatOutcome::Alive => starting = false,
+            HeartbeatOutcome::Failed => {}
+            HeartbeatOutcome::Fenced if starting => hurry = Some(FENCED_HEARTBEAT_RETRY),
+            HeartbeatOutcome::Fenced => hurry = Some(BROKER_STARTUP_RETRY),
+            HeartbeatOutcome::Unregistered => {
                 epoch = None;
                 hurry = Some(BROKER_STARTUP_RETRY);
             }
-            Err(err) => tracing::debug!(error = %err, "broker heartbeat failed"),
+        }
+    }
+}
+
+/// Registers this node's broker (Kafka's `BrokerLifecycleManager.sendBrokerRegistration`):
+/// its broker epoch, published to `broker_epoch`; `None` when the registration failed.
+async fn register_broker(inner: &Arc<Inner>, host: &str, port: u16) -> Option<i64> {
+    let req = ControllerRequest::RegisterBroker {
+        node_id: inner.config.node_id,
+        host: host.to_string(),
+        port,
+        incarnation: inner.incarnation,
+        previous_epoch: inner.config.previous_broker_epoch,
+        endpoints: inner.config.broker_listeners.clone(),
+    };
+    match inner.submit(req).await {
+        Ok(ControllerReply::BrokerRegistered { epoch }) => {
+            inner.broker_epoch.send_replace(Some(epoch));
+            Some(epoch)
+        }
+        Ok(_) => None,
+        Err(err) => {
+            tracing::debug!(error = %err, "broker registration failed; retrying");
+            None
+        }
+    }
+}
+
+/// What a broker heartbeat found.
+enum HeartbeatOutcome {
+    /// Answered: the broker is unfenced (or its shutdown was granted).
+    Alive,
+    /// Failed in a way the next heartbeat retries.
+    Failed,
+    /// The broker is fenced: heartbeat again soon.
+    Fenced,
+    /// The broker epoch was refused: register again.
+    Unregistered,
+}
+
+/// One heartbeat of this node's broker at broker epoch `epoch` (Kafka's
+/// `BrokerLifecycleManager.sendBrokerHeartbeat`), with the offset of the image it serves
+/// from and whether it wants to shut down; a granted shutdown is published to
+/// `shut_down_granted`.
+async fn send_broker_heartbeat(inner: &Arc<Inner>, epoch: i64) -> HeartbeatOutcome {
+    // This node's image is what its broker side serves from.
+    let metadata_offset = inner.image_rx.borrow().metadata_offset;
+    let want_shut_down = *inner.shut_down_wanted.borrow();
+    match inner
+        .submit(ControllerRequest::Heartbeat {
+            node_id: inner.config.node_id,
+            epoch,
+            metadata_offset,
+            want_shut_down,
+        })
+        .await
+    {
+        Ok(ControllerReply::Heartbeat {
+            should_shut_down: true,
+            ..
+        }) if want_shut_down => {
+            inner.shut_down_granted.send_replace(true);
+            HeartbeatOutcome::Alive
+        }
+        Ok(ControllerReply::Heartbeat { fenced: true, .. }) => HeartbeatOutcome::Fenced,
+        Ok(_) => HeartbeatOutcome::Alive,
+        Err(
+            ControllerError::StaleBrokerEpoch { .. } | ControllerError::BrokerIdNotRegistered(_),
+        ) => HeartbeatOutcome::Unregistered,
+        Err(err) => {
+            tracing::debug!(error = %err, "broker heartbeat failed");
+            HeartbeatOutcome::Failed
         }
     }
 }

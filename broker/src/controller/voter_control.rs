@@ -134,20 +134,7 @@ pub(super) async fn change_locally(
              {kraft_version}"
         )));
     }
-    let (voters, uncommitted) = {
-        let metrics = inner.raft.metrics();
-        let m = metrics.borrow();
-        let membership = &m.membership_config;
-        let voters: BTreeSet<NodeId> = membership.membership().voter_ids().collect();
-        let joint = membership.membership().get_joint_config().len() > 1;
-        let at = membership.log_id().map(|l| l.index);
-        (voters, joint || at > inner.log.committed_index())
-    };
-    if uncommitted {
-        return Err(ControllerError::RequestTimedOut(
-            "Request timed out waiting for voters to commit the latest voter change".into(),
-        ));
-    }
+    let voters = committed_voters(inner)?;
     let image = inner.image_rx.borrow().clone();
     match change {
         VoterChange::Add {
@@ -157,27 +144,7 @@ pub(super) async fn change_locally(
             timeout_ms,
             ack_when_committed,
         } => {
-            let key = replica_key(voter_id, directory_id);
-            if voter_id < 0 {
-                return Err(ControllerError::InvalidRequest(format!(
-                    "{key} is not a valid replica id"
-                )));
-            }
-            if voters.contains(&(voter_id as NodeId)) {
-                return Err(ControllerError::DuplicateVoter(format!(
-                    "The voter id for {key} is already part of the set of voters {}.",
-                    voter_keys(&image, &voters)
-                )));
-            }
-            // The observer that fetches as this voter id has another directory: the voter
-            // with the request's `ReplicaKey` is not caught up (Kafka's
-            // `AddVoterHandler.handleApiVersionsResponse`, `isReplicaCaughtUp`).
-            let observed = inner.observer_directory_ids.lock().get(&voter_id).copied();
-            if observed.is_some_and(|o| !o.is_nil() && o != directory_id) {
-                return Err(ControllerError::RequestTimedOut(format!(
-                    "Aborted add voter operation for {key} since it is lagging behind"
-                )));
-            }
+            let key = check_new_voter(inner, &image, &voters, voter_id, directory_id)?;
             let deadline = Instant::now() + Duration::from_millis(timeout_ms);
             catch_up(inner, voter_id, &key, address.clone(), deadline).await?;
             let new_voter = NewVoter {
@@ -195,6 +162,61 @@ pub(super) async fn change_locally(
             directory_id,
         } => remove_voter(inner, &image, &voters, voter_id, directory_id).await,
     }
+}
+
+/// The voters of the last voter change, once committed (Kafka's
+/// `LeaderState.isOperationPending` and the uncommitted voter set): a change not yet
+/// committed, or a joint configuration, answers REQUEST_TIMED_OUT.
+fn committed_voters(inner: &Inner) -> Result<BTreeSet<NodeId>, ControllerError> {
+    let (voters, uncommitted) = {
+        let metrics = inner.raft.metrics();
+        let m = metrics.borrow();
+        let membership = &m.membership_config;
+        let voters: BTreeSet<NodeId> = membership.membership().voter_ids().collect();
+        let joint = membership.membership().get_joint_config().len() > 1;
+        let at = membership.log_id().map(|l| l.index);
+        (voters, joint || at > inner.log.committed_index())
+    };
+    if uncommitted {
+        return Err(ControllerError::RequestTimedOut(
+            "Request timed out waiting for voters to commit the latest voter change".into(),
+        ));
+    }
+    Ok(voters)
+}
+
+/// AddRaftVoter's checks of the new voter before it is caught up (Kafka's
+/// `AddVoterHandler.handleAddVoterRequest`): a valid id, not a voter yet, and no observer of
+/// that id fetching with another directory. Returns the voter's replica key.
+fn check_new_voter(
+    inner: &Inner,
+    image: &MetadataImage,
+    voters: &BTreeSet<NodeId>,
+    voter_id: i32,
+    directory_id: Uuid,
+) -> Result<String, ControllerError> {
+    let key = replica_key(voter_id, directory_id);
+    if voter_id < 0 {
+        return Err(ControllerError::InvalidRequest(format!(
+            "{key} is not a valid replica id"
+        )));
+    }
+    if voters.contains(&(voter_id as NodeId)) {
+        return Err(ControllerError::DuplicateVoter(format!(
+            "The voter id for {key} is already part of the set of voters {}.",
+            voter_keys(image, voters)
+        )));
+    }
+    // The observer that fetches as this voter id has another directory: the voter
+    // with the request's `ReplicaKey` is not caught up (Kafka's
+    // `AddVoterHandler.handleApiVersionsResponse`, `isReplicaCaughtUp`).
+    let observed = inner.observer_directory_ids.lock().get(&voter_id).copied();
+    if observed.is_some_and(|o| !o.is_nil() && o != directory_id) {
+        return Err(ControllerError::RequestTimedOut(format!(
+            "Aborted add voter operation for {key} since it is lagging behind"
+        )));
+    }
+    Ok(key)
 }
 
 /// The voter an AddRaftVoter adds, once caught up.

@@ -335,6 +335,18 @@ struct EndTxnAsk {
     from_client: bool,
 }
 
+/// InitProducerId's next step, decided under the state lock.
+enum InitStep {
+    /// The id's metadata was just created: look again.
+    Retry,
+    /// Allocate a producer id, then look again.
+    Allocate,
+    /// Write this transition at this coordinator epoch, and answer with its identity.
+    Write(i32, TxnTransit),
+    /// Abort the open transaction at its fenced epoch; the client retries.
+    Fence(TxnTransit),
+}
+
 /// What an EndTxn leads to.
 enum EndStep {
     /// Write this Prepare* transition.
@@ -343,6 +355,61 @@ enum EndStep {
     AlreadyDone,
     /// The epoch is exhausted (version 2): allocate the next producer id, then ask again.
     NeedProducerId,
+}
+
+/// What [`TransactionCoordinator::end_step`] found, under the state lock.
+enum EndDecision {
+    /// Write this Prepare* transition, at this coordinator epoch; `fence` when it is the
+    /// abort of a fenced transaction.
+    Write {
+        coordinator_epoch: i32,
+        transit: TxnTransit,
+        fence: bool,
+    },
+    /// A retry of what is already done: answer this (producer id, epoch).
+    AlreadyDone((i64, i16)),
+    /// The epoch is exhausted (version 2): allocate the next producer id, then ask again.
+    NeedProducerId,
+}
+
+/// How a version 2 EndTxn's producer id and epoch relate to its transaction's (Kafka's
+/// `endTransaction` for transaction version 2).
+struct EndV2Identity {
+    /// It retries the last end: it names the epoch before the bump, or the last epoch of the
+    /// previous producer id after a rotation.
+    is_retry: bool,
+    /// The retry names the previous producer id, at the epoch before the rotation.
+    retry_on_overflow: bool,
+    /// Its epoch is one the transaction's state accepts.
+    valid_epoch: bool,
+}
+
+impl EndV2Identity {
+    fn of(m: &TransactionMetadata, req: &EndTxnAsk, fence: bool) -> EndV2Identity {
+        use TransactionState::*;
+        let (producer_id, producer_epoch) = (req.producer_id, req.producer_epoch);
+        let retry_on_overflow = !fence
+            && m.previous_producer_id == producer_id
+            && producer_epoch == i16::MAX - 1
+            && m.producer_epoch == 0;
+        let retry_on_epoch_bump = !fence && m.producer_epoch as i32 == producer_epoch as i32 + 1;
+        let is_retry = retry_on_epoch_bump || retry_on_overflow;
+        let valid_epoch = if fence {
+            (!req.from_client || producer_epoch == m.producer_epoch)
+                && producer_epoch >= m.producer_epoch
+        } else {
+            match m.state {
+                Ongoing | Empty | Dead | PrepareEpochFence => producer_epoch == m.producer_epoch,
+                PrepareCommit | PrepareAbort => retry_on_epoch_bump,
+                CompleteCommit | CompleteAbort => is_retry || producer_epoch == m.producer_epoch,
+            }
+        };
+        EndV2Identity {
+            is_retry,
+            retry_on_overflow,
+            valid_epoch,
+        }
+    }
 }
 
 /// A transaction whose markers must be (re)sent.
@@ -619,44 +686,15 @@ impl TransactionCoordinator {
         }
         let mut new_producer_id: Option<i64> = None;
         loop {
-            enum Next {
-                Allocate,
-                Write(i32, TxnTransit),
-                Fence(TxnTransit),
-            }
-            let next = {
-                let mut st = self.state.lock();
-                let coordinator_epoch = self.acquire(&mut st, transactional_id)?;
-                match st.txns.get_mut(transactional_id) {
-                    None => match new_producer_id.take() {
-                        None => Next::Allocate,
-                        Some(pid) => {
-                            st.txns.insert(
-                                transactional_id.to_string(),
-                                TransactionMetadata::new(
-                                    transactional_id,
-                                    pid,
-                                    txn_timeout_ms,
-                                    now_ms(),
-                                ),
-                            );
-                            continue;
-                        }
-                    },
-                    Some(m) => match self.prepare_init(
-                        m,
-                        txn_timeout_ms,
-                        expected,
-                        &mut new_producer_id,
-                    )? {
-                        None => Next::Allocate,
-                        Some(t) if t.state == TransactionState::PrepareEpochFence => Next::Fence(t),
-                        Some(t) => Next::Write(coordinator_epoch, t),
-                    },
-                }
-            };
+            let next = self.init_step(
+                transactional_id,
+                txn_timeout_ms,
+                expected,
+                &mut new_producer_id,
+            )?;
             match next {
-                Next::Allocate => {
+                InitStep::Retry => {}
+                InitStep::Allocate => {
                     let pid = self
                         .replicas
                         .next_producer_id()
@@ -664,7 +702,7 @@ impl TransactionCoordinator {
                         .map_err(TxnError::ProducerIdAllocation)?;
                     new_producer_id = Some(pid);
                 }
-                Next::Fence(t) => {
+                InitStep::Fence(t) => {
                     self.end_transaction(
                         transactional_id,
                         t.producer_id,
@@ -675,7 +713,7 @@ impl TransactionCoordinator {
                     .await?;
                     return Err(TxnError::ConcurrentTransactions);
                 }
-                Next::Write(coordinator_epoch, t) => {
+                InitStep::Write(coordinator_epoch, t) => {
                     self.write_transition(transactional_id, coordinator_epoch, &t)
                         .await?;
                     tracing::info!(
@@ -688,6 +726,37 @@ impl TransactionCoordinator {
                 }
             }
         }
+    }
+
+    /// Under the state lock, InitProducerId's next step: a new id's metadata is created with
+    /// the producer id allocated for it (then the id is looked at again), else Kafka's
+    /// `prepareInitProducerIdTransit` decides.
+    fn init_step(
+        self: &Arc<Self>,
+        transactional_id: &str,
+        txn_timeout_ms: i32,
+        expected: Option<(i64, i16)>,
+        new_producer_id: &mut Option<i64>,
+    ) -> Result<InitStep, TxnError> {
+        let mut st = self.state.lock();
+        let coordinator_epoch = self.acquire(&mut st, transactional_id)?;
+        Ok(match st.txns.get_mut(transactional_id) {
+            None => match new_producer_id.take() {
+                None => InitStep::Allocate,
+                Some(pid) => {
+                    st.txns.insert(
+                        transactional_id.to_string(),
+                        TransactionMetadata::new(transactional_id, pid, txn_timeout_ms, now_ms()),
+                    );
+                    InitStep::Retry
+                }
+            },
+            Some(m) => match self.prepare_init(m, txn_timeout_ms, expected, new_producer_id)? {
+                None => InitStep::Allocate,
+                Some(t) if t.state == TransactionState::PrepareEpochFence => InitStep::Fence(t),
+                Some(t) => InitStep::Write(coordinator_epoch, t),
+            },
+        })
     }
 
     /// Kafka's `prepareInitProducerIdTransit`. `Ok(None)`: a new producer id is needed
@@ -849,48 +918,24 @@ impl TransactionCoordinator {
         from_client: Option<i16>,
     ) -> Result<(i64, i16), TxnError> {
         Self::check_id(transactional_id)?;
+        let req = EndTxnAsk {
+            producer_id,
+            producer_epoch,
+            commit,
+            from_client: from_client.is_some(),
+        };
         let mut next_producer_id: Option<i64> = None;
         let (coordinator_epoch, t, fence) = loop {
-            let step = {
-                let mut st = self.state.lock();
-                let coordinator_epoch = self.acquire(&mut st, transactional_id)?;
-                let m = st
-                    .txns
-                    .get_mut(transactional_id)
-                    .ok_or(TxnError::InvalidProducerIdMapping)?;
-                let fence = m.pending_state == Some(TransactionState::PrepareEpochFence);
-                // A client's transaction version is its EndTxn version's; the coordinator's
-                // own aborts (fences, timeouts) keep the transaction's.
-                let tv = from_client.unwrap_or(m.client_transaction_version);
-                let req = EndTxnAsk {
-                    producer_id,
-                    producer_epoch,
-                    commit,
-                    from_client: from_client.is_some(),
-                };
-                let r = if metadata::supports_epoch_bump(tv) {
-                    Self::prepare_end_v2(m, &req, tv, next_producer_id)
-                } else {
-                    Self::prepare_end(m, &req, tv)
-                };
-                match r {
-                    Ok(EndStep::Write(t)) => Ok((coordinator_epoch, t, fence)),
-                    Ok(EndStep::AlreadyDone) => return Ok((m.producer_id, m.producer_epoch)),
-                    Ok(EndStep::NeedProducerId) => Err(()),
-                    Err(e) => {
-                        if fence && from_client.is_none() {
-                            // The fence will not happen: let the next attempt start afresh.
-                            m.pending_state = None;
-                        }
-                        return Err(e);
-                    }
-                }
-            };
-            match step {
-                Ok(found) => break found,
+            match self.end_step(transactional_id, &req, from_client, next_producer_id)? {
+                EndDecision::Write {
+                    coordinator_epoch,
+                    transit,
+                    fence,
+                } => break (coordinator_epoch, transit, fence),
+                EndDecision::AlreadyDone(answer) => return Ok(answer),
                 // Transaction version 2 with an exhausted epoch: the transaction ends on
                 // the old id and the next one starts on a new id at epoch 0.
-                Err(()) => {
+                EndDecision::NeedProducerId => {
                     let pid = self
                         .replicas
                         .next_producer_id()
@@ -916,35 +961,7 @@ impl TransactionCoordinator {
             TRANSACTION_STATE_TOPIC,
             self.log.partition_for(transactional_id),
         );
-        let job = {
-            let mut st = self.state.lock();
-            if st.loaded.get(&self.log.partition_for(transactional_id)) != Some(&coordinator_epoch)
-            {
-                return Err(TxnError::NotCoordinator);
-            }
-            let m = st
-                .txns
-                .get_mut(transactional_id)
-                .ok_or(TxnError::NotCoordinator)?;
-            if m.producer_id != t.producer_id {
-                return Err(TxnError::InvalidProducerIdMapping);
-            }
-            if m.producer_epoch != t.producer_epoch {
-                return Err(TxnError::ProducerFenced);
-            }
-            if m.pending_transition_in_progress() || m.state != t.state {
-                return Err(TxnError::ConcurrentTransactions);
-            }
-            MarkerJob {
-                transactional_id: transactional_id.to_string(),
-                coordinator_epoch,
-                commit,
-                producer_id: m.producer_id,
-                producer_epoch: m.producer_epoch,
-                transaction_version: marker_transaction_version(m.client_transaction_version),
-                complete: m.prepare_complete(now_ms())?,
-            }
-        };
+        let job = self.marker_job(transactional_id, coordinator_epoch, &t, commit)?;
         // The identity the producer continues with: after a version 2 rotation, the new id.
         let answer = if job.complete.producer_id != job.producer_id {
             (job.complete.producer_id, job.complete.producer_epoch)
@@ -953,6 +970,90 @@ impl TransactionCoordinator {
         };
         tokio::spawn(self.clone().complete_transaction(job));
         Ok(answer)
+    }
+
+    /// Under the state lock, what an EndTxn leads to (the checks before Kafka's
+    /// `endTransaction` appends its Prepare* record): the transition to write, a retry of what
+    /// is done (with the identity to answer), or the need for a new producer id. A client's
+    /// transaction version is its EndTxn version's (`from_client`); the coordinator's own
+    /// aborts (fences, timeouts) keep the transaction's.
+    fn end_step(
+        self: &Arc<Self>,
+        transactional_id: &str,
+        req: &EndTxnAsk,
+        from_client: Option<i16>,
+        next_producer_id: Option<i64>,
+    ) -> Result<EndDecision, TxnError> {
+        let mut st = self.state.lock();
+        let coordinator_epoch = self.acquire(&mut st, transactional_id)?;
+        let m = st
+            .txns
+            .get_mut(transactional_id)
+            .ok_or(TxnError::InvalidProducerIdMapping)?;
+        let fence = m.pending_state == Some(TransactionState::PrepareEpochFence);
+        let tv = from_client.unwrap_or(m.client_transaction_version);
+        let r = if metadata::supports_epoch_bump(tv) {
+            Self::prepare_end_v2(m, req, tv, next_producer_id)
+        } else {
+            Self::prepare_end(m, req, tv)
+        };
+        match r {
+            Ok(EndStep::Write(transit)) => Ok(EndDecision::Write {
+                coordinator_epoch,
+                transit,
+                fence,
+            }),
+            Ok(EndStep::AlreadyDone) => {
+                Ok(EndDecision::AlreadyDone((m.producer_id, m.producer_epoch)))
+            }
+            Ok(EndStep::NeedProducerId) => Ok(EndDecision::NeedProducerId),
+            Err(e) => {
+                if fence && from_client.is_none() {
+                    // The fence will not happen: let the next attempt start afresh.
+                    m.pending_state = None;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Once the Prepare* record `t` is written: the markers to send, if this node still
+    /// coordinates the transaction at `coordinator_epoch` and the transaction is still the
+    /// one prepared (Kafka's `endTransaction`, in the append callback of the Prepare*
+    /// record).
+    fn marker_job(
+        &self,
+        transactional_id: &str,
+        coordinator_epoch: i32,
+        t: &TxnTransit,
+        commit: bool,
+    ) -> Result<MarkerJob, TxnError> {
+        let mut st = self.state.lock();
+        if st.loaded.get(&self.log.partition_for(transactional_id)) != Some(&coordinator_epoch) {
+            return Err(TxnError::NotCoordinator);
+        }
+        let m = st
+            .txns
+            .get_mut(transactional_id)
+            .ok_or(TxnError::NotCoordinator)?;
+        if m.producer_id != t.producer_id {
+            return Err(TxnError::InvalidProducerIdMapping);
+        }
+        if m.producer_epoch != t.producer_epoch {
+            return Err(TxnError::ProducerFenced);
+        }
+        if m.pending_transition_in_progress() || m.state != t.state {
+            return Err(TxnError::ConcurrentTransactions);
+        }
+        Ok(MarkerJob {
+            transactional_id: transactional_id.to_string(),
+            coordinator_epoch,
+            commit,
+            producer_id: m.producer_id,
+            producer_epoch: m.producer_epoch,
+            transaction_version: marker_transaction_version(m.client_transaction_version),
+            complete: m.prepare_complete(now_ms())?,
+        })
     }
 
     /// The checks of Kafka's `endTransactionWithTV1` before the Prepare* record: the epoch
@@ -1030,22 +1131,11 @@ impl TransactionCoordinator {
             from_client,
         } = *req;
         let fence = m.pending_state == Some(PrepareEpochFence);
-        let retry_on_overflow = !fence
-            && m.previous_producer_id == producer_id
-            && producer_epoch == i16::MAX - 1
-            && m.producer_epoch == 0;
-        let retry_on_epoch_bump = !fence && m.producer_epoch as i32 == producer_epoch as i32 + 1;
-        let is_retry = retry_on_epoch_bump || retry_on_overflow;
-        let valid_epoch = if fence {
-            (!from_client || producer_epoch == m.producer_epoch)
-                && producer_epoch >= m.producer_epoch
-        } else {
-            match m.state {
-                Ongoing | Empty | Dead | PrepareEpochFence => producer_epoch == m.producer_epoch,
-                PrepareCommit | PrepareAbort => retry_on_epoch_bump,
-                CompleteCommit | CompleteAbort => is_retry || producer_epoch == m.producer_epoch,
-            }
-        };
+        let EndV2Identity {
+            is_retry,
+            retry_on_overflow,
+            valid_epoch,
+        } = EndV2Identity::of(m, req, fence);
         // A transition in flight is reported before the identity is judged (Kafka 4.4's
         // `endTransaction` for version 2): the abort that follows a commit names the bumped
         // epoch while the commit's markers are still being written, and must be told to retry
@@ -1129,48 +1219,13 @@ impl TransactionCoordinator {
             if remaining.is_empty() {
                 break;
             }
-            let mut by_node: HashMap<i32, (String, Vec<(String, i32)>)> = HashMap::new();
-            let mut written = Vec::new();
-            for (t, p) in remaining {
-                match self.destination(&t, p) {
-                    Destination::Gone => written.push((t, p)),
-                    Destination::NoLeader => {}
-                    Destination::At(node, addr) => by_node
-                        .entry(node)
-                        .or_insert_with(|| (addr, Vec::new()))
-                        .1
-                        .push((t, p)),
-                }
-            }
-            let mut fenced = false;
-            for (node, (addr, partitions)) in by_node {
-                let req = MarkerRequest {
-                    producer_id: job.producer_id,
-                    producer_epoch: job.producer_epoch,
-                    commit: job.commit,
-                    coordinator_epoch: job.coordinator_epoch,
-                    transaction_version: job.transaction_version,
-                    partitions,
-                };
-                for (tp, outcome) in self.markers.send(node, &addr, &req).await {
-                    match outcome {
-                        MarkerOutcome::Written => {
-                            self.faults
-                                .crash_point(CrashPoint::TxnAfterMarker, &tp.0, tp.1);
-                            written.push(tp)
-                        }
-                        MarkerOutcome::Retry => {}
-                        MarkerOutcome::Fenced => fenced = true,
-                    }
-                }
-            }
-            if fenced {
+            let Some(written) = self.send_markers(&job, remaining).await else {
                 tracing::warn!(
                     transactional_id = %id,
                     "a partition refused the marker's epoch; a newer coordinator owns it"
                 );
                 return;
-            }
+            };
             let left = {
                 let mut st = self.state.lock();
                 let Some(m) = st.txns.get_mut(&id) else {
@@ -1199,6 +1254,52 @@ impl TransactionCoordinator {
                 }
             }
         }
+    }
+
+    /// Sends `job`'s marker to each remaining partition's leader, one request per leader
+    /// (Kafka's `TransactionMarkerChannelManager`). Returns the partitions done: written, or
+    /// gone with their topic; `None` when a partition refused the coordinator epoch.
+    async fn send_markers(
+        &self,
+        job: &MarkerJob,
+        remaining: Vec<(String, i32)>,
+    ) -> Option<Vec<(String, i32)>> {
+        let mut by_node: HashMap<i32, (String, Vec<(String, i32)>)> = HashMap::new();
+        let mut written = Vec::new();
+        for (t, p) in remaining {
+            match self.destination(&t, p) {
+                Destination::Gone => written.push((t, p)),
+                Destination::NoLeader => {}
+                Destination::At(node, addr) => by_node
+                    .entry(node)
+                    .or_insert_with(|| (addr, Vec::new()))
+                    .1
+                    .push((t, p)),
+            }
+        }
+        let mut fenced = false;
+        for (node, (addr, partitions)) in by_node {
+            let req = MarkerRequest {
+                producer_id: job.producer_id,
+                producer_epoch: job.producer_epoch,
+                commit: job.commit,
+                coordinator_epoch: job.coordinator_epoch,
+                transaction_version: job.transaction_version,
+                partitions,
+            };
+            for (tp, outcome) in self.markers.send(node, &addr, &req).await {
+                match outcome {
+                    MarkerOutcome::Written => {
+                        self.faults
+                            .crash_point(CrashPoint::TxnAfterMarker, &tp.0, tp.1);
+                        written.push(tp)
+                    }
+                    MarkerOutcome::Retry => {}
+                    MarkerOutcome::Fenced => fenced = true,
+                }
+            }
+        }
+        (!fenced).then_some(written)
     }
 
     /// [`Self::write_transition`] for the Complete* record: a failed write keeps the

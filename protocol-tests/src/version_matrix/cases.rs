@@ -13,8 +13,24 @@ type R = Result<Meaning, String>;
 
 /// The case of `key`; `None` fails the matrix for an advertised key.
 pub fn case(key: ApiKey) -> Option<Case> {
+    let (run, served_from) = partition_and_cluster_case(key)
+        .or_else(|| group_case(key))
+        .or_else(|| share_case(key))
+        .or_else(|| transaction_and_security_case(key))?;
+    Some(Case {
+        key,
+        run,
+        served_from,
+    })
+}
+
+/// A case's check, run at each version of its API.
+type Run = fn(&mut Env, i16) -> R;
+
+/// The cases of the partition, topic, config and cluster APIs.
+fn partition_and_cluster_case(key: ApiKey) -> Option<(Run, i16)> {
     use ApiKey::*;
-    let (run, served_from): (fn(&mut Env, i16) -> R, i16) = match key {
+    let case: (Run, i16) = match key {
         // Produce v0-2 are advertised for old clients (KAFKA-18659) but closed, as in Kafka.
         Produce => (produce, 3),
         Fetch => (fetch, 0),
@@ -39,6 +55,15 @@ pub fn case(key: ApiKey) -> Option<Case> {
         AddRaftVoter => (add_raft_voter, 0),
         RemoveRaftVoter => (remove_raft_voter, 0),
         UnregisterBroker => (unregister_broker, 0),
+        _ => return None,
+    };
+    Some(case)
+}
+
+/// The cases of the classic, consumer and streams group APIs.
+fn group_case(key: ApiKey) -> Option<(Run, i16)> {
+    use ApiKey::*;
+    let case: (Run, i16) = match key {
         FindCoordinator => (groups::find_coordinator, 0),
         JoinGroup => (groups::join_group, 0),
         SyncGroup => (groups::sync_group, 0),
@@ -52,6 +77,17 @@ pub fn case(key: ApiKey) -> Option<Case> {
         DeleteGroups => (groups::delete_groups, 0),
         ConsumerGroupHeartbeat => (groups::consumer_group_heartbeat, 0),
         ConsumerGroupDescribe => (groups::consumer_group_describe, 0),
+        StreamsGroupHeartbeat => (streams::streams_group_heartbeat, 0),
+        StreamsGroupDescribe => (streams::streams_group_describe, 0),
+        _ => return None,
+    };
+    Some(case)
+}
+
+/// The cases of the share group and share group state APIs.
+fn share_case(key: ApiKey) -> Option<(Run, i16)> {
+    use ApiKey::*;
+    let case: (Run, i16) = match key {
         ShareGroupHeartbeat => (share::share_group_heartbeat, 0),
         ShareGroupDescribe => (share::share_group_describe, 0),
         ShareFetch => (share::share_fetch, 0),
@@ -64,8 +100,15 @@ pub fn case(key: ApiKey) -> Option<Case> {
         DescribeShareGroupOffsets => (share::describe_share_group_offsets, 0),
         AlterShareGroupOffsets => (share::alter_share_group_offsets, 0),
         DeleteShareGroupOffsets => (share::delete_share_group_offsets, 0),
-        StreamsGroupHeartbeat => (streams::streams_group_heartbeat, 0),
-        StreamsGroupDescribe => (streams::streams_group_describe, 0),
+        _ => return None,
+    };
+    Some(case)
+}
+
+/// The cases of the transaction, ACL, SASL, SCRAM, quota, feature and telemetry APIs.
+fn transaction_and_security_case(key: ApiKey) -> Option<(Run, i16)> {
+    use ApiKey::*;
+    let case: (Run, i16) = match key {
         InitProducerId => (txns::init_producer_id, 0),
         AddPartitionsToTxn => (txns::add_partitions_to_txn, 0),
         AddOffsetsToTxn => (txns::add_offsets_to_txn, 0),
@@ -90,11 +133,7 @@ pub fn case(key: ApiKey) -> Option<Case> {
         ListConfigResources => (features::list_config_resources, 0),
         _ => return None,
     };
-    Some(Case {
-        key,
-        run,
-        served_from,
-    })
+    Some(case)
 }
 
 /// The log end offset of `topic`-`partition` (ListOffsets v7, latest).

@@ -49,35 +49,8 @@ pub fn keystore(v: &SslView<'_>) -> Result<Option<KeyMaterial>, SslError> {
     let inline_key = v.get("ssl.keystore.key");
     let inline_chain = v.get("ssl.keystore.certificate.chain");
     if let Some(key) = inline_key {
-        if ty != PEM_TYPE {
-            return Err(v.err(
-                "ssl.keystore.key",
-                format!(
-                    "a private key can be given inline only for PEM, but ssl.keystore.type is {ty}"
-                ),
-            ));
-        }
-        let Some(chain) = inline_chain else {
-            return Err(v.err(
-                "ssl.keystore.certificate.chain",
-                "the private key is set but the certificate chain is not",
-            ));
-        };
-        if location.is_some() {
-            return Err(v.err(
-                "ssl.keystore.location",
-                "both a key store location and an inline private key are set",
-            ));
-        }
-        if password.is_some() {
-            return Err(v.err(
-                "ssl.keystore.password",
-                "a PEM key store takes no store password, only ssl.key.password",
-            ));
-        }
-        let chain = pem_certificates(v, "ssl.keystore.certificate.chain", chain.as_bytes())?;
-        let key = pem_private_key(v, "ssl.keystore.key", key.as_bytes(), key_password)?;
-        return Ok(Some(KeyMaterial { chain, key }));
+        return inline_keystore(v, &ty, key, inline_chain, location, password, key_password)
+            .map(Some);
     }
     if inline_chain.is_some() {
         return Err(v.err(
@@ -96,12 +69,7 @@ pub fn keystore(v: &SslView<'_>) -> Result<Option<KeyMaterial>, SslError> {
     };
     let bytes = read_store(v, "ssl.keystore.location", location)?;
     if ty == PEM_TYPE {
-        if password.is_some() {
-            return Err(v.err(
-                "ssl.keystore.password",
-                "a PEM key store takes no store password, only ssl.key.password",
-            ));
-        }
+        refuse_pem_store_password(v, password)?;
         let chain = pem_certificates(v, "ssl.keystore.location", &bytes)?;
         let key = pem_private_key(v, "ssl.keystore.location", &bytes, key_password)?;
         return Ok(Some(KeyMaterial { chain, key }));
@@ -113,6 +81,56 @@ pub fn keystore(v: &SslView<'_>) -> Result<Option<KeyMaterial>, SslError> {
         ));
     };
     pkcs12_key(v, &ty, &bytes, password, key_password).map(Some)
+}
+
+/// A PEM key store given inline (`ssl.keystore.key` with `ssl.keystore.certificate.chain`),
+/// after Kafka's `createKeystore` checks for it: a PEM store type, the chain set, no store
+/// location and no store password.
+fn inline_keystore(
+    v: &SslView<'_>,
+    ty: &str,
+    key: &str,
+    chain: Option<&str>,
+    location: Option<&str>,
+    password: Option<&str>,
+    key_password: Option<&str>,
+) -> Result<KeyMaterial, SslError> {
+    if ty != PEM_TYPE {
+        return Err(v.err(
+            "ssl.keystore.key",
+            format!(
+                "a private key can be given inline only for PEM, but ssl.keystore.type is {ty}"
+            ),
+        ));
+    }
+    let Some(chain) = chain else {
+        return Err(v.err(
+            "ssl.keystore.certificate.chain",
+            "the private key is set but the certificate chain is not",
+        ));
+    };
+    if location.is_some() {
+        return Err(v.err(
+            "ssl.keystore.location",
+            "both a key store location and an inline private key are set",
+        ));
+    }
+    refuse_pem_store_password(v, password)?;
+    let chain = pem_certificates(v, "ssl.keystore.certificate.chain", chain.as_bytes())?;
+    let key = pem_private_key(v, "ssl.keystore.key", key.as_bytes(), key_password)?;
+    Ok(KeyMaterial { chain, key })
+}
+
+/// A PEM key store has no store password, only `ssl.key.password` (Kafka's
+/// `createKeystore`).
+fn refuse_pem_store_password(v: &SslView<'_>, password: Option<&str>) -> Result<(), SslError> {
+    match password {
+        Some(_) => Err(v.err(
+            "ssl.keystore.password",
+            "a PEM key store takes no store password, only ssl.key.password",
+        )),
+        None => Ok(()),
+    }
 }
 
 /// The truststore a view configures, `None` when it configures none (Kafka's

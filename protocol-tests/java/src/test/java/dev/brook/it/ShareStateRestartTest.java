@@ -44,10 +44,7 @@ class ShareStateRestartTest {
     @Test
     void acknowledgedStayDoneAndReleasedComeBackCountedAfterAKill() throws Exception {
         assumeFalse(TestBrokers.isExternal(), "kill -9 needs a broker started by the harness");
-        Map<String, String> props = new HashMap<>(TxnSupport.brokerProps());
-        props.put("share.coordinator.state.topic.num.partitions", "3");
-        props.put("share.coordinator.state.topic.replication.factor", "1");
-        props.put("share.coordinator.state.topic.min.isr", "1");
+        Map<String, String> props = brokerProps(3);
         try (BrookBroker broker = BrookBroker.start("share-state", props)) {
             ShareGroupsTest.bootstrap = broker.bootstrap();
             String group = "durable";
@@ -93,10 +90,7 @@ class ShareStateRestartTest {
     @Test
     void kafkasDumpLogDecodesTheShareGroupStateLog() throws Exception {
         assumeFalse(TestBrokers.isExternal(), "reads the files of a broker started by the harness");
-        Map<String, String> props = new HashMap<>(TxnSupport.brokerProps());
-        props.put("share.coordinator.state.topic.num.partitions", "1");
-        props.put("share.coordinator.state.topic.replication.factor", "1");
-        props.put("share.coordinator.state.topic.min.isr", "1");
+        Map<String, String> props = brokerProps(1);
         String group = "dumped";
         long lastOffset;
         try (BrookBroker broker = BrookBroker.start("share-dump", props)) {
@@ -153,6 +147,15 @@ class ShareStateRestartTest {
             assertTrue(lastDone, "the state records acknowledge offset " + lastOffset + ": " + records);
             assertEquals("0", first, "the first record of a share-partition is a snapshot");
         }
+    }
+
+    /** One node's settings, with {@code stateTopicPartitions} partitions of {@code __share_group_state}. */
+    static Map<String, String> brokerProps(int stateTopicPartitions) {
+        Map<String, String> props = new HashMap<>(TxnSupport.brokerProps());
+        props.put("share.coordinator.state.topic.num.partitions", Integer.toString(stateTopicPartitions));
+        props.put("share.coordinator.state.topic.replication.factor", "1");
+        props.put("share.coordinator.state.topic.min.isr", "1");
+        return props;
     }
 
     /**

@@ -1,12 +1,15 @@
 //! A broker-to-broker request connection: one request at a time over one TCP stream, with
 //! bounded I/O times and response sizes. The transaction coordinator sends WriteTxnMarkers
 //! with it, and partition leaders send AddPartitionsToTxn (verify only) to coordinators.
-//! TLS when the inter-broker listener uses it.
+//! TLS when the inter-broker listener uses it. [`BrokerConnection::send_negotiated`] picks a
+//! request's version from what the peer advertised in ApiVersions, as Kafka's
+//! `NetworkClient` does (the share persister's state RPCs go through it).
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::{RequestHeader, ResponseHeader};
+use kafka_protocol::messages::{ApiVersionsRequest, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use std::sync::Arc;
 
@@ -36,6 +39,35 @@ pub struct BrokerConnection {
     client_id: String,
     /// Bound on connecting and on each request's round trip.
     io_timeout: Duration,
+    /// What the peer advertised on the current connection (asked by the first negotiated
+    /// request on it, forgotten with the connection).
+    peer_versions: Option<NodeApiVersions>,
+}
+
+/// The ApiVersions version asked: v3 (KIP-511) is served by every broker since Kafka 2.4.
+const API_VERSIONS_VERSION: i16 = 3;
+
+/// The version ranges a peer advertised in its ApiVersions answer (Kafka's `NodeApiVersions`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeApiVersions(HashMap<i16, (i16, i16)>);
+
+impl NodeApiVersions {
+    pub fn from_response(resp: &kafka_protocol::messages::ApiVersionsResponse) -> Self {
+        NodeApiVersions(
+            resp.api_keys
+                .iter()
+                .map(|k| (k.api_key, (k.min_version, k.max_version)))
+                .collect(),
+        )
+    }
+
+    /// The newest version of `R` both this node and the peer speak (Kafka's
+    /// `NodeApiVersions.latestUsableVersion`); `None` when the ranges do not meet.
+    pub fn latest_usable<R: Request>(&self) -> Option<i16> {
+        let &(min, max) = self.0.get(&R::KEY)?;
+        let high = max.min(R::VERSIONS.max);
+        (min.max(R::VERSIONS.min) <= high).then_some(high)
+    }
 }
 
 /// Why a request got no answer. The connection is dropped; the next request reconnects.
@@ -50,6 +82,10 @@ pub enum ClientError {
     TimedOut(String),
     #[error("bad response from {addr}: {why}")]
     Protocol { addr: String, why: String },
+    /// The peer serves no version of the API that this node speaks (Kafka's
+    /// `UnsupportedVersionException` from `NetworkClient`).
+    #[error("{addr} does not support API key {api_key} at a version this node speaks")]
+    UnsupportedVersion { addr: String, api_key: i16 },
 }
 
 impl BrokerConnection {
@@ -62,6 +98,7 @@ impl BrokerConnection {
             correlation_id: 0,
             client_id,
             io_timeout,
+            peer_versions: None,
         }
     }
 
@@ -86,8 +123,42 @@ impl BrokerConnection {
         let r = self.exchange(version, req).await;
         if r.is_err() {
             self.stream = None;
+            self.peer_versions = None;
         }
         r
+    }
+
+    /// Sends `req` at the newest version both sides speak, with the version sent. The first
+    /// negotiated request on a connection asks the peer's ApiVersions first, as Kafka's
+    /// `NetworkClient` does on every new connection before its first request
+    /// (`handleApiVersionsResponse`), so a peer of another release gets a version it serves.
+    pub async fn send_negotiated<R: Request>(
+        &mut self,
+        req: &R,
+    ) -> Result<(i16, R::Response), ClientError> {
+        if self.stream.is_none() || self.peer_versions.is_none() {
+            let ask = ApiVersionsRequest::default()
+                .with_client_software_name(StrBytes::from_static_str("brook"))
+                .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
+            let resp = self.send(API_VERSIONS_VERSION, &ask).await?;
+            if resp.error_code != 0 {
+                self.stream = None;
+                return Err(ClientError::Protocol {
+                    addr: self.addr.clone(),
+                    why: format!("ApiVersions answered error {}", resp.error_code),
+                });
+            }
+            self.peer_versions = Some(NodeApiVersions::from_response(&resp));
+        }
+        let version = self
+            .peer_versions
+            .as_ref()
+            .and_then(NodeApiVersions::latest_usable::<R>)
+            .ok_or_else(|| ClientError::UnsupportedVersion {
+                addr: self.addr.clone(),
+                api_key: R::KEY,
+            })?;
+        Ok((version, self.send(version, req).await?))
     }
 
     async fn exchange<R: Request>(
@@ -267,5 +338,111 @@ async fn sasl_round(
                 r.error_message.as_deref().unwrap_or_default()
             ),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::api_versions_response::ApiVersion;
+    use kafka_protocol::messages::{
+        ApiVersionsResponse, RequestHeader, WriteShareGroupStateRequest,
+        WriteShareGroupStateResponse,
+    };
+    use kafka_protocol::protocol::{Decodable, Message};
+    use tokio::net::TcpListener;
+
+    /// Reads one request frame: its header and the body left.
+    async fn read_request(
+        s: &mut tokio::net::TcpStream,
+        header_version: i16,
+    ) -> (RequestHeader, Bytes) {
+        let size = s.read_i32().await.expect("frame size");
+        let mut buf = vec![0u8; size as usize];
+        s.read_exact(&mut buf).await.expect("frame");
+        let mut buf = Bytes::from(buf);
+        let h = RequestHeader::decode(&mut buf, header_version).expect("header");
+        (h, buf)
+    }
+
+    async fn write_response<R: Encodable + HeaderVersion>(
+        s: &mut tokio::net::TcpStream,
+        correlation_id: i32,
+        version: i16,
+        resp: &R,
+    ) {
+        let mut body = BytesMut::new();
+        ResponseHeader::default()
+            .with_correlation_id(correlation_id)
+            .encode(&mut body, R::header_version(version))
+            .expect("header");
+        resp.encode(&mut body, version).expect("body");
+        s.write_all(&(body.len() as i32).to_be_bytes())
+            .await
+            .expect("size");
+        s.write_all(&body).await.expect("body");
+    }
+
+    /// A peer advertising WriteShareGroupState `min..=max` (Kafka 4.1 served only v0):
+    /// answers ApiVersions, then the one request it gets, and hands back its version.
+    async fn peer(min: i16, max: i16) -> (String, tokio::task::JoinHandle<Option<i16>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr").to_string();
+        let task = tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.expect("accept");
+            let (h, _) = read_request(&mut s, 2).await;
+            assert_eq!(h.request_api_key, ApiVersionsRequest::KEY);
+            let keys = vec![ApiVersion::default()
+                .with_api_key(WriteShareGroupStateRequest::KEY)
+                .with_min_version(min)
+                .with_max_version(max)];
+            let answer = ApiVersionsResponse::default().with_api_keys(keys);
+            write_response(&mut s, h.correlation_id, h.request_api_version, &answer).await;
+            let size = s.read_i32().await.ok()?;
+            let mut buf = vec![0u8; size as usize];
+            s.read_exact(&mut buf).await.ok()?;
+            let mut buf = Bytes::from(buf);
+            let h = RequestHeader::decode(&mut buf, 2).expect("header");
+            let v = h.request_api_version;
+            write_response(
+                &mut s,
+                h.correlation_id,
+                v,
+                &WriteShareGroupStateResponse::default(),
+            )
+            .await;
+            Some(v)
+        });
+        (addr, task)
+    }
+
+    /// The version `send_negotiated` sent to a peer advertising `min..=max` (or its error),
+    /// and the version the peer received, if any.
+    async fn negotiate(min: i16, max: i16) -> (Result<i16, ClientError>, Option<i16>) {
+        let (addr, served) = peer(min, max).await;
+        let mut c = BrokerConnection::new(addr, "t".into(), Duration::from_secs(10));
+        let sent = c
+            .send_negotiated(&WriteShareGroupStateRequest::default())
+            .await
+            .map(|(v, _)| v);
+        drop(c);
+        (sent, served.await.expect("peer"))
+    }
+
+    #[tokio::test]
+    async fn the_version_sent_is_the_newest_the_peer_advertises() {
+        let (sent, served) = negotiate(0, 0).await;
+        assert_eq!((sent.expect("answered"), served), (0, Some(0)));
+        let newest = WriteShareGroupStateRequest::VERSIONS.max;
+        let (sent, served) = negotiate(0, 7).await;
+        assert_eq!((sent.expect("answered"), served), (newest, Some(newest)));
+        // No version in common: nothing is sent, the caller gets UnsupportedVersion.
+        let (sent, served) = negotiate(5, 7).await;
+        let e = sent.expect_err("no common version");
+        assert!(
+            matches!(e, ClientError::UnsupportedVersion { api_key: 85, .. }),
+            "{e}"
+        );
+        assert_eq!(served, None);
     }
 }

@@ -30,7 +30,7 @@ use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
 
 use super::records::{
-    decode_key, decode_value, encode_key, encode_value, StateBatch, StateValue,
+    decode_key, decode_value, encode_key, encode_value, SnapshotFields, StateBatch, StateValue,
     DELIVERY_COMPLETE_COUNT_UNKNOWN, SNAPSHOT_KEY_VERSION, STATE_BATCHES_MAX, UPDATE_KEY_VERSION,
 };
 use super::SharePartitionKey;
@@ -99,7 +99,7 @@ impl ShareCoordinatorConfig {
 /// One share-partition's durable state (Kafka's `ShareGroupOffset`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShareGroupOffset {
-    pub snapshot_epoch: u16,
+    pub snapshot_epoch: i32,
     pub state_epoch: i32,
     pub leader_epoch: i32,
     pub start_offset: i64,
@@ -107,6 +107,10 @@ pub struct ShareGroupOffset {
     /// last wrote it (KIP-1226); -1 when unknown (a v0 write). The lag is derived from it.
     pub delivery_complete_count: i32,
     pub batches: Vec<StateBatch>,
+    /// When the state was created and last snapshotted, as the last snapshot record holds
+    /// them (Kafka's `ShareGroupOffset.createTimestamp`/`writeTimestamp`).
+    pub create_timestamp_ms: i64,
+    pub write_timestamp_ms: i64,
 }
 
 /// A key's state and the updates written since its last snapshot.
@@ -204,28 +208,33 @@ impl ShareCoordinator {
         }
     }
 
-    /// Replays partition `index` (Kafka's `ShareCoordinatorShard.replay`).
+    /// Replays partition `index` (Kafka's `ShareCoordinatorShard.replay`). As Kafka's
+    /// `CoordinatorLoaderImpl`, a record of an unknown type is skipped with a warning, and one
+    /// that cannot be read fails the load: what was replayed is dropped and the partition is
+    /// not served (COORDINATOR_NOT_AVAILABLE) until a later request loads it.
     fn load(&self, st: &mut State, index: i32) -> Result<(), ResponseError> {
         let per_snapshot = self.config.snapshot_update_records_per_snapshot;
+        let mut failed: Option<String> = None;
         let n = self
             .log
             .load_partition(index, &mut |key, value| {
-                let Ok(Some((version, group, topic_id, partition))) = decode_key(key) else {
-                    return;
-                };
-                let k = (group, topic_id, partition);
-                let snapshot = version == SNAPSHOT_KEY_VERSION;
-                match value.map(|v| decode_value(v, snapshot)) {
-                    None => {
-                        st.entries.remove(&k);
-                    }
-                    Some(Ok(v)) => replay(&mut st.entries, k, v, per_snapshot),
-                    Some(Err(e)) => {
-                        tracing::warn!(error = %e, "skipping a {SHARE_GROUP_STATE_TOPIC} record")
+                if failed.is_none() {
+                    if let Err(e) = replay_record(&mut st.entries, key, value, per_snapshot) {
+                        failed = Some(e);
                     }
                 }
             })
             .map_err(|e| e.response_error())?;
+        if let Some(e) = failed {
+            tracing::error!(
+                partition = index,
+                error = %e,
+                "loading {SHARE_GROUP_STATE_TOPIC}-{index} failed: a record cannot be deserialized"
+            );
+            st.entries
+                .retain(|k, _| self.partition_for(&coordinator_key(k)) != index);
+            return Err(ResponseError::CoordinatorNotAvailable);
+        }
         tracing::info!(
             partition = index,
             records = n,
@@ -318,7 +327,7 @@ impl ShareCoordinator {
                         UPDATE_KEY_VERSION,
                         StateValue {
                             snapshot_epoch: e.offset.snapshot_epoch,
-                            state_epoch: None,
+                            snapshot: None,
                             leader_epoch: w.leader_epoch,
                             start_offset: start,
                             delivery_complete_count: count,
@@ -355,10 +364,16 @@ impl ShareCoordinator {
             if current.is_some_and(|c| c.state_epoch > state_epoch) {
                 return Err(ResponseError::FencedStateEpoch);
             }
+            let now = crate::cluster::replica_manager::now_ms();
+            // Kafka's `ShareGroupOffset.fromRequest`: leader epoch 0, created and written now.
             let value = StateValue {
                 snapshot_epoch: current.map_or(0, |c| c.snapshot_epoch.wrapping_add(1)),
-                state_epoch: Some(state_epoch),
-                leader_epoch: current.map_or(-1, |c| c.leader_epoch),
+                snapshot: Some(SnapshotFields {
+                    state_epoch,
+                    create_timestamp_ms: now,
+                    write_timestamp_ms: now,
+                }),
+                leader_epoch: 0,
                 start_offset,
                 // Kafka's `ShareGroupOffset.fromRequest`: nothing delivered yet at a start.
                 delivery_complete_count: if start_offset == UNINITIALIZED_START_OFFSET {
@@ -444,11 +459,17 @@ fn validate_batches(batches: &[StateBatch]) -> Result<(), ResponseError> {
 /// `share.coordinator.snapshot.update.records.per.snapshot` updates.
 fn snapshot_of(current: Option<&ShareGroupOffset>, w: &WriteState) -> StateValue {
     let (start, count) = written_start_and_count(current, w);
+    let now = crate::cluster::replica_manager::now_ms();
     StateValue {
         snapshot_epoch: current.map_or(0, |c| c.snapshot_epoch.wrapping_add(1)),
-        state_epoch: Some(match (w.state_epoch, current) {
-            (-1, Some(c)) => c.state_epoch,
-            (s, _) => s,
+        // Kafka's `generateShareStateRecord` stamps a new snapshot as created and written now.
+        snapshot: Some(SnapshotFields {
+            state_epoch: match (w.state_epoch, current) {
+                (-1, Some(c)) => c.state_epoch,
+                (s, _) => s,
+            },
+            create_timestamp_ms: now,
+            write_timestamp_ms: now,
         }),
         leader_epoch: match (w.leader_epoch, current) {
             (-1, Some(c)) => c.leader_epoch,
@@ -476,25 +497,63 @@ fn written_start_and_count(current: Option<&ShareGroupOffset>, w: &WriteState) -
     (w.start_offset.max(c.start_offset), count)
 }
 
+/// Replays one stored record: a tombstone removes its key, a record of an unknown type is
+/// skipped with a warning (Kafka's `UnknownRecordTypeException`), one that cannot be read is
+/// the error that fails the load (Kafka's "Deserializing record ... failed").
+fn replay_record(
+    entries: &mut HashMap<SharePartitionKey, Entry>,
+    key: &[u8],
+    value: Option<&[u8]>,
+    per_snapshot: u32,
+) -> Result<(), String> {
+    let Some((version, group, topic_id, partition)) = decode_key(key)? else {
+        tracing::warn!(
+            record_type = key.get(..2).map(|t| i16::from_be_bytes([t[0], t[1]])),
+            "unknown record type in {SHARE_GROUP_STATE_TOPIC}, ignoring it"
+        );
+        return Ok(());
+    };
+    let k = (group, topic_id, partition);
+    match value {
+        None => {
+            entries.remove(&k);
+        }
+        Some(v) => {
+            let v = decode_value(v, version == SNAPSHOT_KEY_VERSION)
+                .map_err(|e| format!("record of {}:{}:{}: {e}", k.0, k.1, k.2))?;
+            replay(entries, k, v, per_snapshot);
+        }
+    }
+    Ok(())
+}
+
 /// Applies one record (Kafka's `handleShareSnapshot` / `handleShareUpdate`): a snapshot
-/// replaces the state, an update merges into it.
+/// replaces the state, an update merges into it. The leader epoch held never goes back
+/// (Kafka's `maybeUpdateLeaderEpochMap`; an initialize snapshot carries 0).
 fn replay(
     entries: &mut HashMap<SharePartitionKey, Entry>,
     key: SharePartitionKey,
     v: StateValue,
     per_snapshot: u32,
 ) {
-    match (v.state_epoch, entries.get_mut(&key)) {
-        (Some(state_epoch), _) => {
-            let updates = entries.get(&key).map_or(0, |e| e.updates_since_snapshot);
+    match (v.snapshot, entries.get_mut(&key)) {
+        (Some(s), held) => {
+            let (updates, leader_epoch) = held.map_or((0, v.leader_epoch), |e| {
+                (
+                    e.updates_since_snapshot,
+                    e.offset.leader_epoch.max(v.leader_epoch),
+                )
+            });
             let e = Entry {
                 offset: ShareGroupOffset {
                     snapshot_epoch: v.snapshot_epoch,
-                    state_epoch,
-                    leader_epoch: v.leader_epoch,
+                    state_epoch: s.state_epoch,
+                    leader_epoch,
                     start_offset: v.start_offset,
                     delivery_complete_count: v.delivery_complete_count,
                     batches: v.batches,
+                    create_timestamp_ms: s.create_timestamp_ms,
+                    write_timestamp_ms: s.write_timestamp_ms,
                 },
                 updates_since_snapshot: if updates >= per_snapshot { 0 } else { updates },
             };
@@ -505,15 +564,15 @@ fn replay(
             if v.start_offset != -1 {
                 o.start_offset = v.start_offset;
             }
-            if v.leader_epoch != -1 {
-                o.leader_epoch = v.leader_epoch;
-            }
+            o.leader_epoch = o.leader_epoch.max(v.leader_epoch);
             // Kafka's `ShareCoordinatorShard.merge` takes the update's count as it is.
             o.delivery_complete_count = v.delivery_complete_count;
             o.batches = combine(&o.batches, &v.batches, o.start_offset);
             e.updates_since_snapshot += 1;
         }
         (None, None) => {
+            // Kafka's `ShareGroupOffset.fromRecord(ShareUpdateValue)`: state epoch and
+            // timestamps 0.
             let offset = ShareGroupOffset {
                 snapshot_epoch: v.snapshot_epoch,
                 state_epoch: 0,
@@ -521,6 +580,8 @@ fn replay(
                 start_offset: v.start_offset,
                 delivery_complete_count: v.delivery_complete_count,
                 batches: v.batches,
+                create_timestamp_ms: 0,
+                write_timestamp_ms: 0,
             };
             entries.insert(
                 key,
@@ -617,7 +678,11 @@ mod tests {
         let mut entries = HashMap::new();
         let snapshot = StateValue {
             snapshot_epoch: 0,
-            state_epoch: Some(0),
+            snapshot: Some(SnapshotFields {
+                state_epoch: 0,
+                create_timestamp_ms: 10,
+                write_timestamp_ms: 10,
+            }),
             leader_epoch: 1,
             start_offset: 0,
             delivery_complete_count: 0,
@@ -625,7 +690,7 @@ mod tests {
         };
         replay(&mut entries, key.clone(), snapshot.clone(), 2);
         let update = StateValue {
-            state_epoch: None,
+            snapshot: None,
             start_offset: 5,
             delivery_complete_count: 2,
             batches: vec![b(5, 6, 2, 1)],
@@ -639,6 +704,47 @@ mod tests {
         assert_eq!(e.offset.delivery_complete_count, 2);
         replay(&mut entries, key.clone(), snapshot, 2);
         assert_eq!(entries[&key].offset.batches, [b(0, 9, 0, 1)]);
+        assert_eq!(entries[&key].offset.create_timestamp_ms, 10);
+    }
+
+    /// As Kafka's loader: an unknown record type is skipped, an unreadable value (here one
+    /// of Brook's older layout, a 2-byte snapshot epoch) is an error naming the key, and a
+    /// snapshot never moves the held leader epoch back (an initialize writes 0).
+    #[test]
+    fn replay_skips_unknown_types_and_refuses_unreadable_values() {
+        let id = Uuid::from_u128(1);
+        let mut entries = HashMap::new();
+        let mut other = encode_key(UPDATE_KEY_VERSION, "g", id, 0).to_vec();
+        other[1] = 9;
+        assert_eq!(
+            replay_record(&mut entries, &other, Some(&[0, 0]), 5),
+            Ok(())
+        );
+        let key = encode_key(SNAPSHOT_KEY_VERSION, "g", id, 0);
+        let old = [
+            0u8, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 5, 1, 0,
+        ];
+        let err = replay_record(&mut entries, &key, Some(&old), 5).unwrap_err();
+        assert!(err.starts_with("record of g:"), "{err}");
+        assert!(entries.is_empty());
+        let snapshot = |leader_epoch| StateValue {
+            snapshot_epoch: 0,
+            snapshot: Some(SnapshotFields {
+                state_epoch: 0,
+                create_timestamp_ms: 1,
+                write_timestamp_ms: 1,
+            }),
+            leader_epoch,
+            start_offset: 0,
+            delivery_complete_count: 0,
+            batches: Vec::new(),
+        };
+        let v = encode_value(&snapshot(4));
+        assert_eq!(replay_record(&mut entries, &key, Some(&v), 5), Ok(()));
+        replay(&mut entries, ("g".into(), id, 0), snapshot(0), 5);
+        assert_eq!(entries[&("g".to_string(), id, 0)].offset.leader_epoch, 4);
+        assert_eq!(replay_record(&mut entries, &key, None, 5), Ok(()));
+        assert!(entries.is_empty());
     }
 
     #[test]
@@ -650,6 +756,8 @@ mod tests {
             start_offset: 5,
             delivery_complete_count: 3,
             batches: Vec::new(),
+            create_timestamp_ms: 0,
+            write_timestamp_ms: 0,
         };
         let w = |start_offset, delivery_complete_count| WriteState {
             state_epoch: 0,

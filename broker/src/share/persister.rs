@@ -30,7 +30,7 @@ use super::records::StateBatch;
 use super::SharePartitionKey;
 use crate::api::sb;
 use crate::broker::Broker;
-use crate::net::client::BrokerConnection;
+use crate::net::client::{BrokerConnection, ClientError};
 
 /// The one partition of a persister answer (each call names one share-partition): every
 /// share-group-state response nests it as `results[0].partitions[0]`.
@@ -48,12 +48,6 @@ macro_rules! only_partition_code {
     };
 }
 
-/// The version of the state APIs sent: Kafka 4.4's newest, whose WriteShareGroupState and
-/// ReadShareGroupStateSummary carry the delivery complete count (KIP-1226). Initialize, Read
-/// and Delete have only v0, and the coordinator serves each of them at its own version.
-fn state_api_version<R: Request>() -> i16 {
-    R::VERSIONS.max
-}
 /// Sends of one request before its error is the answer.
 pub const PERSISTER_ATTEMPTS_MAX: u32 = 40;
 /// Wait before a request is sent again.
@@ -163,12 +157,22 @@ impl Persister {
                 }
             }
         };
-        let resp = conn.lock().await.send(state_api_version::<R>(), req).await;
-        resp.map_err(|e| {
-            tracing::debug!(error = %e, node, "share state request lost");
-            self.conns.lock().remove(&node);
-            ResponseError::NetworkException
-        })
+        // The newest version the coordinator's node advertises (Kafka's `NetworkClient`
+        // under `PersisterStateManager`): WriteShareGroupState and ReadShareGroupStateSummary
+        // v1 carry the delivery complete count (KIP-1226), a node serving v0 gets the rest.
+        let resp = conn.lock().await.send_negotiated(req).await;
+        match resp {
+            Ok((_, resp)) => Ok(resp),
+            Err(e @ ClientError::UnsupportedVersion { .. }) => {
+                tracing::warn!(error = %e, node, "share state request not sent");
+                Err(ResponseError::UnsupportedVersion)
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, node, "share state request lost");
+                self.conns.lock().remove(&node);
+                Err(ResponseError::NetworkException)
+            }
+        }
     }
 
     /// ReadShareGroupState for one share-partition, at the partition's leader epoch.

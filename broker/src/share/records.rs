@@ -1,23 +1,33 @@
-//! The `__share_group_state` record layout, Kafka's (`ShareSnapshotKey.json`,
-//! `ShareSnapshotValue.json`, `ShareUpdateKey.json`, `ShareUpdateValue.json`, written by
-//! Kafka's `ShareCoordinatorRecordSerde`).
+//! The `__share_group_state` record layout, Kafka 4.4's (`ShareSnapshotKey.json`,
+//! `ShareSnapshotValue.json`, `ShareUpdateKey.json`, `ShareUpdateValue.json` of the
+//! share-coordinator module, framed by Kafka's `CoordinatorRecordSerde`), so Kafka's
+//! `kafka-dump-log --share-group-state-decoder` reads Brook's segments.
 //!
-//! Key: version i16 (0 a snapshot, 1 an update), then group id (i16-length string), topic id
-//! (16 bytes), partition (i32). Value: version i16 (0), then a flexible struct: snapshot
-//! epoch (u16), for a snapshot the state epoch (i32), leader epoch (i32), start offset
-//! (i64), state batches (compact array of first offset i64, last offset i64, delivery state
-//! i8, delivery count i16, tagged fields), tagged fields: tag 0 is the delivery complete
-//! count (i32, KIP-1226; -1 when absent, as Kafka 4.4's `DeliveryCompleteCount`). A null
-//! value is a tombstone (DeleteShareGroupState).
+//! Key: the record type as an i16 (0 a snapshot, 1 an update: the key message's `apiKey`),
+//! then the key at version 0: group id (i16-length string), topic id (16 bytes), partition
+//! (i32). Value: its version as an i16 (0), then a flexible struct. A snapshot's:
+//! snapshot epoch (i32), state epoch (i32), leader epoch (i32), start offset (i64), create
+//! timestamp (i64), write timestamp (i64), state batches; an update's: snapshot epoch (i32),
+//! leader epoch (i32), start offset (i64), state batches. State batches are a compact array
+//! of first offset i64, last offset i64, delivery state i8, delivery count i16, tagged
+//! fields. The value's tagged fields end it: tag 0 is the delivery complete count (i32,
+//! KIP-1226; -1, its default, is not written). A null value is a tombstone.
+//!
+//! As Kafka's `CoordinatorLoaderImpl`, a key of an unknown record type is skipped (a left
+//! over of a newer writer), and a value that cannot be read (an unknown version, or a record
+//! of an older layout: Brook wrote a 2-byte snapshot epoch and no timestamps before) fails
+//! the load of its partition with an error naming the record.
 
 use bytes::{BufMut, Bytes, BytesMut};
 use uuid::Uuid;
 
-/// Key version of a `ShareSnapshot` record.
+use crate::group::records::{put_uvarint, Reader, RecordError};
+
+/// Record type (key version) of a `ShareSnapshot` record (Kafka's `ShareSnapshotKey` apiKey).
 pub const SNAPSHOT_KEY_VERSION: i16 = 0;
-/// Key version of a `ShareUpdate` record.
+/// Record type (key version) of a `ShareUpdate` record (Kafka's `ShareUpdateKey` apiKey).
 pub const UPDATE_KEY_VERSION: i16 = 1;
-/// The only value version of both.
+/// The only value version of both (`validVersions` "0").
 const VALUE_VERSION: i16 = 0;
 /// The value's tagged field holding the delivery complete count (Kafka's
 /// `ShareSnapshotValue`/`ShareUpdateValue` tag 0).
@@ -38,12 +48,23 @@ pub struct StateBatch {
     pub delivery_count: i16,
 }
 
-/// A record's value: a snapshot (with its state epoch) or an update.
+/// The fields only a snapshot holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SnapshotFields {
+    pub state_epoch: i32,
+    /// When the snapshot's state was created, milliseconds since the epoch (Kafka's
+    /// `CreateTimestamp`).
+    pub create_timestamp_ms: i64,
+    /// When the snapshot was written (Kafka's `WriteTimestamp`).
+    pub write_timestamp_ms: i64,
+}
+
+/// A record's value: a snapshot (with its state epoch and timestamps) or an update.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StateValue {
-    pub snapshot_epoch: u16,
-    /// `None` for an update (it has no state epoch).
-    pub state_epoch: Option<i32>,
+    pub snapshot_epoch: i32,
+    /// `None` for an update.
+    pub snapshot: Option<SnapshotFields>,
     pub leader_epoch: i32,
     /// -1 in an update that does not move it.
     pub start_offset: i64,
@@ -59,22 +80,25 @@ pub type StateKey = (i16, String, Uuid, i32);
 pub fn encode_key(version: i16, group: &str, topic_id: Uuid, partition: i32) -> Bytes {
     let mut b = BytesMut::with_capacity(2 + 2 + group.len() + 16 + 4);
     b.put_i16(version);
-    b.put_i16(group.len() as i16);
-    b.put_slice(group.as_bytes());
+    crate::group::records::put_str(&mut b, group);
     b.put_slice(topic_id.as_bytes());
     b.put_i32(partition);
     b.freeze()
 }
 
 pub fn encode_value(v: &StateValue) -> Bytes {
-    let mut b = BytesMut::with_capacity(32 + v.batches.len() * 20);
+    let mut b = BytesMut::with_capacity(48 + v.batches.len() * 20);
     b.put_i16(VALUE_VERSION);
-    b.put_u16(v.snapshot_epoch);
-    if let Some(state_epoch) = v.state_epoch {
-        b.put_i32(state_epoch);
+    b.put_i32(v.snapshot_epoch);
+    if let Some(s) = v.snapshot {
+        b.put_i32(s.state_epoch);
     }
     b.put_i32(v.leader_epoch);
     b.put_i64(v.start_offset);
+    if let Some(s) = v.snapshot {
+        b.put_i64(s.create_timestamp_ms);
+        b.put_i64(s.write_timestamp_ms);
+    }
     put_uvarint(&mut b, v.batches.len() as u64 + 1);
     for s in &v.batches {
         b.put_i64(s.first_offset);
@@ -95,34 +119,45 @@ pub fn encode_value(v: &StateValue) -> Bytes {
     b.freeze()
 }
 
-/// A record key; `None` for a key version this coordinator does not write.
+/// A record key; `None` for a record type this coordinator does not know (Kafka's
+/// `UnknownRecordTypeException`, which its loader logs and skips).
 pub fn decode_key(buf: &[u8]) -> Result<Option<StateKey>, String> {
-    let mut r = Reader(buf);
-    let version = r.i16()?;
+    let mut r = Reader::new(buf);
+    let version = r.i16().map_err(text)?;
     if version != SNAPSHOT_KEY_VERSION && version != UPDATE_KEY_VERSION {
         return Ok(None);
     }
-    let len = r.i16()?;
-    let group = String::from_utf8(r.take(len.max(0) as usize)?.to_vec())
-        .map_err(|_| "group id is not UTF-8".to_string())?;
-    let id: [u8; 16] = r.take(16)?.try_into().map_err(|_| "short topic id")?;
-    Ok(Some((version, group, Uuid::from_bytes(id), r.i32()?)))
+    let group = r.str().map_err(text)?;
+    let id = Uuid::from_slice(r.take(16).map_err(text)?).map_err(|e| e.to_string())?;
+    Ok(Some((version, group, id, r.i32().map_err(text)?)))
 }
 
 /// A record value, of a snapshot key (`snapshot`) or an update key.
 pub fn decode_value(buf: &[u8], snapshot: bool) -> Result<StateValue, String> {
-    let mut r = Reader(buf);
-    let version = r.i16()?;
+    let mut r = Reader::new(buf);
+    let version = r.i16().map_err(text)?;
     if version != VALUE_VERSION {
         return Err(format!("unknown value version {version}"));
     }
-    let snapshot_epoch = r.i16()? as u16;
+    decode_value_fields(&mut r, snapshot).map_err(text)
+}
+
+fn decode_value_fields(r: &mut Reader, snapshot: bool) -> Result<StateValue, RecordError> {
+    let snapshot_epoch = r.i32()?;
     let state_epoch = if snapshot { Some(r.i32()?) } else { None };
     let leader_epoch = r.i32()?;
     let start_offset = r.i64()?;
-    let n = r.uvarint()?.saturating_sub(1) as usize;
+    let snapshot = match state_epoch {
+        Some(state_epoch) => Some(SnapshotFields {
+            state_epoch,
+            create_timestamp_ms: r.i64()?,
+            write_timestamp_ms: r.i64()?,
+        }),
+        None => None,
+    };
+    let n = r.compact_len()?.unwrap_or(0);
     if n > STATE_BATCHES_MAX {
-        return Err(format!("{n} state batches"));
+        return Err(RecordError(format!("{n} state batches")));
     }
     let mut batches = Vec::with_capacity(n);
     for _ in 0..n {
@@ -132,24 +167,23 @@ pub fn decode_value(buf: &[u8], snapshot: bool) -> Result<StateValue, String> {
             delivery_state: r.i8()?,
             delivery_count: r.i16()?,
         });
-        r.skip_tags()?;
+        r.tagged_fields()?;
     }
-    // A record written before KIP-1226 may end here, without its tagged fields.
     let mut delivery_complete_count = DELIVERY_COMPLETE_COUNT_UNKNOWN;
-    if !r.0.is_empty() {
-        for _ in 0..r.uvarint()? {
-            let tag = r.uvarint()?;
-            let len = r.uvarint()? as usize;
-            let field = r.take(len)?;
-            if tag == DELIVERY_COMPLETE_COUNT_TAG {
-                let b: [u8; 4] = field.try_into().map_err(|_| "delivery complete count")?;
-                delivery_complete_count = i32::from_be_bytes(b);
-            }
+    for _ in 0..r.uvarint()? {
+        let tag = r.uvarint()?;
+        let len = usize::try_from(r.uvarint()?).map_err(|_| RecordError("tag size".into()))?;
+        let field = r.take(len)?;
+        if tag == DELIVERY_COMPLETE_COUNT_TAG {
+            let b: [u8; 4] = field
+                .try_into()
+                .map_err(|_| RecordError("delivery complete count is not 4 bytes".into()))?;
+            delivery_complete_count = i32::from_be_bytes(b);
         }
     }
     Ok(StateValue {
         snapshot_epoch,
-        state_epoch,
+        snapshot,
         leader_epoch,
         start_offset,
         delivery_complete_count,
@@ -157,102 +191,114 @@ pub fn decode_value(buf: &[u8], snapshot: bool) -> Result<StateValue, String> {
     })
 }
 
-fn put_uvarint(b: &mut BytesMut, mut v: u64) {
-    while v >= 0x80 {
-        b.put_u8((v as u8) | 0x80);
-        v >>= 7;
-    }
-    b.put_u8(v as u8);
-}
-
-struct Reader<'a>(&'a [u8]);
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
-        if self.0.len() < n {
-            return Err("record too short".into());
-        }
-        let (head, tail) = self.0.split_at(n);
-        self.0 = tail;
-        Ok(head)
-    }
-    fn i16(&mut self) -> Result<i16, String> {
-        let b = self.take(2)?;
-        Ok(i16::from_be_bytes([b[0], b[1]]))
-    }
-    fn i8(&mut self) -> Result<i8, String> {
-        Ok(self.take(1)?[0] as i8)
-    }
-    fn i32(&mut self) -> Result<i32, String> {
-        let b = self.take(4)?;
-        Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-    }
-    fn i64(&mut self) -> Result<i64, String> {
-        let b: [u8; 8] = self.take(8)?.try_into().map_err(|_| "short i64")?;
-        Ok(i64::from_be_bytes(b))
-    }
-    fn uvarint(&mut self) -> Result<u64, String> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = self.take(1)?[0];
-            v |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err("varint too long".into())
-    }
-    /// Skips a tagged-field section (a state batch defines none).
-    fn skip_tags(&mut self) -> Result<(), String> {
-        let n = self.uvarint()?;
-        for _ in 0..n {
-            self.uvarint()?;
-            let len = self.uvarint()? as usize;
-            self.take(len)?;
-        }
-        Ok(())
-    }
+fn text(e: RecordError) -> String {
+    e.0
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    fn batch(first: i64, last: i64, state: i8, count: i16) -> StateBatch {
+        StateBatch {
+            first_offset: first,
+            last_offset: last,
+            delivery_state: state,
+            delivery_count: count,
+        }
+    }
+
+    /// The bytes Kafka 4.4's generated `ShareSnapshotValue`, `ShareUpdateValue` and
+    /// `ShareUpdateKey` write for the same fields (`MessageUtil.toVersionPrefixedByteBuffer`,
+    /// `toCoordinatorTypePrefixedByteBuffer`, run against the 4.4.0 jars).
     #[test]
-    fn snapshot_and_update_values_round_trip() {
-        let batches = vec![StateBatch {
-            first_offset: 5,
-            last_offset: 9,
-            delivery_state: 0,
-            delivery_count: 2,
-        }];
+    fn records_are_byte_for_byte_kafka_4_4s() {
         let snapshot = StateValue {
             snapshot_epoch: 3,
-            state_epoch: Some(1),
+            snapshot: Some(SnapshotFields {
+                state_epoch: 1,
+                create_timestamp_ms: 1000,
+                write_timestamp_ms: 2000,
+            }),
             leader_epoch: 7,
             start_offset: 5,
             delivery_complete_count: 3,
-            batches: batches.clone(),
+            batches: vec![batch(5, 9, 0, 2)],
         };
-        let bytes = encode_value(&snapshot);
-        assert_eq!(decode_value(&bytes, true).unwrap(), snapshot);
+        let kafka = hex(
+            "0000000000030000000100000007000000000000000500000000000003e800000000000007d0\
+             02000000000000000500000000000000090000020001000400000003",
+        );
+        assert_eq!(encode_value(&snapshot).as_ref(), kafka.as_slice());
+        assert_eq!(decode_value(&kafka, true).unwrap(), snapshot);
+
         let update = StateValue {
-            state_epoch: None,
+            snapshot_epoch: 3,
+            snapshot: None,
+            leader_epoch: 7,
+            start_offset: -1,
             delivery_complete_count: DELIVERY_COMPLETE_COUNT_UNKNOWN,
-            ..snapshot.clone()
+            batches: vec![batch(5, 9, 2, 1)],
         };
-        assert_eq!(decode_value(&encode_value(&update), false).unwrap(), update);
-        // Tag 0 is the delivery complete count, after the batches.
-        assert_eq!(&bytes[bytes.len() - 7..], [1, 0, 4, 0, 0, 0, 3]);
+        let kafka = hex(
+            "00000000000300000007ffffffffffffffff020000000000000005000000000000000902000100\
+             00",
+        );
+        assert_eq!(encode_value(&update).as_ref(), kafka.as_slice());
+        assert_eq!(decode_value(&kafka, false).unwrap(), update);
+
         let id = Uuid::from_u128(42);
         let key = encode_key(UPDATE_KEY_VERSION, "g", id, 3);
+        assert_eq!(
+            key.as_ref(),
+            hex("00010001670000000000000000000000000000002a00000003").as_slice()
+        );
         assert_eq!(
             decode_key(&key).unwrap(),
             Some((UPDATE_KEY_VERSION, "g".to_string(), id, 3))
         );
-        assert!(decode_value(&bytes[..bytes.len() - 3], true).is_err());
-        // A value without the tagged fields (an older writer's) has no count.
-        let old = decode_value(&bytes[..bytes.len() - 7], true).unwrap();
-        assert_eq!(old.delivery_complete_count, DELIVERY_COMPLETE_COUNT_UNKNOWN);
+    }
+
+    /// A record of another type is skipped; a value Brook's older layout wrote (2-byte
+    /// snapshot epoch, no timestamps) or of an unknown version is an error, never a panic.
+    #[test]
+    fn unknown_types_are_skipped_and_unreadable_values_are_errors() {
+        let mut other = encode_key(UPDATE_KEY_VERSION, "g", Uuid::from_u128(1), 0).to_vec();
+        other[1] = 7;
+        assert_eq!(decode_key(&other).unwrap(), None);
+        assert!(decode_key(&other[..1]).is_err());
+        // The old layout: version 0, u16 snapshot epoch, i32 state epoch, i32 leader epoch,
+        // i64 start offset, one batch, no tagged fields.
+        let mut old = vec![0, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0, 7];
+        old.extend_from_slice(&5i64.to_be_bytes());
+        old.push(2);
+        old.extend_from_slice(&5i64.to_be_bytes());
+        old.extend_from_slice(&9i64.to_be_bytes());
+        old.extend_from_slice(&[0, 0, 2, 0]);
+        assert!(decode_value(&old, true).is_err());
+        let mut v1 = encode_value(&StateValue {
+            snapshot_epoch: 0,
+            snapshot: None,
+            leader_epoch: 0,
+            start_offset: 0,
+            delivery_complete_count: -1,
+            batches: Vec::new(),
+        })
+        .to_vec();
+        v1[1] = 1;
+        assert_eq!(
+            decode_value(&v1, false).unwrap_err(),
+            "unknown value version 1"
+        );
+        for cut in 0..v1.len() {
+            assert!(decode_value(&v1[..cut], false).is_err());
+        }
     }
 }

@@ -2,14 +2,20 @@ package dev.brook.it;
 
 import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeFalse;
 
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.Future;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import java.util.stream.Stream;
 import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaShareConsumer;
@@ -38,10 +44,7 @@ class ShareStateRestartTest {
     @Test
     void acknowledgedStayDoneAndReleasedComeBackCountedAfterAKill() throws Exception {
         assumeFalse(TestBrokers.isExternal(), "kill -9 needs a broker started by the harness");
-        Map<String, String> props = new HashMap<>(TxnSupport.brokerProps());
-        props.put("share.coordinator.state.topic.num.partitions", "3");
-        props.put("share.coordinator.state.topic.replication.factor", "1");
-        props.put("share.coordinator.state.topic.min.isr", "1");
+        Map<String, String> props = brokerProps(3);
         try (BrookBroker broker = BrookBroker.start("share-state", props)) {
             ShareGroupsTest.bootstrap = broker.bootstrap();
             String group = "durable";
@@ -74,6 +77,85 @@ class ShareStateRestartTest {
                 c.commitSync();
             }
         }
+    }
+
+    /**
+     * Kafka 4.4's {@code kafka-dump-log.sh --share-group-state-decoder} ({@code DumpLogSegments}) reads the
+     * {@code __share_group_state} segment the broker wrote for a share group whose member accepted every record:
+     * every record decodes as Kafka's ShareSnapshot (type 0) or ShareUpdate (type 1) with Kafka 4.4's fields
+     * (a snapshot's state epoch, create and write timestamps), the first for the share-partition is a snapshot, and
+     * the records hold the last consumed offset Acknowledged (or a start offset past it). A segment in another layout
+     * fails the decoder (it throws, or prints fields that do not match).
+     */
+    @Test
+    void kafkasDumpLogDecodesTheShareGroupStateLog() throws Exception {
+        assumeFalse(TestBrokers.isExternal(), "reads the files of a broker started by the harness");
+        Map<String, String> props = brokerProps(1);
+        String group = "dumped";
+        long lastOffset;
+        try (BrookBroker broker = BrookBroker.start("share-dump", props)) {
+            ShareGroupsTest.bootstrap = broker.bootstrap();
+            try (KafkaShareConsumer<byte[], byte[]> c = ShareGroupsTest.consumer(group, true, 500)) {
+                String topic = ShareGroupsTest.primedTopic("share-dump", c, true);
+                produceOneBatch(broker.bootstrap(), topic, ShareGroupsTest.values("v", 4));
+                List<ConsumerRecord<byte[], byte[]>> got = ShareGroupsTest.pollRecords(c, WAIT);
+                assertEquals(4, got.size());
+                lastOffset = got.get(3).offset();
+                for (ConsumerRecord<byte[], byte[]> r : got) c.acknowledge(r, AcknowledgeType.ACCEPT);
+                c.commitSync();
+                c.close(Duration.ofSeconds(5));
+            }
+            broker.stop();
+            Path dir = broker.dir().resolve("data").resolve("__share_group_state-0");
+            List<Path> segments;
+            try (Stream<Path> files = Files.list(dir)) {
+                segments = files.filter(f -> f.toString().endsWith(".log")).sorted().toList();
+            }
+            assertTrue(!segments.isEmpty(), "no segment in " + dir);
+            List<String> records = new ArrayList<>();
+            for (Path f : segments) {
+                String out = KafkaTool.tool("DumpLogSegments", null, "--files", f.toString(),
+                    "--share-group-state-decoder").out();
+                for (String l : CliToolsTest.lines(out)) {
+                    if (l.startsWith("| offset: ")) records.add(l);
+                }
+            }
+            assertTrue(records.size() >= 2, "a snapshot and an update at least: " + records);
+            // DumpLogSegments prints a record's type and version as strings, its fields in the JSON's order.
+            Pattern rec = Pattern.compile("\\| offset: \\d+ .*key: \\{\"type\":\"(\\d)\",\"data\":\\{\"groupId\":\""
+                + group + "\",\"topicId\":\"[^\"]+\",\"partition\":0\\}\\} payload: (.*)");
+            Pattern snapshot = Pattern.compile("\\{\"version\":\"0\",\"data\":\\{\"snapshotEpoch\":\\d+,\"stateEpoch\":\\d+,"
+                + "\"leaderEpoch\":-?\\d+,\"startOffset\":(-?\\d+),(?:\"deliveryCompleteCount\":\\d+,)?"
+                + "\"createTimestamp\":[1-9]\\d*,\"writeTimestamp\":[1-9]\\d*,\"stateBatches\":(\\[.*\\])\\}\\}");
+            Pattern update = Pattern.compile("\\{\"version\":\"0\",\"data\":\\{\"snapshotEpoch\":\\d+,"
+                + "\"leaderEpoch\":-?\\d+,\"startOffset\":(-?\\d+),(?:\"deliveryCompleteCount\":\\d+,)?"
+                + "\"stateBatches\":(\\[.*\\])\\}\\}");
+            Pattern acked = Pattern.compile("\\{\"firstOffset\":\\d+,\"lastOffset\":(\\d+),\"deliveryState\":2,");
+            String first = null;
+            boolean lastDone = false;
+            for (String l : records) {
+                Matcher m = rec.matcher(l);
+                assertTrue(m.matches(), "a decoded share state record: " + l);
+                if (first == null) first = m.group(1);
+                Matcher v = (m.group(1).equals("0") ? snapshot : update).matcher(m.group(2));
+                assertTrue(v.matches(), "a Share" + (m.group(1).equals("0") ? "Snapshot" : "Update") + "Value: " + l);
+                // Done once the start offset passed the last record, or a batch holds it Acknowledged.
+                Matcher a = acked.matcher(v.group(2));
+                while (a.find()) lastDone |= Long.parseLong(a.group(1)) >= lastOffset;
+                lastDone |= Long.parseLong(v.group(1)) > lastOffset;
+            }
+            assertTrue(lastDone, "the state records acknowledge offset " + lastOffset + ": " + records);
+            assertEquals("0", first, "the first record of a share-partition is a snapshot");
+        }
+    }
+
+    /** One node's settings, with {@code stateTopicPartitions} partitions of {@code __share_group_state}. */
+    static Map<String, String> brokerProps(int stateTopicPartitions) {
+        Map<String, String> props = new HashMap<>(TxnSupport.brokerProps());
+        props.put("share.coordinator.state.topic.num.partitions", Integer.toString(stateTopicPartitions));
+        props.put("share.coordinator.state.topic.replication.factor", "1");
+        props.put("share.coordinator.state.topic.min.isr", "1");
+        return props;
     }
 
     /**

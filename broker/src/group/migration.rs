@@ -692,18 +692,32 @@ impl GroupCoordinator {
         })?;
         // Members waiting in a join or sync rejoin for the new rebalance.
         classic.fail_waiters(ResponseError::RebalanceInProgress.code());
-        entry.kind = GroupKind::Consumer(group);
+        let before = std::mem::replace(&mut entry.kind, GroupKind::Consumer(group));
+        let persisted_before = entry.persisted.clone();
         // The classic group's record gets its tombstone in the write of the new group's
         // records (a key persisted but no longer desired gets one).
         entry
             .persisted
             .insert(records::group_metadata_key(group_id), Bytes::new());
-        tracing::info!(
-            group = group_id,
-            "classic group upgraded to a consumer group"
-        );
-        let written = self.after_change(st, group_id);
-        Ok((result, written))
+        match self.after_change_or_error(st, group_id) {
+            Ok(written) => {
+                tracing::info!(
+                    group = group_id,
+                    "classic group upgraded to a consumer group"
+                );
+                Ok((result, written))
+            }
+            // The conversion could not be appended: the group stays classic, as Kafka's
+            // `CoordinatorRuntime` reverts its timeline to the snapshot taken before the
+            // write (`failCurrentBatch`).
+            Err(e) => {
+                if let Some(entry) = st.groups.get_mut(group_id) {
+                    entry.kind = before;
+                    entry.persisted = persisted_before;
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Converts the KIP-848 group to a classic group without `leaving` (none: ""), writes the

@@ -126,7 +126,8 @@ fn a_stopping_leader_answers_a_parked_produce_with_the_new_leader() {
 ///
 /// An OffsetCommit parked on the same node as group coordinator (its `__consumer_offsets`
 /// record waits for the high watermark) is closed unanswered the same way; Brook answered it
-/// with an error instead.
+/// with an error instead. So are a JoinGroup waiting for a member to rejoin and a follower's
+/// SyncGroup waiting for the leader's.
 #[test]
 fn a_stopping_leader_whose_controlled_shutdown_fails_drops_a_parked_produce_and_exits() {
     let mut c = Cluster::start(
@@ -135,12 +136,18 @@ fn a_stopping_leader_whose_controlled_shutdown_fails_drops_a_parked_produce_and_
             ("replica.lag.time.max.ms", "60000"),
             // The commit stays parked until the node stops (Kafka's default is 5 s).
             ("offsets.commit.timeout.ms", "60000"),
+            // A group's first member completes its join at once.
+            ("group.initial.rebalance.delay.ms", "0"),
         ],
     );
     let topic = unique_topic("failover-parked");
     c.create_topic(&topic, 1, 3, &[("min.insync.replicas", "2")]);
     let leader = c.partition_state(&topic, 0).leader;
     let group = group_coordinated_by(&c, leader);
+    let (_first, _, mut joiner, _, parked_join) =
+        park_join(&c, leader, &group_coordinated_by(&c, leader));
+    let (_leader, mut syncer, parked_sync) =
+        park_sync(&c, leader, &group_coordinated_by(&c, leader));
     c.isolate_replication(leader);
     let mut committer = WireClient::connect(&c.address(leader));
     let commit = committer.send(OFFSET_COMMIT_V, &offset_commit(&group, &topic));
@@ -186,6 +193,16 @@ fn a_stopping_leader_whose_controlled_shutdown_fails_drops_a_parked_produce_and_
     assert!(
         answer.is_err(),
         "the parked offset commit's connection is closed unanswered: {answer:?}"
+    );
+    let answer = joiner.try_receive::<JoinGroupRequest>(JOIN_V, parked_join);
+    assert!(
+        answer.is_err(),
+        "the parked JoinGroup's connection is closed unanswered: {answer:?}"
+    );
+    let answer = syncer.try_receive::<SyncGroupRequest>(SYNC_V, parked_sync);
+    assert!(
+        answer.is_err(),
+        "the parked SyncGroup's connection is closed unanswered: {answer:?}"
     );
     assert_eq!(
         c.log_lines(leader, "controlled shutdown not acknowledged")
@@ -420,6 +437,47 @@ fn member_join(group: &str, member: &str, metadata: bytes::Bytes) -> JoinGroupRe
         .with_session_timeout_ms(30_000)
         .with_rebalance_timeout_ms(30_000)
         .with_protocols(vec![protocol])
+}
+
+/// A second member's JoinGroup parked on `node`, waiting for the first member (leader of
+/// generation 1, which does not rejoin) for the rebalance timeout: (first member's client and
+/// id, the second's client, id and request's correlation id).
+fn park_join(c: &Cluster, node: i32, group: &str) -> (WireClient, String, WireClient, String, i32) {
+    let m = || bytes::Bytes::from_static(b"m");
+    let mut first = WireClient::connect(&c.address(node));
+    let first_id = join_alone(&mut first, group);
+    let mut second = WireClient::connect(&c.address(node));
+    let r = second.request(JOIN_V, &member_join(group, "", m()));
+    assert_eq!(r.error_code, 79, "MEMBER_ID_REQUIRED: {r:?}");
+    let second_id = r.member_id.to_string();
+    let parked = second.send(JOIN_V, &member_join(group, &second_id, m()));
+    assert_unanswered(&mut second, "the second member's JoinGroup");
+    (first, first_id, second, second_id, parked)
+}
+
+/// A follower's SyncGroup parked on `node`, waiting for the leader's: the clients of both
+/// members, the follower's last, with the follower's correlation id.
+fn park_sync(c: &Cluster, node: i32, group: &str) -> (WireClient, WireClient, i32) {
+    let (mut first, first_id, mut second, second_id, parked) = park_join(c, node, group);
+    let r = first.request(
+        JOIN_V,
+        &member_join(group, &first_id, bytes::Bytes::from_static(b"m")),
+    );
+    assert_eq!((r.error_code, r.generation_id), (0, 2), "{r:?}");
+    let joined = second.receive::<JoinGroupRequest>(JOIN_V, parked);
+    assert_eq!(joined.error_code, 0, "{joined:?}");
+    let (leader, (mut follower, follower_id)) = if r.leader.as_str() == first_id {
+        (first, (second, second_id))
+    } else {
+        (second, (first, first_id))
+    };
+    let sync = SyncGroupRequest::default()
+        .with_group_id(s(group).into())
+        .with_member_id(s(&follower_id))
+        .with_generation_id(2);
+    let parked = follower.send(SYNC_V, &sync);
+    assert_unanswered(&mut follower, "the follower's SyncGroup");
+    (leader, follower, parked)
 }
 
 /// Waits until some `__consumer_offsets` partition on `node` holds a record above its high

@@ -301,6 +301,13 @@ impl ConsumerGroup {
             let rebalance = self.assignment_epoch < self.group_epoch;
             if rebalance {
                 self.group_epoch = epoch_before;
+                // Not reconciled, the joiner keeps the epoch Kafka's
+                // `getOrMaybeSubscribeStaticConsumerGroupMember` gives a replacing member: 0,
+                // the generation it is answered.
+                if let Some(m) = self.members.get_mut(&member_id) {
+                    m.member_epoch = 0;
+                    m.previous_member_epoch = 0;
+                }
             } else {
                 self.reconcile(&member_id, Some(&owned), now);
             }

@@ -8,13 +8,15 @@ use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
+use kafka_protocol::messages::streams_group_heartbeat_request::{Subtopology, Topology};
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::write_txn_markers_request::{
     WritableTxnMarker, WritableTxnMarkerTopic,
 };
 use kafka_protocol::messages::{
     ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, FindCoordinatorRequest,
-    HeartbeatRequest, JoinGroupRequest, OffsetCommitRequest, ProducerId, SyncGroupRequest,
+    HeartbeatRequest, JoinGroupRequest, ListGroupsRequest, OffsetCommitRequest, ProducerId,
+    StreamsGroupDescribeRequest, StreamsGroupHeartbeatRequest, SyncGroupRequest,
     WriteTxnMarkersRequest,
 };
 use kafka_protocol::protocol::StrBytes;
@@ -44,6 +46,11 @@ const JOIN_V: i16 = 5;
 const SYNC_V: i16 = 3;
 /// ConsumerGroupHeartbeat v1.
 const CONSUMER_HEARTBEAT_V: i16 = 1;
+/// StreamsGroupHeartbeat v0, StreamsGroupDescribe v0.
+const STREAMS_HEARTBEAT_V: i16 = 0;
+const STREAMS_GROUP_DESCRIBE_V: i16 = 0;
+/// ListGroups v5: with the group type.
+const LIST_GROUPS_V: i16 = 5;
 /// Heartbeat v3, ConsumerGroupDescribe v0.
 const HEARTBEAT_V: i16 = 3;
 const CONSUMER_GROUP_DESCRIBE_V: i16 = 0;
@@ -119,7 +126,8 @@ fn a_stopping_leader_answers_a_parked_produce_with_the_new_leader() {
 ///
 /// An OffsetCommit parked on the same node as group coordinator (its `__consumer_offsets`
 /// record waits for the high watermark) is closed unanswered the same way; Brook answered it
-/// with an error instead.
+/// with an error instead. So are a JoinGroup waiting for a member to rejoin and a follower's
+/// SyncGroup waiting for the leader's.
 #[test]
 fn a_stopping_leader_whose_controlled_shutdown_fails_drops_a_parked_produce_and_exits() {
     let mut c = Cluster::start(
@@ -128,12 +136,18 @@ fn a_stopping_leader_whose_controlled_shutdown_fails_drops_a_parked_produce_and_
             ("replica.lag.time.max.ms", "60000"),
             // The commit stays parked until the node stops (Kafka's default is 5 s).
             ("offsets.commit.timeout.ms", "60000"),
+            // A group's first member completes its join at once.
+            ("group.initial.rebalance.delay.ms", "0"),
         ],
     );
     let topic = unique_topic("failover-parked");
     c.create_topic(&topic, 1, 3, &[("min.insync.replicas", "2")]);
     let leader = c.partition_state(&topic, 0).leader;
     let group = group_coordinated_by(&c, leader);
+    let (_first, _, mut joiner, _, parked_join) =
+        park_join(&c, leader, &group_coordinated_by(&c, leader));
+    let (_leader, mut syncer, parked_sync) =
+        park_sync(&c, leader, &group_coordinated_by(&c, leader));
     c.isolate_replication(leader);
     let mut committer = WireClient::connect(&c.address(leader));
     let commit = committer.send(OFFSET_COMMIT_V, &offset_commit(&group, &topic));
@@ -179,6 +193,16 @@ fn a_stopping_leader_whose_controlled_shutdown_fails_drops_a_parked_produce_and_
     assert!(
         answer.is_err(),
         "the parked offset commit's connection is closed unanswered: {answer:?}"
+    );
+    let answer = joiner.try_receive::<JoinGroupRequest>(JOIN_V, parked_join);
+    assert!(
+        answer.is_err(),
+        "the parked JoinGroup's connection is closed unanswered: {answer:?}"
+    );
+    let answer = syncer.try_receive::<SyncGroupRequest>(SYNC_V, parked_sync);
+    assert!(
+        answer.is_err(),
+        "the parked SyncGroup's connection is closed unanswered: {answer:?}"
     );
     assert_eq!(
         c.log_lines(leader, "controlled shutdown not acknowledged")
@@ -252,18 +276,25 @@ fn group_answers_wait_for_their_records_to_commit() {
 /// coordinator answers it, COORDINATOR_NOT_AVAILABLE, and leaves the group as Kafka's
 /// reverted timeline does: the leader's SyncGroup fails every parked SyncGroup and the group
 /// rebalances (Brook answered it and went Stable); a ConsumerGroupHeartbeat that would have
-/// created its group leaves no group behind (Brook answered it and kept the group).
+/// created its group leaves no group behind (Brook answered it and kept the group); a
+/// StreamsGroupHeartbeat joining a second member leaves the streams group at its epoch with
+/// its one member, so the first member's next heartbeat sees epoch 1 (Brook answered the
+/// joiner, kept it and moved the group to epoch 2).
 #[test]
 fn a_group_write_that_cannot_be_appended_answers_the_error_and_keeps_no_trace() {
     let c = Cluster::start(3, &[("group.initial.rebalance.delay.ms", "0")]);
     let topic = unique_topic("groupfail");
     c.create_topic(&topic, 1, 3, &[]);
     let node = c.partition_state(&topic, 0).leader;
-    let [classic, consumer] = [0, 1].map(|nth| group_coordinated_by_nth(&c, node, nth));
+    let [classic, consumer, streams, upgraded] =
+        [0, 1, 2, 3].map(|nth| group_coordinated_by_nth(&c, node, nth));
     let mut client = WireClient::connect(&c.address(node));
     let member = join_alone(&mut client, &classic);
+    let r = streams_heartbeat(&mut client, &streams, "streams-1", 0, &topic);
+    assert_eq!((r.error_code, r.member_epoch), (0, 1), "{r:?}");
+    join_alone_with(&mut client, &upgraded, consumer_subscription(&topic));
     c.isolate_replication(node);
-    for group in [&classic, &consumer] {
+    for group in [&classic, &consumer, &streams, &upgraded] {
         let partition = brook::group::records::partition_for(group, OFFSETS_PARTITIONS);
         c.await_isr("__consumer_offsets", partition, &[node], ISR_SHRINK_WAIT);
     }
@@ -300,6 +331,78 @@ fn a_group_write_that_cannot_be_appended_answers_the_error_and_keeps_no_trace() 
         d.groups[0].error_code, GROUP_ID_NOT_FOUND,
         "the heartbeat left no group: {d:?}"
     );
+
+    let r = streams_heartbeat(&mut client, &streams, "streams-2", 0, &topic);
+    assert_eq!(r.error_code, COORDINATOR_NOT_AVAILABLE, "{r:?}");
+    let r = streams_heartbeat(&mut client, &streams, "streams-1", 1, &topic);
+    assert_eq!(
+        (r.error_code, r.member_epoch),
+        (0, 1),
+        "the group is as before the failed join: {r:?}"
+    );
+    let describe = StreamsGroupDescribeRequest::default().with_group_ids(vec![s(&streams).into()]);
+    let d = client.request(STREAMS_GROUP_DESCRIBE_V, &describe);
+    let g = &d.groups[0];
+    let members: Vec<&str> = g.members.iter().map(|m| m.member_id.as_str()).collect();
+    assert_eq!((g.group_epoch, members), (1, vec!["streams-1"]), "{d:?}");
+
+    // A ConsumerGroupHeartbeat joining a classic group would upgrade it; the write of the
+    // conversion fails, so the group stays classic (Brook answered and kept the conversion).
+    let r = client.request(
+        CONSUMER_HEARTBEAT_V,
+        &join.with_group_id(s(&upgraded).into()),
+    );
+    assert_eq!(r.error_code, COORDINATOR_NOT_AVAILABLE, "{r:?}");
+    let listed = client.request(LIST_GROUPS_V, &ListGroupsRequest::default());
+    let g = listed
+        .groups
+        .iter()
+        .find(|g| g.group_id.as_str() == upgraded);
+    assert_eq!(
+        g.map(|g| g.group_type.as_str()),
+        Some("classic"),
+        "{listed:?}"
+    );
+}
+
+/// A version 0 `ConsumerProtocolSubscription` to `topic`, no user data.
+fn consumer_subscription(topic: &str) -> bytes::Bytes {
+    let mut out = Vec::new();
+    out.extend_from_slice(&0i16.to_be_bytes());
+    out.extend_from_slice(&1i32.to_be_bytes());
+    out.extend_from_slice(&(topic.len() as i16).to_be_bytes());
+    out.extend_from_slice(topic.as_bytes());
+    out.extend_from_slice(&(-1i32).to_be_bytes());
+    bytes::Bytes::from(out)
+}
+
+/// A StreamsGroupHeartbeat of `member` at `epoch` whose topology reads `topic` (no internal
+/// topics); the topology and the full member fields come with the join (epoch 0).
+fn streams_heartbeat(
+    client: &mut WireClient,
+    group: &str,
+    member: &str,
+    epoch: i32,
+    topic: &str,
+) -> kafka_protocol::messages::StreamsGroupHeartbeatResponse {
+    let joining = epoch == 0;
+    let topology =
+        Topology::default()
+            .with_epoch(0)
+            .with_subtopologies(vec![Subtopology::default()
+                .with_subtopology_id(s("0"))
+                .with_source_topics(vec![s(topic).into()])]);
+    let req = StreamsGroupHeartbeatRequest::default()
+        .with_group_id(s(group).into())
+        .with_member_id(s(member))
+        .with_member_epoch(epoch)
+        .with_rebalance_timeout_ms(if joining { 30_000 } else { -1 })
+        .with_process_id(joining.then(|| s(member)))
+        .with_topology(joining.then_some(topology))
+        .with_active_tasks(joining.then(Vec::new))
+        .with_standby_tasks(joining.then(Vec::new))
+        .with_warmup_tasks(joining.then(Vec::new));
+    client.request(STREAMS_HEARTBEAT_V, &req)
 }
 
 fn s(v: &str) -> StrBytes {
@@ -309,24 +412,72 @@ fn s(v: &str) -> StrBytes {
 /// A JoinGroup of one member (v5: MEMBER_ID_REQUIRED, then again with the id); returns its
 /// member id, the leader of generation 1.
 fn join_alone(client: &mut WireClient, group: &str) -> String {
-    let protocol = JoinGroupRequestProtocol::default()
-        .with_name(s("range"))
-        .with_metadata(bytes::Bytes::from_static(b"m"));
-    let join = |member: &str| {
-        JoinGroupRequest::default()
-            .with_group_id(s(group).into())
-            .with_member_id(s(member))
-            .with_protocol_type(s("consumer"))
-            .with_session_timeout_ms(30_000)
-            .with_rebalance_timeout_ms(30_000)
-            .with_protocols(vec![protocol.clone()])
-    };
-    let first = client.request(JOIN_V, &join(""));
+    join_alone_with(client, group, bytes::Bytes::from_static(b"m"))
+}
+
+/// [`join_alone`] with `metadata` as the member's protocol metadata.
+fn join_alone_with(client: &mut WireClient, group: &str, metadata: bytes::Bytes) -> String {
+    let first = client.request(JOIN_V, &member_join(group, "", metadata.clone()));
     assert_eq!(first.error_code, 79, "MEMBER_ID_REQUIRED: {first:?}");
-    let r = client.request(JOIN_V, &join(&first.member_id));
+    let r = client.request(JOIN_V, &member_join(group, &first.member_id, metadata));
     assert_eq!((r.error_code, r.generation_id), (0, 1), "{r:?}");
     assert_eq!(r.leader, r.member_id);
     r.member_id.to_string()
+}
+
+/// A JoinGroup of `member` ("" for a new one) with one "range" protocol.
+fn member_join(group: &str, member: &str, metadata: bytes::Bytes) -> JoinGroupRequest {
+    let protocol = JoinGroupRequestProtocol::default()
+        .with_name(s("range"))
+        .with_metadata(metadata);
+    JoinGroupRequest::default()
+        .with_group_id(s(group).into())
+        .with_member_id(s(member))
+        .with_protocol_type(s("consumer"))
+        .with_session_timeout_ms(30_000)
+        .with_rebalance_timeout_ms(30_000)
+        .with_protocols(vec![protocol])
+}
+
+/// A second member's JoinGroup parked on `node`, waiting for the first member (leader of
+/// generation 1, which does not rejoin) for the rebalance timeout: (first member's client and
+/// id, the second's client, id and request's correlation id).
+fn park_join(c: &Cluster, node: i32, group: &str) -> (WireClient, String, WireClient, String, i32) {
+    let m = || bytes::Bytes::from_static(b"m");
+    let mut first = WireClient::connect(&c.address(node));
+    let first_id = join_alone(&mut first, group);
+    let mut second = WireClient::connect(&c.address(node));
+    let r = second.request(JOIN_V, &member_join(group, "", m()));
+    assert_eq!(r.error_code, 79, "MEMBER_ID_REQUIRED: {r:?}");
+    let second_id = r.member_id.to_string();
+    let parked = second.send(JOIN_V, &member_join(group, &second_id, m()));
+    assert_unanswered(&mut second, "the second member's JoinGroup");
+    (first, first_id, second, second_id, parked)
+}
+
+/// A follower's SyncGroup parked on `node`, waiting for the leader's: the clients of both
+/// members, the follower's last, with the follower's correlation id.
+fn park_sync(c: &Cluster, node: i32, group: &str) -> (WireClient, WireClient, i32) {
+    let (mut first, first_id, mut second, second_id, parked) = park_join(c, node, group);
+    let r = first.request(
+        JOIN_V,
+        &member_join(group, &first_id, bytes::Bytes::from_static(b"m")),
+    );
+    assert_eq!((r.error_code, r.generation_id), (0, 2), "{r:?}");
+    let joined = second.receive::<JoinGroupRequest>(JOIN_V, parked);
+    assert_eq!(joined.error_code, 0, "{joined:?}");
+    let (leader, (mut follower, follower_id)) = if r.leader.as_str() == first_id {
+        (first, (second, second_id))
+    } else {
+        (second, (first, first_id))
+    };
+    let sync = SyncGroupRequest::default()
+        .with_group_id(s(group).into())
+        .with_member_id(s(&follower_id))
+        .with_generation_id(2);
+    let parked = follower.send(SYNC_V, &sync);
+    assert_unanswered(&mut follower, "the follower's SyncGroup");
+    (leader, follower, parked)
 }
 
 /// Waits until some `__consumer_offsets` partition on `node` holds a record above its high

@@ -8,8 +8,9 @@
 //! consumer-protocol member.
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
-use brook_protocol_tests::{unique_topic, Broker, WireClient};
+use brook_protocol_tests::{poll_until_ok, unique_topic, Broker, WireClient};
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::consumer_group_heartbeat_request::ConsumerGroupHeartbeatRequest;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
@@ -24,6 +25,7 @@ use kafka_protocol::protocol::StrBytes;
 const JOIN_V: i16 = 5;
 const SYNC_V: i16 = 3;
 const HEARTBEAT_V: i16 = 3;
+const ILLEGAL_GENERATION: i16 = 22;
 const REBALANCE_IN_PROGRESS: i16 = 27;
 const GROUP_ID_NOT_FOUND: i16 = 69;
 const GROUP_MAX_SIZE_REACHED: i16 = 81;
@@ -107,6 +109,7 @@ fn classic_group(
     protocol_type: &str,
     n: usize,
 ) -> Vec<(WireClient, String, i32)> {
+    await_coordinator(addr, group);
     let mut members: Vec<(WireClient, String)> = (0..n)
         .map(|_| {
             let mut c = WireClient::connect(addr);
@@ -158,6 +161,30 @@ fn classic_group(
         .into_iter()
         .map(|(c, m)| (c, m, generation))
         .collect()
+}
+
+/// Waits until `group`'s coordinator is up: FindCoordinator creates the offsets topic, as a
+/// client's first lookup does, and a JoinGroup of nobody ("unknown" member id) answers
+/// UNKNOWN_MEMBER_ID rather than NOT_COORDINATOR (16), COORDINATOR_NOT_AVAILABLE (15) or
+/// COORDINATOR_LOAD_IN_PROGRESS (14), as Kafka does while it creates and loads the topic.
+fn await_coordinator(addr: &str, group: &str) {
+    let mut c = WireClient::connect(addr);
+    let find = FindCoordinatorRequest::default().with_key(s(group));
+    poll_until_ok("the coordinator", Duration::from_secs(30), || {
+        match c.request::<FindCoordinatorRequest>(3, &find).error_code {
+            0 => Ok(()),
+            e => Err(format!("FindCoordinator: {e}")),
+        }
+    });
+    let probe = join_request(group, "unknown", "consumer", "t");
+    poll_until_ok(
+        "the coordinator loaded",
+        Duration::from_secs(30),
+        || match c.request::<JoinGroupRequest>(JOIN_V, &probe).error_code {
+            14..=16 => Err("not yet".to_string()),
+            _ => Ok(()),
+        },
+    );
 }
 
 fn consumer_heartbeat(
@@ -376,40 +403,39 @@ fn conversions_refused_as_kafka_refuses_them() {
     );
 }
 
-/// Kafka's `validateOnlineDowngradeWithReplacedMemberId`: a classic JoinGroup with the
-/// `group.instance.id` of the last consumer-protocol member takes its place, and the group is
-/// classic again at once (no rebalance), the joiner holding the replaced member's partitions.
-#[test]
-fn a_static_classic_member_replacing_the_last_consumer_member_downgrades_the_group() {
-    let broker = Broker::start_with(&[
-        ("group.initial.rebalance.delay.ms", "0"),
-        ("offsets.topic.num.partitions", "1"),
-        ("num.partitions", "2"),
-    ]);
-    let addr = broker.bootstrap();
-    let mut c = WireClient::connect(&addr);
-    let topic = unique_topic("migstatic");
-    c.ensure_topic(&topic);
-    let group = format!("{topic}-g");
-    let (mut mc, member, _) = classic_group(&addr, &group, &topic, "consumer", 1).remove(0);
+/// A group upgraded by a static consumer-protocol member (`instance-1`) next to one classic
+/// member, each owning one partition of `topic`'s two: (the admin client, the classic
+/// member's client and id, the static member's partitions and epoch).
+struct StaticUpgraded {
+    c: WireClient,
+    mc: WireClient,
+    member: String,
+    static_owned: BTreeSet<i32>,
+    epoch: i32,
+}
+
+fn static_upgraded(addr: &str, group: &str, topic: &str) -> StaticUpgraded {
+    let mut c = WireClient::connect(addr);
+    c.ensure_topic(topic);
+    let (mut mc, member, _) = classic_group(addr, group, topic, "consumer", 1).remove(0);
 
     // A static consumer-protocol member upgrades the group and gets a partition once the
     // classic member has rejoined and released it.
     let static_heartbeat = |c: &mut WireClient, epoch: i32| {
         let req = ConsumerGroupHeartbeatRequest::default()
-            .with_group_id(s(&group).into())
+            .with_group_id(s(group).into())
             .with_member_id(s("kip848-static"))
             .with_instance_id(Some(s("instance-1")))
             .with_member_epoch(epoch)
             .with_rebalance_timeout_ms(30_000)
-            .with_subscribed_topic_names(Some(vec![s(&topic).into()]))
+            .with_subscribed_topic_names(Some(vec![s(topic).into()]))
             .with_topic_partitions(Some(vec![]));
         c.request::<ConsumerGroupHeartbeatRequest>(1, &req)
     };
     let r = static_heartbeat(&mut c, 0);
     assert_eq!(r.error_code, 0, "upgrade");
-    assert_eq!(listed(&mut c, &group).0, "consumer");
-    let (epoch, classic_owned) = rejoin(&mut mc, &group, &member, &topic);
+    assert_eq!(listed(&mut c, group).0, "consumer");
+    let (epoch, classic_owned) = rejoin(&mut mc, group, &member, topic);
     let r = static_heartbeat(&mut c, epoch);
     assert_eq!(r.error_code, 0);
     let static_owned: BTreeSet<i32> = r
@@ -421,13 +447,46 @@ fn a_static_classic_member_replacing_the_last_consumer_member_downgrades_the_gro
         .collect();
     assert_eq!(static_owned.len(), 1, "{static_owned:?}");
     assert!(static_owned.is_disjoint(&classic_owned));
+    StaticUpgraded {
+        c,
+        mc,
+        member,
+        static_owned,
+        epoch: r.member_epoch,
+    }
+}
+
+fn static_join(group: &str, member: &str, topic: &str) -> JoinGroupRequest {
+    let mut join = join_request(group, member, "consumer", topic);
+    join.group_instance_id = Some(s("instance-1"));
+    join
+}
+
+/// Kafka's `validateOnlineDowngradeWithReplacedMember`: a classic JoinGroup with the
+/// `group.instance.id` of the last consumer-protocol member takes its place, and the group is
+/// classic again at once (no rebalance), the joiner holding the replaced member's partitions.
+#[test]
+fn a_static_classic_member_replacing_the_last_consumer_member_downgrades_the_group() {
+    let broker = Broker::start_with(&[
+        ("group.initial.rebalance.delay.ms", "0"),
+        ("offsets.topic.num.partitions", "1"),
+        ("num.partitions", "2"),
+    ]);
+    let addr = broker.bootstrap();
+    let topic = unique_topic("migstatic");
+    let group = format!("{topic}-g");
+    let StaticUpgraded {
+        mut c,
+        mut mc,
+        member,
+        static_owned,
+        ..
+    } = static_upgraded(&addr, &group, &topic);
 
     // A classic consumer with the same instance id replaces it: the group is classic again,
     // Stable, and the joiner syncs the replaced member's partition.
     let mut joiner = WireClient::connect(&addr);
-    let mut join = join_request(&group, "", "consumer", &topic);
-    join.group_instance_id = Some(s("instance-1"));
-    let j: JoinGroupResponse = joiner.request(JOIN_V, &join);
+    let j: JoinGroupResponse = joiner.request(JOIN_V, &static_join(&group, "", &topic));
     assert_eq!(j.error_code, 0, "static join");
     assert_eq!(
         listed(&mut c, &group),
@@ -441,4 +500,63 @@ fn a_static_classic_member_replacing_the_last_consumer_member_downgrades_the_gro
     assert_eq!(r.error_code, 0, "sync");
     assert_eq!(partitions_of(&r.assignment), static_owned);
     assert_eq!(heartbeat(&mut mc, &group, &member, j.generation_id), 0);
+}
+
+/// The same replacement, but the joiner subscribes to another topic: Kafka's
+/// `classicGroupJoinToConsumerGroup` computes no new target when it downgrades, so the target
+/// is stale and the classic group rebalances, from the epoch the consumer group had
+/// (`convertToClassicGroup` with a rebalance). Brook computed the new target and left the
+/// group Stable.
+#[test]
+fn a_static_replacement_with_another_subscription_downgrades_the_group_into_a_rebalance() {
+    let broker = Broker::start_with(&[
+        ("group.initial.rebalance.delay.ms", "0"),
+        ("offsets.topic.num.partitions", "1"),
+        ("num.partitions", "2"),
+    ]);
+    let addr = broker.bootstrap();
+    let topic = unique_topic("migstale");
+    let other = unique_topic("migother");
+    let group = format!("{topic}-g");
+    let StaticUpgraded {
+        mut c,
+        mut mc,
+        member,
+        epoch,
+        ..
+    } = static_upgraded(&addr, &group, &topic);
+    c.ensure_topic(&other);
+
+    let mut joiner = WireClient::connect(&addr);
+    let j: JoinGroupResponse = joiner.request(JOIN_V, &static_join(&group, "", &other));
+    assert_eq!(
+        (j.error_code, j.generation_id),
+        (0, 0),
+        "answered with a replacing member's epoch, 0: {j:?}"
+    );
+    assert_eq!(
+        listed(&mut c, &group),
+        ("classic".to_string(), "PreparingRebalance".to_string()),
+        "downgraded into a rebalance"
+    );
+    let sync = sync_request(&group, &j.member_id, j.generation_id)
+        .with_group_instance_id(Some(s("instance-1")));
+    let r: SyncGroupResponse = joiner.request(SYNC_V, &sync);
+    assert_eq!(r.error_code, ILLEGAL_GENERATION, "sync: {r:?}");
+
+    // Both members rejoin: the next generation follows the consumer group's epoch.
+    let parked = joiner.send(JOIN_V, &static_join(&group, &j.member_id, &other));
+    let r: JoinGroupResponse =
+        mc.request(JOIN_V, &join_request(&group, &member, "consumer", &topic));
+    let rj = joiner.receive::<JoinGroupRequest>(JOIN_V, parked);
+    assert_eq!(
+        (
+            r.error_code,
+            r.generation_id,
+            rj.error_code,
+            rj.generation_id
+        ),
+        (0, epoch + 1, 0, epoch + 1),
+        "{r:?} {rj:?}"
+    );
 }

@@ -575,6 +575,64 @@ fn delete_groups_deletes_an_empty_group_with_only_a_pending_member() {
     assert_eq!(r.error_code, 79, "a new join starts over: {r:?}");
 }
 
+/// A group created by a JoinGroup that completes no generation (a first join answered
+/// MEMBER_ID_REQUIRED) is written to `__consumer_offsets` as Kafka's
+/// `classicGroupJoinToClassicGroup` writes a new group
+/// (`GroupCoordinatorRecordHelpers.newEmptyGroupMetadataRecord`), so a restarted coordinator
+/// lists and describes it, Empty with no protocol type. Brook kept it in memory only: after
+/// the restart it was gone.
+#[test]
+fn a_group_created_by_a_join_that_completes_no_generation_survives_a_restart() {
+    let mut broker = Broker::start_with(&[("offsets.topic.num.partitions", "1")]);
+    let group = unique_topic("joined-only");
+    let mut c = WireClient::connect(&broker.bootstrap());
+    // FindCoordinator creates the offsets topic, as a client's first lookup does; Kafka
+    // answers COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS
+    // until it is created and loaded.
+    let find = FindCoordinatorRequest::default().with_key(s(&group));
+    poll_until_ok("the coordinator", Duration::from_secs(30), || {
+        match c.request::<FindCoordinatorRequest>(3, &find).error_code {
+            0 => Ok(()),
+            e => Err(format!("FindCoordinator: {e}")),
+        }
+    });
+    let r = poll_until_ok("the first join", Duration::from_secs(30), || {
+        match join(&mut c, &group, "", Bytes::from_static(b"meta")) {
+            r if r.error_code == 79 => Ok(r),
+            r if [14, 15, 16].contains(&r.error_code) => Err(format!("{r:?}")),
+            r => panic!("MEMBER_ID_REQUIRED expected: {r:?}"),
+        }
+    });
+    assert!(!r.member_id.is_empty(), "{r:?}");
+    broker.restart();
+    let mut c = WireClient::connect(&broker.bootstrap());
+    let listed = poll_until_ok("the group listed", Duration::from_secs(30), || {
+        let r: ListGroupsResponse = c.request(4, &ListGroupsRequest::default());
+        let g = r.groups.iter().find(|g| g.group_id.as_str() == group);
+        match (r.error_code, g) {
+            (0, Some(g)) => Ok(g.clone()),
+            _ => Err(format!("{r:?}")),
+        }
+    });
+    assert_eq!(
+        (listed.protocol_type.as_str(), listed.group_state.as_str()),
+        ("", "Empty"),
+        "{listed:?}"
+    );
+    let req = DescribeGroupsRequest::default().with_groups(vec![s(&group).into()]);
+    let d = c.request::<DescribeGroupsRequest>(5, &req).groups[0].clone();
+    assert_eq!(
+        (
+            d.error_code,
+            d.group_state.as_str(),
+            d.protocol_type.as_str(),
+            d.members.len()
+        ),
+        (0, "Empty", "", 0),
+        "{d:?}"
+    );
+}
+
 fn leave(c: &mut WireClient, group: &str, member: &str) {
     let req = LeaveGroupRequest::default()
         .with_group_id(s(group).into())

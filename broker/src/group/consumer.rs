@@ -541,6 +541,21 @@ impl ConsumerGroup {
     /// id or partition count changed; then a new target if the group epoch moved past it.
     pub(super) fn update_target(
         &mut self,
+        bump: bool,
+        topics: &dyn Fn(&str) -> Option<(Uuid, i32)>,
+        all_topics: &dyn Fn() -> Vec<String>,
+    ) {
+        self.update_group_epoch(bump, topics, all_topics);
+        if self.assignment_epoch < self.group_epoch {
+            self.compute_target();
+        }
+    }
+
+    /// The group epoch part of [`Self::update_target`] (Kafka's `updateSubscriptionMetadata`):
+    /// a new epoch when `bump`, a regex resolves to other topics, or the subscribed topics'
+    /// metadata changed; the target is left as it is.
+    pub(super) fn update_group_epoch(
+        &mut self,
         mut bump: bool,
         topics: &dyn Fn(&str) -> Option<(Uuid, i32)>,
         all_topics: &dyn Fn() -> Vec<String>,
@@ -565,9 +580,6 @@ impl ConsumerGroup {
             self.topics_seen = image;
         }
         self.topics_unknown = false;
-        if self.assignment_epoch < self.group_epoch {
-            self.compute_target();
-        }
     }
 
     /// Epoch -2: a static member leaves for now. It keeps its partitions (nobody else gets

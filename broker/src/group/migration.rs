@@ -19,7 +19,9 @@
 //! - **Downgrade**: when the last consumer-protocol member leaves (or is fenced) and classic
 //!   members remain, the group becomes a classic group again (policy permitting, within
 //!   `group.max.size`), Stable at the group epoch with each member's target assignment, and
-//!   rebalances.
+//!   rebalances. A static classic member replacing the last consumer-protocol member
+//!   downgrades it too: Stable with the joiner in the replaced member's place, or, when the
+//!   join makes the target stale (a new subscription), rebalancing at the old epoch.
 //!
 //! Each conversion is one write to `__consumer_offsets`: tombstones for the old group's records
 //! and the new group's records, so a coordinator that loads the partition mid-way finds
@@ -30,6 +32,14 @@ use super::records::ClassicMemberMetadata;
 use super::*;
 use crate::group::consumer::{ConsumerMember, MemberState, TopicPartitions};
 use tokio::time::Duration;
+
+/// A classic member's JoinGroup that replaced the last static member on the consumer
+/// protocol: the group goes back to classic (Kafka's `classicGroupJoinToConsumerGroup`, step
+/// 4), with a rebalance when its target assignment is older than its group epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Downgrade {
+    pub rebalance: bool,
+}
 
 /// `group.consumer.migration.policy` (Kafka's `ConsumerGroupMigrationPolicy`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -236,8 +246,9 @@ impl ConsumerGroup {
 
     /// Kafka's `classicGroupJoinToConsumerGroup`, answered at once: the member's subscription
     /// is taken from its protocol metadata, the target recomputed if it changed, and the
-    /// member reconciled against what its subscription says it owns. With the answer, the id
-    /// of the static member the joiner replaced, if any.
+    /// member reconciled against what its subscription says it owns. With the answer,
+    /// whether the group is to be downgraded (`downgrade` said so of the static member the
+    /// joiner replaced) and, if so, whether with a rebalance.
     #[allow(clippy::too_many_arguments)]
     pub fn classic_join(
         &mut self,
@@ -247,7 +258,8 @@ impl ConsumerGroup {
         limits: &ConsumerLimits,
         now: Instant,
         new_member_id: impl FnOnce() -> String,
-    ) -> Result<(JoinResponse, Option<String>), GroupError> {
+        downgrade: &dyn Fn(&ConsumerGroup, &str) -> bool,
+    ) -> Result<(JoinResponse, Option<Downgrade>), GroupError> {
         let unknown = p.member_id.is_empty();
         let member_id = if unknown {
             new_member_id()
@@ -270,13 +282,40 @@ impl ConsumerGroup {
             Some(instance) => self.take_static_place(instance, &member_id, unknown)?,
             None => None,
         };
+        // Kafka's step 4: the joiner replaced the last static member on the consumer
+        // protocol (`validateOnlineDowngradeWithReplacedMember`).
+        let downgrading = replaced.is_some() && downgrade(self, &member_id);
+        let epoch_before = self.group_epoch;
         let bump = self.upsert_classic_member(&member_id, &p, &subscription, now)?;
-        self.update_target(bump, topics, all_topics);
         let owned: Vec<(Uuid, Vec<i32>)> = to_ids(&subscription.owned, topics)
             .into_iter()
             .map(|(id, ps)| (id, ps.into_iter().collect()))
             .collect();
-        self.reconcile(&member_id, Some(&owned), now);
+        let mut downgraded = None;
+        if downgrading {
+            // No new target: a group epoch past the target's (the joiner's subscription or
+            // the topics changed) makes the classic group rebalance, at the epoch it had;
+            // otherwise the joiner is reconciled against the target and the group stays
+            // Stable.
+            self.update_group_epoch(bump, topics, all_topics);
+            let rebalance = self.assignment_epoch < self.group_epoch;
+            if rebalance {
+                self.group_epoch = epoch_before;
+                // Not reconciled, the joiner keeps the epoch Kafka's
+                // `getOrMaybeSubscribeStaticConsumerGroupMember` gives a replacing member: 0,
+                // the generation it is answered.
+                if let Some(m) = self.members.get_mut(&member_id) {
+                    m.member_epoch = 0;
+                    m.previous_member_epoch = 0;
+                }
+            } else {
+                self.reconcile(&member_id, Some(&owned), now);
+            }
+            downgraded = Some(Downgrade { rebalance });
+        } else {
+            self.update_target(bump, topics, all_topics);
+            self.reconcile(&member_id, Some(&owned), now);
+        }
         let m = self
             .members
             .get_mut(&member_id)
@@ -294,7 +333,7 @@ impl ConsumerGroup {
             members: Vec::new(),
             skip_assignment: false,
         };
-        Ok((joined, replaced))
+        Ok((joined, downgraded))
     }
 
     /// Creates the member or applies its JoinGroup to it; true if membership or its
@@ -578,26 +617,29 @@ impl GroupCoordinator {
         let Some(GroupKind::Consumer(g)) = st.groups.get_mut(group_id).map(|e| &mut e.kind) else {
             return Err(GroupError::GroupIdNotFound);
         };
-        let (joined, replaced) = g.classic_join(
+        let (joined, downgrade) = g.classic_join(
             params,
             &topics,
             &all_topics,
             &limits,
             Instant::now(),
             || Uuid::new_v4().to_string(),
+            &|g, joiner| self.downgrade_on_replacement_allowed(g, joiner),
         )?;
         // Kafka's step 4: the joiner replaced the last static member on the consumer protocol.
         // The group goes back to classic with the joiner in the replaced member's place and
-        // its assignment, without a rebalance (`convertToClassicGroup` with a joining member).
-        if replaced.is_some() && self.downgrade_on_replacement_allowed(g, &joined.member_id) {
-            self.downgrade(st, group_id, "", false);
-        } else {
-            self.after_change(st, group_id);
+        // its target assignment (`convertToClassicGroup` with a joining member), rebalancing
+        // if that target is stale.
+        match downgrade {
+            Some(Downgrade { rebalance }) => self.downgrade(st, group_id, "", rebalance),
+            None => {
+                self.after_change(st, group_id);
+            }
         }
         Ok(Pending::Now(joined))
     }
 
-    /// Kafka's `validateOnlineDowngradeWithReplacedMemberId`, checked after the joiner took
+    /// Kafka's `validateOnlineDowngradeWithReplacedMember`, checked after the joiner took
     /// the replaced member's place: every other member is on the classic protocol, the
     /// policy allows a downgrade and the members fit a classic group.
     fn downgrade_on_replacement_allowed(&self, g: &ConsumerGroup, joiner: &str) -> bool {
@@ -657,23 +699,37 @@ impl GroupCoordinator {
         })?;
         // Members waiting in a join or sync rejoin for the new rebalance.
         classic.fail_waiters(ResponseError::RebalanceInProgress.code());
-        entry.kind = GroupKind::Consumer(group);
+        let before = std::mem::replace(&mut entry.kind, GroupKind::Consumer(group));
+        let persisted_before = entry.persisted.clone();
         // The classic group's record gets its tombstone in the write of the new group's
         // records (a key persisted but no longer desired gets one).
         entry
             .persisted
             .insert(records::group_metadata_key(group_id), Bytes::new());
-        tracing::info!(
-            group = group_id,
-            "classic group upgraded to a consumer group"
-        );
-        let written = self.after_change(st, group_id);
-        Ok((result, written))
+        match self.after_change_or_error(st, group_id) {
+            Ok(written) => {
+                tracing::info!(
+                    group = group_id,
+                    "classic group upgraded to a consumer group"
+                );
+                Ok((result, written))
+            }
+            // The conversion could not be appended: the group stays classic, as Kafka's
+            // `CoordinatorRuntime` reverts its timeline to the snapshot taken before the
+            // write (`failCurrentBatch`).
+            Err(e) => {
+                if let Some(entry) = st.groups.get_mut(group_id) {
+                    entry.kind = before;
+                    entry.persisted = persisted_before;
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Converts the KIP-848 group to a classic group without `leaving` (none: ""), writes the
     /// change (tombstones for the KIP-848 records, the classic group's record) and, when a
-    /// member left (not when a static member was replaced), rebalances.
+    /// member left or a replacing static member found the target stale, rebalances.
     pub(super) fn downgrade(&self, st: &mut State, group_id: &str, leaving: &str, rebalance: bool) {
         let Some(entry) = st.groups.get_mut(group_id) else {
             return;

@@ -696,6 +696,7 @@ impl GroupCoordinator {
         }
         self.acquire(&mut st, group_id)?;
         let unknown_member = params.member_id.is_empty();
+        let created = !st.groups.contains_key(group_id);
         let entry = match st.groups.get_mut(group_id) {
             Some(e) => e,
             None if unknown_member => st
@@ -707,13 +708,53 @@ impl GroupCoordinator {
         if matches!(&entry.kind, GroupKind::Consumer(c) if !c.members.is_empty()) {
             return self.classic_join_consumer_group(&mut st, group_id, params);
         }
+        let converted = matches!(entry.kind, GroupKind::Consumer(_));
         let group = classic_or_convert(entry)?;
         let client_id = params.client_id.clone();
         let result = group.join(params, &self.config.classic, Instant::now(), || {
             format!("{client_id}-{}", Uuid::new_v4())
         });
+        if created || converted {
+            self.write_new_classic_group(&mut st, group_id);
+        }
         self.after_change(&mut st, group_id);
         result
+    }
+
+    /// Kafka's `classicGroupJoinToClassicGroup` for a group its JoinGroup created, or took
+    /// over from an empty KIP-848 group: whatever the join's outcome (MEMBER_ID_REQUIRED, a
+    /// join parked for the initial rebalance, an error), one write of tombstones for the old
+    /// group's records and `GroupCoordinatorRecordHelpers.newEmptyGroupMetadataRecord`, so
+    /// that a coordinator that loads the partition finds the group, Empty. Not waited for;
+    /// a failure is logged.
+    fn write_new_classic_group(&self, st: &mut State, group_id: &str) {
+        let Some(entry) = st.groups.get_mut(group_id) else {
+            return;
+        };
+        let GroupKind::Classic(g) = &entry.kind else {
+            return;
+        };
+        let key = records::group_metadata_key(group_id);
+        let mut write: Vec<Record> = entry
+            .persisted
+            .keys()
+            .filter(|k| **k != key)
+            .map(|k| (k.clone(), None))
+            .collect();
+        write.sort_by(|a, b| a.0.cmp(&b.0));
+        let empty = records::GroupMetadataValue {
+            protocol_type: String::new(),
+            generation: 0,
+            protocol: None,
+            leader: None,
+            current_state_timestamp_ms: g.current_state_timestamp_ms.unwrap_or(-1),
+            members: Vec::new(),
+        };
+        write.push((key, Some(records::group_metadata_value(&empty))));
+        if let Err(e) = self.store.append(group_id, write) {
+            tracing::warn!(group = group_id, error = %e, "could not write the new group's empty metadata");
+        }
+        entry.persisted.clear();
     }
 
     /// SyncGroup. The leader's assignment is answered, to every member, once the group's

@@ -226,8 +226,9 @@ pub struct StreamsLimits {
     pub max_size: usize,
 }
 
-/// A streams group.
-#[derive(Debug)]
+/// A streams group. Cloned before a heartbeat, to put back should the write of its records
+/// fail.
+#[derive(Debug, Clone)]
 pub struct StreamsGroup {
     pub group_id: String,
     pub group_epoch: i32,
@@ -976,6 +977,7 @@ impl super::GroupCoordinator {
         }
         self.acquire(&mut st, group_id)?;
         let joining = params.member_epoch == 0;
+        let created = !st.groups.contains_key(group_id);
         let entry = match st.groups.get_mut(group_id) {
             Some(e) => e,
             None if joining => st
@@ -984,10 +986,19 @@ impl super::GroupCoordinator {
                 .or_insert_with(|| super::GroupEntry::classic(group_id)),
             None => return Err(GroupError::GroupIdNotFound),
         };
-        if !matches!(entry.kind, super::GroupKind::Streams(_)) {
-            if !(joining && entry.is_empty()) {
-                return Err(GroupError::NotStreamsGroup(group_id.into()));
+        // What the group was, to put back should the write fail.
+        let before = match &entry.kind {
+            _ if created => Before::Absent,
+            super::GroupKind::Streams(g) => Before::Streams(g.clone()),
+            _ if !(joining && entry.is_empty()) => {
+                return Err(GroupError::NotStreamsGroup(group_id.into()))
             }
+            _ => Before::Other(std::mem::replace(
+                &mut entry.kind,
+                super::GroupKind::Streams(StreamsGroup::new(group_id.to_string())),
+            )),
+        };
+        if created {
             entry.kind = super::GroupKind::Streams(StreamsGroup::new(group_id.to_string()));
         }
         let super::GroupKind::Streams(g) = &mut entry.kind else {
@@ -995,8 +1006,13 @@ impl super::GroupCoordinator {
         };
         let partitions = |t: &str| self.replicas.topic(t).map(|m| m.partition_count());
         let result = g.heartbeat(params, &limits, &partitions, Instant::now());
-        let written = self.after_change(&mut st, group_id);
-        Ok((result?, written))
+        match self.after_change_or_error(&mut st, group_id) {
+            Ok(written) => Ok((result?, written)),
+            Err(e) => {
+                before.restore(&mut st.groups, group_id);
+                Err(e)
+            }
+        }
     }
 
     /// StreamsGroupDescribe for one group: GROUP_ID_NOT_FOUND unless it is a streams group.
@@ -1025,5 +1041,33 @@ impl super::GroupCoordinator {
                 })
                 .collect(),
         })
+    }
+}
+
+/// A streams group as it was before a heartbeat whose records could not be appended: the
+/// heartbeat leaves no trace, as Kafka's `CoordinatorRuntime` reverts its timeline to the
+/// snapshot taken before the write (`failCurrentBatch`). A write that was appended but is
+/// never committed is not reverted, there as here: the log a new leader keeps decides.
+enum Before {
+    /// The heartbeat created the group.
+    Absent,
+    Streams(StreamsGroup),
+    /// An empty group of another kind (committed offsets only) the heartbeat took over.
+    Other(super::GroupKind),
+}
+
+impl Before {
+    fn restore(self, groups: &mut HashMap<String, super::GroupEntry>, group_id: &str) {
+        let kind = match self {
+            Before::Absent => {
+                groups.remove(group_id);
+                return;
+            }
+            Before::Streams(g) => super::GroupKind::Streams(g),
+            Before::Other(kind) => kind,
+        };
+        if let Some(e) = groups.get_mut(group_id) {
+            e.kind = kind;
+        }
     }
 }

@@ -7,11 +7,14 @@ prints, which the test itself compares with that block (`Lab.finish`). This scri
 
 - every `scripts/lab Class#method` line names a tagged test method of that class, once;
 - every tagged test method is in the document;
-- every such line is followed by a ```text block before the next lab.
+- every such line is followed by a ```text block before the next lab;
+- every lab of the live page (tools/src/supervisor/labs.json) names, as its `article`, a lab
+  heading of the document.
 
 Exit status 1 and one line per problem.
 """
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -19,6 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "LABS.md"
 JAVA = ROOT / "protocol-tests" / "java" / "src" / "test" / "java"
+PAGE_LABS = ROOT / "tools" / "src" / "supervisor" / "labs.json"
 
 # A @Tag(Lab.TAG) (or @Tag("lab")) among the annotations right before a method declaration.
 TAGGED = re.compile(
@@ -47,6 +51,23 @@ def documented(lines):
     return out
 
 
+def anchor(heading):
+    """GitHub's anchor of a Markdown heading: lower case, punctuation dropped, spaces to '-'."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def page_lab_problems(lines):
+    """One line per page lab whose `article` is not `docs/LABS.md#<a lab heading's anchor>`."""
+    anchors = {anchor(l[4:]) for l in lines if l.startswith("### ")}
+    problems = []
+    for lab in json.loads(PAGE_LABS.read_text())["labs"]:
+        doc, _, frag = lab["article"].partition("#")
+        if doc != "docs/LABS.md" or frag not in anchors:
+            problems.append(f"{PAGE_LABS.relative_to(ROOT)}: lab {lab['name']}: {lab['article']} is no lab of docs/LABS.md")
+    return problems
+
+
 def main():
     lines = DOC.read_text().splitlines()
     tests = lab_tests()
@@ -62,6 +83,7 @@ def main():
             problems.append(f"docs/LABS.md:{lineno}: no ```text report block after `scripts/lab {name}`")
     for name in sorted(tests - set(seen)):
         problems.append(f"{name} is tagged as a lab but docs/LABS.md has no `scripts/lab {name}` line")
+    problems += page_lab_problems(lines)
     for p in problems:
         print(p)
     if problems:

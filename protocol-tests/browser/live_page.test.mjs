@@ -17,16 +17,12 @@
 import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, dirname } from "node:path";
-import { fileURLToPath } from "node:url";
-import { createInterface } from "node:readline";
+import { join } from "node:path";
 import { chromium } from "playwright-core";
+import { BROOK, CHROMIUM, binary, lineWith } from "./harness.mjs";
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
-const BROOK = process.env.BROOK_BIN || join(ROOT, "target/debug/brook");
-const PRODUCE = process.env.LIVE_PRODUCE_BIN || join(ROOT, "target/debug/live_produce");
-const CONSUME = process.env.LIVE_CONSUME_BIN || join(ROOT, "target/debug/live_consume");
-const CHROMIUM = process.env.CHROMIUM_BIN || "/usr/bin/chromium";
+const PRODUCE = binary("LIVE_PRODUCE_BIN", "live_produce");
+const CONSUME = binary("LIVE_CONSUME_BIN", "live_consume");
 const START_MS = 90_000;
 const SETTLE_MS = 60_000;
 const TOTAL_MS = 300_000;
@@ -40,15 +36,6 @@ const overall = setTimeout(() => { console.error(`test took more than ${TOTAL_MS
 
 function say(msg) { console.log(`[live-page] ${msg}`); }
 
-// Resolves with the first stdout line starting with `prefix`, within `ms`.
-function lineWith(child, prefix, ms) {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no ${prefix} line within ${ms} ms`)), ms);
-    const rl = createInterface({ input: child.stdout });
-    rl.on("line", (l) => { if (l.startsWith(prefix)) { clearTimeout(timer); resolve(l); } });
-    child.on("exit", (code) => { clearTimeout(timer); reject(new Error(`exited (${code}) before ${prefix}`)); });
-  });
-}
 // Resolves with the exit code of `child`, within `ms`.
 function exited(child, ms) {
   return new Promise((resolve, reject) => {

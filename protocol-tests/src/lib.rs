@@ -12,6 +12,7 @@ pub mod fuzz_live;
 pub mod process;
 pub mod rd;
 pub mod sasl;
+pub mod supervised;
 pub mod version_matrix;
 pub mod wire;
 

@@ -15,14 +15,13 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use brook_protocol_tests::batch::{encode_batch, Producer, Rec};
 use brook_protocol_tests::errors::NONE;
-use brook_protocol_tests::process::brook_bin;
 use brook_protocol_tests::rd;
+use brook_protocol_tests::supervised::{self, field, Supervised};
 use brook_protocol_tests::wire::WireClient;
 use brook_protocol_tests::{poll_until_ok, unique_topic, Broker, Cluster};
 use serde_json::{json, Value};
@@ -34,8 +33,6 @@ const SETTLE: Duration = Duration::from_secs(40);
 const CALL: Duration = Duration::from_secs(15);
 /// Bound on one answer's size.
 const ANSWER_BYTES_MAX: u64 = 16 << 20;
-/// Bound on `brook cluster` printing `CLUSTER READY`.
-const START_WAIT: Duration = Duration::from_secs(90);
 
 /// One server-sent event: its `event:` name (`message` by default) and its JSON data.
 #[derive(Debug, Clone)]
@@ -123,29 +120,9 @@ impl EventStream {
     }
 }
 
-/// One HTTP/1.1 call with `Connection: close`: status and JSON answer.
+/// One HTTP/1.1 call: status and JSON answer.
 fn http(method: &str, addr: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
-    let mut s = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
-    s.set_read_timeout(Some(CALL)).expect("read timeout");
-    let body = body.map(|b| b.to_string()).unwrap_or_default();
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).expect("send request");
-    let mut raw = String::new();
-    s.take(ANSWER_BYTES_MAX)
-        .read_to_string(&mut raw)
-        .expect("read answer");
-    let (head, body) = raw
-        .split_once("\r\n\r\n")
-        .unwrap_or_else(|| panic!("no HTTP header end in {raw:?}"));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("no status in {head:?}"));
-    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+    supervised::http(method, addr, path, body, CALL)
 }
 
 fn ints(v: &Value) -> Vec<i64> {
@@ -244,88 +221,18 @@ fn a_bounded_buffer_drops_the_oldest_and_tells_a_late_reader() {
     assert_eq!(status, 400, "{v}");
 }
 
-/// The `brook cluster` process; SIGTERMed (which stops its nodes) when dropped.
-struct Supervised {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Supervised {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(Some(_))) {
-            return;
-        }
-        // SAFETY: kill(2) with our own child's pid; no memory is involved.
-        unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGTERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn field<'a>(line: &'a str, key: &str) -> &'a str {
-    line.split_whitespace()
-        .find_map(|f| f.strip_prefix(&format!("{key}=")))
-        .unwrap_or_else(|| panic!("no {key}= in {line:?}"))
-}
-
 /// Starts `brook cluster` (3 nodes, free ports); returns it with its `CLUSTER READY` line.
 fn start_supervised() -> (Supervised, String) {
-    let dir = tempfile::Builder::new()
-        .prefix("brook-events-")
-        .tempdir()
-        .expect("temp dir");
-    let mut child = Command::new(brook_bin())
-        .args([
-            "cluster",
-            "--base-port",
-            "0",
-            "--supervisor-listener",
-            "127.0.0.1:0",
-        ])
-        .arg("--data-dir")
-        .arg(dir.path())
-        .args(["--override", "broker.session.timeout.ms=3000"])
-        .args(["--override", "broker.heartbeat.interval.ms=500"])
-        .args(["--override", "replica.lag.time.max.ms=3000"])
-        .args(["--override", "default.replication.factor=3"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn brook cluster");
-    let stdout = child.stdout.take().expect("stdout");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let sup = Supervised {
-        child,
-        lines: rx,
-        _dir: dir,
-    };
-    let deadline = Instant::now() + START_WAIT;
-    let ready = loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match sup.lines.recv_timeout(left) {
-            Ok(l) if l.starts_with("CLUSTER READY") => break l,
-            Ok(_) => {}
-            Err(e) => panic!("no CLUSTER READY within {START_WAIT:?}: {e}"),
-        }
-    };
-    (sup, ready)
+    supervised::start(
+        "brook-events-",
+        &[
+            "broker.session.timeout.ms=3000",
+            "broker.heartbeat.interval.ms=500",
+            "replica.lag.time.max.ms=3000",
+            "default.replication.factor=3",
+        ],
+        &[],
+    )
 }
 
 /// The leader of `topic`-0 and its ISR, from the supervisor's merged partitions view.

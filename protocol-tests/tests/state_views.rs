@@ -8,13 +8,12 @@
 //! Every wait is a condition polled against a deadline.
 
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::Duration;
 
 use brook_protocol_tests::cluster::{DumpedBatch, CALL};
 use brook_protocol_tests::process::run_brook;
 use brook_protocol_tests::rd::{self, record};
+use brook_protocol_tests::supervised;
 use brook_protocol_tests::{poll_until_ok, unique_topic, Broker, Cluster};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -23,28 +22,11 @@ use serde_json::Value;
 
 /// How long a group may take to settle, an ISR to shrink or a broker to be fenced.
 const SETTLE: Duration = Duration::from_secs(40);
-/// Bound on one admin answer's size.
-const ANSWER_BYTES_MAX: u64 = 4 << 20;
 
 /// `GET path` on the admin listener `admin`: the status and the JSON body.
 fn get(admin: &str, path: &str) -> (u16, Value) {
-    let mut s = TcpStream::connect(admin).unwrap_or_else(|e| panic!("connect {admin}: {e}"));
-    s.set_read_timeout(Some(CALL)).expect("read timeout");
-    let req = format!("GET {path} HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n");
-    s.write_all(req.as_bytes()).expect("send request");
-    let mut raw = String::new();
-    s.take(ANSWER_BYTES_MAX)
-        .read_to_string(&mut raw)
-        .expect("read answer");
-    let (head, body) = raw
-        .split_once("\r\n\r\n")
-        .unwrap_or_else(|| panic!("no HTTP header end in {raw:?}"));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("no status in {head:?}"));
-    let json = serde_json::from_str(body).unwrap_or_else(|e| panic!("{path}: {e}: {body:?}"));
+    let (status, json) = supervised::http("GET", admin, path, None, CALL);
+    assert!(!json.is_null(), "{path}: no JSON answer ({status})");
     (status, json)
 }
 

@@ -105,7 +105,7 @@ async fn merged_events(
 }
 
 /// The admin listener of node `id`, or why there is none.
-fn node_admin(sup: &Supervisor, id: i32) -> Result<SocketAddr, OpError> {
+pub(super) fn node_admin(sup: &Supervisor, id: i32) -> Result<SocketAddr, OpError> {
     sup.view(id)?
         .admin
         .and_then(|a| a.parse::<SocketAddr>().ok())
@@ -186,5 +186,8 @@ pub(super) fn router(sup: Arc<Supervisor>) -> Router {
         .route("/v1/groups", get(merged_view))
         .route("/v1/transactions", get(merged_view))
         .route("/v1/client-metrics", get(merged_view))
+        .route("/v1/labs", get(super::labs::list))
+        .route("/v1/labs/{name}/step", post(super::labs::step))
+        .route("/v1/labs/{name}/reset", post(super::labs::reset))
         .with_state(sup)
 }

@@ -28,6 +28,8 @@
 //! - `POST /nodes/{id}/pause`, `/resume`: SIGSTOP and SIGCONT (a paused node keeps its
 //!   connections but answers nothing, as a stalled process would);
 //! - `GET|POST|DELETE /nodes/{id}/faults[/{rule}]`: the node's fault API, forwarded;
+//! - `GET /v1/labs`, `POST /v1/labs/{name}/step`, `POST /v1/labs/{name}/reset`: the live
+//!   page's labs, run step by step against this cluster ([`labs`]);
 //! - `GET /v1/cluster`, `/v1/partitions`, `/v1/producers`, `/v1/groups`: every node's view
 //!   under its id; `GET /v1/events`: every node's event stream merged with the supervisor's
 //!   own events (node started, killed, paused, resumed, exited); `GET /`: the live page
@@ -85,6 +87,7 @@ use brook::events::EventLog;
 
 mod credentials;
 mod http;
+mod labs;
 mod plan;
 mod secure;
 mod topics;
@@ -201,6 +204,8 @@ struct Supervisor {
     events: Arc<EventLog>,
     /// `--exit-on-stdin-eof`: every child gets a stdin pipe and the same flag.
     children_watch_stdin: bool,
+    /// The live page's labs and their runs ([`labs`]).
+    labs: labs::Labs,
 }
 
 /// Why a node operation failed, with the HTTP status it is answered with.
@@ -801,6 +806,7 @@ async fn supervise(mut args: ClusterArgs) -> ExitCode {
         shutting_down: watch::channel(false).0,
         events: Arc::new(EventLog::new(0, args.event_buffer_len_max)),
         children_watch_stdin: args.exit_on_stdin_eof,
+        labs: labs::Labs::load(),
     });
     follow_events(&sup);
     let (stop_tx, mut stop_rx) = watch::channel(false);

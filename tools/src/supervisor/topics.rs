@@ -15,7 +15,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use brook::net::client::BrokerConnection;
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{CreateTopicsRequest, MetadataRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
@@ -41,6 +41,9 @@ pub struct TopicSpec {
     pub name: String,
     pub partitions: i32,
     pub replication_factor: i16,
+    /// Topic configs sent with the CreateTopics request (none from `--topic`; the page's
+    /// labs set `min.insync.replicas`).
+    pub configs: Vec<(String, String)>,
 }
 
 impl FromStr for TopicSpec {
@@ -78,6 +81,7 @@ impl FromStr for TopicSpec {
                 .map_err(|_| format!("topic {s:?}: too many partitions"))?,
             replication_factor: i16::try_from(replication_factor)
                 .map_err(|_| format!("topic {s:?}: replication factor too large"))?,
+            configs: Vec::new(),
         })
     }
 }
@@ -135,6 +139,16 @@ async fn create_on(topics: &[TopicSpec], creator: &str) -> Result<(), String> {
                         .with_name(topic_name(&t.name))
                         .with_num_partitions(t.partitions)
                         .with_replication_factor(t.replication_factor)
+                        .with_configs(
+                            t.configs
+                                .iter()
+                                .map(|(k, v)| {
+                                    CreatableTopicConfig::default()
+                                        .with_name(StrBytes::from_string(k.clone()))
+                                        .with_value(Some(StrBytes::from_string(v.clone())))
+                                })
+                                .collect(),
+                        )
                 })
                 .collect(),
         );
@@ -195,6 +209,7 @@ mod tests {
             name: name.into(),
             partitions,
             replication_factor,
+            configs: Vec::new(),
         };
         assert_eq!("orders".parse(), Ok(spec("orders", -1, -1)));
         assert_eq!("orders:3".parse(), Ok(spec("orders", 3, -1)));

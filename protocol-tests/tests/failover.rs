@@ -43,6 +43,8 @@ const MARKER_PRODUCER_ID: i64 = 4_000;
 const GROUP_CANDIDATES: usize = 60;
 /// JoinGroup v5 (a member id first, MEMBER_ID_REQUIRED), SyncGroup v3.
 const JOIN_V: i16 = 5;
+/// A JoinGroup version before MEMBER_ID_REQUIRED (v4): a new member's join parks at once.
+const JOIN_V3: i16 = 3;
 const SYNC_V: i16 = 3;
 /// ConsumerGroupHeartbeat v1.
 const CONSUMER_HEARTBEAT_V: i16 = 1;
@@ -57,6 +59,9 @@ const CONSUMER_GROUP_DESCRIBE_V: i16 = 0;
 const COORDINATOR_NOT_AVAILABLE: i16 = 15;
 const REBALANCE_IN_PROGRESS: i16 = 27;
 const GROUP_ID_NOT_FOUND: i16 = 69;
+const UNKNOWN_MEMBER_ID: i16 = 25;
+/// The member epoch of a ConsumerGroupHeartbeat that leaves the group.
+const LEAVE_GROUP_MEMBER_EPOCH: i32 = -1;
 /// `offsets.topic.num.partitions`, Kafka's default the cluster keeps.
 const OFFSETS_PARTITIONS: i32 = 50;
 /// The cut-off followers leave the ISR after `replica.lag.time.max.ms` (3 s in the
@@ -254,13 +259,7 @@ fn group_answers_wait_for_their_records_to_commit() {
     assert_eq!(&r.assignment[..], b"assigned");
 
     let cut = c.isolate_replication(node);
-    let join = ConsumerGroupHeartbeatRequest::default()
-        .with_group_id(s(&consumer).into())
-        .with_member_id(s("member-848"))
-        .with_member_epoch(0)
-        .with_rebalance_timeout_ms(10_000)
-        .with_subscribed_topic_names(Some(vec![s(&topic).into()]))
-        .with_topic_partitions(Some(vec![]));
+    let join = consumer_join(&consumer, &topic);
     let parked = client.send(CONSUMER_HEARTBEAT_V, &join);
     await_uncommitted_offsets_record(&c, node);
     assert_unanswered(&mut client, "the joining ConsumerGroupHeartbeat");
@@ -315,13 +314,7 @@ fn a_group_write_that_cannot_be_appended_answers_the_error_and_keeps_no_trace() 
         "the group rebalances: {r:?}"
     );
 
-    let join = ConsumerGroupHeartbeatRequest::default()
-        .with_group_id(s(&consumer).into())
-        .with_member_id(s("member-848"))
-        .with_member_epoch(0)
-        .with_rebalance_timeout_ms(10_000)
-        .with_subscribed_topic_names(Some(vec![s(&topic).into()]))
-        .with_topic_partitions(Some(vec![]));
+    let join = consumer_join(&consumer, &topic);
     let r = client.request(CONSUMER_HEARTBEAT_V, &join);
     assert_eq!(r.error_code, COORDINATOR_NOT_AVAILABLE, "{r:?}");
     let describe =
@@ -363,6 +356,80 @@ fn a_group_write_that_cannot_be_appended_answers_the_error_and_keeps_no_trace() 
         Some("classic"),
         "{listed:?}"
     );
+}
+
+/// Two more group writes that cannot be appended (as above, too few in-sync replicas), each
+/// reverted as Kafka's `CoordinatorRuntime` reverts a failed write. A JoinGroup (v3, so it
+/// parks for the join phase) creating a classic group is answered COORDINATOR_NOT_AVAILABLE
+/// and leaves no group (`classicGroupJoinToClassicGroup`'s append future); a v5 JoinGroup
+/// answered MEMBER_ID_REQUIRED keeps its answer but its group is gone, so the rejoin with
+/// the id is UNKNOWN_MEMBER_ID (Brook answered both and kept the group). The last
+/// consumer-protocol member leaving a group of classic members would downgrade it: the
+/// leave is answered COORDINATOR_NOT_AVAILABLE and the group stays a consumer group with
+/// both members (Brook answered the leave and kept the classic group).
+#[test]
+fn a_failed_new_group_or_downgrade_write_is_reverted() {
+    let c = Cluster::start(3, &[("group.initial.rebalance.delay.ms", "0")]);
+    let topic = unique_topic("groupfail");
+    c.create_topic(&topic, 1, 3, &[]);
+    let node = c.partition_state(&topic, 0).leader;
+    let [fresh_v3, fresh_v5, mixed] = [0, 1, 2].map(|nth| group_coordinated_by_nth(&c, node, nth));
+    let mut client = WireClient::connect(&c.address(node));
+    let join = consumer_join(&mixed, &topic);
+    let r = client.request(CONSUMER_HEARTBEAT_V, &join);
+    assert_eq!((r.error_code, r.member_epoch), (0, 1), "{r:?}");
+    let metadata = consumer_subscription(&topic);
+    let first = client.request(JOIN_V, &member_join(&mixed, "", metadata.clone()));
+    assert_eq!(first.error_code, 79, "MEMBER_ID_REQUIRED: {first:?}");
+    let r = client.request(JOIN_V, &member_join(&mixed, &first.member_id, metadata));
+    assert_eq!(r.error_code, 0, "the classic member joined: {r:?}");
+    c.isolate_replication(node);
+    for group in [&fresh_v3, &fresh_v5, &mixed] {
+        let partition = brook::group::records::partition_for(group, OFFSETS_PARTITIONS);
+        c.await_isr("__consumer_offsets", partition, &[node], ISR_SHRINK_WAIT);
+    }
+
+    let m = || bytes::Bytes::from_static(b"m");
+    let r = client.request(JOIN_V3, &member_join(&fresh_v3, "", m()));
+    assert_eq!(r.error_code, COORDINATOR_NOT_AVAILABLE, "{r:?}");
+    let r = client.request(JOIN_V, &member_join(&fresh_v5, "", m()));
+    assert_eq!(r.error_code, 79, "MEMBER_ID_REQUIRED: {r:?}");
+    let r = client.request(JOIN_V, &member_join(&fresh_v5, &r.member_id, m()));
+    assert_eq!(
+        r.error_code, UNKNOWN_MEMBER_ID,
+        "the group was reverted: {r:?}"
+    );
+
+    let leave = join.with_member_epoch(LEAVE_GROUP_MEMBER_EPOCH);
+    let r = client.request(CONSUMER_HEARTBEAT_V, &leave);
+    assert_eq!(r.error_code, COORDINATOR_NOT_AVAILABLE, "{r:?}");
+
+    let listed = client.request(LIST_GROUPS_V, &ListGroupsRequest::default());
+    let kinds: Vec<(&str, &str)> = listed
+        .groups
+        .iter()
+        .filter(|g| {
+            [&fresh_v3, &fresh_v5, &mixed]
+                .iter()
+                .any(|n| *n == g.group_id.as_str())
+        })
+        .map(|g| (g.group_id.as_str(), g.group_type.as_str()))
+        .collect();
+    assert_eq!(kinds, vec![(mixed.as_str(), "consumer")], "{listed:?}");
+    let describe = ConsumerGroupDescribeRequest::default().with_group_ids(vec![s(&mixed).into()]);
+    let d = client.request(CONSUMER_GROUP_DESCRIBE_V, &describe);
+    assert_eq!(d.groups[0].members.len(), 2, "both members stay: {d:?}");
+}
+
+/// The ConsumerGroupHeartbeat of "member-848" joining `group` subscribed to `topic`.
+fn consumer_join(group: &str, topic: &str) -> ConsumerGroupHeartbeatRequest {
+    ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(s(group).into())
+        .with_member_id(s("member-848"))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(10_000)
+        .with_subscribed_topic_names(Some(vec![s(topic).into()]))
+        .with_topic_partitions(Some(vec![]))
 }
 
 /// A version 0 `ConsumerProtocolSubscription` to `topic`, no user data.

@@ -293,24 +293,15 @@ impl ConsumerGroup {
             .collect();
         let mut downgraded = None;
         if downgrading {
-            // No new target: a group epoch past the target's (the joiner's subscription or
-            // the topics changed) makes the classic group rebalance, at the epoch it had;
-            // otherwise the joiner is reconciled against the target and the group stays
-            // Stable.
-            self.update_group_epoch(bump, topics, all_topics);
-            let rebalance = self.assignment_epoch < self.group_epoch;
-            if rebalance {
-                self.group_epoch = epoch_before;
-                // Not reconciled, the joiner keeps the epoch Kafka's
-                // `getOrMaybeSubscribeStaticConsumerGroupMember` gives a replacing member: 0,
-                // the generation it is answered.
-                if let Some(m) = self.members.get_mut(&member_id) {
-                    m.member_epoch = 0;
-                    m.previous_member_epoch = 0;
-                }
-            } else {
-                self.reconcile(&member_id, Some(&owned), now);
-            }
+            let rebalance = self.prepare_downgrade(
+                &member_id,
+                bump,
+                epoch_before,
+                &owned,
+                now,
+                topics,
+                all_topics,
+            );
             downgraded = Some(Downgrade { rebalance });
         } else {
             self.update_target(bump, topics, all_topics);
@@ -334,6 +325,39 @@ impl ConsumerGroup {
             skip_assignment: false,
         };
         Ok((joined, downgraded))
+    }
+
+    /// The joiner that replaced the last static member on the consumer protocol, before the
+    /// group goes back to classic. No new target: a group epoch past the target's (the
+    /// joiner's subscription or the topics changed) makes the classic group rebalance, at the
+    /// epoch it had (returns true); otherwise the joiner is reconciled against the target and
+    /// the group stays Stable.
+    #[allow(clippy::too_many_arguments)]
+    fn prepare_downgrade(
+        &mut self,
+        member_id: &str,
+        bump: bool,
+        epoch_before: i32,
+        owned: &[(Uuid, Vec<i32>)],
+        now: Instant,
+        topics: TopicLookup,
+        all_topics: &dyn Fn() -> Vec<String>,
+    ) -> bool {
+        self.update_group_epoch(bump, topics, all_topics);
+        let rebalance = self.assignment_epoch < self.group_epoch;
+        if rebalance {
+            self.group_epoch = epoch_before;
+            // Not reconciled, the joiner keeps the epoch Kafka's
+            // `getOrMaybeSubscribeStaticConsumerGroupMember` gives a replacing member: 0,
+            // the generation it is answered.
+            if let Some(m) = self.members.get_mut(member_id) {
+                m.member_epoch = 0;
+                m.previous_member_epoch = 0;
+            }
+        } else {
+            self.reconcile(member_id, Some(owned), now);
+        }
+        rebalance
     }
 
     /// Creates the member or applies its JoinGroup to it; true if membership or its
@@ -617,6 +641,7 @@ impl GroupCoordinator {
         let Some(GroupKind::Consumer(g)) = st.groups.get_mut(group_id).map(|e| &mut e.kind) else {
             return Err(GroupError::GroupIdNotFound);
         };
+        let before = g.clone();
         let (joined, downgrade) = g.classic_join(
             params,
             &topics,
@@ -631,7 +656,14 @@ impl GroupCoordinator {
         // its target assignment (`convertToClassicGroup` with a joining member), rebalancing
         // if that target is stale.
         match downgrade {
-            Some(Downgrade { rebalance }) => self.downgrade(st, group_id, "", rebalance),
+            Some(Downgrade { rebalance }) => {
+                // Kafka answers this join once the conversion's records are appended; a
+                // failed append reverts the join with it and answers the error.
+                if let Err(e) = self.downgrade(st, group_id, "", rebalance) {
+                    restore_consumer_group(st, group_id, Some(before));
+                    return Err(e);
+                }
+            }
             None => {
                 self.after_change(st, group_id);
             }
@@ -730,12 +762,18 @@ impl GroupCoordinator {
     /// Converts the KIP-848 group to a classic group without `leaving` (none: ""), writes the
     /// change (tombstones for the KIP-848 records, the classic group's record) and, when a
     /// member left or a replacing static member found the target stale, rebalances.
-    pub(super) fn downgrade(&self, st: &mut State, group_id: &str, leaving: &str, rebalance: bool) {
+    pub(super) fn downgrade(
+        &self,
+        st: &mut State,
+        group_id: &str,
+        leaving: &str,
+        rebalance: bool,
+    ) -> Result<(), GroupError> {
         let Some(entry) = st.groups.get_mut(group_id) else {
-            return;
+            return Ok(());
         };
         let GroupKind::Consumer(g) = &entry.kind else {
-            return;
+            return Ok(());
         };
         let now = Instant::now();
         let mut classic =
@@ -751,8 +789,11 @@ impl GroupCoordinator {
             records::group_metadata_key(group_id),
             Some(classic_record(&classic)),
         ));
+        // A failed append leaves the consumer group as it was, as Kafka's `CoordinatorRuntime`
+        // reverts the timeline snapshot of a write whose records could not be appended.
         if let Err(e) = self.store.append(group_id, write) {
-            tracing::warn!(group = group_id, error = %e, "could not write the downgraded group");
+            tracing::warn!(group = group_id, error = %e, "could not write the downgraded group: it stays a consumer group");
+            return Err(e);
         }
         entry.persisted.clear();
         if rebalance {
@@ -764,6 +805,7 @@ impl GroupCoordinator {
             "consumer group downgraded to a classic group"
         );
         self.after_change(st, group_id);
+        Ok(())
     }
 
     /// A consumer group's passed deadlines: each expired member is fenced, or, when it was
@@ -786,7 +828,8 @@ impl GroupCoordinator {
                 return;
             };
             if self.downgrade_allowed(g, &id) {
-                self.downgrade(st, group_id, &id, true);
+                // A failed write keeps the expired member; the next tick tries again.
+                let _ = self.downgrade(st, group_id, &id, true);
                 return;
             }
             tracing::info!(group = group_id, member = %id, "consumer group member timed out: fencing it");

@@ -273,8 +273,13 @@ pub struct GroupEntry {
 
 impl GroupEntry {
     fn classic(group_id: &str) -> Self {
+        Self::of(GroupKind::Classic(ClassicGroup::new(group_id.to_string())))
+    }
+
+    /// A new group of `kind`, without offsets or records written.
+    fn of(kind: GroupKind) -> Self {
         GroupEntry {
-            kind: GroupKind::Classic(ClassicGroup::new(group_id.to_string())),
+            kind,
             offsets: BTreeMap::new(),
             pending_txn: BTreeMap::new(),
             persisted: HashMap::new(),
@@ -708,14 +713,19 @@ impl GroupCoordinator {
         if matches!(&entry.kind, GroupKind::Consumer(c) if !c.members.is_empty()) {
             return self.classic_join_consumer_group(&mut st, group_id, params);
         }
-        let converted = matches!(entry.kind, GroupKind::Consumer(_));
+        let converted = match &entry.kind {
+            GroupKind::Consumer(c) => Some(c.clone()),
+            _ => None,
+        };
         let group = classic_or_convert(entry)?;
         let client_id = params.client_id.clone();
-        let result = group.join(params, &self.config.classic, Instant::now(), || {
+        let mut result = group.join(params, &self.config.classic, Instant::now(), || {
             format!("{client_id}-{}", Uuid::new_v4())
         });
-        if created || converted {
-            self.write_new_classic_group(&mut st, group_id);
+        if created || converted.is_some() {
+            if let Err(e) = self.write_new_classic_group(&mut st, group_id) {
+                result = revert_new_classic_group(&mut st, group_id, converted, result, &e);
+            }
         }
         self.after_change(&mut st, group_id);
         result
@@ -726,13 +736,13 @@ impl GroupCoordinator {
     /// join parked for the initial rebalance, an error), one write of tombstones for the old
     /// group's records and `GroupCoordinatorRecordHelpers.newEmptyGroupMetadataRecord`, so
     /// that a coordinator that loads the partition finds the group, Empty. Not waited for;
-    /// a failure is logged.
-    fn write_new_classic_group(&self, st: &mut State, group_id: &str) {
+    /// a failed append is returned, for the caller to revert the group.
+    fn write_new_classic_group(&self, st: &mut State, group_id: &str) -> Result<(), GroupError> {
         let Some(entry) = st.groups.get_mut(group_id) else {
-            return;
+            return Ok(());
         };
         let GroupKind::Classic(g) = &entry.kind else {
-            return;
+            return Ok(());
         };
         let key = records::group_metadata_key(group_id);
         let mut write: Vec<Record> = entry
@@ -753,8 +763,10 @@ impl GroupCoordinator {
         write.push((key, Some(records::group_metadata_value(&empty))));
         if let Err(e) = self.store.append(group_id, write) {
             tracing::warn!(group = group_id, error = %e, "could not write the new group's empty metadata");
+            return Err(e);
         }
         entry.persisted.clear();
+        Ok(())
     }
 
     /// SyncGroup. The leader's assignment is answered, to every member, once the group's
@@ -951,18 +963,7 @@ impl GroupCoordinator {
         group_id: &str,
         params: HeartbeatParams,
     ) -> Result<(HeartbeatResult, Option<Written>), GroupError> {
-        if group_id.is_empty() || group_id.len() > MAX_GROUP_ID_BYTES {
-            return Err(GroupError::InvalidRequest("group id is invalid".into()));
-        }
-        if params
-            .subscribed_topic_names
-            .as_ref()
-            .is_some_and(|t| t.len() > MAX_SUBSCRIBED_TOPICS)
-        {
-            return Err(GroupError::InvalidRequest(
-                "too many subscribed topics".into(),
-            ));
-        }
+        check_consumer_heartbeat(group_id, &params)?;
         let limits = self.consumer_limits(group_id);
         let mut st = self.state.lock();
         if st.shut_down {
@@ -973,11 +974,11 @@ impl GroupCoordinator {
         let created = !st.groups.contains_key(group_id);
         let entry = match st.groups.get_mut(group_id) {
             Some(e) => e,
-            None if joining => st.groups.entry(group_id.to_string()).or_insert(GroupEntry {
-                kind: GroupKind::Consumer(ConsumerGroup::new(group_id.to_string(), 0)),
-                offsets: BTreeMap::new(),
-                pending_txn: BTreeMap::new(),
-                persisted: HashMap::new(),
+            None if joining => st.groups.entry(group_id.to_string()).or_insert_with(|| {
+                GroupEntry::of(GroupKind::Consumer(ConsumerGroup::new(
+                    group_id.to_string(),
+                    0,
+                )))
             }),
             None => return Err(GroupError::UnknownMemberId),
         };
@@ -1002,7 +1003,7 @@ impl GroupCoordinator {
             && self.downgrade_allowed(group, &params.member_id)
         {
             let member_id = params.member_id.clone();
-            self.downgrade(&mut st, group_id, &member_id, true);
+            self.downgrade(&mut st, group_id, &member_id, true)?;
             let left = HeartbeatResult {
                 member_id,
                 member_epoch: consumer::LEAVE_GROUP_MEMBER_EPOCH,
@@ -1140,39 +1141,7 @@ impl GroupCoordinator {
             return Ok(None);
         };
         Ok(Some(match &entry.kind {
-            GroupKind::Classic(g) => {
-                let protocol = g.protocol_name.clone().unwrap_or_default();
-                let stable = g.state == ClassicState::Stable;
-                GroupDescription {
-                    state: g.state.as_str().into(),
-                    protocol_type: g.protocol_type.clone().unwrap_or_default(),
-                    protocol_data: if stable {
-                        protocol.clone()
-                    } else {
-                        String::new()
-                    },
-                    members: g
-                        .members
-                        .iter()
-                        .map(|m| MemberDescription {
-                            member_id: m.member_id.clone(),
-                            group_instance_id: m.group_instance_id.clone(),
-                            client_id: m.client_id.clone(),
-                            client_host: m.client_host.clone(),
-                            metadata: if stable {
-                                m.metadata(&protocol)
-                            } else {
-                                Bytes::new()
-                            },
-                            assignment: if stable {
-                                m.assignment.clone()
-                            } else {
-                                Bytes::new()
-                            },
-                        })
-                        .collect(),
-                }
-            }
+            GroupKind::Classic(g) => describe_classic(g),
             // Kafka's `describeGroups` reads classic groups only: any other is Dead, with
             // GROUP_ID_NOT_FOUND from v6.
             GroupKind::Share(_) | GroupKind::Streams(_) => {
@@ -1431,6 +1400,81 @@ impl GroupCoordinator {
 /// leaves no trace, as Kafka's `CoordinatorRuntime` reverts its timeline to the snapshot
 /// taken before the write (`failCurrentBatch`). A write that was appended but is never
 /// committed is not reverted, there as here: the log a new leader keeps decides.
+/// DescribeGroups' view of a classic group: protocol, metadata and assignments only once it
+/// is Stable, as Kafka's `ClassicGroup` describes them.
+fn describe_classic(g: &ClassicGroup) -> GroupDescription {
+    let protocol = g.protocol_name.clone().unwrap_or_default();
+    let stable = g.state == ClassicState::Stable;
+    GroupDescription {
+        state: g.state.as_str().into(),
+        protocol_type: g.protocol_type.clone().unwrap_or_default(),
+        protocol_data: if stable {
+            protocol.clone()
+        } else {
+            String::new()
+        },
+        members: g
+            .members
+            .iter()
+            .map(|m| MemberDescription {
+                member_id: m.member_id.clone(),
+                group_instance_id: m.group_instance_id.clone(),
+                client_id: m.client_id.clone(),
+                client_host: m.client_host.clone(),
+                metadata: if stable {
+                    m.metadata(&protocol)
+                } else {
+                    Bytes::new()
+                },
+                assignment: if stable {
+                    m.assignment.clone()
+                } else {
+                    Bytes::new()
+                },
+            })
+            .collect(),
+    }
+}
+
+/// The coordinator's bounds on a ConsumerGroupHeartbeat, checked before its group is looked
+/// up: a group id of Kafka's size and a bounded subscription.
+fn check_consumer_heartbeat(group_id: &str, params: &HeartbeatParams) -> Result<(), GroupError> {
+    if group_id.is_empty() || group_id.len() > MAX_GROUP_ID_BYTES {
+        return Err(GroupError::InvalidRequest("group id is invalid".into()));
+    }
+    if params
+        .subscribed_topic_names
+        .as_ref()
+        .is_some_and(|t| t.len() > MAX_SUBSCRIBED_TOPICS)
+    {
+        return Err(GroupError::InvalidRequest(
+            "too many subscribed topics".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// A JoinGroup whose new group's empty metadata record could not be appended: the group is
+/// reverted as Kafka's `CoordinatorRuntime` reverts its timeline snapshot (removed, or the
+/// empty KIP-848 group it took over is back), and a join still parked is answered the append
+/// error as `GroupMetadataManager.classicGroupJoinToClassicGroup`'s append future answers it
+/// (`appendGroupMetadataErrorToResponseError`: NOT_ENOUGH_REPLICAS and a timeout are
+/// COORDINATOR_NOT_AVAILABLE, a lost leadership NOT_COORDINATOR). An answer already given
+/// (MEMBER_ID_REQUIRED) stays, as Kafka's completed response future does.
+fn revert_new_classic_group(
+    st: &mut State,
+    group_id: &str,
+    converted: Option<ConsumerGroup>,
+    result: Result<Pending<JoinResponse>, GroupError>,
+    error: &GroupError,
+) -> Result<Pending<JoinResponse>, GroupError> {
+    restore_consumer_group(st, group_id, converted);
+    match result {
+        Ok(Pending::Wait(_)) => Ok(Pending::Now(JoinResponse::error(error.error_code(), ""))),
+        other => other,
+    }
+}
+
 fn restore_consumer_group(st: &mut State, group_id: &str, before: Option<ConsumerGroup>) {
     match before {
         None => {

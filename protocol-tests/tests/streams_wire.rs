@@ -26,13 +26,6 @@ const COORDINATOR_NOT_AVAILABLE: i16 = 15;
 const NOT_COORDINATOR: i16 = 16;
 const MISSING_SOURCE_TOPICS: i8 = 1;
 const MISSING_INTERNAL_TOPICS: i8 = 3;
-const ASSIGNMENT_DELAYED: i8 = 5;
-const CREATE_TOPICS_V: i16 = 5;
-const FIND_COORDINATOR_V: i16 = 3;
-/// `group.streams.initial.rebalance.delay.ms` in the test of the initial rebalance delay.
-const INITIAL_REBALANCE_DELAY: Duration = Duration::from_millis(3000);
-/// The brokers of the other tests assign at once (Kafka's default delay is 3 s).
-const NO_INITIAL_DELAY: (&str, &str) = ("group.streams.initial.rebalance.delay.ms", "0");
 
 fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
@@ -156,99 +149,9 @@ fn durable_view(
     g
 }
 
-/// One subtopology reading `input`, no internal topics.
-fn source_only(input: &str) -> Topology {
-    Topology::default()
-        .with_epoch(0)
-        .with_subtopologies(vec![Subtopology::default()
-            .with_subtopology_id(s("0"))
-            .with_source_topics(vec![s(input).into()])])
-}
-
-/// The first member of an empty streams group is given no tasks while the initial rebalance
-/// delay runs (status ASSIGNMENT_DELAYED), so that a second member joining within the delay
-/// shares the first assignment and no member is ever given every task (Kafka 4.4's
-/// `group.streams.initial.rebalance.delay.ms`: `GroupMetadataManager.streamsGroupHeartbeat`
-/// schedules the delay when the first member joins, `computeDelayedTargetAssignment` assigns
-/// when it ends). Brook assigned both tasks to the first member at once.
-#[test]
-fn the_first_streams_assignment_waits_out_the_initial_rebalance_delay() {
-    let delay_ms = INITIAL_REBALANCE_DELAY.as_millis().to_string();
-    let broker = Broker::start_with(&[
-        ("offsets.topic.num.partitions", "1"),
-        ("group.streams.initial.rebalance.delay.ms", &delay_ms),
-    ]);
-    let mut c = WireClient::connect(&broker.bootstrap());
-    let app = unique_topic("stwdelay");
-    let input = format!("{app}-in");
-    let create = Wire::create_topics_request(&input, 2, 1, &[], Duration::from_secs(10));
-    let r: CreateTopicsResponse = c.request(CREATE_TOPICS_V, &create);
-    assert_eq!(r.topics[0].error_code, 0, "{r:?}");
-    c.ensure_topic(&input);
-
-    // Kafka creates `__consumer_offsets` at the first FindCoordinator, then loads it: the
-    // first join is retried (bounded) until the coordinator serves the group.
-    poll_until_ok("FindCoordinator", Duration::from_secs(30), || {
-        let find = FindCoordinatorRequest::default()
-            .with_key(s(&app))
-            .with_key_type(0);
-        let r: FindCoordinatorResponse = c.request(FIND_COORDINATOR_V, &find);
-        match r.error_code {
-            0 => Ok(()),
-            e => Err(format!("error {e}")),
-        }
-    });
-    // A joining heartbeat (epoch 0) carries the topology; a later one its owned tasks.
-    let mut beat = |member: &str, epoch: i32, owned: &Owned| {
-        let topology = (epoch == 0).then(|| source_only(&input));
-        heartbeat(&mut c, &app, member, epoch, topology, Some(owned))
-    };
-    let mut joined_at = std::time::Instant::now();
-    let mut members = [("member-a", 0, Owned::new()), ("member-b", 0, Owned::new())];
-    for (member, epoch, _) in members.iter_mut() {
-        let r = poll_until_ok(
-            "a coordinator that serves the group",
-            Duration::from_secs(30),
-            || {
-                if *member == "member-a" {
-                    joined_at = std::time::Instant::now();
-                }
-                let r = beat(member, 0, &vec![]);
-                match r.error_code {
-                    COORDINATOR_LOAD_IN_PROGRESS | COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR => {
-                        Err(format!("error {}", r.error_code))
-                    }
-                    _ => Ok(r),
-                }
-            },
-        );
-        assert_eq!(r.error_code, 0, "{r:?}");
-        assert_eq!(statuses(&r), vec![ASSIGNMENT_DELAYED], "{r:?}");
-        assert_eq!(active(&r).map_or(0, |t| count(&t)), 0, "{r:?}");
-        *epoch = r.member_epoch;
-    }
-    poll_until("a task for each member", Duration::from_secs(30), || {
-        for (member, epoch, owned) in members.iter_mut() {
-            let r = beat(member, *epoch, owned);
-            assert_eq!(r.error_code, 0, "{r:?}");
-            *epoch = r.member_epoch;
-            if let Some(tasks) = active(&r) {
-                assert!(count(&tasks) < 2, "one member got every task: {r:?}");
-                *owned = tasks;
-            }
-        }
-        members.iter().all(|(_, _, o)| count(o) == 1).then_some(())
-    });
-    assert!(
-        joined_at.elapsed() >= INITIAL_REBALANCE_DELAY,
-        "assigned {:?} after the first join",
-        joined_at.elapsed()
-    );
-}
-
 #[test]
 fn streams_group_lifecycle_over_the_wire() {
-    let mut broker = Broker::start_with(&[("offsets.topic.num.partitions", "1"), NO_INITIAL_DELAY]);
+    let mut broker = Broker::start_with(&[("offsets.topic.num.partitions", "1")]);
     let mut c = WireClient::connect(&broker.bootstrap());
     let app = unique_topic("stw");
     let input = format!("{app}-in");
@@ -410,10 +313,7 @@ fn streams_group_lifecycle_over_the_wire() {
 /// streams group back, and its member heartbeats there at the epoch it had.
 #[test]
 fn streams_group_moves_with_its_coordinator() {
-    let c = &mut Cluster::start(
-        3,
-        &[("offsets.topic.num.partitions", "1"), NO_INITIAL_DELAY],
-    );
+    let c = &mut Cluster::start(3, &[("offsets.topic.num.partitions", "1")]);
     let app = unique_topic("stwm");
     let input = format!("{app}-in");
     c.create_topic(&input, 2, 3, &[]);

@@ -1339,7 +1339,7 @@ impl GroupCoordinator {
                     GroupKind::Classic(g) => g.on_deadlines(&self.config.classic, now),
                     GroupKind::Consumer(_) => {}
                     GroupKind::Share(g) => g.on_deadlines(now),
-                    GroupKind::Streams(g) => g.on_deadlines(&self.streams_limits(id), now),
+                    GroupKind::Streams(g) => g.on_deadlines(now),
                 }
             }
             self.consumer_deadlines(&mut st, id, now);

@@ -36,7 +36,6 @@ pub mod status {
     pub const INCORRECTLY_PARTITIONED_TOPICS: i8 = 2;
     pub const MISSING_INTERNAL_TOPICS: i8 = 3;
     pub const SHUTDOWN_APPLICATION: i8 = 4;
-    pub const ASSIGNMENT_DELAYED: i8 = 5;
 }
 
 /// A member's active, standby and warm-up tasks (Kafka's `TasksTuple`).
@@ -225,9 +224,6 @@ pub struct StreamsLimits {
     pub heartbeat_interval_ms: i32,
     pub num_standby_replicas: i32,
     pub max_size: usize,
-    /// `group.streams.initial.rebalance.delay.ms`, or the group's
-    /// `streams.initial.rebalance.delay.ms`.
-    pub initial_rebalance_delay_ms: i32,
 }
 
 /// A streams group. Cloned before a heartbeat, to put back should the write of its records
@@ -252,11 +248,6 @@ pub struct StreamsGroup {
     /// The standby count the target was computed with (Kafka's last assignment configs).
     pub(super) standby_seen: i32,
     shutdown_requested_by: Option<String>,
-    /// While set, no target assignment is computed: the first member joined the empty group
-    /// and others get the initial rebalance delay to join (Kafka's timer under
-    /// `streamsInitialRebalanceKey`, whose expiry runs `computeDelayedTargetAssignment`).
-    /// Not persisted, as Kafka's timers are not: a new coordinator assigns at once.
-    initial_rebalance_deadline: Option<Instant>,
 }
 
 impl StreamsGroup {
@@ -274,7 +265,6 @@ impl StreamsGroup {
             endpoint_information_epoch: 0,
             standby_seen: 0,
             shutdown_requested_by: None,
-            initial_rebalance_deadline: None,
         }
     }
 
@@ -331,7 +321,6 @@ impl StreamsGroup {
         }
         let session = Duration::from_millis(limits.session_timeout_ms.max(0) as u64);
         let joining = p.member_epoch == 0;
-        let was_empty = self.members.is_empty();
         let (before, mut bump) = self.member_for(&p, limits, now + session)?;
         let mut status = Vec::new();
         if let Some(t) = &p.topology {
@@ -365,16 +354,8 @@ impl StreamsGroup {
         }
         if bump {
             self.bump_epoch();
-            if was_empty {
-                self.schedule_initial_rebalance(limits, now);
-            }
         }
-        if self.initial_rebalance_pending(now) {
-            status.push((
-                status::ASSIGNMENT_DELAYED,
-                "Assignment delayed due to the configured initial rebalance delay.".into(),
-            ));
-        } else if self.group_epoch > self.assignment_epoch {
+        if self.group_epoch > self.assignment_epoch {
             self.compute_target(limits);
         }
         self.reconcile(&p.member_id, p.owned.as_ref(), now);
@@ -493,41 +474,6 @@ impl StreamsGroup {
             bump = true;
         }
         bump
-    }
-
-    /// The first member of an empty group starts the initial rebalance delay, unless it is 0
-    /// or already running (Kafka's `streamsGroupHeartbeat`: `timer.scheduleIfAbsent` when
-    /// the group epoch is bumped on an empty group).
-    fn schedule_initial_rebalance(&mut self, limits: &StreamsLimits, now: Instant) {
-        let delay = Duration::from_millis(limits.initial_rebalance_delay_ms.max(0) as u64);
-        if !delay.is_zero() && self.initial_rebalance_deadline.is_none() {
-            self.initial_rebalance_deadline = Some(now + delay);
-        }
-    }
-
-    /// Whether the initial rebalance delay still holds the target assignment back; a passed
-    /// deadline is cleared (Kafka's timer has fired).
-    fn initial_rebalance_pending(&mut self, now: Instant) -> bool {
-        match self.initial_rebalance_deadline {
-            Some(d) if d > now => true,
-            Some(_) => {
-                self.initial_rebalance_deadline = None;
-                false
-            }
-            None => false,
-        }
-    }
-
-    /// The initial rebalance delay ran out: the target assignment of the members that
-    /// joined meanwhile is computed (Kafka's `computeDelayedTargetAssignment`; nothing when
-    /// the group emptied or is assigned already).
-    fn on_initial_rebalance_deadline(&mut self, limits: &StreamsLimits, now: Instant) {
-        if self.initial_rebalance_pending(now) {
-            return;
-        }
-        if !self.members.is_empty() && self.group_epoch > self.assignment_epoch {
-            self.compute_target(limits);
-        }
     }
 
     /// A new target assignment at the group epoch (Kafka's `TargetAssignmentBuilder` with
@@ -760,17 +706,12 @@ impl StreamsGroup {
         self.members
             .values()
             .flat_map(|m| [Some(m.session_deadline), m.revocation_deadline])
-            .chain([self.initial_rebalance_deadline])
             .flatten()
             .min()
     }
 
-    /// Fences members whose session or revocation deadline passed, and ends a passed initial
-    /// rebalance delay.
-    pub fn on_deadlines(&mut self, limits: &StreamsLimits, now: Instant) {
-        if self.initial_rebalance_deadline.is_some_and(|d| d <= now) {
-            self.on_initial_rebalance_deadline(limits, now);
-        }
+    /// Fences members whose session or revocation deadline passed.
+    pub fn on_deadlines(&mut self, now: Instant) {
         let expired: Vec<String> = self
             .members
             .values()
@@ -998,14 +939,6 @@ impl super::GroupCoordinator {
             );
             if let Some(n) = standby {
                 limits.num_standby_replicas = n.max(0) as i32;
-            }
-            let delay = super::overrides::clamped(
-                &self.replicas.config,
-                &configs,
-                "streams.initial.rebalance.delay.ms",
-            );
-            if let Some(ms) = delay {
-                limits.initial_rebalance_delay_ms = ms.clamp(0, i32::MAX as i64) as i32;
             }
         }
         limits

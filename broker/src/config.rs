@@ -7,7 +7,7 @@
 //! DescribeConfigs; anything else is a start-up error that names the key, because a silently
 //! ignored typo (`min.insync.replica=2`) would change the semantics a test relies on.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -382,197 +382,14 @@ impl BrokerConfig {
         Self::from_map(raw)
     }
 
-    /// Builds the configuration from already-split key/value pairs.
+    /// Builds the configuration from already-split key/value pairs, as Kafka's `KafkaConfig`
+    /// does: the defaults merged with the given keys and checked (`AbstractConfig` parsing
+    /// against `AbstractKafkaConfig.CONFIG_DEF`), the families read, then each SASL listener's
+    /// settings and the topic-config defaults (`LogConfig.validate`).
     pub fn from_map(raw: BTreeMap<String, String>) -> Result<Self, ConfigError> {
-        let mut explicit = std::collections::BTreeSet::new();
-        let mut values: BTreeMap<String, String> = BROKER_DEFAULTS
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        for (k, v) in raw {
-            if crate::listeners::is_listener_prefixed_key(&k, |s| {
-                config_def::kafka_broker_key(s).is_some() || values.contains_key(s)
-            }) {
-                // Read per listener (`listener_value`); never logged, as it may hold a secret.
-            } else if crate::admin_security::is_https_key(&k) {
-                // The admin listener's TLS keys (crate::admin_security); never logged either.
-            } else if !values.contains_key(&k) && !AUTHORIZER_KEYS.contains(&k.as_str()) {
-                let Some(kafka) = config_def::kafka_broker_key(&k) else {
-                    return Err(ConfigError::UnknownKey(k));
-                };
-                // A password is never logged (DescribeConfigs hides it too).
-                let shown = if kafka.ty.is_sensitive() {
-                    "[hidden]"
-                } else {
-                    v.as_str()
-                };
-                if k != "authorizer.class.name" {
-                    tracing::info!(key = %k, value = shown, "Kafka broker key accepted; Brook does not act on it");
-                }
-            }
-            explicit.insert(k.clone());
-            values.insert(k, v);
-        }
+        let (values, explicit) = merge_with_defaults(raw)?;
         validate_broker_values(&values, &explicit)?;
-        let get = |k: &str| values.get(k).cloned().unwrap_or_default();
-        let node_id = parse_num::<i32>("node.id", &get("node.id"))?;
-        let listeners = crate::listeners::parse(&values, &explicit)?;
-        crate::listeners::refuse_unsupported(&listeners)?;
-        let tls = crate::security::ssl::contexts(&values, &listeners)
-            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
-        let log_dirs = match get("log.dir").as_str() {
-            "" => get("log.dirs"),
-            v => v.to_string(),
-        };
-        if log_dirs.contains(',') {
-            return Err(invalid(
-                "log.dirs",
-                &log_dirs,
-                "Brook supports one log directory",
-            ));
-        }
-        let (admin_listener, admin_http) = match get("admin.listener").as_str() {
-            "" => (None, Default::default()),
-            v => {
-                let (addr, https) = crate::admin_security::parse_listener(v)
-                    .map_err(|why| invalid("admin.listener", v, &why))?;
-                let http = crate::admin_security::from_values(&values, https)
-                    .map_err(ConfigError::Invalid)?;
-                (Some(addr), http)
-            }
-        };
-        // Kafka's INT type: a segment position is 32 bits, so the value must fit an i32.
-        int_at_least(
-            "log.segment.bytes",
-            &get("log.segment.bytes"),
-            LOG_SEGMENT_BYTES_MIN,
-        )?;
-        let listener_max_connection_creation_rate =
-            listener_connection_creation_rates(&values, &listeners)?;
-        let mut cfg = BrokerConfig {
-            node_id,
-            listeners,
-            tls,
-            sasl: BTreeMap::new(),
-            inter_broker_sasl: None,
-            log_dir: PathBuf::from(log_dirs),
-            num_partitions: positive("num.partitions", &get("num.partitions"))?,
-            default_replication_factor: positive::<i16>(
-                "default.replication.factor",
-                &get("default.replication.factor"),
-            )?,
-            auto_create_topics: parse_bool(
-                "auto.create.topics.enable",
-                &get("auto.create.topics.enable"),
-            )?,
-            socket_request_max_bytes: positive::<i64>(
-                "socket.request.max.bytes",
-                &get("socket.request.max.bytes"),
-            )? as usize,
-            queued_max_request_bytes: queued_max_request_bytes(
-                &get("queued.max.request.bytes"),
-                &get("socket.request.max.bytes"),
-            )?,
-            max_connections: at_least_zero_int("max.connections", &get("max.connections"))?,
-            max_connections_per_ip: max_connections_per_ip(&get("max.connections.per.ip"))?,
-            max_connection_creation_rate: at_least_zero_int(
-                "max.connection.creation.rate",
-                &get("max.connection.creation.rate"),
-            )? as i32,
-            listener_max_connection_creation_rate,
-            connections_max_idle_ms: {
-                let ms: i64 =
-                    parse_num("connections.max.idle.ms", &get("connections.max.idle.ms"))?;
-                u64::try_from(ms).ok()
-            },
-            fetch_max_bytes: int_at_least("fetch.max.bytes", &get("fetch.max.bytes"), 1024)?
-                as usize,
-            fetch_session_cache_slots: at_least_zero_int(
-                "max.incremental.fetch.session.cache.slots",
-                &get("max.incremental.fetch.session.cache.slots"),
-            )?,
-            quota_window: quota_window(&get, "quota.window")?,
-            controller_quota_window: quota_window(&get, "controller.quota.window")?,
-            log_cleaner: LogCleanerConfig {
-                enable: parse_bool("log.cleaner.enable", &get("log.cleaner.enable"))?,
-                threads: at_least_zero_int("log.cleaner.threads", &get("log.cleaner.threads"))?,
-                backoff_ms: parse_num::<u64>(
-                    "log.cleaner.backoff.ms",
-                    &get("log.cleaner.backoff.ms"),
-                )?,
-                dedupe_buffer_bytes: parse_num::<u64>(
-                    "log.cleaner.dedupe.buffer.size",
-                    &get("log.cleaner.dedupe.buffer.size"),
-                )?,
-            },
-            offsets_topic_segment_bytes: int_at_least(
-                "offsets.topic.segment.bytes",
-                &get("offsets.topic.segment.bytes"),
-                LOG_SEGMENT_BYTES_MIN,
-            )?,
-            retention_check_interval_ms: positive::<i64>(
-                "log.retention.check.interval.ms",
-                &get("log.retention.check.interval.ms"),
-            )? as u64,
-            high_watermark_checkpoint_interval_ms: positive::<i64>(
-                "replica.high.watermark.checkpoint.interval.ms",
-                &get("replica.high.watermark.checkpoint.interval.ms"),
-            )? as u64,
-            recovery_point_checkpoint_interval_ms: positive::<i64>(
-                "log.flush.offset.checkpoint.interval.ms",
-                &get("log.flush.offset.checkpoint.interval.ms"),
-            )? as u64,
-            log_start_offset_checkpoint_interval_ms: positive::<i64>(
-                "log.flush.start.offset.checkpoint.interval.ms",
-                &get("log.flush.start.offset.checkpoint.interval.ms"),
-            )? as u64,
-            replica_lag_time_max_ms: positive(
-                "replica.lag.time.max.ms",
-                &get("replica.lag.time.max.ms"),
-            )?,
-            producer_id_expiration_ms: positive(
-                "producer.id.expiration.ms",
-                &get("producer.id.expiration.ms"),
-            )?,
-            cluster_id: Some(get("cluster.id")).filter(|s| !s.is_empty()),
-            admin_listener,
-            admin_http,
-            admin_event_buffer_len_max: positive::<i64>(
-                "admin.event.buffer.len.max",
-                &get("admin.event.buffer.len.max"),
-            )? as usize,
-            controlled_shutdown_enable: parse_bool(
-                "controlled.shutdown.enable",
-                &get("controlled.shutdown.enable"),
-            )?,
-            broker_heartbeat_interval_ms: positive::<i64>(
-                "broker.heartbeat.interval.ms",
-                &get("broker.heartbeat.interval.ms"),
-            )? as u64,
-            broker_session_timeout_ms: positive::<i64>(
-                "broker.session.timeout.ms",
-                &get("broker.session.timeout.ms"),
-            )? as u64,
-            initial_broker_registration_timeout_ms: positive::<i64>(
-                "initial.broker.registration.timeout.ms",
-                &get("initial.broker.registration.timeout.ms"),
-            )? as u64,
-            controller_election_timeout_ms: positive::<i64>(
-                "controller.quorum.election.timeout.ms",
-                &get("controller.quorum.election.timeout.ms"),
-            )? as u64,
-            controller_fetch_timeout_ms: positive::<i64>(
-                "controller.quorum.fetch.timeout.ms",
-                &get("controller.quorum.fetch.timeout.ms"),
-            )? as u64,
-            controller_socket_timeout_ms: positive::<i64>(
-                "controller.socket.timeout.ms",
-                &get("controller.socket.timeout.ms"),
-            )? as u64,
-            authorizer: AuthorizerConfig::from_values(&values).map_err(ConfigError::Invalid)?,
-            values,
-            explicit,
-        };
+        let mut cfg = Self::read_families(values, explicit)?;
         for l in &cfg.listeners.broker {
             if l.security_protocol.uses_sasl() {
                 let sasl = crate::security::sasl::SaslServerConfig::for_listener(&cfg, l)?;
@@ -585,6 +402,92 @@ impl BrokerConfig {
         // is a start-up error rather than a failure on the first topic creation.
         cfg.log_config(&DynamicBrokerConfigs::new(), &BTreeMap::new())?;
         Ok(cfg)
+    }
+
+    /// Reads the merged values into the configuration's fields, family by family as
+    /// `AbstractKafkaConfig.CONFIG_DEF` merges Kafka's `ConfigDef`s (`ServerConfigs`,
+    /// `SocketServerConfigs`, `ServerLogConfigs`, `CleanerConfig`, `ReplicationConfigs`,
+    /// `QuotaConfig`, `KRaftConfigs`, `QuorumConfig`, ...); the SASL settings are left for
+    /// `from_map`, as they read the listeners from the finished configuration.
+    fn read_families(
+        values: BTreeMap<String, String>,
+        explicit: BTreeSet<String>,
+    ) -> Result<Self, ConfigError> {
+        let r = TypedValues(&values);
+        let get = |k: &str| r.raw(k);
+        let node_id = parse_num::<i32>("node.id", &get("node.id"))?;
+        let listeners = crate::listeners::parse(&values, &explicit)?;
+        crate::listeners::refuse_unsupported(&listeners)?;
+        let tls = crate::security::ssl::contexts(&values, &listeners)
+            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        let log_dir = single_log_dir(&get)?;
+        let (admin_listener, admin_http) = admin_listener(&values)?;
+        // Kafka's INT type: a segment position is 32 bits, so the value must fit an i32.
+        r.int_at_least("log.segment.bytes", LOG_SEGMENT_BYTES_MIN)?;
+        let listener_max_connection_creation_rate =
+            listener_connection_creation_rates(&values, &listeners)?;
+        Ok(BrokerConfig {
+            // ServerConfigs, SocketServerConfigs and ServerLogConfigs.
+            node_id,
+            listeners,
+            tls,
+            sasl: BTreeMap::new(),
+            inter_broker_sasl: None,
+            log_dir,
+            num_partitions: r.positive("num.partitions")?,
+            default_replication_factor: r.positive::<i16>("default.replication.factor")?,
+            auto_create_topics: r.bool("auto.create.topics.enable")?,
+            socket_request_max_bytes: r.positive::<i64>("socket.request.max.bytes")? as usize,
+            queued_max_request_bytes: queued_max_request_bytes(
+                &get("queued.max.request.bytes"),
+                &get("socket.request.max.bytes"),
+            )?,
+            max_connections: r.at_least_zero("max.connections")?,
+            max_connections_per_ip: max_connections_per_ip(&get("max.connections.per.ip"))?,
+            max_connection_creation_rate: r.at_least_zero("max.connection.creation.rate")? as i32,
+            listener_max_connection_creation_rate,
+            connections_max_idle_ms: u64::try_from(r.num::<i64>("connections.max.idle.ms")?).ok(),
+            fetch_max_bytes: r.int_at_least("fetch.max.bytes", 1024)? as usize,
+            fetch_session_cache_slots: r
+                .at_least_zero("max.incremental.fetch.session.cache.slots")?,
+            // QuotaConfig.
+            quota_window: quota_window(&get, "quota.window")?,
+            controller_quota_window: quota_window(&get, "controller.quota.window")?,
+            // CleanerConfig.
+            log_cleaner: r.log_cleaner()?,
+            // GroupCoordinatorConfig, then ServerLogConfigs' and ReplicationConfigs' intervals.
+            offsets_topic_segment_bytes: r
+                .int_at_least("offsets.topic.segment.bytes", LOG_SEGMENT_BYTES_MIN)?,
+            retention_check_interval_ms: r.positive_ms("log.retention.check.interval.ms")?,
+            high_watermark_checkpoint_interval_ms: r
+                .positive_ms("replica.high.watermark.checkpoint.interval.ms")?,
+            recovery_point_checkpoint_interval_ms: r
+                .positive_ms("log.flush.offset.checkpoint.interval.ms")?,
+            log_start_offset_checkpoint_interval_ms: r
+                .positive_ms("log.flush.start.offset.checkpoint.interval.ms")?,
+            replica_lag_time_max_ms: r.positive("replica.lag.time.max.ms")?,
+            // TransactionLogConfig.
+            producer_id_expiration_ms: r.positive("producer.id.expiration.ms")?,
+            // Brook's own: the cluster id and the admin HTTP listener.
+            cluster_id: Some(get("cluster.id")).filter(|s| !s.is_empty()),
+            admin_listener,
+            admin_http,
+            admin_event_buffer_len_max: r.positive::<i64>("admin.event.buffer.len.max")? as usize,
+            // ServerConfigs' controlled shutdown, KRaftConfigs and QuorumConfig.
+            controlled_shutdown_enable: r.bool("controlled.shutdown.enable")?,
+            broker_heartbeat_interval_ms: r.positive_ms("broker.heartbeat.interval.ms")?,
+            broker_session_timeout_ms: r.positive_ms("broker.session.timeout.ms")?,
+            initial_broker_registration_timeout_ms: r
+                .positive_ms("initial.broker.registration.timeout.ms")?,
+            controller_election_timeout_ms: r
+                .positive_ms("controller.quorum.election.timeout.ms")?,
+            controller_fetch_timeout_ms: r.positive_ms("controller.quorum.fetch.timeout.ms")?,
+            controller_socket_timeout_ms: r.positive_ms("controller.socket.timeout.ms")?,
+            // The authorizer (`authorizer.class.name`, `super.users`, ...).
+            authorizer: AuthorizerConfig::from_values(&values).map_err(ConfigError::Invalid)?,
+            values,
+            explicit,
+        })
     }
 
     /// The first broker listener's bind address (the one `brook serve` reports as ready).
@@ -831,6 +734,126 @@ fn invalid(key: &str, value: &str, reason: &str) -> ConfigError {
         key: key.into(),
         value: value.into(),
         reason: reason.into(),
+    }
+}
+
+/// The broker's defaults with the given keys over them, and the set of keys given: Kafka's
+/// `AbstractConfig` keeps the originals apart from the parsed values the same way. A key
+/// neither Brook nor Kafka knows is an error; a Kafka key Brook does not act on is accepted
+/// and logged.
+fn merge_with_defaults(
+    raw: BTreeMap<String, String>,
+) -> Result<(BTreeMap<String, String>, BTreeSet<String>), ConfigError> {
+    let mut explicit = BTreeSet::new();
+    let mut values: BTreeMap<String, String> = BROKER_DEFAULTS
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    for (k, v) in raw {
+        if crate::listeners::is_listener_prefixed_key(&k, |s| {
+            config_def::kafka_broker_key(s).is_some() || values.contains_key(s)
+        }) {
+            // Read per listener (`listener_value`); never logged, as it may hold a secret.
+        } else if crate::admin_security::is_https_key(&k) {
+            // The admin listener's TLS keys (crate::admin_security); never logged either.
+        } else if !values.contains_key(&k) && !AUTHORIZER_KEYS.contains(&k.as_str()) {
+            let Some(kafka) = config_def::kafka_broker_key(&k) else {
+                return Err(ConfigError::UnknownKey(k));
+            };
+            // A password is never logged (DescribeConfigs hides it too).
+            let shown = if kafka.ty.is_sensitive() {
+                "[hidden]"
+            } else {
+                v.as_str()
+            };
+            if k != "authorizer.class.name" {
+                tracing::info!(key = %k, value = shown, "Kafka broker key accepted; Brook does not act on it");
+            }
+        }
+        explicit.insert(k.clone());
+        values.insert(k, v);
+    }
+    Ok((values, explicit))
+}
+
+/// `log.dir`, else `log.dirs` (Kafka's `KafkaConfig.logDirs` precedence), which must name one
+/// directory: Brook has no JBOD.
+fn single_log_dir(get: &impl Fn(&str) -> String) -> Result<PathBuf, ConfigError> {
+    let log_dirs = match get("log.dir").as_str() {
+        "" => get("log.dirs"),
+        v => v.to_string(),
+    };
+    if log_dirs.contains(',') {
+        return Err(invalid(
+            "log.dirs",
+            &log_dirs,
+            "Brook supports one log directory",
+        ));
+    }
+    Ok(PathBuf::from(log_dirs))
+}
+
+/// `admin.listener` (Brook's own key) and its TLS and authentication; none when unset.
+fn admin_listener(
+    values: &BTreeMap<String, String>,
+) -> Result<(Option<SocketAddr>, crate::admin_security::AdminHttp), ConfigError> {
+    match values.get("admin.listener").map(String::as_str) {
+        None | Some("") => Ok((None, Default::default())),
+        Some(v) => {
+            let (addr, https) = crate::admin_security::parse_listener(v)
+                .map_err(|why| invalid("admin.listener", v, &why))?;
+            let http =
+                crate::admin_security::from_values(values, https).map_err(ConfigError::Invalid)?;
+            Ok((Some(addr), http))
+        }
+    }
+}
+
+/// Typed reads of the merged values by key, each checked as Kafka's `ConfigDef` type and
+/// validator for that key check it; a missing key reads as the empty string.
+struct TypedValues<'a>(&'a BTreeMap<String, String>);
+
+impl TypedValues<'_> {
+    fn raw(&self, key: &str) -> String {
+        self.0.get(key).cloned().unwrap_or_default()
+    }
+
+    fn num<T: std::str::FromStr>(&self, key: &str) -> Result<T, ConfigError> {
+        parse_num(key, &self.raw(key))
+    }
+
+    fn positive<T: std::str::FromStr + PartialOrd + Default>(
+        &self,
+        key: &str,
+    ) -> Result<T, ConfigError> {
+        positive(key, &self.raw(key))
+    }
+
+    /// A positive LONG of milliseconds.
+    fn positive_ms(&self, key: &str) -> Result<u64, ConfigError> {
+        Ok(positive::<i64>(key, &self.raw(key))? as u64)
+    }
+
+    fn bool(&self, key: &str) -> Result<bool, ConfigError> {
+        parse_bool(key, &self.raw(key))
+    }
+
+    fn at_least_zero(&self, key: &str) -> Result<usize, ConfigError> {
+        at_least_zero_int(key, &self.raw(key))
+    }
+
+    fn int_at_least(&self, key: &str, min: i32) -> Result<i32, ConfigError> {
+        int_at_least(key, &self.raw(key), min)
+    }
+
+    /// Kafka's `CleanerConfig` keys.
+    fn log_cleaner(&self) -> Result<LogCleanerConfig, ConfigError> {
+        Ok(LogCleanerConfig {
+            enable: self.bool("log.cleaner.enable")?,
+            threads: self.at_least_zero("log.cleaner.threads")?,
+            backoff_ms: self.num::<u64>("log.cleaner.backoff.ms")?,
+            dedupe_buffer_bytes: self.num::<u64>("log.cleaner.dedupe.buffer.size")?,
+        })
     }
 }
 

@@ -215,12 +215,25 @@ struct Writes<'a> {
     txns: Vec<TxnView<'a>>,
 }
 
+/// The history's writes, gathered op by op.
 fn writes(ops: &[Op]) -> Writes<'_> {
-    let mut sends: BTreeMap<i32, Vec<SendView<'_>>> = BTreeMap::new();
-    let mut reports: BTreeMap<i32, PartitionReport> = BTreeMap::new();
-    let mut txns: Vec<TxnView<'_>> = Vec::new();
+    let mut writes = Writes {
+        sends: BTreeMap::new(),
+        reports: BTreeMap::new(),
+        txns: Vec::new(),
+    };
     for op in ops {
-        if let Op::Txn {
+        writes.note_txn(op);
+        writes.note_send(op);
+    }
+    writes
+}
+
+impl<'a> Writes<'a> {
+    /// A transaction's records: counted by its outcome, kept for `reorder`, and the
+    /// transaction itself.
+    fn note_txn(&mut self, op: &'a Op) {
+        let Op::Txn {
             process,
             txn,
             records,
@@ -228,32 +241,38 @@ fn writes(ops: &[Op]) -> Writes<'_> {
             outcome,
             ..
         } = op
-        {
-            for rec in records {
-                let r = reports.entry(rec.partition).or_default();
-                r.txn_records += 1;
-                match outcome {
-                    TxnOutcome::Committed => r.acknowledged += 1,
-                    TxnOutcome::Aborted { .. } => r.failed += 1,
-                    TxnOutcome::Unknown { .. } => r.unknown += 1,
-                }
-                // For `reorder` only: no acknowledged offset, so no lost-write or unseen.
-                sends.entry(rec.partition).or_default().push(SendView {
-                    process,
-                    seq: rec.seq,
-                    value: &rec.value,
-                    acked_at: None,
-                });
+        else {
+            return;
+        };
+        let (sends, reports) = (&mut self.sends, &mut self.reports);
+        for rec in records {
+            let r = reports.entry(rec.partition).or_default();
+            r.txn_records += 1;
+            match outcome {
+                TxnOutcome::Committed => r.acknowledged += 1,
+                TxnOutcome::Aborted { .. } => r.failed += 1,
+                TxnOutcome::Unknown { .. } => r.unknown += 1,
             }
-            txns.push(TxnView {
+            // For `reorder` only: no acknowledged offset, so no lost-write or unseen.
+            sends.entry(rec.partition).or_default().push(SendView {
                 process,
-                txn: *txn,
-                records,
-                commit_invoked_ms: *commit_invoked_ms,
-                outcome,
+                seq: rec.seq,
+                value: &rec.value,
+                acked_at: None,
             });
         }
-        if let Op::Send {
+        self.txns.push(TxnView {
+            process,
+            txn: *txn,
+            records,
+            commit_invoked_ms: *commit_invoked_ms,
+            outcome,
+        });
+    }
+
+    /// A send: counted by its outcome, with its acknowledged offset if it had one.
+    fn note_send(&mut self, op: &'a Op) {
+        let Op::Send {
             process,
             seq,
             partition,
@@ -261,34 +280,31 @@ fn writes(ops: &[Op]) -> Writes<'_> {
             outcome,
             ..
         } = op
-        {
-            let r = reports.entry(*partition).or_default();
-            let acked_at = match outcome {
-                Outcome::Ok { offset } => {
-                    r.acknowledged += 1;
-                    Some(*offset)
-                }
-                Outcome::Failed { .. } => {
-                    r.failed += 1;
-                    None
-                }
-                Outcome::Unknown { .. } => {
-                    r.unknown += 1;
-                    None
-                }
-            };
-            sends.entry(*partition).or_default().push(SendView {
-                process,
-                seq: *seq,
-                value,
-                acked_at,
-            });
-        }
-    }
-    Writes {
-        sends,
-        reports,
-        txns,
+        else {
+            return;
+        };
+        let (sends, reports) = (&mut self.sends, &mut self.reports);
+        let r = reports.entry(*partition).or_default();
+        let acked_at = match outcome {
+            Outcome::Ok { offset } => {
+                r.acknowledged += 1;
+                Some(*offset)
+            }
+            Outcome::Failed { .. } => {
+                r.failed += 1;
+                None
+            }
+            Outcome::Unknown { .. } => {
+                r.unknown += 1;
+                None
+            }
+        };
+        sends.entry(*partition).or_default().push(SendView {
+            process,
+            seq: *seq,
+            value,
+            acked_at,
+        });
     }
 }
 

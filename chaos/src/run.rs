@@ -267,6 +267,7 @@ fn stop_clients(
 pub fn run(target: &mut dyn Target, cfg: &RunConfig) -> Result<RunOutput, String> {
     cfg.validate()?;
     let started = Instant::now();
+    // A new topic per run: a rerun on the same cluster never reads an earlier run's records.
     let unique = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis())
@@ -310,24 +311,9 @@ pub fn run(target: &mut dyn Target, cfg: &RunConfig) -> Result<RunOutput, String
     history.nemesis("healed; stopping the producers".into());
     let mut run_errors = nemesis.errors.clone();
     run_errors.extend(stop_clients(&mut workload, &clients, &history, cfg));
-    if progress.acknowledged.load(Relaxed) == 0 {
-        run_errors.push("no send was acknowledged: the run checked nothing".into());
-    }
-    if history.is_full() {
-        run_errors.push(
-            "the history reached its bound (HISTORY_OPS_MAX) and the clients stopped early".into(),
-        );
-    }
     let stats = nemesis.stats.clone();
     drop(nemesis);
-    match target.encode_failures() {
-        Ok(0) => {}
-        Ok(n) => run_errors.push(format!(
-            "{n} response(s) could not be encoded (brook_response_encode_failures_total): \
-             their connections were closed; the nodes' logs name the API and version"
-        )),
-        Err(e) => run_errors.push(format!("encode failures not read: {e}")),
-    }
+    run_errors.extend(run_end_errors(target, &progress, &history));
     let ops = history.snapshot();
     let partitions = check(&ops);
     let verdict = judge(&cfg.guarantees(), &partitions, run_errors);
@@ -350,4 +336,28 @@ pub fn run(target: &mut dyn Target, cfg: &RunConfig) -> Result<RunOutput, String
         verdict,
         history: ops,
     })
+}
+
+/// The run errors found once the clients stopped and the nemesis let go of the target: a run
+/// that checked nothing, a history cut short by its bound, and answers the nodes failed to
+/// encode (each closed a connection, which the clients saw as a network error).
+fn run_end_errors(target: &mut dyn Target, progress: &Progress, history: &History) -> Vec<String> {
+    let mut run_errors = Vec::new();
+    if progress.acknowledged.load(Relaxed) == 0 {
+        run_errors.push("no send was acknowledged: the run checked nothing".into());
+    }
+    if history.is_full() {
+        run_errors.push(
+            "the history reached its bound (HISTORY_OPS_MAX) and the clients stopped early".into(),
+        );
+    }
+    match target.encode_failures() {
+        Ok(0) => {}
+        Ok(n) => run_errors.push(format!(
+            "{n} response(s) could not be encoded (brook_response_encode_failures_total): \
+             their connections were closed; the nodes' logs name the API and version"
+        )),
+        Err(e) => run_errors.push(format!("encode failures not read: {e}")),
+    }
+    run_errors
 }

@@ -22,6 +22,8 @@
 //! The JSON history and verdict of each run land in `target/tmp/`; the table is printed. A
 //! failed run keeps the nodes' data and logs and says where (`Target::keep_data`, tested
 //! last).
+// A test reads as one scenario top to bottom, so its length is exempt from clippy.toml's 70 lines.
+#![allow(clippy::too_many_lines)]
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};

@@ -6,6 +6,8 @@
 //! The cluster tests run one at a time (one 3-node cluster on the machine at once). Every wait
 //! is a condition polled against a deadline. The voter-change refusals at `kraft.version` 0 and
 //! UnregisterBroker of the killed node reuse the failover test's cluster.
+// A test reads as one scenario top to bottom, so its length is exempt from clippy.toml's 70 lines.
+#![allow(clippy::too_many_lines)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, MutexGuard};

@@ -11,6 +11,8 @@
 //! The tests run against Kafka 4.4 too (`scripts/differential`, through kafka-as-brook.sh);
 //! the 3-node one with `KAFKA_CLUSTER_BOOTSTRAP` naming a running Kafka cluster's brokers
 //! (`scripts/kafka-reference start --nodes 3`).
+// A test reads as one scenario top to bottom, so its length is exempt from clippy.toml's 70 lines.
+#![allow(clippy::too_many_lines)]
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;

@@ -2,6 +2,8 @@
 //! default producer: keys (and null keys), null values, headers with duplicate keys, explicit
 //! timestamps. Also checks, with raw Fetches, that the broker stored each batch with the codec
 //! the client used (never recompressed) and kept the producer fields.
+// A test reads as one scenario top to bottom, so its length is exempt from clippy.toml's 70 lines.
+#![allow(clippy::too_many_lines)]
 
 use std::time::Duration;
 

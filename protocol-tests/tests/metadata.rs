@@ -3,6 +3,8 @@
 //! mode): the creation is sent to the controller and the request is answered without waiting
 //! for it, the topic UNKNOWN_TOPIC_OR_PARTITION with no partitions. Clients retry Metadata
 //! until the topic shows up with its partitions.
+// A test reads as one scenario top to bottom, so its length is exempt from clippy.toml's 70 lines.
+#![allow(clippy::too_many_lines)]
 
 use std::time::Duration;
 

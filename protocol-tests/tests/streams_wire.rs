@@ -4,6 +4,8 @@
 //! member epoch, StreamsGroupDescribe shows the group, and bad heartbeats get Kafka's errors.
 //! The group lives in `__consumer_offsets`: it survives a broker restart and a move of its
 //! coordinator, members, epochs, topology and assignments.
+// A test reads as one scenario top to bottom, so its length is exempt from clippy.toml's 70 lines.
+#![allow(clippy::too_many_lines)]
 
 use std::time::Duration;
 

@@ -40,6 +40,7 @@ pub mod txn;
 pub mod txn_markers;
 
 use std::future::Future;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -485,352 +486,217 @@ async fn fault_after_processing(
     }
 }
 
+/// `respond(broker, ctx, &handler(broker, ctx, request).await)` as a dispatch answer, the shape
+/// of nearly every API's arm; `stopped:` first wraps it in `unless_stopped` (the writes a
+/// stopping broker must not park).
+macro_rules! answer {
+    (stopped: $broker:ident, $ctx:ident, $handler:path, $req:expr) => {
+        ControlFlow::Break(unless_stopped(
+            $broker,
+            respond($broker, $ctx, &$handler($broker, $ctx, $req).await),
+        ))
+    };
+    ($broker:ident, $ctx:ident, $handler:path, $req:expr) => {
+        ControlFlow::Break(respond($broker, $ctx, &$handler($broker, $ctx, $req).await))
+    };
+}
+
+/// A family dispatcher's answer: `Break` with the request's outcome when the family owns its
+/// API, `Continue` with the request handed back for the next family.
+type Dispatch = ControlFlow<Result<Outcome, CodecError>, RequestKind>;
+
+/// Kafka's `KafkaApis.handle`: one match on the request's API key calling its handler. Here
+/// the match is split by API family (the log and metadata, the group coordinator, transactions
+/// and security), each dispatcher handing back the requests it does not own.
 async fn process(
     broker: &Broker,
     ctx: &RequestContext,
     req: RequestKind,
 ) -> Result<Outcome, CodecError> {
+    let req = match process_log_and_metadata(broker, ctx, req).await {
+        ControlFlow::Break(answer) => return answer,
+        ControlFlow::Continue(req) => req,
+    };
+    let req = match process_group_coordinator(broker, ctx, req).await {
+        ControlFlow::Break(answer) => return answer,
+        ControlFlow::Continue(req) => req,
+    };
+    match process_txn_and_security(broker, ctx, req).await {
+        ControlFlow::Break(answer) => answer,
+        ControlFlow::Continue(other) => {
+            Err(CodecError::UnknownApiKey(ctx.api_key as i16)).inspect_err(|_| drop(other))
+        }
+    }
+}
+
+/// The APIs of the replica manager, the metadata cache and the controller's topic, partition,
+/// config and quorum calls (`KafkaApis.handleProduceRequest`, `handleFetchRequest`,
+/// `handleTopicMetadataRequest`, ... and the requests forwarded to the controller).
+async fn process_log_and_metadata(b: &Broker, c: &RequestContext, req: RequestKind) -> Dispatch {
     match req {
-        RequestKind::Produce(r) => produce::handle(broker, ctx, r).await,
-        RequestKind::Fetch(r) => fetch::handle(broker, ctx, r).await,
-        RequestKind::ApiVersions(r) => {
-            respond(broker, ctx, &api_versions::handle(broker, ctx, r).await)
+        RequestKind::Produce(r) => ControlFlow::Break(produce::handle(b, c, r).await),
+        RequestKind::Fetch(r) => ControlFlow::Break(fetch::handle(b, c, r).await),
+        RequestKind::ApiVersions(r) => answer!(b, c, api_versions::handle, r),
+        RequestKind::Metadata(r) => answer!(b, c, metadata::handle, r),
+        RequestKind::ElectLeaders(r) => answer!(b, c, elect_leaders::handle, r),
+        RequestKind::AlterPartitionReassignments(r) => {
+            answer!(b, c, reassignments::handle_alter, r)
         }
-        RequestKind::Metadata(r) => respond(broker, ctx, &metadata::handle(broker, ctx, r).await),
-        RequestKind::ElectLeaders(r) => {
-            respond(broker, ctx, &elect_leaders::handle(broker, ctx, r).await)
+        RequestKind::ListPartitionReassignments(r) => answer!(b, c, reassignments::handle_list, r),
+        RequestKind::DescribeTopicPartitions(r) => {
+            answer!(b, c, describe_topic_partitions::handle, r)
         }
-        RequestKind::AlterPartitionReassignments(r) => respond(
-            broker,
-            ctx,
-            &reassignments::handle_alter(broker, ctx, r).await,
-        ),
-        RequestKind::ListPartitionReassignments(r) => respond(
-            broker,
-            ctx,
-            &reassignments::handle_list(broker, ctx, r).await,
-        ),
-        RequestKind::DescribeTopicPartitions(r) => respond(
-            broker,
-            ctx,
-            &describe_topic_partitions::handle(broker, ctx, r).await,
-        ),
-        RequestKind::DeleteRecords(r) => {
-            respond(broker, ctx, &delete_records::handle(broker, ctx, r).await)
+        RequestKind::DeleteRecords(r) => answer!(b, c, delete_records::handle, r),
+        RequestKind::DescribeLogDirs(r) => answer!(b, c, log_dirs::handle, r),
+        RequestKind::DescribeQuorum(r) => answer!(b, c, quorum::handle, r),
+        RequestKind::ListOffsets(r) => answer!(b, c, list_offsets::handle, r),
+        RequestKind::OffsetForLeaderEpoch(r) => {
+            answer!(b, c, list_offsets::handle_offset_for_leader_epoch, r)
         }
-        RequestKind::DescribeLogDirs(r) => {
-            respond(broker, ctx, &log_dirs::handle(broker, ctx, r).await)
+        RequestKind::InitProducerId(r) => answer!(b, c, producer_id::handle, r),
+        RequestKind::CreateTopics(r) => answer!(b, c, topics::handle_create_topics, r),
+        RequestKind::DeleteTopics(r) => answer!(b, c, topics::handle_delete_topics, r),
+        RequestKind::CreatePartitions(r) => answer!(b, c, topics::handle_create_partitions, r),
+        RequestKind::DescribeConfigs(r) => answer!(b, c, configs::handle_describe_configs, r),
+        RequestKind::AlterConfigs(r) => answer!(b, c, configs::handle_alter_configs, r),
+        RequestKind::IncrementalAlterConfigs(r) => {
+            answer!(b, c, configs::handle_incremental_alter_configs, r)
         }
-        RequestKind::DescribeQuorum(r) => {
-            respond(broker, ctx, &quorum::handle(broker, ctx, r).await)
+        RequestKind::ListConfigResources(r) => ControlFlow::Break(respond(
+            b,
+            c,
+            &configs::handle_list_config_resources(b, c, r),
+        )),
+        RequestKind::DescribeCluster(r) => answer!(b, c, cluster::handle_describe_cluster, r),
+        RequestKind::AddRaftVoter(r) => answer!(b, c, raft_voters::handle_add, r),
+        RequestKind::RemoveRaftVoter(r) => answer!(b, c, raft_voters::handle_remove, r),
+        RequestKind::UnregisterBroker(r) => {
+            answer!(b, c, raft_voters::handle_unregister_broker, r)
         }
-        RequestKind::ListOffsets(r) => {
-            respond(broker, ctx, &list_offsets::handle(broker, ctx, r).await)
+        other => ControlFlow::Continue(other),
+    }
+}
+
+/// The group coordinator's APIs: classic, consumer (KIP-848), streams and share groups, their
+/// offsets and the share-group state (`KafkaApis.handleJoinGroupRequest`, ...,
+/// `handleShareFetchRequest`, `handleReadShareGroupStateRequest`).
+async fn process_group_coordinator(b: &Broker, c: &RequestContext, req: RequestKind) -> Dispatch {
+    match req {
+        RequestKind::FindCoordinator(r) => answer!(b, c, groups::handle_find_coordinator, r),
+        RequestKind::JoinGroup(r) => answer!(stopped: b, c, groups::handle_join_group, r),
+        RequestKind::SyncGroup(r) => answer!(stopped: b, c, groups::handle_sync_group, r),
+        RequestKind::Heartbeat(r) => answer!(b, c, groups::handle_heartbeat, r),
+        RequestKind::LeaveGroup(r) => answer!(b, c, groups::handle_leave_group, r),
+        RequestKind::ConsumerGroupHeartbeat(r) => {
+            answer!(stopped: b, c, groups::handle_consumer_group_heartbeat, r)
         }
-        RequestKind::OffsetForLeaderEpoch(r) => respond(
-            broker,
-            ctx,
-            &list_offsets::handle_offset_for_leader_epoch(broker, ctx, r).await,
-        ),
-        RequestKind::InitProducerId(r) => {
-            respond(broker, ctx, &producer_id::handle(broker, ctx, r).await)
+        RequestKind::ConsumerGroupDescribe(r) => {
+            answer!(b, c, groups::handle_consumer_group_describe, r)
         }
-        RequestKind::CreateTopics(r) => respond(
-            broker,
-            ctx,
-            &topics::handle_create_topics(broker, ctx, r).await,
-        ),
-        RequestKind::DeleteTopics(r) => respond(
-            broker,
-            ctx,
-            &topics::handle_delete_topics(broker, ctx, r).await,
-        ),
-        RequestKind::CreatePartitions(r) => respond(
-            broker,
-            ctx,
-            &topics::handle_create_partitions(broker, ctx, r).await,
-        ),
-        RequestKind::DescribeConfigs(r) => respond(
-            broker,
-            ctx,
-            &configs::handle_describe_configs(broker, ctx, r).await,
-        ),
-        RequestKind::AlterConfigs(r) => respond(
-            broker,
-            ctx,
-            &configs::handle_alter_configs(broker, ctx, r).await,
-        ),
-        RequestKind::IncrementalAlterConfigs(r) => respond(
-            broker,
-            ctx,
-            &configs::handle_incremental_alter_configs(broker, ctx, r).await,
-        ),
-        RequestKind::DescribeCluster(r) => respond(
-            broker,
-            ctx,
-            &cluster::handle_describe_cluster(broker, ctx, r).await,
-        ),
-        RequestKind::FindCoordinator(r) => respond(
-            broker,
-            ctx,
-            &groups::handle_find_coordinator(broker, ctx, r).await,
-        ),
-        RequestKind::JoinGroup(r) => unless_stopped(
-            broker,
-            respond(
-                broker,
-                ctx,
-                &groups::handle_join_group(broker, ctx, r).await,
-            ),
-        ),
-        RequestKind::SyncGroup(r) => unless_stopped(
-            broker,
-            respond(
-                broker,
-                ctx,
-                &groups::handle_sync_group(broker, ctx, r).await,
-            ),
-        ),
-        RequestKind::Heartbeat(r) => {
-            respond(broker, ctx, &groups::handle_heartbeat(broker, ctx, r).await)
+        RequestKind::StreamsGroupHeartbeat(r) => {
+            answer!(stopped: b, c, streams_groups::handle_streams_group_heartbeat, r)
         }
-        RequestKind::LeaveGroup(r) => respond(
-            broker,
-            ctx,
-            &groups::handle_leave_group(broker, ctx, r).await,
-        ),
-        RequestKind::ConsumerGroupHeartbeat(r) => unless_stopped(
-            broker,
-            respond(
-                broker,
-                ctx,
-                &groups::handle_consumer_group_heartbeat(broker, ctx, r).await,
-            ),
-        ),
-        RequestKind::ConsumerGroupDescribe(r) => respond(
-            broker,
-            ctx,
-            &groups::handle_consumer_group_describe(broker, ctx, r).await,
-        ),
-        RequestKind::StreamsGroupHeartbeat(r) => unless_stopped(
-            broker,
-            respond(
-                broker,
-                ctx,
-                &streams_groups::handle_streams_group_heartbeat(broker, ctx, r).await,
-            ),
-        ),
-        RequestKind::StreamsGroupDescribe(r) => respond(
-            broker,
-            ctx,
-            &streams_groups::handle_streams_group_describe(broker, ctx, r).await,
-        ),
-        RequestKind::ShareGroupHeartbeat(r) => respond(
-            broker,
-            ctx,
-            &share::handle_share_group_heartbeat(broker, ctx, r).await,
-        ),
-        RequestKind::ShareGroupDescribe(r) => respond(
-            broker,
-            ctx,
-            &share::handle_share_group_describe(broker, ctx, r).await,
-        ),
-        RequestKind::ShareFetch(r) => respond(
-            broker,
-            ctx,
-            &share::handle_share_fetch(broker, ctx, r).await,
-        ),
-        RequestKind::ShareAcknowledge(r) => respond(
-            broker,
-            ctx,
-            &share::handle_share_acknowledge(broker, ctx, r).await,
-        ),
-        RequestKind::InitializeShareGroupState(r) => respond(
-            broker,
-            ctx,
-            &share_state::handle_initialize(broker, ctx, r).await,
-        ),
-        RequestKind::ReadShareGroupState(r) => {
-            respond(broker, ctx, &share_state::handle_read(broker, ctx, r).await)
+        RequestKind::StreamsGroupDescribe(r) => {
+            answer!(b, c, streams_groups::handle_streams_group_describe, r)
         }
-        RequestKind::WriteShareGroupState(r) => respond(
-            broker,
-            ctx,
-            &share_state::handle_write(broker, ctx, r).await,
-        ),
-        RequestKind::DeleteShareGroupState(r) => respond(
-            broker,
-            ctx,
-            &share_state::handle_delete(broker, ctx, r).await,
-        ),
-        RequestKind::ReadShareGroupStateSummary(r) => respond(
-            broker,
-            ctx,
-            &share_state::handle_read_summary(broker, ctx, r).await,
-        ),
-        RequestKind::DescribeShareGroupOffsets(r) => respond(
-            broker,
-            ctx,
-            &share_offsets::handle_describe_share_group_offsets(broker, ctx, r).await,
-        ),
-        RequestKind::AlterShareGroupOffsets(r) => respond(
-            broker,
-            ctx,
-            &share_offsets::handle_alter_share_group_offsets(broker, ctx, r).await,
-        ),
-        RequestKind::DeleteShareGroupOffsets(r) => respond(
-            broker,
-            ctx,
-            &share_offsets::handle_delete_share_group_offsets(broker, ctx, r).await,
-        ),
-        RequestKind::DescribeGroups(r) => respond(
-            broker,
-            ctx,
-            &groups::handle_describe_groups(broker, ctx, r).await,
-        ),
-        RequestKind::ListGroups(r) => respond(
-            broker,
-            ctx,
-            &groups::handle_list_groups(broker, ctx, r).await,
-        ),
-        RequestKind::DeleteGroups(r) => respond(
-            broker,
-            ctx,
-            &groups::handle_delete_groups(broker, ctx, r).await,
-        ),
-        RequestKind::OffsetCommit(r) => unless_stopped(
-            broker,
-            respond(
-                broker,
-                ctx,
-                &offsets::handle_offset_commit(broker, ctx, r).await,
-            ),
-        ),
-        RequestKind::OffsetFetch(r) => respond(
-            broker,
-            ctx,
-            &offsets::handle_offset_fetch(broker, ctx, r).await,
-        ),
-        RequestKind::OffsetDelete(r) => respond(
-            broker,
-            ctx,
-            &offsets::handle_offset_delete(broker, ctx, r).await,
-        ),
-        RequestKind::TxnOffsetCommit(r) => unless_stopped(
-            broker,
-            respond(
-                broker,
-                ctx,
-                &offsets::handle_txn_offset_commit(broker, ctx, r).await,
-            ),
-        ),
-        RequestKind::AddPartitionsToTxn(r) => respond(
-            broker,
-            ctx,
-            &txn::handle_add_partitions_to_txn(broker, ctx, r).await,
-        ),
-        RequestKind::AddOffsetsToTxn(r) => respond(
-            broker,
-            ctx,
-            &txn::handle_add_offsets_to_txn(broker, ctx, r).await,
-        ),
-        RequestKind::EndTxn(r) => respond(broker, ctx, &txn::handle_end_txn(broker, ctx, r).await),
-        RequestKind::DescribeTransactions(r) => respond(
-            broker,
-            ctx,
-            &txn::handle_describe_transactions(broker, ctx, r).await,
-        ),
-        RequestKind::ListTransactions(r) => respond(
-            broker,
-            ctx,
-            &txn::handle_list_transactions(broker, ctx, r).await,
-        ),
-        RequestKind::WriteTxnMarkers(r) => unless_stopped(
-            broker,
-            respond(broker, ctx, &txn_markers::handle(broker, ctx, r).await),
-        ),
-        RequestKind::DescribeProducers(r) => {
-            respond(broker, ctx, &producers::handle(broker, ctx, r).await)
+        RequestKind::DescribeGroups(r) => answer!(b, c, groups::handle_describe_groups, r),
+        RequestKind::ListGroups(r) => answer!(b, c, groups::handle_list_groups, r),
+        RequestKind::DeleteGroups(r) => answer!(b, c, groups::handle_delete_groups, r),
+        RequestKind::OffsetCommit(r) => answer!(stopped: b, c, offsets::handle_offset_commit, r),
+        RequestKind::OffsetFetch(r) => answer!(b, c, offsets::handle_offset_fetch, r),
+        RequestKind::OffsetDelete(r) => answer!(b, c, offsets::handle_offset_delete, r),
+        RequestKind::TxnOffsetCommit(r) => {
+            answer!(stopped: b, c, offsets::handle_txn_offset_commit, r)
         }
-        RequestKind::DescribeAcls(r) => respond(
-            broker,
-            ctx,
-            &acls::handle_describe_acls(broker, ctx, r).await?,
-        ),
-        RequestKind::CreateAcls(r) => respond(
-            broker,
-            ctx,
-            &acls::handle_create_acls(broker, ctx, r).await?,
-        ),
-        RequestKind::DeleteAcls(r) => respond(
-            broker,
-            ctx,
-            &acls::handle_delete_acls(broker, ctx, r).await?,
-        ),
-        RequestKind::SaslHandshake(r) => respond(
-            broker,
-            ctx,
-            &sasl::handle_sasl_handshake(broker, ctx, r).await,
-        ),
-        RequestKind::SaslAuthenticate(r) => respond(
-            broker,
-            ctx,
-            &sasl::handle_sasl_authenticate(broker, ctx, r).await,
-        ),
-        RequestKind::AlterUserScramCredentials(r) => respond(
-            broker,
-            ctx,
-            &sasl::handle_alter_user_scram_credentials(broker, ctx, r).await,
-        ),
-        RequestKind::DescribeUserScramCredentials(r) => respond(
-            broker,
-            ctx,
-            &sasl::handle_describe_user_scram_credentials(broker, ctx, r).await,
-        ),
-        RequestKind::DescribeClientQuotas(r) => respond(
-            broker,
-            ctx,
-            &client_quotas::handle_describe_client_quotas(broker, ctx, r).await,
-        ),
-        RequestKind::AlterClientQuotas(r) => respond(
-            broker,
-            ctx,
-            &client_quotas::handle_alter_client_quotas(broker, ctx, r).await,
-        ),
-        RequestKind::UpdateFeatures(r) => respond(
-            broker,
-            ctx,
-            &features::handle_update_features(broker, ctx, r).await,
-        ),
-        RequestKind::GetTelemetrySubscriptions(r) => respond(
-            broker,
-            ctx,
-            &telemetry::handle_get_telemetry_subscriptions(broker, ctx, r),
-        ),
-        RequestKind::PushTelemetry(r) => respond(
-            broker,
-            ctx,
-            &telemetry::handle_push_telemetry(broker, ctx, r),
-        ),
-        RequestKind::ListConfigResources(r) => respond(
-            broker,
-            ctx,
-            &configs::handle_list_config_resources(broker, ctx, r),
-        ),
-        RequestKind::AddRaftVoter(r) => {
-            respond(broker, ctx, &raft_voters::handle_add(broker, ctx, r).await)
+        other => process_share_groups(b, c, other).await,
+    }
+}
+
+/// Share groups' APIs (KIP-932): the group, its fetches and acknowledgements, its state
+/// (the share coordinator's `*ShareGroupState` calls) and its offsets.
+async fn process_share_groups(b: &Broker, c: &RequestContext, req: RequestKind) -> Dispatch {
+    match req {
+        RequestKind::ShareGroupHeartbeat(r) => {
+            answer!(b, c, share::handle_share_group_heartbeat, r)
         }
-        RequestKind::RemoveRaftVoter(r) => respond(
-            broker,
-            ctx,
-            &raft_voters::handle_remove(broker, ctx, r).await,
+        RequestKind::ShareGroupDescribe(r) => answer!(b, c, share::handle_share_group_describe, r),
+        RequestKind::ShareFetch(r) => answer!(b, c, share::handle_share_fetch, r),
+        RequestKind::ShareAcknowledge(r) => answer!(b, c, share::handle_share_acknowledge, r),
+        RequestKind::InitializeShareGroupState(r) => {
+            answer!(b, c, share_state::handle_initialize, r)
+        }
+        RequestKind::ReadShareGroupState(r) => answer!(b, c, share_state::handle_read, r),
+        RequestKind::WriteShareGroupState(r) => answer!(b, c, share_state::handle_write, r),
+        RequestKind::DeleteShareGroupState(r) => answer!(b, c, share_state::handle_delete, r),
+        RequestKind::ReadShareGroupStateSummary(r) => {
+            answer!(b, c, share_state::handle_read_summary, r)
+        }
+        RequestKind::DescribeShareGroupOffsets(r) => {
+            answer!(b, c, share_offsets::handle_describe_share_group_offsets, r)
+        }
+        RequestKind::AlterShareGroupOffsets(r) => {
+            answer!(b, c, share_offsets::handle_alter_share_group_offsets, r)
+        }
+        RequestKind::DeleteShareGroupOffsets(r) => {
+            answer!(b, c, share_offsets::handle_delete_share_group_offsets, r)
+        }
+        other => ControlFlow::Continue(other),
+    }
+}
+
+/// The transaction coordinator's APIs, the ACL, SASL, SCRAM and quota calls, features and
+/// client telemetry (`KafkaApis.handleEndTxnRequest`, `handleCreateAcls`,
+/// `handleSaslAuthenticateRequest`, ...).
+async fn process_txn_and_security(b: &Broker, c: &RequestContext, req: RequestKind) -> Dispatch {
+    match req {
+        RequestKind::AddPartitionsToTxn(r) => answer!(b, c, txn::handle_add_partitions_to_txn, r),
+        RequestKind::AddOffsetsToTxn(r) => answer!(b, c, txn::handle_add_offsets_to_txn, r),
+        RequestKind::EndTxn(r) => answer!(b, c, txn::handle_end_txn, r),
+        RequestKind::DescribeTransactions(r) => {
+            answer!(b, c, txn::handle_describe_transactions, r)
+        }
+        RequestKind::ListTransactions(r) => answer!(b, c, txn::handle_list_transactions, r),
+        RequestKind::WriteTxnMarkers(r) => answer!(stopped: b, c, txn_markers::handle, r),
+        RequestKind::DescribeProducers(r) => answer!(b, c, producers::handle, r),
+        RequestKind::DescribeAcls(r) => ControlFlow::Break(
+            acls::handle_describe_acls(b, c, r)
+                .await
+                .and_then(|resp| respond(b, c, &resp)),
         ),
-        RequestKind::UnregisterBroker(r) => respond(
-            broker,
-            ctx,
-            &raft_voters::handle_unregister_broker(broker, ctx, r).await,
+        RequestKind::CreateAcls(r) => ControlFlow::Break(
+            acls::handle_create_acls(b, c, r)
+                .await
+                .and_then(|resp| respond(b, c, &resp)),
         ),
-        other => Err(CodecError::UnknownApiKey(ctx.api_key as i16)).inspect_err(|_| drop(other)),
+        RequestKind::DeleteAcls(r) => ControlFlow::Break(
+            acls::handle_delete_acls(b, c, r)
+                .await
+                .and_then(|resp| respond(b, c, &resp)),
+        ),
+        RequestKind::SaslHandshake(r) => answer!(b, c, sasl::handle_sasl_handshake, r),
+        RequestKind::SaslAuthenticate(r) => answer!(b, c, sasl::handle_sasl_authenticate, r),
+        RequestKind::AlterUserScramCredentials(r) => {
+            answer!(b, c, sasl::handle_alter_user_scram_credentials, r)
+        }
+        RequestKind::DescribeUserScramCredentials(r) => {
+            answer!(b, c, sasl::handle_describe_user_scram_credentials, r)
+        }
+        RequestKind::DescribeClientQuotas(r) => {
+            answer!(b, c, client_quotas::handle_describe_client_quotas, r)
+        }
+        RequestKind::AlterClientQuotas(r) => {
+            answer!(b, c, client_quotas::handle_alter_client_quotas, r)
+        }
+        RequestKind::UpdateFeatures(r) => answer!(b, c, features::handle_update_features, r),
+        RequestKind::GetTelemetrySubscriptions(r) => ControlFlow::Break(respond(
+            b,
+            c,
+            &telemetry::handle_get_telemetry_subscriptions(b, c, r),
+        )),
+        RequestKind::PushTelemetry(r) => {
+            ControlFlow::Break(respond(b, c, &telemetry::handle_push_telemetry(b, c, r)))
+        }
+        other => ControlFlow::Continue(other),
     }
 }
 

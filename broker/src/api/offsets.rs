@@ -175,21 +175,7 @@ pub async fn handle_txn_offset_commit(
     req: TxnOffsetCommitRequest,
 ) -> TxnOffsetCommitResponse {
     let v = ctx.api_version;
-    let who = Committer {
-        member_id: if v >= 3 {
-            req.member_id.to_string()
-        } else {
-            String::new()
-        },
-        group_instance_id: req
-            .group_instance_id
-            .as_ref()
-            .filter(|_| v >= 3)
-            .map(|s| s.to_string()),
-        generation_or_epoch: if v >= 3 { req.generation_id } else { -1 },
-        api_version: v,
-        transactional: true,
-    };
+    let who = txn_committer(v, &req);
     let by_id = v >= TXN_OFFSET_COMMIT_TOPIC_IDS_FROM;
     let (shape, partitions) = commit_partitions(req.topics.iter().map(|t| {
         let name = resolve(broker, by_id, &t.name, t.topic_id);
@@ -233,31 +219,71 @@ pub async fn handle_txn_offset_commit(
         let code = ResponseError::InvalidProducerIdMapping.code();
         with_refused(&mask, vec![code; partitions.len()])
     } else {
-        // Transaction version 2 (v5+): the client sent no AddOffsetsToTxn; the offsets
-        // partition joins the transaction here, before anything is written.
-        let added = if v >= TXN_OFFSET_COMMIT_ADDS_PARTITION_FROM {
-            add_offsets_partition(
-                broker,
-                &req.transactional_id,
-                producer.producer_id,
-                producer.producer_epoch,
-                broker.groups.offsets_partition_for(&req.group_id),
-            )
-            .await
-        } else {
-            Ok(())
-        };
-        let codes = match added {
-            Ok(()) => {
-                broker
-                    .groups
-                    .commit_txn_offsets(&req.group_id, &who, producer, partitions)
-                    .await
-            }
-            Err(code) => vec![code; partitions.len()],
-        };
+        let codes = write_txn_offsets(broker, v, &req, &who, producer, partitions).await;
         with_refused(&mask, codes)
     };
+    txn_offset_commit_response(shape, codes)
+}
+
+/// The committing member as the request's version carries it: member id, instance id and
+/// generation from v3 (`TxnOffsetCommitRequestData`'s fields' versions).
+fn txn_committer(v: i16, req: &TxnOffsetCommitRequest) -> Committer {
+    Committer {
+        member_id: if v >= 3 {
+            req.member_id.to_string()
+        } else {
+            String::new()
+        },
+        group_instance_id: req
+            .group_instance_id
+            .as_ref()
+            .filter(|_| v >= 3)
+            .map(|s| s.to_string()),
+        generation_or_epoch: if v >= 3 { req.generation_id } else { -1 },
+        api_version: v,
+        transactional: true,
+    }
+}
+
+/// The authorized, valid commit's write (`GroupCoordinatorService.commitTransactionalOffsets`):
+/// for transaction version 2 the offsets partition joins the transaction first, then the
+/// offsets are written as the producer's transactional records; one code per partition.
+async fn write_txn_offsets(
+    broker: &Broker,
+    v: i16,
+    req: &TxnOffsetCommitRequest,
+    who: &Committer,
+    producer: TxnProducer,
+    partitions: Vec<CommitPartition>,
+) -> Vec<i16> {
+    // Transaction version 2 (v5+): the client sent no AddOffsetsToTxn; the offsets
+    // partition joins the transaction here, before anything is written.
+    let added = if v >= TXN_OFFSET_COMMIT_ADDS_PARTITION_FROM {
+        add_offsets_partition(
+            broker,
+            &req.transactional_id,
+            producer.producer_id,
+            producer.producer_epoch,
+            broker.groups.offsets_partition_for(&req.group_id),
+        )
+        .await
+    } else {
+        Ok(())
+    };
+    match added {
+        Ok(()) => {
+            broker
+                .groups
+                .commit_txn_offsets(&req.group_id, who, producer, partitions)
+                .await
+        }
+        Err(code) => vec![code; partitions.len()],
+    }
+}
+
+/// The response's topics in request order, each partition with its code
+/// (`TxnOffsetCommitResponse.Builder`).
+fn txn_offset_commit_response(shape: Vec<CommitShape>, codes: Vec<i16>) -> TxnOffsetCommitResponse {
     let topics = commit_topics(shape, codes, |name, id, parts| {
         TxnOffsetCommitResponseTopic::default()
             .with_name(name)

@@ -462,6 +462,45 @@ pub(crate) struct Inner {
     mutation_quotas: crate::quota::ClientQuotaManager,
 }
 
+impl Inner {
+    /// The controller's state around its Raft client: the write path's lock and bound, the
+    /// brokers' liveness and the controller-mutation quota (Kafka's `QuorumController`
+    /// constructor, given the `KafkaRaftManager`'s client), with every watch at its start.
+    fn new(
+        config: ControllerConfig,
+        raft: Raft<TypeConfig>,
+        log: storage::LogStore,
+        clocks: Arc<quorum::FollowerClocks>,
+        image_rx: watch::Receiver<Arc<MetadataImage>>,
+        faults: Option<Arc<FaultEngine>>,
+    ) -> Inner {
+        let controller_quota_window = config.broker_config.controller_quota_window;
+        Inner {
+            config,
+            raft,
+            log,
+            clocks,
+            image_rx,
+            write_lock: tokio::sync::Mutex::new(()),
+            pending_writes: tokio::sync::Semaphore::new(MAX_PENDING_WRITES),
+            liveness: parking_lot::Mutex::new(Liveness::default()),
+            heartbeats_enabled: watch::channel(true).0,
+            shut_down_wanted: watch::channel(false).0,
+            shut_down_granted: watch::channel(false).0,
+            faults,
+            broker_epoch: watch::channel(None).0,
+            incarnation: Uuid::new_v4(),
+            leader_elections: AtomicU64::new(0),
+            voter_change: tokio::sync::Mutex::new(()),
+            observer_directory_ids: parking_lot::Mutex::new(HashMap::new()),
+            mutation_quotas: crate::quota::ClientQuotaManager::new(
+                crate::quota::QuotaType::ControllerMutation,
+                controller_quota_window,
+            ),
+        }
+    }
+}
+
 /// A running quorum member. Cheap to clone.
 #[derive(Clone)]
 pub struct Controller {
@@ -580,30 +619,7 @@ impl Controller {
             become_leader_alone(&raft, &config, initialized).await?;
             import_into_empty_image(&raft, &image_rx, import).await?;
         }
-        let controller_quota_window = config.broker_config.controller_quota_window;
-        let inner = Arc::new(Inner {
-            config,
-            raft,
-            log,
-            clocks,
-            image_rx,
-            write_lock: tokio::sync::Mutex::new(()),
-            pending_writes: tokio::sync::Semaphore::new(MAX_PENDING_WRITES),
-            liveness: parking_lot::Mutex::new(Liveness::default()),
-            heartbeats_enabled: watch::channel(true).0,
-            shut_down_wanted: watch::channel(false).0,
-            shut_down_granted: watch::channel(false).0,
-            faults,
-            broker_epoch: watch::channel(None).0,
-            incarnation: Uuid::new_v4(),
-            leader_elections: AtomicU64::new(0),
-            voter_change: tokio::sync::Mutex::new(()),
-            observer_directory_ids: parking_lot::Mutex::new(HashMap::new()),
-            mutation_quotas: crate::quota::ClientQuotaManager::new(
-                crate::quota::QuotaType::ControllerMutation,
-                controller_quota_window,
-            ),
-        });
+        let inner = Arc::new(Inner::new(config, raft, log, clocks, image_rx, faults));
         let tasks = spawn_tasks(&inner, listener);
         Ok(Controller {
             inner,

@@ -53,7 +53,10 @@ fn tls_socket<S: AsyncRead>(socket: S) -> BufReader<S> {
 }
 
 /// Serves one connection until the peer closes it, a protocol error closes it, or the
-/// broker shuts down (the request being handled is finished and answered first).
+/// broker shuts down (the request being handled is finished and answered first). The steps
+/// of Kafka's `SocketServer` `Processor` for one channel: the new connection configured
+/// (`open_channel`), each complete receive read (`next_frame`) and handled, its response sent
+/// (`send_outcome`), and the channel muted for a throttled answer (`mute_for_throttle`).
 pub async fn serve(
     broker: Arc<Broker>,
     stream: TcpStream,
@@ -63,30 +66,10 @@ pub async fn serve(
     let _open = GaugeGuard::new(&broker.metrics.connections);
     let peer = stream.peer_addr().ok();
     let _ = stream.set_nodelay(true);
-    // Unauthenticated (User:ANONYMOUS) on the listener it came in on; a TLS client
-    // certificate names the principal (Kafka's `DefaultKafkaPrincipalBuilder`).
-    let mut session = Session::anonymous(
-        listener.name.clone(),
-        listener.security_protocol,
-        peer.map(|a| a.ip()),
-    );
-    let tls = broker.tls.get(&listener.name);
-    let (r, mut w) = match tls {
-        None => {
-            let (r, w) = stream.into_split();
-            (Box::new(r) as ReadHalf, Box::new(w) as WriteHalf)
-        }
-        Some(tls) => {
-            let idle = broker.config.connections_max_idle_ms;
-            let Some((stream, principal)) =
-                tls_accept(&tls, stream, peer, idle, &mut shutdown).await
-            else {
-                return;
-            };
-            session.principal = principal;
-            let (r, w) = tokio::io::split(stream);
-            (Box::new(r) as ReadHalf, Box::new(w) as WriteHalf)
-        }
+    let Some((session, r, mut w)) =
+        open_channel(&broker, stream, &listener, peer, &mut shutdown).await
+    else {
+        return;
     };
     let mut session = Arc::new(session);
     let mut sasl = broker
@@ -100,39 +83,15 @@ pub async fn serve(
         activity: activity.clone(),
     };
     let mut reader = BufReader::with_capacity(CONNECTION_READ_BUFFER_BYTES, tracked);
-    let max = broker.config.socket_request_max_bytes;
-    let idle = broker
-        .config
-        .connections_max_idle_ms
-        .map(Duration::from_millis);
     loop {
-        let frame = tokio::select! {
-            f = read_frame(&mut reader, max, &broker.request_memory) => f,
-            _ = shutdown.changed() => break,
-            _ = idle_expired(&activity, idle) => {
-                tracing::debug!(?peer, "closing idle connection (connections.max.idle.ms)");
-                break;
-            }
-        };
-        let Frame { bytes, memory } = match frame {
-            Ok(f) => f,
-            Err(CodecError::Closed) => break,
-            Err(e) => {
-                tracing::info!(?peer, error = %e, "closing connection");
-                break;
-            }
+        let Some(Frame { bytes, memory }) =
+            next_frame(&broker, &mut reader, &activity, peer, &mut shutdown).await
+        else {
+            break;
         };
         if let Some(auth) = sasl.as_mut() {
-            match authenticate(
-                &broker,
-                auth,
-                &mut session,
-                bytes.clone(),
-                &mut w,
-                &activity,
-            )
-            .await
-            {
+            let bytes = bytes.clone();
+            match authenticate(&broker, auth, &mut session, bytes, &mut w, &activity).await {
                 Authenticating::Done => {
                     drop(memory);
                     continue;
@@ -149,27 +108,7 @@ pub async fn serve(
                 break;
             }
         };
-        let open = match outcome {
-            Outcome::Respond(bytes) => {
-                let sent = async {
-                    w.write_all(&bytes).await?;
-                    w.flush().await
-                };
-                written(sent.await, &activity, peer)
-            }
-            Outcome::RespondChunks(chunks) => {
-                let sent = async {
-                    write_chunks(&mut w, chunks).await?;
-                    w.flush().await
-                };
-                written(sent.await, &activity, peer)
-            }
-            Outcome::NoResponse => true,
-            Outcome::Close(reason) => {
-                tracing::info!(?peer, api = ?ctx.api_key, %reason, "closing connection");
-                false
-            }
-        };
+        let open = send_outcome(&mut w, outcome, ctx.api_key, &activity, peer).await;
         // Kafka's TotalTimeMs also ends when the answer is sent.
         broker
             .metrics
@@ -181,18 +120,121 @@ pub async fn serve(
         // The request's pool bytes go back only now that its answer has been written, as
         // Kafka's request handler releases the buffer after handling.
         drop(memory);
-        // KIP-219: a client over a quota has its answer at once, then its connection is not
-        // read for the throttle time (Kafka mutes the channel until its `ThrottledChannel`
-        // expires). The broker chose the silence, so it does not count as idleness.
-        let mute_ms = ctx.throttle.get();
-        if mute_ms > 0 {
-            tokio::select! {
-                _ = tokio::time::sleep(Duration::from_millis(mute_ms as u64)) => activity.touch(),
-                _ = shutdown.changed() => break,
-            }
+        if !mute_for_throttle(ctx.throttle.get(), &activity, &mut shutdown).await {
+            break;
         }
     }
     let _ = w.shutdown().await;
+}
+
+/// The new connection's session and halves (Kafka's `Processor.configureNewConnections`):
+/// unauthenticated (User:ANONYMOUS) on the listener it came in on, or, on an SSL listener,
+/// after the TLS handshake, with the principal its client certificate names (Kafka's
+/// `DefaultKafkaPrincipalBuilder`). `None`: the handshake failed and the connection is closed.
+async fn open_channel(
+    broker: &Broker,
+    stream: TcpStream,
+    listener: &Listener,
+    peer: Option<std::net::SocketAddr>,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Option<(Session, ReadHalf, WriteHalf)> {
+    let mut session = Session::anonymous(
+        listener.name.clone(),
+        listener.security_protocol,
+        peer.map(|a| a.ip()),
+    );
+    let Some(tls) = broker.tls.get(&listener.name) else {
+        let (r, w) = stream.into_split();
+        return Some((session, Box::new(r) as ReadHalf, Box::new(w) as WriteHalf));
+    };
+    let idle = broker.config.connections_max_idle_ms;
+    let (stream, principal) = tls_accept(&tls, stream, peer, idle, shutdown).await?;
+    session.principal = principal;
+    let (r, w) = tokio::io::split(stream);
+    Some((session, Box::new(r) as ReadHalf, Box::new(w) as WriteHalf))
+}
+
+/// The next complete request frame (Kafka's `Processor.processCompletedReceives`), or `None`
+/// when the connection is to close: the peer closed it, a bad frame, the broker shutting down,
+/// or `connections.max.idle.ms` of silence (Kafka's idle expiry).
+async fn next_frame<R: AsyncRead + Unpin>(
+    broker: &Broker,
+    reader: &mut R,
+    activity: &Activity,
+    peer: Option<std::net::SocketAddr>,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Option<Frame> {
+    let max = broker.config.socket_request_max_bytes;
+    let idle = broker
+        .config
+        .connections_max_idle_ms
+        .map(Duration::from_millis);
+    let frame = tokio::select! {
+        f = read_frame(reader, max, &broker.request_memory) => f,
+        _ = shutdown.changed() => return None,
+        _ = idle_expired(activity, idle) => {
+            tracing::debug!(?peer, "closing idle connection (connections.max.idle.ms)");
+            return None;
+        }
+    };
+    match frame {
+        Ok(f) => Some(f),
+        Err(CodecError::Closed) => None,
+        Err(e) => {
+            tracing::info!(?peer, error = %e, "closing connection");
+            None
+        }
+    }
+}
+
+/// Writes a handled request's outcome (Kafka's `Processor.sendResponse`); `false` when the
+/// connection is to close: the write failed or the outcome closes it.
+async fn send_outcome(
+    w: &mut WriteHalf,
+    outcome: Outcome,
+    api_key: kafka_protocol::messages::ApiKey,
+    activity: &Activity,
+    peer: Option<std::net::SocketAddr>,
+) -> bool {
+    match outcome {
+        Outcome::Respond(bytes) => {
+            let sent = async {
+                w.write_all(&bytes).await?;
+                w.flush().await
+            };
+            written(sent.await, activity, peer)
+        }
+        Outcome::RespondChunks(chunks) => {
+            let sent = async {
+                write_chunks(w, chunks).await?;
+                w.flush().await
+            };
+            written(sent.await, activity, peer)
+        }
+        Outcome::NoResponse => true,
+        Outcome::Close(reason) => {
+            tracing::info!(?peer, api = ?api_key, %reason, "closing connection");
+            false
+        }
+    }
+}
+
+/// KIP-219: a client over a quota has its answer at once, then its connection is not read
+/// for the throttle time (Kafka mutes the channel until its `ThrottledChannel` expires). The
+/// broker chose the silence, so it does not count as idleness. `false`: the broker is
+/// shutting down.
+async fn mute_for_throttle(
+    mute_ms: i32,
+    activity: &Activity,
+    shutdown: &mut watch::Receiver<bool>,
+) -> bool {
+    if mute_ms > 0 {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(mute_ms as u64)) => activity.touch(),
+            _ = shutdown.changed() => return false,
+        }
+    }
+    true
 }
 
 /// A connection's read half: a TCP socket's, or a TLS stream's.

@@ -259,39 +259,16 @@ fn unix_secs() -> u64 {
         .unwrap_or(0)
 }
 
+/// A spawned node's READY line to come and its exit watch.
+type Spawned = (
+    oneshot::Receiver<ReadyLine>,
+    watch::Receiver<Option<String>>,
+);
+
 impl Supervisor {
     /// Starts node `id`'s process (it must not be running) and waits for its READY line.
     async fn start(self: &Arc<Self>, id: i32) -> Result<NodeView, OpError> {
-        let (ready_rx, mut exited) = {
-            let mut nodes = self.nodes.lock();
-            // Checked under the lock: `stop_all` sets the flag before it looks at any node,
-            // so a child is either refused here or registered in time to be stopped.
-            if *self.shutting_down.borrow() {
-                return Err(OpError(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "the cluster is stopping".into(),
-                ));
-            }
-            let slot = nodes
-                .get_mut(&id)
-                .ok_or_else(|| OpError(StatusCode::NOT_FOUND, format!("no node {id}")))?;
-            if let Some(r) = &slot.running {
-                return Err(OpError(
-                    StatusCode::CONFLICT,
-                    format!("node {id} is running (pid {})", r.pid),
-                ));
-            }
-            let (ready_rx, running) = self.spawn(&slot.plan).map_err(|e| {
-                OpError(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    format!("starting node {id}: {e}"),
-                )
-            })?;
-            let exited = running.exited.clone();
-            slot.running = Some(running);
-            slot.starts += 1;
-            (ready_rx, exited)
-        };
+        let (ready_rx, mut exited) = self.spawn_registered(id)?;
         self.note("node_starting", id, json!({}));
         let log = self.log_file(id);
         let outcome = tokio::time::timeout(self.ready_timeout, async {
@@ -302,27 +279,7 @@ impl Supervisor {
         })
         .await;
         match outcome {
-            Ok(Some(ready)) => {
-                let mut nodes = self.nodes.lock();
-                let slot = nodes
-                    .get_mut(&id)
-                    .ok_or_else(|| OpError(StatusCode::NOT_FOUND, format!("no node {id}")))?;
-                slot.plan.client = Some(ready.listener);
-                if ready.admin.is_some() {
-                    slot.plan.admin = ready.admin;
-                }
-                // Keep ports the child picked (port 0) for its restarts.
-                if let Some(ports) = &mut slot.plan.generated {
-                    ports.client = ready.listener.port();
-                    if let Some(a) = ready.admin {
-                        ports.admin = a.port();
-                    }
-                }
-                let view = slot.view();
-                drop(nodes);
-                self.note("node_started", id, json!({ "pid": view.pid }));
-                Ok(view)
-            }
+            Ok(Some(ready)) => self.note_ready(id, ready),
             Ok(None) => Err(OpError(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 format!(
@@ -338,6 +295,64 @@ impl Supervisor {
                 ),
             )),
         }
+    }
+
+    /// Spawns node `id`'s process and registers it as running, under the nodes' lock: the
+    /// receivers of its READY line and of its exit. Refused while the cluster stops, for an
+    /// unknown node, and for a running one.
+    fn spawn_registered(self: &Arc<Self>, id: i32) -> Result<Spawned, OpError> {
+        let mut nodes = self.nodes.lock();
+        // Checked under the lock: `stop_all` sets the flag before it looks at any node,
+        // so a child is either refused here or registered in time to be stopped.
+        if *self.shutting_down.borrow() {
+            return Err(OpError(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the cluster is stopping".into(),
+            ));
+        }
+        let slot = nodes
+            .get_mut(&id)
+            .ok_or_else(|| OpError(StatusCode::NOT_FOUND, format!("no node {id}")))?;
+        if let Some(r) = &slot.running {
+            return Err(OpError(
+                StatusCode::CONFLICT,
+                format!("node {id} is running (pid {})", r.pid),
+            ));
+        }
+        let (ready_rx, running) = self.spawn(&slot.plan).map_err(|e| {
+            OpError(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("starting node {id}: {e}"),
+            )
+        })?;
+        let exited = running.exited.clone();
+        slot.running = Some(running);
+        slot.starts += 1;
+        Ok((ready_rx, exited))
+    }
+
+    /// Node `id` printed READY: its plan keeps the addresses it bound (port 0 picks, for
+    /// its restarts), and the start is noted.
+    fn note_ready(&self, id: i32, ready: ReadyLine) -> Result<NodeView, OpError> {
+        let mut nodes = self.nodes.lock();
+        let slot = nodes
+            .get_mut(&id)
+            .ok_or_else(|| OpError(StatusCode::NOT_FOUND, format!("no node {id}")))?;
+        slot.plan.client = Some(ready.listener);
+        if ready.admin.is_some() {
+            slot.plan.admin = ready.admin;
+        }
+        // Keep ports the child picked (port 0) for its restarts.
+        if let Some(ports) = &mut slot.plan.generated {
+            ports.client = ready.listener.port();
+            if let Some(a) = ready.admin {
+                ports.admin = a.port();
+            }
+        }
+        let view = slot.view();
+        drop(nodes);
+        self.note("node_started", id, json!({ "pid": view.pid }));
+        Ok(view)
     }
 
     fn log_file(&self, id: i32) -> String {
@@ -716,6 +731,64 @@ pub fn run(args: ClusterArgs) -> ExitCode {
 }
 
 async fn supervise(mut args: ClusterArgs) -> ExitCode {
+    let Some(setup) = prepare(&mut args) else {
+        return ExitCode::FAILURE;
+    };
+    let plans = match plan(&args).and_then(|p| check_ports_free(&p).map(|()| p)) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("brook: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    // `--secure --sasl`: the SCRAM user is in every log directory before any node starts.
+    let formatted = setup.secure.as_ref().map_or(Ok(()), |s| {
+        plans.iter().try_for_each(|p| s.format(&p.log_dirs))
+    });
+    if let Err(e) = formatted {
+        eprintln!("brook: --secure --sasl: {e}");
+        return ExitCode::FAILURE;
+    }
+    let Some((exe, listener, sup_addr)) = bind_supervisor(&args).await else {
+        return ExitCode::FAILURE;
+    };
+    let sup = Supervisor::new(exe, plans, &args);
+    follow_events(&sup);
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let watch_stdin = args.exit_on_stdin_eof;
+    tokio::spawn(async move {
+        crate::stdin_watch::shutdown_trigger(watch_stdin).await;
+        tracing::info!("stopping the cluster");
+        let _ = stop_tx.send(true);
+    });
+    let views = match start_cluster(&sup, &args, stop_rx.clone()).await {
+        Ok(views) => views,
+        Err(failed) => {
+            for f in &failed {
+                eprintln!("brook: {f}");
+            }
+            sup.stop_all().await;
+            return ExitCode::FAILURE;
+        }
+    };
+    print_cluster_ready(&setup, &views, sup_addr);
+    serve_until_stopped(&sup, listener, setup.http_auth.as_ref(), stop_rx).await;
+    sup.stop_all().await;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "CLUSTER STOPPED");
+    let _ = out.flush();
+    ExitCode::SUCCESS
+}
+
+/// `--secure` and `--http-auth`'s material, made before the plans, whose overrides it extends.
+struct Setup {
+    secure: Option<secure::Secure>,
+    http_auth: Option<credentials::HttpAuth>,
+}
+
+/// Writes `--secure`'s certificates and `--http-auth`'s credentials into the data directory
+/// and puts their overrides first in `args.overrides`; `None` (reported) when one fails.
+fn prepare(args: &mut ClusterArgs) -> Option<Setup> {
     let secure = match args
         .secure
         .then(|| secure::Secure::prepare(&args.data_dir, args.sasl))
@@ -726,7 +799,7 @@ async fn supervise(mut args: ClusterArgs) -> ExitCode {
         }
         Some(Err(e)) => {
             eprintln!("brook: --secure: {e}");
-            return ExitCode::FAILURE;
+            return None;
         }
         None => None,
     };
@@ -741,30 +814,23 @@ async fn supervise(mut args: ClusterArgs) -> ExitCode {
         }
         Some(Err(e)) => {
             eprintln!("brook: --http-auth: {e}");
-            return ExitCode::FAILURE;
+            return None;
         }
         None => None,
     };
-    let plans = match plan(&args).and_then(|p| check_ports_free(&p).map(|()| p)) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("brook: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    // `--secure --sasl`: the SCRAM user is in every log directory before any node starts.
-    let formatted = secure.as_ref().map_or(Ok(()), |s| {
-        plans.iter().try_for_each(|p| s.format(&p.log_dirs))
-    });
-    if let Err(e) = formatted {
-        eprintln!("brook: --secure --sasl: {e}");
-        return ExitCode::FAILURE;
-    }
+    Some(Setup { secure, http_auth })
+}
+
+/// The `brook` binary the nodes run (this one) and the supervisor's bound listener with its
+/// address; `None` (reported) when either is missing.
+async fn bind_supervisor(
+    args: &ClusterArgs,
+) -> Option<(PathBuf, tokio::net::TcpListener, SocketAddr)> {
     let exe = match std::env::current_exe() {
         Ok(e) => e,
         Err(e) => {
             eprintln!("brook: cannot find the brook binary: {e}");
-            return ExitCode::FAILURE;
+            return None;
         }
     };
     let listener = match tokio::net::TcpListener::bind(args.supervisor_listener).await {
@@ -774,50 +840,47 @@ async fn supervise(mut args: ClusterArgs) -> ExitCode {
                 "brook: cannot bind the supervisor listener {}: {e}",
                 args.supervisor_listener
             );
-            return ExitCode::FAILURE;
+            return None;
         }
     };
-    let sup_addr = match listener.local_addr() {
-        Ok(a) => a,
+    match listener.local_addr() {
+        Ok(a) => Some((exe, listener, a)),
         Err(e) => {
             eprintln!("brook: {e}");
-            return ExitCode::FAILURE;
+            None
         }
-    };
-    let sup = Arc::new(Supervisor {
-        exe,
-        nodes: Mutex::new(
-            plans
-                .into_iter()
-                .map(|plan| {
-                    (
-                        plan.id,
-                        NodeSlot {
-                            plan,
-                            running: None,
-                            last_exit: None,
-                            starts: 0,
-                        },
-                    )
-                })
-                .collect(),
-        ),
-        ready_timeout: Duration::from_secs(args.ready_timeout_secs.max(1)),
-        shutting_down: watch::channel(false).0,
-        events: Arc::new(EventLog::new(0, args.event_buffer_len_max)),
-        children_watch_stdin: args.exit_on_stdin_eof,
-        labs: labs::Labs::load(),
-    });
-    follow_events(&sup);
-    let (stop_tx, mut stop_rx) = watch::channel(false);
-    let watch_stdin = args.exit_on_stdin_eof;
-    tokio::spawn(async move {
-        crate::stdin_watch::shutdown_trigger(watch_stdin).await;
-        tracing::info!("stopping the cluster");
-        let _ = stop_tx.send(true);
-    });
+    }
+}
 
-    // Start every node at once (a quorum needs its voters up together), then wait for all.
+impl Supervisor {
+    /// The supervisor of `plans`' nodes, none of them started yet.
+    fn new(exe: PathBuf, plans: Vec<NodePlan>, args: &ClusterArgs) -> Arc<Supervisor> {
+        let slot = |plan| NodeSlot {
+            plan,
+            running: None,
+            last_exit: None,
+            starts: 0,
+        };
+        Arc::new(Supervisor {
+            exe,
+            nodes: Mutex::new(plans.into_iter().map(|p| (p.id, slot(p))).collect()),
+            ready_timeout: Duration::from_secs(args.ready_timeout_secs.max(1)),
+            shutting_down: watch::channel(false).0,
+            events: Arc::new(EventLog::new(0, args.event_buffer_len_max)),
+            children_watch_stdin: args.exit_on_stdin_eof,
+            labs: labs::Labs::load(),
+        })
+    }
+}
+
+/// Starts every node at once (a quorum needs its voters up together), waits for all to be
+/// READY and every broker unfenced in every node's metadata, then creates `--topic`s: the
+/// nodes' views, or what failed.
+async fn start_cluster(
+    sup: &Arc<Supervisor>,
+    args: &ClusterArgs,
+    mut stop_rx: watch::Receiver<bool>,
+) -> Result<Vec<NodeView>, Vec<String>> {
     let ids: Vec<i32> = sup.nodes.lock().keys().copied().collect();
     let starts: Vec<_> = ids
         .iter()
@@ -843,31 +906,26 @@ async fn supervise(mut args: ClusterArgs) -> ExitCode {
         _ = stop_rx.wait_for(|s| *s) => vec!["interrupted while starting".to_string()],
     };
     if !failed.is_empty() {
-        for f in &failed {
-            eprintln!("brook: {f}");
-        }
-        sup.stop_all().await;
-        return ExitCode::FAILURE;
+        return Err(failed);
     }
-
     let deadline = Instant::now() + sup.ready_timeout;
-    if let Err(e) = await_brokers_propagated(&sup, deadline).await {
-        eprintln!("brook: {e}");
-        sup.stop_all().await;
-        return ExitCode::FAILURE;
-    }
+    await_brokers_propagated(sup, deadline)
+        .await
+        .map_err(|e| vec![e])?;
     let views = sup.views();
-    if let Err(e) = create_topics(&args, &views).await {
-        eprintln!("brook: {e}");
-        sup.stop_all().await;
-        return ExitCode::FAILURE;
-    }
+    create_topics(args, &views).await.map_err(|e| vec![e])?;
+    Ok(views)
+}
+
+/// The CLUSTER READY line and the nodes' addresses, files and client settings on stdout
+/// (the client settings files exist before the line is printed).
+fn print_cluster_ready(setup: &Setup, views: &[NodeView], sup_addr: SocketAddr) {
     let join = |f: &dyn Fn(&NodeView) -> Option<String>| {
         views.iter().filter_map(f).collect::<Vec<_>>().join(",")
     };
     let bootstrap = join(&|v| v.client.clone());
     let admins = join(&|v| v.admin.as_ref().map(|a| format!("{}@{a}", v.id)));
-    // The client settings files exist before CLUSTER READY is printed.
+    let secure = &setup.secure;
     let tls_clients = match secure.as_ref().map(|s| s.client_settings(&bootstrap)) {
         Some(Ok(text)) => Some(text),
         Some(Err(e)) => {
@@ -888,7 +946,7 @@ async fn supervise(mut args: ClusterArgs) -> ExitCode {
         "CLUSTER READY bootstrap={bootstrap} supervisor={sup_addr} admins={admins}{librdkafka}"
     );
     let _ = writeln!(out, "  {} nodes; each is `brook serve`:", views.len());
-    for v in &views {
+    for v in views {
         let _ = writeln!(
             out,
             "  node {}: pid {}, client {}, controller {}, admin {}, data {}, log {}",
@@ -905,21 +963,27 @@ async fn supervise(mut args: ClusterArgs) -> ExitCode {
         out,
         "  brook node list|kill|restart|start --supervisor {sup_addr} [--id N]; Ctrl-C stops the cluster"
     );
-    if let (Some(text), Some(s)) = (tls_clients, &secure) {
+    if let (Some(text), Some(s)) = (tls_clients, secure) {
         let _ = write!(out, "  {}:\n{text}", s.heading());
     }
-    if let Some(a) = &http_auth {
+    if let Some(a) = &setup.http_auth {
         let _ = write!(out, "{}", a.client_settings());
     }
     let _ = out.flush();
-    drop(out);
+}
 
+/// Serves the supervisor's HTTP API and the live page until the stop signal.
+async fn serve_until_stopped(
+    sup: &Arc<Supervisor>,
+    listener: tokio::net::TcpListener,
+    http_auth: Option<&credentials::HttpAuth>,
+    mut stop: watch::Receiver<bool>,
+) {
     let app = brook::admin_security::protect(
         router(sup.clone()),
-        http_auth.as_ref().map(|a| a.credentials()),
+        http_auth.map(|a| a.credentials()),
         vec![],
     );
-    let mut stop = stop_rx.clone();
     let events = sup.events.clone();
     let server = axum::serve(listener, app).with_graceful_shutdown(async move {
         let _ = stop.wait_for(|s| *s).await;
@@ -930,9 +994,4 @@ async fn supervise(mut args: ClusterArgs) -> ExitCode {
     if let Err(e) = server.await {
         tracing::error!(error = %e, "supervisor listener failed");
     }
-    sup.stop_all().await;
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "CLUSTER STOPPED");
-    let _ = out.flush();
-    ExitCode::SUCCESS
 }

@@ -176,36 +176,73 @@ pub(super) fn plan(args: &ClusterArgs) -> Result<Vec<NodePlan>, String> {
     if args.nodes == 0 || args.nodes > MAX_NODES {
         return Err(format!("--nodes must be 1..={MAX_NODES}"));
     }
-    let n = args.nodes as u16;
-    let mut plans = Vec::new();
     if let Some(dir) = &args.config_dir {
-        for id in 1..=args.nodes as i32 {
-            let file = dir.join(format!("node-{id}.properties"));
-            let cfg = BrokerConfig::load(Some(&file), &args.overrides)
-                .map_err(|e| format!("{}: {e}", file.display()))?;
-            if cfg.node_id != id {
-                return Err(format!(
-                    "{}: node.id is {}, expected {id}",
-                    file.display(),
-                    cfg.node_id
-                ));
-            }
-            plans.push(NodePlan {
-                id,
-                config_file: Some(file),
-                generated: None,
-                client_listener: "PLAINTEXT",
-                voters: String::new(),
-                log_dirs: cfg.log_dir.clone(),
-                overrides: args.overrides.clone(),
-                log_file: args.data_dir.join(format!("node-{id}.log")),
-                client: (cfg.listener().port() != 0).then_some(cfg.listener()),
-                controller: cfg.controller_listener(),
-                admin: cfg.admin_listener.filter(|a| a.port() != 0),
-            });
-        }
-        return Ok(plans);
+        return plans_from_config_dir(args, dir);
     }
+    let n = args.nodes as u16;
+    let [client_ports, controller_ports, admin_ports] = pick_ports(n, port_bases(args)?)?;
+    let voters = controller_ports
+        .iter()
+        .enumerate()
+        .map(|(i, p)| format!("{}@127.0.0.1:{p}", i + 1))
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut plans = Vec::new();
+    for i in 0..n {
+        let id = i32::from(i) + 1;
+        let i = i as usize;
+        let ports = GeneratedPorts {
+            client: client_ports[i],
+            controller: controller_ports[i],
+            admin: admin_ports[i],
+        };
+        plans.push(generated_plan(args, id, ports, &voters));
+    }
+    for p in &plans {
+        p.check_config()?;
+    }
+    Ok(plans)
+}
+
+/// `--config-dir`: one `node-N.properties` per node, each read as `brook serve` reads it (with
+/// the `--override`s), its `node.id` checked against its file name.
+fn plans_from_config_dir(
+    args: &ClusterArgs,
+    dir: &std::path::Path,
+) -> Result<Vec<NodePlan>, String> {
+    let mut plans = Vec::new();
+    for id in 1..=args.nodes as i32 {
+        let file = dir.join(format!("node-{id}.properties"));
+        let cfg = BrokerConfig::load(Some(&file), &args.overrides)
+            .map_err(|e| format!("{}: {e}", file.display()))?;
+        if cfg.node_id != id {
+            return Err(format!(
+                "{}: node.id is {}, expected {id}",
+                file.display(),
+                cfg.node_id
+            ));
+        }
+        plans.push(NodePlan {
+            id,
+            config_file: Some(file),
+            generated: None,
+            client_listener: "PLAINTEXT",
+            voters: String::new(),
+            log_dirs: cfg.log_dir.clone(),
+            overrides: args.overrides.clone(),
+            log_file: args.data_dir.join(format!("node-{id}.log")),
+            client: (cfg.listener().port() != 0).then_some(cfg.listener()),
+            controller: cfg.controller_listener(),
+            admin: cfg.admin_listener.filter(|a| a.port() != 0),
+        });
+    }
+    Ok(plans)
+}
+
+/// The first client, controller and admin ports (0: pick free ones): the flags', else
+/// `--base-port` plus each kind's offset; each range of `--nodes` ports must end by 65535.
+fn port_bases(args: &ClusterArgs) -> Result<[u16; 3], String> {
+    let n = args.nodes as u16;
     let range = |base: u16, what: &str| -> Result<u16, String> {
         if base != 0 && base.checked_add(n - 1).is_none() {
             return Err(format!("{what} {base} + {n} nodes runs past port 65535"));
@@ -235,10 +272,15 @@ pub(super) fn plan(args: &ClusterArgs) -> Result<Vec<NodePlan>, String> {
         },
         "--admin-base-port",
     )?;
-    // Port 0: the supervisor picks free ports (binds port 0, notes the port, lets it go
-    // once all are picked, so no two coincide). Every voter must know every controller
-    // address before any node starts, and a broker registers and advertises the port its
-    // configuration names, so children never get port 0.
+    Ok([base, controller_base, admin_base])
+}
+
+/// `n` client, controller and admin ports from their bases. Port 0: the supervisor picks
+/// free ports (binds port 0, notes the port, lets it go once all are picked, so no two
+/// coincide). Every voter must know every controller address before any node starts, and a
+/// broker registers and advertises the port its configuration names, so children never get
+/// port 0.
+fn pick_ports(n: u16, bases: [u16; 3]) -> Result<[Vec<u16>; 3], String> {
     let mut held = Vec::new();
     let mut ports = |base: u16, what: &str| -> Result<Vec<u16>, String> {
         (0..n)
@@ -254,47 +296,33 @@ pub(super) fn plan(args: &ClusterArgs) -> Result<Vec<NodePlan>, String> {
             })
             .collect()
     };
-    let client_ports = ports(base, "client")?;
-    let controller_ports = ports(controller_base, "controller")?;
-    let admin_ports = ports(admin_base, "admin")?;
+    let client_ports = ports(bases[0], "client")?;
+    let controller_ports = ports(bases[1], "controller")?;
+    let admin_ports = ports(bases[2], "admin")?;
     drop(held);
-    let voters = controller_ports
-        .iter()
-        .enumerate()
-        .map(|(i, p)| format!("{}@127.0.0.1:{p}", i + 1))
-        .collect::<Vec<_>>()
-        .join(",");
-    for i in 0..n {
-        let id = i32::from(i) + 1;
-        let i = i as usize;
-        let ports = GeneratedPorts {
-            client: client_ports[i],
-            controller: controller_ports[i],
-            admin: admin_ports[i],
-        };
-        let addr = |p: u16| (p != 0).then(|| SocketAddr::from(([127, 0, 0, 1], p)));
-        plans.push(NodePlan {
-            id,
-            config_file: None,
-            generated: Some(ports),
-            client_listener: match (args.secure, args.sasl) {
-                (true, true) => "SASL_SSL",
-                (true, false) => "SSL",
-                _ => "PLAINTEXT",
-            },
-            voters: voters.clone(),
-            log_dirs: args.data_dir.join(format!("node-{id}")),
-            overrides: args.overrides.clone(),
-            log_file: args.data_dir.join(format!("node-{id}.log")),
-            client: addr(ports.client),
-            controller: addr(ports.controller),
-            admin: addr(ports.admin),
-        });
+    Ok([client_ports, controller_ports, admin_ports])
+}
+
+/// Node `id`'s plan with a generated configuration on `ports`, in `--data-dir`.
+fn generated_plan(args: &ClusterArgs, id: i32, ports: GeneratedPorts, voters: &str) -> NodePlan {
+    let addr = |p: u16| (p != 0).then(|| SocketAddr::from(([127, 0, 0, 1], p)));
+    NodePlan {
+        id,
+        config_file: None,
+        generated: Some(ports),
+        client_listener: match (args.secure, args.sasl) {
+            (true, true) => "SASL_SSL",
+            (true, false) => "SSL",
+            _ => "PLAINTEXT",
+        },
+        voters: voters.to_string(),
+        log_dirs: args.data_dir.join(format!("node-{id}")),
+        overrides: args.overrides.clone(),
+        log_file: args.data_dir.join(format!("node-{id}.log")),
+        client: addr(ports.client),
+        controller: addr(ports.controller),
+        admin: addr(ports.admin),
     }
-    for p in &plans {
-        p.check_config()?;
-    }
-    Ok(plans)
 }
 
 impl NodePlan {

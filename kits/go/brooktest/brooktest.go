@@ -43,17 +43,6 @@ const stopTimeout = 30 * time.Second
 // logTailBytes is how much of each log an error repeats.
 const logTailBytes = 4 << 10
 
-// testDefaults are timings for tests, before the caller's Config (which wins): a killed
-// node is fenced and its partitions' leadership moves in about 3 s instead of Kafka's 9 s
-// session, and a group's first rebalance does not wait Kafka's 3 s for more members, as
-// Kafka's own test harnesses set them.
-var testDefaults = [][2]string{
-	{"broker.session.timeout.ms", "3000"},
-	{"broker.heartbeat.interval.ms", "500"},
-	{"replica.lag.time.max.ms", "3000"},
-	{"group.initial.rebalance.delay.ms", "0"},
-}
-
 type options struct {
 	nodes        int
 	config       [][2]string
@@ -131,8 +120,10 @@ func start(t testing.TB, opts ...Option) (*Cluster, error) {
 	dir := t.TempDir()
 	args := []string{"cluster", fmt.Sprintf("--nodes=%d", o.nodes), "--base-port=0",
 		"--supervisor-listener=127.0.0.1:0", "--data-dir=" + dir, "--exit-on-stdin-eof",
+		// The timings every kit sets (the supervisor's one list); Config wins.
+		"--test-timings",
 		fmt.Sprintf("--ready-timeout-secs=%d", int(o.readyTimeout.Seconds())+1)}
-	for _, kv := range append(testDefaults, o.config...) {
+	for _, kv := range o.config {
 		args = append(args, "--override="+kv[0]+"="+kv[1])
 	}
 	for _, spec := range o.topics {

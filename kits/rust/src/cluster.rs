@@ -18,16 +18,6 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(90);
 /// How much of each log an error repeats, in bytes.
 const LOG_TAIL_BYTES: usize = 4 << 10;
 
-/// Timings for tests, before the caller's settings (which win): a killed node is fenced and
-/// its leadership moves in about 3 s instead of Kafka's 9 s session, and a group's first
-/// rebalance does not wait 3 s for more members. The Go, Java and Python kits set the same.
-const TEST_DEFAULTS: [(&str, &str); 4] = [
-    ("broker.session.timeout.ms", "3000"),
-    ("broker.heartbeat.interval.ms", "500"),
-    ("replica.lag.time.max.ms", "3000"),
-    ("group.initial.rebalance.delay.ms", "0"),
-];
-
 #[derive(Debug, thiserror::Error)]
 pub enum KitError {
     #[error("no brook binary: set BROOK_BIN or put brook on PATH (`cargo install --path tools` in a Brook checkout builds it)")]
@@ -155,15 +145,14 @@ impl ClusterBuilder {
             .arg(format!("--nodes={}", self.nodes))
             .args(["--base-port=0", "--supervisor-listener=127.0.0.1:0"])
             .arg("--exit-on-stdin-eof")
+            // The timings every kit sets (the supervisor's one list); `config` wins.
+            .arg("--test-timings")
             .arg(format!("--data-dir={}", dir.0.display()))
             .arg(format!(
                 "--ready-timeout-secs={}",
                 self.ready_timeout.as_secs() + 1
             ));
-        let defaults = TEST_DEFAULTS
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()));
-        for (k, v) in defaults.chain(self.config) {
+        for (k, v) in self.config {
             command.arg(format!("--override={k}={v}"));
         }
         let stderr = std::fs::File::create(dir.0.join("supervisor.log"))?;

@@ -771,6 +771,10 @@ pub fn run(args: ClusterArgs) -> ExitCode {
 }
 
 async fn supervise(mut args: ClusterArgs) -> ExitCode {
+    if args.test_timings {
+        let timings = plan::TEST_TIMINGS.iter().map(|(k, v)| format!("{k}={v}"));
+        args.overrides.splice(0..0, timings);
+    }
     let secure = match args
         .secure
         .then(|| secure::Secure::prepare(&args.data_dir, args.sasl))

@@ -148,6 +148,8 @@ class Brook:
         directory = Path(tempfile.mkdtemp(prefix="brook-"))
         cmd = [str(bin_path), "cluster", "--nodes", str(nodes), "--base-port", str(base_port),
                "--supervisor-listener", "127.0.0.1:0", "--data-dir", str(directory), "--exit-on-stdin-eof",
+               # The timings every kit sets (the supervisor's one list); ``config`` wins.
+               "--test-timings",
                "--ready-timeout-secs", str(max(1, int(ready_timeout)))]
         for k, v in (config or {}).items():
             cmd += ["--override", f"{k}={v}"]

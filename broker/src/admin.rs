@@ -10,6 +10,11 @@
 //! - `GET /v1/events[?since=N]`: the node's event stream, server-sent events
 //!   ([`crate::events`], `docs/EVENTS.md`).
 //! - `GET /`: the live page (`docs/LIVE-PAGE.md`), compiled into the binary.
+//! - `POST /controlled-shutdown`: the broker side of a controlled shutdown while the node
+//!   keeps running ([`Broker::controlled_shutdown`]), answered once the controller granted it
+//!   and this node applied the hand-over (504 if not within `broker.session.timeout.ms`).
+//!   `brook cluster` stops every node's broker side this way before any node exits, as
+//!   Kafka's `KafkaClusterTestKit.close` shuts every broker down before the controllers.
 //!
 //! With `admin.listener=https://...` the listener serves TLS, and with
 //! `admin.basic.auth.credentials.file` every request needs HTTP Basic credentials
@@ -28,7 +33,7 @@ use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get};
+use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use serde_json::json;
 use tokio::net::TcpListener;
@@ -119,6 +124,22 @@ pub fn since_param(query: Option<&str>, headers: &HeaderMap) -> Result<Option<u6
     Ok(since)
 }
 
+/// `POST /controlled-shutdown`.
+async fn controlled_shutdown(State(broker): State<Arc<Broker>>) -> Response {
+    if !broker.config.controlled_shutdown_enable {
+        let msg = "controlled.shutdown.enable is false".to_string();
+        return (StatusCode::CONFLICT, Json(json!({ "error": msg }))).into_response();
+    }
+    match broker.controlled_shutdown().await {
+        true => Json(json!({ "granted": true })).into_response(),
+        false => (
+            StatusCode::GATEWAY_TIMEOUT,
+            Json(json!({ "error": "controlled shutdown not granted and applied in time" })),
+        )
+            .into_response(),
+    }
+}
+
 /// `GET /`: the live page, the same file the supervisor serves.
 pub async fn live_page() -> Response {
     (
@@ -141,6 +162,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/metrics", get(metrics))
         .route("/v1/events", get(events))
         .route("/", get(live_page))
+        .route("/controlled-shutdown", post(controlled_shutdown))
         .with_state(broker);
     faults.merge(metrics)
 }

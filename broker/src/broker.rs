@@ -74,4 +74,68 @@ impl Broker {
             _ = rx.wait_for(|stopping| *stopping) => false,
         }
     }
+
+    /// The broker side of a controlled shutdown, as Kafka's `BrokerServer.shutdown` runs it
+    /// before `SocketServer.stopProcessingRequests`: heartbeats with `want_shut_down` until the
+    /// active controller grants it (`BrokerLifecycleManager.controlledShutdownFuture`), then
+    /// waits until this node has applied the hand-over; the node keeps serving meanwhile.
+    /// Bounded by `broker.session.timeout.ms`, past which the controller would fence it
+    /// anyway. Runs again at no cost once granted (SIGTERM after `POST
+    /// /controlled-shutdown`). True once granted and applied; a single voter has no other
+    /// member to hand its leaderships to and returns at once.
+    pub async fn controlled_shutdown(&self) -> bool {
+        let c = self.replicas.controller();
+        if c.is_single_voter() {
+            return true;
+        }
+        let timeout = Duration::from_millis(self.config.broker_session_timeout_ms);
+        let deadline = tokio::time::Instant::now() + timeout;
+        if !c.controlled_shutdown(timeout).await {
+            tracing::warn!(
+                ?timeout,
+                "controlled shutdown not acknowledged; stopping anyway"
+            );
+            return false;
+        }
+        tracing::info!("controlled shutdown: the controller moved this node's leaderships");
+        if tokio::time::timeout_at(deadline, hand_over_applied(self))
+            .await
+            .is_err()
+        {
+            tracing::warn!("the hand-over was not applied here in time; stopping anyway");
+            return false;
+        }
+        true
+    }
 }
+
+/// Returns once this node has applied an image marking it in controlled shutdown (the
+/// controller commits the mark with the leadership moves, in one batch), or fenced, and
+/// every local partition has taken that image's leadership: none still leads where the
+/// image names another leader.
+async fn hand_over_applied(broker: &Broker) {
+    let me = broker.node_id();
+    loop {
+        let image = broker.replicas.image();
+        // A fenced (or unregistered) broker was granted its shutdown without a hand-over.
+        let marked = image
+            .brokers
+            .get(&me)
+            .is_none_or(|b| b.in_controlled_shutdown || b.fenced);
+        let applied = broker.replicas.all_partitions().iter().all(|p| {
+            !p.is_leader()
+                || image
+                    .topic_by_name(&p.topic)
+                    .and_then(|t| t.partitions.iter().find(|r| r.index == p.index))
+                    .is_none_or(|r| r.leader == me)
+        });
+        if marked && applied {
+            return;
+        }
+        // The image watch fires before the partitions apply it; a short poll covers both.
+        tokio::time::sleep(Duration::from_millis(HAND_OVER_POLL_MS)).await;
+    }
+}
+
+/// How often a stopping node looks whether its partitions have applied the hand-over.
+const HAND_OVER_POLL_MS: u64 = 5;

@@ -487,59 +487,11 @@ async fn hand_over_then_stop(
         return;
     }
     let _ = shutdown.wait_for(|s| *s).await;
-    let c = broker.replicas.controller();
-    if broker.config.controlled_shutdown_enable && !c.is_single_voter() {
-        // Past the session timeout the controller would fence this node anyway.
-        let timeout = Duration::from_millis(broker.config.broker_session_timeout_ms);
-        let deadline = tokio::time::Instant::now() + timeout;
-        if c.controlled_shutdown(timeout).await {
-            tracing::info!("controlled shutdown: the controller moved this node's leaderships");
-            if tokio::time::timeout_at(deadline, hand_over_applied(&broker))
-                .await
-                .is_err()
-            {
-                tracing::warn!("the hand-over was not applied here in time; stopping anyway");
-            }
-        } else {
-            tracing::warn!(
-                ?timeout,
-                "controlled shutdown not acknowledged; stopping anyway"
-            );
-        }
+    if broker.config.controlled_shutdown_enable {
+        broker.controlled_shutdown().await;
     }
     stop.send_replace(true);
 }
-
-/// Returns once this node has applied an image marking it in controlled shutdown (the
-/// controller commits the mark with the leadership moves, in one batch), or fenced, and
-/// every local partition has taken that image's leadership: none still leads where the
-/// image names another leader.
-async fn hand_over_applied(broker: &Broker) {
-    let me = broker.node_id();
-    loop {
-        let image = broker.replicas.image();
-        // A fenced (or unregistered) broker was granted its shutdown without a hand-over.
-        let marked = image
-            .brokers
-            .get(&me)
-            .is_none_or(|b| b.in_controlled_shutdown || b.fenced);
-        let applied = broker.replicas.all_partitions().iter().all(|p| {
-            !p.is_leader()
-                || image
-                    .topic_by_name(&p.topic)
-                    .and_then(|t| t.partitions.iter().find(|r| r.index == p.index))
-                    .is_none_or(|r| r.leader == me)
-        });
-        if marked && applied {
-            return;
-        }
-        // The image watch fires before the partitions apply it; a short poll covers both.
-        tokio::time::sleep(Duration::from_millis(HAND_OVER_POLL_MS)).await;
-    }
-}
-
-/// How often a stopping node looks whether its partitions have applied the hand-over.
-const HAND_OVER_POLL_MS: u64 = 5;
 
 /// The endpoint a listener is registered with: its `advertised.listeners` entry, else its
 /// bound address (the loopback address for a wildcard bind); `None` when

@@ -104,8 +104,20 @@ pub fn forward(
     path: &str,
     body: Option<Value>,
 ) -> Result<(StatusCode, Value), String> {
+    forward_within(method, admin, path, body, NODE_CALL_TIMEOUT)
+}
+
+/// [`forward`] bounded by `timeout` instead of [`NODE_CALL_TIMEOUT`], for calls that wait on
+/// the cluster (a controlled shutdown).
+pub fn forward_within(
+    method: &str,
+    admin: SocketAddr,
+    path: &str,
+    body: Option<Value>,
+    timeout: Duration,
+) -> Result<(StatusCode, Value), String> {
     let url = format!("http://{admin}{path}");
-    let a = agent(Some(NODE_CALL_TIMEOUT));
+    let a = agent(Some(timeout));
     let resp = match (method, body) {
         ("POST", Some(b)) => authorized(a.post(&url)).send_json(b),
         ("POST", None) => authorized(a.post(&url)).send_empty(),

@@ -329,3 +329,70 @@ fn cluster_start_kill_restart_stop() {
         assert!(!process_exists(pid), "child {pid} survived the supervisor");
     }
 }
+
+/// Bound on a 3-node cluster's stop after SIGTERM: every node's controlled shutdown is
+/// granted while the quorum has all its voters (Kafka's `KafkaClusterTestKit.close` order).
+/// Stopping every process at once, the last node waited out `broker.session.timeout.ms` (9 s).
+const STOP_THREE_MAX: Duration = Duration::from_secs(3);
+
+#[test]
+fn sigterm_stops_three_nodes_with_every_controlled_shutdown_granted() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(BIN)
+        .args(["cluster", "--base-port", "0"])
+        .args(["--supervisor-listener", "127.0.0.1:0"])
+        .arg("--data-dir")
+        .arg(dir.path())
+        // Leaderships to hand over, on every node.
+        .args(["--topic", "moved:3:3"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut sup = Supervisor {
+        child: Some(child),
+        lines: rx,
+    };
+    let ready = sup.next_line_with("CLUSTER READY", START_WAIT);
+    let base = format!("http://{}", field(&ready, "supervisor"));
+    let (_, v) = call("GET", &format!("{base}/nodes"), None);
+    let nodes = v["nodes"].as_array().unwrap().clone();
+
+    let mut child = sup.child.take().unwrap();
+    let t0 = std::time::Instant::now();
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+    let (done_tx, done_rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done_tx.send(child.wait());
+    });
+    let status = done_rx
+        .recv_timeout(STOP_WAIT)
+        .expect("supervisor did not exit")
+        .unwrap();
+    let took = t0.elapsed();
+    assert!(status.success(), "{status}");
+    for n in &nodes {
+        let pid = n["pid"].as_i64().unwrap();
+        assert!(
+            !process_exists(pid),
+            "node {} survived the supervisor",
+            n["id"]
+        );
+        let log = std::fs::read_to_string(n["log"].as_str().unwrap()).unwrap();
+        assert!(
+            log.contains("the controller moved this node's leaderships"),
+            "node {}'s controlled shutdown was not granted:\n{log}",
+            n["id"]
+        );
+    }
+    assert!(took < STOP_THREE_MAX, "3 nodes stopped in {took:?}");
+}

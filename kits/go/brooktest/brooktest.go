@@ -43,17 +43,6 @@ const stopTimeout = 30 * time.Second
 // logTailBytes is how much of each log an error repeats.
 const logTailBytes = 4 << 10
 
-// testDefaults are timings for tests, before the caller's Config (which wins): a killed
-// node is fenced and its partitions' leadership moves in about 3 s instead of Kafka's 9 s
-// session, and a group's first rebalance does not wait Kafka's 3 s for more members, as
-// Kafka's own test harnesses set them.
-var testDefaults = [][2]string{
-	{"broker.session.timeout.ms", "3000"},
-	{"broker.heartbeat.interval.ms", "500"},
-	{"replica.lag.time.max.ms", "3000"},
-	{"group.initial.rebalance.delay.ms", "0"},
-}
-
 type options struct {
 	nodes        int
 	config       [][2]string
@@ -131,8 +120,10 @@ func start(t testing.TB, opts ...Option) (*Cluster, error) {
 	dir := t.TempDir()
 	args := []string{"cluster", fmt.Sprintf("--nodes=%d", o.nodes), "--base-port=0",
 		"--supervisor-listener=127.0.0.1:0", "--data-dir=" + dir, "--exit-on-stdin-eof",
+		// The timings every kit sets (the supervisor's one list); Config wins.
+		"--test-timings",
 		fmt.Sprintf("--ready-timeout-secs=%d", int(o.readyTimeout.Seconds())+1)}
-	for _, kv := range append(testDefaults, o.config...) {
+	for _, kv := range o.config {
 		args = append(args, "--override="+kv[0]+"="+kv[1])
 	}
 	for _, spec := range o.topics {
@@ -233,9 +224,15 @@ func (c *Cluster) parseReady(line string) error {
 	return nil
 }
 
-// stop closes the supervisor's stdin (it stops every node cleanly), then kills it if that
-// takes longer than stopTimeout.
+// stop kills every node (SIGKILL, through the supervisor, which answers once it has reaped
+// it), then closes the supervisor's stdin (it exits), and kills it if that takes longer than
+// stopTimeout. The cluster is thrown away, as the Java kit's close() and Testcontainers do: a
+// clean stop of every node at once would wait, since each node's controlled shutdown (Kafka's
+// BrokerServer.shutdown) needs the metadata quorum to commit it, and once most voters have
+// gone the last ones give up only after broker.session.timeout.ms. What a node acknowledged
+// is on disk either way; StopNode is the clean shutdown of one node.
 func (c *Cluster) stop() {
+	c.killNodes()
 	if c.stdin != nil {
 		c.stdin.Close()
 	}
@@ -244,6 +241,25 @@ func (c *Cluster) stop() {
 	case <-time.After(stopTimeout):
 		_ = c.cmd.Process.Kill()
 		<-c.exited
+	}
+}
+
+// killNodes SIGKILLs every running node; errors are left to stop's bound (a node that
+// exited meanwhile answers 409, and a supervisor that does not answer is killed there).
+func (c *Cluster) killNodes() {
+	var answer struct {
+		Nodes []struct {
+			ID    int  `json:"id"`
+			Alive bool `json:"alive"`
+		} `json:"nodes"`
+	}
+	if c.call("GET", "/nodes", nil, &answer) != nil {
+		return
+	}
+	for _, n := range answer.Nodes {
+		if n.Alive {
+			_ = c.call("POST", fmt.Sprintf("/nodes/%d/kill", n.ID), nil, nil)
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package brooktest
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -82,5 +83,39 @@ func TestARefusedTopicIsNamed(t *testing.T) {
 	_, err := start(t, Topic("orders:1:2"))
 	if err == nil || !strings.Contains(err.Error(), "creating topic orders: InvalidReplicationFactor") {
 		t.Fatalf("want the broker's reason, got %v", err)
+	}
+}
+
+// closeMax bounds the cleanup of a 3-node cluster: the nodes are killed, not shut down all
+// at once (which waited out broker.session.timeout.ms, 3 s with the kit's timings).
+const closeMax = 2 * time.Second
+
+func TestCleanupOfThreeNodesIsQuickAndLeavesNoProcess(t *testing.T) {
+	if _, err := FindBin(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := start(t, Nodes(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids := []int{c.cmd.Process.Pid}
+	for _, n := range c.Nodes() {
+		pid, ok := n["pid"].(float64)
+		if !ok {
+			t.Fatalf("no pid in %v", n)
+		}
+		pids = append(pids, int(pid))
+	}
+	t0 := time.Now()
+	c.stop()
+	took := time.Since(t0)
+	for _, pid := range pids {
+		// Reaped by the supervisor (nodes) or by the kit (supervisor): no /proc entry left.
+		if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid))); err == nil {
+			t.Errorf("process %d outlived the cleanup", pid)
+		}
+	}
+	if took > closeMax {
+		t.Fatalf("cleanup of 3 nodes took %v, more than %v", took, closeMax)
 	}
 }

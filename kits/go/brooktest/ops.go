@@ -96,9 +96,11 @@ func (c *Cluster) ResumeNode(id int) { c.t.Helper(); c.nodeOp(id, "resume") }
 // Nodes is GET /nodes: each node's id, pid, alive, paused, listeners, log and last exit.
 func (c *Cluster) Nodes() []map[string]any {
 	c.t.Helper()
-	var nodes []map[string]any
-	c.must(c.call("GET", "/nodes", nil, &nodes))
-	return nodes
+	var answer struct {
+		Nodes []map[string]any `json:"nodes"`
+	}
+	c.must(c.call("GET", "/nodes", nil, &answer))
+	return answer.Nodes
 }
 
 // Fault is a fault rule as the admin API takes it (docs/FAULTS.md): Action is

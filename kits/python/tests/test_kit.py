@@ -112,3 +112,20 @@ def test_nodes_die_with_a_killed_supervisor():
         await_gone(node_pids, "the nodes of a SIGKILLed supervisor")
     finally:
         b.close()
+
+
+#: How long closing a 3-node cluster may take: the nodes are killed, not shut down one by one
+#: (a clean stop of all three at once waited out broker.session.timeout.ms, 3 s with the kit's
+#: timings, 9 s at Kafka's default).
+CLOSE_S_MAX = 3
+
+
+def test_closing_three_nodes_is_quick_and_leaves_no_process():
+    b = Brook.start(nodes=3)
+    pids = [b.process.pid, *[n["pid"] for n in b.nodes()]]
+    t0 = time.monotonic()
+    b.close()
+    took = time.monotonic() - t0
+    assert not [p for p in pids if alive(p)], "a process outlived close()"
+    assert took < CLOSE_S_MAX, f"close() of 3 nodes took {took:.1f} s"
+    assert not b.directory.exists()

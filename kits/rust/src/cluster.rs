@@ -18,16 +18,6 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(90);
 /// How much of each log an error repeats, in bytes.
 const LOG_TAIL_BYTES: usize = 4 << 10;
 
-/// Timings for tests, before the caller's settings (which win): a killed node is fenced and
-/// its leadership moves in about 3 s instead of Kafka's 9 s session, and a group's first
-/// rebalance does not wait 3 s for more members. The Go, Java and Python kits set the same.
-const TEST_DEFAULTS: [(&str, &str); 4] = [
-    ("broker.session.timeout.ms", "3000"),
-    ("broker.heartbeat.interval.ms", "500"),
-    ("replica.lag.time.max.ms", "3000"),
-    ("group.initial.rebalance.delay.ms", "0"),
-];
-
 #[derive(Debug, thiserror::Error)]
 pub enum KitError {
     #[error("no brook binary: set BROOK_BIN or put brook on PATH (`cargo install --path tools` in a Brook checkout builds it)")]
@@ -155,15 +145,14 @@ impl ClusterBuilder {
             .arg(format!("--nodes={}", self.nodes))
             .args(["--base-port=0", "--supervisor-listener=127.0.0.1:0"])
             .arg("--exit-on-stdin-eof")
+            // The timings every kit sets (the supervisor's one list); `config` wins.
+            .arg("--test-timings")
             .arg(format!("--data-dir={}", dir.0.display()))
             .arg(format!(
                 "--ready-timeout-secs={}",
                 self.ready_timeout.as_secs() + 1
             ));
-        let defaults = TEST_DEFAULTS
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()));
-        for (k, v) in defaults.chain(self.config) {
+        for (k, v) in self.config {
             command.arg(format!("--override={k}={v}"));
         }
         let stderr = std::fs::File::create(dir.0.join("supervisor.log"))?;
@@ -500,9 +489,33 @@ impl Cluster {
     }
 }
 
+impl Cluster {
+    /// SIGKILLs every running node through the supervisor, which answers once it has reaped
+    /// it. Errors are left to `drop`'s bound: a node that exited meanwhile answers 409, and a
+    /// supervisor that does not answer is killed there.
+    fn kill_nodes(&self) {
+        let Ok(answer) = self.call("GET", "/nodes", None) else {
+            return;
+        };
+        let nodes = answer["nodes"].as_array().cloned().unwrap_or_default();
+        for node in nodes.iter().filter(|n| n["alive"] == true) {
+            if let Some(id) = node["id"].as_i64() {
+                let _ = self.node_op(id as i32, "kill");
+            }
+        }
+    }
+}
+
 impl Drop for Cluster {
-    /// Closes the supervisor's stdin: it stops every node cleanly, then exits.
+    /// Kills every node (SIGKILL), then closes the supervisor's stdin: it exits. The cluster
+    /// is thrown away, as the Java kit's `close()` and Testcontainers do: a clean stop of
+    /// every node at once would wait, since each node's controlled shutdown (Kafka's
+    /// `BrokerServer.shutdown`) needs the metadata quorum to commit it, and once most voters
+    /// have gone the last ones give up only after `broker.session.timeout.ms`. What a node
+    /// acknowledged is on disk either way; [`Cluster::stop_node`] is the clean shutdown of
+    /// one node.
     fn drop(&mut self) {
+        self.kill_nodes();
         if let Some(mut stdin) = self.stdin.take() {
             let _ = stdin.flush();
         }
@@ -574,6 +587,34 @@ mod tests {
             .unwrap_or_else(|| {
                 Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/debug/brook")
             })
+    }
+
+    /// Dropping a 3-node cluster kills its nodes: a clean stop of all three at once waited
+    /// out `broker.session.timeout.ms` (3 s with the kit's timings) before the last exited.
+    const DROP_MAX: Duration = Duration::from_secs(2);
+
+    #[test]
+    fn dropping_three_nodes_is_quick_and_leaves_no_process() {
+        let cluster = Cluster::builder()
+            .bin(brook_bin())
+            .nodes(3)
+            .start()
+            .unwrap();
+        let mut pids = vec![cluster.child.id()];
+        let nodes = cluster.call("GET", "/nodes", None).unwrap();
+        for n in nodes["nodes"].as_array().unwrap() {
+            pids.push(n["pid"].as_u64().unwrap() as u32);
+        }
+        let t0 = Instant::now();
+        drop(cluster);
+        let took = t0.elapsed();
+        // Reaped by the supervisor (nodes) or by the drop (supervisor): no /proc entry left.
+        let left: Vec<u32> = pids
+            .into_iter()
+            .filter(|p| Path::new(&format!("/proc/{p}")).exists())
+            .collect();
+        assert!(left.is_empty(), "processes {left:?} outlived the drop");
+        assert!(took < DROP_MAX, "dropping 3 nodes took {took:?}");
     }
 
     #[test]

@@ -43,8 +43,11 @@
 //! Basic credentials, made fresh at start and printed with the cluster's settings
 //! ([`credentials`]); without it, both are open as before.
 //!
-//! SIGTERM or Ctrl-C stops the cluster: every child gets SIGTERM, the supervisor waits for
-//! them ([`STOP_GRACE`], then SIGKILL), then exits. Children run in their own process group,
+//! SIGTERM or Ctrl-C stops the cluster: first every node's controlled shutdown at once,
+//! through its admin listener, while every quorum voter still runs (Kafka's
+//! `KafkaClusterTestKit.close` shuts every broker down before any controller); then every
+//! child gets SIGTERM, the supervisor waits for them ([`STOP_GRACE`], then SIGKILL), then
+//! exits. Children run in their own process group,
 //! so a terminal's Ctrl-C reaches only the supervisor, which then stops them in order. If the
 //! supervisor itself is killed with SIGKILL, its children keep running, unless it runs with
 //! `--exit-on-stdin-eof` ([`crate::stdin_watch`]): then each child watches a pipe from the
@@ -580,9 +583,16 @@ impl Supervisor {
         self.nodes.lock().values().map(NodeSlot::view).collect()
     }
 
-    /// Stops every node (in parallel), bounded by [`STOP_GRACE`] + [`KILL_WAIT`].
+    /// Stops every node, in the order of Kafka's `KafkaClusterTestKit.close`: first every
+    /// node's broker side in parallel while every controller still runs
+    /// ([`Supervisor::shut_down_brokers`]), then every process (SIGTERM in parallel), bounded
+    /// by [`STOP_GRACE`] + [`KILL_WAIT`]. Stopping the processes alone at once, each node's
+    /// controlled shutdown needed the quorum while the first ones to finish took their votes
+    /// with them, so the last node had no majority to grant it and waited out
+    /// `broker.session.timeout.ms`.
     async fn stop_all(self: &Arc<Self>) {
         self.shutting_down.send_replace(true);
+        self.shut_down_brokers().await;
         let ids: Vec<i32> = self.nodes.lock().keys().copied().collect();
         let stops: Vec<_> = ids
             .iter()
@@ -596,6 +606,51 @@ impl Supervisor {
                 Ok(Ok(())) => {}
                 Ok(Err(OpError(_, msg))) => tracing::error!(node = id, %msg, "could not stop"),
                 Err(e) => tracing::error!(node = id, error = %e, "stop task failed"),
+            }
+        }
+    }
+}
+
+impl Supervisor {
+    /// Every running node's controlled shutdown at once, each through its admin listener
+    /// (`POST /controlled-shutdown`), which answers once the active controller granted it and
+    /// the node applied the hand-over; the nodes keep running, so the quorum keeps every voter
+    /// meanwhile, as Kafka's `KafkaClusterTestKit.close` shuts every `BrokerServer` down (in
+    /// parallel) before any `ControllerServer`. A node that cannot do it (no admin listener,
+    /// an error) is left to its SIGTERM, which runs the same hand-over; a granted one makes
+    /// that SIGTERM's hand-over return at once.
+    async fn shut_down_brokers(&self) {
+        // A paused node would answer only after STOP_GRACE; its SIGTERM resumes it.
+        let running: Vec<(i32, SocketAddr)> = self
+            .nodes
+            .lock()
+            .values()
+            .filter(|n| n.running.as_ref().is_some_and(|r| !r.paused))
+            .filter_map(|n| Some((n.plan.id, n.plan.admin?)))
+            .collect();
+        let calls: Vec<_> = running
+            .into_iter()
+            .map(|(id, admin)| {
+                tokio::task::spawn_blocking(move || {
+                    let answer = crate::supervisor_views::forward_within(
+                        "POST",
+                        admin,
+                        "/controlled-shutdown",
+                        None,
+                        STOP_GRACE,
+                    );
+                    (id, answer)
+                })
+            })
+            .collect();
+        for call in calls {
+            match call.await {
+                Ok((_, Ok((status, _)))) if status.is_success() => {}
+                Ok((id, Ok((status, answer)))) => {
+                    tracing::warn!(node = id, %status, %answer, "controlled shutdown refused")
+                }
+                Ok((id, Err(e))) => tracing::warn!(node = id, error = %e, "controlled shutdown"),
+                Err(e) => tracing::warn!(error = %e, "controlled shutdown task failed"),
             }
         }
     }
@@ -789,6 +844,10 @@ struct Setup {
 /// Writes `--secure`'s certificates and `--http-auth`'s credentials into the data directory
 /// and puts their overrides first in `args.overrides`; `None` (reported) when one fails.
 fn prepare(args: &mut ClusterArgs) -> Option<Setup> {
+    if args.test_timings {
+        let timings = plan::TEST_TIMINGS.iter().map(|(k, v)| format!("{k}={v}"));
+        args.overrides.splice(0..0, timings);
+    }
     let secure = match args
         .secure
         .then(|| secure::Secure::prepare(&args.data_dir, args.sasl))

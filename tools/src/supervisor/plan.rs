@@ -17,6 +17,19 @@ pub const ADMIN_PORT_OFFSET: u16 = 552;
 /// The supervisor's HTTP listener by default.
 pub const DEFAULT_SUPERVISOR_LISTENER: &str = "127.0.0.1:9600";
 
+/// The timings of `--test-timings`, the one list every test kit uses: a killed or paused
+/// node is fenced, and its partitions' leadership moves, in about 3 s instead of Kafka's 9 s
+/// session (`broker.session.timeout.ms`, with a heartbeat every `broker.heartbeat.interval.ms`
+/// so that a few can be missed, and `replica.lag.time.max.ms` for a follower's ISR), and a
+/// group's first rebalance does not wait 3 s for more members
+/// (`group.initial.rebalance.delay.ms`), as Kafka's own test harnesses set them.
+pub const TEST_TIMINGS: [(&str, &str); 4] = [
+    ("broker.session.timeout.ms", "3000"),
+    ("broker.heartbeat.interval.ms", "500"),
+    ("replica.lag.time.max.ms", "3000"),
+    ("group.initial.rebalance.delay.ms", "0"),
+];
+
 /// `brook cluster` flags.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ClusterArgs {
@@ -74,6 +87,10 @@ pub struct ClusterArgs {
     /// to the supervisor, so the cluster dies with the test process.
     #[arg(long)]
     pub exit_on_stdin_eof: bool,
+    /// Sets [`TEST_TIMINGS`] on every node before the `--override`s (which win): what the
+    /// test kits start their clusters with (docs/TESTING-WITH-BROOK.md).
+    #[arg(long)]
+    pub test_timings: bool,
     /// Creates a topic once every node is READY, before `CLUSTER READY` (repeatable): NAME,
     /// NAME:PARTITIONS or NAME:PARTITIONS:REPLICATION_FACTOR (the broker's defaults
     /// otherwise). `CLUSTER READY` then means every node names a leader for each partition.

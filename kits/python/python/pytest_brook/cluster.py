@@ -148,6 +148,8 @@ class Brook:
         directory = Path(tempfile.mkdtemp(prefix="brook-"))
         cmd = [str(bin_path), "cluster", "--nodes", str(nodes), "--base-port", str(base_port),
                "--supervisor-listener", "127.0.0.1:0", "--data-dir", str(directory), "--exit-on-stdin-eof",
+               # The timings every kit sets (the supervisor's one list); ``config`` wins.
+               "--test-timings",
                "--ready-timeout-secs", str(max(1, int(ready_timeout)))]
         for k, v in (config or {}).items():
             cmd += ["--override", f"{k}={v}"]
@@ -201,9 +203,16 @@ class Brook:
         raise BrookError(f"brook cluster failed to start (exit code {code}): {_cause(directory)}")
 
     def close(self) -> None:
-        """Stops every node and the supervisor (closing its stdin), then deletes the temp directory."""
+        """Kills every node, stops the supervisor (closing its stdin), then deletes the temp directory.
+
+        The cluster is thrown away, as the Java kit's ``close()`` and Testcontainers do: a clean
+        stop of every node at once would wait, since each node's controlled shutdown (Kafka's
+        ``BrokerServer.shutdown``) needs the metadata quorum to commit it, and once most voters
+        have gone the last ones give up only after ``broker.session.timeout.ms``. What a node
+        acknowledged is on disk either way; ``stop(node)`` is the clean shutdown of one node."""
         if self.process.poll() is None:
             try:
+                self._kill_nodes()
                 self.process.stdin.close()
                 self.process.wait(timeout=STOP_TIMEOUT_S)
             except (OSError, subprocess.TimeoutExpired):
@@ -212,6 +221,18 @@ class Brook:
             self.process.stdout.close()
         if not self._keep_dir:
             shutil.rmtree(self.directory, ignore_errors=True)
+
+    def _kill_nodes(self) -> None:
+        """SIGKILL every running node through the supervisor, which answers once it has reaped it."""
+        try:
+            running = [n["id"] for n in self.nodes() if n["alive"]]
+        except BrookError:
+            return  # the supervisor is not answering: closing its stdin, then _kill_tree, still stop it
+        for node in running:
+            try:
+                self.kill(node)
+            except BrookError:
+                pass  # exited meanwhile (409); the supervisor reaps it either way
 
     def __enter__(self) -> "Brook":
         return self

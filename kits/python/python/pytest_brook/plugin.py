@@ -14,15 +14,6 @@ import pytest
 
 from pytest_brook.cluster import Brook
 
-#: Kafka configs every fixture cluster gets: quick failure detection and rebalances for tests.
-TEST_CONFIG = {
-    "replica.lag.time.max.ms": "3000",
-    "broker.session.timeout.ms": "3000",
-    "broker.heartbeat.interval.ms": "500",
-    "group.initial.rebalance.delay.ms": "0",
-}
-
-
 def pytest_addoption(parser):
     group = parser.getgroup("brook")
     group.addoption("--brook-bin", default=None, help="the brook binary (default: $BROOK_BIN, else the wheel's)")
@@ -36,7 +27,7 @@ def brook_factory(request):
     def start(nodes: int = 1, config: dict | None = None, **kw) -> Brook:
         kw.setdefault("binary", request.config.getoption("brook_bin"))
         kw.setdefault("keep_dir", request.config.getoption("brook_keep"))
-        b = Brook.start(nodes=nodes, config={**TEST_CONFIG, **(config or {})}, **kw)
+        b = Brook.start(nodes=nodes, config=config, **kw)
         started.append(b)
         return b
 
@@ -52,7 +43,7 @@ def brook(brook_factory) -> Brook:
 
 @pytest.fixture(scope="module")
 def brook_cluster(request) -> Brook:
-    b = Brook.start(nodes=3, config={**TEST_CONFIG, "min.insync.replicas": "2"},
+    b = Brook.start(nodes=3, config={"min.insync.replicas": "2"},
                     binary=request.config.getoption("brook_bin"), keep_dir=request.config.getoption("brook_keep"))
     yield b
     b.close()

@@ -160,6 +160,8 @@ public final class Brook implements AutoCloseable {
         List<String> cmd = new ArrayList<>(List.of(bin.toString(), "cluster", "--nodes", String.valueOf(b.nodes),
             "--base-port", String.valueOf(b.basePort), "--supervisor-listener", "127.0.0.1:0",
             "--data-dir", dir.toString(), "--exit-on-stdin-eof",
+            // The test timings every kit sets (the supervisor's one list; withConfig wins).
+            "--test-timings",
             "--ready-timeout-secs", String.valueOf(Math.max(1, b.readyTimeout.toSeconds()))));
         b.config.forEach((k, v) -> {
             cmd.add("--override");

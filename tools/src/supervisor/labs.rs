@@ -712,6 +712,9 @@ async fn node_faults(
 
 async fn cut_replication(sup: &Arc<Supervisor>, run: &LabRun) -> Result<(), OpError> {
     let (leader, followers) = leader_and_followers(sup, &run.topic).await?;
+    // Spent rules of earlier labs (a drop-response that fired once) would count as fired
+    // below and end the wait before the cut holds: start from no rules.
+    heal(sup).await?;
     let rule = |to: Value| json!({"action": "partition", "to": to, "direction": "both", "traffic": "replication"});
     node_faults(sup, leader, "POST", Some(rule(json!("*")))).await?;
     for f in &followers {

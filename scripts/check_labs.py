@@ -9,7 +9,9 @@ prints, which the test itself compares with that block (`Lab.finish`). This scri
 - every tagged test method is in the document;
 - every such line is followed by a ```text block before the next lab;
 - every lab of the live page (tools/src/supervisor/labs.json) names, as its `article`, a lab
-  heading of the document.
+  heading of the document, and every lab heading is named by a lab of the page (issue 35:
+  every lab runs from the page too), or by a row `| not on the page | [N](#anchor) | why |`
+  of the document's table of page labs, which says why not.
 
 Exit status 1 and one line per problem.
 """
@@ -28,6 +30,8 @@ PAGE_LABS = ROOT / "tools" / "src" / "supervisor" / "labs.json"
 TAGGED = re.compile(
     r'@Tag\((?:Lab\.TAG|"lab")\)\s*(?:@\w+(?:\([^)]*\))?\s*)*void\s+(\w+)\s*\(', re.S
 )
+# A row of the page-lab table for a lab the page cannot run, with the reason in its last cell.
+NOT_ON_PAGE = re.compile(r"^\| not on the page \| \[\d+\]\(#([\w-]+)\) \| [^|]*\w[^|]* \|$", re.M)
 RUN = re.compile(r"^\s*scripts/lab\s+(\S+)\s*$")
 
 
@@ -61,10 +65,17 @@ def page_lab_problems(lines):
     """One line per page lab whose `article` is not `docs/LABS.md#<a lab heading's anchor>`."""
     anchors = {anchor(l[4:]) for l in lines if l.startswith("### ")}
     problems = []
+    on_page = set()
     for lab in json.loads(PAGE_LABS.read_text())["labs"]:
         doc, _, frag = lab["article"].partition("#")
         if doc != "docs/LABS.md" or frag not in anchors:
             problems.append(f"{PAGE_LABS.relative_to(ROOT)}: lab {lab['name']}: {lab['article']} is no lab of docs/LABS.md")
+        on_page.add(frag)
+    excused = set(NOT_ON_PAGE.findall("\n".join(lines)))
+    for frag in sorted(excused & on_page):
+        problems.append(f"docs/LABS.md#{frag}: on the page, yet listed as not on the page")
+    for frag in sorted(anchors - on_page - excused):
+        problems.append(f"docs/LABS.md#{frag}: no lab of {PAGE_LABS.relative_to(ROOT)} runs it on the live page")
     return problems
 
 

@@ -161,6 +161,11 @@ pub struct Got {
     pub headers: Vec<(String, Option<Vec<u8>>)>,
 }
 
+/// A message read, owned.
+pub fn got(m: &BorrowedMessage<'_>) -> Got {
+    to_got(m)
+}
+
 fn to_got(m: &BorrowedMessage<'_>) -> Got {
     let headers = m
         .headers()

@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use brook_protocol_tests::rd::ThrottleStats;
 use brook_protocol_tests::wire::topic_name;
 use brook_protocol_tests::{poll_until_ok, unique_topic, Broker, Cluster, WireClient};
 use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
@@ -29,8 +30,6 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use rdkafka::config::ClientConfig;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-use rdkafka::statistics::Statistics;
-use rdkafka::ClientContext;
 
 const INVALID_REQUEST: i16 = 42;
 const TOPIC_ALREADY_EXISTS: i16 = 36;
@@ -434,27 +433,6 @@ fn alter_and_describe_client_quotas_as_kafka_answers_them() {
     await_described(&mut c, &kept);
 }
 
-/// librdkafka's statistics: the largest broker throttle time seen (`brokers.*.throttle.max`).
-#[derive(Default)]
-struct ThrottleStats {
-    max_ms: Arc<AtomicI64>,
-}
-
-impl ClientContext for ThrottleStats {
-    fn stats(&self, statistics: Statistics) {
-        for b in statistics.brokers.values() {
-            if let Some(t) = &b.throttle {
-                self.max_ms.fetch_max(t.max, Ordering::Relaxed);
-            }
-        }
-    }
-}
-
-impl rdkafka::producer::ProducerContext for ThrottleStats {
-    type DeliveryOpaque = ();
-    fn delivery(&self, _: &rdkafka::message::DeliveryResult<'_>, _: ()) {}
-}
-
 /// The quota the producer is held to: 100 KiB/s.
 const QUOTA_BYTES_PER_SECOND: f64 = 100.0 * 1024.0;
 /// How long the producer sends as fast as it can.
@@ -528,7 +506,7 @@ fn a_producer_is_held_to_its_producer_byte_rate() {
 /// holds the sends back), and the largest throttle time its statistics report.
 fn held_producer(bootstrap: &str) -> (BaseProducer<ThrottleStats>, Arc<AtomicI64>) {
     let stats = ThrottleStats::default();
-    let max_throttle = stats.max_ms.clone();
+    let max_throttle = stats.throttle_ms_max.clone();
     let p = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("client.id", "held-producer")

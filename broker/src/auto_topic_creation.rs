@@ -5,6 +5,14 @@
 //! or one is already in flight; an invalid name is INVALID_TOPIC_EXCEPTION. Clients retry
 //! Metadata until the topic appears with its partitions.
 //!
+//! A topic other than the internal ones is charged to the asking client's strict
+//! `controller_mutation_rate`, as in Kafka: its `AutoTopicCreationManager` sends the creation
+//! to the controller (`KRaftTopicCreator.createTopicWithPrincipal`) in an envelope with the
+//! Metadata request's principal and client id, as CreateTopics at the newest version the
+//! controller takes, and `ControllerApis.handleCreateTopics` charges it with
+//! `newQuotaFor(request, strictSinceVersion = 6)`: strict. Topics refused over the quota are
+//! not created; the client's retry asks again.
+//!
 //! The internal topics are created as their coordinators create them (Kafka's
 //! `creatableTopic`): `__consumer_offsets` with the offsets topic's partitions, replication
 //! factor and configs, `__transaction_state` with the transaction log's; any other topic with
@@ -18,6 +26,8 @@ use parking_lot::Mutex;
 
 use crate::cluster::replica_manager::ReplicaManager;
 use crate::controller::error::ControllerError;
+use crate::controller::request::MutationQuotaKey;
+use crate::controller::ControllerRequest;
 use crate::group::store::OFFSETS_TOPIC;
 use crate::group::GroupCoordinator;
 use crate::metadata::validate_topic_name;
@@ -58,8 +68,9 @@ impl AutoTopicCreationManager {
     }
 
     /// Kafka's `createTopics` for one missing topic: the error its Metadata answer carries.
-    /// A valid name not already in flight has its creation started in the background.
-    pub fn create_topic(&self, name: &str) -> ResponseError {
+    /// A valid name not already in flight has its creation started in the background,
+    /// charged to `quota` (the asking client's bucket).
+    pub fn create_topic(&self, name: &str, quota: MutationQuotaKey) -> ResponseError {
         if validate_topic_name(name).is_err() {
             return ResponseError::InvalidTopicException;
         }
@@ -76,6 +87,7 @@ impl AutoTopicCreationManager {
             txn: self.txn.clone(),
             num_partitions: self.num_partitions,
             replication_factor: self.replication_factor,
+            quota,
         };
         let in_flight = self.in_flight.clone();
         tokio::spawn(async move {
@@ -142,6 +154,8 @@ struct Creation {
     txn: Arc<TransactionCoordinator>,
     num_partitions: i32,
     replication_factor: i16,
+    /// The asking client's `controller_mutation_rate` bucket.
+    quota: MutationQuotaKey,
 }
 
 impl Creation {
@@ -165,19 +179,22 @@ impl Creation {
     }
 
     /// A topic other than the internal ones: `num.partitions` and
-    /// `default.replication.factor`, no config overrides.
+    /// `default.replication.factor`, no config overrides, charged to the client's bucket.
     async fn create_with_defaults(&self) -> Result<(), String> {
         let controller = self.replicas.controller();
-        let created = controller
-            .create_topic(
-                &self.name,
-                self.num_partitions,
-                self.replication_factor,
-                Default::default(),
-            )
-            .await;
-        match created {
-            Ok(_) => Ok(()),
+        let req = ControllerRequest::CreateTopic {
+            name: self.name.clone(),
+            partitions: self.num_partitions,
+            replication_factor: self.replication_factor,
+            configs: Default::default(),
+            assignments: Vec::new(),
+            validate_only: false,
+        };
+        match controller.submit_mutation(req, self.quota.clone()).await {
+            Ok((Some(_), _)) => Ok(()),
+            // Refused over the client's strict quota, as Kafka's controller refuses it
+            // THROTTLING_QUOTA_EXCEEDED; the client asked already and asks again.
+            Ok((None, _)) => Err("the client's controller_mutation_rate is exceeded".into()),
             // Created meanwhile (by an earlier creation this node's image had not shown yet,
             // or by another node's): nothing to do.
             Err(ControllerError::TopicAlreadyExists(_)) => {

@@ -494,25 +494,85 @@ pub struct KafkaCluster {
     _dir: tempfile::TempDir,
 }
 
-/// A base port P with P..P+n and P+100..P+100+n all free now.
-fn free_base_port(n: u16) -> Result<u16, String> {
-    for _ in 0..50 {
-        let probe = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-        let base = probe.local_addr().map_err(|e| e.to_string())?.port();
-        drop(probe);
-        if base > 65000 {
+/// The ports a base-port pick may use: clear of the kernel's ephemeral range, from which
+/// outgoing connections take their local ports. A port picked free inside it can be taken by
+/// such a connection before the JVM binds it (both times the quota benchmark's reference
+/// cluster failed to start), so picks come from below it.
+const BASE_PORT_RANGE: std::ops::Range<u16> = 20000..32000;
+/// The attempts of one pick.
+const BASE_PORT_PROBES_MAX: u32 = 200;
+
+/// The kernel's ephemeral port range (`/proc/sys/net/ipv4/ip_local_port_range`), if readable.
+fn ephemeral_ports() -> Option<(u16, u16)> {
+    let text = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    let mut it = text.split_whitespace().map(|v| v.parse::<u16>().ok());
+    Some((it.next()??, it.next()??))
+}
+
+/// The ports of a Kafka cluster at base `base`: each node's client port and controller port.
+fn cluster_ports(base: u16, n: u16) -> impl Iterator<Item = u16> {
+    (0..n).flat_map(move |i| [base + i, base + 100 + i])
+}
+
+/// A base port P with P..P+n and P+100..P+100+n all free now and outside the ephemeral
+/// range (`ephemeral`, low and high inclusive). This is the one place the reference cluster's
+/// ports are chosen (the chaos tool and the benchmarks start it through [`KafkaCluster::start`]).
+fn free_base_port_in(n: u16, ephemeral: Option<(u16, u16)>) -> Result<u16, String> {
+    let span = BASE_PORT_RANGE.end - BASE_PORT_RANGE.start - 100 - n;
+    // Parallel runs (several helpers, a chaos run next to a benchmark) start from different
+    // places, so they rarely probe the same ports.
+    let seed = std::process::id()
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+    for k in 0..BASE_PORT_PROBES_MAX {
+        let offset = (seed.wrapping_add(k.wrapping_mul(7919)) % u32::from(span)) as u16;
+        let base = BASE_PORT_RANGE.start + offset;
+        let ephemeral_clash = |p: u16| ephemeral.is_some_and(|(lo, hi)| (lo..=hi).contains(&p));
+        if cluster_ports(base, n).any(ephemeral_clash) {
             continue;
         }
-        let free = (0..n).all(|i| {
-            [base + i, base + 100 + i]
-                .iter()
-                .all(|p| TcpListener::bind(("127.0.0.1", *p)).is_ok())
-        });
-        if free {
+        if cluster_ports(base, n).all(|p| TcpListener::bind(("127.0.0.1", p)).is_ok()) {
             return Ok(base);
         }
     }
-    Err("no free base port for the Kafka cluster".into())
+    Err(format!(
+        "no free base port for the Kafka cluster in {BASE_PORT_RANGE:?} \
+         (ephemeral range {ephemeral:?})"
+    ))
+}
+
+fn free_base_port(n: u16) -> Result<u16, String> {
+    free_base_port_in(n, ephemeral_ports())
+}
+
+/// The port a node of the reference cluster failed to bind, from its log in `data`: the JVM
+/// logs `java.net.BindException: Address already in use` and the listener it was binding.
+fn bind_failure(data: &Path, base: u16, n: u16) -> Option<String> {
+    for id in 1..=n {
+        let log = std::fs::read_to_string(data.join(format!("node-{id}.log"))).unwrap_or_default();
+        if !log.contains("Address already in use") {
+            continue;
+        }
+        let ports = [base + id - 1, base + 100 + id - 1];
+        let named: Vec<String> = ports
+            .iter()
+            .filter(|p| log.contains(&format!(":{p}")))
+            .map(|p| p.to_string())
+            .collect();
+        let which = if named.is_empty() {
+            format!("one of {ports:?}")
+        } else {
+            named.join(", ")
+        };
+        return Some(format!(
+            "Kafka node {id} could not bind port {which}: Address already in use \
+             (its log: {})",
+            data.join(format!("node-{id}.log")).display()
+        ));
+    }
+    None
 }
 
 impl KafkaCluster {
@@ -534,7 +594,8 @@ impl KafkaCluster {
             "kafka-reference: ",
         );
         let _ = child.wait();
-        let line = line?;
+        // The script stops at a node's bind failure; say which port rather than no READY.
+        let line = line.map_err(|e| bind_failure(&data, base, 3).unwrap_or(e))?;
         eprintln!("kafka-reference: {line}");
         let pids: Vec<u32> = field(&line, "pids")
             .ok_or("kafka-reference READY line without pids=")?
@@ -719,7 +780,20 @@ impl Drop for KafkaCluster {
 
 #[cfg(test)]
 mod tests {
-    use super::encode_failures_in;
+    use super::{encode_failures_in, free_base_port_in, BASE_PORT_RANGE};
+
+    #[test]
+    fn base_port_picks_stay_below_the_ephemeral_range() {
+        for _ in 0..20 {
+            let base = free_base_port_in(3, Some((32768, 60999))).expect("a free base port");
+            assert!(
+                BASE_PORT_RANGE.contains(&base) && base + 102 < 32768,
+                "{base}"
+            );
+        }
+        // An ephemeral range that covers the whole pick range leaves nothing to pick.
+        assert!(free_base_port_in(3, Some((1024, 65535))).is_err());
+    }
 
     #[test]
     fn encode_failures_sum_every_series_and_ignore_other_metrics() {

@@ -1,8 +1,10 @@
 //! librdkafka helpers (through the `rdkafka` crate): a producer that records every delivery
-//! report and an assign-only consumer that reads partitions to their end.
+//! report, a producer context that keeps the throttle times librdkafka's statistics report,
+//! and an assign-only consumer that reads partitions to their end.
 
 use std::collections::{BTreeMap, HashSet};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
@@ -11,7 +13,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::{BorrowedMessage, DeliveryResult, Headers, Message, Timestamp};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer, ProducerContext};
 use rdkafka::types::RDKafkaErrorCode;
-use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use rdkafka::{ClientContext, Offset, Statistics, TopicPartitionList};
 
 /// The outcome of one produced record, as told by librdkafka's delivery report.
 #[derive(Debug, Clone)]
@@ -73,6 +75,36 @@ impl ProducerContext for Recorder {
 }
 
 pub type RecProducer = BaseProducer<Recorder>;
+
+/// A producer context for quota runs (the client quota tests, the quota convergence
+/// benchmark): the largest broker throttle time librdkafka's statistics report
+/// (`brokers.*.throttle.max`, taken from the answers' `throttle_time_ms`), and the payload
+/// bytes of acknowledged records. Clones share the counters.
+#[derive(Default, Clone)]
+pub struct ThrottleStats {
+    pub throttle_ms_max: Arc<AtomicI64>,
+    pub acked_bytes: Arc<AtomicU64>,
+}
+
+impl ClientContext for ThrottleStats {
+    fn stats(&self, statistics: Statistics) {
+        for b in statistics.brokers.values() {
+            if let Some(t) = &b.throttle {
+                self.throttle_ms_max.fetch_max(t.max, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+impl ProducerContext for ThrottleStats {
+    type DeliveryOpaque = ();
+    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+        if let Ok(m) = result {
+            let bytes = m.payload().map_or(0, <[u8]>::len) as u64;
+            self.acked_bytes.fetch_add(bytes, Ordering::Relaxed);
+        }
+    }
+}
 
 /// A producer with default librdkafka settings plus `extra`.
 pub fn producer(bootstrap: &str, extra: &[(&str, &str)]) -> RecProducer {

@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use brook_protocol_tests::rd::ThrottleStats;
 use brook_protocol_tests::wire::topic_name;
 use brook_protocol_tests::{poll_until_ok, unique_topic, Broker, Cluster, WireClient};
 use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
@@ -31,11 +32,10 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use rdkafka::config::ClientConfig;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-use rdkafka::statistics::Statistics;
-use rdkafka::ClientContext;
 
 const INVALID_REQUEST: i16 = 42;
 const TOPIC_ALREADY_EXISTS: i16 = 36;
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const THROTTLING_QUOTA_EXCEEDED: i16 = 89;
 const UNSUPPORTED_VERSION: i16 = 35;
 
@@ -436,27 +436,6 @@ fn alter_and_describe_client_quotas_as_kafka_answers_them() {
     await_described(&mut c, &kept);
 }
 
-/// librdkafka's statistics: the largest broker throttle time seen (`brokers.*.throttle.max`).
-#[derive(Default)]
-struct ThrottleStats {
-    max_ms: Arc<AtomicI64>,
-}
-
-impl ClientContext for ThrottleStats {
-    fn stats(&self, statistics: Statistics) {
-        for b in statistics.brokers.values() {
-            if let Some(t) = &b.throttle {
-                self.max_ms.fetch_max(t.max, Ordering::Relaxed);
-            }
-        }
-    }
-}
-
-impl rdkafka::producer::ProducerContext for ThrottleStats {
-    type DeliveryOpaque = ();
-    fn delivery(&self, _: &rdkafka::message::DeliveryResult<'_>, _: ()) {}
-}
-
 /// The quota the producer is held to: 100 KiB/s.
 const QUOTA_BYTES_PER_SECOND: f64 = 100.0 * 1024.0;
 /// How long the producer sends as fast as it can.
@@ -530,7 +509,7 @@ fn a_producer_is_held_to_its_producer_byte_rate() {
 /// holds the sends back), and the largest throttle time its statistics report.
 fn held_producer(bootstrap: &str) -> (BaseProducer<ThrottleStats>, Arc<AtomicI64>) {
     let stats = ThrottleStats::default();
-    let max_throttle = stats.max_ms.clone();
+    let max_throttle = stats.throttle_ms_max.clone();
     let p = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("client.id", "held-producer")
@@ -592,8 +571,16 @@ fn topic_mutations_are_held_to_the_controller_mutation_rate() {
         ("controller.quota.window.num", "2"),
         ("controller.quota.window.size.seconds", "1"),
     ]);
-    let mut admin = WireClient::connect(&b.bootstrap());
-    admin.client_id = "unlimited".into();
+    set_default_mutation_rate(&b);
+    strict_create_topics(&b);
+    permissive_create_topics(&b);
+    strict_delete_and_grow(&b);
+}
+
+/// Sets [`MUTATIONS_PER_SECOND`] as the default client-id's `controller_mutation_rate` and
+/// waits until it is enforced; returns the client that set it.
+fn set_default_mutation_rate(b: &Broker) -> WireClient {
+    let mut admin = mutator(b, "unlimited");
     let set = alter(
         &mut admin,
         1,
@@ -605,9 +592,7 @@ fn topic_mutations_are_held_to_the_controller_mutation_rate() {
     );
     assert_eq!(set, vec![(0, None)]);
     await_mutation_quota(&b.bootstrap(), "", 5);
-    strict_create_topics(&b);
-    permissive_create_topics(&b);
-    strict_delete_and_grow(&b);
+    admin
 }
 
 /// Waits until `controller_mutation_rate` is enforced through `addr` (quotas reach the
@@ -1043,4 +1028,50 @@ fn one_client_id_through_two_brokers_spends_one_mutation_bucket() {
         "another broker, another bucket"
     );
     assert!((1..=9000).contains(&throttle_ms), "{throttle_ms}");
+}
+
+/// Partitions of an auto-created topic in the auto-creation test: far more than the bucket
+/// holds, so it stays below zero for many seconds after (38 partitions at 2 a second: 19 s).
+const AUTO_CREATED_PARTITIONS: &str = "40";
+
+/// Kafka's `AutoTopicCreationManager` sends a Metadata request's auto-creation to the
+/// controller as a CreateTopics in an envelope with the client's principal and client id, at
+/// the newest version (`KRaftTopicCreator.createTopicWithPrincipal`), so the controller's
+/// `ControllerApis.handleCreateTopics` charges it to that client's strict
+/// `controller_mutation_rate` (`newQuotaFor(request, strictSinceVersion = 6)`): a client
+/// whose auto-created topic spent its bucket is refused its next CreateTopics, while another
+/// client id is not.
+#[test]
+fn auto_created_topics_are_charged_to_the_clients_controller_mutation_rate() {
+    let b = Broker::start_with(&[
+        ("controller.quota.window.num", "2"),
+        ("controller.quota.window.size.seconds", "1"),
+        ("num.partitions", AUTO_CREATED_PARTITIONS),
+        ("auto.create.topics.enable", "true"),
+    ]);
+    let mut admin = set_default_mutation_rate(&b);
+
+    let topic = unique_topic("auto-charged");
+    let mut creator = mutator(&b, "auto-creator");
+    let md = creator.metadata(&[&topic], true);
+    assert_eq!(md.topics[0].error_code, UNKNOWN_TOPIC_OR_PARTITION);
+    // The creation is answered before it is done: wait for the topic, through a client that
+    // creates nothing.
+    poll_until_ok("the auto-created topic", Duration::from_secs(30), || {
+        let md = admin.metadata(&[&topic], false);
+        let t = &md.topics[0];
+        (t.error_code == 0 && t.partitions.len().to_string() == AUTO_CREATED_PARTITIONS)
+            .then_some(())
+            .ok_or(format!("not created yet: {t:?}"))
+    });
+    let next = format!("{topic}-next");
+    let (throttle_ms, codes) = create_topics(&mut creator, 6, &[(&next, 1)]);
+    assert_eq!(
+        codes,
+        vec![THROTTLING_QUOTA_EXCEEDED],
+        "the auto-created topic was not charged to its client"
+    );
+    assert!(throttle_ms > 0, "{throttle_ms}");
+    let mut other = mutator(&b, "auto-bystander");
+    assert_eq!(create_topics(&mut other, 6, &[(&next, 1)]).1, vec![0]);
 }

@@ -18,21 +18,18 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use brook_chaos::target::{BrookCluster, KafkaCluster, Target};
+use brook_protocol_tests::rd::ThrottleStats;
 use brook_protocol_tests::wire::WireClient;
 use clap::Parser;
 use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
 use kafka_protocol::messages::AlterClientQuotasRequest;
 use kafka_protocol::protocol::StrBytes;
-use rdkafka::client::ClientContext;
 use rdkafka::config::ClientConfig;
-use rdkafka::message::DeliveryResult;
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer, ProducerContext};
-use rdkafka::Statistics;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use serde_json::json;
 
 const TOPIC: &str = "quota-convergence";
@@ -58,33 +55,6 @@ struct Args {
     /// Writes every round's per-second figures here as JSON.
     #[arg(long)]
     json: Option<PathBuf>,
-}
-
-/// Counts acknowledged bytes, and keeps the largest throttle time the statistics report.
-#[derive(Default, Clone)]
-struct Counters {
-    acked_bytes: Arc<AtomicU64>,
-    throttle_ms_max: Arc<AtomicI64>,
-}
-
-impl ClientContext for Counters {
-    fn stats(&self, s: Statistics) {
-        for b in s.brokers.values() {
-            if let Some(t) = &b.throttle {
-                self.throttle_ms_max.fetch_max(t.max, Ordering::Relaxed);
-            }
-        }
-    }
-}
-
-impl ProducerContext for Counters {
-    type DeliveryOpaque = ();
-    fn delivery(&self, r: &DeliveryResult<'_>, _: ()) {
-        if r.is_ok() {
-            self.acked_bytes
-                .fetch_add(RECORD_BYTES as u64, Ordering::Relaxed);
-        }
-    }
 }
 
 /// One second of a run: bytes acknowledged in it, and the largest throttle reported in it.
@@ -127,8 +97,8 @@ fn set_quota(c: &mut WireClient, bytes_per_second: f64) -> Result<(), String> {
 
 /// Sends flat out for `seconds`, sampling the counters once a second.
 fn produce(bootstrap: &str, seconds: u64) -> Result<Vec<Second>, String> {
-    let counters = Counters::default();
-    let p: BaseProducer<Counters> = ClientConfig::new()
+    let counters = ThrottleStats::default();
+    let p: BaseProducer<ThrottleStats> = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("client.id", CLIENT_ID)
         .set("linger.ms", "5")

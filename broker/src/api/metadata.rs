@@ -13,6 +13,7 @@ use super::auth_helper::{authorize, authorize_cluster, authorized_operations};
 use super::cluster::AUTHORIZED_OPERATIONS_OMITTED;
 use super::{sb, RequestContext};
 use crate::broker::Broker;
+use crate::controller::request::MutationQuotaKey;
 use crate::controller::{MetadataImage, PartitionRegistration};
 use crate::security::acl::{AclOperation, ResourceType, CLUSTER_NAME};
 
@@ -256,11 +257,26 @@ impl TopicLookup<'_> {
         )
     }
 
+    /// Whose `controller_mutation_rate` an auto-creation is charged to: this request's
+    /// principal and client id, strictly (Kafka's auto-creation is a CreateTopics at the
+    /// controller's newest version in an envelope with them: `KRaftTopicCreator`).
+    fn quota_key(&self) -> MutationQuotaKey {
+        MutationQuotaKey {
+            user: self.ctx.session.principal.name.clone(),
+            client_id: self.ctx.client_id.as_deref().unwrap_or("").to_string(),
+            strict: true,
+        }
+    }
+
     /// Kafka's `getTopicMetadata`: a missing topic asked by name is auto-created when
     /// allowed, else only its name is checked.
     fn missing_topic(&self, name: Option<String>, id: Uuid) -> MetadataResponseTopic {
         let code = match &name {
-            Some(n) if self.allow_auto_create => self.broker.auto_topics.create_topic(n).code(),
+            Some(n) if self.allow_auto_create => self
+                .broker
+                .auto_topics
+                .create_topic(n, self.quota_key())
+                .code(),
             Some(n) if crate::metadata::validate_topic_name(n).is_err() => {
                 ResponseError::InvalidTopicException.code()
             }

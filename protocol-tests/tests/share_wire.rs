@@ -684,6 +684,75 @@ fn share_state_apis_bad_input() {
     );
 }
 
+/// Kafka's `ShareCoordinatorShard.maybeGetWriteStateError`: a WriteShareGroupState to a
+/// share-partition never initialized is refused (WRITE_UNINITIALIZED_SHARE_PARTITION,
+/// INVALID_REQUEST) and writes nothing; after InitializeShareGroupState the same write is taken.
+#[test]
+fn write_to_an_uninitialized_share_partition_is_refused() {
+    use kafka_protocol::messages::{
+        initialize_share_group_state_request as init, read_share_group_state_request as read,
+        write_share_group_state_request as write,
+    };
+    let broker = Broker::start_with(&[("share.coordinator.state.topic.num.partitions", "1")]);
+    let mut c = WireClient::connect(&broker.bootstrap());
+    let topic = unique_topic("sw-uninit");
+    c.ensure_topic(&topic);
+    let topic_id = c.metadata(&[&topic], false).topics[0].topic_id;
+    let group = "sw-uninit-group";
+    let write = |c: &mut WireClient| -> i16 {
+        let req = WriteShareGroupStateRequest::default()
+            .with_group_id(s(group))
+            .with_topics(vec![write::WriteStateData::default()
+                .with_topic_id(topic_id)
+                .with_partitions(vec![write::PartitionData::default()
+                    .with_partition(0)
+                    .with_state_epoch(0)
+                    .with_leader_epoch(0)
+                    .with_start_offset(0)
+                    .with_state_batches(vec![write::StateBatch::default()
+                        .with_first_offset(0)
+                        .with_last_offset(4)
+                        .with_delivery_state(2)
+                        .with_delivery_count(1)])])]);
+        let r: WriteShareGroupStateResponse = c.request(0, &req);
+        r.results[0].partitions[0].error_code
+    };
+    let read_start = |c: &mut WireClient| -> (i16, i64) {
+        let req = ReadShareGroupStateRequest::default()
+            .with_group_id(s(group))
+            .with_topics(vec![read::ReadStateData::default()
+                .with_topic_id(topic_id)
+                .with_partitions(vec![read::PartitionData::default()
+                    .with_partition(0)
+                    .with_leader_epoch(0)])]);
+        let r: ReadShareGroupStateResponse = c.request(0, &req);
+        let p = &r.results[0].partitions[0];
+        (p.error_code, p.start_offset)
+    };
+    assert_eq!(
+        write(&mut c),
+        INVALID_REQUEST,
+        "a write before any initialize"
+    );
+    let (code, start) = read_start(&mut c);
+    assert!(
+        code != 0 || start == -1,
+        "the refused write stored nothing: {code} {start}"
+    );
+    let req = InitializeShareGroupStateRequest::default()
+        .with_group_id(s(group))
+        .with_topics(vec![init::InitializeStateData::default()
+            .with_topic_id(topic_id)
+            .with_partitions(vec![init::PartitionData::default()
+                .with_partition(0)
+                .with_state_epoch(0)
+                .with_start_offset(-1)])]);
+    let r: InitializeShareGroupStateResponse = c.request(0, &req);
+    assert_eq!(r.results[0].partitions[0].error_code, 0, "{r:?}");
+    assert_eq!(write(&mut c), 0, "a write after the initialize");
+    assert_eq!(read_start(&mut c), (0, 0));
+}
+
 fn describe_offsets(
     c: &mut WireClient,
     group: &str,

@@ -699,7 +699,13 @@ fn write_to_an_uninitialized_share_partition_is_refused() {
     c.ensure_topic(&topic);
     let topic_id = c.metadata(&[&topic], false).topics[0].topic_id;
     let group = "sw-uninit-group";
-    let write = |c: &mut WireClient| -> i16 {
+    // FindCoordinator (key type 2) creates `__share_group_state`, as the persister's lookup does.
+    let req = FindCoordinatorRequest::default()
+        .with_key_type(2)
+        .with_coordinator_keys(vec![s(&format!("{group}:{topic_id}:0"))]);
+    let r: FindCoordinatorResponse = c.request(6, &req);
+    assert_eq!(r.coordinators[0].error_code, 0, "{r:?}");
+    let write_once = |c: &mut WireClient| -> i16 {
         let req = WriteShareGroupStateRequest::default()
             .with_group_id(s(group))
             .with_topics(vec![write::WriteStateData::default()
@@ -716,6 +722,18 @@ fn write_to_an_uninitialized_share_partition_is_refused() {
                         .with_delivery_count(1)])])]);
         let r: WriteShareGroupStateResponse = c.request(0, &req);
         r.results[0].partitions[0].error_code
+    };
+    // The share coordinator's partition is created and led on first use: a write waits for
+    // it as the persister does (NOT_COORDINATOR and COORDINATOR_LOAD_IN_PROGRESS are retried).
+    let write = |c: &mut WireClient| -> i16 {
+        for _ in 0..100 {
+            let code = write_once(c);
+            if code != 16 && code != 14 {
+                return code;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        write_once(c)
     };
     let read_start = |c: &mut WireClient| -> (i16, i64) {
         let req = ReadShareGroupStateRequest::default()
@@ -933,8 +951,9 @@ fn share_group_offsets_admin_apis() {
     let d = describe_offsets(&mut c, &group, Some(&[&topic]));
     assert_eq!(start_offsets(&d), [(topic.clone(), -1)]);
 
-    // A member's fetch starts the share-partition again (at the log end), and DeleteGroups
-    // takes the group's share state with it.
+    // A member's heartbeat initializes the share-partition again at start -1, which an empty
+    // fetch does not write (Kafka's SharePartition holds the start until its first write), and
+    // DeleteGroups takes the group's share state with it.
     assert_eq!(heartbeat(&mut c, &group, &b, 0, Some(&topic)).error_code, 0);
     assert_eq!(
         share_fetch(&mut c, &group, &b, 0, topic_id, &[]).error_code,
@@ -947,7 +966,7 @@ fn share_group_offsets_admin_apis() {
     assert_eq!(heartbeat(&mut c, &group, &b, -1, None).error_code, 0);
     assert_eq!(
         start_offsets(&describe_offsets(&mut c, &group, None)),
-        [(topic.clone(), 3)]
+        [(topic.clone(), -1)]
     );
     let r: DeleteGroupsResponse = c.request(
         2,

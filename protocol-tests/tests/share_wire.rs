@@ -686,6 +686,93 @@ fn share_state_apis_bad_input() {
     );
 }
 
+/// Kafka's `ShareCoordinatorShard.maybeGetWriteStateError`: a WriteShareGroupState to a
+/// share-partition never initialized is refused (WRITE_UNINITIALIZED_SHARE_PARTITION,
+/// INVALID_REQUEST) and writes nothing; after InitializeShareGroupState the same write is taken.
+#[test]
+fn write_to_an_uninitialized_share_partition_is_refused() {
+    use kafka_protocol::messages::{
+        initialize_share_group_state_request as init, read_share_group_state_request as read,
+        write_share_group_state_request as write,
+    };
+    let broker = Broker::start_with(&[("share.coordinator.state.topic.num.partitions", "1")]);
+    let mut c = WireClient::connect(&broker.bootstrap());
+    let topic = unique_topic("sw-uninit");
+    c.ensure_topic(&topic);
+    let topic_id = c.metadata(&[&topic], false).topics[0].topic_id;
+    let group = "sw-uninit-group";
+    // FindCoordinator (key type 2) creates `__share_group_state`, as the persister's lookup does.
+    let req = FindCoordinatorRequest::default()
+        .with_key_type(2)
+        .with_coordinator_keys(vec![s(&format!("{group}:{topic_id}:0"))]);
+    let r: FindCoordinatorResponse = c.request(6, &req);
+    assert_eq!(r.coordinators[0].error_code, 0, "{r:?}");
+    let write_once = |c: &mut WireClient| -> i16 {
+        let req = WriteShareGroupStateRequest::default()
+            .with_group_id(s(group))
+            .with_topics(vec![write::WriteStateData::default()
+                .with_topic_id(topic_id)
+                .with_partitions(vec![write::PartitionData::default()
+                    .with_partition(0)
+                    .with_state_epoch(0)
+                    .with_leader_epoch(0)
+                    .with_start_offset(0)
+                    .with_state_batches(vec![write::StateBatch::default()
+                        .with_first_offset(0)
+                        .with_last_offset(4)
+                        .with_delivery_state(2)
+                        .with_delivery_count(1)])])]);
+        let r: WriteShareGroupStateResponse = c.request(0, &req);
+        r.results[0].partitions[0].error_code
+    };
+    // The share coordinator's partition is created and led on first use: a write waits for
+    // it as the persister does (NOT_COORDINATOR and COORDINATOR_LOAD_IN_PROGRESS are retried).
+    let write = |c: &mut WireClient| -> i16 {
+        for _ in 0..100 {
+            let code = write_once(c);
+            if code != 16 && code != 14 {
+                return code;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        write_once(c)
+    };
+    let read_start = |c: &mut WireClient| -> (i16, i64) {
+        let req = ReadShareGroupStateRequest::default()
+            .with_group_id(s(group))
+            .with_topics(vec![read::ReadStateData::default()
+                .with_topic_id(topic_id)
+                .with_partitions(vec![read::PartitionData::default()
+                    .with_partition(0)
+                    .with_leader_epoch(0)])]);
+        let r: ReadShareGroupStateResponse = c.request(0, &req);
+        let p = &r.results[0].partitions[0];
+        (p.error_code, p.start_offset)
+    };
+    assert_eq!(
+        write(&mut c),
+        INVALID_REQUEST,
+        "a write before any initialize"
+    );
+    let (code, start) = read_start(&mut c);
+    assert!(
+        code != 0 || start == -1,
+        "the refused write stored nothing: {code} {start}"
+    );
+    let req = InitializeShareGroupStateRequest::default()
+        .with_group_id(s(group))
+        .with_topics(vec![init::InitializeStateData::default()
+            .with_topic_id(topic_id)
+            .with_partitions(vec![init::PartitionData::default()
+                .with_partition(0)
+                .with_state_epoch(0)
+                .with_start_offset(-1)])]);
+    let r: InitializeShareGroupStateResponse = c.request(0, &req);
+    assert_eq!(r.results[0].partitions[0].error_code, 0, "{r:?}");
+    assert_eq!(write(&mut c), 0, "a write after the initialize");
+    assert_eq!(read_start(&mut c), (0, 0));
+}
+
 fn describe_offsets(
     c: &mut WireClient,
     group: &str,
@@ -866,8 +953,9 @@ fn share_group_offsets_admin_apis() {
     let d = describe_offsets(&mut c, &group, Some(&[&topic]));
     assert_eq!(start_offsets(&d), [(topic.clone(), -1)]);
 
-    // A member's fetch starts the share-partition again (at the log end), and DeleteGroups
-    // takes the group's share state with it.
+    // A member's heartbeat initializes the share-partition again at start -1, which an empty
+    // fetch does not write (Kafka's SharePartition holds the start until its first write), and
+    // DeleteGroups takes the group's share state with it.
     assert_eq!(heartbeat(&mut c, &group, &b, 0, Some(&topic)).error_code, 0);
     assert_eq!(
         share_fetch(&mut c, &group, &b, 0, topic_id, &[]).error_code,
@@ -880,7 +968,7 @@ fn share_group_offsets_admin_apis() {
     assert_eq!(heartbeat(&mut c, &group, &b, -1, None).error_code, 0);
     assert_eq!(
         start_offsets(&describe_offsets(&mut c, &group, None)),
-        [(topic.clone(), 3)]
+        [(topic.clone(), -1)]
     );
     let r: DeleteGroupsResponse = c.request(
         2,

@@ -122,7 +122,11 @@ pub async fn handle_share_group_heartbeat(
         client_host: ctx.client_host(),
     };
     broker.groups.prepare_write().await;
-    match broker.groups.share_heartbeat(&req.group_id, params) {
+    let result = broker.groups.share_heartbeat(&req.group_id, params);
+    if let Ok(Some(init)) = result.as_ref().map(|r| r.initialize.as_ref()) {
+        initialize_share_state(broker, &req.group_id, init).await;
+    }
+    match result {
         Ok(r) => ShareGroupHeartbeatResponse::default()
             .with_member_id(Some(sb(r.member_id)))
             .with_member_epoch(r.member_epoch)
@@ -145,6 +149,34 @@ pub async fn handle_share_group_heartbeat(
             .with_member_epoch(req.member_epoch)
             .with_heartbeat_interval_ms(interval),
     }
+}
+
+/// Initializes the share-partitions a heartbeat marked initializing, before the heartbeat is
+/// answered (Kafka's `GroupCoordinatorService.shareGroupHeartbeat` composes
+/// `persisterInitialize`): those initialized become assignable at the next heartbeat, those
+/// that failed are asked for again by a later one (`uninitializeShareGroupState`).
+async fn initialize_share_state(
+    broker: &Broker,
+    group: &str,
+    init: &crate::group::share::ShareInitialize,
+) {
+    let (mut done, mut failed) = (Vec::new(), Vec::new());
+    for &(id, partition, start) in &init.partitions {
+        let key = (group.to_string(), id, partition);
+        let r = broker
+            .share
+            .persister
+            .initialize(broker, &key, init.state_epoch, start)
+            .await;
+        match r {
+            Ok(()) => done.push((id, partition)),
+            Err(e) => {
+                tracing::warn!(group, topic_id = %id, partition, error = ?e, "share-partition state not initialized");
+                failed.push((id, partition));
+            }
+        }
+    }
+    broker.groups.share_initialized(group, &done, &failed);
 }
 
 /// ShareGroupDescribe (share groups; any other group is GROUP_ID_NOT_FOUND, as in Kafka).
@@ -181,35 +213,7 @@ pub async fn handle_share_group_describe(
             let members = d
                 .members
                 .into_iter()
-                .map(|m| {
-                    let assignment = sgd::Assignment::default().with_topic_partitions(
-                        m.assigned
-                            .iter()
-                            .map(|(id, ps)| {
-                                sgd::TopicPartitions::default()
-                                    .with_topic_id(*id)
-                                    .with_topic_name(
-                                        sb(broker.groups.topic_name(*id).unwrap_or_default())
-                                            .into(),
-                                    )
-                                    .with_partitions(ps.iter().copied().collect())
-                            })
-                            .collect(),
-                    );
-                    sgd::Member::default()
-                        .with_member_id(sb(m.member_id))
-                        .with_rack_id(m.rack_id.map(sb))
-                        .with_member_epoch(m.member_epoch)
-                        .with_client_id(sb(m.client_id))
-                        .with_client_host(sb(m.client_host))
-                        .with_subscribed_topic_names(
-                            m.subscribed_topics
-                                .into_iter()
-                                .map(|t| sb(t).into())
-                                .collect(),
-                        )
-                        .with_assignment(assignment)
-                })
+                .map(|m| described_member(broker, m))
                 .collect();
             base.with_group_state(sb(d.state))
                 .with_group_epoch(d.group_epoch)
@@ -219,6 +223,38 @@ pub async fn handle_share_group_describe(
         })
         .collect();
     ShareGroupDescribeResponse::default().with_groups(groups)
+}
+
+/// A share group member as ShareGroupDescribe describes it.
+fn described_member(
+    broker: &Broker,
+    m: crate::group::share::ShareMember,
+) -> kafka_protocol::messages::share_group_describe_response::Member {
+    use kafka_protocol::messages::share_group_describe_response as sgd;
+    let assignment = sgd::Assignment::default().with_topic_partitions(
+        m.assigned
+            .iter()
+            .map(|(id, ps)| {
+                sgd::TopicPartitions::default()
+                    .with_topic_id(*id)
+                    .with_topic_name(sb(broker.groups.topic_name(*id).unwrap_or_default()).into())
+                    .with_partitions(ps.iter().copied().collect())
+            })
+            .collect(),
+    );
+    sgd::Member::default()
+        .with_member_id(sb(m.member_id))
+        .with_rack_id(m.rack_id.map(sb))
+        .with_member_epoch(m.member_epoch)
+        .with_client_id(sb(m.client_id))
+        .with_client_host(sb(m.client_host))
+        .with_subscribed_topic_names(
+            m.subscribed_topics
+                .into_iter()
+                .map(|t| sb(t).into())
+                .collect(),
+        )
+        .with_assignment(assignment)
 }
 
 /// A partition's answer: its error, and its acknowledgement's error.

@@ -98,9 +98,9 @@ pub async fn handle_describe_share_group_offsets(
     DescribeShareGroupOffsetsResponse::default().with_groups(groups)
 }
 
-/// Every share-partition of the group with state (Kafka's `describeShareGroupAllOffsets`),
-/// less the topics the caller may not DESCRIBE. A candidate the share coordinator holds no
-/// state for is left out: Kafka lists initialized share-partitions only.
+/// Every initialized share-partition of the group (Kafka's `describeShareGroupAllOffsets`),
+/// less the topics the caller may not DESCRIBE; one initialized at the heartbeat and not yet
+/// written is listed at start offset -1, as Kafka lists it.
 async fn describe_all(
     broker: &Broker,
     ctx: &RequestContext,
@@ -131,10 +131,7 @@ async fn describe_all(
         }
         let mut rows = Vec::with_capacity(partitions.len());
         for p in partitions {
-            let row = describe_partition(broker, &(group.to_string(), id, p)).await;
-            if row.start_offset != UNINITIALIZED_START_OFFSET || row.error_code != 0 {
-                rows.push(row);
-            }
+            rows.push(describe_partition(broker, &(group.to_string(), id, p)).await);
         }
         if !rows.is_empty() {
             topics.push(

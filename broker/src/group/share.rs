@@ -71,6 +71,20 @@ pub struct ShareHeartbeatResult {
     pub member_epoch: i32,
     /// `Some` when the member joined or its assignment changed.
     pub assignment: Option<TopicPartitions>,
+    /// Share-partitions the heartbeat marked initializing, whose state the coordinator
+    /// initializes before answering (Kafka's `InitializeShareGroupStateParameters`).
+    pub initialize: Option<ShareInitialize>,
+}
+
+/// An InitializeShareGroupState the group coordinator sends for a heartbeat (Kafka's
+/// `GroupMetadataManager.buildInitializeShareGroupStateRequest`): the state epoch is the
+/// group epoch; a topic the group already held state for starts at 0 (partitions added to
+/// it), any other at -1 (the partition leader places it by `share.auto.offset.reset`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShareInitialize {
+    pub state_epoch: i32,
+    /// (topic id, partition, start offset).
+    pub partitions: Vec<(Uuid, i32, i64)>,
 }
 
 /// A share group.
@@ -84,11 +98,14 @@ pub struct ShareGroup {
     pub target: HashMap<String, TopicPartitions>,
     /// The subscribed topics' metadata the target was computed from.
     topics_seen: TopicsImage,
-    /// The share-partitions whose state the share coordinator may hold for this group
-    /// (Kafka's `ShareGroupStatePartitionMetadata` initialized topics): every partition of a
-    /// topic its members subscribed to, and those AlterShareGroupOffsets set
-    /// ([`super::share_offsets`]). Deleted with the group or by DeleteShareGroupOffsets.
+    /// The share-partitions whose state the share coordinator holds for this group (Kafka's
+    /// `ShareGroupStatePartitionMetadata` initialized topics): those a heartbeat initialized
+    /// and those AlterShareGroupOffsets set ([`super::share_offsets`]). Only these are
+    /// assigned. Deleted with the group or by DeleteShareGroupOffsets.
     pub state_topics: BTreeMap<Uuid, BTreeSet<i32>>,
+    /// Share-partitions whose InitializeShareGroupState is in flight (Kafka's initializing
+    /// topics): not assigned yet, and not asked for again until it is answered.
+    pub initializing: BTreeMap<Uuid, BTreeSet<i32>>,
 }
 
 impl ShareGroup {
@@ -101,6 +118,7 @@ impl ShareGroup {
             target: HashMap::new(),
             topics_seen: BTreeMap::new(),
             state_topics: BTreeMap::new(),
+            initializing: BTreeMap::new(),
         }
     }
 
@@ -165,6 +183,7 @@ impl ShareGroup {
                 member_id: p.member_id,
                 member_epoch: LEAVE_GROUP_MEMBER_EPOCH,
                 assignment: None,
+                initialize: None,
             });
         }
         let joining = p.member_epoch == 0;
@@ -177,6 +196,41 @@ impl ShareGroup {
                 return Err(GroupError::GroupMaxSizeReached);
             }
         }
+        let member_id = p.member_id.clone();
+        let mut bump = self.update_member(p, limits, now)?;
+        let image = self.topics_image(topics);
+        if image != self.topics_seen {
+            self.topics_seen = image;
+            bump = true;
+        }
+        // Kafka's `initializedAssignmentPending`: partitions initialized since the target
+        // was computed are assigned by a new one.
+        if bump || self.initialized_assignment_pending() {
+            self.group_epoch += 1;
+        }
+        if self.group_epoch > self.assignment_epoch {
+            self.target = assign_simple(
+                &self.members,
+                &self.topics_seen,
+                &self.state_topics,
+                &self.target,
+            );
+            self.assignment_epoch = self.group_epoch;
+        }
+        let mut r = self.reconcile(&member_id, joining);
+        r.initialize = self.initialize_new_partitions();
+        Ok(r)
+    }
+
+    /// The heartbeating member, added if new, with the request's fields (Kafka's
+    /// `getOrMaybeSubscribeShareGroupMember` and `ShareGroupMember.Builder`); true when its
+    /// subscription changed.
+    fn update_member(
+        &mut self,
+        p: ShareHeartbeatParams,
+        limits: &ShareLimits,
+        now: Instant,
+    ) -> Result<bool, GroupError> {
         let session = Duration::from_millis(limits.session_timeout_ms.max(0) as u64);
         let member = self
             .members
@@ -208,20 +262,70 @@ impl ShareGroup {
             }
         }
         member.session_deadline = now + session;
-        let image = self.topics_image(topics);
-        if image != self.topics_seen {
-            self.topics_seen = image;
-            bump = true;
+        Ok(bump)
+    }
+
+    /// Kafka's `GroupMetadataManager.initializedAssignmentPending`: some subscribed topic's
+    /// initialized partitions differ from those the target assigns.
+    fn initialized_assignment_pending(&self) -> bool {
+        if self.members.is_empty() {
+            return false;
         }
-        self.note_state_topics();
-        if bump {
-            self.group_epoch += 1;
+        let mut targeted: BTreeMap<Uuid, BTreeSet<i32>> = BTreeMap::new();
+        for tp in self.target.values() {
+            for (id, ps) in tp {
+                targeted.entry(*id).or_default().extend(ps);
+            }
         }
-        if self.group_epoch > self.assignment_epoch {
-            self.target = assign_simple(&self.members, &self.topics_seen, &self.target);
-            self.assignment_epoch = self.group_epoch;
+        self.topics_seen.values().any(|(id, _)| {
+            self.state_topics
+                .get(id)
+                .is_some_and(|held| targeted.get(id) != Some(held))
+        })
+    }
+
+    /// The partitions of subscribed topics neither initialized nor initializing, now marked
+    /// initializing (Kafka's `maybeCreateInitializeShareGroupStateRequest`, which writes the
+    /// `ShareGroupStatePartitionMetadata` record with them); again after
+    /// DeleteShareGroupOffsets removed a topic's state.
+    fn initialize_new_partitions(&mut self) -> Option<ShareInitialize> {
+        let mut partitions = Vec::new();
+        for (id, n) in self.topics_seen.values() {
+            let known = self.state_topics.contains_key(id) || self.initializing.contains_key(id);
+            let start = if known { 0 } else { -1 };
+            let held = self.state_topics.get(id);
+            let pending = self.initializing.entry(*id).or_default();
+            for p in 0..*n {
+                if !held.is_some_and(|h| h.contains(&p)) && pending.insert(p) {
+                    partitions.push((*id, p, start));
+                }
+            }
+            if pending.is_empty() {
+                self.initializing.remove(id);
+            }
         }
-        Ok(self.reconcile(&p.member_id, joining))
+        (!partitions.is_empty()).then_some(ShareInitialize {
+            state_epoch: self.group_epoch,
+            partitions,
+        })
+    }
+
+    /// The answer to a heartbeat's InitializeShareGroupState (Kafka's
+    /// `GroupCoordinatorService.performShareGroupStateMetadataInitialize` for those
+    /// initialized, `uninitializeShareGroupState` for those that failed, which a later
+    /// heartbeat asks for again).
+    pub fn initialized(&mut self, done: &[(Uuid, i32)], failed: &[(Uuid, i32)]) {
+        for (id, p) in done.iter().chain(failed) {
+            if let Some(ps) = self.initializing.get_mut(id) {
+                ps.remove(p);
+                if ps.is_empty() {
+                    self.initializing.remove(id);
+                }
+            }
+        }
+        for (id, p) in done {
+            self.state_topics.entry(*id).or_default().insert(*p);
+        }
     }
 
     /// The member takes the target of the assignment epoch (`ShareGroupAssignmentBuilder`).
@@ -233,6 +337,7 @@ impl ShareGroup {
                 member_id: member_id.to_string(),
                 member_epoch: epoch,
                 assignment: None,
+                initialize: None,
             };
         };
         let changed = m.assigned != target;
@@ -245,18 +350,7 @@ impl ShareGroup {
             member_id: member_id.to_string(),
             member_epoch: m.member_epoch,
             assignment: (joining || changed).then(|| m.assigned.clone()),
-        }
-    }
-
-    /// Kafka's heartbeat initializes every partition of the subscribed topics
-    /// (`GroupMetadataManager.computeShareGroupInitializationTopics`), again after
-    /// DeleteShareGroupOffsets removed one.
-    fn note_state_topics(&mut self) {
-        for (id, n) in self.topics_seen.values() {
-            let held = self.state_topics.entry(*id).or_default();
-            if held.len() < *n as usize {
-                held.extend(0..*n);
-            }
+            initialize: None,
         }
     }
 
@@ -281,13 +375,15 @@ fn check_member_epoch(member: &ShareMember, received: i32) -> Result<(), GroupEr
 }
 
 /// Kafka's share `SimpleAssignor` (`SimpleHomogeneousAssignmentBuilder` and its heterogeneous
-/// twin): every subscribed partition is assigned, each shared by about
+/// twin): every subscribed partition whose state is initialized (`assignable`, Kafka's
+/// `withTopicAssignablePartitionsMap`) is assigned, each shared by about
 /// `ceil(members / partitions)` members, each member holding about the same number of
 /// partitions (balance first), keeping what members held before where balance allows
 /// (stickiness).
 pub fn assign_simple(
     members: &BTreeMap<String, ShareMember>,
     image: &TopicsImage,
+    assignable: &BTreeMap<Uuid, BTreeSet<i32>>,
     previous: &HashMap<String, TopicPartitions>,
 ) -> HashMap<String, TopicPartitions> {
     let mut out: HashMap<String, TopicPartitions> = members
@@ -300,6 +396,7 @@ pub fn assign_simple(
             .iter()
             .filter_map(|t| image.get(t))
             .flat_map(|&(id, n)| (0..n).map(move |p| (id, p)))
+            .filter(|(id, p)| assignable.get(id).is_some_and(|ps| ps.contains(p)))
             .collect()
     };
     let all: BTreeSet<(Uuid, i32)> = members.values().flat_map(&eligible).collect();
@@ -319,8 +416,12 @@ pub fn assign_simple(
             (m.as_str(), base + usize::from(i < total % n_members))
         })
         .collect();
-    let mut holders: HashMap<(Uuid, i32), usize> = HashMap::new();
-    let mut count: HashMap<&str, usize> = HashMap::new();
+    let mut slots = Slots {
+        desired,
+        sharing,
+        holders: HashMap::new(),
+        count: HashMap::new(),
+    };
     // Stickiness: keep previous partitions while within the member's and partition's quota.
     for (id, m) in members {
         let ok: BTreeSet<(Uuid, i32)> = eligible(m).into_iter().collect();
@@ -329,41 +430,60 @@ pub fn assign_simple(
                 .flat_map(|(t, ps)| ps.iter().map(move |p| (*t, *p)))
         });
         for tp in prev {
-            let c = count.entry(id).or_default();
-            let h = holders.entry(tp).or_default();
-            if ok.contains(&tp) && *c < desired[id.as_str()] && *h < sharing {
-                *c += 1;
-                *h += 1;
-                out.entry(id.clone())
-                    .or_default()
-                    .entry(tp.0)
-                    .or_default()
-                    .insert(tp.1);
+            if ok.contains(&tp) && slots.take(id, tp) {
+                insert(&mut out, id, tp);
             }
         }
     }
     // Fill: each member takes the least-shared partitions it does not hold yet.
     for (id, m) in members {
         let mut options = eligible(m);
-        while count.get(id.as_str()).copied().unwrap_or(0) < desired[id.as_str()] {
+        while slots.count.get(id.as_str()).copied().unwrap_or(0) < slots.desired[id.as_str()] {
             let held = &out[id];
             options.retain(|tp| !held.get(&tp.0).is_some_and(|ps| ps.contains(&tp.1)));
             let Some(&best) = options
                 .iter()
-                .min_by_key(|tp| (holders.get(*tp).copied().unwrap_or(0), **tp))
+                .min_by_key(|tp| (slots.holders.get(*tp).copied().unwrap_or(0), **tp))
             else {
                 break;
             };
-            *holders.entry(best).or_default() += 1;
-            *count.entry(id).or_default() += 1;
-            out.entry(id.clone())
-                .or_default()
-                .entry(best.0)
-                .or_default()
-                .insert(best.1);
+            *slots.holders.entry(best).or_default() += 1;
+            *slots.count.entry(id.clone()).or_default() += 1;
+            insert(&mut out, id, best);
         }
     }
     out
+}
+
+/// The simple assignor's quotas: slots per member, members per partition, and those taken.
+struct Slots<'a> {
+    desired: HashMap<&'a str, usize>,
+    sharing: usize,
+    holders: HashMap<(Uuid, i32), usize>,
+    count: HashMap<String, usize>,
+}
+
+impl Slots<'_> {
+    /// Takes a slot of `member` on `tp` when both quotas allow it.
+    fn take(&mut self, member: &str, tp: (Uuid, i32)) -> bool {
+        let c = self.count.entry(member.to_string()).or_default();
+        let h = self.holders.entry(tp).or_default();
+        if *c < self.desired[member] && *h < self.sharing {
+            *c += 1;
+            *h += 1;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+fn insert(out: &mut HashMap<String, TopicPartitions>, member: &str, tp: (Uuid, i32)) {
+    out.entry(member.to_string())
+        .or_default()
+        .entry(tp.0)
+        .or_default()
+        .insert(tp.1);
 }
 
 #[cfg(test)]
@@ -387,6 +507,44 @@ mod tests {
         )
     }
 
+    fn all(t: Uuid, n: i32) -> BTreeMap<Uuid, BTreeSet<i32>> {
+        [(t, (0..n).collect())].into()
+    }
+
+    /// Kafka's share assignment covers initialized partitions only: a heartbeat asks for
+    /// their initialization, and the one after it is answered assigns them.
+    #[test]
+    fn partitions_are_assigned_once_initialized() {
+        let t = Uuid::new_v4();
+        let mut g = ShareGroup::new("g".into());
+        let limits = ShareLimits {
+            session_timeout_ms: 45_000,
+            heartbeat_interval_ms: 5_000,
+            max_size: 200,
+        };
+        let topics = |name: &str| (name == "t").then_some((t, 2));
+        let hb = |g: &mut ShareGroup, epoch: i32| {
+            let p = ShareHeartbeatParams {
+                member_id: "m".into(),
+                member_epoch: epoch,
+                subscribed_topic_names: Some(vec!["t".into()]),
+                ..Default::default()
+            };
+            g.heartbeat(p, &topics, &limits, Instant::now()).unwrap()
+        };
+        let first = hb(&mut g, 0);
+        assert_eq!(first.assignment, Some(BTreeMap::new()));
+        let init = first.initialize.expect("initialization asked for");
+        assert_eq!(init.state_epoch, 1);
+        assert_eq!(init.partitions, vec![(t, 0, -1), (t, 1, -1)]);
+        let pending = hb(&mut g, first.member_epoch);
+        assert_eq!((pending.assignment, pending.initialize), (None, None));
+        g.initialized(&[(t, 0), (t, 1)], &[]);
+        let assigned = hb(&mut g, pending.member_epoch);
+        assert_eq!(assigned.member_epoch, 2);
+        assert_eq!(assigned.assignment, Some(all(t, 2)));
+    }
+
     fn count(a: &TopicPartitions) -> usize {
         a.values().map(|p| p.len()).sum()
     }
@@ -396,7 +554,7 @@ mod tests {
         let t = Uuid::new_v4();
         let image: TopicsImage = [("t".to_string(), (t, 1))].into();
         let members: BTreeMap<_, _> = [member("a", &["t"]), member("b", &["t"])].into();
-        let out = assign_simple(&members, &image, &HashMap::new());
+        let out = assign_simple(&members, &image, &all(t, 1), &HashMap::new());
         assert_eq!(out["a"][&t], BTreeSet::from([0]));
         assert_eq!(out["b"][&t], BTreeSet::from([0]));
     }
@@ -406,9 +564,9 @@ mod tests {
         let t = Uuid::new_v4();
         let image: TopicsImage = [("t".to_string(), (t, 4))].into();
         let members: BTreeMap<_, _> = [member("a", &["t"]), member("b", &["t"])].into();
-        let first = assign_simple(&members, &image, &HashMap::new());
+        let first = assign_simple(&members, &image, &all(t, 4), &HashMap::new());
         assert_eq!((count(&first["a"]), count(&first["b"])), (2, 2));
-        let again = assign_simple(&members, &image, &first);
+        let again = assign_simple(&members, &image, &all(t, 4), &first);
         assert_eq!(again, first);
         let three: BTreeMap<_, _> = [
             member("a", &["t"]),
@@ -416,7 +574,7 @@ mod tests {
             member("c", &["t"]),
         ]
         .into();
-        let next = assign_simple(&three, &image, &first);
+        let next = assign_simple(&three, &image, &all(t, 4), &first);
         let total: usize = next.values().map(count).sum();
         assert_eq!(total, 4);
         assert!(next.values().all(|a| (1..=2).contains(&count(a))));

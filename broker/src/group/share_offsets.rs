@@ -29,6 +29,18 @@ impl GroupCoordinator {
         })
     }
 
+    /// Records the answer to a heartbeat's InitializeShareGroupState
+    /// ([`ShareGroup::initialized`]); nothing when the group is gone or moved.
+    pub fn share_initialized(&self, group_id: &str, done: &[(Uuid, i32)], failed: &[(Uuid, i32)]) {
+        let mut st = self.state.lock();
+        if self.acquire(&mut st, group_id).is_err() {
+            return;
+        }
+        if let Some(GroupKind::Share(g)) = st.groups.get_mut(group_id).map(|e| &mut e.kind) {
+            g.initialized(done, failed);
+        }
+    }
+
     /// AlterShareGroupOffsets' checks (Kafka's `GroupMetadataManager.alterShareGroupOffsets`):
     /// the group is created when absent and must have no members; `topics`' partitions are
     /// recorded as holding state. Returns the group epoch, the state epoch Kafka initializes

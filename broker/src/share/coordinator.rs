@@ -310,6 +310,10 @@ impl ShareCoordinator {
             let index = self.acquire(&mut st, key)?;
             let per_snapshot = self.config.snapshot_update_records_per_snapshot;
             let (version, value) = match st.entries.get(key) {
+                // Kafka's `maybeGetWriteStateError`: a share-partition never initialized
+                // (InitializeShareGroupState) is not written (WRITE_UNINITIALIZED_SHARE_PARTITION,
+                // INVALID_REQUEST), before the epochs are checked.
+                None => return Err(ResponseError::InvalidRequest),
                 // -1 is "not given" (Kafka's `maybeGetWriteStateError` skips it).
                 Some(e) if w.leader_epoch != -1 && e.offset.leader_epoch > w.leader_epoch => {
                     return Err(ResponseError::FencedLeaderEpoch)
@@ -317,7 +321,6 @@ impl ShareCoordinator {
                 Some(e) if w.state_epoch != -1 && e.offset.state_epoch > w.state_epoch => {
                     return Err(ResponseError::FencedStateEpoch)
                 }
-                None => (SNAPSHOT_KEY_VERSION, snapshot_of(None, &w)),
                 Some(e) if e.updates_since_snapshot >= per_snapshot => {
                     (SNAPSHOT_KEY_VERSION, snapshot_of(Some(&e.offset), &w))
                 }

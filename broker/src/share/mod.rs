@@ -378,9 +378,16 @@ impl SharePartitionManager {
         } else {
             let now = crate::cluster::replica_manager::now_ms();
             let start = initial_offset(part, settings.auto_offset_reset, now)?;
-            self.persister
-                .initialize(broker, key, read.state_epoch, start)
-                .await?;
+            // The group coordinator initialized the state at start -1 with the group epoch
+            // (at least 1): as Kafka's `SharePartition.maybeInitialize`, the start is only
+            // held here and written by the first write. State epoch 0 means no state (a
+            // share-partition fetched without an assignment): it is initialized here first,
+            // as the share coordinator refuses writes to one never initialized.
+            if read.state_epoch == 0 {
+                self.persister
+                    .initialize(broker, key, read.state_epoch, start)
+                    .await?;
+            }
             SharePartition::new(start)
         };
         sp.leader_epoch = leader_epoch;

@@ -487,6 +487,45 @@ class ShareGroupsTest {
     }
 
     /**
+     * Kafka 4.4's group coordinator initializes a share group's share-partitions at the heartbeat
+     * (GroupMetadataManager.maybeCreateInitializeShareGroupStateRequest: InitializeShareGroupState at
+     * start offset -1 and the group epoch) and assigns them only once initialized. So as soon as the
+     * member holds its assignment, with no record fetched yet, DescribeShareGroupOffsets lists every
+     * partition, at no start offset ("-" in kafka-share-groups), and still so after empty fetches:
+     * the partition leader writes the start only with the first acknowledgement.
+     */
+    @Test
+    void assignedSharePartitionsAreListedBeforeAnyRecordIsFetched() throws Exception {
+        String topic = Clients.uniqueTopic("share-init");
+        Clients.createTopic(bootstrap, topic, 2);
+        String group = "init-at-heartbeat";
+        try (Admin admin = Clients.admin(bootstrap);
+             KafkaShareConsumer<byte[], byte[]> c = consumer(group, false, 500)) {
+            c.subscribe(List.of(topic));
+            GroupSupport.await("both partitions assigned", WAIT, () -> {
+                assertTrue(c.poll(Duration.ofMillis(100)).isEmpty(), "the topic is empty");
+                try {
+                    return admin.describeShareGroups(List.of(group)).all().get().get(group).members().stream()
+                        .mapToInt(m -> m.assignment().topicPartitions().size()).sum() == 2;
+                } catch (Exception e) {
+                    return false;
+                }
+            }, () -> "not assigned");
+            Map<TopicPartition, SharePartitionOffsetInfo> listed = shareOffsets(admin, group);
+            Map<TopicPartition, SharePartitionOffsetInfo> expected = new HashMap<>();
+            expected.put(new TopicPartition(topic, 0), null);
+            expected.put(new TopicPartition(topic, 1), null);
+            assertEquals(expected, listed, "initialized, no start offset yet");
+            for (int i = 0; i < 3; i++) assertTrue(c.poll(Duration.ofMillis(200)).isEmpty());
+            String described = KafkaTool.tool("consumer.group.ShareGroupCommand", bootstrap, "--describe", "--offsets",
+                "--group", group).out();
+            for (int p = 0; p < 2; p++) {
+                assertTrue(described.matches("(?s).*" + group + "\\s+" + topic + "\\s+" + p + "\\s+-\\s+-.*"), described);
+            }
+        }
+    }
+
+    /**
      * The share group offsets admin APIs (DescribeShareGroupOffsets, AlterShareGroupOffsets,
      * DeleteShareGroupOffsets) through Admin and {@code kafka-share-groups.sh}: an altered start offset
      * is where the next member starts, offsets are altered only in an empty group, deleted offsets and

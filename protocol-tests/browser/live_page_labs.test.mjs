@@ -81,7 +81,12 @@ async function pickerListsEveryLab(page, supervisor) {
 async function runLab(page, supervisor, name) {
   await page.selectOption("#lab-pick", name);
   await page.click("#lab-reset");
+  // The click's POST is answered before the page shows the run's topic; only then does
+  // /v1/labs hold the run.
+  await page.waitForFunction(() => document.querySelector("#lab-topic")?.textContent !== "not created yet",
+    null, { timeout: SETTLE_MS });
   const def = (await getJson(supervisor, "/v1/labs")).labs.find((l) => l.lab.name === name);
+  if (!def.run) throw new Error(`${name}: the page shows a topic but /v1/labs holds no run`);
   await page.waitForFunction((t) => document.querySelector("#lab-topic")?.textContent === t, def.run.topic, { timeout: SETTLE_MS });
   const topic = def.run.topic;
   for (let i = 0; i < def.lab.steps.length; i++) {

@@ -43,6 +43,23 @@ impl Drop for Supervisor {
 }
 
 impl Supervisor {
+    /// Takes a spawned `brook cluster` whose stdout is piped, and reads its lines on a thread.
+    fn watch(mut child: Child) -> Supervisor {
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Supervisor {
+            child: Some(child),
+            lines: rx,
+        }
+    }
+
     fn next_line_with(&self, prefix: &str, wait: Duration) -> String {
         let deadline = std::time::Instant::now() + wait;
         loop {
@@ -167,7 +184,7 @@ fn a_topic_the_cluster_refuses_fails_the_start() {
 #[test]
 fn cluster_start_kill_restart_stop() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(BIN)
+    let child = Command::new(BIN)
         .args([
             "cluster",
             "--base-port",
@@ -184,19 +201,7 @@ fn cluster_start_kill_restart_stop() {
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let mut sup = Supervisor {
-        child: Some(child),
-        lines: rx,
-    };
+    let mut sup = Supervisor::watch(child);
 
     let ready = sup.next_line_with("CLUSTER READY", START_WAIT);
     let bootstrap: Vec<&str> = field(&ready, "bootstrap").split(',').collect();
@@ -338,7 +343,7 @@ const STOP_THREE_MAX: Duration = Duration::from_secs(3);
 #[test]
 fn sigterm_stops_three_nodes_with_every_controlled_shutdown_granted() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(BIN)
+    let child = Command::new(BIN)
         .args(["cluster", "--base-port", "0"])
         .args(["--supervisor-listener", "127.0.0.1:0"])
         .arg("--data-dir")
@@ -349,19 +354,7 @@ fn sigterm_stops_three_nodes_with_every_controlled_shutdown_granted() {
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let mut sup = Supervisor {
-        child: Some(child),
-        lines: rx,
-    };
+    let mut sup = Supervisor::watch(child);
     let ready = sup.next_line_with("CLUSTER READY", START_WAIT);
     let base = format!("http://{}", field(&ready, "supervisor"));
     let (_, v) = call("GET", &format!("{base}/nodes"), None);

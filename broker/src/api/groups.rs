@@ -2,6 +2,7 @@
 //! protocol), ConsumerGroupHeartbeat (KIP-848), DescribeGroups, ListGroups, DeleteGroups.
 //! The state machines live in [`crate::group`]; this file only translates the wire.
 
+use kafka_protocol::messages::consumer_group_describe_response as cgd;
 use kafka_protocol::messages::consumer_group_heartbeat_response::{Assignment, TopicPartitions};
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
@@ -560,27 +561,14 @@ pub async fn handle_delete_groups(
     DeleteGroupsResponse::default().with_results(results)
 }
 
-/// ConsumerGroupDescribe (KIP-848 groups; others get GROUP_ID_NOT_FOUND, as in Kafka).
+/// ConsumerGroupDescribe (KIP-848 groups; others get GROUP_ID_NOT_FOUND, as in Kafka): per
+/// group, as Kafka's `KafkaApis.handleConsumerGroupDescribe`, the DESCRIBE check, then the
+/// coordinator's description.
 pub async fn handle_consumer_group_describe(
     broker: &Broker,
     ctx: &RequestContext,
     req: ConsumerGroupDescribeRequest,
 ) -> ConsumerGroupDescribeResponse {
-    use kafka_protocol::messages::consumer_group_describe_response as cgd;
-    let assignment = |tp: &crate::group::consumer::TopicPartitions| {
-        cgd::Assignment::default().with_topic_partitions(
-            tp.iter()
-                .map(|(id, ps)| {
-                    cgd::TopicPartitions::default()
-                        .with_topic_id(*id)
-                        .with_topic_name(
-                            sb(broker.groups.topic_name(*id).unwrap_or_default()).into(),
-                        )
-                        .with_partitions(ps.iter().copied().collect())
-                })
-                .collect(),
-        )
-    };
     let groups = req
         .group_ids
         .iter()
@@ -614,31 +602,55 @@ pub async fn handle_consumer_group_describe(
                     .with_members(
                         d.members
                             .iter()
-                            .map(|(m, target)| {
-                                cgd::Member::default()
-                                    .with_member_id(sb(m.member_id.clone()))
-                                    .with_instance_id(m.instance_id.clone().map(sb))
-                                    .with_rack_id(m.rack_id.clone().map(sb))
-                                    .with_member_epoch(m.member_epoch)
-                                    .with_client_id(sb(m.client_id.clone()))
-                                    .with_client_host(sb(m.client_host.clone()))
-                                    .with_subscribed_topic_names(
-                                        m.subscribed_topics
-                                            .iter()
-                                            .map(|t| sb(t.clone()).into())
-                                            .collect(),
-                                    )
-                                    .with_subscribed_topic_regex(m.subscribed_regex.clone().map(sb))
-                                    .with_assignment(assignment(&m.assigned))
-                                    .with_target_assignment(assignment(target))
-                                    .with_member_type(if m.classic.is_some() { 0 } else { 1 })
-                            })
+                            .map(|(m, target)| described_member(broker, m, target))
                             .collect(),
                     ),
             }
         })
         .collect();
     ConsumerGroupDescribeResponse::default().with_groups(groups)
+}
+
+/// A member as ConsumerGroupDescribe describes it, with its current and target assignments.
+fn described_member(
+    broker: &Broker,
+    m: &crate::group::consumer::ConsumerMember,
+    target: &crate::group::consumer::TopicPartitions,
+) -> cgd::Member {
+    cgd::Member::default()
+        .with_member_id(sb(m.member_id.clone()))
+        .with_instance_id(m.instance_id.clone().map(sb))
+        .with_rack_id(m.rack_id.clone().map(sb))
+        .with_member_epoch(m.member_epoch)
+        .with_client_id(sb(m.client_id.clone()))
+        .with_client_host(sb(m.client_host.clone()))
+        .with_subscribed_topic_names(
+            m.subscribed_topics
+                .iter()
+                .map(|t| sb(t.clone()).into())
+                .collect(),
+        )
+        .with_subscribed_topic_regex(m.subscribed_regex.clone().map(sb))
+        .with_assignment(described_assignment(broker, &m.assigned))
+        .with_target_assignment(described_assignment(broker, target))
+        .with_member_type(if m.classic.is_some() { 0 } else { 1 })
+}
+
+/// An assignment as ConsumerGroupDescribe describes it: topics by id and name.
+fn described_assignment(
+    broker: &Broker,
+    tp: &crate::group::consumer::TopicPartitions,
+) -> cgd::Assignment {
+    cgd::Assignment::default().with_topic_partitions(
+        tp.iter()
+            .map(|(id, ps)| {
+                cgd::TopicPartitions::default()
+                    .with_topic_id(*id)
+                    .with_topic_name(sb(broker.groups.topic_name(*id).unwrap_or_default()).into())
+                    .with_partitions(ps.iter().copied().collect())
+            })
+            .collect(),
+    )
 }
 
 /// The node that coordinates `group`: the leader of the group's `__consumer_offsets`

@@ -21,7 +21,9 @@ use crate::security::acl::{AclOperation, ResourceType};
 
 const GROUP_DENIED: i16 = ResponseError::GroupAuthorizationFailed.code();
 
-/// StreamsGroupHeartbeat.
+/// StreamsGroupHeartbeat, in the steps of Kafka's `KafkaApis.handleStreamsGroupHeartbeat`:
+/// the feature and ACL checks, the coordinator's heartbeat, the creation of missing internal
+/// topics, then the answer.
 pub async fn handle_streams_group_heartbeat(
     broker: &Broker,
     ctx: &RequestContext,
@@ -48,19 +50,11 @@ pub async fn handle_streams_group_heartbeat(
         return error(GROUP_DENIED, None);
     }
     let topology = req.topology.as_ref().map(topology_from_request);
-    if let Some(t) = &topology {
-        let denied = t
-            .all_topics()
-            .iter()
-            .chain(
-                t.subtopologies
-                    .iter()
-                    .flat_map(|s| &s.repartition_sink_topics),
-            )
-            .any(|n| !authorize(broker, ctx, AclOperation::Describe, ResourceType::Topic, n));
-        if denied {
-            return error(ResponseError::TopicAuthorizationFailed.code(), None);
-        }
+    if topology
+        .as_ref()
+        .is_some_and(|t| !topology_topics_authorized(broker, ctx, t))
+    {
+        return error(ResponseError::TopicAuthorizationFailed.code(), None);
     }
     let group_id = req.group_id.to_string();
     let params = heartbeat_params(ctx, req, topology);
@@ -78,16 +72,39 @@ pub async fn handle_streams_group_heartbeat(
             ));
         }
     }
-    let task_ids = |t: &Tasks| {
-        t.iter()
-            .map(|(s, ps)| {
-                sgh::TaskIds::default()
-                    .with_subtopology_id(sb(s.clone()))
-                    .with_partitions(ps.iter().copied().collect())
-            })
-            .collect::<Vec<_>>()
-    };
-    let settings = broker.replicas.group_configs(&group_id);
+    heartbeat_response(
+        broker,
+        ctx,
+        &group_id,
+        limits.heartbeat_interval_ms,
+        r,
+        status,
+    )
+}
+
+/// DESCRIBE on every topic the topology names, its repartition sink topics included.
+fn topology_topics_authorized(broker: &Broker, ctx: &RequestContext, t: &Topology) -> bool {
+    !t.all_topics()
+        .iter()
+        .chain(
+            t.subtopologies
+                .iter()
+                .flat_map(|s| &s.repartition_sink_topics),
+        )
+        .any(|n| !authorize(broker, ctx, AclOperation::Describe, ResourceType::Topic, n))
+}
+
+/// The answer to a heartbeat the coordinator accepted: the group's `streams.*` settings
+/// (or Kafka's defaults), the statuses, the member's tasks and the endpoints' partitions.
+fn heartbeat_response(
+    broker: &Broker,
+    ctx: &RequestContext,
+    group_id: &str,
+    heartbeat_interval_ms: i32,
+    r: crate::group::streams::StreamsHeartbeatResult,
+    status: Vec<(i8, String)>,
+) -> StreamsGroupHeartbeatResponse {
+    let settings = broker.replicas.group_configs(group_id);
     let recovery_lag = settings
         .get("streams.acceptable.recovery.lag")
         .and_then(|v| v.parse::<i64>().ok())
@@ -99,7 +116,7 @@ pub async fn handle_streams_group_heartbeat(
     StreamsGroupHeartbeatResponse::default()
         .with_member_id(sb(r.member_id))
         .with_member_epoch(r.member_epoch)
-        .with_heartbeat_interval_ms(limits.heartbeat_interval_ms)
+        .with_heartbeat_interval_ms(heartbeat_interval_ms)
         .with_acceptable_recovery_lag_legacy(if ctx.api_version == 0 {
             recovery_lag.min(i32::MAX as i64) as i32
         } else {
@@ -125,29 +142,45 @@ pub async fn handle_streams_group_heartbeat(
         .with_standby_tasks(r.tasks.as_ref().map(|t| task_ids(&t.standby)))
         .with_warmup_tasks(r.tasks.as_ref().map(|t| task_ids(&t.warmup)))
         .with_endpoint_information_epoch(r.endpoint_information_epoch)
-        .with_partitions_by_user_endpoint(r.partitions_by_endpoint.map(|eps| {
-            eps.into_iter()
-                .map(|e| {
-                    let parts = |m: &BTreeMap<String, BTreeSet<i32>>| {
-                        m.iter()
-                            .map(|(t, ps)| {
-                                sgh::TopicPartition::default()
-                                    .with_topic(sb(t.clone()).into())
-                                    .with_partitions(ps.iter().copied().collect())
-                            })
-                            .collect()
-                    };
-                    sgh::EndpointToPartitions::default()
-                        .with_user_endpoint(
-                            sgh::Endpoint::default()
-                                .with_host(sb(e.endpoint.0.clone()))
-                                .with_port(e.endpoint.1),
-                        )
-                        .with_active_partitions(parts(&e.active))
-                        .with_standby_partitions(parts(&e.standby))
-                })
-                .collect()
-        }))
+        .with_partitions_by_user_endpoint(r.partitions_by_endpoint.map(endpoints_to_partitions))
+}
+
+/// Tasks as the heartbeat answer lists them.
+fn task_ids(t: &Tasks) -> Vec<sgh::TaskIds> {
+    t.iter()
+        .map(|(s, ps)| {
+            sgh::TaskIds::default()
+                .with_subtopology_id(sb(s.clone()))
+                .with_partitions(ps.iter().copied().collect())
+        })
+        .collect()
+}
+
+/// Each endpoint's active and standby partitions, as the heartbeat answer lists them.
+fn endpoints_to_partitions(
+    eps: Vec<crate::group::streams::EndpointPartitions>,
+) -> Vec<sgh::EndpointToPartitions> {
+    eps.into_iter()
+        .map(|e| {
+            let parts = |m: &BTreeMap<String, BTreeSet<i32>>| {
+                m.iter()
+                    .map(|(t, ps)| {
+                        sgh::TopicPartition::default()
+                            .with_topic(sb(t.clone()).into())
+                            .with_partitions(ps.iter().copied().collect())
+                    })
+                    .collect()
+            };
+            sgh::EndpointToPartitions::default()
+                .with_user_endpoint(
+                    sgh::Endpoint::default()
+                        .with_host(sb(e.endpoint.0.clone()))
+                        .with_port(e.endpoint.1),
+                )
+                .with_active_partitions(parts(&e.active))
+                .with_standby_partitions(parts(&e.standby))
+        })
+        .collect()
 }
 
 /// Kafka's `group.streams.acceptable.recovery.lag` default.

@@ -396,7 +396,9 @@ impl ConsumerGroup {
 
     /// Handles a ConsumerGroupHeartbeat. `topics` resolves topic names to (id, partitions),
     /// `all_topics` lists every topic (for regex subscriptions); `new_member_id` makes an id
-    /// for a v0 member that sent none.
+    /// for a v0 member that sent none. The steps of Kafka's
+    /// `GroupMetadataManager.consumerGroupHeartbeat`: leave, member join or epoch check,
+    /// member update, subscription metadata and target assignment, reconcile.
     pub fn heartbeat(
         &mut self,
         p: HeartbeatParams,
@@ -419,60 +421,96 @@ impl ConsumerGroup {
         } else {
             p.member_id.clone()
         };
-        let mut full = false;
-        let mut replaced_static = false;
-        if p.member_epoch == 0 {
-            if let Some(instance) = p.instance_id.as_deref() {
-                replaced_static =
-                    self.replace_static_member(instance, &member_id, now + session)?;
+        let full = p.member_epoch == 0;
+        let replaced_static = self.join_or_check_epoch(&p, &member_id, limits, now + session)?;
+        // A join changes membership; one epoch bump covers it and its subscription. A static
+        // member taking its own place back changes nothing by itself.
+        let bump = self.update_member(&p, &member_id, now + session, full && !replaced_static)?;
+        self.update_target(bump, topics, all_topics);
+        self.reconcile_member(&p, member_id, full, now)
+    }
+
+    /// A member joining with epoch 0 takes a static member's place or starts from nothing;
+    /// any other epoch must be the member's current or, owning nothing it should not, its
+    /// previous one (Kafka's `getOrMaybeSubscribeStaticConsumerGroupMember`,
+    /// `getOrMaybeSubscribeDynamicConsumerGroupMember` and `throwIfConsumerGroupIsFull`).
+    /// True when a static member's place was taken.
+    fn join_or_check_epoch(
+        &mut self,
+        p: &HeartbeatParams,
+        member_id: &str,
+        limits: &ConsumerLimits,
+        session_deadline: Instant,
+    ) -> Result<bool, GroupError> {
+        if p.member_epoch != 0 {
+            self.check_member_epoch(p, member_id)?;
+            return Ok(false);
+        }
+        if let Some(instance) = p.instance_id.as_deref() {
+            if self.replace_static_member(instance, member_id, session_deadline)? {
+                return Ok(true);
             }
         }
-        if p.member_epoch == 0 && replaced_static {
-            full = true;
-        } else if p.member_epoch == 0 {
-            full = true;
-            if !self.members.contains_key(&member_id) && self.members.len() >= limits.max_size {
-                return Err(GroupError::GroupMaxSizeReached);
-            }
-            // A new member, or one rejoining after being fenced: it starts from nothing.
-            if let Some(old) = self.members.remove(&member_id) {
-                tracing::debug!(group = %self.group_id, member = %old.member_id, "member rejoined with epoch 0");
-            }
-            self.target.remove(&member_id);
-            self.members.insert(
-                member_id.clone(),
-                ConsumerMember::new(
-                    &member_id,
-                    p.client_id.clone(),
-                    p.client_host.clone(),
-                    p.rebalance_timeout_ms,
-                    now + session,
-                ),
-            );
-        } else {
-            let m = self
-                .members
-                .get(&member_id)
-                .ok_or(GroupError::UnknownMemberId)?;
-            if p.member_epoch != m.member_epoch {
-                let owned_subset = p.owned.as_ref().is_some_and(|owned| {
-                    owned.iter().all(|(t, parts)| {
-                        parts
-                            .iter()
-                            .all(|x| m.assigned.get(t).is_some_and(|s| s.contains(x)))
-                    })
-                });
-                // A member that missed the answer moving it to the current epoch comes back
-                // with the previous one; that is fine as long as it owns nothing it should not.
-                if !(p.member_epoch == m.previous_member_epoch && owned_subset) {
-                    return Err(GroupError::FencedMemberEpoch);
-                }
+        if !self.members.contains_key(member_id) && self.members.len() >= limits.max_size {
+            return Err(GroupError::GroupMaxSizeReached);
+        }
+        // A new member, or one rejoining after being fenced: it starts from nothing.
+        if let Some(old) = self.members.remove(member_id) {
+            tracing::debug!(group = %self.group_id, member = %old.member_id, "member rejoined with epoch 0");
+        }
+        self.target.remove(member_id);
+        self.members.insert(
+            member_id.to_string(),
+            ConsumerMember::new(
+                member_id,
+                p.client_id.clone(),
+                p.client_host.clone(),
+                p.rebalance_timeout_ms,
+                session_deadline,
+            ),
+        );
+        Ok(false)
+    }
+
+    /// A known member's epoch must be its current one, or its previous one when it owns
+    /// nothing it should not (Kafka's `throwIfConsumerGroupMemberEpochIsInvalid`).
+    fn check_member_epoch(&self, p: &HeartbeatParams, member_id: &str) -> Result<(), GroupError> {
+        let m = self
+            .members
+            .get(member_id)
+            .ok_or(GroupError::UnknownMemberId)?;
+        if p.member_epoch != m.member_epoch {
+            let owned_subset = p.owned.as_ref().is_some_and(|owned| {
+                owned.iter().all(|(t, parts)| {
+                    parts
+                        .iter()
+                        .all(|x| m.assigned.get(t).is_some_and(|s| s.contains(x)))
+                })
+            });
+            // A member that missed the answer moving it to the current epoch comes back
+            // with the previous one; that is fine as long as it owns nothing it should not.
+            if !(p.member_epoch == m.previous_member_epoch && owned_subset) {
+                return Err(GroupError::FencedMemberEpoch);
             }
         }
-        let Some(m) = self.members.get_mut(&member_id) else {
+        Ok(())
+    }
+
+    /// The member's new session deadline and the fields the request set (step 1 of Kafka's
+    /// `consumerGroupHeartbeat`, "create or update the member"): true when the group epoch
+    /// must move, because `bump` or because its subscription or server assignor changed
+    /// (Kafka's `hasMemberSubscriptionChanged`).
+    fn update_member(
+        &mut self,
+        p: &HeartbeatParams,
+        member_id: &str,
+        session_deadline: Instant,
+        mut bump: bool,
+    ) -> Result<bool, GroupError> {
+        let Some(m) = self.members.get_mut(member_id) else {
             return Err(GroupError::UnknownMemberId);
         };
-        m.session_deadline = now + session;
+        m.session_deadline = session_deadline;
         if p.rebalance_timeout_ms > 0 {
             m.rebalance_timeout_ms = p.rebalance_timeout_ms;
         }
@@ -485,9 +523,6 @@ impl ConsumerGroup {
         if !p.client_id.is_empty() {
             m.client_id = p.client_id.clone();
         }
-        // A join changes membership; one epoch bump covers it and its subscription. A static
-        // member taking its own place back changes nothing by itself.
-        let mut bump = full && !replaced_static;
         if let Some(names) = &p.subscribed_topic_names {
             let mut names = names.clone();
             names.sort();
@@ -509,7 +544,19 @@ impl ConsumerGroup {
             m.server_assignor = p.server_assignor.clone();
             bump = true;
         }
-        self.update_target(bump, topics, all_topics);
+        Ok(bump)
+    }
+
+    /// Moves the member towards its target (Kafka's `maybeReconcile`) and answers: the
+    /// assignment is sent on a join (`full`), when the member's epoch or assignment changed,
+    /// or when what it says it owns differs from its assignment.
+    fn reconcile_member(
+        &mut self,
+        p: &HeartbeatParams,
+        member_id: String,
+        full: bool,
+        now: Instant,
+    ) -> Result<HeartbeatResult, GroupError> {
         let before = self
             .members
             .get(&member_id)

@@ -957,7 +957,10 @@ impl GroupCoordinator {
         Ok(result)
     }
 
-    /// The part of ConsumerGroupHeartbeat done under the coordinator's lock.
+    /// The part of ConsumerGroupHeartbeat done under the coordinator's lock, in the steps of
+    /// Kafka's `GroupMetadataManager.consumerGroupHeartbeat`: find or create the group
+    /// (online upgrade of a classic group), the downgrade on the last consumer-protocol
+    /// member's leave, then the member's heartbeat and the write of its records.
     fn consumer_heartbeat_now(
         &self,
         group_id: &str,
@@ -970,63 +973,68 @@ impl GroupCoordinator {
             return Err(GroupError::NotCoordinator);
         }
         self.acquire(&mut st, group_id)?;
-        let joining = params.member_epoch == 0;
         let created = !st.groups.contains_key(group_id);
-        let entry = match st.groups.get_mut(group_id) {
-            Some(e) => e,
-            None if joining => st.groups.entry(group_id.to_string()).or_insert_with(|| {
-                GroupEntry::of(GroupKind::Consumer(ConsumerGroup::new(
-                    group_id.to_string(),
-                    0,
-                )))
-            }),
-            None => return Err(GroupError::UnknownMemberId),
-        };
-        if let GroupKind::Classic(c) = &entry.kind {
-            if !c.is_empty() && joining {
-                return self.upgrade_and_heartbeat(&mut st, group_id, params, &limits);
-            }
-            if !c.is_empty() {
-                return Err(GroupError::GroupIdNotFound);
-            }
-            // An empty classic group (offsets only) becomes a consumer group, keeping its
-            // offsets, as Kafka's online upgrade of empty groups does.
-            let epoch = c.generation_id.max(0);
-            entry.kind = GroupKind::Consumer(ConsumerGroup::new(group_id.to_string(), epoch));
+        if consumer_group_or_create(&mut st, group_id, params.member_epoch == 0)? {
+            return self.upgrade_and_heartbeat(&mut st, group_id, params, &limits);
         }
-        let GroupKind::Consumer(group) = &mut entry.kind else {
+        if let Some(left) = self.downgrade_on_leave(&mut st, group_id, &params)? {
+            return Ok((left, None));
+        }
+        self.consumer_group_member_heartbeat(&mut st, group_id, params, &limits, created)
+    }
+
+    /// The last consumer-protocol member leaving a group of classic members downgrades it
+    /// (Kafka's `validateOnlineDowngradeWithFencedMember`, then `convertToClassicGroup`):
+    /// the leave's answer when it did.
+    fn downgrade_on_leave(
+        &self,
+        st: &mut State,
+        group_id: &str,
+        params: &HeartbeatParams,
+    ) -> Result<Option<HeartbeatResult>, GroupError> {
+        let Some(GroupKind::Consumer(group)) = st.groups.get(group_id).map(|e| &e.kind) else {
             return Err(GroupError::GroupIdNotFound);
         };
-        // The last consumer-protocol member leaving a group of classic members downgrades it.
         if params.member_epoch == consumer::LEAVE_GROUP_MEMBER_EPOCH
             && group.members.contains_key(&params.member_id)
             && self.downgrade_allowed(group, &params.member_id)
         {
             let member_id = params.member_id.clone();
-            self.downgrade(&mut st, group_id, &member_id, true)?;
-            let left = HeartbeatResult {
+            self.downgrade(st, group_id, &member_id, true)?;
+            return Ok(Some(HeartbeatResult {
                 member_id,
                 member_epoch: consumer::LEAVE_GROUP_MEMBER_EPOCH,
                 assignment: None,
-            };
-            return Ok((left, None));
+            }));
         }
+        Ok(None)
+    }
+
+    /// The member's heartbeat in its consumer group, then the write of the group's changed
+    /// records; a failed write restores the group as it was (or removes it if `created`).
+    fn consumer_group_member_heartbeat(
+        &self,
+        st: &mut State,
+        group_id: &str,
+        params: HeartbeatParams,
+        limits: &ConsumerLimits,
+        created: bool,
+    ) -> Result<(HeartbeatResult, Option<Written>), GroupError> {
+        let Some(GroupKind::Consumer(group)) = st.groups.get_mut(group_id).map(|e| &mut e.kind)
+        else {
+            return Err(GroupError::GroupIdNotFound);
+        };
         let before = (!created).then(|| group.clone());
         let replicas = &self.replicas;
         let topics = |name: &str| replicas.topic(name).map(|t| (t.id, t.partition_count()));
         let all_topics = || replicas.topics().iter().map(|t| t.name.clone()).collect();
-        let r = group.heartbeat(
-            params,
-            &topics,
-            &all_topics,
-            &limits,
-            Instant::now(),
-            || Uuid::new_v4().to_string(),
-        );
-        match self.after_change_or_error(&mut st, group_id) {
+        let r = group.heartbeat(params, &topics, &all_topics, limits, Instant::now(), || {
+            Uuid::new_v4().to_string()
+        });
+        match self.after_change_or_error(st, group_id) {
             Ok(written) => r.map(|r| (r, written)),
             Err(e) => {
-                restore_consumer_group(&mut st, group_id, before);
+                restore_consumer_group(st, group_id, before);
                 Err(e)
             }
         }
@@ -1473,6 +1481,41 @@ fn revert_new_classic_group(
         Ok(Pending::Wait(_)) => Ok(Pending::Now(JoinResponse::error(error.error_code(), ""))),
         other => other,
     }
+}
+
+/// Finds the consumer group a ConsumerGroupHeartbeat is for, creating it when a member joins
+/// (Kafka's `getOrMaybeCreateConsumerGroup`); an empty classic group (offsets only) becomes a
+/// consumer group, keeping its offsets, as Kafka's online upgrade of empty groups does.
+/// True when the group is a non-empty classic group a joining member upgrades.
+fn consumer_group_or_create(
+    st: &mut State,
+    group_id: &str,
+    joining: bool,
+) -> Result<bool, GroupError> {
+    let entry = match st.groups.get_mut(group_id) {
+        Some(e) => e,
+        None if joining => st.groups.entry(group_id.to_string()).or_insert_with(|| {
+            GroupEntry::of(GroupKind::Consumer(ConsumerGroup::new(
+                group_id.to_string(),
+                0,
+            )))
+        }),
+        None => return Err(GroupError::UnknownMemberId),
+    };
+    if let GroupKind::Classic(c) = &entry.kind {
+        if !c.is_empty() && joining {
+            return Ok(true);
+        }
+        if !c.is_empty() {
+            return Err(GroupError::GroupIdNotFound);
+        }
+        let epoch = c.generation_id.max(0);
+        entry.kind = GroupKind::Consumer(ConsumerGroup::new(group_id.to_string(), epoch));
+    }
+    if !matches!(entry.kind, GroupKind::Consumer(_)) {
+        return Err(GroupError::GroupIdNotFound);
+    }
+    Ok(false)
 }
 
 fn restore_consumer_group(st: &mut State, group_id: &str, before: Option<ConsumerGroup>) {

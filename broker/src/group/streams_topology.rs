@@ -177,7 +177,10 @@ fn summarize<'a>(topics: impl IntoIterator<Item = &'a String>) -> String {
 }
 
 /// Configures `topology` against the existing topics (`partitions` gives a topic's
-/// partition count).
+/// partition count), in the steps of Kafka's `InternalTopicManager.configureTopics`
+/// (`coordinator.group.streams.topics`): `throwOnMissingSourceTopics`,
+/// `decidePartitionCounts`, each subtopology's tasks and internal topics
+/// (`fromPersistedSubtopology`), then `missingInternalTopics`.
 pub fn configure(
     topology: &Topology,
     partitions: &dyn Fn(&str) -> Option<i32>,
@@ -198,6 +201,44 @@ pub fn configure(
         Ok(d) => d,
         Err(e) => return failed(status::INCORRECTLY_PARTITIONED_TOPICS, e),
     };
+    let (tasks, stateful, wanted) = tasks_and_internal_topics(topology, partitions, &decided);
+    let to_create = match missing_internal_topics(wanted, partitions) {
+        Ok(t) => t,
+        Err(e) => return failed(status::INCORRECTLY_PARTITIONED_TOPICS, e),
+    };
+    let status = (!to_create.is_empty()).then(|| {
+        (
+            status::MISSING_INTERNAL_TOPICS,
+            format!(
+                "Internal topics are missing: {}",
+                summarize(to_create.iter().map(|t| &t.name))
+            ),
+        )
+    });
+    ConfiguredTopology {
+        tasks,
+        stateful,
+        to_create,
+        status,
+    }
+}
+
+/// Subtopology → task count, the stateful subtopologies, internal topic name → topic.
+type TasksAndInternalTopics = (
+    BTreeMap<String, i32>,
+    BTreeSet<String>,
+    BTreeMap<String, TopicToCreate>,
+);
+
+/// Each subtopology's task count (its inputs' largest partition count), the stateful
+/// subtopologies, and the internal topics (repartition sources and changelogs) with the
+/// partition counts they must have (Kafka's `fromPersistedSubtopology` with
+/// `computeNumberOfTasks`).
+fn tasks_and_internal_topics(
+    topology: &Topology,
+    partitions: &dyn Fn(&str) -> Option<i32>,
+    decided: &BTreeMap<String, i32>,
+) -> TasksAndInternalTopics {
     let count = |t: &str| partitions(t).or_else(|| decided.get(t).copied());
     let mut tasks = BTreeMap::new();
     let mut stateful = BTreeSet::new();
@@ -226,38 +267,29 @@ pub fn configure(
             wanted.insert(t.name.clone(), to_create(t, n));
         }
     }
-    // Kafka's `missingInternalTopics`: existing ones must have the decided partition count.
+    (tasks, stateful, wanted)
+}
+
+/// Kafka's `missingInternalTopics`: the wanted internal topics that do not exist; existing
+/// ones must have the decided partition count (the error's detail otherwise).
+fn missing_internal_topics(
+    wanted: BTreeMap<String, TopicToCreate>,
+    partitions: &dyn Fn(&str) -> Option<i32>,
+) -> Result<Vec<TopicToCreate>, String> {
     let mut to_create = Vec::new();
     for (name, t) in wanted {
         match partitions(&name) {
             Some(n) if n != t.partitions => {
-                return failed(
-                    status::INCORRECTLY_PARTITIONED_TOPICS,
-                    format!(
-                        "Existing topic {name} has different number of partitions: expected {}, found {n}",
-                        t.partitions
-                    ),
-                )
+                return Err(format!(
+                "Existing topic {name} has different number of partitions: expected {}, found {n}",
+                t.partitions
+            ))
             }
             Some(_) => {}
             None => to_create.push(t),
         }
     }
-    let status = (!to_create.is_empty()).then(|| {
-        (
-            status::MISSING_INTERNAL_TOPICS,
-            format!(
-                "Internal topics are missing: {}",
-                summarize(to_create.iter().map(|t| &t.name))
-            ),
-        )
-    });
-    ConfiguredTopology {
-        tasks,
-        stateful,
-        to_create,
-        status,
-    }
+    Ok(to_create)
 }
 
 fn to_create(t: &TopicInfo, partitions: i32) -> TopicToCreate {

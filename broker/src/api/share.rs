@@ -380,7 +380,9 @@ async fn acknowledge(
     written.err().map(|e| (e, e.to_string()))
 }
 
-/// ShareFetch.
+/// ShareFetch, in the steps of Kafka's `KafkaApis.handleShareFetchRequest`: check the
+/// request, open the share session's context, apply the piggybacked acknowledgements, then
+/// acquire (`SharePartitionManager.fetchMessages`) and answer.
 pub async fn handle_share_fetch(
     broker: &Broker,
     ctx: &RequestContext,
@@ -395,30 +397,109 @@ pub async fn handle_share_fetch(
             .with_error_message(Some(sb(msg)))
             .with_acquisition_lock_timeout_ms(lock_ms)
     };
-    let (group, member) = match member_of(&req.group_id, &req.member_id) {
-        Ok(gm) => gm,
+    let checked = match check_share_fetch(broker, ctx, &req) {
+        Ok(c) => c,
         Err((e, m)) => return top_error(e, m),
     };
+    let (group, member) = (checked.group.as_str(), checked.member.as_str());
+    let context = match share_fetch_context(broker, &req, group, member) {
+        Ok(c) => c,
+        Err(e) => return top_error(e, e.to_string()),
+    };
+    let denied = unreadable_topics(broker, ctx, req.topics.iter().map(|t| t.topic_id));
+    let mut answers: HashMap<(Uuid, i32), PartitionAnswer> = HashMap::new();
+    let who = (group, member);
+    fetch_acknowledgements(broker, ctx, &req, &settings, who, &denied, &mut answers).await;
+    let (fetch, full) = context_partitions(broker, context, &settings, group, member).await;
+    // A renewal fetch acquires nothing (Kafka answers its acknowledgements only).
+    let fetch = if checked.renew_only {
+        Vec::new()
+    } else {
+        fetch
+    };
+    let (fetch, refused): (Vec<_>, Vec<_>) =
+        fetch.into_iter().partition(|(t, _)| !denied.contains(t));
+    for key in refused {
+        answers.entry(key).or_default().error = Some(ResponseError::TopicAuthorizationFailed);
+    }
+    let max_bytes = (req.max_bytes.max(0) as usize).min(broker.config.fetch_max_bytes);
+    let max_wait = Duration::from_millis(req.max_wait_ms.clamp(0, FETCH_MAX_WAIT_MS_LIMIT) as u64);
+    let max_records = MaxRecords {
+        count: req.max_records.max(0) as usize,
+        record_limit: checked.record_limit,
+    };
+    acquire_waiting(
+        broker,
+        &settings,
+        group,
+        member,
+        &fetch,
+        max_records,
+        max_bytes,
+        max_wait,
+        &mut answers,
+    )
+    .await;
+    let order = answer_order(full, &fetch, &answers);
+    ShareFetchResponse::default()
+        .with_acquisition_lock_timeout_ms(lock_ms)
+        .with_responses(fetch_topics(broker, order, &mut answers))
+}
+
+/// What `check_share_fetch` found valid in a ShareFetch.
+struct ShareFetchCheck {
+    group: String,
+    member: String,
+    /// The acquire mode is record-limit (1) rather than batch-optimized (0).
+    record_limit: bool,
+    /// A v2+ renewal fetch: acknowledgements only, nothing acquired.
+    renew_only: bool,
+}
+
+/// The request's checks, in Kafka's order: group and member ids, group authorization, the
+/// acquire mode, then a renewal fetch's fields.
+fn check_share_fetch(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: &ShareFetchRequest,
+) -> Result<ShareFetchCheck, (ResponseError, String)> {
+    let (group, member) = member_of(&req.group_id, &req.member_id)?;
     if !may_read_group(broker, ctx, &group) {
         let e = ResponseError::GroupAuthorizationFailed;
-        return top_error(e, e.to_string());
+        return Err((e, e.to_string()));
     }
     let record_limit = match req.share_acquire_mode {
         ACQUIRE_MODE_BATCH_OPTIMIZED => false,
         ACQUIRE_MODE_RECORD_LIMIT => true,
         m => {
-            return top_error(
+            return Err((
                 ResponseError::InvalidRequest,
                 format!("Unknown share acquire mode id: {m}"),
-            )
+            ))
         }
     };
     let renew_only = ctx.api_version >= 2 && req.is_renew_ack;
     if renew_only {
-        if let Err(m) = check_renew_fetch(&req) {
-            return top_error(ResponseError::InvalidRequest, m);
+        if let Err(m) = check_renew_fetch(req) {
+            return Err((ResponseError::InvalidRequest, m));
         }
     }
+    Ok(ShareFetchCheck {
+        group,
+        member,
+        record_limit,
+        renew_only,
+    })
+}
+
+/// The share session's context for this fetch (Kafka's `SharePartitionManager.newContext`):
+/// the requested and forgotten partitions, and whether acknowledgements ride along.
+fn share_fetch_context(
+    broker: &Broker,
+    req: &ShareFetchRequest,
+    group: &str,
+    member: &str,
+) -> Result<FetchContext, ResponseError> {
     let requested: Vec<(Uuid, i32)> = req
         .topics
         .iter()
@@ -438,19 +519,27 @@ pub async fn handle_share_fetch(
             .iter()
             .any(|p| !p.acknowledgement_batches.is_empty())
     });
-    let context = match broker.share.new_context(
-        &group,
-        &member,
+    broker.share.new_context(
+        group,
+        member,
         req.share_session_epoch,
         &requested,
         &forgotten,
         has_acks,
-    ) {
-        Ok(c) => c,
-        Err(e) => return top_error(e, e.to_string()),
-    };
-    let denied = unreadable_topics(broker, ctx, req.topics.iter().map(|t| t.topic_id));
-    let mut answers: HashMap<(Uuid, i32), PartitionAnswer> = HashMap::new();
+    )
+}
+
+/// The acknowledgements a ShareFetch carries, applied before acquiring (Kafka's
+/// `handleFetchAcknowledgements`); each partition's outcome lands in `answers`.
+async fn fetch_acknowledgements(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: &ShareFetchRequest,
+    settings: &ShareGroupSettings,
+    (group, member): (&str, &str),
+    denied: &HashSet<Uuid>,
+    answers: &mut HashMap<(Uuid, i32), PartitionAnswer>,
+) {
     for t in &req.topics {
         for p in &t.partitions {
             if p.acknowledgement_batches.is_empty() {
@@ -472,9 +561,9 @@ pub async fn handle_share_fetch(
                 Ok(()) => {
                     acknowledge(
                         broker,
-                        &settings,
-                        &group,
-                        &member,
+                        settings,
+                        group,
+                        member,
                         t.topic_id,
                         p.partition_index,
                         batches,
@@ -488,43 +577,36 @@ pub async fn handle_share_fetch(
                 .ack_error = err;
         }
     }
-    let (fetch, full) = match context {
+}
+
+/// The partitions to acquire from and whether the answer names them all (a full context);
+/// a final fetch closes the share session instead.
+async fn context_partitions(
+    broker: &Broker,
+    context: FetchContext,
+    settings: &ShareGroupSettings,
+    group: &str,
+    member: &str,
+) -> (Vec<(Uuid, i32)>, bool) {
+    match context {
         FetchContext::Final => {
-            broker
-                .share
-                .close_session(&group, &member, &settings.limits);
-            broker.share.persist_group(broker, &group).await;
+            broker.share.close_session(group, member, &settings.limits);
+            broker.share.persist_group(broker, group).await;
             (Vec::new(), false)
         }
         FetchContext::Full(ps) => (ps, true),
         FetchContext::Incremental(ps) => (ps, false),
-    };
-    // A renewal fetch acquires nothing (Kafka answers its acknowledgements only).
-    let fetch = if renew_only { Vec::new() } else { fetch };
-    let (fetch, refused): (Vec<_>, Vec<_>) =
-        fetch.into_iter().partition(|(t, _)| !denied.contains(t));
-    for key in refused {
-        answers.entry(key).or_default().error = Some(ResponseError::TopicAuthorizationFailed);
     }
-    let max_bytes = (req.max_bytes.max(0) as usize).min(broker.config.fetch_max_bytes);
-    let max_wait = Duration::from_millis(req.max_wait_ms.clamp(0, FETCH_MAX_WAIT_MS_LIMIT) as u64);
-    let max_records = MaxRecords {
-        count: req.max_records.max(0) as usize,
-        record_limit,
-    };
-    acquire_waiting(
-        broker,
-        &settings,
-        &group,
-        &member,
-        &fetch,
-        max_records,
-        max_bytes,
-        max_wait,
-        &mut answers,
-    )
-    .await;
-    let order: Vec<(Uuid, i32)> = if full {
+}
+
+/// The answer's partition order: a full context's partitions first, then any other answer;
+/// an incremental one's answers sorted.
+fn answer_order(
+    full: bool,
+    fetch: &[(Uuid, i32)],
+    answers: &HashMap<(Uuid, i32), PartitionAnswer>,
+) -> Vec<(Uuid, i32)> {
+    if full {
         fetch
             .iter()
             .copied()
@@ -534,14 +616,12 @@ pub async fn handle_share_fetch(
         let mut v: Vec<(Uuid, i32)> = answers.keys().copied().collect();
         v.sort();
         v
-    };
-    ShareFetchResponse::default()
-        .with_acquisition_lock_timeout_ms(lock_ms)
-        .with_responses(fetch_topics(broker, order, &mut answers))
+    }
 }
 
 /// Acquires for the member on each partition, waiting up to `max_wait` while nothing can be
-/// acquired (Kafka's `DelayedShareFetch`).
+/// acquired (Kafka's `DelayedShareFetch`: try to complete, park, wake on news or on the next
+/// acquisition lock timeout).
 #[allow(clippy::too_many_arguments)]
 async fn acquire_waiting(
     broker: &Broker,
@@ -557,61 +637,11 @@ async fn acquire_waiting(
     let deadline = Instant::now() + max_wait;
     let waiter = Arc::new(Notify::new());
     let mut parked = false;
+    let who = (group, member);
     loop {
-        let mut got = 0usize;
-        let mut bytes_left = max_bytes;
-        for &(topic_id, index) in fetch {
-            let a = answers.entry((topic_id, index)).or_default();
-            let part = match led_partition(broker, topic_id, index) {
-                Ok(p) => p,
-                Err(e) => {
-                    a.error = Some(e);
-                    continue;
-                }
-            };
-            a.leader_epoch = part.leader_epoch();
-            let key: SharePartitionKey = (group.to_string(), topic_id, index);
-            if let Err(e) = broker
-                .share
-                .maybe_initialize(broker, &key, &part, settings)
-                .await
-            {
-                a.error = Some(e);
-                continue;
-            }
-            if got < max_records.count && bytes_left > 0 {
-                match broker.share.acquire(
-                    &key,
-                    member,
-                    &part,
-                    MaxRecords {
-                        count: max_records.count - got,
-                        ..max_records
-                    },
-                    bytes_left,
-                    settings,
-                ) {
-                    Ok(acq) => {
-                        got += acq
-                            .ranges
-                            .iter()
-                            .map(|r| (r.last_offset - r.first_offset + 1) as usize)
-                            .sum::<usize>();
-                        bytes_left = bytes_left.saturating_sub(acq.records.len());
-                        a.acquired = acq;
-                    }
-                    Err(e) => a.error = Some(e),
-                }
-                // Lock timeouts the acquisition found are written, failures only logged
-                // (Kafka's `releaseAcquisitionLockOnTimeout`).
-                if let Err(e) = broker.share.persist(broker, &key).await {
-                    tracing::warn!(error = %e, "share state not written");
-                }
-            }
-            if !parked {
-                part.park_fetch(&waiter);
-            }
-        }
+        let limits = (max_records, max_bytes);
+        let park = (!parked).then_some(&waiter);
+        let got = acquire_round(broker, settings, who, fetch, limits, park, answers).await;
         if got > 0 || Instant::now() >= deadline || fetch.is_empty() || max_records.count == 0 {
             return;
         }
@@ -622,21 +652,96 @@ async fn acquire_waiting(
             parked = true;
             continue;
         }
-        let keys: Vec<SharePartitionKey> = fetch
-            .iter()
-            .map(|&(t, p)| (group.to_string(), t, p))
-            .collect();
-        let wake = broker
-            .share
-            .next_lock_deadline_ms(&keys)
-            .map(|ms| {
-                let now = crate::cluster::replica_manager::now_ms();
-                Instant::now() + Duration::from_millis(ms.saturating_sub(now).max(0) as u64)
-            })
-            .map_or(deadline, |t| t.min(deadline));
+        let wake = next_wake(broker, group, fetch, deadline);
         let _ = tokio::time::timeout_at(wake, waiter.notified()).await;
         parked = false;
     }
+}
+
+/// One pass over the fetch's partitions (Kafka's `SharePartition.acquire` on each, within
+/// the records and bytes still left): returns the number of records acquired, and parks
+/// `park` on each partition when given.
+async fn acquire_round(
+    broker: &Broker,
+    settings: &ShareGroupSettings,
+    (group, member): (&str, &str),
+    fetch: &[(Uuid, i32)],
+    (max_records, max_bytes): (MaxRecords, usize),
+    park: Option<&Arc<Notify>>,
+    answers: &mut HashMap<(Uuid, i32), PartitionAnswer>,
+) -> usize {
+    let mut got = 0usize;
+    let mut bytes_left = max_bytes;
+    for &(topic_id, index) in fetch {
+        let a = answers.entry((topic_id, index)).or_default();
+        let part = match led_partition(broker, topic_id, index) {
+            Ok(p) => p,
+            Err(e) => {
+                a.error = Some(e);
+                continue;
+            }
+        };
+        a.leader_epoch = part.leader_epoch();
+        let key: SharePartitionKey = (group.to_string(), topic_id, index);
+        if let Err(e) = broker
+            .share
+            .maybe_initialize(broker, &key, &part, settings)
+            .await
+        {
+            a.error = Some(e);
+            continue;
+        }
+        if got < max_records.count && bytes_left > 0 {
+            match broker.share.acquire(
+                &key,
+                member,
+                &part,
+                MaxRecords {
+                    count: max_records.count - got,
+                    ..max_records
+                },
+                bytes_left,
+                settings,
+            ) {
+                Ok(acq) => {
+                    got += acq
+                        .ranges
+                        .iter()
+                        .map(|r| (r.last_offset - r.first_offset + 1) as usize)
+                        .sum::<usize>();
+                    bytes_left = bytes_left.saturating_sub(acq.records.len());
+                    a.acquired = acq;
+                }
+                Err(e) => a.error = Some(e),
+            }
+            // Lock timeouts the acquisition found are written, failures only logged
+            // (Kafka's `releaseAcquisitionLockOnTimeout`).
+            if let Err(e) = broker.share.persist(broker, &key).await {
+                tracing::warn!(error = %e, "share state not written");
+            }
+        }
+        if let Some(waiter) = park {
+            part.park_fetch(waiter);
+        }
+    }
+    got
+}
+
+/// When a parked fetch wakes without news: the earliest acquisition lock timeout of its
+/// partitions, or `deadline` if sooner.
+fn next_wake(broker: &Broker, group: &str, fetch: &[(Uuid, i32)], deadline: Instant) -> Instant {
+    let keys: Vec<SharePartitionKey> = fetch
+        .iter()
+        .map(|&(t, p)| (group.to_string(), t, p))
+        .collect();
+    broker
+        .share
+        .next_lock_deadline_ms(&keys)
+        .map(|ms| {
+            let now = crate::cluster::replica_manager::now_ms();
+            Instant::now() + Duration::from_millis(ms.saturating_sub(now).max(0) as u64)
+        })
+        .map_or(deadline, |t| t.min(deadline))
 }
 
 /// The answer's topics, in `order` (each partition once).
@@ -691,7 +796,9 @@ fn fetch_topics(
     out
 }
 
-/// ShareAcknowledge.
+/// ShareAcknowledge, in the steps of Kafka's `KafkaApis.handleShareAcknowledgeRequest`:
+/// check the request, update the share session, acknowledge each partition
+/// (`SharePartitionManager.acknowledge`), then close the session on its final epoch.
 pub async fn handle_share_acknowledge(
     broker: &Broker,
     ctx: &RequestContext,
@@ -721,44 +828,18 @@ pub async fn handle_share_acknowledge(
         };
     let settings = group_settings(broker, &group);
     let denied = unreadable_topics(broker, ctx, req.topics.iter().map(|t| t.topic_id));
+    let is_renew_ack = req.is_renew_ack;
     let mut topics = Vec::with_capacity(req.topics.len());
     for t in req.topics {
         let mut parts = Vec::with_capacity(t.partitions.len());
         for p in t.partitions {
-            let batches: Vec<_> = p
-                .acknowledgement_batches
-                .into_iter()
-                .map(|b| (b.first_offset, b.last_offset, b.acknowledge_types))
-                .collect();
-            let types: Vec<i8> = batches.iter().flat_map(|b| b.2.clone()).collect();
-            let err = if denied.contains(&t.topic_id) {
-                Some(topic_denied())
-            } else if let Err(e) = check_ack_types(ctx.api_version, req.is_renew_ack, &types) {
-                Some(e)
-            } else {
-                acknowledge(
-                    broker,
-                    &settings,
-                    &group,
-                    &member,
-                    t.topic_id,
-                    p.partition_index,
-                    batches,
-                )
-                .await
+            let check = AckCheck {
+                version: ctx.api_version,
+                is_renew_ack,
+                denied: denied.contains(&t.topic_id),
             };
-            let leader = led_partition(broker, t.topic_id, p.partition_index).ok();
-            parts.push(
-                sar::PartitionData::default()
-                    .with_partition_index(p.partition_index)
-                    .with_error_code(err.as_ref().map_or(0, |e| e.0.code()))
-                    .with_error_message(err.map(|e| sb(e.1)))
-                    .with_current_leader(
-                        sar::LeaderIdAndEpoch::default()
-                            .with_leader_id(leader.as_ref().map_or(-1, |_| broker.node_id()))
-                            .with_leader_epoch(leader.map_or(-1, |p| p.leader_epoch())),
-                    ),
-            );
+            let who = (group.as_str(), member.as_str());
+            parts.push(acknowledge_partition(broker, &settings, who, check, t.topic_id, p).await);
         }
         topics.push(
             sar::ShareAcknowledgeTopicResponse::default()
@@ -776,4 +857,50 @@ pub async fn handle_share_acknowledge(
     ShareAcknowledgeResponse::default()
         .with_acquisition_lock_timeout_ms(settings.limits.lock_duration_ms as i32)
         .with_responses(topics)
+}
+
+/// What decides a ShareAcknowledge partition's checks: the request version and renew flag,
+/// and whether the session may not READ the topic.
+#[derive(Clone, Copy)]
+struct AckCheck {
+    version: i16,
+    is_renew_ack: bool,
+    denied: bool,
+}
+
+/// One ShareAcknowledge partition: topic authorization, then the acknowledge types, then
+/// the acknowledgement itself; answered with the partition's current leader.
+async fn acknowledge_partition(
+    broker: &Broker,
+    settings: &ShareGroupSettings,
+    (group, member): (&str, &str),
+    check: AckCheck,
+    topic_id: Uuid,
+    p: kafka_protocol::messages::share_acknowledge_request::AcknowledgePartition,
+) -> kafka_protocol::messages::share_acknowledge_response::PartitionData {
+    use kafka_protocol::messages::share_acknowledge_response as sar;
+    let batches: Vec<_> = p
+        .acknowledgement_batches
+        .into_iter()
+        .map(|b| (b.first_offset, b.last_offset, b.acknowledge_types))
+        .collect();
+    let types: Vec<i8> = batches.iter().flat_map(|b| b.2.clone()).collect();
+    let err = if check.denied {
+        Some(topic_denied())
+    } else if let Err(e) = check_ack_types(check.version, check.is_renew_ack, &types) {
+        Some(e)
+    } else {
+        let index = p.partition_index;
+        acknowledge(broker, settings, group, member, topic_id, index, batches).await
+    };
+    let leader = led_partition(broker, topic_id, p.partition_index).ok();
+    sar::PartitionData::default()
+        .with_partition_index(p.partition_index)
+        .with_error_code(err.as_ref().map_or(0, |e| e.0.code()))
+        .with_error_message(err.map(|e| sb(e.1)))
+        .with_current_leader(
+            sar::LeaderIdAndEpoch::default()
+                .with_leader_id(leader.as_ref().map_or(-1, |_| broker.node_id()))
+                .with_leader_epoch(leader.map_or(-1, |p| p.leader_epoch())),
+        )
 }

@@ -43,7 +43,9 @@ pub fn assign_range(
 }
 
 /// The uniform assignor: balanced counts, keeping previous owners where the balance allows
-/// (so that fewer partitions move).
+/// (so that fewer partitions move). The steps follow Kafka's
+/// `UniformHomogeneousAssignmentBuilder`: keep previous owners up to the floor, hand the
+/// remainder to previous owners, then assign what is left to the least loaded member.
 pub fn assign_uniform(
     subs: &BTreeMap<String, Vec<String>>,
     topics: &TopicsImage,
@@ -57,77 +59,120 @@ pub fn assign_uniform(
         }
     }
     let members: Vec<&String> = subs.keys().collect();
-    let mut out: HashMap<String, TopicPartitions> = HashMap::new();
     if members.is_empty() {
-        return out;
+        return HashMap::new();
     }
     let eligible = |m: &str, t: &Uuid| {
         ids.get(t)
             .is_some_and(|name| subs.get(m).is_some_and(|ts| ts.contains(name)))
     };
-    let floor = all.len() / members.len();
-    let mut extra = all.len() % members.len();
-    let mut taken: BTreeSet<(Uuid, i32)> = BTreeSet::new();
-    let mut counts: BTreeMap<&String, usize> = members.iter().map(|m| (*m, 0)).collect();
     let valid = |t: &Uuid, p: i32| topics.values().any(|(id, c)| id == t && p < *c);
-    let mut leftovers: BTreeMap<&String, Vec<(Uuid, i32)>> = BTreeMap::new();
-    for m in &members {
-        let prev: Vec<(Uuid, i32)> = previous
-            .get(*m)
-            .into_iter()
-            .flat_map(|tp| tp.iter().flat_map(|(t, ps)| ps.iter().map(|p| (*t, *p))))
-            .filter(|(t, p)| valid(t, *p) && eligible(m, t))
-            .collect();
-        for (i, tp) in prev.into_iter().enumerate() {
-            if i < floor && taken.insert(tp) {
-                out.entry((*m).clone())
-                    .or_default()
-                    .entry(tp.0)
-                    .or_default()
-                    .insert(tp.1);
-                *counts.entry(m).or_default() += 1;
-            } else {
-                leftovers.entry(m).or_default().push(tp);
+    let keep = |m: &str, t: &Uuid, p: i32| valid(t, p) && eligible(m, t);
+    let mut b = UniformBuilder {
+        out: HashMap::new(),
+        taken: BTreeSet::new(),
+        counts: members.iter().map(|m| (*m, 0)).collect(),
+    };
+    let floor = all.len() / members.len();
+    let leftovers = b.keep_previous(&members, previous, floor, &keep);
+    b.keep_previous_extra(&members, &leftovers, all.len() % members.len());
+    b.assign_remaining(&members, all, &eligible);
+    b.out
+}
+
+/// One uniform assignment being built: the assignment so far, the partitions already owned
+/// and each member's count.
+struct UniformBuilder<'a> {
+    out: HashMap<String, TopicPartitions>,
+    taken: BTreeSet<(Uuid, i32)>,
+    counts: BTreeMap<&'a String, usize>,
+}
+
+impl<'a> UniformBuilder<'a> {
+    fn assign(&mut self, m: &'a String, tp: (Uuid, i32)) {
+        self.out
+            .entry(m.clone())
+            .or_default()
+            .entry(tp.0)
+            .or_default()
+            .insert(tp.1);
+        *self.counts.entry(m).or_default() += 1;
+    }
+
+    /// Each member keeps up to `floor` of its previous partitions (Kafka's
+    /// `assignStickyPartitions`); the rest of them are returned as its leftovers.
+    fn keep_previous(
+        &mut self,
+        members: &[&'a String],
+        previous: &HashMap<String, TopicPartitions>,
+        floor: usize,
+        keep: &dyn Fn(&str, &Uuid, i32) -> bool,
+    ) -> BTreeMap<&'a String, Vec<(Uuid, i32)>> {
+        let mut leftovers: BTreeMap<&String, Vec<(Uuid, i32)>> = BTreeMap::new();
+        for m in members {
+            let prev: Vec<(Uuid, i32)> = previous
+                .get(*m)
+                .into_iter()
+                .flat_map(|tp| tp.iter().flat_map(|(t, ps)| ps.iter().map(|p| (*t, *p))))
+                .filter(|(t, p)| keep(m, t, *p))
+                .collect();
+            for (i, tp) in prev.into_iter().enumerate() {
+                if i < floor && self.taken.insert(tp) {
+                    self.assign(m, tp);
+                } else {
+                    leftovers.entry(m).or_default().push(tp);
+                }
+            }
+        }
+        leftovers
+    }
+
+    /// The `extra` members that get one partition above the floor: the first ones, in
+    /// member order, that still have an unowned previous partition.
+    fn keep_previous_extra(
+        &mut self,
+        members: &[&'a String],
+        leftovers: &BTreeMap<&'a String, Vec<(Uuid, i32)>>,
+        mut extra: usize,
+    ) {
+        for m in members {
+            if extra == 0 {
+                break;
+            }
+            if let Some(tp) = leftovers
+                .get(m)
+                .and_then(|l| l.iter().find(|tp| !self.taken.contains(tp)))
+                .copied()
+            {
+                self.taken.insert(tp);
+                self.assign(m, tp);
+                extra -= 1;
             }
         }
     }
-    for m in &members {
-        if extra == 0 {
-            break;
-        }
-        if let Some(tp) = leftovers
-            .get(m)
-            .and_then(|l| l.iter().find(|tp| !taken.contains(tp)))
-            .copied()
-        {
-            taken.insert(tp);
-            out.entry((*m).clone())
-                .or_default()
-                .entry(tp.0)
-                .or_default()
-                .insert(tp.1);
-            *counts.entry(m).or_default() += 1;
-            extra -= 1;
-        }
-    }
-    for tp in all {
-        if taken.contains(&tp) {
-            continue;
-        }
-        let best = members
-            .iter()
-            .filter(|m| eligible(m, &tp.0))
-            .min_by_key(|m| (counts.get(*m).copied().unwrap_or(0), **m));
-        if let Some(m) = best {
-            out.entry((*m).clone())
-                .or_default()
-                .entry(tp.0)
-                .or_default()
-                .insert(tp.1);
-            *counts.entry(m).or_default() += 1;
+
+    /// Every partition still unowned goes to the eligible member with the fewest partitions
+    /// (ties by member id; Kafka's `assignRemainingPartitions`).
+    fn assign_remaining(
+        &mut self,
+        members: &[&'a String],
+        all: Vec<(Uuid, i32)>,
+        eligible: &dyn Fn(&str, &Uuid) -> bool,
+    ) {
+        for tp in all {
+            if self.taken.contains(&tp) {
+                continue;
+            }
+            let best = members
+                .iter()
+                .filter(|m| eligible(m, &tp.0))
+                .min_by_key(|m| (self.counts.get(*m).copied().unwrap_or(0), **m))
+                .copied();
+            if let Some(m) = best {
+                self.assign(m, tp);
+            }
         }
     }
-    out
 }
 
 #[cfg(test)]

@@ -145,7 +145,8 @@ pub(super) fn load_partition(
 }
 
 /// Applies one replayed record (at log offset `offset`, in a transaction of producer `txn`
-/// if set) to the groups being rebuilt.
+/// if set) to the groups being rebuilt. Mirrors Kafka's `GroupCoordinatorShard.replay`: one
+/// arm per record type, each record family replayed by its own step below.
 pub(super) fn replay_record(
     groups: &mut HashMap<String, GroupEntry>,
     key: RecordKey,
@@ -154,52 +155,94 @@ pub(super) fn replay_record(
     txn: Option<i64>,
     sessions: ReplaySessions,
 ) {
-    let consumer_session = sessions.consumer;
     match key {
         RecordKey::OffsetCommit {
             group,
             topic,
             partition,
-        } => match value {
-            Some(v) => match records::decode_offset_value(v) {
-                Ok(value) => {
-                    let e = groups
-                        .entry(group.clone())
-                        .or_insert_with(|| GroupEntry::classic(&group));
-                    let stored = StoredOffset {
-                        value,
-                        record_offset: offset,
-                    };
-                    let target = match txn {
-                        None => &mut e.offsets,
-                        Some(producer_id) => e.pending_txn.entry(producer_id).or_default(),
-                    };
-                    target.insert((topic, partition), stored);
-                }
-                Err(e) => tracing::warn!(error = %e, "skipping offset record"),
-            },
-            None => {
-                if let Some(e) = groups.get_mut(&group) {
-                    e.remove_offset(&(topic, partition));
-                }
+        } => replay_offset_commit(groups, group, (topic, partition), value, offset, txn),
+        RecordKey::GroupMetadata { group } => replay_group_metadata(groups, group, value),
+        RecordKey::Streams(k) => {
+            if let Err(e) = super::streams_records::replay(groups, k, value, sessions.streams) {
+                tracing::warn!(error = %e, "skipping streams group record");
             }
+        }
+        RecordKey::Other(_) => {}
+        consumer => replay_consumer_record(groups, consumer, value, sessions.consumer),
+    }
+}
+
+/// Offsets family (Kafka's `OffsetMetadataManager.replay`): a commit, into the group's
+/// offsets or its producer's pending transaction; a tombstone removes it.
+fn replay_offset_commit(
+    groups: &mut HashMap<String, GroupEntry>,
+    group: String,
+    tp: (String, i32),
+    value: Option<&[u8]>,
+    offset: i64,
+    txn: Option<i64>,
+) {
+    match value {
+        Some(v) => match records::decode_offset_value(v) {
+            Ok(value) => {
+                let e = groups
+                    .entry(group.clone())
+                    .or_insert_with(|| GroupEntry::classic(&group));
+                let stored = StoredOffset {
+                    value,
+                    record_offset: offset,
+                };
+                let target = match txn {
+                    None => &mut e.offsets,
+                    Some(producer_id) => e.pending_txn.entry(producer_id).or_default(),
+                };
+                target.insert(tp, stored);
+            }
+            Err(e) => tracing::warn!(error = %e, "skipping offset record"),
         },
-        RecordKey::GroupMetadata { group } => match value {
-            Some(v) => match records::decode_group_metadata_value(v) {
-                Ok(meta) => {
-                    let e = groups
-                        .entry(group.clone())
-                        .or_insert_with(|| GroupEntry::classic(&group));
-                    e.kind = GroupKind::Classic(ClassicGroup::from_record(
-                        group.clone(),
-                        meta,
-                        Instant::now(),
-                    ));
-                }
-                Err(e) => tracing::warn!(error = %e, "skipping group record"),
-            },
-            None => group_tombstone(groups, &group),
+        None => {
+            if let Some(e) = groups.get_mut(&group) {
+                e.remove_offset(&tp);
+            }
+        }
+    }
+}
+
+/// Classic family (Kafka's `GroupMetadataManager.replay(GroupMetadataKey, ...)`): the whole
+/// classic group from one record; a tombstone ends it.
+fn replay_group_metadata(
+    groups: &mut HashMap<String, GroupEntry>,
+    group: String,
+    value: Option<&[u8]>,
+) {
+    match value {
+        Some(v) => match records::decode_group_metadata_value(v) {
+            Ok(meta) => {
+                let e = groups
+                    .entry(group.clone())
+                    .or_insert_with(|| GroupEntry::classic(&group));
+                e.kind = GroupKind::Classic(ClassicGroup::from_record(
+                    group.clone(),
+                    meta,
+                    Instant::now(),
+                ));
+            }
+            Err(e) => tracing::warn!(error = %e, "skipping group record"),
         },
+        None => group_tombstone(groups, &group),
+    }
+}
+
+/// KIP-848 consumer family (Kafka's `GroupMetadataManager.replay` for the
+/// `ConsumerGroup*` records): group and member metadata and current assignments here, the
+/// target assignment in `replay_target_assignment`.
+fn replay_consumer_record(
+    groups: &mut HashMap<String, GroupEntry>,
+    key: RecordKey,
+    value: Option<&[u8]>,
+    consumer_session: std::time::Duration,
+) {
+    match key {
         RecordKey::ConsumerGroupMetadata { group } => match value {
             Some(v) => match records::decode_consumer_group_metadata_value(v) {
                 Ok(epoch) => consumer_for_replay(groups, &group).group_epoch = epoch,
@@ -234,6 +277,19 @@ pub(super) fn replay_record(
                 }
             }
         }
+        target => replay_target_assignment(groups, target, value),
+    }
+}
+
+/// KIP-848 target assignment records (Kafka's `ConsumerGroupTargetAssignmentMember` and
+/// `ConsumerGroupTargetAssignmentMetadata`): one member's target, and the epoch of the
+/// whole target.
+fn replay_target_assignment(
+    groups: &mut HashMap<String, GroupEntry>,
+    key: RecordKey,
+    value: Option<&[u8]>,
+) {
+    match key {
         RecordKey::TargetAssignmentMember { group, member } => match value {
             Some(v) => match records::decode_target_assignment_member_value(v) {
                 Ok(t) => {
@@ -255,12 +311,14 @@ pub(super) fn replay_record(
                 }
             }
         }
-        RecordKey::Streams(k) => {
-            if let Err(e) = super::streams_records::replay(groups, k, value, sessions.streams) {
-                tracing::warn!(error = %e, "skipping streams group record");
-            }
-        }
-        RecordKey::Other(_) => {}
+        // The other families are dispatched by `replay_record` before reaching here.
+        RecordKey::OffsetCommit { .. }
+        | RecordKey::GroupMetadata { .. }
+        | RecordKey::ConsumerGroupMetadata { .. }
+        | RecordKey::ConsumerMemberMetadata { .. }
+        | RecordKey::CurrentMemberAssignment { .. }
+        | RecordKey::Streams(_)
+        | RecordKey::Other(_) => {}
     }
 }
 

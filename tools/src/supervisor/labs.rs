@@ -363,7 +363,19 @@ async fn act(
 /// The lab client's command line for a client action.
 fn client_args(sup: &Supervisor, action: &Action, run: &LabRun) -> Vec<String> {
     let topic = &run.topic;
-    let (cmd, more): (&str, Vec<(&str, String)>) = match action {
+    let (cmd, more) = client_command(action, run);
+    let mut a = vec![cmd.to_string(), "--bootstrap".into(), sup.bootstrap()];
+    a.extend(["--topic".to_string(), topic.clone()]);
+    for (k, v) in more {
+        a.extend([format!("--{k}"), v]);
+    }
+    a
+}
+
+/// The lab client's command for a client action and its options (name, value).
+fn client_command(action: &Action, run: &LabRun) -> (&'static str, Vec<(&'static str, String)>) {
+    let topic = &run.topic;
+    match action {
         Action::Produce {
             acks,
             values,
@@ -426,13 +438,7 @@ fn client_args(sup: &Supervisor, action: &Action, run: &LabRun) -> Vec<String> {
             ],
         ),
         _ => ("", Vec::new()),
-    };
-    let mut a = vec![cmd.to_string(), "--bootstrap".into(), sup.bootstrap()];
-    a.extend(["--topic".to_string(), topic.clone()]);
-    for (k, v) in more {
-        a.extend([format!("--{k}"), v]);
     }
-    a
 }
 
 async fn create_topic(sup: &Arc<Supervisor>, def: &LabDef, topic: &str) -> Result<(), OpError> {

@@ -318,17 +318,10 @@ fn cluster_start_kill_restart_stop() {
         .iter()
         .map(|n| n["pid"].as_i64().unwrap())
         .collect();
-    let mut child = sup.child.take().unwrap();
+    let child = sup.child.take().unwrap();
     kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
     sup.next_line_with("CLUSTER STOPPED", STOP_WAIT);
-    let (done_tx, done_rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = done_tx.send(child.wait());
-    });
-    let status = done_rx
-        .recv_timeout(STOP_WAIT)
-        .expect("supervisor did not exit")
-        .unwrap();
+    let status = wait_exit(child);
     assert!(status.success(), "{status}");
     for pid in pids {
         assert!(!process_exists(pid), "child {pid} survived the supervisor");
@@ -360,17 +353,10 @@ fn sigterm_stops_three_nodes_with_every_controlled_shutdown_granted() {
     let (_, v) = call("GET", &format!("{base}/nodes"), None);
     let nodes = v["nodes"].as_array().unwrap().clone();
 
-    let mut child = sup.child.take().unwrap();
+    let child = sup.child.take().unwrap();
     let t0 = std::time::Instant::now();
     kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
-    let (done_tx, done_rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = done_tx.send(child.wait());
-    });
-    let status = done_rx
-        .recv_timeout(STOP_WAIT)
-        .expect("supervisor did not exit")
-        .unwrap();
+    let status = wait_exit(child);
     let took = t0.elapsed();
     assert!(status.success(), "{status}");
     for n in &nodes {
@@ -388,4 +374,16 @@ fn sigterm_stops_three_nodes_with_every_controlled_shutdown_granted() {
         );
     }
     assert!(took < STOP_THREE_MAX, "3 nodes stopped in {took:?}");
+}
+
+/// The supervisor's exit status, waited for on a thread for at most `STOP_WAIT`.
+fn wait_exit(mut child: Child) -> std::process::ExitStatus {
+    let (done_tx, done_rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done_tx.send(child.wait());
+    });
+    done_rx
+        .recv_timeout(STOP_WAIT)
+        .expect("supervisor did not exit")
+        .unwrap()
 }

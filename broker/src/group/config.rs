@@ -67,8 +67,8 @@ impl GroupConfig {
     }
 }
 
-/// The key's value as a number.
-fn get(c: &BrokerConfig, k: &str) -> Result<i64, ConfigError> {
+/// The key's value as a number (shared with `share::SharePartitionManager::from_config`).
+pub(crate) fn get(c: &BrokerConfig, k: &str) -> Result<i64, ConfigError> {
     let v = c.values.get(k).cloned().unwrap_or_default();
     v.trim()
         .parse::<i64>()

@@ -26,7 +26,7 @@
 
 pub mod assignors;
 pub mod classic;
-mod config;
+pub(crate) mod config;
 pub mod consumer;
 pub mod consumer_protocol;
 mod loading;

@@ -92,16 +92,7 @@ impl SharePartitionManager {
     /// Reads `group.share.*` (Kafka's `ShareGroupConfig`), refusing a lock duration outside
     /// its min and max as Kafka does.
     pub fn from_config(c: &BrokerConfig) -> Result<Self, ConfigError> {
-        let get = |k: &str| -> Result<i64, ConfigError> {
-            let v = c.values.get(k).cloned().unwrap_or_default();
-            v.trim()
-                .parse::<i64>()
-                .map_err(|_| ConfigError::InvalidValue {
-                    key: k.into(),
-                    value: v.clone(),
-                    reason: "not a number".into(),
-                })
-        };
+        let get = |k: &str| crate::group::config::get(c, k);
         let lock = get("group.share.record.lock.duration.ms")?;
         let (min, max) = (
             get("group.share.min.record.lock.duration.ms")?,

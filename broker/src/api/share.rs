@@ -176,7 +176,11 @@ async fn initialize_share_state(
             }
         }
     }
-    broker.groups.share_initialized(group, &done, &failed);
+    if let Err(e) = broker.groups.share_initialized(group, &done, &failed).await {
+        // The heartbeat is still answered: the coordinator holds them as initialized in
+        // memory, and its next change writes the difference again.
+        tracing::warn!(group, error = %e, "initialized share-partitions not written");
+    }
 }
 
 /// ShareGroupDescribe (share groups; any other group is GROUP_ID_NOT_FOUND, as in Kafka).

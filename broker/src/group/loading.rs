@@ -167,6 +167,11 @@ pub(super) fn replay_record(
                 tracing::warn!(error = %e, "skipping streams group record");
             }
         }
+        RecordKey::Share(k) => {
+            if let Err(e) = super::share_records::replay(groups, k, value) {
+                tracing::warn!(error = %e, "skipping share group record");
+            }
+        }
         RecordKey::Other(_) => {}
         consumer => replay_consumer_record(groups, consumer, value, sessions.consumer),
     }
@@ -318,6 +323,7 @@ fn replay_target_assignment(
         | RecordKey::ConsumerMemberMetadata { .. }
         | RecordKey::CurrentMemberAssignment { .. }
         | RecordKey::Streams(_)
+        | RecordKey::Share(_)
         | RecordKey::Other(_) => {}
     }
 }
@@ -357,7 +363,8 @@ pub(super) fn consumer_for_replay<'a>(
 }
 
 /// After replay: what each KIP-848 and streams group's records are now, so that the next change writes
-/// only differences (and tombstones for members that go).
+/// only differences (and tombstones for members that go). A share group's are the values
+/// replay read ([`super::share_records::replay`]).
 pub(super) fn note_persisted(groups: &mut HashMap<String, GroupEntry>) {
     for e in groups.values_mut() {
         match &e.kind {

@@ -36,6 +36,7 @@ pub mod overrides;
 pub mod records;
 pub mod share;
 pub mod share_offsets;
+pub mod share_records;
 pub mod store;
 pub mod streams;
 pub mod streams_assignor;
@@ -644,6 +645,14 @@ impl GroupCoordinator {
                 let write =
                     streams_records::kafka_order(record_changes(&entry.persisted, &desired));
                 (write, Some(desired))
+            }
+            GroupKind::Share(g) => {
+                let replicas = &self.replicas;
+                let desired: HashMap<Bytes, Bytes> = g
+                    .records(&|id| replicas.topic_name_by_id(id))
+                    .into_iter()
+                    .collect();
+                (record_changes(&entry.persisted, &desired), Some(desired))
             }
             _ => (Vec::new(), None),
         };
@@ -1604,8 +1613,10 @@ fn group_record_tombstones(group_id: &str, entry: &GroupEntry) -> Vec<Record> {
     let mut keys: BTreeSet<Bytes> = entry.persisted.keys().cloned().collect();
     match &entry.kind {
         GroupKind::Classic(_) => keys.insert(records::group_metadata_key(group_id)),
-        GroupKind::Consumer(_) | GroupKind::Share(_) => {
-            keys.insert(records::consumer_group_metadata_key(group_id))
+        GroupKind::Consumer(_) => keys.insert(records::consumer_group_metadata_key(group_id)),
+        GroupKind::Share(_) => {
+            keys.extend(share_records::group_keys(group_id));
+            true
         }
         GroupKind::Streams(_) => {
             keys.extend(streams_records::group_keys(group_id));

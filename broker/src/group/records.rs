@@ -13,6 +13,8 @@
 //!   `ConsumerGroupTargetAssignmentMemberValue`;
 //! - version 8: a member's current assignment, epochs and state, key (group, member),
 //!   `ConsumerGroupCurrentMemberAssignmentValue`;
+//! - versions 11 and 15: a KIP-932 share group's epoch and initialized share-partitions
+//!   ([`super::share_records`]);
 //! - versions 17 and 19 to 23: a KIP-1071 streams group's records ([`super::streams_records`]).
 //!
 //! The KIP-848 values are flexible versions (compact strings and arrays, tagged fields).
@@ -69,6 +71,8 @@ pub enum RecordKey {
     CurrentMemberAssignment { group: String, member: String },
     /// A KIP-1071 streams group's record ([`super::streams_records`]).
     Streams(super::streams_records::StreamsKey),
+    /// A KIP-932 share group's record ([`super::share_records`]).
+    Share(super::share_records::ShareKey),
     /// A record type Brook does not replay (Kafka's other coordinator records).
     Other(i16),
 }
@@ -637,6 +641,9 @@ pub fn decode_key(key: &[u8]) -> Result<RecordKey, RecordError> {
             group: r.str()?,
             member: r.str()?,
         },
+        v if super::share_records::is_share_type(v) => {
+            RecordKey::Share(super::share_records::decode_key(v, &mut r)?)
+        }
         v if super::streams_records::is_streams_type(v) => {
             RecordKey::Streams(super::streams_records::decode_key(v, &mut r)?)
         }

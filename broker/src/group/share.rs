@@ -9,9 +9,11 @@
 //!   nothing, since several members may read one partition, so there is no reconciliation.
 //!
 //! The share-partition state (which records are acquired, by whom, how often delivered) is
-//! not here: it lives on each partition's leader ([`crate::share`]). Share groups are kept in
-//! memory only: a coordinator move or restart loses membership, and members rejoin at
-//! epoch 0 (Kafka writes `ShareGroup*` records to `__consumer_offsets`; Brook does not yet).
+//! not here: it lives on each partition's leader ([`crate::share`]). A share group's epoch and
+//! initialized share-partitions are written to `__consumer_offsets`
+//! ([`super::share_records`]); its members are not, so a coordinator move or restart loses
+//! membership, and members rejoin at epoch 0 (Kafka also writes the member and assignment
+//! records).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 

@@ -30,15 +30,26 @@ impl GroupCoordinator {
     }
 
     /// Records the answer to a heartbeat's InitializeShareGroupState
-    /// ([`ShareGroup::initialized`]); nothing when the group is gone or moved.
-    pub fn share_initialized(&self, group_id: &str, done: &[(Uuid, i32)], failed: &[(Uuid, i32)]) {
-        let mut st = self.state.lock();
-        if self.acquire(&mut st, group_id).is_err() {
-            return;
-        }
-        if let Some(GroupKind::Share(g)) = st.groups.get_mut(group_id).map(|e| &mut e.kind) {
-            g.initialized(done, failed);
-        }
+    /// ([`ShareGroup::initialized`]) and writes it (Kafka's
+    /// `performShareGroupStateMetadataInitialize`), answering once it is committed: a
+    /// coordinator that restarts or moves must not initialize these share-partitions again.
+    /// Nothing when the group is gone or moved.
+    pub async fn share_initialized(
+        &self,
+        group_id: &str,
+        done: &[(Uuid, i32)],
+        failed: &[(Uuid, i32)],
+    ) -> Result<(), GroupError> {
+        let written = {
+            let mut st = self.state.lock();
+            self.acquire(&mut st, group_id)?;
+            match st.groups.get_mut(group_id).map(|e| &mut e.kind) {
+                Some(GroupKind::Share(g)) => g.initialized(done, failed),
+                _ => return Ok(()),
+            }
+            self.after_change_or_error(&mut st, group_id)?
+        };
+        self.wait_committed(written).await
     }
 
     /// AlterShareGroupOffsets' checks (Kafka's `GroupMetadataManager.alterShareGroupOffsets`):
@@ -74,7 +85,9 @@ impl GroupCoordinator {
                 .or_default()
                 .extend(partitions.iter().copied());
         }
-        Ok(g.group_epoch)
+        let epoch = g.group_epoch;
+        self.after_change(&mut st, group_id);
+        Ok(epoch)
     }
 
     /// DeleteShareGroupOffsets' checks (Kafka's `initiateDeleteShareGroupOffsets`): the
@@ -114,6 +127,7 @@ impl GroupCoordinator {
             for id in topic_ids {
                 g.state_topics.remove(id);
             }
+            self.after_change(&mut st, group_id);
         }
     }
 

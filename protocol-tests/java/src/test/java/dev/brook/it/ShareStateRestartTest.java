@@ -93,10 +93,11 @@ class ShareStateRestartTest {
         Map<String, String> props = brokerProps(1);
         String group = "dumped";
         long lastOffset;
+        String topic;
         try (BrookBroker broker = BrookBroker.start("share-dump", props)) {
             ShareGroupsTest.bootstrap = broker.bootstrap();
             try (KafkaShareConsumer<byte[], byte[]> c = ShareGroupsTest.consumer(group, true, 500)) {
-                String topic = ShareGroupsTest.primedTopic("share-dump", c, true);
+                topic = ShareGroupsTest.primedTopic("share-dump", c, true);
                 produceOneBatch(broker.bootstrap(), topic, ShareGroupsTest.values("v", 4));
                 List<ConsumerRecord<byte[], byte[]>> got = ShareGroupsTest.pollRecords(c, WAIT);
                 assertEquals(4, got.size());
@@ -146,7 +147,44 @@ class ShareStateRestartTest {
             }
             assertTrue(lastDone, "the state records acknowledge offset " + lastOffset + ": " + records);
             assertEquals("0", first, "the first record of a share-partition is a snapshot");
+            assertGroupRecordsDecode(broker.dir().resolve("data"), group, topic);
         }
+    }
+
+    /**
+     * Kafka 4.4's {@code kafka-dump-log.sh --offsets-decoder} reads the share group's records in
+     * {@code __consumer_offsets}: its epoch (ShareGroupMetadata, type 11) and its initialized share-partitions
+     * (ShareGroupStatePartitionMetadata, type 15), which keep a restarted coordinator from initializing them again.
+     */
+    static void assertGroupRecordsDecode(Path data, String group, String topic) throws Exception {
+        List<Path> segments;
+        try (Stream<Path> dirs = Files.list(data)) {
+            segments = dirs.filter(d -> d.getFileName().toString().startsWith("__consumer_offsets-"))
+                .flatMap(d -> {
+                    try (Stream<Path> files = Files.list(d)) {
+                        return files.filter(f -> f.toString().endsWith(".log")).toList().stream();
+                    } catch (java.io.IOException e) {
+                        throw new java.io.UncheckedIOException(e);
+                    }
+                })
+                .sorted().toList();
+        }
+        List<String> records = new ArrayList<>();
+        for (Path f : segments) {
+            String out = KafkaTool.tool("DumpLogSegments", null, "--files", f.toString(), "--offsets-decoder").out();
+            for (String l : CliToolsTest.lines(out)) {
+                if (l.startsWith("| offset: ") && l.contains("\"groupId\":\"" + group + "\"")) records.add(l);
+            }
+        }
+        Pattern epoch = Pattern.compile(".*key: \\{\"type\":\"11\",\"data\":\\{\"groupId\":\"" + group
+            + "\"\\}\\} payload: \\{\"version\":\"0\",\"data\":\\{\"epoch\":[1-9]\\d*,\"metadataHash\":-?\\d+\\}\\}.*");
+        Pattern initialized = Pattern.compile(".*key: \\{\"type\":\"15\",\"data\":\\{\"groupId\":\"" + group
+            + "\"\\}\\} payload: \\{\"version\":\"0\",\"data\":\\{\"initializingTopics\":\\[\\],"
+            + "\"initializedTopics\":\\[\\{\"topicId\":\"[^\"]+\",\"topicName\":\"" + topic
+            + "\",\"partitions\":\\[0\\]\\}\\],\"deletingTopics\":\\[\\]\\}\\}.*");
+        assertTrue(records.stream().anyMatch(l -> epoch.matcher(l).matches()), "a ShareGroupMetadata record: " + records);
+        assertTrue(records.stream().anyMatch(l -> initialized.matcher(l).matches()),
+            "a ShareGroupStatePartitionMetadata record with the topic initialized: " + records);
     }
 
     /** One node's settings, with {@code stateTopicPartitions} partitions of {@code __share_group_state}. */

@@ -504,6 +504,14 @@ impl Cluster {
         self.nodes.keys().copied().collect()
     }
 
+    /// The first node that is not `id` (the cluster has more than one).
+    pub fn other_than(&self, id: i32) -> i32 {
+        self.ids()
+            .into_iter()
+            .find(|n| *n != id)
+            .expect("a cluster of more than one node")
+    }
+
     /// Whether the harness started node `id` and has not seen it stop, die or crash.
     pub fn is_up(&self, id: i32) -> bool {
         self.node(id).process.pid().is_some()

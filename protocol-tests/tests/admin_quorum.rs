@@ -444,11 +444,7 @@ fn forwarded_elect_leaders_keeps_its_deadline() {
     let topic = unique_topic("elect-timeout-cluster");
     c.create_topic(&topic, 1, 3, &[]);
     let controller = c.await_controller(None, FAILOVER_WAIT);
-    let other = c
-        .ids()
-        .into_iter()
-        .find(|id| *id != controller)
-        .expect("a node that is not the active controller");
+    let other = c.other_than(controller);
     let r = elect_leaders(&c.address(other), partition_zero(&topic), 0);
     assert_eq!(
         (

@@ -1165,6 +1165,83 @@ fn acks_all_counts_a_follower_whose_isr_expansion_is_pending() {
 // the followers stay in the ISR
 // ----------------------------------------------------------------------------------------------
 
+/// Issue 31: a restarted node catches up on many partitions at once, and each leader asks the
+/// active controller to re-admit it, one AlterPartition per partition, all queued for the
+/// controller's write lock. The controller's commits are slowed by a delay on every quorum
+/// message it sends, so the queue takes several broker sessions to drain. The brokers that
+/// stayed up keep heartbeating all along: they must not be fenced (Kafka counts a heartbeat
+/// when it arrives, outside the controller's queue: `BrokerHeartbeatTracker`), and every ISR
+/// is full again once the queue drains. Before, their heartbeats waited in the queue, their
+/// sessions expired, and each fencing shrank ISRs and moved leaders, which queued more writes:
+/// the transactional chaos workload then never settled.
+#[test]
+fn a_busy_controller_does_not_fence_brokers_that_heartbeat() {
+    // 64 re-admissions at two delayed round trips each (the linearizable read, the commit):
+    // about 19 s of queue, two sessions.
+    const PARTITIONS: i32 = 64;
+    // Under the quorum's AppendEntries timeout, so the quorum keeps its leader.
+    const QUORUM_DELAY_MS: &str = "150";
+    const FENCING: &str = "broker session expired; fencing";
+    // Kafka's default session and heartbeat interval, not the 3 s session of the other
+    // scenarios: on a loaded machine a process can be starved of CPU for 3 s, which fences
+    // it whatever the controller does; this scenario is about the controller's queue.
+    let sessions = [
+        ("broker.session.timeout.ms", "9000"),
+        ("broker.heartbeat.interval.ms", "2000"),
+    ];
+    let (_turn, mut c, topic) = setup("busy-controller", &sessions, PARTITIONS);
+    let controller = c.await_controller(None, FAILOVER_WAIT);
+    let victim = c.other_than(controller);
+    c.kill(victim);
+    poll_until(
+        &format!("node {controller} fences the killed node {victim}"),
+        FAILOVER_WAIT,
+        || {
+            let fenced = c.log_lines(controller, &format!("{FENCING} node_id={victim}"));
+            (!fenced.is_empty()).then_some(())
+        },
+    );
+    c.fault_add(
+        controller,
+        &[
+            "--action",
+            "delay",
+            "--delay-ms",
+            QUORUM_DELAY_MS,
+            "--to",
+            "*",
+            "--direction",
+            "out",
+            "--traffic",
+            "controller",
+        ],
+    );
+    let fenced_before: Vec<usize> = c
+        .ids()
+        .iter()
+        .map(|id| c.log_lines(*id, FENCING).len())
+        .collect();
+    let began = Instant::now();
+    c.start_node(victim);
+    for p in 0..PARTITIONS {
+        c.await_isr(&topic, p, &c.ids(), ISR_WAIT);
+    }
+    say(&format!(
+        "every ISR full again {} ms after node {victim} restarted",
+        ms(began.elapsed())
+    ));
+    let fenced_since: Vec<String> = c
+        .ids()
+        .iter()
+        .zip(&fenced_before)
+        .flat_map(|(id, before)| c.log_lines(*id, FENCING).into_iter().skip(*before))
+        .collect();
+    assert!(
+        fenced_since.is_empty(),
+        "live brokers were fenced while the controller was busy: {fenced_since:#?}"
+    );
+}
+
 #[test]
 fn followers_behind_a_slow_link_stay_in_the_isr_under_continuous_produce() {
     const LINK_DELAY_MS: &str = "20";

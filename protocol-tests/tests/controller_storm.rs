@@ -36,11 +36,7 @@ const SAMPLE: Duration = Duration::from_secs(1);
 fn controller_link_cut_does_not_flood_the_logs() {
     let c = Cluster::start(3, &[]);
     let active = c.await_controller(None, Duration::from_secs(30));
-    let cut = c
-        .ids()
-        .into_iter()
-        .find(|id| *id != active)
-        .expect("a node");
+    let cut = c.other_than(active);
     let rule = c.cut_link(cut, "*", "controller");
     // The rule acts: the cut-off node refuses the leader's AppendEntries (and its own calls).
     poll_until(

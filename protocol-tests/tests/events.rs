@@ -144,11 +144,7 @@ fn a_killed_follower_shows_as_an_isr_shrink_of_its_partition() {
     cluster.create_topic(&topic, 2, 3, &[]);
     let leader = cluster.leader_of(&topic, 1);
     let events = subscribe(&cluster.admin_address(leader), "");
-    let victim = cluster
-        .ids()
-        .into_iter()
-        .find(|id| *id != leader)
-        .expect("a follower");
+    let victim = cluster.other_than(leader);
     cluster.kill(victim);
     let e = events.await_event("isr_shrink of partition 1", SETTLE, |e| {
         e["type"] == "isr_shrink" && e["topic"] == topic.as_str() && e["partition"] == 1

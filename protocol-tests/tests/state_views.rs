@@ -417,11 +417,7 @@ fn cluster_views_follow_isr_shrink_and_fencing() {
         assert_eq!(r["log_end_offset"], n as i64, "{part}");
         assert_eq!(r["lag"], 0, "{part}");
     }
-    let victim = cluster
-        .ids()
-        .into_iter()
-        .find(|id| *id != leader)
-        .expect("a follower");
+    let victim = cluster.other_than(leader);
     let fpart = leader_view(&cluster.admin_address(victim), &topic);
     assert_eq!(fpart["role"], "follower", "{fpart}");
     assert_eq!(fpart["leader"], leader, "{fpart}");

@@ -31,11 +31,7 @@ fn waits_follow_the_isr_the_high_watermark_and_a_group() {
         .expect("a full ISR");
     assert_eq!(full["role"], "leader", "{full}");
 
-    let follower = cluster
-        .ids()
-        .into_iter()
-        .find(|id| *id != leader)
-        .expect("a follower");
+    let follower = cluster.other_than(leader);
     cluster.kill(follower);
     let shrunk = views
         .wait_for_isr_size(&topic, 0, 2, WAIT)

@@ -1348,16 +1348,31 @@ impl Inner {
     /// Routes a write to the active controller, waiting for one during an election and
     /// following leadership changes, a bounded number of times.
     async fn submit(&self, req: ControllerRequest) -> Result<ControllerReply, ControllerError> {
-        let deadline = Instant::now() + Duration::from_millis(self.config.request_timeout_ms);
+        let timeout = Duration::from_millis(self.config.request_timeout_ms);
+        self.submit_within(req, timeout).await
+    }
+
+    /// [`Inner::submit`] with its own bound on the whole exchange: past `timeout` it fails
+    /// with REQUEST_TIMED_OUT (or NOT_CONTROLLER) even when the active controller is this node.
+    async fn submit_within(
+        &self,
+        req: ControllerRequest,
+        timeout: Duration,
+    ) -> Result<ControllerReply, ControllerError> {
+        let deadline = Instant::now() + timeout;
         let mut last = ControllerError::NotController { active: None };
         let mut refusals = (NO_LEADER, 0usize);
         for _ in 0..MAX_SUBMIT_ATTEMPTS {
             let active = self.wait_for_active(deadline).await?;
-            let result = if active == self.config.node_id {
-                Some(self.handle_locally(req.clone()).await)
-            } else {
-                self.forward(active, &req, deadline).await
-            };
+            let result =
+                if active == self.config.node_id {
+                    let local = tokio::time::timeout_at(deadline, self.handle_locally(req.clone()));
+                    Some(local.await.unwrap_or_else(|_| {
+                        Err(ControllerError::RequestTimedOut(format!("{req:?}")))
+                    }))
+                } else {
+                    self.forward(active, &req, deadline).await
+                };
             match result {
                 // Unreachable (None) or refused: try again once leadership has had a chance
                 // to move.
@@ -1434,6 +1449,9 @@ impl Inner {
         &self,
         req: ControllerRequest,
     ) -> Result<ControllerReply, ControllerError> {
+        if let ControllerRequest::Heartbeat { node_id, epoch, .. } = &req {
+            self.track_broker_heartbeat(*node_id, *epoch);
+        }
         let Ok(_slot) = self.pending_writes.try_acquire() else {
             return Err(ControllerError::RequestTimedOut(format!(
                 "{MAX_PENDING_WRITES} controller writes already pending"
@@ -1444,6 +1462,36 @@ impl Inner {
         match tokio::time::timeout(timeout, self.decide_and_commit(&req, deadline)).await {
             Ok(r) => r,
             Err(_) => Err(ControllerError::RequestTimedOut(format!("{req:?}"))),
+        }
+    }
+
+    /// Records a broker's heartbeat when it arrives, before it waits its turn for
+    /// `write_lock`: Kafka 4.4's `QuorumController.processBrokerHeartbeat` calls
+    /// `BrokerHeartbeatTracker.updateContactTime(BrokerIdAndEpoch)` before it queues the
+    /// heartbeat's event. This is the only place a contact time is recorded. A controller busy with a backlog of writes (the
+    /// AlterPartitions of every internal partition after a node dies) would otherwise fence
+    /// live brokers whose heartbeats are only queued, and each fencing moves leaderships and
+    /// shrinks ISRs, which makes more writes. Only on the active controller, in the term whose
+    /// sessions it counts, and for the broker's current registration (a previous incarnation's
+    /// heartbeat keeps nothing alive).
+    fn track_broker_heartbeat(&self, node_id: i32, epoch: i64) {
+        let active_term = {
+            let m = self.raft.metrics();
+            let m = m.borrow();
+            (m.current_leader == Some(self.config.node_id as NodeId)).then_some(m.current_term)
+        };
+        let Some(term) = active_term else {
+            return;
+        };
+        let current = self
+            .image_rx
+            .borrow()
+            .brokers
+            .get(&node_id)
+            .is_some_and(|b| b.epoch == epoch);
+        let mut l = self.liveness.lock();
+        if current && l.term == Some(term) {
+            l.last_contact.insert(node_id, Instant::now());
         }
     }
 
@@ -1483,12 +1531,6 @@ impl Inner {
                 })?;
             self.leader_elections
                 .fetch_add(elections, Ordering::Relaxed);
-        }
-        if let ControllerRequest::Heartbeat { node_id, .. } = req {
-            self.liveness
-                .lock()
-                .last_contact
-                .insert(*node_id, Instant::now());
         }
         Ok(reply)
     }
@@ -2019,15 +2061,17 @@ async fn send_broker_heartbeat(inner: &Arc<Inner>, epoch: i64) -> HeartbeatOutco
     // This node's image is what its broker side serves from.
     let metadata_offset = inner.image_rx.borrow().metadata_offset;
     let want_shut_down = *inner.shut_down_wanted.borrow();
-    match inner
-        .submit(ControllerRequest::Heartbeat {
-            node_id: inner.config.node_id,
-            epoch,
-            metadata_offset,
-            want_shut_down,
-        })
-        .await
-    {
+    let req = ControllerRequest::Heartbeat {
+        node_id: inner.config.node_id,
+        epoch,
+        metadata_offset,
+        want_shut_down,
+    };
+    // A heartbeat waits at most half a session (Kafka's heartbeat channel in `BrokerServer`,
+    // KAFKA-14392): one held up in a busy controller's queue must not keep the next from
+    // being sent, since the controller counts each heartbeat as it arrives.
+    let timeout = Duration::from_millis((inner.config.session_timeout_ms / 2).max(1));
+    match inner.submit_within(req, timeout).await {
         Ok(ControllerReply::Heartbeat {
             should_shut_down: true,
             ..

@@ -380,16 +380,28 @@ impl Cluster {
     }
 
     /// Starts every node, then waits: a node is only ready once the quorum has a leader.
+    /// [`Cluster::start`] of `size` nodes of which only `ids` are started (the others are
+    /// voters that have not come up yet; [`Cluster::start_node`] starts them).
+    pub fn start_only(size: usize, overrides: &[(&str, &str)], ids: &[i32]) -> Cluster {
+        let mut c = Self::prepare(size, overrides, None);
+        c.start_ids(ids);
+        c
+    }
+
     fn start_all(&mut self) {
         let ids = self.ids();
-        for id in &ids {
+        self.start_ids(&ids);
+    }
+
+    fn start_ids(&mut self, ids: &[i32]) {
+        for id in ids {
             self.spawn(*id);
         }
-        for id in &ids {
+        for id in ids {
             self.await_ready(*id);
         }
         // READY means this node is registered; the others may not have applied that yet.
-        self.await_brokers_listed(&ids, REGISTER_TIMEOUT);
+        self.await_brokers_listed(ids, REGISTER_TIMEOUT);
     }
 
     fn node(&self, id: i32) -> &Node {

@@ -133,6 +133,43 @@ fn agreed_view(
     })
 }
 
+/// Issue 32: a new quorum's voters started together elect their first leader in the first
+/// epoch. When every voter campaigned at once, each voted for itself and the vote split (5 of
+/// 30 starts), and the quorum waited a whole election timeout for a second one. Six starts: a
+/// split in any of them fails the test (about 2 chances in 3 with the old start).
+#[test]
+fn a_new_quorum_elects_its_first_leader_in_its_first_epoch() {
+    let _turn = serial();
+    for round in 1..=6 {
+        let c = Cluster::start(3, &[]);
+        let ids = c.ids();
+        let view = agreed_view(&c, &ids, "every node reports the same quorum", |v| {
+            v.voters == BTreeSet::from([1, 2, 3])
+        });
+        println!("[admin-quorum] start {round}: {view:?}");
+        assert_eq!(
+            view.epoch, 1,
+            "start {round}: the first election split: {view:?}"
+        );
+    }
+}
+
+/// A new quorum whose lowest-numbered voter (the one that campaigns first) is down still
+/// elects a leader: the others campaign after an election timeout.
+#[test]
+fn a_new_quorum_elects_a_leader_without_its_first_voter() {
+    let _turn = serial();
+    let mut c = Cluster::start_only(3, &[], &[2, 3]);
+    let view = agreed_view(&c, &[2, 3], "nodes 2 and 3 agree on a leader", |v| {
+        v.leader == 2 || v.leader == 3
+    });
+    println!("[admin-quorum] without node 1: {view:?}");
+    c.start_node(1);
+    agreed_view(&c, &c.ids(), "node 1 follows the elected leader", |v| {
+        v.leader == view.leader && v.epoch == view.epoch
+    });
+}
+
 #[test]
 fn describe_quorum_from_every_node_and_after_leader_kill() {
     let _turn = serial();

@@ -613,14 +613,22 @@ impl Controller {
         .await
         .map_err(internal)?;
         let initialized = initialize_membership(&raft, &config, observer).await?;
+        let initialize_later = !observer
+            && !initializes_first(&config)
+            && !raft.is_initialized().await.map_err(internal)?;
         // A quorum that grew past its one configured voter (AddRaftVoter) elects as any other.
         let alone = config.voters.len() == 1 && stored_voter_count(&raft, &config).await? == 1;
         if alone {
             become_leader_alone(&raft, &config, initialized).await?;
             import_into_empty_image(&raft, &image_rx, import).await?;
         }
+        let later = initialize_later.then(|| (raft.clone(), config.clone()));
         let inner = Arc::new(Inner::new(config, raft, log, clocks, image_rx, faults));
-        let tasks = spawn_tasks(&inner, listener);
+        let mut tasks = spawn_tasks(&inner, listener);
+        if let Some((raft, config)) = later {
+            // After the listener is up: the first voter's vote request must be answered.
+            tasks.push(tokio::spawn(initialize_unless_led(raft, config)));
+        }
         Ok(Controller {
             inner,
             tasks: Arc::new(parking_lot::Mutex::new(tasks)),
@@ -1792,6 +1800,51 @@ async fn initialize_membership(
     if observer || raft.is_initialized().await.map_err(internal)? {
         return Ok(false);
     }
+    if !initializes_first(config) {
+        // [`initialize_unless_led`] does it later, if no leader has by then.
+        return Ok(false);
+    }
+    initialize_now(raft, config).await
+}
+
+/// At a new quorum's first start the lowest-numbered voter initializes it and campaigns at
+/// once. openraft's `initialize` starts a campaign on every voter that calls it: three voters
+/// started together would all campaign in term 1, each voting for itself, and split the vote
+/// (5 of 30 starts did), costing a whole election timeout. Kafka's voters start unattached and
+/// each campaigns only after its own randomised `controller.quorum.election.timeout.ms`
+/// (`KafkaRaftClient`'s `UnattachedState`), so one of them is usually first.
+fn initializes_first(config: &ControllerConfig) -> bool {
+    config.voters.keys().next() == Some(&config.node_id)
+}
+
+/// The other voters of a new quorum: they wait one election timeout for the first voter's
+/// leadership to reach them (an uninitialized voter grants its vote and takes the membership
+/// from the leader's first AppendEntries), then initialize and campaign themselves, so a
+/// quorum whose lowest-numbered voter is down still elects a leader.
+async fn initialize_unless_led(raft: Raft<TypeConfig>, config: ControllerConfig) {
+    let wait = Duration::from_millis(config.election_timeout_ms);
+    let mut metrics = raft.metrics();
+    let led = metrics.wait_for(|m| m.last_log_index.is_some() || m.current_leader.is_some());
+    if tokio::time::timeout(wait, led).await.is_ok() {
+        return;
+    }
+    match raft.is_initialized().await {
+        Ok(false) => {
+            tracing::info!("no quorum leader after the election timeout; campaigning");
+            if let Err(e) = initialize_now(&raft, &config).await {
+                tracing::warn!(error = %e, "could not initialize the quorum");
+            }
+        }
+        Ok(true) => {}
+        Err(e) => tracing::warn!(error = %e, "could not read the quorum's state"),
+    }
+}
+
+/// Initializes the quorum with the configured voters; false when it already was.
+async fn initialize_now(
+    raft: &Raft<TypeConfig>,
+    config: &ControllerConfig,
+) -> Result<bool, ControllerError> {
     let members: BTreeMap<NodeId, BasicNode> = config
         .voters
         .iter()

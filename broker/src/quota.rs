@@ -131,7 +131,9 @@ impl SampledRate {
     }
 
     /// `SampledStat.purgeObsoleteSamples`: samples with no event within the whole window
-    /// start over.
+    /// start over. A burst recorded in one sample therefore leaves the rate all at once, and a
+    /// client held back by it may burst again then; Kafka 4.4 does the same (issue 33, the
+    /// test `a_client_waiting_out_its_throttle_sees_kafkas_throttle_times`).
     fn purge(&mut self, w: QuotaWindow, now: i64) {
         let expire_age = w.samples as i64 * w.window_ms;
         for s in &mut self.samples {
@@ -705,6 +707,109 @@ mod tests {
         // sum 6500 over a 10 s window: 650 B/s, (650 - 500) / 500 * 10000 = 3000 ms.
         assert_eq!(t, 3000);
     }
+
+    /// A producer that sends `request_bytes` under a 1 MiB/s `producer_byte_rate` and then
+    /// waits exactly the throttle time it is given (at least `gap_ms`) before its next
+    /// request, as librdkafka waits out a Produce answer's `throttle_time_ms`, for 60
+    /// simulated seconds. Returns each throttled request's index and throttle time, and each
+    /// second's acknowledged bytes as a multiple of the quota.
+    fn waiting_producer(request_bytes: f64, gap_ms: i64) -> (Vec<(usize, i32)>, Vec<f64>) {
+        const QUOTA: f64 = 1_048_576.0;
+        let m = ClientQuotaManager::new(QuotaType::Produce, W);
+        let q = quotas(&[(&[("client-id", Some("c"))], QUOTA)]);
+        let (start, end) = (1_000_000, 1_000_000 + 60_000);
+        let (mut throttled, mut acked) = (Vec::new(), vec![0.0; 60]);
+        let (mut now, mut n) = (start, 0);
+        while now < end {
+            let t = m.record_and_get_throttle_ms(&q, "u", "c", request_bytes, now);
+            acked[((now - start) / 1000) as usize] += request_bytes / QUOTA;
+            if t > 0 {
+                throttled.push((n, t));
+            }
+            n += 1;
+            now += i64::from(t).max(gap_ms);
+        }
+        (throttled, acked)
+    }
+
+    /// `QuotaModel.java`'s "throttled" line: `index:ms` pairs.
+    fn kafka_throttled(line: &str) -> Vec<(usize, i32)> {
+        let pair = |p: &str| {
+            let (i, t) = p.split_once(':').expect("index:ms");
+            (i.parse().expect("index"), t.parse().expect("ms"))
+        };
+        line.split(',').map(pair).collect()
+    }
+
+    /// Seconds holding more than two quotas' worth, and the mean of seconds 21..59.
+    fn bursts_and_tail(acked: &[f64]) -> (Vec<usize>, f64) {
+        let bursts = (0..acked.len()).filter(|&s| acked[s] > 2.0).collect();
+        (
+            bursts,
+            acked[21..].iter().sum::<f64>() / acked[21..].len() as f64,
+        )
+    }
+
+    #[test]
+    fn a_client_waiting_out_its_throttle_sees_kafkas_throttle_times() {
+        // What Kafka 4.4's own ClientQuotaManager (Sensor, Rate over a WindowedSum,
+        // QuotaUtils.throttleTime) answers the same producer on a simulated clock:
+        // benches/compare/QuotaModel.java with the 4.4.0 jars, arguments
+        // `1048576 REQUEST_BYTES GAP_MS 60`.
+        let whole_quota = kafka_throttled(WHOLE);
+        let (throttled, acked) = waiting_producer(1_048_576.0, 0);
+        assert_eq!(throttled, whole_quota);
+        // What Kafka 4.4 does with it: the first window's burst (11 quotas: an empty rate is
+        // measured over at least `samples - 1` windows), then about one quota a second, and
+        // again a burst whenever the sample holding the last one has had no event for
+        // `samples` windows and is purged at once (SampledStat.purgeObsoleteSamples): the
+        // rate then falls to what the spread-out samples hold over the window they span.
+        let (bursts, tail) = bursts_and_tail(&acked);
+        assert_eq!(bursts, [0, 15, 26, 39, 50]);
+        assert_eq!((acked[0], acked[15], acked[26]), (11.0, 9.0, 7.0));
+        assert!((tail - 0.9487).abs() < 1e-3, "{tail}");
+        // Requests a little under the quota, 7 ms apart at the least: samples start off the
+        // second.
+        let (throttled, acked) = waiting_producer(1_000_000.0, 7);
+        assert_eq!(throttled, kafka_throttled(UNEVEN));
+        let (bursts, tail) = bursts_and_tail(&acked);
+        assert_eq!(bursts, [0, 15, 29, 41, 55]);
+        assert!((tail - 0.9782).abs() < 1e-3, "{tail}");
+        // A client pacing itself at 1.2 quotas a second, 0.3 of one every 250 ms: several
+        // events per sample, so the samples' ring turns over and a sample's last event is
+        // not its start.
+        let (throttled, acked) = waiting_producer(314_573.0, 250);
+        assert_eq!(throttled, kafka_throttled(PACED));
+        assert_eq!(bursts_and_tail(&acked).0, Vec::<usize>::new());
+    }
+
+    // QuotaModel.java's "throttled" lines for Kafka 4.4.0, arguments `1048576 1048576 0 60`,
+    // `1048576 1000000 7 60` and `1048576 314573 250 60`.
+    const WHOLE: &str = "\
+             10:1000,11:2000,12:3000,13:4000,14:5000,23:1000,24:2000,25:2000,26:3000,27:3000,\
+             34:1000,35:1000,36:2000,37:2000,38:2000,39:2000,40:3000,47:1000,48:2000,49:2000,\
+             50:2000,51:2000,52:2000,58:1000,59:1000,60:2000,61:2000,62:2000,63:2000";
+    const UNEVEN: &str = "\
+             10:420,11:954,12:1954,13:2953,14:3954,15:4954,25:473,26:1954,27:1954,28:2953,\
+             29:2954,30:3954,39:527,40:1954,41:1953,42:1954,43:2953,44:2954,52:581,53:1954,\
+             54:1953,55:1954,56:1953,57:1954,58:2953,65:635,66:953,67:1954,68:1954";
+    const PACED: &str = "\
+             35:50,36:1100,37:1300,38:300,39:300,40:100,41:150,42:200,43:50,44:100,45:150,46:200,\
+             47:50,48:100,49:150,50:200,51:50,52:100,53:150,54:200,55:50,56:100,57:150,58:200,\
+             59:50,60:100,61:150,62:200,63:50,64:100,65:150,66:200,67:50,68:100,69:150,70:200,\
+             71:50,73:950,74:300,75:1300,76:300,77:300,78:200,79:250,80:300,81:300,82:100,83:150,\
+             84:200,85:50,86:100,87:150,88:200,89:50,90:100,91:150,92:200,93:50,94:100,95:150,\
+             96:200,97:50,98:100,99:150,100:200,101:50,102:100,103:150,104:200,105:50,106:100,\
+             107:150,108:200,109:750,110:300,111:300,112:300,113:1300,114:300,115:300,116:200,\
+             117:250,118:300,119:300,120:200,121:250,122:300,123:300,124:100,125:150,126:200,\
+             127:50,128:100,129:150,130:200,131:50,132:100,133:150,134:200,135:50,136:100,\
+             137:150,138:200,139:50,140:100,141:150,142:200,143:50,144:100,145:550,146:300,\
+             147:300,148:300,149:300,150:300,151:1300,152:300,153:300,154:200,155:250,156:300,\
+             157:300,158:200,159:250,160:300,161:300,162:200,163:250,164:300,165:300,166:100,\
+             167:150,168:200,169:50,170:100,171:150,172:200,173:50,174:100,175:150,176:200,\
+             177:50,178:100,179:150,180:200,181:350,182:300,183:300,184:300,185:300,186:300,\
+             187:300,188:300,189:1300,190:300,191:300,192:200,193:250,194:300,195:300,196:200,\
+             197:250,198:300,199:300,200:200";
 
     fn mutation_quotas(rate: f64) -> Arc<ClientQuotas> {
         let mut q = ClientQuotas::new();

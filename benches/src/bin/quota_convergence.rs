@@ -12,7 +12,8 @@
 //! Each round starts a fresh cluster per system, alternating which goes first (round 1 Brook
 //! then Kafka, round 2 Kafka then Brook, ...), sets the quota with AlterClientQuotas (as
 //! `kafka-configs --entity-type clients --add-config producer_byte_rate=...` does), and runs
-//! the producer for `--seconds`. Acknowledged bytes are counted in the delivery callback;
+//! the producer for `--seconds` (after `--warm-up-seconds` of another client id sending under
+//! no quota, if given). Acknowledged bytes are counted in the delivery callback;
 //! the largest throttle time per second comes from librdkafka's statistics (`throttle.max`
 //! of each broker), which it takes from the Produce answers' `throttle_time_ms`.
 
@@ -34,6 +35,8 @@ use serde_json::json;
 
 const TOPIC: &str = "quota-convergence";
 const CLIENT_ID: &str = "quota-bench";
+/// `--warm-up-seconds`' producer, under no quota.
+const WARM_UP_CLIENT_ID: &str = "quota-bench-warm-up";
 const RECORD_BYTES: usize = 8 * 1024;
 
 #[derive(Parser, Debug)]
@@ -52,6 +55,11 @@ struct Args {
     /// The quota, bytes per second.
     #[arg(long, default_value_t = 1024.0 * 1024.0)]
     quota_bytes_per_second: f64,
+    /// Before the quota is set, another client id sends flat out for this long, so each
+    /// cluster has its partitions led and its code warm when the measured producer starts
+    /// (a node still slow to take records spreads the first window's burst over seconds).
+    #[arg(long, default_value_t = 0)]
+    warm_up_seconds: u64,
     /// Writes every round's per-second figures here as JSON.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -95,12 +103,12 @@ fn set_quota(c: &mut WireClient, bytes_per_second: f64) -> Result<(), String> {
     }
 }
 
-/// Sends flat out for `seconds`, sampling the counters once a second.
-fn produce(bootstrap: &str, seconds: u64) -> Result<Vec<Second>, String> {
+/// Sends flat out as `client_id` for `seconds`, sampling the counters once a second.
+fn produce(bootstrap: &str, client_id: &str, seconds: u64) -> Result<Vec<Second>, String> {
     let counters = ThrottleStats::default();
     let p: BaseProducer<ThrottleStats> = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
-        .set("client.id", CLIENT_ID)
+        .set("client.id", client_id)
         .set("linger.ms", "5")
         .set("queue.buffering.max.kbytes", "1024")
         .set("statistics.interval.ms", "500")
@@ -138,8 +146,11 @@ fn run(system: &str, args: &Args) -> Result<Vec<Second>, String> {
     let mut c =
         WireClient::try_connect(&first, Duration::from_secs(10)).map_err(|e| e.to_string())?;
     c.ensure_topic(TOPIC);
+    if args.warm_up_seconds > 0 {
+        produce(&boot, WARM_UP_CLIENT_ID, args.warm_up_seconds)?;
+    }
     set_quota(&mut c, args.quota_bytes_per_second)?;
-    produce(&boot, args.seconds)
+    produce(&boot, CLIENT_ID, args.seconds)
 }
 
 /// The mean of seconds `from..` as a fraction of the quota.

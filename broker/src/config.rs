@@ -226,6 +226,7 @@ pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("group.streams.heartbeat.interval.ms", "5000"),
     ("group.streams.session.timeout.ms", "45000"),
     ("group.streams.num.standby.replicas", "0"),
+    ("group.streams.initial.rebalance.delay.ms", "3000"),
     ("group.streams.max.size", "2147483647"),
     ("offsets.topic.num.partitions", "50"),
     ("offsets.topic.replication.factor", "3"),

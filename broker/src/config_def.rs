@@ -696,6 +696,13 @@ const BROKER_KEYS: &[BrokerConfigKey] = &[
         "Standby replicas of each stateful task of a streams group (at most group.streams.max.standby.replicas)."
     ),
     broker_key!(
+        "group.streams.initial.rebalance.delay.ms",
+        Int,
+        Validator::AtLeast(0),
+        STATIC,
+        "How long the first member of an empty streams group waits for others before the first target assignment."
+    ),
+    broker_key!(
         "group.streams.max.size",
         Int,
         Validator::AtLeast(1),
@@ -1232,7 +1239,7 @@ pub const GROUP_CONFIGS: &[GroupConfigKey] = &[
         Validator::AtLeast(0),
         Some("group.streams.initial.rebalance.delay.ms"),
         "",
-        NOT_SERVED_GROUP_DOC
+        "How long the first member of the empty streams group waits for others before its first target assignment."
     ),
     group_key!(
         "streams.num.standby.replicas",

@@ -283,7 +283,13 @@ fn group_answers_wait_for_their_records_to_commit() {
 /// joiner, kept it and moved the group to epoch 2).
 #[test]
 fn a_group_write_that_cannot_be_appended_answers_the_error_and_keeps_no_trace() {
-    let c = Cluster::start(3, &[("group.initial.rebalance.delay.ms", "0")]);
+    let c = Cluster::start(
+        3,
+        &[
+            ("group.initial.rebalance.delay.ms", "0"),
+            ("group.streams.initial.rebalance.delay.ms", "0"),
+        ],
+    );
     let topic = unique_topic("groupfail");
     c.create_topic(&topic, 1, 3, &[]);
     let node = c.partition_state(&topic, 0).leader;

@@ -28,6 +28,13 @@ const COORDINATOR_NOT_AVAILABLE: i16 = 15;
 const NOT_COORDINATOR: i16 = 16;
 const MISSING_SOURCE_TOPICS: i8 = 1;
 const MISSING_INTERNAL_TOPICS: i8 = 3;
+const ASSIGNMENT_DELAYED: i8 = 5;
+const CREATE_TOPICS_V: i16 = 5;
+const FIND_COORDINATOR_V: i16 = 3;
+/// `group.streams.initial.rebalance.delay.ms` in the test of the initial rebalance delay.
+const INITIAL_REBALANCE_DELAY: Duration = Duration::from_millis(3000);
+/// The brokers of the other tests assign at once (Kafka's default delay is 3 s).
+const NO_INITIAL_DELAY: (&str, &str) = ("group.streams.initial.rebalance.delay.ms", "0");
 
 fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
@@ -59,15 +66,6 @@ fn heartbeat(
     topology: Option<Topology>,
     owned: Option<&Owned>,
 ) -> StreamsGroupHeartbeatResponse {
-    let tasks = |o: &Owned| {
-        o.iter()
-            .map(|(s_id, ps)| {
-                TaskIds::default()
-                    .with_subtopology_id(s(s_id))
-                    .with_partitions(ps.clone())
-            })
-            .collect::<Vec<_>>()
-    };
     let req = StreamsGroupHeartbeatRequest::default()
         .with_group_id(s(group).into())
         .with_member_id(s(member))
@@ -75,10 +73,21 @@ fn heartbeat(
         .with_rebalance_timeout_ms(if epoch == 0 { 30_000 } else { -1 })
         .with_process_id(Some(s(member)))
         .with_topology(topology)
-        .with_active_tasks(owned.map(tasks))
+        .with_active_tasks(owned.map(task_ids))
         .with_standby_tasks(owned.map(|_| vec![]))
         .with_warmup_tasks(owned.map(|_| vec![]));
     c.request(V, &req)
+}
+
+/// Owned tasks as a heartbeat reports them.
+fn task_ids(o: &Owned) -> Vec<TaskIds> {
+    o.iter()
+        .map(|(s_id, ps)| {
+            TaskIds::default()
+                .with_subtopology_id(s(s_id))
+                .with_partitions(ps.clone())
+        })
+        .collect()
 }
 
 /// The active tasks of an answer, sorted; `None` when the answer carries none.
@@ -151,9 +160,145 @@ fn durable_view(
     g
 }
 
+/// One subtopology reading `input`, no internal topics.
+fn source_only(input: &str) -> Topology {
+    Topology::default()
+        .with_epoch(0)
+        .with_subtopologies(vec![Subtopology::default()
+            .with_subtopology_id(s("0"))
+            .with_source_topics(vec![s(input).into()])])
+}
+
+/// A heartbeat as the Kafka Streams 4.4 client builds it
+/// (`StreamsGroupHeartbeatRequestManager.HeartbeatState.buildRequestData`): while the member
+/// is JOINING (`joining` holds the topology), the topology, RebalanceTimeoutMs, process id
+/// and empty task lists; afterwards only the epoch, and the owned tasks when they changed
+/// since the last heartbeat (RebalanceTimeoutMs stays at its default, -1).
+fn client_heartbeat(
+    c: &mut WireClient,
+    group: &str,
+    member: &str,
+    epoch: i32,
+    joining: Option<&Topology>,
+    owned: Option<&Owned>,
+) -> StreamsGroupHeartbeatResponse {
+    let Some(topology) = joining else {
+        let req = StreamsGroupHeartbeatRequest::default()
+            .with_group_id(s(group).into())
+            .with_member_id(s(member))
+            .with_member_epoch(epoch)
+            .with_active_tasks(owned.map(task_ids))
+            .with_standby_tasks(owned.map(|_| vec![]))
+            .with_warmup_tasks(owned.map(|_| vec![]));
+        return c.request(V, &req);
+    };
+    heartbeat(c, group, member, 0, Some(topology.clone()), Some(&vec![]))
+}
+
+/// The group's coordinator, found and loaded: Kafka creates `__consumer_offsets` at the
+/// first FindCoordinator and loads it, and a heartbeat before is refused.
+fn wait_for_coordinator(c: &mut WireClient, addr: &str, group: &str) {
+    poll_until_ok("FindCoordinator", Duration::from_secs(30), || {
+        let find = FindCoordinatorRequest::default()
+            .with_key(s(group))
+            .with_key_type(0);
+        let r: FindCoordinatorResponse = c.request(FIND_COORDINATOR_V, &find);
+        match r.error_code {
+            0 => Ok(()),
+            e => Err(format!("error {e}")),
+        }
+    });
+    let g = describe(addr, group);
+    assert_eq!(g.error_code, GROUP_ID_NOT_FOUND, "{g:?}");
+}
+
+/// The initial rebalance delay of streams groups (Kafka 4.4's
+/// `group.streams.initial.rebalance.delay.ms`, 3 s), followed as the Streams client lives
+/// it: the first member of a new group is answered at member epoch 1 with no tasks and the
+/// status ASSIGNMENT_DELAYED, and so is a second one joining within the delay; their next
+/// heartbeats, at that epoch without RebalanceTimeoutMs, are served (not INVALID_REQUEST);
+/// the tasks come only after the delay, shared between them (Kafka's
+/// `GroupMetadataManager.streamsGroupHeartbeat` and `computeDelayedTargetAssignment`).
+/// When both left, a member joining the empty group is given its assignment epoch. Without
+/// the delay the first member was given both tasks at once; with the delay but member epoch
+/// 0 the next heartbeat was refused and Kafka Streams instances went to ERROR.
+#[test]
+fn a_streams_client_joining_a_new_group_waits_out_the_initial_rebalance_delay() {
+    let delay_ms = INITIAL_REBALANCE_DELAY.as_millis().to_string();
+    let broker = Broker::start_with(&[
+        ("offsets.topic.num.partitions", "1"),
+        ("group.streams.initial.rebalance.delay.ms", &delay_ms),
+    ]);
+    let mut c = WireClient::connect(&broker.bootstrap());
+    let app = unique_topic("stwdelay");
+    let input = format!("{app}-in");
+    let create = Wire::create_topics_request(&input, 2, 1, &[], Duration::from_secs(10));
+    let r: CreateTopicsResponse = c.request(CREATE_TOPICS_V, &create);
+    assert_eq!(r.topics[0].error_code, 0, "{r:?}");
+    c.ensure_topic(&input);
+    wait_for_coordinator(&mut c, &broker.bootstrap(), &app);
+
+    let topology = source_only(&input);
+    let joined_at = std::time::Instant::now();
+    // (member, epoch, owned tasks, owned tasks last reported)
+    let mut members: Vec<(&str, i32, Owned, Owned)> = Vec::new();
+    for id in ["member-a", "member-b"] {
+        let r = client_heartbeat(&mut c, &app, id, 0, Some(&topology), None);
+        assert_eq!(r.error_code, 0, "{r:?}");
+        assert_eq!(statuses(&r), vec![ASSIGNMENT_DELAYED], "{r:?}");
+        assert_eq!(active(&r), Some(vec![]), "{r:?}");
+        members.push((id, r.member_epoch, Owned::new(), Owned::new()));
+    }
+    // Kafka 4.4: both at epoch 1, the empty target's; the group at epoch 3 (two joins).
+    let g = describe(&broker.bootstrap(), &app);
+    let epochs: Vec<i32> = members.iter().map(|m| m.1).collect();
+    assert_eq!(epochs, vec![1, 1], "{g:?}");
+    assert_eq!((g.group_epoch, g.assignment_epoch), (3, 1), "{g:?}");
+
+    poll_until("a task for each member", Duration::from_secs(30), || {
+        for (id, epoch, owned, reported) in members.iter_mut() {
+            let report = (owned != reported).then(|| owned.clone());
+            let r = client_heartbeat(&mut c, &app, id, *epoch, None, report.as_ref());
+            assert_eq!(r.error_code, 0, "{r:?}");
+            if let Some(o) = report {
+                *reported = o;
+            }
+            *epoch = r.member_epoch;
+            if let Some(tasks) = active(&r) {
+                let delayed = statuses(&r).contains(&ASSIGNMENT_DELAYED);
+                assert!(!delayed || tasks.is_empty(), "tasks while delayed: {r:?}");
+                assert!(count(&tasks) < 2, "one member got every task: {r:?}");
+                *owned = tasks;
+            }
+        }
+        members.iter().all(|m| count(&m.2) == 1).then_some(())
+    });
+    assert!(
+        joined_at.elapsed() >= INITIAL_REBALANCE_DELAY,
+        "assigned {:?} after the first join",
+        joined_at.elapsed()
+    );
+
+    // Both leave; the empty group's assignment epoch is its group epoch, and a member
+    // joining it is given that epoch while a new delay runs.
+    for (id, epoch, _, _) in &members {
+        let r = client_heartbeat(&mut c, &app, id, -1, None, None);
+        assert_eq!(r.error_code, 0, "{id} at {epoch}: {r:?}");
+    }
+    let r = client_heartbeat(&mut c, &app, "member-c", 0, Some(&topology), None);
+    assert_eq!(r.error_code, 0, "{r:?}");
+    assert_eq!(statuses(&r), vec![ASSIGNMENT_DELAYED], "{r:?}");
+    let g = describe(&broker.bootstrap(), &app);
+    assert_eq!(r.member_epoch, g.assignment_epoch, "{r:?} {g:?}");
+    assert_eq!(g.group_epoch, g.assignment_epoch + 1, "{g:?}");
+    let r = client_heartbeat(&mut c, &app, "member-c", r.member_epoch, None, None);
+    assert_eq!(r.error_code, 0, "{r:?}");
+    assert_eq!(statuses(&r), vec![ASSIGNMENT_DELAYED], "{r:?}");
+}
+
 #[test]
 fn streams_group_lifecycle_over_the_wire() {
-    let mut broker = Broker::start_with(&[("offsets.topic.num.partitions", "1")]);
+    let mut broker = Broker::start_with(&[("offsets.topic.num.partitions", "1"), NO_INITIAL_DELAY]);
     let mut c = WireClient::connect(&broker.bootstrap());
     let app = unique_topic("stw");
     let input = format!("{app}-in");
@@ -315,7 +460,10 @@ fn streams_group_lifecycle_over_the_wire() {
 /// streams group back, and its member heartbeats there at the epoch it had.
 #[test]
 fn streams_group_moves_with_its_coordinator() {
-    let c = &mut Cluster::start(3, &[("offsets.topic.num.partitions", "1")]);
+    let c = &mut Cluster::start(
+        3,
+        &[("offsets.topic.num.partitions", "1"), NO_INITIAL_DELAY],
+    );
     let app = unique_topic("stwm");
     let input = format!("{app}-in");
     c.create_topic(&input, 2, 3, &[]);

@@ -107,10 +107,15 @@ fn positive_i64(c: &BrokerConfig, k: &str) -> Result<i64, ConfigError> {
 
 /// `group.initial.rebalance.delay.ms` (classic groups): 0 or more.
 fn initial_rebalance_delay_ms(c: &BrokerConfig) -> Result<i32, ConfigError> {
-    let delay = get(c, "group.initial.rebalance.delay.ms")?;
+    non_negative_i32(c, "group.initial.rebalance.delay.ms")
+}
+
+/// A 32-bit value of 0 or more (a delay in milliseconds).
+fn non_negative_i32(c: &BrokerConfig, k: &str) -> Result<i32, ConfigError> {
+    let delay = get(c, k)?;
     if !(0..=i32::MAX as i64).contains(&delay) {
         return Err(ConfigError::InvalidValue {
-            key: "group.initial.rebalance.delay.ms".into(),
+            key: k.into(),
             value: delay.to_string(),
             reason: "must be 0 or more".into(),
         });
@@ -185,6 +190,10 @@ fn streams_limits(c: &BrokerConfig) -> Result<streams::StreamsLimits, ConfigErro
         // Kafka refuses more than `group.streams.max.standby.replicas` (2).
         num_standby_replicas: get(c, "group.streams.num.standby.replicas")?.clamp(0, 2) as i32,
         max_size: positive_i32(c, "group.streams.max.size")? as usize,
+        initial_rebalance_delay_ms: non_negative_i32(
+            c,
+            "group.streams.initial.rebalance.delay.ms",
+        )?,
     })
 }
 

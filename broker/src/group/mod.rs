@@ -1356,7 +1356,7 @@ impl GroupCoordinator {
                     GroupKind::Classic(g) => g.on_deadlines(&self.config.classic, now),
                     GroupKind::Consumer(_) => {}
                     GroupKind::Share(g) => g.on_deadlines(now),
-                    GroupKind::Streams(g) => g.on_deadlines(now),
+                    GroupKind::Streams(g) => g.on_deadlines(&self.streams_limits(id), now),
                 }
             }
             self.consumer_deadlines(&mut st, id, now);

@@ -36,6 +36,7 @@ pub mod status {
     pub const INCORRECTLY_PARTITIONED_TOPICS: i8 = 2;
     pub const MISSING_INTERNAL_TOPICS: i8 = 3;
     pub const SHUTDOWN_APPLICATION: i8 = 4;
+    pub const ASSIGNMENT_DELAYED: i8 = 5;
 }
 
 /// A member's active, standby and warm-up tasks (Kafka's `TasksTuple`).
@@ -224,6 +225,9 @@ pub struct StreamsLimits {
     pub heartbeat_interval_ms: i32,
     pub num_standby_replicas: i32,
     pub max_size: usize,
+    /// `group.streams.initial.rebalance.delay.ms`, or the group's
+    /// `streams.initial.rebalance.delay.ms`.
+    pub initial_rebalance_delay_ms: i32,
 }
 
 /// A streams group. Cloned before a heartbeat, to put back should the write of its records
@@ -248,6 +252,11 @@ pub struct StreamsGroup {
     /// The standby count the target was computed with (Kafka's last assignment configs).
     pub(super) standby_seen: i32,
     shutdown_requested_by: Option<String>,
+    /// While set, no target assignment is computed: the first member joined the empty group
+    /// and others get the initial rebalance delay to join (Kafka's timer under
+    /// `streamsInitialRebalanceKey`, whose expiry runs `computeDelayedTargetAssignment`).
+    /// Not persisted, as Kafka's timers are not: a new coordinator assigns at once.
+    initial_rebalance_deadline: Option<Instant>,
 }
 
 impl StreamsGroup {
@@ -265,6 +274,7 @@ impl StreamsGroup {
             endpoint_information_epoch: 0,
             standby_seen: 0,
             shutdown_requested_by: None,
+            initial_rebalance_deadline: None,
         }
     }
 
@@ -321,6 +331,7 @@ impl StreamsGroup {
         }
         let session = Duration::from_millis(limits.session_timeout_ms.max(0) as u64);
         let joining = p.member_epoch == 0;
+        let was_empty = self.members.is_empty();
         let (before, mut bump) = self.member_for(&p, limits, now + session)?;
         let mut status = Vec::new();
         if let Some(t) = &p.topology {
@@ -355,9 +366,7 @@ impl StreamsGroup {
         if bump {
             self.bump_epoch();
         }
-        if self.group_epoch > self.assignment_epoch {
-            self.compute_target(limits);
-        }
+        self.update_target(limits, bump && was_empty, now, &mut status);
         self.reconcile(&p.member_id, p.owned.as_ref(), now);
         if p.shutdown_application {
             self.shutdown_requested_by = Some(p.member_id.clone());
@@ -474,6 +483,84 @@ impl StreamsGroup {
             bump = true;
         }
         bump
+    }
+
+    /// The target assignment a heartbeat reconciles its member towards (Kafka's
+    /// `streamsGroupHeartbeat` calling `maybeUpdateStreamsTargetAssignment`): while the
+    /// initial rebalance delay runs, none is computed, the member is reconciled towards an
+    /// empty target at the assignment epoch and told ASSIGNMENT_DELAYED; otherwise a new
+    /// group epoch gets a new target. `first_join`: the heartbeat bumped the epoch of an empty
+    /// group.
+    fn update_target(
+        &mut self,
+        limits: &StreamsLimits,
+        first_join: bool,
+        now: Instant,
+        status: &mut Vec<(i8, String)>,
+    ) {
+        if first_join {
+            self.schedule_initial_rebalance(limits, now);
+        }
+        if self.initial_rebalance_pending(now) {
+            status.push((
+                status::ASSIGNMENT_DELAYED,
+                "Assignment delayed due to the configured initial rebalance delay.".into(),
+            ));
+        } else if self.group_epoch > self.assignment_epoch {
+            self.compute_target(limits);
+        }
+    }
+
+    /// The first member of an empty group starts the initial rebalance delay, unless it is 0
+    /// or already running (Kafka's `streamsGroupHeartbeat`: `timer.scheduleIfAbsent` under
+    /// `streamsInitialRebalanceKey` when the group epoch is bumped on an empty group).
+    ///
+    /// The member must be answered a member epoch above 0: the Kafka Streams 4.4 client
+    /// (`StreamsGroupHeartbeatRequestManager.HeartbeatState.buildRequestData`) sends the
+    /// topology and RebalanceTimeoutMs only while JOINING, so its next heartbeat at epoch 0
+    /// would be refused with INVALID_REQUEST. A group emptied before has its assignment epoch
+    /// at its group epoch (see [`Self::remove_epoch`]) and the member is given that epoch. A new
+    /// group has never had one: Kafka 4.4 answers its first member epoch 1 with an empty
+    /// assignment and moves the group to epoch 2 (StreamsGroupDescribe: group epoch 2,
+    /// assignment epoch 1), so that the delayed target is a new epoch, as
+    /// `computeDelayedTargetAssignment` requires (measured with
+    /// streams_wire.rs `a_streams_client_joining_a_new_group_waits_out_the_initial_rebalance_delay`).
+    fn schedule_initial_rebalance(&mut self, limits: &StreamsLimits, now: Instant) {
+        let delay = Duration::from_millis(limits.initial_rebalance_delay_ms.max(0) as u64);
+        if delay.is_zero() || self.initial_rebalance_pending(now) {
+            return;
+        }
+        self.initial_rebalance_deadline = Some(now + delay);
+        if self.assignment_epoch == 0 {
+            self.target.clear();
+            self.assignment_epoch = self.group_epoch;
+            self.bump_epoch();
+        }
+    }
+
+    /// Whether the initial rebalance delay still holds the target assignment back; a passed
+    /// deadline is cleared (Kafka's timer has fired).
+    fn initial_rebalance_pending(&mut self, now: Instant) -> bool {
+        match self.initial_rebalance_deadline {
+            Some(d) if d > now => true,
+            Some(_) => {
+                self.initial_rebalance_deadline = None;
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// The initial rebalance delay ran out: the target assignment of the members that
+    /// joined meanwhile is computed (Kafka's `computeDelayedTargetAssignment`; nothing when
+    /// the group emptied or is assigned already).
+    fn on_initial_rebalance_deadline(&mut self, limits: &StreamsLimits, now: Instant) {
+        if self.initial_rebalance_pending(now) {
+            return;
+        }
+        if !self.members.is_empty() && self.group_epoch > self.assignment_epoch {
+            self.compute_target(limits);
+        }
     }
 
     /// A new target assignment at the group epoch (Kafka's `TargetAssignmentBuilder` with
@@ -686,7 +773,7 @@ impl StreamsGroup {
         if self.shutdown_requested_by.as_deref() == Some(member_id) && self.members.is_empty() {
             self.shutdown_requested_by = None;
         }
-        self.bump_epoch();
+        self.remove_epoch();
         Ok(StreamsHeartbeatResult {
             member_id: member_id.to_string(),
             member_epoch: epoch,
@@ -698,7 +785,18 @@ impl StreamsGroup {
     pub fn fence(&mut self, member_id: &str) {
         if self.members.remove(member_id).is_some() {
             self.target.remove(member_id);
-            self.bump_epoch();
+            self.remove_epoch();
+        }
+    }
+
+    /// The new group epoch after a member left or was fenced; the last one also moves the
+    /// (empty) target assignment to it (Kafka's `streamsGroupFenceMember` writes the target
+    /// assignment epoch record when the group becomes empty), so that a member joining the
+    /// empty group during the initial rebalance delay is given that epoch.
+    fn remove_epoch(&mut self) {
+        self.bump_epoch();
+        if self.members.is_empty() {
+            self.assignment_epoch = self.group_epoch;
         }
     }
 
@@ -706,12 +804,17 @@ impl StreamsGroup {
         self.members
             .values()
             .flat_map(|m| [Some(m.session_deadline), m.revocation_deadline])
+            .chain([self.initial_rebalance_deadline])
             .flatten()
             .min()
     }
 
-    /// Fences members whose session or revocation deadline passed.
-    pub fn on_deadlines(&mut self, now: Instant) {
+    /// Fences members whose session or revocation deadline passed, and ends a passed initial
+    /// rebalance delay.
+    pub fn on_deadlines(&mut self, limits: &StreamsLimits, now: Instant) {
+        if self.initial_rebalance_deadline.is_some_and(|d| d <= now) {
+            self.on_initial_rebalance_deadline(limits, now);
+        }
         let expired: Vec<String> = self
             .members
             .values()
@@ -916,9 +1019,9 @@ pub struct StreamsGroupDescription {
 
 impl super::GroupCoordinator {
     /// A streams group's limits: the broker's `group.streams.*`, with the group's own
-    /// `streams.session.timeout.ms`, `streams.heartbeat.interval.ms` and
-    /// `streams.num.standby.replicas` when set (read at each heartbeat, as Kafka's
-    /// `streamsGroupHeartbeat` does).
+    /// `streams.session.timeout.ms`, `streams.heartbeat.interval.ms`,
+    /// `streams.num.standby.replicas` and `streams.initial.rebalance.delay.ms` when set
+    /// (read at each heartbeat, as Kafka's `streamsGroupHeartbeat` does).
     pub fn streams_limits(&self, group_id: &str) -> StreamsLimits {
         let mut limits = self.config.streams;
         let configs = self.replicas.group_configs(group_id);
@@ -939,6 +1042,14 @@ impl super::GroupCoordinator {
             );
             if let Some(n) = standby {
                 limits.num_standby_replicas = n.max(0) as i32;
+            }
+            let delay = super::overrides::clamped(
+                &self.replicas.config,
+                &configs,
+                "streams.initial.rebalance.delay.ms",
+            );
+            if let Some(ms) = delay {
+                limits.initial_rebalance_delay_ms = ms.clamp(0, i32::MAX as i64) as i32;
             }
         }
         limits

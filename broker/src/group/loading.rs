@@ -190,9 +190,7 @@ fn replay_offset_commit(
     match value {
         Some(v) => match records::decode_offset_value(v) {
             Ok(value) => {
-                let e = groups
-                    .entry(group.clone())
-                    .or_insert_with(|| GroupEntry::classic(&group));
+                let e = entry_for_replay(groups, &group);
                 let stored = StoredOffset {
                     value,
                     record_offset: offset,
@@ -223,9 +221,7 @@ fn replay_group_metadata(
     match value {
         Some(v) => match records::decode_group_metadata_value(v) {
             Ok(meta) => {
-                let e = groups
-                    .entry(group.clone())
-                    .or_insert_with(|| GroupEntry::classic(&group));
+                let e = entry_for_replay(groups, &group);
                 e.kind = GroupKind::Classic(ClassicGroup::from_record(
                     group.clone(),
                     meta,
@@ -344,13 +340,22 @@ pub(super) fn group_tombstone(groups: &mut HashMap<String, GroupEntry>, group: &
     }
 }
 
+/// The group a replayed record belongs to; a group first seen here starts as an empty
+/// classic group (an offsets holder), which a group record then turns into its kind.
+pub(super) fn entry_for_replay<'a>(
+    groups: &'a mut HashMap<String, GroupEntry>,
+    group: &str,
+) -> &'a mut GroupEntry {
+    groups
+        .entry(group.to_string())
+        .or_insert_with(|| GroupEntry::classic(group))
+}
+
 pub(super) fn consumer_for_replay<'a>(
     groups: &'a mut HashMap<String, GroupEntry>,
     group: &str,
 ) -> &'a mut ConsumerGroup {
-    let e = groups
-        .entry(group.to_string())
-        .or_insert_with(|| GroupEntry::classic(group));
+    let e = entry_for_replay(groups, group);
     if !matches!(e.kind, GroupKind::Consumer(_)) {
         e.kind = GroupKind::Consumer(ConsumerGroup::new(group.to_string(), 0));
     }

@@ -196,9 +196,7 @@ fn share_for_replay<'a>(
     groups: &'a mut HashMap<String, GroupEntry>,
     group: &str,
 ) -> (&'a mut HashMap<Bytes, Bytes>, &'a mut ShareGroup) {
-    let e = groups
-        .entry(group.to_string())
-        .or_insert_with(|| GroupEntry::classic(group));
+    let e = super::loading::entry_for_replay(groups, group);
     if !matches!(e.kind, GroupKind::Share(_)) {
         e.kind = GroupKind::Share(ShareGroup::new(group.to_string()));
         e.persisted.clear();

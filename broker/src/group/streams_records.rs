@@ -622,9 +622,7 @@ fn streams_for_replay<'a>(
     groups: &'a mut HashMap<String, GroupEntry>,
     group: &str,
 ) -> &'a mut StreamsGroup {
-    let e = groups
-        .entry(group.to_string())
-        .or_insert_with(|| GroupEntry::classic(group));
+    let e = super::loading::entry_for_replay(groups, group);
     if !matches!(e.kind, GroupKind::Streams(_)) {
         e.kind = GroupKind::Streams(StreamsGroup::new(group.to_string()));
     }

@@ -192,11 +192,10 @@ fn alter_response(results: Vec<(QuotaEntity, i16, Option<String>)>) -> AlterClie
     AlterClientQuotasResponse::default().with_entries(entries)
 }
 
-/// Records `bytes` against the client's quota of `manager`'s type and, if the client is over
-/// it, counts the throttle and mutes the connection for that long after the answer (Kafka's
-/// `maybeRecordAndGetThrottleTimeMs` then `RequestHandlerHelper.throttle`). Returns the
-/// throttle time for the answer's `throttle_time_ms`.
-pub(crate) fn record_and_throttle(
+/// Records `bytes` against the client's quota of `manager`'s type (Kafka's
+/// `maybeRecordAndGetThrottleTimeMs`). Returns the throttle time, 0 within the quota; the
+/// caller counts and mutes it with [`throttle_larger`] (or [`throttle`]).
+pub(crate) fn record(
     broker: &Broker,
     ctx: &RequestContext,
     manager: &crate::quota::ClientQuotaManager,
@@ -204,16 +203,43 @@ pub(crate) fn record_and_throttle(
 ) -> i32 {
     let quotas = broker.replicas.image().client_quotas.clone();
     let now = crate::cluster::replica_manager::now_ms();
-    let throttle_ms = manager.record_and_get_throttle_ms(
+    manager.record_and_get_throttle_ms(
         &quotas,
         &ctx.session.principal.name,
         ctx.client_id.as_deref().unwrap_or(""),
         bytes as f64,
         now,
-    );
+    )
+}
+
+/// Counts a throttle against `manager` and mutes the connection for it after the answer
+/// (Kafka's `RequestHandlerHelper.throttle`).
+pub(crate) fn throttle(
+    ctx: &RequestContext,
+    manager: &crate::quota::ClientQuotaManager,
+    throttle_ms: i32,
+) {
     if throttle_ms > 0 {
         manager.throttle(throttle_ms);
         ctx.throttle.set(throttle_ms);
     }
-    throttle_ms
+}
+
+/// A Produce's or Fetch's throttle from its byte-rate quota and its request quota, as
+/// Kafka's `handleProduceRequest` and `handleFetchRequest` settle it: the answer carries the
+/// larger and the connection is muted for it, and only the quota that gave it counts the
+/// throttle (the request quota on a tie). Returns the larger.
+pub(crate) fn throttle_larger(
+    broker: &Broker,
+    ctx: &RequestContext,
+    bandwidth: &crate::quota::ClientQuotaManager,
+    bandwidth_ms: i32,
+    request_ms: i32,
+) -> i32 {
+    if bandwidth_ms > request_ms {
+        throttle(ctx, bandwidth, bandwidth_ms);
+    } else {
+        throttle(ctx, &broker.quotas.request, request_ms);
+    }
+    bandwidth_ms.max(request_ms)
 }

@@ -310,9 +310,11 @@ fn over_quota(
         .filter_map(|p| p.records.as_ref().map(|r| r.len()))
         .sum();
     let manager = &broker.quotas.fetch;
-    let bandwidth_ms = super::client_quotas::record_and_throttle(broker, ctx, manager, bytes);
+    let bandwidth_ms = super::client_quotas::record(broker, ctx, manager, bytes);
     // The request quota throttles the same way (a follower's fetch, exempt, never gets here).
-    let throttle_ms = bandwidth_ms.max(super::request_quota::record(broker, ctx));
+    let request_ms = super::request_quota::measure(broker, ctx);
+    let throttle_ms =
+        super::client_quotas::throttle_larger(broker, ctx, manager, bandwidth_ms, request_ms);
     if throttle_ms == 0 {
         return None;
     }

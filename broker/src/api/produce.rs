@@ -76,20 +76,21 @@ pub async fn handle(
         ));
     };
     // The produce quota counts the whole request (Kafka's `handleProduceRequest`); an
-    // acks=0 client gets no answer but its connection is muted all the same.
-    let throttle_ms = super::client_quotas::record_and_throttle(
-        broker,
-        ctx,
-        &broker.quotas.produce,
-        ctx.request_bytes,
-    );
+    // acks=0 client gets no answer but its connection is muted all the same, and its
+    // request time is not recorded against its request quota.
+    let produce_quota = &broker.quotas.produce;
+    let bandwidth_ms = super::client_quotas::record(broker, ctx, produce_quota, ctx.request_bytes);
     if acks == 0 {
+        super::client_quotas::throttle(ctx, produce_quota, bandwidth_ms);
         // acks=0 clients read no responses; an error can only be signalled by closing.
         return Ok(match any_error {
             Some(code) => Outcome::Close(format!("acks=0 produce failed with error {code}")),
             None => Outcome::NoResponse,
         });
     }
+    let request_ms = super::request_quota::measure(broker, ctx);
+    let throttle_ms =
+        super::client_quotas::throttle_larger(broker, ctx, produce_quota, bandwidth_ms, request_ms);
     let node_endpoints = leader_hints(broker, ctx, &mut topics);
     let resp = ProduceResponse::default()
         .with_responses(topics)

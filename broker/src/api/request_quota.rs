@@ -65,11 +65,20 @@ impl RequestTimer {
     }
 }
 
-/// Records the request's time against the client's `request_percentage` (Kafka's
-/// `maybeRecordAndGetThrottleTimeMs`) and, over the quota, counts the throttle and mutes the
-/// connection for it after the answer. Returns the throttle time, 0 when within the quota,
-/// exempt, without a quota, or already recorded.
+/// Records the request's time against the client's `request_percentage` and, over the
+/// quota, counts the throttle and mutes the connection for it after the answer. Returns the
+/// throttle time, 0 when within the quota, exempt, without a quota, or already recorded.
 pub(crate) fn record(broker: &Broker, ctx: &RequestContext) -> i32 {
+    let throttle_ms = measure(broker, ctx);
+    super::client_quotas::throttle(ctx, &broker.quotas.request, throttle_ms);
+    throttle_ms
+}
+
+/// Records the request's time against the client's `request_percentage` (Kafka's
+/// `maybeRecordAndGetThrottleTimeMs`), once per request, without counting or muting (the
+/// Produce and Fetch handlers settle it against their byte-rate quota's throttle). Returns
+/// the throttle time, 0 when within the quota, exempt, without a quota, or already recorded.
+pub(crate) fn measure(broker: &Broker, ctx: &RequestContext) -> i32 {
     if ctx.api_key == ApiKey::WriteTxnMarkers {
         return 0;
     }
@@ -81,19 +90,13 @@ pub(crate) fn record(broker: &Broker, ctx: &RequestContext) -> i32 {
     if quotas.is_empty() {
         return 0;
     }
-    let manager = &broker.quotas.request;
-    let throttle_ms = manager.record_and_get_throttle_ms(
+    broker.quotas.request.record_and_get_throttle_ms(
         &quotas,
         &ctx.session.principal.name,
         ctx.client_id.as_deref().unwrap_or(""),
         spent.as_nanos() as f64 * NANOS_TO_PERCENTAGE_PER_SECOND,
         crate::cluster::replica_manager::now_ms(),
-    );
-    if throttle_ms > 0 {
-        manager.throttle(throttle_ms);
-        ctx.throttle.set(throttle_ms);
-    }
-    throttle_ms
+    )
 }
 
 /// A response's `throttle_time_ms`, for the answers that have one.

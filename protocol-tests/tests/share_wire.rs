@@ -499,6 +499,74 @@ fn a_share_groups_heartbeat_and_session_overrides_reach_its_members() {
     assert_eq!(r.error_code, 0, "the plain group keeps its member: {r:?}");
 }
 
+/// A share group's members and assignments are written to `__consumer_offsets` (Kafka's
+/// `ShareGroupMemberMetadata`, `ShareGroupTargetAssignment*` and
+/// `ShareGroupCurrentMemberAssignment` records, replayed by `GroupMetadataManager.replay`,
+/// whose `onLoaded` starts each loaded member's session): after the coordinator's node is
+/// killed and started again, a member's heartbeat at its epoch is answered at that epoch, and
+/// ShareGroupDescribe shows the member with its partitions and the group at its epochs.
+#[test]
+fn a_share_member_keeps_its_epoch_and_partitions_across_a_coordinator_kill() {
+    use brook_protocol_tests::poll_until;
+    use std::time::Duration;
+    let mut broker = Broker::start_with(&[("offsets.topic.num.partitions", "1")]);
+    let mut c = WireClient::connect(&broker.bootstrap());
+    let topic = unique_topic("sw-members");
+    c.ensure_topic(&topic);
+    let group = format!("{topic}-g");
+    let member = "member-across-kill";
+    let describe = |c: &mut WireClient| {
+        let req = ShareGroupDescribeRequest::default().with_group_ids(vec![s(&group).into()]);
+        let r: ShareGroupDescribeResponse = c.request(V, &req);
+        r.groups[0].clone()
+    };
+    // FindCoordinator creates `__consumer_offsets`, as a client's first request does; until
+    // the coordinator has loaded it, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE
+    // or NOT_COORDINATOR.
+    let find = FindCoordinatorRequest::default()
+        .with_key_type(0)
+        .with_coordinator_keys(vec![s(&group)]);
+    let _: FindCoordinatorResponse = c.request(6, &find);
+    let loading = [14, 15, 16];
+    // Heartbeat until the share-partition is initialized and assigned.
+    let mut epoch = 0;
+    let before = poll_until("the member assigned", Duration::from_secs(30), || {
+        let r = heartbeat(&mut c, &group, member, epoch, Some(&topic));
+        if loading.contains(&r.error_code) {
+            return None;
+        }
+        assert_eq!(r.error_code, 0, "{r:?}");
+        epoch = r.member_epoch;
+        let g = describe(&mut c);
+        let assigned = g
+            .members
+            .first()
+            .map(|m| m.assignment.topic_partitions.clone());
+        assigned.filter(|tps| !tps.is_empty()).map(|_| g)
+    });
+    broker.kill9();
+    broker.start_again();
+    let mut c = WireClient::connect(&broker.bootstrap());
+    let r = poll_until("the coordinator loaded", Duration::from_secs(30), || {
+        let r = heartbeat(&mut c, &group, member, epoch, None);
+        (!loading.contains(&r.error_code)).then_some(r)
+    });
+    assert_eq!((r.error_code, r.member_epoch), (0, epoch), "{r:?}");
+    let after = describe(&mut c);
+    assert_eq!(
+        (after.group_epoch, after.assignment_epoch),
+        (before.group_epoch, before.assignment_epoch),
+        "{after:?}"
+    );
+    let (m, was) = (&after.members[0], &before.members[0]);
+    assert_eq!(
+        (&m.member_id, m.member_epoch, &m.assignment),
+        (&was.member_id, was.member_epoch, &was.assignment),
+        "{after:?}"
+    );
+    assert_eq!(m.client_host, was.client_host);
+}
+
 /// Durable share state (KIP-932's share coordinator on `__share_group_state`), on 3 nodes:
 /// what a share-partition leader acknowledged and released survives the SIGKILL of the
 /// partition's leader (case 1) and of the share coordinator's node (case 2). After failover

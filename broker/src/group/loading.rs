@@ -39,6 +39,7 @@ impl GroupCoordinator {
                 let sessions = ReplaySessions {
                     consumer: self.consumer_session(),
                     streams: self.streams_session(),
+                    share: self.share_session(),
                 };
                 let (groups, n) = load_partition(&self.store, index, sessions)?;
                 tracing::info!(
@@ -113,6 +114,7 @@ impl GroupCoordinator {
 pub(super) struct ReplaySessions {
     pub consumer: std::time::Duration,
     pub streams: std::time::Duration,
+    pub share: std::time::Duration,
 }
 
 /// Reads offsets partition `index` back: its groups with their members, committed offsets
@@ -168,7 +170,7 @@ pub(super) fn replay_record(
             }
         }
         RecordKey::Share(k) => {
-            if let Err(e) = super::share_records::replay(groups, k, value) {
+            if let Err(e) = super::share_records::replay(groups, k, value, sessions.share) {
                 tracing::warn!(error = %e, "skipping share group record");
             }
         }

@@ -577,6 +577,11 @@ impl GroupCoordinator {
         std::time::Duration::from_millis(self.config.consumer.session_timeout_ms as u64)
     }
 
+    /// The session a share member read back from the log starts with.
+    fn share_session(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.config.share.session_timeout_ms.max(0) as u64)
+    }
+
     /// The session a streams member read back from the log starts with.
     fn streams_session(&self) -> std::time::Duration {
         std::time::Duration::from_millis(self.config.streams.session_timeout_ms.max(0) as u64)

@@ -287,7 +287,7 @@ pub fn consumer_group_metadata_value(epoch: i32) -> Bytes {
     out.freeze()
 }
 
-fn member_key(version: i16, group: &str, member: &str) -> Bytes {
+pub(crate) fn member_key(version: i16, group: &str, member: &str) -> Bytes {
     let mut out = BytesMut::with_capacity(6 + group.len() + member.len());
     out.put_i16(version);
     put_str(&mut out, group);
@@ -327,7 +327,7 @@ pub(crate) fn put_uvarint(out: &mut BytesMut, mut v: u64) {
     out.put_u8(v as u8);
 }
 
-fn put_compact_nullable_str(out: &mut BytesMut, s: Option<&str>) {
+pub(crate) fn put_compact_nullable_str(out: &mut BytesMut, s: Option<&str>) {
     match s {
         None => put_uvarint(out, 0),
         Some(s) => {
@@ -341,7 +341,7 @@ pub(crate) fn put_compact_str(out: &mut BytesMut, s: &str) {
     put_compact_nullable_str(out, Some(s));
 }
 
-fn put_topic_partitions(out: &mut BytesMut, tps: &TopicPartitions) {
+pub(crate) fn put_topic_partitions(out: &mut BytesMut, tps: &TopicPartitions) {
     put_uvarint(out, tps.len() as u64 + 1);
     for (topic, partitions) in tps {
         out.put_slice(topic.as_bytes());
@@ -498,7 +498,7 @@ impl<'a> Reader<'a> {
                 .ok_or_else(|| RecordError(format!("length {} past the end", n - 1))),
         }
     }
-    fn compact_nullable_str(&mut self) -> Result<Option<String>, RecordError> {
+    pub(crate) fn compact_nullable_str(&mut self) -> Result<Option<String>, RecordError> {
         let Some(len) = self.compact_len()? else {
             return Ok(None);
         };
@@ -521,7 +521,7 @@ impl<'a> Reader<'a> {
         }
         Ok(())
     }
-    fn topic_partitions(&mut self) -> Result<TopicPartitions, RecordError> {
+    pub(crate) fn topic_partitions(&mut self) -> Result<TopicPartitions, RecordError> {
         let n = self.compact_len()?.unwrap_or(0);
         let mut out = TopicPartitions::new();
         for _ in 0..n {

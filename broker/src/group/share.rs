@@ -9,11 +9,10 @@
 //!   nothing, since several members may read one partition, so there is no reconciliation.
 //!
 //! The share-partition state (which records are acquired, by whom, how often delivered) is
-//! not here: it lives on each partition's leader ([`crate::share`]). A share group's epoch and
-//! initialized share-partitions are written to `__consumer_offsets`
-//! ([`super::share_records`]); its members are not, so a coordinator move or restart loses
-//! membership, and members rejoin at epoch 0 (Kafka also writes the member and assignment
-//! records).
+//! not here: it lives on each partition's leader ([`crate::share`]). A share group's epoch,
+//! members, target and current assignments and initialized share-partitions are written to
+//! `__consumer_offsets` ([`super::share_records`]), so that after a coordinator move or
+//! restart members carry on at their epochs with their partitions.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -108,6 +107,10 @@ pub struct ShareGroup {
     /// Share-partitions whose InitializeShareGroupState is in flight (Kafka's initializing
     /// topics): not assigned yet, and not asked for again until it is answered.
     pub initializing: BTreeMap<Uuid, BTreeSet<i32>>,
+    /// Read back from the log: the topics the target was computed from are not known (Kafka
+    /// keeps their hash; Brook writes none), so the first heartbeat takes the current ones as
+    /// those instead of as a change that needs a new target.
+    topics_unknown: bool,
 }
 
 impl ShareGroup {
@@ -121,7 +124,32 @@ impl ShareGroup {
             topics_seen: BTreeMap::new(),
             state_topics: BTreeMap::new(),
             initializing: BTreeMap::new(),
+            topics_unknown: false,
         }
+    }
+
+    /// Replay: the member `member_id`, created (epoch 0, nothing assigned) if its records have
+    /// not been read yet. Its session starts at `session_deadline` minus the session timeout,
+    /// as Kafka's `onLoaded` schedules every loaded share member's session timeout.
+    pub(super) fn restored_member(
+        &mut self,
+        member_id: &str,
+        session_deadline: Instant,
+    ) -> &mut ShareMember {
+        self.topics_unknown = true;
+        self.members
+            .entry(member_id.to_string())
+            .or_insert_with(|| ShareMember {
+                member_id: member_id.to_string(),
+                rack_id: None,
+                client_id: String::new(),
+                client_host: String::new(),
+                member_epoch: 0,
+                previous_member_epoch: 0,
+                subscribed_topics: Vec::new(),
+                assigned: BTreeMap::new(),
+                session_deadline,
+            })
     }
 
     /// Kafka's `ShareGroup.ShareGroupState`: Empty without members, Stable with.
@@ -202,9 +230,10 @@ impl ShareGroup {
         let mut bump = self.update_member(p, limits, now)?;
         let image = self.topics_image(topics);
         if image != self.topics_seen {
+            bump |= !self.topics_unknown;
             self.topics_seen = image;
-            bump = true;
         }
+        self.topics_unknown = false;
         // Kafka's `initializedAssignmentPending`: partitions initialized since the target
         // was computed are assigned by a new one.
         if bump || self.initialized_assignment_pending() {

@@ -11,6 +11,8 @@
 //!   their committed offsets.
 //! - `GET /v1/transactions`: the transactional ids this node's transaction coordinator owns,
 //!   as ListTransactions and DescribeTransactions see them.
+//! - `GET /v1/share-partitions[?topic=T]`: the share-partitions this node leads (KIP-932), with
+//!   their in-flight records' states and delivery counts (`SharePartitionManager::inspect`).
 //!
 //! Every view is built at request time from the owner of each fact; nothing here keeps state.
 //! Every list an answer can grow with load has a named bound and a `truncated` flag. Bad
@@ -53,6 +55,10 @@ pub const OPEN_TRANSACTIONS_PER_PARTITION_MAX: usize = 50;
 pub const ABORTED_TRANSACTIONS_PER_PARTITION_MAX: usize = 20;
 /// Bound on the transactional ids one `/v1/transactions` answer lists.
 pub const TRANSACTIONS_PER_ANSWER_MAX: usize = 200;
+/// Bound on the share-partitions one `/v1/share-partitions` answer lists.
+pub const SHARE_PARTITIONS_PER_ANSWER_MAX: usize = 200;
+/// Bound on the runs of in-flight records listed for one share-partition.
+pub const IN_FLIGHT_RUNS_PER_SHARE_PARTITION_MAX: usize = 200;
 /// Bound on the query parameters read from one request.
 const QUERY_PARAMS_MAX: usize = 8;
 
@@ -65,6 +71,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/v1/groups", get(groups))
         .route("/v1/transactions", get(transactions))
         .route("/v1/client-metrics", get(client_metrics))
+        .route("/v1/share-partitions", get(share_partitions))
         .with_state(broker)
 }
 
@@ -819,4 +826,107 @@ mod tests {
         let uri: Uri = "/v1/partitions".parse().expect("uri");
         assert!(query(&uri, &["topic"]).is_ok_and(|q| q.is_empty()));
     }
+}
+
+// ------------------------------------------------------------------------ share-partitions
+
+#[derive(Serialize)]
+struct SharePartitionsView {
+    share_partitions: Vec<SharePartitionView>,
+    truncated: bool,
+}
+
+#[derive(Serialize)]
+struct SharePartitionView {
+    group_id: String,
+    topic: String,
+    partition: i32,
+    start_offset: i64,
+    end_offset: i64,
+    leader_epoch: i32,
+    state_epoch: i32,
+    in_flight: Vec<InFlightRun>,
+    in_flight_truncated: bool,
+}
+
+/// Consecutive in-flight offsets in one state with one delivery count.
+#[derive(Serialize, PartialEq)]
+struct InFlightRun {
+    first_offset: i64,
+    last_offset: i64,
+    state: &'static str,
+    delivery_count: i16,
+}
+
+async fn share_partitions(
+    State(broker): State<Arc<Broker>>,
+    uri: Uri,
+) -> Result<Json<SharePartitionsView>, ViewError> {
+    let q = query(&uri, &["topic"])?;
+    let wanted = q.get("topic");
+    // Taken beyond the bound, so that a topic filter still finds its partitions.
+    let (all, more) = broker.share.inspect(usize::MAX);
+    let named = all.into_iter().filter_map(|v| {
+        let topic = broker.replicas.topic_name_by_id(v.key.1)?;
+        wanted.is_none_or(|w| *w == topic).then_some((topic, v))
+    });
+    let named: Vec<_> = named.collect();
+    let (share_partitions, truncated) = bounded(
+        named.into_iter(),
+        SHARE_PARTITIONS_PER_ANSWER_MAX,
+        |(topic, v)| {
+            let runs = in_flight_runs(&v.in_flight);
+            let in_flight_truncated = runs.len() > IN_FLIGHT_RUNS_PER_SHARE_PARTITION_MAX;
+            SharePartitionView {
+                group_id: v.key.0,
+                topic,
+                partition: v.key.2,
+                start_offset: v.start_offset,
+                end_offset: v.end_offset,
+                leader_epoch: v.leader_epoch,
+                state_epoch: v.state_epoch,
+                in_flight: runs
+                    .into_iter()
+                    .take(IN_FLIGHT_RUNS_PER_SHARE_PARTITION_MAX)
+                    .collect(),
+                in_flight_truncated,
+            }
+        },
+    );
+    Ok(Json(SharePartitionsView {
+        share_partitions,
+        truncated: truncated || more,
+    }))
+}
+
+/// Kafka's `RecordState` names, run by run.
+fn in_flight_runs(
+    records: &[(i64, crate::share::partition::RecordState, i16)],
+) -> Vec<InFlightRun> {
+    use crate::share::partition::RecordState;
+    let mut runs: Vec<InFlightRun> = Vec::new();
+    for &(offset, state, delivery_count) in records {
+        let state = match state {
+            RecordState::Available => "Available",
+            RecordState::Acquired => "Acquired",
+            RecordState::Acknowledged => "Acknowledged",
+            RecordState::Archived => "Archived",
+        };
+        match runs.last_mut() {
+            Some(r)
+                if r.last_offset + 1 == offset
+                    && r.state == state
+                    && r.delivery_count == delivery_count =>
+            {
+                r.last_offset = offset;
+            }
+            _ => runs.push(InFlightRun {
+                first_offset: offset,
+                last_offset: offset,
+                state,
+                delivery_count,
+            }),
+        }
+    }
+    runs
 }

@@ -499,6 +499,94 @@ fn a_share_groups_heartbeat_and_session_overrides_reach_its_members() {
     assert_eq!(r.error_code, 0, "the plain group keeps its member: {r:?}");
 }
 
+/// `GET /v1/share-partitions` shows a share-partition's in-flight records as the share
+/// fetches and acknowledgements leave them: acquired with delivery count 1, then the first
+/// accepted (the start offset moves past it), the second released (Available, count 1) and
+/// the third still acquired; a topic filter of another topic lists nothing.
+#[test]
+fn the_share_partitions_view_shows_each_in_flight_records_state_and_delivery_count() {
+    use brook_protocol_tests::{cluster::CALL, supervised};
+    let broker = Broker::start_with(&[
+        ("offsets.topic.num.partitions", "1"),
+        ("share.coordinator.state.topic.num.partitions", "1"),
+        ("admin.listener", "127.0.0.1:0"),
+    ]);
+    let admin = broker.admin_address();
+    let mut c = WireClient::connect(&broker.bootstrap());
+    let topic = unique_topic("sw-view");
+    c.ensure_topic(&topic);
+    let topic_id = c.metadata(&[&topic], false).topics[0].topic_id;
+    let group = format!("{topic}-g");
+    let member = Uuid::new_v4().to_string();
+    assert_eq!(
+        heartbeat(&mut c, &group, &member, 0, Some(&topic)).error_code,
+        0
+    );
+    assert_eq!(
+        share_fetch(&mut c, &group, &member, 0, topic_id, &[]).error_code,
+        0
+    );
+    let recs: Vec<Rec> = (0..3).map(|i| Rec::kv("k", &format!("v{i}"), 1)).collect();
+    c.produce(&topic, 0, encode_batch(Producer::NONE, &recs));
+    let r = share_fetch(&mut c, &group, &member, 1, topic_id, &[]);
+    assert_eq!(acquired(&r), (vec![(0, 2, 1)], 0, 0), "{r:?}");
+    let view = |filter: &str| {
+        let path = format!("/v1/share-partitions?topic={filter}");
+        let (status, v) = supervised::http("GET", &admin, &path, None, CALL);
+        assert_eq!(status, 200, "{v}");
+        v["share_partitions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    let runs = |v: &[serde_json::Value]| -> Vec<(i64, i64, String, i64)> {
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!(
+            (v[0]["group_id"].as_str(), v[0]["partition"].as_i64()),
+            (Some(group.as_str()), Some(0))
+        );
+        v[0]["in_flight"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let n = |k: &str| r[k].as_i64().unwrap();
+                (
+                    n("first_offset"),
+                    n("last_offset"),
+                    r["state"].as_str().unwrap().into(),
+                    n("delivery_count"),
+                )
+            })
+            .collect()
+    };
+    let acquired_all = view(&topic);
+    assert_eq!(runs(&acquired_all), vec![(0, 2, "Acquired".into(), 1)]);
+    assert_eq!(
+        (
+            acquired_all[0]["start_offset"].as_i64(),
+            acquired_all[0]["end_offset"].as_i64()
+        ),
+        (Some(0), Some(3))
+    );
+    let r = acknowledge(
+        &mut c,
+        &group,
+        &member,
+        2,
+        topic_id,
+        &[(0, 0, 1), (1, 1, 2)],
+    );
+    assert_eq!(r.responses[0].partitions[0].error_code, 0, "{r:?}");
+    let after = view(&topic);
+    assert_eq!(
+        runs(&after),
+        vec![(1, 1, "Available".into(), 1), (2, 2, "Acquired".into(), 1)]
+    );
+    assert_eq!(after[0]["start_offset"].as_i64(), Some(1), "{after:?}");
+    assert!(view("some-other-topic").is_empty());
+}
+
 /// A share group's members and assignments are written to `__consumer_offsets` (Kafka's
 /// `ShareGroupMemberMetadata`, `ShareGroupTargetAssignment*` and
 /// `ShareGroupCurrentMemberAssignment` records, replayed by `GroupMetadataManager.replay`,

@@ -70,6 +70,19 @@ pub struct Acquired {
     pub ranges: Vec<AcquiredRange>,
 }
 
+/// One share-partition as the state views show it: its offsets and epochs, and each
+/// in-flight offset's state and delivery count (bounded by
+/// `group.share.partition.max.record.locks`).
+#[derive(Debug, Clone)]
+pub struct SharePartitionView {
+    pub key: SharePartitionKey,
+    pub start_offset: i64,
+    pub end_offset: i64,
+    pub leader_epoch: i32,
+    pub state_epoch: i32,
+    pub in_flight: Vec<(i64, partition::RecordState, i16)>,
+}
+
 /// The share-partitions and share sessions of this node.
 pub struct SharePartitionManager {
     /// The broker's `group.share.*` limits; a group's own `share.*` configs override them
@@ -476,6 +489,31 @@ impl SharePartitionManager {
         keys.iter()
             .filter_map(|k| parts.get(k)?.next_lock_deadline_ms())
             .min()
+    }
+
+    /// Every share-partition this node holds, in key order, at most `max` (and whether any
+    /// were left out), with its in-flight records: what `GET /v1/share-partitions` shows.
+    pub fn inspect(&self, max: usize) -> (Vec<SharePartitionView>, bool) {
+        let parts = self.partitions.lock();
+        let mut keys: Vec<&SharePartitionKey> = parts.keys().collect();
+        keys.sort();
+        let truncated = keys.len() > max;
+        let views = keys
+            .into_iter()
+            .take(max)
+            .filter_map(|k| {
+                let sp = parts.get(k)?;
+                Some(SharePartitionView {
+                    key: k.clone(),
+                    start_offset: sp.start_offset(),
+                    end_offset: sp.end_offset(),
+                    leader_epoch: sp.leader_epoch,
+                    state_epoch: sp.state_epoch,
+                    in_flight: sp.in_flight(),
+                })
+            })
+            .collect();
+        (views, truncated)
     }
 
     /// (start offset, end offset, in-flight offsets) of a share-partition, for views.

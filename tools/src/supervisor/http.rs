@@ -186,6 +186,7 @@ pub(super) fn router(sup: Arc<Supervisor>) -> Router {
         .route("/v1/groups", get(merged_view))
         .route("/v1/transactions", get(merged_view))
         .route("/v1/client-metrics", get(merged_view))
+        .route("/v1/share-partitions", get(merged_view))
         .route("/v1/labs", get(super::labs::list))
         .route("/v1/labs/{name}/step", post(super::labs::step))
         .route("/v1/labs/{name}/reset", post(super::labs::reset))

@@ -74,29 +74,15 @@ pub fn table(out: &RunOutput) -> String {
 
 /// The share consumers' deliveries and acknowledgements, and the drain.
 fn share_line(out: &RunOutput) -> String {
-    let (mut delivered, mut acked, mut failed, mut drained) = (0usize, 0usize, 0usize, 0usize);
-    for op in &out.history {
-        match op {
-            Op::ShareDelivery { offsets, .. } => delivered += offsets.len(),
-            Op::ShareAck {
-                offsets,
-                success: true,
-                ..
-            } => acked += offsets.len(),
-            Op::ShareAck { offsets, .. } => failed += offsets.len(),
-            Op::ShareStartOffset {
-                start_offset,
-                lag,
-                end_offset,
-                ..
-            } if *lag == 0 || start_offset >= end_offset => drained += 1,
-            _ => {}
-        }
-    }
+    let t = crate::share::totals(&out.history);
     format!(
-        "share consumers ({} members, ack pattern {:?}): {delivered} deliveries, {acked} acknowledgements succeeded, {failed} failed; {drained} of {} partitions drained (lag 0)\n",
+        "share consumers ({} members, ack pattern {:?}): {} deliveries, {} acknowledgements succeeded, {} failed; {} of {} partitions drained (lag 0)\n",
         out.config.clients.share_consumers,
         crate::share::ACK_PATTERN,
+        t.deliveries,
+        t.acked,
+        t.ack_failed,
+        t.drained,
         out.config.clients.partitions
     )
 }

@@ -447,6 +447,42 @@ pub fn drain(c: &Clients, history: &History) -> Result<(), String> {
     Ok(())
 }
 
+/// A share run's totals, for the report.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Totals {
+    /// Records delivered, each delivery counted.
+    pub deliveries: u64,
+    /// Records acknowledged with success, and without.
+    pub acked: u64,
+    pub ack_failed: u64,
+    /// Partitions drained to lag 0.
+    pub drained: u64,
+}
+
+/// The totals of a history's share ops.
+pub fn totals(ops: &[Op]) -> Totals {
+    let mut t = Totals::default();
+    for op in ops {
+        match op {
+            Op::ShareDelivery { offsets, .. } => t.deliveries += offsets.len() as u64,
+            Op::ShareAck {
+                offsets, success, ..
+            } => match success {
+                true => t.acked += offsets.len() as u64,
+                false => t.ack_failed += offsets.len() as u64,
+            },
+            Op::ShareStartOffset {
+                start_offset,
+                lag,
+                end_offset,
+                ..
+            } if settled(*start_offset, *lag, *end_offset) => t.drained += 1,
+            _ => {}
+        }
+    }
+    t
+}
+
 /// What the share ops say about one offset.
 #[derive(Default)]
 struct OffsetView<'a> {
@@ -691,6 +727,15 @@ mod tests {
         let share: Vec<_> = reports[&0].anomalies.keys().filter(|a| a.share()).collect();
         assert!(share.is_empty(), "{reports:?}");
         assert_eq!(reports[&0].share_deliveries, 10);
+        assert_eq!(
+            totals(&ops),
+            Totals {
+                deliveries: 10,
+                acked: 7,
+                ack_failed: 3,
+                drained: 1
+            }
+        );
     }
 
     #[test]
@@ -735,15 +780,7 @@ mod tests {
         assert_eq!(count(&ops, Anomaly::Undelivered), 1);
         assert_eq!(count(&ops, Anomaly::Unsettled), 1);
         // Acknowledged without an offset: found by value in the final read, at offset 1.
-        let mut no_offset = vec![Op::Send {
-            process: "p0".into(),
-            seq: 7,
-            partition: 0,
-            value: "p0-7".into(),
-            invoked_ms: 0,
-            completed_ms: 1,
-            outcome: Outcome::Ok { offset: -1001 },
-        }];
+        let mut no_offset = vec![sent(7, -1001)];
         no_offset.push(Op::Poll {
             process: FINAL_READER.into(),
             at_ms: 50,
@@ -765,27 +802,32 @@ mod tests {
     #[test]
     fn the_tools_events_become_ops() {
         let consumed = r#"{"timestamp":1500,"name":"records_consumed","count":3,"partitions":[{"topic":"t","partition":2,"count":3,"offsets":[4,5,6]}]}"#;
-        assert_eq!(
-            parse_event(consumed, "s1", 1000),
-            vec![Op::ShareDelivery {
-                process: "s1".into(),
-                at_ms: 500,
-                partition: 2,
-                offsets: vec![4, 5, 6]
-            }]
-        );
         let acked = r#"{"timestamp":1600,"name":"offsets_acknowledged","count":1,"partitions":[{"topic":"t","partition":0,"count":1,"offsets":[7]}],"success":false,"error":"boom"}"#;
-        assert_eq!(
-            parse_event(acked, "s0", 1000),
-            vec![Op::ShareAck {
-                process: "s0".into(),
-                at_ms: 600,
-                partition: 0,
-                offsets: vec![7],
-                success: false,
-                error: Some("boom".into())
-            }]
-        );
+        let expected = [
+            (
+                consumed,
+                Op::ShareDelivery {
+                    process: "s1".into(),
+                    at_ms: 500,
+                    partition: 2,
+                    offsets: vec![4, 5, 6],
+                },
+            ),
+            (
+                acked,
+                Op::ShareAck {
+                    process: "s1".into(),
+                    at_ms: 600,
+                    partition: 0,
+                    offsets: vec![7],
+                    success: false,
+                    error: Some("boom".into()),
+                },
+            ),
+        ];
+        for (line, op) in expected {
+            assert_eq!(parse_event(line, "s1", 1000), vec![op], "{line}");
+        }
         assert!(parse_event(r#"{"timestamp":1,"name":"startup_complete"}"#, "s0", 0).is_empty());
         assert!(parse_event("not json", "s0", 0).is_empty());
     }

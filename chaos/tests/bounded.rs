@@ -38,6 +38,7 @@ use brook_chaos::history::{Op, Outcome, FINAL_READER};
 use brook_chaos::report;
 use brook_chaos::run::{run, RunConfig, RunOutput};
 use brook_chaos::schedule::{KillSignal, Rebalance, Role, Step};
+use brook_chaos::share;
 use brook_chaos::target::{BrookCluster, Target};
 use brook_chaos::workload::{ClientSettings, WorkloadKind};
 use brook_protocol_tests::process::brook_bin;
@@ -387,29 +388,13 @@ fn share_consumers_lose_and_reaccept_nothing_when_leaders_and_the_share_coordina
         "a leader and a share coordinator killed: {:?}",
         out.nemesis
     );
-    let (mut delivered, mut accepted) = (0, 0);
-    for op in &out.history {
-        match op {
-            Op::ShareDelivery { offsets, .. } => delivered += offsets.len(),
-            Op::ShareAck {
-                offsets,
-                success: true,
-                ..
-            } => accepted += offsets.len(),
-            _ => {}
-        }
-    }
+    let t = share::totals(&out.history);
     assert!(
-        delivered as u64 >= out.acknowledged && accepted >= 500,
-        "{delivered} deliveries, {accepted} acknowledgements for {} sends",
+        t.deliveries >= out.acknowledged && t.acked >= 500,
+        "{t:?} for {} sends",
         out.acknowledged
     );
-    let drained = out
-        .history
-        .iter()
-        .filter(|op| matches!(op, Op::ShareStartOffset { .. }))
-        .count();
-    assert_eq!(drained, 3, "the drain covers every partition");
+    assert_eq!(t.drained, 3, "every partition drained to lag 0: {t:?}");
     assert!(
         out.verdict.ok,
         "share consumers under leader and share coordinator kills promise no anomaly: {:?}\n{}",

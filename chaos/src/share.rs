@@ -188,12 +188,17 @@ impl ShareConsumers {
     ) -> Result<ShareConsumers, String> {
         // The tool stamps events with the wall clock; the history counts from its start.
         let wall_start_ms = wall_ms().saturating_sub(history.now_ms());
-        let mut members = Vec::new();
+        // Members already started are killed (Drop) if a later one cannot start.
+        let mut started = ShareConsumers {
+            members: Vec::new(),
+        };
         for i in 0..n {
             let process = format!("s{i}");
             let log = std::env::temp_dir().join(format!("{}-{process}.log", c.topic));
             let mut child = spawn_member(lib, c, &log)?;
             let Some(out) = child.stdout.take() else {
+                let _ = child.kill();
+                let _ = child.wait();
                 return Err(format!("{process}: no stdout"));
             };
             let (h, p) = (history.clone(), progress.clone());
@@ -207,9 +212,9 @@ impl ShareConsumers {
                 child.id(),
                 log.display()
             ));
-            members.push((child, reader));
+            started.members.push((child, reader));
         }
-        Ok(ShareConsumers { members })
+        Ok(started)
     }
 
     /// SIGTERM to every member (the tool closes its consumer, acknowledging what it holds),

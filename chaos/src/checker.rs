@@ -53,6 +53,9 @@
 //! reading a partition below an offset whose commit was acknowledged before it got the
 //! partition.
 //!
+//! With share consumers ([`crate::share`]), also `redelivered-after-accept`,
+//! `delivered-after-limit`, `undelivered` and `unsettled` (see there).
+//!
 //! A transaction's records count as sends for `duplicate` (of the reads) and `reorder`, not for
 //! `lost-write` or `unseen` (acknowledged means committed there: `lost-commit`).
 //!
@@ -85,10 +88,14 @@ pub enum Anomaly {
     LostCommit,
     PartialTransaction,
     LostOffsetCommit,
+    RedeliveredAfterAccept,
+    DeliveredAfterLimit,
+    Undelivered,
+    Unsettled,
 }
 
 impl Anomaly {
-    pub const ALL: [Anomaly; 13] = [
+    pub const ALL: [Anomaly; 17] = [
         Anomaly::LostWrite,
         Anomaly::Unseen,
         Anomaly::Duplicate,
@@ -102,7 +109,22 @@ impl Anomaly {
         Anomaly::LostCommit,
         Anomaly::PartialTransaction,
         Anomaly::LostOffsetCommit,
+        Anomaly::RedeliveredAfterAccept,
+        Anomaly::DeliveredAfterLimit,
+        Anomaly::Undelivered,
+        Anomaly::Unsettled,
     ];
+
+    /// Whether only the share workload ([`crate::share`]) can show it.
+    pub fn share(self) -> bool {
+        matches!(
+            self,
+            Anomaly::RedeliveredAfterAccept
+                | Anomaly::DeliveredAfterLimit
+                | Anomaly::Undelivered
+                | Anomaly::Unsettled
+        )
+    }
 
     /// Whether only the transactional workload can show it.
     pub fn transactional(self) -> bool {
@@ -131,6 +153,10 @@ impl Anomaly {
             Anomaly::LostCommit => "lost-commit",
             Anomaly::PartialTransaction => "partial-transaction",
             Anomaly::LostOffsetCommit => "lost-offset-commit",
+            Anomaly::RedeliveredAfterAccept => "redelivered-after-accept",
+            Anomaly::DeliveredAfterLimit => "delivered-after-limit",
+            Anomaly::Undelivered => "undelivered",
+            Anomaly::Unsettled => "unsettled",
         }
     }
 }
@@ -156,6 +182,9 @@ pub struct PartitionReport {
     pub txn_records: u64,
     /// Distinct offsets read by any poll.
     pub offsets_read: u64,
+    /// Records the share consumers were delivered, each delivery counted (the share workload).
+    #[serde(default)]
+    pub share_deliveries: u64,
     pub anomalies: BTreeMap<Anomaly, Found>,
     /// Consumers that went back to the offset their assignment started at (see the module
     /// comment): a client behaviour, reported, not an anomaly.
@@ -333,6 +362,7 @@ pub fn check(ops: &[Op]) -> BTreeMap<i32, PartitionReport> {
     check_txn_reads(ops, &txns, &mut reports);
     check_txn_final(&txns, &reads, &mut reports);
     crate::group::check_offsets(ops, &mut reports);
+    crate::share::check(ops, &mut reports);
     reports
 }
 

@@ -30,13 +30,17 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use brook_protocol_tests::errors;
+use brook_protocol_tests::wire::{WireClient, METADATA_V};
 use kafka_protocol::messages::find_coordinator_request::FindCoordinatorRequest;
+use kafka_protocol::messages::MetadataResponse;
 use kafka_protocol::protocol::StrBytes;
 use serde_json::json;
 
 use crate::group::group_id;
 use crate::nemesis::{Nemesis, FAILOVER_TIMEOUT};
 use crate::schedule::{KillSignal, Rebalance};
+use crate::security::ClientSecurity;
+use crate::share::share_group_id;
 use crate::target::wait_for;
 
 /// FindCoordinator's key type for a consumer group (Kafka's `CoordinatorType.GROUP`).
@@ -57,28 +61,41 @@ pub const TXN_CRASH_POINTS: [&str; 2] = ["txn-after-prepare-before-markers", "tx
 /// How often the nemesis looks at which producers are committing (a commit takes a few ms).
 const COMMITTING_POLL: Duration = Duration::from_millis(1);
 
+/// The coordinator of `key` as the first node that answers FindCoordinator names it: its node
+/// id and `host:port`.
+pub fn find_coordinator(
+    bootstrap: &str,
+    security: &ClientSecurity,
+    key: &str,
+    key_type: i8,
+) -> Result<(i32, String), String> {
+    let mut req = FindCoordinatorRequest::default();
+    req.key = StrBytes::from_string(key.to_string());
+    req.key_type = key_type;
+    let mut failures = Vec::new();
+    for addr in bootstrap.split(',') {
+        let answer = security
+            .connect(addr, FIND_TIMEOUT)
+            .and_then(|mut c| c.try_request(FIND_COORDINATOR_V, &req));
+        match answer {
+            Ok(r) if r.error_code == errors::NONE => {
+                return Ok((r.node_id.0, format!("{}:{}", r.host.as_str(), r.port)))
+            }
+            Ok(r) => failures.push(format!("{addr}: error {}", r.error_code)),
+            Err(e) => failures.push(format!("{addr}: {e}")),
+        }
+    }
+    Err(format!(
+        "FindCoordinator({key}, key type {key_type}): {}",
+        failures.join("; ")
+    ))
+}
+
 impl Nemesis<'_> {
     /// The node `key`'s coordinator is on, as the first node that answers says.
     fn find_coordinator(&self, key: &str, key_type: i8) -> Result<i32, String> {
-        let mut req = FindCoordinatorRequest::default();
-        req.key = StrBytes::from_string(key.to_string());
-        req.key_type = key_type;
-        let mut failures = Vec::new();
         let security = self.target.client_security();
-        for addr in self.target.bootstrap().split(',') {
-            let answer = security
-                .connect(addr, FIND_TIMEOUT)
-                .and_then(|mut c| c.try_request(FIND_COORDINATOR_V, &req));
-            match answer {
-                Ok(r) if r.error_code == errors::NONE => return Ok(r.node_id.0),
-                Ok(r) => failures.push(format!("{addr}: error {}", r.error_code)),
-                Err(e) => failures.push(format!("{addr}: {e}")),
-            }
-        }
-        Err(format!(
-            "FindCoordinator({key}, key type {key_type}): {}",
-            failures.join("; ")
-        ))
+        find_coordinator(&self.target.bootstrap(), &security, key, key_type).map(|(n, _)| n)
     }
 
     /// `key`'s coordinator once it is on a node other than `dead` (and live), within
@@ -291,5 +308,130 @@ impl Nemesis<'_> {
         self.stats.group_coordinator_kills += 1;
         self.await_coordinator_moved(&group, KEY_TYPE_GROUP, node, died);
         self.restart_after(node, died, down_ms)
+    }
+}
+
+/// `String.hashCode` of Java, over UTF-16 code units.
+pub fn java_string_hash(s: &str) -> i32 {
+    s.encode_utf16()
+        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
+}
+
+/// A topic id as Kafka's `Uuid.toString` prints it: URL-safe base64, no padding.
+pub fn kafka_uuid(id: &[u8; 16]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(id)
+}
+
+/// The `__share_group_state` partition of a coordinator key, as Kafka's
+/// `ShareCoordinatorService.partitionFor` computes it: `Utils.abs(key.hashCode()) %
+/// numPartitions`, the key being `SharePartitionKey.asCoordinatorKey()`,
+/// `groupId:topicId:partition`.
+pub fn share_state_partition(coordinator_key: &str, n: i32) -> i32 {
+    let h = java_string_hash(coordinator_key);
+    // Kafka's Utils.abs: Integer.MIN_VALUE maps to 0.
+    let abs = if h == i32::MIN { 0 } else { h.abs() };
+    abs % n.max(1)
+}
+
+/// The share coordinator's topic.
+pub const SHARE_STATE_TOPIC: &str = "__share_group_state";
+
+impl Nemesis<'_> {
+    /// One Metadata answer for `topics` from the first node that gives one.
+    fn wire_metadata(&self, topics: &[&str]) -> Result<MetadataResponse, String> {
+        let req = WireClient::metadata_request(topics, false);
+        let security = self.target.client_security();
+        let mut failures = Vec::new();
+        for addr in self.target.bootstrap().split(',') {
+            match security
+                .connect(addr, FIND_TIMEOUT)
+                .and_then(|mut c| c.try_request(METADATA_V, &req))
+            {
+                Ok(r) => return Ok(r),
+                Err(e) => failures.push(e),
+            }
+        }
+        Err(format!("metadata: {}", failures.join("; ")))
+    }
+
+    /// The share coordinator of the run's share group for `partition`: the
+    /// `__share_group_state` partition its key hashes to, and that partition's leader.
+    fn share_coordinator(&self, partition: i32) -> Result<(String, i32, i32), String> {
+        let md = self.wire_metadata(&[&self.topic, SHARE_STATE_TOPIC])?;
+        let find = |name: &str| {
+            md.topics
+                .iter()
+                .find(|t| t.name.as_ref().is_some_and(|n| n.as_str() == name) && t.error_code == 0)
+                .ok_or_else(|| format!("metadata lists no topic {name}"))
+        };
+        let (topic, state) = (find(&self.topic)?, find(SHARE_STATE_TOPIC)?);
+        let group = share_group_id(&self.topic);
+        let n = state.partitions.len() as i32;
+        let key = format!(
+            "{group}:{}:{partition}",
+            kafka_uuid(topic.topic_id.as_bytes())
+        );
+        let index = share_state_partition(&key, n);
+        let leader = state
+            .partitions
+            .iter()
+            .find(|p| p.partition_index == index)
+            .map_or(-1, |p| p.leader_id.0);
+        Ok((key, index, leader))
+    }
+
+    /// Kills the share coordinator of the share-partition `partition` while the share
+    /// consumers acknowledge (an acknowledgement's WriteShareGroupState goes to it), waits
+    /// for `__share_group_state` to have another leader there, keeps the node down
+    /// `down_ms` and starts it again.
+    pub(crate) fn kill_share_coordinator(
+        &mut self,
+        signal: KillSignal,
+        partition: i32,
+        down_ms: u64,
+    ) -> Result<(), String> {
+        let (key, index, node) = self.share_coordinator(partition)?;
+        if node < 0 {
+            return Err(format!("{SHARE_STATE_TOPIC}-{index} has no leader"));
+        }
+        let acks = self.progress.share_acks.load(Ordering::Relaxed);
+        let acking = wait_for(MOMENT_TIMEOUT, || {
+            self.progress.share_acks.load(Ordering::Relaxed) > acks
+        });
+        self.note(format!(
+            "{signal:?} node {node}: share coordinator of {key} ({SHARE_STATE_TOPIC}-{index}), share consumers acknowledging: {acking}"
+        ));
+        self.signal_node(node, signal)?;
+        let died = Instant::now();
+        self.stats.share_coordinator_kills += 1;
+        let moved = wait_for(FAILOVER_TIMEOUT, || {
+            self.share_coordinator(partition)
+                .is_ok_and(|(_, _, n)| n >= 0 && n != node)
+        });
+        self.note(format!(
+            "{SHARE_STATE_TOPIC}-{index} led by another node: {moved}, after {} ms",
+            died.elapsed().as_millis()
+        ));
+        self.restart_after(node, died, down_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_share_state_partition_is_kafkas() {
+        // java.lang.String#hashCode values.
+        assert_eq!(java_string_hash(""), 0);
+        assert_eq!(java_string_hash("hello"), 99_162_322);
+        assert_eq!(java_string_hash("polygenelubricants"), i32::MIN);
+        // Kafka's Uuid.toString of the bytes 0..16, URL-safe base64 without padding.
+        let id: [u8; 16] = std::array::from_fn(|i| i as u8);
+        assert_eq!(kafka_uuid(&id), "AAECAwQFBgcICQoLDA0ODw");
+        // abs("hello".hashCode()) % 50 = 99162322 % 50 = 22; MIN_VALUE's abs is 0.
+        assert_eq!(share_state_partition("hello", 50), 22);
+        assert_eq!(share_state_partition("polygenelubricants", 50), 0);
     }
 }

@@ -7,7 +7,10 @@
 //! (re)starts reading a partition from the beginning; [`Op::ClientError`] is an error a client
 //! reported; [`Op::Nemesis`] is one fault applied or healed. In the transactional workload a
 //! producer's transaction is one [`Op::Txn`] with its records and its [`TxnOutcome`] instead of
-//! a send per record. The checker reads sends, transactions, polls and assigns only.
+//! a send per record. The share workload adds each share consumer's deliveries
+//! ([`Op::ShareDelivery`]) and acknowledgements ([`Op::ShareAck`]), and the share-partitions'
+//! start offsets once drained ([`Op::ShareStartOffset`]). The checker reads sends,
+//! transactions, polls, assigns and the share ops only.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -140,6 +143,38 @@ pub enum Op {
         invoked_ms: u64,
         completed_ms: u64,
         error: Option<String>,
+    },
+    /// The offsets of `partition` one poll of share consumer `process` (a Java
+    /// `KafkaShareConsumer`, see [`crate::share`]) returned: one delivery of each. `at_ms` is
+    /// the consumer's own event time, on the run's clock.
+    ShareDelivery {
+        process: String,
+        at_ms: u64,
+        partition: i32,
+        offsets: Vec<i64>,
+    },
+    /// One acknowledgement of a share consumer for `partition`, as its
+    /// `AcknowledgementCommitCallback` reported it; each offset's type is
+    /// [`crate::share::ack_type`] of the offset. `success` is false with the callback's error.
+    ShareAck {
+        process: String,
+        at_ms: u64,
+        partition: i32,
+        offsets: Vec<i64>,
+        success: bool,
+        error: Option<String>,
+    },
+    /// After the drain: the share-partition start offset of `partition` and its lag
+    /// (DescribeShareGroupOffsets v1: the records from the start offset to the high watermark
+    /// whose delivery is not complete), and the end of its log. Kafka persists the state of
+    /// the last acknowledgements with the start offset they found, so the start offset may
+    /// stay below the end while the lag is 0.
+    ShareStartOffset {
+        at_ms: u64,
+        partition: i32,
+        start_offset: i64,
+        lag: i64,
+        end_offset: i64,
     },
     /// Offsets `first_offset..=last_offset` of the final log were written by one producer id
     /// under one epoch (control batches left out): read from the batch headers after the

@@ -22,6 +22,10 @@
 //! `brook cluster --secure --sasl` does (SASL_SSL with SCRAM-SHA-512 for clients and between
 //! brokers, mutual TLS on the controller listener) and every client, the checker's own wire
 //! connections included, uses the client settings that cluster writes ([`security`]).
+//! The share workload ([`share`], `--workload share`) adds Java share consumers (Kafka 4.4's
+//! `VerifiableShareConsumer`) and kills the share coordinator while they acknowledge; it
+//! checks `redelivered-after-accept`, `delivered-after-limit`, `undelivered` and
+//! `unsettled`.
 //!
 //! ```sh
 //! cargo build --release -p brook-tools -p brook-chaos
@@ -42,6 +46,10 @@
 //! # coordinators killed during EndTxn and rebalances
 //! cargo run --release -p brook-chaos -- --workload txn --group-consumers 2 --seed 77 --steps 12 \
 //!     --weights kill-txn-coordinator=1,kill-group-coordinator=1,kill-leader=1
+//! # share consumers (Java, scripts/kafka-reference fetch first) under leader and share
+//! # coordinator kills
+//! cargo run --release -p brook-chaos -- --workload share --seed 5 --steps 6 \
+//!     --weights kill-leader=1,kill-share-coordinator=1
 //! ```
 //!
 //! Output: a table on stdout, the JSON history and verdict in `--out`, the command that
@@ -61,6 +69,7 @@ pub mod report;
 pub mod run;
 pub mod schedule;
 pub mod security;
+pub mod share;
 pub mod target;
 pub mod txn;
 pub mod verdict;

@@ -31,6 +31,11 @@ enum Workload {
     /// transaction in four aborted; checks aborted and uncommitted reads, lost commits and
     /// partial transactions too.
     Txn,
+    /// The `send` producers, and --share-consumers members of one share group (Kafka 4.4's
+    /// VerifiableShareConsumer, a Java KafkaShareConsumer; needs `java` and --kafka-lib):
+    /// checks that no accepted record is acknowledged again, every record is delivered and
+    /// ends acknowledged or archived.
+    Share,
 }
 
 #[derive(Parser, Debug)]
@@ -53,7 +58,8 @@ struct Args {
     /// How often each kind of step is drawn, relative to the others: `kill-leader=60,isr-churn=15,...`
     /// (kinds: kill-leader, isr-churn, crash-point, pause, delay-replication,
     /// kill-txn-coordinator (needs --workload txn), kill-group-coordinator (needs
-    /// --group-consumers); one not named is never drawn). Default:
+    /// --group-consumers), kill-share-coordinator (needs --workload share); one not named is
+    /// never drawn). Default:
     /// kill-leader=35,isr-churn=20,crash-point=15,pause=15,delay-replication=15.
     #[arg(long, value_parser = Weights::parse)]
     weights: Option<Weights>,
@@ -67,6 +73,13 @@ struct Args {
     /// and the joiner the group-coordinator kills rebalance with.
     #[arg(long, default_value_t = 0)]
     group_consumers: usize,
+    /// Members of the share group (--workload share), each a Java process.
+    #[arg(long, default_value_t = 3)]
+    share_consumers: usize,
+    /// The Kafka 4.4 jars the share consumers run from (default: $KAFKA_REFERENCE_LIB, else
+    /// target/kafka-reference/lib, where `scripts/kafka-reference fetch` puts them).
+    #[arg(long)]
+    kafka_lib: Option<PathBuf>,
     /// Records a second, per producer.
     #[arg(long, default_value_t = 200)]
     rate: u32,
@@ -150,11 +163,17 @@ fn run_config(args: &Args, seed: u64) -> RunConfig {
             workload: match args.workload {
                 Workload::Send => WorkloadKind::Send,
                 Workload::Txn => WorkloadKind::Txn,
+                Workload::Share => WorkloadKind::Share,
             },
             partitions: args.partitions,
             producers: args.producers,
             consumers: args.consumers,
             group_consumers: args.group_consumers,
+            share_consumers: args.share_consumers,
+            kafka_lib: args
+                .kafka_lib
+                .clone()
+                .unwrap_or_else(brook_chaos::share::default_kafka_lib),
             rate: args.rate,
             acks: args.acks.clone(),
             idempotence: args.idempotence,

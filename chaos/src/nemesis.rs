@@ -64,6 +64,8 @@ pub struct NemesisStats {
     pub txn_coordinator_kills: u64,
     /// Group coordinators killed during a rebalance.
     pub group_coordinator_kills: u64,
+    /// Share coordinators killed while the share consumers acknowledged.
+    pub share_coordinator_kills: u64,
 }
 
 /// One partition as Metadata describes it.
@@ -275,6 +277,11 @@ impl<'a> Nemesis<'a> {
                 rebalance,
                 down_ms,
             } => self.kill_group_coordinator(*signal, *rebalance, *down_ms),
+            Step::KillShareCoordinator {
+                signal,
+                partition,
+                down_ms,
+            } => self.kill_share_coordinator(*signal, *partition, *down_ms),
         }
     }
 

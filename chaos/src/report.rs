@@ -36,12 +36,15 @@ pub fn table(out: &RunOutput) -> String {
         "sends: {} acknowledged, {} failed or unknown; producers replaced after a fatal error: {}; steps not settled: {}, skipped: {}",
         out.acknowledged, out.not_acknowledged, out.producers_replaced, n.unsettled, n.skipped
     );
-    if n.txn_coordinator_kills + n.group_coordinator_kills > 0 {
+    if n.txn_coordinator_kills + n.group_coordinator_kills + n.share_coordinator_kills > 0 {
         let _ = writeln!(
             s,
-            "coordinators killed: {} transaction coordinators during an EndTxn, {} group coordinators during a rebalance",
-            n.txn_coordinator_kills, n.group_coordinator_kills
+            "coordinators killed: {} transaction coordinators during an EndTxn, {} group coordinators during a rebalance, {} share coordinators during acknowledgements",
+            n.txn_coordinator_kills, n.group_coordinator_kills, n.share_coordinator_kills
         );
+    }
+    if out.config.clients.workload == WorkloadKind::Share {
+        s.push_str(&share_line(out));
     }
     if out.config.clients.group_consumers > 0 {
         let (mut acked, mut failed, mut starts) = (0, 0, 0);
@@ -67,6 +70,21 @@ pub fn table(out: &RunOutput) -> String {
     }
     s.push_str(&anomalies_table(&out.partitions, &out.verdict));
     s
+}
+
+/// The share consumers' deliveries and acknowledgements, and the drain.
+fn share_line(out: &RunOutput) -> String {
+    let t = crate::share::totals(&out.history);
+    format!(
+        "share consumers ({} members, ack pattern {:?}): {} deliveries, {} acknowledgements succeeded, {} failed; {} of {} partitions drained (lag 0)\n",
+        out.config.clients.share_consumers,
+        crate::share::ACK_PATTERN,
+        t.deliveries,
+        t.acked,
+        t.ack_failed,
+        t.drained,
+        out.config.clients.partitions
+    )
 }
 
 /// The per-partition rows, the examples, the expected anomalies and the verdict.
@@ -118,14 +136,18 @@ pub fn anomalies_table(partitions: &BTreeMap<i32, PartitionReport>, v: &Verdict)
 }
 
 /// The anomalies that get a column: the transactional ones when the history has
-/// transactions; the client behaviours (not broker anomalies) only when they happened.
+/// transactions, the share ones when it has share deliveries; the client behaviours (not broker anomalies) only when they happened.
 fn anomaly_columns(partitions: &BTreeMap<i32, PartitionReport>) -> Vec<Anomaly> {
     let transactional = partitions
         .values()
         .any(|r| r.txn_records > 0 || r.anomalies.keys().any(|a| a.transactional()));
+    let share = partitions
+        .values()
+        .any(|r| r.share_deliveries > 0 || r.anomalies.keys().any(|a| a.share()));
     Anomaly::ALL
         .into_iter()
         .filter(|a| transactional || !a.transactional())
+        .filter(|a| share || !a.share())
         .filter(|a| {
             !matches!(
                 a,
@@ -168,9 +190,10 @@ pub fn replay(out: &RunOutput) -> String {
     let workload = match c.clients.workload {
         WorkloadKind::Send => "send",
         WorkloadKind::Txn => "txn",
+        WorkloadKind::Share => "share",
     };
     format!(
-        "cargo run --release -p brook-chaos -- --target {}{} --workload {workload} --seed {} --steps {} --weights {} --partitions {} --producers {} --consumers {} --group-consumers {} --rate {} --acks {} --idempotence {} --min-insync-replicas {} --replica-lag-ms {} --settle-secs {}",
+        "cargo run --release -p brook-chaos -- --target {}{} --workload {workload} --seed {} --steps {} --weights {} --partitions {} --producers {} --consumers {} --group-consumers {} --share-consumers {} --rate {} --acks {} --idempotence {} --min-insync-replicas {} --replica-lag-ms {} --settle-secs {}",
         out.target,
         if out.security_protocol == "plaintext" { "" } else { " --secure" },
         c.seed,
@@ -180,6 +203,7 @@ pub fn replay(out: &RunOutput) -> String {
         c.clients.producers,
         c.clients.consumers,
         c.clients.group_consumers,
+        c.clients.share_consumers,
         c.clients.rate,
         c.clients.acks,
         c.clients.idempotence,
@@ -214,6 +238,8 @@ pub fn recheck(path: &Path) -> Result<(BTreeMap<i32, PartitionReport>, Verdict),
         // Histories written before the transactional workload have no `workload`.
         transactional: serde_json::from_value::<WorkloadKind>(field("workload"))
             .is_ok_and(|w| w == WorkloadKind::Txn),
+        share: serde_json::from_value::<WorkloadKind>(field("workload"))
+            .is_ok_and(|w| w == WorkloadKind::Share),
     };
     let ops: Vec<Op> =
         serde_json::from_value(v["history"].clone()).map_err(|e| format!("history: {e}"))?;

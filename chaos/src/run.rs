@@ -17,11 +17,11 @@ use crate::producer_runs;
 use crate::schedule::{generate, Shape, Step, Weights};
 use crate::security::ClientSecurity;
 use crate::target::Target;
-use crate::txn;
 use crate::verdict::{judge, Guarantees, Verdict};
 use crate::workload::{
     await_stable, final_read, ClientSettings, Clients, Progress, Workload, WorkloadKind,
 };
+use crate::{share, txn};
 
 /// How long the final read may take to reach the end of every partition.
 pub const FINAL_READ_TIMEOUT: Duration = Duration::from_secs(120);
@@ -56,7 +56,9 @@ impl RunConfig {
     /// The settings a run needs on every broker, Brook or Kafka (the same property names): a
     /// dead broker fenced after 3 s, a silent follower out of the ISR after `replica_lag_ms`.
     /// In the transactional workload the coordinator also looks for timed-out transactions
-    /// every [`txn::TXN_ABORT_CHECK_INTERVAL_MS`].
+    /// every [`txn::TXN_ABORT_CHECK_INTERVAL_MS`]; in the share workload records are locked
+    /// for [`share::RECORD_LOCK_DURATION_MS`] and archived after
+    /// [`share::DELIVERY_COUNT_LIMIT`] deliveries.
     pub fn broker_overrides(&self) -> Vec<(String, String)> {
         let txn_check = (self.clients.workload == WorkloadKind::Txn).then(|| {
             (
@@ -79,6 +81,11 @@ impl RunConfig {
         .into_iter()
         .chain(txn_check)
         .map(|(k, v)| (k.to_string(), v))
+        .chain(
+            (self.clients.workload == WorkloadKind::Share)
+                .then(share::broker_overrides)
+                .unwrap_or_default(),
+        )
         .collect()
     }
 
@@ -89,6 +96,7 @@ impl RunConfig {
             min_insync_replicas: self.min_insync_replicas,
             replication_factor: self.replication_factor,
             transactional: self.clients.workload == WorkloadKind::Txn,
+            share: self.clients.workload == WorkloadKind::Share,
         }
     }
 
@@ -123,7 +131,27 @@ impl RunConfig {
         if has(|s| matches!(s, Step::KillGroupCoordinator { .. })) && c.group_consumers < 1 {
             return Err("a group coordinator kill needs --group-consumers 1 or more".into());
         }
-        Ok(())
+        self.validate_share()
+    }
+
+    /// The share workload needs members, `java` and Kafka's jars; a share coordinator kill
+    /// needs the share workload.
+    fn validate_share(&self) -> Result<(), String> {
+        let c = &self.clients;
+        let kills = self
+            .schedule()
+            .iter()
+            .any(|s| matches!(s, Step::KillShareCoordinator { .. }));
+        if c.workload != WorkloadKind::Share {
+            return match kills {
+                true => Err("a share coordinator kill needs --workload share".into()),
+                false => Ok(()),
+            };
+        }
+        if c.share_consumers < 1 {
+            return Err("the share workload needs --share-consumers 1 or more".into());
+        }
+        share::check_java(&c.kafka_lib)
     }
 
     /// The schedule this run applies.
@@ -244,6 +272,11 @@ fn stop_clients(
     if let Err(e) = final_read(clients, history, FINAL_READ_TIMEOUT) {
         run_errors.push(e);
     }
+    if cfg.clients.workload == WorkloadKind::Share {
+        if let Err(e) = share::drain(clients, history) {
+            run_errors.push(e);
+        }
+    }
     // Without the runs a duplicate stays unclassified (a failure): noted, not a run error.
     match producer_runs::read(
         &clients.bootstrap,
@@ -260,6 +293,24 @@ fn stop_clients(
     }
     run_errors.extend(workload.stop_consumers());
     run_errors
+}
+
+/// Starts the clients; in the share workload, waits until the share consumers acknowledge
+/// (their JVMs take seconds to start), so that the nemesis finds them at work.
+fn start_workload(
+    clients: &Clients,
+    history: &History,
+    progress: &Arc<Progress>,
+) -> Result<Workload, String> {
+    let share = clients.settings.workload == WorkloadKind::Share;
+    if share && clients.security.protocol() != "plaintext" {
+        return Err("the share consumers (Kafka's tool) run over PLAINTEXT only".into());
+    }
+    let workload = Workload::start(clients, history, progress.clone())?;
+    if share {
+        share::await_started(progress)?;
+    }
+    Ok(workload)
 }
 
 /// Runs `cfg` against `target`. `Err` when the run cannot start (no topic, no settled
@@ -298,7 +349,7 @@ pub fn run(target: &mut dyn Target, cfg: &RunConfig) -> Result<RunOutput, String
         seed: cfg.seed,
         settings: cfg.clients.clone(),
     };
-    let mut workload = Workload::start(&clients, &history, progress.clone());
+    let mut workload = start_workload(&clients, &history, &progress)?;
     history.nemesis(format!(
         "target {target_name} ({}), topic {topic}, seed {}, {} steps",
         clients.security.protocol(),

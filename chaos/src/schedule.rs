@@ -62,6 +62,15 @@ pub enum Step {
         rebalance: Rebalance,
         down_ms: u64,
     },
+    /// Kill the share coordinator of the share group's share-partition `partition` (the
+    /// leader of the `__share_group_state` partition its key `group:topicId:partition`
+    /// hashes to) while the share consumers acknowledge, keep it down `down_ms`, start it
+    /// again (see [`crate::share`]). Share workload only.
+    KillShareCoordinator {
+        signal: KillSignal,
+        partition: i32,
+        down_ms: u64,
+    },
 }
 
 /// How a coordinator is killed.
@@ -97,7 +106,9 @@ impl Step {
     pub fn kills_coordinator(&self) -> bool {
         matches!(
             self,
-            Step::KillTxnCoordinator { .. } | Step::KillGroupCoordinator { .. }
+            Step::KillTxnCoordinator { .. }
+                | Step::KillGroupCoordinator { .. }
+                | Step::KillShareCoordinator { .. }
         )
     }
 }
@@ -136,7 +147,7 @@ pub struct Shape {
 }
 
 /// How often each kind of step is drawn, relative to the others (`--weights`). The default
-/// (35, 20, 15, 15, 15, and 0 for the coordinator kills) sums to 100, and a schedule drawn
+/// (35, 20, 15, 15, 15, and 0 for the three coordinator kills) sums to 100, and a schedule drawn
 /// with it is the one every earlier run of the same seed applied: the coordinator kinds come
 /// last in the draw, so with weight 0 they change nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -151,6 +162,8 @@ pub struct Weights {
     pub kill_txn_coordinator: u32,
     #[serde(default)]
     pub kill_group_coordinator: u32,
+    #[serde(default)]
+    pub kill_share_coordinator: u32,
 }
 
 impl Default for Weights {
@@ -163,12 +176,13 @@ impl Default for Weights {
             delay_replication: 15,
             kill_txn_coordinator: 0,
             kill_group_coordinator: 0,
+            kill_share_coordinator: 0,
         }
     }
 }
 
 /// The step kinds' names, in the order of [`Weights`]' fields and of the draw.
-pub const STEP_KINDS: [&str; 7] = [
+pub const STEP_KINDS: [&str; 8] = [
     "kill-leader",
     "isr-churn",
     "crash-point",
@@ -176,10 +190,11 @@ pub const STEP_KINDS: [&str; 7] = [
     "delay-replication",
     "kill-txn-coordinator",
     "kill-group-coordinator",
+    "kill-share-coordinator",
 ];
 
 impl Weights {
-    fn as_array(&self) -> [u32; 7] {
+    fn as_array(&self) -> [u32; 8] {
         [
             self.kill_leader,
             self.isr_churn,
@@ -188,6 +203,7 @@ impl Weights {
             self.delay_replication,
             self.kill_txn_coordinator,
             self.kill_group_coordinator,
+            self.kill_share_coordinator,
         ]
     }
 
@@ -215,6 +231,7 @@ impl Weights {
             delay_replication: w[4],
             kill_txn_coordinator: w[5],
             kill_group_coordinator: w[6],
+            kill_share_coordinator: w[7],
         };
         if parsed.total() == 0 {
             return Err("the weights sum to 0".into());
@@ -291,13 +308,18 @@ pub fn generate(seed: u64, steps: usize, shape: Shape, weights: Weights) -> Vec<
                     signal: draw_signal(&mut rng),
                     down_ms: rng.range(0, 3000),
                 },
-                _ => Step::KillGroupCoordinator {
+                6 => Step::KillGroupCoordinator {
                     signal: draw_signal(&mut rng),
                     rebalance: if rng.range(0, 1) == 0 {
                         Rebalance::Join
                     } else {
                         Rebalance::Leave
                     },
+                    down_ms: rng.range(0, 3000),
+                },
+                _ => Step::KillShareCoordinator {
+                    signal: draw_signal(&mut rng),
+                    partition,
                     down_ms: rng.range(0, 3000),
                 },
             }
@@ -353,7 +375,7 @@ mod tests {
         assert_eq!(
             w.to_string(),
             "kill-leader=3,isr-churn=0,crash-point=0,pause=1,delay-replication=0,\
-             kill-txn-coordinator=0,kill-group-coordinator=0"
+             kill-txn-coordinator=0,kill-group-coordinator=0,kill-share-coordinator=0"
         );
         assert_eq!(
             Weights::parse(&Weights::default().to_string()),
@@ -386,7 +408,10 @@ mod tests {
             !s.iter().any(Step::kills_coordinator),
             "weight 0 by default"
         );
-        let w = Weights::parse("kill-txn-coordinator=1,kill-group-coordinator=1").unwrap();
+        let w = Weights::parse(
+            "kill-txn-coordinator=1,kill-group-coordinator=1,kill-share-coordinator=1",
+        )
+        .unwrap();
         let s = generate(1, 40, SHAPE, w);
         assert!(s.iter().all(Step::kills_coordinator));
         let signals: std::collections::BTreeSet<String> = s

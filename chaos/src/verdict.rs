@@ -33,6 +33,9 @@ pub struct Guarantees {
     /// Transactional producers and read_committed consumers.
     #[serde(default)]
     pub transactional: bool,
+    /// Share consumers (`--workload share`): their anomalies are failures too.
+    #[serde(default)]
+    pub share: bool,
 }
 
 impl Guarantees {
@@ -66,7 +69,9 @@ impl Guarantees {
             self.min_insync_replicas,
             self.replication_factor
         );
-        if self.transactional {
+        if self.share {
+            format!("{settings}, share consumers: no acknowledged record lost, duplicated or reordered; no record accepted or rejected twice or released past the delivery count limit, none undelivered, none left unacknowledged once drained; any anomaly is a failure{resend}")
+        } else if self.transactional {
             format!("{settings}, transactional producers, read_committed: no record of an aborted or uncommitted transaction may be read, no committed one lost, partial, duplicated or reordered; any anomaly is a failure{resend}")
         } else if allowed.is_empty() {
             format!("{settings}: no acknowledged record may be lost, duplicated or reordered; any anomaly is a failure{resend}")
@@ -134,6 +139,7 @@ mod tests {
             min_insync_replicas: 2,
             replication_factor: 3,
             transactional: false,
+            share: false,
         }
     }
 
@@ -194,6 +200,20 @@ mod tests {
         assert!(v.ok, "{v:?}");
         assert!(!judge(&g("all", false), &with(&[Anomaly::LostWrite]), vec![]).ok);
         assert!(!judge(&g("1", false), &with(&[Anomaly::PollSkip]), vec![]).ok);
+    }
+
+    #[test]
+    fn share_anomalies_are_failures() {
+        let share = Guarantees {
+            share: true,
+            ..g("all", true)
+        };
+        for kind in Anomaly::ALL.into_iter().filter(|a| a.share()) {
+            let v = judge(&share, &with(&[kind]), vec![]);
+            assert!(!v.ok, "{kind:?}: {v:?}");
+            assert_eq!(v.failures, BTreeMap::from([(kind.name().to_string(), 2)]));
+        }
+        assert!(share.promise().contains("share consumers"));
     }
 
     #[test]

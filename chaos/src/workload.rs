@@ -15,6 +15,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::panic::AssertUnwindSafe;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -31,6 +32,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::history::{History, Op, Outcome, Read, FINAL_READER};
 use crate::security::ClientSecurity;
+use crate::share::ShareConsumers;
 use crate::{group, txn};
 
 /// Unacknowledged sends one producer may have.
@@ -52,6 +54,8 @@ pub enum WorkloadKind {
     /// Transactional producers: a few records to several partitions per transaction, then a
     /// commit or (one in [`txn::TXN_ABORT_ONE_IN`]) an abort.
     Txn,
+    /// The producers of `Send`, and share consumers ([`crate::share`]) besides the others.
+    Share,
 }
 
 /// The consumers' isolation level: every workload reads committed data only.
@@ -67,6 +71,12 @@ pub struct ClientSettings {
     /// Members of one consumer group that commit offsets ([`crate::group`]), besides the
     /// assign-only consumers; a joiner comes and goes when the nemesis asks.
     pub group_consumers: usize,
+    /// Members of one share group (`--workload share`): Kafka's `VerifiableShareConsumer`.
+    #[serde(default)]
+    pub share_consumers: usize,
+    /// The Kafka 4.4 jars the share consumers run from (`--kafka-lib`).
+    #[serde(default)]
+    pub kafka_lib: PathBuf,
     /// Records a second, per producer.
     pub rate: u32,
     pub acks: String,
@@ -113,6 +123,9 @@ pub struct Progress {
     pub members_holding: AtomicU64,
     /// Whether the joining member ([`crate::group::joiner`]) should be in the group.
     pub joiner_wanted: AtomicBool,
+    /// Deliveries and successful acknowledgements the share consumers reported.
+    pub share_deliveries: AtomicU64,
+    pub share_acks: AtomicU64,
 }
 
 /// The running clients.
@@ -121,11 +134,27 @@ pub struct Workload {
     stop_consumers: Arc<AtomicBool>,
     producers: Vec<JoinHandle<()>>,
     consumers: Vec<JoinHandle<()>>,
+    share: Option<ShareConsumers>,
     pub progress: Arc<Progress>,
 }
 
 impl Workload {
-    pub fn start(c: &Clients, history: &History, progress: Arc<Progress>) -> Workload {
+    /// Starts every client; `Err` when the share consumers cannot start (no `java`).
+    pub fn start(
+        c: &Clients,
+        history: &History,
+        progress: Arc<Progress>,
+    ) -> Result<Workload, String> {
+        let share = match c.settings.workload {
+            WorkloadKind::Share => Some(ShareConsumers::start(
+                c.settings.share_consumers,
+                &c.settings.kafka_lib,
+                c,
+                history,
+                &progress,
+            )?),
+            _ => None,
+        };
         let stop_producers = Arc::new(AtomicBool::new(false));
         let stop_consumers = Arc::new(AtomicBool::new(false));
         let producers = (0..c.settings.producers)
@@ -137,7 +166,7 @@ impl Workload {
                     progress.clone(),
                 );
                 std::thread::spawn(move || match c.settings.workload {
-                    WorkloadKind::Send => produce(i, &c, &h, &s, &p),
+                    WorkloadKind::Send | WorkloadKind::Share => produce(i, &c, &h, &s, &p),
                     WorkloadKind::Txn => txn::produce(i, &c, &h, &s, &p),
                 })
             })
@@ -163,13 +192,14 @@ impl Workload {
                 })
             }));
         }
-        Workload {
+        Ok(Workload {
             stop_producers,
             stop_consumers,
             producers,
             consumers,
+            share,
             progress,
-        }
+        })
     }
 
     /// Stops the producers; each flushes (bounded) and records what is still unreported as
@@ -181,7 +211,11 @@ impl Workload {
 
     pub fn stop_consumers(&mut self) -> Vec<String> {
         self.stop_consumers.store(true, Ordering::Relaxed);
-        join_all(&mut self.consumers, "consumer")
+        let mut errors = join_all(&mut self.consumers, "consumer");
+        if let Some(mut share) = self.share.take() {
+            errors.extend(share.stop());
+        }
+        errors
     }
 }
 

@@ -19,6 +19,12 @@
 //!   that replication, elections and marker delivery all go over the secured listeners.
 //!   About 45 s.
 //!
+//! - the share workload (`--workload share`): three Java share consumers (Kafka 4.4's
+//!   VerifiableShareConsumer, from `scripts/kafka-reference fetch`'s jars) accepting,
+//!   releasing and rejecting records while a leader dies and then the share coordinator;
+//!   no record accepted twice or released past the limit, none undelivered, the group
+//!   drained. About 50 s.
+//!
 //! The JSON history and verdict of each run land in `target/tmp/`; the table is printed. A
 //! failed run keeps the nodes' data and logs and says where (`Target::keep_data`, tested
 //! last).
@@ -32,6 +38,7 @@ use brook_chaos::history::{Op, Outcome, FINAL_READER};
 use brook_chaos::report;
 use brook_chaos::run::{run, RunConfig, RunOutput};
 use brook_chaos::schedule::{KillSignal, Rebalance, Role, Step};
+use brook_chaos::share;
 use brook_chaos::target::{BrookCluster, Target};
 use brook_chaos::workload::{ClientSettings, WorkloadKind};
 use brook_protocol_tests::process::brook_bin;
@@ -64,6 +71,8 @@ fn config_of(
             producers: 2,
             consumers: 2,
             group_consumers: 0,
+            share_consumers: 0,
+            kafka_lib: Default::default(),
             rate: 100,
             acks: acks.into(),
             idempotence,
@@ -331,6 +340,64 @@ fn transactions_over_sasl_ssl_survive_a_leader_and_a_coordinator_kill() {
     assert!(
         out.verdict.ok,
         "transactions at acks=all over SASL_SSL promise no anomaly: {:?}\n{}",
+        out.verdict,
+        report::table(&out)
+    );
+}
+
+/// The Kafka 4.4 jars the share consumers run from: `$KAFKA_REFERENCE_LIB`, else where
+/// `scripts/kafka-reference fetch` puts them. Missing jars fail the run with that cause.
+fn kafka_lib() -> PathBuf {
+    std::env::var_os("KAFKA_REFERENCE_LIB").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/kafka-reference/lib"),
+        PathBuf::from,
+    )
+}
+
+/// Three Java share consumers (Kafka's VerifiableShareConsumer) in one share group accept,
+/// release and reject records while a partition leader is killed and then the share
+/// coordinator of another partition's share-partition: no accepted record may be
+/// acknowledged again, none released past the delivery count limit, every acknowledged send
+/// must be delivered and the group drained to lag 0 afterwards.
+#[test]
+fn share_consumers_lose_and_reaccept_nothing_when_leaders_and_the_share_coordinator_die() {
+    let mut cfg = config_of(WorkloadKind::Share, 31, 2, "all", true);
+    cfg.clients.consumers = 1;
+    cfg.clients.rate = 50;
+    cfg.clients.share_consumers = 3;
+    cfg.clients.kafka_lib = kafka_lib();
+    cfg.schedule = Some(vec![
+        Step::KillLeader {
+            partition: 0,
+            lag_ms: None,
+            down_ms: 500,
+        },
+        Step::KillShareCoordinator {
+            signal: KillSignal::Kill,
+            partition: 1,
+            down_ms: 0,
+        },
+    ]);
+    let out = run_on_brook(&cfg, "brook-chaos-ci-share");
+    assert_eq!(
+        (
+            out.nemesis.leader_kills,
+            out.nemesis.share_coordinator_kills
+        ),
+        (1, 1),
+        "a leader and a share coordinator killed: {:?}",
+        out.nemesis
+    );
+    let t = share::totals(&out.history);
+    assert!(
+        t.deliveries >= out.acknowledged && t.acked >= 500,
+        "{t:?} for {} sends",
+        out.acknowledged
+    );
+    assert_eq!(t.drained, 3, "every partition drained to lag 0: {t:?}");
+    assert!(
+        out.verdict.ok,
+        "share consumers under leader and share coordinator kills promise no anomaly: {:?}\n{}",
         out.verdict,
         report::table(&out)
     );

@@ -134,6 +134,8 @@ fn chaos_config(partitions: i32) -> RunConfig {
             producers: 1,
             consumers: 0,
             group_consumers: 0,
+            share_consumers: 0,
+            kafka_lib: Default::default(),
             rate: 100,
             acks: "all".into(),
             idempotence: true,

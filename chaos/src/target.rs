@@ -486,7 +486,7 @@ struct KafkaNode {
     client_port: u16,
 }
 
-/// The 3-node Apache Kafka 4.4 cluster of `scripts/kafka-reference`, started by this run.
+/// An Apache Kafka 4.4 cluster of `scripts/kafka-reference` (3 nodes, or 1), started by this run.
 pub struct KafkaCluster {
     script: PathBuf,
     data: PathBuf,
@@ -579,11 +579,22 @@ impl KafkaCluster {
     /// Runs `scripts/kafka-reference start --nodes 3` in a temp dir on free ports with
     /// `overrides`, and reads each node's pid and command line.
     pub fn start(script: &Path, overrides: &[(String, String)]) -> Result<KafkaCluster, String> {
+        Self::start_nodes(script, 3, overrides)
+    }
+
+    /// [`KafkaCluster::start`] with `nodes` nodes (the script takes 1 or 3): the share-group
+    /// benchmark compares one node with one Brook node.
+    pub fn start_nodes(
+        script: &Path,
+        nodes: u16,
+        overrides: &[(String, String)],
+    ) -> Result<KafkaCluster, String> {
         let dir = temp_dir("kafka-chaos-")?;
         let data = dir.path().to_path_buf();
-        let base = free_base_port(3)?;
+        let base = free_base_port(nodes)?;
         let mut cmd = Command::new(script);
-        cmd.args(["start", "--nodes", "3", "--base-port", &base.to_string()])
+        cmd.args(["start", "--nodes", &nodes.to_string()])
+            .args(["--base-port", &base.to_string()])
             .arg("--data-dir")
             .arg(&data);
         let mut child = spawn_with_overrides(cmd, overrides)?;
@@ -595,7 +606,7 @@ impl KafkaCluster {
         );
         let _ = child.wait();
         // The script stops at a node's bind failure; say which port rather than no READY.
-        let line = line.map_err(|e| bind_failure(&data, base, 3).unwrap_or(e))?;
+        let line = line.map_err(|e| bind_failure(&data, base, nodes).unwrap_or(e))?;
         eprintln!("kafka-reference: {line}");
         let pids: Vec<u32> = field(&line, "pids")
             .ok_or("kafka-reference READY line without pids=")?

@@ -9,7 +9,10 @@
 // the kill on the timeline, the under-replicated partition on the plots, and the timeline
 // paused, scrubbed back and replayed.
 //
-// BROOK_BIN, LIVE_PRODUCE_BIN and LIVE_CONSUME_BIN name the binaries (default: the
+// A share group member (`live_share`) leaves records in flight: the page shows each one's
+// state and delivery count as the leader's /v1/share-partitions view gives them.
+//
+// BROOK_BIN, LIVE_PRODUCE_BIN, LIVE_CONSUME_BIN and LIVE_SHARE_BIN name the binaries (default: the
 // workspace's target/debug);
 // LIVE_PAGE_SCREENSHOT, if set, is where the final screenshot goes (docs/live-page.png).
 // Every wait has a deadline.
@@ -23,6 +26,7 @@ import { BROOK, CHROMIUM, binary, lineWith } from "./harness.mjs";
 
 const PRODUCE = binary("LIVE_PRODUCE_BIN", "live_produce");
 const CONSUME = binary("LIVE_CONSUME_BIN", "live_consume");
+const SHARE = binary("LIVE_SHARE_BIN", "live_share");
 const START_MS = 90_000;
 const SETTLE_MS = 60_000;
 const TOTAL_MS = 300_000;
@@ -99,6 +103,7 @@ async function main() {
     await producePlots(page, leader);
     await transactionsAndConsumers(page, supervisor, bootstrap, await opened);
     await abortedTransaction(page, supervisor, bootstrap);
+    await sharePartition(page, supervisor, bootstrap);
     await clientMetrics(page, supervisor);
     await timelineFilters(page, topic);
     // Kill the leader with the page's own control.
@@ -286,6 +291,43 @@ async function abortedTransaction(page, supervisor, bootstrap) {
     throw new Error(`page shows ${JSON.stringify(shown)}, the view ${JSON.stringify(a)}`);
   }
   say(`${topic}: aborted records 0..2 with the ABORT marker at 3, as the leader's view lists them`);
+}
+
+// A share group member acquires five records and releases the first: the leader's
+// /v1/share-partitions view and the page show the first Available with delivery count 1 and
+// the other four Acquired with delivery count 1.
+async function sharePartition(page, supervisor, bootstrap) {
+  const topic = `live-share-${Date.now()}`;
+  const group = `${topic}-group`;
+  const created = spawn(PRODUCE, ["--bootstrap", bootstrap, "--topic", topic, "--records", "1", "--interval-ms", "0"],
+    { stdio: ["ignore", "inherit", "inherit"] });
+  children.push(created);
+  if (await exited(created, SETTLE_MS) !== 0) throw new Error("live_produce (share topic) failed");
+  const member = spawn(SHARE, ["--bootstrap", bootstrap, "--topic", topic, "--group", group, "--records", "5",
+    "--hold-ms", String(SETTLE_MS)], { stdio: ["ignore", "pipe", "inherit"] });
+  children.push(member);
+  const joined = lineWith(member, "JOINED", SETTLE_MS);
+  await joined;
+  const records = spawn(PRODUCE, ["--bootstrap", bootstrap, "--topic", topic, "--records", "5", "--interval-ms", "0"],
+    { stdio: ["ignore", "inherit", "inherit"] });
+  children.push(records);
+  const held = (await lineWith(member, "HELD", SETTLE_MS)).trim().split(/\s+/).slice(1).map(Number);
+  if (await exited(records, SETTLE_MS) !== 0) throw new Error("live_produce (share records) failed");
+  const [first, last] = held;
+  const views = Object.values(await merged(supervisor, `/v1/share-partitions?topic=${topic}`))
+    .flatMap((v) => (v && v.share_partitions) || []);
+  const sp = views.find((v) => v.group_id === group && v.partition === 0);
+  const runs = JSON.stringify(sp?.in_flight.map((r) => [r.first_offset, r.last_offset, r.state, r.delivery_count]));
+  if (last - first !== 4 || runs !== JSON.stringify([[first, first, "Available", 1], [first + 1, last, "Acquired", 1]])) {
+    throw new Error(`held ${held}; /v1/share-partitions: ${JSON.stringify(views)}`);
+  }
+  const box = `.share-partition[data-group="${group}"][data-topic="${topic}"][data-partition="0"]`;
+  await page.waitForSelector(`${box} .share-run[data-state="Available"][data-first="${first}"][data-last="${first}"]` +
+    '[data-delivery-count="1"]', { timeout: SETTLE_MS });
+  await page.waitForSelector(`${box} .share-run[data-state="Acquired"][data-first="${first + 1}"][data-last="${last}"]` +
+    '[data-delivery-count="1"]', { timeout: SETTLE_MS });
+  member.kill("SIGTERM");
+  say(`${topic}: share group ${group} holds ${first + 1}..${last} Acquired, ${first} released and Available again`);
 }
 
 // The timeline hides internal topics until asked, filters by kind, node and topic, and

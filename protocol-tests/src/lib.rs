@@ -14,6 +14,7 @@ pub mod fuzz_live;
 pub mod process;
 pub mod rd;
 pub mod sasl;
+pub mod share;
 pub mod supervised;
 pub mod version_matrix;
 pub mod wire;

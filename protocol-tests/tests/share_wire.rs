@@ -7,7 +7,7 @@
 #![allow(clippy::too_many_lines)]
 
 use brook_protocol_tests::batch::{encode_batch, Producer, Rec};
-use brook_protocol_tests::{unique_topic, Broker, WireClient};
+use brook_protocol_tests::{share, unique_topic, Broker, WireClient};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
@@ -32,12 +32,7 @@ fn heartbeat(
     epoch: i32,
     topic: Option<&str>,
 ) -> ShareGroupHeartbeatResponse {
-    let req = ShareGroupHeartbeatRequest::default()
-        .with_group_id(s(group).into())
-        .with_member_id(s(member))
-        .with_member_epoch(epoch)
-        .with_subscribed_topic_names(topic.map(|t| vec![s(t).into()]));
-    c.request(V, &req)
+    c.request(V, &share::heartbeat_request(group, member, epoch, topic))
 }
 
 /// A ShareFetch of partition 0 with `acks` (first, last, type) piggybacked.
@@ -49,31 +44,10 @@ fn share_fetch(
     topic_id: Uuid,
     acks: &[(i64, i64, i8)],
 ) -> ShareFetchResponse {
-    use kafka_protocol::messages::share_fetch_request::*;
-    let req = ShareFetchRequest::default()
-        .with_group_id(Some(s(group).into()))
-        .with_member_id(Some(s(member)))
-        .with_share_session_epoch(epoch)
-        .with_max_wait_ms(200)
-        .with_min_bytes(1)
-        .with_max_bytes(1 << 20)
-        .with_max_records(100)
-        .with_batch_size(100)
-        .with_topics(vec![FetchTopic::default()
-            .with_topic_id(topic_id)
-            .with_partitions(vec![FetchPartition::default()
-                .with_partition_index(0)
-                .with_acknowledgement_batches(
-                    acks.iter()
-                        .map(|&(a, b, t)| {
-                            AcknowledgementBatch::default()
-                                .with_first_offset(a)
-                                .with_last_offset(b)
-                                .with_acknowledge_types(vec![t])
-                        })
-                        .collect(),
-                )])]);
-    c.request(V, &req)
+    c.request(
+        V,
+        &share::fetch_request(group, member, epoch, topic_id, acks, 200),
+    )
 }
 
 fn acknowledge(
@@ -99,26 +73,7 @@ fn acknowledge_at(
     topic_id: Uuid,
     acks: &[(i64, i64, i8)],
 ) -> ShareAcknowledgeResponse {
-    use kafka_protocol::messages::share_acknowledge_request::*;
-    let req = ShareAcknowledgeRequest::default()
-        .with_is_renew_ack(is_renew_ack)
-        .with_group_id(Some(s(group).into()))
-        .with_member_id(Some(s(member)))
-        .with_share_session_epoch(epoch)
-        .with_topics(vec![AcknowledgeTopic::default()
-            .with_topic_id(topic_id)
-            .with_partitions(vec![AcknowledgePartition::default()
-                .with_partition_index(0)
-                .with_acknowledgement_batches(
-                    acks.iter()
-                        .map(|&(a, b, t)| {
-                            AcknowledgementBatch::default()
-                                .with_first_offset(a)
-                                .with_last_offset(b)
-                                .with_acknowledge_types(vec![t])
-                        })
-                        .collect(),
-                )])]);
+    let req = share::acknowledge_request(is_renew_ack, group, member, epoch, topic_id, acks);
     c.request(version, &req)
 }
 

@@ -204,9 +204,14 @@ impl BrookProcess {
         self.child.as_ref().map(|c| c.id())
     }
 
-    /// Sends `sig` to the process, if it runs.
+    /// Sends `sig` to the process, if it runs. SIGKILL goes to its descendants first: a
+    /// broker behind a wrapper script (`kafka-as-brook.sh` runs Kafka's JVM as its child)
+    /// dies with it, instead of serving on as an orphan that a restart then finds on its port.
     pub fn signal(&self, sig: libc::c_int) {
         if let Some(c) = &self.child {
+            if sig == libc::SIGKILL {
+                kill_descendants(c.id());
+            }
             // SAFETY: plain kill(2) on our own child's pid.
             unsafe {
                 libc::kill(c.id() as libc::pid_t, sig);
@@ -327,9 +332,54 @@ impl BrookProcess {
     }
 }
 
+/// Bound on the processes one [`kill_descendants`] walks: a test's broker has a handful.
+const DESCENDANTS_MAX: usize = 64;
+
+/// SIGKILLs every descendant of `pid`, deepest first, found through `/proc/*/stat`'s parent
+/// pids (a snapshot: a process forked meanwhile is not seen).
+fn kill_descendants(pid: u32) {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    let parents: Vec<(u32, u32)> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|p| {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+            // `pid (comm) state ppid ...`: the command may hold spaces and parentheses.
+            let ppid = stat
+                .rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()?;
+            Some((p, ppid))
+        })
+        .collect();
+    let mut found = vec![pid];
+    let mut i = 0;
+    while i < found.len() && found.len() < DESCENDANTS_MAX {
+        let parent = found[i];
+        found.extend(
+            parents
+                .iter()
+                .filter(|(_, pp)| *pp == parent)
+                .map(|(p, _)| *p),
+        );
+        i += 1;
+    }
+    for p in found.into_iter().skip(1).rev() {
+        // SAFETY: kill(2) on a descendant of our own child.
+        unsafe {
+            libc::kill(p as libc::pid_t, libc::SIGKILL);
+        }
+    }
+}
+
 impl Drop for BrookProcess {
     fn drop(&mut self) {
         if let Some(mut c) = self.child.take() {
+            kill_descendants(c.id());
             let _ = c.kill();
             let _ = c.wait();
         }

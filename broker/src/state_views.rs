@@ -863,21 +863,29 @@ async fn share_partitions(
     uri: Uri,
 ) -> Result<Json<SharePartitionsView>, ViewError> {
     let q = query(&uri, &["topic"])?;
-    let wanted = q.get("topic");
-    // Taken beyond the bound, so that a topic filter still finds its partitions.
-    let (all, more) = broker.share.inspect(usize::MAX);
-    let named = all.into_iter().filter_map(|v| {
-        let topic = broker.replicas.topic_name_by_id(v.key.1)?;
-        wanted.is_none_or(|w| *w == topic).then_some((topic, v))
-    });
-    let named: Vec<_> = named.collect();
-    let (share_partitions, truncated) = bounded(
-        named.into_iter(),
-        SHARE_PARTITIONS_PER_ANSWER_MAX,
-        |(topic, v)| {
+    let topic_id = match q.get("topic") {
+        // An unknown topic holds no share-partition.
+        Some(t) => match broker.replicas.topic(t) {
+            Some(topic) => Some(topic.id),
+            None => {
+                return Ok(Json(SharePartitionsView {
+                    share_partitions: Vec::new(),
+                    truncated: false,
+                }))
+            }
+        },
+        None => None,
+    };
+    let (found, truncated) = broker
+        .share
+        .inspect(topic_id, SHARE_PARTITIONS_PER_ANSWER_MAX);
+    let share_partitions = found
+        .into_iter()
+        .filter_map(|v| {
+            let topic = broker.replicas.topic_name_by_id(v.key.1)?;
             let runs = in_flight_runs(&v.in_flight);
             let in_flight_truncated = runs.len() > IN_FLIGHT_RUNS_PER_SHARE_PARTITION_MAX;
-            SharePartitionView {
+            Some(SharePartitionView {
                 group_id: v.key.0,
                 topic,
                 partition: v.key.2,
@@ -890,12 +898,12 @@ async fn share_partitions(
                     .take(IN_FLIGHT_RUNS_PER_SHARE_PARTITION_MAX)
                     .collect(),
                 in_flight_truncated,
-            }
-        },
-    );
+            })
+        })
+        .collect();
     Ok(Json(SharePartitionsView {
         share_partitions,
-        truncated: truncated || more,
+        truncated,
     }))
 }
 

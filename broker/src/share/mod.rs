@@ -491,11 +491,15 @@ impl SharePartitionManager {
             .min()
     }
 
-    /// Every share-partition this node holds, in key order, at most `max` (and whether any
-    /// were left out), with its in-flight records: what `GET /v1/share-partitions` shows.
-    pub fn inspect(&self, max: usize) -> (Vec<SharePartitionView>, bool) {
+    /// The share-partitions this node holds (of one topic when `topic_id` is given), in key
+    /// order, at most `max` (and whether any were left out), with their in-flight records:
+    /// what `GET /v1/share-partitions` shows. Only those kept are copied under the lock.
+    pub fn inspect(&self, topic_id: Option<Uuid>, max: usize) -> (Vec<SharePartitionView>, bool) {
         let parts = self.partitions.lock();
-        let mut keys: Vec<&SharePartitionKey> = parts.keys().collect();
+        let mut keys: Vec<&SharePartitionKey> = parts
+            .keys()
+            .filter(|k| topic_id.is_none_or(|id| k.1 == id))
+            .collect();
         keys.sort();
         let truncated = keys.len() > max;
         let views = keys

@@ -17,6 +17,7 @@ pub mod sasl;
 pub mod share;
 pub mod supervised;
 pub mod version_matrix;
+pub mod watchdog;
 pub mod wire;
 
 pub use broker::Broker;

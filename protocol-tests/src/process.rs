@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
+use crate::watchdog::Watchdog;
+
 /// How long a broker may take to print its READY line.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a broker may take to exit after SIGTERM.
@@ -69,6 +71,8 @@ pub struct BrookProcess {
     starts: u32,
     /// Environment variables set for every run, besides the test's own.
     env: Vec<(String, String)>,
+    /// Ends the test binary when the test holds this process past its lifetime bound.
+    _watchdog: Watchdog,
 }
 
 impl BrookProcess {
@@ -91,9 +95,10 @@ impl BrookProcess {
             child: None,
             ready_rx: None,
             log: Arc::new(Mutex::new(log)),
-            log_path,
+            log_path: log_path.clone(),
             starts: 0,
             env: Vec::new(),
+            _watchdog: Watchdog::arm(name, log_path.clone()),
         }
     }
 
@@ -337,7 +342,7 @@ const DESCENDANTS_MAX: usize = 64;
 
 /// SIGKILLs every descendant of `pid`, deepest first, found through `/proc/*/stat`'s parent
 /// pids (a snapshot: a process forked meanwhile is not seen).
-fn kill_descendants(pid: u32) {
+pub(crate) fn kill_descendants(pid: u32) {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return;
     };

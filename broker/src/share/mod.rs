@@ -520,13 +520,6 @@ impl SharePartitionManager {
         (views, truncated)
     }
 
-    /// (start offset, end offset, in-flight offsets) of a share-partition, for views.
-    pub fn describe(&self, key: &SharePartitionKey) -> Option<(i64, i64, usize)> {
-        let parts = self.partitions.lock();
-        let sp = parts.get(key)?;
-        Some((sp.start_offset(), sp.end_offset(), sp.in_flight().len()))
-    }
-
     /// Parks a share fetch until records may have become acquirable.
     pub fn park(&self, waiter: &Arc<Notify>) {
         let mut w = self.waiters.lock();

@@ -25,9 +25,9 @@ use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
 
 use crate::cluster::replica_manager::ReplicaManager;
-use crate::controller::error::ControllerError;
-use crate::controller::request::MutationQuotaKey;
-use crate::controller::ControllerRequest;
+use brook_controller::error::ControllerError;
+use brook_controller::request::MutationQuotaKey;
+use brook_controller::request::ControllerRequest;
 use crate::group::store::OFFSETS_TOPIC;
 use crate::group::GroupCoordinator;
 use crate::metadata::validate_topic_name;

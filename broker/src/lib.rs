@@ -18,6 +18,7 @@ pub mod config;
 pub mod config_def;
 pub mod controller;
 pub mod embedded;
+pub mod errors;
 pub mod events;
 pub mod fault;
 pub mod features;

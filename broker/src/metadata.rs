@@ -15,7 +15,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::controller::{MetadataImage, TopicImage};
+use brook_controller::image::{MetadataImage, TopicImage};
 // Topic names and uuid strings are the metadata records' (brook-controller validates them).
 pub use brook_controller::names::{kafka_uuid_string, parse_kafka_uuid, validate_topic_name};
 

@@ -26,11 +26,11 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::controller::client_quota_control::{
+use brook_controller::client_quota_control::{
     CONNECTION_CREATION_RATE, CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, ENTITY_CLIENT_ID,
     ENTITY_IP, ENTITY_USER, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE,
 };
-use crate::controller::image::ClientQuotas;
+use brook_controller::image::ClientQuotas;
 
 /// Kafka's `ClientQuotaManager.InactiveSensorExpirationTimeSeconds`: a client's rate is
 /// forgotten after an hour without requests.
@@ -661,7 +661,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::controller::client_quota_control::{QuotaEntity, QuotaValue};
+    use brook_controller::client_quota_control::{QuotaEntity, QuotaValue};
 
     const W: QuotaWindow = QuotaWindow {
         samples: 11,

@@ -22,7 +22,7 @@ use super::records::{decode_key, partition_for, RecordKey};
 use super::GroupError;
 use crate::cluster::partition::{Partition, PartitionError};
 use crate::cluster::replica_manager::{now_ms, ReplicaManager};
-use crate::controller::ControllerError;
+use brook_controller::error::ControllerError;
 use brook_storage::batch::RecordBatch;
 use brook_storage::batch_builder::{BatchBuilder, SimpleRecord};
 use brook_storage::control::parse_end_txn_marker;

@@ -28,7 +28,7 @@ use kafka_protocol::ResponseError;
 use super::coordinator::{coordinator_key, WriteState, SHARE_GROUP_STATE_TOPIC};
 use super::records::StateBatch;
 use super::SharePartitionKey;
-use crate::api::sb;
+use crate::net::codec::sb;
 use crate::broker::Broker;
 use crate::net::client::{BrokerConnection, ClientError};
 

@@ -20,7 +20,7 @@ use bytes::Bytes;
 use super::TxnError;
 use crate::cluster::partition::{Partition, PartitionError};
 use crate::cluster::replica_manager::{now_ms, ReplicaManager};
-use crate::controller::ControllerError;
+use brook_controller::error::ControllerError;
 use brook_storage::batch::RecordBatch;
 use brook_storage::batch_builder::{BatchBuilder, SimpleRecord};
 use brook_storage::records::RecordIter;

@@ -86,7 +86,7 @@ pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("max.connections.per.ip", "2147483647"),
     ("max.connection.creation.rate", "2147483647"),
     // A connection with no bytes read or written for this long is closed
-    // (crate::net::connection); negative: never.
+    // (crate::connection); negative: never.
     ("connections.max.idle.ms", "600000"),
     // The most record bytes one Fetch answer holds, whatever the request asks (55 MiB).
     ("fetch.max.bytes", "57671680"),

@@ -16,6 +16,7 @@ pub mod broker;
 pub mod cluster;
 pub mod config;
 pub mod config_def;
+pub mod connection;
 pub mod controller;
 pub mod embedded;
 pub mod errors;

@@ -4,7 +4,7 @@
 //! throttle time a request over it earns (Kafka's `QuotaUtils.throttleTime`).
 //!
 //! Kafka's KIP-219 throttling: the answer goes out at once, carrying `throttle_time_ms`, and
-//! the connection is not read for that long afterwards (`net::connection` mutes it).
+//! the connection is not read for that long afterwards (`connection` mutes it).
 //!
 //! The limits come from the applied image: each check compares the image's quota map with
 //! the one the manager last derived its entities from, by pointer, and re-derives only on a

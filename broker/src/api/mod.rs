@@ -208,7 +208,7 @@ pub struct RequestContext {
     /// `Request.sizeInBytes`, what a produce quota counts).
     pub request_bytes: usize,
     /// How long the connection is muted after the answer (KIP-219): set by a handler whose
-    /// client went over a quota, read by `net::connection`.
+    /// client went over a quota, read by `connection`.
     pub throttle: ThrottleSlot,
     /// The time the request's handling has been polled (`request_quota`).
     pub request_time: request_quota::RequestTimer,

@@ -96,7 +96,7 @@ pub struct LegacyMetadataFile {
     pub next_producer_id_block: i64,
     /// Dynamic broker configs by resource name (a node id, or "" for the cluster default).
     #[serde(default)]
-    pub broker_configs: crate::config::DynamicBrokerConfigs,
+    pub broker_configs: brook_controller::image::DynamicBrokerConfigs,
 }
 
 impl LegacyMetadataFile {
@@ -323,12 +323,16 @@ pub fn cluster_id_from_seed(seed: &str) -> String {
     encode_cluster_id(bytes)
 }
 
+/// The group coordinator's internal topic (Kafka's `Topic.GROUP_METADATA_TOPIC_NAME`).
+/// Defined here beside [`INTERNAL_TOPICS`], as Kafka's `Topic` holds both names, so that this
+/// module need not import the coordinators (`group::store` and `txn::log` re-export them).
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+
+/// The transaction coordinator's internal topic (Kafka's `Topic.TRANSACTION_STATE_TOPIC_NAME`).
+pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
+
 /// Kafka's internal topics (`Topic.INTERNAL_TOPICS`): written by their coordinators only.
-pub const INTERNAL_TOPICS: [&str; 3] = [
-    crate::group::store::OFFSETS_TOPIC,
-    crate::txn::log::TRANSACTION_STATE_TOPIC,
-    "__share_group_state",
-];
+pub const INTERNAL_TOPICS: [&str; 3] = [OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, "__share_group_state"];
 
 /// Kafka's `Topic.isInternal`.
 pub fn is_internal_topic(name: &str) -> bool {

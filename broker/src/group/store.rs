@@ -30,8 +30,9 @@ use brook_storage::decompress::BatchRecords;
 use brook_storage::records::{read_record, RecordBytes, RecordSink};
 use brook_storage::{Codec, LogError};
 
-/// The internal topic's name, as in Kafka.
-pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+/// The internal topic's name, as in Kafka (defined with Kafka's other internal topics in
+/// `metadata`).
+pub use crate::metadata::OFFSETS_TOPIC;
 /// Bytes read per step while replaying a partition.
 pub const REPLAY_READ_BYTES: usize = 1024 * 1024;
 

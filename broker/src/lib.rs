@@ -13,6 +13,7 @@ pub mod admin_security;
 pub mod api;
 pub mod auto_topic_creation;
 pub mod broker;
+pub mod clock;
 pub mod cluster;
 pub mod config;
 pub mod config_def;

@@ -331,6 +331,10 @@ pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 /// The transaction coordinator's internal topic (Kafka's `Topic.TRANSACTION_STATE_TOPIC_NAME`).
 pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
 
+/// Name of the metadata directory inside `log.dirs`, as Kafka's `__cluster_metadata-0`
+/// (`Topic.CLUSTER_METADATA_TOPIC_NAME`).
+pub const METADATA_DIR: &str = "__cluster_metadata";
+
 /// Kafka's internal topics (`Topic.INTERNAL_TOPICS`): written by their coordinators only.
 pub const INTERNAL_TOPICS: [&str; 3] = [OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, "__share_group_state"];
 

@@ -1359,9 +1359,7 @@ fn check(name: &str, validator: Validator, value: &str, n: f64) -> Option<(Strin
         Validator::GzipLevel if n != -1.0 && !(1.0..=9.0).contains(&n) => {
             plain("Value must be between 1 and 9 or equal to -1".into())
         }
-        Validator::ShareAutoOffsetReset
-            if AutoOffsetReset::parse(value).is_none() =>
-        {
+        Validator::ShareAutoOffsetReset if AutoOffsetReset::parse(value).is_none() => {
             plain(format!(
                 "Invalid value `{value}` for configuration {name}. The value must be either \
                  'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'."
@@ -1428,7 +1426,6 @@ fn java_number(n: f64) -> String {
         n.to_string()
     }
 }
-
 
 /// Kafka's `ShareGroupAutoOffsetResetStrategy`: where a new share-partition starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -336,7 +336,11 @@ pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
 pub const METADATA_DIR: &str = "__cluster_metadata";
 
 /// Kafka's internal topics (`Topic.INTERNAL_TOPICS`): written by their coordinators only.
-pub const INTERNAL_TOPICS: [&str; 3] = [OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, "__share_group_state"];
+pub const INTERNAL_TOPICS: [&str; 3] = [
+    OFFSETS_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+    "__share_group_state",
+];
 
 /// Kafka's `Topic.isInternal`.
 pub fn is_internal_topic(name: &str) -> bool {

@@ -37,8 +37,8 @@ use crate::broker::Broker;
 use response_errors::ResponseErrors;
 // Kafka's error names live in `errors`, a module with no imports of its own, so that the
 // fault engine and the transaction coordinator name an error without importing `metrics`.
-pub use crate::errors::{error_code_by_name, error_name};
 use crate::errors::UNKNOWN_ERROR_CODE;
+pub use crate::errors::{error_code_by_name, error_name};
 
 /// An API the broker serves, as the request metrics need it: its key and the versions it
 /// decodes. The ApiVersions table's rows (`api::ApiSupport`) implement it, so the metrics
@@ -58,7 +58,6 @@ pub const REQUEST_DURATION_BUCKETS_SECONDS: [f64; 16] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
     5.0, 10.0,
 ];
-
 
 /// One API version's counters.
 struct VersionSlot {

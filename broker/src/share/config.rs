@@ -67,7 +67,6 @@ impl ShareGroupSettings {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -25,14 +25,14 @@ use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
 
 use crate::cluster::replica_manager::ReplicaManager;
-use crate::controller::error::ControllerError;
-use crate::controller::request::MutationQuotaKey;
-use crate::controller::ControllerRequest;
 use crate::group::store::OFFSETS_TOPIC;
 use crate::group::GroupCoordinator;
 use crate::metadata::validate_topic_name;
 use crate::txn::log::TRANSACTION_STATE_TOPIC;
 use crate::txn::TransactionCoordinator;
+use brook_controller::error::ControllerError;
+use brook_controller::request::ControllerRequest;
+use brook_controller::request::MutationQuotaKey;
 
 /// Most auto-creations in flight at once. A Metadata request naming more missing topics
 /// than this starts no creation for the rest: they are answered UNKNOWN_TOPIC_OR_PARTITION,

@@ -13,34 +13,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::config_def;
+// In `config_def`, with the validation that raises most of them, so that the modules
+// `BrokerConfig` is built from (`listeners`, `security`) report errors without importing `config`.
+pub use crate::config_def::ConfigError;
 use crate::security::authorizer::{AuthorizerConfig, AUTHORIZER_KEYS};
 use brook_storage::{LogConfig, TimestampType};
-
-/// Errors found while reading the configuration.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("cannot read config file {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("line {line}: expected key=value, got {text:?}")]
-    Syntax { line: usize, text: String },
-    #[error("unknown config key {0:?}")]
-    UnknownKey(String),
-    /// A topic key Kafka does not define (the message is Kafka's `LogConfig.validateNames`).
-    #[error("Unknown topic config name: {0}")]
-    UnknownTopicConfig(String),
-    /// A value refused with the message Kafka's `ConfigDef` validation gives.
-    #[error("{0}")]
-    Invalid(String),
-    #[error("Invalid value {value} for configuration {key}: {reason}")]
-    InvalidValue {
-        key: String,
-        value: String,
-        reason: String,
-    },
-}
 
 /// The log cleaner's broker settings (Kafka's `CleanerConfig`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,7 +86,7 @@ pub const BROKER_DEFAULTS: &[(&str, &str)] = &[
     ("max.connections.per.ip", "2147483647"),
     ("max.connection.creation.rate", "2147483647"),
     // A connection with no bytes read or written for this long is closed
-    // (crate::net::connection); negative: never.
+    // (crate::connection); negative: never.
     ("connections.max.idle.ms", "600000"),
     // The most record bytes one Fetch answer holds, whatever the request asks (55 MiB).
     ("fetch.max.bytes", "57671680"),

@@ -9,6 +9,32 @@
 //! default and synonyms. Broker defaults themselves live in `config::BROKER_DEFAULTS`; this
 //! module only adds what a key is.
 
+/// Errors found while reading the configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("line {line}: expected key=value, got {text:?}")]
+    Syntax { line: usize, text: String },
+    #[error("unknown config key {0:?}")]
+    UnknownKey(String),
+    /// A topic key Kafka does not define (the message is Kafka's `LogConfig.validateNames`).
+    #[error("Unknown topic config name: {0}")]
+    UnknownTopicConfig(String),
+    /// A value refused with the message Kafka's `ConfigDef` validation gives.
+    #[error("{0}")]
+    Invalid(String),
+    #[error("Invalid value {value} for configuration {key}: {reason}")]
+    InvalidValue {
+        key: String,
+        value: String,
+        reason: String,
+    },
+}
+
 /// Kafka's `ConfigDef.Type`; [`ConfigType::code`] is DescribeConfigs' `config_type`
 /// (`DescribeConfigsResponse.ConfigType`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1333,9 +1359,7 @@ fn check(name: &str, validator: Validator, value: &str, n: f64) -> Option<(Strin
         Validator::GzipLevel if n != -1.0 && !(1.0..=9.0).contains(&n) => {
             plain("Value must be between 1 and 9 or equal to -1".into())
         }
-        Validator::ShareAutoOffsetReset
-            if crate::share::config::AutoOffsetReset::parse(value).is_none() =>
-        {
+        Validator::ShareAutoOffsetReset if AutoOffsetReset::parse(value).is_none() => {
             plain(format!(
                 "Invalid value `{value}` for configuration {name}. The value must be either \
                  'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'."
@@ -1401,6 +1425,105 @@ fn java_number(n: f64) -> String {
     } else {
         n.to_string()
     }
+}
+
+/// Kafka's `ShareGroupAutoOffsetResetStrategy`: where a new share-partition starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AutoOffsetReset {
+    /// The log start offset.
+    Earliest,
+    /// The high watermark (Kafka's default).
+    Latest,
+    /// The first offset whose timestamp is at or after now minus this many milliseconds.
+    ByDurationMs(i64),
+}
+
+impl AutoOffsetReset {
+    /// Kafka's `ShareGroupAutoOffsetResetStrategy.fromString` (through the client's
+    /// `AutoOffsetResetStrategy.fromString`): `earliest`, `latest`, or
+    /// `by_duration:<ISO-8601 duration>` not negative; `none` is not a share strategy.
+    pub fn parse(value: &str) -> Option<Self> {
+        match value {
+            "earliest" => Some(AutoOffsetReset::Earliest),
+            "latest" => Some(AutoOffsetReset::Latest),
+            v => {
+                let duration = v.strip_prefix("by_duration:")?;
+                iso8601_duration_ms(duration)
+                    .filter(|ms| *ms >= 0)
+                    .map(AutoOffsetReset::ByDurationMs)
+            }
+        }
+    }
+}
+
+/// Java's `Duration.parse` in milliseconds: `[-+]P[nD][T[nH][nM][n[.f]S]]`, letters in either
+/// case, each number optionally signed, at least one part; `None` when it does not parse.
+pub fn iso8601_duration_ms(text: &str) -> Option<i64> {
+    let (negative, rest) = match text.as_bytes().first()? {
+        b'-' => (true, &text[1..]),
+        b'+' => (false, &text[1..]),
+        _ => (false, text),
+    };
+    let rest = rest.strip_prefix(['P', 'p'])?;
+    let (date, time) = match rest.find(['T', 't']) {
+        Some(i) => (&rest[..i], Some(&rest[i + 1..])),
+        None => (rest, None),
+    };
+    let mut total: i128 = 0;
+    let mut parts = 0;
+    if !date.is_empty() {
+        let days = date.strip_suffix(['D', 'd'])?;
+        total += parse_signed(days)? * 86_400_000;
+        parts += 1;
+    }
+    if let Some(mut time) = time {
+        if time.is_empty() {
+            return None;
+        }
+        for (unit, ms) in [(['H', 'h'], 3_600_000i128), (['M', 'm'], 60_000)] {
+            if let Some(i) = time.find(unit) {
+                total += parse_signed(&time[..i])? * ms;
+                time = &time[i + 1..];
+                parts += 1;
+            }
+        }
+        if !time.is_empty() {
+            total += seconds_ms(time.strip_suffix(['S', 's'])?)?;
+            parts += 1;
+        }
+    }
+    if parts == 0 {
+        return None;
+    }
+    let total = if negative { -total } else { total };
+    i64::try_from(total).ok()
+}
+
+fn parse_signed(s: &str) -> Option<i128> {
+    let digits = s.strip_prefix(['-', '+']).unwrap_or(s);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse::<i128>().ok()
+}
+
+/// `n[.f]` seconds (up to 9 fraction digits), in milliseconds.
+fn seconds_ms(s: &str) -> Option<i128> {
+    let (whole, fraction) = match s.find(['.', ',']) {
+        Some(i) => (&s[..i], &s[i + 1..]),
+        None => (s, ""),
+    };
+    if fraction.len() > 9 || !fraction.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let secs = parse_signed(whole)?;
+    let nanos: i128 = format!("{fraction:0<9}").parse().ok()?;
+    let nanos = if whole.starts_with('-') {
+        -nanos
+    } else {
+        nanos
+    };
+    Some(secs * 1000 + nanos / 1_000_000)
 }
 
 #[cfg(test)]

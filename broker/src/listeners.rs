@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use crate::config::ConfigError;
+use crate::config_def::ConfigError;
 use crate::security::SecurityProtocol;
 
 /// Kafka's default `listener.security.protocol.map` (`SocketServerConfigs`).

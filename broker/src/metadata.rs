@@ -15,7 +15,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::controller::{MetadataImage, TopicImage};
+use brook_controller::image::{MetadataImage, TopicImage};
 // Topic names and uuid strings are the metadata records' (brook-controller validates them).
 pub use brook_controller::names::{kafka_uuid_string, parse_kafka_uuid, validate_topic_name};
 
@@ -96,7 +96,7 @@ pub struct LegacyMetadataFile {
     pub next_producer_id_block: i64,
     /// Dynamic broker configs by resource name (a node id, or "" for the cluster default).
     #[serde(default)]
-    pub broker_configs: crate::config::DynamicBrokerConfigs,
+    pub broker_configs: brook_controller::image::DynamicBrokerConfigs,
 }
 
 impl LegacyMetadataFile {
@@ -323,10 +323,22 @@ pub fn cluster_id_from_seed(seed: &str) -> String {
     encode_cluster_id(bytes)
 }
 
+/// The group coordinator's internal topic (Kafka's `Topic.GROUP_METADATA_TOPIC_NAME`).
+/// Defined here beside [`INTERNAL_TOPICS`], as Kafka's `Topic` holds both names, so that this
+/// module need not import the coordinators (`group::store` and `txn::log` re-export them).
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+
+/// The transaction coordinator's internal topic (Kafka's `Topic.TRANSACTION_STATE_TOPIC_NAME`).
+pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
+
+/// Name of the metadata directory inside `log.dirs`, as Kafka's `__cluster_metadata-0`
+/// (`Topic.CLUSTER_METADATA_TOPIC_NAME`).
+pub const METADATA_DIR: &str = "__cluster_metadata";
+
 /// Kafka's internal topics (`Topic.INTERNAL_TOPICS`): written by their coordinators only.
 pub const INTERNAL_TOPICS: [&str; 3] = [
-    crate::group::store::OFFSETS_TOPIC,
-    crate::txn::log::TRANSACTION_STATE_TOPIC,
+    OFFSETS_TOPIC,
+    TRANSACTION_STATE_TOPIC,
     "__share_group_state",
 ];
 

@@ -4,7 +4,7 @@
 //! throttle time a request over it earns (Kafka's `QuotaUtils.throttleTime`).
 //!
 //! Kafka's KIP-219 throttling: the answer goes out at once, carrying `throttle_time_ms`, and
-//! the connection is not read for that long afterwards (`net::connection` mutes it).
+//! the connection is not read for that long afterwards (`connection` mutes it).
 //!
 //! The limits come from the applied image: each check compares the image's quota map with
 //! the one the manager last derived its entities from, by pointer, and re-derives only on a
@@ -26,11 +26,11 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::controller::client_quota_control::{
+use brook_controller::client_quota_control::{
     CONNECTION_CREATION_RATE, CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, ENTITY_CLIENT_ID,
     ENTITY_IP, ENTITY_USER, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE,
 };
-use crate::controller::image::ClientQuotas;
+use brook_controller::image::ClientQuotas;
 
 /// Kafka's `ClientQuotaManager.InactiveSensorExpirationTimeSeconds`: a client's rate is
 /// forgotten after an hour without requests.
@@ -661,7 +661,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::controller::client_quota_control::{QuotaEntity, QuotaValue};
+    use brook_controller::client_quota_control::{QuotaEntity, QuotaValue};
 
     const W: QuotaWindow = QuotaWindow {
         samples: 11,

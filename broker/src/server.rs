@@ -675,7 +675,7 @@ async fn accept_until_shutdown(
             // Waits while max.connections are open; refuses an address at its limit.
             accepted = quotas.accept(&listener, &config.name, protected) => match accepted {
                 Ok(Accepted::Connection(stream, slot)) => {
-                    let serve = crate::net::connection::serve(
+                    let serve = crate::connection::serve(
                         broker.clone(),
                         stream,
                         config.clone(),

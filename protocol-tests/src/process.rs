@@ -322,7 +322,7 @@ impl BrookProcess {
 }
 
 /// What a node logs, at error level, when it closes a connection because a response could not
-/// be encoded at the request's version (`net::connection` in the broker, which also counts it
+/// be encoded at the request's version (`connection` in the broker, which also counts it
 /// in `brook_response_encode_failures_total`). The log outlives restarts; the count does not.
 pub const ENCODE_FAILURE_LOG: &str = "a response could not be encoded";
 

@@ -80,3 +80,11 @@ pub async fn handle_update_features(
     };
     UpdateFeaturesResponse::default().with_results(results)
 }
+
+/// Whether `name` is finalized at level 1 or more in the broker's current image: what
+/// Kafka's `KafkaApis` checks before serving an API a feature gates
+/// (`isConsumerGroupProtocolEnabled` for `group.version`, `isShareGroupProtocolEnabled` for
+/// `share.version`), answering UNSUPPORTED_VERSION when it is not.
+pub fn enabled(broker: &Broker, name: &str) -> bool {
+    broker.replicas.image().feature_level(name) >= 1
+}

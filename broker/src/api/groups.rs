@@ -352,7 +352,7 @@ pub async fn handle_consumer_group_heartbeat(
         .groups
         .consumer_limits(&req.group_id)
         .heartbeat_interval_ms;
-    if !crate::features::enabled(broker, crate::features::GROUP_VERSION) {
+    if !crate::api::features::enabled(broker, crate::features::GROUP_VERSION) {
         return ConsumerGroupHeartbeatResponse::default()
             .with_error_code(ResponseError::UnsupportedVersion.code());
     }

@@ -45,11 +45,12 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::{Message, StrBytes};
+use kafka_protocol::protocol::Message;
 
 use crate::broker::Broker;
 use crate::fault::{FaultAction, RequestFacts, When};
 use crate::metrics::response_errors::ResponseErrors;
+pub use crate::net::codec::sb;
 use crate::net::codec::{decode_header, encode_response, peek_prefix, CodecError};
 use crate::security::Session;
 
@@ -207,7 +208,7 @@ pub struct RequestContext {
     /// `Request.sizeInBytes`, what a produce quota counts).
     pub request_bytes: usize,
     /// How long the connection is muted after the answer (KIP-219): set by a handler whose
-    /// client went over a quota, read by `net::connection`.
+    /// client went over a quota, read by `connection`.
     pub throttle: ThrottleSlot,
     /// The time the request's handling has been polled (`request_quota`).
     pub request_time: request_quota::RequestTimer,
@@ -259,11 +260,6 @@ fn unless_stopped(
         ));
     }
     answer
-}
-
-/// Turns a `String` into the codec's string type.
-pub fn sb(s: impl Into<String>) -> StrBytes {
-    StrBytes::from_string(s.into())
 }
 
 /// Counts a handler's response's error codes, records the request's time against the

@@ -94,7 +94,7 @@ pub async fn handle_share_group_heartbeat(
         .groups
         .share_limits(&req.group_id)
         .heartbeat_interval_ms;
-    if !crate::features::enabled(broker, crate::features::SHARE_VERSION) {
+    if !crate::api::features::enabled(broker, crate::features::SHARE_VERSION) {
         return ShareGroupHeartbeatResponse::default()
             .with_error_code(ResponseError::UnsupportedVersion.code());
     }

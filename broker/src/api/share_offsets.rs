@@ -54,7 +54,7 @@ fn group_message(e: &GroupError) -> Option<kafka_protocol::protocol::StrBytes> {
 }
 
 fn share_groups_enabled(broker: &Broker) -> bool {
-    crate::features::enabled(broker, crate::features::SHARE_VERSION)
+    crate::api::features::enabled(broker, crate::features::SHARE_VERSION)
 }
 
 // ---------------------------------------------------------------------------------------------

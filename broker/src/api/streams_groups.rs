@@ -37,7 +37,7 @@ pub async fn handle_streams_group_heartbeat(
             .with_member_epoch(-1)
             .with_heartbeat_interval_ms(limits.heartbeat_interval_ms)
     };
-    if !crate::features::enabled(broker, crate::features::STREAMS_VERSION) {
+    if !crate::api::features::enabled(broker, crate::features::STREAMS_VERSION) {
         return error(ResponseError::UnsupportedVersion.code(), None);
     }
     if !authorize(

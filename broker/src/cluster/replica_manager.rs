@@ -13,7 +13,6 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use dashmap::DashMap;
 use parking_lot::{Mutex, RwLock};
@@ -94,13 +93,9 @@ impl ReplicaError {
     }
 }
 
-/// Milliseconds since the epoch.
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
+// In `clock`, a module with no imports of the crate, so that `net` reads the clock without
+// importing `cluster`; re-exported for the coordinators that name it here.
+pub use crate::clock::now_ms;
 
 /// Replication events on this node, counted where they happen (Kafka's `ReplicaManager`
 /// meters `IsrShrinksPerSec` and `IsrExpandsPerSec`), read by `/metrics`.

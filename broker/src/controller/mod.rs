@@ -1561,7 +1561,7 @@ impl Inner {
         else {
             return request::decide(image, req, &policy);
         };
-        let now = crate::cluster::replica_manager::now_ms();
+        let now = crate::clock::now_ms();
         let mut quota = self.mutation_quotas.mutation_quota(
             image.client_quotas.clone(),
             &key.user,

@@ -47,7 +47,7 @@ use super::request::{ControllerReply, ControllerRequest};
 use super::storage::LogStore;
 use super::voter_control;
 use super::{Inner, NodeId, TypeConfig};
-use crate::cluster::replica_manager::now_ms;
+use crate::clock::now_ms;
 use crate::fault::{Direction, FaultEngine, LinkAction, Traffic};
 use crate::log_limit::{key_of, RepeatLimiter};
 use crate::net::http_client::{HttpClient, HttpError};

@@ -21,7 +21,7 @@ use openraft::ServerState;
 use serde::{Deserialize, Serialize};
 
 use super::{ControllerError, Inner, NodeId, TypeConfig};
-use crate::cluster::replica_manager::now_ms;
+use crate::clock::now_ms;
 
 /// Kafka's "unknown" for offsets and timestamps of a replica.
 pub const UNKNOWN: i64 = -1;

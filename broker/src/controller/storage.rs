@@ -36,8 +36,9 @@ use tokio::sync::watch;
 use super::image::MetadataImage;
 use super::{NodeId, TypeConfig};
 
-/// Name of the metadata directory inside `log.dirs`, as Kafka's `__cluster_metadata-0`.
-pub const METADATA_DIR: &str = "__cluster_metadata";
+// Defined in `metadata` with Kafka's other internal topic names, so that `security`'s
+// bootstrap credentials find the directory without importing `controller`.
+pub use crate::metadata::METADATA_DIR;
 const LOG_FILE: &str = "log.jsonl";
 const VOTE_FILE: &str = "vote.json";
 const COMMITTED_FILE: &str = "committed.json";

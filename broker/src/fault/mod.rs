@@ -526,7 +526,7 @@ impl FaultRule {
                     .ok_or_else(|| FaultError::Invalid("error needs error_code".into()))?;
                 FaultAction::Error {
                     error_code,
-                    error: crate::metrics::error_name(error_code),
+                    error: crate::errors::error_name(error_code),
                     delay_ms: spec.delay_ms,
                 }
             }

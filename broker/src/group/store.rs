@@ -22,7 +22,7 @@ use super::records::{decode_key, partition_for, RecordKey};
 use super::GroupError;
 use crate::cluster::partition::{Partition, PartitionError};
 use crate::cluster::replica_manager::{now_ms, ReplicaManager};
-use crate::controller::ControllerError;
+use brook_controller::error::ControllerError;
 use brook_storage::batch::RecordBatch;
 use brook_storage::batch_builder::{BatchBuilder, SimpleRecord};
 use brook_storage::control::parse_end_txn_marker;
@@ -30,8 +30,9 @@ use brook_storage::decompress::BatchRecords;
 use brook_storage::records::{read_record, RecordBytes, RecordSink};
 use brook_storage::{Codec, LogError};
 
-/// The internal topic's name, as in Kafka.
-pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+/// The internal topic's name, as in Kafka (defined with Kafka's other internal topics in
+/// `metadata`).
+pub use crate::metadata::OFFSETS_TOPIC;
 /// Bytes read per step while replaying a partition.
 pub const REPLAY_READ_BYTES: usize = 1024 * 1024;
 

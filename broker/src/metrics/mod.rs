@@ -35,6 +35,10 @@ use prometheus_client::registry::Registry;
 
 use crate::broker::Broker;
 use response_errors::ResponseErrors;
+// Kafka's error names live in `errors`, a module with no imports of its own, so that the
+// fault engine and the transaction coordinator name an error without importing `metrics`.
+use crate::errors::UNKNOWN_ERROR_CODE;
+pub use crate::errors::{error_code_by_name, error_name};
 
 /// An API the broker serves, as the request metrics need it: its key and the versions it
 /// decodes. The ApiVersions table's rows (`api::ApiSupport`) implement it, so the metrics
@@ -54,9 +58,6 @@ pub const REQUEST_DURATION_BUCKETS_SECONDS: [f64; 16] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
     5.0, 10.0,
 ];
-
-/// The `error` label of codes `ResponseError` does not know (bounded: one label value).
-const UNKNOWN_ERROR_CODE: i16 = i16::MIN;
 
 /// One API version's counters.
 struct VersionSlot {
@@ -182,42 +183,6 @@ impl RequestMetrics {
             .and_then(|a| a.as_ref())
             .map_or("unknown", |a| a.name.as_str())
     }
-}
-
-/// Kafka's name of an error (`Errors.name()`, e.g. `UNKNOWN_TOPIC_OR_PARTITION`), derived
-/// from the typed `ResponseError` variant.
-pub fn error_name(code: i16) -> String {
-    let Some(e) = ResponseError::try_from_code(code)
-        .filter(|e| code != UNKNOWN_ERROR_CODE && !matches!(e, ResponseError::Unknown(_)))
-    else {
-        return if code == 0 {
-            "NONE".into()
-        } else {
-            "UNKNOWN".into()
-        };
-    };
-    let camel = e.to_string();
-    let mut out = String::with_capacity(camel.len() + 8);
-    for (i, c) in camel.chars().enumerate() {
-        if c.is_ascii_uppercase() && i > 0 {
-            out.push('_');
-        }
-        out.push(c.to_ascii_uppercase());
-    }
-    out
-}
-
-/// Above every code Kafka 4.4 defines (its last is in the 130s): the search bound of
-/// [`error_code_by_name`].
-const ERROR_CODE_MAX: i16 = 256;
-
-/// The code of Kafka's error `name`, any case (`NOT_ENOUGH_REPLICAS`, `not_leader_or_follower`):
-/// the inverse of [`error_name`] over the codes `ResponseError` knows.
-pub fn error_code_by_name(name: &str) -> Option<i16> {
-    (-1..=ERROR_CODE_MAX).find(|&code| {
-        let n = error_name(code);
-        n != "UNKNOWN" && n.eq_ignore_ascii_case(name)
-    })
 }
 
 /// Keeps a gauge raised while it lives (a connection, a parked request).
@@ -525,7 +490,7 @@ fn offline_partitions(broker: &Broker) -> i64 {
         .topics
         .values()
         .flat_map(|t| &t.partitions)
-        .filter(|p| p.leader == crate::controller::NO_LEADER)
+        .filter(|p| p.leader == brook_controller::image::NO_LEADER)
         .count() as i64
 }
 

@@ -5,10 +5,17 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
-use kafka_protocol::protocol::{Decodable, Encodable};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::net::memory_pool::{RequestMemory, RequestMemoryPool};
+
+/// Turns a `String` into the codec's string type. Here, beside the frames it ends up in,
+/// so that the handlers (`api`) and the share-group persister (`share`) share it without
+/// `share` importing `api`.
+pub fn sb(s: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(s.into())
+}
 
 /// Smallest request header: api key, api version, correlation id.
 pub const MIN_REQUEST_HEADER_BYTES: usize = 8;

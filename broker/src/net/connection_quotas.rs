@@ -29,7 +29,7 @@ use parking_lot::Mutex;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::cluster::replica_manager::now_ms;
+use crate::clock::now_ms;
 use crate::quota::{QuotaWindow, RateQuota, INACTIVE_SENSOR_EXPIRATION_MS, SENSORS_SWEEP_AT};
 
 /// The `connection_creation_rate` quota of an address (`ConnectionQuotas.connectionRateForIp`:

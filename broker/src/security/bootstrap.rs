@@ -18,7 +18,7 @@ pub type BootstrapCredential = (String, i8, ScramCredential);
 /// The bootstrap file of log directory `log_dir`.
 pub fn path(log_dir: &Path) -> PathBuf {
     log_dir
-        .join(crate::controller::METADATA_DIR)
+        .join(crate::metadata::METADATA_DIR)
         .join(BOOTSTRAP_SCRAM_FILE)
 }
 

@@ -28,9 +28,9 @@ use kafka_protocol::ResponseError;
 use super::coordinator::{coordinator_key, WriteState, SHARE_GROUP_STATE_TOPIC};
 use super::records::StateBatch;
 use super::SharePartitionKey;
-use crate::api::sb;
 use crate::broker::Broker;
 use crate::net::client::{BrokerConnection, ClientError};
+use crate::net::codec::sb;
 
 /// The one partition of a persister answer (each call names one share-partition): every
 /// share-group-state response nests it as `results[0].partitions[0]`.

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use parking_lot::Mutex;
 use uuid::Uuid;
 
-use crate::controller::MetadataImage;
+use brook_controller::image::MetadataImage;
 
 /// Kafka's `ClientMetricsConfigs` keys.
 pub const METRICS_CONFIG: &str = "metrics";

@@ -20,14 +20,15 @@ use bytes::Bytes;
 use super::TxnError;
 use crate::cluster::partition::{Partition, PartitionError};
 use crate::cluster::replica_manager::{now_ms, ReplicaManager};
-use crate::controller::ControllerError;
+use brook_controller::error::ControllerError;
 use brook_storage::batch::RecordBatch;
 use brook_storage::batch_builder::{BatchBuilder, SimpleRecord};
 use brook_storage::records::RecordIter;
 use brook_storage::Codec;
 
-/// The internal topic's name, as in Kafka.
-pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
+/// The internal topic's name, as in Kafka (defined with Kafka's other internal topics in
+/// `metadata`).
+pub use crate::metadata::TRANSACTION_STATE_TOPIC;
 /// Bytes read per step while loading a partition (`transaction.state.log.load.buffer.size`).
 pub const LOAD_READ_BYTES: usize = 5 * 1024 * 1024;
 /// How long topic creation waits for the topic to reach this node's metadata.

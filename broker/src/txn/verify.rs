@@ -99,7 +99,7 @@ fn produce_error(code: i16, produce_version: i16) -> Refusal {
             let message = format!(
                 "Unable to verify the partition has been added to the transaction. \
                  Underlying error: {}",
-                crate::metrics::error_name(code)
+                crate::errors::error_name(code)
             );
             return (E::NotEnoughReplicas.code(), Some(message));
         }

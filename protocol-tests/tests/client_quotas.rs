@@ -774,17 +774,25 @@ fn a_client_hammering_cheap_requests_is_held_to_its_request_percentage() {
     // Kafka bounds a request-time throttle by one window (`quota.window.size.seconds`).
     assert!(throttle_ms <= 1000, "{throttle_ms}");
     // Hammering on, the client is muted (KIP-219) most of the time: the throttle times
-    // handed out fill most of the time, and (muted, not just told) no more than it.
+    // handed out fill most of the time, and (muted, not just told) no more than it. The
+    // hammering starts as the first throttled answer arrives, so that answer's mute is part
+    // of its time: Kafka's first Metadata answer on a fresh node can already carry a whole
+    // window (its first request takes over 10 ms of handler time), muting the first second.
     let (all_ms, muted_ms, elapsed) = hammer_on(&mut c, HAMMER_ON);
     let elapsed_ms = elapsed.as_millis() as i64;
+    let first_ms = i64::from(throttle_ms).min(elapsed_ms);
     eprintln!(
         "first throttle after {sent} requests ({throttle_ms} ms); then {all_ms} ms of \
          throttle in {elapsed_ms} ms"
     );
-    assert!(all_ms * 2 >= elapsed_ms, "{all_ms} of {elapsed_ms} ms");
+    assert!(all_ms > 0, "throttled once, never again in {elapsed_ms} ms");
     assert!(
-        muted_ms <= elapsed_ms + 100,
-        "{muted_ms} ms throttled in {elapsed_ms} ms: not muted"
+        (first_ms + all_ms) * 2 >= elapsed_ms,
+        "{first_ms} + {all_ms} of {elapsed_ms} ms"
+    );
+    assert!(
+        first_ms + muted_ms <= elapsed_ms + 100,
+        "{first_ms} + {muted_ms} ms throttled in {elapsed_ms} ms: not muted"
     );
 }
 

@@ -700,6 +700,23 @@ fn the_retention_check_deletes_empty_groups_without_offsets_and_keeps_committed_
     assert_eq!(topics[0].partitions[0].committed_offset, 7, "{topics:?}");
 }
 
+/// Sets one of `group`'s configs (IncrementalAlterConfigs SET on the GROUP resource, 32).
+fn set_group_config(c: &mut WireClient, group: &str, key: &str, value: &str) {
+    let alter = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        incremental_alter_configs_request::AlterConfigsResource::default()
+            .with_resource_type(32)
+            .with_resource_name(s(group))
+            .with_configs(vec![
+                incremental_alter_configs_request::AlterableConfig::default()
+                    .with_name(s(key))
+                    .with_config_operation(0)
+                    .with_value(Some(s(value))),
+            ]),
+    ]);
+    let r: IncrementalAlterConfigsResponse = c.request(1, &alter);
+    assert_eq!(r.responses[0].error_code, 0, "{r:?}");
+}
+
 /// A group's own `consumer.heartbeat.interval.ms` (IncrementalAlterConfigs on the GROUP
 /// resource, Kafka's `GroupConfig`) is the interval its KIP-848 members are told; other
 /// groups keep the broker's.
@@ -710,19 +727,7 @@ fn a_groups_heartbeat_interval_override_reaches_its_members() {
     let topic = unique_topic("hb-topic");
     c.ensure_topic(&topic);
     let (tuned, plain) = (unique_topic("hb-tuned"), unique_topic("hb-plain"));
-    let alter = IncrementalAlterConfigsRequest::default().with_resources(vec![
-        incremental_alter_configs_request::AlterConfigsResource::default()
-            .with_resource_type(32)
-            .with_resource_name(s(&tuned))
-            .with_configs(vec![
-                incremental_alter_configs_request::AlterableConfig::default()
-                    .with_name(s("consumer.heartbeat.interval.ms"))
-                    .with_config_operation(0)
-                    .with_value(Some(s("7000"))),
-            ]),
-    ]);
-    let r: IncrementalAlterConfigsResponse = c.request(1, &alter);
-    assert_eq!(r.responses[0].error_code, 0, "{r:?}");
+    set_group_config(&mut c, &tuned, "consumer.heartbeat.interval.ms", "7000");
     for (group, want) in [(&tuned, 7000), (&plain, 5000)] {
         let find = FindCoordinatorRequest::default()
             .with_key(s(group))
@@ -738,5 +743,181 @@ fn a_groups_heartbeat_interval_override_reaches_its_members() {
         let r: ConsumerGroupHeartbeatResponse = c.request(1, &hb);
         assert_eq!(r.error_code, 0, "{r:?}");
         assert_eq!(r.heartbeat_interval_ms, want, "group {group}");
+    }
+}
+
+/// A KIP-848 heartbeat of `member` at `epoch` in `group`, subscribed to `topic`, saying it
+/// owns `owned` (partitions of the topic `topic_id`).
+fn consumer_heartbeat(
+    c: &mut WireClient,
+    group: &str,
+    member: &str,
+    epoch: i32,
+    (topic, topic_id): (&str, Uuid),
+    owned: &[i32],
+) -> ConsumerGroupHeartbeatResponse {
+    // A joining member must send an empty list (INVALID_REQUEST otherwise).
+    let owned: Vec<_> = (!owned.is_empty())
+        .then(|| {
+            consumer_group_heartbeat_request::TopicPartitions::default()
+                .with_topic_id(topic_id)
+                .with_partitions(owned.to_vec())
+        })
+        .into_iter()
+        .collect();
+    let hb = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(s(group).into())
+        .with_member_id(s(member))
+        .with_member_epoch(epoch)
+        .with_rebalance_timeout_ms(30_000)
+        .with_subscribed_topic_names(Some(vec![s(topic).into()]))
+        .with_topic_partitions(Some(owned));
+    let r: ConsumerGroupHeartbeatResponse = c.request(1, &hb);
+    assert_eq!(r.error_code, 0, "{member}: {r:?}");
+    r
+}
+
+/// Waits until `group`'s coordinator answers: FindCoordinator creates `__consumer_offsets`,
+/// and Kafka answers COORDINATOR_NOT_AVAILABLE (15), COORDINATOR_LOAD_IN_PROGRESS (14) or
+/// NOT_COORDINATOR (16) until its partition is loaded. The probe is a ConsumerGroupDescribe,
+/// which changes nothing.
+fn await_coordinator(c: &mut WireClient, group: &str) {
+    poll_until_ok(
+        &format!("{group}'s coordinator"),
+        Duration::from_secs(30),
+        || {
+            let find = FindCoordinatorRequest::default()
+                .with_key(s(group))
+                .with_key_type(0);
+            let f: FindCoordinatorResponse = c.request(3, &find);
+            if f.error_code != 0 {
+                return Err(format!("{f:?}"));
+            }
+            let describe =
+                ConsumerGroupDescribeRequest::default().with_group_ids(vec![s(group).into()]);
+            let d: ConsumerGroupDescribeResponse = c.request(0, &describe);
+            match d.groups[0].error_code {
+                14..=16 => Err(format!("{d:?}")),
+                _ => Ok(()),
+            }
+        },
+    );
+}
+
+/// A group's (group epoch, target assignment epoch) as ConsumerGroupDescribe shows them.
+fn group_and_assignment_epochs(c: &mut WireClient, group: &str) -> (i32, i32) {
+    let describe = ConsumerGroupDescribeRequest::default().with_group_ids(vec![s(group).into()]);
+    let d: ConsumerGroupDescribeResponse = c.request(0, &describe);
+    assert_eq!(d.groups[0].error_code, 0, "{d:?}");
+    (d.groups[0].group_epoch, d.groups[0].assignment_epoch)
+}
+
+/// One KIP-848 member's view: its epoch and the partitions it was last told it owns.
+struct Member {
+    id: String,
+    epoch: i32,
+    owned: Vec<i32>,
+}
+
+impl Member {
+    /// Heartbeats once, taking the epoch and assignment the answer gives.
+    fn heartbeat(&mut self, c: &mut WireClient, group: &str, topic: (&str, Uuid)) {
+        let r = consumer_heartbeat(c, group, &self.id, self.epoch, topic, &self.owned);
+        self.epoch = r.member_epoch;
+        if let Some(a) = r.assignment {
+            self.owned = a
+                .topic_partitions
+                .iter()
+                .flat_map(|tp| tp.partitions.iter().copied())
+                .collect();
+        }
+    }
+}
+
+/// Two members heartbeat in turn until the second owns a partition; returns when.
+fn until_second_member_owns_a_partition(
+    c: &mut WireClient,
+    group: &str,
+    topic: (&str, Uuid),
+    members: &mut [Member; 2],
+) -> std::time::Instant {
+    poll_until_ok(
+        "the second member owns a partition",
+        Duration::from_secs(30),
+        || {
+            for m in members.iter_mut() {
+                m.heartbeat(c, group, topic);
+            }
+            if members[1].owned.is_empty() {
+                return Err(format!(
+                    "owned {:?} / {:?}",
+                    members[0].owned, members[1].owned
+                ));
+            }
+            Ok(std::time::Instant::now())
+        },
+    )
+}
+
+/// KIP-1263 (Kafka 4.4's `GroupMetadataManager.maybeUpdateTargetAssignment` and
+/// `canComputeNextTargetAssignment`): a member joining right after the group's first target
+/// bumps the group epoch at once, but the target assignment epoch stays behind until
+/// `group.consumer.assignment.interval.ms` (1 s) has passed since that target; the joiner
+/// gets the old assignment epoch and nothing until a heartbeat after the interval computes
+/// the new target. A group whose `consumer.assignment.interval.ms` is 0 gets it at once.
+#[test]
+fn a_consumer_groups_target_assignment_waits_for_the_assignment_interval() {
+    let broker = Broker::start();
+    let mut c = WireClient::connect(&broker.bootstrap());
+    let topic = unique_topic("ai-topic");
+    let req = WireClient::create_topics_request(&topic, 2, 1, &[], Duration::from_secs(10));
+    let r: CreateTopicsResponse = c.request(5, &req);
+    assert_eq!(r.topics[0].error_code, 0, "{r:?}");
+    c.ensure_topic(&topic);
+    let topic_id = *ids_of(&mut c, &[&topic]).keys().next().expect("topic id");
+    let (slow, eager) = (unique_topic("ai-slow"), unique_topic("ai-eager"));
+    set_group_config(&mut c, &eager, "consumer.assignment.interval.ms", "0");
+    for (group, interval_ms) in [(&slow, 1000u128), (&eager, 0)] {
+        let tp = (topic.as_str(), topic_id);
+        await_coordinator(&mut c, group);
+        let new_member = |id: &str| Member {
+            id: format!("{group}-{id}"),
+            epoch: 0,
+            owned: vec![],
+        };
+        let mut members = [new_member("m1"), new_member("m2")];
+        // The group's first target is computed at once: no target was computed before.
+        let first_sent = std::time::Instant::now();
+        members[0].heartbeat(&mut c, group, tp);
+        let first = members[0].epoch;
+        assert_eq!(members[0].owned.len(), 2, "{group}");
+        members[1].heartbeat(&mut c, group, tp);
+        let (group_epoch, assignment_epoch) = group_and_assignment_epochs(&mut c, group);
+        assert_eq!(
+            group_epoch,
+            first + 1,
+            "{group}: the join bumps the group epoch at once"
+        );
+        if interval_ms > 0 {
+            assert_eq!(
+                (assignment_epoch, members[1].epoch, members[1].owned.len()),
+                (first, first, 0),
+                "{group}: the target waits for the interval; the joiner gets the old assignment epoch"
+            );
+        } else {
+            assert_eq!(
+                (assignment_epoch, members[1].epoch),
+                (first + 1, first + 1),
+                "{group}: with an interval of 0 the target follows the join"
+            );
+        }
+        let owned_at = until_second_member_owns_a_partition(&mut c, group, tp, &mut members);
+        let waited = owned_at.duration_since(first_sent).as_millis();
+        assert!(
+            waited >= interval_ms,
+            "{group}: the second member owned a partition {waited} ms after the first target"
+        );
+        let epochs = group_and_assignment_epochs(&mut c, group);
+        assert_eq!(epochs, (first + 1, first + 1), "{group}");
     }
 }

@@ -50,6 +50,7 @@ impl GroupConfig {
                 session_timeout_ms,
                 heartbeat_interval_ms,
                 max_size: positive_i32(c, "group.consumer.max.size")? as usize,
+                assignment_interval_ms: assignment_interval_ms(c, "consumer")?,
             },
             share: share_limits(c)?,
             streams: streams_limits(c)?,
@@ -169,6 +170,37 @@ fn consumer_bounded(c: &BrokerConfig, name: &str) -> Result<i32, ConfigError> {
                 key("max.")
             ),
         ));
+    }
+    Ok(value)
+}
+
+/// `group.{family}.assignment.interval.ms` (KIP-1263), 0 or more and within
+/// `group.{family}.min.assignment.interval.ms` and `group.{family}.max.assignment.interval.ms`,
+/// as Kafka's `GroupCoordinatorConfig` requires.
+fn assignment_interval_ms(c: &BrokerConfig, family: &str) -> Result<i32, ConfigError> {
+    let key = |bound: &str| format!("group.{family}.{bound}assignment.interval.ms");
+    // Kafka's default where the broker's file does not set the key.
+    let with_default = |k: &str| -> Result<i32, ConfigError> {
+        if c.values.contains_key(k) {
+            return non_negative_i32(c, k);
+        }
+        Ok(crate::config_def::kafka_broker_key(k)
+            .and_then(|d| d.default)
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0))
+    };
+    let value = with_default(&key(""))?;
+    let (min, max) = (with_default(&key("min."))?, with_default(&key("max."))?);
+    if !(min..=max).contains(&value) {
+        return Err(ConfigError::InvalidValue {
+            key: key(""),
+            value: value.to_string(),
+            reason: format!(
+                "must be within {} ({min}) and {} ({max})",
+                key("min."),
+                key("max.")
+            ),
+        });
     }
     Ok(value)
 }

@@ -164,6 +164,9 @@ pub struct ConsumerLimits {
     pub session_timeout_ms: i32,
     pub heartbeat_interval_ms: i32,
     pub max_size: usize,
+    /// The least time between two target assignments (KIP-1263): the group's
+    /// `consumer.assignment.interval.ms`, else the broker's `group.consumer.assignment.interval.ms`.
+    pub assignment_interval_ms: i32,
 }
 
 /// Topic name → (topic id, partition count), for the topics a group subscribes to.
@@ -176,6 +179,10 @@ pub struct ConsumerGroup {
     pub group_id: String,
     pub group_epoch: i32,
     pub assignment_epoch: i32,
+    /// When the target of `assignment_epoch` was computed, in ms since the epoch (0: never;
+    /// the tagged `AssignmentTimestamp` of Kafka's target assignment metadata record): no new
+    /// target before `assignment_interval_ms` has passed since (KIP-1263).
+    pub assignment_timestamp_ms: i64,
     pub members: BTreeMap<String, ConsumerMember>,
     /// The target assignment of `assignment_epoch`.
     pub target: HashMap<String, TopicPartitions>,
@@ -194,6 +201,7 @@ impl ConsumerGroup {
             group_id,
             group_epoch: epoch,
             assignment_epoch: epoch,
+            assignment_timestamp_ms: 0,
             members: BTreeMap::new(),
             target: HashMap::new(),
             topics_seen: BTreeMap::new(),
@@ -215,7 +223,10 @@ impl ConsumerGroup {
         ));
         out.push((
             records::target_assignment_metadata_key(g),
-            records::target_assignment_metadata_value(self.assignment_epoch),
+            records::target_assignment_metadata_value(
+                self.assignment_epoch,
+                self.assignment_timestamp_ms,
+            ),
         ));
         let empty = TopicPartitions::new();
         for (id, m) in &self.members {
@@ -426,7 +437,7 @@ impl ConsumerGroup {
         // A join changes membership; one epoch bump covers it and its subscription. A static
         // member taking its own place back changes nothing by itself.
         let bump = self.update_member(&p, &member_id, now + session, full && !replaced_static)?;
-        self.update_target(bump, topics, all_topics);
+        self.update_target(bump, topics, all_topics, limits.assignment_interval_ms);
         self.reconcile_member(&p, member_id, full, now)
     }
 
@@ -585,15 +596,23 @@ impl ConsumerGroup {
 
     /// After a member's heartbeat or join: a new group epoch if `bump` (its membership or
     /// subscription changed), if a regex now matches other topics, or if a subscribed topic's
-    /// id or partition count changed; then a new target if the group epoch moved past it.
+    /// id or partition count changed; then a new target if the group epoch moved past it and
+    /// `interval_ms` passed since the last one (Kafka 4.4's `maybeUpdateTargetAssignment`).
+    /// A postponed target is computed by a later heartbeat of any member: Kafka 4.4 has no
+    /// timer for it in consumer groups, and computes it inline whatever
+    /// `group.consumer.assignor.offload.enable` says (the key is read by nothing else).
     pub(super) fn update_target(
         &mut self,
         bump: bool,
         topics: &dyn Fn(&str) -> Option<(Uuid, i32)>,
         all_topics: &dyn Fn() -> Vec<String>,
+        interval_ms: i32,
     ) {
         self.update_group_epoch(bump, topics, all_topics);
-        if self.assignment_epoch < self.group_epoch {
+        let now_ms = crate::cluster::replica_manager::now_ms();
+        if self.assignment_epoch < self.group_epoch
+            && can_compute_next_target_assignment(self.assignment_timestamp_ms, interval_ms, now_ms)
+        {
             self.compute_target();
         }
     }
@@ -728,6 +747,9 @@ impl ConsumerGroup {
             assign_uniform(&subs, &self.topics_seen, &self.target)
         };
         self.assignment_epoch = self.group_epoch;
+        // Kafka's `TargetAssignmentBuilder.build` stamps the metadata record with the time
+        // the computation finished.
+        self.assignment_timestamp_ms = crate::cluster::replica_manager::now_ms();
     }
 
     /// Partitions held (assigned or still being revoked) by members other than `except`.
@@ -906,6 +928,17 @@ impl ConsumerGroup {
     }
 }
 
+/// Kafka 4.4's `GroupMetadataManager.canComputeNextTargetAssignment`: a new target may be
+/// computed when there was none yet (`last_ms` 0), when the interval is 0, or once
+/// `interval_ms` passed since the last one.
+pub(super) fn can_compute_next_target_assignment(
+    last_ms: i64,
+    interval_ms: i32,
+    now_ms: i64,
+) -> bool {
+    last_ms == 0 || interval_ms == 0 || now_ms >= last_ms.saturating_add(i64::from(interval_ms))
+}
+
 fn validate_request(p: &HeartbeatParams) -> Result<(), GroupError> {
     if p.member_epoch != 0 && p.member_id.is_empty() {
         return Err(GroupError::InvalidRequest("member id is required".into()));
@@ -962,6 +995,7 @@ mod tests {
         session_timeout_ms: 45_000,
         heartbeat_interval_ms: 5000,
         max_size: 10,
+        assignment_interval_ms: 0,
     };
 
     fn tid() -> Uuid {
@@ -978,6 +1012,46 @@ mod tests {
 
     fn no_names() -> Vec<String> {
         vec!["t".into()]
+    }
+
+    /// Kafka 4.4's `canComputeNextTargetAssignment` cases.
+    #[test]
+    fn a_target_waits_for_the_assignment_interval() {
+        assert!(
+            can_compute_next_target_assignment(0, 1000, 5),
+            "no target yet"
+        );
+        assert!(
+            can_compute_next_target_assignment(100, 0, 100),
+            "interval 0"
+        );
+        assert!(!can_compute_next_target_assignment(100, 1000, 1099));
+        assert!(can_compute_next_target_assignment(100, 1000, 1100));
+        // A joiner within the interval bumps the group epoch only; the target stays behind.
+        let mut g = ConsumerGroup::new("g".into(), 0);
+        let limits = ConsumerLimits {
+            assignment_interval_ms: 60_000,
+            ..LIMITS
+        };
+        let now = Instant::now();
+        for id in ["a", "b"] {
+            g.heartbeat(join(id), &topics, &no_names, &limits, now, || id.into())
+                .unwrap();
+        }
+        assert_eq!((g.group_epoch, g.assignment_epoch), (2, 1));
+        assert_eq!(g.members["b"].member_epoch, 1);
+        assert!(g.assignment_timestamp_ms > 0);
+        // An interval of 0 computes it at the next heartbeat.
+        g.heartbeat(
+            hb("a", 1, &g.members["a"].assigned.clone()),
+            &topics,
+            &no_names,
+            &LIMITS,
+            now,
+            || unreachable!(),
+        )
+        .unwrap();
+        assert_eq!(g.assignment_epoch, 2);
     }
 
     #[test]

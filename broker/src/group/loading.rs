@@ -309,7 +309,11 @@ fn replay_target_assignment(
         RecordKey::TargetAssignmentMetadata { group } => {
             if let Some(v) = value {
                 match records::decode_target_assignment_metadata_value(v) {
-                    Ok(epoch) => consumer_for_replay(groups, &group).assignment_epoch = epoch,
+                    Ok((epoch, timestamp_ms)) => {
+                        let g = consumer_for_replay(groups, &group);
+                        g.assignment_epoch = epoch;
+                        g.assignment_timestamp_ms = timestamp_ms;
+                    }
                     Err(e) => tracing::warn!(error = %e, "skipping target assignment record"),
                 }
             }

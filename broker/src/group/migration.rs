@@ -304,7 +304,7 @@ impl ConsumerGroup {
             );
             downgraded = Some(Downgrade { rebalance });
         } else {
-            self.update_target(bump, topics, all_topics);
+            self.update_target(bump, topics, all_topics, limits.assignment_interval_ms);
             self.reconcile(&member_id, Some(&owned), now);
         }
         let m = self

@@ -541,8 +541,8 @@ impl GroupCoordinator {
     }
 
     /// A KIP-848 group's limits: the broker's, with the group's own
-    /// `consumer.session.timeout.ms` and `consumer.heartbeat.interval.ms` when set
-    /// ([`overrides::group_timing`]).
+    /// `consumer.session.timeout.ms`, `consumer.heartbeat.interval.ms` and
+    /// `consumer.assignment.interval.ms` when set ([`overrides::group_timing`]).
     pub fn consumer_limits(&self, group_id: &str) -> ConsumerLimits {
         let mut limits = self.config.consumer;
         let configs = self.replicas.group_configs(group_id);
@@ -552,6 +552,16 @@ impl GroupCoordinator {
                 overrides::group_timing(&self.replicas.config, &configs, "consumer", defaults);
             limits.session_timeout_ms = session_ms;
             limits.heartbeat_interval_ms = heartbeat_ms;
+            // Kafka's `GroupMetadataManager.consumerGroupAssignmentIntervalMs`: the group's
+            // `consumer.assignment.interval.ms`, else the broker's.
+            let interval = overrides::clamped(
+                &self.replicas.config,
+                &configs,
+                "consumer.assignment.interval.ms",
+            );
+            if let Some(ms) = interval {
+                limits.assignment_interval_ms = ms as i32;
+            }
         }
         limits
     }

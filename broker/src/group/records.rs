@@ -384,9 +384,27 @@ pub fn consumer_member_metadata_value(m: &ConsumerMemberMetadata) -> Bytes {
     out.freeze()
 }
 
-/// Encodes `ConsumerGroupTargetAssignmentMetadataValue` version 0.
-pub fn target_assignment_metadata_value(assignment_epoch: i32) -> Bytes {
-    consumer_group_metadata_value(assignment_epoch)
+/// The tag of `AssignmentTimestamp` in the target assignment metadata values of consumer,
+/// share and streams groups (Kafka 4.3, KIP-1263).
+const ASSIGNMENT_TIMESTAMP_TAG: u64 = 0;
+
+/// Encodes `ConsumerGroupTargetAssignmentMetadataValue` version 0 (the layout of share
+/// groups' `ShareGroupTargetAssignmentMetadataValue` too): the epoch, and the tagged
+/// `AssignmentTimestamp` when it is not its default 0, as Kafka's generated writer leaves
+/// a tagged field at its default out.
+pub fn target_assignment_metadata_value(assignment_epoch: i32, timestamp_ms: i64) -> Bytes {
+    let mut out = BytesMut::with_capacity(18);
+    out.put_i16(0);
+    out.put_i32(assignment_epoch);
+    if timestamp_ms == 0 {
+        out.put_u8(0);
+    } else {
+        put_uvarint(&mut out, 1);
+        put_uvarint(&mut out, ASSIGNMENT_TIMESTAMP_TAG);
+        put_uvarint(&mut out, 8);
+        out.put_i64(timestamp_ms);
+    }
+    out.freeze()
 }
 
 /// Encodes `ConsumerGroupTargetAssignmentMemberValue` version 0.
@@ -579,9 +597,29 @@ pub fn decode_consumer_member_metadata_value(
     })
 }
 
-/// Decodes `ConsumerGroupTargetAssignmentMetadataValue`: the assignment epoch.
-pub fn decode_target_assignment_metadata_value(value: &[u8]) -> Result<i32, RecordError> {
-    decode_consumer_group_metadata_value(value)
+/// Decodes a target assignment metadata value (consumer, share or streams group): the
+/// assignment epoch and the tagged `AssignmentTimestamp` (0 when absent, as written before
+/// Kafka 4.3).
+pub fn decode_target_assignment_metadata_value(value: &[u8]) -> Result<(i32, i64), RecordError> {
+    let mut r = Reader { buf: value, pos: 0 };
+    let _version = r.i16()?;
+    let epoch = r.i32()?;
+    let mut timestamp_ms = 0;
+    // Records without a tagged-field section (some older writers) end after the epoch.
+    if r.pos == r.buf.len() {
+        return Ok((epoch, timestamp_ms));
+    }
+    for _ in 0..r.uvarint()? {
+        let tag = r.uvarint()?;
+        let size =
+            usize::try_from(r.uvarint()?).map_err(|_| RecordError("tag too large".into()))?;
+        if tag == ASSIGNMENT_TIMESTAMP_TAG && size == 8 {
+            timestamp_ms = r.i64()?;
+        } else {
+            r.take(size)?;
+        }
+    }
+    Ok((epoch, timestamp_ms))
 }
 
 /// Decodes `ConsumerGroupTargetAssignmentMemberValue`.
@@ -814,8 +852,17 @@ mod tests {
         assert_eq!(decode_current_member_assignment_value(&v).unwrap(), a);
         let v = target_assignment_member_value(&tps);
         assert_eq!(decode_target_assignment_member_value(&v).unwrap(), tps);
-        let v = target_assignment_metadata_value(9);
-        assert_eq!(decode_target_assignment_metadata_value(&v).unwrap(), 9);
+        let v = target_assignment_metadata_value(9, 0);
+        assert_eq!(decode_target_assignment_metadata_value(&v).unwrap(), (9, 0));
+        // Kafka 4.4's bytes for epoch 9 stamped at 1_700_000_000_123 ms: tag 0, size 8.
+        let v = target_assignment_metadata_value(9, 1_700_000_000_123);
+        let mut kafka = vec![0, 0, 0, 0, 0, 9, 1, 0, 8];
+        kafka.extend_from_slice(&1_700_000_000_123i64.to_be_bytes());
+        assert_eq!(&v[..], &kafka[..]);
+        assert_eq!(
+            decode_target_assignment_metadata_value(&v).unwrap(),
+            (9, 1_700_000_000_123)
+        );
         assert_eq!(
             decode_key(&current_member_assignment_key("g", "m")).unwrap(),
             RecordKey::CurrentMemberAssignment {

@@ -140,7 +140,7 @@ impl ShareGroup {
             (key(METADATA, g), epoch.freeze()),
             (
                 key(TARGET_ASSIGNMENT_METADATA, g),
-                records::target_assignment_metadata_value(self.assignment_epoch),
+                records::target_assignment_metadata_value(self.assignment_epoch, 0),
             ),
             (key(STATE_PARTITION_METADATA, g), state.freeze()),
         ];
@@ -314,7 +314,7 @@ pub fn replay(
     match k.record_type {
         METADATA => g.group_epoch = decode_metadata_value(v)?,
         TARGET_ASSIGNMENT_METADATA => {
-            g.assignment_epoch = records::decode_target_assignment_metadata_value(v)?;
+            g.assignment_epoch = records::decode_target_assignment_metadata_value(v)?.0;
         }
         STATE_PARTITION_METADATA => g.state_topics = decode_initialized(v)?,
         MEMBER_METADATA => {

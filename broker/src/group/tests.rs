@@ -489,7 +489,7 @@ fn join_848(member_id: &str, epoch: i32, topics: Option<Vec<String>>) -> Heartbe
 #[tokio::test]
 async fn consumer_group_members_are_restored_from_their_records() {
     let dir = tempfile::tempdir().unwrap();
-    let (a, b, epoch, assigned_a);
+    let (a, b, epoch, assigned_a, timestamp_ms);
     {
         let (replicas, groups) = open(dir.path()).await;
         replicas
@@ -509,9 +509,23 @@ async fn consumer_group_members_are_restored_from_their_records() {
             .unwrap();
         b = r.member_id;
         epochs.insert(b.clone(), r.member_epoch);
-        // Both heartbeat until the group is stable: each owns two partitions.
+        // Both heartbeat until the group is stable: each owns two partitions. b's join waits
+        // for `group.consumer.assignment.interval.ms` (1 s) after a's target (KIP-1263).
         let mut owned: HashMap<String, Vec<(Uuid, Vec<i32>)>> = HashMap::new();
-        for _ in 0..6 {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let settled = |owned: &HashMap<String, Vec<(Uuid, Vec<i32>)>>| {
+            [&a, &b].iter().all(|m| {
+                owned
+                    .get(*m)
+                    .is_some_and(|tps| tps.iter().map(|(_, ps)| ps.len()).sum::<usize>() == 2)
+            })
+        };
+        while groups.describe_consumer_group("g").unwrap().state != "Stable" || !settled(&owned) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the group never settled"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
             for m in [&a, &b] {
                 let mut p = join_848(m, epochs[m], None);
                 p.owned = Some(owned.get(m).cloned().unwrap_or_default());
@@ -543,10 +557,17 @@ async fn consumer_group_members_are_restored_from_their_records() {
             .await
             .unwrap();
         assert_eq!(r.member_epoch, -1);
+        timestamp_ms = assignment_timestamp_ms(&groups, "g");
         close(&replicas).await;
     }
     let (_replicas, groups) = open(dir.path()).await;
     let d = groups.describe_consumer_group("g").unwrap();
+    assert_eq!(
+        assignment_timestamp_ms(&groups, "g"),
+        timestamp_ms,
+        "the target's AssignmentTimestamp is read back"
+    );
+    assert_ne!(timestamp_ms, 0);
     let ids: Vec<&str> = d
         .members
         .iter()
@@ -571,12 +592,31 @@ async fn consumer_group_members_are_restored_from_their_records() {
             .map(|(t, ps)| (*t, ps.iter().copied().collect()))
             .collect(),
     );
-    let r = groups.consumer_heartbeat("g", p).await.unwrap();
+    let r = groups.consumer_heartbeat("g", p.clone()).await.unwrap();
     assert_eq!(r.member_id, a);
-    // The target for the epoch b's leave started is computed now; nothing else bumps it.
-    assert_eq!(r.member_epoch, d.group_epoch);
+    // The target for the epoch b's leave started is computed by a heartbeat once the interval
+    // passed since the replayed timestamp; nothing else bumps it.
+    let mut r = r;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while r.member_epoch != d.group_epoch {
+        assert!(std::time::Instant::now() < deadline, "no new target: {r:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        r = groups.consumer_heartbeat("g", p.clone()).await.unwrap();
+    }
+    assert!(
+        crate::cluster::replica_manager::now_ms() >= timestamp_ms + 1000,
+        "the new target waited for the interval after the replayed timestamp"
+    );
     let all: usize = r.assignment.unwrap().values().map(|s| s.len()).sum();
     assert_eq!(all, 4, "a takes b's partitions");
+}
+
+/// The group's `assignment_timestamp_ms` (the last target's `AssignmentTimestamp`).
+fn assignment_timestamp_ms(groups: &GroupCoordinator, group: &str) -> i64 {
+    match groups.state.lock().groups.get(group).map(|e| &e.kind) {
+        Some(GroupKind::Consumer(g)) => g.assignment_timestamp_ms,
+        other => panic!("{group} is not a consumer group: {other:?}"),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

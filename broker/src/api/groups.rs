@@ -363,6 +363,7 @@ pub async fn handle_consumer_group_heartbeat(
             .with_heartbeat_interval_ms(interval);
     }
     let params = HeartbeatParams {
+        api_version: ctx.api_version,
         member_id: req.member_id.to_string(),
         member_epoch: req.member_epoch,
         instance_id: req.instance_id.map(|s| s.to_string()),

@@ -136,6 +136,9 @@ impl ConsumerMember {
 /// A ConsumerGroupHeartbeat, decoded.
 #[derive(Debug, Clone, Default)]
 pub struct HeartbeatParams {
+    /// The request's version: from v1 the client makes its member id (KIP-1082), so an
+    /// empty one is refused even when joining.
+    pub api_version: i16,
     pub member_id: String,
     pub member_epoch: i32,
     pub instance_id: Option<String>,
@@ -419,7 +422,6 @@ impl ConsumerGroup {
         now: Instant,
         new_member_id: impl FnOnce() -> String,
     ) -> Result<HeartbeatResult, GroupError> {
-        validate_request(&p)?;
         let session = Duration::from_millis(limits.session_timeout_ms.max(0) as u64);
         if p.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH {
             return self.leave_static(&p.member_id, now + session);
@@ -939,27 +941,43 @@ pub(super) fn can_compute_next_target_assignment(
     last_ms == 0 || interval_ms == 0 || now_ms >= last_ms.saturating_add(i64::from(interval_ms))
 }
 
-fn validate_request(p: &HeartbeatParams) -> Result<(), GroupError> {
-    if p.member_epoch != 0 && p.member_id.is_empty() {
-        return Err(GroupError::InvalidRequest("member id is required".into()));
+/// Kafka 4.4's `GroupCoordinatorService.throwIfConsumerGroupHeartbeatRequestIsInvalid`, in its
+/// order and with its messages, then the subscription regex (`Utils`'
+/// `throwIfRegularExpressionIsInvalid`) and the server assignor. Called before the group is
+/// looked up, as Kafka checks a request before routing it to its coordinator shard.
+pub(super) fn validate_request(p: &HeartbeatParams) -> Result<(), GroupError> {
+    let invalid = |m: &str| Err(GroupError::InvalidRequest(m.into()));
+    let blank = |s: &str| s.trim().is_empty();
+    if (p.api_version >= 1 || p.member_epoch > 0 || p.member_epoch == LEAVE_GROUP_MEMBER_EPOCH)
+        && blank(&p.member_id)
+    {
+        return invalid("MemberId can't be empty.");
+    }
+    if p.instance_id.as_deref().is_some_and(blank) {
+        return invalid("InstanceId can't be empty.");
+    }
+    if p.rack_id.as_deref().is_some_and(blank) {
+        return invalid("RackId can't be empty.");
     }
     if p.member_epoch == 0 {
         if p.rebalance_timeout_ms == -1 {
-            return Err(GroupError::InvalidRequest(
-                "rebalance timeout is required when joining".into(),
-            ));
+            return invalid("RebalanceTimeoutMs must be provided in first request.");
+        }
+        if p.owned.as_ref().is_some_and(|o| !o.is_empty()) {
+            return invalid("TopicPartitions must be empty when (re-)joining.");
         }
         if p.subscribed_topic_names.is_none() && p.subscribed_topic_regex.is_none() {
-            return Err(GroupError::InvalidRequest(
-                "subscribed topics are required when joining".into(),
-            ));
+            return invalid(
+                "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when \
+                 (re-)joining.",
+            );
         }
-    }
-    if p.member_epoch < -2 {
-        return Err(GroupError::InvalidRequest(format!(
-            "member epoch {} is invalid",
-            p.member_epoch
-        )));
+    } else if p.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH {
+        if p.instance_id.is_none() {
+            return invalid("InstanceId can't be null.");
+        }
+    } else if p.member_epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH {
+        return invalid("MemberEpoch is invalid.");
     }
     if let Some(r) = p
         .subscribed_topic_regex
@@ -1083,7 +1101,7 @@ mod tests {
         assert_eq!(count(&r.assignment.unwrap()), 8);
         let mut bad = join("b");
         bad.subscribed_topic_regex = Some("(".into());
-        let e = g.heartbeat(bad, &topics, &names, &LIMITS, now, || unreachable!());
+        let e = validate_request(&bad);
         assert!(
             matches!(e, Err(GroupError::InvalidRegularExpression(_))),
             "{e:?}"

@@ -991,6 +991,7 @@ impl GroupCoordinator {
         params: HeartbeatParams,
     ) -> Result<(HeartbeatResult, Option<Written>), GroupError> {
         check_consumer_heartbeat(group_id, &params)?;
+        consumer::validate_request(&params)?;
         let limits = self.consumer_limits(group_id);
         let mut st = self.state.lock();
         if st.shut_down {
@@ -1471,7 +1472,11 @@ fn describe_classic(g: &ClassicGroup) -> GroupDescription {
 /// The coordinator's bounds on a ConsumerGroupHeartbeat, checked before its group is looked
 /// up: a group id of Kafka's size and a bounded subscription.
 fn check_consumer_heartbeat(group_id: &str, params: &HeartbeatParams) -> Result<(), GroupError> {
-    if group_id.is_empty() || group_id.len() > MAX_GROUP_ID_BYTES {
+    // Kafka's `throwIfEmptyString(groupId, ...)`; the length bound is Brook's own.
+    if group_id.trim().is_empty() {
+        return Err(GroupError::InvalidRequest("GroupId can't be empty.".into()));
+    }
+    if group_id.len() > MAX_GROUP_ID_BYTES {
         return Err(GroupError::InvalidRequest("group id is invalid".into()));
     }
     if params

@@ -267,7 +267,8 @@ fn group_answers_wait_for_their_records_to_commit() {
     assert_unanswered(&mut client, "the joining ConsumerGroupHeartbeat");
     c.fault_remove(node, cut);
     let r = client.receive::<ConsumerGroupHeartbeatRequest>(CONSUMER_HEARTBEAT_V, parked);
-    assert_eq!((r.error_code, r.member_epoch), (0, 1), "{r:?}");
+    // A new group at epoch 1; the member's subscription moves it to 2.
+    assert_eq!((r.error_code, r.member_epoch), (0, 2), "{r:?}");
     let assigned = r.assignment.expect("an assignment");
     assert_eq!(assigned.topic_partitions.len(), 1, "{assigned:?}");
 }
@@ -279,8 +280,8 @@ fn group_answers_wait_for_their_records_to_commit() {
 /// rebalances (Brook answered it and went Stable); a ConsumerGroupHeartbeat that would have
 /// created its group leaves no group behind (Brook answered it and kept the group); a
 /// StreamsGroupHeartbeat joining a second member leaves the streams group at its epoch with
-/// its one member, so the first member's next heartbeat sees epoch 1 (Brook answered the
-/// joiner, kept it and moved the group to epoch 2).
+/// its one member, so the first member's next heartbeat sees epoch 2 (Brook answered the
+/// joiner, kept it and moved the group to epoch 3).
 #[test]
 fn a_group_write_that_cannot_be_appended_answers_the_error_and_keeps_no_trace() {
     let c = Cluster::start(
@@ -298,7 +299,8 @@ fn a_group_write_that_cannot_be_appended_answers_the_error_and_keeps_no_trace() 
     let mut client = WireClient::connect(&c.address(node));
     let member = join_alone(&mut client, &classic);
     let r = streams_heartbeat(&mut client, &streams, "streams-1", 0, &topic);
-    assert_eq!((r.error_code, r.member_epoch), (0, 1), "{r:?}");
+    // A new group at epoch 1; the first member moves it to 2.
+    assert_eq!((r.error_code, r.member_epoch), (0, 2), "{r:?}");
     join_alone_with(&mut client, &upgraded, consumer_subscription(&topic));
     c.isolate_replication(node);
     for group in [&classic, &consumer, &streams, &upgraded] {
@@ -335,17 +337,17 @@ fn a_group_write_that_cannot_be_appended_answers_the_error_and_keeps_no_trace() 
 
     let r = streams_heartbeat(&mut client, &streams, "streams-2", 0, &topic);
     assert_eq!(r.error_code, COORDINATOR_NOT_AVAILABLE, "{r:?}");
-    let r = streams_heartbeat(&mut client, &streams, "streams-1", 1, &topic);
+    let r = streams_heartbeat(&mut client, &streams, "streams-1", 2, &topic);
     assert_eq!(
         (r.error_code, r.member_epoch),
-        (0, 1),
+        (0, 2),
         "the group is as before the failed join: {r:?}"
     );
     let describe = StreamsGroupDescribeRequest::default().with_group_ids(vec![s(&streams).into()]);
     let d = client.request(STREAMS_GROUP_DESCRIBE_V, &describe);
     let g = &d.groups[0];
     let members: Vec<&str> = g.members.iter().map(|m| m.member_id.as_str()).collect();
-    assert_eq!((g.group_epoch, members), (1, vec!["streams-1"]), "{d:?}");
+    assert_eq!((g.group_epoch, members), (2, vec!["streams-1"]), "{d:?}");
 
     // A ConsumerGroupHeartbeat joining a classic group would upgrade it; the write of the
     // conversion fails, so the group stays classic (Brook answered and kept the conversion).
@@ -385,7 +387,7 @@ fn a_failed_new_group_or_downgrade_write_is_reverted() {
     let mut client = WireClient::connect(&c.address(node));
     let join = consumer_join(&mixed, &topic);
     let r = client.request(CONSUMER_HEARTBEAT_V, &join);
-    assert_eq!((r.error_code, r.member_epoch), (0, 1), "{r:?}");
+    assert_eq!((r.error_code, r.member_epoch), (0, 2), "{r:?}");
     let metadata = consumer_subscription(&topic);
     let first = client.request(JOIN_V, &member_join(&mixed, "", metadata.clone()));
     assert_eq!(first.error_code, 79, "MEMBER_ID_REQUIRED: {first:?}");

@@ -242,7 +242,8 @@ fn classic_cycle_and_bad_input() {
     assert_eq!(r.error_code, 69, "a classic group is not a consumer group");
     let r: ConsumerGroupHeartbeatResponse = c.request(1, &hb("m-1", 0));
     assert_eq!(r.error_code, 0);
-    assert_eq!(r.member_epoch, 1);
+    // A new group at epoch 1; the first member's subscription moves it to 2.
+    assert_eq!(r.member_epoch, 2);
     assert_eq!(r.assignment.expect("assignment").topic_partitions.len(), 1);
     let r: ConsumerGroupHeartbeatResponse = c.request(1, &hb("m-1", 9));
     assert_eq!(r.error_code, 110, "FENCED_MEMBER_EPOCH");
@@ -983,7 +984,101 @@ fn a_consumer_group_heartbeat_breaking_kafkas_request_rules_is_refused_with_its_
         r.member_id.as_ref().is_some_and(|m| !m.is_empty()),
         "no member id made"
     );
-    // Kafka 4.4 answers this first join at epoch 2 and Brook at 1 (not yet explained from
-    // Kafka's source); both are a joined member.
-    assert!(r.member_epoch >= 1, "{r:?}");
+    // A new group starts at epoch 1 and the member's new subscription moves it to 2
+    // (Kafka 4.4's `ModernGroup` and `hasMemberSubscriptionChanged`).
+    assert_eq!(r.member_epoch, 2, "{r:?}");
+}
+
+/// `__consumer_offsets` record key versions of a consumer group (Kafka's
+/// `ConsumerGroupMetadataKey` and `ConsumerGroupTargetAssignmentMetadataKey`, …MemberKey,
+/// `ConsumerGroupCurrentMemberAssignmentKey`).
+const GROUP_EPOCH_RECORD: i16 = 3;
+const TARGET_METADATA_RECORD: i16 = 6;
+const TARGET_MEMBER_RECORD: i16 = 7;
+const CURRENT_ASSIGNMENT_RECORD: i16 = 8;
+
+/// `group`'s records in partition 0 of a one-partition `__consumer_offsets`, as (key
+/// version, the value's first field: an epoch in the records above).
+fn group_records(c: &mut WireClient, group: &str) -> Vec<(i16, Option<i32>)> {
+    let mut out = Vec::new();
+    for b in c.fetch_all("__consumer_offsets", 0) {
+        for r in b.records {
+            let Some(key) = r.key.filter(|k| k.len() >= 4) else {
+                continue;
+            };
+            let version = i16::from_be_bytes([key[0], key[1]]);
+            let len = i16::from_be_bytes([key[2], key[3]]).max(0) as usize;
+            if key.get(4..4 + len) != Some(group.as_bytes()) {
+                continue;
+            }
+            let epoch = r
+                .value
+                .filter(|v| v.len() >= 6)
+                .map(|v| i32::from_be_bytes([v[2], v[3], v[4], v[5]]));
+            out.push((version, epoch));
+        }
+    }
+    out
+}
+
+/// Kafka 4.4's `ModernGroup` starts a new consumer group at group epoch 1 and
+/// `TargetAssignmentMetadata.INITIAL` (assignment epoch 1), and a join moves the group epoch
+/// only when the member's subscription is new (`GroupMetadataManager.consumerGroupHeartbeat`,
+/// `hasMemberSubscriptionChanged`): a first member subscribed to a topic, existing or not, is
+/// answered epoch 2 and one record of epoch 2 is written; one subscribed to nothing is answered
+/// epoch 1 and neither the epoch record nor any target record is written. Brook started
+/// groups at 0 and bumped on every join, answering 1 in all three cases.
+#[test]
+fn a_new_consumer_group_starts_at_epoch_1_and_a_new_subscription_moves_it_to_2() {
+    let broker = Broker::start_with(&[("offsets.topic.num.partitions", "1")]);
+    let mut c = WireClient::connect(&broker.bootstrap());
+    let topic = unique_topic("epoch1-topic");
+    c.ensure_topic(&topic);
+    let missing = unique_topic("epoch1-missing");
+    let cases = [
+        (vec![s(&topic).into()], 2, 1),
+        (vec![s(&missing).into()], 2, 1),
+        (vec![], 1, 0),
+    ];
+    for (i, (names, epoch, epoch_records)) in cases.into_iter().enumerate() {
+        let group = unique_topic(&format!("epoch1-group-{i}"));
+        await_coordinator(&mut c, &group);
+        let join = ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(s(&group).into())
+            .with_member_id(s(&Uuid::new_v4().to_string()))
+            .with_member_epoch(0)
+            .with_rebalance_timeout_ms(30_000)
+            .with_subscribed_topic_names(Some(names))
+            .with_topic_partitions(Some(vec![]));
+        let r: ConsumerGroupHeartbeatResponse = c.request(1, &join);
+        assert_eq!((r.error_code, r.member_epoch), (0, epoch), "{group}: {r:?}");
+        assert_eq!(
+            group_and_assignment_epochs(&mut c, &group),
+            (epoch, epoch),
+            "{group}"
+        );
+        let records = group_records(&mut c, &group);
+        let count = |version: i16| records.iter().filter(|(v, _)| *v == version).count();
+        let epochs: Vec<_> = records
+            .iter()
+            .filter(|(v, _)| *v == GROUP_EPOCH_RECORD)
+            .map(|(_, e)| *e)
+            .collect();
+        assert_eq!(
+            epochs,
+            vec![Some(epoch); epoch_records],
+            "{group}: {records:?}"
+        );
+        assert_eq!(
+            (count(TARGET_METADATA_RECORD), count(TARGET_MEMBER_RECORD)),
+            (epoch_records, epoch_records),
+            "{group}: {records:?}"
+        );
+        let current: Vec<_> = records
+            .iter()
+            .filter(|(v, _)| *v == CURRENT_ASSIGNMENT_RECORD)
+            .map(|(_, e)| *e)
+            .collect();
+        assert_eq!(current, vec![Some(epoch)], "{group}: {records:?}");
+    }
 }

@@ -102,8 +102,10 @@ fn heartbeat_bad_input() {
     // A member of a group that does not exist, and an unknown member of one that does.
     let r = heartbeat(&mut c, &group, &member, 1, None);
     assert_eq!(r.error_code, GROUP_ID_NOT_FOUND, "{r:?}");
+    // A new group starts at epoch 1 and the member's new subscription moves it to 2 (Kafka
+    // 4.4's `ModernGroup` and `shareGroupHeartbeat`).
     let r = heartbeat(&mut c, &group, &member, 0, Some(&topic));
-    assert_eq!((r.error_code, r.member_epoch), (0, 1), "{r:?}");
+    assert_eq!((r.error_code, r.member_epoch), (0, 2), "{r:?}");
     let r = heartbeat(&mut c, &group, "stranger", 1, None);
     assert_eq!(r.error_code, UNKNOWN_MEMBER_ID, "{r:?}");
     let r = heartbeat(&mut c, &group, "stranger", -1, None);
@@ -119,10 +121,10 @@ fn heartbeat_bad_input() {
         heartbeat(&mut c, &group, &other, 0, Some(&topic)).error_code,
         0
     );
-    let r = heartbeat(&mut c, &group, &member, 1, None);
+    let r = heartbeat(&mut c, &group, &member, 2, None);
     assert_eq!(
         (r.error_code, r.member_epoch),
-        (0, 2),
+        (0, 3),
         "a new member bumps the epoch: {r:?}"
     );
     assert_eq!(
@@ -448,9 +450,9 @@ fn a_share_groups_heartbeat_and_session_overrides_reach_its_members() {
             r.groups[0].members.is_empty().then_some(())
         },
     );
-    let r = heartbeat(&mut c, &tuned, &format!("{tuned}-m"), 1, None);
+    let r = heartbeat(&mut c, &tuned, &format!("{tuned}-m"), 2, None);
     assert_eq!(r.error_code, UNKNOWN_MEMBER_ID, "{r:?}");
-    let r = heartbeat(&mut c, &plain, &format!("{plain}-m"), 1, None);
+    let r = heartbeat(&mut c, &plain, &format!("{plain}-m"), 2, None);
     assert_eq!(r.error_code, 0, "the plain group keeps its member: {r:?}");
 }
 
@@ -1092,4 +1094,50 @@ fn share_group_offsets_admin_apis() {
         [(topic.clone(), -1)],
         "state left after DeleteGroups"
     );
+}
+
+/// Kafka 4.4's `ModernGroup` starts a new share group at group epoch 1 and assignment epoch 1
+/// (`TargetAssignmentMetadata.INITIAL`); the first member's new subscription
+/// (`shareGroupHeartbeat`, `hasMemberSubscriptionChanged`) moves it to 2 once, whether the
+/// topic exists or not, and the target follows: member epoch 2, ShareGroupDescribe (2, 2).
+/// Brook started share groups at 0 and answered 1.
+#[test]
+fn a_new_share_group_starts_at_epoch_1_and_its_first_member_moves_it_to_2() {
+    let broker = Broker::start_with(&[("offsets.topic.num.partitions", "1")]);
+    let mut c = WireClient::connect(&broker.bootstrap());
+    let topic = unique_topic("sw-epoch1");
+    c.ensure_topic(&topic);
+    let missing = unique_topic("sw-epoch1-missing");
+    for subscribed in [&topic, &missing] {
+        let group = format!("{subscribed}-g");
+        let member = Uuid::new_v4().to_string();
+        // FindCoordinator creates `__consumer_offsets`; Kafka answers a coordinator error
+        // until it is created and loaded.
+        let find = FindCoordinatorRequest::default()
+            .with_key(s(&group))
+            .with_key_type(0);
+        let r = brook_protocol_tests::poll_until_ok(
+            "the first share heartbeat",
+            std::time::Duration::from_secs(30),
+            || {
+                let f: FindCoordinatorResponse = c.request(3, &find);
+                if f.error_code != 0 {
+                    return Err(format!("{f:?}"));
+                }
+                match heartbeat(&mut c, &group, &member, 0, Some(subscribed)) {
+                    r if (14..=16).contains(&r.error_code) => Err(format!("{r:?}")),
+                    r => Ok(r),
+                }
+            },
+        );
+        assert_eq!((r.error_code, r.member_epoch), (0, 2), "{group}: {r:?}");
+        let req = ShareGroupDescribeRequest::default().with_group_ids(vec![s(&group).into()]);
+        let d: ShareGroupDescribeResponse = c.request(V, &req);
+        let g = &d.groups[0];
+        assert_eq!(
+            (g.error_code, g.group_epoch, g.assignment_epoch),
+            (0, 2, 2),
+            "{group}: {d:?}"
+        );
+    }
 }

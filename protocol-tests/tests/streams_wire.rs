@@ -319,7 +319,9 @@ fn streams_group_lifecycle_over_the_wire() {
         Some(topology(&app, &input)),
         Some(&vec![]),
     );
-    assert_eq!((r.error_code, r.member_epoch), (0, 1), "{r:?}");
+    // A new group starts at epoch 1 and the new member moves it to 2 (Kafka 4.4's
+    // `StreamsGroup` and `streamsGroupHeartbeat`).
+    assert_eq!((r.error_code, r.member_epoch), (0, 2), "{r:?}");
     assert_eq!(statuses(&r), vec![MISSING_SOURCE_TOPICS], "{r:?}");
     assert_eq!(active(&r), Some(vec![]));
 
@@ -500,4 +502,30 @@ fn streams_group_moves_with_its_coordinator() {
     let mut w = WireClient::connect(&c.address(moved));
     let r = heartbeat(&mut w, &app, "m", epoch, None, Some(&tasks));
     assert_eq!((r.error_code, r.member_epoch), (0, epoch), "{r:?}");
+}
+
+/// Kafka 4.4's `StreamsGroup` starts a new streams group at group epoch 1 and
+/// `TargetAssignmentMetadata.INITIAL` (assignment epoch 1); the first member
+/// (`streamsGroupHeartbeat`: its metadata is new) moves it to 2 once, and without an initial
+/// rebalance delay the target follows: member epoch 2, StreamsGroupDescribe (2, 2). Brook
+/// started streams groups at 0 and answered 1.
+#[test]
+fn a_new_streams_group_starts_at_epoch_1_and_its_first_member_moves_it_to_2() {
+    let broker = Broker::start_with(&[("offsets.topic.num.partitions", "1"), NO_INITIAL_DELAY]);
+    let mut c = WireClient::connect(&broker.bootstrap());
+    let app = unique_topic("stwepoch1");
+    let input = format!("{app}-in");
+    c.ensure_topic(&input);
+    wait_for_coordinator(&mut c, &broker.bootstrap(), &app);
+    let r = client_heartbeat(
+        &mut c,
+        &app,
+        "member-a",
+        0,
+        Some(&source_only(&input)),
+        None,
+    );
+    assert_eq!((r.error_code, r.member_epoch), (0, 2), "{r:?}");
+    let g = describe(&broker.bootstrap(), &app);
+    assert_eq!((g.group_epoch, g.assignment_epoch), (2, 2), "{g:?}");
 }

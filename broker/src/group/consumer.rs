@@ -220,17 +220,26 @@ impl ConsumerGroup {
     pub fn records(&self) -> Vec<(bytes::Bytes, bytes::Bytes)> {
         let g = &self.group_id;
         let mut out = Vec::with_capacity(2 + 3 * self.members.len());
-        out.push((
-            records::consumer_group_metadata_key(g),
-            records::consumer_group_metadata_value(self.group_epoch),
-        ));
-        out.push((
-            records::target_assignment_metadata_key(g),
-            records::target_assignment_metadata_value(
-                self.assignment_epoch,
-                self.assignment_timestamp_ms,
-            ),
-        ));
+        // Kafka writes the epoch record when the group epoch moves and the target records
+        // when a target is computed: a group still at its initial epochs has neither, and
+        // replay gives it those epochs back (`getOrMaybeCreatePersistedConsumerGroup`).
+        if self.group_epoch != super::INITIAL_GROUP_EPOCH {
+            out.push((
+                records::consumer_group_metadata_key(g),
+                records::consumer_group_metadata_value(self.group_epoch),
+            ));
+        }
+        let target_computed = self.assignment_epoch != super::INITIAL_GROUP_EPOCH
+            || self.assignment_timestamp_ms != 0;
+        if target_computed {
+            out.push((
+                records::target_assignment_metadata_key(g),
+                records::target_assignment_metadata_value(
+                    self.assignment_epoch,
+                    self.assignment_timestamp_ms,
+                ),
+            ));
+        }
         let empty = TopicPartitions::new();
         for (id, m) in &self.members {
             out.push((
@@ -247,10 +256,13 @@ impl ConsumerGroup {
                     classic: m.classic.clone(),
                 }),
             ));
-            out.push((
-                records::target_assignment_member_key(g, id),
-                records::target_assignment_member_value(self.target.get(id).unwrap_or(&empty)),
-            ));
+            let target = self.target.get(id).unwrap_or(&empty);
+            if target_computed || !target.is_empty() {
+                out.push((
+                    records::target_assignment_member_key(g, id),
+                    records::target_assignment_member_value(target),
+                ));
+            }
             out.push((
                 records::current_member_assignment_key(g, id),
                 records::current_member_assignment_value(&records::ConsumerMemberAssignment {
@@ -435,10 +447,11 @@ impl ConsumerGroup {
             p.member_id.clone()
         };
         let full = p.member_epoch == 0;
-        let replaced_static = self.join_or_check_epoch(&p, &member_id, limits, now + session)?;
-        // A join changes membership; one epoch bump covers it and its subscription. A static
-        // member taking its own place back changes nothing by itself.
-        let bump = self.update_member(&p, &member_id, now + session, full && !replaced_static)?;
+        self.join_or_check_epoch(&p, &member_id, limits, now + session)?;
+        // A join by itself is no new group epoch: only a changed subscription is (Kafka's
+        // `hasMemberSubscriptionChanged`), so a member subscribed to nothing joins a new
+        // group at its initial epoch, and a static member taking its own place back keeps it.
+        let bump = self.update_member(&p, &member_id, now + session)?;
         self.update_target(bump, topics, all_topics, limits.assignment_interval_ms);
         self.reconcile_member(&p, member_id, full, now)
     }
@@ -511,15 +524,15 @@ impl ConsumerGroup {
 
     /// The member's new session deadline and the fields the request set (step 1 of Kafka's
     /// `consumerGroupHeartbeat`, "create or update the member"): true when the group epoch
-    /// must move, because `bump` or because its subscription or server assignor changed
-    /// (Kafka's `hasMemberSubscriptionChanged`).
+    /// must move, because its subscribed topics, regex or server assignor changed (Kafka's
+    /// `hasMemberSubscriptionChanged`).
     fn update_member(
         &mut self,
         p: &HeartbeatParams,
         member_id: &str,
         session_deadline: Instant,
-        mut bump: bool,
     ) -> Result<bool, GroupError> {
+        let mut bump = false;
         let Some(m) = self.members.get_mut(member_id) else {
             return Err(GroupError::UnknownMemberId);
         };
@@ -1046,7 +1059,7 @@ mod tests {
         assert!(!can_compute_next_target_assignment(100, 1000, 1099));
         assert!(can_compute_next_target_assignment(100, 1000, 1100));
         // A joiner within the interval bumps the group epoch only; the target stays behind.
-        let mut g = ConsumerGroup::new("g".into(), 0);
+        let mut g = ConsumerGroup::new("g".into(), crate::group::INITIAL_GROUP_EPOCH);
         let limits = ConsumerLimits {
             assignment_interval_ms: 60_000,
             ..LIMITS
@@ -1056,12 +1069,12 @@ mod tests {
             g.heartbeat(join(id), &topics, &no_names, &limits, now, || id.into())
                 .unwrap();
         }
-        assert_eq!((g.group_epoch, g.assignment_epoch), (2, 1));
-        assert_eq!(g.members["b"].member_epoch, 1);
+        assert_eq!((g.group_epoch, g.assignment_epoch), (3, 2));
+        assert_eq!(g.members["b"].member_epoch, 2);
         assert!(g.assignment_timestamp_ms > 0);
         // An interval of 0 computes it at the next heartbeat.
         g.heartbeat(
-            hb("a", 1, &g.members["a"].assigned.clone()),
+            hb("a", 2, &g.members["a"].assigned.clone()),
             &topics,
             &no_names,
             &LIMITS,
@@ -1069,13 +1082,13 @@ mod tests {
             || unreachable!(),
         )
         .unwrap();
-        assert_eq!(g.assignment_epoch, 2);
+        assert_eq!(g.assignment_epoch, 3);
     }
 
     #[test]
     fn regex_subscriptions_follow_topic_names() {
         let now = Instant::now();
-        let mut g = ConsumerGroup::new("g".into(), 0);
+        let mut g = ConsumerGroup::new("g".into(), crate::group::INITIAL_GROUP_EPOCH);
         let mut p = join("a");
         p.subscribed_topic_names = None;
         p.subscribed_topic_regex = Some("t.*".into());
@@ -1089,7 +1102,7 @@ mod tests {
         let owned = g.members["a"].assigned.clone();
         let r = g
             .heartbeat(
-                hb("a", 1, &owned),
+                hb("a", 2, &owned),
                 &topics,
                 &names,
                 &LIMITS,
@@ -1097,7 +1110,7 @@ mod tests {
                 || unreachable!(),
             )
             .unwrap();
-        assert_eq!(r.member_epoch, 2);
+        assert_eq!(r.member_epoch, 3);
         assert_eq!(count(&r.assignment.unwrap()), 8);
         let mut bad = join("b");
         bad.subscribed_topic_regex = Some("(".into());
@@ -1141,7 +1154,7 @@ mod tests {
     #[test]
     fn partitions_move_only_after_revocation() {
         let now = Instant::now();
-        let mut g = ConsumerGroup::new("g".into(), 0);
+        let mut g = ConsumerGroup::new("g".into(), crate::group::INITIAL_GROUP_EPOCH);
         let r1 = g
             .heartbeat(
                 join("a"),
@@ -1152,7 +1165,7 @@ mod tests {
                 || unreachable!(),
             )
             .unwrap();
-        assert_eq!(r1.member_epoch, 1);
+        assert_eq!(r1.member_epoch, 2);
         let a_owned = r1.assignment.unwrap();
         assert_eq!(count(&a_owned), 6);
         // b joins: the target gives b three partitions, but a still owns them.
@@ -1166,13 +1179,13 @@ mod tests {
                 || unreachable!(),
             )
             .unwrap();
-        assert_eq!(r2.member_epoch, 2);
+        assert_eq!(r2.member_epoch, 3);
         assert_eq!(count(&r2.assignment.unwrap()), 0, "nothing is free yet");
         assert_eq!(g.members["b"].state, MemberState::UnreleasedPartitions);
         // a is told to keep three: it must revoke the others first.
         let r1 = g
             .heartbeat(
-                hb("a", 1, &a_owned),
+                hb("a", 2, &a_owned),
                 &topics,
                 &no_names,
                 &LIMITS,
@@ -1180,14 +1193,14 @@ mod tests {
                 || unreachable!(),
             )
             .unwrap();
-        assert_eq!(r1.member_epoch, 1, "epoch stays until revocation is done");
+        assert_eq!(r1.member_epoch, 2, "epoch stays until revocation is done");
         let a_new = r1.assignment.unwrap();
         assert_eq!(count(&a_new), 3);
         assert_eq!(g.members["a"].state, MemberState::UnrevokedPartitions);
         // b still cannot get them.
         let r2 = g
             .heartbeat(
-                hb("b", 2, &BTreeMap::new()),
+                hb("b", 3, &BTreeMap::new()),
                 &topics,
                 &no_names,
                 &LIMITS,
@@ -1199,7 +1212,7 @@ mod tests {
         // a reports the revocation done.
         let r1 = g
             .heartbeat(
-                hb("a", 1, &a_new),
+                hb("a", 2, &a_new),
                 &topics,
                 &no_names,
                 &LIMITS,
@@ -1207,10 +1220,10 @@ mod tests {
                 || unreachable!(),
             )
             .unwrap();
-        assert_eq!(r1.member_epoch, 2);
+        assert_eq!(r1.member_epoch, 3);
         let r2 = g
             .heartbeat(
-                hb("b", 2, &BTreeMap::new()),
+                hb("b", 3, &BTreeMap::new()),
                 &topics,
                 &no_names,
                 &LIMITS,
@@ -1227,7 +1240,7 @@ mod tests {
     #[test]
     fn fencing_and_leaving() {
         let now = Instant::now();
-        let mut g = ConsumerGroup::new("g".into(), 0);
+        let mut g = ConsumerGroup::new("g".into(), crate::group::INITIAL_GROUP_EPOCH);
         g.heartbeat(
             join("a"),
             &topics,
@@ -1272,7 +1285,7 @@ mod tests {
     #[test]
     fn a_member_that_does_not_revoke_in_time_is_fenced() {
         let now = Instant::now();
-        let mut g = ConsumerGroup::new("g".into(), 0);
+        let mut g = ConsumerGroup::new("g".into(), crate::group::INITIAL_GROUP_EPOCH);
         let a = g
             .heartbeat(
                 join("a"),
@@ -1294,7 +1307,7 @@ mod tests {
         )
         .unwrap();
         g.heartbeat(
-            hb("a", 1, &a_owned),
+            hb("a", 2, &a_owned),
             &topics,
             &no_names,
             &LIMITS,
@@ -1306,7 +1319,7 @@ mod tests {
         // a never reports the revocation; b keeps heartbeating.
         let later = now + Duration::from_millis(30_000);
         g.heartbeat(
-            hb("b", 2, &BTreeMap::new()),
+            hb("b", 3, &BTreeMap::new()),
             &topics,
             &no_names,
             &LIMITS,
@@ -1321,7 +1334,7 @@ mod tests {
         );
         let r = g
             .heartbeat(
-                hb("b", 2, &BTreeMap::new()),
+                hb("b", 3, &BTreeMap::new()),
                 &topics,
                 &no_names,
                 &LIMITS,
@@ -1339,7 +1352,7 @@ mod tests {
     #[test]
     fn static_member_takes_its_place_back() {
         let now = Instant::now();
-        let mut g = ConsumerGroup::new("g".into(), 0);
+        let mut g = ConsumerGroup::new("g".into(), crate::group::INITIAL_GROUP_EPOCH);
         let mut j = join("a");
         j.instance_id = Some("i".into());
         let r = g
@@ -1347,7 +1360,7 @@ mod tests {
             .unwrap();
         let owned = r.assignment.unwrap();
         let epoch = g.group_epoch;
-        let mut bye = hb("a", 1, &owned);
+        let mut bye = hb("a", 2, &owned);
         bye.member_epoch = -2;
         let r = g
             .heartbeat(bye, &topics, &no_names, &LIMITS, now, || unreachable!())
@@ -1359,7 +1372,7 @@ mod tests {
         let r = g
             .heartbeat(back, &topics, &no_names, &LIMITS, now, || unreachable!())
             .unwrap();
-        assert_eq!(r.member_epoch, 1);
+        assert_eq!(r.member_epoch, 2);
         assert_eq!(r.assignment.unwrap(), owned, "same partitions");
         assert_eq!(g.group_epoch, epoch, "no rebalance");
         let mut twin = join("a3");
@@ -1371,7 +1384,7 @@ mod tests {
     #[test]
     fn session_timeout_fences() {
         let now = Instant::now();
-        let mut g = ConsumerGroup::new("g".into(), 0);
+        let mut g = ConsumerGroup::new("g".into(), crate::group::INITIAL_GROUP_EPOCH);
         g.heartbeat(
             join("a"),
             &topics,
@@ -1389,7 +1402,7 @@ mod tests {
     #[test]
     fn commit_epoch_checks() {
         let now = Instant::now();
-        let mut g = ConsumerGroup::new("g".into(), 0);
+        let mut g = ConsumerGroup::new("g".into(), crate::group::INITIAL_GROUP_EPOCH);
         g.validate_offset_commit("", -1).unwrap();
         g.heartbeat(
             join("a"),
@@ -1400,17 +1413,17 @@ mod tests {
             || unreachable!(),
         )
         .unwrap();
-        g.validate_offset_commit("a", 1).unwrap();
+        g.validate_offset_commit("a", 2).unwrap();
         assert_eq!(
             g.validate_offset_commit("a", 0),
             Err(GroupError::StaleMemberEpoch)
         );
         assert_eq!(
-            g.validate_offset_commit("a", 2),
+            g.validate_offset_commit("a", 3),
             Err(GroupError::FencedMemberEpoch)
         );
         assert_eq!(
-            g.validate_offset_commit("b", 1),
+            g.validate_offset_commit("b", 2),
             Err(GroupError::UnknownMemberId)
         );
     }

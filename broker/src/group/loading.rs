@@ -363,7 +363,12 @@ pub(super) fn consumer_for_replay<'a>(
 ) -> &'a mut ConsumerGroup {
     let e = entry_for_replay(groups, group);
     if !matches!(e.kind, GroupKind::Consumer(_)) {
-        e.kind = GroupKind::Consumer(ConsumerGroup::new(group.to_string(), 0));
+        // Kafka's `getOrMaybeCreatePersistedConsumerGroup`: a group first seen in a record
+        // other than its epoch record has a new group's epochs until that record comes.
+        e.kind = GroupKind::Consumer(ConsumerGroup::new(
+            group.to_string(),
+            super::INITIAL_GROUP_EPOCH,
+        ));
     }
     match &mut e.kind {
         GroupKind::Consumer(g) => g,

@@ -81,6 +81,13 @@ pub const MAX_SUBSCRIBED_TOPICS: usize = 10_000;
 /// stay under the topic's max.message.bytes.
 pub const MAX_GROUP_RECORD_MEMBER_BYTES: usize = 512 * 1024;
 /// Longest time the timer task sleeps when no deadline is pending.
+/// The group epoch and target assignment epoch of a new consumer, share or streams group:
+/// Kafka 4.4's `ModernGroup` and `StreamsGroup` constructors start at group epoch 1 and
+/// `TargetAssignmentMetadata.INITIAL` (assignment epoch 1, timestamp 0), so a first member
+/// whose subscription is new moves the group to epoch 2, and one subscribed to nothing
+/// leaves it at 1 and is answered member epoch 1.
+pub const INITIAL_GROUP_EPOCH: i32 = 1;
+
 const IDLE_TIMER: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// Errors of the group coordinator, each one Kafka error code.
@@ -1526,7 +1533,7 @@ fn consumer_group_or_create(
         None if joining => st.groups.entry(group_id.to_string()).or_insert_with(|| {
             GroupEntry::of(GroupKind::Consumer(ConsumerGroup::new(
                 group_id.to_string(),
-                0,
+                INITIAL_GROUP_EPOCH,
             )))
         }),
         None => return Err(GroupError::UnknownMemberId),
@@ -1538,8 +1545,12 @@ fn consumer_group_or_create(
         if !c.is_empty() {
             return Err(GroupError::GroupIdNotFound);
         }
-        let epoch = c.generation_id.max(0);
-        entry.kind = GroupKind::Consumer(ConsumerGroup::new(group_id.to_string(), epoch));
+        // Kafka's `getOrMaybeCreateConsumerGroup`: an empty classic group is deleted
+        // (`maybeDeleteEmptyClassicGroup`) and a new consumer group takes its place.
+        entry.kind = GroupKind::Consumer(ConsumerGroup::new(
+            group_id.to_string(),
+            INITIAL_GROUP_EPOCH,
+        ));
     }
     if !matches!(entry.kind, GroupKind::Consumer(_)) {
         return Err(GroupError::GroupIdNotFound);

@@ -117,8 +117,8 @@ impl ShareGroup {
     pub fn new(group_id: String) -> Self {
         ShareGroup {
             group_id,
-            group_epoch: 0,
-            assignment_epoch: 0,
+            group_epoch: super::INITIAL_GROUP_EPOCH,
+            assignment_epoch: super::INITIAL_GROUP_EPOCH,
             members: BTreeMap::new(),
             target: HashMap::new(),
             topics_seen: BTreeMap::new(),
@@ -566,13 +566,14 @@ mod tests {
         let first = hb(&mut g, 0);
         assert_eq!(first.assignment, Some(BTreeMap::new()));
         let init = first.initialize.expect("initialization asked for");
-        assert_eq!(init.state_epoch, 1);
+        // The join moved the group from its initial epoch 1 to 2 (Kafka's `ModernGroup`).
+        assert_eq!(init.state_epoch, 2);
         assert_eq!(init.partitions, vec![(t, 0, -1), (t, 1, -1)]);
         let pending = hb(&mut g, first.member_epoch);
         assert_eq!((pending.assignment, pending.initialize), (None, None));
         g.initialized(&[(t, 0), (t, 1)], &[]);
         let assigned = hb(&mut g, pending.member_epoch);
-        assert_eq!(assigned.member_epoch, 2);
+        assert_eq!(assigned.member_epoch, 3);
         assert_eq!(assigned.assignment, Some(all(t, 2)));
     }
 

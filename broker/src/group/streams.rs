@@ -263,8 +263,8 @@ impl StreamsGroup {
     pub fn new(group_id: String) -> Self {
         StreamsGroup {
             group_id,
-            group_epoch: 0,
-            assignment_epoch: 0,
+            group_epoch: super::INITIAL_GROUP_EPOCH,
+            assignment_epoch: super::INITIAL_GROUP_EPOCH,
             members: BTreeMap::new(),
             target: HashMap::new(),
             topology: None,
@@ -518,24 +518,18 @@ impl StreamsGroup {
     /// The member must be answered a member epoch above 0: the Kafka Streams 4.4 client
     /// (`StreamsGroupHeartbeatRequestManager.HeartbeatState.buildRequestData`) sends the
     /// topology and RebalanceTimeoutMs only while JOINING, so its next heartbeat at epoch 0
-    /// would be refused with INVALID_REQUEST. A group emptied before has its assignment epoch
-    /// at its group epoch (see [`Self::remove_epoch`]) and the member is given that epoch. A new
-    /// group has never had one: Kafka 4.4 answers its first member epoch 1 with an empty
-    /// assignment and moves the group to epoch 2 (StreamsGroupDescribe: group epoch 2,
-    /// assignment epoch 1), so that the delayed target is a new epoch, as
-    /// `computeDelayedTargetAssignment` requires (measured with
-    /// streams_wire.rs `a_streams_client_joining_a_new_group_waits_out_the_initial_rebalance_delay`).
+    /// would be refused with INVALID_REQUEST. It is given the assignment epoch: a group emptied
+    /// before has it at its group epoch (see [`Self::remove_epoch`]), and a new group at
+    /// [`super::INITIAL_GROUP_EPOCH`] while the join moved the group epoch to 2 (Kafka 4.4's
+    /// `StreamsGroup` starts at `TargetAssignmentMetadata.INITIAL`; StreamsGroupDescribe:
+    /// group epoch 2, assignment epoch 1, measured with streams_wire.rs
+    /// `a_streams_client_joining_a_new_group_waits_out_the_initial_rebalance_delay`).
     fn schedule_initial_rebalance(&mut self, limits: &StreamsLimits, now: Instant) {
         let delay = Duration::from_millis(limits.initial_rebalance_delay_ms.max(0) as u64);
         if delay.is_zero() || self.initial_rebalance_pending(now) {
             return;
         }
         self.initial_rebalance_deadline = Some(now + delay);
-        if self.assignment_epoch == 0 {
-            self.target.clear();
-            self.assignment_epoch = self.group_epoch;
-            self.bump_epoch();
-        }
     }
 
     /// Whether the initial rebalance delay still holds the target assignment back; a passed

@@ -15,7 +15,7 @@ use brook_protocol_tests::sasl::{
     authenticate, handshake, oauthbearer_first_message, plain_login, plain_token, unsecured_jws,
     Scram, ILLEGAL_SASL_STATE, SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM,
 };
-use brook_protocol_tests::{Broker, Cluster, WireClient};
+use brook_protocol_tests::{poll_until_ok, Broker, Cluster, WireClient};
 use bytes::Bytes;
 use kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredentialUpsertion;
 use kafka_protocol::messages::describe_user_scram_credentials_request::UserName;
@@ -228,14 +228,22 @@ fn bad_handshakes_and_malformed_frames() {
     closed(&mut c, "after a second ApiVersions");
 }
 
+/// Bound on the wait for a new SCRAM credential to reach the broker's metadata.
+const LOGIN_WAIT: Duration = Duration::from_secs(15);
+
 #[test]
 fn scram_users_from_alter_user_scram_credentials() {
     let b = Broker::start_with(&sasl_overrides());
     for m in [Scram { sha512: false }, Scram { sha512: true }] {
         assert_eq!(upsert(&b, m, "bob", "bob-secret", 8192), (0, String::new()));
-        let mut c = sasl_client(&b);
-        let r = m.login(&mut c, "bob", "bob-secret");
-        assert_eq!(r.error_code, 0, "{m:?}: {r:?}");
+        // AlterUserScramCredentials answers once the controller committed the credential; a
+        // broker learns it when it applies that metadata record, so Kafka may refuse a login
+        // made at once (its differential run did) and accepts it a moment later.
+        let mut c = poll_until_ok(&format!("{m:?} login as bob"), LOGIN_WAIT, || {
+            let mut c = sasl_client(&b);
+            let r = m.login(&mut c, "bob", "bob-secret");
+            (r.error_code == 0).then_some(c).ok_or(format!("{r:?}"))
+        });
         assert_eq!(c.metadata(&[], false).brokers.len(), 1);
         // A wrong password: the final proof does not verify.
         let mut c = sasl_client(&b);

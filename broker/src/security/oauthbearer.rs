@@ -17,7 +17,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use base64::alphabet;
 use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
@@ -659,11 +658,7 @@ fn list_claim(value: &str) -> Vec<String> {
 }
 
 /// Wall-clock ms since the epoch: token times are wall-clock times.
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
+pub use crate::clock::now_ms;
 
 #[cfg(test)]
 mod tests {
